@@ -1,0 +1,388 @@
+/* io.c - regular-file input, the bounded cursor, atomic output files. */
+#include "internal.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static size_t max_read; /* test knob: cap on bytes per read call */
+
+void qtk_test_max_read(size_t n) { max_read = n; }
+
+int qtk_file_open(const char *path, uint64_t *size, qtk_err *err)
+{
+	struct stat st;
+	if (lstat(path, &st) != 0)
+		return qtk_err_sys(err, path, "cannot open");
+	if (S_ISLNK(st.st_mode) && stat(path, &st) != 0)
+		return qtk_err_sys(err, path, "cannot follow link");
+	if (S_ISDIR(st.st_mode))
+		return qtk_err_set(err, QTK_E_DATA, path, -1, NULL, "is a directory, not a model file");
+	if (!S_ISREG(st.st_mode))
+		return qtk_err_set(err, QTK_E_DATA, path, -1, NULL, "not a regular file");
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return qtk_err_sys(err, path, "cannot open");
+	struct stat st2;
+	if (fstat(fd, &st2) != 0 || !S_ISREG(st2.st_mode)) {
+		close(fd);
+		return qtk_err_set(err, QTK_E_DATA, path, -1, NULL, "not a regular file");
+	}
+	*size = (uint64_t)st2.st_size;
+	return fd;
+}
+
+int qtk_pread_full(int fd, const char *path, void *buf, size_t n, uint64_t off, qtk_err *err)
+{
+	uint8_t *p = buf;
+	while (n) {
+		size_t want = n;
+		if (max_read && want > max_read)
+			want = max_read;
+		ssize_t r = pread(fd, p, want, (off_t)off);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return qtk_err_sys(err, path, "read failed");
+		}
+		if (r == 0)
+			return qtk_err_set(err, QTK_E_DATA, path, (int64_t)off, NULL,
+					   "truncated: file ends at 0x%llx while %zu more bytes were expected",
+					   (unsigned long long)off, n);
+		p += r;
+		n -= (size_t)r;
+		off += (uint64_t)r;
+	}
+	return 0;
+}
+
+int qtk_slurp(const char *path, uint64_t cap, uint8_t **out, size_t *len, qtk_err *err)
+{
+	uint64_t size;
+	int fd = qtk_file_open(path, &size, err);
+	if (fd < 0)
+		return fd;
+	int rc = 0;
+	if (size > cap) {
+		rc = qtk_err_set(err, QTK_E_DATA, path, 0, NULL, "file too large: %llu bytes, limit %llu",
+				 (unsigned long long)size, (unsigned long long)cap);
+		goto out;
+	}
+	uint8_t *b = qtk_malloc((size_t)size + 1);
+	if (!b) {
+		rc = qtk_err_set(err, QTK_E_IO, path, -1, NULL, "out of memory");
+		goto out;
+	}
+	rc = qtk_pread_full(fd, path, b, (size_t)size, 0, err);
+	if (rc) {
+		qtk_free(b);
+		goto out;
+	}
+	b[size] = 0;
+	*out = b;
+	*len = (size_t)size;
+out:
+	close(fd);
+	return rc;
+}
+
+bool qtk_is_dir(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool qtk_path_exists(const char *path)
+{
+	struct stat st;
+	return lstat(path, &st) == 0;
+}
+
+char *qtk_path_join(const char *dir, const char *name)
+{
+	size_t a = strlen(dir), b = strlen(name);
+	while (a > 1 && dir[a - 1] == '/')
+		a--;
+	char *p = qtk_malloc(a + b + 2);
+	if (!p)
+		return NULL;
+	memcpy(p, dir, a);
+	p[a] = '/';
+	memcpy(p + a + 1, name, b + 1);
+	return p;
+}
+
+char *qtk_path_dir(const char *path)
+{
+	const char *s = strrchr(path, '/');
+	if (!s)
+		return qtk_strdup(".");
+	if (s == path)
+		return qtk_strdup("/");
+	return qtk_strndup(path, (size_t)(s - path));
+}
+
+const char *qtk_path_base(const char *path)
+{
+	const char *s = strrchr(path, '/');
+	return s ? s + 1 : path;
+}
+
+/* ---- cursor ------------------------------------------------------------ */
+
+void qtk_cur_init(qtk_cur *c, int fd, const char *path, uint64_t size, qtk_err *err)
+{
+	c->fd = fd;
+	c->path = path;
+	c->pos = 0;
+	c->end = size;
+	c->bpos = 0;
+	c->blen = 0;
+	c->err = err;
+}
+
+int qtk_cur_bytes(qtk_cur *c, void *dst, size_t n, const char *field)
+{
+	if (n > c->end - c->pos)
+		return qtk_err_set(c->err, QTK_E_DATA, c->path, (int64_t)c->pos, NULL,
+				   "truncated: need %zu bytes for %s at 0x%llx, file ends at 0x%llx",
+				   n, field, (unsigned long long)c->pos, (unsigned long long)c->end);
+	uint8_t *d = dst;
+	while (n) {
+		if (c->pos >= c->bpos && c->pos < c->bpos + c->blen) {
+			size_t at = (size_t)(c->pos - c->bpos);
+			size_t k = c->blen - at;
+			if (k > n)
+				k = n;
+			memcpy(d, c->buf + at, k);
+			d += k;
+			n -= k;
+			c->pos += k;
+			continue;
+		}
+		if (n >= sizeof c->buf) { /* large: read directly */
+			int rc = qtk_pread_full(c->fd, c->path, d, n, c->pos, c->err);
+			if (rc)
+				return rc;
+			c->pos += n;
+			return 0;
+		}
+		uint64_t want = c->end - c->pos;
+		if (want > sizeof c->buf)
+			want = sizeof c->buf;
+		int rc = qtk_pread_full(c->fd, c->path, c->buf, (size_t)want, c->pos, c->err);
+		if (rc)
+			return rc;
+		c->bpos = c->pos;
+		c->blen = (size_t)want;
+	}
+	return 0;
+}
+
+int qtk_cur_u8(qtk_cur *c, uint8_t *v, const char *field) { return qtk_cur_bytes(c, v, 1, field); }
+
+int qtk_cur_u16(qtk_cur *c, uint16_t *v, const char *field)
+{
+	uint8_t b[2];
+	int rc = qtk_cur_bytes(c, b, 2, field);
+	if (!rc)
+		*v = qtk_rd16(b);
+	return rc;
+}
+
+int qtk_cur_u32(qtk_cur *c, uint32_t *v, const char *field)
+{
+	uint8_t b[4];
+	int rc = qtk_cur_bytes(c, b, 4, field);
+	if (!rc)
+		*v = qtk_rd32(b);
+	return rc;
+}
+
+int qtk_cur_u64(qtk_cur *c, uint64_t *v, const char *field)
+{
+	uint8_t b[8];
+	int rc = qtk_cur_bytes(c, b, 8, field);
+	if (!rc)
+		*v = qtk_rd64(b);
+	return rc;
+}
+
+int qtk_cur_skip(qtk_cur *c, uint64_t n, const char *field)
+{
+	if (n > c->end - c->pos)
+		return qtk_err_set(c->err, QTK_E_DATA, c->path, (int64_t)c->pos, NULL,
+				   "truncated: need %llu bytes for %s at 0x%llx, file ends at 0x%llx",
+				   (unsigned long long)n, field, (unsigned long long)c->pos,
+				   (unsigned long long)c->end);
+	c->pos += n;
+	return 0;
+}
+
+/* ---- temporaries removed on signals ------------------------------------ */
+
+#define MAX_TMP 64
+static char *volatile tmp_paths[MAX_TMP];
+
+void qtk_cleanup_register(const char *p)
+{
+	for (int i = 0; i < MAX_TMP; i++)
+		if (!tmp_paths[i]) {
+			tmp_paths[i] = (char *)p;
+			return;
+		}
+}
+
+void qtk_cleanup_unregister(const char *p)
+{
+	for (int i = 0; i < MAX_TMP; i++)
+		if (tmp_paths[i] == p)
+			tmp_paths[i] = NULL;
+}
+
+void qtk_cleanup_run(void)
+{
+	for (int i = 0; i < MAX_TMP; i++)
+		if (tmp_paths[i])
+			unlink(tmp_paths[i]);
+}
+
+/* ---- atomic output ------------------------------------------------------ */
+
+#define OBUF (1u << 20)
+
+int qtk_ofile_open(qtk_ofile *f, const char *path, qtk_err *err)
+{
+	memset(f, 0, sizeof *f);
+	f->fd = -1;
+	f->err = err;
+	char *dir = qtk_path_dir(path);
+	const char *base = qtk_path_base(path);
+	size_t n = (dir ? strlen(dir) : 0) + strlen(base) + 32;
+	f->tmp_path = qtk_malloc(n);
+	f->final_path = qtk_strdup(path);
+	f->buf = qtk_malloc(OBUF);
+	if (!dir || !f->tmp_path || !f->final_path || !f->buf) {
+		qtk_free(dir);
+		qtk_ofile_abort(f);
+		return qtk_err_set(err, QTK_E_IO, path, -1, NULL, "out of memory");
+	}
+	snprintf(f->tmp_path, n, "%s/.%s.qtk-XXXXXX", dir, base);
+	qtk_free(dir);
+	f->fd = mkstemp(f->tmp_path);
+	if (f->fd < 0) {
+		int rc = qtk_err_sys(err, path, "cannot create output");
+		qtk_free(f->tmp_path);
+		f->tmp_path = NULL;
+		qtk_ofile_abort(f);
+		return rc;
+	}
+	qtk_cleanup_register(f->tmp_path);
+	return 0;
+}
+
+static int ofile_flush(qtk_ofile *f)
+{
+	size_t off = 0;
+	while (off < f->blen) {
+		ssize_t w = write(f->fd, f->buf + off, f->blen - off);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return qtk_err_sys(f->err, f->final_path, "write failed");
+		}
+		off += (size_t)w;
+	}
+	f->blen = 0;
+	return 0;
+}
+
+int qtk_ofile_write(qtk_ofile *f, const void *d, size_t n)
+{
+	const uint8_t *p = d;
+	while (n) {
+		size_t k = OBUF - f->blen;
+		if (k > n)
+			k = n;
+		memcpy(f->buf + f->blen, p, k);
+		f->blen += k;
+		p += k;
+		n -= k;
+		f->written += k;
+		if (f->blen == OBUF) {
+			int rc = ofile_flush(f);
+			if (rc)
+				return rc;
+		}
+	}
+	return 0;
+}
+
+int qtk_ofile_pad(qtk_ofile *f, uint64_t n)
+{
+	static const uint8_t zeros[4096];
+	while (n) {
+		size_t k = n > sizeof zeros ? sizeof zeros : (size_t)n;
+		int rc = qtk_ofile_write(f, zeros, k);
+		if (rc)
+			return rc;
+		n -= k;
+	}
+	return 0;
+}
+
+int qtk_ofile_commit(qtk_ofile *f)
+{
+	int rc = ofile_flush(f);
+	if (rc)
+		return rc;
+	if (fsync(f->fd) != 0)
+		return qtk_err_sys(f->err, f->final_path, "fsync failed");
+	if (fchmod(f->fd, 0644) != 0)
+		return qtk_err_sys(f->err, f->final_path, "chmod failed");
+	if (close(f->fd) != 0) {
+		f->fd = -1;
+		return qtk_err_sys(f->err, f->final_path, "close failed");
+	}
+	f->fd = -1;
+	if (rename(f->tmp_path, f->final_path) != 0)
+		return qtk_err_sys(f->err, f->final_path, "cannot rename into place");
+	qtk_cleanup_unregister(f->tmp_path);
+	/* fsync the directory so the rename is durable */
+	char *dir = qtk_path_dir(f->final_path);
+	if (dir) {
+		int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (dfd >= 0) {
+			(void)fsync(dfd);
+			close(dfd);
+		}
+		qtk_free(dir);
+	}
+	qtk_free(f->tmp_path);
+	f->tmp_path = NULL;
+	qtk_free(f->final_path);
+	f->final_path = NULL;
+	qtk_free(f->buf);
+	f->buf = NULL;
+	return 0;
+}
+
+void qtk_ofile_abort(qtk_ofile *f)
+{
+	if (f->fd >= 0)
+		close(f->fd);
+	f->fd = -1;
+	if (f->tmp_path) {
+		unlink(f->tmp_path);
+		qtk_cleanup_unregister(f->tmp_path);
+		qtk_free(f->tmp_path);
+	}
+	f->tmp_path = NULL;
+	qtk_free(f->final_path);
+	f->final_path = NULL;
+	qtk_free(f->buf);
+	f->buf = NULL;
+}

@@ -1,0 +1,390 @@
+/* model.c - the tensor model, metadata values and the format registry. */
+#include "internal.h"
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Strongest magic first; HF directories are recognised by path. */
+static const qtk_format *const formats[] = {
+	&qtk_format_gguf,
+	&qtk_format_hf,
+	&qtk_format_safetensors,
+};
+
+qtk_model *qtk_model_new(void)
+{
+	qtk_model *m = qtk_calloc(1, sizeof *m);
+	if (m)
+		qtk_err_clear(&m->err);
+	return m;
+}
+
+static void *grow(void *p, size_t *cap, size_t need, size_t elem, size_t limit)
+{
+	if (need <= *cap)
+		return p;
+	if (need > limit)
+		return NULL;
+	size_t nc = *cap ? *cap * 2 : 16;
+	while (nc < need)
+		nc *= 2;
+	if (nc > limit)
+		nc = limit;
+	void *q = qtk_realloc(p, nc * elem);
+	if (!q)
+		return NULL;
+	memset((char *)q + *cap * elem, 0, (nc - *cap) * elem);
+	*cap = nc;
+	return q;
+}
+
+qtk_tensor *qtk_model_add_tensor(qtk_model *m, const char *name)
+{
+	qtk_tensor *t = grow(m->tensors, &m->cap_tensors, m->ntensors + 1, sizeof *t, QTK_CAP_TENSORS);
+	if (!t)
+		return NULL;
+	m->tensors = t;
+	t = &m->tensors[m->ntensors];
+	memset(t, 0, sizeof *t);
+	t->name = qtk_strdup(name);
+	if (!t->name)
+		return NULL;
+	m->ntensors++;
+	return t;
+}
+
+qtk_kv *qtk_model_add_kv(qtk_model *m, const char *key)
+{
+	qtk_kv *kv = grow(m->kv, &m->cap_kv, m->nkv + 1, sizeof *kv, QTK_CAP_KV);
+	if (!kv)
+		return NULL;
+	m->kv = kv;
+	kv = &m->kv[m->nkv];
+	memset(kv, 0, sizeof *kv);
+	kv->key = qtk_strdup(key);
+	if (!kv->key)
+		return NULL;
+	m->nkv++;
+	return kv;
+}
+
+int qtk_model_set_kv_str(qtk_model *m, const char *key, const char *s)
+{
+	qtk_kv *kv = NULL;
+	for (size_t i = 0; i < m->nkv; i++)
+		if (strcmp(m->kv[i].key, key) == 0) {
+			kv = &m->kv[i];
+			qtk_value_free(&kv->val);
+		}
+	if (!kv)
+		kv = qtk_model_add_kv(m, key);
+	if (!kv)
+		return QTK_E_IO;
+	kv->val.type = QTK_V_STR;
+	kv->val.v.str.len = strlen(s);
+	kv->val.v.str.s = qtk_strdup(s);
+	return kv->val.v.str.s ? 0 : QTK_E_IO;
+}
+
+int qtk_kv_remove(qtk_model *m, const char *key)
+{
+	for (size_t i = 0; i < m->nkv; i++)
+		if (strcmp(m->kv[i].key, key) == 0) {
+			qtk_free(m->kv[i].key);
+			qtk_value_free(&m->kv[i].val);
+			memmove(&m->kv[i], &m->kv[i + 1], (m->nkv - i - 1) * sizeof *m->kv);
+			m->nkv--;
+			return 1;
+		}
+	return 0;
+}
+
+int qtk_model_add_blob(qtk_model *m, const char *name, const void *data, size_t len)
+{
+	qtk_blob *b = grow(m->blobs, &m->cap_blobs, m->nblobs + 1, sizeof *b, 4096);
+	if (!b)
+		return QTK_E_IO;
+	m->blobs = b;
+	b = &m->blobs[m->nblobs];
+	b->name = qtk_strdup(name);
+	b->data = qtk_malloc(len + 1);
+	if (!b->name || !b->data) {
+		qtk_free(b->name);
+		qtk_free(b->data);
+		return QTK_E_IO;
+	}
+	memcpy(b->data, data, len);
+	b->data[len] = 0;
+	b->len = len;
+	m->nblobs++;
+	return 0;
+}
+
+int qtk_model_add_file(qtk_model *m, const char *path)
+{
+	if (m->nfiles >= QTK_CAP_FILES)
+		return qtk_err_set(&m->err, QTK_E_DATA, path, -1, NULL, "too many files (limit %u)", QTK_CAP_FILES);
+	uint32_t n = m->nfiles + 1;
+	char **f = qtk_realloc(m->files, n * sizeof *f);
+	if (f)
+		m->files = f;
+	uint64_t *s = qtk_realloc(m->file_sizes, n * sizeof *s);
+	if (s)
+		m->file_sizes = s;
+	int *d = qtk_realloc(m->fds, n * sizeof *d);
+	if (d)
+		m->fds = d;
+	if (!f || !s || !d)
+		return qtk_err_set(&m->err, QTK_E_IO, path, -1, NULL, "out of memory");
+	m->files[m->nfiles] = qtk_strdup(path);
+	if (!m->files[m->nfiles])
+		return qtk_err_set(&m->err, QTK_E_IO, path, -1, NULL, "out of memory");
+	m->fds[m->nfiles] = -1;
+	int fd = qtk_file_open(path, &m->file_sizes[m->nfiles], &m->err);
+	if (fd < 0) {
+		qtk_free(m->files[m->nfiles]);
+		return fd;
+	}
+	m->fds[m->nfiles] = fd;
+	return (int)m->nfiles++;
+}
+
+size_t qtk_value_size(unsigned t)
+{
+	static const uint8_t sz[QTK_V_MAX] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
+	return t < QTK_V_MAX ? sz[t] : 0;
+}
+
+const char *qtk_value_type_name(unsigned t)
+{
+	static const char *const n[QTK_V_MAX] = {"u8", "i8", "u16", "i16", "u32", "i32", "f32",
+						  "bool", "string", "array", "u64", "i64", "f64"};
+	return t < QTK_V_MAX ? n[t] : "unknown";
+}
+
+void qtk_value_free(qtk_value *v)
+{
+	if (v->type == QTK_V_STR)
+		qtk_free(v->v.str.s);
+	if (v->type == QTK_V_ARR && v->arr) {
+		if (v->elem == QTK_V_STR) {
+			qtk_str *s = v->arr;
+			for (uint64_t i = 0; i < v->n; i++)
+				qtk_free(s[i].s);
+		}
+		qtk_free(v->arr);
+	}
+	memset(v, 0, sizeof *v);
+}
+
+int qtk_value_copy(qtk_value *d, const qtk_value *s)
+{
+	*d = *s;
+	d->arr = NULL;
+	if (s->type == QTK_V_STR) {
+		d->v.str.s = qtk_strndup(s->v.str.s, (size_t)s->v.str.len);
+		return d->v.str.s ? 0 : QTK_E_IO;
+	}
+	if (s->type != QTK_V_ARR)
+		return 0;
+	if (s->elem == QTK_V_STR) {
+		qtk_str *src = s->arr, *dst = qtk_calloc((size_t)s->n, sizeof *dst);
+		if (!dst)
+			return QTK_E_IO;
+		d->arr = dst;
+		for (uint64_t i = 0; i < s->n; i++) {
+			dst[i].len = src[i].len;
+			dst[i].s = qtk_strndup(src[i].s, (size_t)src[i].len);
+			if (!dst[i].s) {
+				d->n = i;
+				qtk_value_free(d);
+				return QTK_E_IO;
+			}
+		}
+		return 0;
+	}
+	size_t bytes = (size_t)s->n * qtk_value_size(s->elem);
+	d->arr = qtk_malloc(bytes);
+	if (!d->arr)
+		return QTK_E_IO;
+	memcpy(d->arr, s->arr, bytes);
+	return 0;
+}
+
+void qtk_tensor_finish(qtk_tensor *t)
+{
+	uint64_t n = 1;
+	for (int i = 0; i < t->ndim; i++)
+		if (!qtk_mul_u64(n, t->shape[i], &n))
+			n = UINT64_MAX;
+	t->n_params = n;
+	uint64_t b = 0;
+	for (int p = 0; p < t->nparts; p++)
+		if (!qtk_add_u64(b, t->parts[p].nbytes, &b))
+			b = UINT64_MAX;
+	t->n_bytes = b;
+}
+
+static void model_free(qtk_model *m)
+{
+	for (size_t i = 0; i < m->ntensors; i++)
+		qtk_free(m->tensors[i].name);
+	qtk_free(m->tensors);
+	for (size_t i = 0; i < m->nkv; i++) {
+		qtk_free(m->kv[i].key);
+		qtk_value_free(&m->kv[i].val);
+	}
+	qtk_free(m->kv);
+	for (size_t i = 0; i < m->nblobs; i++) {
+		qtk_free(m->blobs[i].name);
+		qtk_free(m->blobs[i].data);
+	}
+	qtk_free(m->blobs);
+	for (uint32_t i = 0; i < m->nfiles; i++) {
+		if (m->fds[i] >= 0)
+			close(m->fds[i]);
+		qtk_free(m->files[i]);
+	}
+	qtk_free(m->files);
+	qtk_free(m->fds);
+	qtk_free(m->file_sizes);
+	qtk_free(m->path);
+	qtk_free(m);
+}
+
+void qtk_close(qtk_model *m)
+{
+	if (!m)
+		return;
+	if (m->fmt && m->fmt->close)
+		m->fmt->close(m);
+	model_free(m);
+}
+
+/* Pick the plugin: path probes first (directories, index files), then
+ * content probes on the first bytes. */
+static const qtk_format *detect(const char *path, qtk_err *err)
+{
+	const qtk_format *best = NULL;
+	int score = 0;
+	for (size_t i = 0; i < sizeof formats / sizeof *formats; i++)
+		if (formats[i]->probe_path) {
+			int s = formats[i]->probe_path(path);
+			if (s > score) {
+				score = s;
+				best = formats[i];
+			}
+		}
+	if (best)
+		return best;
+	if (qtk_is_dir(path)) {
+		qtk_err_set(err, QTK_E_DATA, path, -1, NULL,
+			    "unknown format: directory has no config.json with safetensors weights");
+		return NULL;
+	}
+	uint64_t size;
+	int fd = qtk_file_open(path, &size, err);
+	if (fd < 0)
+		return NULL;
+	uint8_t head[4096];
+	size_t n = size < sizeof head ? (size_t)size : sizeof head;
+	int rc = qtk_pread_full(fd, path, head, n, 0, err);
+	close(fd);
+	if (rc)
+		return NULL;
+	for (size_t i = 0; i < sizeof formats / sizeof *formats; i++)
+		if (formats[i]->probe) {
+			int s = formats[i]->probe(head, n, size);
+			if (s > score) {
+				score = s;
+				best = formats[i];
+			}
+		}
+	if (!best)
+		qtk_err_set(err, QTK_E_DATA, path, 0, NULL, "unknown format: not GGUF, safetensors or a Hugging Face directory");
+	return best;
+}
+
+qtk_model *qtk_open(const char *path, qtk_err *err)
+{
+	qtk_err_clear(err);
+	const qtk_format *f = detect(path, err);
+	if (!f)
+		return NULL;
+	qtk_model *m = qtk_model_new();
+	if (!m || !(m->path = qtk_strdup(path))) {
+		qtk_free(m);
+		qtk_err_set(err, QTK_E_IO, path, -1, NULL, "out of memory");
+		return NULL;
+	}
+	m->fmt = f;
+	int rc = f->open(m);
+	if (rc) {
+		if (!m->err.code)
+			qtk_err_set(&m->err, rc, path, -1, NULL, "cannot open");
+		*err = m->err;
+		qtk_close(m);
+		return NULL;
+	}
+	return m;
+}
+
+const char *qtk_model_format(const qtk_model *m) { return m->fmt ? m->fmt->name : "unknown"; }
+
+int qtk_read_part(qtk_model *m, const qtk_tensor *t, int p, uint64_t off, void *dst, size_t n)
+{
+	if (p < 0 || p >= t->nparts)
+		return qtk_err_set(&m->err, QTK_E_INTERNAL, NULL, -1, t->name, "no part %d", p);
+	const qtk_part *pt = &t->parts[p];
+	uint64_t end;
+	if (!qtk_add_u64(off, n, &end) || end > pt->nbytes)
+		return qtk_err_set(&m->err, QTK_E_INTERNAL, NULL, -1, t->name, "read outside the tensor");
+	if (m->fmt && m->fmt->read)
+		return m->fmt->read(m, t, p, off, dst, n);
+	if (pt->file >= m->nfiles)
+		return qtk_err_set(&m->err, QTK_E_INTERNAL, NULL, -1, t->name, "bad file index");
+	return qtk_pread_full(m->fds[pt->file], m->files[pt->file], dst, n, pt->offset + off, &m->err);
+}
+
+int qtk_read_part_alloc(qtk_model *m, const qtk_tensor *t, int p, uint8_t **out)
+{
+	if (p < 0 || p >= t->nparts)
+		return qtk_err_set(&m->err, QTK_E_INTERNAL, NULL, -1, t->name, "no part %d", p);
+	uint64_t n = t->parts[p].nbytes;
+	if (n > SIZE_MAX - 1)
+		return qtk_err_set(&m->err, QTK_E_IO, NULL, -1, t->name, "tensor too large for memory");
+	uint8_t *b = qtk_malloc((size_t)n);
+	if (!b)
+		return qtk_err_set(&m->err, QTK_E_IO, NULL, -1, t->name, "out of memory");
+	int rc = qtk_read_part(m, t, p, 0, b, (size_t)n);
+	if (rc) {
+		qtk_free(b);
+		return rc;
+	}
+	*out = b;
+	return 0;
+}
+
+const qtk_kv *qtk_kv_find(const qtk_model *m, const char *key)
+{
+	for (size_t i = 0; i < m->nkv; i++)
+		if (strcmp(m->kv[i].key, key) == 0)
+			return &m->kv[i];
+	return NULL;
+}
+
+const qtk_blob *qtk_blob_find(const qtk_model *m, const char *name)
+{
+	for (size_t i = 0; i < m->nblobs; i++)
+		if (strcmp(m->blobs[i].name, name) == 0)
+			return &m->blobs[i];
+	return NULL;
+}
+
+const qtk_tensor *qtk_tensor_find(const qtk_model *m, const char *name)
+{
+	for (size_t i = 0; i < m->ntensors; i++)
+		if (strcmp(m->tensors[i].name, name) == 0)
+			return &m->tensors[i];
+	return NULL;
+}

@@ -1,0 +1,294 @@
+/* qtk.h - public interface of libqtk.
+ *
+ * The library never prints. Every fallible function returns 0 or a negative
+ * QTK_E_* code and records details in a qtk_err owned by the caller or the
+ * handle (the first error wins).
+ */
+#ifndef QTK_H
+#define QTK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define QTK_VERSION "0.1.0"
+
+/* Error codes: the negation of the programs' exit status (SPEC §2). */
+enum {
+	QTK_OK = 0,
+	QTK_E_CHECK = -1,    /* a check failed */
+	QTK_E_USAGE = -2,    /* bad argument */
+	QTK_E_DATA = -3,     /* malformed, inconsistent, unsupported or hostile input */
+	QTK_E_IO = -4,       /* I/O or system error (incl. out of memory) */
+	QTK_E_INTERNAL = -5, /* a bug */
+};
+
+typedef struct qtk_err {
+	int code;          /* QTK_E_*, 0 when clear */
+	int errnum;        /* errno for QTK_E_IO, else 0 */
+	int64_t offset;    /* byte offset in file, -1 when none */
+	char file[512];    /* file the error is about, "" when none */
+	char subject[256]; /* tensor or key, "" when none */
+	char msg[512];     /* the problem, lowercase, no trailing period */
+} qtk_err;
+
+void qtk_err_clear(qtk_err *e);
+/* Record an error unless one is already recorded. Returns `code`. */
+int qtk_err_set(qtk_err *e, int code, const char *file, int64_t offset,
+		const char *subject, const char *fmt, ...)
+	__attribute__((format(printf, 6, 7)));
+/* Record an I/O error from errno. Returns QTK_E_IO. */
+int qtk_err_sys(qtk_err *e, const char *file, const char *what);
+/* "prog: file:0x1a40: error: tensor 'x': problem" into buf. */
+void qtk_err_format(const qtk_err *e, const char *prog, char *buf, size_t n);
+/* The exit status for an error code (0..5). */
+int qtk_err_exit(int code);
+
+/* ---- Layouts ---------------------------------------------------------- */
+
+/* Storage types. Ids 0..QTK_GGML_MAX-1 are ggml's type ids; non-ggml
+ * storage dtypes (safetensors) follow from QTK_DT_BOOL. */
+enum {
+	QTK_T_F32 = 0, QTK_T_F16 = 1, QTK_T_Q4_0 = 2, QTK_T_Q4_1 = 3,
+	QTK_T_Q5_0 = 6, QTK_T_Q5_1 = 7, QTK_T_Q8_0 = 8, QTK_T_Q8_1 = 9,
+	QTK_T_Q2_K = 10, QTK_T_Q3_K = 11, QTK_T_Q4_K = 12, QTK_T_Q5_K = 13,
+	QTK_T_Q6_K = 14, QTK_T_Q8_K = 15, QTK_T_IQ2_XXS = 16, QTK_T_IQ2_XS = 17,
+	QTK_T_IQ3_XXS = 18, QTK_T_IQ1_S = 19, QTK_T_IQ4_NL = 20, QTK_T_IQ3_S = 21,
+	QTK_T_IQ2_S = 22, QTK_T_IQ4_XS = 23, QTK_T_I8 = 24, QTK_T_I16 = 25,
+	QTK_T_I32 = 26, QTK_T_I64 = 27, QTK_T_F64 = 28, QTK_T_IQ1_M = 29,
+	QTK_T_BF16 = 30, QTK_T_TQ1_0 = 34, QTK_T_TQ2_0 = 35, QTK_T_MXFP4 = 39,
+	QTK_T_NVFP4 = 40, QTK_T_Q1_0 = 41, QTK_T_Q2_0 = 42,
+	QTK_GGML_MAX = 43,
+	/* safetensors-only dtypes */
+	QTK_DT_BOOL = 64, QTK_DT_U8, QTK_DT_U16, QTK_DT_U32, QTK_DT_U64,
+	QTK_DT_F8_E4M3, QTK_DT_F8_E5M2, QTK_DT_F8_E8M0, QTK_DT_F6_E2M3,
+	QTK_DT_F6_E3M2, QTK_DT_F4,
+	QTK_T_MAX
+};
+
+/* One row of the layout table: a storage type. */
+typedef struct qtk_type_info {
+	const char *name;    /* ggml's name ("q4_K") or safetensors dtype ("F16") */
+	const char *upper;   /* upper-case name used in reports ("Q4_K") */
+	const char *st_name; /* safetensors dtype string, NULL when none */
+	uint32_t blck;       /* elements per block; 0 = removed/unknown */
+	uint32_t bytes;      /* bytes per block (for sub-byte dtypes: bits per element) */
+	uint8_t code_bits;   /* nominal code bits */
+	uint8_t is_float;    /* plain float (F32/F16/BF16/F64/F8...) */
+	uint8_t is_quant;    /* a quantized block type */
+	uint8_t subbyte;     /* bytes field counts bits (F4, F6) */
+} qtk_type_info;
+
+/* NULL when `type` is not a known storage type. */
+const qtk_type_info *qtk_type(unsigned type);
+/* Storage type by safetensors dtype string; -1 when unknown. */
+int qtk_type_by_st_name(const char *s);
+/* Storage type by name ("q4_k", "Q4_K", "f16"; case-insensitive); -1. */
+int qtk_type_by_name(const char *s);
+/* Bytes for n elements of type; QTK_E_DATA on misfit or overflow. */
+int qtk_type_nbytes(unsigned type, uint64_t n, uint64_t *out);
+
+/* Logical layout of a tensor. */
+typedef enum {
+	QTK_LAYOUT_PLAIN = 0, /* one component of a storage type (float, int or ggml block) */
+	QTK_LAYOUT_AWQ,       /* AutoAWQ GEMM */
+	QTK_LAYOUT_GPTQ,      /* AutoGPTQ packing, v1 or v2 */
+} qtk_layout_kind;
+
+typedef struct qtk_layout {
+	qtk_layout_kind kind;
+	unsigned type;       /* PLAIN: storage type */
+	uint8_t bits;        /* AWQ/GPTQ code bits; PLAIN: type's code bits */
+	uint8_t gptq_version;/* 1 or 2 */
+	bool sym;            /* symmetric quantization */
+	bool act_order;      /* g_idx is not i/group */
+	uint32_t group_size; /* AWQ/GPTQ group; ggml block size for quants; 0 = none */
+} qtk_layout;
+
+/* "ggml:q4_k", "f16", "awq", "gptq-v1", ... */
+void qtk_layout_id(const qtk_layout *l, char *buf, size_t n);
+/* "Q4_K", "F16", "AWQ", "GPTQ" */
+const char *qtk_layout_type_name(const qtk_layout *l);
+
+/* ---- Tensor model ----------------------------------------------------- */
+
+#define QTK_MAX_DIMS 8
+#define QTK_MAX_PARTS 4
+
+/* A stored component of a logical tensor ("qweight", "qzeros", "scales",
+ * "g_idx" for AWQ/GPTQ; "" for a plain tensor). */
+typedef struct qtk_part {
+	char role[8];
+	unsigned type;                /* storage type of this component */
+	int ndim;
+	uint64_t shape[QTK_MAX_DIMS]; /* as stored, outermost first */
+	uint32_t file;                /* index into the model's files */
+	uint64_t offset;              /* absolute byte offset in that file */
+	uint64_t nbytes;
+} qtk_part;
+
+typedef struct qtk_tensor {
+	char *name;                   /* logical name ("<prefix>.weight" for AWQ/GPTQ) */
+	int ndim;
+	uint64_t shape[QTK_MAX_DIMS]; /* logical, outermost first */
+	qtk_layout layout;
+	int nparts;
+	qtk_part parts[QTK_MAX_PARTS];
+	uint64_t n_params;
+	uint64_t n_bytes;             /* every stored byte of every part */
+} qtk_tensor;
+
+/* ---- Metadata --------------------------------------------------------- */
+
+/* Value types: GGUF's ids. */
+enum {
+	QTK_V_U8 = 0, QTK_V_I8, QTK_V_U16, QTK_V_I16, QTK_V_U32, QTK_V_I32,
+	QTK_V_F32, QTK_V_BOOL, QTK_V_STR, QTK_V_ARR, QTK_V_U64, QTK_V_I64,
+	QTK_V_F64, QTK_V_MAX
+};
+
+typedef struct qtk_str {
+	uint64_t len;
+	char *s; /* NUL-terminated copy; may contain interior NULs (len counts) */
+} qtk_str;
+
+typedef struct qtk_value {
+	uint8_t type;      /* QTK_V_* */
+	uint8_t elem;      /* element type for QTK_V_ARR */
+	uint64_t n;        /* array element count */
+	union {
+		uint64_t u;    /* unsigned ints and bool */
+		int64_t i;     /* signed ints */
+		double f;      /* F32 and F64 */
+		qtk_str str;
+	} v;
+	void *arr;         /* ARR: packed LE elements, or qtk_str[n] for strings */
+} qtk_value;
+
+typedef struct qtk_kv {
+	char *key;
+	qtk_value val;
+} qtk_kv;
+
+/* A side file carried along (config.json, tokenizer files). */
+typedef struct qtk_blob {
+	char *name;
+	uint8_t *data;
+	size_t len;
+} qtk_blob;
+
+typedef struct qtk_model qtk_model;
+typedef struct qtk_format qtk_format;
+
+struct qtk_model {
+	const qtk_format *fmt;
+	char *path;              /* what the user named */
+	int format_version;      /* GGUF version, 0 when none */
+	uint32_t alignment;      /* GGUF alignment */
+	uint32_t nfiles;
+	char **files;            /* data files, [0] is the primary */
+	uint64_t *file_sizes;
+	int *fds;
+	size_t ntensors;
+	qtk_tensor *tensors;
+	size_t nkv;
+	qtk_kv *kv;              /* GGUF KVs or safetensors __metadata__ (strings) */
+	size_t nblobs;
+	qtk_blob *blobs;         /* side files (HF directories) */
+	void *priv;              /* plugin state */
+	qtk_err err;
+	/* capacity bookkeeping */
+	size_t cap_tensors, cap_kv, cap_blobs;
+};
+
+/* Open any supported input (format detected from content). On failure
+ * returns NULL with *err set. */
+qtk_model *qtk_open(const char *path, qtk_err *err);
+void qtk_close(qtk_model *m);
+/* Format name: "gguf", "safetensors", "hf", "qpk". */
+const char *qtk_model_format(const qtk_model *m);
+
+/* Read n bytes at `off` within part `p` of tensor t into dst. */
+int qtk_read_part(qtk_model *m, const qtk_tensor *t, int p, uint64_t off,
+		  void *dst, size_t n);
+/* Read a whole part into a new buffer (caller frees). */
+int qtk_read_part_alloc(qtk_model *m, const qtk_tensor *t, int p, uint8_t **out);
+
+const qtk_kv *qtk_kv_find(const qtk_model *m, const char *key);
+const qtk_blob *qtk_blob_find(const qtk_model *m, const char *name);
+/* Find a tensor by logical name; NULL when absent. */
+const qtk_tensor *qtk_tensor_find(const qtk_model *m, const char *name);
+
+/* Size of one element of a metadata value type; 0 for STR/ARR. */
+size_t qtk_value_size(unsigned vtype);
+const char *qtk_value_type_name(unsigned vtype);
+
+/* ---- Writing ---------------------------------------------------------- */
+
+typedef struct qtk_writer qtk_writer;
+
+/* Output description: a model (tensors with parts whose type, shape and
+ * nbytes are set; offsets are ignored), metadata and blobs. The writer
+ * lays out the file, then takes each tensor's parts' bytes in order
+ * through qtk_writer_put. Output is written to a temporary file and
+ * renamed into place by qtk_writer_finish; qtk_writer_abort removes it. */
+typedef struct qtk_write_opts {
+	uint32_t alignment;      /* GGUF; 0 = default 32 */
+	uint64_t split_max_size; /* 0 = no sharding */
+} qtk_write_opts;
+
+/* Kind of output selected by path form (SPEC §2.1). */
+typedef enum {
+	QTK_OUT_UNKNOWN = 0, QTK_OUT_GGUF, QTK_OUT_SAFETENSORS, QTK_OUT_HF,
+	QTK_OUT_QPK, QTK_OUT_ARCHIVE
+} qtk_out_kind;
+qtk_out_kind qtk_out_kind_for_path(const char *path);
+
+qtk_writer *qtk_writer_open(const char *path, qtk_out_kind kind,
+			    const qtk_model *desc, const qtk_write_opts *o,
+			    qtk_err *err);
+/* Append bytes of the current part (parts in tensor order, parts in order). */
+int qtk_writer_put(qtk_writer *w, const void *buf, size_t n);
+/* Finalize: fsync and rename. Frees w. */
+int qtk_writer_finish(qtk_writer *w);
+/* Remove temporaries. Frees w. Accepts NULL. */
+void qtk_writer_abort(qtk_writer *w);
+/* Output files actually written (valid after finish until the desc model is freed). */
+
+/* ---- Model building (used by plugins and by qconvert) ------------------ */
+
+qtk_model *qtk_model_new(void);
+qtk_tensor *qtk_model_add_tensor(qtk_model *m, const char *name);
+qtk_kv *qtk_model_add_kv(qtk_model *m, const char *key);
+int qtk_model_add_blob(qtk_model *m, const char *name, const void *data, size_t len);
+int qtk_model_set_kv_str(qtk_model *m, const char *key, const char *s);
+int qtk_value_copy(qtk_value *dst, const qtk_value *src);
+void qtk_value_free(qtk_value *v);
+int qtk_kv_remove(qtk_model *m, const char *key);
+/* Compute n_params and n_bytes from shape and parts. */
+void qtk_tensor_finish(qtk_tensor *t);
+
+/* ---- Allocation (tests can make the Nth allocation fail) ------------- */
+
+void *qtk_malloc(size_t n);
+void *qtk_calloc(size_t a, size_t b);
+void *qtk_realloc(void *p, size_t n);
+char *qtk_strdup(const char *s);
+char *qtk_strndup(const char *s, size_t n);
+void qtk_free(void *p);
+/* 0 disables; otherwise the Nth allocation from now fails. */
+void qtk_test_fail_alloc_at(long n);
+/* 0 disables; otherwise reads return at most n bytes at a time. */
+void qtk_test_max_read(size_t n);
+
+/* Checked arithmetic. Return false on overflow. */
+static inline bool qtk_add_u64(uint64_t a, uint64_t b, uint64_t *r)
+{
+	return !__builtin_add_overflow(a, b, r);
+}
+static inline bool qtk_mul_u64(uint64_t a, uint64_t b, uint64_t *r)
+{
+	return !__builtin_mul_overflow(a, b, r);
+}
+
+#endif

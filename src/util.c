@@ -1,0 +1,121 @@
+/* util.c - small helpers: capped growable buffers, UTF-8, parsing. */
+#include "internal.h"
+#include <stdarg.h>
+#include <string.h>
+
+#define BUF_CAP ((size_t)1 << 34)
+
+static int buf_reserve(qtk_buf *b, size_t more)
+{
+	if (b->failed)
+		return QTK_E_IO;
+	if (more > BUF_CAP - b->len) {
+		b->failed = 1;
+		return QTK_E_IO;
+	}
+	size_t need = b->len + more + 1;
+	if (need <= b->cap)
+		return 0;
+	size_t nc = b->cap ? b->cap : 256;
+	while (nc < need)
+		nc *= 2;
+	uint8_t *p = qtk_realloc(b->p, nc);
+	if (!p) {
+		b->failed = 1;
+		return QTK_E_IO;
+	}
+	b->p = p;
+	b->cap = nc;
+	return 0;
+}
+
+int qtk_buf_put(qtk_buf *b, const void *d, size_t n)
+{
+	if (buf_reserve(b, n))
+		return QTK_E_IO;
+	if (n)
+		memcpy(b->p + b->len, d, n);
+	b->len += n;
+	b->p[b->len] = 0;
+	return 0;
+}
+
+int qtk_buf_putc(qtk_buf *b, char c) { return qtk_buf_put(b, &c, 1); }
+int qtk_buf_puts(qtk_buf *b, const char *s) { return qtk_buf_put(b, s, strlen(s)); }
+
+int qtk_buf_printf(qtk_buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0 || buf_reserve(b, (size_t)n))
+		return QTK_E_IO;
+	va_start(ap, fmt);
+	vsnprintf((char *)b->p + b->len, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	b->len += (size_t)n;
+	return 0;
+}
+
+void qtk_buf_free(qtk_buf *b)
+{
+	qtk_free(b->p);
+	memset(b, 0, sizeof *b);
+}
+
+bool qtk_utf8_valid(const char *s, size_t n)
+{
+	const uint8_t *p = (const uint8_t *)s, *e = p + n;
+	while (p < e) {
+		uint8_t c = *p;
+		if (c < 0x80) {
+			p++;
+			continue;
+		}
+		int k;
+		uint32_t cp;
+		if ((c & 0xE0) == 0xC0) { k = 1; cp = c & 0x1F; }
+		else if ((c & 0xF0) == 0xE0) { k = 2; cp = c & 0x0F; }
+		else if ((c & 0xF8) == 0xF0) { k = 3; cp = c & 0x07; }
+		else return false;
+		if (e - p <= k)
+			return false;
+		for (int i = 1; i <= k; i++) {
+			if ((p[i] & 0xC0) != 0x80)
+				return false;
+			cp = cp << 6 | (p[i] & 0x3F);
+		}
+		static const uint32_t minv[4] = {0, 0x80, 0x800, 0x10000};
+		if (cp < minv[k] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+			return false;
+		p += k + 1;
+	}
+	return true;
+}
+
+int qtk_strcasecmp(const char *a, const char *b)
+{
+	for (;; a++, b++) {
+		int x = (unsigned char)*a, y = (unsigned char)*b;
+		if (x >= 'A' && x <= 'Z') x += 32;
+		if (y >= 'A' && y <= 'Z') y += 32;
+		if (x != y || !x)
+			return x - y;
+	}
+}
+
+bool qtk_parse_u64(const char *s, uint64_t *out)
+{
+	if (!*s)
+		return false;
+	uint64_t v = 0;
+	for (; *s; s++) {
+		if (*s < '0' || *s > '9')
+			return false;
+		if (!qtk_mul_u64(v, 10, &v) || !qtk_add_u64(v, (uint64_t)(*s - '0'), &v))
+			return false;
+	}
+	*out = v;
+	return true;
+}

@@ -1,0 +1,39 @@
+#!/bin/sh
+# Run every unit test binary and the CLI tests; print the grand total.
+B=${QTK_BUILD:-build}
+pass=0; fail=0; skipped=0
+out=$(mktemp)
+for t in "$B"/tests/test_*; do
+	[ -x "$t" ] || continue
+	name=$(basename "$t")
+	"$t" >"$out" 2>&1
+	rc=$?
+	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -n 1)
+	p=$(echo "$line" | sed -n 's/^\([0-9]*\) passed.*/\1/p')
+	f=$(echo "$line" | sed -n 's/.* \([0-9]*\) failed.*/\1/p')
+	s=$(grep -c '^skipped' "$out")
+	[ -n "$p" ] || p=0
+	[ -n "$f" ] || f=1
+	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+	pass=$((pass + p)); fail=$((fail + f)); skipped=$((skipped + s))
+	if [ "$f" -ne 0 ]; then
+		echo "== $name: FAILED (exit $rc)"; grep -E '^(FAIL|skipped)' "$out" | head -50
+		tail -n 5 "$out"
+	else
+		echo "== $name: $p passed${s:+, $s skipped}"
+		grep '^skipped' "$out" | head -5
+	fi
+done
+if [ -f tests/cli.sh ]; then
+	QTK_BUILD=$B sh tests/cli.sh >"$out" 2>&1
+	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -n 1)
+	p=$(echo "$line" | sed -n 's/^\([0-9]*\) passed.*/\1/p'); [ -n "$p" ] || p=0
+	f=$(echo "$line" | sed -n 's/.* \([0-9]*\) failed.*/\1/p'); [ -n "$f" ] || f=1
+	s=$(grep -c '^skipped' "$out")
+	pass=$((pass + p)); fail=$((fail + f)); skipped=$((skipped + s))
+	echo "== cli: $p passed, $f failed${s:+, $s skipped}"
+	grep -E '^(FAIL|skipped)' "$out" | head -50
+fi
+rm -f "$out"
+echo "$pass passed, $fail failed, $skipped skipped"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,41 @@
+/* t.h - the test harness: CHECK counts, T_DONE prints "N passed, N failed". */
+#ifndef QTK_T_H
+#define QTK_T_H
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int t_pass, t_fail;
+
+#define CHECK(cond, ...)                                                        \
+	do {                                                                    \
+		if (cond) {                                                     \
+			t_pass++;                                               \
+		} else {                                                        \
+			t_fail++;                                               \
+			printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);  \
+			printf(__VA_ARGS__);                                    \
+			printf("\n");                                           \
+		}                                                               \
+	} while (0)
+
+#define T_DONE() (printf("%d passed, %d failed\n", t_pass, t_fail), fflush(stdout), t_fail ? 1 : 0)
+
+/* Fixture root: $QTK_FIXTURES or ../shared/fixtures; NULL when absent. */
+static inline const char *t_fixtures(void)
+{
+	const char *e = getenv("QTK_FIXTURES");
+	static const char def[] = "../shared/fixtures";
+	const char *p = e && *e ? e : def;
+	FILE *f;
+	char probe[1024];
+	snprintf(probe, sizeof probe, "%s/README.md", p);
+	f = fopen(probe, "r");
+	if (!f)
+		return NULL;
+	fclose(f);
+	return p;
+}
+
+#define T_SKIP(why) printf("skipped: %s\n", why)
+#endif
