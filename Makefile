@@ -10,16 +10,17 @@ WARN    += -Werror
 endif
 SAN     ?=
 CFLAGS_ALL := -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) -ffp-contract=off -pthread $(SAN) \
-	$(PKG_CFLAGS) -Isrc -Iformats
+	$(PKG_CFLAGS) -Isrc -Iformats -Icli
 LDLIBS_ALL := $(PKG_LIBS) -lm -pthread $(SAN)
 
 B := build
 
 LIB_SRC := $(sort $(wildcard src/*.c) $(wildcard formats/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(B)/%.o)
-CONV_OBJ := $(patsubst %.c,$(B)/%.o,$(sort $(wildcard convert/*.c)))
-INSP_OBJ := $(patsubst %.c,$(B)/%.o,$(sort $(wildcard inspect/*.c)))
-VER_OBJ  := $(patsubst %.c,$(B)/%.o,$(sort $(wildcard verify/*.c)))
+CLI_OBJ  := $(patsubst %.c,$(B)/%.o,$(sort $(wildcard cli/*.c)))
+CONV_OBJ := $(patsubst %.c,$(B)/%.o,$(sort $(wildcard convert/*.c))) $(CLI_OBJ)
+INSP_OBJ := $(patsubst %.c,$(B)/%.o,$(sort $(wildcard inspect/*.c))) $(CLI_OBJ)
+VER_OBJ  := $(patsubst %.c,$(B)/%.o,$(sort $(wildcard verify/*.c))) $(CLI_OBJ)
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/%.c=$(B)/tests/%)
 PROGS := bin/qconvert bin/qinspect bin/qverify
@@ -27,7 +28,7 @@ PROGS := bin/qconvert bin/qinspect bin/qverify
 .PHONY: all test demo clean deps samples man-lint asan ubsan bench
 all: $(PROGS) $(B)/samples/gen
 
-$(B)/%.o: %.c $(wildcard src/*.h formats/*.h convert/*.h inspect/*.h verify/*.h)
+$(B)/%.o: %.c $(wildcard src/*.h formats/*.h cli/*.h convert/*.h inspect/*.h verify/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -c $< -o $@
 

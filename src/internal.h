@@ -139,6 +139,8 @@ extern const qtk_format qtk_format_gguf;
 extern const qtk_format qtk_format_safetensors;
 extern const qtk_format qtk_format_hf;
 
+/* Drop tensors, metadata and files (a plugin restarting its parse). */
+void qtk_fmt_reset_model(qtk_model *m);
 /* Add a data file to the model; returns its index or negative. */
 int qtk_model_add_file(qtk_model *m, const char *path);
 
@@ -168,6 +170,15 @@ extern const qtk_writer_ops qtk_gguf_writer;
 extern const qtk_writer_ops qtk_safetensors_writer;
 extern const qtk_writer_ops qtk_hf_writer;
 
+
+/* ---- String set: duplicate detection (stores pointers, not copies) ---- */
+typedef struct qtk_strset {
+	const char **slots;
+	size_t cap, n;
+} qtk_strset;
+/* 1 when added, 0 when already present, QTK_E_IO when out of memory. */
+int qtk_strset_add(qtk_strset *set, const char *s);
+void qtk_strset_free(qtk_strset *set);
 
 /* ---- Misc --------------------------------------------------------------- */
 bool qtk_utf8_valid(const char *s, size_t n);

@@ -225,6 +225,24 @@ void qtk_tensor_finish(qtk_tensor *t)
 	t->n_bytes = b;
 }
 
+void qtk_fmt_reset_model(qtk_model *m)
+{
+	for (size_t i = 0; i < m->ntensors; i++)
+		qtk_free(m->tensors[i].name);
+	m->ntensors = 0;
+	for (size_t i = 0; i < m->nkv; i++) {
+		qtk_free(m->kv[i].key);
+		qtk_value_free(&m->kv[i].val);
+	}
+	m->nkv = 0;
+	for (uint32_t i = 0; i < m->nfiles; i++) {
+		if (m->fds[i] >= 0)
+			close(m->fds[i]);
+		qtk_free(m->files[i]);
+	}
+	m->nfiles = 0;
+}
+
 static void model_free(qtk_model *m)
 {
 	for (size_t i = 0; i < m->ntensors; i++)

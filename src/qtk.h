@@ -77,6 +77,7 @@ typedef struct qtk_type_info {
 	uint8_t is_float;    /* plain float (F32/F16/BF16/F64/F8...) */
 	uint8_t is_quant;    /* a quantized block type */
 	uint8_t subbyte;     /* bytes field counts bits (F4, F6) */
+	uint16_t group;      /* weights sharing one scale (finest), 0 = none */
 } qtk_type_info;
 
 /* NULL when `type` is not a known storage type. */

@@ -119,3 +119,49 @@ bool qtk_parse_u64(const char *s, uint64_t *out)
 	*out = v;
 	return true;
 }
+
+/* ---- string set (duplicate detection) ---------------------------------- */
+
+static uint64_t str_hash(const char *s, size_t n)
+{
+	uint64_t h = 1469598103934665603ull; /* FNV-1a */
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
+	return h;
+}
+
+int qtk_strset_add(qtk_strset *set, const char *s)
+{
+	if ((set->n + 1) * 2 > set->cap) {
+		size_t nc = set->cap ? set->cap * 2 : 64;
+		const char **ns = qtk_calloc(nc, sizeof *ns);
+		if (!ns)
+			return QTK_E_IO;
+		for (size_t i = 0; i < set->cap; i++) {
+			if (!set->slots[i])
+				continue;
+			size_t j = (size_t)str_hash(set->slots[i], strlen(set->slots[i])) & (nc - 1);
+			while (ns[j])
+				j = (j + 1) & (nc - 1);
+			ns[j] = set->slots[i];
+		}
+		qtk_free(set->slots);
+		set->slots = ns;
+		set->cap = nc;
+	}
+	size_t j = (size_t)str_hash(s, strlen(s)) & (set->cap - 1);
+	while (set->slots[j]) {
+		if (strcmp(set->slots[j], s) == 0)
+			return 0;
+		j = (j + 1) & (set->cap - 1);
+	}
+	set->slots[j] = s;
+	set->n++;
+	return 1;
+}
+
+void qtk_strset_free(qtk_strset *set)
+{
+	qtk_free(set->slots);
+	memset(set, 0, sizeof *set);
+}

@@ -1,0 +1,145 @@
+/* cli.c - diagnostics, progress and signal handling for the programs. */
+#include "cli.h"
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+cli g_cli;
+
+void cli_init(const char *prog)
+{
+	g_cli.prog = prog;
+	g_cli.verbose = 0;
+	g_cli.progress = -1;
+	const char *nc = getenv("NO_COLOR");
+	g_cli.color = !(nc && *nc) && isatty(1);
+}
+
+int cli_fail(const qtk_err *e)
+{
+	char buf[2048];
+	qtk_err_format(e, g_cli.prog, buf, sizeof buf);
+	fprintf(stderr, "%s\n", buf);
+	return qtk_err_exit(e->code ? e->code : QTK_E_INTERNAL);
+}
+
+int cli_usage_error(const char *fmt, ...)
+{
+	va_list ap;
+	fprintf(stderr, "%s: error: ", g_cli.prog);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "\nTry '%s --help' for more information.\n", g_cli.prog);
+	return 2;
+}
+
+void cli_warn(const char *fmt, ...)
+{
+	va_list ap;
+	fprintf(stderr, "%s: warning: ", g_cli.prog);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+void cli_info(const char *fmt, ...)
+{
+	if (g_cli.verbose < 0)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+void cli_verbose(const char *fmt, ...)
+{
+	if (g_cli.verbose < 1)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+bool cli_common_flag(const char *a)
+{
+	if (!strcmp(a, "-q") || !strcmp(a, "--quiet"))
+		g_cli.verbose = -1;
+	else if (!strcmp(a, "-v") || !strcmp(a, "--verbose"))
+		g_cli.verbose++;
+	else if (!strcmp(a, "--progress"))
+		g_cli.progress = 1;
+	else if (!strcmp(a, "--no-progress"))
+		g_cli.progress = 0;
+	else if (!strcmp(a, "--no-color"))
+		g_cli.color = false;
+	else
+		return false;
+	return true;
+}
+
+bool cli_progress_enabled(void)
+{
+	if (g_cli.verbose < 0)
+		return false;
+	return g_cli.progress < 0 ? isatty(2) != 0 : g_cli.progress == 1;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double last_draw;
+static bool drawn;
+
+void cli_progress(const char *label, uint64_t done, uint64_t total)
+{
+	if (!cli_progress_enabled())
+		return;
+	double t = now_s();
+	if (done < total && t - last_draw < 0.25)
+		return;
+	last_draw = t;
+	int width = 30;
+	double f = total ? (double)done / (double)total : 1.0;
+	int fill = (int)(f * width);
+	char bar[64];
+	for (int i = 0; i < width; i++)
+		bar[i] = i < fill ? '#' : '.';
+	bar[width] = 0;
+	fprintf(stderr, "\r%-40.40s [%s] %5.1f%%", label, bar, 100.0 * f);
+	fflush(stderr);
+	drawn = true;
+}
+
+void cli_progress_end(void)
+{
+	if (drawn)
+		fprintf(stderr, "\r%*s\r", 80, "");
+	drawn = false;
+}
+
+static void on_signal(int sig)
+{
+	qtk_cleanup_run();
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+void cli_install_signals(void)
+{
+	signal(SIGINT, on_signal);
+	signal(SIGTERM, on_signal);
+	signal(SIGHUP, on_signal);
+}

@@ -1,0 +1,334 @@
+/* report.c - qinspect --json, --summary and --markdown (headers only). */
+#include "inspect.h"
+#include <cJSON.h>
+#include <string.h>
+
+void compute_totals(const qtk_model *m, totals *t)
+{
+	memset(t, 0, sizeof *t);
+	for (size_t i = 0; i < m->ntensors; i++) {
+		const qtk_tensor *x = &m->tensors[i];
+		const char *ty = qtk_layout_type_name(&x->layout);
+		t->n_params += x->n_params;
+		t->n_bytes += x->n_bytes;
+		size_t k = 0;
+		while (k < t->ntypes && strcmp(t->types[k].type, ty) != 0)
+			k++;
+		if (k == t->ntypes) {
+			if (t->ntypes == sizeof t->types / sizeof *t->types)
+				continue;
+			t->types[t->ntypes++].type = ty;
+		}
+		t->types[k].n_tensors++;
+		t->types[k].n_params += x->n_params;
+		t->types[k].n_bytes += x->n_bytes;
+	}
+}
+
+void fmt_shape(const qtk_tensor *t, char *buf, size_t n)
+{
+	size_t at = 0;
+	buf[0] = 0;
+	at += (size_t)snprintf(buf, n, "[");
+	for (int i = 0; i < t->ndim && at < n; i++)
+		at += (size_t)snprintf(buf + at, n - at, "%s%llu", i ? ", " : "", (unsigned long long)t->shape[i]);
+	if (at < n)
+		snprintf(buf + at, n - at, "]");
+}
+
+void fmt_bytes(uint64_t b, char *buf, size_t n)
+{
+	static const char *const u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+	double v = (double)b;
+	int k = 0;
+	while (v >= 1024 && k < 4) {
+		v /= 1024;
+		k++;
+	}
+	if (k == 0)
+		snprintf(buf, n, "%llu B", (unsigned long long)b);
+	else
+		snprintf(buf, n, "%.1f %s", v, u[k]);
+}
+
+static double bpw(uint64_t bytes, uint64_t params) { return params ? 8.0 * (double)bytes / (double)params : 0; }
+
+/* A JSON string that is always valid UTF-8 (invalid bytes become U+FFFD). */
+static cJSON *json_str(const char *s, uint64_t len)
+{
+	if (qtk_utf8_valid(s, (size_t)len) && !memchr(s, 0, (size_t)len))
+		return cJSON_CreateString(s);
+	qtk_buf b = {0};
+	const uint8_t *p = (const uint8_t *)s, *e = p + len;
+	while (p < e) {
+		size_t k = 1;
+		if (*p >= 0x80) {
+			k = (*p & 0xE0) == 0xC0 ? 2 : (*p & 0xF0) == 0xE0 ? 3 : (*p & 0xF8) == 0xF0 ? 4 : 1;
+			if ((size_t)(e - p) < k || !qtk_utf8_valid((const char *)p, k)) {
+				qtk_buf_puts(&b, "\xEF\xBF\xBD");
+				p++;
+				continue;
+			}
+		} else if (*p == 0) {
+			qtk_buf_puts(&b, "\xEF\xBF\xBD");
+			p++;
+			continue;
+		}
+		qtk_buf_put(&b, p, k);
+		p += k;
+	}
+	cJSON *r = cJSON_CreateString(b.p ? (char *)b.p : "");
+	qtk_buf_free(&b);
+	return r;
+}
+
+static cJSON *json_scalar(unsigned type, const void *raw, const qtk_value *v)
+{
+	/* raw: LE element bytes for array elements; v: a scalar value */
+	uint64_t u = 0;
+	int64_t i = 0;
+	double f = 0;
+	if (raw) {
+		const uint8_t *b = raw;
+		switch (type) {
+		case QTK_V_U8: case QTK_V_BOOL: u = b[0]; break;
+		case QTK_V_I8: i = (int8_t)b[0]; break;
+		case QTK_V_U16: u = qtk_rd16(b); break;
+		case QTK_V_I16: i = (int16_t)qtk_rd16(b); break;
+		case QTK_V_U32: u = qtk_rd32(b); break;
+		case QTK_V_I32: i = (int32_t)qtk_rd32(b); break;
+		case QTK_V_U64: u = qtk_rd64(b); break;
+		case QTK_V_I64: i = (int64_t)qtk_rd64(b); break;
+		case QTK_V_F32: { uint32_t x = qtk_rd32(b); float y; memcpy(&y, &x, 4); f = y; break; }
+		case QTK_V_F64: { uint64_t x = qtk_rd64(b); memcpy(&f, &x, 8); break; }
+		default: break;
+		}
+	} else {
+		u = v->v.u;
+		i = v->v.i;
+		f = v->v.f;
+	}
+	switch (type) {
+	case QTK_V_BOOL: return cJSON_CreateBool(u != 0);
+	case QTK_V_I8: case QTK_V_I16: case QTK_V_I32: case QTK_V_I64: return cJSON_CreateNumber((double)i);
+	case QTK_V_F32: case QTK_V_F64: return cJSON_CreateNumber(f);
+	default: return cJSON_CreateNumber((double)u);
+	}
+}
+
+#define ARRAY_INLINE_MAX 256
+
+static cJSON *json_value(const qtk_value *v)
+{
+	if (v->type == QTK_V_STR)
+		return json_str(v->v.str.s, v->v.str.len);
+	if (v->type != QTK_V_ARR)
+		return json_scalar(v->type, NULL, v);
+	if (v->n > ARRAY_INLINE_MAX) {
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "type", "array");
+		cJSON_AddStringToObject(o, "elem_type", qtk_value_type_name(v->elem));
+		cJSON_AddNumberToObject(o, "count", (double)v->n);
+		return o;
+	}
+	cJSON *a = cJSON_CreateArray();
+	size_t es = qtk_value_size(v->elem);
+	for (uint64_t k = 0; k < v->n; k++) {
+		cJSON *e;
+		if (v->elem == QTK_V_STR) {
+			const qtk_str *s = v->arr;
+			e = json_str(s[k].s, s[k].len);
+		} else {
+			e = json_scalar(v->elem, (const uint8_t *)v->arr + k * es, NULL);
+		}
+		cJSON_AddItemToArray(a, e);
+	}
+	return a;
+}
+
+static cJSON *json_metadata(const qtk_model *m)
+{
+	cJSON *md = cJSON_CreateObject();
+	for (size_t i = 0; i < m->nkv; i++) {
+		if (strcmp(m->kv[i].key, "qtk.provenance") == 0)
+			continue;
+		cJSON_AddItemToObject(md, m->kv[i].key, json_value(&m->kv[i].val));
+	}
+	for (size_t i = 0; i < m->nblobs; i++) {
+		const qtk_blob *b = &m->blobs[i];
+		size_t n = strlen(b->name);
+		if (n < 5 || strcmp(b->name + n - 5, ".json") != 0 || strncmp(b->name, "tokenizer", 9) == 0 ||
+		    strcmp(b->name, "vocab.json") == 0)
+			continue;
+		cJSON *j = cJSON_ParseWithLength((const char *)b->data, b->len);
+		if (j)
+			cJSON_AddItemToObject(md, b->name, j);
+	}
+	return md;
+}
+
+static cJSON *json_provenance(const qtk_model *m)
+{
+	const qtk_kv *kv = qtk_kv_find(m, "qtk.provenance");
+	const qtk_blob *b = qtk_blob_find(m, "qtk-provenance.json");
+	cJSON *j = NULL;
+	if (kv && kv->val.type == QTK_V_STR)
+		j = cJSON_ParseWithLength(kv->val.v.str.s, (size_t)kv->val.v.str.len);
+	else if (b)
+		j = cJSON_ParseWithLength((const char *)b->data, b->len);
+	return j ? j : cJSON_CreateNull();
+}
+
+int report_json(qtk_model *m, FILE *out, const insp_opts *o)
+{
+	(void)o;
+	cJSON *root = cJSON_CreateObject();
+	cJSON_AddNumberToObject(root, "schema_version", 1);
+	cJSON_AddItemToObject(root, "file", json_str(m->path, strlen(m->path)));
+	cJSON_AddStringToObject(root, "format", qtk_model_format(m));
+	if (m->format_version)
+		cJSON_AddNumberToObject(root, "format_version", m->format_version);
+	else
+		cJSON_AddNullToObject(root, "format_version");
+	cJSON *ts = cJSON_AddArrayToObject(root, "tensors");
+	for (size_t i = 0; i < m->ntensors; i++) {
+		const qtk_tensor *t = &m->tensors[i];
+		cJSON *j = cJSON_CreateObject();
+		cJSON_AddItemToObject(j, "name", json_str(t->name, strlen(t->name)));
+		cJSON *sh = cJSON_AddArrayToObject(j, "shape");
+		for (int d = 0; d < t->ndim; d++)
+			cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)t->shape[d]));
+		char lid[64];
+		qtk_layout_id(&t->layout, lid, sizeof lid);
+		cJSON_AddStringToObject(j, "layout", lid);
+		cJSON_AddStringToObject(j, "type", qtk_layout_type_name(&t->layout));
+		cJSON_AddNumberToObject(j, "bits", t->layout.bits);
+		if (t->layout.group_size)
+			cJSON_AddNumberToObject(j, "group_size", t->layout.group_size);
+		else
+			cJSON_AddNullToObject(j, "group_size");
+		if (t->layout.kind != QTK_LAYOUT_PLAIN) {
+			cJSON_AddBoolToObject(j, "sym", t->layout.sym);
+			cJSON_AddBoolToObject(j, "act_order", t->layout.act_order);
+		}
+		cJSON_AddNumberToObject(j, "n_params", (double)t->n_params);
+		cJSON_AddNumberToObject(j, "n_bytes", (double)t->n_bytes);
+		cJSON_AddNumberToObject(j, "bits_per_weight", bpw(t->n_bytes, t->n_params));
+		cJSON_AddItemToArray(ts, j);
+	}
+	totals tt;
+	compute_totals(m, &tt);
+	cJSON *s = cJSON_AddObjectToObject(root, "summary");
+	cJSON_AddNumberToObject(s, "n_tensors", (double)m->ntensors);
+	cJSON_AddNumberToObject(s, "n_params", (double)tt.n_params);
+	cJSON_AddNumberToObject(s, "n_bytes", (double)tt.n_bytes);
+	cJSON_AddNumberToObject(s, "bits_per_weight", bpw(tt.n_bytes, tt.n_params));
+	cJSON *bt = cJSON_AddObjectToObject(s, "by_type");
+	for (size_t k = 0; k < tt.ntypes; k++) {
+		cJSON *e = cJSON_AddObjectToObject(bt, tt.types[k].type);
+		cJSON_AddNumberToObject(e, "n_tensors", (double)tt.types[k].n_tensors);
+		cJSON_AddNumberToObject(e, "n_params", (double)tt.types[k].n_params);
+		cJSON_AddNumberToObject(e, "n_bytes", (double)tt.types[k].n_bytes);
+	}
+	cJSON_AddItemToObject(root, "metadata", json_metadata(m));
+	cJSON_AddItemToObject(root, "provenance", json_provenance(m));
+	char *txt = cJSON_Print(root);
+	cJSON_Delete(root);
+	if (!txt)
+		return qtk_err_set(&m->err, QTK_E_IO, NULL, -1, NULL, "out of memory");
+	fputs(txt, out);
+	fputc('\n', out);
+	cJSON_free(txt);
+	return 0;
+}
+
+static const char *kv_str(const qtk_model *m, const char *key)
+{
+	const qtk_kv *kv = qtk_kv_find(m, key);
+	return kv && kv->val.type == QTK_V_STR ? kv->val.v.str.s : NULL;
+}
+
+int report_summary(qtk_model *m, FILE *out, const insp_opts *o)
+{
+	(void)o;
+	totals tt;
+	compute_totals(m, &tt);
+	size_t w = 4;
+	for (size_t i = 0; i < m->ntensors; i++) {
+		size_t n = strlen(m->tensors[i].name);
+		if (n > w)
+			w = n;
+	}
+	if (w > 48)
+		w = 48;
+	const char *arch = kv_str(m, "general.architecture");
+	const char *name = kv_str(m, "general.name");
+	fprintf(out, "%s: %s%s%s%s%s\n", m->path, qtk_model_format(m), m->format_version ? " v" : "",
+		m->format_version ? (m->format_version == 3 ? "3" : "2") : "", arch ? ", " : "", arch ? arch : "");
+	if (name)
+		fprintf(out, "name: %s\n", name);
+	fprintf(out, "\n%-*s  %-14s %-12s %4s %5s %12s %11s %6s %6s\n", (int)w, "tensor", "shape", "layout",
+		"bits", "group", "params", "bytes", "bpw", "share");
+	for (size_t i = 0; i < m->ntensors; i++) {
+		const qtk_tensor *t = &m->tensors[i];
+		char sh[64], lid[32], by[24], grp[16];
+		fmt_shape(t, sh, sizeof sh);
+		qtk_layout_id(&t->layout, lid, sizeof lid);
+		fmt_bytes(t->n_bytes, by, sizeof by);
+		if (t->layout.group_size)
+			snprintf(grp, sizeof grp, "%u", t->layout.group_size);
+		else
+			snprintf(grp, sizeof grp, "-");
+		fprintf(out, "%-*.*s  %-14s %-12s %4u %5s %12llu %11s %6.3f %5.1f%%\n", (int)w, (int)w, t->name, sh,
+			lid, t->layout.bits, grp, (unsigned long long)t->n_params, by, bpw(t->n_bytes, t->n_params),
+			tt.n_bytes ? 100.0 * (double)t->n_bytes / (double)tt.n_bytes : 0.0);
+	}
+	char by[24];
+	fmt_bytes(tt.n_bytes, by, sizeof by);
+	fprintf(out, "\ntotal: %zu tensors, %llu params, %s (%llu bytes), %.4f bits per weight\n", m->ntensors,
+		(unsigned long long)tt.n_params, by, (unsigned long long)tt.n_bytes, bpw(tt.n_bytes, tt.n_params));
+	fprintf(out, "\n%-10s %8s %14s %14s %8s\n", "type", "tensors", "params", "bytes", "bpw");
+	for (size_t k = 0; k < tt.ntypes; k++) {
+		const type_total *x = &tt.types[k];
+		fprintf(out, "%-10s %8llu %14llu %14llu %8.4f\n", x->type, (unsigned long long)x->n_tensors,
+			(unsigned long long)x->n_params, (unsigned long long)x->n_bytes, bpw(x->n_bytes, x->n_params));
+	}
+	return 0;
+}
+
+int report_markdown(qtk_model *m, FILE *out, const insp_opts *o)
+{
+	(void)o;
+	totals tt;
+	compute_totals(m, &tt);
+	char by[24];
+	fmt_bytes(tt.n_bytes, by, sizeof by);
+	fprintf(out, "## Model file: `%s`\n\n", qtk_path_base(m->path));
+	fprintf(out, "- Format: %s%s\n", qtk_model_format(m),
+		m->format_version == 3 ? " v3" : m->format_version == 2 ? " v2" : "");
+	fprintf(out, "- Tensors: %zu\n- Parameters: %llu\n- Size: %s (%llu bytes)\n- Bits per weight: %.4f\n\n",
+		m->ntensors, (unsigned long long)tt.n_params, by, (unsigned long long)tt.n_bytes,
+		bpw(tt.n_bytes, tt.n_params));
+	fprintf(out, "| Type | Tensors | Parameters | Bytes | Bits per weight |\n|---|---:|---:|---:|---:|\n");
+	for (size_t k = 0; k < tt.ntypes; k++) {
+		const type_total *x = &tt.types[k];
+		fprintf(out, "| %s | %llu | %llu | %llu | %.4f |\n", x->type, (unsigned long long)x->n_tensors,
+			(unsigned long long)x->n_params, (unsigned long long)x->n_bytes, bpw(x->n_bytes, x->n_params));
+	}
+	fprintf(out, "\n| Tensor | Shape | Layout | Bits | Group | Params | Bytes | Bits per weight |\n"
+		     "|---|---|---|---:|---:|---:|---:|---:|\n");
+	for (size_t i = 0; i < m->ntensors; i++) {
+		const qtk_tensor *t = &m->tensors[i];
+		char sh[64], lid[32];
+		fmt_shape(t, sh, sizeof sh);
+		qtk_layout_id(&t->layout, lid, sizeof lid);
+		fprintf(out, "| `%s` | %s | %s | %u | ", t->name, sh, lid, t->layout.bits);
+		if (t->layout.group_size)
+			fprintf(out, "%u", t->layout.group_size);
+		else
+			fprintf(out, "-");
+		fprintf(out, " | %llu | %llu | %.4f |\n", (unsigned long long)t->n_params,
+			(unsigned long long)t->n_bytes, bpw(t->n_bytes, t->n_params));
+	}
+	return 0;
+}
