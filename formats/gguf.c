@@ -804,6 +804,7 @@ static int gguf_w_begin(qtk_writer *w)
 	int rc = qtk_ofile_open(&s->f, w->path, w->err);
 	if (rc)
 		return rc;
+	s->f.outs = w->opts.outs;
 	qtk_ofile *f = &s->f;
 	if ((rc = qtk_ofile_write(f, GGUF_MAGIC, 4)) || (rc = w_u32(f, 3)) || (rc = w_u64(f, d->ntensors)) ||
 	    (rc = w_u64(f, d->nkv)))

@@ -96,7 +96,8 @@ void qtk_buf_free(qtk_buf *b);
 
 /* ---- Atomic output file ----------------------------------------------- */
 
-/* A file written to "<dir>/.<base>.qtk-XXXXXX" and renamed on commit. */
+/* A file written to "<dir>/.<base>.qtk-XXXXXX" and renamed on commit.
+ * The SHA-256 of everything written is computed on the way out. */
 typedef struct qtk_ofile {
 	int fd;
 	char *final_path;
@@ -105,6 +106,8 @@ typedef struct qtk_ofile {
 	uint8_t *buf;
 	size_t blen;
 	qtk_err *err;
+	void *md;            /* EVP_MD_CTX */
+	qtk_outlist *outs;   /* optional: committed files are recorded here */
 } qtk_ofile;
 
 int qtk_ofile_open(qtk_ofile *f, const char *path, qtk_err *err);

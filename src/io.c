@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <openssl/evp.h>
 
 static size_t max_read; /* test knob: cap on bytes per read call */
 
@@ -270,6 +271,12 @@ int qtk_ofile_open(qtk_ofile *f, const char *path, qtk_err *err)
 		qtk_ofile_abort(f);
 		return qtk_err_set(err, QTK_E_IO, path, -1, NULL, "out of memory");
 	}
+	f->md = EVP_MD_CTX_new();
+	if (!f->md || EVP_DigestInit_ex(f->md, EVP_sha256(), NULL) != 1) {
+		qtk_free(dir);
+		qtk_ofile_abort(f);
+		return qtk_err_set(err, QTK_E_IO, path, -1, NULL, "cannot initialise SHA-256");
+	}
 	snprintf(f->tmp_path, n, "%s/.%s.qtk-XXXXXX", dir, base);
 	qtk_free(dir);
 	f->fd = mkstemp(f->tmp_path);
@@ -287,6 +294,8 @@ int qtk_ofile_open(qtk_ofile *f, const char *path, qtk_err *err)
 static int ofile_flush(qtk_ofile *f)
 {
 	size_t off = 0;
+	if (f->blen && EVP_DigestUpdate(f->md, f->buf, f->blen) != 1)
+		return qtk_err_set(f->err, QTK_E_INTERNAL, f->final_path, -1, NULL, "SHA-256 update failed");
 	while (off < f->blen) {
 		ssize_t w = write(f->fd, f->buf + off, f->blen - off);
 		if (w < 0) {
@@ -348,8 +357,24 @@ int qtk_ofile_commit(qtk_ofile *f)
 		return qtk_err_sys(f->err, f->final_path, "close failed");
 	}
 	f->fd = -1;
+	uint8_t dg[32];
+	unsigned dl = 0;
+	if (EVP_DigestFinal_ex(f->md, dg, &dl) != 1 || dl != 32)
+		return qtk_err_set(f->err, QTK_E_INTERNAL, f->final_path, -1, NULL, "SHA-256 failed");
 	if (rename(f->tmp_path, f->final_path) != 0)
 		return qtk_err_sys(f->err, f->final_path, "cannot rename into place");
+	if (f->outs) {
+		qtk_outfile *o = qtk_realloc(f->outs->f, (f->outs->n + 1) * sizeof *o);
+		if (o) {
+			f->outs->f = o;
+			o += f->outs->n;
+			o->path = qtk_strdup(f->final_path);
+			o->size = f->written;
+			memcpy(o->sha256, dg, 32);
+			if (o->path)
+				f->outs->n++;
+		}
+	}
 	qtk_cleanup_unregister(f->tmp_path);
 	/* fsync the directory so the rename is durable */
 	char *dir = qtk_path_dir(f->final_path);
@@ -367,7 +392,28 @@ int qtk_ofile_commit(qtk_ofile *f)
 	f->final_path = NULL;
 	qtk_free(f->buf);
 	f->buf = NULL;
+	EVP_MD_CTX_free(f->md);
+	f->md = NULL;
 	return 0;
+}
+
+void qtk_outlist_free(qtk_outlist *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		qtk_free(l->f[i].path);
+	qtk_free(l->f);
+	l->f = NULL;
+	l->n = 0;
+}
+
+void qtk_hex(const uint8_t *d, size_t n, char *out)
+{
+	static const char hx[] = "0123456789abcdef";
+	for (size_t i = 0; i < n; i++) {
+		out[2 * i] = hx[d[i] >> 4];
+		out[2 * i + 1] = hx[d[i] & 15];
+	}
+	out[2 * n] = 0;
 }
 
 void qtk_ofile_abort(qtk_ofile *f)
@@ -385,4 +431,6 @@ void qtk_ofile_abort(qtk_ofile *f)
 	f->final_path = NULL;
 	qtk_free(f->buf);
 	f->buf = NULL;
+	EVP_MD_CTX_free(f->md);
+	f->md = NULL;
 }

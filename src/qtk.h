@@ -233,9 +233,24 @@ typedef struct qtk_writer qtk_writer;
  * lays out the file, then takes each tensor's parts' bytes in order
  * through qtk_writer_put. Output is written to a temporary file and
  * renamed into place by qtk_writer_finish; qtk_writer_abort removes it. */
+/* Files a writer committed: path, size and SHA-256. */
+typedef struct qtk_outfile {
+	char *path;
+	uint64_t size;
+	uint8_t sha256[32];
+} qtk_outfile;
+typedef struct qtk_outlist {
+	size_t n;
+	qtk_outfile *f;
+} qtk_outlist;
+void qtk_outlist_free(qtk_outlist *l);
+/* Lower-case hex of n bytes into out (2n+1 bytes). */
+void qtk_hex(const uint8_t *d, size_t n, char *out);
+
 typedef struct qtk_write_opts {
 	uint32_t alignment;      /* GGUF; 0 = default 32 */
 	uint64_t split_max_size; /* 0 = no sharding */
+	qtk_outlist *outs;       /* optional: receives every committed file */
 } qtk_write_opts;
 
 /* Kind of output selected by path form (SPEC §2.1). */

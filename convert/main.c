@@ -1,0 +1,154 @@
+/* main.c - qconvert: command line, plan, execution and summary. */
+#include "cli.h"
+#include "convert.h"
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char usage[] =
+	"usage: qconvert [options] INPUT OUTPUT\n"
+	"\n"
+	"  -t, --to LAYOUT        target layout: keep (default), f32, f16, bf16\n"
+	"  --set KEY=VALUE        set or override a metadata key in the output (repeatable)\n"
+	"  --exact                fail (exit 1) unless every tensor converts bit-exactly\n"
+	"  --max-error DB         fail (exit 1) if any tensor's SQNR falls below DB decibels\n"
+	"  --report FILE          write the per-tensor conversion report (JSON)\n"
+	"  --threads N            worker threads (default: all cores); output is identical for any N\n"
+	"  --dry-run              print the plan and write nothing\n"
+	"  --progress, --no-progress   force the progress bar on or off (default: on a terminal)\n"
+	"  -q, --quiet            only errors on stderr\n"
+	"  -v, --verbose          a plan line per tensor\n"
+	"  -h, --help             this help\n"
+	"  --version              print the version\n"
+	"\n"
+	"INPUT: a .gguf file (or any shard of a split set), a .safetensors file, a\n"
+	"model.safetensors.index.json or a Hugging Face directory; detected from content.\n"
+	"OUTPUT: *.gguf, *.safetensors, or a directory (path ending in '/') for a Hugging Face directory.\n"
+	"Exit status: 0 ok, 1 a check failed (--exact, --max-error), 2 usage, 3 bad input data,\n"
+	"4 I/O error, 5 internal error.\n";
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int parse_args(int argc, char **argv, conv_opts *o)
+{
+	const char *pos[2] = {NULL, NULL};
+	int npos = 0;
+	bool done = false;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		const char *val = NULL;
+		if (done || a[0] != '-' || !a[1]) {
+			if (npos == 2)
+				return cli_usage_error("unexpected argument '%s'", a);
+			pos[npos++] = a;
+			continue;
+		}
+		if (!strcmp(a, "--")) {
+			done = true;
+			continue;
+		}
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			fputs(usage, stdout);
+			return -1;
+		}
+		if (!strcmp(a, "--version")) {
+			printf("qconvert (qtk) %s\n", QTK_VERSION);
+			return -1;
+		}
+		if (cli_common_flag(a))
+			continue;
+		if (!strcmp(a, "--exact")) {
+			o->exact = true;
+			continue;
+		}
+		if (!strcmp(a, "--dry-run")) {
+			o->dry_run = true;
+			continue;
+		}
+		/* options with a value: "--opt VALUE" or "--opt=VALUE" */
+		static const char *const with_val[] = {"-t", "--to", "--set", "--max-error", "--report", "--threads"};
+		const char *name = NULL;
+		for (size_t k = 0; k < sizeof with_val / sizeof *with_val; k++) {
+			size_t n = strlen(with_val[k]);
+			if (!strcmp(a, with_val[k])) {
+				if (i + 1 >= argc)
+					return cli_usage_error("option '%s' needs a value", a);
+				name = with_val[k];
+				val = argv[++i];
+				break;
+			}
+			if (!strncmp(a, with_val[k], n) && a[n] == '=' && with_val[k][1] == '-') {
+				name = with_val[k];
+				val = a + n + 1;
+				break;
+			}
+		}
+		if (!name)
+			return cli_usage_error("unknown option '%s'", a);
+		if (!strcmp(name, "-t") || !strcmp(name, "--to")) {
+			if (conv_parse_target(val, &o->target))
+				return cli_usage_error("unknown layout '%s' for --to", val);
+		} else if (!strcmp(name, "--set")) {
+			if (!strchr(val, '=') || val[0] == '=')
+				return cli_usage_error("--set takes KEY=VALUE, not '%s'", val);
+			if (o->nsets == CONV_MAX_SETS)
+				return cli_usage_error("too many --set options (limit %d)", CONV_MAX_SETS);
+			o->sets[o->nsets++] = val;
+		} else if (!strcmp(name, "--max-error")) {
+			char *end;
+			o->max_error_db = strtod(val, &end);
+			if (end == val || *end)
+				return cli_usage_error("--max-error takes decibels, not '%s'", val);
+			o->has_max_error = true;
+		} else if (!strcmp(name, "--report")) {
+			o->report = val;
+		} else if (!strcmp(name, "--threads")) {
+			uint64_t n;
+			if (!qtk_parse_u64(val, &n) || n < 1 || n > 1024)
+				return cli_usage_error("--threads takes a number from 1 to 1024, not '%s'", val);
+			o->threads = (int)n;
+		}
+	}
+	if (npos != 2)
+		return cli_usage_error("need INPUT and OUTPUT");
+	o->input = pos[0];
+	o->output = pos[1];
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	cli_init("qconvert");
+	cli_install_signals();
+	conv_opts o;
+	memset(&o, 0, sizeof o);
+	o.target.kind = TGT_KEEP;
+	int r = parse_args(argc, argv, &o);
+	if (r)
+		return r < 0 ? 0 : r;
+	o.out_kind = qtk_out_kind_for_path(o.output);
+	if (o.out_kind == QTK_OUT_UNKNOWN)
+		return cli_usage_error("cannot tell the output format from '%s' (use .gguf, .safetensors or a directory/)",
+				       o.output);
+	if (o.out_kind == QTK_OUT_QPK || o.out_kind == QTK_OUT_ARCHIVE)
+		return cli_usage_error("output '%s': QPK and archive outputs are not supported yet", o.output);
+	double t0 = now_s();
+	qtk_err err;
+	qtk_model *in = qtk_open(o.input, &err);
+	if (!in)
+		return cli_fail(&err);
+	conv_result res;
+	int status = conv_run(in, &o, &res);
+	if (status == 0 || status == 1) {
+		res.elapsed = now_s() - t0;
+		conv_print_summary(&o, &res);
+	}
+	conv_result_free(&res);
+	qtk_close(in);
+	return status;
+}

@@ -1,0 +1,313 @@
+/* gen.c - the project's deterministic sample generator.
+ *
+ * Writes a tiny llama-shaped model (2 blocks, n_embd 256, n_ff 768, 4 heads,
+ * 2 KV heads, a 512-token vocabulary) with the outlier structure real LLM
+ * weights show (a few salient input channels, rare large spikes):
+ *   OUT/tiny-llama-f32.gguf    GGUF v3, llama architecture, F32
+ *   OUT/tiny-llama/            Hugging Face directory: config.json,
+ *                              generation_config.json, model.safetensors (F16)
+ * Same bytes on every machine: integer PRNG, float arithmetic only in
+ * +,-,* (no libm), built with -ffp-contract=off.
+ */
+#include "dequant.h"
+#include "internal.h"
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+enum { N_EMBD = 256, N_FF = 768, N_HEAD = 4, N_HEAD_KV = 2, N_LAYER = 2, N_VOCAB = 512 };
+#define HEAD_DIM (N_EMBD / N_HEAD)
+
+static uint64_t rng_state;
+
+static uint64_t rng_next(void)
+{
+	uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull); /* splitmix64 */
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	return z ^ (z >> 31);
+}
+
+static float rng_uniform(void) { return (float)(rng_next() >> 40) * (1.0f / 16777216.0f); }
+
+/* Approximately normal: the Irwin-Hall sum of 12 uniforms minus 6. */
+static float rng_normal(void)
+{
+	float s = 0;
+	for (int i = 0; i < 12; i++)
+		s += rng_uniform();
+	return s - 6.0f;
+}
+
+typedef struct wdesc {
+	char gguf[64], hf[96];
+	int rows, cols; /* logical [rows, cols]; rows 0 for 1-D */
+	int kind;       /* 0 matrix, 1 norm */
+	int permute;    /* Q/K rows: n_head for the GGUF permutation, 0 none */
+} wdesc;
+
+static int nw;
+static wdesc ws[64];
+
+static void add(const char *g, const char *h, int rows, int cols, int kind, int permute)
+{
+	wdesc *w = &ws[nw++];
+	snprintf(w->gguf, sizeof w->gguf, "%s", g);
+	snprintf(w->hf, sizeof w->hf, "%s", h);
+	w->rows = rows;
+	w->cols = cols;
+	w->kind = kind;
+	w->permute = permute;
+}
+
+static void layout_model(void)
+{
+	add("token_embd.weight", "model.embed_tokens.weight", N_VOCAB, N_EMBD, 0, 0);
+	for (int l = 0; l < N_LAYER; l++) {
+		char g[64], h[96];
+#define ADD(gn, hn, r, c, k, p)                                                   \
+	snprintf(g, sizeof g, "blk.%d." gn, l);                                   \
+	snprintf(h, sizeof h, "model.layers.%d." hn, l);                          \
+	add(g, h, r, c, k, p)
+		ADD("attn_norm.weight", "input_layernorm.weight", 0, N_EMBD, 1, 0);
+		ADD("attn_q.weight", "self_attn.q_proj.weight", N_EMBD, N_EMBD, 0, N_HEAD);
+		ADD("attn_k.weight", "self_attn.k_proj.weight", N_HEAD_KV * HEAD_DIM, N_EMBD, 0, N_HEAD_KV);
+		ADD("attn_v.weight", "self_attn.v_proj.weight", N_HEAD_KV * HEAD_DIM, N_EMBD, 0, 0);
+		ADD("attn_output.weight", "self_attn.o_proj.weight", N_EMBD, N_EMBD, 0, 0);
+		ADD("ffn_norm.weight", "post_attention_layernorm.weight", 0, N_EMBD, 1, 0);
+		ADD("ffn_gate.weight", "mlp.gate_proj.weight", N_FF, N_EMBD, 0, 0);
+		ADD("ffn_up.weight", "mlp.up_proj.weight", N_FF, N_EMBD, 0, 0);
+		ADD("ffn_down.weight", "mlp.down_proj.weight", N_EMBD, N_FF, 0, 0);
+#undef ADD
+	}
+	add("output_norm.weight", "model.norm.weight", 0, N_EMBD, 1, 0);
+	add("output.weight", "lm_head.weight", N_VOCAB, N_EMBD, 0, 0);
+}
+
+/* Values in HF orientation [rows, cols]. */
+static float *make_values(const wdesc *w)
+{
+	int rows = w->rows ? w->rows : 1;
+	size_t n = (size_t)rows * (size_t)w->cols;
+	float *v = malloc(n * sizeof *v);
+	if (!v)
+		return NULL;
+	if (w->kind == 1) {
+		for (size_t i = 0; i < n; i++)
+			v[i] = 1.0f + 0.05f * rng_normal();
+		return v;
+	}
+	/* std ~ 1/sqrt(cols) via a table-free constant per width */
+	float sd = w->cols == 256 ? 0.0625f : 0.036f;
+	float salient[16];
+	int sal_idx[16], nsal = 1 + (int)(rng_next() % 4);
+	for (int k = 0; k < nsal; k++) {
+		sal_idx[k] = (int)(rng_next() % (uint64_t)w->cols);
+		salient[k] = 4.0f + 8.0f * rng_uniform();
+	}
+	for (int r = 0; r < rows; r++)
+		for (int c = 0; c < w->cols; c++) {
+			float x = sd * rng_normal();
+			for (int k = 0; k < nsal; k++)
+				if (c == sal_idx[k])
+					x *= salient[k];
+			if (rng_next() % 20000 == 0)
+				x = (rng_next() & 1 ? 30.0f : -30.0f) * sd;
+			v[(size_t)r * (size_t)w->cols + (size_t)c] = x;
+		}
+	return v;
+}
+
+/* llama.cpp's Q/K permutation: rows viewed as (n_head, 2, head_dim/2) with the inner axes swapped. */
+static void permute_rows(const float *src, float *dst, int rows, int cols, int n_head)
+{
+	int hd = rows / n_head, half = hd / 2;
+	for (int h = 0; h < n_head; h++)
+		for (int i = 0; i < 2; i++)
+			for (int j = 0; j < half; j++) {
+				int from = h * hd + i * half + j, to = h * hd + j * 2 + i;
+				memcpy(dst + (size_t)to * (size_t)cols, src + (size_t)from * (size_t)cols,
+				       (size_t)cols * sizeof *dst);
+			}
+}
+
+static void set_u32(qtk_model *m, const char *k, uint32_t v)
+{
+	qtk_kv *kv = qtk_model_add_kv(m, k);
+	kv->val.type = QTK_V_U32;
+	kv->val.v.u = v;
+}
+
+static void set_f32(qtk_model *m, const char *k, float v)
+{
+	qtk_kv *kv = qtk_model_add_kv(m, k);
+	kv->val.type = QTK_V_F32;
+	kv->val.v.f = v;
+}
+
+static void add_vocab(qtk_model *m)
+{
+	qtk_model_set_kv_str(m, "tokenizer.ggml.model", "llama");
+	qtk_kv *tok = qtk_model_add_kv(m, "tokenizer.ggml.tokens");
+	qtk_kv *sc = qtk_model_add_kv(m, "tokenizer.ggml.scores");
+	qtk_kv *ty = qtk_model_add_kv(m, "tokenizer.ggml.token_type");
+	qtk_str *s = calloc(N_VOCAB, sizeof *s);
+	uint8_t *scores = calloc(N_VOCAB, 4), *types = calloc(N_VOCAB, 4);
+	static const char *const syll[] = {"ka", "lo", "mi", "ne", "ru", "ta", "vo", "zi"};
+	for (int i = 0; i < N_VOCAB; i++) {
+		char b[32];
+		int type = 1;
+		float score = -(float)i;
+		if (i == 0) { snprintf(b, sizeof b, "<unk>"); type = 2; }
+		else if (i == 1) { snprintf(b, sizeof b, "<s>"); type = 3; }
+		else if (i == 2) { snprintf(b, sizeof b, "</s>"); type = 3; }
+		else if (i < 3 + 256) { snprintf(b, sizeof b, "<0x%02X>", i - 3); type = 6; score = 0; }
+		else {
+			int k = i - 259;
+			snprintf(b, sizeof b, "\xE2\x96\x81%s%s", syll[k % 8], syll[(k / 8) % 8]);
+			if (k >= 64)
+				snprintf(b + strlen(b), sizeof b - strlen(b), "%s", syll[(k / 64) % 8]);
+		}
+		s[i].len = strlen(b);
+		s[i].s = qtk_strdup(b);
+		uint32_t u;
+		memcpy(&u, &score, 4);
+		qtk_wr32(scores + 4 * i, u);
+		qtk_wr32(types + 4 * i, (uint32_t)type);
+	}
+	tok->val.type = QTK_V_ARR; tok->val.elem = QTK_V_STR; tok->val.n = N_VOCAB; tok->val.arr = s;
+	sc->val.type = QTK_V_ARR; sc->val.elem = QTK_V_F32; sc->val.n = N_VOCAB; sc->val.arr = scores;
+	ty->val.type = QTK_V_ARR; ty->val.elem = QTK_V_I32; ty->val.n = N_VOCAB; ty->val.arr = types;
+	set_u32(m, "tokenizer.ggml.bos_token_id", 1);
+	set_u32(m, "tokenizer.ggml.eos_token_id", 2);
+	set_u32(m, "tokenizer.ggml.unknown_token_id", 0);
+}
+
+static void describe(qtk_tensor *t, int rows, int cols, unsigned type)
+{
+	t->ndim = rows ? 2 : 1;
+	if (rows) {
+		t->shape[0] = (uint64_t)rows;
+		t->shape[1] = (uint64_t)cols;
+	} else {
+		t->shape[0] = (uint64_t)cols;
+	}
+	t->layout.type = type;
+	t->layout.bits = qtk_type(type)->code_bits;
+	t->nparts = 1;
+	t->parts[0].type = type;
+	t->parts[0].ndim = t->ndim;
+	memcpy(t->parts[0].shape, t->shape, sizeof t->shape);
+	qtk_type_nbytes(type, (uint64_t)(rows ? rows : 1) * (uint64_t)cols, &t->parts[0].nbytes);
+	qtk_tensor_finish(t);
+}
+
+static int fail(const qtk_err *e)
+{
+	char b[1024];
+	qtk_err_format(e, "gen", b, sizeof b);
+	fprintf(stderr, "%s\n", b);
+	return 1;
+}
+
+int main(int argc, char **argv)
+{
+	const char *out = argc > 1 ? argv[1] : "build/samples";
+	if (mkdir(out, 0755) != 0 && errno != EEXIST) {
+		perror(out);
+		return 1;
+	}
+	layout_model();
+	float *vals[64];
+	rng_state = 0x71746B2D73616D70ull; /* "qtk-samp" */
+	for (int i = 0; i < nw; i++)
+		if (!(vals[i] = make_values(&ws[i])))
+			return 1;
+
+	/* GGUF, F32, GGUF names, Q/K rows permuted as llama.cpp's converter does */
+	qtk_model *g = qtk_model_new();
+	qtk_model_set_kv_str(g, "general.architecture", "llama");
+	qtk_model_set_kv_str(g, "general.name", "qtk sample tiny-llama");
+	set_u32(g, "llama.block_count", N_LAYER);
+	set_u32(g, "llama.context_length", 256);
+	set_u32(g, "llama.embedding_length", N_EMBD);
+	set_u32(g, "llama.feed_forward_length", N_FF);
+	set_u32(g, "llama.attention.head_count", N_HEAD);
+	set_u32(g, "llama.attention.head_count_kv", N_HEAD_KV);
+	set_u32(g, "llama.rope.dimension_count", HEAD_DIM);
+	set_f32(g, "llama.rope.freq_base", 10000.0f);
+	set_f32(g, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+	set_u32(g, "general.file_type", 0);
+	add_vocab(g);
+	for (int i = 0; i < nw; i++)
+		describe(qtk_model_add_tensor(g, ws[i].gguf), ws[i].rows, ws[i].cols, QTK_T_F32);
+	char *path = qtk_path_join(out, "tiny-llama-f32.gguf");
+	qtk_err err;
+	qtk_err_clear(&err);
+	qtk_writer *w = qtk_writer_open(path, QTK_OUT_GGUF, g, NULL, &err);
+	if (!w)
+		return fail(&err);
+	for (int i = 0; i < nw; i++) {
+		size_t n = (size_t)(ws[i].rows ? ws[i].rows : 1) * (size_t)ws[i].cols;
+		float *v = vals[i], *tmp = NULL;
+		if (ws[i].permute) {
+			tmp = malloc(n * sizeof *tmp);
+			permute_rows(v, tmp, ws[i].rows, ws[i].cols, ws[i].permute);
+			v = tmp;
+		}
+		uint8_t *b = malloc(n * 4);
+		for (size_t k = 0; k < n; k++) {
+			uint32_t u;
+			memcpy(&u, &v[k], 4);
+			qtk_wr32(b + 4 * k, u);
+		}
+		if (qtk_writer_put(w, b, n * 4))
+			return fail(&err);
+		free(b);
+		free(tmp);
+	}
+	if (qtk_writer_finish(w))
+		return fail(&err);
+	printf("%s\n", path);
+	free(path);
+
+	/* Hugging Face directory, F16, HF names and row order */
+	qtk_model *h = qtk_model_new();
+	static const char config[] =
+		"{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"model_type\": \"llama\",\n"
+		"  \"hidden_size\": 256,\n  \"intermediate_size\": 768,\n  \"num_hidden_layers\": 2,\n"
+		"  \"num_attention_heads\": 4,\n  \"num_key_value_heads\": 2,\n  \"vocab_size\": 512,\n"
+		"  \"rms_norm_eps\": 1e-05,\n  \"rope_theta\": 10000.0,\n  \"max_position_embeddings\": 256,\n"
+		"  \"tie_word_embeddings\": false,\n  \"hidden_act\": \"silu\",\n  \"bos_token_id\": 1,\n"
+		"  \"eos_token_id\": 2,\n  \"torch_dtype\": \"float16\"\n}\n";
+	static const char genconf[] = "{\n  \"bos_token_id\": 1,\n  \"eos_token_id\": 2\n}\n";
+	qtk_model_add_blob(h, "config.json", config, sizeof config - 1);
+	qtk_model_add_blob(h, "generation_config.json", genconf, sizeof genconf - 1);
+	qtk_model_set_kv_str(h, "format", "pt");
+	for (int i = 0; i < nw; i++)
+		describe(qtk_model_add_tensor(h, ws[i].hf), ws[i].rows, ws[i].cols, QTK_T_F16);
+	char *dir = qtk_path_join(out, "tiny-llama/");
+	w = qtk_writer_open(dir, QTK_OUT_HF, h, NULL, &err);
+	if (!w)
+		return fail(&err);
+	for (int i = 0; i < nw; i++) {
+		size_t n = (size_t)(ws[i].rows ? ws[i].rows : 1) * (size_t)ws[i].cols;
+		uint8_t *b = malloc(n * 2);
+		for (size_t k = 0; k < n; k++)
+			qtk_wr16(b + 2 * k, qtk_f32_to_fp16(vals[i][k]));
+		if (qtk_writer_put(w, b, n * 2))
+			return fail(&err);
+		free(b);
+	}
+	if (qtk_writer_finish(w))
+		return fail(&err);
+	printf("%s\n", dir);
+	free(dir);
+	for (int i = 0; i < nw; i++)
+		free(vals[i]);
+	qtk_close(g);
+	qtk_close(h);
+	return 0;
+}

@@ -1,0 +1,76 @@
+/* decode.c - a tensor's values as F32 in logical order, whatever its layout. */
+#include "decode.h"
+#include "dequant.h"
+#include <string.h>
+
+bool qtk_can_decode(const qtk_tensor *t)
+{
+	if (t->layout.kind != QTK_LAYOUT_PLAIN)
+		return true;
+	return t->layout.type < QTK_GGML_MAX && qtk_dequant_ggml_supported(t->layout.type);
+}
+
+uint64_t qtk_tensor_rows(const qtk_tensor *t)
+{
+	if (t->ndim <= 1)
+		return 1;
+	uint64_t r = 1;
+	for (int i = 0; i < t->ndim - 1; i++)
+		r *= t->shape[i];
+	return r;
+}
+
+uint64_t qtk_tensor_cols(const qtk_tensor *t) { return t->ndim ? t->shape[t->ndim - 1] : 1; }
+
+int qtk_decode_rows(qtk_model *m, const qtk_tensor *t, uint64_t row0, uint64_t nrows, float *dst, uint8_t *scratch)
+{
+	if (t->layout.kind != QTK_LAYOUT_PLAIN)
+		return qtk_err_set(&m->err, QTK_E_INTERNAL, NULL, -1, t->name, "row decoding needs a plain layout");
+	uint64_t cols = qtk_tensor_cols(t), row_bytes, n = nrows * cols;
+	if (qtk_type_nbytes(t->layout.type, cols, &row_bytes))
+		return qtk_err_set(&m->err, QTK_E_DATA, NULL, -1, t->name, "row size does not fit the type");
+	int rc = qtk_read_part(m, t, 0, row0 * row_bytes, scratch, (size_t)(nrows * row_bytes));
+	if (rc)
+		return rc;
+	if (qtk_dequant_ggml(t->layout.type, scratch, dst, n) != 0) {
+		const qtk_type_info *ti = qtk_type(t->layout.type);
+		return qtk_err_set(&m->err, QTK_E_DATA, NULL, -1, t->name, "cannot decode type %s",
+				   ti ? ti->name : "unknown");
+	}
+	return 0;
+}
+
+int qtk_decode_tensor(qtk_model *m, const qtk_tensor *t, float *dst)
+{
+	if (t->layout.kind == QTK_LAYOUT_PLAIN) {
+		uint8_t *buf;
+		int rc = qtk_read_part_alloc(m, t, 0, &buf);
+		if (rc)
+			return rc;
+		rc = qtk_dequant_ggml(t->layout.type, buf, dst, t->n_params);
+		qtk_free(buf);
+		if (rc)
+			return qtk_err_set(&m->err, QTK_E_DATA, NULL, -1, t->name, "cannot decode this type");
+		return 0;
+	}
+	uint8_t *p[4] = {NULL, NULL, NULL, NULL};
+	int rc = 0;
+	for (int i = 0; i < t->nparts && !rc; i++)
+		rc = qtk_read_part_alloc(m, t, i, &p[i]);
+	if (!rc) {
+		uint32_t out = (uint32_t)t->shape[0], in = (uint32_t)t->shape[1], g = t->layout.group_size;
+		int r;
+		if (t->layout.kind == QTK_LAYOUT_AWQ)
+			r = qtk_dequant_awq((const int32_t *)p[0], (const int32_t *)p[1], (const uint16_t *)p[2], in, out, g,
+					    dst);
+		else
+			r = qtk_dequant_gptq((const int32_t *)p[0], (const int32_t *)p[1], (const uint16_t *)p[2],
+					     t->nparts > 3 ? (const int32_t *)p[3] : NULL, in, out, g,
+					     (uint32_t)t->parts[2].shape[0], t->layout.bits, t->layout.gptq_version, dst);
+		if (r)
+			rc = qtk_err_set(&m->err, QTK_E_DATA, NULL, -1, t->name, "inconsistent quantized components");
+	}
+	for (int i = 0; i < 4; i++)
+		qtk_free(p[i]);
+	return rc;
+}

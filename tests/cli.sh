@@ -1,0 +1,130 @@
+#!/bin/sh
+# CLI tests: each case runs a command and checks its exit status, stdout and stderr.
+B=${QTK_BUILD:-build}
+BIN=${QTK_BIN:-bin}
+T=$(mktemp -d /tmp/qtk-cli-XXXXXX)
+trap 'rm -rf "$T"' EXIT
+pass=0; fail=0
+FX=${QTK_FIXTURES:-../shared/fixtures}
+[ -f "$FX/README.md" ] || FX=""
+
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+# run NAME EXPECTED_STATUS CMD...: stdout in $T/out, stderr in $T/err
+run() {
+	name=$1; want=$2; shift 2
+	"$@" >"$T/out" 2>"$T/err"
+	got=$?
+	if [ "$got" -eq "$want" ]; then ok; else bad "$name: exit $got, expected $want"; sed 's/^/  stderr: /' "$T/err" | head -5; fi
+}
+out_has() { if grep -q -- "$2" "$T/out"; then ok; else bad "$1: stdout lacks '$2'"; head -5 "$T/out"; fi; }
+err_has() { if grep -q -- "$2" "$T/err"; then ok; else bad "$1: stderr lacks '$2'"; head -5 "$T/err"; fi; }
+no_file() { if [ ! -e "$2" ]; then ok; else bad "$1: '$2' exists"; fi; }
+no_temps() { n=$(find "$2" -name '.*.qtk-*' | wc -l); if [ "$n" -eq 0 ]; then ok; else bad "$1: $n temporaries left"; fi; }
+
+S=$T/samples
+"$B/samples/gen" "$S" >/dev/null || bad "sample generator"
+G=$S/tiny-llama-f32.gguf
+H=$S/tiny-llama
+
+# --- the generator is deterministic
+"$B/samples/gen" "$T/again" >/dev/null
+if cmp -s "$G" "$T/again/tiny-llama-f32.gguf" && cmp -s "$H/model.safetensors" "$T/again/tiny-llama/model.safetensors"; then ok; else bad "generator not deterministic"; fi
+
+# --- common flags, for all three programs
+for p in qconvert qinspect qverify; do
+	run "$p --help" 0 "$BIN/$p" --help; out_has "$p --help" "usage: $p"
+	run "$p --version" 0 "$BIN/$p" --version; out_has "$p --version" "(qtk)"
+	run "$p unknown flag" 2 "$BIN/$p" --bogus x; err_has "$p unknown flag" "unknown option '--bogus'"
+done
+run "qconvert one arg" 2 "$BIN/qconvert" "$G"
+run "qconvert bad layout" 2 "$BIN/qconvert" "$G" "$T/x.gguf" --to q9_9
+err_has "qconvert bad layout" "unknown layout 'q9_9'"
+run "qconvert bad output kind" 2 "$BIN/qconvert" "$G" "$T/x.bin"
+
+# --- exit codes: missing file 4, bad data 3, message names file and offset
+run "qinspect missing" 4 "$BIN/qinspect" "$T/nope.gguf"; err_has "qinspect missing" "qinspect: $T/nope.gguf: error: cannot open"
+printf 'GGUF\003\000\000\000\377\377\377\377\377\377\377\377\000\000\000\000\000\000\000\000' >"$T/hostile.gguf"
+run "qinspect hostile" 3 "$BIN/qinspect" --json "$T/hostile.gguf"
+err_has "qinspect hostile" "qinspect: $T/hostile.gguf:0x8: error: tensor count"
+run "qverify hostile" 3 "$BIN/qverify" "$T/hostile.gguf"
+run "qconvert hostile" 3 "$BIN/qconvert" "$T/hostile.gguf" "$T/h-out.gguf"
+no_file "qconvert hostile" "$T/h-out.gguf"
+printf 'not a model at all' >"$T/junk.bin"
+run "qinspect junk" 3 "$BIN/qinspect" "$T/junk.bin"; err_has "qinspect junk" "unknown format"
+run "qinspect dir" 3 "$BIN/qinspect" "$T"
+
+# --- qinspect reports on the samples
+run "qinspect summary" 0 "$BIN/qinspect" --summary "$G"
+out_has "qinspect summary" "blk.0.attn_q.weight"; out_has "qinspect summary" "total: 21 tensors, 1836288 params"
+run "qinspect default (not a tty)" 0 "$BIN/qinspect" "$G"; out_has "qinspect default" "total: 21 tensors"
+run "qinspect json" 0 "$BIN/qinspect" --json "$G"
+out_has "qinspect json" '"schema_version":	1'; out_has "qinspect json" '"format":	"gguf"'
+out_has "qinspect json" '"format_version":	3'; out_has "qinspect json" '"bits_per_weight":	32'
+out_has "qinspect json" '"general.architecture":	"llama"'
+cp "$T/out" "$T/j1"; "$BIN/qinspect" --json "$G" >"$T/j2"
+if cmp -s "$T/j1" "$T/j2"; then ok; else bad "qinspect --json not deterministic"; fi
+run "qinspect markdown" 0 "$BIN/qinspect" --markdown "$G"; out_has "qinspect markdown" "| F32 | 21 | 1836288 |"
+run "qinspect hf dir" 0 "$BIN/qinspect" --json "$H"; out_has "qinspect hf" '"format":	"hf"'; out_has "qinspect hf" '"model_type":	"llama"'
+run "qinspect stats without json" 2 "$BIN/qinspect" --stats "$G"
+run "qverify sample" 0 "$BIN/qverify" "$G"; out_has "qverify sample" "ok: gguf, 21 tensors"
+
+# --- qconvert between containers and float types
+run "gguf f32 -> f16" 0 "$BIN/qconvert" "$G" "$T/f16.gguf" --to f16
+out_has "gguf f32 -> f16" "sha256:"
+"$BIN/qinspect" --json "$T/f16.gguf" >"$T/out"
+out_has "f16 output: matrices f16" '"type":	"F16"'; out_has "f16 output: norms stay f32" '"layout":	"f32"'
+out_has "f16 output: file_type" '"general.file_type":	1'
+run "gguf f16 -> f32" 0 "$BIN/qconvert" "$T/f16.gguf" "$T/back.gguf" --to f32
+out_has "f16 -> f32 exact" "21 exact, 0 requantized"
+run "gguf -> gguf keep" 0 "$BIN/qconvert" -q "$G" "$T/same.gguf"
+if cmp -s "$G" "$T/same.gguf"; then ok; else bad "gguf -> gguf is not byte-identical"; fi
+run "--exact fails on a lossy conversion" 1 "$BIN/qconvert" --exact "$G" "$T/lossy.gguf" --to bf16
+err_has "--exact" "do not convert exactly"; err_has "--exact" "not exact: blk.0.attn_q.weight"
+no_file "--exact leaves no output" "$T/lossy.gguf"
+run "--max-error fails" 1 "$BIN/qconvert" --max-error 200 "$G" "$T/lossy.gguf" --to f16
+no_file "--max-error leaves no output" "$T/lossy.gguf"
+run "--max-error passes" 0 "$BIN/qconvert" -q --max-error 30 "$G" "$T/ok16.gguf" --to f16
+run "--report" 0 "$BIN/qconvert" -q --report "$T/rep.json" "$G" "$T/r16.gguf" --to f16
+if grep -q '"sqnr_db":' "$T/rep.json" && grep -q '"n_requantized":' "$T/rep.json"; then ok; else bad "--report content"; fi
+run "--dry-run" 0 "$BIN/qconvert" --dry-run "$G" "$T/dry.gguf" --to f16
+out_has "--dry-run plan line" "blk.0.attn_q.weight  \[256, 256\]  f32 -> f16"
+out_has "--dry-run total" "plan: 21 tensors"
+no_file "--dry-run writes nothing" "$T/dry.gguf"
+run "--set" 0 "$BIN/qconvert" -q "$G" "$T/set.gguf" --set general.name=renamed --set llama.context_length=512 --set my.key=hello
+"$BIN/qinspect" --json "$T/set.gguf" >"$T/out"
+out_has "--set string" '"general.name":	"renamed"'; out_has "--set keeps u32" '"llama.context_length":	512'
+out_has "--set new key" '"my.key":	"hello"'
+run "--set bad int" 2 "$BIN/qconvert" "$G" "$T/bad.gguf" --set llama.context_length=abc
+no_file "--set bad int" "$T/bad.gguf"
+run "hf -> safetensors" 0 "$BIN/qconvert" -q "$H" "$T/one.safetensors"
+run "safetensors -> gguf" 0 "$BIN/qconvert" -q "$T/one.safetensors" "$T/st.gguf" --to f32
+run "gguf -> safetensors" 0 "$BIN/qconvert" -q "$T/st.gguf" "$T/back.safetensors" --to f16
+# tensor data (the file's tail) must come back bit for bit; metadata gains general.file_type
+if [ "$(tail -c 3672576 "$T/one.safetensors" | sha256sum)" = "$(tail -c 3672576 "$T/back.safetensors" | sha256sum)" ]; then ok; else bad "safetensors -> gguf f32 -> safetensors f16: tensor data differs"; fi
+run "safetensors -> hf dir" 0 "$BIN/qconvert" -q "$T/one.safetensors" "$T/hfout/"
+if [ -f "$T/hfout/model.safetensors" ]; then ok; else bad "hf dir output lacks model.safetensors"; fi
+run "hf dir -> hf dir" 0 "$BIN/qconvert" -q "$H" "$T/hf2/"
+if cmp -s "$H/config.json" "$T/hf2/config.json"; then ok; else bad "config.json not carried"; fi
+run "unwritable output" 4 "$BIN/qconvert" "$G" "$T/no/such/dir/x.gguf"
+err_has "unwritable output" "cannot create output"
+no_temps "no temporaries" "$T"
+
+# --- fixtures from the real tools
+if [ -n "$FX" ]; then
+	run "fixture f16 -> f32 -> f16" 0 "$BIN/qconvert" -q "$FX/gguf/tiny-F16.gguf" "$T/fx32.gguf" --to f32
+	run "fixture f32 -> f16" 0 "$BIN/qconvert" -q "$T/fx32.gguf" "$T/fx16.gguf" --to f16
+	if cmp -s "$T/fx16.gguf" "$FX/gguf/tiny-F16.gguf"; then ok; else bad "F16 -> F32 -> F16 differs from llama-quantize's F16 file"; fi
+	for f in "$FX"/gguf/*.gguf "$FX"/gguf/split-*/*.gguf "$FX"/vocab/*.gguf "$FX"/hf/tiny-llama/[a-z]*-*/ "$FX"/hf/tiny-llama/fp16/; do
+		run "qinspect $f" 0 "$BIN/qinspect" --json "$f"
+	done
+	run "awq bpw" 0 "$BIN/qinspect" --json "$FX/hf/tiny-llama/awq-g128"
+	out_has "awq bpw 4.15625" '"bits_per_weight":	4.15625'
+	out_has "awq logical tensor" '"name":	"model.layers.0.self_attn.q_proj.weight"'
+else
+	echo "skipped: fixtures absent (qconvert/qinspect interop cases)"
+fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
