@@ -111,6 +111,13 @@ run "unwritable output" 4 "$BIN/qconvert" "$G" "$T/no/such/dir/x.gguf"
 err_has "unwritable output" "cannot create output"
 no_temps "no temporaries" "$T"
 
+# --- man pages are clean mdoc
+if command -v mandoc >/dev/null 2>&1; then
+	if mandoc -Tlint -W warning man/*.1 >"$T/lint" 2>&1; then ok; else bad "mandoc -Tlint"; cat "$T/lint"; fi
+else
+	echo "skipped: mandoc absent (man page lint)"
+fi
+
 # --- fixtures from the real tools
 if [ -n "$FX" ]; then
 	run "fixture f16 -> f32 -> f16" 0 "$BIN/qconvert" -q "$FX/gguf/tiny-F16.gguf" "$T/fx32.gguf" --to f32
