@@ -1,0 +1,434 @@
+/* st_json.c - strict JSON: a raw lexical pass that rejects what cJSON would
+ * let through, then cJSON for the tree, then a duplicate-key walk. */
+#include "st_json.h"
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_DEPTH 256
+#define MAX_SAFE_INT 9007199254740992ull /* 2^53 */
+
+/* ---- cJSON allocations through qtk_malloc ------------------------------ */
+
+static _Thread_local int json_oom; /* set when a cJSON allocation failed */
+static pthread_once_t hooks_once = PTHREAD_ONCE_INIT;
+
+static void *hook_malloc(size_t n)
+{
+	void *p = qtk_malloc(n);
+	if (!p)
+		json_oom = 1;
+	return p;
+}
+
+static void hook_free(void *p) { qtk_free(p); }
+
+static void init_hooks(void)
+{
+	cJSON_Hooks h = {hook_malloc, hook_free};
+	cJSON_InitHooks(&h);
+}
+
+void qtk_json_init(void) { pthread_once(&hooks_once, init_hooks); }
+
+/* ---- the lexical pass --------------------------------------------------- */
+
+typedef struct scan {
+	const uint8_t *s;
+	size_t n;
+	unsigned flags;
+	const char *file;
+	int64_t base;
+	qtk_err *err;
+	uint64_t *keys; /* offsets of top-level keys */
+	size_t nkeys, capkeys;
+	size_t last_key; /* index into keys of the current top-level key + 1; 0 = none */
+} scan;
+
+/* "tensor 'x'" / "key 'x'" for the top-level key around the error, from the
+ * raw text (escapes shown as written). */
+static void scan_subject(const scan *sc, char *buf, size_t cap)
+{
+	buf[0] = 0;
+	if (!sc->last_key)
+		return;
+	size_t at = (size_t)sc->keys[sc->last_key - 1] + 1, e = at;
+	while (e < sc->n && sc->s[e] != '"' && e - at < 200) {
+		if (sc->s[e] == '\\')
+			e++;
+		e++;
+	}
+	if (e > sc->n)
+		e = sc->n;
+	int len = (int)(e - at);
+	bool meta = len == 12 && memcmp(sc->s + at, "__metadata__", 12) == 0;
+	const char *kind = (sc->flags & QTK_JSON_INTS) && !meta ? "tensor" : "key";
+	snprintf(buf, cap, "%s '%.*s'", kind, len, (const char *)sc->s + at);
+}
+
+static int scan_fail(scan *sc, size_t pos, const char *fmt, const char *arg)
+{
+	char subj[256];
+	scan_subject(sc, subj, sizeof subj);
+	return qtk_err_set(sc->err, QTK_E_DATA, sc->file, sc->base + (int64_t)pos, subj[0] ? subj : NULL,
+			   fmt, arg);
+}
+
+/* Position of the first byte that breaks UTF-8, or n when the text is valid. */
+static size_t utf8_bad(const uint8_t *s, size_t n)
+{
+	size_t i = 0;
+	while (i < n) {
+		if (s[i] < 0x80) {
+			i++;
+			continue;
+		}
+		size_t k = (s[i] & 0xE0) == 0xC0 ? 2 : (s[i] & 0xF0) == 0xE0 ? 3 : (s[i] & 0xF8) == 0xF0 ? 4 : 0;
+		if (!k || k > n - i || !qtk_utf8_valid((const char *)s + i, k))
+			return i;
+		i += k;
+	}
+	return n;
+}
+
+static bool is_ws(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+static bool is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
+static bool is_hex(uint8_t c)
+{
+	return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+static int scan_string(scan *sc, size_t *pi)
+{
+	size_t i = *pi + 1, start = *pi;
+	for (;;) {
+		if (i >= sc->n)
+			return scan_fail(sc, start, "unterminated string%s", "");
+		uint8_t c = sc->s[i];
+		if (c == '"')
+			break;
+		if (c < 0x20)
+			return scan_fail(sc, i, "control character in string%s", "");
+		if (c == '\\') {
+			if (i + 1 >= sc->n)
+				return scan_fail(sc, start, "unterminated string%s", "");
+			uint8_t e = sc->s[i + 1];
+			if (e == 'u') {
+				if (sc->n - i < 6 || !is_hex(sc->s[i + 2]) || !is_hex(sc->s[i + 3]) ||
+				    !is_hex(sc->s[i + 4]) || !is_hex(sc->s[i + 5]))
+					return scan_fail(sc, i, "bad \\u escape in string%s", "");
+				if (memcmp(sc->s + i + 2, "0000", 4) == 0)
+					return scan_fail(sc, i, "string contains \\u0000%s", "");
+				i += 6;
+				continue;
+			}
+			if (!strchr("\"\\/bfnrt", e) || !e)
+				return scan_fail(sc, i, "bad escape in string%s", "");
+			i += 2;
+			continue;
+		}
+		i++;
+	}
+	*pi = i + 1;
+	return 0;
+}
+
+static int scan_number(scan *sc, size_t *pi)
+{
+	size_t i = *pi, e = i;
+	while (e < sc->n && (is_digit(sc->s[e]) || (sc->s[e] && strchr("+-.eE", sc->s[e]))))
+		e++;
+	const uint8_t *t = sc->s + i;
+	size_t len = e - i;
+	if (sc->flags & QTK_JSON_INTS) {
+		if (t[0] == '-')
+			return scan_fail(sc, i, "negative number%s", "");
+		for (size_t k = 0; k < len; k++)
+			if (!is_digit(t[k]))
+				return scan_fail(sc, i, "non-integer number%s", "");
+		if (len > 1 && t[0] == '0')
+			return scan_fail(sc, i, "number with a leading zero%s", "");
+		uint64_t v = 0;
+		for (size_t k = 0; k < len && len <= 16; k++)
+			v = v * 10 + (uint64_t)(t[k] - '0');
+		if (len > 16 || v > MAX_SAFE_INT)
+			return scan_fail(sc, i, "number too large (limit 2^53)%s", "");
+	} else {
+		size_t k = 0;
+		if (k < len && t[k] == '-')
+			k++;
+		if (k >= len || !is_digit(t[k]))
+			return scan_fail(sc, i, "malformed number%s", "");
+		if (t[k] == '0')
+			k++;
+		else
+			while (k < len && is_digit(t[k]))
+				k++;
+		if (k < len && t[k] == '.') {
+			if (++k >= len || !is_digit(t[k]))
+				return scan_fail(sc, i, "malformed number%s", "");
+			while (k < len && is_digit(t[k]))
+				k++;
+		}
+		if (k < len && (t[k] == 'e' || t[k] == 'E')) {
+			k++;
+			if (k < len && (t[k] == '+' || t[k] == '-'))
+				k++;
+			if (k >= len || !is_digit(t[k]))
+				return scan_fail(sc, i, "malformed number%s", "");
+			while (k < len && is_digit(t[k]))
+				k++;
+		}
+		if (k != len)
+			return scan_fail(sc, i, "malformed number%s", "");
+	}
+	*pi = e;
+	return 0;
+}
+
+static int push_key(scan *sc, size_t off)
+{
+	if (sc->nkeys == sc->capkeys) {
+		size_t nc = sc->capkeys ? sc->capkeys * 2 : 64;
+		uint64_t *k = qtk_realloc(sc->keys, nc * sizeof *k);
+		if (!k)
+			return qtk_err_set(sc->err, QTK_E_IO, sc->file, -1, NULL, "out of memory");
+		sc->keys = k;
+		sc->capkeys = nc;
+	}
+	sc->keys[sc->nkeys++] = off;
+	sc->last_key = sc->nkeys;
+	return 0;
+}
+
+/* Walk the raw text once: strings, numbers, nesting, and top-level key offsets.
+ * The grammar itself is left to cJSON. */
+static int scan_text(scan *sc)
+{
+	char stack[MAX_DEPTH];
+	int depth = 0;
+	bool expect_key = false;
+	size_t i = 0;
+	while (i < sc->n) {
+		uint8_t c = sc->s[i];
+		int rc = 0;
+		if (is_ws(c)) {
+			i++;
+		} else if (c == '"') {
+			if (expect_key && depth == 1 && (rc = push_key(sc, i)))
+				return rc;
+			if ((rc = scan_string(sc, &i)))
+				return rc;
+			expect_key = false;
+		} else if (c == '{' || c == '[') {
+			if (depth >= MAX_DEPTH)
+				return scan_fail(sc, i, "json nested too deeply (limit %s)", "256");
+			stack[depth++] = (char)c;
+			expect_key = c == '{';
+			i++;
+		} else if (c == '}' || c == ']') {
+			if (depth > 0)
+				depth--;
+			expect_key = false;
+			i++;
+		} else if (c == ',') {
+			expect_key = depth > 0 && stack[depth - 1] == '{';
+			i++;
+		} else if (c == ':') {
+			expect_key = false;
+			i++;
+		} else if (c == '-' || is_digit(c)) {
+			if ((rc = scan_number(sc, &i)))
+				return rc;
+		} else if (c >= 'a' && c <= 'z') {
+			while (i < sc->n && sc->s[i] >= 'a' && sc->s[i] <= 'z')
+				i++;
+		} else {
+			char ch[8];
+			snprintf(ch, sizeof ch, c >= 0x20 && c < 0x7f ? "'%c'" : "0x%02x", c);
+			return scan_fail(sc, i, "unexpected character %s in json", ch);
+		}
+	}
+	return 0;
+}
+
+/* ---- duplicate keys ------------------------------------------------------ */
+
+typedef struct keyref {
+	const char *k;
+	size_t i;
+} keyref;
+
+static int cmp_keyref(const void *a, const void *b)
+{
+	const keyref *x = a, *y = b;
+	int c = strcmp(x->k, y->k);
+	if (c)
+		return c;
+	return x->i < y->i ? -1 : x->i > y->i;
+}
+
+/* Reject duplicate keys in obj and below. `top` is the index of the top-level
+ * key around obj (for the error offset), or SIZE_MAX at the root. */
+static int check_dups(const cJSON *obj, size_t top, const qtk_json_doc *doc, const char *file,
+		      int64_t base, qtk_err *err, int depth)
+{
+	size_t n = 0;
+	for (const cJSON *c = obj->child; c; c = c->next)
+		n++;
+	if (depth > MAX_DEPTH)
+		return qtk_err_set(err, QTK_E_DATA, file, base, NULL, "json nested too deeply");
+	if (cJSON_IsObject(obj) && n > 1) {
+		keyref *r = qtk_malloc(n * sizeof *r);
+		if (!r)
+			return qtk_err_set(err, QTK_E_IO, file, -1, NULL, "out of memory");
+		size_t i = 0;
+		for (const cJSON *c = obj->child; c; c = c->next, i++)
+			r[i] = (keyref){c->string ? c->string : "", i};
+		qsort(r, n, sizeof *r, cmp_keyref);
+		for (i = 1; i < n; i++)
+			if (strcmp(r[i - 1].k, r[i].k) == 0) {
+				size_t at = top == SIZE_MAX ? r[i].i : top;
+				char subj[256];
+				const cJSON *tk = NULL;
+				if (top != SIZE_MAX && doc->root)
+					tk = cJSON_GetArrayItem(doc->root, (int)(top < INT32_MAX ? top : 0));
+				if (tk && tk->string)
+					snprintf(subj, sizeof subj, "key '%.100s.%.100s'", tk->string, r[i].k);
+				else
+					snprintf(subj, sizeof subj, "key '%.200s'", r[i].k);
+				int rc = qtk_err_set(err, QTK_E_DATA, file, qtk_json_key_off(doc, at, base), subj,
+						     "duplicate key");
+				qtk_free(r);
+				return rc;
+			}
+		qtk_free(r);
+	}
+	size_t i = 0;
+	for (const cJSON *c = obj->child; c; c = c->next, i++)
+		if (c->child) {
+			int rc = check_dups(c, top == SIZE_MAX ? i : top, doc, file, base, err, depth + 1);
+			if (rc)
+				return rc;
+		}
+	return 0;
+}
+
+/* ---- public ------------------------------------------------------------- */
+
+int64_t qtk_json_key_off(const qtk_json_doc *doc, size_t i, int64_t base)
+{
+	if (!doc || i >= doc->nkeys)
+		return base;
+	return base + (int64_t)doc->key_off[i];
+}
+
+void qtk_json_doc_free(qtk_json_doc *doc)
+{
+	if (!doc)
+		return;
+	if (doc->root)
+		cJSON_Delete(doc->root);
+	qtk_free(doc->key_off);
+	memset(doc, 0, sizeof *doc);
+}
+
+int qtk_json_parse(const char *text, size_t len, unsigned flags, const char *file, int64_t base,
+		   qtk_err *err, qtk_json_doc *doc)
+{
+	memset(doc, 0, sizeof *doc);
+	qtk_json_init();
+	const uint8_t *s = (const uint8_t *)text;
+	size_t bad = utf8_bad(s, len);
+	if (bad < len)
+		return qtk_err_set(err, QTK_E_DATA, file, base + (int64_t)bad, NULL, "json is not valid utf-8");
+	if (len >= 3 && s[0] == 0xEF && s[1] == 0xBB && s[2] == 0xBF)
+		return qtk_err_set(err, QTK_E_DATA, file, base, NULL, "json starts with a byte order mark");
+	if ((flags & QTK_JSON_BRACE_FIRST) && (len == 0 || s[0] != '{'))
+		return qtk_err_set(err, QTK_E_DATA, file, base, NULL, "json does not start with '{'");
+	scan sc = {.s = s, .n = len, .flags = flags, .file = file, .base = base, .err = err};
+	int rc = scan_text(&sc);
+	if (rc) {
+		qtk_free(sc.keys);
+		return rc;
+	}
+	doc->key_off = sc.keys;
+	doc->nkeys = sc.nkeys;
+	const char *end = NULL;
+	json_oom = 0;
+	doc->root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+	if (!doc->root) {
+		int64_t at = end && end >= text && end <= text + len ? (int64_t)(end - text) : 0;
+		rc = json_oom ? qtk_err_set(err, QTK_E_IO, file, -1, NULL, "out of memory")
+			      : qtk_err_set(err, QTK_E_DATA, file, base + at, NULL, "invalid json");
+		qtk_json_doc_free(doc);
+		return rc;
+	}
+	size_t at = end && end >= text && end <= text + len ? (size_t)(end - text) : len;
+	for (; at < len; at++)
+		if (!is_ws(s[at])) {
+			qtk_json_doc_free(doc);
+			return qtk_err_set(err, QTK_E_DATA, file, base + (int64_t)at, NULL,
+					   "trailing characters after json");
+		}
+	size_t nchild = 0;
+	for (const cJSON *c = doc->root->child; c && cJSON_IsObject(doc->root); c = c->next)
+		nchild++;
+	if (nchild != doc->nkeys) { /* cannot happen for valid JSON; drop the offsets */
+		qtk_free(doc->key_off);
+		doc->key_off = NULL;
+		doc->nkeys = 0;
+	}
+	rc = check_dups(doc->root, SIZE_MAX, doc, file, base, err, 0);
+	if (rc)
+		qtk_json_doc_free(doc);
+	return rc;
+}
+
+int qtk_json_load(const char *path, uint64_t cap, unsigned flags, qtk_err *err, qtk_json_doc *doc,
+		  uint8_t **raw, size_t *rawlen)
+{
+	uint8_t *b = NULL;
+	size_t n = 0;
+	memset(doc, 0, sizeof *doc);
+	int rc = qtk_slurp(path, cap, &b, &n, err);
+	if (rc)
+		return rc;
+	rc = qtk_json_parse((const char *)b, n, flags, path, 0, err, doc);
+	if (rc || !raw) {
+		qtk_free(b);
+		return rc;
+	}
+	*raw = b;
+	if (rawlen)
+		*rawlen = n;
+	return 0;
+}
+
+bool qtk_json_u64(const cJSON *item, uint64_t *out)
+{
+	if (!cJSON_IsNumber(item))
+		return false;
+	double d = item->valuedouble;
+	if (!(d >= 0.0 && d <= (double)MAX_SAFE_INT))
+		return false;
+	uint64_t v = (uint64_t)d;
+	if ((double)v != d)
+		return false;
+	*out = v;
+	return true;
+}
+
+bool qtk_json_i64(const cJSON *item, int64_t *out)
+{
+	if (!cJSON_IsNumber(item))
+		return false;
+	double d = item->valuedouble;
+	if (!(d >= -(double)MAX_SAFE_INT && d <= (double)MAX_SAFE_INT))
+		return false;
+	int64_t v = (int64_t)d;
+	if ((double)v != d)
+		return false;
+	*out = v;
+	return true;
+}
