@@ -3,12 +3,30 @@
 #define QTK_CONVERT_H
 #include "internal.h"
 
-typedef enum { TGT_KEEP = 0, TGT_TYPE } target_kind;
+typedef enum { TGT_KEEP = 0, TGT_TYPE, TGT_MIX, TGT_AWQ, TGT_GPTQ, TGT_AUTO_EXACT } target_kind;
 
 typedef struct conv_target {
 	target_kind kind;
-	unsigned type; /* TGT_TYPE: storage type */
+	unsigned type; /* TGT_TYPE: storage type; TGT_MIX: the mix's base type */
+	int ftype;     /* llama_ftype for general.file_type, -1 when none */
+	int gptq_version; /* TGT_GPTQ: 0 = v1 when every zero fits, else v2; 1; 2 */
 } conv_target;
+
+/* llama.cpp's named mixes (mix.c) */
+typedef struct mix_state {
+	const qtk_model *m;
+	int ftype;
+	int n_head, n_head_kv, n_expert, n_layer;
+	bool is_70b;
+	int n_attn_v, i_attn_v, n_ffn_down, i_ffn_down;
+} mix_state;
+int mix_lookup(const char *name, unsigned *base, int *ftype);
+const char *mix_name(int ftype);
+int mix_ftype_for_type(unsigned type);
+bool mix_quantizable(const qtk_tensor *t);
+void mix_init(mix_state *s, const qtk_model *m, int ftype);
+unsigned mix_type(mix_state *s, const qtk_tensor *t, unsigned base, bool has_imatrix);
+unsigned mix_fallback(const qtk_tensor *t, unsigned ty);
 
 #define CONV_MAX_SETS 256
 
@@ -16,7 +34,10 @@ typedef struct conv_opts {
 	const char *input, *output;
 	qtk_out_kind out_kind;
 	conv_target target;
-	bool exact, dry_run, has_max_error;
+	bool exact, dry_run, has_max_error, sym;
+	unsigned bits;       /* --bits (gptq), 0 = default */
+	uint32_t group_size; /* --group-size, 0 = default */
+	const char *imatrix_path;
 	double max_error_db;
 	const char *report;
 	int threads;
@@ -49,7 +70,28 @@ typedef struct conv_result {
 	qtk_outlist outs;
 } conv_result;
 
+/* How a tensor is produced. */
+typedef enum {
+	M_COPY,   /* parts copied byte for byte */
+	M_ROWS,   /* row chunks decoded and re-encoded (or transcoded) to a plain type */
+	M_GROUPS, /* whole tensor to AWQ/GPTQ: transcoded when exact, else re-fitted */
+} conv_method;
+
+typedef struct plan {
+	const qtk_tensor *src;
+	conv_method method;
+	qtk_tensor out;      /* output description (name borrowed from src) */
+	const float *imatrix;/* per-column importance, or NULL */
+	const char *note;    /* for the plan line: "exact", "lossy", "repack" ... */
+} plan;
+
 int conv_parse_target(const char *s, conv_target *t);
+/* Decide every tensor's method and output; fills plans[] (in->ntensors). */
+int conv_plan(qtk_model *in, const conv_opts *o, const void *imatrix, plan *plans, qtk_err *err);
+/* The output's metadata and side files. */
+int conv_build_meta(qtk_model *in, const conv_opts *o, qtk_model *d, qtk_err *err);
+/* Produce one tensor into the writer; measures the error against the decoded source. */
+int conv_tensor(qtk_model *in, qtk_writer *w, const plan *p, int threads, tensor_result *r, qtk_err *err);
 /* Plan, write and verify. Returns the exit status (0, 1, or an error status). */
 int conv_run(qtk_model *in, const conv_opts *o, conv_result *res);
 void conv_print_summary(const conv_opts *o, const conv_result *res);

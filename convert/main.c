@@ -8,7 +8,15 @@
 static const char usage[] =
 	"usage: qconvert [options] INPUT OUTPUT\n"
 	"\n"
-	"  -t, --to LAYOUT        target layout: keep (default), f32, f16, bf16\n"
+	"  -t, --to LAYOUT        target layout: keep (default); f32 f16 bf16; ggml types q4_0 q4_1 q5_0\n"
+	"                         q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs; llama.cpp mixes Q2_K\n"
+	"                         Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M Q6_K (also Q4_0 ... Q8_0,\n"
+	"                         IQ4_NL, IQ4_XS); awq; gptq, gptq-v1, gptq-v2; auto-exact\n"
+	"  --bits N               bits for gptq targets (2, 3, 4, 8; default: the source's, else 4)\n"
+	"  --group-size N         group size for awq/gptq targets (32, 64, 128; default: the source's\n"
+	"                         when exact, 32 from k-quants, else 128)\n"
+	"  --sym                  symmetric gptq target\n"
+	"  --imatrix FILE         llama.cpp importance matrix for importance-weighted quantization\n"
 	"  --set KEY=VALUE        set or override a metadata key in the output (repeatable)\n"
 	"  --exact                fail (exit 1) unless every tensor converts bit-exactly\n"
 	"  --max-error DB         fail (exit 1) if any tensor's SQNR falls below DB decibels\n"
@@ -24,6 +32,8 @@ static const char usage[] =
 	"INPUT: a .gguf file (or any shard of a split set), a .safetensors file, a\n"
 	"model.safetensors.index.json or a Hugging Face directory; detected from content.\n"
 	"OUTPUT: *.gguf, *.safetensors, or a directory (path ending in '/') for a Hugging Face directory.\n"
+	"Exact conversions are found and used (AWQ <-> GPTQ repacks, int4 -> q4_0/q5_0/q8_0, ...), and every\n"
+	"tensor is verified by decoding it again.\n"
 	"Exit status: 0 ok, 1 a check failed (--exact, --max-error), 2 usage, 3 bad input data,\n"
 	"4 I/O error, 5 internal error.\n";
 
@@ -70,8 +80,13 @@ static int parse_args(int argc, char **argv, conv_opts *o)
 			o->dry_run = true;
 			continue;
 		}
+		if (!strcmp(a, "--sym")) {
+			o->sym = true;
+			continue;
+		}
 		/* options with a value: "--opt VALUE" or "--opt=VALUE" */
-		static const char *const with_val[] = {"-t", "--to", "--set", "--max-error", "--report", "--threads"};
+		static const char *const with_val[] = {"-t", "--to", "--set", "--max-error", "--report", "--threads",
+						       "--bits", "--group-size", "--imatrix"};
 		const char *name = NULL;
 		for (size_t k = 0; k < sizeof with_val / sizeof *with_val; k++) {
 			size_t n = strlen(with_val[k]);
@@ -107,6 +122,18 @@ static int parse_args(int argc, char **argv, conv_opts *o)
 			o->has_max_error = true;
 		} else if (!strcmp(name, "--report")) {
 			o->report = val;
+		} else if (!strcmp(name, "--bits")) {
+			uint64_t n;
+			if (!qtk_parse_u64(val, &n) || (n != 2 && n != 3 && n != 4 && n != 8))
+				return cli_usage_error("--bits takes 2, 3, 4 or 8, not '%s'", val);
+			o->bits = (unsigned)n;
+		} else if (!strcmp(name, "--group-size")) {
+			uint64_t n;
+			if (!qtk_parse_u64(val, &n) || (n != 32 && n != 64 && n != 128))
+				return cli_usage_error("--group-size takes 32, 64 or 128, not '%s'", val);
+			o->group_size = (uint32_t)n;
+		} else if (!strcmp(name, "--imatrix")) {
+			o->imatrix_path = val;
 		} else if (!strcmp(name, "--threads")) {
 			uint64_t n;
 			if (!qtk_parse_u64(val, &n) || n < 1 || n > 1024)
@@ -144,7 +171,7 @@ int main(int argc, char **argv)
 		return cli_fail(&err);
 	conv_result res;
 	int status = conv_run(in, &o, &res);
-	if (status == 0 || status == 1) {
+	if (status == 0) {
 		res.elapsed = now_s() - t0;
 		conv_print_summary(&o, &res);
 	}

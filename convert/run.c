@@ -1,372 +1,11 @@
-/* run.c - qconvert's plan (what each tensor becomes), execution and report. */
+/* run.c - qconvert's driver: plan, write, verify, report. */
 #include "cli.h"
 #include "convert.h"
-#include "decode.h"
-#include "dequant.h"
+#include "imatrix.h"
 #include <cJSON.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define CHUNK_BYTES ((size_t)8 << 20)
-
-int conv_parse_target(const char *s, conv_target *t)
-{
-	if (!qtk_strcasecmp(s, "keep")) {
-		t->kind = TGT_KEEP;
-		return 0;
-	}
-	static const unsigned floats[] = {QTK_T_F32, QTK_T_F16, QTK_T_BF16};
-	for (size_t i = 0; i < sizeof floats / sizeof *floats; i++)
-		if (!qtk_strcasecmp(s, qtk_type(floats[i])->name)) {
-			t->kind = TGT_TYPE;
-			t->type = floats[i];
-			return 0;
-		}
-	return -1;
-}
-
-static bool is_int_dtype(unsigned type)
-{
-	switch (type) {
-	case QTK_T_I8: case QTK_T_I16: case QTK_T_I32: case QTK_T_I64:
-	case QTK_DT_BOOL: case QTK_DT_U8: case QTK_DT_U16: case QTK_DT_U32: case QTK_DT_U64:
-		return true;
-	default:
-		return false;
-	}
-}
-
-/* One tensor's plan. */
-typedef struct plan {
-	const qtk_tensor *src;
-	bool copy;          /* parts copied byte for byte */
-	unsigned out_type;  /* when not copy: plain output type */
-} plan;
-
-static int plan_tensor(qtk_model *in, const conv_opts *o, const qtk_tensor *t, plan *p)
-{
-	p->src = t;
-	p->copy = true;
-	bool to_gguf = o->out_kind == QTK_OUT_GGUF;
-	if (o->target.kind == TGT_KEEP || (t->layout.kind == QTK_LAYOUT_PLAIN && is_int_dtype(t->layout.type))) {
-		if (to_gguf && (t->layout.kind != QTK_LAYOUT_PLAIN || t->layout.type >= QTK_GGML_MAX)) {
-			char lid[48];
-			qtk_layout_id(&t->layout, lid, sizeof lid);
-			return qtk_err_set(&in->err, QTK_E_DATA, in->path, -1, t->name,
-					   "layout %s cannot be stored in GGUF; choose a layout with --to", lid);
-		}
-		return 0;
-	}
-	unsigned ty = o->target.type;
-	if (to_gguf && t->ndim <= 1 && ty != QTK_T_F32)
-		ty = QTK_T_F32; /* norms and biases stay F32 in GGUF, as llama.cpp keeps them */
-	if (t->layout.kind == QTK_LAYOUT_PLAIN && t->layout.type == ty)
-		return 0;
-	if (!qtk_can_decode(t)) {
-		char lid[48];
-		qtk_layout_id(&t->layout, lid, sizeof lid);
-		return qtk_err_set(&in->err, QTK_E_DATA, in->path, -1, t->name, "cannot decode layout %s", lid);
-	}
-	p->copy = false;
-	p->out_type = ty;
-	return 0;
-}
-
-static int value_to_string(const qtk_value *v, char *buf, size_t n)
-{
-	switch (v->type) {
-	case QTK_V_U8: case QTK_V_U16: case QTK_V_U32: case QTK_V_U64:
-		snprintf(buf, n, "%llu", (unsigned long long)v->v.u);
-		return 0;
-	case QTK_V_I8: case QTK_V_I16: case QTK_V_I32: case QTK_V_I64:
-		snprintf(buf, n, "%lld", (long long)v->v.i);
-		return 0;
-	case QTK_V_BOOL:
-		snprintf(buf, n, "%s", v->v.u ? "true" : "false");
-		return 0;
-	case QTK_V_F32: case QTK_V_F64:
-		snprintf(buf, n, "%.17g", v->v.f);
-		return 0;
-	default:
-		return -1;
-	}
-}
-
-/* Apply --set KEY=VALUE: keeps the key's numeric type when it has one. */
-static int apply_set(qtk_model *d, const char *kv, qtk_err *err)
-{
-	const char *eq = strchr(kv, '=');
-	char *key = qtk_strndup(kv, (size_t)(eq - kv));
-	if (!key)
-		return qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");
-	const char *val = eq + 1;
-	qtk_kv *cur = (qtk_kv *)qtk_kv_find(d, key);
-	int rc = 0;
-	if (cur && cur->val.type != QTK_V_STR && cur->val.type != QTK_V_ARR) {
-		qtk_value *v = &cur->val;
-		char *end = NULL;
-		if (v->type == QTK_V_BOOL) {
-			if (strcmp(val, "true") && strcmp(val, "false") && strcmp(val, "1") && strcmp(val, "0"))
-				rc = qtk_err_set(err, QTK_E_USAGE, NULL, -1, key, "--set: expected true or false");
-			else
-				v->v.u = !strcmp(val, "true") || !strcmp(val, "1");
-		} else if (v->type == QTK_V_F32 || v->type == QTK_V_F64) {
-			double x = strtod(val, &end);
-			if (end == val || *end)
-				rc = qtk_err_set(err, QTK_E_USAGE, NULL, -1, key, "--set: expected a number, not '%s'", val);
-			else
-				v->v.f = v->type == QTK_V_F32 ? (double)(float)x : x;
-		} else {
-			bool neg = val[0] == '-';
-			uint64_t u;
-			if (!qtk_parse_u64(val + neg, &u) || (neg && u > (uint64_t)INT64_MAX))
-				rc = qtk_err_set(err, QTK_E_USAGE, NULL, -1, key, "--set: expected an integer, not '%s'", val);
-			else if (v->type == QTK_V_U8 || v->type == QTK_V_U16 || v->type == QTK_V_U32 ||
-				 v->type == QTK_V_U64) {
-				uint64_t max = v->type == QTK_V_U8 ? 0xff : v->type == QTK_V_U16 ? 0xffff
-					     : v->type == QTK_V_U32 ? 0xffffffffu : UINT64_MAX;
-				if (neg || u > max)
-					rc = qtk_err_set(err, QTK_E_USAGE, NULL, -1, key, "--set: %s out of range", val);
-				else
-					v->v.u = u;
-			} else {
-				v->v.i = neg ? -(int64_t)u : (int64_t)u;
-			}
-		}
-	} else {
-		rc = qtk_model_set_kv_str(d, key, val);
-		if (rc)
-			rc = qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");
-	}
-	qtk_free(key);
-	return rc;
-}
-
-/* The output's metadata: the source's, fitted to the output container. */
-static int build_meta(qtk_model *in, const conv_opts *o, qtk_model *d, qtk_err *err)
-{
-	bool strings_only = o->out_kind != QTK_OUT_GGUF;
-	for (size_t i = 0; i < in->nkv; i++) {
-		const qtk_kv *kv = &in->kv[i];
-		if (!strncmp(kv->key, "split.", 6))
-			continue;
-		if (strings_only && kv->val.type != QTK_V_STR) {
-			char buf[64];
-			if (value_to_string(&kv->val, buf, sizeof buf)) {
-				cli_verbose("%s: metadata '%s' (%s) has no place in %s output; dropped", in->path, kv->key,
-					    qtk_value_type_name(kv->val.type), o->output);
-				continue;
-			}
-			if (qtk_model_set_kv_str(d, kv->key, buf))
-				return qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");
-			continue;
-		}
-		qtk_kv *n = qtk_model_add_kv(d, kv->key);
-		if (!n || qtk_value_copy(&n->val, &kv->val))
-			return qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");
-	}
-	if (o->out_kind == QTK_OUT_HF)
-		for (size_t i = 0; i < in->nblobs; i++)
-			if (qtk_model_add_blob(d, in->blobs[i].name, in->blobs[i].data, in->blobs[i].len))
-				return qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");
-	if (o->out_kind == QTK_OUT_GGUF && o->target.kind == TGT_TYPE) {
-		/* llama_ftype of an all-float file (llama.h: ALL_F32 0, MOSTLY_F16 1, MOSTLY_BF16 32) */
-		uint64_t ft = o->target.type == QTK_T_F32 ? 0 : o->target.type == QTK_T_F16 ? 1 : 32;
-		qtk_kv *kv = (qtk_kv *)qtk_kv_find(d, "general.file_type");
-		if (!kv && (kv = qtk_model_add_kv(d, "general.file_type")) == NULL)
-			return qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");
-		qtk_value_free(&kv->val);
-		kv->val.type = QTK_V_U32;
-		kv->val.v.u = ft;
-	}
-	for (int i = 0; i < o->nsets; i++) {
-		int rc = apply_set(d, o->sets[i], err);
-		if (rc)
-			return rc;
-	}
-	return 0;
-}
-
-static int add_out_tensor(qtk_model *d, const plan *p, qtk_err *err)
-{
-	const qtk_tensor *t = p->src;
-	qtk_tensor *n = qtk_model_add_tensor(d, t->name);
-	if (!n)
-		return qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");
-	n->ndim = t->ndim;
-	memcpy(n->shape, t->shape, sizeof n->shape);
-	if (p->copy) {
-		n->layout = t->layout;
-		n->nparts = t->nparts;
-		memcpy(n->parts, t->parts, sizeof n->parts);
-	} else {
-		const qtk_type_info *ti = qtk_type(p->out_type);
-		n->layout.kind = QTK_LAYOUT_PLAIN;
-		n->layout.type = p->out_type;
-		n->layout.bits = ti->code_bits;
-		n->layout.group_size = ti->group;
-		n->nparts = 1;
-		qtk_part *q = &n->parts[0];
-		memset(q, 0, sizeof *q);
-		q->type = p->out_type;
-		q->ndim = t->ndim;
-		memcpy(q->shape, t->shape, sizeof q->shape);
-		if (qtk_type_nbytes(p->out_type, t->n_params, &q->nbytes))
-			return qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "size overflows");
-	}
-	qtk_tensor_finish(n);
-	return 0;
-}
-
-/* ---- encoding and error measurement ------------------------------------ */
-
-static void encode_float(unsigned type, const float *x, uint64_t n, uint8_t *out)
-{
-	for (uint64_t i = 0; i < n; i++) {
-		if (type == QTK_T_F32) {
-			uint32_t u;
-			memcpy(&u, &x[i], 4);
-			qtk_wr32(out + 4 * i, u);
-		} else {
-			qtk_wr16(out + 2 * i, type == QTK_T_F16 ? qtk_f32_to_fp16(x[i]) : qtk_f32_to_bf16(x[i]));
-		}
-	}
-}
-
-static void errstat_add(errstat *e, const float *ref, const float *out, uint64_t n)
-{
-	for (uint64_t i = 0; i < n; i++) {
-		uint32_t a, b;
-		memcpy(&a, &ref[i], 4);
-		memcpy(&b, &out[i], 4);
-		e->n++;
-		if (a == b)
-		{
-			double r = ref[i];
-			if (isfinite(r)) {
-				e->sum_sq_ref += r * r;
-				e->sum_sq_out += r * r;
-				e->dot += r * r;
-			}
-			continue;
-		}
-		e->n_diff_bits++;
-		double r = ref[i], q = out[i];
-		if (!isfinite(r) || !isfinite(q)) {
-			if (!(isnan(r) && isnan(q)))
-				e->max_abs = INFINITY;
-			continue;
-		}
-		double d = q - r;
-		e->sum_sq_err += d * d;
-		e->sum_sq_ref += r * r;
-		e->sum_sq_out += q * q;
-		e->dot += r * q;
-		if (fabs(d) > e->max_abs)
-			e->max_abs = fabs(d);
-	}
-}
-
-static void errstat_finish(const errstat *e, tensor_result *r)
-{
-	r->exact = e->n_diff_bits == 0;
-	r->rmse = e->n ? sqrt(e->sum_sq_err / (double)e->n) : 0;
-	r->max_abs_err = e->max_abs;
-	r->sqnr_db = e->sum_sq_err > 0 ? 10.0 * log10(e->sum_sq_ref / e->sum_sq_err) : INFINITY;
-	double den = sqrt(e->sum_sq_ref) * sqrt(e->sum_sq_out);
-	r->cosine = den > 0 ? e->dot / den : 1.0;
-}
-
-/* Convert one tensor into the writer, measuring the error. */
-static int run_tensor(qtk_model *in, qtk_writer *w, const plan *p, tensor_result *r, qtk_err *err)
-{
-	const qtk_tensor *t = p->src;
-	if (p->copy) {
-		uint8_t *buf = qtk_malloc(CHUNK_BYTES);
-		if (!buf)
-			return qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
-		int rc = 0;
-		for (int k = 0; k < t->nparts && !rc; k++)
-			for (uint64_t off = 0; off < t->parts[k].nbytes && !rc; off += CHUNK_BYTES) {
-				size_t n = (size_t)(t->parts[k].nbytes - off < CHUNK_BYTES ? t->parts[k].nbytes - off
-											     : CHUNK_BYTES);
-				rc = qtk_read_part(in, t, k, off, buf, n);
-				if (rc)
-					*err = in->err;
-				else
-					rc = qtk_writer_put(w, buf, n);
-			}
-		qtk_free(buf);
-		r->exact = true;
-		r->sqnr_db = INFINITY;
-		r->cosine = 1;
-		return rc;
-	}
-	errstat e;
-	memset(&e, 0, sizeof e);
-	const qtk_type_info *oti = qtk_type(p->out_type);
-	int rc = 0;
-	float *whole = NULL, *ref = NULL, *back = NULL;
-	uint8_t *scratch = NULL, *enc = NULL;
-	uint64_t cols = qtk_tensor_cols(t), rows = qtk_tensor_rows(t);
-	uint64_t chunk_rows = CHUNK_BYTES / 4 / (cols ? cols : 1);
-	if (chunk_rows < 1)
-		chunk_rows = 1;
-	if (chunk_rows > rows)
-		chunk_rows = rows;
-	size_t cn = (size_t)(chunk_rows * cols);
-	if (t->layout.kind != QTK_LAYOUT_PLAIN) {
-		whole = qtk_malloc((size_t)t->n_params * sizeof(float));
-		if (!whole)
-			return qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
-		if ((rc = qtk_decode_tensor(in, t, whole))) {
-			*err = in->err;
-			qtk_free(whole);
-			return rc;
-		}
-	} else {
-		uint64_t rb;
-		qtk_type_nbytes(t->layout.type, cols, &rb);
-		ref = qtk_malloc(cn * sizeof(float));
-		scratch = qtk_malloc((size_t)(chunk_rows * rb));
-		if (!ref || !scratch)
-			rc = qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
-	}
-	back = qtk_malloc(cn * sizeof(float));
-	enc = qtk_malloc(cn * oti->bytes);
-	if (!back || !enc)
-		rc = qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
-	for (uint64_t r0 = 0; r0 < rows && !rc; r0 += chunk_rows) {
-		uint64_t nr = rows - r0 < chunk_rows ? rows - r0 : chunk_rows;
-		uint64_t n = nr * cols;
-		const float *x;
-		if (whole) {
-			x = whole + r0 * cols;
-		} else {
-			rc = qtk_decode_rows(in, t, r0, nr, ref, scratch);
-			if (rc) {
-				*err = in->err;
-				break;
-			}
-			x = ref;
-		}
-		encode_float(p->out_type, x, n, enc);
-		if (qtk_dequant_ggml(p->out_type, enc, back, n))
-			rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "cannot decode the output");
-		else
-			errstat_add(&e, x, back, n);
-		if (!rc)
-			rc = qtk_writer_put(w, enc, (size_t)(n * oti->bytes));
-	}
-	errstat_finish(&e, r);
-	qtk_free(whole);
-	qtk_free(ref);
-	qtk_free(back);
-	qtk_free(scratch);
-	qtk_free(enc);
-	return rc;
-}
 
 static void fmt_target(const qtk_tensor *t, char *buf, size_t n) { qtk_layout_id(&t->layout, buf, n); }
 
@@ -462,19 +101,29 @@ int conv_run(qtk_model *in, const conv_opts *o, conv_result *res)
 	qtk_model *d = qtk_model_new();
 	res->t = qtk_calloc(in->ntensors ? in->ntensors : 1, sizeof *res->t);
 	qtk_writer *w = NULL;
+	qtk_imatrix *im = NULL;
 	if (!plans || !d || !res->t) {
 		rc = qtk_err_set(&err, QTK_E_IO, NULL, -1, NULL, "out of memory");
 		goto done;
 	}
+	if (o->imatrix_path && !(im = qtk_imatrix_load(o->imatrix_path, &err))) {
+		rc = err.code;
+		goto done;
+	}
+	rc = conv_plan(in, o, im, plans, &err);
 	for (size_t i = 0; i < in->ntensors && !rc; i++) {
-		rc = plan_tensor(in, o, &in->tensors[i], &plans[i]);
-		if (rc)
-			err = in->err;
-		else
-			rc = add_out_tensor(d, &plans[i], &err);
+		qtk_tensor *n = qtk_model_add_tensor(d, in->tensors[i].name);
+		if (!n) {
+			rc = qtk_err_set(&err, QTK_E_IO, NULL, -1, NULL, "out of memory");
+			break;
+		}
+		char *name = n->name;
+		*n = plans[i].out;
+		n->name = name;
+		qtk_tensor_finish(n);
 	}
 	if (!rc)
-		rc = build_meta(in, o, d, &err);
+		rc = conv_build_meta(in, o, d, &err);
 	if (rc)
 		goto done;
 	res->n = in->ntensors;
@@ -490,10 +139,8 @@ int conv_run(qtk_model *in, const conv_opts *o, conv_result *res)
 		res->params += in->tensors[i].n_params;
 	}
 	if (o->dry_run) {
-		for (size_t i = 0; i < in->ntensors; i++) {
-			bool widen = plans[i].copy || plans[i].out_type == QTK_T_F32;
-			plan_line(stdout, i, in->ntensors, &in->tensors[i], &d->tensors[i], widen ? "exact" : "lossy");
-		}
+		for (size_t i = 0; i < in->ntensors; i++)
+			plan_line(stdout, i, in->ntensors, &in->tensors[i], &d->tensors[i], plans[i].note);
 		printf("plan: %zu tensors, %llu -> %llu bytes, %.4f -> %.4f bits per weight\n", in->ntensors,
 		       (unsigned long long)res->bytes_in, (unsigned long long)res->bytes_out,
 		       bpw(res->bytes_in, res->params), bpw(res->bytes_out, res->params));
@@ -506,10 +153,11 @@ int conv_run(qtk_model *in, const conv_opts *o, conv_result *res)
 		rc = err.code ? err.code : QTK_E_INTERNAL;
 		goto done;
 	}
+	int threads = o->threads > 0 ? o->threads : qtk_cpu_count();
 	for (size_t i = 0; i < in->ntensors && !rc; i++) {
 		tensor_result *r = &res->t[i];
 		cli_progress(in->tensors[i].name, i, in->ntensors);
-		rc = run_tensor(in, w, &plans[i], r, &err);
+		rc = conv_tensor(in, w, &plans[i], threads, r, &err);
 		if (rc)
 			break;
 		if (r->exact)
@@ -568,6 +216,8 @@ int conv_run(qtk_model *in, const conv_opts *o, conv_result *res)
 	w = NULL;
 done:
 	qtk_writer_abort(w);
+	qtk_imatrix_free(im);
+	/* plan outputs borrow names from the input: give the copies back before closing */
 	qtk_close(d);
 	qtk_free(plans);
 	if (rc) {

@@ -7,6 +7,12 @@
 typedef struct insp_opts {
 	bool stats;
 	bool color;
+	bool json;          /* --memory --json */
+	uint64_t ctx;       /* --ctx N (0: none) */
+	const char *kv_type;/* --kv-type (default f16) */
+	/* progress on stderr (may be NULL): label, done of total */
+	void (*progress)(const char *label, uint64_t done, uint64_t total);
+	void (*progress_end)(void);
 } insp_opts;
 
 int report_json(qtk_model *m, FILE *out, const insp_opts *o);
@@ -26,4 +32,37 @@ typedef struct totals {
 void compute_totals(const qtk_model *m, totals *t);
 void fmt_shape(const qtk_tensor *t, char *buf, size_t n);
 void fmt_bytes(uint64_t b, char *buf, size_t n);
+
+/* ---- modelinfo.c --------------------------------------------------------- */
+
+/* Architecture numbers needed for memory estimates and Q/K permutation. */
+typedef struct hparams {
+	char arch[64];
+	uint64_t n_layer, n_head, n_head_kv, n_embd, head_dim, ctx_max, n_vocab;
+	bool head_dim_explicit; /* key_length / head_dim given, not n_embd / n_head */
+	const char *source;     /* "GGUF keys" or "config.json" */
+} hparams;
+/* 0 when the numbers were found, -1 when the file does not say. */
+int hparams_load(const qtk_model *m, hparams *hp);
+/* Bytes per cached element for a KV type name (f16, q8_0, q4_0, ...); 0 when unknown. */
+double kv_type_bytes(const char *name);
+/* 2 * n_layer * n_head_kv * head_dim * ctx * elem_bytes */
+double kv_cache_bytes(const hparams *hp, uint64_t ctx, double elem_bytes);
+/* GGUF llama-family name -> HF name into buf; returns 1 when mapped, 0 when
+ * `name` is not a GGUF name. *qk: 1 for attn_q, 2 for attn_k, else 0. */
+int canon_hf_name(const char *name, char *buf, size_t n, int *qk);
+/* Block number of "blk.N." / "model.layers.N." names (prefix length in
+ * *prefix_len), or -1. */
+int block_of(const char *name, size_t *prefix_len);
+
+/* ---- text.c / diff.c / tui_curses.c -------------------------------------- */
+struct tstats;
+void print_stats_text(FILE *out, const qtk_tensor *t, const struct tstats *s);
+/* Context sweep: 2k..32k, the trained context and `extra`, ascending, unique. */
+size_t memory_contexts(const hparams *hp, uint64_t extra, uint64_t *ctx, size_t cap);
+int report_tensor(qtk_model *m, const char *name, FILE *out, const insp_opts *o);
+int report_memory(qtk_model *m, FILE *out, const insp_opts *o);
+int report_diff(qtk_model *other, qtk_model *m, FILE *out, const insp_opts *o);
+/* The browser; returns an exit status. */
+int tui_run(qtk_model *m, const insp_opts *o);
 #endif

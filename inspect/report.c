@@ -1,5 +1,7 @@
 /* report.c - qinspect --json, --summary and --markdown (headers only). */
 #include "inspect.h"
+#include "decode.h"
+#include "stats.h"
 #include <cJSON.h>
 #include <string.h>
 
@@ -179,9 +181,25 @@ static cJSON *json_provenance(const qtk_model *m)
 	return j ? j : cJSON_CreateNull();
 }
 
+/* "stats" for --json --stats: null when the layout cannot be decoded. */
+static int json_stats(qtk_model *m, const qtk_tensor *t, cJSON *j, const insp_opts *o, size_t i)
+{
+	if (!qtk_can_decode(t)) {
+		cJSON_AddNullToObject(j, "stats");
+		return 0;
+	}
+	tstats s;
+	int rc = stats_compute(m, t, &s, NULL, NULL);
+	if (rc)
+		return rc;
+	cJSON_AddItemToObject(j, "stats", stats_json(&s));
+	if (o->progress)
+		o->progress("computing statistics", i + 1, m->ntensors);
+	return 0;
+}
+
 int report_json(qtk_model *m, FILE *out, const insp_opts *o)
 {
-	(void)o;
 	cJSON *root = cJSON_CreateObject();
 	cJSON_AddNumberToObject(root, "schema_version", 1);
 	cJSON_AddItemToObject(root, "file", json_str(m->path, strlen(m->path)));
@@ -215,7 +233,15 @@ int report_json(qtk_model *m, FILE *out, const insp_opts *o)
 		cJSON_AddNumberToObject(j, "n_bytes", (double)t->n_bytes);
 		cJSON_AddNumberToObject(j, "bits_per_weight", bpw(t->n_bytes, t->n_params));
 		cJSON_AddItemToArray(ts, j);
+		if (o->stats && json_stats(m, t, j, o, i)) {
+			cJSON_Delete(root);
+			if (o->progress_end)
+				o->progress_end();
+			return -1;
+		}
 	}
+	if (o->stats && o->progress_end)
+		o->progress_end();
 	totals tt;
 	compute_totals(m, &tt);
 	cJSON *s = cJSON_AddObjectToObject(root, "summary");

@@ -141,6 +141,7 @@ struct qtk_format {
 extern const qtk_format qtk_format_gguf;
 extern const qtk_format qtk_format_safetensors;
 extern const qtk_format qtk_format_hf;
+extern const qtk_format qtk_format_qpk;
 
 /* Drop tensors, metadata and files (a plugin restarting its parse). */
 void qtk_fmt_reset_model(qtk_model *m);
@@ -172,6 +173,7 @@ struct qtk_writer {
 extern const qtk_writer_ops qtk_gguf_writer;
 extern const qtk_writer_ops qtk_safetensors_writer;
 extern const qtk_writer_ops qtk_hf_writer;
+extern const qtk_writer_ops qtk_qpk_writer;
 
 
 /* ---- String set: duplicate detection (stores pointers, not copies) ---- */
@@ -182,6 +184,11 @@ typedef struct qtk_strset {
 /* 1 when added, 0 when already present, QTK_E_IO when out of memory. */
 int qtk_strset_add(qtk_strset *set, const char *s);
 void qtk_strset_free(qtk_strset *set);
+
+/* ---- Threads ------------------------------------------------------------- */
+int qtk_cpu_count(void);
+/* Call fn(ctx, i) for i in [0, n) on up to nthreads threads; returns when all are done. */
+void qtk_parallel_for(int nthreads, size_t n, void (*fn)(void *ctx, size_t i), void *ctx);
 
 /* ---- Misc --------------------------------------------------------------- */
 bool qtk_utf8_valid(const char *s, size_t n);

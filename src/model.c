@@ -6,6 +6,7 @@
 
 /* Strongest magic first; HF directories are recognised by path. */
 static const qtk_format *const formats[] = {
+	&qtk_format_qpk,
 	&qtk_format_gguf,
 	&qtk_format_hf,
 	&qtk_format_safetensors,

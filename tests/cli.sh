@@ -126,6 +126,13 @@ if [ -n "$FX" ]; then
 	for f in "$FX"/gguf/*.gguf "$FX"/gguf/split-*/*.gguf "$FX"/vocab/*.gguf "$FX"/hf/tiny-llama/[a-z]*-*/ "$FX"/hf/tiny-llama/fp16/; do
 		run "qinspect $f" 0 "$BIN/qinspect" --json "$f"
 	done
+	# llama.cpp's per-tensor mix rules: the plan must pick exactly the types llama-quantize chose
+	for mix in Q2_K Q3_K_S Q3_K_M Q4_K_S Q4_K_M Q5_K_M Q6_K Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 IQ4_NL IQ4_XS; do
+		"$BIN/qconvert" --dry-run "$FX/gguf/tiny-f32.gguf" "$T/mix.gguf" --to $mix 2>"$T/err" |
+			awk '/^\[/ { sub(/^\[ *[0-9]+\/[0-9]+\] /, ""); t = ""; for (i = 1; i <= NF; i++) if ($i == "->" && t == "") t = $(i + 1); sub(/^ggml:/, "", t); print $1 "\t" t }' | sort >"$T/plan"
+		cut -f1,2 "$FX/gguf/tiny-$mix.digest.tsv" | tr 'A-Z' 'a-z' | sort >"$T/want"
+		if [ -s "$T/plan" ] && cmp -s "$T/plan" "$T/want"; then ok; else bad "mix $mix differs from llama-quantize"; diff "$T/plan" "$T/want" | head -5; fi
+	done
 	run "awq bpw" 0 "$BIN/qinspect" --json "$FX/hf/tiny-llama/awq-g128"
 	out_has "awq bpw 4.15625" '"bits_per_weight":	4.15625'
 	out_has "awq logical tensor" '"name":	"model.layers.0.self_attn.q_proj.weight"'

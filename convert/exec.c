@@ -1,0 +1,415 @@
+/* exec.c - qconvert's execution: row chunks in parallel, whole-tensor group
+ * transcodes, and the error of every output against the decoded source. */
+#include "cli.h"
+#include "convert.h"
+#include "decode.h"
+#include "dequant.h"
+#include "qgroups.h"
+#include "quant.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CHUNK_BYTES ((size_t)8 << 20)
+
+/* ---- encoding and error measurement ------------------------------------ */
+
+static void encode_float(unsigned type, const float *x, uint64_t n, uint8_t *out)
+{
+	for (uint64_t i = 0; i < n; i++) {
+		if (type == QTK_T_F32) {
+			uint32_t u;
+			memcpy(&u, &x[i], 4);
+			qtk_wr32(out + 4 * i, u);
+		} else {
+			qtk_wr16(out + 2 * i, type == QTK_T_F16 ? qtk_f32_to_fp16(x[i]) : qtk_f32_to_bf16(x[i]));
+		}
+	}
+}
+
+static void errstat_add(errstat *e, const float *ref, const float *out, uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i++) {
+		uint32_t a, b;
+		memcpy(&a, &ref[i], 4);
+		memcpy(&b, &out[i], 4);
+		e->n++;
+		if (a == b)
+		{
+			double r = ref[i];
+			if (isfinite(r)) {
+				e->sum_sq_ref += r * r;
+				e->sum_sq_out += r * r;
+				e->dot += r * r;
+			}
+			continue;
+		}
+		e->n_diff_bits++;
+		double r = ref[i], q = out[i];
+		if (!isfinite(r) || !isfinite(q)) {
+			if (!(isnan(r) && isnan(q)))
+				e->max_abs = INFINITY;
+			continue;
+		}
+		double d = q - r;
+		e->sum_sq_err += d * d;
+		e->sum_sq_ref += r * r;
+		e->sum_sq_out += q * q;
+		e->dot += r * q;
+		if (fabs(d) > e->max_abs)
+			e->max_abs = fabs(d);
+	}
+}
+
+static void errstat_finish(const errstat *e, tensor_result *r)
+{
+	r->exact = e->n_diff_bits == 0;
+	r->rmse = e->n ? sqrt(e->sum_sq_err / (double)e->n) : 0;
+	r->max_abs_err = e->max_abs;
+	r->sqnr_db = e->sum_sq_err > 0 ? 10.0 * log10(e->sum_sq_ref / e->sum_sq_err) : INFINITY;
+	double den = sqrt(e->sum_sq_ref) * sqrt(e->sum_sq_out);
+	r->cosine = den > 0 ? e->dot / den : 1.0;
+}
+
+/* Rows are converted in fixed chunks (independent of the thread count),
+ * a window of chunks at a time in parallel, then written in order. */
+#define CHUNK_ELEMS ((uint64_t)1 << 16)
+#define WINDOW_ELEMS ((uint64_t)1 << 23)
+
+typedef struct window {
+	qtk_model *in;
+	const qtk_tensor *t;
+	unsigned out_type;
+	const float *whole;       /* decoded source (AWQ/GPTQ), else NULL */
+	const qgroups *qg;        /* the source as integer groups, for exact transcodes */
+	bool rows_transcode;      /* source and target are ggml blocks qgroups can map */
+	const float *imatrix;
+	uint64_t row0, rows_end, cols, chunk_rows;
+	uint64_t in_row_bytes, out_row_bytes;
+	uint8_t *out;             /* output bytes of the window */
+	errstat *es;              /* per chunk */
+	qtk_err *errs;            /* per chunk */
+} window;
+
+/* Encode n floats to type (a whole number of rows). */
+static int encode_rows(unsigned type, const float *x, uint64_t nrows, uint64_t cols, uint8_t *out,
+		       const float *imatrix)
+{
+	const qtk_type_info *ti = qtk_type(type);
+	if (ti->is_float) {
+		encode_float(type, x, nrows * cols, out);
+		return 0;
+	}
+	return qtk_quant_ggml(type, x, out, nrows, cols, imatrix);
+}
+
+static void chunk_job(void *ctx, size_t i)
+{
+	window *w = ctx;
+	const qtk_tensor *t = w->t;
+	uint64_t r0 = w->row0 + i * w->chunk_rows;
+	uint64_t nr = w->rows_end - r0 < w->chunk_rows ? w->rows_end - r0 : w->chunk_rows;
+	uint64_t n = nr * w->cols;
+	qtk_err *e = &w->errs[i];
+	float *ref = NULL, *back = qtk_malloc((size_t)n * sizeof(float));
+	uint8_t *raw = NULL;
+	const float *x = NULL;
+	if (!back)
+		goto oom;
+	if (w->whole) {
+		x = w->whole + r0 * w->cols;
+	} else {
+		ref = qtk_malloc((size_t)n * sizeof(float));
+		raw = qtk_malloc((size_t)(nr * w->in_row_bytes));
+		if (!ref || !raw)
+			goto oom;
+		const qtk_part *pt = &t->parts[0];
+		if (w->in->fmt && w->in->fmt->read) {
+			qtk_err_set(e, QTK_E_INTERNAL, NULL, -1, t->name, "parallel read from a custom reader");
+			goto out;
+		}
+		if (qtk_pread_full(w->in->fds[pt->file], w->in->files[pt->file], raw, (size_t)(nr * w->in_row_bytes),
+				   pt->offset + r0 * w->in_row_bytes, e))
+			goto out;
+		if (qtk_dequant_ggml(t->layout.type, raw, ref, n)) {
+			qtk_err_set(e, QTK_E_DATA, NULL, -1, t->name, "cannot decode this type");
+			goto out;
+		}
+		x = ref;
+	}
+	uint8_t *dst = w->out + (r0 - w->row0) * w->out_row_bytes;
+	/* an exact transcode when the integers fit the target; else encode the values */
+	bool done = false;
+	if (w->qg)
+		done = qg_to_ggml(w->qg, w->out_type, (uint32_t)r0, (uint32_t)nr, dst) == 0;
+	else if (w->rows_transcode && raw) {
+		qgroups g;
+		if (qg_from_ggml(t->layout.type, raw, (uint32_t)nr, (uint32_t)w->cols, &g) == 0) {
+			done = qg_to_ggml(&g, w->out_type, 0, (uint32_t)nr, dst) == 0;
+			qg_free(&g);
+		}
+	}
+	if (!done && encode_rows(w->out_type, x, nr, w->cols, dst, w->imatrix)) {
+		qtk_err_set(e, QTK_E_INTERNAL, NULL, -1, t->name, "encoder failed");
+		goto out;
+	}
+	if (qtk_dequant_ggml(w->out_type, dst, back, n)) {
+		qtk_err_set(e, QTK_E_INTERNAL, NULL, -1, t->name, "cannot decode the output");
+		goto out;
+	}
+	errstat_add(&w->es[i], x, back, n);
+	goto out;
+oom:
+	qtk_err_set(e, QTK_E_IO, NULL, -1, t->name, "out of memory");
+out:
+	qtk_free(ref);
+	qtk_free(back);
+	qtk_free(raw);
+}
+
+static void errstat_merge(errstat *a, const errstat *b)
+{
+	a->sum_sq_err += b->sum_sq_err;
+	a->sum_sq_ref += b->sum_sq_ref;
+	a->sum_sq_out += b->sum_sq_out;
+	a->dot += b->dot;
+	if (b->max_abs > a->max_abs)
+		a->max_abs = b->max_abs;
+	a->n += b->n;
+	a->n_diff_bits += b->n_diff_bits;
+}
+
+static int copy_parts(qtk_model *in, qtk_writer *w, const qtk_tensor *t, qtk_err *err)
+{
+	uint8_t *buf = qtk_malloc(CHUNK_BYTES);
+	if (!buf)
+		return qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
+	int rc = 0;
+	for (int k = 0; k < t->nparts && !rc; k++)
+		for (uint64_t off = 0; off < t->parts[k].nbytes && !rc; off += CHUNK_BYTES) {
+			uint64_t left = t->parts[k].nbytes - off;
+			size_t n = left < CHUNK_BYTES ? (size_t)left : CHUNK_BYTES;
+			rc = qtk_read_part(in, t, k, off, buf, n);
+			if (rc)
+				*err = in->err;
+			else
+				rc = qtk_writer_put(w, buf, n);
+		}
+	qtk_free(buf);
+	return rc;
+}
+
+static bool ggml_int_type(unsigned t)
+{
+	return t == QTK_T_Q4_0 || t == QTK_T_Q4_1 || t == QTK_T_Q5_0 || t == QTK_T_Q8_0;
+}
+
+/* Read an AWQ/GPTQ tensor as integer groups. */
+static int load_groups(qtk_model *in, const qtk_tensor *t, qgroups *g, qtk_err *err)
+{
+	uint8_t *pp[4] = {NULL, NULL, NULL, NULL};
+	int rc = 0;
+	for (int k = 0; k < t->nparts && !rc; k++)
+		if (qtk_read_part_alloc(in, t, k, &pp[k])) {
+			*err = in->err;
+			rc = err->code;
+		}
+	if (!rc) {
+		uint32_t out = (uint32_t)t->shape[0], inf = (uint32_t)t->shape[1];
+		int r = t->layout.kind == QTK_LAYOUT_AWQ
+				? qg_from_awq((uint32_t *)pp[0], (uint32_t *)pp[1], (uint16_t *)pp[2], out, inf, t->layout.group_size, g)
+				: qg_from_gptq((uint32_t *)pp[0], (uint32_t *)pp[1], (uint16_t *)pp[2],
+					       t->nparts > 3 ? (int32_t *)pp[3] : NULL, out, inf, t->layout.group_size,
+					       (uint32_t)t->parts[2].shape[0], t->layout.bits, t->layout.gptq_version, g);
+		if (r)
+			rc = qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "inconsistent quantized components");
+	}
+	for (int k = 0; k < 4; k++)
+		qtk_free(pp[k]);
+	return rc;
+}
+
+/* Row-chunked conversion to a plain type. */
+static int run_rows(qtk_model *in, qtk_writer *w, const plan *p, int threads, tensor_result *r, qtk_err *err)
+{
+	const qtk_tensor *t = p->src;
+	const float *imatrix = p->imatrix;
+	window win;
+	memset(&win, 0, sizeof win);
+	win.in = in;
+	win.t = t;
+	win.out_type = p->out.layout.type;
+	win.imatrix = imatrix;
+	win.cols = qtk_tensor_cols(t);
+	uint64_t rows = qtk_tensor_rows(t);
+	win.chunk_rows = CHUNK_ELEMS / win.cols ? CHUNK_ELEMS / win.cols : 1;
+	uint64_t win_rows = (WINDOW_ELEMS / win.cols / win.chunk_rows) * win.chunk_rows;
+	if (win_rows < win.chunk_rows)
+		win_rows = win.chunk_rows;
+	if (qtk_type_nbytes(win.out_type, win.cols, &win.out_row_bytes) ||
+	    (t->layout.kind == QTK_LAYOUT_PLAIN && qtk_type_nbytes(t->layout.type, win.cols, &win.in_row_bytes)))
+		return qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "row size does not fit the type");
+	float *whole = NULL;
+	qgroups g;
+	memset(&g, 0, sizeof g);
+	win.rows_transcode = t->layout.kind == QTK_LAYOUT_PLAIN && ggml_int_type(t->layout.type) &&
+			     ggml_int_type(win.out_type);
+	if (t->layout.kind != QTK_LAYOUT_PLAIN && ggml_int_type(win.out_type)) {
+		if (load_groups(in, t, &g, err))
+			return err->code;
+		win.qg = &g;
+	}
+	if (t->layout.kind != QTK_LAYOUT_PLAIN) {
+		whole = qtk_malloc((size_t)t->n_params * sizeof(float));
+		if (!whole)
+			return qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
+		if (qtk_decode_tensor(in, t, whole)) {
+			*err = in->err;
+			qtk_free(whole);
+			qg_free(&g);
+			return err->code;
+		}
+		win.whole = whole;
+	}
+	size_t max_chunks = (size_t)((win_rows + win.chunk_rows - 1) / win.chunk_rows);
+	win.out = qtk_malloc((size_t)(win_rows * win.out_row_bytes));
+	win.es = qtk_calloc(max_chunks, sizeof *win.es);
+	win.errs = qtk_calloc(max_chunks, sizeof *win.errs);
+	int rc = 0;
+	if (!win.out || !win.es || !win.errs)
+		rc = qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
+	errstat total;
+	memset(&total, 0, sizeof total);
+	for (uint64_t r0 = 0; r0 < rows && !rc; r0 += win_rows) {
+		win.row0 = r0;
+		win.rows_end = rows - r0 < win_rows ? rows : r0 + win_rows;
+		size_t nch = (size_t)((win.rows_end - r0 + win.chunk_rows - 1) / win.chunk_rows);
+		memset(win.es, 0, nch * sizeof *win.es);
+		for (size_t k = 0; k < nch; k++)
+			qtk_err_clear(&win.errs[k]);
+		qtk_parallel_for(threads, nch, chunk_job, &win);
+		for (size_t k = 0; k < nch && !rc; k++) {
+			if (win.errs[k].code) {
+				*err = win.errs[k];
+				rc = err->code;
+			}
+			errstat_merge(&total, &win.es[k]);
+		}
+		if (!rc)
+			rc = qtk_writer_put(w, win.out, (size_t)((win.rows_end - r0) * win.out_row_bytes));
+	}
+	errstat_finish(&total, r);
+	qtk_free(win.out);
+	qtk_free(win.es);
+	qtk_free(win.errs);
+	qtk_free(whole);
+	qg_free(&g);
+	return rc;
+}
+
+
+/* Whole tensor to AWQ/GPTQ: repack the source's integers when they fit the
+ * target, else fit every group to the decoded values. */
+static int run_groups(qtk_model *in, qtk_writer *w, const plan *p, tensor_result *r, qtk_err *err)
+{
+	const qtk_tensor *t = p->src, *o = &p->out;
+	uint32_t out = (uint32_t)t->shape[0], inf = (uint32_t)t->shape[1];
+	uint64_t n = t->n_params;
+	bool awq = o->layout.kind == QTK_LAYOUT_AWQ;
+	float *x = qtk_malloc((size_t)n * sizeof *x), *y = qtk_malloc((size_t)n * sizeof *y);
+	uint8_t *pp[4] = {NULL, NULL, NULL, NULL};
+	qgroups g;
+	memset(&g, 0, sizeof g);
+	int rc = 0;
+	if (!x || !y) {
+		rc = qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
+		goto out;
+	}
+	for (int k = 0; k < o->nparts && !rc; k++)
+		if (!(pp[k] = qtk_calloc(1, (size_t)o->parts[k].nbytes + 8)))
+			rc = qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
+	if (!rc && qtk_decode_tensor(in, t, x)) {
+		*err = in->err;
+		rc = err->code;
+	}
+	if (rc)
+		goto out;
+	/* the source's own integers, when it has them */
+	bool have = false;
+	if (t->layout.kind != QTK_LAYOUT_PLAIN) {
+		if (load_groups(in, t, &g, err)) {
+			rc = err->code;
+			goto out;
+		}
+		have = true;
+	} else if (t->layout.type == QTK_T_Q4_0 || t->layout.type == QTK_T_Q8_0 || t->layout.type == QTK_T_Q4_1) {
+		uint8_t *raw;
+		if (qtk_read_part_alloc(in, t, 0, &raw)) {
+			*err = in->err;
+			rc = err->code;
+			goto out;
+		}
+		have = qg_from_ggml(t->layout.type, raw, out, inf, &g) == 0;
+		qtk_free(raw);
+	}
+	bool packed = false;
+	if (have && g.bits == o->layout.bits && (g.group == o->layout.group_size || qg_act_order(&g))) {
+		if (awq)
+			packed = qg_to_awq(&g, (uint32_t *)pp[0], (uint32_t *)pp[1], (uint16_t *)pp[2]) == 0;
+		else
+			packed = qg_to_gptq(&g, o->layout.gptq_version, true, (uint32_t *)pp[0], (uint32_t *)pp[1],
+					    (uint16_t *)pp[2], (int32_t *)pp[3]) == 0;
+	}
+	if (!packed) {
+		for (int k = 0; k < o->nparts; k++)
+			memset(pp[k], 0, (size_t)o->parts[k].nbytes);
+		int q = awq ? qtk_quant_awq(x, out, inf, o->layout.group_size, (int32_t *)pp[0], (int32_t *)pp[1],
+					    (uint16_t *)pp[2])
+			    : qtk_quant_gptq(x, out, inf, o->layout.group_size, o->layout.bits, o->layout.sym,
+					     o->layout.gptq_version, (int32_t *)pp[0], (int32_t *)pp[1], (uint16_t *)pp[2],
+					     (int32_t *)pp[3]);
+		if (q) {
+			rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "the %s encoder failed", awq ? "AWQ" : "GPTQ");
+			goto out;
+		}
+	}
+	/* verify: decode what we wrote */
+	int d = awq ? qtk_dequant_awq((int32_t *)pp[0], (int32_t *)pp[1], (uint16_t *)pp[2], inf, out,
+				      o->layout.group_size, y)
+		    : qtk_dequant_gptq((int32_t *)pp[0], (int32_t *)pp[1], (uint16_t *)pp[2], (int32_t *)pp[3], inf, out,
+				       o->layout.group_size, (uint32_t)o->parts[2].shape[0], o->layout.bits,
+				       o->layout.gptq_version, y);
+	if (d) {
+		rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "cannot decode the output");
+		goto out;
+	}
+	errstat e;
+	memset(&e, 0, sizeof e);
+	errstat_add(&e, x, y, n);
+	errstat_finish(&e, r);
+	for (int k = 0; k < o->nparts && !rc; k++)
+		rc = qtk_writer_put(w, pp[k], (size_t)o->parts[k].nbytes);
+out:
+	qg_free(&g);
+	for (int k = 0; k < 4; k++)
+		qtk_free(pp[k]);
+	qtk_free(x);
+	qtk_free(y);
+	return rc;
+}
+
+int conv_tensor(qtk_model *in, qtk_writer *w, const plan *p, int threads, tensor_result *r, qtk_err *err)
+{
+	switch (p->method) {
+	case M_COPY:
+		r->exact = true;
+		r->sqnr_db = INFINITY;
+		r->cosine = 1;
+		return copy_parts(in, w, p->src, err);
+	case M_ROWS:
+		return run_rows(in, w, p, threads, r, err);
+	case M_GROUPS:
+		return run_groups(in, w, p, r, err);
+	}
+	return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, p->src->name, "unknown method");
+}

@@ -1,0 +1,1712 @@
+/* hfmap.c - Hugging Face <-> GGUF mapping for the llama family.
+ *
+ * Facts from llama.cpp's convert_hf_to_gguf.py (LlamaModel, Qwen2Model,
+ * Model.set_gguf_parameters, _create_vocab_sentencepiece, gguf-py SpecialVocab):
+ * the keys, their types and their order; the Q/K permutation; which tensors
+ * are written as F32. The code is our own.
+ */
+#include "hfmap.h"
+#include "spm.h"
+#include "st_json.h"
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { ARCH_LLAMA = 1, ARCH_QWEN2 = 2 };
+
+typedef struct hent {
+	char *out;      /* output name, NULL when unmapped */
+	int heads;      /* > 0: permute rows */
+	bool drop;      /* llama.cpp does not write it */
+	unsigned otype; /* output storage type for plain float tensors */
+} hent;
+
+struct hfmap {
+	bool to_gguf;
+	int arch;
+	size_t n;
+	char **src;     /* source names */
+	hent *e;
+	size_t nout;
+	char warn[256];
+};
+
+static int oom(qtk_err *err) { return qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory"); }
+
+static bool ends_with(const char *s, const char *suf)
+{
+	size_t a = strlen(s), b = strlen(suf);
+	return a >= b && memcmp(s + a - b, suf, b) == 0;
+}
+
+static bool starts_with(const char *s, const char *pre) { return strncmp(s, pre, strlen(pre)) == 0; }
+
+void hfmap_free(hfmap *m)
+{
+	if (!m)
+		return;
+	for (size_t i = 0; i < m->n; i++) {
+		if (m->src)
+			qtk_free(m->src[i]);
+		if (m->e)
+			qtk_free(m->e[i].out);
+	}
+	qtk_free(m->src);
+	qtk_free(m->e);
+	qtk_free(m);
+}
+
+const char *hfmap_warning(const hfmap *m) { return m && m->warn[0] ? m->warn : NULL; }
+
+static hfmap *map_new(const qtk_model *src, bool to_gguf)
+{
+	hfmap *m = qtk_calloc(1, sizeof *m);
+	if (!m)
+		return NULL;
+	m->to_gguf = to_gguf;
+	m->n = src->ntensors;
+	m->src = qtk_calloc(m->n ? m->n : 1, sizeof *m->src);
+	m->e = qtk_calloc(m->n ? m->n : 1, sizeof *m->e);
+	if (!m->src || !m->e) {
+		hfmap_free(m);
+		return NULL;
+	}
+	for (size_t i = 0; i < m->n; i++)
+		if (!(m->src[i] = qtk_strdup(src->tensors[i].name))) {
+			hfmap_free(m);
+			return NULL;
+		}
+	return m;
+}
+
+/* ---- the permutation -------------------------------------------------------- */
+
+void hfmap_permute_rows(const uint8_t *src, uint8_t *dst, uint64_t rows, uint64_t row_bytes,
+			int heads, bool inverse)
+{
+	if (heads <= 0 || rows % ((uint64_t)heads * 2) != 0) {
+		memcpy(dst, src, (size_t)(rows * row_bytes));
+		return;
+	}
+	uint64_t hd = rows / (uint64_t)heads, half = hd / 2;
+	for (uint64_t h = 0; h < (uint64_t)heads; h++)
+		for (uint64_t j = 0; j < 2; j++)
+			for (uint64_t i = 0; i < half; i++) {
+				/* HF row h*hd + j*half + i  <->  GGUF row h*hd + i*2 + j */
+				uint64_t hf = h * hd + j * half + i, gg = h * hd + i * 2 + j;
+				uint64_t from = inverse ? gg : hf, to = inverse ? hf : gg;
+				memcpy(dst + to * row_bytes, src + from * row_bytes, (size_t)row_bytes);
+			}
+}
+
+/* ---- tensor names ----------------------------------------------------------- */
+
+typedef struct name_pair { const char *hf, *gguf; } name_pair;
+
+/* within model.layers.N. / blk.N. */
+static const name_pair block_names[] = {
+	{"input_layernorm", "attn_norm"},
+	{"post_attention_layernorm", "ffn_norm"},
+	{"self_attn.q_proj", "attn_q"},
+	{"self_attn.k_proj", "attn_k"},
+	{"self_attn.v_proj", "attn_v"},
+	{"self_attn.o_proj", "attn_output"},
+	{"mlp.gate_proj", "ffn_gate"},
+	{"mlp.up_proj", "ffn_up"},
+	{"mlp.down_proj", "ffn_down"},
+};
+static const name_pair top_names[] = {
+	{"model.embed_tokens", "token_embd"},
+	{"model.norm", "output_norm"},
+	{"lm_head", "output"},
+};
+
+/* Split "<stem>.<suffix>" with suffix weight or bias. */
+static const char *suffix_of(const char *name, size_t *stem)
+{
+	static const char *const sfx[] = {".weight", ".bias"};
+	for (size_t i = 0; i < 2; i++)
+		if (ends_with(name, sfx[i])) {
+			*stem = strlen(name) - strlen(sfx[i]);
+			return sfx[i];
+		}
+	return NULL;
+}
+
+/* Parse a decimal block number at s (no sign, no leading zeros except "0"),
+ * followed by '.'; returns chars consumed or 0. */
+static size_t parse_bid(const char *s, unsigned long *bid)
+{
+	size_t i = 0;
+	unsigned long v = 0;
+	while (s[i] >= '0' && s[i] <= '9' && i < 9) {
+		v = v * 10 + (unsigned long)(s[i] - '0');
+		i++;
+	}
+	if (i == 0 || s[i] != '.' || (i > 1 && s[0] == '0'))
+		return 0;
+	*bid = v;
+	return i;
+}
+
+/* HF -> GGUF name into out (NULL when unmapped). */
+static char *map_hf_name(const char *name, int *kind)
+{
+	size_t stem;
+	const char *sfx = suffix_of(name, &stem);
+	*kind = 0;
+	if (!sfx)
+		return NULL;
+	char buf[512];
+	for (size_t i = 0; i < sizeof top_names / sizeof *top_names; i++)
+		if (strlen(top_names[i].hf) == stem && strncmp(name, top_names[i].hf, stem) == 0) {
+			snprintf(buf, sizeof buf, "%s%s", top_names[i].gguf, sfx);
+			return qtk_strdup(buf);
+		}
+	static const char pre[] = "model.layers.";
+	if (!starts_with(name, pre))
+		return NULL;
+	unsigned long bid;
+	size_t nd = parse_bid(name + strlen(pre), &bid);
+	if (!nd)
+		return NULL;
+	const char *rest = name + strlen(pre) + nd + 1;
+	size_t rlen = stem - (size_t)(rest - name);
+	if (rest > name + stem)
+		return NULL;
+	for (size_t i = 0; i < sizeof block_names / sizeof *block_names; i++)
+		if (strlen(block_names[i].hf) == rlen && strncmp(rest, block_names[i].hf, rlen) == 0) {
+			if (i == 2)
+				*kind = 'q';
+			else if (i == 3)
+				*kind = 'k';
+			snprintf(buf, sizeof buf, "blk.%lu.%s%s", bid, block_names[i].gguf, sfx);
+			return qtk_strdup(buf);
+		}
+	return NULL;
+}
+
+static char *map_gguf_name(const char *name, int *kind)
+{
+	size_t stem;
+	const char *sfx = suffix_of(name, &stem);
+	*kind = 0;
+	if (!sfx)
+		return NULL;
+	char buf[512];
+	for (size_t i = 0; i < sizeof top_names / sizeof *top_names; i++)
+		if (strlen(top_names[i].gguf) == stem && strncmp(name, top_names[i].gguf, stem) == 0) {
+			snprintf(buf, sizeof buf, "%s%s", top_names[i].hf, sfx);
+			return qtk_strdup(buf);
+		}
+	if (!starts_with(name, "blk."))
+		return NULL;
+	unsigned long bid;
+	size_t nd = parse_bid(name + 4, &bid);
+	if (!nd)
+		return NULL;
+	const char *rest = name + 4 + nd + 1;
+	if (rest > name + stem)
+		return NULL;
+	size_t rlen = stem - (size_t)(rest - name);
+	for (size_t i = 0; i < sizeof block_names / sizeof *block_names; i++)
+		if (strlen(block_names[i].gguf) == rlen && strncmp(rest, block_names[i].gguf, rlen) == 0) {
+			if (i == 2)
+				*kind = 'q';
+			else if (i == 3)
+				*kind = 'k';
+			snprintf(buf, sizeof buf, "model.layers.%lu.%s%s", bid, block_names[i].hf, sfx);
+			return qtk_strdup(buf);
+		}
+	return NULL;
+}
+
+const char *hfmap_name(const hfmap *m, const char *src_name, int *heads, bool *inverse)
+{
+	if (heads)
+		*heads = 0;
+	if (inverse)
+		*inverse = m ? !m->to_gguf : false;
+	if (!m || !src_name)
+		return NULL;
+	for (size_t i = 0; i < m->n; i++)
+		if (strcmp(m->src[i], src_name) == 0) {
+			if (heads)
+				*heads = m->e[i].heads;
+			return m->e[i].out;
+		}
+	return NULL;
+}
+
+size_t hfmap_count(const hfmap *m) { return m ? m->nout : 0; }
+
+size_t hfmap_order(const hfmap *m, const qtk_model *src, size_t *order)
+{
+	size_t k = 0;
+	if (!m || !src)
+		return 0;
+	for (size_t i = 0; i < src->ntensors && i < m->n; i++)
+		if (!m->e[i].drop)
+			order[k++] = i;
+	return k;
+}
+
+unsigned hfmap_out_type(const hfmap *m, const qtk_tensor *t)
+{
+	unsigned ty = t->layout.kind == QTK_LAYOUT_PLAIN ? t->layout.type : QTK_T_MAX;
+	if (!m || t->layout.kind != QTK_LAYOUT_PLAIN)
+		return ty;
+	for (size_t i = 0; i < m->n; i++)
+		if (strcmp(m->src[i], t->name) == 0)
+			return m->e[i].otype;
+	return ty;
+}
+
+/* ---- metadata values ------------------------------------------------------- */
+
+static qtk_kv *kv_add(qtk_model *meta, const char *key, uint8_t type)
+{
+	qtk_kv *kv = qtk_model_add_kv(meta, key);
+	if (kv)
+		kv->val.type = type;
+	return kv;
+}
+
+static int kv_u32(qtk_model *meta, const char *key, uint64_t v)
+{
+	qtk_kv *kv = kv_add(meta, key, QTK_V_U32);
+	if (!kv)
+		return QTK_E_IO;
+	kv->val.v.u = v;
+	return 0;
+}
+
+static int kv_f32(qtk_model *meta, const char *key, double v)
+{
+	qtk_kv *kv = kv_add(meta, key, QTK_V_F32);
+	if (!kv)
+		return QTK_E_IO;
+	kv->val.v.f = (double)(float)v;
+	return 0;
+}
+
+static int kv_bool(qtk_model *meta, const char *key, bool v)
+{
+	qtk_kv *kv = kv_add(meta, key, QTK_V_BOOL);
+	if (!kv)
+		return QTK_E_IO;
+	kv->val.v.u = v;
+	return 0;
+}
+
+static int kv_strn(qtk_model *meta, const char *key, const char *s, size_t n)
+{
+	qtk_kv *kv = kv_add(meta, key, QTK_V_STR);
+	if (!kv)
+		return QTK_E_IO;
+	kv->val.v.str.s = qtk_strndup(s, n);
+	kv->val.v.str.len = n;
+	return kv->val.v.str.s ? 0 : QTK_E_IO;
+}
+
+static int kv_str(qtk_model *meta, const char *key, const char *s) { return kv_strn(meta, key, s, strlen(s)); }
+
+/* Takes ownership of arr (freed on failure). */
+static int kv_arr(qtk_model *meta, const char *key, uint8_t elem, void *arr, uint64_t n)
+{
+	qtk_kv *kv = kv_add(meta, key, QTK_V_ARR);
+	if (!kv) {
+		qtk_value v = {.type = QTK_V_ARR, .elem = elem, .n = n, .arr = arr};
+		qtk_value_free(&v);
+		return QTK_E_IO;
+	}
+	kv->val.elem = elem;
+	kv->val.n = n;
+	kv->val.arr = arr;
+	return 0;
+}
+
+int hfmap_set_file_type(qtk_model *meta, uint32_t ftype)
+{
+	for (size_t i = 0; i < meta->nkv; i++)
+		if (strcmp(meta->kv[i].key, "general.file_type") == 0) {
+			qtk_value_free(&meta->kv[i].val);
+			meta->kv[i].val.type = QTK_V_U32;
+			meta->kv[i].val.v.u = ftype;
+			return 0;
+		}
+	return kv_u32(meta, "general.file_type", ftype);
+}
+
+/* Integer value of a GGUF kv of any integer type. */
+static bool val_int(const qtk_value *v, int64_t *out)
+{
+	switch (v->type) {
+	case QTK_V_U8: case QTK_V_U16: case QTK_V_U32: case QTK_V_U64:
+		if (v->v.u > (uint64_t)INT64_MAX)
+			return false;
+		*out = (int64_t)v->v.u;
+		return true;
+	case QTK_V_I8: case QTK_V_I16: case QTK_V_I32: case QTK_V_I64:
+		*out = v->v.i;
+		return true;
+	default:
+		return false;
+	}
+}
+
+static bool val_num(const qtk_value *v, double *out)
+{
+	int64_t i;
+	if (v->type == QTK_V_F32 || v->type == QTK_V_F64) {
+		*out = v->v.f;
+		return true;
+	}
+	if (val_int(v, &i)) {
+		*out = (double)i;
+		return true;
+	}
+	return false;
+}
+
+/* ---- config.json -------------------------------------------------------------- */
+
+typedef struct cfg {
+	const cJSON *root;
+	qtk_err *err;
+} cfg;
+
+static const cJSON *cfg_get(const cfg *c, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(c->root, key);
+	return v && !cJSON_IsNull(v) ? v : NULL;
+}
+
+static int cfg_bad(const cfg *c, const char *key, const char *what)
+{
+	return qtk_err_set(c->err, QTK_E_DATA, "config.json", -1, key, "config.json: '%s' %s", key, what);
+}
+
+/* First present key of a NULL-terminated list (llama.cpp's find_hparam). */
+static const char *cfg_find(const cfg *c, const char *const *keys)
+{
+	for (size_t i = 0; keys[i]; i++)
+		if (cfg_get(c, keys[i]))
+			return keys[i];
+	return NULL;
+}
+
+/* An integer in [lo, hi]. Absent: *present false (error when required). */
+static int cfg_int(const cfg *c, const char *key, int64_t lo, int64_t hi, bool required, int64_t *out,
+		   bool *present)
+{
+	const cJSON *v = key ? cfg_get(c, key) : NULL;
+	*present = v != NULL;
+	if (!v)
+		return required ? cfg_bad(c, key, "is missing") : 0;
+	int64_t x;
+	if (!cJSON_IsNumber(v) || !qtk_json_i64(v, &x))
+		return cfg_bad(c, key, "must be an integer");
+	if (x < lo || x > hi) {
+		char msg[96];
+		snprintf(msg, sizeof msg, "is %lld; expected %lld..%lld", (long long)x, (long long)lo,
+			 (long long)hi);
+		return cfg_bad(c, key, msg);
+	}
+	*out = x;
+	return 0;
+}
+
+static int cfg_pos_num(const cfg *c, const char *key, double *out, bool *present)
+{
+	const cJSON *v = cfg_get(c, key);
+	*present = v != NULL;
+	if (!v)
+		return 0;
+	if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble <= 0)
+		return cfg_bad(c, key, "must be a positive number");
+	*out = v->valuedouble;
+	return 0;
+}
+
+static const char *const special_types[] = {"bos", "eos", "unk", "sep", "pad", "cls", "mask"};
+
+typedef struct hparams {
+	int arch;
+	const char *arch_name;    /* GGUF */
+	int64_t n_layer, n_ctx, n_embd, n_ff, n_head, n_head_kv, head_dim, vocab;
+	bool has_ctx, has_embd, has_ff, has_head, has_head_kv, has_head_dim, has_vocab;
+	double rope_theta, rms_eps, norm_eps;
+	bool has_theta, has_rms, has_norm_eps;
+	int64_t n_expert, n_expert_used;
+	bool has_expert, has_expert_used;
+	bool rope_linear, rope_yarn;
+	double rope_factor;
+	int64_t rope_orig_ctx;
+	int64_t rot_dim; /* rope dimension / per-head size */
+} hparams;
+
+static int parse_config(const qtk_model *hf, hparams *hp, qtk_json_doc *doc, qtk_err *err)
+{
+	memset(hp, 0, sizeof *hp);
+	const qtk_blob *b = qtk_blob_find(hf, "config.json");
+	if (!b)
+		return qtk_err_set(err, QTK_E_DATA, "config.json", -1, NULL, "the model has no config.json");
+	if (b->len > QTK_CAP_JSON)
+		return qtk_err_set(err, QTK_E_DATA, "config.json", -1, NULL, "config.json too large");
+	int rc = qtk_json_parse((const char *)b->data, b->len, 0, "config.json", 0, err, doc);
+	if (rc)
+		return rc;
+	if (!cJSON_IsObject(doc->root))
+		return qtk_err_set(err, QTK_E_DATA, "config.json", 0, NULL, "config.json is not a JSON object");
+	cfg c = {doc->root, err};
+	const cJSON *ar = cfg_get(&c, "architectures");
+	if (!ar)
+		return cfg_bad(&c, "architectures", "is missing");
+	if (!cJSON_IsArray(ar) || !cJSON_IsString(cJSON_GetArrayItem(ar, 0)))
+		return cfg_bad(&c, "architectures", "must be a non-empty array of strings");
+	const char *an = cJSON_GetArrayItem(ar, 0)->valuestring;
+	if (!strcmp(an, "LlamaForCausalLM") || !strcmp(an, "LLaMAForCausalLM") || !strcmp(an, "MistralForCausalLM")) {
+		hp->arch = ARCH_LLAMA;
+		hp->arch_name = "llama";
+	} else if (!strcmp(an, "Qwen2ForCausalLM")) {
+		hp->arch = ARCH_QWEN2;
+		hp->arch_name = "qwen2";
+	} else {
+		char shown[128];
+		snprintf(shown, sizeof shown, "%s", an);
+		for (char *p = shown; *p; p++)
+			if ((unsigned char)*p < 0x20 || (unsigned char)*p == 0x7f)
+				*p = '?';
+		return qtk_err_set(err, QTK_E_DATA, "config.json", -1, "architectures",
+				   "unsupported architecture %s", shown);
+	}
+	static const char *const k_layer[] = {"n_layers", "num_hidden_layers", "n_layer", "num_layers", NULL};
+	static const char *const k_ctx[] = {"max_position_embeddings", "n_ctx", NULL};
+	static const char *const k_embd[] = {"hidden_size", "n_embd", NULL};
+	static const char *const k_ff[] = {"intermediate_size", "n_inner", NULL};
+	static const char *const k_head[] = {"num_attention_heads", "n_head", NULL};
+	static const char *const k_neps[] = {"layer_norm_eps", "layer_norm_epsilon", "norm_epsilon", NULL};
+	const int64_t DIM_MAX = 1 << 20, U32 = 0xffffffffll;
+	bool p;
+	const char *k = cfg_find(&c, k_layer);
+	if ((rc = cfg_int(&c, k ? k : "num_hidden_layers", 1, 65536, true, &hp->n_layer, &p)))
+		return rc;
+	k = cfg_find(&c, k_ctx);
+	if (k && (rc = cfg_int(&c, k, 0, U32, false, &hp->n_ctx, &hp->has_ctx)))
+		return rc;
+	k = cfg_find(&c, k_embd);
+	if ((rc = cfg_int(&c, k ? k : "hidden_size", 1, DIM_MAX, true, &hp->n_embd, &hp->has_embd)))
+		return rc;
+	k = cfg_find(&c, k_ff);
+	if (k && (rc = cfg_int(&c, k, 1, DIM_MAX, false, &hp->n_ff, &hp->has_ff)))
+		return rc;
+	k = cfg_find(&c, k_head);
+	if ((rc = cfg_int(&c, k ? k : "num_attention_heads", 1, 65536, true, &hp->n_head, &hp->has_head)))
+		return rc;
+	if ((rc = cfg_int(&c, "num_key_value_heads", 1, 65536, false, &hp->n_head_kv, &hp->has_head_kv)))
+		return rc;
+	if ((rc = cfg_pos_num(&c, "rope_theta", &hp->rope_theta, &hp->has_theta)))
+		return rc;
+	if ((rc = cfg_pos_num(&c, "rms_norm_eps", &hp->rms_eps, &hp->has_rms)))
+		return rc;
+	k = cfg_find(&c, k_neps);
+	if (k && (rc = cfg_pos_num(&c, k, &hp->norm_eps, &hp->has_norm_eps)))
+		return rc;
+	if ((rc = cfg_int(&c, "num_local_experts", 0, 65536, false, &hp->n_expert, &hp->has_expert)))
+		return rc;
+	if (hp->has_expert && hp->n_expert > 0)
+		return cfg_bad(&c, "num_local_experts", "is set: mixture-of-experts models are not supported");
+	if ((rc = cfg_int(&c, "num_experts_per_tok", 0, 65536, false, &hp->n_expert_used, &hp->has_expert_used)))
+		return rc;
+	if ((rc = cfg_int(&c, "head_dim", 2, DIM_MAX, false, &hp->head_dim, &hp->has_head_dim)))
+		return rc;
+	if ((rc = cfg_int(&c, "vocab_size", 1, 1 << 24, hp->arch == ARCH_LLAMA, &hp->vocab, &hp->has_vocab)))
+		return rc;
+	if (hp->has_head_kv && hp->n_head % hp->n_head_kv != 0)
+		return cfg_bad(&c, "num_key_value_heads", "does not divide num_attention_heads");
+	if (hp->has_head_dim)
+		hp->rot_dim = hp->head_dim;
+	else if (hp->n_embd % hp->n_head != 0)
+		return cfg_bad(&c, "hidden_size", "is not divisible by num_attention_heads");
+	else
+		hp->rot_dim = hp->n_embd / hp->n_head;
+	if (hp->rot_dim % 2 != 0)
+		return cfg_bad(&c, hp->has_head_dim ? "head_dim" : "num_attention_heads",
+			       "gives an odd head dimension (rotary embeddings need it even)");
+	for (size_t t = 0; t < 7; t++) {
+		char sk[32];
+		snprintf(sk, sizeof sk, "%s_token_id", special_types[t]);
+		const cJSON *v = cfg_get(&c, sk);
+		int64_t id;
+		/* llama.cpp rejects a negative id; lists and other types it skips */
+		if (v && cJSON_IsNumber(v) && qtk_json_i64(v, &id) && id < 0)
+			return cfg_bad(&c, sk, "is negative");
+	}
+	const cJSON *tie = cfg_get(&c, "tie_word_embeddings");
+	if (tie && !cJSON_IsBool(tie))
+		return cfg_bad(&c, "tie_word_embeddings", "must be true or false");
+	const cJSON *rs = cfg_get(&c, "rope_scaling");
+	if (rs) {
+		if (!cJSON_IsObject(rs))
+			return cfg_bad(&c, "rope_scaling", "must be an object");
+		const cJSON *f = cJSON_GetObjectItemCaseSensitive(rs, "factor");
+		const cJSON *ty = cJSON_GetObjectItemCaseSensitive(rs, "type");
+		const cJSON *rty = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
+		if (rty && cJSON_IsString(rty) && qtk_strcasecmp(rty->valuestring, "llama3") == 0)
+			return cfg_bad(&c, "rope_scaling", "of type llama3 needs a generated rope_freqs tensor (not supported)");
+		if (f && !cJSON_IsNull(f)) {
+			if (!cJSON_IsNumber(f) || !isfinite(f->valuedouble))
+				return cfg_bad(&c, "rope_scaling", "has a non-numeric factor");
+			hp->rope_factor = f->valuedouble;
+			if (ty && cJSON_IsString(ty) && strcmp(ty->valuestring, "linear") == 0)
+				hp->rope_linear = true;
+			if (ty && cJSON_IsString(ty) && strcmp(ty->valuestring, "yarn") == 0) {
+				hp->rope_yarn = true;
+				const cJSON *o = cJSON_GetObjectItemCaseSensitive(rs, "original_max_position_embeddings");
+				int64_t ov;
+				if (!o || !qtk_json_i64(o, &ov) || ov < 0 || ov > U32)
+					return cfg_bad(&c, "rope_scaling", "of type yarn needs original_max_position_embeddings");
+				hp->rope_orig_ctx = ov;
+			}
+		}
+	}
+	return 0;
+}
+
+/* ---- llama.cpp's size label ---------------------------------------------------- */
+
+static void size_label(uint64_t n, char *out, size_t cap)
+{
+	double x = (double)n, s;
+	const char *suf;
+	if (x > 1e12) { s = x * 1e-12; suf = "T"; }
+	else if (x > 1e9) { s = x * 1e-9; suf = "B"; }
+	else if (x > 1e6) { s = x * 1e-6; suf = "M"; }
+	else { s = x * 1e-3; suf = "K"; }
+	char d[64];
+	snprintf(d, sizeof d, "%.0f", nearbyint(s));
+	const char *q = d;
+	while (*q == '0')
+		q++;
+	int fix = 2 - (int)strlen(q);
+	if (fix < 0)
+		fix = 0;
+	snprintf(out, cap, "%.*f%s", fix, s, suf);
+}
+
+/* ---- the tokenizer: SentencePiece ------------------------------------------------ */
+
+static bool looks_special(const char *t)
+{
+	size_t n = strlen(t);
+	if (!strcmp(t, "<pad>") || !strcmp(t, "<mask>") || !strcmp(t, "<2mass>") || !strcmp(t, "[@BOS@]"))
+		return true;
+	if (n >= 4 && starts_with(t, "<|") && ends_with(t, "|>"))
+		return true;
+	/* "<｜" ... "｜>" (U+FF5C) */
+	if (starts_with(t, "<\xEF\xBD\x9C") && ends_with(t, "\xEF\xBD\x9C>") && n >= 8)
+		return true;
+	if (starts_with(t, "<unused") && ends_with(t, ">"))
+		return true;
+	return false;
+}
+
+typedef struct vocab {
+	size_t n;
+	qtk_str *tok;
+	float *score;
+	int32_t *type;
+} vocab;
+
+static void vocab_free(vocab *v)
+{
+	if (v->tok)
+		for (size_t i = 0; i < v->n; i++)
+			qtk_free(v->tok[i].s);
+	qtk_free(v->tok);
+	qtk_free(v->score);
+	qtk_free(v->type);
+	memset(v, 0, sizeof *v);
+}
+
+static int set_tok(qtk_str *t, const char *s, size_t n)
+{
+	char *c = qtk_strndup(s, n);
+	if (!c)
+		return QTK_E_IO;
+	qtk_free(t->s);
+	t->s = c;
+	t->len = n;
+	return 0;
+}
+
+/* Replace every U+2581 with a space (new string). */
+static char *unescape_spaces(const char *s)
+{
+	size_t n = strlen(s);
+	char *o = qtk_malloc(n + 1), *w = o;
+	if (!o)
+		return NULL;
+	for (size_t i = 0; i < n;) {
+		if (i + 3 <= n && memcmp(s + i, "\xE2\x96\x81", 3) == 0) {
+			*w++ = ' ';
+			i += 3;
+		} else
+			*w++ = s[i++];
+	}
+	*w = 0;
+	return o;
+}
+
+static int load_side_json(const qtk_model *m, const char *name, qtk_json_doc *doc, qtk_err *err, bool *present)
+{
+	const qtk_blob *b = qtk_blob_find(m, name);
+	*present = b != NULL;
+	if (!b)
+		return 0;
+	if (b->len > QTK_CAP_JSON)
+		return qtk_err_set(err, QTK_E_DATA, name, -1, NULL, "%s too large", name);
+	return qtk_json_parse((const char *)b->data, b->len, 0, name, 0, err, doc);
+}
+
+static int spm_vocab(const qtk_model *hf, const hparams *hp, vocab *v, qtk_err *err)
+{
+	const qtk_blob *b = qtk_blob_find(hf, "tokenizer.model");
+	spm_model sp;
+	int rc = spm_parse(b->data, b->len, "tokenizer.model", &sp, err);
+	if (rc)
+		return rc;
+	size_t n = hp->has_vocab ? (size_t)hp->vocab : sp.n;
+	if (sp.n > n) {
+		spm_free(&sp);
+		return qtk_err_set(err, QTK_E_DATA, "tokenizer.model", -1, "vocab_size",
+				   "tokenizer.model has %zu pieces but config.json's vocab_size is %zu", sp.n, n);
+	}
+	memset(v, 0, sizeof *v);
+	v->n = n;
+	v->tok = qtk_calloc(n, sizeof *v->tok);
+	v->score = qtk_calloc(n, sizeof *v->score);
+	v->type = qtk_calloc(n, sizeof *v->type);
+	if (!v->tok || !v->score || !v->type) {
+		spm_free(&sp);
+		vocab_free(v);
+		return oom(err);
+	}
+	for (size_t i = 0; i < n && !rc; i++) {
+		char pad[32];
+		int l = snprintf(pad, sizeof pad, "[PAD%zu]", i);
+		v->score[i] = -10000.0f;
+		v->type[i] = SPM_UNUSED;
+		if (i < sp.n) {
+			const spm_piece *p = &sp.pieces[i];
+			rc = set_tok(&v->tok[i], p->piece, p->len);
+			v->score[i] = p->score;
+			int t = p->type;
+			v->type[i] = t == SPM_UNKNOWN || t == SPM_CONTROL || t == SPM_UNUSED || t == SPM_BYTE ? t : SPM_NORMAL;
+		} else
+			rc = set_tok(&v->tok[i], pad, (size_t)l);
+	}
+	spm_free(&sp);
+	if (rc) {
+		vocab_free(v);
+		return oom(err);
+	}
+	/* added_tokens.json */
+	qtk_json_doc d = {0};
+	bool present;
+	if ((rc = load_side_json(hf, "added_tokens.json", &d, err, &present)))
+		goto fail;
+	if (present) {
+		if (!cJSON_IsObject(d.root)) {
+			rc = qtk_err_set(err, QTK_E_DATA, "added_tokens.json", -1, NULL, "added_tokens.json is not an object");
+			goto fail;
+		}
+		const cJSON *it;
+		cJSON_ArrayForEach(it, d.root)
+		{
+			int64_t id;
+			if (!qtk_json_i64(it, &id) || id < 0) {
+				rc = qtk_err_set(err, QTK_E_DATA, "added_tokens.json", -1, it->string,
+						 "added_tokens.json: id of '%s' is not a non-negative integer", it->string);
+				goto fail;
+			}
+			if ((uint64_t)id >= n)
+				continue; /* llama.cpp ignores it with a warning */
+			if ((rc = set_tok(&v->tok[id], it->string, strlen(it->string))))
+				goto fail_oom;
+			v->score[id] = -1000.0f;
+			v->type[id] = SPM_USER_DEFINED;
+		}
+		qtk_json_doc_free(&d);
+	}
+	/* tokenizer_config.json added_tokens_decoder */
+	if ((rc = load_side_json(hf, "tokenizer_config.json", &d, err, &present)))
+		goto fail;
+	if (present && cJSON_IsObject(d.root)) {
+		const cJSON *atd = cJSON_GetObjectItemCaseSensitive(d.root, "added_tokens_decoder");
+		const cJSON *it;
+		if (atd && !cJSON_IsObject(atd)) {
+			rc = qtk_err_set(err, QTK_E_DATA, "tokenizer_config.json", -1, "added_tokens_decoder",
+					 "tokenizer_config.json: 'added_tokens_decoder' must be an object");
+			goto fail;
+		}
+		cJSON_ArrayForEach(it, atd)
+		{
+			uint64_t id;
+			const cJSON *content = cJSON_GetObjectItemCaseSensitive(it, "content");
+			if (!qtk_parse_u64(it->string, &id) || id >= n || !cJSON_IsString(content)) {
+				rc = qtk_err_set(err, QTK_E_DATA, "tokenizer_config.json", -1, "added_tokens_decoder",
+						 "tokenizer_config.json: added_tokens_decoder entry '%s' has a bad id "
+						 "(vocabulary of %zu) or no content", it->string, n);
+				goto fail;
+			}
+			const cJSON *sp_ = cJSON_GetObjectItemCaseSensitive(it, "special");
+			bool special = sp_ && cJSON_IsTrue(sp_);
+			const char *tok = content->valuestring;
+			if (special || looks_special(tok)) {
+				v->type[id] = SPM_CONTROL;
+				rc = set_tok(&v->tok[id], tok, strlen(tok));
+			} else {
+				char *u = unescape_spaces(tok);
+				if (!u)
+					goto fail_oom;
+				v->type[id] = SPM_USER_DEFINED;
+				rc = set_tok(&v->tok[id], u, strlen(u));
+				qtk_free(u);
+			}
+			if (rc)
+				goto fail_oom;
+			v->score[id] = -1000.0f;
+		}
+	}
+	qtk_json_doc_free(&d);
+	return 0;
+fail_oom:
+	rc = oom(err);
+fail:
+	qtk_json_doc_free(&d);
+	vocab_free(v);
+	return rc;
+}
+
+/* gguf-py SpecialVocab: special ids, add_*_token, chat template. */
+static const char *const special_keys[] = {
+	"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id", "tokenizer.ggml.unknown_token_id",
+	"tokenizer.ggml.seperator_token_id", "tokenizer.ggml.padding_token_id", NULL /* cls: no handler */,
+	"tokenizer.ggml.mask_token_id",
+};
+
+static int special_vocab(const qtk_model *hf, const cJSON *config, size_t n_vocab, qtk_model *meta,
+			 const qtk_str *merges, size_t nmerges, qtk_err *err)
+{
+	int order[7], norder = 0;
+	int64_t ids[7];
+	bool set[7] = {false};
+	int add[7] = {-1, -1, -1, -1, -1, -1, -1};
+	qtk_json_doc tj = {0}, tc = {0};
+	bool has_tj, has_tc;
+	int rc = load_side_json(hf, "tokenizer.json", &tj, err, &has_tj);
+	if (!rc)
+		rc = load_side_json(hf, "tokenizer_config.json", &tc, err, &has_tc);
+	const cJSON *chat = NULL;
+	if (!rc && has_tc && cJSON_IsObject(tc.root)) {
+		const cJSON *added = has_tj && cJSON_IsObject(tj.root)
+					     ? cJSON_GetObjectItemCaseSensitive(tj.root, "added_tokens") : NULL;
+		chat = cJSON_GetObjectItemCaseSensitive(tc.root, "chat_template");
+		for (int t = 0; t < 7; t++) {
+			char key[32];
+			snprintf(key, sizeof key, "add_%s_token", special_types[t]);
+			const cJSON *a = cJSON_GetObjectItemCaseSensitive(tc.root, key);
+			if (a && cJSON_IsBool(a))
+				add[t] = cJSON_IsTrue(a);
+			snprintf(key, sizeof key, "%s_token", special_types[t]);
+			const cJSON *e = cJSON_GetObjectItemCaseSensitive(tc.root, key);
+			const char *content = NULL;
+			if (cJSON_IsString(e))
+				content = e->valuestring;
+			else if (cJSON_IsObject(e)) {
+				const cJSON *c = cJSON_GetObjectItemCaseSensitive(e, "content");
+				if (cJSON_IsString(c))
+					content = c->valuestring;
+			}
+			if (!content || !cJSON_IsArray(added))
+				continue;
+			const cJSON *at;
+			cJSON_ArrayForEach(at, added)
+			{
+				const cJSON *c = cJSON_GetObjectItemCaseSensitive(at, "content");
+				if (cJSON_IsString(c) && strcmp(c->valuestring, content) == 0) {
+					const cJSON *idj = cJSON_GetObjectItemCaseSensitive(at, "id");
+					int64_t id;
+					if (idj && qtk_json_i64(idj, &id)) {
+						if (id < 0) {
+							rc = qtk_err_set(err, QTK_E_DATA, "tokenizer.json", -1, key,
+									 "invalid value for special token type %s: %lld",
+									 special_types[t], (long long)id);
+							goto out;
+						}
+						if ((uint64_t)id < n_vocab && !set[t]) {
+							set[t] = true;
+							ids[t] = id;
+							order[norder++] = t;
+						}
+					}
+					break;
+				}
+			}
+		}
+	}
+	if (!rc)
+		for (int t = 0; t < 7; t++) {
+			char key[32];
+			snprintf(key, sizeof key, "%s_token_id", special_types[t]);
+			const cJSON *e = cJSON_GetObjectItemCaseSensitive(config, key);
+			int64_t id;
+			/* only plain ints count (a list of eos ids is skipped, as llama.cpp does) */
+			if (!e || !cJSON_IsNumber(e) || !qtk_json_i64(e, &id))
+				continue;
+			if (id < 0) {
+				rc = qtk_err_set(err, QTK_E_DATA, "config.json", -1, key,
+						 "config.json: '%s' is negative", key);
+				goto out;
+			}
+			if ((uint64_t)id < n_vocab && !set[t]) {
+				set[t] = true;
+				ids[t] = id;
+				order[norder++] = t;
+			}
+		}
+	if (!rc && nmerges) {
+		qtk_str *copy = qtk_calloc(nmerges, sizeof *copy);
+		if (!copy)
+			rc = oom(err);
+		for (size_t i = 0; copy && i < nmerges && !rc; i++)
+			if (set_tok(&copy[i], merges[i].s, (size_t)merges[i].len))
+				rc = oom(err);
+		if (copy && !rc)
+			rc = kv_arr(meta, "tokenizer.ggml.merges", QTK_V_STR, copy, nmerges);
+		else if (copy) {
+			qtk_value tmp = {.type = QTK_V_ARR, .elem = QTK_V_STR, .n = nmerges, .arr = copy};
+			qtk_value_free(&tmp);
+		}
+		if (rc)
+			goto out;
+	}
+	for (int i = 0; i < norder && !rc; i++)
+		if (special_keys[order[i]])
+			rc = kv_u32(meta, special_keys[order[i]], (uint64_t)ids[order[i]]);
+	if (!rc && add[0] >= 0)
+		rc = kv_bool(meta, "tokenizer.ggml.add_bos_token", add[0] != 0);
+	if (!rc && add[1] >= 0)
+		rc = kv_bool(meta, "tokenizer.ggml.add_eos_token", add[1] != 0);
+	if (!rc && chat) {
+		if (cJSON_IsString(chat))
+			rc = kv_str(meta, "tokenizer.chat_template", chat->valuestring);
+		else if (cJSON_IsArray(chat)) {
+			const cJSON *it, *def = NULL;
+			cJSON_ArrayForEach(it, chat)
+			{
+				const cJSON *nm = cJSON_GetObjectItemCaseSensitive(it, "name");
+				const cJSON *tp = cJSON_GetObjectItemCaseSensitive(it, "template");
+				if (!cJSON_IsString(nm) || !cJSON_IsString(tp) || !nm->valuestring[0])
+					continue;
+				if (!strcmp(nm->valuestring, "default")) {
+					def = tp;
+					continue;
+				}
+				char key[300];
+				int l = snprintf(key, sizeof key, "tokenizer.chat_template.");
+				for (const char *p = nm->valuestring; *p && l < (int)sizeof key - 1; p++) {
+					char ch = *p;
+					bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
+					key[l++] = ok ? ch : '_';
+				}
+				key[l] = 0;
+				if ((rc = kv_str(meta, key, tp->valuestring)))
+					break;
+			}
+			if (!rc && def)
+				rc = kv_str(meta, "tokenizer.chat_template", def->valuestring);
+		}
+	}
+	if (rc > 0)
+		rc = 0;
+	if (rc == QTK_E_IO && !err->code)
+		oom(err);
+out:
+	qtk_json_doc_free(&tj);
+	qtk_json_doc_free(&tc);
+	return rc;
+}
+
+static int emit_spm(const qtk_model *hf, const hparams *hp, const cJSON *config, qtk_model *meta, qtk_err *err)
+{
+	vocab v;
+	int rc = spm_vocab(hf, hp, &v, err);
+	if (rc)
+		return rc;
+	uint8_t *sc = qtk_malloc(v.n * 4), *ty = qtk_malloc(v.n * 4);
+	if (!sc || !ty) {
+		qtk_free(sc);
+		qtk_free(ty);
+		vocab_free(&v);
+		return oom(err);
+	}
+	for (size_t i = 0; i < v.n; i++) {
+		uint32_t u;
+		memcpy(&u, &v.score[i], 4);
+		qtk_wr32(sc + 4 * i, u);
+		qtk_wr32(ty + 4 * i, (uint32_t)v.type[i]);
+	}
+	size_t n = v.n;
+	qtk_str *tok = v.tok;
+	v.tok = NULL;
+	vocab_free(&v);
+	rc = kv_str(meta, "tokenizer.ggml.model", "llama");
+	rc = rc ? rc : kv_str(meta, "tokenizer.ggml.pre", "default");
+	if (rc) {
+		for (size_t i = 0; i < n; i++)
+			qtk_free(tok[i].s);
+		qtk_free(tok);
+		qtk_free(sc);
+		qtk_free(ty);
+		return oom(err);
+	}
+	rc = kv_arr(meta, "tokenizer.ggml.tokens", QTK_V_STR, tok, n);
+	if (rc) {
+		qtk_free(sc);
+		qtk_free(ty);
+		return oom(err);
+	}
+	if (kv_arr(meta, "tokenizer.ggml.scores", QTK_V_F32, sc, n)) {
+		qtk_free(ty);
+		return oom(err);
+	}
+	if (kv_arr(meta, "tokenizer.ggml.token_type", QTK_V_I32, ty, n))
+		return oom(err);
+	return special_vocab(hf, config, n, meta, NULL, 0, err);
+}
+
+/* ---- HF -> GGUF -------------------------------------------------------------- */
+
+static bool is_float_plain(const qtk_tensor *t)
+{
+	if (t->layout.kind != QTK_LAYOUT_PLAIN)
+		return false;
+	unsigned ty = t->layout.type;
+	return ty == QTK_T_F32 || ty == QTK_T_F16 || ty == QTK_T_BF16;
+}
+
+int hfmap_hf_to_gguf(const qtk_model *hf, qtk_model *meta, hfmap **mapp, qtk_err *err)
+{
+	*mapp = NULL;
+	hparams hp;
+	qtk_json_doc doc = {0};
+	int rc = parse_config(hf, &hp, &doc, err);
+	hfmap *m = NULL;
+	if (rc)
+		goto out;
+	if (!(m = map_new(hf, true))) {
+		rc = oom(err);
+		goto out;
+	}
+	m->arch = hp.arch;
+	int64_t n_head_kv = hp.has_head_kv ? hp.n_head_kv : hp.n_head;
+	uint64_t total = 0;
+	bool all_f32 = true, any_bf16 = false;
+	for (size_t i = 0; i < m->n; i++) {
+		const qtk_tensor *t = &hf->tensors[i];
+		hent *e = &m->e[i];
+		if (ends_with(t->name, ".attention.masked_bias") || ends_with(t->name, ".attention.bias") ||
+		    ends_with(t->name, ".rotary_emb.inv_freq")) {
+			e->drop = true;
+			continue;
+		}
+		m->nout++;
+		int kind;
+		e->out = map_hf_name(t->name, &kind);
+		if (!e->out && strlen(t->name) > QTK_CAP_NAME) {
+			rc = oom(err);
+			goto out;
+		}
+		if (hp.arch == ARCH_LLAMA && kind) {
+			int64_t heads = kind == 'q' ? hp.n_head : n_head_kv;
+			uint64_t rows = t->ndim >= 1 ? t->shape[0] : 0;
+			if (rows == 0 || rows % (uint64_t)(2 * heads) != 0) {
+				rc = qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name,
+						 "%" PRIu64 " rows cannot be split into %lld heads of even size (%s)",
+						 rows, (long long)heads,
+						 kind == 'q' ? "num_attention_heads" : "num_key_value_heads");
+				goto out;
+			}
+			e->heads = (int)heads;
+		}
+		unsigned ty = t->layout.type;
+		e->otype = t->layout.kind == QTK_LAYOUT_PLAIN ? ty : QTK_T_MAX;
+		const char *on = e->out ? e->out : t->name;
+		if (is_float_plain(t) && (t->ndim <= 1 || ends_with(on, "_norm.weight") || !ends_with(on, ".weight")))
+			e->otype = QTK_T_F32;
+		if (t->layout.kind != QTK_LAYOUT_PLAIN || ty != QTK_T_F32)
+			all_f32 = all_f32 && t->ndim <= 1;
+		if (t->layout.kind == QTK_LAYOUT_PLAIN && ty == QTK_T_BF16)
+			any_bf16 = true;
+		total += t->n_params;
+	}
+	/* metadata, in llama.cpp's order */
+	const char *an = hp.arch_name;
+	char key[128], lbl[32];
+#define K(suffix) (snprintf(key, sizeof key, "%s.%s", an, suffix), key)
+	char *base = NULL;
+	if (hf->path) {
+		size_t l = strlen(hf->path);
+		while (l > 1 && hf->path[l - 1] == '/')
+			l--;
+		size_t s = l;
+		while (s > 0 && hf->path[s - 1] != '/')
+			s--;
+		base = qtk_strndup(hf->path + s, l - s);
+	} else
+		base = qtk_strdup("model");
+	if (!base) {
+		rc = oom(err);
+		goto out;
+	}
+	size_label(total, lbl, sizeof lbl);
+	rc = kv_str(meta, "general.architecture", an);
+	rc = rc ? rc : kv_str(meta, "general.type", "model");
+	rc = rc ? rc : kv_str(meta, "general.name", base);
+	qtk_free(base);
+	if (total > 0)
+		rc = rc ? rc : kv_str(meta, "general.size_label", lbl);
+	rc = rc ? rc : kv_u32(meta, K("block_count"), (uint64_t)hp.n_layer);
+	if (hp.has_ctx)
+		rc = rc ? rc : kv_u32(meta, K("context_length"), (uint64_t)hp.n_ctx);
+	rc = rc ? rc : kv_u32(meta, K("embedding_length"), (uint64_t)hp.n_embd);
+	if (hp.has_ff)
+		rc = rc ? rc : kv_u32(meta, K("feed_forward_length"), (uint64_t)hp.n_ff);
+	rc = rc ? rc : kv_u32(meta, K("attention.head_count"), (uint64_t)hp.n_head);
+	if (hp.has_head_kv)
+		rc = rc ? rc : kv_u32(meta, K("attention.head_count_kv"), (uint64_t)hp.n_head_kv);
+	if (hp.has_theta)
+		rc = rc ? rc : kv_f32(meta, K("rope.freq_base"), hp.rope_theta);
+	if (hp.has_rms)
+		rc = rc ? rc : kv_f32(meta, K("attention.layer_norm_rms_epsilon"), hp.rms_eps);
+	if (hp.has_norm_eps)
+		rc = rc ? rc : kv_f32(meta, K("attention.layer_norm_epsilon"), hp.norm_eps);
+	if (hp.has_expert_used)
+		rc = rc ? rc : kv_u32(meta, K("expert_used_count"), (uint64_t)hp.n_expert_used);
+	if (hp.has_head_dim) {
+		rc = rc ? rc : kv_u32(meta, K("attention.key_length"), (uint64_t)hp.head_dim);
+		rc = rc ? rc : kv_u32(meta, K("attention.value_length"), (uint64_t)hp.head_dim);
+	}
+	rc = rc ? rc : kv_u32(meta, "general.file_type", all_f32 ? 0u : any_bf16 ? 32u : 1u);
+	if (hp.arch == ARCH_LLAMA) {
+		rc = rc ? rc : kv_u32(meta, K("vocab_size"), (uint64_t)hp.vocab);
+		rc = rc ? rc : kv_u32(meta, K("rope.dimension_count"), (uint64_t)hp.rot_dim);
+		if (hp.rope_linear) {
+			rc = rc ? rc : kv_str(meta, K("rope.scaling.type"), "linear");
+			rc = rc ? rc : kv_f32(meta, K("rope.scaling.factor"), hp.rope_factor);
+		}
+	} else if (hp.rope_yarn) {
+		rc = rc ? rc : kv_str(meta, K("rope.scaling.type"), "yarn");
+		rc = rc ? rc : kv_f32(meta, K("rope.scaling.factor"), hp.rope_factor);
+		rc = rc ? rc : kv_u32(meta, K("rope.scaling.original_context_length"), (uint64_t)hp.rope_orig_ctx);
+	}
+#undef K
+	if (rc) {
+		rc = oom(err);
+		goto out;
+	}
+	if (qtk_blob_find(hf, "tokenizer.model")) {
+		rc = emit_spm(hf, &hp, doc.root, meta, err);
+	} else if (qtk_blob_find(hf, "tokenizer.json")) {
+		qtk_str *merges = NULL;
+		size_t nmerges = 0;
+		uint64_t nv = hp.has_vocab ? (uint64_t)hp.vocab : 0;
+		rc = bpe_hf_vocab(hf, hp.arch == ARCH_QWEN2 ? "qwen2" : "llama-bpe", nv, meta, &merges, &nmerges, err);
+		if (!rc) {
+			const qtk_kv *tk = qtk_kv_find(meta, "tokenizer.ggml.tokens");
+			rc = special_vocab(hf, doc.root, tk ? (size_t)tk->val.n : 0, meta, merges, nmerges, err);
+		}
+		for (size_t i = 0; merges && i < nmerges; i++)
+			qtk_free(merges[i].s);
+		qtk_free(merges);
+		if (!rc)
+			snprintf(m->warn, sizeof m->warn,
+				 "tokenizer.ggml.pre set to \"%s\" by architecture (llama.cpp derives it by "
+				 "running the tokenizer)", hp.arch == ARCH_QWEN2 ? "qwen2" : "llama-bpe");
+	} else {
+		snprintf(m->warn, sizeof m->warn,
+			 "no tokenizer.model or tokenizer.json: the GGUF has no vocabulary (llama.cpp cannot run it)");
+	}
+	if (rc)
+		goto out;
+	if (hp.arch == ARCH_LLAMA && qtk_blob_find(hf, "tokenizer.model")) {
+		qtk_json_doc tc = {0};
+		bool present;
+		rc = load_side_json(hf, "tokenizer_config.json", &tc, err, &present);
+		if (!rc && present && cJSON_IsObject(tc.root)) {
+			const cJSON *a = cJSON_GetObjectItemCaseSensitive(tc.root, "add_prefix_space");
+			if (a && cJSON_IsBool(a) && kv_bool(meta, "tokenizer.ggml.add_space_prefix", cJSON_IsTrue(a)))
+				rc = oom(err);
+		}
+		qtk_json_doc_free(&tc);
+		if (rc)
+			goto out;
+	}
+	if (kv_u32(meta, "general.quantization_version", 2)) {
+		rc = oom(err);
+		goto out;
+	}
+out:
+	qtk_json_doc_free(&doc);
+	if (rc) {
+		hfmap_free(m);
+		return rc;
+	}
+	*mapp = m;
+	return 0;
+}
+
+/* ---- JSON writing ----------------------------------------------------------- */
+
+static void jstr(qtk_buf *b, const char *s, size_t n)
+{
+	qtk_buf_putc(b, '"');
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		switch (c) {
+		case '"': qtk_buf_puts(b, "\\\""); break;
+		case '\\': qtk_buf_puts(b, "\\\\"); break;
+		case '\n': qtk_buf_puts(b, "\\n"); break;
+		case '\r': qtk_buf_puts(b, "\\r"); break;
+		case '\t': qtk_buf_puts(b, "\\t"); break;
+		case '\b': qtk_buf_puts(b, "\\b"); break;
+		case '\f': qtk_buf_puts(b, "\\f"); break;
+		default:
+			if (c < 0x20 || c == 0x7f)
+				qtk_buf_printf(b, "\\u%04x", c);
+			else
+				qtk_buf_putc(b, (char)c);
+		}
+	}
+	qtk_buf_putc(b, '"');
+}
+
+/* Python repr() of a float: the shortest digits that read back to the same
+ * value (as F32 when is_f32), fixed notation for exponents -4..15. */
+static void jnum(qtk_buf *b, double v, bool is_f32)
+{
+	if (!isfinite(v)) {
+		qtk_buf_puts(b, "null");
+		return;
+	}
+	char e[64];
+	int prec;
+	for (prec = 1; prec <= 17; prec++) {
+		snprintf(e, sizeof e, "%.*e", prec - 1, v);
+		if (is_f32 ? strtof(e, NULL) == (float)v : strtod(e, NULL) == v)
+			break;
+	}
+	/* e = "[-]d.ddde[+-]xx" */
+	char digits[32];
+	size_t nd = 0;
+	const char *p = e;
+	bool neg = *p == '-';
+	if (neg)
+		p++;
+	for (; *p && *p != 'e'; p++)
+		if (*p != '.')
+			digits[nd++] = *p;
+	while (nd > 1 && digits[nd - 1] == '0')
+		nd--;
+	int ex = (int)strtol(p + 1, NULL, 10);
+	if (neg)
+		qtk_buf_putc(b, '-');
+	if (ex >= -4 && ex < 16) {
+		if (ex < 0) {
+			qtk_buf_puts(b, "0.");
+			for (int k = -1; k > ex; k--)
+				qtk_buf_putc(b, '0');
+			qtk_buf_put(b, digits, nd);
+		} else {
+			for (int k = 0; k <= ex; k++)
+				qtk_buf_putc(b, k < (int)nd ? digits[k] : '0');
+			qtk_buf_putc(b, '.');
+			if ((int)nd > ex + 1)
+				qtk_buf_put(b, digits + ex + 1, nd - (size_t)(ex + 1));
+			else
+				qtk_buf_putc(b, '0');
+		}
+	} else {
+		qtk_buf_putc(b, digits[0]);
+		if (nd > 1) {
+			qtk_buf_putc(b, '.');
+			qtk_buf_put(b, digits + 1, nd - 1);
+		}
+		qtk_buf_printf(b, "e%c%02d", ex < 0 ? '-' : '+', ex < 0 ? -ex : ex);
+	}
+}
+
+/* ---- GGUF -> HF -------------------------------------------------------------- */
+
+static int g_bad(qtk_err *err, const char *key, const char *what)
+{
+	return qtk_err_set(err, QTK_E_DATA, NULL, -1, key, "GGUF key '%s' %s", key, what);
+}
+
+static int g_int(const qtk_model *g, const char *key, int64_t lo, int64_t hi, bool required, int64_t *out,
+		 bool *present, qtk_err *err)
+{
+	const qtk_kv *kv = qtk_kv_find(g, key);
+	*present = kv != NULL;
+	if (!kv)
+		return required ? g_bad(err, key, "is missing") : 0;
+	int64_t x;
+	if (!val_int(&kv->val, &x))
+		return g_bad(err, key, "must be an integer");
+	if (x < lo || x > hi) {
+		char msg[96];
+		snprintf(msg, sizeof msg, "is %lld; expected %lld..%lld", (long long)x, (long long)lo, (long long)hi);
+		return g_bad(err, key, msg);
+	}
+	*out = x;
+	return 0;
+}
+
+static int g_num(const qtk_model *g, const char *key, double *out, bool *is_f32, qtk_err *err)
+{
+	const qtk_kv *kv = qtk_kv_find(g, key);
+	if (!kv)
+		return 0;
+	if (!val_num(&kv->val, out) || !isfinite(*out) || *out <= 0)
+		return g_bad(err, key, "must be a positive number");
+	*is_f32 = kv->val.type == QTK_V_F32;
+	return 0;
+}
+
+static const qtk_str *g_tokens(const qtk_model *g, size_t *n)
+{
+	const qtk_kv *kv = qtk_kv_find(g, "tokenizer.ggml.tokens");
+	*n = 0;
+	if (!kv || kv->val.type != QTK_V_ARR || kv->val.elem != QTK_V_STR)
+		return NULL;
+	*n = (size_t)kv->val.n;
+	return kv->val.arr;
+}
+
+/* A special token id from the GGUF (or -1). */
+static int64_t g_special(const qtk_model *g, const char *key, size_t ntok)
+{
+	const qtk_kv *kv = qtk_kv_find(g, key);
+	int64_t id;
+	if (!kv || !val_int(&kv->val, &id) || id < 0 || (uint64_t)id >= ntok)
+		return -1;
+	return id;
+}
+
+static int g_bool(const qtk_model *g, const char *key)
+{
+	const qtk_kv *kv = qtk_kv_find(g, key);
+	if (!kv || kv->val.type != QTK_V_BOOL)
+		return -1;
+	return kv->val.v.u != 0;
+}
+
+static int put_blob(qtk_model *meta, const char *name, qtk_buf *b, qtk_err *err)
+{
+	int rc = b->failed ? QTK_E_IO : qtk_model_add_blob(meta, name, b->p ? b->p : (uint8_t *)"", b->len);
+	qtk_buf_free(b);
+	return rc ? oom(err) : 0;
+}
+
+static void jkey(qtk_buf *b, bool *first, const char *k)
+{
+	qtk_buf_puts(b, *first ? "{\n  " : ",\n  ");
+	*first = false;
+	jstr(b, k, strlen(k));
+	qtk_buf_puts(b, ": ");
+}
+
+static void jtok(qtk_buf *b, bool *first, const char *k, const qtk_str *toks, int64_t id)
+{
+	jkey(b, first, k);
+	jstr(b, toks[id].s, (size_t)toks[id].len);
+}
+
+int hfmap_gguf_to_hf(const qtk_model *g, qtk_model *meta, hfmap **mapp, qtk_err *err)
+{
+	*mapp = NULL;
+	const qtk_kv *akv = qtk_kv_find(g, "general.architecture");
+	if (!akv || akv->val.type != QTK_V_STR)
+		return g_bad(err, "general.architecture", "is missing or not a string");
+	const char *an = akv->val.v.str.s;
+	int arch;
+	const char *hf_arch, *model_type;
+	if (!strcmp(an, "llama")) {
+		arch = ARCH_LLAMA;
+		hf_arch = "LlamaForCausalLM";
+		model_type = "llama";
+	} else if (!strcmp(an, "qwen2")) {
+		arch = ARCH_QWEN2;
+		hf_arch = "Qwen2ForCausalLM";
+		model_type = "qwen2";
+	} else {
+		char shown[64];
+		snprintf(shown, sizeof shown, "%s", an);
+		for (char *p = shown; *p; p++)
+			if ((unsigned char)*p < 0x20 || (unsigned char)*p == 0x7f)
+				*p = '?';
+		return qtk_err_set(err, QTK_E_DATA, NULL, -1, "general.architecture", "unsupported architecture %s",
+				   shown);
+	}
+	char key[128];
+#define K(suffix) (snprintf(key, sizeof key, "%s.%s", an, suffix), key)
+	int64_t n_layer, n_embd, n_ff, n_head, n_head_kv = 0, n_ctx = 0, key_len = 0, rot = 0, n_vocab = 0;
+	bool p_kv, p_ctx, p_kl, p_rot, p_voc, p;
+	const int64_t DIM_MAX = 1 << 20;
+	int rc = g_int(g, K("block_count"), 1, 65536, true, &n_layer, &p, err);
+	rc = rc ? rc : g_int(g, K("embedding_length"), 1, DIM_MAX, true, &n_embd, &p, err);
+	rc = rc ? rc : g_int(g, K("feed_forward_length"), 1, DIM_MAX, true, &n_ff, &p, err);
+	rc = rc ? rc : g_int(g, K("attention.head_count"), 1, 65536, true, &n_head, &p, err);
+	rc = rc ? rc : g_int(g, K("attention.head_count_kv"), 1, 65536, false, &n_head_kv, &p_kv, err);
+	rc = rc ? rc : g_int(g, K("context_length"), 0, 0xffffffffll, false, &n_ctx, &p_ctx, err);
+	rc = rc ? rc : g_int(g, K("attention.key_length"), 2, DIM_MAX, false, &key_len, &p_kl, err);
+	rc = rc ? rc : g_int(g, K("rope.dimension_count"), 0, DIM_MAX, false, &rot, &p_rot, err);
+	rc = rc ? rc : g_int(g, K("vocab_size"), 1, 1 << 24, false, &n_vocab, &p_voc, err);
+	if (rc)
+		return rc;
+	if (!p_kv)
+		n_head_kv = n_head;
+	if (n_head % n_head_kv)
+		return g_bad(err, K("attention.head_count_kv"), "does not divide attention.head_count");
+	if (!p_kl && n_embd % n_head)
+		return g_bad(err, K("embedding_length"), "is not divisible by attention.head_count");
+	double theta = 10000.0, eps = arch == ARCH_QWEN2 ? 1e-6 : 1e-5, factor = 0;
+	bool theta_f32 = false, eps_f32 = false, factor_f32 = false;
+	rc = g_num(g, K("rope.freq_base"), &theta, &theta_f32, err);
+	rc = rc ? rc : g_num(g, K("attention.layer_norm_rms_epsilon"), &eps, &eps_f32, err);
+	const qtk_kv *rst = qtk_kv_find(g, K("rope.scaling.type"));
+	bool linear = rst && rst->val.type == QTK_V_STR && !strcmp(rst->val.v.str.s, "linear");
+	if (linear)
+		rc = rc ? rc : g_num(g, K("rope.scaling.factor"), &factor, &factor_f32, err);
+	if (rc)
+		return rc;
+	size_t ntok;
+	const qtk_str *toks = g_tokens(g, &ntok);
+	if (!p_voc)
+		n_vocab = (int64_t)ntok;
+	hfmap *m = map_new(g, false);
+	if (!m)
+		return oom(err);
+	m->arch = arch;
+	bool tied = true;
+	unsigned mat_type = QTK_T_MAX;
+	bool mixed = false;
+	for (size_t i = 0; i < m->n; i++) {
+		const qtk_tensor *t = &g->tensors[i];
+		hent *e = &m->e[i];
+		m->nout++;
+		int kind;
+		e->out = map_gguf_name(t->name, &kind);
+		if (!strcmp(t->name, "output.weight"))
+			tied = false;
+		if (!strcmp(t->name, "token_embd.weight") && !n_vocab && t->ndim == 2)
+			n_vocab = (int64_t)t->shape[0];
+		if (arch == ARCH_LLAMA && kind) {
+			int64_t heads = kind == 'q' ? n_head : n_head_kv;
+			uint64_t rows = t->ndim >= 1 ? t->shape[0] : 0;
+			if (rows == 0 || rows % (uint64_t)(2 * heads) != 0) {
+				hfmap_free(m);
+				return qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name,
+						   "%" PRIu64 " rows cannot be split into %lld heads of even size", rows,
+						   (long long)heads);
+			}
+			e->heads = (int)heads;
+		}
+		e->otype = t->layout.kind == QTK_LAYOUT_PLAIN ? t->layout.type : QTK_T_MAX;
+		if (t->ndim >= 2) {
+			unsigned ty = t->layout.kind == QTK_LAYOUT_PLAIN ? t->layout.type : QTK_T_MAX;
+			if (mat_type == QTK_T_MAX && !mixed)
+				mat_type = ty;
+			else if (mat_type != ty)
+				mixed = true;
+		}
+	}
+	/* torch_dtype: the matrices' float type; quantized or mixed: float16 */
+	unsigned dtype = QTK_T_F16;
+	const char *dname = "float16";
+	if (!mixed && mat_type == QTK_T_F32) {
+		dtype = QTK_T_F32;
+		dname = "float32";
+	} else if (!mixed && mat_type == QTK_T_BF16) {
+		dtype = QTK_T_BF16;
+		dname = "bfloat16";
+	}
+	bool float_mats = !mixed && (mat_type == QTK_T_F16 || mat_type == QTK_T_BF16);
+	for (size_t i = 0; i < m->n; i++) {
+		const qtk_tensor *t = &g->tensors[i];
+		if (float_mats && t->ndim <= 1 && t->layout.kind == QTK_LAYOUT_PLAIN && t->layout.type == QTK_T_F32)
+			m->e[i].otype = dtype;
+	}
+	int64_t bos = g_special(g, "tokenizer.ggml.bos_token_id", ntok);
+	int64_t eos = g_special(g, "tokenizer.ggml.eos_token_id", ntok);
+	int64_t unk = g_special(g, "tokenizer.ggml.unknown_token_id", ntok);
+	int64_t pad = g_special(g, "tokenizer.ggml.padding_token_id", ntok);
+	/* config.json */
+	qtk_buf b = {0};
+	bool first = true;
+	jkey(&b, &first, "architectures");
+	qtk_buf_printf(&b, "[\n    \"%s\"\n  ]", hf_arch);
+	jkey(&b, &first, "model_type");
+	qtk_buf_printf(&b, "\"%s\"", model_type);
+	jkey(&b, &first, "hidden_size");
+	qtk_buf_printf(&b, "%lld", (long long)n_embd);
+	jkey(&b, &first, "intermediate_size");
+	qtk_buf_printf(&b, "%lld", (long long)n_ff);
+	jkey(&b, &first, "num_hidden_layers");
+	qtk_buf_printf(&b, "%lld", (long long)n_layer);
+	jkey(&b, &first, "num_attention_heads");
+	qtk_buf_printf(&b, "%lld", (long long)n_head);
+	jkey(&b, &first, "num_key_value_heads");
+	qtk_buf_printf(&b, "%lld", (long long)n_head_kv);
+	if (p_kl && key_len * n_head != n_embd) {
+		jkey(&b, &first, "head_dim");
+		qtk_buf_printf(&b, "%lld", (long long)key_len);
+	}
+	if (n_vocab) {
+		jkey(&b, &first, "vocab_size");
+		qtk_buf_printf(&b, "%lld", (long long)n_vocab);
+	}
+	jkey(&b, &first, "rms_norm_eps");
+	jnum(&b, eps, eps_f32);
+	jkey(&b, &first, "rope_theta");
+	jnum(&b, theta, theta_f32);
+	jkey(&b, &first, "max_position_embeddings");
+	qtk_buf_printf(&b, "%lld", (long long)(p_ctx ? n_ctx : 2048));
+	jkey(&b, &first, "tie_word_embeddings");
+	qtk_buf_puts(&b, tied ? "true" : "false");
+	jkey(&b, &first, "hidden_act");
+	qtk_buf_puts(&b, "\"silu\"");
+	if (linear) {
+		jkey(&b, &first, "rope_scaling");
+		qtk_buf_puts(&b, "{\"type\": \"linear\", \"factor\": ");
+		jnum(&b, factor, factor_f32);
+		qtk_buf_puts(&b, "}");
+	}
+	if (bos >= 0) {
+		jkey(&b, &first, "bos_token_id");
+		qtk_buf_printf(&b, "%lld", (long long)bos);
+	}
+	if (eos >= 0) {
+		jkey(&b, &first, "eos_token_id");
+		qtk_buf_printf(&b, "%lld", (long long)eos);
+	}
+	if (pad >= 0) {
+		jkey(&b, &first, "pad_token_id");
+		qtk_buf_printf(&b, "%lld", (long long)pad);
+	}
+	jkey(&b, &first, "torch_dtype");
+	qtk_buf_printf(&b, "\"%s\"", dname);
+	qtk_buf_puts(&b, "\n}\n");
+#undef K
+	if ((rc = put_blob(meta, "config.json", &b, err)))
+		goto fail;
+	/* generation_config.json */
+	first = true;
+	jkey(&b, &first, "_from_model_config");
+	qtk_buf_puts(&b, "true");
+	if (bos >= 0) {
+		jkey(&b, &first, "bos_token_id");
+		qtk_buf_printf(&b, "%lld", (long long)bos);
+	}
+	if (eos >= 0) {
+		jkey(&b, &first, "eos_token_id");
+		qtk_buf_printf(&b, "%lld", (long long)eos);
+	}
+	if (pad >= 0) {
+		jkey(&b, &first, "pad_token_id");
+		qtk_buf_printf(&b, "%lld", (long long)pad);
+	}
+	qtk_buf_puts(&b, "\n}\n");
+	if ((rc = put_blob(meta, "generation_config.json", &b, err)))
+		goto fail;
+	/* the tokenizer */
+	const qtk_kv *tm = qtk_kv_find(g, "tokenizer.ggml.model");
+	const char *tmodel = tm && tm->val.type == QTK_V_STR ? tm->val.v.str.s : NULL;
+	bool spm = tmodel && !strcmp(tmodel, "llama") && toks;
+	bool bpe = tmodel && !strcmp(tmodel, "gpt2") && toks;
+	if (spm) {
+		const qtk_kv *sk = qtk_kv_find(g, "tokenizer.ggml.scores");
+		const qtk_kv *tk = qtk_kv_find(g, "tokenizer.ggml.token_type");
+		float *scores = NULL;
+		int32_t *types = NULL;
+		if (sk && (sk->val.type != QTK_V_ARR || sk->val.elem != QTK_V_F32 || sk->val.n != ntok)) {
+			rc = g_bad(err, "tokenizer.ggml.scores", "must be an f32 array as long as tokenizer.ggml.tokens");
+			goto fail;
+		}
+		if (tk && (tk->val.type != QTK_V_ARR || tk->val.elem != QTK_V_I32 || tk->val.n != ntok)) {
+			rc = g_bad(err, "tokenizer.ggml.token_type", "must be an i32 array as long as tokenizer.ggml.tokens");
+			goto fail;
+		}
+		scores = sk ? qtk_malloc(ntok * sizeof *scores) : NULL;
+		types = tk ? qtk_malloc(ntok * sizeof *types) : NULL;
+		if ((sk && !scores) || (tk && !types)) {
+			qtk_free(scores);
+			qtk_free(types);
+			rc = oom(err);
+			goto fail;
+		}
+		for (size_t i = 0; i < ntok; i++) {
+			if (scores) {
+				uint32_t u = qtk_rd32((const uint8_t *)sk->val.arr + 4 * i);
+				memcpy(&scores[i], &u, 4);
+			}
+			if (types)
+				types[i] = (int32_t)qtk_rd32((const uint8_t *)tk->val.arr + 4 * i);
+		}
+		int asp = g_bool(g, "tokenizer.ggml.add_space_prefix");
+		int rew = g_bool(g, "tokenizer.ggml.remove_extra_whitespaces");
+		const qtk_kv *cm = qtk_kv_find(g, "tokenizer.ggml.precompiled_charsmap");
+		spm_build_opts o = {
+			.model_type = 2, .unk_id = unk >= 0 ? unk : -1, .bos_id = bos, .eos_id = eos, .pad_id = pad,
+			.add_dummy_prefix = asp != 0, .remove_extra_whitespaces = rew == 1,
+			.charsmap = cm && cm->val.type == QTK_V_ARR && (cm->val.elem == QTK_V_U8 || cm->val.elem == QTK_V_I8)
+					    ? cm->val.arr : NULL,
+			.charsmap_len = cm && cm->val.type == QTK_V_ARR ? (size_t)cm->val.n : 0,
+		};
+		if (o.unk_id < 0)
+			for (size_t i = 0; types && i < ntok; i++)
+				if (types[i] == SPM_UNKNOWN) {
+					o.unk_id = (int64_t)i;
+					break;
+				}
+		spm_model sp;
+		rc = spm_build(&sp, ntok, toks, scores, types, &o, err);
+		qtk_free(scores);
+		if (!rc) {
+			rc = spm_write(&sp, &b);
+			spm_free(&sp);
+			rc = rc ? oom(err) : put_blob(meta, "tokenizer.model", &b, err);
+		}
+		if (rc) {
+			qtk_free(types);
+			goto fail;
+		}
+		/* tokenizer_config.json */
+		first = true;
+		int ab = g_bool(g, "tokenizer.ggml.add_bos_token"), ae = g_bool(g, "tokenizer.ggml.add_eos_token");
+		if (ab >= 0) {
+			jkey(&b, &first, "add_bos_token");
+			qtk_buf_puts(&b, ab ? "true" : "false");
+		}
+		if (ae >= 0) {
+			jkey(&b, &first, "add_eos_token");
+			qtk_buf_puts(&b, ae ? "true" : "false");
+		}
+		bool any_ud = false;
+		for (size_t i = 0; types && i < ntok; i++)
+			any_ud |= types[i] == SPM_USER_DEFINED;
+		if (any_ud) {
+			jkey(&b, &first, "added_tokens_decoder");
+			qtk_buf_puts(&b, "{");
+			bool f2 = true;
+			for (size_t i = 0; i < ntok; i++) {
+				if (types[i] != SPM_USER_DEFINED)
+					continue;
+				qtk_buf_printf(&b, "%s\n    \"%zu\": {\"content\": ", f2 ? "" : ",", i);
+				jstr(&b, toks[i].s, (size_t)toks[i].len);
+				qtk_buf_puts(&b, ", \"lstrip\": false, \"normalized\": false, \"rstrip\": false, "
+						 "\"single_word\": false, \"special\": false}");
+				f2 = false;
+			}
+			qtk_buf_puts(&b, "\n  }");
+		}
+		qtk_free(types);
+		if (bos >= 0)
+			jtok(&b, &first, "bos_token", toks, bos);
+		if (eos >= 0)
+			jtok(&b, &first, "eos_token", toks, eos);
+		if (unk >= 0)
+			jtok(&b, &first, "unk_token", toks, unk);
+		if (pad >= 0)
+			jtok(&b, &first, "pad_token", toks, pad);
+		const qtk_kv *ct = qtk_kv_find(g, "tokenizer.chat_template");
+		if (ct && ct->val.type == QTK_V_STR) {
+			jkey(&b, &first, "chat_template");
+			jstr(&b, ct->val.v.str.s, (size_t)ct->val.v.str.len);
+		}
+		jkey(&b, &first, "clean_up_tokenization_spaces");
+		qtk_buf_puts(&b, "false");
+		jkey(&b, &first, "legacy");
+		qtk_buf_puts(&b, "true");
+		jkey(&b, &first, "model_max_length");
+		qtk_buf_printf(&b, "%lld", (long long)(p_ctx ? n_ctx : 2048));
+		jkey(&b, &first, "sp_model_kwargs");
+		qtk_buf_puts(&b, "{}");
+		jkey(&b, &first, "tokenizer_class");
+		qtk_buf_puts(&b, "\"LlamaTokenizer\"");
+		qtk_buf_puts(&b, "\n}\n");
+		if ((rc = put_blob(meta, "tokenizer_config.json", &b, err)))
+			goto fail;
+	} else if (bpe) {
+		if ((rc = bpe_gguf_tokenizer_json(g, &b, err))) {
+			qtk_buf_free(&b);
+			goto fail;
+		}
+		if ((rc = put_blob(meta, "tokenizer.json", &b, err)))
+			goto fail;
+		first = true;
+		int ab = g_bool(g, "tokenizer.ggml.add_bos_token");
+		if (ab >= 0) {
+			jkey(&b, &first, "add_bos_token");
+			qtk_buf_puts(&b, ab ? "true" : "false");
+		}
+		if (bos >= 0)
+			jtok(&b, &first, "bos_token", toks, bos);
+		if (eos >= 0)
+			jtok(&b, &first, "eos_token", toks, eos);
+		if (unk >= 0)
+			jtok(&b, &first, "unk_token", toks, unk);
+		if (pad >= 0)
+			jtok(&b, &first, "pad_token", toks, pad);
+		const qtk_kv *ct = qtk_kv_find(g, "tokenizer.chat_template");
+		if (ct && ct->val.type == QTK_V_STR) {
+			jkey(&b, &first, "chat_template");
+			jstr(&b, ct->val.v.str.s, (size_t)ct->val.v.str.len);
+		}
+		jkey(&b, &first, "clean_up_tokenization_spaces");
+		qtk_buf_puts(&b, "false");
+		jkey(&b, &first, "model_max_length");
+		qtk_buf_printf(&b, "%lld", (long long)(p_ctx ? n_ctx : 2048));
+		jkey(&b, &first, "tokenizer_class");
+		qtk_buf_puts(&b, arch == ARCH_QWEN2 ? "\"Qwen2Tokenizer\"" : "\"PreTrainedTokenizerFast\"");
+		qtk_buf_puts(&b, "\n}\n");
+		if ((rc = put_blob(meta, "tokenizer_config.json", &b, err)))
+			goto fail;
+	} else {
+		snprintf(m->warn, sizeof m->warn, "the GGUF has no %s vocabulary: no tokenizer files written",
+			 tmodel ? "supported" : "");
+	}
+	if (spm || bpe) {
+		first = true;
+		if (bos >= 0)
+			jtok(&b, &first, "bos_token", toks, bos);
+		if (eos >= 0)
+			jtok(&b, &first, "eos_token", toks, eos);
+		if (unk >= 0)
+			jtok(&b, &first, "unk_token", toks, unk);
+		if (pad >= 0)
+			jtok(&b, &first, "pad_token", toks, pad);
+		qtk_buf_puts(&b, first ? "{}\n" : "\n}\n");
+		if ((rc = put_blob(meta, "special_tokens_map.json", &b, err)))
+			goto fail;
+	}
+	*mapp = m;
+	return 0;
+fail:
+	hfmap_free(m);
+	return rc;
+}

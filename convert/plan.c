@@ -1,0 +1,556 @@
+/* plan.c - qconvert's plan: what each tensor becomes, and the output's metadata. */
+#include "cli.h"
+#include "convert.h"
+#include "decode.h"
+#include "dequant.h"
+#include "imatrix.h"
+#include "quant.h"
+#include <stdlib.h>
+#include <string.h>
+
+/* Target layouts: keep; f32/f16/bf16; ggml types (lower case); llama.cpp's
+ * mixes (upper case: Q4_K_M is a mix, q4_k a single type). */
+int conv_parse_target(const char *s, conv_target *t)
+{
+	if (!qtk_strcasecmp(s, "keep")) {
+		t->kind = TGT_KEEP;
+		return 0;
+	}
+	t->ftype = -1;
+	t->gptq_version = 0;
+	static const struct { const char *name; target_kind kind; int version; } named[] = {
+		{"awq", TGT_AWQ, 0}, {"gptq", TGT_GPTQ, 0}, {"gptq-v1", TGT_GPTQ, 1},
+		{"gptq-v2", TGT_GPTQ, 2}, {"auto-exact", TGT_AUTO_EXACT, 0},
+	};
+	for (size_t i = 0; i < sizeof named / sizeof *named; i++)
+		if (!qtk_strcasecmp(s, named[i].name)) {
+			t->kind = named[i].kind;
+			t->gptq_version = named[i].version;
+			return 0;
+		}
+	if (!mix_lookup(s, &t->type, &t->ftype)) {
+		t->kind = TGT_MIX;
+		return 0;
+	}
+	static const unsigned types[] = {QTK_T_F32, QTK_T_F16, QTK_T_BF16, QTK_T_Q4_0, QTK_T_Q4_1, QTK_T_Q5_0,
+					 QTK_T_Q5_1, QTK_T_Q8_0, QTK_T_Q2_K, QTK_T_Q3_K, QTK_T_Q4_K, QTK_T_Q5_K,
+					 QTK_T_Q6_K, QTK_T_IQ4_NL, QTK_T_IQ4_XS};
+	for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
+		const qtk_type_info *ti = qtk_type(types[i]);
+		/* floats in any case; quant types in lower case (upper case names the mixes) */
+		bool match = ti->is_float ? !qtk_strcasecmp(s, ti->name) : (!qtk_strcasecmp(s, ti->name) && s[0] >= 'a');
+		if (match) {
+			t->kind = TGT_TYPE;
+			t->type = types[i];
+			t->ftype = mix_ftype_for_type(types[i]);
+			return 0;
+		}
+	}
+	return -1;
+}
+
+static bool is_int_dtype(unsigned type)
+{
+	switch (type) {
+	case QTK_T_I8: case QTK_T_I16: case QTK_T_I32: case QTK_T_I64:
+	case QTK_DT_BOOL: case QTK_DT_U8: case QTK_DT_U16: case QTK_DT_U32: case QTK_DT_U64:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static int value_to_string(const qtk_value *v, char *buf, size_t n)
+{
+	switch (v->type) {
+	case QTK_V_U8: case QTK_V_U16: case QTK_V_U32: case QTK_V_U64:
+		snprintf(buf, n, "%llu", (unsigned long long)v->v.u);
+		return 0;
+	case QTK_V_I8: case QTK_V_I16: case QTK_V_I32: case QTK_V_I64:
+		snprintf(buf, n, "%lld", (long long)v->v.i);
+		return 0;
+	case QTK_V_BOOL:
+		snprintf(buf, n, "%s", v->v.u ? "true" : "false");
+		return 0;
+	case QTK_V_F32: case QTK_V_F64:
+		snprintf(buf, n, "%.17g", v->v.f);
+		return 0;
+	default:
+		return -1;
+	}
+}
+
+/* Apply --set KEY=VALUE: keeps the key's numeric type when it has one. */
+static int apply_set(qtk_model *d, const char *kv, qtk_err *err)
+{
+	const char *eq = strchr(kv, '=');
+	char *key = qtk_strndup(kv, (size_t)(eq - kv));
+	if (!key)
+		return qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");
+	const char *val = eq + 1;
+	qtk_kv *cur = (qtk_kv *)qtk_kv_find(d, key);
+	int rc = 0;
+	if (cur && cur->val.type != QTK_V_STR && cur->val.type != QTK_V_ARR) {
+		qtk_value *v = &cur->val;
+		char *end = NULL;
+		if (v->type == QTK_V_BOOL) {
+			if (strcmp(val, "true") && strcmp(val, "false") && strcmp(val, "1") && strcmp(val, "0"))
+				rc = qtk_err_set(err, QTK_E_USAGE, NULL, -1, key, "--set: expected true or false");
+			else
+				v->v.u = !strcmp(val, "true") || !strcmp(val, "1");
+		} else if (v->type == QTK_V_F32 || v->type == QTK_V_F64) {
+			double x = strtod(val, &end);
+			if (end == val || *end)
+				rc = qtk_err_set(err, QTK_E_USAGE, NULL, -1, key, "--set: expected a number, not '%s'", val);
+			else
+				v->v.f = v->type == QTK_V_F32 ? (double)(float)x : x;
+		} else {
+			bool neg = val[0] == '-';
+			uint64_t u;
+			if (!qtk_parse_u64(val + neg, &u) || (neg && u > (uint64_t)INT64_MAX))
+				rc = qtk_err_set(err, QTK_E_USAGE, NULL, -1, key, "--set: expected an integer, not '%s'", val);
+			else if (v->type == QTK_V_U8 || v->type == QTK_V_U16 || v->type == QTK_V_U32 ||
+				 v->type == QTK_V_U64) {
+				uint64_t max = v->type == QTK_V_U8 ? 0xff : v->type == QTK_V_U16 ? 0xffff
+					     : v->type == QTK_V_U32 ? 0xffffffffu : UINT64_MAX;
+				if (neg || u > max)
+					rc = qtk_err_set(err, QTK_E_USAGE, NULL, -1, key, "--set: %s out of range", val);
+				else
+					v->v.u = u;
+			} else {
+				v->v.i = neg ? -(int64_t)u : (int64_t)u;
+			}
+		}
+	} else {
+		rc = qtk_model_set_kv_str(d, key, val);
+		if (rc)
+			rc = qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");
+	}
+	qtk_free(key);
+	return rc;
+}
+
+/* The output's metadata: the source's, fitted to the output container. */
+int conv_build_meta(qtk_model *in, const conv_opts *o, qtk_model *d, qtk_err *err)
+{
+	bool strings_only = o->out_kind != QTK_OUT_GGUF;
+	for (size_t i = 0; i < in->nkv; i++) {
+		const qtk_kv *kv = &in->kv[i];
+		if (!strncmp(kv->key, "split.", 6))
+			continue;
+		if (strings_only && kv->val.type != QTK_V_STR) {
+			char buf[64];
+			if (value_to_string(&kv->val, buf, sizeof buf)) {
+				cli_verbose("%s: metadata '%s' (%s) has no place in %s output; dropped", in->path, kv->key,
+					    qtk_value_type_name(kv->val.type), o->output);
+				continue;
+			}
+			if (qtk_model_set_kv_str(d, kv->key, buf))
+				return qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");
+			continue;
+		}
+		qtk_kv *n = qtk_model_add_kv(d, kv->key);
+		if (!n || qtk_value_copy(&n->val, &kv->val))
+			return qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");
+	}
+	if (o->out_kind == QTK_OUT_HF)
+		for (size_t i = 0; i < in->nblobs; i++)
+			if (qtk_model_add_blob(d, in->blobs[i].name, in->blobs[i].data, in->blobs[i].len))
+				return qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");
+	if (o->out_kind == QTK_OUT_GGUF && o->target.kind != TGT_KEEP && o->target.ftype >= 0) {
+		/* llama_ftype (llama.h), as llama-quantize writes it */
+		uint64_t ft = (uint64_t)o->target.ftype;
+		qtk_kv *kv = (qtk_kv *)qtk_kv_find(d, "general.file_type");
+		if (!kv && (kv = qtk_model_add_kv(d, "general.file_type")) == NULL)
+			return qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");
+		qtk_value_free(&kv->val);
+		kv->val.type = QTK_V_U32;
+		kv->val.v.u = ft;
+		if (!qtk_type(o->target.type)->is_float) {
+			kv = (qtk_kv *)qtk_kv_find(d, "general.quantization_version");
+			if (!kv && (kv = qtk_model_add_kv(d, "general.quantization_version")) == NULL)
+				return qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");
+			qtk_value_free(&kv->val);
+			kv->val.type = QTK_V_U32;
+			kv->val.v.u = 2; /* GGML_QNT_VERSION */
+		}
+	}
+	for (int i = 0; i < o->nsets; i++) {
+		int rc = apply_set(d, o->sets[i], err);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+
+/* ---- output descriptions -------------------------------------------------- */
+
+static void set_part(qtk_part *p, const char *role, unsigned type, int ndim, uint64_t d0, uint64_t d1)
+{
+	memset(p, 0, sizeof *p);
+	snprintf(p->role, sizeof p->role, "%s", role);
+	p->type = type;
+	p->ndim = ndim;
+	p->shape[0] = d0;
+	p->shape[1] = d1;
+	uint64_t n = ndim == 1 ? d0 : d0 * d1;
+	qtk_type_nbytes(type, n, &p->nbytes);
+}
+
+static int out_plain(qtk_tensor *o, const qtk_tensor *t, unsigned type)
+{
+	const qtk_type_info *ti = qtk_type(type);
+	memset(o, 0, sizeof *o);
+	o->name = t->name;
+	o->ndim = t->ndim;
+	memcpy(o->shape, t->shape, sizeof o->shape);
+	o->layout.kind = QTK_LAYOUT_PLAIN;
+	o->layout.type = type;
+	o->layout.bits = ti->code_bits;
+	o->layout.group_size = ti->group;
+	o->nparts = 1;
+	qtk_part *q = &o->parts[0];
+	q->type = type;
+	q->ndim = t->ndim;
+	memcpy(q->shape, t->shape, sizeof q->shape);
+	if (qtk_type_nbytes(type, t->n_params, &q->nbytes))
+		return -1;
+	qtk_tensor_finish(o);
+	return 0;
+}
+
+static void out_awq(qtk_tensor *o, const qtk_tensor *t, uint32_t group)
+{
+	uint64_t out = t->shape[0], in = t->shape[1];
+	memset(o, 0, sizeof *o);
+	o->name = t->name;
+	o->ndim = 2;
+	o->shape[0] = out;
+	o->shape[1] = in;
+	o->layout = (qtk_layout){.kind = QTK_LAYOUT_AWQ, .bits = 4, .group_size = group};
+	o->nparts = 3;
+	set_part(&o->parts[0], "qweight", QTK_T_I32, 2, in, out / 8);
+	set_part(&o->parts[1], "qzeros", QTK_T_I32, 2, in / group, out / 8);
+	set_part(&o->parts[2], "scales", QTK_T_F16, 2, in / group, out);
+	qtk_tensor_finish(o);
+}
+
+static void out_gptq(qtk_tensor *o, const qtk_tensor *t, uint32_t group, uint32_t ngroups, unsigned bits, int version,
+		     bool sym, bool act_order)
+{
+	uint64_t out = t->shape[0], in = t->shape[1];
+	memset(o, 0, sizeof *o);
+	o->name = t->name;
+	o->ndim = 2;
+	o->shape[0] = out;
+	o->shape[1] = in;
+	o->layout = (qtk_layout){.kind = QTK_LAYOUT_GPTQ, .bits = (uint8_t)bits, .group_size = group,
+				 .gptq_version = (uint8_t)version, .sym = sym, .act_order = act_order};
+	o->nparts = 4;
+	set_part(&o->parts[0], "qweight", QTK_T_I32, 2, in * bits / 32, out);
+	set_part(&o->parts[1], "qzeros", QTK_T_I32, 2, ngroups, out * bits / 32);
+	set_part(&o->parts[2], "scales", QTK_T_F16, 2, ngroups, out);
+	set_part(&o->parts[3], "g_idx", QTK_T_I32, 1, in, 0);
+	qtk_tensor_finish(o);
+}
+
+/* ---- what the source holds as integer groups ----------------------------- */
+
+typedef struct src_groups {
+	bool ok;           /* the source is group-quantized integers */
+	unsigned bits;
+	uint32_t group, ngroups;
+	bool sym, act_order;
+	bool zero0;        /* some zero is 0: GPTQ v1 cannot store it */
+	bool zero_top;     /* some zero is 2^bits (a wrapped v1 zero): only v1 stores it */
+} src_groups;
+
+/* Scan a packed zero tensor (LSB-first fields of `bits`) for 0 and for the top value. */
+static void scan_zeros(const uint8_t *z, uint64_t nfields, unsigned bits, int add, src_groups *sg)
+{
+	for (uint64_t f = 0; f < nfields; f++) {
+		uint64_t pos = f * bits;
+		uint64_t v = 0;
+		for (unsigned b = 0; b < bits; b++)
+			v |= (uint64_t)((z[(pos + b) / 8] >> ((pos + b) % 8)) & 1) << b;
+		int zz = (int)v + add;
+		if (zz == 0)
+			sg->zero0 = true;
+		if (zz == 1 << bits)
+			sg->zero_top = true;
+	}
+}
+
+static int probe_groups(qtk_model *in, const qtk_tensor *t, src_groups *sg)
+{
+	memset(sg, 0, sizeof *sg);
+	const qtk_layout *l = &t->layout;
+	if (l->kind == QTK_LAYOUT_AWQ || l->kind == QTK_LAYOUT_GPTQ) {
+		sg->ok = true;
+		sg->bits = l->bits;
+		sg->group = l->group_size;
+		sg->ngroups = (uint32_t)t->parts[2].shape[0];
+		sg->sym = l->sym;
+		sg->act_order = l->act_order;
+		uint8_t *z;
+		if (qtk_read_part_alloc(in, t, 1, &z))
+			return -1;
+		uint64_t fields = t->parts[1].nbytes * 8 / l->bits;
+		scan_zeros(z, fields, l->bits, l->kind == QTK_LAYOUT_GPTQ && l->gptq_version == 1 ? 1 : 0, sg);
+		qtk_free(z);
+		if (l->kind == QTK_LAYOUT_AWQ) { /* AWQ's nibble order does not matter for a scan */
+			sg->group = l->group_size;
+		}
+		return 0;
+	}
+	if (l->kind == QTK_LAYOUT_PLAIN && t->ndim == 2 && (l->type == QTK_T_Q4_0 || l->type == QTK_T_Q8_0)) {
+		sg->ok = true;
+		sg->bits = l->type == QTK_T_Q4_0 ? 4 : 8;
+		sg->group = 32;
+		sg->ngroups = (uint32_t)(t->shape[1] / 32);
+		sg->sym = true;
+	}
+	return 0;
+}
+
+/* Linear layers inside the transformer blocks: what AWQ/GPTQ quantize. */
+static bool is_block_linear(const qtk_tensor *t)
+{
+	return t->ndim == 2 && mix_quantizable(t) && (strstr(t->name, "blk.") || strstr(t->name, "layers."));
+}
+
+static int fail_dims(qtk_err *err, const qtk_tensor *t, const char *what, uint64_t v, uint64_t m)
+{
+	return qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "%s %llu is not a multiple of %llu", what,
+			   (unsigned long long)v, (unsigned long long)m);
+}
+
+/* AWQ/GPTQ targets. */
+static int plan_groups(qtk_model *in, const conv_opts *o, const qtk_tensor *t, plan *p, qtk_err *err)
+{
+	src_groups sg;
+	if (probe_groups(in, t, &sg)) {
+		*err = in->err;
+		return err->code;
+	}
+	bool awq = o->target.kind == TGT_AWQ;
+	unsigned bits = awq ? 4 : o->bits ? o->bits : sg.ok ? sg.bits : 4;
+	uint32_t group = o->group_size;
+	if (!group)
+		group = sg.ok && (!sg.act_order || !awq) ? sg.group
+		      : t->layout.kind == QTK_LAYOUT_PLAIN && qtk_type(t->layout.type) && qtk_type(t->layout.type)->is_quant ? 32
+											: 128;
+	uint64_t out = t->shape[0], inf = t->shape[1];
+	if (inf % group)
+		return fail_dims(err, t, "input features", inf, group);
+	if (awq && out % 8)
+		return fail_dims(err, t, "output features", out, 8);
+	if (!awq && (inf % 32 || (out * bits) % 32))
+		return fail_dims(err, t, "input features", inf, 32);
+	bool transcode = sg.ok && sg.bits == bits && (sg.group == group || sg.act_order) && !(awq && sg.act_order) &&
+			 (!o->sym || sg.sym);
+	p->method = M_GROUPS;
+	if (awq) {
+		out_awq(&p->out, t, group);
+		p->note = transcode ? "repack" : "requantize";
+		return 0;
+	}
+	int version = o->target.gptq_version; /* resolved for the whole model by conv_plan */
+	bool act = transcode && sg.act_order;
+	uint32_t ng = act ? sg.ngroups : (uint32_t)(inf / group);
+	out_gptq(&p->out, t, act ? sg.group : group, ng, bits, version, transcode ? sg.sym : o->sym, act);
+	p->note = !transcode ? "requantize" : (version == 1 && sg.zero0) || (version == 2 && sg.zero_top) ? "repack (zero out of range: inexact)" : "repack";
+	return 0;
+}
+
+/* Is this float tensor exactly representable in F16? (reads it) */
+static int fits_f16(qtk_model *in, const qtk_tensor *t, bool *fits)
+{
+	*fits = false;
+	if (!qtk_can_decode(t) || t->n_params > ((uint64_t)1 << 28))
+		return 0;
+	float *x = qtk_malloc((size_t)t->n_params * sizeof *x);
+	if (!x)
+		return QTK_E_IO;
+	int rc = qtk_decode_tensor(in, t, x);
+	if (!rc) {
+		*fits = true;
+		for (uint64_t i = 0; i < t->n_params && *fits; i++) {
+			float b = qtk_fp16_to_f32(qtk_f32_to_fp16(x[i]));
+			*fits = memcmp(&b, &x[i], 4) == 0;
+		}
+	}
+	qtk_free(x);
+	return rc;
+}
+
+static int cant_store(qtk_err *err, const qtk_model *in, const qtk_tensor *t)
+{
+	char lid[48];
+	qtk_layout_id(&t->layout, lid, sizeof lid);
+	return qtk_err_set(err, QTK_E_DATA, in->path, -1, t->name,
+			   "layout %s cannot be stored in GGUF; choose a layout with --to", lid);
+}
+
+static bool gguf_storable(const qtk_tensor *t)
+{
+	return t->layout.kind == QTK_LAYOUT_PLAIN && t->layout.type < QTK_GGML_MAX;
+}
+
+/* auto-exact: per tensor the smallest layout of the output container that holds the values exactly. */
+static int plan_auto_exact(qtk_model *in, const conv_opts *o, const qtk_tensor *t, plan *p, qtk_err *err)
+{
+	bool to_gguf = o->out_kind == QTK_OUT_GGUF;
+	p->note = "exact";
+	if (to_gguf && t->ndim <= 1 && t->layout.kind == QTK_LAYOUT_PLAIN && qtk_type(t->layout.type)->is_float &&
+	    t->layout.type != QTK_T_F32) {
+		p->method = M_ROWS; /* norms and biases are F32 in GGUF: a widening, always exact */
+		return out_plain(&p->out, t, QTK_T_F32) ? QTK_E_DATA : 0;
+	}
+	if (to_gguf ? gguf_storable(t) : t->layout.kind != QTK_LAYOUT_PLAIN || !qtk_type(t->layout.type)->is_quant) {
+		p->method = M_COPY; /* the source layout itself is the smallest exact one */
+		p->out = *t;
+		return 0;
+	}
+	src_groups sg;
+	if (probe_groups(in, t, &sg)) {
+		*err = in->err;
+		return err->code;
+	}
+	if (sg.ok && !sg.act_order) {
+		if (to_gguf) {
+			/* q4_0 holds q - z in [-8, 7]: symmetric 4-bit and any 2- or 3-bit; q5_0 any 4-bit;
+			 * q8_0 symmetric 8-bit */
+			unsigned ty = sg.bits < 4 || (sg.bits == 4 && sg.sym) ? QTK_T_Q4_0
+				    : sg.bits == 4 ? QTK_T_Q5_0 : sg.bits == 8 && sg.sym ? QTK_T_Q8_0 : 0;
+			if (ty && sg.group % 32 == 0 && t->shape[1] % 32 == 0) {
+				p->method = M_ROWS;
+				return out_plain(&p->out, t, ty) ? QTK_E_DATA : 0;
+			}
+		} else if (t->shape[1] % 32 == 0) {
+			p->method = M_GROUPS;
+			if (sg.bits == 4 && t->shape[0] % 8 == 0)
+				out_awq(&p->out, t, sg.group);
+			else
+				out_gptq(&p->out, t, sg.group, sg.ngroups, sg.bits, 2, sg.sym, false);
+			return 0;
+		}
+	}
+	bool f16 = false;
+	int rc = fits_f16(in, t, &f16);
+	if (rc)
+		return qtk_err_set(err, rc, in->path, -1, t->name, "cannot read the tensor");
+	p->method = M_ROWS;
+	return out_plain(&p->out, t, f16 ? QTK_T_F16 : QTK_T_F32) ? QTK_E_DATA : 0;
+}
+
+static int plan_tensor(qtk_model *in, const conv_opts *o, mix_state *ms, const qtk_imatrix *im, const qtk_tensor *t,
+		       plan *p, qtk_err *err)
+{
+	memset(p, 0, sizeof *p);
+	p->src = t;
+	p->method = M_COPY;
+	p->out = *t;
+	p->note = "exact";
+	bool to_gguf = o->out_kind == QTK_OUT_GGUF;
+	bool plain = t->layout.kind == QTK_LAYOUT_PLAIN;
+	if (o->target.kind == TGT_KEEP || (plain && is_int_dtype(t->layout.type)))
+		return to_gguf && !gguf_storable(t) ? cant_store(err, in, t) : 0;
+	if (o->target.kind == TGT_AUTO_EXACT)
+		return plan_auto_exact(in, o, t, p, err);
+	if (o->target.kind == TGT_AWQ || o->target.kind == TGT_GPTQ) {
+		if (to_gguf)
+			return qtk_err_set(err, QTK_E_USAGE, o->output, -1, NULL,
+					   "GGUF cannot hold AWQ or GPTQ layers; write a .safetensors file or a directory");
+		if (is_block_linear(t))
+			return plan_groups(in, o, t, p, err);
+		/* everything else stays float; quantized embeddings become F16 */
+		if (plain && qtk_type(t->layout.type)->is_float)
+			return 0;
+		p->method = M_ROWS;
+		p->note = "lossy";
+		return out_plain(&p->out, t, QTK_T_F16) ? qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "size overflows") : 0;
+	}
+	unsigned ty = o->target.type;
+	const qtk_type_info *ti = qtk_type(ty);
+	if (!ti->is_float) {
+		if (!mix_quantizable(t)) {
+			/* norms, biases and the like stay float: F32 in GGUF */
+			if (!to_gguf || (plain && t->layout.type == QTK_T_F32))
+				return to_gguf && !plain ? cant_store(err, in, t) : 0;
+			ty = QTK_T_F32;
+		} else if (o->target.kind == TGT_MIX) {
+			ty = mix_type(ms, t, ty, im != NULL);
+		} else {
+			ty = mix_fallback(t, ty);
+		}
+		if (!o->dry_run && !qtk_type(ty)->is_float && !qtk_quant_supported(ty))
+			return qtk_err_set(err, QTK_E_USAGE, in->path, -1, t->name, "no encoder for %s", qtk_type(ty)->name);
+	} else if (to_gguf && t->ndim <= 1 && ty != QTK_T_F32) {
+		ty = QTK_T_F32; /* norms and biases stay F32 in GGUF, as llama.cpp keeps them */
+	}
+	if (plain && t->layout.type == ty)
+		return 0;
+	if (!qtk_can_decode(t)) {
+		char lid[48];
+		qtk_layout_id(&t->layout, lid, sizeof lid);
+		return qtk_err_set(err, QTK_E_DATA, in->path, -1, t->name, "cannot decode layout %s", lid);
+	}
+	if (qtk_tensor_cols(t) % qtk_type(ty)->blck)
+		return qtk_err_set(err, QTK_E_DATA, in->path, -1, t->name, "row length %llu is not a multiple of the %s block",
+				   (unsigned long long)qtk_tensor_cols(t), qtk_type(ty)->name);
+	p->method = M_ROWS;
+	p->note = ty == QTK_T_F32 ? "exact" : "lossy";
+	if (im && !qtk_type(ty)->is_float)
+		p->imatrix = qtk_imatrix_get(im, t->name, qtk_tensor_cols(t));
+	return out_plain(&p->out, t, ty) ? qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "size overflows") : 0;
+}
+
+/* One quantization_config describes a whole HF model, so the GPTQ version
+ * is chosen for all layers at once: v1 (what most engines load) unless a
+ * repacked layer has a zero of 0, which only v2 can store. */
+static int resolve_gptq_version(qtk_model *in, conv_opts *o, qtk_err *err)
+{
+	bool zero0 = false, zero_top = false;
+	const char *who = NULL;
+	for (size_t i = 0; i < in->ntensors; i++) {
+		const qtk_tensor *t = &in->tensors[i];
+		src_groups sg;
+		if (!is_block_linear(t))
+			continue;
+		if (probe_groups(in, t, &sg)) {
+			*err = in->err;
+			return err->code;
+		}
+		if (!sg.ok || (o->bits && sg.bits != o->bits))
+			continue;
+		if (sg.zero0 && !who)
+			who = t->name;
+		zero0 |= sg.zero0;
+		zero_top |= sg.zero_top;
+	}
+	o->target.gptq_version = zero0 && !zero_top ? 2 : 1;
+	if (o->target.gptq_version == 2)
+		cli_warn("%s: a zero point is 0, which GPTQ v1 cannot store; writing GPTQ v2 (checkpoint_format gptq_v2)",
+			 who);
+	return 0;
+}
+
+int conv_plan(qtk_model *in, const conv_opts *opts, const void *imatrix, plan *plans, qtk_err *err)
+{
+	conv_opts o_resolved = *opts, *o = &o_resolved;
+	if (o->target.kind == TGT_GPTQ && !o->target.gptq_version) {
+		int rc = resolve_gptq_version(in, o, err);
+		if (rc)
+			return rc;
+	}
+	mix_state ms;
+	mix_init(&ms, in, o->target.ftype);
+	for (size_t i = 0; i < in->ntensors; i++) {
+		int rc = plan_tensor(in, o, &ms, imatrix, &in->tensors[i], &plans[i], err);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}

@@ -1,0 +1,34 @@
+/* qgroups.h - group-quantized integers (codes, zeros, fp16 scales) and the
+ * exact transcodes between AWQ, GPTQ and ggml's legacy blocks. */
+#ifndef QTK_QGROUPS_H
+#define QTK_QGROUPS_H
+#include "internal.h"
+
+/* Values decode as (q - z) * s, HF orientation: q [out][in], z and s [out][ngroups]. */
+typedef struct qgroups {
+	uint32_t out, in, group, ngroups;
+	unsigned bits;
+	uint8_t *q;
+	int16_t *z;     /* the zero the decoder subtracts (GPTQ v1: stored + 1) */
+	uint16_t *s;    /* fp16 bits */
+	int32_t *g_idx; /* group of each input; NULL means i / group */
+} qgroups;
+
+void qg_free(qgroups *g);
+uint32_t qg_group_of(const qgroups *g, uint32_t i);
+bool qg_act_order(const qgroups *g);
+/* Unpack. Return 0, or -1 on bad parameters / allocation failure / not representable. */
+int qg_from_awq(const uint32_t *qweight, const uint32_t *qzeros, const uint16_t *scales, uint32_t out, uint32_t in,
+		uint32_t group, qgroups *g);
+int qg_from_gptq(const uint32_t *qweight, const uint32_t *qzeros, const uint16_t *scales, const int32_t *g_idx,
+		 uint32_t out, uint32_t in, uint32_t group, uint32_t ngroups, unsigned bits, int version, qgroups *g);
+/* q4_0, q8_0, and q4_1 where every block's min is -z*d for an integer z; rows of in/32 blocks. */
+int qg_from_ggml(unsigned type, const uint8_t *src, uint32_t out, uint32_t in, qgroups *g);
+/* Pack. -1 when the target cannot hold the values (zero range, bits, act-order, code range). */
+int qg_to_awq(const qgroups *g, uint32_t *qweight, uint32_t *qzeros, uint16_t *scales);
+bool qg_gptq_storable(const qgroups *g, int version);
+/* wrap: write unstorable v1 zeros wrapped (as AutoGPTQ/AutoAWQ do; the result then decodes differently). */
+int qg_to_gptq(const qgroups *g, int version, bool wrap, uint32_t *qweight, uint32_t *qzeros, uint16_t *scales,
+	       int32_t *g_idx);
+int qg_to_ggml(const qgroups *g, unsigned type, uint32_t row0, uint32_t nrows, uint8_t *dst);
+#endif

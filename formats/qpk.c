@@ -1,0 +1,1856 @@
+/* qpk.c - QPK, qtk's packed-group container: reader and streaming writer.
+ *
+ * The byte layout, the digests and every validation rule are specified in
+ * formats/qpk.md; section numbers (§n) below refer to it. In short:
+ *
+ *   Header (128 bytes) | Metadata section | pad | Data section | Index section | Trailer (128 bytes)
+ *
+ * The index comes after the data so that a file is written in one pass
+ * through an append-only qtk_ofile; the fixed-size trailer at the end says
+ * where the index is. A part is stored as chunks of 2^Chunk_Log raw bytes,
+ * each either raw or one zstd frame, so that memory stays bounded while
+ * writing and reads have random access. Every section is SHA-256-checked;
+ * every part carries the SHA-256 of its raw bytes, verified whenever a part
+ * is read from its first byte to its last and by qtk_qpk_verify_tensor.
+ */
+#include "internal.h"
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zstd.h>
+
+#define QPK_MAJOR 1
+#define QPK_MINOR 0
+#define QPK_HEADER_SIZE 128u
+#define QPK_TRAILER_SIZE 128u
+#define QPK_DEFAULT_ALIGN 64u
+#define QPK_DEFAULT_CHUNK_LOG 22u  /* 4 MiB */
+#define QPK_MIN_CHUNK_LOG 16u
+#define QPK_MAX_CHUNK_LOG 26u
+#define QPK_CAP_META (2ull << 30)  /* raw metadata section */
+#define QPK_CAP_INDEX (1ull << 30) /* raw index section */
+#define QPK_CAP_BLOBS 4096u
+#define QPK_CAP_BLOB_NAME 255u
+#define QPK_RATIO 1024u            /* raw <= stored * 1024 + 1 MiB for zstd sections */
+#define QPK_RATIO_SLACK (1ull << 20)
+#define QPK_WINDOW_LOG_MAX 27
+#define QPK_ZSTD_LEVEL_META 3 /* metadata and index sections */
+#define QPK_ZSTD_LEVEL_DATA 1 /* tensor chunks: level 3's ratio on weights at 3x the speed */
+#define QPK_ZSTD_MAGIC 0xFD2FB528u
+
+enum { CODEC_RAW = 0, CODEC_ZSTD = 1 };
+enum { TF_SYM = 1, TF_ACT_ORDER = 2 };
+
+/* smallest encodings, used to bound counts by the bytes that follow */
+#define MIN_KV 14u     /* u64 key length, 1 byte key, u32 type, u8 value */
+#define MIN_BLOB 17u   /* u64 name length, 1 byte name, u64 data length */
+#define MIN_TENSOR 125u
+
+static const uint8_t qpk_magic[8] = {0x89, 'Q', 'P', 'K', '\r', '\n', 0x1a, '\n'};
+static const uint8_t qpk_end_magic[8] = {'Q', 'P', 'K', '_', 'E', 'N', 'D', '\n'};
+static const char tensor_tag[] = "qpk/v1/tensor"; /* hashed with its NUL */
+
+
+int qtk_qpk_verify_tensor(qtk_model *m, size_t i);
+
+/* ---- helpers shared by reader and writer --------------------------------- */
+
+static uint64_t align_up(uint64_t x, uint32_t a) { return (x + a - 1) / a * a; }
+
+static int sha256(const void *a, size_t an, const void *b, size_t bn, uint8_t out[32])
+{
+	EVP_MD_CTX *c = EVP_MD_CTX_new();
+	unsigned len = 0;
+	int ok = c && EVP_DigestInit_ex(c, EVP_sha256(), NULL) == 1 && EVP_DigestUpdate(c, a, an) == 1 &&
+		 (!bn || EVP_DigestUpdate(c, b, bn) == 1) && EVP_DigestFinal_ex(c, out, &len) == 1 && len == 32;
+	EVP_MD_CTX_free(c);
+	return ok ? 0 : QTK_E_IO;
+}
+
+static bool valid_codec(unsigned c) { return c == CODEC_RAW || c == CODEC_ZSTD; }
+
+/* Bytes of `n` elements of `type`; false on misfit or overflow. */
+static bool part_bytes(unsigned type, int ndim, const uint64_t *shape, uint64_t *out)
+{
+	uint64_t n = 1;
+	for (int d = 0; d < ndim; d++)
+		if (!qtk_mul_u64(n, shape[d], &n))
+			return false;
+	return qtk_type_nbytes(type, n, out) == 0;
+}
+
+static void fmt_shape(char *b, size_t n, int nd, const uint64_t *s)
+{
+	size_t k = (size_t)snprintf(b, n, "[");
+	for (int d = 0; d < nd && k < n; d++)
+		k += (size_t)snprintf(b + k, n - k, "%s%llu", d ? ", " : "", (unsigned long long)s[d]);
+	if (k < n)
+		snprintf(b + k, n - k, "]");
+}
+
+/* Part p of t must have role, type and shape (ndim dims in s). */
+static int want_part(const qtk_tensor *t, int p, const char *role, unsigned type, int nd, const uint64_t *s,
+		     char *why, size_t wn)
+{
+	const qtk_part *q = &t->parts[p];
+	if (strcmp(q->role, role) != 0) {
+		snprintf(why, wn, "part %d role '%.8s', expected '%s'", p, q->role, role);
+		return QTK_E_DATA;
+	}
+	if (q->type != type) {
+		snprintf(why, wn, "part '%s' type %s, expected %s", role,
+			 qtk_type(q->type) ? qtk_type(q->type)->upper : "?", qtk_type(type)->upper);
+		return QTK_E_DATA;
+	}
+	bool same = q->ndim == nd;
+	for (int d = 0; same && d < nd; d++)
+		same = q->shape[d] == s[d];
+	if (!same) {
+		char got[100], exp[100];
+		fmt_shape(got, sizeof got, q->ndim, q->shape);
+		fmt_shape(exp, sizeof exp, nd, s);
+		snprintf(why, wn, "part '%.8s' shape %.99s does not match the layout: expected %.99s", role, got, exp);
+		return QTK_E_DATA;
+	}
+	return 0;
+}
+
+static int bad_why(char *why, size_t wn, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int bad_why(char *why, size_t wn, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, wn, fmt, ap);
+	va_end(ap);
+	return QTK_E_DATA;
+}
+
+/* AWQ / GPTQ rules (§6.3, C.2 rows 39 and 40). */
+static int check_packed(const qtk_tensor *t, char *why, size_t wn)
+{
+	const qtk_layout *l = &t->layout;
+	bool awq = l->kind == QTK_LAYOUT_AWQ;
+	if (t->ndim != 2)
+		return bad_why(why, wn, "shape: %s layout needs 2 dimensions [out, in], not %d", awq ? "awq" : "gptq",
+			       t->ndim);
+	uint64_t out = t->shape[0], in = t->shape[1], g = l->group_size, b = l->bits;
+	if (b != 2 && b != 3 && b != 4 && b != 5 && b != 6 && b != 8)
+		return bad_why(why, wn, "bits %u is not one of 2, 3, 4, 5, 6, 8", l->bits);
+	if (awq && b != 4)
+		return bad_why(why, wn, "bits %u: awq (gemm) packing holds 4-bit codes only", l->bits);
+	if (g == 0 || in == 0 || in % g)
+		return bad_why(why, wn, "group_size %u does not divide in_features %llu", l->group_size,
+			       (unsigned long long)in);
+	if (out == 0 || out > (1ull << 40) || in > (1ull << 40))
+		return bad_why(why, wn, "shape [%llu, %llu] out of range", (unsigned long long)out,
+			       (unsigned long long)in);
+	uint64_t ng = in / g;
+	if (awq) {
+		if (l->act_order || l->gptq_version)
+			return bad_why(why, wn, "awq layout with act_order or gptq_version set");
+		if (out % 8)
+			return bad_why(why, wn, "shape: out_features %llu is not a multiple of 8", (unsigned long long)out);
+		if (t->nparts != 3)
+			return bad_why(why, wn, "nparts %d, awq has 3 (qweight, qzeros, scales)", t->nparts);
+		uint64_t s0[2] = {in, out / 8}, s1[2] = {ng, out / 8}, s2[2] = {ng, out};
+		int rc;
+		if ((rc = want_part(t, 0, "qweight", QTK_T_I32, 2, s0, why, wn)) ||
+		    (rc = want_part(t, 1, "qzeros", QTK_T_I32, 2, s1, why, wn)))
+			return rc;
+		return want_part(t, 2, "scales", QTK_T_F16, 2, s2, why, wn);
+	}
+	if (l->gptq_version != 1 && l->gptq_version != 2)
+		return bad_why(why, wn, "gptq_version %u is not 1 or 2", l->gptq_version);
+	if (in % 32 || (out * b) % 32)
+		return bad_why(why, wn, "shape [%llu, %llu] does not pack into 32-bit words at %llu bits",
+			       (unsigned long long)out, (unsigned long long)in, (unsigned long long)b);
+	if (t->nparts != 3 && t->nparts != 4)
+		return bad_why(why, wn, "nparts %d, gptq has 3 or 4 (qweight, qzeros, scales[, g_idx])", t->nparts);
+	if (t->nparts == 3 && l->act_order)
+		return bad_why(why, wn, "act_order set but the tensor has no g_idx part");
+	uint64_t s0[2] = {in * b / 32, out}, s1[2] = {ng, out * b / 32}, s2[2] = {ng, out}, s3[1] = {in};
+	int rc;
+	if ((rc = want_part(t, 0, "qweight", QTK_T_I32, 2, s0, why, wn)) ||
+	    (rc = want_part(t, 1, "qzeros", QTK_T_I32, 2, s1, why, wn)) ||
+	    (rc = want_part(t, 2, "scales", QTK_T_F16, 2, s2, why, wn)))
+		return rc;
+	return t->nparts == 4 ? want_part(t, 3, "g_idx", QTK_T_I32, 1, s3, why, wn) : 0;
+}
+
+/* Every structural rule on a tensor description (§6.3): ranks, types, part
+ * sizes against shapes, and the layout's parameters. 0 or QTK_E_DATA with
+ * the problem (naming the field) in why. */
+static int check_tensor(const qtk_tensor *t, char *why, size_t wn)
+{
+	const qtk_layout *l = &t->layout;
+	if (t->ndim < 0 || t->ndim > QTK_MAX_DIMS)
+		return bad_why(why, wn, "ndim %d out of range (0..%d)", t->ndim, QTK_MAX_DIMS);
+	uint64_t n = 1;
+	for (int d = 0; d < t->ndim; d++)
+		if (t->shape[d] >= (1ull << 63) || !qtk_mul_u64(n, t->shape[d], &n))
+			return bad_why(why, wn, "shape: element count overflows");
+	if (!qtk_type(l->type))
+		return bad_why(why, wn, "storage type %u is unknown", l->type);
+	if (t->nparts < 1 || t->nparts > QTK_MAX_PARTS)
+		return bad_why(why, wn, "nparts %d out of range (1..%d)", t->nparts, QTK_MAX_PARTS);
+	for (int p = 0; p < t->nparts; p++) {
+		const qtk_part *q = &t->parts[p];
+		uint64_t want;
+		if (q->ndim < 0 || q->ndim > QTK_MAX_DIMS)
+			return bad_why(why, wn, "part %d ndim %d out of range (0..%d)", p, q->ndim, QTK_MAX_DIMS);
+		if (!memchr(q->role, 0, sizeof q->role))
+			return bad_why(why, wn, "part %d role is not NUL-terminated", p);
+		if (!qtk_type(q->type))
+			return bad_why(why, wn, "part %d storage type %u is unknown", p, q->type);
+		for (int d = 0; d < q->ndim; d++)
+			if (q->shape[d] >= (1ull << 63))
+				return bad_why(why, wn, "part %d dimension %d is %llu", p, d, (unsigned long long)q->shape[d]);
+		if (!part_bytes(q->type, q->ndim, q->shape, &want))
+			return bad_why(why, wn, "part %d: element count does not fit whole %s blocks or overflows", p,
+				       qtk_type(q->type)->name);
+		if (want != q->nbytes)
+			return bad_why(why, wn, "part %d ('%s') size %llu does not match its shape and type (%llu bytes)", p,
+				       q->role, (unsigned long long)q->nbytes, (unsigned long long)want);
+	}
+	switch (l->kind) {
+	case QTK_LAYOUT_PLAIN: {
+		if (t->nparts != 1)
+			return bad_why(why, wn, "nparts %d, a plain tensor has 1", t->nparts);
+		const qtk_type_info *ti = qtk_type(l->type);
+		if (t->ndim >= 1 && ti->blck > 1 && t->shape[t->ndim - 1] % ti->blck)
+			return bad_why(why, wn, "shape: row length %llu is not a multiple of the %s block size %u",
+				       (unsigned long long)t->shape[t->ndim - 1], ti->name, ti->blck);
+		return want_part(t, 0, "", l->type, t->ndim, t->shape, why, wn);
+	}
+	case QTK_LAYOUT_AWQ:
+	case QTK_LAYOUT_GPTQ:
+		return check_packed(t, why, wn);
+	}
+	return bad_why(why, wn, "layout kind %u is unknown", (unsigned)l->kind);
+}
+
+/* Streaming check of g_idx values (C.2 row 41, §6.4): each value is a group
+ * index; without act-order it is exactly i / group; with act-order every
+ * group has exactly group_size members (counted in cnt). */
+typedef struct gchk {
+	uint64_t i, ngroups;
+	uint32_t group;
+	bool act;
+	uint32_t *cnt;
+} gchk;
+
+static int gchk_feed(gchk *g, const uint8_t *b, size_t n, char *why, size_t wn)
+{
+	for (size_t k = 0; k + 4 <= n; k += 4, g->i++) {
+		int32_t v = (int32_t)qtk_rd32(b + k);
+		if (v < 0 || (uint64_t)v >= g->ngroups)
+			return bad_why(why, wn, "g_idx[%llu] = %d is outside [0, %llu)", (unsigned long long)g->i, v,
+				       (unsigned long long)g->ngroups);
+		if (!g->act && (uint64_t)v != g->i / g->group)
+			return bad_why(why, wn, "g_idx[%llu] = %d but act_order is not set (expected %llu)",
+				       (unsigned long long)g->i, v, (unsigned long long)(g->i / g->group));
+		if (g->act && ++g->cnt[v] > g->group)
+			return bad_why(why, wn, "g_idx is not a group map: group %d has more than %u members", v,
+				       g->group);
+	}
+	return 0;
+}
+
+static int gchk_init(gchk *g, const qtk_tensor *t)
+{
+	memset(g, 0, sizeof *g);
+	g->group = t->layout.group_size;
+	g->ngroups = t->shape[1] / g->group;
+	g->act = t->layout.act_order;
+	if (g->act && !(g->cnt = qtk_calloc((size_t)g->ngroups, sizeof *g->cnt)))
+		return QTK_E_IO;
+	return 0;
+}
+
+/* ---- reader: a bounded cursor over a section held in memory --------------- */
+
+typedef struct rd {
+	qtk_model *m;
+	const char *path;
+	uint64_t size;
+	uint64_t meta_bytes; /* metadata bytes held (QTK_CAP_META_TOTAL) */
+} rd;
+
+typedef struct mc {
+	rd *r;
+	const uint8_t *p;
+	uint64_t n, pos;
+	uint64_t base;    /* file offset of the section */
+	bool z;           /* decompressed: positions are not file offsets */
+	const char *sect; /* "metadata", "index" */
+} mc;
+
+static int cerr(mc *c, uint64_t pos, const char *subject, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int cerr(mc *c, uint64_t pos, const char *subject, const char *fmt, ...)
+{
+	char msg[400];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	if (c->z)
+		return qtk_err_set(&c->r->m->err, QTK_E_DATA, c->r->path, (int64_t)c->base, subject,
+				   "%s (at 0x%llx in the decompressed %s section)", msg, (unsigned long long)pos, c->sect);
+	return qtk_err_set(&c->r->m->err, QTK_E_DATA, c->r->path, (int64_t)(c->base + pos), subject, "%s", msg);
+}
+
+static int oom(rd *r) { return qtk_err_set(&r->m->err, QTK_E_IO, r->path, -1, NULL, "out of memory"); }
+
+static uint64_t mc_left(const mc *c) { return c->n - c->pos; }
+
+static const uint8_t *mc_take(mc *c, uint64_t n, const char *field, const char *subject)
+{
+	if (n > mc_left(c)) {
+		cerr(c, c->pos, subject, "truncated: need %llu bytes for %s, the %s section ends %llu bytes later",
+		     (unsigned long long)n, field, c->sect, (unsigned long long)mc_left(c));
+		return NULL;
+	}
+	const uint8_t *p = c->p + c->pos;
+	c->pos += n;
+	return p;
+}
+
+static int mc_u8(mc *c, uint8_t *v, const char *f, const char *s)
+{
+	const uint8_t *p = mc_take(c, 1, f, s);
+	if (p)
+		*v = p[0];
+	return p ? 0 : QTK_E_DATA;
+}
+static int mc_u32(mc *c, uint32_t *v, const char *f, const char *s)
+{
+	const uint8_t *p = mc_take(c, 4, f, s);
+	if (p)
+		*v = qtk_rd32(p);
+	return p ? 0 : QTK_E_DATA;
+}
+static int mc_u64(mc *c, uint64_t *v, const char *f, const char *s)
+{
+	const uint8_t *p = mc_take(c, 8, f, s);
+	if (p)
+		*v = qtk_rd64(p);
+	return p ? 0 : QTK_E_DATA;
+}
+
+/* A length-prefixed byte string (§3.2): checks the length against cap and
+ * the bytes left; *s points into the section (not NUL-terminated). */
+static int mc_str(mc *c, uint64_t cap, const char *field, const char *subject, const uint8_t **s, uint64_t *len)
+{
+	uint64_t at = c->pos;
+	int rc = mc_u64(c, len, field, subject);
+	if (rc)
+		return rc;
+	if (*len > cap)
+		return cerr(c, at, subject, "%s length %llu exceeds the limit of %llu", field, (unsigned long long)*len,
+			    (unsigned long long)cap);
+	if (*len > mc_left(c))
+		return cerr(c, at, subject, "%s length %llu exceeds the %llu bytes left in the %s section", field,
+			    (unsigned long long)*len, (unsigned long long)mc_left(c), c->sect);
+	*s = mc_take(c, *len, field, subject);
+	return 0;
+}
+
+static int hold(mc *c, uint64_t at, uint64_t n, const char *subject)
+{
+	if (!qtk_add_u64(c->r->meta_bytes, n, &c->r->meta_bytes) || c->r->meta_bytes > QTK_CAP_META_TOTAL)
+		return cerr(c, at, subject, "metadata exceeds the limit of %llu bytes",
+			    (unsigned long long)QTK_CAP_META_TOTAL);
+	return 0;
+}
+
+static int mc_qstr(mc *c, uint64_t cap, const char *field, const char *subject, qtk_str *out)
+{
+	const uint8_t *s;
+	uint64_t len, at = c->pos;
+	int rc = mc_str(c, cap, field, subject, &s, &len);
+	if (rc || (rc = hold(c, at, len, subject)))
+		return rc;
+	out->s = qtk_strndup((const char *)s, (size_t)len);
+	out->len = len;
+	return out->s ? 0 : oom(c->r);
+}
+
+/* ---- reader: metadata section (§5) --------------------------------------- */
+
+static int read_scalar(mc *c, unsigned type, qtk_value *v, const char *key)
+{
+	uint64_t at = c->pos;
+	const uint8_t *b = mc_take(c, qtk_value_size(type), "value", key);
+	if (!b)
+		return QTK_E_DATA;
+	v->type = (uint8_t)type;
+	switch (type) {
+	case QTK_V_U8: v->v.u = b[0]; break;
+	case QTK_V_I8: v->v.i = (int8_t)b[0]; break;
+	case QTK_V_U16: v->v.u = qtk_rd16(b); break;
+	case QTK_V_I16: v->v.i = (int16_t)qtk_rd16(b); break;
+	case QTK_V_U32: v->v.u = qtk_rd32(b); break;
+	case QTK_V_I32: v->v.i = (int32_t)qtk_rd32(b); break;
+	case QTK_V_U64: v->v.u = qtk_rd64(b); break;
+	case QTK_V_I64: v->v.i = (int64_t)qtk_rd64(b); break;
+	case QTK_V_F32: {
+		uint32_t u = qtk_rd32(b);
+		float f;
+		memcpy(&f, &u, 4);
+		v->v.f = f;
+		break;
+	}
+	case QTK_V_F64: {
+		uint64_t u = qtk_rd64(b);
+		memcpy(&v->v.f, &u, 8);
+		break;
+	}
+	default: /* QTK_V_BOOL */
+		if (b[0] > 1)
+			return cerr(c, at, key, "bool value is %u, not 0 or 1", b[0]);
+		v->v.u = b[0];
+	}
+	return 0;
+}
+
+static int read_array(mc *c, qtk_value *v, const char *key)
+{
+	uint64_t at = c->pos, n;
+	uint32_t et;
+	int rc;
+	if ((rc = mc_u32(c, &et, "array element type", key)) || (rc = mc_u64(c, &n, "array length", key)))
+		return rc;
+	if (et >= QTK_V_MAX)
+		return cerr(c, at, key, "unknown array element type %u", et);
+	if (et == QTK_V_ARR)
+		return cerr(c, at, key, "nested arrays are not supported");
+	uint64_t esz = et == QTK_V_STR ? 8 : qtk_value_size(et), need;
+	if (n > QTK_CAP_ARRAY || !qtk_mul_u64(n, esz, &need) || need > mc_left(c))
+		return cerr(c, at + 4, key, "array length %llu exceeds the %llu bytes left in the %s section",
+			    (unsigned long long)n, (unsigned long long)mc_left(c), c->sect);
+	v->type = QTK_V_ARR;
+	v->elem = (uint8_t)et;
+	if (et == QTK_V_STR) {
+		qtk_str *s = qtk_calloc((size_t)n ? (size_t)n : 1, sizeof *s);
+		if (!s)
+			return oom(c->r);
+		v->arr = s;
+		for (uint64_t i = 0; i < n; i++) {
+			if ((rc = mc_qstr(c, QTK_CAP_STR, "array string", key, &s[i])))
+				return rc;
+			v->n = i + 1; /* qtk_value_free frees what was read */
+		}
+		return 0;
+	}
+	if ((rc = hold(c, at, need, key)))
+		return rc;
+	if (!(v->arr = qtk_malloc((size_t)need ? (size_t)need : 1)))
+		return oom(c->r);
+	v->n = n;
+	uint64_t data_at = c->pos;
+	memcpy(v->arr, mc_take(c, need, "array data", key), (size_t)need);
+	if (et == QTK_V_BOOL)
+		for (uint64_t i = 0; i < n; i++)
+			if (((uint8_t *)v->arr)[i] > 1)
+				return cerr(c, data_at + i, key, "bool array element %llu is %u, not 0 or 1",
+					    (unsigned long long)i, ((uint8_t *)v->arr)[i]);
+	return 0;
+}
+
+static int read_value(mc *c, qtk_value *v, const char *key)
+{
+	uint64_t at = c->pos;
+	uint32_t type;
+	int rc = mc_u32(c, &type, "value type", key);
+	if (rc)
+		return rc;
+	if (type >= QTK_V_MAX)
+		return cerr(c, at, key, "unknown value type %u", type);
+	if (type == QTK_V_STR) {
+		v->type = QTK_V_STR;
+		return mc_qstr(c, QTK_CAP_STR, "string", key, &v->v.str);
+	}
+	return type == QTK_V_ARR ? read_array(c, v, key) : read_scalar(c, type, v, key);
+}
+
+/* Names (keys, tensor and blob names): 1..cap bytes of UTF-8 without NUL. */
+static bool name_ok(const uint8_t *s, uint64_t len)
+{
+	return len > 0 && !memchr(s, 0, (size_t)len) && qtk_utf8_valid((const char *)s, (size_t)len);
+}
+
+/* Blob names are plain file names (§5.3): no '/', '\\', leading '.'. */
+static bool blob_name_ok(const char *s, size_t len)
+{
+	return len > 0 && len <= QPK_CAP_BLOB_NAME && s[0] != '.' && !memchr(s, '/', len) &&
+	       !memchr(s, '\\', len) && !memchr(s, 0, len) && qtk_utf8_valid(s, len);
+}
+
+static int parse_kvs(mc *c)
+{
+	rd *r = c->r;
+	uint64_t at = c->pos, n;
+	int rc = mc_u64(c, &n, "kv count", NULL);
+	if (rc)
+		return rc;
+	if (n > QTK_CAP_KV || n > mc_left(c) / MIN_KV)
+		return cerr(c, at, NULL, "kv count %llu is impossible for the %llu bytes that follow",
+			    (unsigned long long)n, (unsigned long long)mc_left(c));
+	qtk_strset seen = {0};
+	for (uint64_t i = 0; i < n && !rc; i++) {
+		const uint8_t *k;
+		uint64_t klen;
+		at = c->pos;
+		if ((rc = mc_str(c, QTK_CAP_KEY, "key", NULL, &k, &klen)))
+			break;
+		if (!name_ok(k, klen)) {
+			rc = cerr(c, at, NULL, "key is empty, contains NUL or is not UTF-8");
+			break;
+		}
+		qtk_kv *kv = qtk_model_add_kv(r->m, "");
+		if (!kv) {
+			rc = oom(r);
+			break;
+		}
+		qtk_free(kv->key);
+		if (!(kv->key = qtk_strndup((const char *)k, (size_t)klen))) {
+			r->m->nkv--;
+			rc = oom(r);
+			break;
+		}
+		if ((rc = read_value(c, &kv->val, kv->key)))
+			break;
+		int added = qtk_strset_add(&seen, kv->key);
+		if (added < 0)
+			rc = oom(r);
+		else if (added == 0)
+			rc = cerr(c, at, kv->key, "duplicate key");
+	}
+	qtk_strset_free(&seen);
+	return rc;
+}
+
+static int parse_blobs(mc *c)
+{
+	rd *r = c->r;
+	uint64_t at = c->pos, n;
+	int rc = mc_u64(c, &n, "blob count", NULL);
+	if (rc)
+		return rc;
+	if (n > QPK_CAP_BLOBS || n > mc_left(c) / MIN_BLOB)
+		return cerr(c, at, NULL, "blob count %llu is impossible for the %llu bytes that follow (limit %u)",
+			    (unsigned long long)n, (unsigned long long)mc_left(c), QPK_CAP_BLOBS);
+	for (uint64_t i = 0; i < n; i++) {
+		const uint8_t *nm, *data;
+		uint64_t nlen, dlen;
+		at = c->pos;
+		if ((rc = mc_str(c, QPK_CAP_BLOB_NAME, "blob name", NULL, &nm, &nlen)))
+			return rc;
+		char name[QPK_CAP_BLOB_NAME + 1];
+		memcpy(name, nm, (size_t)nlen);
+		name[nlen] = 0;
+		if (!blob_name_ok((const char *)nm, (size_t)nlen))
+			return cerr(c, at, NULL, "blob name is not a plain file name");
+		if (qtk_blob_find(r->m, name))
+			return cerr(c, at, name, "duplicate blob name");
+		if ((rc = mc_str(c, QTK_CAP_BLOB, "blob data", name, &data, &dlen)))
+			return rc;
+		if (qtk_model_add_blob(r->m, name, data, (size_t)dlen))
+			return oom(r);
+	}
+	return 0;
+}
+
+static int parse_meta(mc *c)
+{
+	uint32_t src_align, reserved;
+	int rc;
+	if ((rc = mc_u32(c, &src_align, "source alignment", NULL)) || (rc = mc_u32(c, &reserved, "reserved", NULL)))
+		return rc;
+	if (reserved)
+		return cerr(c, 4, NULL, "reserved field is %u, not 0", reserved);
+	c->r->m->alignment = src_align;
+	if ((rc = parse_kvs(c)) || (rc = parse_blobs(c)))
+		return rc;
+	if (mc_left(c))
+		return cerr(c, c->pos, NULL, "%llu bytes of trailing garbage in the metadata section",
+			    (unsigned long long)mc_left(c));
+	return 0;
+}
+
+/* ---- reader: zstd frames (§4) --------------------------------------------- */
+
+/* Decode one zstd frame of exactly `raw` bytes from src[0..n) into dst.
+ * Enforces: one frame, declared content size == raw, content checksum on,
+ * no dictionary, window <= 2^27, no trailing bytes. why gets the problem. */
+static int unzstd(ZSTD_DCtx *dc, const uint8_t *src, size_t n, uint8_t *dst, size_t raw, char *why, size_t wn)
+{
+	if (n < 6 || qtk_rd32(src) != QPK_ZSTD_MAGIC)
+		return bad_why(why, wn, "not a zstd frame (bad frame magic)");
+	uint8_t fhd = src[4];
+	if (fhd & 3)
+		return bad_why(why, wn, "zstd frame needs a dictionary");
+	if (!(fhd & 4))
+		return bad_why(why, wn, "zstd frame has no content checksum");
+	unsigned long long cs = ZSTD_getFrameContentSize(src, n);
+	if (cs == ZSTD_CONTENTSIZE_UNKNOWN || cs == ZSTD_CONTENTSIZE_ERROR)
+		return bad_why(why, wn, "zstd frame does not declare its content size");
+	if (cs != raw)
+		return bad_why(why, wn, "zstd frame declares %llu bytes, the index says %zu", cs, raw);
+	size_t fs = ZSTD_findFrameCompressedSize(src, n);
+	if (ZSTD_isError(fs))
+		return bad_why(why, wn, "bad zstd frame: %s", ZSTD_getErrorName(fs));
+	if (fs != n)
+		return bad_why(why, wn, "%zu bytes of trailing garbage after the zstd frame", n - fs);
+	ZSTD_DCtx_reset(dc, ZSTD_reset_session_only);
+	ZSTD_inBuffer in = {src, n, 0};
+	ZSTD_outBuffer out = {dst, raw, 0};
+	for (;;) {
+		size_t in0 = in.pos, out0 = out.pos;
+		size_t ret = ZSTD_decompressStream(dc, &out, &in);
+		if (ZSTD_isError(ret))
+			return bad_why(why, wn, "zstd: %s", ZSTD_getErrorName(ret));
+		if (ret == 0)
+			break;
+		if (in.pos == in0 && out.pos == out0)
+			return bad_why(why, wn, "zstd frame is truncated or larger than declared");
+	}
+	if (out.pos != raw || in.pos != n)
+		return bad_why(why, wn, "zstd frame decodes to %zu bytes, expected %zu", out.pos, raw);
+	return 0;
+}
+
+static ZSTD_DCtx *new_dctx(void)
+{
+	ZSTD_DCtx *dc = ZSTD_createDCtx();
+	if (dc && ZSTD_isError(ZSTD_DCtx_setParameter(dc, ZSTD_d_windowLogMax, QPK_WINDOW_LOG_MAX))) {
+		ZSTD_freeDCtx(dc);
+		dc = NULL;
+	}
+	return dc;
+}
+
+/* ---- reader: state --------------------------------------------------------- */
+
+typedef struct qchunk {
+	uint64_t off, stored;
+	uint8_t codec;
+} qchunk;
+
+typedef struct qloc {
+	uint64_t chunk0;   /* first chunk in priv->chunks */
+	uint8_t sha[32];   /* SHA-256 of the part's raw bytes */
+} qloc;
+
+typedef struct qpk_priv {
+	uint32_t chunk_log;
+	uint64_t data_off, index_off;
+	qloc *loc;          /* ntensors * QTK_MAX_PARTS */
+	qchunk *chunks;
+	size_t nchunks, cap_chunks;
+	uint64_t cmax;      /* largest raw chunk of a zstd part */
+	uint8_t (*tsha)[32]; /* tensor digests */
+	size_t *by_off;     /* part keys (t * 4 + p) of non-empty parts sorted by offset */
+	size_t nby_off;
+	pthread_mutex_t mu;
+	bool mu_ok;
+	ZSTD_DCtx *dc;
+	uint8_t *zin;       /* compressed chunk staging */
+	size_t zin_cap;
+	uint8_t *dbuf;      /* last decompressed chunk */
+	size_t dcap;
+	size_t dchunk;      /* its index, SIZE_MAX when none */
+	/* sequential-read digest check */
+	EVP_MD_CTX *md;
+	size_t vkey;        /* part key being hashed, SIZE_MAX when none */
+	uint64_t vpos;
+} qpk_priv;
+
+/* ---- reader: index section (§6) -------------------------------------------- */
+
+static int parse_part_desc(mc *c, qtk_tensor *t, int p, qloc *loc, const char *subj)
+{
+	qtk_part *q = &t->parts[p];
+	const uint8_t *role = mc_take(c, 8, "part role", subj);
+	uint32_t type, nd;
+	uint64_t at = c->pos - 8;
+	int rc;
+	if (!role)
+		return QTK_E_DATA;
+	const uint8_t *nul = memchr(role, 0, 8);
+	if (!nul)
+		return cerr(c, at, subj, "part %d role is not NUL-terminated", p);
+	for (const uint8_t *z = nul; z < role + 8; z++)
+		if (*z)
+			return cerr(c, at, subj, "part %d role has bytes after its NUL", p);
+	memcpy(q->role, role, 8);
+	at = c->pos;
+	if ((rc = mc_u32(c, &type, "part type", subj)) || (rc = mc_u32(c, &nd, "part ndim", subj)))
+		return rc;
+	if (!qtk_type(type))
+		return cerr(c, at, subj, "part %d storage type %u is unknown", p, type);
+	if (nd > QTK_MAX_DIMS)
+		return cerr(c, at + 4, subj, "part %d ndim %u out of range (0..%d)", p, nd, QTK_MAX_DIMS);
+	q->type = type;
+	q->ndim = (int)nd;
+	for (uint32_t d = 0; d < nd; d++)
+		if ((rc = mc_u64(c, &q->shape[d], "part dimension", subj)))
+			return rc;
+	if ((rc = mc_u64(c, &q->nbytes, "part raw size", subj)))
+		return rc;
+	const uint8_t *sha = mc_take(c, 32, "part digest", subj);
+	if (!sha)
+		return QTK_E_DATA;
+	memcpy(loc->sha, sha, 32);
+	q->file = 0;
+	return 0;
+}
+
+/* Part location (§6.5): offset and chunk table; appends to pv->chunks. */
+static int parse_part_loc(mc *c, qpk_priv *pv, qtk_part *q, qloc *loc, const char *subj, uint32_t align)
+{
+	uint64_t at = c->pos, off, csz = 1ull << pv->chunk_log;
+	int rc = mc_u64(c, &off, "part offset", subj);
+	if (rc)
+		return rc;
+	if (off % align)
+		return cerr(c, at, subj, "part '%s' offset 0x%llx is not a multiple of the alignment %u", q->role,
+			    (unsigned long long)off, align);
+	if (off < pv->data_off || off > pv->index_off)
+		return cerr(c, at, subj, "part '%s' offset 0x%llx is outside the data section 0x%llx..0x%llx "
+			    "(offset beyond end of data)", q->role, (unsigned long long)off,
+			    (unsigned long long)pv->data_off, (unsigned long long)pv->index_off);
+	uint64_t nch = q->nbytes / csz + (q->nbytes % csz != 0);
+	if (nch > mc_left(c) / 16)
+		return cerr(c, c->pos, subj, "part '%s' needs %llu chunk entries, the index has %llu bytes left",
+			    q->role, (unsigned long long)nch, (unsigned long long)mc_left(c));
+	if (pv->nchunks + nch > pv->cap_chunks) {
+		size_t nc = pv->cap_chunks ? pv->cap_chunks : 64;
+		while (nc < pv->nchunks + nch)
+			nc *= 2;
+		qchunk *grown = qtk_realloc(pv->chunks, nc * sizeof *grown);
+		if (!grown)
+			return oom(c->r);
+		pv->chunks = grown;
+		pv->cap_chunks = nc;
+	}
+	qchunk *ch = pv->chunks;
+	loc->chunk0 = pv->nchunks;
+	q->offset = off;
+	uint64_t pos = off;
+	for (uint64_t i = 0; i < nch; i++) {
+		uint64_t raw = i + 1 < nch ? csz : q->nbytes - i * csz, stored;
+		at = c->pos;
+		const uint8_t *e = mc_take(c, 16, "chunk entry", subj);
+		if (!e)
+			return QTK_E_DATA;
+		stored = qtk_rd64(e);
+		uint8_t codec = e[8];
+		for (int k = 9; k < 16; k++)
+			if (e[k])
+				return cerr(c, at + 9, subj, "part '%s' chunk %llu: reserved bytes are not zero", q->role,
+					    (unsigned long long)i);
+		if (!valid_codec(codec))
+			return cerr(c, at + 8, subj, "part '%s' chunk %llu: unknown codec %u", q->role,
+				    (unsigned long long)i, codec);
+		if (codec == CODEC_RAW ? stored != raw : (stored == 0 || stored >= raw))
+			return cerr(c, at, subj, "part '%s' chunk %llu: stored size %llu is impossible for %llu raw bytes "
+				    "(codec %s)", q->role, (unsigned long long)i, (unsigned long long)stored,
+				    (unsigned long long)raw, codec ? "zstd" : "raw");
+		ch[pv->nchunks].off = pos;
+		ch[pv->nchunks].stored = stored;
+		ch[pv->nchunks].codec = codec;
+		pv->nchunks++;
+		if (codec == CODEC_ZSTD && raw > pv->cmax)
+			pv->cmax = raw;
+		if (!qtk_add_u64(pos, stored, &pos) || pos > pv->index_off)
+			return cerr(c, at, subj, "part '%s' offset beyond end of data: chunk %llu ends past the data "
+				    "section end 0x%llx", q->role, (unsigned long long)i,
+				    (unsigned long long)pv->index_off);
+	}
+	return 0;
+}
+
+static int parse_tensor(mc *c, qpk_priv *pv, qtk_strset *names, uint32_t align)
+{
+	rd *r = c->r;
+	uint64_t rec = c->pos, at = c->pos, nlen;
+	const uint8_t *nm;
+	int rc = mc_str(c, QTK_CAP_NAME, "tensor name", NULL, &nm, &nlen);
+	if (rc)
+		return rc;
+	if (!name_ok(nm, nlen))
+		return cerr(c, at, NULL, "tensor name is empty, contains NUL or is not UTF-8");
+	qtk_tensor *t = qtk_model_add_tensor(r->m, "");
+	if (!t)
+		return oom(r);
+	qtk_free(t->name);
+	if (!(t->name = qtk_strndup((const char *)nm, (size_t)nlen))) {
+		r->m->ntensors--;
+		return oom(r);
+	}
+	size_t ti = r->m->ntensors - 1;
+	char subj[96];
+	snprintf(subj, sizeof subj, "tensor '%.80s'", t->name);
+	int added = qtk_strset_add(names, t->name);
+	if (added < 0)
+		return oom(r);
+	if (added == 0)
+		return cerr(c, at, subj, "duplicate tensor name");
+	uint8_t kind, bits, gv, flags;
+	uint32_t type, group, nd, np;
+	at = c->pos;
+	if ((rc = mc_u8(c, &kind, "layout kind", subj)) || (rc = mc_u8(c, &bits, "bits", subj)) ||
+	    (rc = mc_u8(c, &gv, "gptq version", subj)) || (rc = mc_u8(c, &flags, "flags", subj)) ||
+	    (rc = mc_u32(c, &type, "storage type", subj)) || (rc = mc_u32(c, &group, "group size", subj)) ||
+	    (rc = mc_u32(c, &nd, "ndim", subj)) || (rc = mc_u32(c, &np, "nparts", subj)))
+		return rc;
+	if (kind > QTK_LAYOUT_GPTQ)
+		return cerr(c, at, subj, "layout kind %u is unknown", kind);
+	if (flags & ~(TF_SYM | TF_ACT_ORDER))
+		return cerr(c, at + 3, subj, "flags 0x%02x has unknown bits", flags);
+	if (nd > QTK_MAX_DIMS)
+		return cerr(c, at + 12, subj, "ndim %u out of range (0..%d)", nd, QTK_MAX_DIMS);
+	if (np < 1 || np > QTK_MAX_PARTS)
+		return cerr(c, at + 16, subj, "nparts %u out of range (1..%d)", np, QTK_MAX_PARTS);
+	t->layout.kind = (qtk_layout_kind)kind;
+	t->layout.bits = bits;
+	t->layout.gptq_version = gv;
+	t->layout.sym = flags & TF_SYM;
+	t->layout.act_order = (flags & TF_ACT_ORDER) != 0;
+	t->layout.type = type;
+	t->layout.group_size = group;
+	t->ndim = (int)nd;
+	t->nparts = (int)np;
+	for (uint32_t d = 0; d < nd; d++)
+		if ((rc = mc_u64(c, &t->shape[d], "dimension", subj)))
+			return rc;
+	qloc *loc = &pv->loc[ti * QTK_MAX_PARTS];
+	for (int p = 0; p < t->nparts; p++)
+		if ((rc = parse_part_desc(c, t, p, &loc[p], subj)))
+			return rc;
+	uint64_t desc_end = c->pos;
+	char why[300];
+	if (check_tensor(t, why, sizeof why))
+		return cerr(c, at, subj, "%s", why);
+	qtk_tensor_finish(t);
+	const uint8_t *tsha = mc_take(c, 32, "tensor digest", subj);
+	if (!tsha)
+		return QTK_E_DATA;
+	uint8_t calc[32];
+	if (sha256(tensor_tag, sizeof tensor_tag, c->p + rec, (size_t)(desc_end - rec), calc))
+		return oom(r);
+	if (memcmp(calc, tsha, 32) != 0)
+		return cerr(c, desc_end, subj, "tensor digest does not match the tensor's description");
+	memcpy(pv->tsha[ti], tsha, 32);
+	static const uint8_t empty_sha[32] = {
+		0xe3, 0xb0, 0xc4, 0x42, 0x98, 0xfc, 0x1c, 0x14, 0x9a, 0xfb, 0xf4, 0xc8, 0x99, 0x6f, 0xb9, 0x24,
+		0x27, 0xae, 0x41, 0xe4, 0x64, 0x9b, 0x93, 0x4c, 0xa4, 0x95, 0x99, 0x1b, 0x78, 0x52, 0xb8, 0x55};
+	for (int p = 0; p < t->nparts; p++) {
+		if (!t->parts[p].nbytes && memcmp(loc[p].sha, empty_sha, 32) != 0)
+			return cerr(c, rec, subj, "part %d digest mismatch: the part is empty", p);
+		if ((rc = parse_part_loc(c, pv, &t->parts[p], &loc[p], subj, align)))
+			return rc;
+	}
+	return 0;
+}
+
+typedef struct ext {
+	uint64_t off, end;
+	size_t key;
+} ext;
+
+static int cmp_ext(const void *a, const void *b)
+{
+	const ext *x = a, *y = b;
+	return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* Part extents must not overlap (§6.5); builds pv->by_off. */
+static int check_overlap(rd *r, qpk_priv *pv)
+{
+	qtk_model *m = r->m;
+	ext *e = qtk_calloc(m->ntensors * QTK_MAX_PARTS + 1, sizeof *e);
+	if (!e)
+		return oom(r);
+	size_t n = 0;
+	for (size_t i = 0; i < m->ntensors; i++)
+		for (int p = 0; p < m->tensors[i].nparts; p++) {
+			const qtk_part *q = &m->tensors[i].parts[p];
+			if (!q->nbytes)
+				continue;
+			const qloc *l = &pv->loc[i * QTK_MAX_PARTS + (size_t)p];
+			uint64_t nch = q->nbytes / (1ull << pv->chunk_log) + (q->nbytes % (1ull << pv->chunk_log) != 0);
+			e[n].off = q->offset;
+			e[n].end = pv->chunks[l->chunk0 + nch - 1].off + pv->chunks[l->chunk0 + nch - 1].stored;
+			e[n].key = i * QTK_MAX_PARTS + (size_t)p;
+			n++;
+		}
+	qsort(e, n, sizeof *e, cmp_ext);
+	int rc = 0;
+	for (size_t i = 1; i < n && !rc; i++)
+		if (e[i].off < e[i - 1].end) {
+			const qtk_tensor *a = &m->tensors[e[i].key / QTK_MAX_PARTS], *b = &m->tensors[e[i - 1].key / QTK_MAX_PARTS];
+			rc = qtk_err_set(&m->err, QTK_E_DATA, r->path, (int64_t)e[i].off, a->name,
+					 "part '%s' data 0x%llx..0x%llx overlaps part '%s' of tensor '%.200s'",
+					 a->parts[e[i].key % QTK_MAX_PARTS].role, (unsigned long long)e[i].off,
+					 (unsigned long long)e[i].end, b->parts[e[i - 1].key % QTK_MAX_PARTS].role, b->name);
+		}
+	if (!rc && !(pv->by_off = qtk_calloc(n + 1, sizeof *pv->by_off)))
+		rc = oom(r);
+	for (size_t i = 0; i < n && !rc; i++)
+		pv->by_off[i] = e[i].key;
+	pv->nby_off = n;
+	qtk_free(e);
+	return rc;
+}
+
+static int parse_index(mc *c, qpk_priv *pv, uint32_t align)
+{
+	rd *r = c->r;
+	uint64_t n;
+	int rc = mc_u64(c, &n, "tensor count", NULL);
+	if (rc)
+		return rc;
+	if (n > QTK_CAP_TENSORS || n > mc_left(c) / MIN_TENSOR)
+		return cerr(c, 0, NULL, "tensor count %llu is impossible for the %llu bytes that follow",
+			    (unsigned long long)n, (unsigned long long)mc_left(c));
+	pv->loc = qtk_calloc((size_t)n * QTK_MAX_PARTS + 1, sizeof *pv->loc);
+	pv->tsha = qtk_calloc((size_t)n + 1, sizeof *pv->tsha);
+	if (!pv->loc || !pv->tsha)
+		return oom(r);
+	qtk_strset names = {0};
+	for (uint64_t i = 0; i < n && !rc; i++)
+		rc = parse_tensor(c, pv, &names, align);
+	qtk_strset_free(&names);
+	if (!rc && mc_left(c))
+		rc = cerr(c, c->pos, NULL, "%llu bytes of trailing garbage in the index section",
+			  (unsigned long long)mc_left(c));
+	return rc;
+}
+
+/* ---- reader: open ------------------------------------------------------------ */
+
+static int qpk_probe(const uint8_t *h, size_t n, uint64_t size)
+{
+	(void)size;
+	if (n < 12 || memcmp(h, qpk_magic, 8) != 0)
+		return 0;
+	return qtk_rd16(h + 8) == QPK_MAJOR ? 100 : 90; /* open() reports the bad version */
+}
+
+static int ferr(rd *r, uint64_t off, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int ferr(rd *r, uint64_t off, const char *fmt, ...)
+{
+	char msg[400];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	return qtk_err_set(&r->m->err, QTK_E_DATA, r->path, (int64_t)off, NULL, "%s", msg);
+}
+
+static bool all_zero(const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i])
+			return false;
+	return true;
+}
+
+/* Load a section (§3.3): check its digest over the stored bytes, then
+ * decompress. *out is a new buffer of raw bytes. */
+static int load_section(rd *r, qpk_priv *pv, const char *name, uint64_t off, uint64_t stored, uint64_t raw,
+			unsigned codec, const uint8_t sha[32], uint8_t **out)
+{
+	*out = NULL;
+	uint8_t *s = qtk_malloc((size_t)stored ? (size_t)stored : 1), calc[32];
+	if (!s)
+		return oom(r);
+	int rc = qtk_pread_full(r->m->fds[0], r->path, s, (size_t)stored, off, &r->m->err);
+	if (!rc && sha256(s, (size_t)stored, NULL, 0, calc))
+		rc = oom(r);
+	if (!rc && memcmp(calc, sha, 32) != 0)
+		rc = ferr(r, off, "%s digest mismatch: the stored bytes do not hash to the SHA-256 the %s records", name,
+			  strcmp(name, "index") == 0 ? "trailer" : "header");
+	if (rc || codec == CODEC_RAW) {
+		if (rc)
+			qtk_free(s);
+		else
+			*out = s;
+		return rc;
+	}
+	uint8_t *d = qtk_malloc((size_t)raw ? (size_t)raw : 1);
+	char why[300];
+	if (!d || (!pv->dc && !(pv->dc = new_dctx())))
+		rc = oom(r);
+	else if (unzstd(pv->dc, s, (size_t)stored, d, (size_t)raw, why, sizeof why))
+		rc = ferr(r, off, "%s section: %s", name, why);
+	qtk_free(s);
+	if (rc)
+		qtk_free(d);
+	else
+		*out = d;
+	return rc;
+}
+
+/* Section size rules shared by metadata and index (§3.3). */
+static int check_section(rd *r, const char *name, uint64_t at, uint64_t stored, uint64_t raw, unsigned codec,
+			 uint64_t cap)
+{
+	if (!valid_codec(codec))
+		return ferr(r, at, "%s codec %u is unknown", name, codec);
+	if (raw > cap)
+		return ferr(r, at, "%s raw size %llu exceeds the limit of %llu", name, (unsigned long long)raw,
+			    (unsigned long long)cap);
+	if (codec == CODEC_RAW && stored != raw)
+		return ferr(r, at, "%s stored size %llu differs from its raw size %llu (codec raw)", name,
+			    (unsigned long long)stored, (unsigned long long)raw);
+	if (codec == CODEC_ZSTD && (stored == 0 || raw / QPK_RATIO > stored + QPK_RATIO_SLACK / QPK_RATIO))
+		return ferr(r, at, "%s raw size %llu is impossible for %llu compressed bytes (ratio limit %u)", name,
+			    (unsigned long long)raw, (unsigned long long)stored, QPK_RATIO);
+	return 0;
+}
+
+/* g_idx of every GPTQ tensor (C.2 row 41): read through the reader (which
+ * also verifies the part digest) and checked as a group map. */
+static int qpk_read(qtk_model *m, const qtk_tensor *t, int part, uint64_t off, void *dst, size_t n);
+
+static int check_g_idx_all(rd *r)
+{
+	qtk_model *m = r->m;
+	uint8_t *buf = NULL;
+	int rc = 0;
+	for (size_t i = 0; i < m->ntensors && !rc; i++) {
+		const qtk_tensor *t = &m->tensors[i];
+		if (t->layout.kind != QTK_LAYOUT_GPTQ || t->nparts != 4)
+			continue;
+		if (!buf && !(buf = qtk_malloc(1u << 16)))
+			return oom(r);
+		gchk g;
+		if (gchk_init(&g, t)) {
+			rc = oom(r);
+			break;
+		}
+		char why[300];
+		uint64_t n = t->parts[3].nbytes;
+		for (uint64_t off = 0; off < n && !rc; off += 1u << 16) {
+			size_t k = n - off < (1u << 16) ? (size_t)(n - off) : (1u << 16);
+			if (!(rc = qpk_read(m, t, 3, off, buf, k)) && gchk_feed(&g, buf, k, why, sizeof why))
+				rc = qtk_err_set(&m->err, QTK_E_DATA, r->path, (int64_t)t->parts[3].offset, t->name, "%s", why);
+		}
+		qtk_free(g.cnt);
+	}
+	qtk_free(buf);
+	return rc;
+}
+
+static int qpk_open(qtk_model *m)
+{
+	rd r = {m, m->path, 0, 0};
+	uint8_t h[QPK_HEADER_SIZE], tr[QPK_TRAILER_SIZE], calc[32];
+	uint8_t *meta = NULL, *index = NULL;
+	qpk_priv *pv = qtk_calloc(1, sizeof *pv);
+	if (!pv)
+		return oom(&r);
+	m->priv = pv;
+	pv->dchunk = pv->vkey = SIZE_MAX;
+	pv->mu_ok = pthread_mutex_init(&pv->mu, NULL) == 0;
+	if (!pv->mu_ok)
+		return oom(&r);
+	int fi = qtk_model_add_file(m, m->path);
+	if (fi < 0)
+		return fi;
+	r.path = m->files[0];
+	r.size = m->file_sizes[0];
+	if (r.size < QPK_HEADER_SIZE + QPK_TRAILER_SIZE)
+		return ferr(&r, 0, "truncated: file has %llu bytes, a QPK file needs at least %u",
+			    (unsigned long long)r.size, QPK_HEADER_SIZE + QPK_TRAILER_SIZE);
+	int rc = qtk_pread_full(m->fds[0], r.path, h, sizeof h, 0, &m->err);
+	if (rc)
+		return rc;
+	/* header (§2) */
+	if (memcmp(h, qpk_magic, 8) != 0)
+		return ferr(&r, 0, "bad magic: not a QPK file");
+	unsigned major = qtk_rd16(h + 8), minor = qtk_rd16(h + 10);
+	if (major != QPK_MAJOR)
+		return ferr(&r, 8, "unsupported QPK major version %u (this reader knows %u)", major, QPK_MAJOR);
+	if (qtk_rd32(h + 12) != QPK_HEADER_SIZE)
+		return ferr(&r, 12, "header size %u, expected %u", qtk_rd32(h + 12), QPK_HEADER_SIZE);
+	uint32_t align = qtk_rd32(h + 16);
+	if (align < 8 || align > QTK_CAP_ALIGN || (align & (align - 1)))
+		return ferr(&r, 16, "alignment %u is not a power of two between 8 and %u", align, QTK_CAP_ALIGN);
+	pv->chunk_log = h[20];
+	if (pv->chunk_log < QPK_MIN_CHUNK_LOG || pv->chunk_log > QPK_MAX_CHUNK_LOG)
+		return ferr(&r, 20, "chunk log %u out of range (%u..%u)", pv->chunk_log, QPK_MIN_CHUNK_LOG,
+			    QPK_MAX_CHUNK_LOG);
+	unsigned meta_codec = h[21];
+	if (qtk_rd16(h + 22) || !all_zero(h + 72, 56))
+		return ferr(&r, 22, "reserved header bytes are not zero");
+	uint64_t meta_stored = qtk_rd64(h + 24), meta_raw = qtk_rd64(h + 32);
+	/* trailer (§7) */
+	uint64_t toff = r.size - QPK_TRAILER_SIZE;
+	if ((rc = qtk_pread_full(m->fds[0], r.path, tr, sizeof tr, toff, &m->err)))
+		return rc;
+	if (memcmp(tr + 120, qpk_end_magic, 8) != 0)
+		return ferr(&r, toff + 120, "bad trailer magic: the file is truncated or not a complete QPK file");
+	if (qtk_rd16(tr + 104) != major || qtk_rd16(tr + 106) != minor || qtk_rd32(tr + 108) != QPK_TRAILER_SIZE)
+		return ferr(&r, toff + 104, "trailer version or size differs from the header's");
+	if (tr[25] || !all_zero(tr + 26, 6) || !all_zero(tr + 112, 8))
+		return ferr(&r, toff + 25, "reserved trailer bytes are not zero");
+	uint64_t ioff = qtk_rd64(tr), istored = qtk_rd64(tr + 8), iraw = qtk_rd64(tr + 16), data_off = qtk_rd64(tr + 32);
+	unsigned icodec = tr[24];
+	/* section placement (§1) */
+	uint64_t meta_end;
+	if (!qtk_add_u64(QPK_HEADER_SIZE, meta_stored, &meta_end) || meta_end > toff)
+		return ferr(&r, 24, "metadata stored size %llu exceeds the %llu bytes before the trailer",
+			    (unsigned long long)meta_stored, (unsigned long long)(toff - QPK_HEADER_SIZE));
+	if ((rc = check_section(&r, "metadata", 24, meta_stored, meta_raw, meta_codec, QPK_CAP_META)))
+		return rc;
+	if (data_off != align_up(meta_end, align) || data_off > toff)
+		return ferr(&r, toff + 32, "data offset 0x%llx is not the aligned end of the metadata section (0x%llx)",
+			    (unsigned long long)data_off, (unsigned long long)align_up(meta_end, align));
+	uint64_t iend;
+	if (ioff < data_off || !qtk_add_u64(ioff, istored, &iend) || iend != toff)
+		return ferr(&r, toff, "index offset beyond end of file or misplaced: index 0x%llx+%llu must end at the "
+			    "trailer 0x%llx and start after the data offset 0x%llx", (unsigned long long)ioff,
+			    (unsigned long long)istored, (unsigned long long)toff, (unsigned long long)data_off);
+	if ((rc = check_section(&r, "index", toff + 8, istored, iraw, icodec, QPK_CAP_INDEX)))
+		return rc;
+	if (sha256(h, sizeof h, NULL, 0, calc))
+		return oom(&r);
+	if (memcmp(calc, tr + 72, 32) != 0)
+		return ferr(&r, toff + 72, "header digest mismatch: the header does not hash to the trailer's SHA-256");
+	pv->data_off = data_off;
+	pv->index_off = ioff;
+	m->format_version = (int)major;
+	/* metadata (§5) */
+	if ((rc = load_section(&r, pv, "metadata", QPK_HEADER_SIZE, meta_stored, meta_raw, meta_codec, h + 40, &meta)))
+		goto out;
+	mc c = {&r, meta, meta_raw, 0, QPK_HEADER_SIZE, meta_codec == CODEC_ZSTD, "metadata"};
+	if ((rc = parse_meta(&c)))
+		goto out;
+	qtk_free(meta);
+	meta = NULL;
+	/* index (§6) */
+	if ((rc = load_section(&r, pv, "index", ioff, istored, iraw, icodec, tr + 40, &index)))
+		goto out;
+	mc ci = {&r, index, iraw, 0, ioff, icodec == CODEC_ZSTD, "index"};
+	if ((rc = parse_index(&ci, pv, align)) || (rc = check_overlap(&r, pv)))
+		goto out;
+	rc = check_g_idx_all(&r);
+out:
+	qtk_free(meta);
+	qtk_free(index);
+	return rc;
+}
+
+static void qpk_close(qtk_model *m)
+{
+	qpk_priv *pv = m->priv;
+	if (!pv)
+		return;
+	qtk_free(pv->loc);
+	qtk_free(pv->chunks);
+	qtk_free(pv->tsha);
+	qtk_free(pv->by_off);
+	qtk_free(pv->zin);
+	qtk_free(pv->dbuf);
+	ZSTD_freeDCtx(pv->dc);
+	EVP_MD_CTX_free(pv->md);
+	if (pv->mu_ok)
+		pthread_mutex_destroy(&pv->mu);
+	qtk_free(pv);
+	m->priv = NULL;
+}
+
+/* ---- reader: data ------------------------------------------------------------ */
+
+/* The key (tensor * 4 + part) of t's part p in m: by pointer when t is one of
+ * m's tensors, else by the part's file offset (a copied description). */
+static int part_key(qtk_model *m, const qtk_tensor *t, int p, size_t *key)
+{
+	qpk_priv *pv = m->priv;
+	if (t >= m->tensors && t < m->tensors + m->ntensors) {
+		*key = (size_t)(t - m->tensors) * QTK_MAX_PARTS + (size_t)p;
+		return 0;
+	}
+	size_t lo = 0, hi = pv->nby_off;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		const qtk_part *q = &m->tensors[pv->by_off[mid] / QTK_MAX_PARTS].parts[pv->by_off[mid] % QTK_MAX_PARTS];
+		if (q->offset < t->parts[p].offset)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < pv->nby_off) {
+		size_t k = pv->by_off[lo];
+		const qtk_part *q = &m->tensors[k / QTK_MAX_PARTS].parts[k % QTK_MAX_PARTS];
+		if (q->offset == t->parts[p].offset && q->nbytes == t->parts[p].nbytes) {
+			*key = k;
+			return 0;
+		}
+	}
+	return qtk_err_set(&m->err, QTK_E_INTERNAL, m->path, -1, t->name, "tensor part is not in this file");
+}
+
+/* Make chunk ci (global index, raw size raw) the decompressed one. */
+static int load_chunk(qtk_model *m, size_t ci, uint64_t raw, const char *subject)
+{
+	qpk_priv *pv = m->priv;
+	if (pv->dchunk == ci)
+		return 0;
+	const qchunk *ch = &pv->chunks[ci];
+	size_t csz = (size_t)pv->cmax; /* stored < raw <= cmax */
+	if (!pv->zin && !(pv->zin = qtk_malloc(csz)))
+		return qtk_err_set(&m->err, QTK_E_IO, m->path, -1, subject, "out of memory");
+	if (!pv->dbuf && !(pv->dbuf = qtk_malloc(csz)))
+		return qtk_err_set(&m->err, QTK_E_IO, m->path, -1, subject, "out of memory");
+	if (!pv->dc && !(pv->dc = new_dctx()))
+		return qtk_err_set(&m->err, QTK_E_IO, m->path, -1, subject, "out of memory");
+	pv->dchunk = SIZE_MAX;
+	int rc = qtk_pread_full(m->fds[0], m->files[0], pv->zin, (size_t)ch->stored, ch->off, &m->err);
+	if (rc)
+		return rc;
+	char why[300];
+	if (unzstd(pv->dc, pv->zin, (size_t)ch->stored, pv->dbuf, (size_t)raw, why, sizeof why))
+		return qtk_err_set(&m->err, QTK_E_DATA, m->files[0], (int64_t)ch->off, subject, "%s", why);
+	pv->dchunk = ci;
+	return 0;
+}
+
+/* Copy raw bytes [off, off+n) of the part with `key` into dst. */
+static int read_range(qtk_model *m, size_t key, uint64_t off, uint8_t *dst, size_t n)
+{
+	qpk_priv *pv = m->priv;
+	const qtk_tensor *t = &m->tensors[key / QTK_MAX_PARTS];
+	const qtk_part *q = &t->parts[key % QTK_MAX_PARTS];
+	const qloc *l = &pv->loc[key];
+	uint64_t csz = 1ull << pv->chunk_log;
+	while (n) {
+		uint64_t ci = off >> pv->chunk_log, in = off - ci * csz;
+		uint64_t raw = q->nbytes - ci * csz < csz ? q->nbytes - ci * csz : csz;
+		size_t k = raw - in < n ? (size_t)(raw - in) : n;
+		const qchunk *ch = &pv->chunks[l->chunk0 + ci];
+		int rc;
+		if (ch->codec == CODEC_RAW)
+			rc = qtk_pread_full(m->fds[0], m->files[0], dst, k, ch->off + in, &m->err);
+		else if (!(rc = load_chunk(m, (size_t)(l->chunk0 + ci), raw, t->name)))
+			memcpy(dst, pv->dbuf + in, k);
+		if (rc)
+			return rc;
+		dst += k;
+		off += k;
+		n -= k;
+	}
+	return 0;
+}
+
+static int digest_mismatch(qtk_model *m, size_t key)
+{
+	const qtk_tensor *t = &m->tensors[key / QTK_MAX_PARTS];
+	const qtk_part *q = &t->parts[key % QTK_MAX_PARTS];
+	return qtk_err_set(&m->err, QTK_E_DATA, m->files[0], (int64_t)q->offset, t->name,
+			   "part %d%s%s%s digest mismatch: the data does not hash to the SHA-256 in the index",
+			   (int)(key % QTK_MAX_PARTS), q->role[0] ? " ('" : "", q->role, q->role[0] ? "')" : "");
+}
+
+/* Follow sequential reads of one part; at its last byte compare the digest. */
+static int track(qtk_model *m, size_t key, uint64_t off, const uint8_t *d, size_t n)
+{
+	qpk_priv *pv = m->priv;
+	const qtk_part *q = &m->tensors[key / QTK_MAX_PARTS].parts[key % QTK_MAX_PARTS];
+	if (off == 0 && (pv->vkey != key || pv->vpos != 0)) {
+		if (!pv->md && !(pv->md = EVP_MD_CTX_new()))
+			return 0; /* no verification without a context; reads still work */
+		if (EVP_DigestInit_ex(pv->md, EVP_sha256(), NULL) != 1)
+			return 0;
+		pv->vkey = key;
+		pv->vpos = 0;
+	}
+	if (pv->vkey != key || pv->vpos != off) {
+		pv->vkey = SIZE_MAX;
+		return 0;
+	}
+	if (EVP_DigestUpdate(pv->md, d, n) != 1) {
+		pv->vkey = SIZE_MAX;
+		return 0;
+	}
+	pv->vpos += n;
+	if (pv->vpos < q->nbytes)
+		return 0;
+	uint8_t calc[32];
+	unsigned len = 0;
+	pv->vkey = SIZE_MAX;
+	if (EVP_DigestFinal_ex(pv->md, calc, &len) != 1)
+		return 0;
+	return memcmp(calc, pv->loc[key].sha, 32) ? digest_mismatch(m, key) : 0;
+}
+
+/* Whether bytes [off, off+n) (n > 0) of the part with `key` lie in raw
+ * chunks only. */
+static bool all_raw(const qpk_priv *pv, size_t key, uint64_t off, size_t n)
+{
+	uint64_t first = off >> pv->chunk_log, last = (off + n - 1) >> pv->chunk_log;
+	for (uint64_t c = first; c <= last; c++)
+		if (pv->chunks[pv->loc[key].chunk0 + c].codec != CODEC_RAW)
+			return false;
+	return true;
+}
+
+/* The plugin's read hook. Thread-safe: raw chunks are read with pread and
+ * no lock; decoding (one cached chunk) and digest tracking take a mutex. */
+static int qpk_read(qtk_model *m, const qtk_tensor *t, int part, uint64_t off, void *dst, size_t n)
+{
+	qpk_priv *pv = m->priv;
+	size_t key = 0;
+	if (!n)
+		return 0;
+	int rc = part_key(m, t, part, &key);
+	if (rc)
+		return rc;
+	/* raw chunks need no shared state: read them without the lock */
+	bool raw = all_raw(pv, key, off, n);
+	if (raw)
+		rc = read_range(m, key, off, dst, n);
+	pthread_mutex_lock(&pv->mu);
+	if (!raw)
+		rc = read_range(m, key, off, dst, n);
+	if (!rc)
+		rc = track(m, key, off, dst, n);
+	pthread_mutex_unlock(&pv->mu);
+	return rc;
+}
+
+/* Verify every part digest of tensor i (reads all its data, bounded memory):
+ * 0, QTK_E_DATA on a mismatch (C.2 row 42), or another error. */
+int qtk_qpk_verify_tensor(qtk_model *m, size_t i)
+{
+	if (!m || m->fmt != &qtk_format_qpk || !m->priv || i >= m->ntensors)
+		return qtk_err_set(m ? &m->err : NULL, QTK_E_USAGE, NULL, -1, NULL, "not a tensor of a QPK file");
+	qpk_priv *pv = m->priv;
+	const qtk_tensor *t = &m->tensors[i];
+	size_t bsz = 1u << 20;
+	uint8_t *buf = qtk_malloc(bsz);
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	int rc = buf && md ? 0 : qtk_err_set(&m->err, QTK_E_IO, m->path, -1, t->name, "out of memory");
+	for (int p = 0; p < t->nparts && !rc; p++) {
+		size_t key = i * QTK_MAX_PARTS + (size_t)p;
+		uint64_t n = t->parts[p].nbytes;
+		if (EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1)
+			rc = qtk_err_set(&m->err, QTK_E_IO, m->path, -1, t->name, "SHA-256 failed");
+		for (uint64_t off = 0; off < n && !rc; off += bsz) {
+			size_t k = n - off < bsz ? (size_t)(n - off) : bsz;
+			pthread_mutex_lock(&pv->mu);
+			rc = read_range(m, key, off, buf, k);
+			pthread_mutex_unlock(&pv->mu);
+			if (!rc && EVP_DigestUpdate(md, buf, k) != 1)
+				rc = qtk_err_set(&m->err, QTK_E_IO, m->path, -1, t->name, "SHA-256 failed");
+		}
+		uint8_t calc[32];
+		unsigned len = 0;
+		if (!rc && EVP_DigestFinal_ex(md, calc, &len) != 1)
+			rc = qtk_err_set(&m->err, QTK_E_IO, m->path, -1, t->name, "SHA-256 failed");
+		if (!rc && memcmp(calc, pv->loc[key].sha, 32) != 0)
+			rc = digest_mismatch(m, key);
+	}
+	EVP_MD_CTX_free(md);
+	qtk_free(buf);
+	return rc;
+}
+
+const qtk_format qtk_format_qpk = {
+	.name = "qpk",
+	.probe = qpk_probe,
+	.open = qpk_open,
+	.close = qpk_close,
+	.read = qpk_read,
+};
+
+/* ---- writer --------------------------------------------------------------------- */
+
+typedef struct wpart {
+	uint64_t off;
+	uint64_t chunk0, nchunks;
+	uint8_t sha[32];
+} wpart;
+
+typedef struct wchunk {
+	uint64_t stored;
+	uint8_t codec;
+} wchunk;
+
+typedef struct qw {
+	qtk_ofile f;
+	uint32_t align;
+	unsigned chunk_log;
+	size_t csz;           /* raw bytes per chunk */
+	uint8_t hdr[QPK_HEADER_SIZE];
+	uint64_t data_off;
+	wpart *parts;         /* ntensors * 4 */
+	wchunk *chunks;
+	size_t nchunks, cap_chunks;
+	uint8_t *buf, *zbuf;  /* the chunk being filled; its compressed form */
+	size_t blen, bcap, zcap;
+	ZSTD_CCtx *cc;
+	EVP_MD_CTX *md;       /* digest of the part being written */
+	bool open;            /* a part is being written */
+	size_t ct;
+	int cp;
+	gchk g;               /* g_idx check for the part being written */
+	bool gon;
+} qw;
+
+static int woom(qtk_writer *w) { return qtk_err_set(w->err, QTK_E_IO, w->path, -1, NULL, "out of memory"); }
+
+static void b64(qtk_buf *b, uint64_t v) { uint8_t x[8]; qtk_wr64(x, v); qtk_buf_put(b, x, 8); }
+static void b32(qtk_buf *b, uint32_t v) { uint8_t x[4]; qtk_wr32(x, v); qtk_buf_put(b, x, 4); }
+static void bstr(qtk_buf *b, const void *s, uint64_t n) { b64(b, n); qtk_buf_put(b, s, (size_t)n); }
+
+static void b_scalar(qtk_buf *b, const qtk_value *v)
+{
+	uint8_t x[8];
+	switch (v->type) {
+	case QTK_V_F32: {
+		float f = (float)v->v.f;
+		uint32_t u;
+		memcpy(&u, &f, 4);
+		qtk_wr32(x, u);
+		break;
+	}
+	case QTK_V_F64: {
+		uint64_t u;
+		memcpy(&u, &v->v.f, 8);
+		qtk_wr64(x, u);
+		break;
+	}
+	case QTK_V_I8: case QTK_V_I16: case QTK_V_I32: case QTK_V_I64:
+		qtk_wr64(x, (uint64_t)v->v.i);
+		break;
+	default:
+		qtk_wr64(x, v->v.u);
+	}
+	qtk_buf_put(b, x, qtk_value_size(v->type));
+}
+
+/* A kv the reader would accept (§5.2); 0 or QTK_E_DATA. */
+static int check_kv(qtk_writer *w, const qtk_kv *kv)
+{
+	const qtk_value *v = &kv->val;
+	size_t kl = strlen(kv->key);
+	const char *why = NULL;
+	if (!kl || kl > QTK_CAP_KEY || !qtk_utf8_valid(kv->key, kl))
+		why = "key is empty, too long or not UTF-8";
+	else if (v->type >= QTK_V_MAX)
+		why = "unknown value type";
+	else if (v->type == QTK_V_STR && v->v.str.len > QTK_CAP_STR)
+		why = "string too long";
+	else if (v->type == QTK_V_BOOL && v->v.u > 1)
+		why = "bool value is not 0 or 1";
+	else if (v->type == QTK_V_ARR && (v->elem >= QTK_V_MAX || v->elem == QTK_V_ARR || v->n > QTK_CAP_ARRAY))
+		why = "array element type or length not supported";
+	for (uint64_t i = 0; !why && v->type == QTK_V_ARR && i < v->n; i++)
+		if ((v->elem == QTK_V_STR && ((const qtk_str *)v->arr)[i].len > QTK_CAP_STR) ||
+		    (v->elem == QTK_V_BOOL && ((const uint8_t *)v->arr)[i] > 1))
+			why = "array element out of range";
+	return why ? qtk_err_set(w->err, QTK_E_DATA, w->path, -1, kv->key, "%s", why) : 0;
+}
+
+/* The raw metadata section (§5). */
+static int build_meta(qtk_writer *w, qtk_buf *b)
+{
+	const qtk_model *d = w->desc;
+	qtk_strset keys = {0};
+	int rc = 0;
+	b32(b, d->alignment);
+	b32(b, 0);
+	b64(b, d->nkv);
+	for (size_t i = 0; i < d->nkv && !rc; i++) {
+		const qtk_kv *kv = &d->kv[i];
+		if ((rc = check_kv(w, kv)))
+			break;
+		int added = qtk_strset_add(&keys, kv->key);
+		if (added <= 0) {
+			rc = added < 0 ? woom(w) : qtk_err_set(w->err, QTK_E_DATA, w->path, -1, kv->key, "duplicate key");
+			break;
+		}
+		const qtk_value *v = &kv->val;
+		bstr(b, kv->key, strlen(kv->key));
+		b32(b, v->type);
+		if (v->type == QTK_V_STR)
+			bstr(b, v->v.str.s, v->v.str.len);
+		else if (v->type != QTK_V_ARR)
+			b_scalar(b, v);
+		else {
+			b32(b, v->elem);
+			b64(b, v->n);
+			if (v->elem == QTK_V_STR)
+				for (uint64_t k = 0; k < v->n; k++)
+					bstr(b, ((const qtk_str *)v->arr)[k].s, ((const qtk_str *)v->arr)[k].len);
+			else
+				qtk_buf_put(b, v->arr, (size_t)(v->n * qtk_value_size(v->elem)));
+		}
+	}
+	qtk_strset_free(&keys);
+	if (rc)
+		return rc;
+	if (d->nblobs > QPK_CAP_BLOBS)
+		return qtk_err_set(w->err, QTK_E_DATA, w->path, -1, NULL, "more than %u side files", QPK_CAP_BLOBS);
+	b64(b, d->nblobs);
+	for (size_t i = 0; i < d->nblobs; i++) {
+		const qtk_blob *bl = &d->blobs[i];
+		if (!blob_name_ok(bl->name, strlen(bl->name)) || bl->len > QTK_CAP_BLOB)
+			return qtk_err_set(w->err, QTK_E_DATA, w->path, -1, bl->name,
+					   "side file name is not a plain file name or the file is too large");
+		for (size_t k = 0; k < i; k++)
+			if (strcmp(d->blobs[k].name, bl->name) == 0)
+				return qtk_err_set(w->err, QTK_E_DATA, w->path, -1, bl->name, "duplicate side file");
+		bstr(b, bl->name, strlen(bl->name));
+		bstr(b, bl->data, bl->len);
+	}
+	if (b->failed)
+		return woom(w);
+	if (b->len > QPK_CAP_META)
+		return qtk_err_set(w->err, QTK_E_DATA, w->path, -1, NULL, "metadata section exceeds %llu bytes",
+				   (unsigned long long)QPK_CAP_META);
+	return 0;
+}
+
+/* Compress a section when that saves at least 1/16 and stays within the
+ * reader's ratio limit (§3.3). out, on: the stored form; owned: set when it is new. */
+static int pack_section(qtk_writer *w, const uint8_t *raw, size_t n, uint8_t **owned, const uint8_t **out,
+			size_t *on, uint8_t *codec)
+{
+	*owned = NULL;
+	*out = raw;
+	*on = n;
+	*codec = CODEC_RAW;
+	qw *s = w->priv;
+	size_t cap = ZSTD_compressBound(n);
+	uint8_t *z = n ? qtk_malloc(cap) : NULL;
+	if (!z)
+		return n ? woom(w) : 0;
+	size_t zn = ZSTD_CCtx_setParameter(s->cc, ZSTD_c_compressionLevel, QPK_ZSTD_LEVEL_META);
+	if (!ZSTD_isError(zn))
+		zn = ZSTD_compress2(s->cc, z, cap, raw, n);
+	if (!ZSTD_isError(zn) && zn < n - n / 16 && n / QPK_RATIO <= zn + QPK_RATIO_SLACK / QPK_RATIO) {
+		*owned = z;
+		*out = z;
+		*on = zn;
+		*codec = CODEC_ZSTD;
+		return 0;
+	}
+	qtk_free(z);
+	return 0;
+}
+
+static int check_desc(qtk_writer *w, uint64_t *maxraw)
+{
+	const qtk_model *d = w->desc;
+	qtk_strset names = {0};
+	int rc = 0;
+	*maxraw = 0;
+	for (size_t i = 0; i < d->ntensors && !rc; i++) {
+		const qtk_tensor *t = &d->tensors[i];
+		size_t nl = strlen(t->name);
+		char why[300];
+		if (!nl || nl > QTK_CAP_NAME || !qtk_utf8_valid(t->name, nl))
+			rc = qtk_err_set(w->err, QTK_E_DATA, w->path, -1, t->name, "tensor name is empty, too long or not UTF-8");
+		else if (check_tensor(t, why, sizeof why))
+			rc = qtk_err_set(w->err, QTK_E_DATA, w->path, -1, t->name, "cannot be stored in QPK: %s", why);
+		else {
+			int added = qtk_strset_add(&names, t->name);
+			if (added <= 0)
+				rc = added < 0 ? woom(w) : qtk_err_set(w->err, QTK_E_DATA, w->path, -1, t->name, "duplicate tensor name");
+		}
+		for (int p = 0; p < t->nparts && !rc; p++)
+			if (t->parts[p].nbytes > *maxraw)
+				*maxraw = t->parts[p].nbytes;
+	}
+	qtk_strset_free(&names);
+	if (!rc && d->ntensors > QTK_CAP_TENSORS)
+		rc = qtk_err_set(w->err, QTK_E_DATA, w->path, -1, NULL, "too many tensors");
+	return rc;
+}
+
+static int qpk_w_begin(qtk_writer *w)
+{
+	qw *s = qtk_calloc(1, sizeof *s);
+	if (!s)
+		return woom(w);
+	s->f.fd = -1;
+	w->priv = s;
+	s->align = QPK_DEFAULT_ALIGN;
+	s->chunk_log = QPK_DEFAULT_CHUNK_LOG;
+	s->csz = (size_t)1 << s->chunk_log;
+	uint64_t maxraw;
+	int rc = check_desc(w, &maxraw);
+	if (rc)
+		return rc;
+	s->bcap = maxraw < s->csz ? (size_t)maxraw : s->csz;
+	s->zcap = ZSTD_compressBound(s->bcap);
+	s->parts = qtk_calloc(w->desc->ntensors * QTK_MAX_PARTS + 1, sizeof *s->parts);
+	s->buf = qtk_malloc(s->bcap ? s->bcap : 1);
+	s->zbuf = qtk_malloc(s->zcap);
+	s->cc = ZSTD_createCCtx();
+	s->md = EVP_MD_CTX_new();
+	if (!s->parts || !s->buf || !s->zbuf || !s->cc || !s->md ||
+	    ZSTD_isError(ZSTD_CCtx_setParameter(s->cc, ZSTD_c_checksumFlag, 1)) ||
+	    ZSTD_isError(ZSTD_CCtx_setParameter(s->cc, ZSTD_c_contentSizeFlag, 1)))
+		return woom(w);
+	qtk_buf meta = {0};
+	uint8_t *owned = NULL, codec;
+	const uint8_t *st;
+	size_t sn;
+	if (!(rc = build_meta(w, &meta)))
+		rc = pack_section(w, meta.p, meta.len, &owned, &st, &sn, &codec);
+	if (!rc) {
+		uint8_t *h = s->hdr;
+		memcpy(h, qpk_magic, 8);
+		qtk_wr16(h + 8, QPK_MAJOR);
+		qtk_wr16(h + 10, QPK_MINOR);
+		qtk_wr32(h + 12, QPK_HEADER_SIZE);
+		qtk_wr32(h + 16, s->align);
+		h[20] = (uint8_t)s->chunk_log;
+		h[21] = codec;
+		qtk_wr64(h + 24, sn);
+		qtk_wr64(h + 32, meta.len);
+		if (sha256(st, sn, NULL, 0, h + 40))
+			rc = woom(w);
+	}
+	if (!rc && !(rc = qtk_ofile_open(&s->f, w->path, w->err))) {
+		s->f.outs = w->opts.outs;
+		if (!(rc = qtk_ofile_write(&s->f, s->hdr, sizeof s->hdr)) && !(rc = qtk_ofile_write(&s->f, st, sn)))
+			rc = qtk_ofile_pad(&s->f, align_up(s->f.written, s->align) - s->f.written);
+		s->data_off = s->f.written;
+	}
+	qtk_free(owned);
+	qtk_buf_free(&meta);
+	return rc;
+}
+
+/* Store the filled chunk: zstd when that saves >= 1/16, else raw (§6.5). */
+static int emit_chunk(qtk_writer *w)
+{
+	qw *s = w->priv;
+	if (!s->blen)
+		return 0;
+	if (s->gon) {
+		char why[300];
+		if (gchk_feed(&s->g, s->buf, s->blen, why, sizeof why))
+			return qtk_err_set(w->err, QTK_E_DATA, w->path, -1, w->desc->tensors[s->ct].name, "%s", why);
+	}
+	if (s->nchunks == s->cap_chunks) {
+		size_t nc = s->cap_chunks ? s->cap_chunks * 2 : 256;
+		wchunk *c = qtk_realloc(s->chunks, nc * sizeof *c);
+		if (!c)
+			return woom(w);
+		s->chunks = c;
+		s->cap_chunks = nc;
+	}
+	size_t zn = ZSTD_CCtx_setParameter(s->cc, ZSTD_c_compressionLevel, QPK_ZSTD_LEVEL_DATA);
+	if (!ZSTD_isError(zn))
+		zn = ZSTD_compress2(s->cc, s->zbuf, s->zcap, s->buf, s->blen);
+	bool z = !ZSTD_isError(zn) && zn < s->blen - s->blen / 16;
+	int rc = z ? qtk_ofile_write(&s->f, s->zbuf, zn) : qtk_ofile_write(&s->f, s->buf, s->blen);
+	if (rc)
+		return rc;
+	s->chunks[s->nchunks].stored = z ? zn : s->blen;
+	s->chunks[s->nchunks].codec = z ? CODEC_ZSTD : CODEC_RAW;
+	s->nchunks++;
+	s->blen = 0;
+	return 0;
+}
+
+static int close_part(qtk_writer *w)
+{
+	qw *s = w->priv;
+	if (!s->open)
+		return 0;
+	s->open = false;
+	int rc = emit_chunk(w);
+	wpart *wp = &s->parts[s->ct * QTK_MAX_PARTS + (size_t)s->cp];
+	unsigned len = 0;
+	if (!rc && EVP_DigestFinal_ex(s->md, wp->sha, &len) != 1)
+		rc = woom(w);
+	wp->nchunks = s->nchunks - wp->chunk0;
+	if (!rc && s->gon && s->g.act)
+		for (uint64_t g = 0; g < s->g.ngroups && !rc; g++)
+			if (s->g.cnt[g] != s->g.group)
+				rc = qtk_err_set(w->err, QTK_E_DATA, w->path, -1, w->desc->tensors[s->ct].name,
+						 "g_idx is not a group map: group %llu has %u members, not %u",
+						 (unsigned long long)g, s->g.cnt[g], s->g.group);
+	qtk_free(s->g.cnt);
+	s->g.cnt = NULL;
+	s->gon = false;
+	return rc;
+}
+
+static int qpk_w_part_begin(qtk_writer *w)
+{
+	qw *s = w->priv;
+	int rc = close_part(w);
+	if (rc)
+		return rc;
+	if ((rc = qtk_ofile_pad(&s->f, align_up(s->f.written, s->align) - s->f.written)))
+		return rc;
+	s->ct = w->cur_tensor;
+	s->cp = w->cur_part;
+	const qtk_tensor *t = &w->desc->tensors[s->ct];
+	wpart *wp = &s->parts[s->ct * QTK_MAX_PARTS + (size_t)s->cp];
+	wp->off = s->f.written;
+	wp->chunk0 = s->nchunks;
+	if (EVP_DigestInit_ex(s->md, EVP_sha256(), NULL) != 1)
+		return woom(w);
+	s->open = true;
+	if (t->layout.kind == QTK_LAYOUT_GPTQ && s->cp == 3) {
+		if (gchk_init(&s->g, t))
+			return woom(w);
+		s->gon = true;
+	}
+	return 0;
+}
+
+static int qpk_w_put(qtk_writer *w, const void *buf, size_t n)
+{
+	qw *s = w->priv;
+	const uint8_t *p = buf;
+	if (EVP_DigestUpdate(s->md, p, n) != 1)
+		return woom(w);
+	while (n) {
+		size_t k = s->bcap - s->blen < n ? s->bcap - s->blen : n;
+		memcpy(s->buf + s->blen, p, k);
+		s->blen += k;
+		p += k;
+		n -= k;
+		if (s->blen == s->bcap) {
+			int rc = emit_chunk(w);
+			if (rc)
+				return rc;
+		}
+	}
+	return 0;
+}
+
+/* The raw index section (§6). */
+static int build_index(qtk_writer *w, qtk_buf *b)
+{
+	qw *s = w->priv;
+	const qtk_model *d = w->desc;
+	b64(b, d->ntensors);
+	for (size_t i = 0; i < d->ntensors; i++) {
+		const qtk_tensor *t = &d->tensors[i];
+		const qtk_layout *l = &t->layout;
+		size_t rec = b->len;
+		bstr(b, t->name, strlen(t->name));
+		uint8_t x[4] = {(uint8_t)l->kind, l->bits, l->gptq_version,
+				(uint8_t)((l->sym ? TF_SYM : 0) | (l->act_order ? TF_ACT_ORDER : 0))};
+		qtk_buf_put(b, x, 4);
+		b32(b, l->type);
+		b32(b, l->group_size);
+		b32(b, (uint32_t)t->ndim);
+		b32(b, (uint32_t)t->nparts);
+		for (int k = 0; k < t->ndim; k++)
+			b64(b, t->shape[k]);
+		for (int p = 0; p < t->nparts; p++) {
+			const qtk_part *q = &t->parts[p];
+			char role[8] = {0};
+			memcpy(role, q->role, strnlen(q->role, sizeof role));
+			qtk_buf_put(b, role, 8);
+			b32(b, q->type);
+			b32(b, (uint32_t)q->ndim);
+			for (int k = 0; k < q->ndim; k++)
+				b64(b, q->shape[k]);
+			b64(b, q->nbytes);
+			qtk_buf_put(b, s->parts[i * QTK_MAX_PARTS + (size_t)p].sha, 32);
+		}
+		uint8_t tsha[32];
+		if (b->failed)
+			return woom(w);
+		if (sha256(tensor_tag, sizeof tensor_tag, b->p + rec, b->len - rec, tsha))
+			return woom(w);
+		qtk_buf_put(b, tsha, 32);
+		for (int p = 0; p < t->nparts; p++) {
+			const wpart *wp = &s->parts[i * QTK_MAX_PARTS + (size_t)p];
+			b64(b, wp->off);
+			for (uint64_t c = 0; c < wp->nchunks; c++) {
+				uint8_t e[16] = {0};
+				qtk_wr64(e, s->chunks[wp->chunk0 + c].stored);
+				e[8] = s->chunks[wp->chunk0 + c].codec;
+				qtk_buf_put(b, e, 16);
+			}
+		}
+	}
+	if (b->failed)
+		return woom(w);
+	if (b->len > QPK_CAP_INDEX)
+		return qtk_err_set(w->err, QTK_E_DATA, w->path, -1, NULL, "index section exceeds %llu bytes",
+				   (unsigned long long)QPK_CAP_INDEX);
+	return 0;
+}
+
+static int qpk_w_finish(qtk_writer *w)
+{
+	qw *s = w->priv;
+	int rc = close_part(w);
+	qtk_buf idx = {0};
+	uint8_t *owned = NULL, codec = 0, tr[QPK_TRAILER_SIZE] = {0};
+	const uint8_t *st = NULL;
+	size_t sn = 0;
+	if (!rc && !(rc = build_index(w, &idx)))
+		rc = pack_section(w, idx.p, idx.len, &owned, &st, &sn, &codec);
+	if (!rc) {
+		qtk_wr64(tr, s->f.written);
+		qtk_wr64(tr + 8, sn);
+		qtk_wr64(tr + 16, idx.len);
+		tr[24] = codec;
+		qtk_wr64(tr + 32, s->data_off);
+		if (sha256(st, sn, NULL, 0, tr + 40) || sha256(s->hdr, sizeof s->hdr, NULL, 0, tr + 72))
+			rc = woom(w);
+		qtk_wr16(tr + 104, QPK_MAJOR);
+		qtk_wr16(tr + 106, QPK_MINOR);
+		qtk_wr32(tr + 108, QPK_TRAILER_SIZE);
+		memcpy(tr + 120, qpk_end_magic, 8);
+	}
+	if (!rc && !(rc = qtk_ofile_write(&s->f, st, sn)) && !(rc = qtk_ofile_write(&s->f, tr, sizeof tr)))
+		rc = qtk_ofile_commit(&s->f);
+	qtk_free(owned);
+	qtk_buf_free(&idx);
+	return rc;
+}
+
+static void qpk_w_abort(qtk_writer *w)
+{
+	qw *s = w->priv;
+	if (!s)
+		return;
+	qtk_ofile_abort(&s->f);
+	qtk_free(s->parts);
+	qtk_free(s->chunks);
+	qtk_free(s->buf);
+	qtk_free(s->zbuf);
+	qtk_free(s->g.cnt);
+	ZSTD_freeCCtx(s->cc);
+	EVP_MD_CTX_free(s->md);
+	qtk_free(s);
+	w->priv = NULL;
+}
+
+static int qpk_w_finish_free(qtk_writer *w)
+{
+	int rc = qpk_w_finish(w);
+	if (!rc)
+		qpk_w_abort(w); /* committed: this only frees */
+	return rc;
+}
+
+const qtk_writer_ops qtk_qpk_writer = {
+	.begin = qpk_w_begin,
+	.part_begin = qpk_w_part_begin,
+	.put = qpk_w_put,
+	.finish = qpk_w_finish_free,
+	.abort = qpk_w_abort,
+};

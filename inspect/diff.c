@@ -1,0 +1,253 @@
+/* diff.c - qinspect --diff OTHER FILE: per-tensor error of FILE against OTHER.
+ *
+ * Tensors are matched by name, else by canonical (HF) name for the llama
+ * family; GGUF attn_q/attn_k rows are un-permuted (llama.cpp's permutation:
+ * HF rows viewed as (n_head, 2, head_dim/2) with the inner axes swapped) when
+ * one side has GGUF names and the other HF names. Both tensors are decoded in
+ * the same row chunks, so memory stays bounded. */
+#include "inspect.h"
+#include "decode.h"
+#include "stats.h"
+#include <math.h>
+#include <string.h>
+
+typedef struct df_acc {
+	uint64_t n;
+	double d2, r2, x2, xr, maxabs;
+} df_acc;
+
+/* GGUF row order -> HF row order for whole heads of `hd` rows. */
+static void df_unpermute(float *dst, const float *src, uint64_t nrows, uint64_t cols, uint64_t hd)
+{
+	uint64_t half = hd / 2;
+	for (uint64_t h = 0; h < nrows / hd; h++)
+		for (uint64_t i = 0; i < half; i++)
+			for (uint64_t j = 0; j < 2; j++)
+				memcpy(dst + (h * hd + j * half + i) * cols, src + (h * hd + 2 * i + j) * cols,
+				       (size_t)cols * sizeof *dst);
+}
+
+/* Compare x (FILE) against r (OTHER). perm_side: 0 none, 1 un-permute FILE's
+ * rows, 2 un-permute OTHER's rows; hd: rows per head. */
+static int df_tensor(qtk_model *mo, const qtk_tensor *to, qtk_model *mf, const qtk_tensor *tf, int perm_side,
+		     uint64_t hd, df_acc *a)
+{
+	trows ro, rf;
+	uint64_t align = 32;
+	if (perm_side) {
+		uint64_t x = hd, y = 32;
+		while (y) {
+			uint64_t t = x % y;
+			x = y;
+			y = t;
+		}
+		align = hd / x * 32;
+	}
+	memset(a, 0, sizeof *a);
+	int rc = trows_open(&ro, mo, to, align);
+	if (rc) {
+		trows_close(&ro);
+		return rc;
+	}
+	rc = trows_open(&rf, mf, tf, align);
+	float *tmp = NULL;
+	if (!rc && perm_side) {
+		tmp = qtk_malloc((size_t)(ro.step * ro.cols) * sizeof *tmp);
+		if (!tmp)
+			rc = qtk_err_set(&mf->err, QTK_E_IO, NULL, -1, stats_subject(tf), "out of memory");
+	}
+	for (uint64_t r0 = 0; !rc && r0 < ro.rows; r0 += ro.step) {
+		uint64_t n = ro.rows - r0 < ro.step ? ro.rows - r0 : ro.step;
+		const float *x, *r;
+		if ((rc = trows_read(&ro, r0, n, &r)) || (rc = trows_read(&rf, r0, n, &x)))
+			break;
+		if (perm_side == 1) {
+			df_unpermute(tmp, x, n, rf.cols, hd);
+			x = tmp;
+		} else if (perm_side == 2) {
+			df_unpermute(tmp, r, n, ro.cols, hd);
+			r = tmp;
+		}
+		double d2 = 0, r2 = 0, x2 = 0, xr = 0;
+		for (uint64_t k = 0; k < n * ro.cols; k++) {
+			double xv = x[k], rv = r[k];
+			if (!isfinite(xv) || !isfinite(rv))
+				continue;
+			double d = xv - rv;
+			d2 += d * d;
+			r2 += rv * rv;
+			x2 += xv * xv;
+			xr += xv * rv;
+			if (fabs(d) > a->maxabs)
+				a->maxabs = fabs(d);
+			a->n++;
+		}
+		a->d2 += d2;
+		a->r2 += r2;
+		a->x2 += x2;
+		a->xr += xr;
+	}
+	qtk_free(tmp);
+	trows_close(&ro);
+	trows_close(&rf);
+	return rc;
+}
+
+static bool df_same_shape(const qtk_tensor *a, const qtk_tensor *b)
+{
+	if (a->ndim != b->ndim)
+		return false;
+	for (int i = 0; i < a->ndim; i++)
+		if (a->shape[i] != b->shape[i])
+			return false;
+	return true;
+}
+
+/* Canonical name of every tensor of m (HF names; GGUF names mapped). */
+static char **df_canon(const qtk_model *m, int *gguf_named)
+{
+	char **c = qtk_calloc(m->ntensors ? m->ntensors : 1, sizeof *c);
+	if (!c)
+		return NULL;
+	for (size_t i = 0; i < m->ntensors; i++) {
+		char buf[512];
+		int qk;
+		int mapped = canon_hf_name(m->tensors[i].name, buf, sizeof buf, &qk);
+		c[i] = qtk_strdup(mapped ? buf : m->tensors[i].name);
+		gguf_named[i] = mapped ? (qk ? qk : 3) : 0;
+	}
+	return c;
+}
+
+static void df_free(char **c, size_t n)
+{
+	if (!c)
+		return;
+	for (size_t i = 0; i < n; i++)
+		qtk_free(c[i]);
+	qtk_free(c);
+}
+
+int report_diff(qtk_model *mo, qtk_model *mf, FILE *out, const insp_opts *o)
+{
+	(void)o;
+	int rc = 0;
+	int *go = qtk_calloc(mo->ntensors + 1, sizeof *go), *gf = qtk_calloc(mf->ntensors + 1, sizeof *gf);
+	bool *used = qtk_calloc(mo->ntensors + 1, sizeof *used), *got = qtk_calloc(mf->ntensors + 1, sizeof *got);
+	char **co = go ? df_canon(mo, go) : NULL, **cf = gf ? df_canon(mf, gf) : NULL;
+	if (!co || !cf || !used || !got) {
+		rc = qtk_err_set(&mf->err, QTK_E_IO, NULL, -1, NULL, "out of memory");
+		goto done;
+	}
+	hparams hf, ho;
+	bool have_f = hparams_load(mf, &hf) == 0, have_o = hparams_load(mo, &ho) == 0;
+	size_t w = 24;
+	for (size_t i = 0; i < mf->ntensors; i++)
+		if (strlen(mf->tensors[i].name) > w)
+			w = strlen(mf->tensors[i].name);
+	if (w > 48)
+		w = 48;
+	fprintf(out, "%s against %s (the reference)\n\n", mf->path, mo->path);
+	fprintf(out, "%-*s  %-12s %-12s %11s %11s %9s %10s\n", (int)w, "tensor", "layout", "reference", "rmse", "max_abs",
+		"sqnr_db", "cosine");
+	size_t matched = 0, by_name = 0, permuted = 0, unmatched_f = 0, exact = 0;
+	double worst = INFINITY;
+	const char *worst_name = NULL;
+	for (size_t i = 0; i < mf->ntensors; i++) {
+		const qtk_tensor *tf = &mf->tensors[i];
+		long k = -1;
+		for (size_t j = 0; j < mo->ntensors && k < 0; j++)
+			if (!used[j] && strcmp(mo->tensors[j].name, tf->name) == 0)
+				k = (long)j;
+		bool via_canon = false;
+		for (size_t j = 0; j < mo->ntensors && k < 0; j++)
+			if (!used[j] && strcmp(co[j], cf[i]) == 0) {
+				k = (long)j;
+				via_canon = true;
+			}
+		if (k < 0) {
+			unmatched_f++;
+			continue;
+		}
+		const qtk_tensor *to = &mo->tensors[k];
+		used[k] = true;
+		got[i] = true;
+		matched++;
+		by_name += via_canon;
+		char lf[32], lo[32];
+		qtk_layout_id(&tf->layout, lf, sizeof lf);
+		qtk_layout_id(&to->layout, lo, sizeof lo);
+		fprintf(out, "%-*.*s  %-12s %-12s ", (int)w, (int)w, tf->name, lf, lo);
+		if (!df_same_shape(tf, to)) {
+			fprintf(out, "shape differs\n");
+			continue;
+		}
+		if (!qtk_can_decode(tf) || !qtk_can_decode(to)) {
+			fprintf(out, "no decoder for this layout\n");
+			continue;
+		}
+		/* Q/K: un-permute the GGUF-named side when the other has HF names */
+		int qk = gf[i] == 1 || gf[i] == 2 ? gf[i] : go[k] == 1 || go[k] == 2 ? go[k] : 0;
+		int perm_side = 0;
+		uint64_t hd = 0;
+		if (qk && via_canon && (gf[i] != 0) != (go[k] != 0)) {
+			perm_side = gf[i] ? 1 : 2;
+			const hparams *hp = perm_side == 1 ? (have_f ? &hf : have_o ? &ho : NULL) : (have_o ? &ho : have_f ? &hf : NULL);
+			uint64_t nh = hp ? (qk == 1 ? hp->n_head : hp->n_head_kv) : 0;
+			if (!nh || tf->ndim != 2 || tf->shape[0] % nh || (tf->shape[0] / nh) % 2) {
+				fprintf(out, "head count unknown: cannot un-permute Q/K rows\n");
+				continue;
+			}
+			hd = tf->shape[0] / nh;
+			permuted++;
+		}
+		df_acc a;
+		if ((rc = df_tensor(mo, to, mf, tf, perm_side, hd, &a))) {
+			if (mo->err.code)
+				mf->err = mo->err;
+			goto done;
+		}
+		double rmse = a.n ? sqrt(a.d2 / (double)a.n) : 0;
+		double cosv = a.x2 > 0 && a.r2 > 0 ? a.xr / sqrt(a.x2 * a.r2) : (a.x2 == a.r2 ? 1.0 : 0.0);
+		if (a.d2 == 0) {
+			exact++;
+			fprintf(out, "%11.4g %11.4g %9s %10.7f\n", 0.0, 0.0, "exact", cosv);
+			continue;
+		}
+		double sq = a.r2 > 0 ? 10.0 * log10(a.r2 / a.d2) : -INFINITY;
+		fprintf(out, "%11.4g %11.4g %9.2f %10.7f\n", rmse, a.maxabs, sq, cosv);
+		if (sq < worst) {
+			worst = sq;
+			worst_name = tf->name;
+		}
+	}
+	fprintf(out, "\nmatched %zu of %zu tensors (%zu by GGUF<->HF name, %zu with Q/K rows un-permuted), %zu exact\n",
+		matched, mf->ntensors, by_name, permuted, exact);
+	if (worst_name)
+		fprintf(out, "worst: %s at %.2f dB SQNR\n", worst_name, worst);
+	if (unmatched_f) {
+		fprintf(out, "only in %s:", mf->path);
+		for (size_t i = 0, shown = 0; i < mf->ntensors; i++)
+			if (!got[i] && shown++ < 50)
+				fprintf(out, " %s", mf->tensors[i].name);
+		fputc('\n', out);
+	}
+	size_t only_o = 0;
+	for (size_t j = 0; j < mo->ntensors; j++)
+		only_o += !used[j];
+	if (only_o) {
+		fprintf(out, "only in %s:", mo->path);
+		for (size_t j = 0, shown = 0; j < mo->ntensors; j++)
+			if (!used[j] && shown++ < 50)
+				fprintf(out, " %s", mo->tensors[j].name);
+		fputc('\n', out);
+	}
+done:
+	df_free(co, mo->ntensors);
+	df_free(cf, mf->ntensors);
+	qtk_free(go);
+	qtk_free(gf);
+	qtk_free(used);
+	qtk_free(got);
+	return rc;
+}

@@ -1,0 +1,630 @@
+/* stats.c - value statistics of one tensor (see stats.h). */
+#include "stats.h"
+#include "decode.h"
+#include "dequant.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Floats decoded at a time (a variable so tests can force small chunks). */
+static uint64_t st_chunk_elems = 1u << 20;
+
+/* "tensor 'NAME'": the subject of an error about t (valid until the next call). */
+const char *stats_subject(const qtk_tensor *t)
+{
+	static char buf[300];
+	snprintf(buf, sizeof buf, "tensor '%.280s'", t->name);
+	return buf;
+}
+
+/* ---- Row chunks -------------------------------------------------------- */
+
+static uint64_t st_lcm(uint64_t a, uint64_t b)
+{
+	uint64_t x = a, y = b;
+	while (y) {
+		uint64_t r = x % y;
+		x = y;
+		y = r;
+	}
+	return a / x * b;
+}
+
+int trows_open(trows *r, qtk_model *m, const qtk_tensor *t, uint64_t align)
+{
+	memset(r, 0, sizeof *r);
+	r->m = m;
+	r->t = t;
+	if (!qtk_can_decode(t))
+		return qtk_err_set(&m->err, QTK_E_DATA, NULL, -1, stats_subject(t), "no decoder for this layout");
+	r->rows = qtk_tensor_rows(t);
+	r->cols = qtk_tensor_cols(t);
+	uint64_t base = t->layout.kind == QTK_LAYOUT_AWQ ? 8 : t->layout.kind == QTK_LAYOUT_GPTQ ? 32 : 1;
+	align = st_lcm(align ? align : 1, base);
+	uint64_t step = r->cols ? st_chunk_elems / r->cols : 1;
+	step = step < align ? align : step / align * align;
+	if (step > r->rows)
+		step = r->rows;
+	if (step == 0)
+		step = 1;
+	r->step = step;
+	uint64_t nfl;
+	if (!qtk_mul_u64(step, r->cols, &nfl) || nfl > SIZE_MAX / sizeof(float))
+		return qtk_err_set(&m->err, QTK_E_IO, NULL, -1, stats_subject(t), "tensor rows too large for memory");
+	r->buf = qtk_malloc((size_t)(nfl ? nfl : 1) * sizeof(float));
+	if (!r->buf)
+		return qtk_err_set(&m->err, QTK_E_IO, NULL, -1, stats_subject(t), "out of memory");
+	int rc = 0;
+	if (t->layout.kind == QTK_LAYOUT_PLAIN) {
+		uint64_t rb;
+		if (qtk_type_nbytes(t->layout.type, r->cols, &rb) || !qtk_mul_u64(rb, step, &nfl) || nfl > SIZE_MAX)
+			return qtk_err_set(&m->err, QTK_E_DATA, NULL, -1, stats_subject(t), "row size does not fit the type");
+		r->row_bytes = rb;
+		r->raw = qtk_malloc((size_t)(nfl ? nfl : 1));
+		if (!r->raw)
+			return qtk_err_set(&m->err, QTK_E_IO, NULL, -1, stats_subject(t), "out of memory");
+		return 0;
+	}
+	for (int i = 0; i < t->nparts && !rc; i++)
+		rc = qtk_read_part_alloc(m, t, i, &r->part[i]);
+	for (int i = 0; i < 3 && !rc; i++) {
+		r->slice[i] = qtk_malloc((size_t)(t->parts[i].nbytes ? t->parts[i].nbytes : 1));
+		if (!r->slice[i])
+			rc = qtk_err_set(&m->err, QTK_E_IO, NULL, -1, stats_subject(t), "out of memory");
+	}
+	return rc;
+}
+
+/* Copy columns [c0, c0+k) (in units of `esz` bytes) of every row of a
+ * [nrow][ncol] matrix into a dense [nrow][k] one. */
+static void st_cut_cols(uint8_t *dst, const uint8_t *src, uint64_t nrow, uint64_t ncol, uint64_t c0, uint64_t k,
+			size_t esz)
+{
+	for (uint64_t i = 0; i < nrow; i++)
+		memcpy(dst + i * k * esz, src + (i * ncol + c0) * esz, (size_t)(k * esz));
+}
+
+int trows_read(trows *r, uint64_t row0, uint64_t n, const float **out)
+{
+	const qtk_tensor *t = r->t;
+	qtk_model *m = r->m;
+	if (n > r->step || row0 > r->rows || n > r->rows - row0)
+		return qtk_err_set(&m->err, QTK_E_INTERNAL, NULL, -1, stats_subject(t), "row chunk out of range");
+	*out = r->buf;
+	if (t->layout.kind == QTK_LAYOUT_PLAIN)
+		return qtk_decode_rows(m, t, row0, n, r->buf, r->raw);
+	uint32_t in = (uint32_t)r->cols, k = (uint32_t)n, g = t->layout.group_size;
+	uint32_t out_all = (uint32_t)r->rows, ng = (uint32_t)t->parts[2].shape[0];
+	int bad;
+	if (t->layout.kind == QTK_LAYOUT_AWQ) {
+		st_cut_cols(r->slice[0], r->part[0], in, out_all / 8, row0 / 8, k / 8, 4);
+		st_cut_cols(r->slice[1], r->part[1], ng, out_all / 8, row0 / 8, k / 8, 4);
+		st_cut_cols(r->slice[2], r->part[2], ng, out_all, row0, k, 2);
+		bad = qtk_dequant_awq((const int32_t *)r->slice[0], (const int32_t *)r->slice[1],
+				      (const uint16_t *)r->slice[2], in, k, g, r->buf);
+	} else {
+		unsigned bits = t->layout.bits;
+		uint64_t zw = (uint64_t)out_all * bits / 32;
+		st_cut_cols(r->slice[0], r->part[0], (uint64_t)in * bits / 32, out_all, row0, k, 4);
+		st_cut_cols(r->slice[1], r->part[1], ng, zw, row0 * bits / 32, (uint64_t)k * bits / 32, 4);
+		st_cut_cols(r->slice[2], r->part[2], ng, out_all, row0, k, 2);
+		bad = qtk_dequant_gptq((const int32_t *)r->slice[0], (const int32_t *)r->slice[1],
+				       (const uint16_t *)r->slice[2], t->nparts > 3 ? (const int32_t *)r->part[3] : NULL,
+				       in, k, g, ng, bits, t->layout.gptq_version, r->buf);
+	}
+	if (bad)
+		return qtk_err_set(&m->err, QTK_E_DATA, NULL, -1, stats_subject(t), "inconsistent quantized components");
+	return 0;
+}
+
+void trows_close(trows *r)
+{
+	qtk_free(r->buf);
+	qtk_free(r->raw);
+	for (int i = 0; i < QTK_MAX_PARTS; i++)
+		qtk_free(r->part[i]);
+	for (int i = 0; i < 3; i++)
+		qtk_free(r->slice[i]);
+	memset(r, 0, sizeof *r);
+}
+
+/* ---- Histograms -------------------------------------------------------- */
+
+static void st_hist_add(st_hist *h, double x)
+{
+	double w = h->hi - h->lo;
+	long k = 0;
+	if (w > 0) {
+		double f = (x - h->lo) / w * ST_BINS;
+		k = f < 0 ? 0 : f >= ST_BINS ? ST_BINS - 1 : (long)f;
+	}
+	h->counts[k]++;
+	h->n++;
+}
+
+/* Running min/max of a side quantity (pass 1), then its histogram (pass 2). */
+typedef struct st_side {
+	double lo, hi;
+	uint64_t n;
+} st_side;
+
+static void st_side_add(st_side *s, double x)
+{
+	if (!isfinite(x))
+		return;
+	if (!s->n || x < s->lo)
+		s->lo = x;
+	if (!s->n || x > s->hi)
+		s->hi = x;
+	s->n++;
+}
+
+double stats_entropy(const uint64_t *counts, size_t n)
+{
+	uint64_t tot = 0;
+	for (size_t i = 0; i < n; i++)
+		tot += counts[i];
+	if (!tot)
+		return 0;
+	double h = 0;
+	for (size_t i = 0; i < n; i++)
+		if (counts[i]) {
+			double p = (double)counts[i] / (double)tot;
+			h -= p * log2(p);
+		}
+	return h;
+}
+
+/* ---- Codes and scales of ggml blocks ----------------------------------- */
+
+static float st_half(const uint8_t *p) { return qtk_fp16_to_f32(qtk_rd16(p)); }
+
+/* Count the codes of one block of `type` into c. */
+static void st_codes_q4_0(const uint8_t *b, uint64_t *c, int off)
+{
+	for (int j = 0; j < 16; j++) {
+		c[b[off + j] & 15]++;
+		c[b[off + j] >> 4]++;
+	}
+}
+
+static void st_codes_q5(const uint8_t *b, uint64_t *c, int qh_off, int qs_off)
+{
+	uint32_t qh = qtk_rd32(b + qh_off);
+	for (int j = 0; j < 16; j++) {
+		c[(b[qs_off + j] & 15) | (((qh >> j) & 1) << 4)]++;
+		c[(b[qs_off + j] >> 4) | (((qh >> (j + 16)) & 1) << 4)]++;
+	}
+}
+
+static void st_codes_block(unsigned type, const uint8_t *b, uint64_t *c)
+{
+	switch (type) {
+	case QTK_T_Q4_0: case QTK_T_IQ4_NL: st_codes_q4_0(b, c, 2); break;
+	case QTK_T_Q4_1: st_codes_q4_0(b, c, 4); break;
+	case QTK_T_MXFP4: st_codes_q4_0(b, c, 1); break;
+	case QTK_T_Q5_0: st_codes_q5(b, c, 2, 6); break;
+	case QTK_T_Q5_1: st_codes_q5(b, c, 4, 8); break;
+	case QTK_T_Q8_0:
+		for (int j = 0; j < 32; j++)
+			c[(uint8_t)(b[2 + j] ^ 0x80)]++; /* int8 -> 0..255 */
+		break;
+	case QTK_T_IQ4_XS:
+		for (int j = 0; j < 128; j++) {
+			c[b[8 + j] & 15]++;
+			c[b[8 + j] >> 4]++;
+		}
+		break;
+	case QTK_T_Q4_K:
+		for (int j = 0; j < 128; j++) {
+			c[b[16 + j] & 15]++;
+			c[b[16 + j] >> 4]++;
+		}
+		break;
+	case QTK_T_Q5_K:
+		for (int j = 0; j < 4; j++)
+			for (int l = 0; l < 32; l++) {
+				uint8_t ql = b[48 + 32 * j + l], qh = b[16 + l];
+				c[(ql & 15) | (((qh >> (2 * j)) & 1) << 4)]++;
+				c[(ql >> 4) | (((qh >> (2 * j + 1)) & 1) << 4)]++;
+			}
+		break;
+	case QTK_T_Q6_K:
+		for (int n = 0; n < 2; n++) {
+			const uint8_t *ql = b + 64 * n, *qh = b + 128 + 32 * n;
+			for (int l = 0; l < 32; l++) {
+				c[(ql[l] & 15) | ((qh[l] & 3) << 4)]++;
+				c[(ql[l + 32] & 15) | (((qh[l] >> 2) & 3) << 4)]++;
+				c[(ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)]++;
+				c[(ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)]++;
+			}
+		}
+		break;
+	case QTK_T_Q2_K: case QTK_T_TQ2_0: {
+		int off = type == QTK_T_Q2_K ? 16 : 0;
+		for (int j = 0; j < 64; j++)
+			for (int s = 0; s < 8; s += 2)
+				c[(b[off + j] >> s) & 3]++;
+		break;
+	}
+	case QTK_T_Q3_K: {
+		const uint8_t *hm = b, *q = b + 32;
+		unsigned mk = 1;
+		for (int ch = 0; ch < 2; ch++, q += 32)
+			for (int sh = 0; sh < 8; sh += 2, mk <<= 1)
+				for (int h = 0; h < 2; h++)
+					for (int l = 0; l < 16; l++)
+						c[((q[16 * h + l] >> sh) & 3) | ((hm[16 * h + l] & mk) ? 4 : 0)]++;
+		break;
+	}
+	default: break;
+	}
+}
+
+/* Block header geometry: where the fp16 scale d (and min) sit; code bits. */
+typedef struct st_blk {
+	unsigned type;
+	int d_off, m_off; /* -1: none */
+	int code_bits;    /* 0: codes not read */
+	const char *what;
+} st_blk;
+
+static const st_blk st_blks[] = {
+	{QTK_T_Q4_0, 0, -1, 4, "block d"},       {QTK_T_Q4_1, 0, 2, 4, "block d"},
+	{QTK_T_Q5_0, 0, -1, 5, "block d"},       {QTK_T_Q5_1, 0, 2, 5, "block d"},
+	{QTK_T_Q8_0, 0, -1, 8, "block d"},       {QTK_T_IQ4_NL, 0, -1, 4, "block d"},
+	{QTK_T_MXFP4, -1, -1, 4, NULL},          {QTK_T_Q2_K, 80, 82, 2, "super-block d"},
+	{QTK_T_Q3_K, 108, -1, 3, "super-block d"}, {QTK_T_Q4_K, 0, 2, 4, "super-block d"},
+	{QTK_T_Q5_K, 0, 2, 5, "super-block d"},  {QTK_T_Q6_K, 208, -1, 6, "super-block d"},
+	{QTK_T_IQ4_XS, 0, -1, 4, "super-block d"}, {QTK_T_TQ2_0, 64, -1, 2, "block d"},
+	{QTK_T_TQ1_0, 52, -1, 0, "block d"},     {QTK_T_IQ2_XXS, 0, -1, 0, "super-block d"},
+	{QTK_T_IQ2_XS, 0, -1, 0, "super-block d"}, {QTK_T_IQ2_S, 0, -1, 0, "super-block d"},
+	{QTK_T_IQ3_XXS, 0, -1, 0, "super-block d"}, {QTK_T_IQ3_S, 0, -1, 0, "super-block d"},
+	{QTK_T_IQ1_S, 0, -1, 0, "super-block d"}, {QTK_T_Q1_0, 0, -1, 0, "block d"},
+	{QTK_T_Q2_0, 0, -1, 0, "block d"},
+};
+
+static const st_blk *st_blk_find(unsigned type)
+{
+	for (size_t i = 0; i < sizeof st_blks / sizeof *st_blks; i++)
+		if (st_blks[i].type == type)
+			return &st_blks[i];
+	return NULL;
+}
+
+/* Block scales (pass 1: range; pass 2: histogram) and codes (pass 1) of raw blocks. */
+static void st_blocks(tstats *s, const st_blk *bk, const uint8_t *raw, uint64_t nbytes, int pass, st_side *sd,
+		      st_side *sm)
+{
+	uint32_t be, bb;
+	if (qtk_ggml_block_info(bk->type, &be, &bb) || !bb)
+		return;
+	uint64_t nb = nbytes / bb;
+	for (uint64_t i = 0; i < nb; i++) {
+		const uint8_t *b = raw + i * bb;
+		if (bk->d_off >= 0) {
+			double d = st_half(b + bk->d_off);
+			if (pass == 1)
+				st_side_add(sd, d);
+			else if (isfinite(d))
+				st_hist_add(&s->scales, d);
+		}
+		if (bk->m_off >= 0) {
+			double mm = st_half(b + bk->m_off);
+			if (pass == 1)
+				st_side_add(sm, mm);
+			else if (isfinite(mm))
+				st_hist_add(&s->mins, mm);
+		}
+		if (pass == 1 && bk->code_bits)
+			st_codes_block(bk->type, b, s->codes);
+	}
+}
+
+/* AWQ/GPTQ side data from the whole components: scales, zero points, codes. */
+static void st_packed(tstats *s, const trows *r)
+{
+	const qtk_tensor *t = r->t;
+	unsigned bits = t->layout.bits;
+	uint64_t nsc = t->parts[2].nbytes / 2;
+	st_side sd = {0};
+	for (uint64_t i = 0; i < nsc; i++)
+		st_side_add(&sd, st_half(r->part[2] + 2 * i));
+	s->has_scales = sd.n > 0;
+	s->scale_what = "group scale";
+	s->scales.lo = sd.lo;
+	s->scales.hi = sd.hi;
+	for (uint64_t i = 0; i < nsc; i++) {
+		double d = st_half(r->part[2] + 2 * i);
+		if (isfinite(d))
+			st_hist_add(&s->scales, d);
+	}
+	/* zeros: every bits-wide field of each qzeros row (a packed stream of `out` fields) */
+	uint64_t out = r->rows, ng = t->parts[2].shape[0], zw = out * bits / 32;
+	int zoff = t->layout.kind == QTK_LAYOUT_GPTQ && t->layout.gptq_version != 2 ? 1 : 0;
+	s->zero_levels = (1 << bits) + zoff;
+	const uint8_t *qz = r->part[1];
+	for (uint64_t g = 0; g < ng; g++)
+		for (uint64_t o = 0; o < out; o++) {
+			uint64_t pos = o * bits, wi = pos / 32;
+			uint64_t lo = qtk_rd32(qz + 4 * (g * zw + wi));
+			uint64_t hi = wi + 1 < zw ? qtk_rd32(qz + 4 * (g * zw + wi + 1)) : 0;
+			unsigned z = (unsigned)(((lo | hi << 32) >> (pos % 32)) & ((1u << bits) - 1u));
+			s->zeros[z + (unsigned)zoff]++;
+		}
+	/* codes: every field of qweight; 3-bit fields run across the words of a 32-row chunk */
+	s->code_bits = (int)bits;
+	const uint8_t *qw = r->part[0];
+	uint64_t nw = t->parts[0].nbytes / 4;
+	if (bits != 3) {
+		for (uint64_t i = 0; i < nw; i++) {
+			uint32_t w = qtk_rd32(qw + 4 * i);
+			for (unsigned k = 0; k < 32; k += bits)
+				s->codes[(w >> k) & ((1u << bits) - 1u)]++;
+		}
+	} else {
+		uint64_t cols = t->parts[0].shape[1], chunks = t->parts[0].shape[0] / 3;
+		for (uint64_t c = 0; c < chunks; c++)
+			for (uint64_t o = 0; o < cols; o++) {
+				uint32_t w[4];
+				for (int k = 0; k < 3; k++)
+					w[k] = qtk_rd32(qw + 4 * ((c * 3 + (uint64_t)k) * cols + o));
+				w[3] = 0;
+				for (unsigned q = 0; q < 32; q++) {
+					unsigned pos = 3 * q;
+					uint64_t v = (uint64_t)w[pos / 32] | (uint64_t)w[pos / 32 + 1] << 32;
+					s->codes[(v >> (pos % 32)) & 7]++;
+				}
+			}
+	}
+}
+
+/* ---- The two passes ----------------------------------------------------- */
+
+typedef struct st_run {
+	tstats *s;
+	trows r;
+	const st_blk *bk;
+	float *colmax;      /* per input channel absmax */
+	st_side sd, sm;     /* block scale and min ranges */
+	double m2;          /* sum of squared deviations (pass 1), Chan's combination */
+	double m4;          /* sum of 4th powers of deviations (pass 2) */
+	uint64_t done, total;
+	st_progress cb;
+	void *ctx;
+} st_run;
+
+/* Pass 1 over one chunk: range, mean and M2 (two-pass inside the chunk,
+ * combined across chunks with Chan's formula), channel absmax, groups, codes. */
+static void st_pass1(st_run *u, const float *x, uint64_t nrows)
+{
+	tstats *s = u->s;
+	uint64_t cols = u->r.cols, g = s->group;
+	double sum = 0;
+	uint64_t n = 0;
+	for (uint64_t i = 0; i < nrows; i++) {
+		const float *row = x + i * cols;
+		for (uint64_t c0 = 0; c0 < cols; c0 += g) {
+			uint64_t c1 = c0 + g < cols ? c0 + g : cols;
+			double sq = 0, gmax = 0;
+			uint64_t gn = 0;
+			for (uint64_t c = c0; c < c1; c++) {
+				double v = row[c];
+				if (!isfinite(v)) {
+					s->n_nonfinite++;
+					continue;
+				}
+				double a = fabs(v);
+				if (!s->n && !n) {
+					s->min = s->max = v;
+				}
+				if (v < s->min)
+					s->min = v;
+				if (v > s->max)
+					s->max = v;
+				if (a > s->absmax)
+					s->absmax = a;
+				if ((float)a > u->colmax[c])
+					u->colmax[c] = (float)a;
+				sum += v;
+				n++;
+				sq += v * v;
+				gn++;
+				if (a > gmax)
+					gmax = a;
+			}
+			if (gn) {
+				s->n_groups++;
+				if (gmax > 0 && gmax > 4.0 * sqrt(sq / (double)gn))
+					s->outlier_groups++;
+			}
+		}
+	}
+	if (!n)
+		return;
+	double mc = sum / (double)n, m2c = 0;
+	for (uint64_t k = 0; k < nrows * cols; k++) {
+		double v = x[k];
+		if (isfinite(v))
+			m2c += (v - mc) * (v - mc);
+	}
+	uint64_t na = s->n, nt = na + n;
+	double delta = mc - s->mean;
+	s->mean += delta * (double)n / (double)nt;
+	u->m2 += m2c + delta * delta * (double)na * (double)n / (double)nt;
+	s->n = nt;
+}
+
+/* Pass 2 over one chunk: 4th moment, outlier counts, value histogram. */
+static void st_pass2(st_run *u, const float *x, uint64_t nrows)
+{
+	tstats *s = u->s;
+	double m4 = 0, t3 = 3 * s->std, t6 = 6 * s->std;
+	for (uint64_t k = 0; k < nrows * u->r.cols; k++) {
+		double v = x[k];
+		if (!isfinite(v))
+			continue;
+		double d = v - s->mean, a = fabs(d);
+		m4 += d * d * d * d;
+		if (a > t3)
+			s->out3++;
+		if (a > t6)
+			s->out6++;
+		st_hist_add(&s->hist, v);
+	}
+	u->m4 += m4;
+}
+
+static int st_pass(st_run *u, int pass)
+{
+	const qtk_tensor *t = u->r.t;
+	for (uint64_t r0 = 0; r0 < u->r.rows; r0 += u->r.step) {
+		uint64_t n = u->r.rows - r0 < u->r.step ? u->r.rows - r0 : u->r.step;
+		const float *x;
+		int rc = trows_read(&u->r, r0, n, &x);
+		if (rc)
+			return rc;
+		if (pass == 1)
+			st_pass1(u, x, n);
+		else
+			st_pass2(u, x, n);
+		if (u->bk && t->layout.kind == QTK_LAYOUT_PLAIN)
+			st_blocks(u->s, u->bk, u->r.raw, n * u->r.row_bytes, pass, &u->sd, &u->sm);
+		u->done += n;
+		if (u->cb)
+			u->cb(u->ctx, u->done, u->total);
+	}
+	return 0;
+}
+
+static int st_cmp_float(const void *a, const void *b)
+{
+	float x = *(const float *)a, y = *(const float *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Profile buckets, median and the top-k channels from colmax. */
+static int st_channels(tstats *s, float *colmax, uint64_t cols)
+{
+	s->n_channels = cols;
+	uint64_t span = (cols + ST_PROFILE - 1) / ST_PROFILE;
+	s->profile_span = (uint32_t)(span ? span : 1);
+	s->n_profile = (uint32_t)((cols + s->profile_span - 1) / s->profile_span);
+	for (uint32_t b = 0; b < s->n_profile; b++) {
+		float mx = 0;
+		for (uint64_t c = (uint64_t)b * s->profile_span; c < cols && c < (uint64_t)(b + 1) * s->profile_span; c++)
+			if (colmax[c] > mx)
+				mx = colmax[c];
+		s->profile[b] = mx;
+	}
+	/* top-k: repeated selection, ties to the lower index */
+	for (int k = 0; k < ST_TOPK && (uint64_t)k < cols; k++) {
+		uint64_t best = UINT64_MAX;
+		for (uint64_t c = 0; c < cols; c++) {
+			bool taken = false;
+			for (int j = 0; j < k; j++)
+				taken |= s->top_idx[j] == c;
+			if (!taken && (best == UINT64_MAX || colmax[c] > colmax[best]))
+				best = c;
+		}
+		s->top_idx[k] = best;
+		s->top_val[k] = colmax[best];
+		s->n_top = k + 1;
+	}
+	float *tmp = qtk_malloc((size_t)cols * sizeof *tmp);
+	if (!tmp)
+		return -1;
+	memcpy(tmp, colmax, (size_t)cols * sizeof *tmp);
+	qsort(tmp, (size_t)cols, sizeof *tmp, st_cmp_float);
+	s->channel_median = cols % 2 ? tmp[cols / 2] : 0.5 * ((double)tmp[cols / 2 - 1] + (double)tmp[cols / 2]);
+	qtk_free(tmp);
+	return 0;
+}
+
+int stats_compute(qtk_model *m, const qtk_tensor *t, tstats *s, st_progress cb, void *ctx)
+{
+	memset(s, 0, sizeof *s);
+	st_run u = {.s = s, .cb = cb, .ctx = ctx};
+	int rc = trows_open(&u.r, m, t, 1);
+	if (rc)
+		goto done;
+	uint64_t cols = u.r.cols;
+	s->group = t->layout.group_size ? t->layout.group_size : 128;
+	if (s->group > cols)
+		s->group = (uint32_t)(cols ? cols : 1);
+	u.colmax = qtk_calloc((size_t)(cols ? cols : 1), sizeof *u.colmax);
+	if (!u.colmax) {
+		rc = qtk_err_set(&m->err, QTK_E_IO, NULL, -1, stats_subject(t), "out of memory");
+		goto done;
+	}
+	if (t->layout.kind == QTK_LAYOUT_PLAIN)
+		u.bk = st_blk_find(t->layout.type);
+	u.total = 2 * u.r.rows;
+	if ((rc = st_pass(&u, 1)))
+		goto done;
+	s->std = s->n ? sqrt(u.m2 / (double)s->n) : 0;
+	s->hist.lo = s->n ? s->min : 0;
+	s->hist.hi = s->n ? s->max : 0;
+	if (u.bk) {
+		s->has_scales = u.sd.n > 0;
+		s->scale_what = u.bk->what;
+		s->scales.lo = u.sd.lo;
+		s->scales.hi = u.sd.hi;
+		s->has_mins = u.sm.n > 0;
+		s->mins.lo = u.sm.lo;
+		s->mins.hi = u.sm.hi;
+		s->code_bits = u.bk->code_bits;
+	}
+	if ((rc = st_pass(&u, 2)))
+		goto done;
+	double var = s->n ? u.m2 / (double)s->n : 0;
+	s->kurtosis = var > 0 ? u.m4 / (double)s->n / (var * var) : 0;
+	if (t->layout.kind != QTK_LAYOUT_PLAIN)
+		st_packed(s, &u.r);
+	if (s->code_bits) {
+		size_t nc = (size_t)1 << s->code_bits;
+		for (size_t i = 0; i < nc; i++) {
+			s->n_codes += s->codes[i];
+			s->codes_used += s->codes[i] != 0;
+		}
+		s->code_entropy = stats_entropy(s->codes, nc);
+	}
+	if (st_channels(s, u.colmax, cols))
+		rc = qtk_err_set(&m->err, QTK_E_IO, NULL, -1, stats_subject(t), "out of memory");
+done:
+	qtk_free(u.colmax);
+	trows_close(&u.r);
+	return rc;
+}
+
+/* ---- JSON --------------------------------------------------------------- */
+
+static cJSON *st_num(double v) { return isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull(); }
+
+cJSON *stats_json(const tstats *s)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddItemToObject(o, "min", st_num(s->min));
+	cJSON_AddItemToObject(o, "max", st_num(s->max));
+	cJSON_AddItemToObject(o, "mean", st_num(s->mean));
+	cJSON_AddItemToObject(o, "std", st_num(s->std));
+	cJSON_AddItemToObject(o, "absmax", st_num(s->absmax));
+	if (s->std > 0)
+		cJSON_AddItemToObject(o, "kurtosis", st_num(s->kurtosis));
+	else
+		cJSON_AddNullToObject(o, "kurtosis");
+	cJSON_AddNumberToObject(o, "outliers_3sigma", (double)s->out3);
+	cJSON_AddNumberToObject(o, "outliers_6sigma", (double)s->out6);
+	cJSON_AddNumberToObject(o, "outlier_groups", (double)s->outlier_groups);
+	cJSON *h = cJSON_AddObjectToObject(o, "histogram");
+	cJSON_AddItemToObject(h, "lo", st_num(s->hist.lo));
+	cJSON_AddItemToObject(h, "hi", st_num(s->hist.hi));
+	cJSON *c = cJSON_AddArrayToObject(h, "counts");
+	for (int k = 0; k < ST_BINS; k++)
+		cJSON_AddItemToArray(c, cJSON_CreateNumber((double)s->hist.counts[k]));
+	if (s->code_bits)
+		cJSON_AddItemToObject(o, "code_entropy_bits", st_num(s->code_entropy));
+	else
+		cJSON_AddNullToObject(o, "code_entropy_bits");
+	return o;
+}

@@ -1,0 +1,91 @@
+/* stats.h - value statistics of one tensor, from its decoded values.
+ *
+ * Everything is computed from the F32 values qtk decodes (any layout), in row
+ * chunks, so memory stays bounded by one chunk plus the tensor's packed
+ * components. Summation order is fixed (chunk by chunk, double accumulators):
+ * the same file gives the same numbers on every run. */
+#ifndef QTK_INSPECT_STATS_H
+#define QTK_INSPECT_STATS_H
+#include "internal.h"
+#include <cJSON.h>
+
+#define ST_BINS 64     /* value histogram bins */
+#define ST_TOPK 8      /* salient input channels kept */
+#define ST_PROFILE 512 /* per-input-channel absmax profile buckets */
+
+typedef struct st_hist {
+	double lo, hi;            /* bin k covers [lo + k*w, lo + (k+1)*w), w = (hi-lo)/ST_BINS; last bin closed */
+	uint64_t counts[ST_BINS];
+	uint64_t n;               /* values counted */
+} st_hist;
+
+typedef struct tstats {
+	uint64_t n;               /* finite values */
+	uint64_t n_nonfinite;     /* NaN/Inf values (left out of everything else) */
+	double min, max, mean, std, absmax;
+	double kurtosis;          /* Pearson: m4 / m2^2 (3 for a normal distribution); 0 when std is 0 */
+	uint64_t out3, out6;      /* |x - mean| > 3 std, > 6 std */
+	uint32_t group;           /* group length along the input dimension */
+	uint64_t n_groups, outlier_groups; /* groups with max|x| > 4 * group RMS */
+	st_hist hist;             /* values, lo = min, hi = max */
+	/* per input channel (last logical dimension) absmax over all rows */
+	uint64_t n_channels;
+	uint32_t n_profile;       /* buckets in profile (<= ST_PROFILE) */
+	uint32_t profile_span;    /* channels per bucket */
+	float profile[ST_PROFILE];/* max channel absmax in each bucket */
+	double channel_median;    /* median channel absmax */
+	int n_top;
+	uint64_t top_idx[ST_TOPK];/* channels with the largest absmax, largest first */
+	float top_val[ST_TOPK];
+	/* quantization side data ("where cheap") */
+	bool has_scales;
+	const char *scale_what;   /* "group scale", "block d", "super-block d" */
+	st_hist scales;
+	bool has_mins;            /* ggml *_1 mins, k-quant dmin */
+	st_hist mins;
+	int zero_levels;          /* AWQ/GPTQ: integer zero points 0..zero_levels-1; 0 none */
+	uint64_t zeros[257];
+	int code_bits;            /* 0 when codes are not read for this layout */
+	uint64_t codes[256];
+	uint64_t n_codes;
+	int codes_used;
+	double code_entropy;      /* bits */
+} tstats;
+
+/* Progress callback: done of total units; may be NULL. */
+typedef void (*st_progress)(void *ctx, uint64_t done, uint64_t total);
+
+/* Compute statistics of t (needs qtk_can_decode). 0 or an error in m->err. */
+int stats_compute(qtk_model *m, const qtk_tensor *t, tstats *s, st_progress cb, void *ctx);
+
+/* Shannon entropy in bits of counts[0..n). */
+double stats_entropy(const uint64_t *counts, size_t n);
+
+/* "tensor 'NAME'", the subject of an error about t (static buffer, valid
+ * until the next call). */
+const char *stats_subject(const qtk_tensor *t);
+
+/* The "stats" object of qinspect --json (SPEC §5.1 keys). */
+cJSON *stats_json(const tstats *s);
+
+/* ---- Decoding logical rows in chunks (shared with --diff) -------------- */
+
+typedef struct trows {
+	qtk_model *m;
+	const qtk_tensor *t;
+	uint64_t rows, cols;     /* logical rows (all but the last dimension) and row length */
+	uint64_t step;           /* rows per chunk */
+	uint64_t row_bytes;      /* plain: encoded bytes per row */
+	uint8_t *raw;            /* plain: encoded bytes of the last chunk read */
+	uint8_t *part[QTK_MAX_PARTS]; /* awq/gptq: whole components */
+	uint8_t *slice[3];       /* awq/gptq: qweight, qzeros, scales cut to a chunk's rows */
+	float *buf;              /* step * cols floats */
+} trows;
+
+/* Prepare to read t in chunks of a multiple of `align` rows (0 or 1: any).
+ * Returns 0 or an error code (details in m->err). */
+int trows_open(trows *r, qtk_model *m, const qtk_tensor *t, uint64_t align);
+/* Decode rows [row0, row0 + n), n <= r->step; *out is valid until the next call. */
+int trows_read(trows *r, uint64_t row0, uint64_t n, const float **out);
+void trows_close(trows *r);
+#endif

@@ -1,0 +1,749 @@
+/* tui_model.c - the browser's state and what keys do to it (no curses). */
+#include "tui.h"
+#include <cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- Requests and the key table (tig-style: keys map to requests) ------- */
+
+enum tm_req {
+	RQ_NONE, RQ_UP, RQ_DOWN, RQ_PGUP, RQ_PGDN, RQ_TOP, RQ_BOTTOM, RQ_ENTER, RQ_BACK, RQ_LEFT, RQ_RIGHT,
+	RQ_NEXT_PANE, RQ_PREV_PANE, RQ_SEARCH, RQ_NEXT, RQ_PREV, RQ_SORT, RQ_FILTER, RQ_HELP, RQ_QUIT
+};
+
+static const struct {
+	int key;
+	enum tm_req rq;
+} tm_keys[] = {
+	{TK_UP, RQ_UP},       {'k', RQ_UP},          {TK_DOWN, RQ_DOWN},     {'j', RQ_DOWN},
+	{TK_PGUP, RQ_PGUP},   {TK_PGDN, RQ_PGDN},    {' ', RQ_PGDN},         {'g', RQ_TOP},
+	{TK_HOME, RQ_TOP},    {'G', RQ_BOTTOM},      {TK_END, RQ_BOTTOM},    {TK_ENTER, RQ_ENTER},
+	{TK_ESC, RQ_BACK},    {TK_BS, RQ_BACK},      {TK_LEFT, RQ_LEFT},     {'h', RQ_LEFT},
+	{TK_RIGHT, RQ_RIGHT}, {'l', RQ_RIGHT},       {TK_TAB, RQ_NEXT_PANE}, {TK_BTAB, RQ_PREV_PANE},
+	{'/', RQ_SEARCH},     {'n', RQ_NEXT},        {'N', RQ_PREV},         {'s', RQ_SORT},
+	{'f', RQ_FILTER},     {'?', RQ_HELP},        {'q', RQ_QUIT},
+};
+
+/* ---- Sorting -------------------------------------------------------------- */
+
+static const char *const tm_sort_names[] = {"file order", "name", "bytes", "params", "bits/weight", "layout"};
+#define TM_NSORT 6
+
+const char *tui_sort_name(const tui *t) { return tm_sort_names[t->sort]; }
+
+static const tui *tm_sorting; /* qsort has no context argument */
+
+static double tm_tensor_key(const tui *t, size_t i)
+{
+	const qtk_tensor *x = &t->m->tensors[i];
+	switch (t->sort) {
+	case 2: return (double)x->n_bytes;
+	case 3: return (double)x->n_params;
+	case 4: return x->n_params ? 8.0 * (double)x->n_bytes / (double)x->n_params : 0;
+	default: return 0;
+	}
+}
+
+static double tm_group_key(const tui *t, size_t g)
+{
+	const tui_group *x = &t->groups[g];
+	switch (t->sort) {
+	case 2: return (double)x->n_bytes;
+	case 3: return (double)x->n_params;
+	case 4: return x->n_params ? 8.0 * (double)x->n_bytes / (double)x->n_params : 0;
+	default: return 0;
+	}
+}
+
+static size_t tm_first(const tui *t, const tui_row *r) { return r->group_row ? t->groups[r->idx].first : r->idx; }
+
+static int tm_cmp(const void *pa, const void *pb)
+{
+	const tui *t = tm_sorting;
+	const tui_row *a = pa, *b = pb;
+	size_t fa = tm_first(t, a), fb = tm_first(t, b);
+	if (t->sort == 1 || t->sort == 5) {
+		int c;
+		if (t->sort == 5 && !a->group_row && !b->group_row) {
+			char la[32], lb[32];
+			qtk_layout_id(&t->m->tensors[a->idx].layout, la, sizeof la);
+			qtk_layout_id(&t->m->tensors[b->idx].layout, lb, sizeof lb);
+			if ((c = strcmp(la, lb)))
+				return c;
+		}
+		if (a->group_row && b->group_row)
+			return t->groups[a->idx].block - t->groups[b->idx].block;
+		if ((c = strcmp(t->m->tensors[fa].name, t->m->tensors[fb].name)))
+			return c;
+	} else if (t->sort >= 2) {
+		double ka = a->group_row ? tm_group_key(t, a->idx) : tm_tensor_key(t, a->idx);
+		double kb = b->group_row ? tm_group_key(t, b->idx) : tm_tensor_key(t, b->idx);
+		if (ka != kb)
+			return ka > kb ? -1 : 1;
+	}
+	return fa < fb ? -1 : fa > fb;
+}
+
+/* ---- Rows ------------------------------------------------------------------ */
+
+static bool tm_passes(const tui *t, size_t i)
+{
+	if (t->filter < 0)
+		return true;
+	return strcmp(qtk_layout_type_name(&t->m->tensors[i].layout), t->tt.types[t->filter].type) == 0;
+}
+
+/* Rebuild the visible rows, keeping the cursor on the same item when it is still there. */
+static void tm_rebuild(tui *t)
+{
+	tui_row keep = {0, 0};
+	bool had = t->cur < t->nrows;
+	if (had)
+		keep = t->rows[t->cur];
+	size_t n = 0, ntop = 0;
+	tui_row *top = qtk_calloc(t->ngroups + t->m->ntensors + 1, sizeof *top);
+	if (!top)
+		return;
+	bool *seen = qtk_calloc(t->ngroups + 1, sizeof *seen);
+	for (size_t i = 0; i < t->m->ntensors && seen; i++) {
+		int g = t->tgroup[i];
+		if (g < 0) {
+			if (tm_passes(t, i))
+				top[ntop++] = (tui_row){0, (uint32_t)i};
+		} else if (!seen[g] && tm_passes(t, i)) {
+			seen[g] = true;
+			top[ntop++] = (tui_row){1, (uint32_t)g};
+		}
+	}
+	qtk_free(seen);
+	tm_sorting = t;
+	qsort(top, ntop, sizeof *top, tm_cmp);
+	tui_row *members = qtk_calloc(t->m->ntensors + 1, sizeof *members);
+	for (size_t k = 0; k < ntop && members; k++) {
+		t->rows[n++] = top[k];
+		if (!top[k].group_row || !t->groups[top[k].idx].open)
+			continue;
+		size_t nm = 0;
+		for (size_t i = t->groups[top[k].idx].first; i < t->m->ntensors; i++)
+			if (t->tgroup[i] == (int)top[k].idx && tm_passes(t, i))
+				members[nm++] = (tui_row){0, (uint32_t)i};
+		qsort(members, nm, sizeof *members, tm_cmp);
+		memcpy(t->rows + n, members, nm * sizeof *members);
+		n += nm;
+	}
+	qtk_free(members);
+	qtk_free(top);
+	t->nrows = n;
+	t->cur = 0;
+	for (size_t r = 0; had && r < n; r++)
+		if (t->rows[r].group_row == keep.group_row && t->rows[r].idx == keep.idx)
+			t->cur = r;
+	if (had && !keep.group_row && t->cur == 0 && n && !(t->rows[0].group_row == 0 && t->rows[0].idx == keep.idx)) {
+		/* the tensor went into a closed group: land on the group */
+		int g = t->tgroup[keep.idx];
+		for (size_t r = 0; g >= 0 && r < n; r++)
+			if (t->rows[r].group_row && t->rows[r].idx == (uint32_t)g)
+				t->cur = r;
+	}
+}
+
+long tui_cur_tensor(const tui *t)
+{
+	if (t->cur >= t->nrows || t->rows[t->cur].group_row)
+		return -1;
+	return t->rows[t->cur].idx;
+}
+
+/* ---- Metadata rows -------------------------------------------------------- */
+
+static bool tm_multiline(const char *s, uint64_t n) { return n > 0 && memchr(s, '\n', (size_t)n) != NULL; }
+
+bool tui_kv_expandable(const qtk_kv *kv)
+{
+	if (kv->val.type == QTK_V_ARR)
+		return kv->val.elem == QTK_V_STR || qtk_value_size(kv->val.elem) > 0;
+	return (kv->val.type == QTK_V_STR && tm_multiline(kv->val.v.str.s, kv->val.v.str.len));
+}
+
+/* Append one row per line of text (offsets of line starts). */
+static size_t tm_lines(tui_mrow *rows, size_t n, uint8_t kind, uint32_t idx, const char *s, uint64_t len)
+{
+	uint64_t off = 0;
+	while (off < len) {
+		rows[n++] = (tui_mrow){kind, idx, off};
+		const char *nl = memchr(s + off, '\n', (size_t)(len - off));
+		if (!nl)
+			break;
+		off = (uint64_t)(nl - s) + 1;
+	}
+	return n;
+}
+
+static uint64_t tm_count_lines(const char *s, uint64_t len)
+{
+	uint64_t n = 1;
+	for (uint64_t i = 0; i + 1 < len; i++)
+		n += s[i] == '\n';
+	return n;
+}
+
+static void tm_meta_rebuild(tui *t)
+{
+	const qtk_model *m = t->m;
+	uint64_t need = m->nkv + m->nblobs + 1;
+	for (size_t i = 0; i < m->nkv; i++)
+		if (t->kv_open[i])
+			need += m->kv[i].val.type == QTK_V_ARR ? m->kv[i].val.n
+								: tm_count_lines(m->kv[i].val.v.str.s, m->kv[i].val.v.str.len);
+	for (size_t i = 0; i < m->nblobs; i++)
+		if (t->blob_open[i])
+			need += tm_count_lines((const char *)m->blobs[i].data, m->blobs[i].len);
+	tui_mrow *rows = qtk_calloc((size_t)need, sizeof *rows);
+	if (!rows)
+		return;
+	size_t n = 0;
+	for (size_t i = 0; i < m->nkv; i++) {
+		rows[n++] = (tui_mrow){0, (uint32_t)i, 0};
+		if (!t->kv_open[i])
+			continue;
+		const qtk_value *v = &m->kv[i].val;
+		if (v->type == QTK_V_ARR)
+			for (uint64_t e = 0; e < v->n; e++)
+				rows[n++] = (tui_mrow){2, (uint32_t)i, e};
+		else
+			n = tm_lines(rows, n, 3, (uint32_t)i, v->v.str.s, v->v.str.len);
+	}
+	for (size_t i = 0; i < m->nblobs; i++) {
+		rows[n++] = (tui_mrow){1, (uint32_t)i, 0};
+		if (t->blob_open[i])
+			n = tm_lines(rows, n, 4, (uint32_t)i, (const char *)m->blobs[i].data, m->blobs[i].len);
+	}
+	qtk_free(t->mrows);
+	t->mrows = rows;
+	t->nmrows = n;
+	if (t->mcur >= n)
+		t->mcur = n ? n - 1 : 0;
+}
+
+/* ---- Provenance and memory text -------------------------------------------- */
+
+static int tm_add_line(char ***lines, size_t *n, const char *s)
+{
+	char **p = qtk_realloc(*lines, (*n + 1) * sizeof *p);
+	if (!p)
+		return -1;
+	*lines = p;
+	p[*n] = qtk_strdup(s);
+	if (!p[*n])
+		return -1;
+	(*n)++;
+	return 0;
+}
+
+/* Split text into lines (tabs become two spaces). */
+static int tm_add_text(char ***lines, size_t *n, const char *s)
+{
+	char buf[1024];
+	size_t k = 0;
+	for (const char *p = s;; p++) {
+		if (*p == '\n' || !*p || k >= sizeof buf - 3) {
+			buf[k] = 0;
+			if (tm_add_line(lines, n, buf))
+				return -1;
+			k = 0;
+			if (!*p)
+				break;
+			if (*p != '\n')
+				buf[k++] = *p;
+			continue;
+		}
+		if (*p == '\t') {
+			buf[k++] = ' ';
+			buf[k++] = ' ';
+		} else {
+			buf[k++] = *p;
+		}
+	}
+	return 0;
+}
+
+static int tm_prov_build(tui *t)
+{
+	const qtk_kv *kv = qtk_kv_find(t->m, "qtk.provenance");
+	const qtk_blob *b = qtk_blob_find(t->m, "qtk-provenance.json");
+	cJSON *j = NULL;
+	const char *where = NULL;
+	if (kv && kv->val.type == QTK_V_STR) {
+		j = cJSON_ParseWithLength(kv->val.v.str.s, (size_t)kv->val.v.str.len);
+		where = "GGUF key qtk.provenance";
+	} else if (b) {
+		j = cJSON_ParseWithLength((const char *)b->data, b->len);
+		where = "qtk-provenance.json";
+	}
+	char line[256];
+	if (!where) {
+		tm_add_line(&t->prov, &t->nprov, "no provenance record");
+		tm_add_line(&t->prov, &t->nprov, "");
+		tm_add_line(&t->prov, &t->nprov, "Files written by qconvert carry one (GGUF key qtk.provenance,");
+		tm_add_line(&t->prov, &t->nprov, "safetensors __metadata__, qtk-provenance.json in HF directories).");
+		return 0;
+	}
+	snprintf(line, sizeof line, "record from %s; verification: run qverify on this file", where);
+	tm_add_line(&t->prov, &t->nprov, line);
+	tm_add_line(&t->prov, &t->nprov, "");
+	if (!j)
+		return tm_add_line(&t->prov, &t->nprov, "the record is not valid JSON");
+	char *txt = cJSON_Print(j);
+	cJSON_Delete(j);
+	if (!txt)
+		return -1;
+	int rc = tm_add_text(&t->prov, &t->nprov, txt);
+	cJSON_free(txt);
+	return rc;
+}
+
+static int tm_mem_build(tui *t)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	if (!f)
+		return -1;
+	insp_opts o = {0};
+	report_memory(t->m, f, &o);
+	fclose(f);
+	int rc = buf ? tm_add_text(&t->mem, &t->nmem, buf) : -1;
+	free(buf);
+	/* drop the first line (the file name: the title bar has it) and the blank after it */
+	if (!rc && t->nmem > 2) {
+		qtk_free(t->mem[0]);
+		qtk_free(t->mem[1]);
+		memmove(t->mem, t->mem + 2, (t->nmem - 2) * sizeof *t->mem);
+		t->nmem -= 2;
+	}
+	while (t->nmem && !t->mem[t->nmem - 1][0])
+		qtk_free(t->mem[--t->nmem]);
+	return rc;
+}
+
+/* ---- Setup ------------------------------------------------------------------ */
+
+int tui_init(tui *t, qtk_model *m, int w, int h, bool utf8, bool color)
+{
+	memset(t, 0, sizeof *t);
+	t->m = m;
+	t->w = w;
+	t->h = h;
+	t->utf8 = utf8;
+	t->color = color;
+	t->filter = -1;
+	t->pending = -1;
+	compute_totals(m, &t->tt);
+	size_t nt = m->ntensors;
+	t->groups = qtk_calloc(nt + 1, sizeof *t->groups);
+	t->tgroup = qtk_calloc(nt + 1, sizeof *t->tgroup);
+	t->rows = qtk_calloc(nt * 2 + 1, sizeof *t->rows);
+	t->stats = qtk_calloc(nt + 1, sizeof *t->stats);
+	t->kv_open = qtk_calloc(m->nkv + 1, sizeof *t->kv_open);
+	t->blob_open = qtk_calloc(m->nblobs + 1, sizeof *t->blob_open);
+	if (!t->groups || !t->tgroup || !t->rows || !t->stats || !t->kv_open || !t->blob_open)
+		return -1;
+	for (size_t i = 0; i < nt; i++) {
+		size_t pl;
+		int b = block_of(m->tensors[i].name, &pl);
+		t->tgroup[i] = -1;
+		if (b < 0)
+			continue;
+		size_t g = 0;
+		while (g < t->ngroups && (t->groups[g].block != b || t->groups[g].prefix_len != pl))
+			g++;
+		if (g == t->ngroups) {
+			t->groups[g] = (tui_group){.block = b, .prefix_len = pl, .first = i};
+			t->ngroups++;
+		}
+		t->tgroup[i] = (int)g;
+		t->groups[g].n++;
+		t->groups[g].n_params += m->tensors[i].n_params;
+		t->groups[g].n_bytes += m->tensors[i].n_bytes;
+	}
+	/* small models open, large ones show their structure first */
+	for (size_t g = 0; g < t->ngroups; g++)
+		t->groups[g].open = nt <= 40;
+	tm_rebuild(t);
+	tm_meta_rebuild(t);
+	if (tm_prov_build(t) || tm_mem_build(t))
+		return -1;
+	return 0;
+}
+
+static void tm_free_lines(char **l, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		qtk_free(l[i]);
+	qtk_free(l);
+}
+
+void tui_free(tui *t)
+{
+	if (t->stats)
+		for (size_t i = 0; i < t->m->ntensors; i++)
+			qtk_free(t->stats[i]);
+	qtk_free(t->stats);
+	qtk_free(t->groups);
+	qtk_free(t->tgroup);
+	qtk_free(t->rows);
+	qtk_free(t->kv_open);
+	qtk_free(t->blob_open);
+	qtk_free(t->mrows);
+	tm_free_lines(t->prov, t->nprov);
+	tm_free_lines(t->mem, t->nmem);
+	memset(t, 0, sizeof *t);
+}
+
+/* Lines available to a pane's list (title, tabs, types, header, status). */
+static size_t tm_page(const tui *t) { return t->h > 6 ? (size_t)(t->h - 5) : 1; }
+
+static void tm_clamp_list(size_t *cur, size_t *top, size_t n, size_t page)
+{
+	if (n == 0) {
+		*cur = *top = 0;
+		return;
+	}
+	if (*cur >= n)
+		*cur = n - 1;
+	if (*cur < *top)
+		*top = *cur;
+	if (*cur >= *top + page)
+		*top = *cur - page + 1;
+	if (*top + page > n)
+		*top = n > page ? n - page : 0;
+}
+
+void tui_resize(tui *t, int w, int h)
+{
+	t->w = w;
+	t->h = h;
+	tm_clamp_list(&t->cur, &t->top, t->nrows, tm_page(t));
+	tm_clamp_list(&t->mcur, &t->mtop, t->nmrows, tm_page(t));
+}
+
+/* ---- Moving ------------------------------------------------------------------ */
+
+static void tm_move(size_t *cur, size_t n, enum tm_req rq, size_t page)
+{
+	if (!n)
+		return;
+	switch (rq) {
+	case RQ_UP: if (*cur) (*cur)--; break;
+	case RQ_DOWN: if (*cur + 1 < n) (*cur)++; break;
+	case RQ_PGUP: *cur = *cur > page ? *cur - page : 0; break;
+	case RQ_PGDN: *cur = *cur + page < n ? *cur + page : n - 1; break;
+	case RQ_TOP: *cur = 0; break;
+	case RQ_BOTTOM: *cur = n - 1; break;
+	default: break;
+	}
+}
+
+static void tm_scroll(int *pos, int lines, enum tm_req rq, int page)
+{
+	switch (rq) {
+	case RQ_UP: (*pos)--; break;
+	case RQ_DOWN: (*pos)++; break;
+	case RQ_PGUP: *pos -= page; break;
+	case RQ_PGDN: *pos += page; break;
+	case RQ_TOP: *pos = 0; break;
+	case RQ_BOTTOM: *pos = lines > 0 ? lines : 1 << 20; break;
+	default: break;
+	}
+	/* the view clamps the end (it knows the line count); here only the start */
+	(void)lines;
+	if (*pos < 0)
+		*pos = 0;
+}
+
+/* ---- Search ---------------------------------------------------------------------- */
+
+static bool tm_match(const char *hay, const char *needle)
+{
+	size_t n = strlen(needle);
+	for (const char *p = hay; *p; p++) {
+		size_t k = 0;
+		while (k < n && p[k]) {
+			char a = p[k], b = needle[k];
+			if (a >= 'A' && a <= 'Z')
+				a = (char)(a - 'A' + 'a');
+			if (b >= 'A' && b <= 'Z')
+				b = (char)(b - 'A' + 'a');
+			if (a != b)
+				break;
+			k++;
+		}
+		if (k == n)
+			return true;
+	}
+	return false;
+}
+
+/* Find the next (dir 1) or previous (-1) match after the cursor; opens groups. */
+static void tm_find(tui *t, int dir)
+{
+	if (!t->query[0]) {
+		snprintf(t->msg, sizeof t->msg, "no search yet: press / to search");
+		return;
+	}
+	if (t->pane == P_META) {
+		size_t n = t->nmrows;
+		for (size_t k = 1; k <= n; k++) {
+			size_t r = dir > 0 ? (t->mcur + k) % n : (t->mcur + n - k % n) % n;
+			if (t->mrows[r].kind == 0 && tm_match(t->m->kv[t->mrows[r].idx].key, t->query)) {
+				t->mcur = r;
+				t->msg[0] = 0;
+				return;
+			}
+			if (t->mrows[r].kind == 1 && tm_match(t->m->blobs[t->mrows[r].idx].name, t->query)) {
+				t->mcur = r;
+				t->msg[0] = 0;
+				return;
+			}
+		}
+		snprintf(t->msg, sizeof t->msg, "not found: %s", t->query);
+		return;
+	}
+	/* tensors, in display order with every group open */
+	long cur = tui_cur_tensor(t);
+	size_t nt = t->m->ntensors;
+	size_t start = cur >= 0 ? (size_t)cur : (t->cur < t->nrows ? t->groups[t->rows[t->cur].idx].first : 0);
+	/* walk the tensor indices in display order: build it once */
+	size_t *order = qtk_calloc(nt + 1, sizeof *order), no = 0, pos = 0;
+	if (!order)
+		return;
+	for (size_t r = 0; r < t->nrows; r++) {
+		if (!t->rows[r].group_row) {
+			order[no++] = t->rows[r].idx;
+			continue;
+		}
+		if (t->groups[t->rows[r].idx].open)
+			continue;
+		for (size_t i = 0; i < nt; i++)
+			if (t->tgroup[i] == (int)t->rows[r].idx && tm_passes(t, i))
+				order[no++] = i;
+	}
+	for (size_t k = 0; k < no; k++)
+		if (order[k] == start)
+			pos = k;
+	long hit = -1;
+	for (size_t k = 1; k <= no && hit < 0; k++) {
+		size_t r = dir > 0 ? (pos + k) % no : (pos + no - k % no) % no;
+		if (tm_match(t->m->tensors[order[r]].name, t->query))
+			hit = (long)order[r];
+	}
+	qtk_free(order);
+	if (hit < 0) {
+		snprintf(t->msg, sizeof t->msg, "not found: %s", t->query);
+		return;
+	}
+	int g = t->tgroup[hit];
+	if (g >= 0 && !t->groups[g].open) {
+		t->groups[g].open = true;
+		tm_rebuild(t);
+	}
+	for (size_t r = 0; r < t->nrows; r++)
+		if (!t->rows[r].group_row && t->rows[r].idx == (uint32_t)hit)
+			t->cur = r;
+	t->msg[0] = 0;
+}
+
+/* Keys while the search prompt is open. */
+static unsigned tm_search_key(tui *t, int key)
+{
+	if (key == TK_ESC) {
+		t->searching = false;
+		t->qlen = 0;
+		t->query[0] = 0;
+	} else if (key == TK_ENTER) {
+		t->searching = false;
+		tm_find(t, 1);
+	} else if (key == TK_BS) {
+		if (t->qlen)
+			t->query[--t->qlen] = 0;
+	} else if (key >= 0x20 && key < 0x7f && t->qlen + 1 < sizeof t->query) {
+		t->query[t->qlen++] = (char)key;
+		t->query[t->qlen] = 0;
+	}
+	return TUI_REDRAW;
+}
+
+/* ---- Keys ------------------------------------------------------------------------ */
+
+static unsigned tm_enter_tensors(tui *t)
+{
+	if (t->cur >= t->nrows)
+		return 0;
+	tui_row r = t->rows[t->cur];
+	if (r.group_row) {
+		t->groups[r.idx].open = !t->groups[r.idx].open;
+		tm_rebuild(t);
+		return TUI_REDRAW;
+	}
+	t->pane = P_DETAIL;
+	t->dscroll = 0;
+	if (!t->stats[r.idx] && qtk_can_decode(&t->m->tensors[r.idx])) {
+		t->pending = r.idx;
+		t->progress = 0;
+		return TUI_REDRAW | TUI_COMPUTE;
+	}
+	return TUI_REDRAW;
+}
+
+static unsigned tm_tensors_key(tui *t, enum tm_req rq)
+{
+	switch (rq) {
+	case RQ_ENTER: return tm_enter_tensors(t);
+	case RQ_LEFT:
+		if (t->cur < t->nrows) {
+			tui_row r = t->rows[t->cur];
+			int g = r.group_row ? (int)r.idx : t->tgroup[r.idx];
+			if (g >= 0 && t->groups[g].open) {
+				t->groups[g].open = false;
+				if (!r.group_row) /* land on the group row */
+					t->rows[t->cur] = (tui_row){1, (uint32_t)g};
+				tm_rebuild(t);
+			}
+		}
+		return TUI_REDRAW;
+	case RQ_RIGHT:
+		if (t->cur < t->nrows && t->rows[t->cur].group_row && !t->groups[t->rows[t->cur].idx].open) {
+			t->groups[t->rows[t->cur].idx].open = true;
+			tm_rebuild(t);
+		} else if (tui_cur_tensor(t) >= 0) {
+			return tm_enter_tensors(t);
+		}
+		return TUI_REDRAW;
+	case RQ_SORT:
+		t->sort = (t->sort + 1) % TM_NSORT;
+		tm_rebuild(t);
+		snprintf(t->msg, sizeof t->msg, "sorted by %s", tm_sort_names[t->sort]);
+		return TUI_REDRAW;
+	case RQ_FILTER:
+		t->filter = t->filter + 1 >= (int)t->tt.ntypes ? -1 : t->filter + 1;
+		tm_rebuild(t);
+		if (t->filter < 0)
+			snprintf(t->msg, sizeof t->msg, "showing all types");
+		else
+			snprintf(t->msg, sizeof t->msg, "showing %s only", t->tt.types[t->filter].type);
+		return TUI_REDRAW;
+	default:
+		tm_move(&t->cur, t->nrows, rq, tm_page(t) - 1);
+		return TUI_REDRAW;
+	}
+}
+
+static unsigned tm_meta_key(tui *t, enum tm_req rq)
+{
+	if (rq == RQ_ENTER || rq == RQ_RIGHT || rq == RQ_LEFT) {
+		if (t->mcur >= t->nmrows)
+			return 0;
+		tui_mrow r = t->mrows[t->mcur];
+		bool *open = r.kind == 1 || r.kind == 4 ? &t->blob_open[r.idx] : &t->kv_open[r.idx];
+		bool can = r.kind == 1 || r.kind == 4 || tui_kv_expandable(&t->m->kv[r.idx]);
+		if (!can)
+			return 0;
+		bool want = rq == RQ_ENTER ? !*open : rq == RQ_RIGHT;
+		if (want == *open)
+			return 0;
+		*open = want;
+		uint8_t head = r.kind == 1 || r.kind == 4 ? 1 : 0;
+		tm_meta_rebuild(t);
+		for (size_t k = 0; k < t->nmrows; k++)
+			if (t->mrows[k].kind == head && t->mrows[k].idx == r.idx)
+				t->mcur = k;
+		return TUI_REDRAW;
+	}
+	tm_move(&t->mcur, t->nmrows, rq, tm_page(t) - 1);
+	return TUI_REDRAW;
+}
+
+unsigned tui_key(tui *t, int key)
+{
+	if (key == TK_RESIZE)
+		return TUI_REDRAW;
+	if (t->searching)
+		return tm_search_key(t, key);
+	enum tm_req rq = RQ_NONE;
+	for (size_t i = 0; i < sizeof tm_keys / sizeof *tm_keys; i++)
+		if (tm_keys[i].key == key)
+			rq = tm_keys[i].rq;
+	if (t->help) { /* any key closes the help; q still quits */
+		t->help = false;
+		return rq == RQ_QUIT ? TUI_QUIT : TUI_REDRAW;
+	}
+	t->msg[0] = 0;
+	switch (rq) {
+	case RQ_NONE: return 0;
+	case RQ_QUIT: return TUI_QUIT;
+	case RQ_HELP: t->help = true; return TUI_REDRAW;
+	case RQ_NEXT_PANE: t->pane = (t->pane + 1) % P_COUNT; return TUI_REDRAW;
+	case RQ_PREV_PANE: t->pane = (t->pane + P_COUNT - 1) % P_COUNT; return TUI_REDRAW;
+	case RQ_SEARCH:
+		if (t->pane != P_TENSORS && t->pane != P_META)
+			t->pane = P_TENSORS;
+		t->searching = true;
+		t->qlen = 0;
+		t->query[0] = 0;
+		return TUI_REDRAW;
+	case RQ_NEXT: case RQ_PREV:
+		if (t->pane != P_TENSORS && t->pane != P_META)
+			t->pane = P_TENSORS;
+		tm_find(t, rq == RQ_NEXT ? 1 : -1);
+		return TUI_REDRAW;
+	default: break;
+	}
+	int page = (int)tm_page(t);
+	switch (t->pane) {
+	case P_TENSORS: return tm_tensors_key(t, rq);
+	case P_META: return tm_meta_key(t, rq);
+	case P_DETAIL:
+		if (rq == RQ_BACK || rq == RQ_LEFT) {
+			t->pane = P_TENSORS;
+			return TUI_REDRAW;
+		}
+		if (rq == RQ_ENTER) {
+			long ti = tui_cur_tensor(t);
+			if (ti >= 0 && !t->stats[ti] && qtk_can_decode(&t->m->tensors[ti])) {
+				t->pending = ti;
+				return TUI_REDRAW | TUI_COMPUTE;
+			}
+			return 0;
+		}
+		tm_scroll(&t->dscroll, t->dlines, rq, page);
+		return TUI_REDRAW;
+	case P_PROV: tm_scroll(&t->pscroll, (int)t->nprov, rq, page); return TUI_REDRAW;
+	case P_MEMORY: tm_scroll(&t->mscroll, (int)t->nmem, rq, page); return TUI_REDRAW;
+	default: return 0;
+	}
+}
+
+int tui_compute(tui *t, st_progress cb, void *ctx)
+{
+	if (t->pending < 0)
+		return 0;
+	size_t i = (size_t)t->pending;
+	tstats *s = qtk_malloc(sizeof *s);
+	t->progress = 0;
+	if (!s) {
+		t->pending = -1;
+		snprintf(t->msg, sizeof t->msg, "out of memory");
+		return -1;
+	}
+	qtk_err_clear(&t->m->err);
+	int rc = stats_compute(t->m, &t->m->tensors[i], s, cb, ctx);
+	t->pending = -1;
+	if (rc) {
+		snprintf(t->msg, sizeof t->msg, "cannot compute: %.150s", t->m->err.msg);
+		qtk_err_clear(&t->m->err);
+		qtk_free(s);
+		return -1;
+	}
+	t->stats[i] = s;
+	return 0;
+}

@@ -1,0 +1,545 @@
+/* quant.c - F32 -> ggml legacy block types (q4_0 q4_1 q5_0 q5_1 q8_0) and the dispatch table
+ * behind qtk_quant_ggml (k-quants live in quant_k.c).
+ *
+ * Per block: ggml's reference choice (quantize_row_*_ref, reimplemented from its formulas) is
+ * one candidate; a scale sweep ranked by the least-squares error of its codes gives more; the
+ * best ones are refined by alternating "codes given the fp16 scale(s)" and "least-squares
+ * scale(s) given the codes" (fp16-rounded each time). Every candidate is scored by the exact
+ * error of the values the decoder will produce; the lowest wins. */
+#define QTK_QUANT_IMPL
+#include "quant.h"
+#include "dequant.h"
+#include "qtk.h"
+
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#define QX_MAX 1e8f
+
+/* ---- shared helpers -------------------------------------------------- */
+
+/* Round to nearest, ties to even, for |v| < 2^22 (ggml's nearest_int trick, exact IEEE). */
+static inline int qrint(float v)
+{
+    const float t = v + 12582912.f;
+    uint32_t i;
+    memcpy(&i, &t, sizeof i);
+    return (int)(i & 0x007fffffu) - 0x00400000;
+}
+
+/* Clamp v to [lo, hi] first, then round: safe for any finite or infinite v. */
+static inline int qclr(float v, int lo, int hi)
+{
+    if (v < (float)lo)
+        v = (float)lo;
+    if (v > (float)hi)
+        v = (float)hi;
+    return qrint(v);
+}
+
+float qtk_qh16(float f)
+{
+    if (!(f == f))
+        return 0.f;
+    if (f > 65504.f)
+        f = 65504.f;
+    if (f < -65504.f)
+        f = -65504.f;
+    return qtk_fp16_to_f32(qtk_f32_to_fp16(f));
+}
+
+static inline void put16(uint8_t *p, float v)
+{
+    const uint16_t h = qtk_f32_to_fp16(v);
+    p[0] = (uint8_t)(h & 0xFF);
+    p[1] = (uint8_t)(h >> 8);
+}
+
+bool qtk_qprep(const float *x, const float *w, int n, float *xs, float *ws)
+{
+    for (int i = 0; i < n; i++) {
+        float v = x[i];
+        if (!(v == v))
+            v = 0.f;
+        else if (v > QX_MAX)
+            v = QX_MAX;
+        else if (v < -QX_MAX)
+            v = -QX_MAX;
+        xs[i] = v;
+    }
+    if (w) {
+        float mx = 0.f;
+        for (int i = 0; i < n; i++) {
+            float u = w[i];
+            if (!(u > 0.f) || u > FLT_MAX)
+                u = 0.f;
+            ws[i] = u;
+            if (u > mx)
+                mx = u;
+        }
+        if (mx > 0.f) {
+            for (int i = 0; i < n; i++)
+                ws[i] = ws[i] / mx;
+            return false;
+        }
+    }
+    for (int i = 0; i < n; i++)
+        ws[i] = 1.f;
+    return true;
+}
+
+/* ---- symmetric types: y = q*d, q in [lo, hi] --------------------------- */
+
+#define QB 32 /* legacy block size */
+
+static inline float lsum(const float *a)
+{
+    qv4 t = qv_set(0.f);
+    for (int i = 0; i < QB; i += 4)
+        t = qv_add(t, qv_ld(a + i));
+    return qv_sum(t);
+}
+
+static inline float lsum2(const float *a, const float *b)
+{
+    qv4 t = qv_set(0.f);
+    for (int i = 0; i < QB; i += 4)
+        t = qv_add(t, qv_mul(qv_ld(a + i), qv_ld(b + i)));
+    return qv_sum(t);
+}
+
+/* Exact decoded error of codes q (floats) with y = q*d. */
+static float sym_err(const float *x, const float *w, const float *q, float d)
+{
+    const qv4 vd = qv_set(d);
+    qv4 a = qv_set(0.f);
+    for (int i = 0; i < QB; i += 4) {
+        const qv4 diff = qv_sub(qv_mul(qv_ld(q + i), vd), qv_ld(x + i));
+        a = qv_add(a, qv_mul(qv_mul(qv_ld(w + i), diff), diff));
+    }
+    return qv_sum(a);
+}
+
+/* Codes round(x/d) clamped to [lo, hi] (via the reciprocal), into q. */
+static void sym_codes(const float *x, float d, float lo, float hi, float *q)
+{
+    if (d == 0.f) {
+        memset(q, 0, QB * sizeof *q);
+        return;
+    }
+    const qv4 id = qv_set(1.f / d), vlo = qv_set(lo), vhi = qv_set(hi);
+    for (int i = 0; i < QB; i += 4)
+        qv_st(q + i, qv_round(qv_min(qv_max(qv_mul(qv_ld(x + i), id), vlo), vhi)));
+}
+
+/* Alternate least-squares d (fp16) and rounded codes, starting from codes q / scale *d with
+ * error *e; keeps the best state in q, *d, *e. wx = w*x. */
+static void sym_lloyd(const float *x, const float *w, const float *wx, float lo, float hi,
+                      int iters, float *q, float *d, float *e)
+{
+    float t[QB], wq[QB];
+    memcpy(t, q, sizeof t);
+    for (int it = 0; it < iters; it++) {
+        for (int i = 0; i < QB; i++)
+            wq[i] = w[i] * t[i];
+        const double sxl = lsum2(wx, t), sll = lsum2(wq, t);
+        if (!(sll > 0))
+            return;
+        const float dn = qtk_qh16((float)(sxl / sll));
+        if (dn == *d && it > 0)
+            return;
+        sym_codes(x, dn, lo, hi, t);
+        const float en = sym_err(x, w, t, dn);
+        if (!(en < *e))
+            return;
+        *e = en;
+        *d = dn;
+        memcpy(q, t, sizeof t);
+    }
+}
+
+/* Best symmetric encoding of one block. ref_d/ref_q: ggml's choice (d already fp16-exact).
+ * nstep scale candidates per orientation (largest |x| mapped near lo, or near hi), spaced
+ * `step` levels apart from `d0` levels inside the end level, ranked by the continuous
+ * least-squares error; the best and ggml's are refined by sym_lloyd. Output q, returns d. */
+static float sym_block(const float *x, const float *w, int lo, int hi, int nstep, float d0,
+                       float step, float ref_d, const float *ref_q, float *q)
+{
+    float amax = 0.f, max = 0.f;
+    for (int i = 0; i < QB; i++) {
+        const float a = fabsf(x[i]);
+        if (a > amax) {
+            amax = a;
+            max = x[i];
+        }
+    }
+    memcpy(q, ref_q, QB * sizeof *q);
+    float best_d = ref_d, best_e = sym_err(x, w, ref_q, ref_d);
+    if (amax == 0.f || best_e == 0.f)
+        return best_d;
+    float wx[QB];
+    for (int i = 0; i < QB; i++)
+        wx[i] = w[i] * x[i];
+    const float flo = (float)lo, fhi = (float)hi;
+    const qv4 vlo = qv_set(flo), vhi = qv_set(fhi);
+    double best_score = -1.0;
+    float best_is = 0.f;
+    for (int o = 0; o < 2; o++) {
+        for (int k = 0; k < nstep; k++) {
+            const float tgt = o == 0 ? flo - (d0 + step * (float)k) : fhi + (d0 + step * (float)k);
+            const float is = tgt / max;
+            const qv4 vis = qv_set(is);
+            qv4 a = qv_set(0.f), b = a;
+            for (int i = 0; i < QB; i += 4) {
+                const qv4 l = qv_round(qv_min(qv_max(qv_mul(vis, qv_ld(x + i)), vlo), vhi));
+                a = qv_add(a, qv_mul(qv_ld(wx + i), l));
+                b = qv_add(b, qv_mul(qv_mul(qv_ld(w + i), l), l));
+            }
+            const double sxl = qv_sum(a), sll = qv_sum(b);
+            if (sll > 0) {
+                const double sc = sxl * sxl / sll;
+                if (sc > best_score) {
+                    best_score = sc;
+                    best_is = is;
+                }
+            }
+        }
+    }
+    if (best_score > 0) {
+        float lb[QB];
+        const qv4 vis = qv_set(best_is);
+        for (int i = 0; i < QB; i += 4)
+            qv_st(lb + i, qv_round(qv_min(qv_max(qv_mul(vis, qv_ld(x + i)), vlo), vhi)));
+        float d = 0.f, e = FLT_MAX;
+        sym_lloyd(x, w, wx, flo, fhi, 4, lb, &d, &e);
+        if (e < best_e) {
+            best_e = e;
+            best_d = d;
+            memcpy(q, lb, sizeof lb);
+        }
+    }
+    sym_lloyd(x, w, wx, flo, fhi, 3, q, &best_d, &best_e);
+    return best_d;
+}
+
+/* ---- asymmetric types: y = q*d + m, q in [0, nmax] ---------------------- */
+
+static float asym_err(const float *x, const float *w, const float *q, float d, float m)
+{
+    const qv4 vd = qv_set(d), vm = qv_set(m);
+    qv4 a = qv_set(0.f);
+    for (int i = 0; i < QB; i += 4) {
+        const qv4 diff = qv_sub(qv_add(qv_mul(qv_ld(q + i), vd), vm), qv_ld(x + i));
+        a = qv_add(a, qv_mul(qv_mul(qv_ld(w + i), diff), diff));
+    }
+    return qv_sum(a);
+}
+
+static void asym_codes(const float *x, float d, float m, float nmax, float *q)
+{
+    if (d == 0.f) {
+        memset(q, 0, QB * sizeof *q);
+        return;
+    }
+    const qv4 id = qv_set(1.f / d), vm = qv_set(m), z = qv_set(0.f), vmax = qv_set(nmax);
+    for (int i = 0; i < QB; i += 4) {
+        const qv4 v = qv_mul(qv_sub(qv_ld(x + i), vm), id);
+        qv_st(q + i, qv_round(qv_min(qv_max(v, z), vmax)));
+    }
+}
+
+/* Block totals for the weighted least squares x ~ s*l + m. */
+typedef struct {
+    double w, x, xx;
+} asym_tot;
+
+/* Weighted least squares of x ~ s*l + m for codes l; false when degenerate. */
+static bool asym_ls(const asym_tot *T, const float *w, const float *wx, const float *l, double *s,
+                    double *m, double *res)
+{
+    float wl[QB];
+    for (int i = 0; i < QB; i++)
+        wl[i] = w[i] * l[i];
+    const double sl = lsum(wl), sll = lsum2(wl, l), sxl = lsum2(wx, l);
+    const double D = T->w * sll - sl * sl;
+    if (!(D > 0))
+        return false;
+    *s = (T->w * sxl - T->x * sl) / D;
+    *m = (sll * T->x - sl * sxl) / D;
+    if (res)
+        *res = *s * *s * sll + 2 * *s * *m * sl + *m * *m * T->w - 2 * *s * sxl - 2 * *m * T->x + T->xx;
+    return true;
+}
+
+static void asym_lloyd(const float *x, const float *w, const float *wx, const asym_tot *T,
+                       float nmax, int iters, float *q, float *d, float *m, float *e)
+{
+    float t[QB];
+    memcpy(t, q, sizeof t);
+    for (int it = 0; it < iters; it++) {
+        double s, mm;
+        if (!asym_ls(T, w, wx, t, &s, &mm, NULL))
+            return;
+        const float dn = qtk_qh16((float)s), mn = qtk_qh16((float)mm);
+        if (it > 0 && dn == *d && mn == *m)
+            return;
+        asym_codes(x, dn, mn, nmax, t);
+        const float en = asym_err(x, w, t, dn, mn);
+        if (!(en < *e))
+            return;
+        *e = en;
+        *d = dn;
+        *m = mn;
+        memcpy(q, t, sizeof t);
+    }
+}
+
+/* Best asymmetric encoding of one block, ggml's choice (ref_d, ref_m, ref_q) included. */
+static void asym_block(const float *x, const float *w, int nmax, int nstep, float r0, float rd,
+                       float ref_d, float ref_m, const float *ref_q, float *q, float *dout,
+                       float *mout)
+{
+    float mn = x[0], mx = x[0];
+    for (int i = 1; i < QB; i++) {
+        mn = x[i] < mn ? x[i] : mn;
+        mx = x[i] > mx ? x[i] : mx;
+    }
+    memcpy(q, ref_q, QB * sizeof *q);
+    float bd = ref_d, bm = ref_m, be = asym_err(x, w, ref_q, ref_d, ref_m);
+    if (mx > mn && be > 0.f) {
+        const float fmax = (float)nmax;
+        float l[QB], lb[QB], wx[QB];
+        for (int i = 0; i < QB; i++)
+            wx[i] = w[i] * x[i];
+        const asym_tot T = { lsum(w), lsum(wx), lsum2(wx, x) };
+        double best = DBL_MAX;
+        const qv4 vmn = qv_set(mn), vmax = qv_set(fmax);
+        for (int k = 0; k < nstep; k++) {
+            const qv4 vis = qv_set((fmax + r0 + rd * (float)k) / (mx - mn));
+            for (int i = 0; i < QB; i += 4)
+                qv_st(l + i, qv_round(qv_min(qv_mul(vis, qv_sub(qv_ld(x + i), vmn)), vmax)));
+            double s, m, e;
+            if (asym_ls(&T, w, wx, l, &s, &m, &e) && e < best) {
+                best = e;
+                memcpy(lb, l, sizeof l);
+            }
+        }
+        if (best < DBL_MAX) {
+            float d = 0.f, m = 0.f, e = FLT_MAX;
+            asym_lloyd(x, w, wx, &T, fmax, 4, lb, &d, &m, &e);
+            if (e < be) {
+                be = e;
+                bd = d;
+                bm = m;
+                memcpy(q, lb, sizeof lb);
+            }
+        }
+        asym_lloyd(x, w, wx, &T, fmax, 3, q, &bd, &bm, &be);
+    }
+    *dout = bd;
+    *mout = bm;
+}
+
+/* ---- ggml reference choices (formulas of quantize_row_*_ref) ----------- */
+
+/* q4_0 / q5_0: d = max/-half, code = min(2*half-1, trunc(x/d + half + 0.5)) - half. */
+static float ref_sym_half(const float *x, int half, float *q)
+{
+    float amax = 0.f, max = 0.f;
+    for (int i = 0; i < QB; i++) {
+        if (amax < fabsf(x[i])) {
+            amax = fabsf(x[i]);
+            max = x[i];
+        }
+    }
+    const float d = max / (float)-half;
+    const float id = d != 0.f ? 1.f / d : 0.f;
+    const qv4 vid = qv_set(id), off = qv_set((float)half + 0.5f), z = qv_set(0.f);
+    const qv4 top = qv_set((float)(2 * half - 1)), vh = qv_set((float)half);
+    for (int i = 0; i < QB; i += 4) {
+        const qv4 v = qv_add(qv_mul(qv_ld(x + i), vid), off);
+        qv_st(q + i, qv_sub(qv_trunc(qv_min(qv_max(v, z), top)), vh));
+    }
+    return qtk_qh16(d);
+}
+
+/* q8_0: d = amax/127, code = roundf(x/d). */
+static float ref_q8_0(const float *x, float *q)
+{
+    float amax = 0.f;
+    for (int i = 0; i < QB; i++)
+        amax = amax > fabsf(x[i]) ? amax : fabsf(x[i]);
+    const float d = amax / 127.f;
+    const float id = d != 0.f ? 1.f / d : 0.f;
+    const qv4 vid = qv_set(id), lo = qv_set(-127.f), hi = qv_set(127.f);
+    for (int i = 0; i < QB; i += 4)
+        qv_st(q + i, qv_roundf(qv_min(qv_max(qv_mul(qv_ld(x + i), vid), lo), hi)));
+    return qtk_qh16(d);
+}
+
+/* q4_1 / q5_1: d = (max-min)/nmax, m = min, code = min(nmax, trunc((x-min)/d + 0.5)). */
+static void ref_asym(const float *x, int nmax, float *q, float *dout, float *mout)
+{
+    float mn = FLT_MAX, mx = -FLT_MAX;
+    for (int i = 0; i < QB; i++) {
+        if (x[i] < mn)
+            mn = x[i];
+        if (x[i] > mx)
+            mx = x[i];
+    }
+    const float d = (mx - mn) / (float)nmax;
+    const float id = d != 0.f ? 1.f / d : 0.f;
+    const qv4 vid = qv_set(id), vmn = qv_set(mn), h = qv_set(0.5f), z = qv_set(0.f);
+    const qv4 top = qv_set((float)nmax);
+    for (int i = 0; i < QB; i += 4) {
+        const qv4 v = qv_add(qv_mul(qv_sub(qv_ld(x + i), vmn), vid), h);
+        qv_st(q + i, qv_trunc(qv_min(qv_max(v, z), top)));
+    }
+    *dout = qtk_qh16(d);
+    *mout = qtk_qh16(mn);
+}
+
+/* ---- row encoders ------------------------------------------------------ */
+
+static void to_u8(const float *q, int off, uint8_t *u)
+{
+    for (int i = 0; i < QB; i++)
+        u[i] = (uint8_t)((int)q[i] + off);
+}
+
+static void pack_nib(const uint8_t *u, uint8_t *qs)
+{
+    for (int j = 0; j < 16; j++)
+        qs[j] = (uint8_t)((u[j] & 0x0F) | ((u[j + 16] & 0x0F) << 4));
+}
+
+static void pack_qh(const uint8_t *u, uint8_t *qh)
+{
+    uint32_t h = 0;
+    for (int j = 0; j < QB; j++)
+        h |= (uint32_t)((u[j] >> 4) & 1) << j;
+    qh[0] = (uint8_t)h;
+    qh[1] = (uint8_t)(h >> 8);
+    qh[2] = (uint8_t)(h >> 16);
+    qh[3] = (uint8_t)(h >> 24);
+}
+
+static void qrow_q4_0(const float *x, const float *w, uint8_t *dst, uint64_t nb)
+{
+    float xs[QB], ws[QB], rq[QB], q[QB];
+    uint8_t u[QB];
+    for (uint64_t b = 0; b < nb; b++, x += QB, dst += 18) {
+        qtk_qprep(x, w ? w + b * QB : NULL, QB, xs, ws);
+        const float rd = ref_sym_half(xs, 8, rq);
+        const float d = sym_block(xs, ws, -8, 7, 8, -0.3f, 0.15f, rd, rq, q);
+        to_u8(q, 8, u);
+        put16(dst, d);
+        pack_nib(u, dst + 2);
+    }
+}
+
+static void qrow_q5_0(const float *x, const float *w, uint8_t *dst, uint64_t nb)
+{
+    float xs[QB], ws[QB], rq[QB], q[QB];
+    uint8_t u[QB];
+    for (uint64_t b = 0; b < nb; b++, x += QB, dst += 22) {
+        qtk_qprep(x, w ? w + b * QB : NULL, QB, xs, ws);
+        const float rd = ref_sym_half(xs, 16, rq);
+        const float d = sym_block(xs, ws, -16, 15, 8, -0.3f, 0.15f, rd, rq, q);
+        to_u8(q, 16, u);
+        put16(dst, d);
+        pack_qh(u, dst + 2);
+        pack_nib(u, dst + 6);
+    }
+}
+
+static void qrow_q8_0(const float *x, const float *w, uint8_t *dst, uint64_t nb)
+{
+    float xs[QB], ws[QB], rq[QB], q[QB];
+    for (uint64_t b = 0; b < nb; b++, x += QB, dst += 34) {
+        qtk_qprep(x, w ? w + b * QB : NULL, QB, xs, ws);
+        const float rd = ref_q8_0(xs, rq);
+        const float d = sym_block(xs, ws, -128, 127, 1, 0.f, 0.f, rd, rq, q);
+        put16(dst, d);
+        for (int i = 0; i < QB; i++)
+            dst[2 + i] = (uint8_t)(int8_t)(int)q[i];
+    }
+}
+
+static void qrow_q4_1(const float *x, const float *w, uint8_t *dst, uint64_t nb)
+{
+    float xs[QB], ws[QB], rq[QB], q[QB], rd, rm, d, m;
+    uint8_t u[QB];
+    for (uint64_t b = 0; b < nb; b++, x += QB, dst += 20) {
+        qtk_qprep(x, w ? w + b * QB : NULL, QB, xs, ws);
+        ref_asym(xs, 15, rq, &rd, &rm);
+        asym_block(xs, ws, 15, 9, -0.6f, 0.15f, rd, rm, rq, q, &d, &m);
+        to_u8(q, 0, u);
+        put16(dst, d);
+        put16(dst + 2, m);
+        pack_nib(u, dst + 4);
+    }
+}
+
+static void qrow_q5_1(const float *x, const float *w, uint8_t *dst, uint64_t nb)
+{
+    float xs[QB], ws[QB], rq[QB], q[QB], rd, rm, d, m;
+    uint8_t u[QB];
+    for (uint64_t b = 0; b < nb; b++, x += QB, dst += 24) {
+        qtk_qprep(x, w ? w + b * QB : NULL, QB, xs, ws);
+        ref_asym(xs, 31, rq, &rd, &rm);
+        asym_block(xs, ws, 31, 9, -0.6f, 0.15f, rd, rm, rq, q, &d, &m);
+        to_u8(q, 0, u);
+        put16(dst, d);
+        put16(dst + 2, m);
+        pack_qh(u, dst + 4);
+        pack_nib(u, dst + 8);
+    }
+}
+
+/* ---- dispatch ---------------------------------------------------------- */
+
+static const struct {
+    unsigned type;
+    qtk_qrow_fn fn;
+} k_encoders[] = {
+    { QTK_T_Q4_0, qrow_q4_0 },
+    { QTK_T_Q4_1, qrow_q4_1 },
+    { QTK_T_Q5_0, qrow_q5_0 },
+    { QTK_T_Q5_1, qrow_q5_1 },
+    { QTK_T_Q8_0, qrow_q8_0 },
+    { QTK_T_Q2_K, qtk_qrow_q2_k },
+    { QTK_T_Q3_K, qtk_qrow_q3_k },
+    { QTK_T_Q4_K, qtk_qrow_q4_k },
+    { QTK_T_Q5_K, qtk_qrow_q5_k },
+    { QTK_T_Q6_K, qtk_qrow_q6_k },
+    /* iq4_nl / iq4_xs: { QTK_T_IQ4_NL, qtk_qrow_iq4_nl }, ... (see quant.h) */
+};
+
+static qtk_qrow_fn find_encoder(unsigned type)
+{
+    for (size_t i = 0; i < sizeof k_encoders / sizeof k_encoders[0]; i++)
+        if (k_encoders[i].type == type)
+            return k_encoders[i].fn;
+    return NULL;
+}
+
+bool qtk_quant_supported(unsigned type)
+{
+    return find_encoder(type) != NULL;
+}
+
+int qtk_quant_ggml(unsigned type, const float *src, void *dst, uint64_t nrows, uint64_t n_per_row,
+                   const float *imatrix)
+{
+    const qtk_qrow_fn fn = find_encoder(type);
+    uint32_t be, bb;
+    if (!fn || qtk_ggml_block_info(type, &be, &bb) != 0 || be == 0 || n_per_row % be != 0)
+        return -1;
+    const uint64_t nb = n_per_row / be;
+    uint8_t *out = (uint8_t *)dst;
+    for (uint64_t r = 0; r < nrows; r++)
+        fn(src + r * n_per_row, imatrix, out + r * nb * bb, nb);
+    return 0;
+}

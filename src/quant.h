@@ -1,0 +1,179 @@
+/* quant.h - encoding F32 into ggml block types (the inverse of dequant.h).
+ *
+ * Every encoder minimises the (optionally importance-weighted) squared error of the DECODED
+ * values, as qtk_dequant_ggml decodes them (fp16 d/dmin, packed sub-scales), and is never worse
+ * per block than ggml's reference quantizer for the same type: ggml's own choice is always one
+ * of the candidates. Output is deterministic: plain IEEE +,-,*,/ and sqrtf under
+ * -ffp-contract=off, fixed operation order, no threads and no mutable globals. */
+#ifndef QTK_QUANT_H
+#define QTK_QUANT_H
+
+#include <stdint.h>
+#include <stdbool.h>
+
+/* Quantize nrows rows of n_per_row floats (row-major) into ggml type `type` (QTK_T_* ids).
+ * n_per_row must be a multiple of the type's block size. imatrix: NULL, or n_per_row importance
+ * weights (llama.cpp imatrix semantics, one per column); the error of column c is then weighted
+ * by imatrix[c] (negative, NaN or Inf weights count as 0; a block whose weights are all 0 falls
+ * back to uniform weights). Output: nrows * row_bytes bytes. NaN inputs are encoded as 0 and
+ * +-Inf as +-1e8 (finite inputs beyond that are clamped too), so any input gives finite, valid
+ * blocks. An all-zero block decodes to zeros. Returns 0, or -1 when the type has no encoder or
+ * n_per_row is not a multiple of the block size. Thread-safe. */
+int qtk_quant_ggml(unsigned type, const float *src, void *dst, uint64_t nrows, uint64_t n_per_row,
+                   const float *imatrix);
+
+/* true when qtk_quant_ggml supports type */
+bool qtk_quant_supported(unsigned type);
+
+/* ---- Internal: per-type row encoders behind qtk_quant_ggml's dispatch table (quant.c).
+ * Each encodes nblocks consecutive blocks: x = nblocks*blck floats, w = the matching
+ * importance weights or NULL, dst = nblocks*blck_bytes bytes. Inputs are raw (the encoder
+ * sanitises NaN/Inf itself). To add a type: define a function of this shape in its own file,
+ * declare it here and add one row to k_encoders[] in quant.c. */
+typedef void (*qtk_qrow_fn)(const float *x, const float *w, uint8_t *dst, uint64_t nblocks);
+
+void qtk_qrow_q2_k(const float *x, const float *w, uint8_t *dst, uint64_t nblocks);
+void qtk_qrow_q3_k(const float *x, const float *w, uint8_t *dst, uint64_t nblocks);
+void qtk_qrow_q4_k(const float *x, const float *w, uint8_t *dst, uint64_t nblocks);
+void qtk_qrow_q5_k(const float *x, const float *w, uint8_t *dst, uint64_t nblocks);
+void qtk_qrow_q6_k(const float *x, const float *w, uint8_t *dst, uint64_t nblocks);
+
+/* Shared helpers (quant.c). qtk_qprep copies n values into xs with NaN -> 0 and values clamped
+ * to +-1e8, and fills ws with sanitised weights (w NULL or all-zero -> 1). Returns true when the
+ * weights are uniform (all 1), so callers may take unweighted fast paths. */
+bool qtk_qprep(const float *x, const float *w, int n, float *xs, float *ws);
+/* Round a float to the nearest fp16 value (saturating at +-65504, NaN -> 0), as a float. */
+float qtk_qh16(float f);
+
+/* ---- IQ4_NL / IQ4_XS (quant_iq4.c), AWQ / GPTQ (quant_awq.c) ------------------------------ */
+
+/* IQ4_NL (ggml type 20, blocks of 32) and IQ4_XS (type 23, super-blocks of 256): same contract
+ * as qtk_quant_ggml (n_per_row a multiple of 32 resp. 256; imatrix NULL or n_per_row weights;
+ * NaN -> 0, +-Inf -> +-1e8; a block whose weights are all <= 0 is fitted unweighted). Each
+ * block's decoded error is <= that of llama.cpp's quantize_iq4_nl / quantize_iq4_xs (whose
+ * algorithm is one of the candidates). Returns 0, or -1 on bad arguments. */
+int qtk_quant_iq4_nl(const float *src, void *dst, uint64_t nrows, uint64_t n_per_row,
+                     const float *imatrix);
+int qtk_quant_iq4_xs(const float *src, void *dst, uint64_t nrows, uint64_t n_per_row,
+                     const float *imatrix);
+
+/* AutoAWQ GEMM 4-bit from float W [out][in] (HF orientation): qweight int32 [in][out/8]
+ * (columns 0,2,4,6,1,3,5,7 from the LSB), qzeros int32 [in/group][out/8] (same order, real
+ * zeros in [0,15]), scales fp16 [in/group][out]. Each group (one output row, `group`
+ * consecutive inputs) is fitted by qtk_fit_group(bits 4, asym, zmin 0). Needs group > 0,
+ * in % group == 0, out % 8 == 0. Decodes with qtk_dequant_awq to exactly the values the fit
+ * assumed. Returns 0, or -1 on bad arguments. */
+int qtk_quant_awq(const float *w, uint32_t out, uint32_t in, uint32_t group, int32_t *qweight,
+                  int32_t *qzeros, uint16_t *scales);
+
+/* GPTQ (AutoGPTQ packing) from float W [out][in]: bits 2/3/4/8, sym or asym, version 1 (stores
+ * zero-1; engines add 1 back without wrap-around, so an asymmetric fit is restricted to zeros
+ * >= 1, i.e. zmin 1) or 2 (stores the zero). qweight int32 [in*bits/32][out] (LSB-first stream
+ * along in; 3-bit crosses words), qzeros int32 [in/group][out*bits/32], scales fp16
+ * [in/group][out], g_idx int32 [in] = i/group. Symmetric: zero = 2^(bits-1). Needs
+ * in % 32 == 0, in % group == 0, out*bits % 32 == 0. Decodes with qtk_dequant_gptq (same
+ * version) to exactly the values the fit assumed. Returns 0, or -1 on bad arguments. */
+int qtk_quant_gptq(const float *w, uint32_t out, uint32_t in, uint32_t group, unsigned bits,
+                   bool sym, int version, int32_t *qweight, int32_t *qzeros, uint16_t *scales,
+                   int32_t *g_idx);
+
+/* Fit one group of n values: codes q in [0, 2^bits-1], integer zero z, fp16 scale s, decoded
+ * as (float)(q - z) * s (F32). Minimises the squared error of the decoded values over a
+ * min-max/clipping grid (shrink factors of the range, both ends and each end alone), exact
+ * step candidates range/k (so values that are already on such a grid are reproduced exactly),
+ * least-squares refits and fp16 neighbours. Asymmetric: z in [zmin, 2^bits-1]; symmetric:
+ * z = 2^(bits-1) (zmin ignored). bits 1..8, n >= 1. NaN inputs count as 0, +-Inf as +-1e8.
+ * An all-zero group gives s = 0, z as above, q = z. *scale_out is the fp16 scale widened to
+ * F32 (qtk_f32_to_fp16 gives back its bits). Returns 0, or -1 on bad arguments. */
+int qtk_fit_group(const float *x, uint32_t n, unsigned bits, bool sym, int zmin,
+                  float *scale_out, int *zero_out, uint8_t *codes_out);
+
+#ifdef QTK_QUANT_IMPL
+/* Four-lane float helpers for the encoders (quant.c, quant_k.c only). SSE2 where available,
+ * otherwise plain C with the very same per-lane operations, so results are bit-identical on
+ * every machine: sums are always accumulated in 4 lanes (element i in lane i%4) and reduced
+ * as (l0+l2)+(l1+l3). Rounding is (v + 1.5*2^23) - 1.5*2^23: ties to even, for |v| < 2^22. */
+#if defined(__SSE2__)
+#include <emmintrin.h>
+typedef __m128 qv4;
+static inline qv4 qv_ld(const float *p) { return _mm_loadu_ps(p); }
+static inline void qv_st(float *p, qv4 a) { _mm_storeu_ps(p, a); }
+static inline qv4 qv_set(float a) { return _mm_set1_ps(a); }
+static inline qv4 qv_add(qv4 a, qv4 b) { return _mm_add_ps(a, b); }
+static inline qv4 qv_sub(qv4 a, qv4 b) { return _mm_sub_ps(a, b); }
+static inline qv4 qv_mul(qv4 a, qv4 b) { return _mm_mul_ps(a, b); }
+static inline qv4 qv_div(qv4 a, qv4 b) { return _mm_div_ps(a, b); }
+static inline qv4 qv_min(qv4 a, qv4 b) { return _mm_min_ps(a, b); }
+static inline qv4 qv_max(qv4 a, qv4 b) { return _mm_max_ps(a, b); }
+static inline qv4 qv_abs(qv4 a) { return _mm_andnot_ps(_mm_set1_ps(-0.f), a); }
+/* toward zero, |a| < 2^31 */
+static inline qv4 qv_trunc(qv4 a) { return _mm_cvtepi32_ps(_mm_cvttps_epi32(a)); }
+/* C roundf (half away from zero), |a| < 2^31 */
+static inline qv4 qv_roundf(qv4 a)
+{
+    const __m128 t = _mm_cvtepi32_ps(_mm_cvttps_epi32(a));
+    const __m128 f = _mm_andnot_ps(_mm_set1_ps(-0.f), _mm_sub_ps(a, t));
+    const __m128 one = _mm_or_ps(_mm_set1_ps(1.f), _mm_and_ps(a, _mm_set1_ps(-0.f)));
+    return _mm_add_ps(t, _mm_and_ps(_mm_cmpge_ps(f, _mm_set1_ps(0.5f)), one));
+}
+#else
+#include <string.h>
+typedef struct { float f[4]; } qv4;
+static inline qv4 qv_ld(const float *p) { qv4 r; for (int k = 0; k < 4; k++) r.f[k] = p[k]; return r; }
+static inline void qv_st(float *p, qv4 a) { for (int k = 0; k < 4; k++) p[k] = a.f[k]; }
+static inline qv4 qv_set(float a) { qv4 r; for (int k = 0; k < 4; k++) r.f[k] = a; return r; }
+static inline qv4 qv_add(qv4 a, qv4 b) { for (int k = 0; k < 4; k++) a.f[k] = a.f[k] + b.f[k]; return a; }
+static inline qv4 qv_sub(qv4 a, qv4 b) { for (int k = 0; k < 4; k++) a.f[k] = a.f[k] - b.f[k]; return a; }
+static inline qv4 qv_mul(qv4 a, qv4 b) { for (int k = 0; k < 4; k++) a.f[k] = a.f[k] * b.f[k]; return a; }
+static inline qv4 qv_div(qv4 a, qv4 b) { for (int k = 0; k < 4; k++) a.f[k] = a.f[k] / b.f[k]; return a; }
+/* same results as SSE minps/maxps: the second operand unless the comparison holds */
+static inline qv4 qv_min(qv4 a, qv4 b) { for (int k = 0; k < 4; k++) a.f[k] = a.f[k] < b.f[k] ? a.f[k] : b.f[k]; return a; }
+static inline qv4 qv_max(qv4 a, qv4 b) { for (int k = 0; k < 4; k++) a.f[k] = a.f[k] > b.f[k] ? a.f[k] : b.f[k]; return a; }
+static inline qv4 qv_abs(qv4 a)
+{
+    for (int k = 0; k < 4; k++) {
+        uint32_t u;
+        memcpy(&u, &a.f[k], sizeof u);
+        u &= 0x7FFFFFFFu;
+        memcpy(&a.f[k], &u, sizeof u);
+    }
+    return a;
+}
+static inline qv4 qv_trunc(qv4 a) { for (int k = 0; k < 4; k++) a.f[k] = (float)(int32_t)a.f[k]; return a; }
+static inline qv4 qv_roundf(qv4 a)
+{
+    for (int k = 0; k < 4; k++) {
+        const float t = (float)(int32_t)a.f[k], f = a.f[k] - t;
+        a.f[k] = (f >= 0.5f || f <= -0.5f) ? t + (a.f[k] < 0.f ? -1.f : 1.f) : t;
+    }
+    return a;
+}
+#endif
+static inline qv4 qv_round(qv4 a)
+{
+    const qv4 m = qv_set(12582912.f);
+    return qv_sub(qv_add(a, m), m);
+}
+static inline float qv_sum(qv4 a)
+{
+    float t[4];
+    qv_st(t, a);
+    return (t[0] + t[2]) + (t[1] + t[3]);
+}
+/* the four qv_sum results of a, b, c, d at once (same values) */
+static inline void qv_sum4(qv4 a, qv4 b, qv4 c, qv4 d, float *out)
+{
+#if defined(__SSE2__)
+    const __m128 u = _mm_add_ps(_mm_unpacklo_ps(a, b), _mm_unpackhi_ps(a, b));
+    const __m128 v = _mm_add_ps(_mm_unpacklo_ps(c, d), _mm_unpackhi_ps(c, d));
+    _mm_storeu_ps(out, _mm_add_ps(_mm_movelh_ps(u, v), _mm_movehl_ps(v, u)));
+#else
+    out[0] = qv_sum(a);
+    out[1] = qv_sum(b);
+    out[2] = qv_sum(c);
+    out[3] = qv_sum(d);
+#endif
+}
+#endif /* QTK_QUANT_IMPL */
+
+#endif /* QTK_QUANT_H */

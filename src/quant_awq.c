@@ -1,0 +1,467 @@
+/* quant_awq.c - AutoAWQ GEMM and GPTQ (AutoGPTQ packing) encoders from float weights.
+ *
+ * Each group (one output row, `group` consecutive inputs) is fitted by qtk_fit_group: min-max
+ * round-to-nearest with an MSE-optimal clipping search, scored by the squared error of the
+ * values as the decoders compute them, (float)(q - z) * fp16_to_f32(s) - so the packed output
+ * decodes bit-exactly (qtk_dequant_awq / qtk_dequant_gptq) to what the search assumed.
+ *
+ * Candidates per group (the lowest error wins; ties keep the earlier candidate):
+ *   - s = 0 (all values decode to 0);
+ *   - min-max over [min, max] (AutoAWQ) shrunk by p = 1.00, 0.95, ..., 0.60 at both ends
+ *     (symmetric: max|x| shrunk the same way, both for GPTQ's 2*amax/maxq and amax/2^(b-1));
+ *     min-max over [min(min,0), max(max,0)] (GPTQ's find_params);
+ *   - AutoAWQ's pseudo_quantize_tensor computed in fp16 arithmetic;
+ *   - exact steps: range/k for k = 1..maxq-1 when the first values lie on that grid, with the
+ *     zero placing the low end at code 0 or the high end at maxq - values already on some
+ *     (q - z)*s grid with an fp16 s are reproduced exactly (re-encoding decoded AWQ/GPTQ is
+ *     lossless);
+ *   - refinement of the winner: zero -1/0/+1 with a least-squares scale for its codes, and the
+ *     fp16 neighbours of the scale, repeated while a round improves (at most 4 rounds).
+ * For every candidate scale the zero is the rounded -lo/s (for both the unrounded and the fp16
+ * scale) and the codes are the per-element nearest decoded values, so each candidate's error is
+ * the least achievable with its (s, z).
+ *
+ * Deterministic: scalar IEEE arithmetic under -ffp-contract=off, fixed order, no libm beyond
+ * fabsf, error sums in double; no threads, no mutable globals. */
+#include "quant.h"
+#include "dequant.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define XCLAMP 1e8f
+#define FP16_MAX_BITS 0x7bffu
+/* search effort (chosen on the tiny fixtures: more buys < 0.1% RMSE at 1.5-2x the time) */
+#define GRID_N 8        /* shrink factors p = 1 - GRID_STEP*i, i = 0..GRID_N */
+#define GRID_STEP 0.05f
+#define REFINE_ITERS 4  /* refinement rounds (stop early when a round does not improve) */
+#define REF_NEIGH 1     /* fp16 scale neighbours tried on each side per round */
+
+/* round half to even for |f| < 2^22 (inputs are clamped first; NaN -> clamp low) */
+static int rint_i(float f)
+{
+    if (!(f >= -4194303.f))
+        f = -4194303.f;
+    if (f > 4194303.f)
+        f = 4194303.f;
+    const float val = f + 12582912.f;
+    int32_t i;
+    memcpy(&i, &val, sizeof i);
+    return (i & 0x007fffff) - 0x00400000;
+}
+
+static float fp16r(float f) { return qtk_fp16_to_f32(qtk_f32_to_fp16(f)); }
+
+typedef struct gfit {
+    const float *x;
+    uint32_t n;
+    int maxq;
+    int zlo, zhi;      /* allowed zeros (equal when symmetric) */
+    float xmin, xmax;  /* of the (sanitised) values */
+    /* incumbent */
+    double err;
+    uint16_t h;        /* fp16 scale bits */
+    int z;
+} gfit;
+
+/* Error of (s, z) with per-element nearest codes; stops early (returning a value >= limit)
+ * once the partial sum reaches `limit`. codes may be NULL. */
+static double eval_sz(const gfit *g, float s, int z, double limit, uint8_t *codes)
+{
+    const int maxq = g->maxq;
+    double err = 0;
+    if (s == 0.f) {
+        for (uint32_t j = 0; j < g->n; j++) {
+            err += (double)g->x[j] * (double)g->x[j];
+            if (codes)
+                codes[j] = (uint8_t)z;
+        }
+        return err;
+    }
+    const float inv = 1.f / s;
+    for (uint32_t j = 0; j < g->n; j++) {
+        const float x = g->x[j];
+        int q = rint_i(x * inv) + z;
+        q = q < 0 ? 0 : q > maxq ? maxq : q;
+        float y = (float)(q - z) * s;
+        float e = x - y;
+        /* x/s rounding can pick the wrong side of a midpoint: check the neighbour */
+        if (e > 0.f && q < maxq) {
+            const float e2 = x - (float)(q + 1 - z) * s;
+            if (e2 * e2 < e * e) {
+                q++;
+                e = e2;
+            }
+        } else if (e < 0.f && q > 0) {
+            const float e2 = x - (float)(q - 1 - z) * s;
+            if (e2 * e2 < e * e) {
+                q--;
+                e = e2;
+            }
+        }
+        y = (float)(q - z) * s;
+        const double ed = (double)x - (double)y;
+        err += ed * ed;
+        if (codes)
+            codes[j] = (uint8_t)q;
+        else if (err >= limit)
+            return err;
+    }
+    return err;
+}
+
+/* fp16 bits for a positive scale: 0 when it rounds to zero or is not positive, saturated at
+ * the largest finite fp16. */
+static uint16_t scale_bits(float s)
+{
+    if (!(s > 0.f))
+        return 0;
+    uint16_t h = qtk_f32_to_fp16(s);
+    if ((h & 0x7fffu) > FP16_MAX_BITS)
+        h = FP16_MAX_BITS;
+    return h;
+}
+
+static int clampz(const gfit *g, int z) { return z < g->zlo ? g->zlo : z > g->zhi ? g->zhi : z; }
+
+static void try_hz(gfit *g, uint16_t h, int z)
+{
+    if (h == 0 || h > FP16_MAX_BITS)
+        return;
+    z = clampz(g, z);
+    const double e = eval_sz(g, qtk_fp16_to_f32(h), z, g->err, NULL);
+    if (e < g->err) {
+        g->err = e;
+        g->h = h;
+        g->z = z;
+    }
+}
+
+/* Candidate scale s (unrounded) for the range [lo, hi]: zeros from the unrounded and the
+ * rounded scale mapping lo to code 0; with `both_ends` also hi to maxq. */
+static void try_scale(gfit *g, float s, float lo, float hi, bool both_ends)
+{
+    const uint16_t h = scale_bits(s);
+    if (!h)
+        return;
+    const float sh = qtk_fp16_to_f32(h);
+    if (g->zlo == g->zhi) {
+        try_hz(g, h, g->zlo);
+        return;
+    }
+    const int z1 = clampz(g, rint_i(-lo / s));
+    const int z2 = clampz(g, rint_i(-lo / sh));
+    try_hz(g, h, z1);
+    if (z2 != z1)
+        try_hz(g, h, z2);
+    if (both_ends) {
+        const int z3 = clampz(g, rint_i((float)g->maxq - hi / sh));
+        if (z3 != z1 && z3 != z2)
+            try_hz(g, h, z3);
+    }
+}
+
+/* AutoAWQ pseudo_quantize_tensor (zero point) in fp16 tensor arithmetic: each op rounds to
+ * fp16. */
+static void try_autoawq(gfit *g)
+{
+    if (g->zlo == g->zhi)
+        return;
+    float r = fp16r(g->xmax - g->xmin);
+    const float eps = fp16r(1e-5f);
+    if (r < eps)
+        r = eps;
+    const float s = fp16r(r / (float)g->maxq);
+    const uint16_t h = scale_bits(s);
+    if (!h)
+        return;
+    const int z = -rint_i(fp16r(g->xmin / qtk_fp16_to_f32(h)));
+    try_hz(g, h, z);
+}
+
+/* Least-squares scale for the codes that (h, z) assigns, then tried at z. */
+static void refit(gfit *g, uint16_t h, int z, uint8_t *codes)
+{
+    eval_sz(g, qtk_fp16_to_f32(h), z, 0, codes);
+    double sxq = 0, sqq = 0;
+    for (uint32_t j = 0; j < g->n; j++) {
+        const double q = (double)((int)codes[j] - z);
+        sxq += q * (double)g->x[j];
+        sqq += q * q;
+    }
+    if (sqq > 0 && sxq > 0)
+        try_hz(g, scale_bits((float)(sxq / sqq)), z);
+}
+
+/* Cheap test whether the values could lie on a grid of step s anchored at lo: the first few
+ * (x - lo)/s must be within 1e-3 of integers. Used to skip hopeless exact-step candidates. */
+static bool on_grid(const gfit *g, float s, float lo)
+{
+    const uint32_t m = g->n < 8 ? g->n : 8;
+    for (uint32_t j = 0; j < m; j++) {
+        const float t = (g->x[j] - lo) / s;
+        const float d = t - (float)rint_i(t);
+        if (d > 1e-3f || d < -1e-3f)
+            return false;
+    }
+    return true;
+}
+
+static void search(gfit *g, unsigned bits, uint8_t *scratch)
+{
+    const int maxq = g->maxq;
+    const bool sym = g->zlo == g->zhi;
+    (void)bits;
+    /* s = 0 */
+    g->h = 0;
+    g->err = eval_sz(g, 0.f, g->z, INFINITY, NULL);
+    if (g->err == 0)
+        return;
+    const float lo0 = g->xmin < 0.f ? g->xmin : 0.f, hi0 = g->xmax > 0.f ? g->xmax : 0.f;
+    if (sym) {
+        /* codes q - z in [-2^(b-1), 2^(b-1) - 1] */
+        const int neg = g->zlo, pos = maxq - g->zlo;
+        const float amax = -lo0 > hi0 ? -lo0 : hi0;
+        for (int i = 0; i <= GRID_N; i++) {
+            const float p = 1.f - GRID_STEP * (float)i;
+            try_scale(g, p * 2.f * amax / (float)maxq, 0.f, 0.f, false); /* GPTQ */
+            try_scale(g, p * amax / (float)neg, 0.f, 0.f, false);
+        }
+        for (int k = 1; k < neg; k++)
+            if (lo0 < 0.f && on_grid(g, -lo0 / (float)k, 0.f))
+                try_scale(g, -lo0 / (float)k, 0.f, 0.f, false);
+        for (int k = 1; k < pos; k++)
+            if (hi0 > 0.f && on_grid(g, hi0 / (float)k, 0.f))
+                try_scale(g, hi0 / (float)k, 0.f, 0.f, false);
+        if (hi0 > 0.f)
+            try_scale(g, hi0 / (float)pos, 0.f, 0.f, false);
+    } else {
+        const float lo1 = g->xmin, hi1 = g->xmax;
+        const bool two = lo0 != lo1 || hi0 != hi1;
+        for (int i = 0; i <= GRID_N; i++) {
+            const float p = 1.f - GRID_STEP * (float)i;
+            if (hi1 > lo1)
+                try_scale(g, (p * hi1 - p * lo1) / (float)maxq, p * lo1, p * hi1, false);
+            if (two && i == 0) /* GPTQ's range including 0: min-max only */
+                try_scale(g, (p * hi0 - p * lo0) / (float)maxq, p * lo0, p * hi0, false);
+        }
+        try_autoawq(g);
+        for (int k = 1; k < maxq; k++) {
+            if (hi1 > lo1 && on_grid(g, (hi1 - lo1) / (float)k, lo1))
+                try_scale(g, (hi1 - lo1) / (float)k, lo1, hi1, true);
+            if (two && on_grid(g, (hi0 - lo0) / (float)k, lo0))
+                try_scale(g, (hi0 - lo0) / (float)k, lo0, hi0, true);
+        }
+        if (hi1 > lo1)
+            try_scale(g, (hi1 - lo1) / (float)maxq, lo1, hi1, true);
+    }
+    if (g->h == 0)
+        return;
+    /* refinement */
+    for (int it = 0; it < REFINE_ITERS; it++) {
+        const double before = g->err;
+        const uint16_t h = g->h;
+        const int z = g->z;
+        for (int dz = -1; dz <= 1; dz++) {
+            const int zz = z + dz;
+            if (zz < g->zlo || zz > g->zhi)
+                continue;
+            refit(g, h, zz, scratch);
+            if (dz)
+                try_hz(g, h, zz);
+        }
+        for (int k = -REF_NEIGH; k <= REF_NEIGH; k++) {
+            const int hb = (int)h + k;
+            if (k && hb > 0 && hb <= (int)FP16_MAX_BITS)
+                try_hz(g, (uint16_t)hb, z);
+        }
+        if (!(g->err < before))
+            break;
+    }
+}
+
+static float sanitize(float v)
+{
+    if (v != v)
+        return 0.f;
+    return v > XCLAMP ? XCLAMP : v < -XCLAMP ? -XCLAMP : v;
+}
+
+/* Fit with explicit scratch (n floats for a sanitised copy when needed, n codes). */
+static int fit(const float *x, uint32_t n, unsigned bits, bool sym, int zmin, uint16_t *h_out,
+               int *z_out, uint8_t *codes, float *xbuf, uint8_t *scratch)
+{
+    const int maxq = (1 << bits) - 1;
+    bool clean = true;
+    for (uint32_t j = 0; j < n; j++)
+        if (!(x[j] >= -XCLAMP && x[j] <= XCLAMP))
+            clean = false;
+    if (!clean) {
+        for (uint32_t j = 0; j < n; j++)
+            xbuf[j] = sanitize(x[j]);
+        x = xbuf;
+    }
+    gfit g;
+    g.x = x;
+    g.n = n;
+    g.maxq = maxq;
+    if (sym) {
+        g.zlo = g.zhi = 1 << (bits - 1);
+    } else {
+        g.zlo = zmin;
+        g.zhi = maxq;
+    }
+    g.xmin = x[0];
+    g.xmax = x[0];
+    for (uint32_t j = 1; j < n; j++) {
+        if (x[j] < g.xmin)
+            g.xmin = x[j];
+        if (x[j] > g.xmax)
+            g.xmax = x[j];
+    }
+    g.z = clampz(&g, 1 << (bits - 1));
+    search(&g, bits, scratch);
+    *h_out = g.h;
+    *z_out = g.z;
+    if (codes)
+        eval_sz(&g, qtk_fp16_to_f32(g.h), g.z, 0, codes);
+    return 0;
+}
+
+int qtk_fit_group(const float *x, uint32_t n, unsigned bits, bool sym, int zmin,
+                  float *scale_out, int *zero_out, uint8_t *codes_out)
+{
+    if (!x || n == 0 || bits < 1 || bits > 8 || !scale_out || !zero_out)
+        return -1;
+    if (!sym && (zmin < 0 || zmin > (1 << bits) - 1))
+        return -1;
+    float *xbuf = malloc((size_t)n * sizeof *xbuf);
+    uint8_t *scratch = malloc(n);
+    if (!xbuf || !scratch) {
+        free(xbuf);
+        free(scratch);
+        return -1;
+    }
+    uint16_t h;
+    int z;
+    fit(x, n, bits, sym, zmin, &h, &z, codes_out, xbuf, scratch);
+    *scale_out = qtk_fp16_to_f32(h);
+    *zero_out = z;
+    free(xbuf);
+    free(scratch);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- AWQ GEMM */
+
+/* column j of an 8-column pack sits in nibble k_field[j] (AutoAWQ order 0,2,4,6,1,3,5,7) */
+static const uint8_t k_field[8] = { 0, 4, 1, 5, 2, 6, 3, 7 };
+
+int qtk_quant_awq(const float *w, uint32_t out, uint32_t in, uint32_t group, int32_t *qweight,
+                  int32_t *qzeros, uint16_t *scales)
+{
+    if (!w || !qweight || !qzeros || !scales || group == 0 || in == 0 || in % group != 0 ||
+        out == 0 || out % 8 != 0)
+        return -1;
+    const uint64_t words = out / 8, ngroups = in / group;
+    float *xbuf = malloc((size_t)group * sizeof *xbuf);
+    uint8_t *codes = malloc(group), *scratch = malloc(group);
+    if (!xbuf || !codes || !scratch) {
+        free(xbuf);
+        free(codes);
+        free(scratch);
+        return -1;
+    }
+    memset(qweight, 0, (size_t)(in * words) * sizeof *qweight);
+    memset(qzeros, 0, (size_t)(ngroups * words) * sizeof *qzeros);
+    for (uint64_t o = 0; o < out; o++) {
+        const uint64_t c = o / 8;
+        const unsigned sh = 4u * k_field[o % 8];
+        for (uint64_t g = 0; g < ngroups; g++) {
+            uint16_t h;
+            int z;
+            fit(w + o * in + g * group, group, 4, false, 0, &h, &z, codes, xbuf, scratch);
+            scales[g * out + o] = h;
+            uint32_t *zw = (uint32_t *)&qzeros[g * words + c];
+            *zw |= (uint32_t)z << sh;
+            for (uint32_t j = 0; j < group; j++) {
+                uint32_t *qw = (uint32_t *)&qweight[(g * group + j) * words + c];
+                *qw |= (uint32_t)codes[j] << sh;
+            }
+        }
+    }
+    free(xbuf);
+    free(codes);
+    free(scratch);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- GPTQ */
+
+/* OR a `bits`-wide value into an LSB-first bit stream of 32-bit words at bit position pos
+ * (3-bit values may straddle two words). */
+static void put_bits(uint32_t *wlo, uint32_t *whi, unsigned pos, unsigned bits, uint32_t v)
+{
+    *wlo |= v << pos;
+    if (pos + bits > 32)
+        *whi |= v >> (32 - pos);
+}
+
+int qtk_quant_gptq(const float *w, uint32_t out, uint32_t in, uint32_t group, unsigned bits,
+                   bool sym, int version, int32_t *qweight, int32_t *qzeros, uint16_t *scales,
+                   int32_t *g_idx)
+{
+    if (!w || !qweight || !qzeros || !scales || !g_idx)
+        return -1;
+    if (bits != 2 && bits != 3 && bits != 4 && bits != 8)
+        return -1;
+    if (version != 1 && version != 2)
+        return -1;
+    if (group == 0 || in == 0 || out == 0 || in % 32 != 0 || in % group != 0 ||
+        ((uint64_t)out * bits) % 32 != 0)
+        return -1;
+    const uint64_t ngroups = in / group, zwords = (uint64_t)out * bits / 32;
+    const int zmin = version == 1 ? 1 : 0;
+    float *xbuf = malloc((size_t)group * sizeof *xbuf);
+    uint8_t *codes = malloc(group), *scratch = malloc(group);
+    if (!xbuf || !codes || !scratch) {
+        free(xbuf);
+        free(codes);
+        free(scratch);
+        return -1;
+    }
+    memset(qweight, 0, (size_t)((uint64_t)in / 32 * bits * out) * sizeof *qweight);
+    memset(qzeros, 0, (size_t)(ngroups * zwords) * sizeof *qzeros);
+    for (uint32_t i = 0; i < in; i++)
+        g_idx[i] = (int32_t)(i / group);
+    const uint32_t mask = (1u << bits) - 1u;
+    for (uint64_t o = 0; o < out; o++) {
+        for (uint64_t g = 0; g < ngroups; g++) {
+            uint16_t h;
+            int z;
+            fit(w + o * in + g * group, group, bits, sym, zmin, &h, &z, codes, xbuf, scratch);
+            scales[g * out + o] = h;
+            /* zeros: stream along out; v1 stores z - 1 (z >= 1 here) */
+            const uint32_t zs = (uint32_t)(z - (version == 1 ? 1 : 0)) & mask;
+            const uint64_t zp = o * bits;
+            uint32_t *zr = (uint32_t *)&qzeros[g * zwords];
+            put_bits(&zr[zp / 32], zp / 32 + 1 < zwords ? &zr[zp / 32 + 1] : &zr[zp / 32],
+                     (unsigned)(zp % 32), bits, zs);
+            /* codes: stream along in, `bits` words per 32 rows */
+            for (uint32_t j = 0; j < group; j++) {
+                const uint64_t i = g * group + j;
+                const uint64_t chunk = i / 32, p = (i % 32) * bits;
+                uint32_t *col = (uint32_t *)qweight;
+                const uint64_t r0 = chunk * bits + p / 32;
+                uint32_t *lo = &col[r0 * out + o];
+                uint32_t *hi = p / 32 + 1 < bits ? &col[(r0 + 1) * out + o] : lo;
+                put_bits(lo, hi, (unsigned)(p % 32), bits, codes[j]);
+            }
+        }
+    }
+    free(xbuf);
+    free(codes);
+    free(scratch);
+    return 0;
+}

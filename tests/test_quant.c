@@ -1,0 +1,363 @@
+/* test_quant.c - checks for src/quant.h (F32 -> ggml block encoders).
+ *
+ * (a) Synthetic data from a fixed PRNG: round-trip error bounds per type, exactness where the
+ *     input already lies on a grid, all-zero blocks, NaN/Inf inputs, determinism (twice, and
+ *     row by row vs all rows at once), the importance-matrix path (lower weighted error than
+ *     without), argument errors.
+ * (b) Fixtures (skipped when absent): every tensor of llama-quantize's tiny-<TYPE>.gguf whose
+ *     type we encode is re-encoded from tiny-f32.gguf; the RMSE of our decoded values against
+ *     the float source must be <= that of llama.cpp's for EVERY tensor. Prints a per-type
+ *     table (tensors, mean and max ratio ours/llama).
+ *
+ * Run from the repository root. Last line: "N passed, N failed". */
+#include "quant.h"
+#include "dequant.h"
+#include "decode.h"
+#include "t.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <time.h>
+
+static const unsigned k_types[] = { QTK_T_Q4_0, QTK_T_Q4_1, QTK_T_Q5_0, QTK_T_Q5_1, QTK_T_Q8_0,
+                                    QTK_T_Q2_K, QTK_T_Q3_K, QTK_T_Q4_K, QTK_T_Q5_K, QTK_T_Q6_K };
+#define NTYPES (sizeof k_types / sizeof k_types[0])
+
+static const char *tname(unsigned t)
+{
+    switch (t) {
+    case QTK_T_Q4_0: return "q4_0";
+    case QTK_T_Q4_1: return "q4_1";
+    case QTK_T_Q5_0: return "q5_0";
+    case QTK_T_Q5_1: return "q5_1";
+    case QTK_T_Q8_0: return "q8_0";
+    case QTK_T_Q2_K: return "q2_k";
+    case QTK_T_Q3_K: return "q3_k";
+    case QTK_T_Q4_K: return "q4_k";
+    case QTK_T_Q5_K: return "q5_k";
+    case QTK_T_Q6_K: return "q6_k";
+    default: return "?";
+    }
+}
+
+/* ---- deterministic PRNG (xorshift64*) ---- */
+static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+static uint32_t rnd32(void)
+{
+    g_rng ^= g_rng >> 12;
+    g_rng ^= g_rng << 25;
+    g_rng ^= g_rng >> 27;
+    return (uint32_t)((g_rng * 0x2545F4914F6CDD1Dull) >> 32);
+}
+static float unif(void) { return ((float)(rnd32() >> 8) + 0.5f) / 16777216.f; }
+static float gauss(void)
+{
+    /* sum of 12 uniforms: no libm, deterministic */
+    float s = 0;
+    for (int i = 0; i < 12; i++)
+        s += unif();
+    return s - 6.f;
+}
+
+static size_t row_bytes(unsigned type, uint64_t n)
+{
+    uint32_t be, bb;
+    if (qtk_ggml_block_info(type, &be, &bb) != 0)
+        return 0;
+    return (size_t)(n / be * bb);
+}
+
+/* Encode + decode; returns sum of w*(y-x)^2 (w NULL = 1). */
+static double roundtrip(unsigned type, const float *x, uint64_t rows, uint64_t n,
+                        const float *imat, const float *wcol, float *y)
+{
+    const size_t rb = row_bytes(type, n);
+    uint8_t *q = malloc(rb * rows);
+    double e = 0;
+    if (!q || qtk_quant_ggml(type, x, q, rows, n, imat) != 0 ||
+        qtk_dequant_ggml(type, q, y, rows * n) != 0) {
+        free(q);
+        return -1;
+    }
+    for (uint64_t i = 0; i < rows * n; i++) {
+        const double d = (double)y[i] - (double)x[i];
+        e += (wcol ? (double)wcol[i % n] : 1.0) * d * d;
+    }
+    free(q);
+    return e;
+}
+
+static void test_roundtrip(void)
+{
+    /* relative RMSE bounds for N(0,1) data (llama's own figures are ~0.6-0.9 of these) */
+    static const double bound[] = { 0.12, 0.11, 0.06, 0.055, 0.0075, 0.36, 0.20, 0.09, 0.045, 0.022 };
+    const uint64_t rows = 16, n = 1024;
+    float *x = malloc(rows * n * sizeof *x), *y = malloc(rows * n * sizeof *y);
+    for (uint64_t i = 0; i < rows * n; i++)
+        x[i] = gauss() * (1.f + (float)(i % 7));
+    double ss = 0;
+    for (uint64_t i = 0; i < rows * n; i++)
+        ss += (double)x[i] * x[i];
+    for (size_t t = 0; t < NTYPES; t++) {
+        const double e = roundtrip(k_types[t], x, rows, n, NULL, NULL, y);
+        const double rel = sqrt(e / ss);
+        CHECK(e >= 0 && rel < bound[t], "%s: relative rmse %.5f (bound %.4f)", tname(k_types[t]),
+              rel, bound[t]);
+        printf("roundtrip %-5s relative rmse %.5f\n", tname(k_types[t]), rel);
+    }
+    free(x);
+    free(y);
+}
+
+static void test_exact(void)
+{
+    const uint64_t n = 256;
+    float x[256], y[256];
+    /* q8_0: d fp16, codes with |q| = 127 present in every block */
+    const float d8 = qtk_fp16_to_f32(qtk_f32_to_fp16(0.0123f));
+    for (int i = 0; i < 256; i++) {
+        int q = (int)(rnd32() % 255) - 127;
+        if (i % 32 == 5)
+            q = (i & 64) ? 127 : -127;
+        x[i] = (float)q * d8;
+    }
+    CHECK(roundtrip(QTK_T_Q8_0, x, 1, n, NULL, NULL, y) == 0.0, "q8_0 grid values not exact");
+    /* q4_0: codes -8..7 with a -8 in every block */
+    const float d4 = qtk_fp16_to_f32(qtk_f32_to_fp16(0.37f));
+    for (int i = 0; i < 256; i++) {
+        int q = (int)(rnd32() % 16) - 8;
+        if (i % 32 == 3)
+            q = -8;
+        x[i] = (float)q * d4;
+    }
+    CHECK(roundtrip(QTK_T_Q4_0, x, 1, n, NULL, NULL, y) == 0.0, "q4_0 grid values not exact");
+    /* q5_0 likewise */
+    for (int i = 0; i < 256; i++) {
+        int q = (int)(rnd32() % 32) - 16;
+        if (i % 32 == 9)
+            q = -16;
+        x[i] = (float)q * d4;
+    }
+    CHECK(roundtrip(QTK_T_Q5_0, x, 1, n, NULL, NULL, y) == 0.0, "q5_0 grid values not exact");
+}
+
+static void test_zero_nan(void)
+{
+    const uint64_t n = 512;
+    float x[512], y[512];
+    uint8_t q1[512 * 2], q2[512 * 2];
+    for (size_t t = 0; t < NTYPES; t++) {
+        const unsigned ty = k_types[t];
+        memset(x, 0, sizeof x);
+        CHECK(roundtrip(ty, x, 1, n, NULL, NULL, y) == 0.0, "%s: zeros", tname(ty));
+        bool allz = true;
+        for (int i = 0; i < 512; i++)
+            allz = allz && y[i] == 0.f;
+        CHECK(allz, "%s: zero block decodes non-zero", tname(ty));
+        /* one zero block next to a busy one */
+        for (int i = 256; i < 512; i++)
+            x[i] = gauss();
+        roundtrip(ty, x, 1, n, NULL, NULL, y);
+        allz = true;
+        for (int i = 0; i < 256; i++)
+            allz = allz && y[i] == 0.f;
+        CHECK(allz, "%s: zero block beside data decodes non-zero", tname(ty));
+        /* NaN / Inf / huge / tiny */
+        for (int i = 0; i < 512; i++)
+            x[i] = gauss();
+        x[3] = NAN;
+        x[40] = INFINITY;
+        x[41] = -INFINITY;
+        x[300] = 3e38f;
+        x[301] = -1e-40f;
+        for (int i = 320; i < 352; i++)
+            x[i] = NAN;
+        for (int i = 384; i < 416; i++)
+            x[i] = 1e-30f * (float)(i - 400);
+        const size_t rb = row_bytes(ty, n);
+        CHECK(qtk_quant_ggml(ty, x, q1, 1, n, NULL) == 0, "%s: nan encode", tname(ty));
+        CHECK(qtk_quant_ggml(ty, x, q2, 1, n, NULL) == 0 && memcmp(q1, q2, rb) == 0,
+              "%s: nan encode not deterministic", tname(ty));
+        qtk_dequant_ggml(ty, q1, y, n);
+        bool fin = true;
+        for (int i = 0; i < 512; i++)
+            fin = fin && isfinite(y[i]);
+        CHECK(fin, "%s: non-finite output for NaN/Inf input", tname(ty));
+    }
+}
+
+static void test_determinism(void)
+{
+    const uint64_t rows = 6, n = 512;
+    float *x = malloc(rows * n * sizeof *x), imat[512];
+    for (uint64_t i = 0; i < rows * n; i++)
+        x[i] = gauss() * 0.02f + (i % 97 == 0 ? 0.3f : 0.f);
+    for (int i = 0; i < 512; i++)
+        imat[i] = unif() * 3.f;
+    for (size_t t = 0; t < NTYPES; t++) {
+        const unsigned ty = k_types[t];
+        const size_t rb = row_bytes(ty, n);
+        uint8_t *a = malloc(rb * rows), *b = malloc(rb * rows), *c = malloc(rb * rows);
+        for (int im = 0; im < 2; im++) {
+            const float *w = im ? imat : NULL;
+            qtk_quant_ggml(ty, x, a, rows, n, w);
+            qtk_quant_ggml(ty, x, b, rows, n, w);
+            for (uint64_t r = 0; r < rows; r++)
+                qtk_quant_ggml(ty, x + r * n, c + r * rb, 1, n, w);
+            CHECK(memcmp(a, b, rb * rows) == 0, "%s: not deterministic (imatrix %d)", tname(ty), im);
+            CHECK(memcmp(a, c, rb * rows) == 0, "%s: row-by-row differs (imatrix %d)", tname(ty), im);
+        }
+        free(a);
+        free(b);
+        free(c);
+    }
+    free(x);
+}
+
+static void test_imatrix(void)
+{
+    const uint64_t rows = 32, n = 512;
+    float *x = malloc(rows * n * sizeof *x), *y = malloc(rows * n * sizeof *y), imat[512];
+    for (uint64_t i = 0; i < rows * n; i++)
+        x[i] = gauss();
+    for (int i = 0; i < 512; i++) {
+        const float u = unif();
+        imat[i] = u * u * u * 50.f + 0.01f; /* heavy-tailed importances */
+    }
+    for (size_t t = 0; t < NTYPES; t++) {
+        const double e0 = roundtrip(k_types[t], x, rows, n, NULL, imat, y);
+        const double e1 = roundtrip(k_types[t], x, rows, n, imat, imat, y);
+        CHECK(e1 >= 0 && e1 < e0, "%s: imatrix does not lower weighted error (%g vs %g)",
+              tname(k_types[t]), e1, e0);
+        printf("imatrix   %-5s weighted error ratio with/without %.4f\n", tname(k_types[t]), e1 / e0);
+    }
+    /* all-zero / invalid importances fall back to uniform */
+    float bad[512];
+    for (int i = 0; i < 512; i++)
+        bad[i] = (i % 3 == 0) ? NAN : (i % 3 == 1 ? -1.f : 0.f);
+    uint8_t *a = malloc(row_bytes(QTK_T_Q4_K, n)), *b = malloc(row_bytes(QTK_T_Q4_K, n));
+    qtk_quant_ggml(QTK_T_Q4_K, x, a, 1, n, bad);
+    qtk_quant_ggml(QTK_T_Q4_K, x, b, 1, n, NULL);
+    CHECK(memcmp(a, b, row_bytes(QTK_T_Q4_K, n)) == 0, "invalid imatrix not treated as uniform");
+    free(a);
+    free(b);
+    free(x);
+    free(y);
+}
+
+static void test_args(void)
+{
+    float x[64] = { 0 };
+    uint8_t q[256];
+    CHECK(qtk_quant_ggml(QTK_T_F16, x, q, 1, 64, NULL) == -1, "f16 has no encoder here");
+    CHECK(qtk_quant_ggml(QTK_T_Q4_0, x, q, 1, 48, NULL) == -1, "48 is not a multiple of 32");
+    CHECK(qtk_quant_ggml(QTK_T_Q4_K, x, q, 1, 64, NULL) == -1, "64 is not a multiple of 256");
+    CHECK(!qtk_quant_supported(QTK_T_IQ2_XXS) && qtk_quant_supported(QTK_T_Q6_K), "supported()");
+    CHECK(qtk_quant_ggml(QTK_T_Q8_0, x, q, 0, 64, NULL) == 0, "zero rows");
+}
+
+/* ---- fixtures ---- */
+
+struct stat_row {
+    unsigned n;
+    double sum, max;
+};
+
+static void test_fixtures(void)
+{
+    const char *root = t_fixtures();
+    if (!root) {
+        T_SKIP("fixtures absent");
+        return;
+    }
+    static const char *files[] = { "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K_S",
+                                   "Q3_K_M", "Q4_K_S", "Q4_K_M", "Q5_K_M", "Q6_K" };
+    char path[1024];
+    qtk_err err;
+    snprintf(path, sizeof path, "%s/gguf/tiny-f32.gguf", root);
+    qtk_model *src = qtk_open(path, &err);
+    CHECK(src != NULL, "open %s", path);
+    if (!src)
+        return;
+    struct stat_row st[64];
+    memset(st, 0, sizeof st);
+    /* (name, type) pairs already compared: llama's reference output is the same in every file */
+    char seen[512][80];
+    unsigned seen_t[512], nseen = 0;
+    double secs = 0;
+    for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+        snprintf(path, sizeof path, "%s/gguf/tiny-%s.gguf", root, files[f]);
+        qtk_model *m = qtk_open(path, &err);
+        CHECK(m != NULL, "open %s", path);
+        if (!m)
+            continue;
+        for (size_t k = 0; k < m->ntensors; k++) {
+            const qtk_tensor *t = &m->tensors[k];
+            const unsigned ty = t->layout.type;
+            if (t->layout.kind != QTK_LAYOUT_PLAIN || !qtk_quant_supported(ty))
+                continue;
+            bool dup = false;
+            for (unsigned s = 0; s < nseen && !dup; s++)
+                dup = seen_t[s] == ty && strcmp(seen[s], t->name) == 0;
+            if (dup || nseen >= 512)
+                continue;
+            snprintf(seen[nseen], sizeof seen[nseen], "%s", t->name);
+            seen_t[nseen++] = ty;
+            const qtk_tensor *ts = qtk_tensor_find(src, t->name);
+            CHECK(ts != NULL, "%s missing in f32", t->name);
+            if (!ts)
+                continue;
+            const uint64_t rows = qtk_tensor_rows(ts), n = qtk_tensor_cols(ts);
+            const uint64_t cnt = rows * n;
+            float *x = malloc(cnt * sizeof *x), *yl = malloc(cnt * sizeof *yl);
+            float *yo = malloc(cnt * sizeof *yo);
+            if (!x || !yl || !yo || qtk_decode_tensor(src, ts, x) != 0 ||
+                qtk_decode_tensor(m, t, yl) != 0) {
+                CHECK(0, "decode %s", t->name);
+                free(x);
+                free(yl);
+                free(yo);
+                continue;
+            }
+            const clock_t c0 = clock();
+            const double eo = roundtrip(ty, x, rows, n, NULL, NULL, yo);
+            secs += (double)(clock() - c0) / CLOCKS_PER_SEC;
+            double el = 0;
+            for (uint64_t i = 0; i < cnt; i++) {
+                const double d = (double)yl[i] - (double)x[i];
+                el += d * d;
+            }
+            const double ratio = el > 0 ? sqrt(eo / el) : (eo > 0 ? 99.0 : 1.0);
+            CHECK(eo >= 0 && ratio <= 1.0, "%s %s (%s): rmse ratio ours/llama %.5f", files[f],
+                  t->name, tname(ty), ratio);
+            st[ty].n++;
+            st[ty].sum += ratio;
+            if (ratio > st[ty].max)
+                st[ty].max = ratio;
+            free(x);
+            free(yl);
+            free(yo);
+        }
+        qtk_close(m);
+    }
+    qtk_close(src);
+    printf("fixture RMSE ratio ours/llama-quantize (no imatrix), encode time %.2f s\n", secs);
+    printf("  %-5s %7s %10s %10s\n", "type", "tensors", "mean", "max");
+    for (size_t t = 0; t < NTYPES; t++) {
+        const struct stat_row *r = &st[k_types[t]];
+        if (r->n)
+            printf("  %-5s %7u %10.4f %10.4f\n", tname(k_types[t]), r->n, r->sum / r->n, r->max);
+    }
+}
+
+int main(void)
+{
+    test_args();
+    test_exact();
+    test_zero_nan();
+    test_determinism();
+    test_imatrix();
+    test_roundtrip();
+    test_fixtures();
+    return T_DONE();
+}

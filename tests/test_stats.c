@@ -1,0 +1,275 @@
+/* test_stats.c - qinspect's value statistics against a straightforward
+ * independent computation on the decoded values; chunked row decoding against
+ * whole-tensor decoding; --diff's GGUF<->HF matching and Q/K un-permutation. */
+#include "t.h"
+#include "../inspect/report.c"
+#include "../inspect/stats.c"
+#include "../inspect/modelinfo.c"
+#include "../inspect/diff.c"
+#include <math.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static bool close_rel(double a, double b, double tol)
+{
+	return fabs(a - b) <= tol * (fabs(a) + fabs(b)) + 1e-300;
+}
+
+/* Two plain passes over the whole decoded tensor, compared with stats_compute. */
+static void check_tensor(qtk_model *m, const qtk_tensor *t, const char *what)
+{
+	float *x = malloc((size_t)t->n_params * sizeof *x);
+	if (!x || qtk_decode_tensor(m, t, x)) {
+		CHECK(0, "%s %s: decode failed", what, t->name);
+		free(x);
+		return;
+	}
+	uint64_t n = t->n_params;
+	double sum = 0, mn = x[0], mx = x[0], amax = 0;
+	for (uint64_t i = 0; i < n; i++) {
+		sum += x[i];
+		mn = x[i] < mn ? x[i] : mn;
+		mx = x[i] > mx ? x[i] : mx;
+		amax = fabs(x[i]) > amax ? fabs(x[i]) : amax;
+	}
+	double mean = sum / (double)n, m2 = 0, m4 = 0;
+	for (uint64_t i = 0; i < n; i++) {
+		double d = x[i] - mean;
+		m2 += d * d;
+		m4 += d * d * d * d;
+	}
+	double sd = sqrt(m2 / (double)n), kurt = m2 > 0 ? (m4 / (double)n) / ((m2 / (double)n) * (m2 / (double)n)) : 0;
+	uint64_t o3 = 0, o6 = 0, og = 0, ng = 0;
+	for (uint64_t i = 0; i < n; i++) {
+		o3 += fabs(x[i] - mean) > 3 * sd;
+		o6 += fabs(x[i] - mean) > 6 * sd;
+	}
+	tstats s;
+	int rc = stats_compute(m, t, &s, NULL, NULL);
+	CHECK(rc == 0, "%s %s: stats_compute %d", what, t->name, rc);
+	if (rc) {
+		free(x);
+		return;
+	}
+	uint64_t cols = qtk_tensor_cols(t), rows = qtk_tensor_rows(t), g = s.group;
+	for (uint64_t r = 0; r < rows; r++)
+		for (uint64_t c0 = 0; c0 < cols; c0 += g) {
+			double sq = 0, gm = 0;
+			uint64_t len = c0 + g < cols ? g : cols - c0;
+			for (uint64_t c = c0; c < c0 + len; c++) {
+				double v = x[r * cols + c];
+				sq += v * v;
+				gm = fabs(v) > gm ? fabs(v) : gm;
+			}
+			ng++;
+			og += gm > 0 && gm > 4.0 * sqrt(sq / (double)len);
+		}
+	CHECK(s.n == n, "%s %s: n %llu", what, t->name, (unsigned long long)s.n);
+	CHECK(s.min == mn && s.max == mx && s.absmax == amax, "%s %s: range", what, t->name);
+	CHECK(close_rel(s.mean, mean, 1e-9) || fabs(s.mean - mean) < 1e-12, "%s %s: mean %.17g vs %.17g", what, t->name,
+	      s.mean, mean);
+	CHECK(close_rel(s.std, sd, 1e-9), "%s %s: std %.17g vs %.17g", what, t->name, s.std, sd);
+	CHECK(close_rel(s.kurtosis, kurt, 1e-7), "%s %s: kurtosis %.17g vs %.17g", what, t->name, s.kurtosis, kurt);
+	CHECK(s.out3 == o3 && s.out6 == o6, "%s %s: outliers %llu/%llu vs %llu/%llu", what, t->name,
+	      (unsigned long long)s.out3, (unsigned long long)s.out6, (unsigned long long)o3, (unsigned long long)o6);
+	CHECK(s.outlier_groups == og && s.n_groups == ng, "%s %s: outlier groups %llu/%llu vs %llu/%llu", what, t->name,
+	      (unsigned long long)s.outlier_groups, (unsigned long long)s.n_groups, (unsigned long long)og,
+	      (unsigned long long)ng);
+	uint64_t hs = 0;
+	for (int k = 0; k < ST_BINS; k++)
+		hs += s.hist.counts[k];
+	CHECK(hs == n, "%s %s: histogram sums to %llu", what, t->name, (unsigned long long)hs);
+	/* channel absmax: the reported top channel really is the largest */
+	if (t->ndim == 2 && s.n_top) {
+		double best = 0;
+		for (uint64_t i = 0; i < n; i++)
+			best = fabs(x[i]) > best ? fabs(x[i]) : best;
+		CHECK((double)s.top_val[0] == best, "%s %s: top channel absmax", what, t->name);
+		double colmax = 0;
+		for (uint64_t r = 0; r < rows; r++)
+			colmax = fabs(x[r * cols + s.top_idx[0]]) > colmax ? fabs(x[r * cols + s.top_idx[0]]) : colmax;
+		CHECK(colmax == best, "%s %s: top channel index", what, t->name);
+	}
+	if (s.code_bits) {
+		uint64_t cs = 0;
+		for (int k = 0; k < (1 << s.code_bits); k++)
+			cs += s.codes[k];
+		CHECK(cs == n, "%s %s: code counts sum to %llu", what, t->name, (unsigned long long)cs);
+		CHECK(s.code_entropy > 0 && s.code_entropy <= s.code_bits + 1e-12, "%s %s: entropy %g", what, t->name,
+		      s.code_entropy);
+	}
+	/* deterministic: the same numbers again */
+	tstats s2;
+	stats_compute(m, t, &s2, NULL, NULL);
+	CHECK(memcmp(&s, &s2, sizeof s) == 0, "%s %s: second run differs", what, t->name);
+	free(x);
+}
+
+/* Chunked decoding (small forced chunks) equals whole-tensor decoding. */
+static void check_chunks(qtk_model *m, const qtk_tensor *t, const char *what)
+{
+	float *whole = malloc((size_t)t->n_params * sizeof *whole);
+	if (!whole || qtk_decode_tensor(m, t, whole)) {
+		CHECK(0, "%s %s: decode", what, t->name);
+		free(whole);
+		return;
+	}
+	uint64_t saved = st_chunk_elems;
+	st_chunk_elems = 4096;
+	trows r;
+	int rc = trows_open(&r, m, t, 1);
+	bool same = rc == 0;
+	for (uint64_t r0 = 0; same && r0 < r.rows; r0 += r.step) {
+		uint64_t n = r.rows - r0 < r.step ? r.rows - r0 : r.step;
+		const float *x;
+		same = trows_read(&r, r0, n, &x) == 0 && memcmp(x, whole + r0 * r.cols, (size_t)(n * r.cols) * 4) == 0;
+	}
+	CHECK(same && (r.step < r.rows || r.rows <= 32), "%s %s: chunked decode (step %llu) differs", what, t->name,
+	      (unsigned long long)r.step);
+	trows_close(&r);
+	st_chunk_elems = saved;
+	free(whole);
+}
+
+static void check_model(const char *path, const char *what, bool all)
+{
+	qtk_err e;
+	qtk_model *m = qtk_open(path, &e);
+	CHECK(m != NULL, "open %s", path);
+	if (!m)
+		return;
+	for (size_t i = 0; i < m->ntensors; i++) {
+		const qtk_tensor *t = &m->tensors[i];
+		if (!qtk_can_decode(t))
+			continue;
+		if (all || i % 3 == 0 || t->layout.kind != QTK_LAYOUT_PLAIN)
+			check_tensor(m, t, what);
+		if (t->ndim == 2 && (all || t->layout.kind != QTK_LAYOUT_PLAIN))
+			check_chunks(m, t, what);
+	}
+	qtk_close(m);
+}
+
+static void check_entropy(void)
+{
+	uint64_t a[4] = {1, 1, 1, 1}, b[3] = {2, 1, 1}, c[3] = {5, 0, 0}, d[16];
+	CHECK(fabs(stats_entropy(a, 4) - 2.0) < 1e-15, "uniform over 4: %g", stats_entropy(a, 4));
+	CHECK(fabs(stats_entropy(b, 3) - 1.5) < 1e-15, "2,1,1: %g", stats_entropy(b, 3));
+	CHECK(stats_entropy(c, 3) == 0, "one code: %g", stats_entropy(c, 3));
+	for (int i = 0; i < 16; i++)
+		d[i] = 7;
+	CHECK(fabs(stats_entropy(d, 16) - 4.0) < 1e-12, "uniform over 16");
+}
+
+/* --diff output on two files, into a string. */
+static char *diff_text(const char *other, const char *file)
+{
+	qtk_err e;
+	qtk_model *mo = qtk_open(other, &e), *mf = qtk_open(file, &e);
+	char *buf = NULL;
+	size_t len = 0;
+	if (mo && mf) {
+		FILE *f = open_memstream(&buf, &len);
+		insp_opts o = {0};
+		report_diff(mo, mf, f, &o);
+		fclose(f);
+	}
+	qtk_close(mo);
+	qtk_close(mf);
+	return buf;
+}
+
+static void check_hparams_and_names(const char *gguf, const char *hf)
+{
+	char buf[256];
+	int qk;
+	CHECK(canon_hf_name("blk.12.attn_q.weight", buf, sizeof buf, &qk) && !strcmp(buf, "model.layers.12.self_attn.q_proj.weight") && qk == 1,
+	      "attn_q -> %s", buf);
+	CHECK(canon_hf_name("blk.0.ffn_norm.weight", buf, sizeof buf, &qk) && !strcmp(buf, "model.layers.0.post_attention_layernorm.weight"),
+	      "ffn_norm -> %s", buf);
+	CHECK(canon_hf_name("output.weight", buf, sizeof buf, &qk) && !strcmp(buf, "lm_head.weight"), "output -> %s", buf);
+	CHECK(!canon_hf_name("model.layers.0.mlp.up_proj.weight", buf, sizeof buf, &qk), "HF names are not mapped");
+	qtk_err e;
+	qtk_model *a = qtk_open(gguf, &e), *b = qtk_open(hf, &e);
+	hparams ha, hb;
+	CHECK(a && hparams_load(a, &ha) == 0 && ha.n_layer == 2 && ha.n_head == 4 && ha.n_head_kv == 2 && ha.head_dim == 64,
+	      "GGUF hparams");
+	CHECK(b && hparams_load(b, &hb) == 0 && hb.n_layer == 2 && hb.n_head_kv == 2 && hb.head_dim == 64, "config.json hparams");
+	CHECK(a && fabs(kv_cache_bytes(&ha, 4096, kv_type_bytes("f16")) - 2.0 * 2 * 2 * 64 * 4096 * 2) < 1e-6, "KV bytes");
+	CHECK(fabs(kv_type_bytes("q8_0") - 34.0 / 32) < 1e-15 && fabs(kv_type_bytes("q4_0") - 18.0 / 32) < 1e-15,
+	      "KV block types");
+	qtk_close(a);
+	qtk_close(b);
+}
+
+int main(void)
+{
+	const char *bdir = getenv("QTK_BUILD");
+	char dir[] = "/tmp/qtk-stats-XXXXXX", cmd[512], gguf[256], hf[256];
+	if (!mkdtemp(dir)) {
+		CHECK(0, "mkdtemp");
+		return T_DONE();
+	}
+	snprintf(cmd, sizeof cmd, "%s/samples/gen %s >/dev/null", bdir && *bdir ? bdir : "build", dir);
+	CHECK(system(cmd) == 0, "sample generator: %s", cmd);
+	snprintf(gguf, sizeof gguf, "%s/tiny-llama-f32.gguf", dir);
+	snprintf(hf, sizeof hf, "%s/tiny-llama", dir);
+
+	check_entropy();
+	check_model(gguf, "sample gguf", true);
+	check_model(hf, "sample hf", true);
+	check_hparams_and_names(gguf, hf);
+	char *d = diff_text(hf, gguf);
+	CHECK(d && strstr(d, "matched 21 of 21 tensors (21 by GGUF<->HF name, 4 with Q/K rows un-permuted)"),
+	      "sample diff gguf vs hf: %s", d ? d : "(none)");
+	free(d);
+	d = diff_text(gguf, gguf);
+	CHECK(d && strstr(d, "21 exact"), "diff against itself: all exact");
+	free(d);
+
+	const char *fx = t_fixtures();
+	if (!fx) {
+		T_SKIP("fixtures absent (GGUF/AWQ/GPTQ statistics)");
+	} else {
+		static const char *const files[] = {
+			"gguf/tiny-Q4_0.gguf", "gguf/tiny-Q8_0.gguf", "gguf/tiny-Q4_K_M.gguf", "gguf/tiny-Q5_1.gguf",
+			"gguf/tiny-Q3_K_S.gguf", "gguf/tiny-IQ4_XS.gguf", "gguf/tiny-Q2_K.gguf",
+			"hf/tiny-llama/awq-g128", "hf/tiny-llama/gptq-4-128-1", "hf/tiny-llama/gptq-3-128-0",
+			"hf/tiny-llama/gptq-2-64-0", "hf/tiny-llama/gptq-8-128-0", "hf/tiny-llama/gptq-4-32-1s",
+		};
+		for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+			char p[1024];
+			snprintf(p, sizeof p, "%s/%s", fx, files[i]);
+			check_model(p, files[i], false);
+		}
+		/* Q4_0: codes are the nibbles, 16 levels; AWQ: zero points and scales per group and column */
+		char p[1024];
+		snprintf(p, sizeof p, "%s/hf/tiny-llama/awq-g128", fx);
+		qtk_err e;
+		qtk_model *m = qtk_open(p, &e);
+		const qtk_tensor *t = m ? qtk_tensor_find(m, "model.layers.0.self_attn.q_proj.weight") : NULL;
+		tstats s;
+		if (t && !stats_compute(m, t, &s, NULL, NULL)) {
+			uint64_t zs = 0;
+			for (int k = 0; k < s.zero_levels; k++)
+				zs += s.zeros[k];
+			CHECK(s.code_bits == 4 && s.zero_levels == 16 && zs == 2 * 256 && s.scales.n == 2 * 256,
+			      "awq side data: bits %d levels %d zeros %llu scales %llu", s.code_bits, s.zero_levels,
+			      (unsigned long long)zs, (unsigned long long)s.scales.n);
+		} else {
+			CHECK(0, "awq q_proj stats");
+		}
+		qtk_close(m);
+		/* llama.cpp's own HF -> GGUF conversion: every tensor matches exactly after un-permuting Q/K */
+		char a[1024], b[1024];
+		snprintf(a, sizeof a, "%s/hf/tiny-llama/fp16", fx);
+		snprintf(b, sizeof b, "%s/hf/tiny-llama/ref/llamacpp-from-hf-f16.gguf", fx);
+		d = diff_text(a, b);
+		CHECK(d && strstr(d, "4 with Q/K rows un-permuted), 21 exact"), "llama.cpp conversion diff: %s", d ? d : "");
+		free(d);
+	}
+	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	if (system(cmd) != 0)
+		printf("note: could not remove %s\n", dir);
+	return T_DONE();
+}

@@ -1,0 +1,75 @@
+#!/bin/sh
+# tui_smoke.sh - qinspect's browser in a real terminal (tmux): start it on the
+# sample model at 80x24, move, open a tensor's detail, switch panes, quit.
+# Prints "N passed, N failed" (or "skipped: tmux absent").
+B=${QTK_BUILD:-build}
+BIN=${QTK_BIN:-bin}
+pass=0; fail=0
+if ! command -v tmux >/dev/null 2>&1; then
+	echo "skipped: tmux absent"
+	echo "0 passed, 0 failed"
+	exit 0
+fi
+T=$(mktemp -d /tmp/qtk-tui-smoke-XXXXXX)
+SOCK="qtk-smoke-$$"
+tm() { tmux -L "$SOCK" "$@"; }
+cleanup() { tm kill-server 2>/dev/null; rm -rf "$T"; }
+trap cleanup EXIT
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+"$B/samples/gen" "$T/s" >/dev/null || bad "sample generator"
+G=$T/s/tiny-llama-f32.gguf
+QI=$(cd "$(dirname "$BIN/qinspect")" && pwd)/qinspect
+
+# wait until the pane shows TEXT (up to ~5 s); leaves the capture in $T/screen
+wait_for() {
+	i=0
+	while [ $i -lt 50 ]; do
+		tm capture-pane -p -t smoke >"$T/screen" 2>/dev/null
+		if grep -q -- "$1" "$T/screen"; then return 0; fi
+		sleep 0.1; i=$((i + 1))
+	done
+	return 1
+}
+check() { if wait_for "$2"; then ok; else bad "$1: screen lacks '$2'"; sed 's/^/  | /' "$T/screen" | head -30; fi; }
+
+tm new-session -d -s smoke -x 80 -y 24 "env TERM=xterm-256color LANG=C.UTF-8 '$QI' '$G'; echo \$? >'$T/rc'"
+check "start" "tiny-llama-f32.gguf"
+check "table" "attn_q.weight"
+check "type histogram" "F32 100%"
+tm send-keys -t smoke j j j Enter
+check "detail" "outliers"
+check "histogram" "value histogram"
+tm send-keys -t smoke Tab
+check "metadata pane" "general.architecture"
+tm send-keys -t smoke Tab Tab
+check "memory pane" "KV cache"
+tm send-keys -t smoke '?'
+check "help" "any key closes"
+tm send-keys -t smoke Escape
+tm resize-window -t smoke -x 100 -y 30 2>/dev/null
+tm send-keys -t smoke Tab
+check "resize, back to the table" "1.84M params"
+tm send-keys -t smoke q
+i=0
+while [ ! -s "$T/rc" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+if [ -s "$T/rc" ] && [ "$(cat "$T/rc")" = 0 ]; then ok; else bad "q: qinspect did not exit with 0 (rc '$(cat "$T/rc" 2>/dev/null)')"; fi
+
+# NO_COLOR and an ASCII locale still draw a usable screen
+tm new-session -d -s smoke2 -x 80 -y 24 "env NO_COLOR=1 TERM=xterm LANG=C LC_ALL=C '$QI' '$G'"
+i=0
+while [ $i -lt 50 ]; do
+	tm capture-pane -p -t smoke2 >"$T/screen" 2>/dev/null
+	grep -q -- "- blk.0  (9)" "$T/screen" && break
+	sleep 0.1; i=$((i + 1))
+done
+if grep -q -- "- blk.0  (9)" "$T/screen" && grep -q "types ####" "$T/screen"; then ok; else bad "ascii fallbacks"; sed 's/^/  | /' "$T/screen" | head -8; fi
+tm send-keys -t smoke2 q
+
+# not a terminal: the summary
+"$BIN/qinspect" "$G" </dev/null >"$T/out" 2>&1
+if grep -q "total: 21 tensors" "$T/out"; then ok; else bad "non-tty output is not the summary"; fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
