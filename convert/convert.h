@@ -3,6 +3,8 @@
 #define QTK_CONVERT_H
 #include "internal.h"
 
+enum { NAMES_DEFAULT = 0, NAMES_KEEP, NAMES_HF, NAMES_GGUF };
+
 typedef enum { TGT_KEEP = 0, TGT_TYPE, TGT_MIX, TGT_AWQ, TGT_GPTQ, TGT_AUTO_EXACT } target_kind;
 
 typedef struct conv_target {
@@ -38,6 +40,7 @@ typedef struct conv_opts {
 	unsigned bits;       /* --bits (gptq), 0 = default */
 	uint32_t group_size; /* --group-size, 0 = default */
 	const char *imatrix_path;
+	int names;           /* NAMES_* (--names), NAMES_DEFAULT from the output's form */
 	double max_error_db;
 	const char *report;
 	int threads;
@@ -52,7 +55,7 @@ typedef struct errstat {
 } errstat;
 
 typedef struct tensor_result {
-	const char *name;
+	char name[256];
 	char from[48], to[48];
 	bool exact, lossy_possible;
 	double rmse, max_abs_err, sqnr_db, cosine;
@@ -79,6 +82,9 @@ typedef enum {
 
 typedef struct plan {
 	const qtk_tensor *src;
+	const char *out_name; /* output name (the source's, or mapped HF <-> GGUF) */
+	int perm_heads;       /* > 0: permute rows (llama.cpp's Q/K order) with this many heads */
+	bool perm_inverse;    /* undo the permutation (GGUF -> HF) */
 	conv_method method;
 	qtk_tensor out;      /* output description (name borrowed from src) */
 	const float *imatrix;/* per-column importance, or NULL */
@@ -87,7 +93,9 @@ typedef struct plan {
 
 int conv_parse_target(const char *s, conv_target *t);
 /* Decide every tensor's method and output; fills plans[] (in->ntensors). */
-int conv_plan(qtk_model *in, const conv_opts *o, const void *imatrix, plan *plans, qtk_err *err);
+struct hfmap;
+int conv_plan(qtk_model *in, const conv_opts *o, const void *imatrix, const struct hfmap *map, plan *plans,
+	      qtk_err *err);
 /* The output's metadata and side files. */
 int conv_build_meta(qtk_model *in, const conv_opts *o, qtk_model *d, qtk_err *err);
 /* Produce one tensor into the writer; measures the error against the decoded source. */

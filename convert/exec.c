@@ -4,6 +4,7 @@
 #include "convert.h"
 #include "decode.h"
 #include "dequant.h"
+#include "hfmap.h"
 #include "qgroups.h"
 #include "quant.h"
 #include <math.h>
@@ -82,6 +83,7 @@ typedef struct window {
 	unsigned out_type;
 	const float *whole;       /* decoded source (AWQ/GPTQ), else NULL */
 	const qgroups *qg;        /* the source as integer groups, for exact transcodes */
+	const uint8_t *mem_src;   /* the encoded source in memory (row-permuted), else read from the file */
 	bool rows_transcode;      /* source and target are ggml blocks qgroups can map */
 	const float *imatrix;
 	uint64_t row0, rows_end, cols, chunk_rows;
@@ -124,13 +126,12 @@ static void chunk_job(void *ctx, size_t i)
 		if (!ref || !raw)
 			goto oom;
 		const qtk_part *pt = &t->parts[0];
-		if (w->in->fmt && w->in->fmt->read) {
-			qtk_err_set(e, QTK_E_INTERNAL, NULL, -1, t->name, "parallel read from a custom reader");
+		if (w->mem_src) {
+			memcpy(raw, w->mem_src + r0 * w->in_row_bytes, (size_t)(nr * w->in_row_bytes));
+		} else if (qtk_pread_full(w->in->fds[pt->file], w->in->files[pt->file], raw, (size_t)(nr * w->in_row_bytes),
+					  pt->offset + r0 * w->in_row_bytes, e)) {
 			goto out;
 		}
-		if (qtk_pread_full(w->in->fds[pt->file], w->in->files[pt->file], raw, (size_t)(nr * w->in_row_bytes),
-				   pt->offset + r0 * w->in_row_bytes, e))
-			goto out;
 		if (qtk_dequant_ggml(t->layout.type, raw, ref, n)) {
 			qtk_err_set(e, QTK_E_DATA, NULL, -1, t->name, "cannot decode this type");
 			goto out;
@@ -179,8 +180,56 @@ static void errstat_merge(errstat *a, const errstat *b)
 	a->n_diff_bits += b->n_diff_bits;
 }
 
-static int copy_parts(qtk_model *in, qtk_writer *w, const qtk_tensor *t, qtk_err *err)
+/* Row-permute (llama.cpp's Q/K order) a matrix of rows x row_bytes in place. */
+static int permute_inplace(uint8_t *b, uint64_t rows, uint64_t row_bytes, int heads, bool inverse, const char *name,
+			   qtk_err *err)
 {
+	if (rows % (2 * (uint64_t)heads))
+		return qtk_err_set(err, QTK_E_DATA, NULL, -1, name, "%llu rows cannot be split into %d heads",
+				   (unsigned long long)rows, heads);
+	uint8_t *tmp = qtk_malloc((size_t)(rows * row_bytes));
+	if (!tmp)
+		return qtk_err_set(err, QTK_E_IO, NULL, -1, name, "out of memory");
+	hfmap_permute_rows(b, tmp, rows, row_bytes, heads, inverse);
+	memcpy(b, tmp, (size_t)(rows * row_bytes));
+	qtk_free(tmp);
+	return 0;
+}
+
+/* The whole encoded part 0 of a plain tensor, row-permuted when the plan says so. */
+static int load_plain(qtk_model *in, const plan *p, uint8_t **out, qtk_err *err)
+{
+	const qtk_tensor *t = p->src;
+	if (qtk_read_part_alloc(in, t, 0, out)) {
+		*err = in->err;
+		return err->code;
+	}
+	if (p->perm_heads) {
+		uint64_t rows = qtk_tensor_rows(t);
+		int rc = permute_inplace(*out, rows, t->parts[0].nbytes / rows, p->perm_heads, p->perm_inverse, t->name, err);
+		if (rc) {
+			qtk_free(*out);
+			*out = NULL;
+			return rc;
+		}
+	}
+	return 0;
+}
+
+static int copy_parts(qtk_model *in, qtk_writer *w, const plan *p, qtk_err *err)
+{
+	const qtk_tensor *t = p->src;
+	if (p->perm_heads) {
+		if (t->layout.kind != QTK_LAYOUT_PLAIN)
+			return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "row permutation of a grouped layout");
+		uint8_t *b;
+		int rc = load_plain(in, p, &b, err);
+		if (rc)
+			return rc;
+		rc = qtk_writer_put(w, b, (size_t)t->parts[0].nbytes);
+		qtk_free(b);
+		return rc;
+	}
 	uint8_t *buf = qtk_malloc(CHUNK_BYTES);
 	if (!buf)
 		return qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
@@ -229,6 +278,17 @@ static int load_groups(qtk_model *in, const qtk_tensor *t, qgroups *g, qtk_err *
 	return rc;
 }
 
+/* Row-permute integer groups (rows are output features). */
+static int permute_groups(qgroups *g, const plan *p, qtk_err *err)
+{
+	const char *n = p->src->name;
+	if (permute_inplace(g->q, g->out, g->in, p->perm_heads, p->perm_inverse, n, err) ||
+	    permute_inplace((uint8_t *)g->z, g->out, (uint64_t)g->ngroups * sizeof *g->z, p->perm_heads, p->perm_inverse, n, err) ||
+	    permute_inplace((uint8_t *)g->s, g->out, (uint64_t)g->ngroups * sizeof *g->s, p->perm_heads, p->perm_inverse, n, err))
+		return err->code;
+	return 0;
+}
+
 /* Row-chunked conversion to a plain type. */
 static int run_rows(qtk_model *in, qtk_writer *w, const plan *p, int threads, tensor_result *r, qtk_err *err)
 {
@@ -254,9 +314,19 @@ static int run_rows(qtk_model *in, qtk_writer *w, const plan *p, int threads, te
 	memset(&g, 0, sizeof g);
 	win.rows_transcode = t->layout.kind == QTK_LAYOUT_PLAIN && ggml_int_type(t->layout.type) &&
 			     ggml_int_type(win.out_type);
+	uint8_t *mem = NULL;
+	if (t->layout.kind == QTK_LAYOUT_PLAIN && (p->perm_heads || (in->fmt && in->fmt->read))) {
+		if (load_plain(in, p, &mem, err))
+			return err->code;
+		win.mem_src = mem;
+	}
 	if (t->layout.kind != QTK_LAYOUT_PLAIN && ggml_int_type(win.out_type)) {
 		if (load_groups(in, t, &g, err))
 			return err->code;
+		if (p->perm_heads && permute_groups(&g, p, err)) {
+			qg_free(&g);
+			return err->code;
+		}
 		win.qg = &g;
 	}
 	if (t->layout.kind != QTK_LAYOUT_PLAIN) {
@@ -265,6 +335,12 @@ static int run_rows(qtk_model *in, qtk_writer *w, const plan *p, int threads, te
 			return qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
 		if (qtk_decode_tensor(in, t, whole)) {
 			*err = in->err;
+			qtk_free(whole);
+			qg_free(&g);
+			return err->code;
+		}
+		if (p->perm_heads && permute_inplace((uint8_t *)whole, rows, win.cols * 4, p->perm_heads, p->perm_inverse,
+						     t->name, err)) {
 			qtk_free(whole);
 			qg_free(&g);
 			return err->code;
@@ -303,6 +379,7 @@ static int run_rows(qtk_model *in, qtk_writer *w, const plan *p, int threads, te
 	qtk_free(win.es);
 	qtk_free(win.errs);
 	qtk_free(whole);
+	qtk_free(mem);
 	qg_free(&g);
 	return rc;
 }
@@ -332,6 +409,8 @@ static int run_groups(qtk_model *in, qtk_writer *w, const plan *p, tensor_result
 		*err = in->err;
 		rc = err->code;
 	}
+	if (!rc && p->perm_heads)
+		rc = permute_inplace((uint8_t *)x, out, (uint64_t)inf * 4, p->perm_heads, p->perm_inverse, t->name, err);
 	if (rc)
 		goto out;
 	/* the source's own integers, when it has them */
@@ -351,6 +430,10 @@ static int run_groups(qtk_model *in, qtk_writer *w, const plan *p, tensor_result
 		}
 		have = qg_from_ggml(t->layout.type, raw, out, inf, &g) == 0;
 		qtk_free(raw);
+	}
+	if (have && p->perm_heads && permute_groups(&g, p, err)) {
+		rc = err->code;
+		goto out;
 	}
 	bool packed = false;
 	if (have && g.bits == o->layout.bits && (g.group == o->layout.group_size || qg_act_order(&g))) {
@@ -405,7 +488,7 @@ int conv_tensor(qtk_model *in, qtk_writer *w, const plan *p, int threads, tensor
 		r->exact = true;
 		r->sqnr_db = INFINITY;
 		r->cosine = 1;
-		return copy_parts(in, w, p->src, err);
+		return copy_parts(in, w, p, err);
 	case M_ROWS:
 		return run_rows(in, w, p, threads, r, err);
 	case M_GROUPS:

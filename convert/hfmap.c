@@ -32,6 +32,16 @@ struct hfmap {
 	char warn[256];
 };
 
+/* "<dir>/<name>" for error messages (name alone when the model has no path). */
+static const char *side_path(const qtk_model *m, const char *name, char *buf, size_t cap)
+{
+	if (!m || !m->path || !m->path[0])
+		return name;
+	size_t l = strlen(m->path);
+	snprintf(buf, cap, "%s%s%s", m->path, m->path[l - 1] == '/' ? "" : "/", name);
+	return buf;
+}
+
 static int oom(qtk_err *err) { return qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory"); }
 
 static bool ends_with(const char *s, const char *suf)
@@ -151,64 +161,59 @@ static size_t parse_bid(const char *s, unsigned long *bid)
 }
 
 /* HF -> GGUF name into out (NULL when unmapped). */
-static char *map_hf_name(const char *name, int *kind)
+static bool map_hf_name(const char *name, int *kind, char *buf, size_t cap)
 {
 	size_t stem;
 	const char *sfx = suffix_of(name, &stem);
 	*kind = 0;
 	if (!sfx)
-		return NULL;
-	char buf[512];
+		return false;
 	for (size_t i = 0; i < sizeof top_names / sizeof *top_names; i++)
 		if (strlen(top_names[i].hf) == stem && strncmp(name, top_names[i].hf, stem) == 0) {
-			snprintf(buf, sizeof buf, "%s%s", top_names[i].gguf, sfx);
-			return qtk_strdup(buf);
+			return (size_t)snprintf(buf, cap, "%s%s", top_names[i].gguf, sfx) < cap;
 		}
 	static const char pre[] = "model.layers.";
 	if (!starts_with(name, pre))
-		return NULL;
+		return false;
 	unsigned long bid;
 	size_t nd = parse_bid(name + strlen(pre), &bid);
 	if (!nd)
-		return NULL;
+		return false;
 	const char *rest = name + strlen(pre) + nd + 1;
 	size_t rlen = stem - (size_t)(rest - name);
 	if (rest > name + stem)
-		return NULL;
+		return false;
 	for (size_t i = 0; i < sizeof block_names / sizeof *block_names; i++)
 		if (strlen(block_names[i].hf) == rlen && strncmp(rest, block_names[i].hf, rlen) == 0) {
 			if (i == 2)
 				*kind = 'q';
 			else if (i == 3)
 				*kind = 'k';
-			snprintf(buf, sizeof buf, "blk.%lu.%s%s", bid, block_names[i].gguf, sfx);
-			return qtk_strdup(buf);
+			return (size_t)snprintf(buf, cap, "blk.%lu.%s%s", bid, block_names[i].gguf, sfx) < cap;
 		}
-	return NULL;
+	return false;
 }
 
-static char *map_gguf_name(const char *name, int *kind)
+static bool map_gguf_name(const char *name, int *kind, char *buf, size_t cap)
 {
 	size_t stem;
 	const char *sfx = suffix_of(name, &stem);
 	*kind = 0;
 	if (!sfx)
-		return NULL;
-	char buf[512];
+		return false;
 	for (size_t i = 0; i < sizeof top_names / sizeof *top_names; i++)
 		if (strlen(top_names[i].gguf) == stem && strncmp(name, top_names[i].gguf, stem) == 0) {
-			snprintf(buf, sizeof buf, "%s%s", top_names[i].hf, sfx);
-			return qtk_strdup(buf);
+			return (size_t)snprintf(buf, cap, "%s%s", top_names[i].hf, sfx) < cap;
 		}
 	if (!starts_with(name, "blk."))
-		return NULL;
+		return false;
 	unsigned long bid;
 	size_t nd = parse_bid(name + 4, &bid);
 	if (!nd)
-		return NULL;
+		return false;
 	const char *rest = name + 4 + nd + 1;
 	if (rest > name + stem)
-		return NULL;
+		return false;
 	size_t rlen = stem - (size_t)(rest - name);
 	for (size_t i = 0; i < sizeof block_names / sizeof *block_names; i++)
 		if (strlen(block_names[i].gguf) == rlen && strncmp(rest, block_names[i].gguf, rlen) == 0) {
@@ -216,10 +221,9 @@ static char *map_gguf_name(const char *name, int *kind)
 				*kind = 'q';
 			else if (i == 3)
 				*kind = 'k';
-			snprintf(buf, sizeof buf, "model.layers.%lu.%s%s", bid, block_names[i].hf, sfx);
-			return qtk_strdup(buf);
+			return (size_t)snprintf(buf, cap, "model.layers.%lu.%s%s", bid, block_names[i].hf, sfx) < cap;
 		}
-	return NULL;
+	return false;
 }
 
 const char *hfmap_name(const hfmap *m, const char *src_name, int *heads, bool *inverse)
@@ -375,6 +379,7 @@ static bool val_num(const qtk_value *v, double *out)
 typedef struct cfg {
 	const cJSON *root;
 	qtk_err *err;
+	const char *file;
 } cfg;
 
 static const cJSON *cfg_get(const cfg *c, const char *key)
@@ -385,7 +390,7 @@ static const cJSON *cfg_get(const cfg *c, const char *key)
 
 static int cfg_bad(const cfg *c, const char *key, const char *what)
 {
-	return qtk_err_set(c->err, QTK_E_DATA, "config.json", -1, key, "config.json: '%s' %s", key, what);
+	return qtk_err_set(c->err, QTK_E_DATA, c->file, -1, key, "'%s' %s", key, what);
 }
 
 /* First present key of a NULL-terminated list (llama.cpp's find_hparam). */
@@ -450,17 +455,19 @@ typedef struct hparams {
 static int parse_config(const qtk_model *hf, hparams *hp, qtk_json_doc *doc, qtk_err *err)
 {
 	memset(hp, 0, sizeof *hp);
+	char pbuf[512];
+	const char *file = side_path(hf, "config.json", pbuf, sizeof pbuf);
 	const qtk_blob *b = qtk_blob_find(hf, "config.json");
 	if (!b)
-		return qtk_err_set(err, QTK_E_DATA, "config.json", -1, NULL, "the model has no config.json");
+		return qtk_err_set(err, QTK_E_DATA, file, -1, NULL, "the model has no config.json");
 	if (b->len > QTK_CAP_JSON)
-		return qtk_err_set(err, QTK_E_DATA, "config.json", -1, NULL, "config.json too large");
-	int rc = qtk_json_parse((const char *)b->data, b->len, 0, "config.json", 0, err, doc);
+		return qtk_err_set(err, QTK_E_DATA, file, -1, NULL, "config.json too large");
+	int rc = qtk_json_parse((const char *)b->data, b->len, 0, file, 0, err, doc);
 	if (rc)
 		return rc;
 	if (!cJSON_IsObject(doc->root))
-		return qtk_err_set(err, QTK_E_DATA, "config.json", 0, NULL, "config.json is not a JSON object");
-	cfg c = {doc->root, err};
+		return qtk_err_set(err, QTK_E_DATA, file, 0, NULL, "config.json is not a JSON object");
+	cfg c = {doc->root, err, file};
 	const cJSON *ar = cfg_get(&c, "architectures");
 	if (!ar)
 		return cfg_bad(&c, "architectures", "is missing");
@@ -479,8 +486,7 @@ static int parse_config(const qtk_model *hf, hparams *hp, qtk_json_doc *doc, qtk
 		for (char *p = shown; *p; p++)
 			if ((unsigned char)*p < 0x20 || (unsigned char)*p == 0x7f)
 				*p = '?';
-		return qtk_err_set(err, QTK_E_DATA, "config.json", -1, "architectures",
-				   "unsupported architecture %s", shown);
+		return qtk_err_set(err, QTK_E_DATA, file, -1, "architectures", "unsupported architecture %s", shown);
 	}
 	static const char *const k_layer[] = {"n_layers", "num_hidden_layers", "n_layer", "num_layers", NULL};
 	static const char *const k_ctx[] = {"max_position_embeddings", "n_ctx", NULL};
@@ -666,16 +672,19 @@ static int load_side_json(const qtk_model *m, const char *name, qtk_json_doc *do
 	*present = b != NULL;
 	if (!b)
 		return 0;
+	char pbuf[512];
+	const char *file = side_path(m, name, pbuf, sizeof pbuf);
 	if (b->len > QTK_CAP_JSON)
-		return qtk_err_set(err, QTK_E_DATA, name, -1, NULL, "%s too large", name);
-	return qtk_json_parse((const char *)b->data, b->len, 0, name, 0, err, doc);
+		return qtk_err_set(err, QTK_E_DATA, file, -1, NULL, "%s too large", name);
+	return qtk_json_parse((const char *)b->data, b->len, 0, file, 0, err, doc);
 }
 
 static int spm_vocab(const qtk_model *hf, const hparams *hp, vocab *v, qtk_err *err)
 {
 	const qtk_blob *b = qtk_blob_find(hf, "tokenizer.model");
 	spm_model sp;
-	int rc = spm_parse(b->data, b->len, "tokenizer.model", &sp, err);
+	char pbuf[512];
+	int rc = spm_parse(b->data, b->len, side_path(hf, "tokenizer.model", pbuf, sizeof pbuf), &sp, err);
 	if (rc)
 		return rc;
 	size_t n = hp->has_vocab ? (size_t)hp->vocab : sp.n;
@@ -1026,8 +1035,8 @@ int hfmap_hf_to_gguf(const qtk_model *hf, qtk_model *meta, hfmap **mapp, qtk_err
 		}
 		m->nout++;
 		int kind;
-		e->out = map_hf_name(t->name, &kind);
-		if (!e->out && strlen(t->name) > QTK_CAP_NAME) {
+		char nb[512];
+		if (map_hf_name(t->name, &kind, nb, sizeof nb) && !(e->out = qtk_strdup(nb))) {
 			rc = oom(err);
 			goto out;
 		}
@@ -1095,6 +1104,8 @@ int hfmap_hf_to_gguf(const qtk_model *hf, qtk_model *meta, hfmap **mapp, qtk_err
 		rc = rc ? rc : kv_f32(meta, K("attention.layer_norm_rms_epsilon"), hp.rms_eps);
 	if (hp.has_norm_eps)
 		rc = rc ? rc : kv_f32(meta, K("attention.layer_norm_epsilon"), hp.norm_eps);
+	if (hp.has_expert)
+		rc = rc ? rc : kv_u32(meta, K("expert_count"), (uint64_t)hp.n_expert);
 	if (hp.has_expert_used)
 		rc = rc ? rc : kv_u32(meta, K("expert_used_count"), (uint64_t)hp.n_expert_used);
 	if (hp.has_head_dim) {
@@ -1410,7 +1421,11 @@ int hfmap_gguf_to_hf(const qtk_model *g, qtk_model *meta, hfmap **mapp, qtk_err 
 		hent *e = &m->e[i];
 		m->nout++;
 		int kind;
-		e->out = map_gguf_name(t->name, &kind);
+		char nb[512];
+		if (map_gguf_name(t->name, &kind, nb, sizeof nb) && !(e->out = qtk_strdup(nb))) {
+			hfmap_free(m);
+			return oom(err);
+		}
 		if (!strcmp(t->name, "output.weight"))
 			tied = false;
 		if (!strcmp(t->name, "token_embd.weight") && !n_vocab && t->ndim == 2)
@@ -1583,13 +1598,18 @@ int hfmap_gguf_to_hf(const qtk_model *g, qtk_model *meta, hfmap **mapp, qtk_err 
 					o.unk_id = (int64_t)i;
 					break;
 				}
+		unk = o.unk_id; /* for tokenizer_config.json: the UNKNOWN piece when the GGUF names none */
 		spm_model sp;
 		rc = spm_build(&sp, ntok, toks, scores, types, &o, err);
 		qtk_free(scores);
 		if (!rc) {
 			rc = spm_write(&sp, &b);
 			spm_free(&sp);
-			rc = rc ? oom(err) : put_blob(meta, "tokenizer.model", &b, err);
+			if (rc) {
+				qtk_buf_free(&b);
+				rc = oom(err);
+			} else
+				rc = put_blob(meta, "tokenizer.model", &b, err);
 		}
 		if (rc) {
 			qtk_free(types);
@@ -1707,6 +1727,7 @@ int hfmap_gguf_to_hf(const qtk_model *g, qtk_model *meta, hfmap **mapp, qtk_err 
 	*mapp = m;
 	return 0;
 fail:
+	qtk_buf_free(&b);
 	hfmap_free(m);
 	return rc;
 }

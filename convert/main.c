@@ -17,6 +17,8 @@ static const char usage[] =
 	"                         when exact, 32 from k-quants, else 128)\n"
 	"  --sym                  symmetric gptq target\n"
 	"  --imatrix FILE         llama.cpp importance matrix for importance-weighted quantization\n"
+	"  --names hf|gguf|keep   tensor naming of the output (default: HF names in a directory, GGUF\n"
+	"                         names (with llama.cpp's Q/K row order) in .gguf, else the source's)\n"
 	"  --set KEY=VALUE        set or override a metadata key in the output (repeatable)\n"
 	"  --exact                fail (exit 1) unless every tensor converts bit-exactly\n"
 	"  --max-error DB         fail (exit 1) if any tensor's SQNR falls below DB decibels\n"
@@ -86,7 +88,7 @@ static int parse_args(int argc, char **argv, conv_opts *o)
 		}
 		/* options with a value: "--opt VALUE" or "--opt=VALUE" */
 		static const char *const with_val[] = {"-t", "--to", "--set", "--max-error", "--report", "--threads",
-						       "--bits", "--group-size", "--imatrix"};
+						       "--bits", "--group-size", "--imatrix", "--names"};
 		const char *name = NULL;
 		for (size_t k = 0; k < sizeof with_val / sizeof *with_val; k++) {
 			size_t n = strlen(with_val[k]);
@@ -132,6 +134,15 @@ static int parse_args(int argc, char **argv, conv_opts *o)
 			if (!qtk_parse_u64(val, &n) || (n != 32 && n != 64 && n != 128))
 				return cli_usage_error("--group-size takes 32, 64 or 128, not '%s'", val);
 			o->group_size = (uint32_t)n;
+		} else if (!strcmp(name, "--names")) {
+			if (!strcmp(val, "hf"))
+				o->names = NAMES_HF;
+			else if (!strcmp(val, "gguf"))
+				o->names = NAMES_GGUF;
+			else if (!strcmp(val, "keep"))
+				o->names = NAMES_KEEP;
+			else
+				return cli_usage_error("--names takes hf, gguf or keep, not '%s'", val);
 		} else if (!strcmp(name, "--imatrix")) {
 			o->imatrix_path = val;
 		} else if (!strcmp(name, "--threads")) {

@@ -3,6 +3,7 @@
 #include "convert.h"
 #include "decode.h"
 #include "dequant.h"
+#include "hfmap.h"
 #include "imatrix.h"
 #include "quant.h"
 #include <stdlib.h>
@@ -445,18 +446,49 @@ static int plan_auto_exact(qtk_model *in, const conv_opts *o, const qtk_tensor *
 	return out_plain(&p->out, t, f16 ? QTK_T_F16 : QTK_T_F32) ? QTK_E_DATA : 0;
 }
 
-static int plan_tensor(qtk_model *in, const conv_opts *o, mix_state *ms, const qtk_imatrix *im, const qtk_tensor *t,
-		       plan *p, qtk_err *err)
+/* Keep the layout, except the float type changes a HF <-> GGUF mapping
+ * makes (norms F32 in GGUF; back to the model dtype in HF when exact). */
+static int plan_keep(qtk_model *in, const conv_opts *o, const hfmap *map, const qtk_tensor *t, plan *p, qtk_err *err)
 {
+	bool to_gguf = o->out_kind == QTK_OUT_GGUF;
+	bool plain = t->layout.kind == QTK_LAYOUT_PLAIN;
+	if (to_gguf && !gguf_storable(t))
+		return cant_store(err, in, t);
+	if (!map || !plain || !qtk_type(t->layout.type)->is_float)
+		return 0;
+	unsigned ty = hfmap_out_type(map, t);
+	if (ty == t->layout.type || ty >= QTK_T_MAX)
+		return 0;
+	if (!qtk_type(ty)->is_float || qtk_type(ty)->bytes < qtk_type(t->layout.type)->bytes) {
+		bool f16 = false;
+		int rc = fits_f16(in, t, &f16); /* narrowing only when nothing is lost */
+		if (rc)
+			return qtk_err_set(err, rc, in->path, -1, t->name, "cannot read the tensor");
+		if (!f16 || ty != QTK_T_F16)
+			return 0;
+	}
+	p->method = M_ROWS;
+	return out_plain(&p->out, t, ty) ? QTK_E_DATA : 0;
+}
+
+static int plan_tensor(qtk_model *in, const conv_opts *o, mix_state *ms, const qtk_imatrix *im, const hfmap *map,
+		       const qtk_tensor *t, plan *p, qtk_err *err)
+{
+	const char *oname = p->out_name;
+	int heads = p->perm_heads;
+	bool inv = p->perm_inverse;
 	memset(p, 0, sizeof *p);
 	p->src = t;
+	p->out_name = oname ? oname : t->name;
+	p->perm_heads = heads;
+	p->perm_inverse = inv;
 	p->method = M_COPY;
 	p->out = *t;
 	p->note = "exact";
 	bool to_gguf = o->out_kind == QTK_OUT_GGUF;
 	bool plain = t->layout.kind == QTK_LAYOUT_PLAIN;
 	if (o->target.kind == TGT_KEEP || (plain && is_int_dtype(t->layout.type)))
-		return to_gguf && !gguf_storable(t) ? cant_store(err, in, t) : 0;
+		return plan_keep(in, o, map, t, p, err);
 	if (o->target.kind == TGT_AUTO_EXACT)
 		return plan_auto_exact(in, o, t, p, err);
 	if (o->target.kind == TGT_AWQ || o->target.kind == TGT_GPTQ) {
@@ -503,7 +535,7 @@ static int plan_tensor(qtk_model *in, const conv_opts *o, mix_state *ms, const q
 	p->method = M_ROWS;
 	p->note = ty == QTK_T_F32 ? "exact" : "lossy";
 	if (im && !qtk_type(ty)->is_float)
-		p->imatrix = qtk_imatrix_get(im, t->name, qtk_tensor_cols(t));
+		p->imatrix = qtk_imatrix_get(im, p->out_name, qtk_tensor_cols(t));
 	return out_plain(&p->out, t, ty) ? qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "size overflows") : 0;
 }
 
@@ -537,7 +569,7 @@ static int resolve_gptq_version(qtk_model *in, conv_opts *o, qtk_err *err)
 	return 0;
 }
 
-int conv_plan(qtk_model *in, const conv_opts *opts, const void *imatrix, plan *plans, qtk_err *err)
+int conv_plan(qtk_model *in, const conv_opts *opts, const void *imatrix, const hfmap *map, plan *plans, qtk_err *err)
 {
 	conv_opts o_resolved = *opts, *o = &o_resolved;
 	if (o->target.kind == TGT_GPTQ && !o->target.gptq_version) {
@@ -548,7 +580,17 @@ int conv_plan(qtk_model *in, const conv_opts *opts, const void *imatrix, plan *p
 	mix_state ms;
 	mix_init(&ms, in, o->target.ftype);
 	for (size_t i = 0; i < in->ntensors; i++) {
-		int rc = plan_tensor(in, o, &ms, imatrix, &in->tensors[i], &plans[i], err);
+		plans[i].out_name = NULL;
+		plans[i].perm_heads = 0;
+		plans[i].perm_inverse = false;
+		if (map) {
+			const char *n = hfmap_name(map, in->tensors[i].name, &plans[i].perm_heads, &plans[i].perm_inverse);
+			if (!n)
+				cli_warn("%s: no %s name for this tensor; keeping its name", in->tensors[i].name,
+					 o->out_kind == QTK_OUT_GGUF ? "GGUF" : "Hugging Face");
+			plans[i].out_name = n;
+		}
+		int rc = plan_tensor(in, o, &ms, imatrix, map, &in->tensors[i], &plans[i], err);
 		if (rc)
 			return rc;
 	}

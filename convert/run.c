@@ -1,6 +1,7 @@
 /* run.c - qconvert's driver: plan, write, verify, report. */
 #include "cli.h"
 #include "convert.h"
+#include "hfmap.h"
 #include "imatrix.h"
 #include <cJSON.h>
 #include <math.h>
@@ -19,11 +20,12 @@ static void plan_line(FILE *f, size_t i, size_t n, const qtk_tensor *src, const 
 	snprintf(shape + at, sizeof shape - at, "]");
 	fmt_target(src, a, sizeof a);
 	fmt_target(dst, b, sizeof b);
+	const char *name = dst->name;
 	double mi = (double)src->n_bytes / 1048576.0, mo = (double)dst->n_bytes / 1048576.0;
 	int w = 1;
 	for (size_t x = n; x >= 10; x /= 10)
 		w++;
-	fprintf(f, "[%*zu/%zu] %s  %s  %s -> %s  %.1f MiB -> %.1f MiB  %s\n", w, i + 1, n, src->name, shape, a, b, mi,
+	fprintf(f, "[%*zu/%zu] %s  %s  %s -> %s  %.1f MiB -> %.1f MiB  %s\n", w, i + 1, n, name, shape, a, b, mi,
 		mo, note);
 }
 
@@ -90,6 +92,45 @@ static int write_report(const conv_opts *o, const conv_result *res, qtk_err *err
 	return rc;
 }
 
+static bool has_prefix_tensor(const qtk_model *m, const char *a, const char *b)
+{
+	for (size_t i = 0; i < m->ntensors; i++)
+		if (!strncmp(m->tensors[i].name, a, strlen(a)) || !strncmp(m->tensors[i].name, b, strlen(b)))
+			return true;
+	return false;
+}
+
+/* Set up the HF <-> GGUF mapping the output needs (SPEC §2.1 naming rules):
+ * an HF directory gets HF names, a GGUF file from an HF source GGUF names;
+ * a single .safetensors keeps the source's names; --names overrides. */
+static int setup_mapping(qtk_model *in, const conv_opts *o, hfmap **map, qtk_model **meta, qtk_err *err)
+{
+	int names = o->names;
+	if (names == NAMES_DEFAULT)
+		names = o->out_kind == QTK_OUT_HF ? NAMES_HF : o->out_kind == QTK_OUT_GGUF ? NAMES_GGUF : NAMES_KEEP;
+	bool gguf_named = has_prefix_tensor(in, "blk.", "token_embd.");
+	bool hf_named = has_prefix_tensor(in, "model.layers.", "model.embed_tokens.");
+	int rc = 0;
+	if (names == NAMES_GGUF && hf_named && !qtk_blob_find(in, "config.json")) {
+		if (o->names == NAMES_GGUF)
+			return qtk_err_set(err, QTK_E_DATA, in->path, -1, NULL,
+					   "--names gguf needs the model's config.json (convert the Hugging Face directory)");
+		cli_warn("%s: no config.json, so no GGUF names or metadata; keeping the tensor names", in->path);
+		return 0;
+	}
+	if ((names == NAMES_GGUF && hf_named) || (names == NAMES_HF && gguf_named)) {
+		*meta = qtk_model_new();
+		if (!*meta)
+			return qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");
+		rc = names == NAMES_GGUF ? hfmap_hf_to_gguf(in, *meta, map, err) : hfmap_gguf_to_hf(in, *meta, map, err);
+		if (!rc && names == NAMES_HF && qtk_model_set_kv_str(*meta, "format", "pt"))
+			rc = qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");
+		if (!rc && *map && hfmap_warning(*map))
+			cli_warn("%s", hfmap_warning(*map));
+	}
+	return rc;
+}
+
 int conv_run(qtk_model *in, const conv_opts *o, conv_result *res)
 {
 	memset(res, 0, sizeof *res);
@@ -102,7 +143,10 @@ int conv_run(qtk_model *in, const conv_opts *o, conv_result *res)
 	res->t = qtk_calloc(in->ntensors ? in->ntensors : 1, sizeof *res->t);
 	qtk_writer *w = NULL;
 	qtk_imatrix *im = NULL;
-	if (!plans || !d || !res->t) {
+	hfmap *map = NULL;
+	qtk_model *mapmeta = NULL;
+	size_t *order = qtk_calloc(in->ntensors ? in->ntensors : 1, sizeof *order), nout = in->ntensors;
+	if (!plans || !d || !res->t || !order) {
 		rc = qtk_err_set(&err, QTK_E_IO, NULL, -1, NULL, "out of memory");
 		goto done;
 	}
@@ -110,9 +154,16 @@ int conv_run(qtk_model *in, const conv_opts *o, conv_result *res)
 		rc = err.code;
 		goto done;
 	}
-	rc = conv_plan(in, o, im, plans, &err);
-	for (size_t i = 0; i < in->ntensors && !rc; i++) {
-		qtk_tensor *n = qtk_model_add_tensor(d, in->tensors[i].name);
+	for (size_t i = 0; i < in->ntensors; i++)
+		order[i] = i;
+	rc = setup_mapping(in, o, &map, &mapmeta, &err);
+	if (!rc && map)
+		nout = hfmap_order(map, in, order);
+	if (!rc)
+		rc = conv_plan(in, o, im, map, plans, &err);
+	for (size_t k = 0; k < nout && !rc; k++) {
+		size_t i = order[k];
+		qtk_tensor *n = qtk_model_add_tensor(d, plans[i].out_name);
 		if (!n) {
 			rc = qtk_err_set(&err, QTK_E_IO, NULL, -1, NULL, "out of memory");
 			break;
@@ -123,24 +174,25 @@ int conv_run(qtk_model *in, const conv_opts *o, conv_result *res)
 		qtk_tensor_finish(n);
 	}
 	if (!rc)
-		rc = conv_build_meta(in, o, d, &err);
+		rc = conv_build_meta(mapmeta ? mapmeta : in, o, d, &err);
 	if (rc)
 		goto done;
-	res->n = in->ntensors;
-	for (size_t i = 0; i < in->ntensors; i++) {
-		tensor_result *r = &res->t[i];
-		r->name = in->tensors[i].name;
+	res->n = nout;
+	for (size_t k = 0; k < nout; k++) {
+		size_t i = order[k];
+		tensor_result *r = &res->t[k];
+		snprintf(r->name, sizeof r->name, "%s", d->tensors[k].name);
 		qtk_layout_id(&in->tensors[i].layout, r->from, sizeof r->from);
-		qtk_layout_id(&d->tensors[i].layout, r->to, sizeof r->to);
+		qtk_layout_id(&d->tensors[k].layout, r->to, sizeof r->to);
 		r->bytes_in = in->tensors[i].n_bytes;
-		r->bytes_out = d->tensors[i].n_bytes;
+		r->bytes_out = d->tensors[k].n_bytes;
 		res->bytes_in += r->bytes_in;
 		res->bytes_out += r->bytes_out;
 		res->params += in->tensors[i].n_params;
 	}
 	if (o->dry_run) {
-		for (size_t i = 0; i < in->ntensors; i++)
-			plan_line(stdout, i, in->ntensors, &in->tensors[i], &d->tensors[i], plans[i].note);
+		for (size_t k = 0; k < nout; k++)
+			plan_line(stdout, k, nout, &in->tensors[order[k]], &d->tensors[k], plans[order[k]].note);
 		printf("plan: %zu tensors, %llu -> %llu bytes, %.4f -> %.4f bits per weight\n", in->ntensors,
 		       (unsigned long long)res->bytes_in, (unsigned long long)res->bytes_out,
 		       bpw(res->bytes_in, res->params), bpw(res->bytes_out, res->params));
@@ -154,9 +206,10 @@ int conv_run(qtk_model *in, const conv_opts *o, conv_result *res)
 		goto done;
 	}
 	int threads = o->threads > 0 ? o->threads : qtk_cpu_count();
-	for (size_t i = 0; i < in->ntensors && !rc; i++) {
-		tensor_result *r = &res->t[i];
-		cli_progress(in->tensors[i].name, i, in->ntensors);
+	for (size_t k = 0; k < nout && !rc; k++) {
+		size_t i = order[k];
+		tensor_result *r = &res->t[k];
+		cli_progress(in->tensors[i].name, k, nout);
 		rc = conv_tensor(in, w, &plans[i], threads, r, &err);
 		if (rc)
 			break;
@@ -175,10 +228,10 @@ int conv_run(qtk_model *in, const conv_opts *o, conv_result *res)
 			else
 				snprintf(note, sizeof note, "SQNR %.1f dB", r->sqnr_db);
 			cli_progress_end();
-			plan_line(stderr, i, in->ntensors, &in->tensors[i], &d->tensors[i], note);
+			plan_line(stderr, k, nout, &in->tensors[i], &d->tensors[k], note);
 		}
 	}
-	cli_progress(o->output, in->ntensors, in->ntensors);
+	cli_progress(o->output, nout, nout);
 	cli_progress_end();
 	if (rc)
 		goto done;
@@ -217,6 +270,9 @@ int conv_run(qtk_model *in, const conv_opts *o, conv_result *res)
 done:
 	qtk_writer_abort(w);
 	qtk_imatrix_free(im);
+	hfmap_free(map);
+	qtk_close(mapmeta);
+	qtk_free(order);
 	/* plan outputs borrow names from the input: give the copies back before closing */
 	qtk_close(d);
 	qtk_free(plans);

@@ -20,7 +20,7 @@ static int64_t pb_off(const pb *r, const uint8_t *at) { return (int64_t)(at - r-
 
 static int pb_fail(const pb *r, const uint8_t *at, const char *msg)
 {
-	return qtk_err_set(r->err, QTK_E_DATA, r->file, pb_off(r, at), NULL, "tokenizer.model: %s", msg);
+	return qtk_err_set(r->err, QTK_E_DATA, r->file, pb_off(r, at), NULL, "%s", msg);
 }
 
 static int pb_varint(pb *r, uint64_t *v)

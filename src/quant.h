@@ -29,7 +29,8 @@ bool qtk_quant_supported(unsigned type);
  * Each encodes nblocks consecutive blocks: x = nblocks*blck floats, w = the matching
  * importance weights or NULL, dst = nblocks*blck_bytes bytes. Inputs are raw (the encoder
  * sanitises NaN/Inf itself). To add a type: define a function of this shape in its own file,
- * declare it here and add one row to k_encoders[] in quant.c. */
+ * declare it here and add one row to k_encoders[] in quant.c (whole-matrix encoders with
+ * qtk_quant_ggml's signature, like qtk_quant_iq4_nl/xs, go in k_mat_encoders[] instead). */
 typedef void (*qtk_qrow_fn)(const float *x, const float *w, uint8_t *dst, uint64_t nblocks);
 
 void qtk_qrow_q2_k(const float *x, const float *w, uint8_t *dst, uint64_t nblocks);

@@ -21,6 +21,12 @@
  * scale) and the codes are the per-element nearest decoded values, so each candidate's error is
  * the least achievable with its (s, z).
  *
+ * Zeros: AWQ and GPTQ v2 store the zero itself (0..2^bits-1). GPTQ v1 stores zero - 1 and
+ * engines add 1 back without wrap-around, so a zero of 0 would be written as 2^bits - 1 and
+ * decode as 2^bits: for v1 the asymmetric search is restricted to zeros >= 1 (zmin 1), which
+ * costs a little accuracy in groups whose values are all (nearly) >= 0 but keeps the file
+ * decoding as intended. Symmetric: zero = 2^(bits-1) in every version.
+ *
  * Deterministic: scalar IEEE arithmetic under -ffp-contract=off, fixed order, no libm beyond
  * fabsf, error sums in double; no threads, no mutable globals. */
 #include "quant.h"
@@ -234,7 +240,7 @@ static void search(gfit *g, unsigned bits, uint8_t *scratch)
         for (int k = 1; k < pos; k++)
             if (hi0 > 0.f && on_grid(g, hi0 / (float)k, 0.f))
                 try_scale(g, hi0 / (float)k, 0.f, 0.f, false);
-        if (hi0 > 0.f)
+        if (hi0 > 0.f && pos > 0)
             try_scale(g, hi0 / (float)pos, 0.f, 0.f, false);
     } else {
         const float lo1 = g->xmin, hi1 = g->xmax;
@@ -336,21 +342,25 @@ int qtk_fit_group(const float *x, uint32_t n, unsigned bits, bool sym, int zmin,
         return -1;
     if (!sym && (zmin < 0 || zmin > (1 << bits) - 1))
         return -1;
-    float *xbuf = malloc((size_t)n * sizeof *xbuf);
-    uint8_t *scratch = malloc(n);
-    if (!xbuf || !scratch) {
+    float xs[256];
+    uint8_t ss[256];
+    const bool small = n <= 256;
+    float *xbuf = small ? xs : malloc((size_t)n * sizeof *xbuf);
+    uint8_t *scratch = small ? ss : malloc(n);
+    int rc = -1;
+    if (xbuf && scratch) {
+        uint16_t h;
+        int z;
+        fit(x, n, bits, sym, zmin, &h, &z, codes_out, xbuf, scratch);
+        *scale_out = qtk_fp16_to_f32(h);
+        *zero_out = z;
+        rc = 0;
+    }
+    if (!small) {
         free(xbuf);
         free(scratch);
-        return -1;
     }
-    uint16_t h;
-    int z;
-    fit(x, n, bits, sym, zmin, &h, &z, codes_out, xbuf, scratch);
-    *scale_out = qtk_fp16_to_f32(h);
-    *zero_out = z;
-    free(xbuf);
-    free(scratch);
-    return 0;
+    return rc;
 }
 
 /* ---------------------------------------------------------------- AWQ GEMM */

@@ -18,9 +18,13 @@
  * (sigma2 = 2*mean(x^2) over the block / super-block).
  *
  * Deterministic: scalar code, fixed order, no libm beyond sqrtf/fabsf; error sums in double.
- * Non-finite inputs are sanitized (NaN -> 0, +-Inf and huge values clamped to +-1e8, as qtk_quant_ggml does) before the
- * search, so nothing converts NaN or out-of-range floats to int. A block whose values are all
- * zero is written with d = +0 and codes 8 (value +1), so it decodes to +0.0. */
+ * The reimplementation of (1) reproduces llama-quantize's bytes exactly: all 53248 IQ4_NL and
+ * 6656 IQ4_XS blocks of the tiny fixtures (checked with the search switched off).
+ *
+ * Non-finite inputs are sanitized (NaN -> 0, +-Inf and huge values clamped to +-1e8, as
+ * qtk_quant_ggml does) before the search, so nothing converts NaN or out-of-range floats to
+ * int. A block whose values are all zero is written with d = +0, codes 8 (value +1) and, for
+ * IQ4_XS, sub-scales l = 0, so it decodes to +0.0. */
 #include "quant.h"
 #include "dequant.h"
 #include "internal.h"

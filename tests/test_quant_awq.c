@@ -16,6 +16,7 @@
 #include "quant.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
@@ -367,6 +368,47 @@ static void test_args(void)
 	      "sym exact grid: s %g z %d", (double)s, z);
 }
 
+/* thread safety: two threads encoding concurrently give the single-threaded bytes */
+typedef struct job {
+	const float *w;
+	qt t;
+	int rc;
+} job;
+
+static void *run_job(void *arg)
+{
+	job *j = arg;
+	j->rc = qt_enc(&j->t, j->w);
+	return NULL;
+}
+
+static void test_threads(void)
+{
+	const uint32_t out = 64, in = 256;
+	float *w = malloc((size_t)out * in * 4);
+	synth(w, out, in);
+	qt ref;
+	qt_init(&ref, 0, out, in, 64, 3, false, 2);
+	CHECK(qt_enc(&ref, w) == 0, "threads: reference");
+	job j[2];
+	pthread_t th[2];
+	for (int k = 0; k < 2; k++) {
+		j[k].w = w;
+		qt_init(&j[k].t, 0, out, in, 64, 3, false, 2);
+		pthread_create(&th[k], NULL, run_job, &j[k]);
+	}
+	for (int k = 0; k < 2; k++) {
+		pthread_join(th[k], NULL);
+		CHECK(j[k].rc == 0 && memcmp(j[k].t.qw, ref.qw, qt_bytes_qw(&ref)) == 0 &&
+			      memcmp(j[k].t.qz, ref.qz, (size_t)ref.ngroups * out * 3 / 32 * 4) == 0 &&
+			      memcmp(j[k].t.sc, ref.sc, (size_t)ref.ngroups * out * 2) == 0,
+		      "thread %d: same bytes", k);
+		qt_free(&j[k].t);
+	}
+	qt_free(&ref);
+	free(w);
+}
+
 /* ---------------------------------------------------------------- fixtures */
 
 static float *decode_alloc(qtk_model *m, const qtk_tensor *t)
@@ -380,7 +422,7 @@ static float *decode_alloc(qtk_model *m, const qtk_tensor *t)
 }
 
 static void test_fixture_variant(const char *fx, qtk_model *src, const char *dir, int awq,
-				 unsigned bits, uint32_t group, bool sym)
+				 unsigned bits, uint32_t group, bool sym, bool v2too)
 {
 	char p[1024];
 	snprintf(p, sizeof p, "%s/hf/tiny-llama/%s", fx, dir);
@@ -390,14 +432,13 @@ static void test_fixture_variant(const char *fx, qtk_model *src, const char *dir
 	CHECK(ref != NULL, "open %s: %s", dir, e.msg);
 	if (!ref)
 		return;
-	const bool v2too = !awq && !sym;
 	printf("\n%s: per-layer RMSE vs the fp16 weights. ref = the fixture as engines decode it;"
 	       " rtn = plain min-max RTN over the fixture's groups (what the quantizer meant);"
 	       " ours = %s\n", dir, awq ? "AWQ" : sym ? "GPTQ sym v1" : "GPTQ v1 (zero >= 1)");
 	printf("%-26s %10s %10s %10s %8s %8s %8s %7s\n", "layer", "ref", "rtn", "ours", "ours/ref",
 	       "ours/rtn", v2too ? "v2/rtn" : "", "ref=rtn");
 	double s_ref = 0, m_ref = 0, s_rtn = 0, m_rtn = 0, s_v2 = 0, m_v2 = 0, tot = 0, same = 0;
-	int nl = 0;
+	int nl = 0, nexact = 0;
 	for (size_t i = 0; i < ref->ntensors; i++) {
 		const qtk_tensor *rt = &ref->tensors[i];
 		if (rt->layout.kind != (awq ? QTK_LAYOUT_AWQ : QTK_LAYOUT_GPTQ))
@@ -457,6 +498,17 @@ static void test_fixture_variant(const char *fx, qtk_model *src, const char *dir
 			nl++;
 			if (awq)
 				CHECK(rr <= 1.0, "%s %s ratio %.5f", dir, rt->name, rr);
+			/* the fixture's decoded values re-encoded (same bits/group; asym as v2, which
+			 * can hold every zero) decode bit-exactly, unless the fixture has v1 zero
+			 * overflow (zero 2^bits is not representable) */
+			qt t3;
+			qt_init(&t3, awq, out, in, group, bits, sym, 2);
+			const bool overflow = eqn != n && !awq;
+			const bool exact = qt_enc(&t3, yr) == 0 && qt_dec(&t3, y) == 0 && bits_eq(yr, y, n, NULL);
+			nexact += exact;
+			if (!overflow && (awq || rt->nparts < 4 || !memcmp(gib, t.gi, in * 4)))
+				CHECK(exact, "%s %s: re-encoding the fixture's values is exact", dir, rt->name);
+			qt_free(&t3);
 			/* GPTQ: no worse than the reference quantizer's own RTN (for act-order files the
 			 * reference groups are scattered channels; ours are contiguous) */
 			CHECK(rn <= 1.0, "%s %s ours/rtn %.5f", dir, rt->name, rn);
@@ -476,7 +528,8 @@ static void test_fixture_variant(const char *fx, qtk_model *src, const char *dir
 		       dir, nl, s_ref / nl, m_ref, s_rtn / nl, m_rtn);
 		if (v2too)
 			printf("; v2/rtn mean %.4f max %.4f", s_v2 / nl, m_v2);
-		printf("; fixture == RTN for %.2f%% of weights\n", 100.0 * same / tot);
+		printf("; fixture == RTN for %.2f%% of weights; re-encoded exactly: %d/%d layers\n",
+		       100.0 * same / tot, nexact, nl);
 	}
 	qtk_close(ref);
 }
@@ -493,6 +546,7 @@ int main(void)
 			for (int v = 1; v <= 2; v++)
 				test_variant(0, gbits[b] == 2 ? 64 : 128, gbits[b], s == 1, v);
 	test_variant(0, 32, 4, true, 1);
+	test_threads();
 
 	const char *fx = t_fixtures();
 	if (!fx) {
@@ -506,13 +560,14 @@ int main(void)
 	qtk_model *src = qtk_open(p, &e);
 	CHECK(src != NULL, "open fp16: %s", e.msg);
 	if (src) {
-		test_fixture_variant(fx, src, "awq-g128", 1, 4, 128, false);
-		test_fixture_variant(fx, src, "gptq-4-128-0", 0, 4, 128, false);
-		test_fixture_variant(fx, src, "gptq-4-128-1", 0, 4, 128, false);
-		test_fixture_variant(fx, src, "gptq-8-128-0", 0, 8, 128, false);
-		test_fixture_variant(fx, src, "gptq-3-128-0", 0, 3, 128, false);
-		test_fixture_variant(fx, src, "gptq-2-64-0", 0, 2, 64, false);
-		test_fixture_variant(fx, src, "gptq-4-32-1s", 0, 4, 32, true);
+		/* v2 (zero 0 allowed) is also reported where it can matter */
+		test_fixture_variant(fx, src, "awq-g128", 1, 4, 128, false, false);
+		test_fixture_variant(fx, src, "gptq-4-128-0", 0, 4, 128, false, true);
+		test_fixture_variant(fx, src, "gptq-4-128-1", 0, 4, 128, false, false);
+		test_fixture_variant(fx, src, "gptq-8-128-0", 0, 8, 128, false, false);
+		test_fixture_variant(fx, src, "gptq-3-128-0", 0, 3, 128, false, true);
+		test_fixture_variant(fx, src, "gptq-2-64-0", 0, 2, 64, false, true);
+		test_fixture_variant(fx, src, "gptq-4-32-1s", 0, 4, 32, true, false);
 		qtk_close(src);
 	}
 	return T_DONE();
