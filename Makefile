@@ -51,7 +51,8 @@ bin/qverify: $(VER_OBJ) $(B)/libqtk.a
 $(B)/samples/gen: $(B)/samples/gen.o $(B)/libqtk.a
 	$(CC) -o $@ $< $(B)/libqtk.a $(LDLIBS_ALL)
 
-$(B)/tests/%: tests/%.c tests/t.h $(B)/libqtk.a
+# tests may #include program sources (convert/, inspect/, verify/) directly
+$(B)/tests/%: tests/%.c tests/t.h $(B)/libqtk.a $(wildcard convert/*.[ch] inspect/*.[ch] verify/*.[ch])
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -Itests -o $@ $< $(B)/libqtk.a $(LDLIBS_ALL)
 
@@ -75,6 +76,10 @@ deps:
 
 man-lint:
 	mandoc -Tlint -W warning man/*.1
+
+# Benchmarks (not tests): BENCH_MPARAMS, BENCH_THREADS, LLAMA_QUANTIZE; see docs/benchmarks.md.
+bench: all
+	@QTK_BUILD=$(B) sh bench/run.sh
 
 asan:
 	$(MAKE) B=build-asan OPT="-O1 -g" SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" test

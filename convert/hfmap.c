@@ -256,6 +256,58 @@ size_t hfmap_order(const hfmap *m, const qtk_model *src, size_t *order)
 	return k;
 }
 
+static bool sorted_before(const qtk_model *src, size_t a, size_t b)
+{
+	const qtk_tensor *x = &src->tensors[a], *y = &src->tensors[b];
+	uint32_t fx = x->nparts ? x->parts[0].file : 0, fy = y->nparts ? y->parts[0].file : 0;
+	if (fx != fy)
+		return fx < fy;
+	int c = strcmp(x->name, y->name);
+	return c ? c < 0 : a < b;
+}
+
+size_t hfmap_order_sorted(const hfmap *m, const qtk_model *src, size_t *order)
+{
+	size_t n = hfmap_order(m, src, order);
+	size_t *tmp = n > 1 ? qtk_malloc(n * sizeof *tmp) : NULL;
+	if (tmp) { /* bottom-up merge sort (stable) */
+		size_t *a = order, *b = tmp;
+		for (size_t w = 1; w < n; w *= 2) {
+			for (size_t lo = 0; lo < n; lo += 2 * w) {
+				size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+				size_t i = lo, j = mid, k = lo;
+				while (i < mid && j < hi)
+					b[k++] = sorted_before(src, a[j], a[i]) ? a[j++] : a[i++];
+				while (i < mid)
+					b[k++] = a[i++];
+				while (j < hi)
+					b[k++] = a[j++];
+			}
+			size_t *t = a;
+			a = b;
+			b = t;
+		}
+		if (a != order)
+			memcpy(order, a, n * sizeof *order);
+		qtk_free(tmp);
+		return n;
+	}
+	/* no memory for the merge: insertion sort in place */
+	for (size_t i = 1; i < n; i++) {
+		size_t v = order[i], lo = 0, hi = i;
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+			if (sorted_before(src, v, order[mid]))
+				hi = mid;
+			else
+				lo = mid + 1;
+		}
+		memmove(order + lo + 1, order + lo, (i - lo) * sizeof *order);
+		order[lo] = v;
+	}
+	return n;
+}
+
 unsigned hfmap_out_type(const hfmap *m, const qtk_tensor *t)
 {
 	unsigned ty = t->layout.kind == QTK_LAYOUT_PLAIN ? t->layout.type : QTK_T_MAX;

@@ -36,12 +36,19 @@ int hfmap_gguf_to_hf(const qtk_model *gguf, qtk_model *meta, hfmap **map, qtk_er
  * rows with that many heads; *inverse is true when going GGUF -> HF. */
 const char *hfmap_name(const hfmap *m, const char *src_name, int *heads, bool *inverse);
 
-/* The output order of tensors as indices into src->tensors. GGUF output: the
- * order llama.cpp's converter writes (generated-first, then source order;
- * tensors llama.cpp drops, such as rotary_emb.inv_freq, are left out). HF
- * output: the source order. Returns the number of entries written
- * (hfmap_count(m); order[] must hold src->ntensors entries). */
+/* The output order of tensors as indices into src->tensors: the source order
+ * (for an HF source: each shard's header order, shards in order), leaving out
+ * the tensors llama.cpp drops (rotary_emb.inv_freq, attention.masked_bias,
+ * attention.bias). This is the order of fixtures/.../llamacpp-from-hf-f16.gguf.
+ * Returns the number of entries written (hfmap_count(m); order[] must hold
+ * src->ntensors entries). */
 size_t hfmap_order(const hfmap *m, const qtk_model *src, size_t *order);
+/* The same set in the order llama.cpp's convert_hf_to_gguf.py iterates a
+ * real checkpoint: shards in file order, tensor names sorted (bytewise)
+ * within each shard, as safetensors' safe_open().keys() returns them. Equal
+ * to hfmap_order for files whose header is already sorted (what
+ * save_pretrained writes for a single dtype). */
+size_t hfmap_order_sorted(const hfmap *m, const qtk_model *src, size_t *order);
 /* Number of output tensors (source tensors minus the dropped ones). */
 size_t hfmap_count(const hfmap *m);
 

@@ -33,7 +33,9 @@ static const char usage[] =
 	"\n"
 	"INPUT: a .gguf file (or any shard of a split set), a .safetensors file, a\n"
 	"model.safetensors.index.json or a Hugging Face directory; detected from content.\n"
-	"OUTPUT: *.gguf, *.safetensors, or a directory (path ending in '/') for a Hugging Face directory.\n"
+	"OUTPUT: *.gguf, *.safetensors, *.qpk (qtk's packed-group container; *.awq and *.gptq are QPK\n"
+	"files defaulting to that layout), a directory (path ending in '/') for a Hugging Face directory,\n"
+	"or *.tar, *.tar.zst, *.zip for a deployment bundle (the model plus its provenance record).\n"
 	"Exact conversions are found and used (AWQ <-> GPTQ repacks, int4 -> q4_0/q5_0/q8_0, ...), and every\n"
 	"tensor is verified by decoding it again.\n"
 	"Exit status: 0 ok, 1 a check failed (--exact, --max-error), 2 usage, 3 bad input data,\n"
@@ -171,10 +173,17 @@ int main(int argc, char **argv)
 		return r < 0 ? 0 : r;
 	o.out_kind = qtk_out_kind_for_path(o.output);
 	if (o.out_kind == QTK_OUT_UNKNOWN)
-		return cli_usage_error("cannot tell the output format from '%s' (use .gguf, .safetensors or a directory/)",
+		return cli_usage_error("cannot tell the output format from '%s' (use .gguf, .safetensors, .qpk, .awq,"
+				       " .gptq, .tar, .tar.zst, .zip or a directory/)",
 				       o.output);
-	if (o.out_kind == QTK_OUT_QPK || o.out_kind == QTK_OUT_ARCHIVE)
-		return cli_usage_error("output '%s': QPK and archive outputs are not supported yet", o.output);
+	/* *.awq and *.gptq are QPK files whose default target is that layout */
+	size_t ol = strlen(o.output);
+	if (o.target.kind == TGT_KEEP && o.out_kind == QTK_OUT_QPK && ol > 4) {
+		if (!qtk_strcasecmp(o.output + ol - 4, ".awq"))
+			o.target.kind = TGT_AWQ;
+		else if (ol > 5 && !qtk_strcasecmp(o.output + ol - 5, ".gptq"))
+			o.target.kind = TGT_GPTQ;
+	}
 	double t0 = now_s();
 	qtk_err err;
 	qtk_model *in = qtk_open(o.input, &err);

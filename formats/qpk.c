@@ -52,7 +52,7 @@ static const uint8_t qpk_magic[8] = {0x89, 'Q', 'P', 'K', '\r', '\n', 0x1a, '\n'
 static const uint8_t qpk_end_magic[8] = {'Q', 'P', 'K', '_', 'E', 'N', 'D', '\n'};
 static const char tensor_tag[] = "qpk/v1/tensor"; /* hashed with its NUL */
 
-
+/* Exported for qverify; to be declared in internal.h. */
 int qtk_qpk_verify_tensor(qtk_model *m, size_t i);
 
 /* ---- helpers shared by reader and writer --------------------------------- */
@@ -127,7 +127,7 @@ static int bad_why(char *why, size_t wn, const char *fmt, ...)
 	return QTK_E_DATA;
 }
 
-/* AWQ / GPTQ rules (§6.3, C.2 rows 39 and 40). */
+/* AWQ / GPTQ rules (§8.3, §8.4, C.2 rows 39 and 40). */
 static int check_packed(const qtk_tensor *t, char *why, size_t wn)
 {
 	const qtk_layout *l = &t->layout;
@@ -179,7 +179,7 @@ static int check_packed(const qtk_tensor *t, char *why, size_t wn)
 	return t->nparts == 4 ? want_part(t, 3, "g_idx", QTK_T_I32, 1, s3, why, wn) : 0;
 }
 
-/* Every structural rule on a tensor description (§6.3): ranks, types, part
+/* Every structural rule on a tensor description (§7.2, §8): ranks, types, part
  * sizes against shapes, and the layout's parameters. 0 or QTK_E_DATA with
  * the problem (naming the field) in why. */
 static int check_tensor(const qtk_tensor *t, char *why, size_t wn)
@@ -231,7 +231,7 @@ static int check_tensor(const qtk_tensor *t, char *why, size_t wn)
 	return bad_why(why, wn, "layout kind %u is unknown", (unsigned)l->kind);
 }
 
-/* Streaming check of g_idx values (C.2 row 41, §6.4): each value is a group
+/* Streaming check of g_idx values (C.2 row 41, §8.5): each value is a group
  * index; without act-order it is exactly i / group; with act-order every
  * group has exactly group_size members (counted in cnt). */
 typedef struct gchk {
@@ -339,7 +339,7 @@ static int mc_u64(mc *c, uint64_t *v, const char *f, const char *s)
 	return p ? 0 : QTK_E_DATA;
 }
 
-/* A length-prefixed byte string (§3.2): checks the length against cap and
+/* A length-prefixed byte string (§2): checks the length against cap and
  * the bytes left; *s points into the section (not NUL-terminated). */
 static int mc_str(mc *c, uint64_t cap, const char *field, const char *subject, const uint8_t **s, uint64_t *len)
 {
@@ -367,7 +367,7 @@ static int hold(mc *c, uint64_t at, uint64_t n, const char *subject)
 
 static int mc_qstr(mc *c, uint64_t cap, const char *field, const char *subject, qtk_str *out)
 {
-	const uint8_t *s;
+	const uint8_t *s = NULL;
 	uint64_t len, at = c->pos;
 	int rc = mc_str(c, cap, field, subject, &s, &len);
 	if (rc || (rc = hold(c, at, len, subject)))
@@ -377,7 +377,7 @@ static int mc_qstr(mc *c, uint64_t cap, const char *field, const char *subject, 
 	return out->s ? 0 : oom(c->r);
 }
 
-/* ---- reader: metadata section (§5) --------------------------------------- */
+/* ---- reader: metadata section (§6) --------------------------------------- */
 
 static int read_scalar(mc *c, unsigned type, qtk_value *v, const char *key)
 {
@@ -481,7 +481,7 @@ static bool name_ok(const uint8_t *s, uint64_t len)
 	return len > 0 && !memchr(s, 0, (size_t)len) && qtk_utf8_valid((const char *)s, (size_t)len);
 }
 
-/* Blob names are plain file names (§5.3): no '/', '\\', leading '.'. */
+/* Blob names are plain file names (§6.4): no '/', '\\', leading '.'. */
 static bool blob_name_ok(const char *s, size_t len)
 {
 	return len > 0 && len <= QPK_CAP_BLOB_NAME && s[0] != '.' && !memchr(s, '/', len) &&
@@ -500,7 +500,7 @@ static int parse_kvs(mc *c)
 			    (unsigned long long)n, (unsigned long long)mc_left(c));
 	qtk_strset seen = {0};
 	for (uint64_t i = 0; i < n && !rc; i++) {
-		const uint8_t *k;
+		const uint8_t *k = NULL;
 		uint64_t klen;
 		at = c->pos;
 		if ((rc = mc_str(c, QTK_CAP_KEY, "key", NULL, &k, &klen)))
@@ -509,14 +509,10 @@ static int parse_kvs(mc *c)
 			rc = cerr(c, at, NULL, "key is empty, contains NUL or is not UTF-8");
 			break;
 		}
-		qtk_kv *kv = qtk_model_add_kv(r->m, "");
+		char *key = qtk_strndup((const char *)k, (size_t)klen);
+		qtk_kv *kv = key ? qtk_model_add_kv(r->m, key) : NULL;
+		qtk_free(key);
 		if (!kv) {
-			rc = oom(r);
-			break;
-		}
-		qtk_free(kv->key);
-		if (!(kv->key = qtk_strndup((const char *)k, (size_t)klen))) {
-			r->m->nkv--;
 			rc = oom(r);
 			break;
 		}
@@ -543,7 +539,7 @@ static int parse_blobs(mc *c)
 		return cerr(c, at, NULL, "blob count %llu is impossible for the %llu bytes that follow (limit %u)",
 			    (unsigned long long)n, (unsigned long long)mc_left(c), QPK_CAP_BLOBS);
 	for (uint64_t i = 0; i < n; i++) {
-		const uint8_t *nm, *data;
+		const uint8_t *nm = NULL, *data = NULL;
 		uint64_t nlen, dlen;
 		at = c->pos;
 		if ((rc = mc_str(c, QPK_CAP_BLOB_NAME, "blob name", NULL, &nm, &nlen)))
@@ -580,7 +576,7 @@ static int parse_meta(mc *c)
 	return 0;
 }
 
-/* ---- reader: zstd frames (§4) --------------------------------------------- */
+/* ---- reader: zstd frames (§5) --------------------------------------------- */
 
 /* Decode one zstd frame of exactly `raw` bytes from src[0..n) into dst.
  * Enforces: one frame, declared content size == raw, content checksum on,
@@ -645,7 +641,7 @@ typedef struct qloc {
 } qloc;
 
 typedef struct qpk_priv {
-	uint32_t chunk_log;
+	uint32_t chunk_log, align;
 	uint64_t data_off, index_off;
 	qloc *loc;          /* ntensors * QTK_MAX_PARTS */
 	qchunk *chunks;
@@ -668,7 +664,7 @@ typedef struct qpk_priv {
 	uint64_t vpos;
 } qpk_priv;
 
-/* ---- reader: index section (§6) -------------------------------------------- */
+/* ---- reader: index section (§7) -------------------------------------------- */
 
 static int parse_part_desc(mc *c, qtk_tensor *t, int p, qloc *loc, const char *subj)
 {
@@ -708,7 +704,7 @@ static int parse_part_desc(mc *c, qtk_tensor *t, int p, qloc *loc, const char *s
 	return 0;
 }
 
-/* Part location (§6.5): offset and chunk table; appends to pv->chunks. */
+/* Part location (§9.1): offset and chunk table; appends to pv->chunks. */
 static int parse_part_loc(mc *c, qpk_priv *pv, qtk_part *q, qloc *loc, const char *subj, uint32_t align)
 {
 	uint64_t at = c->pos, off, csz = 1ull << pv->chunk_log;
@@ -777,20 +773,17 @@ static int parse_tensor(mc *c, qpk_priv *pv, qtk_strset *names, uint32_t align)
 {
 	rd *r = c->r;
 	uint64_t rec = c->pos, at = c->pos, nlen;
-	const uint8_t *nm;
+	const uint8_t *nm = NULL;
 	int rc = mc_str(c, QTK_CAP_NAME, "tensor name", NULL, &nm, &nlen);
 	if (rc)
 		return rc;
 	if (!name_ok(nm, nlen))
 		return cerr(c, at, NULL, "tensor name is empty, contains NUL or is not UTF-8");
-	qtk_tensor *t = qtk_model_add_tensor(r->m, "");
+	char *name = qtk_strndup((const char *)nm, (size_t)nlen);
+	qtk_tensor *t = name ? qtk_model_add_tensor(r->m, name) : NULL;
+	qtk_free(name);
 	if (!t)
 		return oom(r);
-	qtk_free(t->name);
-	if (!(t->name = qtk_strndup((const char *)nm, (size_t)nlen))) {
-		r->m->ntensors--;
-		return oom(r);
-	}
 	size_t ti = r->m->ntensors - 1;
 	char subj[96];
 	snprintf(subj, sizeof subj, "tensor '%.80s'", t->name);
@@ -868,8 +861,9 @@ static int cmp_ext(const void *a, const void *b)
 	return x->off < y->off ? -1 : x->off > y->off;
 }
 
-/* Part extents must not overlap (§6.5); builds pv->by_off. */
-static int check_overlap(rd *r, qpk_priv *pv)
+/* Part extents (§9.2) must not overlap and are packed: the gaps before each
+ * extent and before the index are alignment padding only. Builds pv->by_off. */
+static int check_extents(rd *r, qpk_priv *pv)
 {
 	qtk_model *m = r->m;
 	ext *e = qtk_calloc(m->ntensors * QTK_MAX_PARTS + 1, sizeof *e);
@@ -892,12 +886,22 @@ static int check_overlap(rd *r, qpk_priv *pv)
 	int rc = 0;
 	for (size_t i = 1; i < n && !rc; i++)
 		if (e[i].off < e[i - 1].end) {
-			const qtk_tensor *a = &m->tensors[e[i].key / QTK_MAX_PARTS], *b = &m->tensors[e[i - 1].key / QTK_MAX_PARTS];
+			const qtk_tensor *a = &m->tensors[e[i].key / QTK_MAX_PARTS];
+			const qtk_tensor *b = &m->tensors[e[i - 1].key / QTK_MAX_PARTS];
 			rc = qtk_err_set(&m->err, QTK_E_DATA, r->path, (int64_t)e[i].off, a->name,
 					 "part '%s' data 0x%llx..0x%llx overlaps part '%s' of tensor '%.200s'",
 					 a->parts[e[i].key % QTK_MAX_PARTS].role, (unsigned long long)e[i].off,
 					 (unsigned long long)e[i].end, b->parts[e[i - 1].key % QTK_MAX_PARTS].role, b->name);
 		}
+	for (size_t i = 0; i <= n && !rc; i++) { /* parts are packed: gaps are alignment padding only */
+		uint64_t prev = i ? e[i - 1].end : pv->data_off, next = i < n ? e[i].off : pv->index_off;
+		const char *who = i < n ? m->tensors[e[i].key / QTK_MAX_PARTS].name : NULL;
+		if (next >= prev && next - prev >= pv->align)
+			rc = qtk_err_set(&m->err, QTK_E_DATA, r->path, (int64_t)prev, who,
+					 "gap of %llu bytes before %s at 0x%llx: parts must be packed with only "
+					 "alignment padding", (unsigned long long)(next - prev),
+					 i < n ? "part data" : "the index", (unsigned long long)next);
+	}
 	if (!rc && !(pv->by_off = qtk_calloc(n + 1, sizeof *pv->by_off)))
 		rc = oom(r);
 	for (size_t i = 0; i < n && !rc; i++)
@@ -960,7 +964,7 @@ static bool all_zero(const uint8_t *p, size_t n)
 	return true;
 }
 
-/* Load a section (§3.3): check its digest over the stored bytes, then
+/* Load a section (§4): check its digest over the stored bytes, then
  * decompress. *out is a new buffer of raw bytes. */
 static int load_section(rd *r, qpk_priv *pv, const char *name, uint64_t off, uint64_t stored, uint64_t raw,
 			unsigned codec, const uint8_t sha[32], uint8_t **out)
@@ -996,7 +1000,7 @@ static int load_section(rd *r, qpk_priv *pv, const char *name, uint64_t off, uin
 	return rc;
 }
 
-/* Section size rules shared by metadata and index (§3.3). */
+/* Section size rules shared by metadata and index (§4, §12 items 6 and 8). */
 static int check_section(rd *r, const char *name, uint64_t at, uint64_t stored, uint64_t raw, unsigned codec,
 			 uint64_t cap)
 {
@@ -1039,7 +1043,8 @@ static int check_g_idx_all(rd *r)
 		for (uint64_t off = 0; off < n && !rc; off += 1u << 16) {
 			size_t k = n - off < (1u << 16) ? (size_t)(n - off) : (1u << 16);
 			if (!(rc = qpk_read(m, t, 3, off, buf, k)) && gchk_feed(&g, buf, k, why, sizeof why))
-				rc = qtk_err_set(&m->err, QTK_E_DATA, r->path, (int64_t)t->parts[3].offset, t->name, "%s", why);
+				rc = qtk_err_set(&m->err, QTK_E_DATA, r->path, (int64_t)t->parts[3].offset, t->name, "%s",
+						 why);
 		}
 		qtk_free(g.cnt);
 	}
@@ -1047,10 +1052,92 @@ static int check_g_idx_all(rd *r)
 	return rc;
 }
 
+/* Where the sections are, from the header and trailer. */
+typedef struct geom {
+	uint32_t align;
+	unsigned meta_codec, index_codec;
+	uint64_t meta_stored, meta_raw, meta_end, data_off;
+	uint64_t index_off, index_stored, index_raw, trailer_off;
+} geom;
+
+/* Header and trailer fields, section placement and the header digest
+ * (§3, §10; §12 items 2-9). h and tr receive the 128-byte records. */
+static int read_frame(rd *r, qpk_priv *pv, uint8_t h[QPK_HEADER_SIZE], uint8_t tr[QPK_TRAILER_SIZE], geom *g)
+{
+	qtk_model *m = r->m;
+	uint8_t calc[32];
+	int rc = qtk_pread_full(m->fds[0], r->path, h, QPK_HEADER_SIZE, 0, &m->err);
+	if (rc)
+		return rc;
+	if (memcmp(h, qpk_magic, 8) != 0)
+		return ferr(r, 0, "bad magic: not a QPK file");
+	unsigned major = qtk_rd16(h + 8), minor = qtk_rd16(h + 10);
+	if (major != QPK_MAJOR)
+		return ferr(r, 8, "unsupported QPK major version %u (this reader knows %u)", major, QPK_MAJOR);
+	if (qtk_rd32(h + 12) != QPK_HEADER_SIZE)
+		return ferr(r, 12, "header size %u, expected %u", qtk_rd32(h + 12), QPK_HEADER_SIZE);
+	g->align = qtk_rd32(h + 16);
+	if (g->align < 8 || g->align > QTK_CAP_ALIGN || (g->align & (g->align - 1)))
+		return ferr(r, 16, "alignment %u is not a power of two between 8 and %u", g->align, QTK_CAP_ALIGN);
+	pv->chunk_log = h[20];
+	if (pv->chunk_log < QPK_MIN_CHUNK_LOG || pv->chunk_log > QPK_MAX_CHUNK_LOG)
+		return ferr(r, 20, "chunk log %u out of range (%u..%u)", pv->chunk_log, QPK_MIN_CHUNK_LOG,
+			    QPK_MAX_CHUNK_LOG);
+	if (qtk_rd16(h + 22) || !all_zero(h + 72, 56))
+		return ferr(r, 22, "reserved header bytes are not zero");
+	g->meta_codec = h[21];
+	g->meta_stored = qtk_rd64(h + 24);
+	g->meta_raw = qtk_rd64(h + 32);
+	g->trailer_off = r->size - QPK_TRAILER_SIZE;
+	uint64_t toff = g->trailer_off;
+	if ((rc = qtk_pread_full(m->fds[0], r->path, tr, QPK_TRAILER_SIZE, toff, &m->err)))
+		return rc;
+	if (memcmp(tr + 120, qpk_end_magic, 8) != 0)
+		return ferr(r, toff + 120, "bad trailer magic: the file is truncated or not a complete QPK file");
+	if (qtk_rd16(tr + 104) != major || qtk_rd16(tr + 106) != minor || qtk_rd32(tr + 108) != QPK_TRAILER_SIZE)
+		return ferr(r, toff + 104, "trailer version or size differs from the header's");
+	if (tr[25] || !all_zero(tr + 26, 6) || !all_zero(tr + 112, 8))
+		return ferr(r, toff + 25, "reserved trailer bytes are not zero");
+	g->index_off = qtk_rd64(tr);
+	g->index_stored = qtk_rd64(tr + 8);
+	g->index_raw = qtk_rd64(tr + 16);
+	g->index_codec = tr[24];
+	g->data_off = qtk_rd64(tr + 32);
+	if (!qtk_add_u64(QPK_HEADER_SIZE, g->meta_stored, &g->meta_end) || g->meta_end > toff)
+		return ferr(r, 24, "metadata stored size %llu exceeds the %llu bytes before the trailer",
+			    (unsigned long long)g->meta_stored, (unsigned long long)(toff - QPK_HEADER_SIZE));
+	if ((rc = check_section(r, "metadata", 24, g->meta_stored, g->meta_raw, g->meta_codec, QPK_CAP_META)))
+		return rc;
+	uint64_t want = align_up(g->meta_end, g->align), iend;
+	if (g->data_off != want || g->data_off > toff)
+		return ferr(r, toff + 32, "data offset 0x%llx is not the aligned end of the metadata section (0x%llx)",
+			    (unsigned long long)g->data_off, (unsigned long long)want);
+	if (g->index_off < g->data_off || !qtk_add_u64(g->index_off, g->index_stored, &iend) || iend != toff)
+		return ferr(r, toff, "index offset beyond end of file or misplaced: index 0x%llx+%llu must end at the "
+			    "trailer 0x%llx and start after the data offset 0x%llx", (unsigned long long)g->index_off,
+			    (unsigned long long)g->index_stored, (unsigned long long)toff, (unsigned long long)g->data_off);
+	if ((rc = check_section(r, "index", toff + 8, g->index_stored, g->index_raw, g->index_codec, QPK_CAP_INDEX)))
+		return rc;
+	if (sha256(h, QPK_HEADER_SIZE, NULL, 0, calc))
+		return oom(r);
+	if (memcmp(calc, tr + 72, 32) != 0)
+		return ferr(r, toff + 72, "header digest mismatch: the header does not hash to the trailer's SHA-256");
+	uint8_t pad[4096];
+	for (uint64_t at = g->meta_end; at < g->data_off; at += sizeof pad) {
+		size_t k = g->data_off - at < sizeof pad ? (size_t)(g->data_off - at) : sizeof pad;
+		if ((rc = qtk_pread_full(m->fds[0], r->path, pad, k, at, &m->err)))
+			return rc;
+		if (!all_zero(pad, k))
+			return ferr(r, at, "padding before the data section is not zero");
+	}
+	m->format_version = (int)major;
+	return 0;
+}
+
 static int qpk_open(qtk_model *m)
 {
 	rd r = {m, m->path, 0, 0};
-	uint8_t h[QPK_HEADER_SIZE], tr[QPK_TRAILER_SIZE], calc[32];
+	uint8_t h[QPK_HEADER_SIZE], tr[QPK_TRAILER_SIZE];
 	uint8_t *meta = NULL, *index = NULL;
 	qpk_priv *pv = qtk_calloc(1, sizeof *pv);
 	if (!pv)
@@ -1068,77 +1155,26 @@ static int qpk_open(qtk_model *m)
 	if (r.size < QPK_HEADER_SIZE + QPK_TRAILER_SIZE)
 		return ferr(&r, 0, "truncated: file has %llu bytes, a QPK file needs at least %u",
 			    (unsigned long long)r.size, QPK_HEADER_SIZE + QPK_TRAILER_SIZE);
-	int rc = qtk_pread_full(m->fds[0], r.path, h, sizeof h, 0, &m->err);
+	geom g = {0};
+	int rc = read_frame(&r, pv, h, tr, &g);
 	if (rc)
 		return rc;
-	/* header (§2) */
-	if (memcmp(h, qpk_magic, 8) != 0)
-		return ferr(&r, 0, "bad magic: not a QPK file");
-	unsigned major = qtk_rd16(h + 8), minor = qtk_rd16(h + 10);
-	if (major != QPK_MAJOR)
-		return ferr(&r, 8, "unsupported QPK major version %u (this reader knows %u)", major, QPK_MAJOR);
-	if (qtk_rd32(h + 12) != QPK_HEADER_SIZE)
-		return ferr(&r, 12, "header size %u, expected %u", qtk_rd32(h + 12), QPK_HEADER_SIZE);
-	uint32_t align = qtk_rd32(h + 16);
-	if (align < 8 || align > QTK_CAP_ALIGN || (align & (align - 1)))
-		return ferr(&r, 16, "alignment %u is not a power of two between 8 and %u", align, QTK_CAP_ALIGN);
-	pv->chunk_log = h[20];
-	if (pv->chunk_log < QPK_MIN_CHUNK_LOG || pv->chunk_log > QPK_MAX_CHUNK_LOG)
-		return ferr(&r, 20, "chunk log %u out of range (%u..%u)", pv->chunk_log, QPK_MIN_CHUNK_LOG,
-			    QPK_MAX_CHUNK_LOG);
-	unsigned meta_codec = h[21];
-	if (qtk_rd16(h + 22) || !all_zero(h + 72, 56))
-		return ferr(&r, 22, "reserved header bytes are not zero");
-	uint64_t meta_stored = qtk_rd64(h + 24), meta_raw = qtk_rd64(h + 32);
-	/* trailer (§7) */
-	uint64_t toff = r.size - QPK_TRAILER_SIZE;
-	if ((rc = qtk_pread_full(m->fds[0], r.path, tr, sizeof tr, toff, &m->err)))
-		return rc;
-	if (memcmp(tr + 120, qpk_end_magic, 8) != 0)
-		return ferr(&r, toff + 120, "bad trailer magic: the file is truncated or not a complete QPK file");
-	if (qtk_rd16(tr + 104) != major || qtk_rd16(tr + 106) != minor || qtk_rd32(tr + 108) != QPK_TRAILER_SIZE)
-		return ferr(&r, toff + 104, "trailer version or size differs from the header's");
-	if (tr[25] || !all_zero(tr + 26, 6) || !all_zero(tr + 112, 8))
-		return ferr(&r, toff + 25, "reserved trailer bytes are not zero");
-	uint64_t ioff = qtk_rd64(tr), istored = qtk_rd64(tr + 8), iraw = qtk_rd64(tr + 16), data_off = qtk_rd64(tr + 32);
-	unsigned icodec = tr[24];
-	/* section placement (§1) */
-	uint64_t meta_end;
-	if (!qtk_add_u64(QPK_HEADER_SIZE, meta_stored, &meta_end) || meta_end > toff)
-		return ferr(&r, 24, "metadata stored size %llu exceeds the %llu bytes before the trailer",
-			    (unsigned long long)meta_stored, (unsigned long long)(toff - QPK_HEADER_SIZE));
-	if ((rc = check_section(&r, "metadata", 24, meta_stored, meta_raw, meta_codec, QPK_CAP_META)))
-		return rc;
-	if (data_off != align_up(meta_end, align) || data_off > toff)
-		return ferr(&r, toff + 32, "data offset 0x%llx is not the aligned end of the metadata section (0x%llx)",
-			    (unsigned long long)data_off, (unsigned long long)align_up(meta_end, align));
-	uint64_t iend;
-	if (ioff < data_off || !qtk_add_u64(ioff, istored, &iend) || iend != toff)
-		return ferr(&r, toff, "index offset beyond end of file or misplaced: index 0x%llx+%llu must end at the "
-			    "trailer 0x%llx and start after the data offset 0x%llx", (unsigned long long)ioff,
-			    (unsigned long long)istored, (unsigned long long)toff, (unsigned long long)data_off);
-	if ((rc = check_section(&r, "index", toff + 8, istored, iraw, icodec, QPK_CAP_INDEX)))
-		return rc;
-	if (sha256(h, sizeof h, NULL, 0, calc))
-		return oom(&r);
-	if (memcmp(calc, tr + 72, 32) != 0)
-		return ferr(&r, toff + 72, "header digest mismatch: the header does not hash to the trailer's SHA-256");
-	pv->data_off = data_off;
-	pv->index_off = ioff;
-	m->format_version = (int)major;
-	/* metadata (§5) */
-	if ((rc = load_section(&r, pv, "metadata", QPK_HEADER_SIZE, meta_stored, meta_raw, meta_codec, h + 40, &meta)))
+	pv->data_off = g.data_off;
+	pv->index_off = g.index_off;
+	pv->align = g.align;
+	/* metadata (§6) */
+	rc = load_section(&r, pv, "metadata", QPK_HEADER_SIZE, g.meta_stored, g.meta_raw, g.meta_codec, h + 40, &meta);
+	if (rc)
 		goto out;
-	mc c = {&r, meta, meta_raw, 0, QPK_HEADER_SIZE, meta_codec == CODEC_ZSTD, "metadata"};
+	mc c = {&r, meta, g.meta_raw, 0, QPK_HEADER_SIZE, g.meta_codec == CODEC_ZSTD, "metadata"};
 	if ((rc = parse_meta(&c)))
 		goto out;
-	qtk_free(meta);
-	meta = NULL;
-	/* index (§6) */
-	if ((rc = load_section(&r, pv, "index", ioff, istored, iraw, icodec, tr + 40, &index)))
+	/* index (§7) */
+	rc = load_section(&r, pv, "index", g.index_off, g.index_stored, g.index_raw, g.index_codec, tr + 40, &index);
+	if (rc)
 		goto out;
-	mc ci = {&r, index, iraw, 0, ioff, icodec == CODEC_ZSTD, "index"};
-	if ((rc = parse_index(&ci, pv, align)) || (rc = check_overlap(&r, pv)))
+	mc ci = {&r, index, g.index_raw, 0, g.index_off, g.index_codec == CODEC_ZSTD, "index"};
+	if ((rc = parse_index(&ci, pv, g.align)) || (rc = check_extents(&r, pv)))
 		goto out;
 	rc = check_g_idx_all(&r);
 out:
@@ -1436,7 +1472,7 @@ static void b_scalar(qtk_buf *b, const qtk_value *v)
 	qtk_buf_put(b, x, qtk_value_size(v->type));
 }
 
-/* A kv the reader would accept (§5.2); 0 or QTK_E_DATA. */
+/* A kv the reader would accept (§6.2, §6.3); 0 or QTK_E_DATA. */
 static int check_kv(qtk_writer *w, const qtk_kv *kv)
 {
 	const qtk_value *v = &kv->val;
@@ -1459,7 +1495,7 @@ static int check_kv(qtk_writer *w, const qtk_kv *kv)
 	return why ? qtk_err_set(w->err, QTK_E_DATA, w->path, -1, kv->key, "%s", why) : 0;
 }
 
-/* The raw metadata section (§5). */
+/* The raw metadata section (§6). */
 static int build_meta(qtk_writer *w, qtk_buf *b)
 {
 	const qtk_model *d = w->desc;
@@ -1520,7 +1556,7 @@ static int build_meta(qtk_writer *w, qtk_buf *b)
 }
 
 /* Compress a section when that saves at least 1/16 and stays within the
- * reader's ratio limit (§3.3). out, on: the stored form; owned: set when it is new. */
+ * reader's ratio limit (§4). out, on: the stored form; owned: set when it is new. */
 static int pack_section(qtk_writer *w, const uint8_t *raw, size_t n, uint8_t **owned, const uint8_t **out,
 			size_t *on, uint8_t *codec)
 {
@@ -1558,13 +1594,15 @@ static int check_desc(qtk_writer *w, uint64_t *maxraw)
 		size_t nl = strlen(t->name);
 		char why[300];
 		if (!nl || nl > QTK_CAP_NAME || !qtk_utf8_valid(t->name, nl))
-			rc = qtk_err_set(w->err, QTK_E_DATA, w->path, -1, t->name, "tensor name is empty, too long or not UTF-8");
+			rc = qtk_err_set(w->err, QTK_E_DATA, w->path, -1, t->name,
+					 "tensor name is empty, too long or not UTF-8");
 		else if (check_tensor(t, why, sizeof why))
 			rc = qtk_err_set(w->err, QTK_E_DATA, w->path, -1, t->name, "cannot be stored in QPK: %s", why);
 		else {
 			int added = qtk_strset_add(&names, t->name);
 			if (added <= 0)
-				rc = added < 0 ? woom(w) : qtk_err_set(w->err, QTK_E_DATA, w->path, -1, t->name, "duplicate tensor name");
+				rc = added < 0 ? woom(w)
+					       : qtk_err_set(w->err, QTK_E_DATA, w->path, -1, t->name, "duplicate tensor name");
 		}
 		for (int p = 0; p < t->nparts && !rc; p++)
 			if (t->parts[p].nbytes > *maxraw)
@@ -1603,7 +1641,7 @@ static int qpk_w_begin(qtk_writer *w)
 		return woom(w);
 	qtk_buf meta = {0};
 	uint8_t *owned = NULL, codec;
-	const uint8_t *st;
+	const uint8_t *st = NULL;
 	size_t sn;
 	if (!(rc = build_meta(w, &meta)))
 		rc = pack_section(w, meta.p, meta.len, &owned, &st, &sn, &codec);
@@ -1632,7 +1670,7 @@ static int qpk_w_begin(qtk_writer *w)
 	return rc;
 }
 
-/* Store the filled chunk: zstd when that saves >= 1/16, else raw (§6.5). */
+/* Store the filled chunk: zstd when that saves >= 1/16, else raw (§9.2, §14). */
 static int emit_chunk(qtk_writer *w)
 {
 	qw *s = w->priv;
@@ -1735,7 +1773,7 @@ static int qpk_w_put(qtk_writer *w, const void *buf, size_t n)
 	return 0;
 }
 
-/* The raw index section (§6). */
+/* The raw index section (§7). */
 static int build_index(qtk_writer *w, qtk_buf *b)
 {
 	qw *s = w->priv;

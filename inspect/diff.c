@@ -132,6 +132,7 @@ int report_diff(qtk_model *mo, qtk_model *mf, FILE *out, const insp_opts *o)
 {
 	(void)o;
 	int rc = 0;
+	char sb[512];
 	int *go = qtk_calloc(mo->ntensors + 1, sizeof *go), *gf = qtk_calloc(mf->ntensors + 1, sizeof *gf);
 	bool *used = qtk_calloc(mo->ntensors + 1, sizeof *used), *got = qtk_calloc(mf->ntensors + 1, sizeof *got);
 	char **co = go ? df_canon(mo, go) : NULL, **cf = gf ? df_canon(mf, gf) : NULL;
@@ -177,7 +178,7 @@ int report_diff(qtk_model *mo, qtk_model *mf, FILE *out, const insp_opts *o)
 		char lf[32], lo[32];
 		qtk_layout_id(&tf->layout, lf, sizeof lf);
 		qtk_layout_id(&to->layout, lo, sizeof lo);
-		fprintf(out, "%-*.*s  %-12s %-12s ", (int)w, (int)w, tf->name, lf, lo);
+		fprintf(out, "%-*.*s  %-12s %-12s ", (int)w, (int)w, insp_safe(tf->name, sb, sizeof sb), lf, lo);
 		if (!df_same_shape(tf, to)) {
 			fprintf(out, "shape differs\n");
 			continue;
@@ -224,12 +225,12 @@ int report_diff(qtk_model *mo, qtk_model *mf, FILE *out, const insp_opts *o)
 	fprintf(out, "\nmatched %zu of %zu tensors (%zu by GGUF<->HF name, %zu with Q/K rows un-permuted), %zu exact\n",
 		matched, mf->ntensors, by_name, permuted, exact);
 	if (worst_name)
-		fprintf(out, "worst: %s at %.2f dB SQNR\n", worst_name, worst);
+		fprintf(out, "worst: %s at %.2f dB SQNR\n", insp_safe(worst_name, sb, sizeof sb), worst);
 	if (unmatched_f) {
 		fprintf(out, "only in %s:", mf->path);
 		for (size_t i = 0, shown = 0; i < mf->ntensors; i++)
 			if (!got[i] && shown++ < 50)
-				fprintf(out, " %s", mf->tensors[i].name);
+				fprintf(out, " %s", insp_safe(mf->tensors[i].name, sb, sizeof sb));
 		fputc('\n', out);
 	}
 	size_t only_o = 0;
@@ -239,7 +240,7 @@ int report_diff(qtk_model *mo, qtk_model *mf, FILE *out, const insp_opts *o)
 		fprintf(out, "only in %s:", mo->path);
 		for (size_t j = 0, shown = 0; j < mo->ntensors; j++)
 			if (!used[j] && shown++ < 50)
-				fprintf(out, " %s", mo->tensors[j].name);
+				fprintf(out, " %s", insp_safe(mo->tensors[j].name, sb, sizeof sb));
 		fputc('\n', out);
 	}
 done:

@@ -53,6 +53,27 @@ void fmt_bytes(uint64_t b, char *buf, size_t n)
 		snprintf(buf, n, "%.1f %s", v, u[k]);
 }
 
+const char *insp_safe(const char *s, char *buf, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	bool bad = false;
+	for (size_t i = 0; p[i] && !bad; i++)
+		bad = p[i] < 0x20 || p[i] == 0x7f || (p[i] == 0xC2 && p[i + 1] >= 0x80 && p[i + 1] <= 0x9F);
+	if (!bad || n == 0)
+		return s;
+	size_t k = 0;
+	for (size_t i = 0; p[i] && k + 5 < n; i++) {
+		bool c1 = p[i] == 0xC2 && p[i + 1] >= 0x80 && p[i + 1] <= 0x9F;
+		if (p[i] < 0x20 || p[i] == 0x7f || c1) {
+			k += (size_t)snprintf(buf + k, n - k, "\\x%02x", c1 ? p[++i] : p[i]);
+		} else {
+			buf[k++] = (char)p[i];
+		}
+	}
+	buf[k] = 0;
+	return buf;
+}
+
 static double bpw(uint64_t bytes, uint64_t params) { return params ? 8.0 * (double)bytes / (double)params : 0; }
 
 /* A JSON string that is always valid UTF-8 (invalid bytes become U+FFFD). */
@@ -291,8 +312,9 @@ int report_summary(qtk_model *m, FILE *out, const insp_opts *o)
 	const char *name = kv_str(m, "general.name");
 	fprintf(out, "%s: %s%s%s%s%s\n", m->path, qtk_model_format(m), m->format_version ? " v" : "",
 		m->format_version ? (m->format_version == 3 ? "3" : "2") : "", arch ? ", " : "", arch ? arch : "");
+	char sb[512];
 	if (name)
-		fprintf(out, "name: %s\n", name);
+		fprintf(out, "name: %s\n", insp_safe(name, sb, sizeof sb));
 	fprintf(out, "\n%-*s  %-14s %-12s %4s %5s %12s %11s %6s %6s\n", (int)w, "tensor", "shape", "layout",
 		"bits", "group", "params", "bytes", "bpw", "share");
 	for (size_t i = 0; i < m->ntensors; i++) {
@@ -305,7 +327,8 @@ int report_summary(qtk_model *m, FILE *out, const insp_opts *o)
 			snprintf(grp, sizeof grp, "%u", t->layout.group_size);
 		else
 			snprintf(grp, sizeof grp, "-");
-		fprintf(out, "%-*.*s  %-14s %-12s %4u %5s %12llu %11s %6.3f %5.1f%%\n", (int)w, (int)w, t->name, sh,
+		fprintf(out, "%-*.*s  %-14s %-12s %4u %5s %12llu %11s %6.3f %5.1f%%\n", (int)w, (int)w,
+			insp_safe(t->name, sb, sizeof sb), sh,
 			lid, t->layout.bits, grp, (unsigned long long)t->n_params, by, bpw(t->n_bytes, t->n_params),
 			tt.n_bytes ? 100.0 * (double)t->n_bytes / (double)tt.n_bytes : 0.0);
 	}
@@ -348,7 +371,8 @@ int report_markdown(qtk_model *m, FILE *out, const insp_opts *o)
 		char sh[64], lid[32];
 		fmt_shape(t, sh, sizeof sh);
 		qtk_layout_id(&t->layout, lid, sizeof lid);
-		fprintf(out, "| `%s` | %s | %s | %u | ", t->name, sh, lid, t->layout.bits);
+		char sb[512];
+		fprintf(out, "| `%s` | %s | %s | %u | ", insp_safe(t->name, sb, sizeof sb), sh, lid, t->layout.bits);
 		if (t->layout.group_size)
 			fprintf(out, "%u", t->layout.group_size);
 		else

@@ -1,5 +1,6 @@
 /* stats.c - value statistics of one tensor (see stats.h). */
 #include "stats.h"
+#include "inspect.h"
 #include "decode.h"
 #include "dequant.h"
 #include <math.h>
@@ -13,7 +14,8 @@ static uint64_t st_chunk_elems = 1u << 20;
 const char *stats_subject(const qtk_tensor *t)
 {
 	static char buf[300];
-	snprintf(buf, sizeof buf, "tensor '%.280s'", t->name);
+	char sb[256];
+	snprintf(buf, sizeof buf, "tensor '%s'", insp_safe(t->name, sb, sizeof sb));
 	return buf;
 }
 

@@ -77,9 +77,13 @@ static void tx_header(FILE *out, const qtk_model *m, const qtk_tensor *t)
 	fmt_bytes(t->n_bytes, by, sizeof by);
 	totals tt;
 	compute_totals(m, &tt);
-	fprintf(out, "tensor %s\n", t->name);
+	char sb[512];
+	fprintf(out, "tensor %s\n", insp_safe(t->name, sb, sizeof sb));
 	fprintf(out, "  shape      %s (logical, outermost first)\n", sh);
-	fprintf(out, "  layout     %s (%s), %u-bit codes", lid, qtk_layout_type_name(&t->layout), t->layout.bits);
+	const qtk_type_info *ti = qtk_type(t->layout.type);
+	bool fl = t->layout.kind == QTK_LAYOUT_PLAIN && ti && ti->is_float;
+	fprintf(out, "  layout     %s (%s), %u-bit %s", lid, qtk_layout_type_name(&t->layout), t->layout.bits,
+		fl ? "floats" : "codes");
 	if (t->layout.group_size)
 		fprintf(out, ", group %u", t->layout.group_size);
 	if (t->layout.kind != QTK_LAYOUT_PLAIN)
@@ -89,7 +93,7 @@ static void tx_header(FILE *out, const qtk_model *m, const qtk_tensor *t)
 		tt.n_bytes ? 100.0 * (double)t->n_bytes / (double)tt.n_bytes : 0.0);
 	for (int p = 0; p < t->nparts; p++) {
 		const qtk_part *pt = &t->parts[p];
-		const qtk_type_info *ti = qtk_type(pt->type);
+		const qtk_type_info *pti = qtk_type(pt->type);
 		char psh[128] = "[";
 		size_t at = 1;
 		for (int d = 0; d < pt->ndim && at < sizeof psh; d++)
@@ -97,7 +101,7 @@ static void tx_header(FILE *out, const qtk_model *m, const qtk_tensor *t)
 		if (at < sizeof psh)
 			snprintf(psh + at, sizeof psh - at, "]");
 		fprintf(out, "  part       %-8s %-6s %-16s %llu bytes at 0x%llx\n", pt->role[0] ? pt->role : "data",
-			ti ? ti->upper : "?", psh, (unsigned long long)pt->nbytes, (unsigned long long)pt->offset);
+			pti ? pti->upper : "?", psh, (unsigned long long)pt->nbytes, (unsigned long long)pt->offset);
 	}
 }
 

@@ -105,7 +105,14 @@ static void tm_rebuild(tui *t)
 	if (!top)
 		return;
 	bool *seen = qtk_calloc(t->ngroups + 1, sizeof *seen);
-	for (size_t i = 0; i < t->m->ntensors && seen; i++) {
+	tui_row *members = qtk_calloc(t->m->ntensors + 1, sizeof *members);
+	if (!seen || !members) { /* out of memory: keep the old rows */
+		qtk_free(seen);
+		qtk_free(members);
+		qtk_free(top);
+		return;
+	}
+	for (size_t i = 0; i < t->m->ntensors; i++) {
 		int g = t->tgroup[i];
 		if (g < 0) {
 			if (tm_passes(t, i))
@@ -118,8 +125,7 @@ static void tm_rebuild(tui *t)
 	qtk_free(seen);
 	tm_sorting = t;
 	qsort(top, ntop, sizeof *top, tm_cmp);
-	tui_row *members = qtk_calloc(t->m->ntensors + 1, sizeof *members);
-	for (size_t k = 0; k < ntop && members; k++) {
+	for (size_t k = 0; k < ntop; k++) {
 		t->rows[n++] = top[k];
 		if (!top[k].group_row || !t->groups[top[k].idx].open)
 			continue;

@@ -38,14 +38,46 @@ void grid_clear(tui_screen *s)
 	s->cur_y = s->cur_x = 0;
 }
 
-/* Length of the UTF-8 sequence at p (1 for an invalid byte). */
-static int tv_u8len(const unsigned char *p)
+/* Length of the UTF-8 sequence at p within avail bytes (1 for an invalid or cut byte). */
+static int tv_u8len_n(const unsigned char *p, uint64_t avail)
 {
 	int k = *p < 0x80 ? 1 : (*p & 0xE0) == 0xC0 ? 2 : (*p & 0xF0) == 0xE0 ? 3 : (*p & 0xF8) == 0xF0 ? 4 : 1;
+	if ((uint64_t)k > avail)
+		return 1;
 	for (int i = 1; i < k; i++)
 		if ((p[i] & 0xC0) != 0x80)
 			return 1;
 	return k;
+}
+
+/* For NUL-terminated text (a NUL stops the continuation check). */
+static int tv_u8len(const unsigned char *p) { return tv_u8len_n(p, 4); }
+
+/* The code point of a k-byte UTF-8 sequence; 0xFFFFFFFF for an overlong one. */
+static uint32_t tv_cp(const unsigned char *p, int k)
+{
+	static const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
+	if (k == 1)
+		return p[0];
+	uint32_t c = p[0] & (0x7Fu >> k);
+	for (int i = 1; i < k; i++)
+		c = c << 6 | (p[i] & 0x3Fu);
+	return c < min[k] ? 0xFFFFFFFFu : c;
+}
+
+/* Code points drawn as themselves: ones that take exactly one cell and
+ * cannot reorder or hide text (no combining marks, bidi controls, zero-width
+ * or wide characters). Everything else is shown as '?' or escaped. */
+static bool tv_cp_ok(uint32_t c)
+{
+	static const uint32_t ok[][2] = {
+		{0x20, 0x7E},     {0xA0, 0x2FF},    {0x370, 0x482},   {0x48A, 0x52F},   {0x2010, 0x2027},
+		{0x2030, 0x205E}, {0x20A0, 0x20BF}, {0x2190, 0x22FF}, {0x2500, 0x25FC},
+	};
+	for (size_t i = 0; i < sizeof ok / sizeof *ok; i++)
+		if (c >= ok[i][0] && c <= ok[i][1])
+			return true;
+	return false;
 }
 
 int grid_put(tui_screen *s, int y, int x, const char *text, int max, int role)
@@ -58,7 +90,7 @@ int grid_put(tui_screen *s, int y, int x, const char *text, int max, int role)
 		int k = tv_u8len(p);
 		if (x + n >= 0) {
 			tui_cell *c = &s->cells[y * s->w + x + n];
-			if (k == 1 && (*p < 0x20 || *p >= 0x7f)) {
+			if (!tv_cp_ok(tv_cp(p, k)) || (k == 1 && *p >= 0x80)) {
 				c->ch[0] = '?';
 				c->ch[1] = 0;
 			} else {
@@ -189,10 +221,17 @@ static void tv_escape(const tui *t, const char *p, uint64_t len, bool line, char
 		if (c == '\n' && line)
 			break;
 		if (c >= 0x80) {
-			int l = tv_u8len((const unsigned char *)p + i);
-			if (l > 1 && i + (uint64_t)l <= len && t->utf8) {
-				memcpy(out + k, p + i, (size_t)l);
-				k += (size_t)l;
+			int l = tv_u8len_n((const unsigned char *)p + i, len - i);
+			if (l > 1 && tv_cp((const unsigned char *)p + i, l) == 0xFFFFFFFFu)
+				l = 1; /* overlong: escape byte by byte */
+			if (l > 1) {
+				uint32_t cp = tv_cp((const unsigned char *)p + i, l);
+				if (t->utf8 && tv_cp_ok(cp)) {
+					memcpy(out + k, p + i, (size_t)l);
+					k += (size_t)l;
+				} else {
+					k += (size_t)snprintf(out + k, n - k, "\\u{%x}", (unsigned)cp);
+				}
 				i += (uint64_t)l - 1;
 				continue;
 			}
@@ -277,7 +316,8 @@ static void tv_title(tui *t, tui_screen *s)
 		x += grid_put(s, 1, x, lab, s->w - x, p == t->pane ? R_TAB_ON : R_TAB);
 		x += 1;
 	}
-	tv_right(s, 1, 0, s->w - 1, "? help  q quit", R_DIM);
+	if (x + 16 < s->w)
+		tv_right(s, 1, 0, s->w - 1, "? help  q quit", R_DIM);
 	/* type histogram: stacked bar of bytes by type plus a legend */
 	int bw = s->w >= 100 ? 24 : 12;
 	x = grid_put(s, 2, 1, "types ", 6, R_LABEL) + 1;
@@ -359,11 +399,6 @@ static void tv_layout_cols(int w, bool *on, int *name_w)
 				used -= tv_cols[c].w + 1;
 			}
 	*name_w = w - used;
-	if (*name_w > 48 && on[C_BAR]) { /* wide: give the bar the room */
-		int extra = *name_w - 48;
-		*name_w = 48;
-		(void)extra;
-	}
 }
 
 static void tv_hbar(const tui *t, tui_screen *s, int y, int x, int w, double f, int role)
@@ -464,9 +499,7 @@ static void tv_tensors(tui *t, tui_screen *s)
 	tv_layout_cols(s->w, on, &name_w);
 	int y0 = 3, page = s->h - 5;
 	grid_fill(s, y0, 0, s->w, " ", R_HEAD);
-	char hn[64];
-	snprintf(hn, sizeof hn, "tensor%s", t->sort ? "" : "");
-	grid_put(s, y0, 3, hn, name_w, R_HEAD);
+	grid_put(s, y0, 3, "tensor", name_w, R_HEAD);
 	int x = 1 + name_w + 1;
 	for (int c = 0; c < C_N; c++) {
 		if (!on[c])
@@ -505,7 +538,8 @@ static void tv_tensors(tui *t, tui_screen *s)
 		}
 	}
 	if (!t->nrows)
-		grid_put(s, y0 + 2, 3, "no tensors match the filter (press f)", s->w - 4, R_DIM);
+		grid_put(s, y0 + 2, 3, t->m->ntensors ? "no tensors match the filter (press f)" : "this file has no tensors",
+			 s->w - 4, R_DIM);
 	char pos[48];
 	snprintf(pos, sizeof pos, "%zu/%zu", t->nrows ? t->cur + 1 : 0, t->nrows);
 	tv_status(t, s, pos);
@@ -783,7 +817,7 @@ static void tv_meta_row(tui *t, tui_screen *s, int y, const tui_mrow *r, int kw,
 		grid_fill(s, y, 0, s->w, " ", R_SEL);
 	char val[2048], ty[32];
 	const qtk_model *m = t->m;
-	int vx = 2 + kw + 1 + 14;
+	int vx = 3 + kw + 1 + 14 + 1;
 	switch (r->kind) {
 	case 0: {
 		const qtk_kv *kv = &m->kv[r->idx];
@@ -795,7 +829,7 @@ static void tv_meta_row(tui *t, tui_screen *s, int y, const tui_mrow *r, int kw,
 			snprintf(ty, sizeof ty, "%s[%llu]", qtk_value_type_name(v->elem), (unsigned long long)v->n);
 		else
 			snprintf(ty, sizeof ty, "%s", qtk_value_type_name(v->type));
-		grid_put(s, y, 3 + kw + 1, ty, 13, sel ? R_SEL : R_DIM);
+		grid_put(s, y, 3 + kw + 1, ty, 14, sel ? R_SEL : R_DIM);
 		tv_value(t, v, val, sizeof val);
 		tv_put_cut(t, s, y, vx, val, s->w - vx - 1, role);
 		break;
@@ -804,7 +838,7 @@ static void tv_meta_row(tui *t, tui_screen *s, int y, const tui_mrow *r, int kw,
 		const qtk_blob *b = &m->blobs[r->idx];
 		grid_put(s, y, 1, t->blob_open[r->idx] ? g->open : g->closed, 1, sel ? R_SEL : R_GROUP);
 		tv_put_cut(t, s, y, 3, b->name, kw, role);
-		grid_put(s, y, 3 + kw + 1, "file", 13, sel ? R_SEL : R_DIM);
+		grid_put(s, y, 3 + kw + 1, "file", 14, sel ? R_SEL : R_DIM);
 		fmt_bytes(b->len, val, sizeof val);
 		grid_put(s, y, vx, val, s->w - vx - 1, role);
 		break;
@@ -859,8 +893,8 @@ static void tv_meta(tui *t, tui_screen *s)
 	int y0 = 3, page = s->h - 5;
 	grid_fill(s, y0, 0, s->w, " ", R_HEAD);
 	grid_put(s, y0, 3, "key", kw, R_HEAD);
-	grid_put(s, y0, 3 + kw + 1, "type", 13, R_HEAD);
-	grid_put(s, y0, 3 + kw + 1 + 13 + 1, "value", s->w, R_HEAD);
+	grid_put(s, y0, 3 + kw + 1, "type", 14, R_HEAD);
+	grid_put(s, y0, 3 + kw + 1 + 14 + 1, "value", s->w, R_HEAD);
 	size_t pg = page > 0 ? (size_t)page : 1;
 	if (t->mcur < t->mtop)
 		t->mtop = t->mcur;
@@ -908,7 +942,7 @@ static const char *const tv_help[][2] = {
 	{"Esc", "back to the table"},
 	{"Tab / S-Tab", "next / previous pane"},
 	{"/  n  N", "search names and keys, next, previous"},
-	{"s", "sort: file order, name, bytes, params, bpw, layout"},
+	{"s", "sort by file/name/bytes/params/bpw/layout"},
 	{"f", "cycle filter by type"},
 	{"?", "this help"},
 	{"q", "quit"},

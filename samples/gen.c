@@ -6,6 +6,9 @@
  *   OUT/tiny-llama-f32.gguf    GGUF v3, llama architecture, F32
  *   OUT/tiny-llama/            Hugging Face directory: config.json,
  *                              generation_config.json, model.safetensors (F16)
+ * With --bench MPARAMS FILE.gguf it writes a llama-shaped F16 GGUF of about
+ * MPARAMS million parameters for `make bench` (n_embd 1024, n_ff 2816,
+ * 16 heads, 8 KV heads, vocab 32000; as many blocks as fit), streaming.
  * Same bytes on every machine: integer PRNG, float arithmetic only in
  * +,-,* (no libm), built with -ffp-contract=off.
  */
@@ -212,8 +215,104 @@ static int fail(const qtk_err *e)
 	return 1;
 }
 
+/* Fast approximate normal for large bench models: four 16-bit uniforms. */
+static float fast_normal(void)
+{
+	uint64_t r = rng_next();
+	float s = (float)(r & 0xFFFF) + (float)((r >> 16) & 0xFFFF) + (float)((r >> 32) & 0xFFFF) + (float)(r >> 48);
+	return (s - 131070.0f) * (1.0f / 37837.0f); /* mean 0, std ~1 */
+}
+
+static int gen_bench(uint64_t mparams, const char *path)
+{
+	enum { E = 1024, FF = 2816, H = 16, HKV = 8, V = 32000 };
+	uint64_t per_layer = (uint64_t)E * E * 2 + (uint64_t)E * (E / H * HKV) * 2 + 3ull * E * FF + 2 * E;
+	uint64_t fixed = 2ull * V * E + E;
+	uint64_t want = mparams * 1000000ull;
+	uint64_t nl = want > fixed ? (want - fixed + per_layer / 2) / per_layer : 1;
+	if (nl < 1)
+		nl = 1;
+	if (nl > 256)
+		nl = 256;
+	qtk_model *g = qtk_model_new();
+	qtk_model_set_kv_str(g, "general.architecture", "llama");
+	qtk_model_set_kv_str(g, "general.name", "qtk bench llama");
+	set_u32(g, "llama.block_count", (uint32_t)nl);
+	set_u32(g, "llama.context_length", 4096);
+	set_u32(g, "llama.embedding_length", E);
+	set_u32(g, "llama.feed_forward_length", FF);
+	set_u32(g, "llama.attention.head_count", H);
+	set_u32(g, "llama.attention.head_count_kv", HKV);
+	set_u32(g, "llama.rope.dimension_count", E / H);
+	set_f32(g, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+	set_u32(g, "general.file_type", 1);
+	typedef struct { char name[64]; int rows, cols; } bt;
+	bt *ts = calloc(16 * nl + 8, sizeof *ts);
+	size_t n = 0;
+#define BT(r, c, ...) (snprintf(ts[n].name, sizeof ts[n].name, __VA_ARGS__), ts[n].rows = (r), ts[n].cols = (c), n++)
+	BT(V, E, "token_embd.weight");
+	for (uint64_t l = 0; l < nl; l++) {
+		BT(0, E, "blk.%llu.attn_norm.weight", (unsigned long long)l);
+		BT(E, E, "blk.%llu.attn_q.weight", (unsigned long long)l);
+		BT(E / H * HKV, E, "blk.%llu.attn_k.weight", (unsigned long long)l);
+		BT(E / H * HKV, E, "blk.%llu.attn_v.weight", (unsigned long long)l);
+		BT(E, E, "blk.%llu.attn_output.weight", (unsigned long long)l);
+		BT(0, E, "blk.%llu.ffn_norm.weight", (unsigned long long)l);
+		BT(FF, E, "blk.%llu.ffn_gate.weight", (unsigned long long)l);
+		BT(FF, E, "blk.%llu.ffn_up.weight", (unsigned long long)l);
+		BT(E, FF, "blk.%llu.ffn_down.weight", (unsigned long long)l);
+	}
+	BT(0, E, "output_norm.weight");
+	BT(V, E, "output.weight");
+#undef BT
+	for (size_t i = 0; i < n; i++)
+		describe(qtk_model_add_tensor(g, ts[i].name), ts[i].rows, ts[i].cols, ts[i].rows ? QTK_T_F16 : QTK_T_F32);
+	qtk_err err;
+	qtk_err_clear(&err);
+	qtk_writer *w = qtk_writer_open(path, QTK_OUT_GGUF, g, NULL, &err);
+	if (!w)
+		return fail(&err);
+	rng_state = 0x62656e63686d6b21ull;
+	for (size_t i = 0; i < n; i++) {
+		size_t cnt = (size_t)(ts[i].rows ? ts[i].rows : 1) * (size_t)ts[i].cols;
+		size_t esz = ts[i].rows ? 2 : 4;
+		uint8_t *b = malloc(cnt * esz);
+		float sd = ts[i].cols == E ? 0.03125f : 0.0188f;
+		int sal = (int)(rng_next() % (uint64_t)ts[i].cols);
+		for (size_t k = 0; k < cnt; k++) {
+			float x = ts[i].rows ? sd * fast_normal() : 1.0f + 0.05f * fast_normal();
+			if (ts[i].rows && (int)(k % (size_t)ts[i].cols) == sal)
+				x *= 8.0f;
+			if (esz == 2)
+				qtk_wr16(b + 2 * k, qtk_f32_to_fp16(x));
+			else {
+				uint32_t u;
+				memcpy(&u, &x, 4);
+				qtk_wr32(b + 4 * k, u);
+			}
+		}
+		if (qtk_writer_put(w, b, cnt * esz))
+			return fail(&err);
+		free(b);
+	}
+	if (qtk_writer_finish(w))
+		return fail(&err);
+	printf("%s: %zu tensors, %llu blocks\n", path, n, (unsigned long long)nl);
+	free(ts);
+	qtk_close(g);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 4 && !strcmp(argv[1], "--bench")) {
+		uint64_t mp;
+		if (!qtk_parse_u64(argv[2], &mp) || mp < 1 || mp > 100000) {
+			fprintf(stderr, "gen: --bench takes a size in millions of parameters\n");
+			return 2;
+		}
+		return gen_bench(mp, argv[3]);
+	}
 	const char *out = argc > 1 ? argv[1] : "build/samples";
 	if (mkdir(out, 0755) != 0 && errno != EEXIST) {
 		perror(out);

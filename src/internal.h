@@ -29,6 +29,8 @@ int qtk_pread_full(int fd, const char *path, void *buf, size_t n, uint64_t off,
 		   qtk_err *err);
 /* Slurp a small regular file (<= cap bytes) into a NUL-terminated buffer. */
 int qtk_slurp(const char *path, uint64_t cap, uint8_t **out, size_t *len, qtk_err *err);
+/* Close an fd from qtk_file_open or qtk_window_open (forgets its window). */
+void qtk_file_close(int fd);
 bool qtk_is_dir(const char *path);
 bool qtk_path_exists(const char *path);
 /* Join dir and name into a new string. */
@@ -36,6 +38,28 @@ char *qtk_path_join(const char *dir, const char *name);
 /* Directory part of a path (new string; "." when none). */
 char *qtk_path_dir(const char *path);
 const char *qtk_path_base(const char *path);
+
+/* ---- Virtual files (archive members) ---------------------------------- */
+
+/* A window: a new fd (a dup of fd) whose reads through qtk_pread_full (and so
+ * the cursor) see bytes [base, base+size) of fd as offsets 0..size. Returns
+ * the fd or a negative code; close it with qtk_file_close. */
+int qtk_window_open(int fd, uint64_t base, uint64_t size, const char *path, qtk_err *err);
+
+/* A mount: while entered on a thread, paths "<root>" and "<root>/<rel>" are
+ * resolved by lookup instead of the file system in qtk_file_open (which then
+ * returns a window), qtk_slurp, qtk_path_exists and qtk_is_dir. The plugins
+ * for archives and .zst files use it to run the other readers unchanged on
+ * members held in the archive file or in anonymous memory. */
+typedef struct qtk_vfs {
+	const char *root;
+	/* rel: "" for the root. 1 = regular file (*fd, *base, *size set; the fd
+	 * stays owned by the mount), 2 = directory, 0 = absent. */
+	int (*lookup)(void *ctx, const char *rel, int *fd, uint64_t *base, uint64_t *size);
+	void *ctx;
+} qtk_vfs;
+/* Mount v on the calling thread (NULL unmounts); returns the previous one. */
+const qtk_vfs *qtk_vfs_enter(const qtk_vfs *v);
 
 /* ---- Bounded cursor --------------------------------------------------- */
 
@@ -142,6 +166,11 @@ extern const qtk_format qtk_format_gguf;
 extern const qtk_format qtk_format_safetensors;
 extern const qtk_format qtk_format_hf;
 extern const qtk_format qtk_format_qpk;
+extern const qtk_format qtk_format_archive;
+extern const qtk_format qtk_format_zst;
+
+/* QPK: verify every part digest of tensor i (reads the whole tensor). */
+int qtk_qpk_verify_tensor(qtk_model *m, size_t i);
 
 /* Drop tensors, metadata and files (a plugin restarting its parse). */
 void qtk_fmt_reset_model(qtk_model *m);
@@ -174,6 +203,7 @@ extern const qtk_writer_ops qtk_gguf_writer;
 extern const qtk_writer_ops qtk_safetensors_writer;
 extern const qtk_writer_ops qtk_hf_writer;
 extern const qtk_writer_ops qtk_qpk_writer;
+extern const qtk_writer_ops qtk_archive_writer;
 
 
 /* ---- String set: duplicate detection (stores pointers, not copies) ---- */

@@ -8,13 +8,132 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <openssl/evp.h>
+#include <pthread.h>
+#include <stdatomic.h>
 
 static size_t max_read; /* test knob: cap on bytes per read call */
 
 void qtk_test_max_read(size_t n) { max_read = n; }
 
+/* ---- windows and mounts ------------------------------------------------- */
+
+/* Registered windows: fd -> [base, base+size) of the file it duplicates. */
+typedef struct win {
+	int fd;
+	uint64_t base, size;
+} win;
+static pthread_mutex_t win_mu = PTHREAD_MUTEX_INITIALIZER;
+static win *wins;
+static size_t nwins, capwins;
+static atomic_size_t wins_live; /* nwins, read without the lock on the fast path */
+
+static _Thread_local const qtk_vfs *cur_vfs;
+
+const qtk_vfs *qtk_vfs_enter(const qtk_vfs *v)
+{
+	const qtk_vfs *old = cur_vfs;
+	cur_vfs = v;
+	return old;
+}
+
+/* rel of path under the current mount, or NULL when it is not below it. */
+static const char *vfs_rel(const char *path)
+{
+	if (!cur_vfs)
+		return NULL;
+	size_t n = strlen(cur_vfs->root);
+	if (strncmp(path, cur_vfs->root, n) != 0)
+		return NULL;
+	if (path[n] == 0)
+		return path + n;
+	return path[n] == '/' ? path + n + 1 : NULL;
+}
+
+static int vfs_lookup(const char *rel, int *fd, uint64_t *base, uint64_t *size)
+{
+	int f = -1;
+	uint64_t b = 0, s = 0;
+	int k = cur_vfs->lookup(cur_vfs->ctx, rel, &f, &b, &s);
+	if (fd)
+		*fd = f;
+	if (base)
+		*base = b;
+	if (size)
+		*size = s;
+	return k;
+}
+
+static bool win_find(int fd, uint64_t *base, uint64_t *size)
+{
+	bool hit = false;
+	pthread_mutex_lock(&win_mu);
+	for (size_t i = 0; i < nwins; i++)
+		if (wins[i].fd == fd) {
+			*base = wins[i].base;
+			*size = wins[i].size;
+			hit = true;
+			break;
+		}
+	pthread_mutex_unlock(&win_mu);
+	return hit;
+}
+
+int qtk_window_open(int fd, uint64_t base, uint64_t size, const char *path, qtk_err *err)
+{
+	uint64_t end;
+	if (!qtk_add_u64(base, size, &end) || end > INT64_MAX)
+		return qtk_err_set(err, QTK_E_DATA, path, -1, NULL, "window beyond the largest file offset");
+	int nfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (nfd < 0)
+		return qtk_err_sys(err, path, "cannot duplicate descriptor");
+	pthread_mutex_lock(&win_mu);
+	if (nwins == capwins) {
+		size_t nc = capwins ? capwins * 2 : 16;
+		win *w = qtk_realloc(wins, nc * sizeof *w);
+		if (!w) {
+			pthread_mutex_unlock(&win_mu);
+			close(nfd);
+			return qtk_err_set(err, QTK_E_IO, path, -1, NULL, "out of memory");
+		}
+		wins = w;
+		capwins = nc;
+	}
+	wins[nwins++] = (win){nfd, base, size};
+	atomic_store(&wins_live, nwins);
+	pthread_mutex_unlock(&win_mu);
+	return nfd;
+}
+
+void qtk_file_close(int fd)
+{
+	if (fd < 0)
+		return;
+	if (atomic_load(&wins_live)) {
+		pthread_mutex_lock(&win_mu);
+		for (size_t i = 0; i < nwins; i++)
+			if (wins[i].fd == fd) {
+				wins[i] = wins[--nwins];
+				break;
+			}
+		atomic_store(&wins_live, nwins);
+		pthread_mutex_unlock(&win_mu);
+	}
+	close(fd);
+}
+
 int qtk_file_open(const char *path, uint64_t *size, qtk_err *err)
 {
+	const char *rel = vfs_rel(path);
+	if (rel) {
+		int fd;
+		uint64_t base;
+		int k = vfs_lookup(rel, &fd, &base, size);
+		if (k == 2)
+			return qtk_err_set(err, QTK_E_DATA, path, -1, NULL, "is a directory, not a model file");
+		if (k != 1)
+			return qtk_err_set(err, QTK_E_DATA, path, -1, NULL, "no such member in the archive");
+		return qtk_window_open(fd, base, *size, path, err);
+	}
 	struct stat st;
 	if (lstat(path, &st) != 0)
 		return qtk_err_sys(err, path, "cannot open");
@@ -39,6 +158,14 @@ int qtk_file_open(const char *path, uint64_t *size, qtk_err *err)
 int qtk_pread_full(int fd, const char *path, void *buf, size_t n, uint64_t off, qtk_err *err)
 {
 	uint8_t *p = buf;
+	uint64_t wbase, wsize;
+	if (atomic_load(&wins_live) && win_find(fd, &wbase, &wsize)) {
+		if (off > wsize || n > wsize - off)
+			return qtk_err_set(err, QTK_E_DATA, path, (int64_t)off, NULL,
+					   "truncated: file ends at 0x%llx while %zu bytes at 0x%llx were expected",
+					   (unsigned long long)wsize, n, (unsigned long long)off);
+		off += wbase;
+	}
 	while (n) {
 		size_t want = n;
 		if (max_read && want > max_read)
@@ -86,18 +213,24 @@ int qtk_slurp(const char *path, uint64_t cap, uint8_t **out, size_t *len, qtk_er
 	*out = b;
 	*len = (size_t)size;
 out:
-	close(fd);
+	qtk_file_close(fd);
 	return rc;
 }
 
 bool qtk_is_dir(const char *path)
 {
+	const char *rel = vfs_rel(path);
+	if (rel)
+		return vfs_lookup(rel, NULL, NULL, NULL) == 2;
 	struct stat st;
 	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
 bool qtk_path_exists(const char *path)
 {
+	const char *rel = vfs_rel(path);
+	if (rel)
+		return vfs_lookup(rel, NULL, NULL, NULL) != 0;
 	struct stat st;
 	return lstat(path, &st) == 0;
 }

@@ -10,6 +10,8 @@ static const qtk_format *const formats[] = {
 	&qtk_format_gguf,
 	&qtk_format_hf,
 	&qtk_format_safetensors,
+	&qtk_format_archive,
+	&qtk_format_zst,
 };
 
 qtk_model *qtk_model_new(void)
@@ -238,7 +240,7 @@ void qtk_fmt_reset_model(qtk_model *m)
 	m->nkv = 0;
 	for (uint32_t i = 0; i < m->nfiles; i++) {
 		if (m->fds[i] >= 0)
-			close(m->fds[i]);
+			qtk_file_close(m->fds[i]);
 		qtk_free(m->files[i]);
 	}
 	m->nfiles = 0;
@@ -261,7 +263,7 @@ static void model_free(qtk_model *m)
 	qtk_free(m->blobs);
 	for (uint32_t i = 0; i < m->nfiles; i++) {
 		if (m->fds[i] >= 0)
-			close(m->fds[i]);
+			qtk_file_close(m->fds[i]);
 		qtk_free(m->files[i]);
 	}
 	qtk_free(m->files);
@@ -308,7 +310,7 @@ static const qtk_format *detect(const char *path, qtk_err *err)
 	uint8_t head[4096];
 	size_t n = size < sizeof head ? (size_t)size : sizeof head;
 	int rc = qtk_pread_full(fd, path, head, n, 0, err);
-	close(fd);
+	qtk_file_close(fd);
 	if (rc)
 		return NULL;
 	for (size_t i = 0; i < sizeof formats / sizeof *formats; i++)

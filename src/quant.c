@@ -19,25 +19,6 @@
 
 /* ---- shared helpers -------------------------------------------------- */
 
-/* Round to nearest, ties to even, for |v| < 2^22 (ggml's nearest_int trick, exact IEEE). */
-static inline int qrint(float v)
-{
-    const float t = v + 12582912.f;
-    uint32_t i;
-    memcpy(&i, &t, sizeof i);
-    return (int)(i & 0x007fffffu) - 0x00400000;
-}
-
-/* Clamp v to [lo, hi] first, then round: safe for any finite or infinite v. */
-static inline int qclr(float v, int lo, int hi)
-{
-    if (v < (float)lo)
-        v = (float)lo;
-    if (v > (float)hi)
-        v = (float)hi;
-    return qrint(v);
-}
-
 float qtk_qh16(float f)
 {
     if (!(f == f))
@@ -500,6 +481,7 @@ static void qrow_q5_1(const float *x, const float *w, uint8_t *dst, uint64_t nb)
 
 /* ---- dispatch ---------------------------------------------------------- */
 
+/* Row encoders: called once per row with that row's blocks. */
 static const struct {
     unsigned type;
     qtk_qrow_fn fn;
@@ -514,10 +496,20 @@ static const struct {
     { QTK_T_Q4_K, qtk_qrow_q4_k },
     { QTK_T_Q5_K, qtk_qrow_q5_k },
     { QTK_T_Q6_K, qtk_qrow_q6_k },
-    /* iq4_nl / iq4_xs: { QTK_T_IQ4_NL, qtk_qrow_iq4_nl }, ... (see quant.h) */
 };
 
-static qtk_qrow_fn find_encoder(unsigned type)
+/* Whole-matrix encoders with qtk_quant_ggml's own signature (quant_iq4.c). */
+typedef int (*qtk_qmat_fn)(const float *src, void *dst, uint64_t nrows, uint64_t n_per_row,
+                           const float *imatrix);
+static const struct {
+    unsigned type;
+    qtk_qmat_fn fn;
+} k_mat_encoders[] = {
+    { QTK_T_IQ4_NL, qtk_quant_iq4_nl },
+    { QTK_T_IQ4_XS, qtk_quant_iq4_xs },
+};
+
+static qtk_qrow_fn find_row_encoder(unsigned type)
 {
     for (size_t i = 0; i < sizeof k_encoders / sizeof k_encoders[0]; i++)
         if (k_encoders[i].type == type)
@@ -525,15 +517,26 @@ static qtk_qrow_fn find_encoder(unsigned type)
     return NULL;
 }
 
+static qtk_qmat_fn find_mat_encoder(unsigned type)
+{
+    for (size_t i = 0; i < sizeof k_mat_encoders / sizeof k_mat_encoders[0]; i++)
+        if (k_mat_encoders[i].type == type)
+            return k_mat_encoders[i].fn;
+    return NULL;
+}
+
 bool qtk_quant_supported(unsigned type)
 {
-    return find_encoder(type) != NULL;
+    return find_row_encoder(type) != NULL || find_mat_encoder(type) != NULL;
 }
 
 int qtk_quant_ggml(unsigned type, const float *src, void *dst, uint64_t nrows, uint64_t n_per_row,
                    const float *imatrix)
 {
-    const qtk_qrow_fn fn = find_encoder(type);
+    const qtk_qmat_fn mfn = find_mat_encoder(type);
+    if (mfn)
+        return mfn(src, dst, nrows, n_per_row, imatrix);
+    const qtk_qrow_fn fn = find_row_encoder(type);
     uint32_t be, bb;
     if (!fn || qtk_ggml_block_info(type, &be, &bb) != 0 || be == 0 || n_per_row % be != 0)
         return -1;

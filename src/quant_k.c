@@ -1,13 +1,15 @@
 /* quant_k.c - F32 -> ggml k-quants (q2_k q3_k q4_k q5_k q6_k), superblocks of 256.
  *
  * Per superblock:
- *  1. every sub-block gets two float fits in one sweep over candidate inverse scales: ggml's
- *     (make_qkx2_quants / make_qx_quants / make_q3_quants with ggml's own weights, replicated
- *     from its formulas) and ours (least squares under the real objective: uniform weights, or
- *     the importance matrix);
+ *  1. every sub-block gets two float fits from one sweep over candidate inverse scales: ggml's
+ *     (make_qkx2_quants / make_qx_quants / make_q3_quants with ggml's own weights and criterion,
+ *     replicated from its formulas; the sums are accumulated in 4 lanes, so near-ties can
+ *     resolve differently) and ours (least squares under the real objective: uniform weights,
+ *     or the importance matrix; for the affine types also sweeps with the lowest codes
+ *     clipped);
  *  2. each set of fits is quantized the way quantize_row_*_ref does it (fp16 d/dmin, 4/6/8-bit
  *     sub-scales, codes re-rounded against the decoded scales); the encoding with the lower
- *     exact decoded error starts, so the result is never worse than ggml's reference;
+ *     exact decoded error starts, so the result is not worse than ggml's reference;
  *  3. refinement that only ever accepts improvements: per sub-block, the integer scale (and
  *     min) is re-chosen among its neighbours and the least-squares value for its codes; then
  *     the superblock d (and dmin) is refitted by least squares over all 256 values, rounded to
@@ -22,15 +24,6 @@
 #include <string.h>
 
 #define QK 256
-#ifndef XR
-#define XR 2
-#endif
-#ifndef XP
-#define XP 2
-#endif
-#ifndef XREF
-#define XREF 1
-#endif
 #define GROUP_EPS 1e-15f
 
 static inline int qrint(float v)
@@ -92,8 +85,9 @@ static inline void aff_ours_try(aff_ours *o, double sl, double sll, double sxl)
     const double D = o->w * sll - sl * sl;
     double s, m;
     if (D > 0) {
-        s = (o->w * sxl - o->x * sl) / D;
-        m = (sll * o->x - sl * sxl) / D;
+        const double iD = 1 / D;
+        s = (o->w * sxl - o->x * sl) * iD;
+        m = (sll * o->x - sl * sxl) * iD;
         if (m > 0) {
             m = 0;
             s = sxl / sll;
@@ -116,29 +110,44 @@ static inline void aff_ours_try(aff_ours *o, double sl, double sll, double sxl)
 
 /* Sums for the codes l = round(min(is*u, nmax)) of one sub-block under two weightings:
  * s[0..2] = sum wo*l, sum wo*l*l, sum wox*l; s[3..5] the same with wr, wrx. */
-static void aff_sweep(int n, const float *u, const float *wo, const float *wox, const float *wr,
-                      const float *wrx, float is, float nmax, double *s)
+static inline void aff_sweep(int n, const float *u, const float *wo, const float *wox,
+                             const float *wr, const float *wrx, float is, float nmax, double *s)
 {
-    const qv4 vis = qv_set(is), vmax = qv_set(nmax);
-    qv4 a0 = qv_set(0.f), a1 = a0, a2 = a0, b0 = a0, b1 = a0, b2 = a0;
+    const qv4 vis = qv_set(is), vmax = qv_set(nmax), z = qv_set(0.f);
+    qv4 a0 = z, a1 = a0, a2 = a0, b0 = a0, b1 = a0, b2 = a0;
     for (int i = 0; i < n; i += 4) {
-        const qv4 l = qv_round(qv_min(qv_mul(vis, qv_ld(u + i)), vmax));
+        const qv4 l = qv_round(qv_min(qv_max(qv_mul(vis, qv_ld(u + i)), z), vmax));
         qv4 t = qv_mul(qv_ld(wo + i), l);
         a0 = qv_add(a0, t);
         a1 = qv_add(a1, qv_mul(t, l));
         a2 = qv_add(a2, qv_mul(qv_ld(wox + i), l));
-        if (wr) {
-            t = qv_mul(qv_ld(wr + i), l);
-            b0 = qv_add(b0, t);
-            b1 = qv_add(b1, qv_mul(t, l));
-            b2 = qv_add(b2, qv_mul(qv_ld(wrx + i), l));
-        }
+        t = qv_mul(qv_ld(wr + i), l);
+        b0 = qv_add(b0, t);
+        b1 = qv_add(b1, qv_mul(t, l));
+        b2 = qv_add(b2, qv_mul(qv_ld(wrx + i), l));
     }
     float t[8];
     qv_sum4(a0, a1, a2, b0, t);
     qv_sum4(b1, b2, b2, b2, t + 4);
-    for (int k = 0; k < 6; k++)
-        s[k] = t[k];
+    s[0] = t[0], s[1] = t[1], s[2] = t[2], s[3] = t[3], s[4] = t[4], s[5] = t[5];
+}
+
+/* aff_sweep's first three sums only. */
+static inline void aff_sweep3(int n, const float *u, const float *wo, const float *wox, float is,
+                              float nmax, double *s)
+{
+    const qv4 vis = qv_set(is), vmax = qv_set(nmax), z = qv_set(0.f);
+    qv4 a0 = z, a1 = a0, a2 = a0;
+    for (int i = 0; i < n; i += 4) {
+        const qv4 l = qv_round(qv_min(qv_max(qv_mul(vis, qv_ld(u + i)), z), vmax));
+        const qv4 t = qv_mul(qv_ld(wo + i), l);
+        a0 = qv_add(a0, t);
+        a1 = qv_add(a1, qv_mul(t, l));
+        a2 = qv_add(a2, qv_mul(qv_ld(wox + i), l));
+    }
+    float t[4];
+    qv_sum4(a0, a1, a2, a2, t);
+    s[0] = t[0], s[1] = t[1], s[2] = t[2];
 }
 
 /* sum wr*|s*l + m - x| for the codes of inverse scale is (ggml's q2_k criterion). */
@@ -146,9 +155,10 @@ static double aff_mad(int n, const float *u, const float *x, const float *wr, fl
                       float s, float m)
 {
     const qv4 vis = qv_set(is), vmax = qv_set(nmax), vs = qv_set(s), vm = qv_set(m);
-    qv4 a = qv_set(0.f);
+    const qv4 z = qv_set(0.f);
+    qv4 a = z;
     for (int i = 0; i < n; i += 4) {
-        const qv4 l = qv_round(qv_min(qv_mul(vis, qv_ld(u + i)), vmax));
+        const qv4 l = qv_round(qv_min(qv_max(qv_mul(vis, qv_ld(u + i)), z), vmax));
         const qv4 diff = qv_sub(qv_add(qv_mul(vs, l), vm), qv_ld(x + i));
         a = qv_add(a, qv_mul(qv_ld(wr + i), qv_abs(diff)));
     }
@@ -214,8 +224,8 @@ static void aff_fit(const aff_cfg *c, const float *x, const float *wo, float *rs
     }
     const double swr = lsum(n, wr), sxr = lsum(n, wrx), sxxr = lsum2(n, wrx, x);
     aff_ours o = { lsum(n, wo), lsum(n, wox), lsum2(n, wox, x), DBL_MAX, 0.f, 0.f };
-    const float range = max - min;
-    double S[6];
+    float range = max - min;
+    double S[6], P[6];
     float is = fn / range;
     float scale = 1 / is, bmin = min;
     aff_sweep(n, u, wo, wox, wr, wrx, is, fn, S);
@@ -225,11 +235,16 @@ static void aff_fit(const aff_cfg *c, const float *x, const float *wo, float *rs
     for (int k = 0; k <= c->nstep; k++) {
         is = (c->rmin + c->rdelta * (float)k + fn) / range;
         aff_sweep(n, u, wo, wox, wr, wrx, is, fn, S);
+        /* neighbouring inverse scales often give the same codes: nothing new to score */
+        if (k > 0 && memcmp(S, P, sizeof S) == 0)
+            continue;
+        memcpy(P, S, sizeof S);
         aff_ours_try(&o, S[0], S[1], S[2]);
         const double D = swr * S[4] - S[3] * S[3];
         if (D > 0) {
-            double ts = (swr * S[5] - sxr * S[3]) / D;
-            double tm = (S[4] * sxr - S[3] * S[5]) / D;
+            const double iD = 1 / D;
+            double ts = (swr * S[5] - sxr * S[3]) * iD;
+            double tm = (S[4] * sxr - S[3] * S[5]) * iD;
             if (tm > 0) {
                 tm = 0;
                 ts = S[5] / S[4];
@@ -240,24 +255,31 @@ static void aff_fit(const aff_cfg *c, const float *x, const float *wo, float *rs
                 best = e;
                 scale = (float)ts;
                 bmin = (float)tm;
+                /* as ggml does: later candidates are coded relative to the new minimum */
+                range = max - bmin;
+                for (int i = 0; i < n; i++)
+                    u[i] = x[i] - bmin;
             }
         }
     }
-#ifdef XSHIFT
-    for (int sh = 1; sh <= XSHIFT; sh++) {
+    range = max - min;
+    /* ours only: the same with the lowest codes clipped (code 0 starts 1/4 and 1/2 step above
+     * the minimum), a coarser sweep */
+    for (int sh = 1; sh <= 2; sh++) {
         const float mn2 = min + (float)sh * 0.25f * range / fn;
-        float u2[32];
         for (int i = 0; i < n; i++) {
             const float t = x[i] - mn2;
-            u2[i] = t > 0 ? t : 0;
+            u[i] = t > 0 ? t : 0;
         }
-        for (int k = 0; k <= 10; k++) {
-            is = (-1.f + 0.2f * (float)k + fn) / (max - mn2);
-            aff_sweep(n, u2, wo, wox, NULL, NULL, is, fn, S);
+        for (int k = 0; k <= 3; k++) {
+            is = (-1.f + 0.6f * (float)k + fn) / (max - mn2);
+            aff_sweep3(n, u, wo, wox, is, fn, S);
+            if (k > 0 && memcmp(S, P, 3 * sizeof *S) == 0)
+                continue;
+            memcpy(P, S, 3 * sizeof *S);
             aff_ours_try(&o, S[0], S[1], S[2]);
         }
     }
-#endif
     *rs = scale;
     *rm = -bmin;
     if (o.best < DBL_MAX) {
@@ -347,14 +369,10 @@ static void aff_refine_sub(const aff_cfg *c, const float *x, const float *w, aff
     for (int pass = 0; pass < passes; pass++) {
         int cand[24][2], nc = 0;
         const int ls = st->ls[j], lm = st->lm[j];
-#ifdef XWIDE
-        for (int da = -1; da <= 1; da++) for (int db = -1; db <= 1; db++) if (da || db) { cand[nc][0] = ls + da; cand[nc++][1] = lm + db; }
-#else
         cand[nc][0] = ls + 1, cand[nc++][1] = lm;
         cand[nc][0] = ls - 1, cand[nc++][1] = lm;
         cand[nc][0] = ls, cand[nc++][1] = lm + 1;
         cand[nc][0] = ls, cand[nc++][1] = lm - 1;
-#endif
         /* least squares of x ~ s*q - m for the current codes */
         for (int i = 0; i < n; i++)
             wl[i] = wj[i] * Lj[i];
@@ -366,13 +384,9 @@ static void aff_refine_sub(const aff_cfg *c, const float *x, const float *w, aff
             const double m = -(sll * sx - sl * sxl) / D;
             const int a = qclr((float)(s / (double)st->d), 0, c->smax);
             const int b = st->dmin > 0 ? qclr((float)(m / (double)st->dmin), 0, c->smax) : lm;
-#ifdef XWIDE
-            for (int da = -1; da <= 1; da++) for (int db = -1; db <= 1; db++) { cand[nc][0] = a + da; cand[nc++][1] = b + db; }
-#else
             cand[nc][0] = a, cand[nc++][1] = b;
             cand[nc][0] = a + 1, cand[nc++][1] = b;
             cand[nc][0] = a - 1, cand[nc++][1] = b;
-#endif
         }
         bool changed = false;
         for (int k = 0; k < nc; k++) {
@@ -445,7 +459,7 @@ static bool aff_refit(const aff_cfg *c, const float *x, const float *w, const af
 static void aff_refine(const aff_cfg *c, const float *x, const float *w, aff_st *st, int rounds)
 {
     for (int j = 0; j < c->nsub; j++)
-        aff_refine_sub(c, x, w, st, j, XP);
+        aff_refine_sub(c, x, w, st, j, 1);
     for (int r = 0; r < rounds; r++) {
         aff_st t;
         if (!aff_refit(c, x, w, st, &t.d, &t.dmin))
@@ -473,14 +487,12 @@ static void aff_block(const aff_cfg *c, const float *x, const float *w, aff_st *
     for (int j = 0; j < c->nsub; j++)
         aff_fit(c, x + j * c->sub, w + j * c->sub, &rs[j], &rm[j], &os[j], &om[j]);
     aff_st o;
-    aff_init(c, x, w, os, om, st);
-    if (XREF) {
-    aff_init(c, x, w, rs, rm, &o);
+    aff_init(c, x, w, rs, rm, st);
+    aff_init(c, x, w, os, om, &o);
     if (aff_total(c, &o) < aff_total(c, st))
         *st = o;
-    }
     if (aff_total(c, st) > 0)
-        aff_refine(c, x, w, st, XR);
+        aff_refine(c, x, w, st, 1);
 }
 
 /* ---- packing ---- */
@@ -623,9 +635,9 @@ static inline void sym_ours_try(sym_ours *o, double sxl, double sll)
 }
 
 /* Sums for the codes l = round(clamp(is*x, lo, hi)) of one sub-block: s[0] = sum wox*l,
- * s[1] = sum wo*l*l; with wr (may be NULL) also s[2] = sum wrx*l, s[3] = sum wr*l*l. */
-static void sym_sweep(const float *x, const float *wo, const float *wox, const float *wr,
-                      const float *wrx, float is, float lo, float hi, double *s)
+ * s[1] = sum wo*l*l, s[2] = sum wrx*l, s[3] = sum wr*l*l. */
+static inline void sym_sweep(const float *x, const float *wo, const float *wox, const float *wr,
+                             const float *wrx, float is, float lo, float hi, double *s)
 {
     const qv4 vis = qv_set(is), vlo = qv_set(lo), vhi = qv_set(hi);
     qv4 a0 = qv_set(0.f), a1 = a0, b0 = a0, b1 = a0;
@@ -633,15 +645,28 @@ static void sym_sweep(const float *x, const float *wo, const float *wox, const f
         const qv4 l = qv_round(qv_min(qv_max(qv_mul(vis, qv_ld(x + i)), vlo), vhi));
         a0 = qv_add(a0, qv_mul(qv_ld(wox + i), l));
         a1 = qv_add(a1, qv_mul(qv_mul(qv_ld(wo + i), l), l));
-        if (wr) {
-            b0 = qv_add(b0, qv_mul(qv_ld(wrx + i), l));
-            b1 = qv_add(b1, qv_mul(qv_mul(qv_ld(wr + i), l), l));
-        }
+        b0 = qv_add(b0, qv_mul(qv_ld(wrx + i), l));
+        b1 = qv_add(b1, qv_mul(qv_mul(qv_ld(wr + i), l), l));
     }
     float t[4];
     qv_sum4(a0, a1, b0, b1, t);
-    for (int k = 0; k < 4; k++)
-        s[k] = t[k];
+    s[0] = t[0], s[1] = t[1], s[2] = t[2], s[3] = t[3];
+}
+
+/* sym_sweep's first two sums only. */
+static inline void sym_sweep2(const float *x, const float *wo, const float *wox, float is, float lo,
+                              float hi, double *s)
+{
+    const qv4 vis = qv_set(is), vlo = qv_set(lo), vhi = qv_set(hi);
+    qv4 a0 = qv_set(0.f), a1 = a0;
+    for (int i = 0; i < SUB; i += 4) {
+        const qv4 l = qv_round(qv_min(qv_max(qv_mul(vis, qv_ld(x + i)), vlo), vhi));
+        a0 = qv_add(a0, qv_mul(qv_ld(wox + i), l));
+        a1 = qv_add(a1, qv_mul(qv_mul(qv_ld(wo + i), l), l));
+    }
+    float t[4];
+    qv_sum4(a0, a1, a1, a1, t);
+    s[0] = t[0], s[1] = t[1];
 }
 
 /* ggml's make_q3_quants(16, 4, x, L, true) scale (sequential by nature; q3_k only). */
@@ -739,20 +764,16 @@ static void sym_fits(const sym_cfg *c, const float *x, const float *wo, bool q6,
         }
         *rs = (float)scale;
         for (int k = 0; k < 6; k++) {
-            sym_sweep(x, wo, wox, NULL, NULL, (hi + 0.2f * (float)k - 0.4f) / max, lo, hi, S);
+            sym_sweep2(x, wo, wox, (hi + 0.2f * (float)k - 0.4f) / max, lo, hi, S);
             sym_ours_try(&o, S[0], S[1]);
         }
     } else {
         *rs = ref_q3(x);
-#ifndef XQ3N
-#define XQ3N 6
-#define XQ3S 0.2f
-#endif
-        for (int k = 0; k < XQ3N; k++) {
-            const float off = XQ3S * (float)k - 0.5f;
-            sym_sweep(x, wo, wox, NULL, NULL, (lo - off) / max, lo, hi, S);
+        for (int k = 0; k < 6; k++) {
+            const float off = 0.2f * (float)k - 0.5f;
+            sym_sweep2(x, wo, wox, (lo - off) / max, lo, hi, S);
             sym_ours_try(&o, S[0], S[1]);
-            sym_sweep(x, wo, wox, NULL, NULL, (hi + off) / max, lo, hi, S);
+            sym_sweep2(x, wo, wox, (hi + off) / max, lo, hi, S);
             sym_ours_try(&o, S[0], S[1]);
         }
     }

@@ -63,6 +63,7 @@ qtk_writer *qtk_writer_open(const char *path, qtk_out_kind kind, const qtk_model
 	case QTK_OUT_SAFETENSORS: ops = &qtk_safetensors_writer; break;
 	case QTK_OUT_HF: ops = &qtk_hf_writer; break;
 	case QTK_OUT_QPK: ops = &qtk_qpk_writer; break;
+	case QTK_OUT_ARCHIVE: ops = &qtk_archive_writer; break;
 	default:
 		qtk_err_set(err, QTK_E_USAGE, path, -1, NULL, "output format not supported yet");
 		return NULL;

@@ -111,6 +111,38 @@ run "unwritable output" 4 "$BIN/qconvert" "$G" "$T/no/such/dir/x.gguf"
 err_has "unwritable output" "cannot create output"
 no_temps "no temporaries" "$T"
 
+# --- quantization: determinism, mixes, layouts
+run "q4_k 1 thread" 0 "$BIN/qconvert" -q --threads 1 "$G" "$T/q4k-1.gguf" --to q4_k
+run "q4_k 2 threads" 0 "$BIN/qconvert" -q --threads 2 "$G" "$T/q4k-2.gguf" --to q4_k
+if cmp -s "$T/q4k-1.gguf" "$T/q4k-2.gguf"; then ok; else bad "q4_k output depends on the thread count"; fi
+run "Q4_K_M 1 thread" 0 "$BIN/qconvert" -q --threads 1 "$G" "$T/m1.gguf" --to Q4_K_M
+run "Q4_K_M 3 threads" 0 "$BIN/qconvert" -q --threads 3 "$G" "$T/m3.gguf" --to Q4_K_M
+if cmp -s "$T/m1.gguf" "$T/m3.gguf"; then ok; else bad "Q4_K_M output depends on the thread count"; fi
+"$BIN/qinspect" --json "$T/m1.gguf" >"$T/out"
+out_has "Q4_K_M has q6_k output" '"layout":	"ggml:q6_k"'; out_has "Q4_K_M file_type" '"general.file_type":	15'
+out_has "quantization_version" '"general.quantization_version":	2'
+for ty in q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q5_k q6_k iq4_nl iq4_xs; do
+	run "--to $ty" 0 "$BIN/qconvert" -q "$G" "$T/$ty.gguf" --to $ty
+done
+run "Q4_K_M -> awq dir (the mission's example)" 0 "$BIN/qconvert" -q "$T/m1.gguf" "$T/awq/" --to awq
+"$BIN/qinspect" --json "$T/awq" >"$T/out"
+out_has "awq dir: HF names" '"name":	"model.layers.0.self_attn.q_proj.weight"'; out_has "awq dir: awq layout" '"layout":	"awq"'
+if grep -q '"quant_method":[[:space:]]*"awq"' "$T/awq/config.json"; then ok; else bad "awq config.json lacks quant_method awq"; fi
+run "awq -> gptq repack exact" 0 "$BIN/qconvert" -q --exact "$T/awq/" "$T/gptq/" --to gptq
+run "gptq -> awq repack exact" 0 "$BIN/qconvert" -q --exact "$T/gptq/" "$T/awq2/" --to awq
+if cmp -s "$T/awq/model.safetensors" "$T/awq2/model.safetensors"; then ok; else bad "awq -> gptq -> awq is not byte-identical"; fi
+run "awq -> auto-exact gguf" 0 "$BIN/qconvert" -q --exact "$T/awq/" "$T/ae.gguf" --to auto-exact
+run "awq -> gguf keep refused" 3 "$BIN/qconvert" "$T/awq/" "$T/no.gguf"
+err_has "awq -> gguf keep" "cannot be stored in GGUF"
+run "gguf cannot hold awq" 2 "$BIN/qconvert" "$G" "$T/no.gguf" --to awq
+run "hf -> gguf" 0 "$BIN/qconvert" -q "$H" "$T/hf.gguf"
+"$BIN/qinspect" --json "$T/hf.gguf" >"$T/out"
+out_has "hf -> gguf names" '"name":	"blk.0.attn_q.weight"'; out_has "hf -> gguf arch" '"general.architecture":	"llama"'
+run "gguf -> hf" 0 "$BIN/qconvert" -q "$T/hf.gguf" "$T/hfback/"
+if cmp -s "$H/model.safetensors" "$T/hfback/model.safetensors"; then ok; else bad "HF -> GGUF -> HF does not return the original safetensors"; fi
+run "gguf q/k permutation matches the generator's" 0 "$BIN/qconvert" -q "$T/hf.gguf" "$T/hf32.gguf" --to f32
+run "--names bad" 2 "$BIN/qconvert" "$G" "$T/x.gguf" --names foo
+
 # --- man pages are clean mdoc
 if command -v mandoc >/dev/null 2>&1; then
 	if mandoc -Tlint -W warning man/*.1 >"$T/lint" 2>&1; then ok; else bad "mandoc -Tlint"; cat "$T/lint"; fi
@@ -133,6 +165,31 @@ if [ -n "$FX" ]; then
 		cut -f1,2 "$FX/gguf/tiny-$mix.digest.tsv" | tr 'A-Z' 'a-z' | sort >"$T/want"
 		if [ -s "$T/plan" ] && cmp -s "$T/plan" "$T/want"; then ok; else bad "mix $mix differs from llama-quantize"; diff "$T/plan" "$T/want" | head -5; fi
 	done
+	# HF -> GGUF equals llama.cpp's converter, tensor for tensor and key for key (naming keys aside)
+	REF=$FX/hf/tiny-llama/ref/llamacpp-from-hf-f16.gguf
+	run "fixture hf -> gguf" 0 "$BIN/qconvert" -q "$FX/hf/tiny-llama/fp16/" "$T/fx-hf.gguf"
+	"$BIN/qinspect" --json "$T/fx-hf.gguf" | grep -v -e '"file"' -e '"general.name"' -e '"general.finetune"' >"$T/a.json"
+	"$BIN/qinspect" --json "$REF" | grep -v -e '"file"' -e '"general.name"' -e '"general.finetune"' >"$T/b.json"
+	if cmp -s "$T/a.json" "$T/b.json"; then ok; else bad "hf -> gguf metadata/tensors differ from llama.cpp's"; diff "$T/a.json" "$T/b.json" | head -5; fi
+	n=$(wc -c <"$REF"); m=$(wc -c <"$T/fx-hf.gguf"); d=$((n - m))
+	if [ "$(tail -c 3675136 "$T/fx-hf.gguf" | sha256sum)" = "$(tail -c 3675136 "$REF" | sha256sum)" ]; then ok; else bad "hf -> gguf tensor data differs from llama.cpp's"; fi
+	run "fixture gguf -> hf" 0 "$BIN/qconvert" -q "$REF" "$T/fx-back/"
+	if cmp -s "$T/fx-back/model.safetensors" "$FX/hf/tiny-llama/fp16/model.safetensors"; then ok; else bad "GGUF -> HF does not return the original safetensors"; fi
+	run "fixture gguf -> hf -> gguf" 0 "$BIN/qconvert" -q "$T/fx-back/" "$T/fx-rt.gguf" --set general.name=fp16
+	run "fixture hf -> gguf (named)" 0 "$BIN/qconvert" -q "$FX/hf/tiny-llama/fp16/" "$T/fx-hf2.gguf" --set general.name=fp16
+	if cmp -s "$T/fx-rt.gguf" "$T/fx-hf2.gguf"; then ok; else bad "GGUF -> HF -> GGUF does not round-trip"; fi
+	# AWQ -> GPTQ: v1 cannot hold a zero of 0, so gptq picks v2; gptq-v1 under --exact fails
+	run "fixture awq -> gptq" 0 "$BIN/qconvert" "$FX/hf/tiny-llama/awq-g128" "$T/fx-gptq.safetensors" --to gptq
+	err_has "awq -> gptq says v2" "writing GPTQ v2"; out_has "awq -> gptq exact" "21 exact, 0 requantized"
+	run "fixture awq -> gptq-v1 --exact" 1 "$BIN/qconvert" --exact "$FX/hf/tiny-llama/awq-g128" "$T/fx-v1.safetensors" --to gptq-v1
+	err_has "awq -> gptq-v1 names the tensor" "not exact: model.layers.1.self_attn.o_proj.weight"
+	no_file "gptq-v1 --exact writes nothing" "$T/fx-v1.safetensors"
+	for v in awq-g128 gptq-4-128-0 gptq-3-128-0 gptq-2-64-0 gptq-8-128-0 gptq-4-128-1 gptq-4-32-1s; do
+		run "fixture $v -> auto-exact gguf" 0 "$BIN/qconvert" -q --exact "$FX/hf/tiny-llama/$v" "$T/fx-$v.gguf" --to auto-exact
+		run "fixture $v -> gptq repack" 0 "$BIN/qconvert" -q "$FX/hf/tiny-llama/$v" "$T/fx-$v/" --to gptq
+	done
+	run "fixture Q4_K_M -> awq" 0 "$BIN/qconvert" "$FX/gguf/tiny-Q4_K_M.gguf" "$T/fx-q4km-awq/" --to awq
+	out_has "Q4_K_M -> awq requantizes" "requantized"
 	run "awq bpw" 0 "$BIN/qinspect" --json "$FX/hf/tiny-llama/awq-g128"
 	out_has "awq bpw 4.15625" '"bits_per_weight":	4.15625'
 	out_has "awq logical tensor" '"name":	"model.layers.0.self_attn.q_proj.weight"'

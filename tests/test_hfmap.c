@@ -212,6 +212,17 @@ static void test_fixture(const char *fx)
 		qtk_free(want);
 	}
 	CHECK(nequal == 21, "%zu of 21 tensors byte-equal", nequal);
+	{
+		size_t *so = malloc(hf->ntensors * sizeof *so);
+		size_t ns = hfmap_order_sorted(m, hf, so);
+		int hh;
+		bool ii;
+		CHECK(ns == 21 && !strcmp(hf->tensors[so[0]].name, "lm_head.weight") &&
+			      !strcmp(hf->tensors[so[2]].name, "model.layers.0.input_layernorm.weight") &&
+			      !strcmp(hfmap_name(m, hf->tensors[so[20]].name, &hh, &ii), "output_norm.weight"),
+		      "name-sorted order (safe_open().keys())");
+		free(so);
+	}
 	compare_kv(meta, rg, "hf->gguf metadata");
 	const qtk_kv *sl = qtk_kv_find(meta, "general.size_label");
 	CHECK(sl && !strcmp(sl->val.v.str.s, "1.8M"), "size label");
@@ -691,10 +702,25 @@ static void test_roundtrip_memory(void)
 	/* no output.weight: tied embeddings */
 
 	qtk_err e;
+	int rc, nf, badf = 0;
+	for (nf = 1; nf < 2000; nf++) {
+		qtk_model *hx = qtk_model_new();
+		hfmap *rx = NULL;
+		qtk_err_clear(&e);
+		qtk_test_fail_alloc_at(nf);
+		rc = hfmap_gguf_to_hf(g, hx, &rx, &e);
+		qtk_test_fail_alloc_at(0);
+		badf += rc && rc != QTK_E_IO;
+		hfmap_free(rx);
+		qtk_close(hx);
+		if (!rc)
+			break;
+	}
+	CHECK(badf == 0 && nf < 2000, "gguf_to_hf under allocation failures (%d, %d)", badf, nf);
 	qtk_err_clear(&e);
 	qtk_model *hm = qtk_model_new();
 	hfmap *r = NULL;
-	int rc = hfmap_gguf_to_hf(g, hm, &r, &e);
+	rc = hfmap_gguf_to_hf(g, hm, &r, &e);
 	CHECK(rc == 0, "gguf_to_hf: %s", e.msg);
 	if (rc) {
 		qtk_close(hm);

@@ -15,6 +15,8 @@ int qtk_qpk_verify_tensor(qtk_model *m, size_t i);
 
 static char tmpdir[] = "/tmp/qtk-qpk-XXXXXX";
 
+static void sha(const void *a, size_t an, const void *c, size_t cn, uint8_t out[32]);
+
 static char *tpath(const char *name) { return qtk_path_join(tmpdir, name); }
 
 static uint64_t rng = 0x51504b2d74657374ull;
@@ -40,8 +42,10 @@ static uint8_t *slurp(const char *p, size_t *n)
 	return b;
 }
 
+/* Write a file (a new inode: truncating one costs milliseconds on ext4). */
 static void spit(const char *p, const void *d, size_t n)
 {
+	unlink(p);
 	FILE *f = fopen(p, "wb");
 	fwrite(d, 1, n, f);
 	fclose(f);
@@ -49,7 +53,7 @@ static void spit(const char *p, const void *d, size_t n)
 
 static bool same_file(const char *a, const char *b)
 {
-	size_t na, nb;
+	size_t na = 0, nb = 0;
 	uint8_t *x = slurp(a, &na), *y = slurp(b, &nb);
 	bool same = x && y && na == nb && !memcmp(x, y, na);
 	free(x);
@@ -167,7 +171,8 @@ static void check_same(qtk_model *a, qtk_model *b, const char *what, int how)
 			if (x->parts[p].nbytes != y->parts[p].nbytes || qtk_read_part_alloc(a, x, p, &u) ||
 			    qtk_read_part_alloc(b, y, p, &v) || memcmp(u, v, (size_t)x->parts[p].nbytes)) {
 				if (!bad)
-					printf("  first differing data: %s part %d (%s / %s)\n", x->name, p, a->err.msg, b->err.msg);
+					printf("  first differing data: %s part %d (%s / %s)\n", x->name, p, a->err.msg,
+					       b->err.msg);
 				bad++;
 			}
 			free(u);
@@ -343,7 +348,9 @@ static void build_mem(mem *mm)
 				continue;
 			}
 			for (uint64_t k = 0; k < n; k++) /* compressible, random, then text-like */
-				b[k] = k < (4u << 20) ? (uint8_t)((k / 4096) & 3) : k < (8u << 20) ? rnd8() : (uint8_t)('a' + k % 7);
+				b[k] = k < (4u << 20)	? (uint8_t)((k / 4096) & 3)
+				       : k < (8u << 20) ? rnd8()
+							: (uint8_t)('a' + k % 7);
 		}
 	}
 }
@@ -356,11 +363,13 @@ static void free_mem(mem *mm)
 	qtk_close(mm->m);
 }
 
-/* Write mm's model to path, putting bytes in pieces of `piece`. */
-static int write_mem(const mem *mm, const char *path, size_t piece, qtk_err *e)
+/* Write mm's model to path, putting bytes in pieces of `piece`; committed
+ * files are recorded in outs when it is not NULL. */
+static int write_mem_outs(const mem *mm, const char *path, size_t piece, qtk_err *e, qtk_outlist *outs)
 {
 	qtk_err_clear(e);
-	qtk_writer *w = qtk_writer_open(path, QTK_OUT_QPK, mm->m, NULL, e);
+	qtk_write_opts o = {0, 0, outs};
+	qtk_writer *w = qtk_writer_open(path, QTK_OUT_QPK, mm->m, &o, e);
 	if (!w)
 		return e->code;
 	for (size_t i = 0; i < mm->m->ntensors; i++)
@@ -376,6 +385,11 @@ static int write_mem(const mem *mm, const char *path, size_t piece, qtk_err *e)
 			}
 		}
 	return qtk_writer_finish(w);
+}
+
+static int write_mem(const mem *mm, const char *path, size_t piece, qtk_err *e)
+{
+	return write_mem_outs(mm, path, piece, e, NULL);
 }
 
 /* The opened model holds mm's data at random offsets too. */
@@ -486,9 +500,18 @@ static void test_memory_roundtrip(void)
 		CHECK((uint64_t)st.st_size < raw - (3u << 20), "compression: file %lld bytes for %llu raw",
 		      (long long)st.st_size, (unsigned long long)raw);
 	}
-	/* deterministic: the same bytes for another put pattern */
-	rc = write_mem(&mm, p2, 1 << 20, &e);
+	/* deterministic: the same bytes for another put pattern; outs names the file */
+	qtk_outlist outs = {0};
+	rc = write_mem_outs(&mm, p2, 1 << 20, &e, &outs);
 	CHECK(rc == 0 && same_file(p1, p2), "deterministic output");
+	size_t fn = 0;
+	uint8_t *fb = slurp(p2, &fn), fs[32];
+	if (fb)
+		sha(fb, fn, NULL, 0, fs);
+	CHECK(outs.n == 1 && fb && !strcmp(outs.f[0].path, p2) && outs.f[0].size == fn && !memcmp(outs.f[0].sha256, fs, 32),
+	      "outs: %zu files", outs.n);
+	free(fb);
+	qtk_outlist_free(&outs);
 	/* QPK -> QPK through the reader is a fixpoint */
 	if (m) {
 		rc = copy_model(m, p2, &e);
@@ -580,6 +603,7 @@ typedef struct tpart {
 	bool off_set;
 	uint64_t off;      /* forced Offset */
 	bool bad_sha;
+	size_t pad_before; /* extra zero bytes before the part (a gap) */
 } tpart;
 
 typedef struct ttensor {
@@ -603,6 +627,7 @@ typedef struct tfile {
 	uint32_t align;
 	uint8_t chunk_log;
 	bool index_garbage;
+	bool index_gap;  /* 128 zero bytes between the data and the index */
 } tfile;
 
 static void b64(qtk_buf *b, uint64_t v) { uint8_t x[8]; qtk_wr64(x, v); qtk_buf_put(b, x, 8); }
@@ -700,6 +725,8 @@ static size_t tf_build(tfile *f, uint8_t **outp)
 	uint8_t st[3][4][4096];
 	for (int i = 0; i < f->nt; i++)
 		for (int p = 0; p < f->t[i].nparts; p++) {
+			for (size_t z = 0; z < f->t[i].p[p].pad_before; z++)
+				qtk_buf_putc(&data, 0);
 			while ((data_off + data.len) % f->align)
 				qtk_buf_putc(&data, 0);
 			offs[i][p] = data_off + data.len;
@@ -766,6 +793,9 @@ static size_t tf_build(tfile *f, uint8_t **outp)
 	while (file.len < data_off)
 		qtk_buf_putc(&file, 0);
 	qtk_buf_put(&file, data.p, data.len);
+	if (f->index_gap)
+		for (int z = 0; z < 128; z++)
+			qtk_buf_putc(&file, 0);
 	uint64_t ioff = file.len;
 	qtk_buf_put(&file, idx.p, idx.len);
 	qtk_wr64(tr, ioff);
@@ -904,6 +934,8 @@ static void test_hostile(void)
 	expect_bad("alignment", c, n, "alignment 48");
 	memcpy(c, b, n); c[50] ^= 1; /* header byte covered only by the trailer's digest */
 	expect_bad("header digest", c, n, "header digest mismatch");
+	memcpy(c, b, n); c[128 + 131 + 2] = 1; /* padding after the 131-byte metadata */
+	expect_bad("padding", c, n, "padding before the data section is not zero");
 	memcpy(c, b, n); c[n - 8] = 'X';
 	expect_bad("end magic", c, n, "bad trailer magic");
 	memcpy(c, b, n); qtk_wr64(c + n - 128, n - 200); /* index offset */
@@ -935,6 +967,12 @@ static void test_hostile(void)
 	f.t[1].p[0].off_set = true;
 	f.t[1].p[0].off = (128 + f.meta.len + 63) / 64 * 64; /* = tensor 0 part 0 */
 	expect_bad_tf("overlap", &f, "overlaps part");
+	tf_default(&f); f.t[1].p[0].pad_before = 64;
+	expect_bad_tf("gap", &f, "gap of 64 bytes before part data");
+	tf_default(&f); f.t[0].p[0].pad_before = 1;
+	expect_bad_tf("gap at start", &f, "gap of 64 bytes before part data");
+	tf_default(&f); f.index_gap = true;
+	expect_bad_tf("gap before index", &f, "gap of 128 bytes before the index");
 	tf_default(&f); f.t[1].p[0].off_set = true; f.t[1].p[0].off = (128 + f.meta.len + 63) / 64 * 64 + 8;
 	expect_bad_tf("misaligned", &f, "not a multiple of the alignment 64");
 	/* row 23: counts */
@@ -1052,7 +1090,8 @@ static void test_hostile(void)
 		m = qtk_open(p, &e);
 		uint8_t *d = NULL;
 		rc = m ? qtk_read_part_alloc(m, &m->tensors[0], 0, &d) : e.code;
-		CHECK(rc == QTK_E_DATA && m && strstr(m->err.msg, zc[k].want), "zstd %d: %d %s", k, rc, m ? m->err.msg : e.msg);
+		CHECK(rc == QTK_E_DATA && m && strstr(m->err.msg, zc[k].want), "zstd %d: %d %s", k, rc,
+		      m ? m->err.msg : e.msg);
 		free(d);
 		qtk_close(m);
 		free(b);
@@ -1075,6 +1114,90 @@ static void test_hostile(void)
 	qtk_buf_free(&f.meta);
 	unlink(p);
 	free(p);
+}
+
+/* Recompute the digests of a file whose sections are raw, so that a
+ * mutation inside them reaches the parsers instead of the digest checks. */
+static void reseal(uint8_t *b, size_t n)
+{
+	uint8_t *tr = b + n - 128;
+	uint64_t ms = qtk_rd64(b + 24), io = qtk_rd64(tr), is = qtk_rd64(tr + 8);
+	if (b[21] == 0 && 128 + ms <= n - 128)
+		sha(b + 128, (size_t)ms, NULL, 0, b + 40);
+	sha(b, 128, NULL, 0, tr + 72);
+	if (tr[24] == 0 && io <= n - 128 && is == n - 128 - io)
+		sha(b + io, (size_t)is, NULL, 0, tr + 40);
+}
+
+/* Open a mutated file and read everything: success or QTK_E_DATA only. */
+static int try_file(const char *p, const uint8_t *d, size_t n)
+{
+	spit(p, d, n);
+	qtk_err e;
+	qtk_model *m = qtk_open(p, &e);
+	if (!m)
+		return e.code;
+	int rc = 0;
+	for (size_t i = 0; i < m->ntensors; i++) {
+		for (int k = 0; k < m->tensors[i].nparts; k++) {
+			uint8_t *x = NULL;
+			int r = qtk_read_part_alloc(m, &m->tensors[i], k, &x);
+			free(x);
+			if (r && !rc)
+				rc = r;
+		}
+		int r = qtk_qpk_verify_tensor(m, i);
+		if (r && !rc)
+			rc = r;
+	}
+	qtk_close(m);
+	return rc;
+}
+
+/* Random bit flips, byte stores, u64 stores and truncations, with and
+ * without re-sealed digests: never a crash, a leak or an unexpected code. */
+static void test_mutations(void)
+{
+	tfile f;
+	tf_default(&f);
+	f.t[0].p[0].codec = 1;
+	memset(f.t[0].p[0].data, 0x33, 512);
+	uint8_t *base, *c;
+	size_t n = tf_build(&f, &base);
+	qtk_buf_free(&f.meta);
+	char *p = tpath("mut.qpk");
+	c = malloc(n);
+	int counts[4] = {0}, other = 0;
+	for (int it = 0; it < 4000; it++) {
+		memcpy(c, base, n);
+		/* one call per statement: the order of calls is then fixed */
+		size_t r1 = rnd8(), r2 = rnd8(), r3 = rnd8(), r4 = rnd8();
+		size_t len = n, at = 128 + (r1 | r2 << 8) % (n - 128);
+		switch (it % 4) {
+		case 0: c[at] ^= (uint8_t)(1u << (r3 & 7)); break;
+		case 1: c[at] = (uint8_t)r3; break;
+		case 2: /* a plausible-looking u64: small, huge or near a boundary */
+			if (at + 8 <= n)
+				qtk_wr64(c + at, (uint64_t)r3 << (r4 % 64));
+			break;
+		case 3: len = (r3 | r4 << 8) % n; break;
+		}
+		if (it % 2 == 0 && len == n)
+			reseal(c, n);
+		int rc = try_file(p, c, len);
+		if (rc == 0)
+			counts[0]++;
+		else if (rc == QTK_E_DATA)
+			counts[1]++;
+		else
+			other++;
+	}
+	CHECK(!other && counts[1] > 2000, "mutations: %d ok, %d rejected, %d other codes", counts[0], counts[1], other);
+	printf("mutations: %d read fine, %d rejected\n", counts[0], counts[1]);
+	unlink(p);
+	free(p);
+	free(c);
+	free(base);
 }
 
 /* ---- round trips through other containers ---- */
@@ -1233,6 +1356,7 @@ int main(void)
 	test_writer_rejects();
 	test_builder_valid();
 	test_hostile();
+	test_mutations();
 	test_writer_alloc();
 	test_samples();
 	test_fixtures();

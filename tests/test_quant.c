@@ -162,6 +162,14 @@ static void test_zero_nan(void)
         for (int i = 0; i < 256; i++)
             allz = allz && y[i] == 0.f;
         CHECK(allz, "%s: zero block beside data decodes non-zero", tname(ty));
+        /* constant blocks (positive, negative) come back within fp16/sub-scale precision */
+        for (int i = 0; i < 512; i++)
+            x[i] = i < 256 ? 0.37f : -2.5f;
+        roundtrip(ty, x, 1, n, NULL, NULL, y);
+        double cerr = 0;
+        for (int i = 0; i < 512; i++)
+            cerr = fmax(cerr, fabs((double)y[i] - (double)x[i]) / fabs((double)x[i]));
+        CHECK(cerr < 2e-3, "%s: constant block relative error %g", tname(ty), cerr);
         /* NaN / Inf / huge / tiny */
         for (int i = 0; i < 512; i++)
             x[i] = gauss();
@@ -254,6 +262,18 @@ static void test_args(void)
     CHECK(qtk_quant_ggml(QTK_T_Q4_K, x, q, 1, 64, NULL) == -1, "64 is not a multiple of 256");
     CHECK(!qtk_quant_supported(QTK_T_IQ2_XXS) && qtk_quant_supported(QTK_T_Q6_K), "supported()");
     CHECK(qtk_quant_ggml(QTK_T_Q8_0, x, q, 0, 64, NULL) == 0, "zero rows");
+    /* iq4_nl / iq4_xs are dispatched to quant_iq4.c's encoders */
+    float r[512];
+    uint8_t a[512], b[512];
+    for (int i = 0; i < 512; i++)
+        r[i] = gauss();
+    CHECK(qtk_quant_supported(QTK_T_IQ4_NL) && qtk_quant_supported(QTK_T_IQ4_XS), "iq4 supported");
+    CHECK(qtk_quant_ggml(QTK_T_IQ4_NL, r, a, 2, 256, NULL) == 0 &&
+          qtk_quant_iq4_nl(r, b, 2, 256, NULL) == 0 && memcmp(a, b, row_bytes(QTK_T_IQ4_NL, 512)) == 0,
+          "iq4_nl dispatch");
+    CHECK(qtk_quant_ggml(QTK_T_IQ4_XS, r, a, 2, 256, NULL) == 0 &&
+          qtk_quant_iq4_xs(r, b, 2, 256, NULL) == 0 && memcmp(a, b, row_bytes(QTK_T_IQ4_XS, 512)) == 0,
+          "iq4_xs dispatch");
 }
 
 /* ---- fixtures ---- */
@@ -261,6 +281,7 @@ static void test_args(void)
 struct stat_row {
     unsigned n;
     double sum, max;
+    uint64_t blocks, worse; /* blocks compared, blocks where ours has the larger error */
 };
 
 static void test_fixtures(void)
@@ -323,9 +344,19 @@ static void test_fixtures(void)
             const double eo = roundtrip(ty, x, rows, n, NULL, NULL, yo);
             secs += (double)(clock() - c0) / CLOCKS_PER_SEC;
             double el = 0;
-            for (uint64_t i = 0; i < cnt; i++) {
-                const double d = (double)yl[i] - (double)x[i];
-                el += d * d;
+            uint32_t be = 1;
+            qtk_ggml_block_info(ty, &be, NULL);
+            for (uint64_t b0 = 0; b0 < cnt; b0 += be) {
+                double bl = 0, bo = 0;
+                for (uint64_t i = b0; i < b0 + be; i++) {
+                    const double d = (double)yl[i] - (double)x[i];
+                    const double o = (double)yo[i] - (double)x[i];
+                    bl += d * d;
+                    bo += o * o;
+                }
+                el += bl;
+                st[ty].blocks++;
+                st[ty].worse += bo > bl;
             }
             const double ratio = el > 0 ? sqrt(eo / el) : (eo > 0 ? 99.0 : 1.0);
             CHECK(eo >= 0 && ratio <= 1.0, "%s %s (%s): rmse ratio ours/llama %.5f", files[f],
@@ -342,11 +373,13 @@ static void test_fixtures(void)
     }
     qtk_close(src);
     printf("fixture RMSE ratio ours/llama-quantize (no imatrix), encode time %.2f s\n", secs);
-    printf("  %-5s %7s %10s %10s\n", "type", "tensors", "mean", "max");
+    printf("  %-5s %7s %10s %10s %18s\n", "type", "tensors", "mean", "max", "blocks worse");
     for (size_t t = 0; t < NTYPES; t++) {
         const struct stat_row *r = &st[k_types[t]];
         if (r->n)
-            printf("  %-5s %7u %10.4f %10.4f\n", tname(k_types[t]), r->n, r->sum / r->n, r->max);
+            printf("  %-5s %7u %10.4f %10.4f %8llu / %-8llu\n", tname(k_types[t]), r->n,
+                   r->sum / r->n, r->max, (unsigned long long)r->worse,
+                   (unsigned long long)r->blocks);
     }
 }
 

@@ -6,6 +6,7 @@
 #include "../inspect/stats.c"
 #include "../inspect/modelinfo.c"
 #include "../inspect/diff.c"
+#include "../inspect/text.c"
 #include <math.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -161,6 +162,81 @@ static void check_entropy(void)
 	CHECK(fabs(stats_entropy(d, 16) - 4.0) < 1e-12, "uniform over 16");
 }
 
+/* --tensor and --memory output, into a string. */
+static char *text_of(const char *path, int what, const insp_opts *o)
+{
+	qtk_err e;
+	qtk_model *m = qtk_open(path, &e);
+	char *buf = NULL;
+	size_t len = 0;
+	if (m) {
+		FILE *f = open_memstream(&buf, &len);
+		if (what == 0)
+			report_tensor(m, "blk.0.attn_q.weight", f, o);
+		else
+			report_memory(m, f, o);
+		fclose(f);
+	}
+	qtk_close(m);
+	return buf;
+}
+
+static void check_text_modes(const char *gguf, const char *hf)
+{
+	insp_opts o = {0};
+	char *s = text_of(gguf, 0, &o);
+	CHECK(s && strstr(s, "tensor blk.0.attn_q.weight") && strstr(s, "outliers   beyond 3 sigma: 575") &&
+		      strstr(s, "salient input channels") && strstr(s, "value histogram (64 bins"),
+	      "--tensor text: %s", s ? s : "");
+	free(s);
+	o.ctx = 100000;
+	o.kv_type = "q8_0";
+	s = text_of(gguf, 1, &o);
+	/* 2 * 2 layers * 2 KV heads * 64 * ctx * 34/32 bytes */
+	CHECK(s && strstr(s, "= 544 B per token") && strstr(s, "100000*") && strstr(s, "<- --ctx") &&
+		      strstr(s, "<- trained"),
+	      "--memory text: %s", s ? s : "");
+	free(s);
+	o.json = true;
+	s = text_of(hf, 1, &o);
+	CHECK(s && strstr(s, "\"kv_bytes_per_token\":\t544") && strstr(s, "\"source\":\t\"config.json\""),
+	      "--memory --json from config.json: %s", s ? s : "");
+	free(s);
+	uint64_t ctx[8];
+	hparams hp = {.ctx_max = 4096};
+	size_t n = memory_contexts(&hp, 3000, ctx, 8);
+	CHECK(n == 6 && ctx[0] == 2048 && ctx[1] == 3000 && ctx[2] == 4096 && ctx[5] == 32768, "context sweep");
+}
+
+/* Names from files never reach a terminal raw. */
+static void check_safe_names(const char *gguf)
+{
+	char buf[64];
+	const char *plain = "blk.0.attn_q.weight";
+	CHECK(insp_safe(plain, buf, sizeof buf) == plain, "plain names pass unchanged");
+	CHECK(!strcmp(insp_safe("a\x1b[31mb", buf, sizeof buf), "a\\x1b[31mb"), "ESC escaped: %s", buf);
+	CHECK(!strcmp(insp_safe("a\xc2\x9b" "b\x7f", buf, sizeof buf), "a\\x9bb\\x7f"), "C1 and DEL escaped: %s", buf);
+	CHECK(!strcmp(insp_safe("caf\xc3\xa9", buf, sizeof buf), "caf\xc3\xa9"), "other UTF-8 kept");
+	qtk_err e;
+	qtk_model *m = qtk_open(gguf, &e);
+	if (!m)
+		return;
+	qtk_free(m->tensors[0].name);
+	m->tensors[0].name = qtk_strdup("evil\x1b]0;owned\x07.weight");
+	char *out = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&out, &len);
+	insp_opts o = {0};
+	report_summary(m, f, &o);
+	report_markdown(m, f, &o);
+	report_tensor(m, "evil\x1b]0;owned\x07.weight", f, &o);
+	fclose(f);
+	CHECK(out && !strchr(out, '\x1b') && !strchr(out, '\x07') && strstr(out, "evil\\x1b]0;owned\\x07.weight"),
+	      "hostile tensor name escaped in text reports");
+	free(out);
+	qtk_close(m);
+}
+
 /* --diff output on two files, into a string. */
 static char *diff_text(const char *other, const char *file)
 {
@@ -183,9 +259,11 @@ static void check_hparams_and_names(const char *gguf, const char *hf)
 {
 	char buf[256];
 	int qk;
-	CHECK(canon_hf_name("blk.12.attn_q.weight", buf, sizeof buf, &qk) && !strcmp(buf, "model.layers.12.self_attn.q_proj.weight") && qk == 1,
+	CHECK(canon_hf_name("blk.12.attn_q.weight", buf, sizeof buf, &qk) &&
+		      !strcmp(buf, "model.layers.12.self_attn.q_proj.weight") && qk == 1,
 	      "attn_q -> %s", buf);
-	CHECK(canon_hf_name("blk.0.ffn_norm.weight", buf, sizeof buf, &qk) && !strcmp(buf, "model.layers.0.post_attention_layernorm.weight"),
+	CHECK(canon_hf_name("blk.0.ffn_norm.weight", buf, sizeof buf, &qk) &&
+		      !strcmp(buf, "model.layers.0.post_attention_layernorm.weight"),
 	      "ffn_norm -> %s", buf);
 	CHECK(canon_hf_name("output.weight", buf, sizeof buf, &qk) && !strcmp(buf, "lm_head.weight"), "output -> %s", buf);
 	CHECK(!canon_hf_name("model.layers.0.mlp.up_proj.weight", buf, sizeof buf, &qk), "HF names are not mapped");
@@ -194,7 +272,8 @@ static void check_hparams_and_names(const char *gguf, const char *hf)
 	hparams ha, hb;
 	CHECK(a && hparams_load(a, &ha) == 0 && ha.n_layer == 2 && ha.n_head == 4 && ha.n_head_kv == 2 && ha.head_dim == 64,
 	      "GGUF hparams");
-	CHECK(b && hparams_load(b, &hb) == 0 && hb.n_layer == 2 && hb.n_head_kv == 2 && hb.head_dim == 64, "config.json hparams");
+	CHECK(b && hparams_load(b, &hb) == 0 && hb.n_layer == 2 && hb.n_head_kv == 2 && hb.head_dim == 64,
+	      "config.json hparams");
 	CHECK(a && fabs(kv_cache_bytes(&ha, 4096, kv_type_bytes("f16")) - 2.0 * 2 * 2 * 64 * 4096 * 2) < 1e-6, "KV bytes");
 	CHECK(fabs(kv_type_bytes("q8_0") - 34.0 / 32) < 1e-15 && fabs(kv_type_bytes("q4_0") - 18.0 / 32) < 1e-15,
 	      "KV block types");
@@ -219,6 +298,8 @@ int main(void)
 	check_model(gguf, "sample gguf", true);
 	check_model(hf, "sample hf", true);
 	check_hparams_and_names(gguf, hf);
+	check_text_modes(gguf, hf);
+	check_safe_names(gguf);
 	char *d = diff_text(hf, gguf);
 	CHECK(d && strstr(d, "matched 21 of 21 tensors (21 by GGUF<->HF name, 4 with Q/K rows un-permuted)"),
 	      "sample diff gguf vs hf: %s", d ? d : "(none)");

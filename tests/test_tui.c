@@ -256,6 +256,31 @@ static void run_template(const char *gguf)
 	CHECK(s && strstr(s, "{% endfor %}") && strstr(s, "\\x1b[31m{{ m }}"), "expanded template lines");
 	free(s);
 	tui_free(&t);
+	/* characters that could reorder, hide or widen text are escaped; overlong forms too */
+	qtk_model_set_kv_str(m, "x.tricky", "a\xe2\x80\xae" "b\xc0\xbc" "c\xe4\xb8\xad" "d\xcc\x81" "e\xc3\xa9");
+	tui_init(&t, m, 160, 30, true, false);
+	play(&t, "<Tab><Tab>/x.tricky<Enter>");
+	s = render(&t, 160, 30);
+	CHECK(s && strstr(s, "a\\u{202e}b\\xc0\\xbcc\\u{4e2d}d\\u{301}e\xc3\xa9"), "tricky text escaped: %s", s ? s : "");
+	CHECK(s && !strstr(s, "\xe2\x80\xae"), "no raw bidi override on screen");
+	free(s);
+	tui_free(&t);
+	tui_init(&t, m, 160, 30, true, false);
+	play(&t, "<Tab><Tab>/chat_template<Enter><Enter>");
+	s = render(&t, 160, 30);
+	CHECK(s && strstr(s, "{% endfor %}") && strstr(s, "\\x1b[31m{{ m }}"), "expanded template lines");
+	free(s);
+	tui_free(&t);
+	/* a provenance record is pretty-printed in its pane */
+	qtk_model_set_kv_str(m, "qtk.provenance", "{\"record_version\":1,\"tool\":{\"name\":\"qtk\"}}");
+	tui_init(&t, m, 80, 24, true, false);
+	play(&t, "<Tab><Tab><Tab>");
+	s = render(&t, 80, 24);
+	CHECK(s && strstr(s, "record from GGUF key qtk.provenance") && strstr(s, "\"record_version\":") &&
+		      strstr(s, "\"name\":"),
+	      "provenance pane: %s", s ? s : "");
+	free(s);
+	tui_free(&t);
 	qtk_close(m);
 }
 

@@ -1,52 +1,140 @@
-/* main.c - qverify: integrity and provenance audits of model files. */
-#include "cli.h"
+/* main.c - qverify: integrity and provenance audits of model files (SPEC §2.3). */
+#include "verify.h"
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char usage[] =
 	"usage: qverify [options] FILE\n"
+	"       qverify --emit-record FILE\n"
+	"       qverify --record REC.json [--files] FILE\n"
+	"       qverify --against SOURCE [--max-error DB] FILE\n"
 	"\n"
-	"  (no option)      validate the file's structure: every header, size and offset\n"
-	"  -q, --quiet      print nothing; the exit status tells\n"
-	"  -v, --verbose    list every tensor checked\n"
-	"  -h, --help       this help\n"
-	"  --version        print the version\n"
+	"  (no mode)            validate the structure and check the embedded provenance record:\n"
+	"                       recompute every tensor's content digests and compare\n"
+	"  --emit-record        print a deployment record for FILE (files, per-tensor digests, roots)\n"
+	"  --record REC.json    check FILE against a record: every tensor's content digest must match;\n"
+	"                       a file-hash mismatch alone is reported as \"container changed\"\n"
+	"  --files              with --record: also require the file-level SHA-256 to match\n"
+	"  --against SOURCE     check FILE derives from SOURCE: per tensor exact, or its SQNR\n"
+	"  --max-error DB       with --against: fail when a tensor's SQNR is below DB decibels\n"
+	"  --json               machine-readable report\n"
+	"  --threads N          hashing threads (default: all cores); results do not depend on it\n"
+	"  -q, --quiet          print nothing; the exit status tells\n"
+	"  -v, --verbose        list every tensor\n"
+	"  --progress, --no-progress   progress on stderr (default: when it is a terminal)\n"
+	"  -h, --help           this help\n"
+	"  --version            print the version\n"
 	"\n"
 	"Exit status: 0 ok, 1 a check failed, 2 usage, 3 bad input data, 4 I/O error, 5 internal error.\n";
 
-int main(int argc, char **argv)
+/* The value of an option that takes one ("--record X" or "--record=X"). */
+static const char *opt_value(int argc, char **argv, int *i, const char *name)
 {
-	cli_init("qverify");
-	const char *file = NULL;
+	size_t n = strlen(name);
+	const char *a = argv[*i];
+	if (strncmp(a, name, n))
+		return NULL;
+	if (a[n] == '=')
+		return a + n + 1;
+	if (a[n])
+		return NULL;
+	if (*i + 1 >= argc)
+		return "";
+	return argv[++*i];
+}
+
+static int set_mode(vopts *o, vmode m)
+{
+	if (o->mode && o->mode != m)
+		return cli_usage_error("--emit-record, --record and --against exclude each other");
+	o->mode = m;
+	return 0;
+}
+
+static int parse_args(int argc, char **argv, vopts *o)
+{
 	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
+		const char *a = argv[i], *v;
 		if (a[0] != '-' || !a[1]) {
-			if (file)
+			if (o->file)
 				return cli_usage_error("more than one FILE given");
-			file = a;
+			o->file = a;
+		} else if (!strcmp(a, "--emit-record")) {
+			if (set_mode(o, MODE_EMIT))
+				return 2;
+		} else if ((v = opt_value(argc, argv, &i, "--record"))) {
+			if (!*v)
+				return cli_usage_error("--record needs a file");
+			if (set_mode(o, MODE_RECORD))
+				return 2;
+			o->record = v;
+		} else if ((v = opt_value(argc, argv, &i, "--against"))) {
+			if (!*v)
+				return cli_usage_error("--against needs a file");
+			if (set_mode(o, MODE_AGAINST))
+				return 2;
+			o->source = v;
+		} else if ((v = opt_value(argc, argv, &i, "--max-error"))) {
+			char *end = NULL;
+			o->max_error_db = strtod(v, &end);
+			if (!*v || !end || *end || !isfinite(o->max_error_db))
+				return cli_usage_error("--max-error needs a number of decibels, not '%s'", v);
+			o->has_max_error = true;
+		} else if ((v = opt_value(argc, argv, &i, "--threads"))) {
+			uint64_t n;
+			if (!qtk_parse_u64(v, &n) || n < 1 || n > 256)
+				return cli_usage_error("--threads needs a number from 1 to 256, not '%s'", v);
+			o->threads = (int)n;
+		} else if (!strcmp(a, "--files")) {
+			o->files = true;
+		} else if (!strcmp(a, "--json")) {
+			o->json = true;
 		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			fputs(usage, stdout);
-			return 0;
+			return -1;
 		} else if (!strcmp(a, "--version")) {
 			printf("qverify (qtk) %s\n", QTK_VERSION);
-			return 0;
+			return -1;
 		} else if (!cli_common_flag(a)) {
 			return cli_usage_error("unknown option '%s'", a);
 		}
 	}
-	if (!file)
+	if (!o->file)
 		return cli_usage_error("no FILE given");
-	qtk_err err;
-	qtk_model *m = qtk_open(file, &err);
-	if (!m)
-		return cli_fail(&err);
-	uint64_t bytes = 0;
-	for (size_t i = 0; i < m->ntensors; i++) {
-		bytes += m->tensors[i].n_bytes;
-		cli_verbose("ok %s", m->tensors[i].name);
-	}
-	if (g_cli.verbose >= 0)
-		printf("%s: ok: %s, %zu tensors, %llu bytes of tensor data, %u file%s\n", file, qtk_model_format(m),
-		       m->ntensors, (unsigned long long)bytes, m->nfiles, m->nfiles == 1 ? "" : "s");
-	qtk_close(m);
+	if (!o->mode)
+		o->mode = MODE_EMBEDDED;
+	if (o->has_max_error && o->mode != MODE_AGAINST)
+		return cli_usage_error("--max-error needs --against");
+	if (o->files && o->mode != MODE_RECORD)
+		return cli_usage_error("--files needs --record (a file cannot carry its own hash)");
 	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	cli_init("qverify");
+	vopts o;
+	memset(&o, 0, sizeof o);
+	int rc = parse_args(argc, argv, &o);
+	if (rc)
+		return rc < 0 ? 0 : rc;
+	vstate s;
+	memset(&s, 0, sizeof s);
+	s.o = &o;
+	qtk_err_clear(&s.err);
+	for (size_t i = 0; i < qv_nchecks && !rc; i++)
+		if (qv_checks[i].modes & o.mode)
+			rc = qv_checks[i].run(&s);
+	int status;
+	if (rc) {
+		if (!s.err.code)
+			s.err.code = rc;
+		status = cli_fail(&s.err);
+	} else {
+		qv_report(&s);
+		status = s.status;
+	}
+	qv_free(&s);
+	return status;
 }

@@ -1,0 +1,79 @@
+#!/bin/sh
+# make bench: reproducible benchmarks on a generated llama-shaped F16 model.
+#   BENCH_MPARAMS  model size in millions of parameters (default 300)
+#   BENCH_THREADS  threads for qconvert and llama-quantize (default: all cores)
+#   BENCH_DIR      scratch directory (default build/bench)
+#   LLAMA_QUANTIZE path to llama.cpp's llama-quantize, for side-by-side figures
+set -u
+B=${QTK_BUILD:-build}
+MP=${BENCH_MPARAMS:-300}
+TH=${BENCH_THREADS:-$(nproc)}
+D=${BENCH_DIR:-$B/bench}
+LQ=${LLAMA_QUANTIZE:-}
+mkdir -p "$D"
+M=$D/model-f16.gguf
+[ -f "$M.$MP" ] && [ -f "$M" ] || { "$B/samples/gen" --bench "$MP" "$M" >/dev/null && touch "$M.$MP"; } || exit 1
+BYTES=$(wc -c <"$M")
+
+# measure LABEL CMD...: prints seconds and peak RSS (MiB)
+measure() {
+	label=$1; shift
+	sync
+	if [ -x /usr/bin/time ]; then
+		/usr/bin/time -f "%e %M" -o "$D/time" "$@" >/dev/null 2>"$D/err" || { echo "failed: $label"; cat "$D/err"; return 1; }
+		set -- $(tail -n 1 "$D/time")
+		secs=$1; rss=$(( $2 / 1024 ))
+	else
+		t0=$(date +%s.%N); "$@" >/dev/null 2>"$D/err" || return 1; t1=$(date +%s.%N)
+		secs=$(echo "$t1 - $t0" | bc); rss="?"
+	fi
+	printf '| %-44s | %8.2f | %8s |\n' "$label" "$secs" "$rss"
+	echo "$label $secs $rss" >>"$D/results"
+}
+secs_of() { awk -v l="$1" '$0 ~ "^"l" " { v = $(NF - 1) } END { print v }' "$D/results"; }
+
+: >"$D/results"
+echo "model: $M, $(( BYTES / 1048576 )) MiB, ~${MP}M parameters, $TH threads; $(nproc) cores, $(uname -m)"
+echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+echo
+printf '| %-44s | %8s | %8s |\n' "operation" "seconds" "RSS MiB"
+printf '|%s|%s|%s|\n' "----------------------------------------------" "----------" "----------"
+measure "cp (same bytes)" cp "$M" "$D/copy.gguf"
+measure "qinspect --json (header only)" bin/qinspect --json "$M"
+measure "qconvert F16 -> q4_k" bin/qconvert -q --threads "$TH" "$M" "$D/q4k.gguf" --to q4_k
+measure "qconvert F16 -> Q4_K_M" bin/qconvert -q --threads "$TH" "$M" "$D/q4km.gguf" --to Q4_K_M
+measure "qconvert F16 -> q8_0" bin/qconvert -q --threads "$TH" "$M" "$D/q8.gguf" --to q8_0
+measure "qconvert F16 -> q4_0" bin/qconvert -q --threads "$TH" "$M" "$D/q40.gguf" --to q4_0
+measure "qconvert q4_k -> f32 (dequantize)" bin/qconvert -q --threads "$TH" "$D/q4k.gguf" "$D/f32.gguf" --to f32
+measure "qconvert GGUF -> GGUF (copy, keep)" bin/qconvert -q "$M" "$D/keep.gguf"
+if bin/qconvert --help | grep -q qpk; then
+	measure "qconvert GGUF -> QPK (repack)" bin/qconvert -q "$M" "$D/m.qpk"
+	measure "qconvert QPK -> GGUF (repack)" bin/qconvert -q "$D/m.qpk" "$D/back.gguf"
+fi
+bin/qconvert -q --threads "$TH" "$D/q40.gguf" "$D/awq/" --to awq --names keep >/dev/null 2>&1
+measure "qconvert AWQ -> GPTQ (exact repack)" bin/qconvert -q --exact "$D/awq/" "$D/gptq/" --to gptq
+if [ -n "$LQ" ] && [ -x "$LQ" ]; then
+	measure "llama-quantize F16 -> q4_k (--pure)" "$LQ" --pure "$M" "$D/lq-q4k.gguf" Q4_K_M "$TH"
+	measure "llama-quantize F16 -> Q4_K_M" "$LQ" "$M" "$D/lq-q4km.gguf" Q4_K_M "$TH"
+	measure "llama-quantize F16 -> q8_0" "$LQ" "$M" "$D/lq-q8.gguf" Q8_0 "$TH"
+	measure "llama-quantize F16 -> q4_0" "$LQ" "$M" "$D/lq-q40.gguf" Q4_0 "$TH"
+fi
+echo
+cp_s=$(secs_of "cp (same bytes)")
+ratio() { a=$(secs_of "$1"); b=$(secs_of "$2"); [ -n "$a" ] && [ -n "$b" ] && awk -v a="$a" -v b="$b" -v l="$3" 'BEGIN { if (b > 0) printf "%s: %.2fx\n", l, a / b }'; }
+ratio "qconvert GGUF -> GGUF (copy, keep)" "cp (same bytes)" "container copy / cp"
+ratio "qconvert GGUF -> QPK (repack)" "cp (same bytes)" "GGUF -> QPK / cp"
+if [ -n "$LQ" ] && [ -x "$LQ" ]; then
+	ratio "qconvert F16 -> q4_k" "llama-quantize F16 -> q4_k (--pure)" "q4_k time, qtk / llama-quantize"
+	ratio "qconvert F16 -> Q4_K_M" "llama-quantize F16 -> Q4_K_M" "Q4_K_M time, qtk / llama-quantize"
+	ratio "qconvert F16 -> q8_0" "llama-quantize F16 -> q8_0" "q8_0 time, qtk / llama-quantize"
+	ratio "qconvert F16 -> q4_0" "llama-quantize F16 -> q4_0" "q4_0 time, qtk / llama-quantize"
+	# quality: total squared error against the F16 source, ours and llama's
+	for pair in "q4k:lq-q4k" "q4km:lq-q4km" "q8:lq-q8" "q40:lq-q40"; do
+		ours=${pair%%:*}; theirs=${pair##*:}
+		a=$(bin/qconvert -q --report "$D/r1.json" "$D/$ours.gguf" "$D/x.gguf" --to f32 >/dev/null 2>&1; bin/qinspect --diff "$M" "$D/$ours.gguf" 2>/dev/null | awk '/^total/ { print $0 }')
+		b=$(bin/qinspect --diff "$M" "$D/$theirs.gguf" 2>/dev/null | awk '/^total/ { print $0 }')
+		echo "RMSE vs F16 ($ours): qtk: ${a:-n/a}; llama-quantize: ${b:-n/a}"
+	done
+fi
+rm -f "$D/copy.gguf" "$D/keep.gguf" "$D/f32.gguf" "$D/x.gguf" "$D/back.gguf"

@@ -1,0 +1,1431 @@
+/* archive.c - models inside tar, tar.gz, tar.zst and zip archives, and
+ * deployment bundles (OUTPUT.tar, OUTPUT.tar.zst, OUTPUT.zip).
+ *
+ * Reading never extracts to disk. libarchive lists the members (tar: ustar,
+ * pax and GNU; zip) with only the formats and filters we need enabled; every
+ * member is checked (name, type, mode, size, duplicates, caps) before any is
+ * used. Members of an uncompressed tar are windows of the archive file;
+ * compressed bytes are decompressed once, with caps, into sealed memfds. The
+ * model inside (one .gguf/.safetensors/.qpk file, a GGUF split set, a
+ * safetensors index, or a Hugging Face directory) is then opened by its own
+ * reader through a qtk_vfs mount at "<archive>!", so an error names the
+ * archive and the member: "model.tar!/dir/model.safetensors".
+ */
+#include "qtk_archive.h"
+#include "st_json.h"
+#include <archive.h>
+#include <archive_entry.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+
+/* ---- limits ---------------------------------------------------------------- */
+
+static qtk_ar_limits lim_cur;
+static bool lim_set;
+
+static qtk_ar_limits lim_default(void)
+{
+	qtk_ar_limits l = {0};
+	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+	uint64_t ram = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : (8ull << 30);
+	l.mem = ram / 2;
+	if (l.mem > (64ull << 30))
+		l.mem = 64ull << 30;
+	if (l.mem < (1ull << 30))
+		l.mem = 1ull << 30;
+	uint64_t v;
+	const char *e = getenv("QTK_ARCHIVE_MAX_MEM");
+	if (e && qtk_parse_u64(e, &v) && v)
+		l.mem = v;
+	l.entry = l.mem;
+	l.entries = 100000;
+	l.depth = 32;
+	l.name = 1024;
+	l.ratio = 200;
+	l.ratio_slack = 1ull << 20;
+	l.window_log = 27;
+	return l;
+}
+
+const qtk_ar_limits *qtk_ar_limits_get(void)
+{
+	if (!lim_set) {
+		lim_cur = lim_default();
+		lim_set = true;
+	}
+	return &lim_cur;
+}
+
+void qtk_ar_limits_set(const qtk_ar_limits *l)
+{
+	lim_cur = l ? *l : lim_default();
+	lim_set = true;
+}
+
+/* ---- memfds ------------------------------------------------------------------ */
+
+int qtk_ar_memfd(const char *label, const char *path, qtk_err *err)
+{
+	int fd = memfd_create(label, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return qtk_err_sys(err, path, "cannot create an in-memory file");
+	return fd;
+}
+
+int qtk_ar_memfd_write(int fd, const void *d, size_t n, const char *path, qtk_err *err)
+{
+	const uint8_t *p = d;
+	while (n) {
+		ssize_t w = write(fd, p, n);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return qtk_err_sys(err, path, "cannot hold decompressed data in memory");
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+int qtk_ar_memfd_seal(int fd, const char *path, qtk_err *err)
+{
+	if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0)
+		return qtk_err_sys(err, path, "cannot seal in-memory file");
+	return 0;
+}
+
+/* ---- the archive being read ----------------------------------------------- */
+
+typedef struct ar_ent {
+	char *name;     /* normalised: no "./" prefix, no trailing '/' */
+	bool dir;
+	int fd;         /* data: ar.fd or one of ar.memfds (not owned here) */
+	uint64_t base, size;
+} ar_ent;
+
+typedef struct ar {
+	qtk_model *m;
+	const char *path;   /* the archive, for messages */
+	const char *kind;   /* "tar", "tar.gz", "tar.zst", "zip", "zst" */
+	const qtk_ar_limits *lim;
+	int fd;             /* tar stream: the archive file or a memfd (not owned) */
+	uint64_t size;
+	bool in_memory;     /* fd's bytes are held in memory */
+	ar_ent *e;
+	size_t n, cap;
+	int *memfds;        /* owned */
+	size_t nmem, capmem;
+	uint64_t mem_used;
+	char *root;         /* mount root "<archive>!" */
+} ar;
+
+static int oom(ar *a) { return qtk_err_set(&a->m->err, QTK_E_IO, a->path, -1, NULL, "out of memory"); }
+
+/* A QTK_E_DATA error about member `name` (NULL: the archive itself). */
+static int arerr(ar *a, const char *name, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int arerr(ar *a, const char *name, const char *fmt, ...)
+{
+	char msg[400], subj[256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	if (name) {
+		/* the name may be hostile: show it escaped */
+		size_t k = 0;
+		k += (size_t)snprintf(subj, sizeof subj, "member '");
+		for (const char *s = name; *s && k < sizeof subj - 8; s++) {
+			unsigned char c = (unsigned char)*s;
+			if (c < 0x20 || c >= 0x7f || c == '\\')
+				k += (size_t)snprintf(subj + k, sizeof subj - k, "\\x%02x", c);
+			else
+				subj[k++] = (char)c;
+		}
+		snprintf(subj + k, sizeof subj - k, "'");
+	}
+	return qtk_err_set(&a->m->err, QTK_E_DATA, a->path, -1, name ? subj : NULL, "%s", msg);
+}
+
+static void ar_free(ar *a)
+{
+	for (size_t i = 0; i < a->n; i++)
+		qtk_free(a->e[i].name);
+	qtk_free(a->e);
+	for (size_t i = 0; i < a->nmem; i++)
+		close(a->memfds[i]);
+	qtk_free(a->memfds);
+	qtk_free(a->root);
+	memset(a, 0, sizeof *a);
+}
+
+static int add_memfd(ar *a, int fd)
+{
+	if (a->nmem == a->capmem) {
+		size_t nc = a->capmem ? a->capmem * 2 : 16;
+		int *p = qtk_realloc(a->memfds, nc * sizeof *p);
+		if (!p)
+			return oom(a);
+		a->memfds = p;
+		a->capmem = nc;
+	}
+	a->memfds[a->nmem++] = fd;
+	return 0;
+}
+
+/* Take ownership of name. */
+static int add_ent(ar *a, char *name, bool dir, int fd, uint64_t base, uint64_t size)
+{
+	if (a->n == a->cap) {
+		size_t nc = a->cap ? a->cap * 2 : 32;
+		ar_ent *p = qtk_realloc(a->e, nc * sizeof *p);
+		if (!p) {
+			qtk_free(name);
+			return oom(a);
+		}
+		a->e = p;
+		a->cap = nc;
+	}
+	a->e[a->n++] = (ar_ent){name, dir, fd, base, size};
+	return 0;
+}
+
+/* ---- member checks -------------------------------------------------------- */
+
+static bool reserved_win_name(const char *c, size_t n)
+{
+	static const char *const r[] = {"con", "prn", "aux", "nul"};
+	size_t k = 0;
+	while (k < n && c[k] != '.')
+		k++;
+	char b[8];
+	if (k < 3 || k > 4)
+		return false;
+	for (size_t i = 0; i < k; i++)
+		b[i] = (char)(c[i] >= 'A' && c[i] <= 'Z' ? c[i] + 32 : c[i]);
+	b[k] = 0;
+	for (size_t i = 0; i < 4; i++)
+		if (k == 3 && strcmp(b, r[i]) == 0)
+			return true;
+	return k == 4 && (!strncmp(b, "com", 3) || !strncmp(b, "lpt", 3)) && b[3] >= '1' && b[3] <= '9';
+}
+
+/* Check a member name (C.2 row 43) and return its normalised form in *out
+ * (NULL for the archive's own root "./"). Never "sanitises and continues". */
+static int check_name(ar *a, const char *raw, char **out)
+{
+	*out = NULL;
+	if (!raw || !*raw)
+		return arerr(a, NULL, "member with an empty name");
+	size_t n = strlen(raw);
+	if (n > a->lim->name)
+		return arerr(a, raw, "name longer than %u bytes", a->lim->name);
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)raw[i];
+		if (c < 0x20 || c == 0x7f)
+			return arerr(a, raw, "name contains a control character");
+		if (c >= 0x80)
+			return arerr(a, raw, "name is not ASCII (refused: Unicode forms could collide)");
+		if (c == '\\')
+			return arerr(a, raw, "name contains a backslash");
+		if (c == ':')
+			return arerr(a, raw, "name contains ':' (drive letter or stream)");
+	}
+	if (raw[0] == '/')
+		return arerr(a, raw, "absolute path");
+	const char *s = raw;
+	if (s[0] == '.' && s[1] == '/')
+		s += 2;
+	n = strlen(s);
+	while (n && s[n - 1] == '/')
+		n--;
+	if (n == 0 || (n == 1 && s[0] == '.'))
+		return 0; /* "./": the root itself */
+	uint32_t depth = 0;
+	for (size_t i = 0; i < n;) {
+		size_t j = i;
+		while (j < n && s[j] != '/')
+			j++;
+		size_t cl = j - i;
+		if (cl == 0)
+			return arerr(a, raw, "name has an empty path component");
+		if (cl == 2 && s[i] == '.' && s[i + 1] == '.')
+			return arerr(a, raw, "path contains '..'");
+		if (cl == 1 && s[i] == '.')
+			return arerr(a, raw, "path contains '.'");
+		if (reserved_win_name(s + i, cl))
+			return arerr(a, raw, "name is a reserved device name on Windows");
+		if (++depth > a->lim->depth)
+			return arerr(a, raw, "path deeper than %u components", a->lim->depth);
+		i = j + 1;
+	}
+	*out = qtk_strndup(s, n);
+	return *out ? 0 : oom(a);
+}
+
+/* Regular files and directories only, no special modes (C.2 row 44). */
+static int check_type(ar *a, struct archive_entry *e, const char *name, bool *dir)
+{
+	if (archive_entry_hardlink(e))
+		return arerr(a, name, "hard link refused (regular files only)");
+	unsigned t = (unsigned)archive_entry_filetype(e);
+	const char *what = NULL;
+	switch (t) {
+	case AE_IFREG: *dir = false; break;
+	case AE_IFDIR: *dir = true; break;
+	case AE_IFLNK: what = "symbolic link"; break;
+	case AE_IFCHR: what = "character device"; break;
+	case AE_IFBLK: what = "block device"; break;
+	case AE_IFIFO: what = "FIFO"; break;
+	case AE_IFSOCK: what = "socket"; break;
+	default: what = "member of unknown type"; break;
+	}
+	if (what)
+		return arerr(a, name, "%s refused (regular files only)", what);
+	if (archive_entry_mode(e) & 07000)
+		return arerr(a, name, "setuid, setgid or sticky mode refused");
+	if (archive_entry_sparse_count(e) > 0)
+		return arerr(a, name, "sparse member refused");
+	if (!*dir && (!archive_entry_size_is_set(e) && strcmp(a->kind, "zip") != 0))
+		return arerr(a, name, "member has no size");
+	if (archive_entry_size(e) < 0)
+		return arerr(a, name, "negative size");
+	return 0;
+}
+
+static int cmp_fold(const void *x, const void *y)
+{
+	const ar_ent *p = *(const ar_ent *const *)x, *q = *(const ar_ent *const *)y;
+	int c = qtk_strcasecmp(p->name, q->name);
+	return c ? c : strcmp(p->name, q->name);
+}
+
+/* Duplicates, case-fold collisions, a file used as a directory (row 46). */
+static int check_dups(ar *a)
+{
+	if (a->n < 2)
+		return 0;
+	ar_ent **v = qtk_malloc(a->n * sizeof *v);
+	if (!v)
+		return oom(a);
+	for (size_t i = 0; i < a->n; i++)
+		v[i] = &a->e[i];
+	qsort(v, a->n, sizeof *v, cmp_fold);
+	int rc = 0;
+	for (size_t i = 1; i < a->n && !rc; i++)
+		if (qtk_strcasecmp(v[i - 1]->name, v[i]->name) == 0) {
+			if (strcmp(v[i - 1]->name, v[i]->name) == 0 && v[i - 1]->dir && v[i]->dir)
+				continue; /* a directory listed twice is harmless */
+			rc = strcmp(v[i - 1]->name, v[i]->name) == 0
+				     ? arerr(a, v[i]->name, "duplicate member name")
+				     : arerr(a, v[i]->name, "name collides with '%.200s' when case is ignored", v[i - 1]->name);
+		}
+	for (size_t i = 0; i < a->n && !rc; i++) {
+		const char *nm = a->e[i].name;
+		for (const char *s = strchr(nm, '/'); s && !rc; s = strchr(s + 1, '/')) {
+			char *pre = qtk_strndup(nm, (size_t)(s - nm));
+			if (!pre) {
+				rc = oom(a);
+				break;
+			}
+			ar_ent key = {.name = pre}, *kp = &key;
+			ar_ent **hit = bsearch(&kp, v, a->n, sizeof *v, cmp_fold);
+			if (hit && !(*hit)->dir)
+				rc = arerr(a, pre, "member is both a file and a directory");
+			qtk_free(pre);
+		}
+	}
+	qtk_free(v);
+	return rc;
+}
+
+/* ---- caps while decompressing -------------------------------------------- */
+
+/* out bytes produced from in compressed bytes so far: ratio and totals. */
+static int check_bomb(ar *a, const char *name, uint64_t out, uint64_t in, uint64_t total)
+{
+	const qtk_ar_limits *l = a->lim;
+	if (out > l->ratio_slack && (in == 0 || out / in >= l->ratio))
+		return arerr(a, name, "decompression ratio above %u:1 (%llu bytes from %llu): refused as a bomb",
+			     l->ratio, (unsigned long long)out, (unsigned long long)in);
+	if (out > l->entry)
+		return arerr(a, name, "decompresses to more than the limit of %llu bytes for one member",
+			     (unsigned long long)l->entry);
+	if (total > l->mem)
+		return arerr(a, name, "decompressed data exceed the limit of %llu bytes held in memory",
+			     (unsigned long long)l->mem);
+	return 0;
+}
+
+/* ---- tar --------------------------------------------------------------------- */
+
+bool qtk_ar_is_tar(const uint8_t *h, size_t n)
+{
+	if (n < 512 || memcmp(h + 257, "ustar", 5) != 0)
+		return false;
+	uint64_t want = 0;
+	int i = 148;
+	while (i < 156 && h[i] == ' ')
+		i++;
+	for (; i < 156 && h[i] >= '0' && h[i] <= '7'; i++)
+		want = want * 8 + (uint64_t)(h[i] - '0');
+	uint64_t sum = 0;
+	for (int k = 0; k < 512; k++)
+		sum += (k >= 148 && k < 156) ? ' ' : h[k];
+	return sum == want;
+}
+
+static const char *ar_msg(struct archive *x)
+{
+	const char *s = archive_error_string(x);
+	return s ? s : "unknown error";
+}
+
+/* List the members of the tar stream a->fd. Regular members become windows
+ * of a->fd; their position is checked against the data libarchive reads. */
+static int read_tar(ar *a)
+{
+	struct archive *x = archive_read_new();
+	if (!x)
+		return oom(a);
+	int rc = 0;
+	if (archive_read_support_format_tar(x) != ARCHIVE_OK) {
+		rc = arerr(a, NULL, "libarchive cannot read tar: %s", ar_msg(x));
+		goto out;
+	}
+	if (lseek(a->fd, 0, SEEK_SET) != 0 || archive_read_open_fd(x, a->fd, 1 << 16) != ARCHIVE_OK) {
+		rc = arerr(a, NULL, "not a readable %s archive: %s", a->kind, ar_msg(x));
+		goto out;
+	}
+	for (;;) {
+		struct archive_entry *e;
+		int r = archive_read_next_header(x, &e);
+		if (r == ARCHIVE_EOF)
+			break;
+		if (r != ARCHIVE_OK) {
+			rc = arerr(a, NULL, "damaged %s archive after %zu members: %s", a->kind, a->n, ar_msg(x));
+			goto out;
+		}
+		if (a->n >= a->lim->entries) {
+			rc = arerr(a, NULL, "more than %llu members", (unsigned long long)a->lim->entries);
+			goto out;
+		}
+		const char *raw = archive_entry_pathname(e);
+		char *name = NULL;
+		bool dir = false;
+		if ((rc = check_name(a, raw, &name)) || (rc = check_type(a, e, raw, &dir))) {
+			qtk_free(name);
+			goto out;
+		}
+		if (!name)
+			continue;
+		if (dir) {
+			if ((rc = add_ent(a, name, true, -1, 0, 0)))
+				goto out;
+			continue;
+		}
+		uint64_t size = (uint64_t)archive_entry_size(e), base = (uint64_t)archive_filter_bytes(x, 0), end;
+		if (!qtk_add_u64(base, size, &end) || end > a->size) {
+			rc = arerr(a, name, "declares %llu bytes at 0x%llx but the archive ends at 0x%llx",
+				   (unsigned long long)size, (unsigned long long)base, (unsigned long long)a->size);
+			qtk_free(name);
+			goto out;
+		}
+		if (a->in_memory && size > a->lim->entry) {
+			rc = arerr(a, name, "member of %llu bytes exceeds the limit of %llu bytes held in memory",
+				   (unsigned long long)size, (unsigned long long)a->lim->entry);
+			qtk_free(name);
+			goto out;
+		}
+		/* the window must hold what libarchive itself reads there */
+		uint8_t b1[512], b2[512];
+		size_t k = size < sizeof b1 ? (size_t)size : sizeof b1;
+		la_ssize_t got = k ? archive_read_data(x, b1, k) : 0;
+		if (got != (la_ssize_t)k || (k && qtk_pread_full(a->fd, a->path, b2, k, base, &a->m->err)) ||
+		    memcmp(b1, b2, k) != 0) {
+			rc = got < 0 ? arerr(a, name, "cannot read member data: %s", ar_msg(x))
+				     : a->m->err.code ? a->m->err.code
+						      : arerr(a, name, "member data is not where the header says (size %llu)",
+							      (unsigned long long)size);
+			qtk_free(name);
+			goto out;
+		}
+		if ((rc = add_ent(a, name, false, a->fd, base, size)))
+			goto out;
+	}
+out:
+	archive_read_free(x);
+	return rc;
+}
+
+/* ---- zip -------------------------------------------------------------------- */
+
+/* Read one zip member's data into a new memfd with the caps. */
+static int zip_member(ar *a, struct archive *x, struct archive_entry *e, const char *name, int *fdout,
+		      uint64_t *sizeout)
+{
+	bool declared = archive_entry_size_is_set(e);
+	uint64_t want = declared ? (uint64_t)archive_entry_size(e) : 0;
+	if (declared && want > a->lim->entry)
+		return arerr(a, name, "member of %llu bytes exceeds the limit of %llu bytes held in memory",
+			     (unsigned long long)want, (unsigned long long)a->lim->entry);
+	int fd = qtk_ar_memfd("qtk-zip-member", a->path, &a->m->err);
+	if (fd < 0)
+		return fd;
+	int rc = add_memfd(a, fd);
+	if (rc) {
+		close(fd);
+		return rc;
+	}
+	uint64_t in0 = (uint64_t)archive_filter_bytes(x, -1), out = 0;
+	for (;;) {
+		const void *buf;
+		size_t n;
+		la_int64_t off;
+		int r = archive_read_data_block(x, &buf, &n, &off);
+		if (r == ARCHIVE_EOF)
+			break;
+		if (r != ARCHIVE_OK)
+			return arerr(a, name, "cannot decompress: %s", ar_msg(x));
+		if (off < 0 || (uint64_t)off != out)
+			return arerr(a, name, "member data has holes");
+		out += n;
+		a->mem_used += n;
+		uint64_t in = (uint64_t)archive_filter_bytes(x, -1) - in0;
+		if ((rc = check_bomb(a, name, out, in, a->mem_used)))
+			return rc;
+		if (declared && out > want)
+			return arerr(a, name, "member holds more than the %llu bytes it declares", (unsigned long long)want);
+		if ((rc = qtk_ar_memfd_write(fd, buf, n, a->path, &a->m->err)))
+			return rc;
+	}
+	if (declared && out != want)
+		return arerr(a, name, "member holds %llu bytes but declares %llu", (unsigned long long)out,
+			     (unsigned long long)want);
+	if ((rc = qtk_ar_memfd_seal(fd, a->path, &a->m->err)))
+		return rc;
+	*fdout = fd;
+	*sizeout = out;
+	return 0;
+}
+
+static int read_zip(ar *a)
+{
+	struct archive *x = archive_read_new();
+	if (!x)
+		return oom(a);
+	int rc = 0;
+	if (archive_read_support_format_zip_seekable(x) != ARCHIVE_OK) {
+		rc = arerr(a, NULL, "libarchive cannot read zip: %s", ar_msg(x));
+		goto out;
+	}
+	if (lseek(a->fd, 0, SEEK_SET) != 0 || archive_read_open_fd(x, a->fd, 1 << 16) != ARCHIVE_OK) {
+		rc = arerr(a, NULL, "not a readable zip archive: %s", ar_msg(x));
+		goto out;
+	}
+	for (;;) {
+		struct archive_entry *e;
+		int r = archive_read_next_header(x, &e);
+		if (r == ARCHIVE_EOF)
+			break;
+		if (r != ARCHIVE_OK) {
+			rc = arerr(a, NULL, "damaged zip archive after %zu members: %s", a->n, ar_msg(x));
+			goto out;
+		}
+		if (a->n >= a->lim->entries) {
+			rc = arerr(a, NULL, "more than %llu members", (unsigned long long)a->lim->entries);
+			goto out;
+		}
+		const char *raw = archive_entry_pathname(e);
+		char *name = NULL;
+		bool dir = false;
+		if ((rc = check_name(a, raw, &name)) || (rc = check_type(a, e, raw, &dir))) {
+			qtk_free(name);
+			goto out;
+		}
+		if (!name)
+			continue;
+		int fd = -1;
+		uint64_t size = 0;
+		if (!dir && (rc = zip_member(a, x, e, name, &fd, &size))) {
+			qtk_free(name);
+			goto out;
+		}
+		if ((rc = add_ent(a, name, dir, fd, 0, size)))
+			goto out;
+	}
+out:
+	archive_read_free(x);
+	return rc;
+}
+
+/* ---- gzip ------------------------------------------------------------------ */
+
+/* Decompress the gzip file a->fd into a new memfd (libarchive's zlib filter,
+ * never an external program). */
+static int gunzip(ar *a, int *fdout, uint64_t *sizeout)
+{
+	struct archive *x = archive_read_new();
+	if (!x)
+		return oom(a);
+	int rc = 0, fd = -1;
+	struct archive_entry *e;
+	if (archive_read_support_filter_gzip(x) != ARCHIVE_OK) {
+		rc = arerr(a, NULL, "gzip would need an external program: refused");
+		goto out;
+	}
+	if (archive_read_support_format_raw(x) != ARCHIVE_OK ||
+	    archive_read_open_fd(x, a->fd, 1 << 16) != ARCHIVE_OK ||
+	    archive_read_next_header(x, &e) != ARCHIVE_OK) {
+		rc = arerr(a, NULL, "not a readable gzip stream: %s", ar_msg(x));
+		goto out;
+	}
+	if (archive_filter_count(x) != 2 || archive_filter_code(x, 0) != ARCHIVE_FILTER_GZIP) {
+		rc = arerr(a, NULL, "unexpected compression filter '%s'", archive_filter_name(x, 0));
+		goto out;
+	}
+	if ((fd = qtk_ar_memfd("qtk-tar-gz", a->path, &a->m->err)) < 0) {
+		rc = fd;
+		goto out;
+	}
+	uint64_t out = 0;
+	uint8_t *buf = qtk_malloc(1 << 20);
+	if (!buf) {
+		rc = oom(a);
+		goto out;
+	}
+	for (;;) {
+		la_ssize_t r = archive_read_data(x, buf, 1 << 20);
+		if (r == 0)
+			break;
+		if (r < 0) {
+			rc = arerr(a, NULL, "gzip stream: %s", ar_msg(x));
+			break;
+		}
+		out += (uint64_t)r;
+		if ((rc = check_bomb(a, NULL, out, (uint64_t)archive_filter_bytes(x, -1), out)) ||
+		    (rc = qtk_ar_memfd_write(fd, buf, (size_t)r, a->path, &a->m->err)))
+			break;
+	}
+	qtk_free(buf);
+	if (!rc)
+		rc = qtk_ar_memfd_seal(fd, a->path, &a->m->err);
+	if (!rc) {
+		*fdout = fd;
+		*sizeout = out;
+		fd = -1;
+	}
+out:
+	if (fd >= 0)
+		close(fd);
+	archive_read_free(x);
+	return rc;
+}
+
+/* ---- which model is inside ------------------------------------------------ */
+
+static bool ends_with(const char *s, const char *suf)
+{
+	size_t a = strlen(s), b = strlen(suf);
+	return a >= b && qtk_strcasecmp(s + a - b, suf) == 0;
+}
+
+static const char *base_of(const char *s)
+{
+	const char *p = strrchr(s, '/');
+	return p ? p + 1 : s;
+}
+
+/* Length of the directory part of a member name (0 at the root). */
+static size_t dir_len(const char *s)
+{
+	const char *p = strrchr(s, '/');
+	return p ? (size_t)(p - s) : 0;
+}
+
+static bool same_dir(const char *a, const char *b)
+{
+	size_t n = dir_len(a);
+	return n == dir_len(b) && strncmp(a, b, n) == 0;
+}
+
+/* Magic numbers of archives and compressed streams (a member must not be one). */
+static const char *nested_kind(const uint8_t *h, size_t n)
+{
+	static const struct {
+		const char *what;
+		size_t len;
+		const char *magic;
+	} tab[] = {
+		{"zip", 4, "PK\x03\x04"}, {"zip", 4, "PK\x05\x06"}, {"gzip", 2, "\x1f\x8b"},
+		{"zstd", 4, "\x28\xb5\x2f\xfd"}, {"xz", 6, "\xfd\x37\x7a\x58\x5a\x00"}, {"bzip2", 3, "BZh"},
+		{"7z", 6, "7z\xbc\xaf\x27\x1c"}, {"rar", 4, "Rar!"}, {"lz4", 4, "\x04\x22\x4d\x18"},
+		{"lzip", 4, "LZIP"}, {"compress", 2, "\x1f\x9d"},
+	};
+	for (size_t i = 0; i < sizeof tab / sizeof *tab; i++)
+		if (n >= tab[i].len && memcmp(h, tab[i].magic, tab[i].len) == 0)
+			return tab[i].what;
+	if (n >= 4 && (qtk_rd32(h) & 0xFFFFFFF0u) == 0x184D2A50u)
+		return "zstd skippable frame";
+	if (qtk_ar_is_tar(h, n))
+		return "tar";
+	return NULL;
+}
+
+static bool pickle_name(const char *s)
+{
+	return ends_with(s, ".pkl") || ends_with(s, ".pickle");
+}
+
+static bool torch_name(const char *s)
+{
+	return ends_with(s, ".bin") || ends_with(s, ".pt") || ends_with(s, ".pth") || ends_with(s, ".ckpt");
+}
+
+/* The model formats a member can hold, strongest first. */
+static const qtk_format *const inner_formats[] = {&qtk_format_qpk, &qtk_format_gguf, &qtk_format_safetensors};
+
+/* Classify a member by content: a model file (*fmt set), or refused. */
+static int classify(ar *a, const ar_ent *e, const qtk_format **fmt)
+{
+	*fmt = NULL;
+	if (pickle_name(e->name))
+		return arerr(a, e->name, "pickle-based checkpoint refused: convert it to safetensors in a sandbox first");
+	uint8_t h[4096];
+	size_t n = e->size < sizeof h ? (size_t)e->size : sizeof h;
+	int rc = n ? qtk_pread_full(e->fd, a->path, h, n, e->base, &a->m->err) : 0;
+	if (rc)
+		return rc;
+	int best = 0;
+	for (size_t i = 0; i < sizeof inner_formats / sizeof *inner_formats; i++) {
+		int s = inner_formats[i]->probe(h, n, e->size);
+		if (s > best) {
+			best = s;
+			*fmt = inner_formats[i];
+		}
+	}
+	if (best >= 40)
+		return 0; /* structurally a model file: its reader validates it */
+	*fmt = NULL;
+	const char *nk = nested_kind(h, n);
+	if (nk && !strcmp(nk, "zip") && torch_name(e->name))
+		return arerr(a, e->name, "pickle-based checkpoint (PyTorch zip) refused: convert it to safetensors "
+					 "in a sandbox first");
+	if (nk)
+		return arerr(a, e->name, "nested %s inside the archive refused (no recursive extraction)", nk);
+	if (n >= 2 && h[0] == 0x80 && h[1] >= 2 && h[1] <= 5)
+		return arerr(a, e->name, "pickle data refused: convert it to safetensors in a sandbox first");
+	return 0;
+}
+
+/* "<prefix>-00001-of-00003.gguf": 1 for the first shard, 2 for a later one, 0 otherwise. */
+static int gguf_shard(const char *s)
+{
+	static const char pat[] = "-#####-of-#####.gguf";
+	size_t n = strlen(s), k = sizeof pat - 1;
+	if (n <= k)
+		return 0;
+	const char *t = s + n - k;
+	for (size_t i = 0; i < k; i++)
+		if (pat[i] == '#' ? (t[i] < '0' || t[i] > '9') : t[i] != pat[i])
+			return 0;
+	return memcmp(t + 1, "00001", 5) == 0 ? 1 : 2;
+}
+
+/* A directory holding config.json and safetensors weights (an HF directory). */
+static bool hf_dir_at(const ar *a, const char *cfg)
+{
+	for (size_t i = 0; i < a->n; i++) {
+		const ar_ent *e = &a->e[i];
+		if (!e->dir && same_dir(e->name, cfg) &&
+		    (ends_with(e->name, ".safetensors") || !strcmp(base_of(e->name), "model.safetensors.index.json")))
+			return true;
+	}
+	return false;
+}
+
+typedef struct pick {
+	const ar_ent *ent;        /* model file, or config.json of an HF directory */
+	const qtk_format *fmt;    /* NULL: HF directory */
+} pick;
+
+/* Record a model found; a second one is an error. */
+static int found(ar *a, pick *p, const char **first, const ar_ent *e, const qtk_format *fmt)
+{
+	if (*first)
+		return arerr(a, NULL, "holds more than one model ('%.150s' and '%.150s')", *first, e->name);
+	*first = e->name;
+	p->ent = e;
+	p->fmt = fmt;
+	return 0;
+}
+
+/* Choose the one model in the archive. */
+static int choose(ar *a, pick *p)
+{
+	memset(p, 0, sizeof *p);
+	const char *first = NULL;
+	int rc = 0;
+	const qtk_format **fmts = qtk_calloc(a->n ? a->n : 1, sizeof *fmts);
+	bool *taken = qtk_calloc(a->n ? a->n : 1, sizeof *taken);
+	if (!fmts || !taken) {
+		qtk_free(fmts);
+		qtk_free(taken);
+		return oom(a);
+	}
+	for (size_t i = 0; i < a->n && !rc; i++)
+		if (!a->e[i].dir)
+			rc = classify(a, &a->e[i], &fmts[i]);
+	/* HF directories take everything next to their config.json */
+	for (size_t i = 0; i < a->n && !rc; i++) {
+		const ar_ent *e = &a->e[i];
+		if (e->dir || strcmp(base_of(e->name), "config.json") || !hf_dir_at(a, e->name))
+			continue;
+		for (size_t k = 0; k < a->n; k++)
+			if (same_dir(a->e[k].name, e->name))
+				taken[k] = true;
+		rc = found(a, p, &first, e, NULL);
+	}
+	/* a safetensors index takes the shards next to it */
+	for (size_t i = 0; i < a->n && !rc; i++) {
+		const ar_ent *e = &a->e[i];
+		if (e->dir || taken[i] || !qtk_st_is_index_name(e->name))
+			continue;
+		for (size_t k = 0; k < a->n; k++)
+			if (same_dir(a->e[k].name, e->name) && ends_with(a->e[k].name, ".safetensors"))
+				taken[k] = true;
+		rc = found(a, p, &first, e, &qtk_format_safetensors);
+	}
+	/* single model files; a GGUF split set counts once (its first shard) */
+	for (size_t i = 0; i < a->n && !rc; i++)
+		if (fmts[i] && !taken[i] && !(fmts[i] == &qtk_format_gguf && gguf_shard(a->e[i].name) == 2))
+			rc = found(a, p, &first, &a->e[i], fmts[i]);
+	if (!rc && !first)
+		rc = arerr(a, NULL, "no model inside: expected a .gguf, .safetensors or .qpk file or a Hugging Face "
+				    "directory (config.json + safetensors)");
+	qtk_free(fmts);
+	qtk_free(taken);
+	return rc;
+}
+
+/* ---- the mount ------------------------------------------------------------- */
+
+static int ar_lookup(void *ctx, const char *rel, int *fd, uint64_t *base, uint64_t *size)
+{
+	const ar *a = ctx;
+	if (!*rel)
+		return 2;
+	size_t rl = strlen(rel);
+	for (size_t i = 0; i < a->n; i++) {
+		const ar_ent *e = &a->e[i];
+		if (strcmp(e->name, rel) == 0) {
+			if (e->dir)
+				return 2;
+			*fd = e->fd;
+			*base = e->base;
+			*size = e->size;
+			return 1;
+		}
+		if (strncmp(e->name, rel, rl) == 0 && e->name[rl] == '/')
+			return 2;
+	}
+	return 0;
+}
+
+/* Side files carried with an HF directory (as hfdir.c carries them). */
+static const char *const side_files[] = {
+	"config.json", "generation_config.json", "quantize_config.json", "quant_config.json",
+	"tokenizer.json", "tokenizer_config.json", "tokenizer.model", "special_tokens_map.json",
+	"added_tokens.json", "vocab.json", "vocab.txt", "merges.txt", "spiece.model",
+	"preprocessor_config.json", "chat_template.json", "chat_template.jinja", "qtk-provenance.json",
+	"README.md", "LICENSE",
+};
+
+/* Open the HF directory `dir` (a mounted path) into m, as hf_open does for
+ * a directory on disk. `hdir` is the directory's name inside the archive. */
+static int open_hf(ar *a, const char *dir, const char *hdir, size_t hlen)
+{
+	qtk_model *m = a->m;
+	int rc = 0;
+	for (size_t i = 0; i < sizeof side_files / sizeof *side_files && !rc; i++) {
+		char *p = qtk_path_join(dir, side_files[i]);
+		if (!p)
+			return oom(a);
+		if (qtk_path_exists(p)) {
+			uint8_t *b = NULL;
+			size_t n = 0;
+			rc = qtk_slurp(p, QTK_CAP_BLOB, &b, &n, &m->err);
+			if (!rc && qtk_model_add_blob(m, side_files[i], b, n))
+				rc = oom(a);
+			qtk_free(b);
+		}
+		qtk_free(p);
+	}
+	const qtk_blob *cb = rc ? NULL : qtk_blob_find(m, "config.json");
+	if (cb) {
+		qtk_json_doc d;
+		char *cp = qtk_path_join(dir, "config.json");
+		rc = cp ? qtk_json_parse((const char *)cb->data, cb->len, 0, cp, 0, &m->err, &d) : oom(a);
+		if (!rc) {
+			if (!cJSON_IsObject(d.root))
+				rc = qtk_err_set(&m->err, QTK_E_DATA, cp, 0, NULL, "config.json is not a json object");
+			qtk_json_doc_free(&d);
+		}
+		qtk_free(cp);
+	}
+	if (rc)
+		return rc;
+	/* weights: model.safetensors, else the index, else the one .safetensors */
+	const char *single = NULL;
+	size_t nst = 0;
+	bool index = false, msingle = false;
+	for (size_t i = 0; i < a->n; i++) {
+		const char *nm = a->e[i].name;
+		if (a->e[i].dir || dir_len(nm) != hlen || strncmp(nm, hdir, hlen) != 0)
+			continue;
+		const char *b = base_of(nm);
+		if (!strcmp(b, "model.safetensors"))
+			msingle = true;
+		else if (!strcmp(b, "model.safetensors.index.json"))
+			index = true;
+		else if (ends_with(b, ".safetensors") && (!nst++ || strcmp(b, single) < 0))
+			single = b;
+	}
+	char *wp = NULL;
+	if (msingle || (!index && nst == 1)) {
+		wp = qtk_path_join(dir, msingle ? "model.safetensors" : single);
+		rc = wp ? qtk_st_load(m, wp) : oom(a);
+	} else if (index) {
+		wp = qtk_path_join(dir, "model.safetensors.index.json");
+		rc = wp ? qtk_st_load_index(m, wp) : oom(a);
+	} else {
+		rc = qtk_err_set(&m->err, QTK_E_DATA, dir, -1, NULL,
+				 "%zu safetensors files but no model.safetensors.index.json", nst);
+	}
+	qtk_free(wp);
+	if (!rc)
+		rc = qtk_hf_apply_quant_dir(m, dir);
+	return rc;
+}
+
+/* Open the chosen model through the mount. */
+static int open_inner(ar *a, const pick *p)
+{
+	qtk_model *m = a->m;
+	size_t pl = strlen(a->path);
+	if (!(a->root = qtk_malloc(pl + 2)))
+		return oom(a);
+	memcpy(a->root, a->path, pl);
+	memcpy(a->root + pl, "!", 2);
+	size_t hl = p->fmt ? 0 : dir_len(p->ent->name);
+	char *rel = p->fmt ? qtk_strdup(p->ent->name) : qtk_strndup(p->ent->name, hl);
+	char *vpath = rel ? (*rel ? qtk_path_join(a->root, rel) : qtk_strdup(a->root)) : NULL;
+	if (!vpath) {
+		qtk_free(rel);
+		return oom(a);
+	}
+	qtk_vfs v = {a->root, ar_lookup, a};
+	const qtk_vfs *old = qtk_vfs_enter(&v);
+	char *saved = m->path;
+	m->path = vpath;
+	m->fmt = p->fmt ? p->fmt : &qtk_format_hf;
+	int rc = p->fmt ? p->fmt->open(m) : open_hf(a, vpath, rel, hl);
+	m->path = saved;
+	qtk_vfs_enter(old);
+	if (rc && !m->err.code)
+		qtk_err_set(&m->err, rc, vpath, -1, NULL, "cannot open");
+	qtk_free(vpath);
+	qtk_free(rel);
+	return rc;
+}
+
+static int finish_open(ar *a)
+{
+	pick p;
+	int rc = check_dups(a);
+	if (!rc)
+		rc = choose(a, &p);
+	if (!rc)
+		rc = open_inner(a, &p);
+	return rc;
+}
+
+int qtk_ar_open_stream(qtk_model *m, int fd, uint64_t size, const char *kind, const char *name)
+{
+	ar a;
+	memset(&a, 0, sizeof a);
+	a.m = m;
+	a.path = m->path;
+	a.kind = kind;
+	a.lim = qtk_ar_limits_get();
+	a.fd = fd;
+	a.size = size;
+	a.in_memory = true;
+	uint8_t h[512];
+	size_t n = size < sizeof h ? (size_t)size : sizeof h;
+	int rc = qtk_pread_full(fd, m->path, h, n, 0, &m->err);
+	if (!rc && qtk_ar_is_tar(h, n)) {
+		rc = read_tar(&a);
+	} else if (!rc) {
+		a.kind = "zst";
+		char *nm = qtk_strdup(name);
+		rc = nm ? add_ent(&a, nm, false, fd, 0, size) : oom(&a);
+	}
+	if (!rc)
+		rc = finish_open(&a);
+	ar_free(&a);
+	return rc;
+}
+
+/* ---- the plugin ------------------------------------------------------------- */
+
+static int ar_probe(const uint8_t *h, size_t n, uint64_t size)
+{
+	(void)size;
+	if (qtk_ar_is_tar(h, n))
+		return 100;
+	if (n >= 4 && (!memcmp(h, "PK\x03\x04", 4) || !memcmp(h, "PK\x05\x06", 4)))
+		return 90;
+	if (n >= 3 && h[0] == 0x1f && h[1] == 0x8b && h[2] == 8)
+		return 90;
+	return 0;
+}
+
+static int ar_open(qtk_model *m)
+{
+	ar a;
+	memset(&a, 0, sizeof a);
+	a.m = m;
+	a.path = m->path;
+	a.lim = qtk_ar_limits_get();
+	uint64_t size;
+	int afd = qtk_file_open(m->path, &size, &m->err), zfd = -1;
+	if (afd < 0)
+		return afd;
+	uint8_t h[512];
+	size_t n = size < sizeof h ? (size_t)size : sizeof h;
+	int rc = qtk_pread_full(afd, m->path, h, n, 0, &m->err);
+	a.fd = afd;
+	a.size = size;
+	if (rc) {
+	} else if (qtk_ar_is_tar(h, n)) {
+		a.kind = "tar";
+		rc = read_tar(&a);
+	} else if (n >= 4 && h[0] == 'P' && h[1] == 'K') {
+		a.kind = "zip";
+		a.in_memory = true;
+		rc = read_zip(&a);
+	} else if (n >= 2 && h[0] == 0x1f && h[1] == 0x8b) {
+		a.kind = "tar.gz";
+		uint64_t zs = 0;
+		rc = gunzip(&a, &zfd, &zs);
+		if (!rc) {
+			rc = qtk_pread_full(zfd, m->path, h, zs < sizeof h ? (size_t)zs : sizeof h, 0, &m->err);
+			if (!rc && !qtk_ar_is_tar(h, zs < sizeof h ? (size_t)zs : sizeof h))
+				rc = arerr(&a, NULL, "gzip data is not a tar archive (only .tar.gz is supported)");
+		}
+		a.fd = zfd;
+		a.size = zs;
+		a.in_memory = true;
+		if (!rc)
+			rc = read_tar(&a);
+	} else {
+		rc = arerr(&a, NULL, "unsupported archive format (tar, tar.gz, tar.zst and zip are supported)");
+	}
+	if (!rc)
+		rc = finish_open(&a);
+	ar_free(&a);
+	if (zfd >= 0)
+		close(zfd);
+	qtk_file_close(afd);
+	return rc;
+}
+
+const qtk_format qtk_format_archive = {
+	.name = "archive",
+	.probe = ar_probe,
+	.open = ar_open,
+};
+
+/* ---- deployment bundles (writer) ------------------------------------------ */
+
+/* OUTPUT.tar, OUTPUT.tar.zst or OUTPUT.zip: the model as model.gguf when
+ * every tensor can be stored in GGUF and the description is GGUF-shaped
+ * (general.architecture, no config.json), else as a Hugging Face directory
+ * (config.json, model.safetensors or shards, tokenizer files), plus the
+ * provenance record as qtk-provenance.json. The inner files are written by
+ * their own writers into a temporary directory next to OUTPUT (a tar header
+ * needs each size up front), then streamed into the archive, which is itself
+ * written atomically (temporary + rename). Bytes are deterministic: entries
+ * sorted by name, mode 0644, uid/gid 0, no owner names, mtime
+ * SOURCE_DATE_EPOCH or 0; tar.zst is one zstd frame (level 3, checksum). */
+
+enum { BK_TAR, BK_TAR_ZST, BK_ZIP };
+
+typedef struct bw_file {
+	char *name; /* entry name */
+	char *path; /* the temporary holding it; NULL: data below */
+	const char *data;
+	size_t len;
+} bw_file;
+
+typedef struct bw {
+	int kind;
+	bool gguf;
+	char *tmpdir;
+	qtk_writer *inner;
+	bw_file *files;
+	size_t nfiles;
+	qtk_ofile f;
+	bool fopen;
+	ZSTD_CCtx *zc;
+	uint8_t *zbuf;
+	size_t zcap;
+	int cb_rc;          /* first error inside a libarchive callback */
+	qtk_writer *w;
+} bw;
+
+static int bw_oom(qtk_writer *w) { return qtk_err_set(w->err, QTK_E_IO, w->path, -1, NULL, "out of memory"); }
+
+static bool gguf_shaped(const qtk_model *d)
+{
+	if (qtk_blob_find(d, "config.json") || !qtk_kv_find(d, "general.architecture"))
+		return false;
+	for (size_t i = 0; i < d->ntensors; i++) {
+		const qtk_tensor *t = &d->tensors[i];
+		unsigned ty = t->nparts == 1 ? t->parts[0].type : QTK_T_MAX;
+		if (t->layout.kind != QTK_LAYOUT_PLAIN || ty >= QTK_GGML_MAX || !qtk_type(ty) || !qtk_type(ty)->blck ||
+		    t->ndim < 1 || t->ndim > 4 || strlen(t->name) > 63)
+			return false;
+	}
+	return true;
+}
+
+/* Remove the temporary directory and what is in it. */
+static void bw_rmtmp(bw *b)
+{
+	if (!b->tmpdir)
+		return;
+	DIR *d = opendir(b->tmpdir);
+	if (d) {
+		struct dirent *e;
+		while ((e = readdir(d)))
+			if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+				char *p = qtk_path_join(b->tmpdir, e->d_name);
+				if (p)
+					unlink(p);
+				qtk_free(p);
+			}
+		closedir(d);
+	}
+	rmdir(b->tmpdir);
+	qtk_free(b->tmpdir);
+	b->tmpdir = NULL;
+}
+
+static void bw_free(bw *b)
+{
+	if (!b)
+		return;
+	qtk_writer_abort(b->inner);
+	if (b->fopen)
+		qtk_ofile_abort(&b->f);
+	for (size_t i = 0; i < b->nfiles; i++) {
+		if (b->files[i].path)
+			qtk_cleanup_unregister(b->files[i].path);
+		qtk_free(b->files[i].name);
+		qtk_free(b->files[i].path);
+	}
+	qtk_free(b->files);
+	bw_rmtmp(b);
+	ZSTD_freeCCtx(b->zc);
+	qtk_free(b->zbuf);
+	qtk_free(b);
+}
+
+static int bw_begin(qtk_writer *w)
+{
+	bw *b = qtk_calloc(1, sizeof *b);
+	if (!b)
+		return bw_oom(w);
+	w->priv = b;
+	b->w = w;
+	b->f.fd = -1;
+	size_t pl = strlen(w->path);
+	b->kind = pl > 8 && !qtk_strcasecmp(w->path + pl - 8, ".tar.zst") ? BK_TAR_ZST
+		  : pl > 4 && !qtk_strcasecmp(w->path + pl - 4, ".zip")    ? BK_ZIP
+									    : BK_TAR;
+	b->gguf = gguf_shaped(w->desc);
+	char *dir = qtk_path_dir(w->path);
+	const char *base = qtk_path_base(w->path);
+	size_t n = (dir ? strlen(dir) : 0) + strlen(base) + 32;
+	if (!dir || !(b->tmpdir = qtk_malloc(n))) {
+		qtk_free(dir);
+		return bw_oom(w);
+	}
+	snprintf(b->tmpdir, n, "%s/.%s.qtk-XXXXXX", dir, base);
+	qtk_free(dir);
+	if (!mkdtemp(b->tmpdir)) {
+		int rc = qtk_err_sys(w->err, w->path, "cannot create a temporary directory");
+		qtk_free(b->tmpdir);
+		b->tmpdir = NULL;
+		return rc;
+	}
+	char *ip = qtk_path_join(b->tmpdir, b->gguf ? "model.gguf" : "");
+	if (!ip)
+		return bw_oom(w);
+	qtk_write_opts o = w->opts;
+	o.outs = NULL;
+	qtk_err *err = w->err;
+	b->inner = qtk_writer_open(ip, b->gguf ? QTK_OUT_GGUF : QTK_OUT_HF, w->desc, &o, err);
+	qtk_free(ip);
+	return b->inner ? 0 : (err->code ? err->code : QTK_E_INTERNAL);
+}
+
+static int bw_put(qtk_writer *w, const void *buf, size_t n)
+{
+	bw *b = w->priv;
+	return qtk_writer_put(b->inner, buf, n);
+}
+
+static int cmp_bw_file(const void *x, const void *y)
+{
+	return strcmp(((const bw_file *)x)->name, ((const bw_file *)y)->name);
+}
+
+/* The files to pack: everything the inner writer left in the temporary
+ * directory, plus qtk-provenance.json from the kv when none was written. */
+static int bw_list(qtk_writer *w, bw *b)
+{
+	DIR *d = opendir(b->tmpdir);
+	if (!d)
+		return qtk_err_sys(w->err, b->tmpdir, "cannot read temporary directory");
+	struct dirent *e;
+	int rc = 0;
+	size_t cap = 0;
+	bool prov = false;
+	while ((e = readdir(d)) && !rc) {
+		if (e->d_name[0] == '.')
+			continue;
+		if (b->nfiles + 2 > cap) {
+			size_t nc = cap ? cap * 2 : 16;
+			bw_file *f = qtk_realloc(b->files, nc * sizeof *f);
+			if (!f) {
+				rc = bw_oom(w);
+				break;
+			}
+			b->files = f;
+			cap = nc;
+		}
+		bw_file *f = &b->files[b->nfiles];
+		memset(f, 0, sizeof *f);
+		f->name = qtk_strdup(e->d_name);
+		f->path = qtk_path_join(b->tmpdir, e->d_name);
+		if (!f->name || !f->path) {
+			qtk_free(f->name);
+			qtk_free(f->path);
+			rc = bw_oom(w);
+			break;
+		}
+		qtk_cleanup_register(f->path);
+		b->nfiles++;
+		prov |= !strcmp(e->d_name, "qtk-provenance.json");
+	}
+	closedir(d);
+	const qtk_kv *kv = qtk_kv_find(w->desc, "qtk.provenance");
+	if (!rc && !prov && kv && kv->val.type == QTK_V_STR) {
+		if (b->nfiles + 1 > cap) {
+			bw_file *f = qtk_realloc(b->files, (b->nfiles + 1) * sizeof *f);
+			if (!f)
+				return bw_oom(w);
+			b->files = f;
+		}
+		bw_file *f = &b->files[b->nfiles];
+		memset(f, 0, sizeof *f);
+		if (!(f->name = qtk_strdup("qtk-provenance.json")))
+			return bw_oom(w);
+		f->data = kv->val.v.str.s;
+		f->len = (size_t)kv->val.v.str.len;
+		b->nfiles++;
+	}
+	if (!rc)
+		qsort(b->files, b->nfiles, sizeof *b->files, cmp_bw_file);
+	return rc;
+}
+
+/* Bytes from libarchive: through zstd for .tar.zst, into the output file. */
+static int bw_emit(bw *b, const void *buf, size_t n, ZSTD_EndDirective end)
+{
+	if (b->kind != BK_TAR_ZST)
+		return qtk_ofile_write(&b->f, buf, n);
+	ZSTD_inBuffer in = {buf, n, 0};
+	for (;;) {
+		ZSTD_outBuffer o = {b->zbuf, b->zcap, 0};
+		size_t left = ZSTD_compressStream2(b->zc, &o, &in, end);
+		if (ZSTD_isError(left))
+			return qtk_err_set(b->w->err, QTK_E_INTERNAL, b->w->path, -1, NULL, "zstd: %s",
+					   ZSTD_getErrorName(left));
+		int rc = o.pos ? qtk_ofile_write(&b->f, b->zbuf, o.pos) : 0;
+		if (rc)
+			return rc;
+		if (end == ZSTD_e_continue ? in.pos == in.size : left == 0)
+			return 0;
+	}
+}
+
+static la_ssize_t bw_write_cb(struct archive *x, void *ctx, const void *buf, size_t n)
+{
+	(void)x;
+	bw *b = ctx;
+	if (b->cb_rc)
+		return -1;
+	int rc = bw_emit(b, buf, n, ZSTD_e_continue);
+	if (rc) {
+		b->cb_rc = rc;
+		return -1;
+	}
+	return (la_ssize_t)n;
+}
+
+static int la_fail(qtk_writer *w, bw *b, struct archive *x, const char *what)
+{
+	if (b->cb_rc)
+		return b->cb_rc;
+	const char *s = archive_error_string(x);
+	return qtk_err_set(w->err, QTK_E_IO, w->path, -1, NULL, "%s: %s", what, s ? s : "libarchive error");
+}
+
+/* One entry: header, then the bytes of the temporary (or the held data). */
+static int bw_entry(qtk_writer *w, bw *b, struct archive *x, const bw_file *f, int64_t mtime, uint8_t *buf,
+		    size_t bufsz)
+{
+	uint64_t size = f->len;
+	int fd = -1, rc = 0;
+	if (f->path && (fd = qtk_file_open(f->path, &size, w->err)) < 0)
+		return fd;
+	struct archive_entry *e = archive_entry_new();
+	if (!e) {
+		qtk_file_close(fd);
+		return bw_oom(w);
+	}
+	archive_entry_set_pathname(e, f->name);
+	archive_entry_set_filetype(e, AE_IFREG);
+	archive_entry_set_perm(e, 0644);
+	archive_entry_set_size(e, (la_int64_t)size);
+	archive_entry_set_mtime(e, (time_t)mtime, 0);
+	archive_entry_set_uid(e, 0);
+	archive_entry_set_gid(e, 0);
+	if (b->kind == BK_ZIP) {
+		bool weights = ends_with(f->name, ".gguf") || ends_with(f->name, ".safetensors");
+		if ((weights ? archive_write_zip_set_compression_store(x) : archive_write_zip_set_compression_deflate(x)) !=
+		    ARCHIVE_OK)
+			rc = la_fail(w, b, x, "zip compression");
+	}
+	if (!rc && archive_write_header(x, e) != ARCHIVE_OK)
+		rc = la_fail(w, b, x, "cannot write archive header");
+	archive_entry_free(e);
+	for (uint64_t off = 0; off < size && !rc;) {
+		size_t k = size - off < bufsz ? (size_t)(size - off) : bufsz;
+		const void *src = f->data + off;
+		if (f->path) {
+			if ((rc = qtk_pread_full(fd, f->path, buf, k, off, w->err)))
+				break;
+			src = buf;
+		}
+		if (archive_write_data(x, src, k) != (la_ssize_t)k)
+			rc = la_fail(w, b, x, "cannot write archive data");
+		off += k;
+	}
+	qtk_file_close(fd);
+	return rc;
+}
+
+/* mtime for every entry: SOURCE_DATE_EPOCH when set, else 0. */
+static int64_t bw_mtime(void)
+{
+	const char *e = getenv("SOURCE_DATE_EPOCH");
+	uint64_t v;
+	return e && qtk_parse_u64(e, &v) && v <= INT32_MAX ? (int64_t)v : 0;
+}
+
+static int bw_pack(qtk_writer *w, bw *b)
+{
+	int rc = qtk_ofile_open(&b->f, w->path, w->err);
+	if (rc)
+		return rc;
+	b->fopen = true;
+	b->f.outs = w->opts.outs;
+	if (b->kind == BK_TAR_ZST) {
+		b->zcap = ZSTD_CStreamOutSize();
+		b->zc = ZSTD_createCCtx();
+		b->zbuf = qtk_malloc(b->zcap);
+		if (!b->zc || !b->zbuf)
+			return bw_oom(w);
+		if (ZSTD_isError(ZSTD_CCtx_setParameter(b->zc, ZSTD_c_compressionLevel, 3)) ||
+		    ZSTD_isError(ZSTD_CCtx_setParameter(b->zc, ZSTD_c_checksumFlag, 1)))
+			return qtk_err_set(w->err, QTK_E_INTERNAL, w->path, -1, NULL, "cannot set up zstd");
+	}
+	struct archive *x = archive_write_new();
+	uint8_t *buf = qtk_malloc(1 << 20);
+	if (!x || !buf) {
+		qtk_free(buf);
+		archive_write_free(x);
+		return bw_oom(w);
+	}
+	int r = b->kind == BK_ZIP ? archive_write_set_format_zip(x) : archive_write_set_format_pax_restricted(x);
+	if (r != ARCHIVE_OK || (b->kind == BK_ZIP && archive_write_set_bytes_in_last_block(x, 1) != ARCHIVE_OK) ||
+	    archive_write_open(x, b, NULL, bw_write_cb, NULL) != ARCHIVE_OK)
+		rc = la_fail(w, b, x, "cannot start the archive");
+	int64_t mtime = bw_mtime();
+	for (size_t i = 0; i < b->nfiles && !rc; i++)
+		rc = bw_entry(w, b, x, &b->files[i], mtime, buf, 1 << 20);
+	if (!rc && archive_write_close(x) != ARCHIVE_OK)
+		rc = la_fail(w, b, x, "cannot finish the archive");
+	archive_write_free(x);
+	qtk_free(buf);
+	if (!rc && b->kind == BK_TAR_ZST)
+		rc = bw_emit(b, NULL, 0, ZSTD_e_end);
+	if (!rc)
+		rc = qtk_ofile_commit(&b->f);
+	if (!rc)
+		b->fopen = false;
+	return rc;
+}
+
+static int bw_finish(qtk_writer *w)
+{
+	bw *b = w->priv;
+	qtk_writer *in = b->inner;
+	b->inner = NULL;
+	int rc = qtk_writer_finish(in);
+	if (!rc)
+		rc = bw_list(w, b);
+	if (!rc)
+		rc = bw_pack(w, b);
+	if (!rc) {
+		bw_free(b);
+		w->priv = NULL;
+	}
+	return rc;
+}
+
+static void bw_abort(qtk_writer *w)
+{
+	bw_free(w->priv);
+	w->priv = NULL;
+}
+
+const qtk_writer_ops qtk_archive_writer = {
+	.begin = bw_begin,
+	.put = bw_put,
+	.finish = bw_finish,
+	.abort = bw_abort,
+};

@@ -1,0 +1,804 @@
+/* digest.c - container-independent content digests of tensors (two tiers, see digest.h). */
+#include "digest.h"
+#include "decode.h"
+#include "dequant.h"
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "digest.c hashes F32 values in host order: little-endian hosts only"
+#endif
+
+static const char TAG_ENC[] = "qtk-tensor-v1/encoded";
+static const char TAG_DEC[] = "qtk-tensor-v1/decoded";
+static const char TAG_RAW[] = "qtk-tensor-v1/decoded-raw";
+static const char TAG_ROOT_ENC[] = "qtk-root-v1/encoded";
+static const char TAG_ROOT_DEC[] = "qtk-root-v1/decoded";
+
+#define CHUNK_VALUES (1u << 20)       /* values decoded at a time (4 MiB of F32) */
+#define READ_BYTES (4u << 20)         /* bytes read at a time */
+#define MAX_UNIT_VALUES (1ull << 28)  /* one head group of a permuted tensor */
+
+/* ---- canonical names -------------------------------------------------------- */
+
+typedef struct name_pair { const char *gguf, *hf; } name_pair;
+
+static const name_pair top_names[] = {
+	{"token_embd", "model.embed_tokens"},
+	{"output_norm", "model.norm"},
+	{"output", "lm_head"},
+};
+/* within blk.N. -> model.layers.N. ; index 0 and 1 are Q and K */
+static const name_pair block_names[] = {
+	{"attn_q", "self_attn.q_proj"},
+	{"attn_k", "self_attn.k_proj"},
+	{"attn_v", "self_attn.v_proj"},
+	{"attn_output", "self_attn.o_proj"},
+	{"ffn_gate", "mlp.gate_proj"},
+	{"ffn_up", "mlp.up_proj"},
+	{"ffn_down", "mlp.down_proj"},
+	{"attn_norm", "input_layernorm"},
+	{"ffn_norm", "post_attention_layernorm"},
+};
+
+static int put_name(char *buf, size_t n, const char *a, size_t alen, const char *b)
+{
+	int k = snprintf(buf, n, "%.*s%s", (int)alen, a, b);
+	return k < 0 || (size_t)k >= n ? QTK_E_DATA : 0;
+}
+
+int qtk_canon_name(const char *name, char *buf, size_t n, int *qk)
+{
+	*qk = 0;
+	size_t len = strlen(name), stem = 0;
+	const char *sfx = NULL;
+	static const char *const sfxs[] = {".weight", ".bias"};
+	for (size_t i = 0; i < 2 && !sfx; i++) {
+		size_t l = strlen(sfxs[i]);
+		if (len > l && !strcmp(name + len - l, sfxs[i])) {
+			sfx = sfxs[i];
+			stem = len - l;
+		}
+	}
+	if (sfx) {
+		for (size_t i = 0; i < sizeof top_names / sizeof *top_names; i++)
+			if (strlen(top_names[i].gguf) == stem && !strncmp(name, top_names[i].gguf, stem)) {
+				char tmp[64];
+				snprintf(tmp, sizeof tmp, "%s%s", top_names[i].hf, sfx);
+				return put_name(buf, n, tmp, strlen(tmp), "") ? QTK_E_DATA : 1;
+			}
+		if (!strncmp(name, "blk.", 4)) {
+			size_t d = 4;
+			while (name[d] >= '0' && name[d] <= '9' && d < 4 + 9)
+				d++;
+			bool ok = d > 4 && name[d] == '.' && !(d > 5 && name[4] == '0');
+			const char *rest = name + d + 1;
+			for (size_t i = 0; ok && i < sizeof block_names / sizeof *block_names; i++) {
+				size_t rl = strlen(block_names[i].gguf);
+				if ((size_t)(rest - name) + rl != stem || strncmp(rest, block_names[i].gguf, rl))
+					continue;
+				char tmp[256];
+				snprintf(tmp, sizeof tmp, "model.layers.%.*s.%s%s", (int)(d - 4), name + 4, block_names[i].hf,
+					 sfx);
+				*qk = i == 0 ? 'q' : i == 1 ? 'k' : 0;
+				return put_name(buf, n, tmp, strlen(tmp), "") ? QTK_E_DATA : 1;
+			}
+		}
+	}
+	return put_name(buf, n, name, len, "");
+}
+
+/* ---- Q/K heads --------------------------------------------------------------- */
+
+/* An integer metadata value, or a decimal string (safetensors __metadata__). */
+static bool kv_int(const qtk_kv *kv, uint64_t *out)
+{
+	const qtk_value *v = &kv->val;
+	switch (v->type) {
+	case QTK_V_U8: case QTK_V_U16: case QTK_V_U32: case QTK_V_U64:
+		*out = v->v.u;
+		return true;
+	case QTK_V_I8: case QTK_V_I16: case QTK_V_I32: case QTK_V_I64:
+		if (v->v.i < 0)
+			return false;
+		*out = (uint64_t)v->v.i;
+		return true;
+	case QTK_V_STR:
+		return v->v.str.len == strlen(v->v.str.s) && qtk_parse_u64(v->v.str.s, out);
+	default:
+		return false;
+	}
+}
+
+int qtk_digest_qk_heads(const qtk_model *m, const qtk_tensor *t, int *heads, qtk_err *err)
+{
+	*heads = 0;
+	char canon[QTK_CAP_NAME + 64];
+	int qk = 0;
+	if (qtk_canon_name(t->name, canon, sizeof canon, &qk) < 0 || !qk)
+		return 0;
+	const qtk_kv *arch = qtk_kv_find(m, "general.architecture");
+	if (!arch || arch->val.type != QTK_V_STR || strcmp(arch->val.v.str.s, "llama"))
+		return 0; /* llama.cpp permutes Q/K for the llama architecture only */
+	const qtk_kv *hq = qtk_kv_find(m, "llama.attention.head_count");
+	const qtk_kv *hk = qtk_kv_find(m, "llama.attention.head_count_kv");
+	uint64_t nq = 0, nk = 0;
+	if (!hq || !kv_int(hq, &nq) || nq < 1 || nq > 65536)
+		return qtk_err_set(err, QTK_E_DATA, m->path, -1, "llama.attention.head_count",
+				   "missing or not a head count: cannot undo the Q/K row permutation of '%s'", t->name);
+	if (!hk)
+		nk = nq;
+	else if (!kv_int(hk, &nk) || nk < 1 || nk > 65536)
+		return qtk_err_set(err, QTK_E_DATA, m->path, -1, "llama.attention.head_count_kv",
+				   "not a head count: cannot undo the Q/K row permutation of '%s'", t->name);
+	uint64_t h = qk == 'q' ? nq : nk, rows = t->ndim >= 1 ? t->shape[0] : 0;
+	if (!rows || rows % (2 * h))
+		return qtk_err_set(err, QTK_E_DATA, m->path, -1, t->name,
+				   "%llu rows cannot be split into %llu heads of even size",
+				   (unsigned long long)rows, (unsigned long long)h);
+	*heads = (int)h;
+	return 0;
+}
+
+/* ---- encoding ids --------------------------------------------------------------- */
+
+void qtk_digest_enc_id(const qtk_layout *l, char *buf, size_t n)
+{
+	switch (l->kind) {
+	case QTK_LAYOUT_AWQ:
+		snprintf(buf, n, "awq:b%u:g%u:%s", l->bits, l->group_size, l->sym ? "sym" : "asym");
+		return;
+	case QTK_LAYOUT_GPTQ:
+		snprintf(buf, n, "gptq-v%d:b%u:g%u:%s%s", l->gptq_version == 2 ? 2 : 1, l->bits, l->group_size,
+			 l->sym ? "sym" : "asym", l->act_order ? ":act" : "");
+		return;
+	case QTK_LAYOUT_PLAIN:
+		break;
+	}
+	qtk_layout_id(l, buf, n);
+}
+
+/* ---- streaming leaf hasher ------------------------------------------------------ */
+
+struct qtk_thash {
+	qtk_tensor t;           /* copy of the description (name not used) */
+	char *canon, *stored;
+	char enc_id[64];
+	int qk_heads;
+	qtk_dec_kind dk;
+	bool want_dec;          /* false: encoded tier only */
+	qtk_err *err;
+	EVP_MD_CTX *enc, *dec;
+	int part;               /* current part */
+	bool hdr_done;          /* its header has been hashed */
+	uint64_t part_left;     /* bytes of it still expected */
+	uint64_t total;
+	/* plain values */
+	uint32_t blck, bpb;     /* elements and bytes per block */
+	uint64_t unit;          /* chunk alignment in elements */
+	uint8_t *chunk;
+	size_t chunk_cap, chunk_len;
+	float *vals, *perm;
+	/* AWQ/GPTQ: whole parts */
+	uint8_t *pbuf[QTK_MAX_PARTS];
+};
+
+static int oom(qtk_err *err, const char *subject)
+{
+	return qtk_err_set(err, QTK_E_IO, NULL, -1, subject, "out of memory");
+}
+
+static int md_put(qtk_thash *h, EVP_MD_CTX *md, const void *p, size_t n)
+{
+	if (n && EVP_DigestUpdate(md, p, n) != 1)
+		return qtk_err_set(h->err, QTK_E_INTERNAL, NULL, -1, h->stored, "SHA-256 update failed");
+	return 0;
+}
+
+static int md_u32(qtk_thash *h, EVP_MD_CTX *md, uint32_t v)
+{
+	uint8_t b[4];
+	qtk_wr32(b, v);
+	return md_put(h, md, b, 4);
+}
+
+static int md_u64(qtk_thash *h, EVP_MD_CTX *md, uint64_t v)
+{
+	uint8_t b[8];
+	qtk_wr64(b, v);
+	return md_put(h, md, b, 8);
+}
+
+static int md_str(qtk_thash *h, EVP_MD_CTX *md, const char *s)
+{
+	size_t n = strlen(s);
+	int rc = md_u32(h, md, (uint32_t)n);
+	return rc ? rc : md_put(h, md, s, n);
+}
+
+static int md_tag(qtk_thash *h, EVP_MD_CTX *md, const char *tag)
+{
+	return md_put(h, md, tag, strlen(tag) + 1); /* with its NUL */
+}
+
+static int md_shape(qtk_thash *h, EVP_MD_CTX *md)
+{
+	int rc = md_u32(h, md, (uint32_t)h->t.ndim);
+	for (int i = 0; i < h->t.ndim && !rc; i++)
+		rc = md_u64(h, md, h->t.shape[i]);
+	return rc;
+}
+
+/* Whether the layout's values are hashed as F32 (exact decoding exists). */
+static qtk_dec_kind dec_kind_of(const qtk_tensor *t)
+{
+	if (t->layout.kind != QTK_LAYOUT_PLAIN)
+		return QTK_DEC_VALUES;
+	unsigned ty = t->layout.type;
+	if (ty >= QTK_GGML_MAX || !qtk_dequant_ggml_supported(ty))
+		return QTK_DEC_RAW;
+	if (ty == QTK_T_I8 || ty == QTK_T_I16 || ty == QTK_T_I32 || ty == QTK_T_I64 || ty == QTK_T_F64)
+		return QTK_DEC_RAW;
+	return QTK_DEC_VALUES;
+}
+
+int qtk_digest_leaf_meta(const qtk_model *m, const qtk_tensor *t, qtk_leaf *l, qtk_err *err)
+{
+	char canon[QTK_CAP_NAME + 64];
+	int qk, heads = 0;
+	memset(l, 0, sizeof *l);
+	if (qtk_canon_name(t->name, canon, sizeof canon, &qk) < 0)
+		return qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "name too long");
+	int rc = qtk_digest_qk_heads(m, t, &heads, err);
+	if (rc)
+		return rc;
+	if (!(l->name = qtk_strdup(canon)) || !(l->stored = qtk_strdup(t->name)))
+		return oom(err, t->name);
+	qtk_digest_enc_id(&t->layout, l->enc_id, sizeof l->enc_id);
+	l->ndim = t->ndim;
+	memcpy(l->shape, t->shape, sizeof l->shape);
+	l->n_bytes = t->n_bytes;
+	l->dec_kind = dec_kind_of(t);
+	l->qk_heads = l->dec_kind == QTK_DEC_VALUES ? heads : 0;
+	return 0;
+}
+
+void qtk_thash_free(qtk_thash *h)
+{
+	if (!h)
+		return;
+	EVP_MD_CTX_free(h->enc);
+	EVP_MD_CTX_free(h->dec);
+	qtk_free(h->canon);
+	qtk_free(h->stored);
+	qtk_free(h->chunk);
+	qtk_free(h->vals);
+	qtk_free(h->perm);
+	for (int i = 0; i < QTK_MAX_PARTS; i++)
+		qtk_free(h->pbuf[i]);
+	qtk_free(h);
+}
+
+/* Hash headers of parts until one expects bytes (or none is left). */
+static int advance(qtk_thash *h)
+{
+	while (h->part < h->t.nparts) {
+		if (!h->hdr_done) {
+			const qtk_part *p = &h->t.parts[h->part];
+			const qtk_type_info *ti = qtk_type(p->type);
+			int rc = md_str(h, h->enc, p->role);
+			rc = rc ? rc : md_str(h, h->enc, ti ? ti->name : "unknown");
+			rc = rc ? rc : md_u64(h, h->enc, p->nbytes);
+			if (rc)
+				return rc;
+			h->hdr_done = true;
+			h->part_left = p->nbytes;
+		}
+		if (h->part_left)
+			return 0;
+		h->part++;
+		h->hdr_done = false;
+	}
+	return 0;
+}
+
+/* Plain tensors: block geometry and the chunk size (whole head groups when permuting). */
+static int plain_setup(qtk_thash *h)
+{
+	const qtk_type_info *ti = qtk_type(h->t.layout.type);
+	if (!ti || ti->subbyte || h->t.nparts != 1)
+		return qtk_err_set(h->err, QTK_E_DATA, NULL, -1, h->stored, "layout cannot be decoded");
+	h->blck = ti->blck;
+	h->bpb = ti->bytes;
+	uint64_t np = h->t.n_params, unit = h->blck;
+	if (np % h->blck)
+		return qtk_err_set(h->err, QTK_E_DATA, NULL, -1, h->stored, "%llu values are not whole blocks of %u",
+				   (unsigned long long)np, h->blck);
+	if (h->qk_heads > 0) {
+		uint64_t rows = h->t.ndim >= 1 ? h->t.shape[0] : 0;
+		if (!rows || rows % (2 * (uint64_t)h->qk_heads) || np % rows)
+			return qtk_err_set(h->err, QTK_E_DATA, NULL, -1, h->stored, "rows do not split into %d heads",
+					   h->qk_heads);
+		unit = rows / (uint64_t)h->qk_heads * (np / rows); /* one head: its rows, all columns */
+		if (unit > MAX_UNIT_VALUES || unit % h->blck)
+			return qtk_err_set(h->err, QTK_E_DATA, NULL, -1, h->stored,
+					   "head of %llu values cannot be un-permuted", (unsigned long long)unit);
+	}
+	h->unit = unit;
+	uint64_t vals = CHUNK_VALUES > unit ? CHUNK_VALUES / unit * unit : unit;
+	if (vals > np)
+		vals = np ? np : h->blck;
+	h->chunk_cap = (size_t)(vals / h->blck * h->bpb);
+	h->chunk = qtk_malloc(h->chunk_cap ? h->chunk_cap : 1);
+	h->vals = qtk_malloc((size_t)vals * sizeof(float));
+	if (h->qk_heads > 0)
+		h->perm = qtk_malloc((size_t)vals * sizeof(float));
+	if (!h->chunk || !h->vals || (h->qk_heads > 0 && !h->perm))
+		return oom(h->err, h->stored);
+	return 0;
+}
+
+static int thash_new(const qtk_tensor *t, int qk_heads, bool want_dec, qtk_thash **out, qtk_err *err)
+{
+	*out = NULL;
+	qtk_thash *h = qtk_calloc(1, sizeof *h);
+	char canon[QTK_CAP_NAME + 64];
+	int qk;
+	if (!h)
+		return oom(err, t->name);
+	h->err = err;
+	h->t = *t;
+	h->t.name = NULL;
+	h->qk_heads = qk_heads;
+	if (qtk_canon_name(t->name, canon, sizeof canon, &qk) < 0) {
+		qtk_thash_free(h);
+		return qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "name too long");
+	}
+	h->canon = qtk_strdup(canon);
+	h->stored = qtk_strdup(t->name);
+	h->enc = EVP_MD_CTX_new();
+	h->dec = EVP_MD_CTX_new();
+	int rc = 0;
+	if (!h->canon || !h->stored || !h->enc || !h->dec)
+		rc = oom(err, t->name);
+	if (!rc && (t->ndim < 0 || t->ndim > QTK_MAX_DIMS || t->nparts < 0 || t->nparts > QTK_MAX_PARTS))
+		rc = qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "bad tensor description");
+	if (!rc && (EVP_DigestInit_ex(h->enc, EVP_sha256(), NULL) != 1 ||
+		    EVP_DigestInit_ex(h->dec, EVP_sha256(), NULL) != 1))
+		rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "cannot initialise SHA-256");
+	qtk_digest_enc_id(&t->layout, h->enc_id, sizeof h->enc_id);
+	h->dk = dec_kind_of(t);
+	h->want_dec = want_dec;
+	if (!rc)
+		rc = md_tag(h, h->enc, TAG_ENC);
+	rc = rc ? rc : md_str(h, h->enc, h->canon);
+	rc = rc ? rc : md_str(h, h->enc, h->enc_id);
+	rc = rc ? rc : md_shape(h, h->enc);
+	rc = rc ? rc : md_u32(h, h->enc, (uint32_t)t->nparts);
+	rc = rc ? rc : advance(h);
+	if (!rc && h->dk == QTK_DEC_VALUES && want_dec) {
+		rc = md_tag(h, h->dec, TAG_DEC);
+		rc = rc ? rc : md_str(h, h->dec, h->canon);
+		rc = rc ? rc : md_shape(h, h->dec);
+		rc = rc ? rc : md_u64(h, h->dec, t->n_params);
+		if (!rc && t->layout.kind == QTK_LAYOUT_PLAIN) {
+			rc = plain_setup(h);
+		} else if (!rc) {
+			if (t->nparts < 3 || t->ndim != 2 || t->shape[0] > UINT32_MAX || t->shape[1] > UINT32_MAX)
+				rc = qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "bad quantized layer description");
+			for (int i = 0; i < t->nparts && !rc; i++)
+				if (t->parts[i].nbytes > SIZE_MAX / 2 ||
+				    !(h->pbuf[i] = qtk_malloc(t->parts[i].nbytes ? (size_t)t->parts[i].nbytes : 1)))
+					rc = oom(err, t->name);
+		}
+	}
+	if (rc) {
+		qtk_thash_free(h);
+		return rc;
+	}
+	*out = h;
+	return 0;
+}
+
+int qtk_thash_new(const qtk_tensor *t, int qk_heads, qtk_thash **out, qtk_err *err)
+{
+	return thash_new(t, qk_heads, true, out, err);
+}
+
+/* Un-permute whole heads in place order: HF row (h, j, i) <- GGUF row (h, 2i + j). */
+static void unpermute(const float *src, float *dst, uint64_t nvals, uint64_t unit, uint64_t row)
+{
+	uint64_t hd = unit / row, half = hd / 2;
+	for (uint64_t base = 0; base < nvals; base += unit)
+		for (uint64_t j = 0; j < 2; j++)
+			for (uint64_t i = 0; i < half; i++)
+				memcpy(dst + base + (j * half + i) * row, src + base + (2 * i + j) * row,
+				       (size_t)row * sizeof *dst);
+}
+
+static int flush_chunk(qtk_thash *h)
+{
+	if (!h->chunk_len)
+		return 0;
+	uint64_t nb = h->chunk_len / h->bpb, nv = nb * h->blck;
+	if (h->chunk_len % h->bpb || nv % h->unit)
+		return qtk_err_set(h->err, QTK_E_DATA, NULL, -1, h->stored, "data ends inside a block");
+	if (qtk_dequant_ggml(h->t.layout.type, h->chunk, h->vals, nv) != 0)
+		return qtk_err_set(h->err, QTK_E_DATA, NULL, -1, h->stored, "cannot decode this type");
+	const float *v = h->vals;
+	if (h->qk_heads > 0) {
+		uint64_t rows = h->t.shape[0], row = h->t.n_params / rows;
+		unpermute(h->vals, h->perm, nv, h->unit, row);
+		v = h->perm;
+	}
+	h->chunk_len = 0;
+	return md_put(h, h->dec, v, (size_t)nv * sizeof(float));
+}
+
+int qtk_thash_put(qtk_thash *h, const void *bytes, size_t n)
+{
+	const uint8_t *p = bytes;
+	while (n) {
+		if (h->part >= h->t.nparts)
+			return qtk_err_set(h->err, QTK_E_DATA, NULL, -1, h->stored, "more data than described");
+		size_t k = n < h->part_left ? n : (size_t)h->part_left;
+		int rc = md_put(h, h->enc, p, k);
+		if (rc)
+			return rc;
+		if (!h->want_dec) {
+		} else if (h->dk == QTK_DEC_VALUES && h->t.layout.kind == QTK_LAYOUT_PLAIN) {
+			size_t done = 0;
+			while (done < k && !rc) {
+				size_t c = h->chunk_cap - h->chunk_len;
+				if (c > k - done)
+					c = k - done;
+				memcpy(h->chunk + h->chunk_len, p + done, c);
+				h->chunk_len += c;
+				done += c;
+				if (h->chunk_len == h->chunk_cap)
+					rc = flush_chunk(h);
+			}
+		} else if (h->dk == QTK_DEC_VALUES) {
+			uint64_t at = h->t.parts[h->part].nbytes - h->part_left;
+			memcpy(h->pbuf[h->part] + at, p, k);
+		}
+		if (rc)
+			return rc;
+		p += k;
+		n -= k;
+		h->part_left -= k;
+		h->total += k;
+		if (!h->part_left && (rc = advance(h)))
+			return rc;
+	}
+	return 0;
+}
+
+static int quant_values(qtk_thash *h)
+{
+	const qtk_tensor *t = &h->t;
+	if (t->n_params > SIZE_MAX / sizeof(float))
+		return oom(h->err, h->stored);
+	h->vals = qtk_malloc(t->n_params ? (size_t)t->n_params * sizeof(float) : 1);
+	if (!h->vals)
+		return oom(h->err, h->stored);
+	uint32_t out = (uint32_t)t->shape[0], in = (uint32_t)t->shape[1], g = t->layout.group_size;
+	int r;
+	if (t->layout.kind == QTK_LAYOUT_AWQ)
+		r = qtk_dequant_awq((const int32_t *)(void *)h->pbuf[0], (const int32_t *)(void *)h->pbuf[1],
+				    (const uint16_t *)(void *)h->pbuf[2], in, out, g, h->vals);
+	else
+		r = qtk_dequant_gptq((const int32_t *)(void *)h->pbuf[0], (const int32_t *)(void *)h->pbuf[1],
+				     (const uint16_t *)(void *)h->pbuf[2],
+				     t->nparts > 3 ? (const int32_t *)(void *)h->pbuf[3] : NULL, in, out, g,
+				     (uint32_t)t->parts[2].shape[0], t->layout.bits, t->layout.gptq_version, h->vals);
+	if (r)
+		return qtk_err_set(h->err, QTK_E_DATA, NULL, -1, h->stored, "inconsistent quantized components");
+	const float *v = h->vals;
+	if (h->qk_heads > 0) {
+		uint64_t unit = (uint64_t)out / (uint64_t)h->qk_heads * in;
+		if (!(h->perm = qtk_malloc((size_t)t->n_params * sizeof(float))))
+			return oom(h->err, h->stored);
+		unpermute(h->vals, h->perm, t->n_params, unit, in);
+		v = h->perm;
+	}
+	return md_put(h, h->dec, v, (size_t)t->n_params * sizeof(float));
+}
+
+int qtk_thash_end(qtk_thash *h, qtk_leaf *leaf)
+{
+	int rc = advance(h);
+	if (!rc && h->part < h->t.nparts)
+		rc = qtk_err_set(h->err, QTK_E_DATA, NULL, -1, h->stored, "tensor data missing: %llu bytes short",
+				 (unsigned long long)h->part_left);
+	if (!rc && h->dk == QTK_DEC_VALUES && h->want_dec)
+		rc = h->t.layout.kind == QTK_LAYOUT_PLAIN ? flush_chunk(h) : quant_values(h);
+	unsigned len = 0;
+	memset(leaf, 0, sizeof *leaf);
+	if (!rc && (EVP_DigestFinal_ex(h->enc, leaf->enc, &len) != 1 || len != 32))
+		rc = qtk_err_set(h->err, QTK_E_INTERNAL, NULL, -1, h->stored, "SHA-256 failed");
+	if (!rc && h->dk == QTK_DEC_RAW) {
+		rc = md_tag(h, h->dec, TAG_RAW);
+		rc = rc ? rc : md_put(h, h->dec, leaf->enc, 32);
+	}
+	if (!rc && (h->want_dec || h->dk == QTK_DEC_RAW) &&
+	    (EVP_DigestFinal_ex(h->dec, leaf->dec, &len) != 1 || len != 32))
+		rc = qtk_err_set(h->err, QTK_E_INTERNAL, NULL, -1, h->stored, "SHA-256 failed");
+	if (!rc) {
+		leaf->name = h->canon;
+		leaf->stored = h->stored;
+		h->canon = h->stored = NULL;
+		memcpy(leaf->enc_id, h->enc_id, sizeof leaf->enc_id);
+		leaf->ndim = h->t.ndim;
+		memcpy(leaf->shape, h->t.shape, sizeof leaf->shape);
+		leaf->n_bytes = h->total;
+		leaf->has_enc = true;
+		leaf->dec_kind = h->dk;
+		leaf->has_dec = h->want_dec || h->dk == QTK_DEC_RAW;
+		leaf->qk_heads = h->dk == QTK_DEC_VALUES ? h->qk_heads : 0;
+	}
+	qtk_thash_free(h);
+	return rc;
+}
+
+/* ---- leaves, roots ------------------------------------------------------------------ */
+
+void qtk_digests_free(qtk_digests *d)
+{
+	if (!d)
+		return;
+	for (size_t i = 0; i < d->n && d->leaf; i++) {
+		qtk_free(d->leaf[i].name);
+		qtk_free(d->leaf[i].stored);
+	}
+	qtk_free(d->leaf);
+	memset(d, 0, sizeof *d);
+}
+
+static int leaf_cmp(const void *a, const void *b)
+{
+	const qtk_leaf *x = a, *y = b;
+	return strcmp(x->name ? x->name : "", y->name ? y->name : "");
+}
+
+static int root_of(const qtk_digests *d, const char *tag, bool dec, uint8_t out[32])
+{
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	uint8_t cnt[8];
+	unsigned len = 0;
+	qtk_wr64(cnt, d->n);
+	int ok = md && EVP_DigestInit_ex(md, EVP_sha256(), NULL) == 1 &&
+		 EVP_DigestUpdate(md, tag, strlen(tag) + 1) == 1 && EVP_DigestUpdate(md, cnt, 8) == 1;
+	for (size_t i = 0; i < d->n && ok; i++)
+		ok = EVP_DigestUpdate(md, dec ? d->leaf[i].dec : d->leaf[i].enc, 32) == 1;
+	ok = ok && EVP_DigestFinal_ex(md, out, &len) == 1 && len == 32;
+	EVP_MD_CTX_free(md);
+	return ok ? 0 : -1;
+}
+
+int qtk_digests_finish(qtk_digests *d, qtk_err *err)
+{
+	if (d->n)
+		qsort(d->leaf, d->n, sizeof *d->leaf, leaf_cmp);
+	d->bytes = 0;
+	d->n_permuted = 0;
+	d->complete = true;
+	for (size_t i = 0; i < d->n; i++) {
+		if (!d->leaf[i].name)
+			return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, NULL, "leaf %zu not computed", i);
+		if (i && !strcmp(d->leaf[i].name, d->leaf[i - 1].name))
+			return qtk_err_set(err, QTK_E_DATA, NULL, -1, d->leaf[i].name,
+					   "two tensors have this canonical name ('%s' and '%s')", d->leaf[i - 1].stored,
+					   d->leaf[i].stored);
+		d->bytes += d->leaf[i].n_bytes;
+		d->complete = d->complete && d->leaf[i].has_enc && d->leaf[i].has_dec;
+		d->n_permuted += d->leaf[i].qk_heads > 0;
+	}
+	if (root_of(d, TAG_ROOT_ENC, false, d->enc_root) || root_of(d, TAG_ROOT_DEC, true, d->dec_root))
+		return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, NULL, "SHA-256 failed");
+	return 0;
+}
+
+const qtk_leaf *qtk_digests_find(const qtk_digests *d, const char *canon)
+{
+	size_t lo = 0, hi = d->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(d->leaf[mid].name, canon);
+		if (!c)
+			return &d->leaf[mid];
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return NULL;
+}
+
+/* ---- whole models ---------------------------------------------------------------------- */
+
+typedef struct djob {
+	qtk_model *m;
+	const qtk_digest_opts *o;
+	qtk_digests *d;
+	size_t *order;           /* tensors, largest first */
+	pthread_mutex_t mu;      /* reads, errors, progress */
+	size_t fail_at;          /* lowest failing tensor index, SIZE_MAX when none */
+	qtk_err err;
+	uint64_t done, total;
+} djob;
+
+static void note_fail(djob *j, size_t i, const qtk_err *e)
+{
+	pthread_mutex_lock(&j->mu);
+	if (i < j->fail_at) {
+		j->fail_at = i;
+		j->err = *e;
+	}
+	pthread_mutex_unlock(&j->mu);
+}
+
+static int read_chunk(djob *j, const qtk_tensor *t, int p, uint64_t off, uint8_t *buf, size_t k, qtk_err *e)
+{
+	pthread_mutex_lock(&j->mu);
+	qtk_err_clear(&j->m->err);
+	int rc = qtk_read_part(j->m, t, p, off, buf, k);
+	if (rc)
+		*e = j->m->err;
+	if (!rc) {
+		j->done += k;
+		if (j->o && j->o->progress)
+			j->o->progress(j->o->progress_ctx, j->done, j->total);
+	}
+	pthread_mutex_unlock(&j->mu);
+	return rc;
+}
+
+static void digest_one(void *ctx, size_t k)
+{
+	djob *j = ctx;
+	size_t i = j->order[k];
+	pthread_mutex_lock(&j->mu);
+	bool skip = i > j->fail_at;
+	pthread_mutex_unlock(&j->mu);
+	if (skip)
+		return;
+	if (j->o && j->o->select && !j->o->select[i]) {
+		qtk_err e0;
+		qtk_err_clear(&e0);
+		if (qtk_digest_leaf_meta(j->m, &j->m->tensors[i], &j->d->leaf[i], &e0))
+			note_fail(j, i, &e0);
+		return;
+	}
+	qtk_err e;
+	qtk_err_clear(&e);
+	const qtk_tensor *t = &j->m->tensors[i];
+	int heads = 0;
+	qtk_thash *h = NULL;
+	uint8_t *buf = NULL;
+	int rc = qtk_digest_qk_heads(j->m, t, &heads, &e);
+	rc = rc ? rc : thash_new(t, heads, !(j->o && j->o->enc_only), &h, &e);
+	if (!rc && !(buf = qtk_malloc(READ_BYTES)))
+		rc = oom(&e, t->name);
+	for (int p = 0; p < t->nparts && !rc; p++)
+		for (uint64_t off = 0; off < t->parts[p].nbytes && !rc; off += READ_BYTES) {
+			uint64_t left = t->parts[p].nbytes - off;
+			size_t n = left < READ_BYTES ? (size_t)left : READ_BYTES;
+			rc = read_chunk(j, t, p, off, buf, n, &e);
+			rc = rc ? rc : qtk_thash_put(h, buf, n);
+		}
+	if (!rc) {
+		rc = qtk_thash_end(h, &j->d->leaf[i]);
+		h = NULL;
+	}
+	qtk_thash_free(h);
+	qtk_free(buf);
+	if (rc) {
+		if (!e.subject[0])
+			snprintf(e.subject, sizeof e.subject, "%s", t->name);
+		if (!e.code)
+			e.code = rc;
+		note_fail(j, i, &e);
+	}
+}
+
+static const qtk_tensor *g_sort_tensors; /* only during qsort below, under no concurrency */
+
+static int by_size_desc(const void *a, const void *b)
+{
+	uint64_t x = g_sort_tensors[*(const size_t *)a].n_bytes, y = g_sort_tensors[*(const size_t *)b].n_bytes;
+	if (x != y)
+		return x < y ? 1 : -1;
+	size_t i = *(const size_t *)a, k = *(const size_t *)b;
+	return i < k ? -1 : i > k;
+}
+
+int qtk_digest_model(qtk_model *m, const qtk_digest_opts *o, qtk_digests *out, qtk_err *err)
+{
+	memset(out, 0, sizeof *out);
+	size_t n = m->ntensors;
+	out->leaf = qtk_calloc(n ? n : 1, sizeof *out->leaf);
+	size_t *order = qtk_calloc(n ? n : 1, sizeof *order);
+	if (!out->leaf || !order) {
+		qtk_free(out->leaf);
+		qtk_free(order);
+		out->leaf = NULL;
+		return oom(err, NULL);
+	}
+	out->n = n;
+	djob j;
+	memset(&j, 0, sizeof j);
+	j.m = m;
+	j.o = o;
+	j.d = out;
+	j.order = order;
+	j.fail_at = SIZE_MAX;
+	pthread_mutex_init(&j.mu, NULL);
+	for (size_t i = 0; i < n; i++) {
+		order[i] = i;
+		if (!o || !o->select || o->select[i])
+			j.total += m->tensors[i].n_bytes;
+	}
+	/* largest first: the pool hands out jobs in order, so this balances the threads */
+	static pthread_mutex_t sort_mu = PTHREAD_MUTEX_INITIALIZER;
+	pthread_mutex_lock(&sort_mu);
+	g_sort_tensors = m->tensors;
+	if (n)
+		qsort(order, n, sizeof *order, by_size_desc);
+	g_sort_tensors = NULL;
+	pthread_mutex_unlock(&sort_mu);
+	int threads = o && o->threads > 0 ? o->threads : qtk_cpu_count();
+	qtk_parallel_for(threads, n, digest_one, &j);
+	pthread_mutex_destroy(&j.mu);
+	qtk_free(order);
+	int rc = 0;
+	if (j.fail_at != SIZE_MAX) {
+		*err = j.err;
+		if (!err->file[0] && m->path)
+			snprintf(err->file, sizeof err->file, "%s", m->path);
+		rc = j.err.code ? j.err.code : QTK_E_INTERNAL;
+	}
+	if (!rc)
+		rc = qtk_digests_finish(out, err);
+	if (rc)
+		qtk_digests_free(out);
+	return rc;
+}
+
+int qtk_tensor_values(qtk_model *m, const qtk_tensor *t, float **out, qtk_err *err)
+{
+	*out = NULL;
+	int heads = 0;
+	int rc = qtk_digest_qk_heads(m, t, &heads, err);
+	if (rc)
+		return rc;
+	if (dec_kind_of(t) != QTK_DEC_VALUES)
+		return qtk_err_set(err, QTK_E_DATA, m->path, -1, t->name, "layout has no exact F32 decoding");
+	if (t->n_params > SIZE_MAX / sizeof(float) / 2)
+		return oom(err, t->name);
+	size_t n = (size_t)t->n_params;
+	float *v = qtk_malloc(n ? n * sizeof *v : 1);
+	if (!v)
+		return oom(err, t->name);
+	qtk_err_clear(&m->err);
+	if (n && qtk_decode_tensor(m, t, v)) {
+		*err = m->err;
+		qtk_free(v);
+		return err->code ? err->code : QTK_E_DATA;
+	}
+	if (heads > 0 && n) {
+		float *p = qtk_malloc(n * sizeof *p);
+		if (!p) {
+			qtk_free(v);
+			return oom(err, t->name);
+		}
+		uint64_t rows = t->shape[0], row = t->n_params / rows;
+		unpermute(v, p, t->n_params, rows / (uint64_t)heads * row, row);
+		qtk_free(v);
+		v = p;
+	}
+	*out = v;
+	return 0;
+}

@@ -1,0 +1,110 @@
+/* digest.h - container-independent content digests of tensors ("qtk-digest-v1").
+ *
+ * One leaf per logical tensor, in two tiers (SPEC §5.2, docs/provenance.md):
+ *
+ *   encoded = SHA-256("qtk-tensor-v1/encoded\0" || str(canonical name) || str(encoding id)
+ *                     || u32 ndim || u64 shape[ndim] || u32 nparts
+ *                     || per part: str(role) || str(storage type) || u64 nbytes || bytes)
+ *   decoded = SHA-256("qtk-tensor-v1/decoded\0" || str(canonical name) || u32 ndim
+ *                     || u64 shape[ndim] || u64 count || f32 values)
+ *             for layouts whose values decode exactly to F32 (float <= 32 bit, ggml blocks,
+ *             AWQ, GPTQ); the values are in logical row-major order with GGUF Q/K rows of a
+ *             llama model un-permuted back to Hugging Face order ("permute_qk").
+ *             Other layouts (integers, F64, F8 ...): SHA-256("qtk-tensor-v1/decoded-raw\0"
+ *             || encoded leaf).
+ *   root    = SHA-256("qtk-root-v1/<tier>\0" || u64 count || leaves sorted by canonical name)
+ *
+ * str(s) is u32 length || bytes; all integers little-endian. Canonical names are the Hugging
+ * Face names (llama-family GGUF names are mapped, others kept). The encoded bytes are the
+ * stored bytes, so a GGUF Q/K tensor's encoded leaf covers its permuted rows.
+ */
+#ifndef QTK_DIGEST_H
+#define QTK_DIGEST_H
+#include "internal.h"
+
+#define QTK_DIGEST_SCHEME "qtk-digest-v1"
+
+typedef enum { QTK_DEC_VALUES = 0, QTK_DEC_RAW = 1 } qtk_dec_kind;
+
+typedef struct qtk_leaf {
+	char *name;          /* canonical (HF) name, owned */
+	char *stored;        /* name as stored in the file, owned */
+	char enc_id[64];     /* encoding id: "f16", "ggml:q4_k", "awq:b4:g128:asym" ... */
+	int ndim;
+	uint64_t shape[QTK_MAX_DIMS]; /* logical, outermost first */
+	uint64_t n_bytes;    /* encoded bytes hashed */
+	uint8_t enc[32];     /* encoded tier */
+	uint8_t dec[32];     /* decoded tier */
+	qtk_dec_kind dec_kind;
+	bool has_enc, has_dec; /* which digests were computed */
+	int qk_heads;        /* > 0: rows were un-permuted (GGUF Q/K) with this many heads */
+} qtk_leaf;
+
+typedef struct qtk_digests {
+	size_t n;
+	qtk_leaf *leaf;      /* sorted by canonical name (bytewise) after qtk_digests_finish */
+	uint8_t enc_root[32], dec_root[32];
+	uint64_t bytes;      /* encoded bytes hashed in total */
+	int n_permuted;      /* leaves whose rows were un-permuted */
+	bool complete;       /* every leaf has both tiers: the roots are meaningful */
+} qtk_digests;
+
+typedef struct qtk_digest_opts {
+	int threads; /* worker threads (tensors in parallel); 0 = all cores. Results do not depend on it */
+	bool enc_only;       /* skip the decoded tier (except for raw leaves, which derive from the encoded) */
+	const bool *select;  /* NULL, or m->ntensors flags: only these tensors are read */
+	/* Optional progress (bytes done of total), called with an internal lock held. */
+	void (*progress)(void *ctx, uint64_t done, uint64_t total);
+	void *progress_ctx;
+} qtk_digest_opts;
+
+/* Both tiers of every tensor of m, and both roots. Reads each tensor once, in chunks of a few
+ * MiB (AWQ/GPTQ tensors whole: their decoder needs every part), tensors in parallel.
+ * Returns 0 or a QTK_E_* code with *err set (naming the tensor); out is then empty.
+ * Free with qtk_digests_free. */
+int qtk_digest_model(qtk_model *m, const qtk_digest_opts *o, qtk_digests *out, qtk_err *err);
+void qtk_digests_free(qtk_digests *d);
+/* Sort the leaves by canonical name, reject duplicates (QTK_E_DATA) and compute both roots.
+ * For callers that fill leaves themselves (qconvert's output, via qtk_thash). */
+int qtk_digests_finish(qtk_digests *d, qtk_err *err);
+/* Leaf by canonical name (after finish); NULL when absent. */
+const qtk_leaf *qtk_digests_find(const qtk_digests *d, const char *canon);
+
+/* Canonical name of a tensor name: llama-family GGUF names -> HF names
+ * (token_embd.weight -> model.embed_tokens.weight, blk.N.attn_q.weight ->
+ * model.layers.N.self_attn.q_proj.weight, ...), anything else unchanged.
+ * Returns 1 when mapped, 0 when unchanged, QTK_E_DATA when buf is too small. *qk is set to
+ * 'q' or 'k' for GGUF attn_q / attn_k names, else 0. */
+int qtk_canon_name(const char *name, char *buf, size_t n, int *qk);
+
+/* Heads for un-permuting tensor `stored_name` of model m: > 0 for a GGUF attn_q/attn_k
+ * name in a model whose general.architecture is "llama" (head counts from
+ * llama.attention.head_count(_kv), integers or decimal strings), else 0. QTK_E_DATA when
+ * the counts are missing, malformed or do not split rows into even heads. */
+int qtk_digest_qk_heads(const qtk_model *m, const qtk_tensor *t, int *heads, qtk_err *err);
+
+/* Everything of t's leaf but the digests (names, encoding id, shape, bytes, decoded kind,
+ * Q/K heads from m's metadata). Owned strings go into leaf. */
+int qtk_digest_leaf_meta(const qtk_model *m, const qtk_tensor *t, qtk_leaf *leaf, qtk_err *err);
+
+/* Streaming leaf computation for one tensor described by t (layout, shape, parts with nbytes;
+ * offsets ignored): feed every part's bytes in order, in pieces of any size. qk_heads from
+ * qtk_digest_qk_heads (0: none). Memory: a chunk of a few MiB for plain layouts; the whole
+ * tensor for AWQ/GPTQ. */
+typedef struct qtk_thash qtk_thash;
+int qtk_thash_new(const qtk_tensor *t, int qk_heads, qtk_thash **out, qtk_err *err);
+int qtk_thash_put(qtk_thash *h, const void *bytes, size_t n);
+/* Finish into *leaf (name and stored are set from t's name). Frees h, also on error. */
+int qtk_thash_end(qtk_thash *h, qtk_leaf *leaf);
+/* Free an unfinished hasher; accepts NULL. */
+void qtk_thash_free(qtk_thash *h);
+
+/* A tensor's values as F32 in canonical order (logical row-major, GGUF Q/K rows of a llama
+ * model un-permuted): a new array of t->n_params floats (qtk_free). QTK_E_DATA when the layout
+ * has no exact F32 decoding (integers, F64, F8 ...). Memory: the whole tensor. */
+int qtk_tensor_values(qtk_model *m, const qtk_tensor *t, float **out, qtk_err *err);
+
+/* Canonical encoding id of a layout ("awq:b4:g128:asym", "gptq-v2:b4:g128:sym:act",
+ * "ggml:q4_k", "f16"). */
+void qtk_digest_enc_id(const qtk_layout *l, char *buf, size_t n);
+#endif

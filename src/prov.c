@@ -1,0 +1,1046 @@
+/* prov.c - provenance records: canonical JSON, strict validation, building, patching. */
+#include "prov.h"
+#include "st_json.h"
+#include <openssl/evp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define PH_CHAR '~'
+#define HEXLEN 64
+
+static int oom(qtk_err *err) { return qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory"); }
+
+/* ---- finding ---------------------------------------------------------------------- */
+
+const char *qtk_prov_find(const qtk_model *m, size_t *len, const char **where)
+{
+	const qtk_kv *kv = qtk_kv_find(m, QTK_PROV_KEY);
+	if (kv && kv->val.type == QTK_V_STR) {
+		*len = (size_t)kv->val.v.str.len;
+		if (where)
+			*where = "kv " QTK_PROV_KEY;
+		return kv->val.v.str.s;
+	}
+	const qtk_blob *b = qtk_blob_find(m, QTK_PROV_FILE);
+	if (b) {
+		*len = b->len;
+		if (where)
+			*where = "file " QTK_PROV_FILE;
+		return (const char *)b->data;
+	}
+	*len = 0;
+	return NULL;
+}
+
+/* ---- hex, time --------------------------------------------------------------------- */
+
+bool qtk_prov_unhex(const char *s, uint8_t out[32])
+{
+	if (!s || strlen(s) != HEXLEN)
+		return false;
+	for (size_t i = 0; i < 32; i++) {
+		int v = 0;
+		for (size_t k = 0; k < 2; k++) {
+			char c = s[2 * i + k];
+			int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+			if (d < 0)
+				return false;
+			v = v * 16 + d;
+		}
+		out[i] = (uint8_t)v;
+	}
+	return true;
+}
+
+void qtk_prov_time(int64_t t, char *buf, size_t n)
+{
+	time_t tt = (time_t)t;
+	struct tm tm;
+	if (!gmtime_r(&tt, &tm)) {
+		snprintf(buf, n, "1970-01-01T00:00:00Z");
+		return;
+	}
+	strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+void qtk_prov_builder_init(qtk_prov_builder *b)
+{
+	memset(b, 0, sizeof *b);
+	const char *e = getenv("SOURCE_DATE_EPOCH");
+	uint64_t v;
+	if (e && qtk_parse_u64(e, &v) && v <= (uint64_t)INT32_MAX * 64)
+		b->time = (int64_t)v;
+	else
+		b->time = (int64_t)time(NULL);
+}
+
+/* ---- canonical serialization ---------------------------------------------------------- */
+
+static int key_cmp(const void *a, const void *b)
+{
+	const cJSON *x = *(const cJSON *const *)a, *y = *(const cJSON *const *)b;
+	return strcmp(x->string, y->string);
+}
+
+static int canon_put(qtk_buf *b, const cJSON *j, int depth)
+{
+	if (depth > 64)
+		return QTK_E_DATA;
+	if (cJSON_IsNull(j))
+		return qtk_buf_puts(b, "null");
+	if (cJSON_IsTrue(j))
+		return qtk_buf_puts(b, "true");
+	if (cJSON_IsFalse(j))
+		return qtk_buf_puts(b, "false");
+	if (cJSON_IsNumber(j)) {
+		uint64_t v;
+		if (!qtk_json_u64(j, &v))
+			return QTK_E_DATA;
+		return qtk_buf_printf(b, "%llu", (unsigned long long)v);
+	}
+	if (cJSON_IsString(j))
+		return qtk_json_put_str(b, j->valuestring, strlen(j->valuestring));
+	if (cJSON_IsArray(j)) {
+		int rc = qtk_buf_putc(b, '[');
+		size_t i = 0;
+		for (const cJSON *c = j->child; c && !rc; c = c->next, i++) {
+			if (i)
+				rc = qtk_buf_putc(b, ',');
+			rc = rc ? rc : canon_put(b, c, depth + 1);
+		}
+		return rc ? rc : qtk_buf_putc(b, ']');
+	}
+	if (cJSON_IsObject(j)) {
+		size_t n = 0;
+		for (const cJSON *c = j->child; c; c = c->next)
+			n++;
+		const cJSON **v = qtk_calloc(n ? n : 1, sizeof *v);
+		if (!v)
+			return QTK_E_IO;
+		n = 0;
+		for (const cJSON *c = j->child; c; c = c->next)
+			v[n++] = c;
+		qsort(v, n, sizeof *v, key_cmp);
+		int rc = qtk_buf_putc(b, '{');
+		for (size_t i = 0; i < n && !rc; i++) {
+			if (i)
+				rc = qtk_buf_putc(b, ',');
+			rc = rc ? rc : qtk_json_put_str(b, v[i]->string, strlen(v[i]->string));
+			rc = rc ? rc : qtk_buf_putc(b, ':');
+			rc = rc ? rc : canon_put(b, v[i], depth + 1);
+		}
+		qtk_free(v);
+		return rc ? rc : qtk_buf_putc(b, '}');
+	}
+	return QTK_E_DATA;
+}
+
+char *qtk_prov_canonical(const cJSON *j)
+{
+	qtk_buf b = {0};
+	if (canon_put(&b, j, 0) || b.failed || !b.p) {
+		qtk_buf_free(&b);
+		return NULL;
+	}
+	return (char *)b.p;
+}
+
+int qtk_prov_sha256(const cJSON *j, uint8_t out[32])
+{
+	char *t = qtk_prov_canonical(j);
+	if (!t)
+		return QTK_E_IO;
+	unsigned len = 0;
+	int ok = EVP_Digest(t, strlen(t), out, &len, EVP_sha256(), NULL) == 1 && len == 32;
+	qtk_free(t);
+	return ok ? 0 : QTK_E_IO;
+}
+
+/* ---- strict validation: a table of fields per object ------------------------------------- */
+
+typedef enum { F_STR, F_UINT, F_BOOL, F_OBJ, F_ARR, F_HEX, F_ANY, F_STR_OR_OBJ, F_OBJ_OR_NULL } ftype;
+
+typedef struct vctx {
+	const char *file;
+	qtk_err *err;
+	int depth;
+} vctx;
+
+typedef int (*vfn)(vctx *v, const cJSON *j, const char *path);
+
+typedef struct field {
+	const char *name;
+	ftype type;
+	bool required;
+	vfn check; /* further checks of the value, or NULL */
+} field;
+
+static int bad(vctx *v, const char *path, const char *what)
+{
+	return qtk_err_set(v->err, QTK_E_DATA, v->file, -1, path, "provenance record: %s", what);
+}
+
+static bool type_ok(const cJSON *j, ftype t)
+{
+	uint64_t u;
+	uint8_t h[32];
+	switch (t) {
+	case F_STR: return cJSON_IsString(j);
+	case F_UINT: return qtk_json_u64(j, &u);
+	case F_BOOL: return cJSON_IsBool(j);
+	case F_OBJ: return cJSON_IsObject(j);
+	case F_ARR: return cJSON_IsArray(j);
+	case F_HEX: return cJSON_IsString(j) && qtk_prov_unhex(j->valuestring, h);
+	case F_ANY: return true;
+	case F_STR_OR_OBJ: return cJSON_IsString(j) || cJSON_IsObject(j);
+	case F_OBJ_OR_NULL: return cJSON_IsObject(j) || cJSON_IsNull(j);
+	}
+	return false;
+}
+
+static const char *type_name(ftype t)
+{
+	static const char *const n[] = {"a string", "a non-negative integer", "a boolean", "an object", "an array",
+					"64 lower-case hex digits", "a value", "a string or an object",
+					"an object or null"};
+	return n[t];
+}
+
+/* Check j (an object) against fields[]: unknown keys, types, required fields, sub-checks. */
+static int check_obj(vctx *v, const cJSON *j, const char *path, const field *fs, size_t nf, bool open)
+{
+	char sub[256];
+	if (!cJSON_IsObject(j))
+		return bad(v, path, "must be an object");
+	for (const cJSON *c = j->child; c; c = c->next) {
+		size_t k = 0;
+		while (k < nf && strcmp(fs[k].name, c->string))
+			k++;
+		snprintf(sub, sizeof sub, "%s%s%s", path, *path ? "." : "", c->string);
+		if (k == nf) {
+			if (open)
+				continue;
+			return bad(v, sub, "unknown field");
+		}
+		if (!type_ok(c, fs[k].type)) {
+			char m[96];
+			snprintf(m, sizeof m, "must be %s", type_name(fs[k].type));
+			return bad(v, sub, m);
+		}
+		if (fs[k].check) {
+			int rc = fs[k].check(v, c, sub);
+			if (rc)
+				return rc;
+		}
+	}
+	for (size_t k = 0; k < nf; k++)
+		if (fs[k].required && !cJSON_GetObjectItemCaseSensitive(j, fs[k].name)) {
+			snprintf(sub, sizeof sub, "%s%s%s", path, *path ? "." : "", fs[k].name);
+			return bad(v, sub, "missing");
+		}
+	return 0;
+}
+
+static int check_file(vctx *v, const cJSON *j, const char *path)
+{
+	static const field fs[] = {
+		{"path", F_STR, true, NULL}, {"size", F_UINT, true, NULL}, {"sha256", F_HEX, true, NULL},
+	};
+	int rc = check_obj(v, j, path, fs, sizeof fs / sizeof *fs, false);
+	const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, "path");
+	if (!rc && (!p->valuestring[0] || p->valuestring[0] == '/' || strstr(p->valuestring, "..")))
+		rc = bad(v, path, "file path must be relative and stay inside the model");
+	return rc;
+}
+
+static int check_files(vctx *v, const cJSON *j, const char *path)
+{
+	char sub[256];
+	size_t i = 0;
+	for (const cJSON *c = j->child; c; c = c->next, i++) {
+		snprintf(sub, sizeof sub, "%s[%zu]", path, i);
+		int rc = check_file(v, c, sub);
+		if (rc)
+			return rc;
+		for (const cJSON *d = j->child; d != c; d = d->next)
+			if (!strcmp(cJSON_GetObjectItemCaseSensitive(d, "path")->valuestring,
+				    cJSON_GetObjectItemCaseSensitive(c, "path")->valuestring))
+				return bad(v, sub, "file listed twice");
+	}
+	return 0;
+}
+
+static int check_scheme(vctx *v, const cJSON *j, const char *path)
+{
+	return strcmp(j->valuestring, QTK_DIGEST_SCHEME) ? bad(v, path, "unknown digest scheme") : 0;
+}
+
+static int check_root(vctx *v, const cJSON *j, const char *path)
+{
+	static const field fs[] = {
+		{"scheme", F_STR, true, check_scheme}, {"count", F_UINT, true, NULL},
+		{"encoded", F_HEX, true, NULL}, {"decoded", F_HEX, true, NULL},
+	};
+	return check_obj(v, j, path, fs, sizeof fs / sizeof *fs, false);
+}
+
+static int check_shape(vctx *v, const cJSON *j, const char *path)
+{
+	int n = 0;
+	uint64_t u;
+	for (const cJSON *c = j->child; c; c = c->next, n++)
+		if (!qtk_json_u64(c, &u))
+			return bad(v, path, "shape entries must be non-negative integers");
+	return n > QTK_MAX_DIMS ? bad(v, path, "too many dimensions") : 0;
+}
+
+static int check_dkind(vctx *v, const cJSON *j, const char *path)
+{
+	return strcmp(j->valuestring, "f32") && strcmp(j->valuestring, "raw") ? bad(v, path, "must be \"f32\" or \"raw\"")
+									      : 0;
+}
+
+static int check_tensor(vctx *v, const cJSON *j, const char *path)
+{
+	static const field fs[] = {
+		{"name", F_STR, true, NULL},        {"stored", F_STR, false, NULL},
+		{"encoding", F_STR, true, NULL},    {"shape", F_ARR, true, check_shape},
+		{"encoded", F_HEX, true, NULL},     {"decoded", F_HEX, true, NULL},
+		{"decoded_kind", F_STR, false, check_dkind}, {"permute_qk", F_UINT, false, NULL},
+		{"bytes", F_UINT, false, NULL},
+	};
+	return check_obj(v, j, path, fs, sizeof fs / sizeof *fs, false);
+}
+
+static int tensor_name_cmp(const void *a, const void *b)
+{
+	const cJSON *x = *(const cJSON *const *)a, *y = *(const cJSON *const *)b;
+	return strcmp(cJSON_GetObjectItemCaseSensitive(x, "name")->valuestring,
+		      cJSON_GetObjectItemCaseSensitive(y, "name")->valuestring);
+}
+
+/* Root over the record's own leaves (C.2 row 56: a record must be self-consistent). */
+static void leaves_root(const cJSON **v, size_t n, const char *field_name, const char *tag, uint8_t out[32])
+{
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	uint8_t cnt[8], h[32];
+	unsigned len = 0;
+	qtk_wr64(cnt, n);
+	memset(out, 0, 32);
+	if (!md || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1) {
+		EVP_MD_CTX_free(md);
+		return;
+	}
+	EVP_DigestUpdate(md, tag, strlen(tag) + 1);
+	EVP_DigestUpdate(md, cnt, 8);
+	for (size_t i = 0; i < n; i++) {
+		qtk_prov_unhex(cJSON_GetObjectItemCaseSensitive(v[i], field_name)->valuestring, h);
+		EVP_DigestUpdate(md, h, 32);
+	}
+	EVP_DigestFinal_ex(md, out, &len);
+	EVP_MD_CTX_free(md);
+}
+
+static int check_tensors(vctx *v, const cJSON *j, const char *path)
+{
+	char sub[256];
+	size_t n = 0;
+	for (const cJSON *c = j->child; c; c = c->next, n++) {
+		snprintf(sub, sizeof sub, "%s[%zu]", path, n);
+		int rc = check_tensor(v, c, sub);
+		if (rc)
+			return rc;
+	}
+	const cJSON **s = qtk_calloc(n ? n : 1, sizeof *s);
+	if (!s)
+		return oom(v->err);
+	n = 0;
+	for (const cJSON *c = j->child; c; c = c->next)
+		s[n++] = c;
+	qsort(s, n, sizeof *s, tensor_name_cmp);
+	int rc = 0;
+	for (size_t i = 1; i < n && !rc; i++)
+		if (!tensor_name_cmp(&s[i - 1], &s[i])) {
+			snprintf(sub, sizeof sub, "%s: '%.160s'", path,
+				 cJSON_GetObjectItemCaseSensitive(s[i], "name")->valuestring);
+			rc = bad(v, sub, "tensor listed twice");
+		}
+	qtk_free(s);
+	return rc;
+}
+
+static int check_record_rec(vctx *v, const cJSON *j, const char *path);
+
+static int check_parent(vctx *v, const cJSON *j, const char *path)
+{
+	if (cJSON_IsNull(j))
+		return 0;
+	if (v->depth >= 16)
+		return bad(v, path, "record chain deeper than 16");
+	v->depth++;
+	int rc = check_record_rec(v, j, path);
+	v->depth--;
+	return rc;
+}
+
+static int check_output(vctx *v, const cJSON *j, const char *path);
+
+static int check_source(vctx *v, const cJSON *j, const char *path)
+{
+	static const field fs[] = {
+		{"container", F_STR, true, NULL},   {"files", F_ARR, false, check_files},
+		{"tensor_root", F_OBJ, false, check_root}, {"name", F_STR, false, NULL},
+		{"revision", F_STR, false, NULL},   {"url", F_STR, false, NULL},
+		{"record", F_OBJ_OR_NULL, false, check_parent}, {"record_sha256", F_HEX, false, NULL},
+	};
+	return check_obj(v, j, path, fs, sizeof fs / sizeof *fs, false);
+}
+
+static int check_kind(vctx *v, const cJSON *j, const char *path)
+{
+	static const char *const k[] = {"repack", "quantize", "convert", "dequantize"};
+	for (size_t i = 0; i < 4; i++)
+		if (!strcmp(j->valuestring, k[i]))
+			return 0;
+	return bad(v, path, "must be repack, quantize, convert or dequantize");
+}
+
+static int check_ops(vctx *v, const cJSON *j, const char *path)
+{
+	static const field fs[] = {{"op", F_STR, true, NULL}};
+	char sub[256];
+	size_t i = 0;
+	for (const cJSON *c = j->child; c; c = c->next, i++) {
+		snprintf(sub, sizeof sub, "%s[%zu]", path, i);
+		int rc = check_obj(v, c, sub, fs, 1, true);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static int check_transform(vctx *v, const cJSON *j, const char *path)
+{
+	static const field fs[] = {
+		{"kind", F_STR, true, check_kind}, {"method", F_STR, true, NULL},
+		{"params", F_OBJ, false, NULL},    {"name_map", F_STR_OR_OBJ, false, NULL},
+		{"layout_ops", F_ARR, false, check_ops},
+	};
+	return check_obj(v, j, path, fs, sizeof fs / sizeof *fs, false);
+}
+
+static int check_none_or_digest(vctx *v, const cJSON *j, const char *path)
+{
+	if (cJSON_IsString(j))
+		return strcmp(j->valuestring, "none") ? bad(v, path, "must be \"none\" or an object") : 0;
+	static const field fs[] = {{"sha256", F_HEX, true, NULL}};
+	return check_obj(v, j, path, fs, 1, true);
+}
+
+static int check_tool(vctx *v, const cJSON *j, const char *path)
+{
+	static const field fs[] = {
+		{"name", F_STR, true, NULL}, {"version", F_STR, true, NULL}, {"build", F_OBJ, false, NULL},
+	};
+	return check_obj(v, j, path, fs, sizeof fs / sizeof *fs, false);
+}
+
+static int check_version(vctx *v, const cJSON *j, const char *path)
+{
+	uint64_t u = 0;
+	qtk_json_u64(j, &u);
+	return u != QTK_PROV_VERSION ? bad(v, path, "unknown record_version (this qtk reads version 1)") : 0;
+}
+
+static int check_output(vctx *v, const cJSON *j, const char *path)
+{
+	static const field fs[] = {
+		{"container", F_STR, true, NULL},  {"files", F_ARR, false, check_files},
+		{"tensor_root", F_OBJ, false, check_root}, {"tensors", F_ARR, false, check_tensors},
+	};
+	int rc = check_obj(v, j, path, fs, sizeof fs / sizeof *fs, false);
+	const cJSON *ts = cJSON_GetObjectItemCaseSensitive(j, "tensors");
+	const cJSON *root = cJSON_GetObjectItemCaseSensitive(j, "tensor_root");
+	char sub[256];
+	if (rc || !ts)
+		return rc;
+	snprintf(sub, sizeof sub, "%s.tensor_root", path);
+	if (!root)
+		return bad(v, sub, "missing (the record lists tensors)");
+	size_t n = (size_t)cJSON_GetArraySize(ts);
+	uint64_t cnt;
+	qtk_json_u64(cJSON_GetObjectItemCaseSensitive(root, "count"), &cnt);
+	if (cnt != n)
+		return bad(v, sub, "count differs from the number of tensors listed");
+	const cJSON **s = qtk_calloc(n ? n : 1, sizeof *s);
+	if (!s)
+		return oom(v->err);
+	n = 0;
+	for (const cJSON *c = ts->child; c; c = c->next)
+		s[n++] = c;
+	qsort(s, n, sizeof *s, tensor_name_cmp);
+	static const char *const tiers[2][2] = {{"encoded", "qtk-root-v1/encoded"}, {"decoded", "qtk-root-v1/decoded"}};
+	for (int t = 0; t < 2 && !rc; t++) {
+		uint8_t want[32], got[32];
+		leaves_root(s, n, tiers[t][0], tiers[t][1], got);
+		qtk_prov_unhex(cJSON_GetObjectItemCaseSensitive(root, tiers[t][0])->valuestring, want);
+		if (memcmp(want, got, 32)) {
+			snprintf(sub, sizeof sub, "%s.tensor_root.%s", path, tiers[t][0]);
+			rc = bad(v, sub, "inconsistent: differs from the root of the record's own tensor list");
+		}
+	}
+	qtk_free(s);
+	return rc;
+}
+
+static int check_record_rec(vctx *v, const cJSON *j, const char *path)
+{
+	static const field fs[] = {
+		{"record_version", F_UINT, true, check_version},
+		{"output", F_OBJ, true, check_output},
+		{"source", F_OBJ, false, check_source},
+		{"transform", F_OBJ, false, check_transform},
+		{"calibration", F_STR_OR_OBJ, false, check_none_or_digest},
+		{"imatrix", F_STR_OR_OBJ, false, check_none_or_digest},
+		{"tool", F_OBJ, true, check_tool},
+		{"determinism", F_OBJ, false, NULL},
+		{"time", F_STR, false, NULL},
+		{"embedded", F_OBJ_OR_NULL, false, check_parent},
+	};
+	/* record_version first: an unknown version is reported as such, not as unknown fields */
+	const cJSON *rv = cJSON_IsObject(j) ? cJSON_GetObjectItemCaseSensitive(j, "record_version") : NULL;
+	char sub[256];
+	snprintf(sub, sizeof sub, "%s%srecord_version", path, *path ? "." : "");
+	if (rv && !type_ok(rv, F_UINT))
+		return bad(v, sub, "must be a non-negative integer");
+	if (rv && check_version(v, rv, sub))
+		return v->err->code;
+	return check_obj(v, j, path, fs, sizeof fs / sizeof *fs, false);
+}
+
+int qtk_prov_parse(const char *text, size_t len, const char *file, cJSON **out, qtk_err *err)
+{
+	*out = NULL;
+	if (len > QTK_PROV_CAP)
+		return qtk_err_set(err, QTK_E_DATA, file, -1, NULL, "provenance record larger than %u bytes",
+				   QTK_PROV_CAP);
+	qtk_json_init();
+	qtk_json_doc doc;
+	memset(&doc, 0, sizeof doc);
+	int rc = qtk_json_parse(text, len, QTK_JSON_INTS, file, 0, err, &doc);
+	if (rc)
+		return rc;
+	vctx v = {file, err, 0};
+	rc = check_record_rec(&v, doc.root, "");
+	if (rc) {
+		qtk_json_doc_free(&doc);
+		return rc;
+	}
+	*out = doc.root;
+	doc.root = NULL;
+	qtk_json_doc_free(&doc);
+	return 0;
+}
+
+/* ---- file hashes ---------------------------------------------------------------------- */
+
+void qtk_filelist_free(qtk_filelist *l)
+{
+	if (!l)
+		return;
+	for (size_t i = 0; i < l->n; i++)
+		qtk_free(l->f[i].path);
+	qtk_free(l->f);
+	memset(l, 0, sizeof *l);
+}
+
+static int hash_fd(int fd, const char *path, uint64_t size, uint8_t out[32], qtk_err *err)
+{
+	enum { BS = 4 << 20 };
+	uint8_t *buf = qtk_malloc(BS);
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	int rc = buf && md ? 0 : oom(err);
+	if (!rc && EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1)
+		rc = qtk_err_set(err, QTK_E_INTERNAL, path, -1, NULL, "SHA-256 failed");
+	for (uint64_t off = 0; off < size && !rc; off += BS) {
+		size_t k = size - off < BS ? (size_t)(size - off) : BS;
+		rc = qtk_pread_full(fd, path, buf, k, off, err);
+		if (!rc && EVP_DigestUpdate(md, buf, k) != 1)
+			rc = qtk_err_set(err, QTK_E_INTERNAL, path, -1, NULL, "SHA-256 failed");
+	}
+	unsigned len = 0;
+	if (!rc && (EVP_DigestFinal_ex(md, out, &len) != 1 || len != 32))
+		rc = qtk_err_set(err, QTK_E_INTERNAL, path, -1, NULL, "SHA-256 failed");
+	EVP_MD_CTX_free(md);
+	qtk_free(buf);
+	return rc;
+}
+
+static int file_cmp(const void *a, const void *b)
+{
+	return strcmp(((const qtk_fileinfo *)a)->path, ((const qtk_fileinfo *)b)->path);
+}
+
+int qtk_hash_model_files(qtk_model *m, qtk_filelist *out, qtk_err *err)
+{
+	memset(out, 0, sizeof *out);
+	bool hf = !strcmp(qtk_model_format(m), "hf");
+	size_t n = m->nfiles + (hf ? m->nblobs : 0);
+	out->f = qtk_calloc(n ? n : 1, sizeof *out->f);
+	if (!out->f)
+		return oom(err);
+	int rc = 0;
+	for (uint32_t i = 0; i < m->nfiles && !rc; i++) {
+		qtk_fileinfo *f = &out->f[out->n];
+		if (!(f->path = qtk_strdup(qtk_path_base(m->files[i])))) {
+			rc = oom(err);
+			break;
+		}
+		out->n++;
+		f->size = m->file_sizes[i];
+		rc = hash_fd(m->fds[i], m->files[i], f->size, f->sha256, err);
+	}
+	for (size_t i = 0; hf && i < m->nblobs && !rc; i++) {
+		const qtk_blob *b = &m->blobs[i];
+		if (!strcmp(b->name, QTK_PROV_FILE))
+			continue;
+		qtk_fileinfo *f = &out->f[out->n];
+		if (!(f->path = qtk_strdup(b->name))) {
+			rc = oom(err);
+			break;
+		}
+		out->n++;
+		f->size = b->len;
+		unsigned len = 0;
+		if (EVP_Digest(b->data, b->len, f->sha256, &len, EVP_sha256(), NULL) != 1)
+			rc = qtk_err_set(err, QTK_E_INTERNAL, b->name, -1, NULL, "SHA-256 failed");
+	}
+	if (rc)
+		qtk_filelist_free(out);
+	else if (out->n)
+		qsort(out->f, out->n, sizeof *out->f, file_cmp);
+	return rc;
+}
+
+/* ---- building --------------------------------------------------------------------------- */
+
+static cJSON *hexstr(const uint8_t *d)
+{
+	char h[65];
+	if (!d) {
+		memset(h, PH_CHAR, HEXLEN);
+		h[HEXLEN] = 0;
+	} else {
+		qtk_hex(d, 32, h);
+	}
+	return cJSON_CreateString(h);
+}
+
+static const char *container_name(qtk_out_kind k)
+{
+	switch (k) {
+	case QTK_OUT_GGUF: return "gguf";
+	case QTK_OUT_SAFETENSORS: return "safetensors";
+	case QTK_OUT_HF: return "hf";
+	case QTK_OUT_QPK: return "qpk";
+	case QTK_OUT_ARCHIVE: return "archive";
+	default: return "unknown";
+	}
+}
+
+static cJSON *files_json(const qtk_fileinfo *f, size_t n)
+{
+	cJSON *a = cJSON_CreateArray();
+	for (size_t i = 0; a && i < n; i++) {
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddItemToArray(a, o);
+		cJSON_AddStringToObject(o, "path", f[i].path);
+		cJSON_AddNumberToObject(o, "size", (double)f[i].size);
+		cJSON_AddItemToObject(o, "sha256", hexstr(f[i].sha256));
+	}
+	return a;
+}
+
+static cJSON *root_json(size_t n, const uint8_t *enc, const uint8_t *dec)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "scheme", QTK_DIGEST_SCHEME);
+	cJSON_AddNumberToObject(o, "count", (double)n);
+	cJSON_AddItemToObject(o, "encoded", hexstr(enc));
+	cJSON_AddItemToObject(o, "decoded", hexstr(dec));
+	return o;
+}
+
+static cJSON *shape_json(int ndim, const uint64_t *shape)
+{
+	cJSON *a = cJSON_CreateArray();
+	for (int i = 0; a && i < ndim; i++)
+		cJSON_AddItemToArray(a, cJSON_CreateNumber((double)shape[i]));
+	return a;
+}
+
+static cJSON *leaf_json(const qtk_leaf *l, bool placeholder)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "name", l->name);
+	if (strcmp(l->name, l->stored))
+		cJSON_AddStringToObject(o, "stored", l->stored);
+	cJSON_AddStringToObject(o, "encoding", l->enc_id);
+	cJSON_AddItemToObject(o, "shape", shape_json(l->ndim, l->shape));
+	cJSON_AddNumberToObject(o, "bytes", (double)l->n_bytes);
+	cJSON_AddItemToObject(o, "encoded", hexstr(placeholder ? NULL : l->enc));
+	cJSON_AddItemToObject(o, "decoded", hexstr(placeholder ? NULL : l->dec));
+	cJSON_AddStringToObject(o, "decoded_kind", l->dec_kind == QTK_DEC_RAW ? "raw" : "f32");
+	if (l->qk_heads > 0)
+		cJSON_AddNumberToObject(o, "permute_qk", l->qk_heads);
+	return o;
+}
+
+/* Output leaves without data: everything but the digests, from the description. */
+static int desc_leaves(const qtk_model *d, qtk_digests *out, qtk_err *err)
+{
+	memset(out, 0, sizeof *out);
+	out->leaf = qtk_calloc(d->ntensors ? d->ntensors : 1, sizeof *out->leaf);
+	if (!out->leaf)
+		return oom(err);
+	out->n = d->ntensors;
+	for (size_t i = 0; i < d->ntensors; i++) {
+		int rc = qtk_digest_leaf_meta(d, &d->tensors[i], &out->leaf[i], err);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static const char *kv_str(const qtk_model *m, const char *key)
+{
+	const qtk_kv *kv = qtk_kv_find(m, key);
+	return kv && kv->val.type == QTK_V_STR && kv->val.v.str.len == strlen(kv->val.v.str.s) &&
+			       qtk_utf8_valid(kv->val.v.str.s, (size_t)kv->val.v.str.len)
+		       ? kv->val.v.str.s
+		       : NULL;
+}
+
+static void add_str_from(cJSON *o, const char *field_name, const qtk_model *m, const char *const *keys)
+{
+	for (size_t i = 0; keys[i]; i++) {
+		const char *s = kv_str(m, keys[i]);
+		if (s && *s) {
+			cJSON_AddStringToObject(o, field_name, s);
+			return;
+		}
+	}
+}
+
+static cJSON *source_json(qtk_prov_builder *b, const qtk_filelist *files, const qtk_digests *sd)
+{
+	static const char *const k_name[] = {"general.name", NULL};
+	static const char *const k_url[] = {"general.source.url", "general.source.repo_url", "general.url", NULL};
+	static const char *const k_rev[] = {"general.source.revision", "general.version", NULL};
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "container", qtk_model_format(b->src));
+	cJSON_AddItemToObject(o, "files", files_json(files->f, files->n));
+	cJSON_AddItemToObject(o, "tensor_root", root_json(sd->n, sd->enc_root, sd->dec_root));
+	add_str_from(o, "name", b->src, k_name);
+	add_str_from(o, "revision", b->src, k_rev);
+	const char *repo = kv_str(b->src, "general.source.huggingface.repository");
+	if (repo && *repo && !cJSON_GetObjectItemCaseSensitive(o, "url")) {
+		char url[1024];
+		snprintf(url, sizeof url, "https://huggingface.co/%s", repo);
+		cJSON_AddStringToObject(o, "url", url);
+	} else {
+		add_str_from(o, "url", b->src, k_url);
+	}
+	/* the chain: the source's own record, when it has a valid one */
+	size_t len;
+	const char *txt = qtk_prov_find(b->src, &len, NULL);
+	cJSON *parent = NULL;
+	qtk_err e;
+	qtk_err_clear(&e);
+	if (txt && !qtk_prov_parse(txt, len, NULL, &parent, &e)) {
+		uint8_t h[32];
+		if (!qtk_prov_sha256(parent, h))
+			cJSON_AddItemToObject(o, "record_sha256", hexstr(h));
+		cJSON_AddItemToObject(o, "record", parent);
+	} else {
+		cJSON_AddNullToObject(o, "record");
+	}
+	return o;
+}
+
+static bool is_quant_layout(const char *id) { return strncmp(id, "ggml:", 5) == 0 || !strncmp(id, "awq", 3) || !strncmp(id, "gptq", 4); }
+
+/* transform: kind, method, per-tensor layouts, name map, layout operations */
+static cJSON *transform_json(qtk_prov_builder *b, const qtk_digests *sd, const qtk_digests *od)
+{
+	cJSON *o = cJSON_CreateObject(), *params = cJSON_CreateObject(), *tens = cJSON_CreateObject();
+	size_t f2q = 0, q2q = 0, q2f = 0, renamed = 0;
+	cJSON *perm = cJSON_CreateArray();
+	int heads_q = 0, heads_kv = 0, dir = 0;
+	for (size_t i = 0; i < od->n; i++) {
+		const qtk_leaf *ol = &od->leaf[i], *sl = qtk_digests_find(sd, ol->name);
+		cJSON *t = cJSON_CreateObject();
+		cJSON_AddItemToObject(tens, ol->name, t);
+		cJSON_AddStringToObject(t, "to", ol->enc_id);
+		if (!sl)
+			continue;
+		cJSON_AddStringToObject(t, "from", sl->enc_id);
+		bool qs = is_quant_layout(sl->enc_id), qo = is_quant_layout(ol->enc_id);
+		if (!qs && qo)
+			f2q++;
+		else if (qs && qo && strcmp(sl->enc_id, ol->enc_id))
+			q2q++;
+		else if (qs && !qo)
+			q2f++;
+		renamed += strcmp(sl->stored, ol->stored) != 0;
+		if ((sl->qk_heads > 0) != (ol->qk_heads > 0)) {
+			int h = sl->qk_heads > 0 ? sl->qk_heads : ol->qk_heads;
+			dir = sl->qk_heads > 0 ? -1 : 1;
+			if (strstr(ol->name, "q_proj"))
+				heads_q = h;
+			else
+				heads_kv = h;
+			cJSON_AddItemToArray(perm, cJSON_CreateString(ol->name));
+		}
+	}
+	const char *kind = b->kind ? b->kind : f2q ? "quantize" : q2q ? "repack" : q2f ? "dequantize" : "convert";
+	const char *method = b->method ? b->method
+			     : !strcmp(kind, "quantize") ? "rtn"
+			     : !strcmp(kind, "repack") ? "repack"
+			     : !strcmp(kind, "dequantize") ? "decode" : "copy";
+	cJSON_AddStringToObject(o, "kind", kind);
+	cJSON_AddStringToObject(o, "method", method);
+	cJSON_AddStringToObject(params, "target", b->target ? b->target : "keep");
+	for (size_t i = 0; i < b->nparams; i++) {
+		const char *eq = strchr(b->params[i], '=');
+		if (!eq)
+			continue;
+		char key[128];
+		snprintf(key, sizeof key, "%.*s", (int)(eq - b->params[i]), b->params[i]);
+		if (!cJSON_GetObjectItemCaseSensitive(params, key))
+			cJSON_AddStringToObject(params, key, eq + 1);
+	}
+	cJSON_AddItemToObject(params, "tensors", tens);
+	cJSON_AddItemToObject(o, "params", params);
+	if (renamed) {
+		cJSON *nm = cJSON_CreateObject();
+		cJSON_AddStringToObject(nm, "scheme", "qtk-llama-names-v1");
+		cJSON_AddNumberToObject(nm, "renamed", (double)renamed);
+		cJSON_AddItemToObject(o, "name_map", nm);
+	} else {
+		cJSON_AddStringToObject(o, "name_map", "identity");
+	}
+	cJSON *ops = cJSON_CreateArray();
+	bool sg = !strcmp(qtk_model_format(b->src), "gguf"), og = b->out_kind == QTK_OUT_GGUF;
+	if (sg != og) {
+		cJSON *op = cJSON_CreateObject();
+		cJSON_AddStringToObject(op, "op", "reverse_dims");
+		cJSON_AddItemToArray(ops, op);
+	}
+	if (cJSON_GetArraySize(perm)) {
+		cJSON *op = cJSON_CreateObject();
+		cJSON_AddStringToObject(op, "op", "permute_qk");
+		cJSON_AddStringToObject(op, "direction", dir > 0 ? "hf_to_gguf" : "gguf_to_hf");
+		if (heads_q)
+			cJSON_AddNumberToObject(op, "n_head", heads_q);
+		if (heads_kv)
+			cJSON_AddNumberToObject(op, "n_head_kv", heads_kv);
+		cJSON_AddItemToObject(op, "tensors", perm);
+		cJSON_AddItemToArray(ops, op);
+	} else {
+		cJSON_Delete(perm);
+	}
+	cJSON_AddItemToObject(o, "layout_ops", ops);
+	return o;
+}
+
+static cJSON *tool_json(void)
+{
+	cJSON *o = cJSON_CreateObject(), *bd = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "name", "qtk");
+	cJSON_AddStringToObject(o, "version", QTK_VERSION);
+#if defined(__clang__)
+	cJSON_AddStringToObject(bd, "compiler", "clang " __clang_version__);
+#elif defined(__GNUC__)
+	cJSON_AddStringToObject(bd, "compiler", "gcc " __VERSION__);
+#else
+	cJSON_AddStringToObject(bd, "compiler", "unknown");
+#endif
+	cJSON_AddStringToObject(bd, "fp_contract", "off"); /* the Makefile always passes -ffp-contract=off */
+#if defined(__x86_64__)
+	cJSON_AddStringToObject(bd, "arch", "x86_64");
+#elif defined(__aarch64__)
+	cJSON_AddStringToObject(bd, "arch", "aarch64");
+#else
+	cJSON_AddStringToObject(bd, "arch", "other");
+#endif
+#if defined(__OPTIMIZE__)
+	cJSON_AddBoolToObject(bd, "optimized", 1);
+#else
+	cJSON_AddBoolToObject(bd, "optimized", 0);
+#endif
+	cJSON_AddItemToObject(o, "build", bd);
+	return o;
+}
+
+static cJSON *output_json(const char *container, const qtk_digests *meta, const qtk_digests *real,
+			  const qtk_fileinfo *files, size_t nfiles, bool with_files)
+{
+	cJSON *o = cJSON_CreateObject(), *ts = cJSON_CreateArray();
+	cJSON_AddStringToObject(o, "container", container);
+	if (with_files)
+		cJSON_AddItemToObject(o, "files", files_json(files, nfiles));
+	cJSON_AddItemToObject(o, "tensor_root", root_json(meta->n, real ? real->enc_root : NULL,
+							  real ? real->dec_root : NULL));
+	for (size_t i = 0; i < meta->n; i++) {
+		const qtk_leaf *l = real ? qtk_digests_find(real, meta->leaf[i].name) : NULL;
+		cJSON *t = leaf_json(&meta->leaf[i], !l);
+		if (l) {
+			cJSON_ReplaceItemInObjectCaseSensitive(t, "encoded", hexstr(l->enc));
+			cJSON_ReplaceItemInObjectCaseSensitive(t, "decoded", hexstr(l->dec));
+		}
+		cJSON_AddItemToArray(ts, t);
+	}
+	cJSON_AddItemToObject(o, "tensors", ts);
+	return o;
+}
+
+static char *finish_json(cJSON *root, qtk_err *err)
+{
+	char *txt = root ? qtk_prov_canonical(root) : NULL;
+	cJSON_Delete(root);
+	if (!txt)
+		oom(err);
+	return txt;
+}
+
+int qtk_prov_build(qtk_prov_builder *b, char **json, qtk_err *err)
+{
+	*json = NULL;
+	qtk_json_init();
+	qtk_digests sd_own, od_meta;
+	qtk_filelist sf_own;
+	memset(&sd_own, 0, sizeof sd_own);
+	memset(&od_meta, 0, sizeof od_meta);
+	memset(&sf_own, 0, sizeof sf_own);
+	const qtk_digests *sd = b->src_digests;
+	const qtk_filelist *sf = b->src_files;
+	int rc = 0;
+	if (!b->src || !b->out)
+		return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, NULL, "provenance builder needs source and output");
+	if (!sd) {
+		qtk_digest_opts o = {.threads = b->threads};
+		rc = qtk_digest_model(b->src, &o, &sd_own, err);
+		sd = &sd_own;
+	}
+	if (!rc && !sf) {
+		rc = qtk_hash_model_files(b->src, &sf_own, err);
+		sf = &sf_own;
+	}
+	rc = rc ? rc : desc_leaves(b->out, &od_meta, err);
+	rc = rc ? rc : qtk_digests_finish(&od_meta, err);
+	if (!rc && b->out_digests)
+		for (size_t i = 0; i < od_meta.n && !rc; i++)
+			if (!qtk_digests_find(b->out_digests, od_meta.leaf[i].name))
+				rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, od_meta.leaf[i].name,
+						 "output digest missing");
+	if (!rc) {
+		cJSON *r = cJSON_CreateObject();
+		cJSON_AddNumberToObject(r, "record_version", QTK_PROV_VERSION);
+		size_t nof = b->out_files ? b->out_files->n : 0;
+		qtk_fileinfo *of = qtk_calloc(nof ? nof : 1, sizeof *of);
+		for (size_t i = 0; of && i < nof; i++) {
+			of[i].path = (char *)(uintptr_t)qtk_path_base(b->out_files->f[i].path);
+			of[i].size = b->out_files->f[i].size;
+			memcpy(of[i].sha256, b->out_files->f[i].sha256, 32);
+		}
+		cJSON_AddItemToObject(r, "output", output_json(container_name(b->out_kind), &od_meta, b->out_digests,
+								of, nof, b->out_files != NULL));
+		qtk_free(of);
+		cJSON_AddItemToObject(r, "source", source_json(b, sf, sd));
+		cJSON_AddItemToObject(r, "transform", transform_json(b, sd, &od_meta));
+		cJSON_AddStringToObject(r, "calibration", "none");
+		if (b->imatrix_sha256) {
+			cJSON *im = cJSON_CreateObject();
+			cJSON_AddItemToObject(im, "sha256", hexstr(b->imatrix_sha256));
+			if (b->imatrix_file)
+				cJSON_AddStringToObject(im, "file", qtk_path_base(b->imatrix_file));
+			cJSON_AddItemToObject(r, "imatrix", im);
+		} else {
+			cJSON_AddStringToObject(r, "imatrix", "none");
+		}
+		cJSON_AddItemToObject(r, "tool", tool_json());
+		cJSON *det = cJSON_CreateObject();
+		cJSON_AddBoolToObject(det, "threads_invariant", 1);
+		cJSON_AddStringToObject(det, "decode", "bit-exact with the reference dequantizers");
+		cJSON_AddItemToObject(r, "determinism", det);
+		char tm[32];
+		qtk_prov_time(b->time, tm, sizeof tm);
+		cJSON_AddStringToObject(r, "time", tm);
+		*json = finish_json(r, err);
+		if (!*json)
+			rc = QTK_E_IO;
+	}
+	qtk_digests_free(&sd_own);
+	qtk_digests_free(&od_meta);
+	qtk_filelist_free(&sf_own);
+	return rc;
+}
+
+/* Next run of 64 placeholder characters at or after *pos; false when none. */
+static bool next_run(const char *s, size_t len, size_t *pos)
+{
+	size_t run = 0;
+	for (size_t i = *pos; i < len; i++) {
+		run = s[i] == PH_CHAR ? run + 1 : 0;
+		if (run == HEXLEN) {
+			if (i + 1 < len && s[i + 1] == PH_CHAR)
+				return false; /* longer runs are not ours */
+			*pos = i + 1 - HEXLEN;
+			return true;
+		}
+	}
+	return false;
+}
+
+int qtk_prov_patch(char *buf, size_t len, const char *ph, const char *fin, qtk_err *err)
+{
+	size_t pl = strlen(ph);
+	if (strlen(fin) != pl)
+		return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, QTK_PROV_KEY, "final record length differs from the reserved one");
+	size_t bp = 0, pp = 0;
+	int n = 0;
+	while (next_run(ph, pl, &pp)) {
+		if (!next_run(buf, len, &bp))
+			return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, QTK_PROV_KEY, "placeholder %d not found", n);
+		memcpy(buf + bp, fin + pp, HEXLEN);
+		bp += HEXLEN;
+		pp += HEXLEN;
+		n++;
+	}
+	if (next_run(buf, len, &bp))
+		return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, QTK_PROV_KEY, "more placeholders than expected");
+	return 0;
+}
+
+int qtk_prov_emit(qtk_model *m, const qtk_digests *d, const qtk_filelist *files, const cJSON *embedded,
+		  int64_t time_s, char **json, qtk_err *err)
+{
+	*json = NULL;
+	qtk_json_init();
+	qtk_digests meta;
+	memset(&meta, 0, sizeof meta);
+	meta.n = d->n;
+	meta.leaf = d->leaf; /* borrowed: output_json only reads */
+	cJSON *r = cJSON_CreateObject();
+	cJSON_AddNumberToObject(r, "record_version", QTK_PROV_VERSION);
+	cJSON_AddItemToObject(r, "output", output_json(qtk_model_format(m), &meta, d, files->f, files->n, true));
+	cJSON_AddItemToObject(r, "embedded", embedded ? cJSON_Duplicate(embedded, 1) : cJSON_CreateNull());
+	cJSON_AddItemToObject(r, "tool", tool_json());
+	char tm[32];
+	qtk_prov_time(time_s, tm, sizeof tm);
+	cJSON_AddStringToObject(r, "time", tm);
+	*json = finish_json(r, err);
+	return *json ? 0 : QTK_E_IO;
+}

@@ -1,0 +1,100 @@
+/* prov.h - provenance records (SPEC §5.2, docs/provenance.md).
+ *
+ * A record is one JSON object, serialized canonically: no whitespace, object keys sorted
+ * bytewise, integers only (0 ..= 2^53), strings as UTF-8 with the minimal escapes. The
+ * canonical text is what is stored and what is hashed (qtk_prov_sha256).
+ *
+ * Where it lives: GGUF and QPK key "qtk.provenance" (a string), safetensors
+ * __metadata__["qtk.provenance"], Hugging Face directory file qtk-provenance.json.
+ */
+#ifndef QTK_PROV_H
+#define QTK_PROV_H
+#include "digest.h"
+#include <cJSON.h>
+
+#define QTK_PROV_KEY "qtk.provenance"
+#define QTK_PROV_FILE "qtk-provenance.json"
+#define QTK_PROV_VERSION 1
+/* Cap on a record's size (a record with every tensor's digests is ~300 bytes a tensor). */
+#define QTK_PROV_CAP (64u << 20)
+
+/* The record text stored in m (kv or side file), or NULL when none. *len receives its
+ * length, *where (optional) "kv qtk.provenance" or "file qtk-provenance.json".
+ * Valid while m is open. */
+const char *qtk_prov_find(const qtk_model *m, size_t *len, const char **where);
+
+/* Parse a record strictly: strict JSON (no duplicate keys at any depth, integers only),
+ * record_version known, every known field of the right type, digests 64 lower-case hex,
+ * the output's tensor list consistent with its roots. QTK_E_DATA naming the field
+ * ("output.tensors[3].encoded") on any violation. *out owns the tree (cJSON_Delete). */
+int qtk_prov_parse(const char *text, size_t len, const char *file, cJSON **out, qtk_err *err);
+
+/* Canonical serialization of a JSON tree (sorted keys, no whitespace). New string
+ * (qtk_free), NULL when out of memory or the tree holds a non-integer number. */
+char *qtk_prov_canonical(const cJSON *j);
+/* SHA-256 of the canonical serialization. 0 or QTK_E_IO. */
+int qtk_prov_sha256(const cJSON *j, uint8_t out[32]);
+
+/* Size and SHA-256 of a model's files: its data files, and for a Hugging Face directory its
+ * side files except qtk-provenance.json. Paths are relative to the model (base names). */
+typedef struct qtk_fileinfo {
+	char *path;
+	uint64_t size;
+	uint8_t sha256[32];
+} qtk_fileinfo;
+typedef struct qtk_filelist {
+	size_t n;
+	qtk_fileinfo *f;
+} qtk_filelist;
+int qtk_hash_model_files(qtk_model *m, qtk_filelist *out, qtk_err *err);
+void qtk_filelist_free(qtk_filelist *l);
+
+/* ---- building (qconvert) --------------------------------------------------------------- */
+
+typedef struct qtk_prov_builder {
+	/* source: the opened input; its files are hashed and its digests computed unless given */
+	qtk_model *src;
+	const qtk_digests *src_digests;    /* optional, precomputed */
+	const qtk_filelist *src_files;     /* optional, precomputed */
+	/* output: the description model handed to qtk_writer_open */
+	const qtk_model *out;
+	qtk_out_kind out_kind;
+	const qtk_digests *out_digests;    /* NULL: placeholders (see qtk_prov_patch) */
+	const qtk_outlist *out_files;      /* NULL: no "files" (a file cannot hold its own hash) */
+	/* transform */
+	const char *kind;       /* "repack" "quantize" "convert" "dequantize"; NULL: derived */
+	const char *method;     /* "copy" "rtn" "kquant" "awq" "gptq" ...; NULL: derived */
+	const char *target;     /* the --to value, NULL = "keep" */
+	const char *const *params; /* further canonical parameters "key=value" (bits=4 ...) */
+	size_t nparams;
+	const uint8_t *imatrix_sha256; /* NULL: "none" */
+	const char *imatrix_file;      /* its base name is recorded */
+	int64_t time;           /* seconds since the epoch; set by qtk_prov_builder_init */
+	int threads;            /* for computing source digests; 0 = all cores */
+} qtk_prov_builder;
+
+/* Zero b and set time from SOURCE_DATE_EPOCH (when a valid integer) or the clock. */
+void qtk_prov_builder_init(qtk_prov_builder *b);
+
+/* Render the record: canonical JSON text (qtk_free). With out_digests NULL every output
+ * digest is a placeholder of 64 '~' characters, and the text has exactly the length of the
+ * final record from the same builder with digests filled in. Reads the source (its files
+ * and tensors) unless src_files/src_digests are given. */
+int qtk_prov_build(qtk_prov_builder *b, char **json, qtk_err *err);
+
+/* Fill placeholders in place: buf (len bytes, e.g. the reserved header bytes of an output
+ * file, escaped or not) holds the placeholder record `ph`; `fin` is the final record (same
+ * length as ph). The k-th placeholder run in buf receives the bytes at the k-th run's
+ * position in fin. QTK_E_INTERNAL when lengths or run counts disagree. */
+int qtk_prov_patch(char *buf, size_t len, const char *ph, const char *fin, qtk_err *err);
+
+/* Deployment record of a model (qverify --emit-record): container, files, digests, roots
+ * and the embedded record (parsed, or null). Canonical JSON text (qtk_free). */
+int qtk_prov_emit(qtk_model *m, const qtk_digests *d, const qtk_filelist *files, const cJSON *embedded,
+		  int64_t time, char **json, qtk_err *err);
+
+/* Lower-case hex digest -> bytes; false unless exactly 64 hex digits. */
+bool qtk_prov_unhex(const char *s, uint8_t out[32]);
+/* UTC ISO-8601 "2026-11-30T08:00:00Z". */
+void qtk_prov_time(int64_t t, char *buf, size_t n);
+#endif

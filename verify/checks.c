@@ -1,0 +1,611 @@
+/* checks.c - qverify's checks: one function each, run in table order for the chosen mode. */
+#include "verify.h"
+#include "st_json.h"
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- helpers ------------------------------------------------------------------------------ */
+
+void qv_result(vstate *s, const char *check, const char *status, const char *fmt, ...)
+{
+	if (s->nr >= sizeof s->r / sizeof *s->r)
+		return;
+	vresult *r = &s->r[s->nr++];
+	r->check = check;
+	r->status = status;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(r->detail, sizeof r->detail, fmt, ap);
+	va_end(ap);
+	if (!strcmp(status, "failed"))
+		s->status = 1;
+}
+
+vtensor *qv_tensor(vstate *s, const char *name, const char *stored, const char *status, bool failed)
+{
+	if (s->nt == s->capt) {
+		size_t nc = s->capt ? s->capt * 2 : 64;
+		vtensor *n = qtk_realloc(s->t, nc * sizeof *n);
+		if (!n)
+			return NULL;
+		s->t = n;
+		s->capt = nc;
+	}
+	vtensor *t = &s->t[s->nt];
+	memset(t, 0, sizeof *t);
+	t->name = qtk_strdup(name);
+	t->stored = stored ? qtk_strdup(stored) : NULL;
+	if (!t->name || (stored && !t->stored)) {
+		qtk_free(t->name);
+		qtk_free(t->stored);
+		return NULL;
+	}
+	t->status = status;
+	t->failed = failed;
+	t->sqnr_db = NAN;
+	s->nt++;
+	if (failed)
+		s->status = 1;
+	return t;
+}
+
+static int oom(vstate *s) { return qtk_err_set(&s->err, QTK_E_IO, NULL, -1, NULL, "out of memory"); }
+
+static void progress(void *ctx, uint64_t done, uint64_t total)
+{
+	cli_progress((const char *)ctx, done, total);
+}
+
+static const char *jstr(const cJSON *o, const char *k)
+{
+	const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, k);
+	return cJSON_IsString(j) ? j->valuestring : NULL;
+}
+
+static void short_hex(const uint8_t *d, char *out)
+{
+	qtk_hex(d, 8, out); /* the first 16 hex digits */
+}
+
+/* ---- checks ------------------------------------------------------------------------------- */
+
+/* Open FILE (and SOURCE): every header, size and offset is validated by the reader. */
+static int chk_structure(vstate *s)
+{
+	s->m = qtk_open(s->o->file, &s->err);
+	if (!s->m)
+		return s->err.code ? s->err.code : QTK_E_INTERNAL;
+	uint64_t bytes = 0;
+	for (size_t i = 0; i < s->m->ntensors; i++)
+		bytes += s->m->tensors[i].n_bytes;
+	qv_result(s, "structure", "ok", "%s, %zu tensors, %llu bytes of tensor data, %u file%s",
+		  qtk_model_format(s->m), s->m->ntensors, (unsigned long long)bytes, s->m->nfiles,
+		  s->m->nfiles == 1 ? "" : "s");
+	if (s->o->mode == MODE_AGAINST) {
+		s->src = qtk_open(s->o->source, &s->err);
+		if (!s->src)
+			return s->err.code ? s->err.code : QTK_E_INTERNAL;
+	}
+	return 0;
+}
+
+/* FILE's own record (GGUF/QPK key, safetensors __metadata__, qtk-provenance.json): strict parse. */
+static int chk_embedded(vstate *s)
+{
+	size_t len;
+	const char *txt = qtk_prov_find(s->m, &len, &s->embedded_where);
+	if (!txt) {
+		if (s->o->mode == MODE_EMBEDDED)
+			qv_result(s, "provenance", "note", "no embedded provenance record");
+		return 0;
+	}
+	int rc = qtk_prov_parse(txt, len, s->o->file, &s->embedded, &s->err);
+	if (rc) {
+		char sub[256];
+		snprintf(sub, sizeof sub, "embedded record (%s): %.200s", s->embedded_where, s->err.subject);
+		snprintf(s->err.subject, sizeof s->err.subject, "%s", sub);
+		return rc;
+	}
+	if (s->o->mode == MODE_EMBEDDED) {
+		s->rec = s->embedded;
+		s->rec_name = "the embedded record";
+		const cJSON *src = cJSON_GetObjectItemCaseSensitive(s->embedded, "source");
+		const cJSON *tr = cJSON_GetObjectItemCaseSensitive(s->embedded, "transform");
+		const cJSON *parent = src ? cJSON_GetObjectItemCaseSensitive(src, "record") : NULL;
+		qv_result(s, "provenance", "ok", "record in %s: %s%s%s from %s%s%s%s", s->embedded_where,
+			  tr ? jstr(tr, "kind") : "unknown", tr ? " by " : "", tr ? jstr(tr, "method") : "",
+			  src ? jstr(src, "container") : "unknown source", src && jstr(src, "name") ? " '" : "",
+			  src && jstr(src, "name") ? jstr(src, "name") : "", src && jstr(src, "name") ? "'" : "");
+		if (cJSON_IsObject(parent))
+			qv_result(s, "chain", "note", "the source carried its own record (embedded as source.record)");
+	}
+	return 0;
+}
+
+/* --record REC.json: read and validate strictly (exit 3 naming the field when malformed). */
+static int chk_record(vstate *s)
+{
+	uint8_t *buf = NULL;
+	size_t len = 0;
+	int rc = qtk_slurp(s->o->record, QTK_PROV_CAP, &buf, &len, &s->err);
+	if (rc)
+		return rc;
+	rc = qtk_prov_parse((const char *)buf, len, s->o->record, &s->rec, &s->err);
+	qtk_free(buf);
+	if (rc)
+		return rc;
+	s->rec_name = s->o->record;
+	qv_result(s, "record", "ok", "%s is a valid record (version %d)", s->o->record, QTK_PROV_VERSION);
+	return 0;
+}
+
+/* Content digests of FILE: both tiers of every tensor and both roots. */
+static int chk_digests(vstate *s)
+{
+	if (s->o->mode == MODE_EMBEDDED && !s->rec)
+		return 0;
+	/* checks need the decoded tier only where the encoded one differs (chk_tensors) */
+	qtk_digest_opts o = {.threads = s->o->threads, .enc_only = s->o->mode != MODE_EMIT,
+			     .progress = cli_progress_enabled() ? progress : NULL, .progress_ctx = (void *)"digests"};
+	int rc = qtk_digest_model(s->m, &o, &s->d, &s->err);
+	cli_progress_end();
+	if (rc)
+		return rc;
+	s->have_digests = true;
+	return 0;
+}
+
+/* Add the decoded tier to the leaves whose encoded digest differs from the record's. */
+static int decoded_where_needed(vstate *s, const cJSON *ts)
+{
+	size_t n = s->m->ntensors, need = 0;
+	bool *sel = qtk_calloc(n ? n : 1, sizeof *sel);
+	if (!sel)
+		return oom(s);
+	for (size_t i = 0; i < n; i++) {
+		char b[QTK_CAP_NAME + 64];
+		int qk;
+		qtk_canon_name(s->m->tensors[i].name, b, sizeof b, &qk);
+		const qtk_leaf *l = qtk_digests_find(&s->d, b);
+		for (const cJSON *c = ts->child; l && c; c = c->next) {
+			uint8_t enc[32];
+			if (strcmp(jstr(c, "name"), b) || !qtk_prov_unhex(jstr(c, "encoded"), enc))
+				continue;
+			if (memcmp(enc, l->enc, 32) && !l->has_dec) {
+				sel[i] = true;
+				need++;
+			}
+			break;
+		}
+	}
+	int rc = 0;
+	if (need) {
+		qtk_digests d2;
+		qtk_digest_opts o = {.threads = s->o->threads, .select = sel,
+				     .progress = cli_progress_enabled() ? progress : NULL,
+				     .progress_ctx = (void *)"decoded digests"};
+		rc = qtk_digest_model(s->m, &o, &d2, &s->err);
+		cli_progress_end();
+		for (size_t i = 0; !rc && i < d2.n; i++) {
+			qtk_leaf *dst = (qtk_leaf *)qtk_digests_find(&s->d, d2.leaf[i].name);
+			if (dst && d2.leaf[i].has_dec) {
+				memcpy(dst->dec, d2.leaf[i].dec, 32);
+				dst->has_dec = true;
+			}
+		}
+		if (!rc)
+			qtk_digests_free(&d2);
+	}
+	qtk_free(sel);
+	return rc;
+}
+
+/* Every tensor of the record against FILE: encoded digest equal, or decoded equal (re-encoded). */
+static int chk_tensors(vstate *s)
+{
+	if (!s->rec)
+		return 0;
+	const cJSON *out = cJSON_GetObjectItemCaseSensitive(s->rec, "output");
+	const cJSON *ts = cJSON_GetObjectItemCaseSensitive(out, "tensors");
+	if (!ts) {
+		qv_result(s, "tensors", "skipped", "%s lists no tensors (roots only)", s->rec_name);
+		return 0;
+	}
+	size_t n_ok = 0, n_re = 0, n_bad = 0;
+	bool *seen = qtk_calloc(s->d.n ? s->d.n : 1, sizeof *seen);
+	if (!seen)
+		return oom(s);
+	int rc = decoded_where_needed(s, ts);
+	if (rc) {
+		qtk_free(seen);
+		return rc;
+	}
+	for (const cJSON *c = ts->child; c; c = c->next) {
+		const char *name = jstr(c, "name");
+		uint8_t enc[32], dec[32];
+		qtk_prov_unhex(jstr(c, "encoded"), enc);
+		qtk_prov_unhex(jstr(c, "decoded"), dec);
+		const qtk_leaf *l = qtk_digests_find(&s->d, name);
+		vtensor *t;
+		if (!l) {
+			t = qv_tensor(s, name, NULL, "missing", true);
+			if (t)
+				snprintf(t->detail, sizeof t->detail, "in the record, not in the file");
+			n_bad++;
+		} else if (seen[l - s->d.leaf] = true, !memcmp(l->enc, enc, 32)) {
+			t = qv_tensor(s, name, l->stored, "ok", false);
+			n_ok++;
+		} else if (l->has_dec && !memcmp(l->dec, dec, 32)) {
+			t = qv_tensor(s, name, l->stored, "re-encoded", false);
+			const cJSON *pq = cJSON_GetObjectItemCaseSensitive(c, "permute_qk");
+			if (t && (pq != NULL) != (l->qk_heads > 0))
+				snprintf(t->detail, sizeof t->detail, "same values, Q/K rows in %s order (permute_qk), %s -> %s",
+					 l->qk_heads > 0 ? "llama.cpp" : "Hugging Face", jstr(c, "encoding"), l->enc_id);
+			else if (t)
+				snprintf(t->detail, sizeof t->detail, "same values, different bytes: %s -> %s",
+					 jstr(c, "encoding"), l->enc_id);
+			n_re++;
+		} else {
+			char a[17], b[17];
+			short_hex(enc, a);
+			short_hex(l->enc, b);
+			t = qv_tensor(s, name, l->stored, "changed", true);
+			if (t)
+				snprintf(t->detail, sizeof t->detail, "content differs: record %s..., file %s... (%s)", a, b,
+					 l->enc_id);
+			n_bad++;
+		}
+		if (!t) {
+			qtk_free(seen);
+			return oom(s);
+		}
+	}
+	for (size_t i = 0; i < s->d.n; i++)
+		if (!seen[i]) {
+			vtensor *t = qv_tensor(s, s->d.leaf[i].name, s->d.leaf[i].stored, "extra", true);
+			if (!t) {
+				qtk_free(seen);
+				return oom(s);
+			}
+			snprintf(t->detail, sizeof t->detail, "in the file, not in the record");
+			n_bad++;
+		}
+	qtk_free(seen);
+	if (n_bad)
+		qv_result(s, "tensors", "failed", "%zu of %zu tensors differ from %s", n_bad, n_ok + n_re + n_bad,
+			  s->rec_name);
+	else if (n_re)
+		qv_result(s, "tensors", "ok", "%zu tensors match %s (%zu re-encoded with the same values)", n_ok + n_re,
+			  s->rec_name, n_re);
+	else
+		qv_result(s, "tensors", "ok", "%zu tensors match %s", n_ok, s->rec_name);
+	return 0;
+}
+
+/* Recompute FILE's digests with both tiers (a record that gives roots only). */
+static int full_decoded(vstate *s)
+{
+	qtk_digests d2;
+	qtk_digest_opts o = {.threads = s->o->threads, .progress = cli_progress_enabled() ? progress : NULL,
+			     .progress_ctx = (void *)"decoded digests"};
+	int rc = qtk_digest_model(s->m, &o, &d2, &s->err);
+	cli_progress_end();
+	if (rc)
+		return rc;
+	qtk_digests_free(&s->d);
+	s->d = d2;
+	return 0;
+}
+
+/* The roots: equal roots prove equal content even for records that list no tensors. */
+static int chk_roots(vstate *s)
+{
+	if (!s->rec)
+		return 0;
+	const cJSON *root = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(s->rec, "output"),
+							       "tensor_root");
+	if (!root) {
+		qv_result(s, "tensor_root", "skipped", "%s has no tensor_root", s->rec_name);
+		return 0;
+	}
+	uint8_t enc[32], dec[32];
+	int rc_full = 0;
+	qtk_prov_unhex(jstr(root, "encoded"), enc);
+	qtk_prov_unhex(jstr(root, "decoded"), dec);
+	char h[65];
+	bool listed = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(s->rec, "output"), "tensors");
+	if (!memcmp(enc, s->d.enc_root, 32)) {
+		qtk_hex(enc, 32, h);
+		qv_result(s, "tensor_root", "ok", "encoded root %s", h);
+	} else if (listed) {
+		/* the per-tensor check decided; the roots agree per tier only when no tensor changed encoding */
+		qv_result(s, "tensor_root", s->status ? "failed" : "note", "%s", s->status ? "the file's content differs from the record's"
+			  : "the encoded root differs (tensors were re-encoded); content verified tensor by tensor");
+	} else if (!s->d.complete && (rc_full = full_decoded(s)) != 0) {
+		return rc_full;
+	} else if (!memcmp(dec, s->d.dec_root, 32)) {
+		qtk_hex(dec, 32, h);
+		qv_result(s, "tensor_root", "ok", "decoded root %s (the encoding changed)", h);
+	} else {
+		qtk_hex(s->d.enc_root, 32, h);
+		qv_result(s, "tensor_root", "failed", "the file's roots differ from %s (file: encoded %s)", s->rec_name,
+			  h);
+	}
+	return 0;
+}
+
+/* File-level SHA-256: a mismatch alone means "container changed"; --files makes it a failure. */
+static int chk_files(vstate *s)
+{
+	int rc = qtk_hash_model_files(s->m, &s->files, &s->err);
+	if (rc)
+		return rc;
+	s->have_files = true;
+	if (s->o->mode != MODE_RECORD)
+		return 0;
+	const cJSON *fs = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(s->rec, "output"), "files");
+	const char *fail = s->o->files ? "failed" : "note";
+	if (!fs) {
+		qv_result(s, "files", fail, "%s lists no file hashes%s", s->rec_name,
+			  s->o->files ? " (--files needs them)" : "");
+		return 0;
+	}
+	size_t nrec = (size_t)cJSON_GetArraySize(fs), same = 0;
+	char first[512] = "";
+	for (const cJSON *c = fs->child; c; c = c->next) {
+		const char *p = jstr(c, "path");
+		uint8_t sha[32];
+		uint64_t size = 0;
+		qtk_prov_unhex(jstr(c, "sha256"), sha);
+		qtk_json_u64(cJSON_GetObjectItemCaseSensitive(c, "size"), &size);
+		const qtk_fileinfo *f = NULL;
+		for (size_t i = 0; i < s->files.n && !f; i++)
+			if (!strcmp(s->files.f[i].path, p))
+				f = &s->files.f[i];
+		for (size_t i = 0; i < s->files.n && !f; i++) /* renamed, same bytes */
+			if (s->files.f[i].size == size && !memcmp(s->files.f[i].sha256, sha, 32))
+				f = &s->files.f[i];
+		if (f && f->size == size && !memcmp(f->sha256, sha, 32))
+			same++;
+		else if (!first[0])
+			snprintf(first, sizeof first, "%s: %s", p, !f ? "absent" : f->size != size ? "size differs" : "SHA-256 differs");
+	}
+	if (same == nrec && nrec == s->files.n)
+		qv_result(s, "files", "ok", "%zu file%s match byte for byte", nrec, nrec == 1 ? "" : "s");
+	else if (!first[0])
+		qv_result(s, "files", fail, "container changed: the file set differs (%zu in the record, %zu here)", nrec,
+			  s->files.n);
+	else
+		qv_result(s, "files", fail, "container changed: %s", first);
+	return 0;
+}
+
+/* --emit-record: the deployment record of FILE. */
+static int chk_emit(vstate *s)
+{
+	int64_t t = 0;
+	const char *e = getenv("SOURCE_DATE_EPOCH");
+	uint64_t v;
+	if (e && qtk_parse_u64(e, &v) && v < (1ull << 40))
+		t = (int64_t)v;
+	else
+		t = (int64_t)time(NULL);
+	return qtk_prov_emit(s->m, &s->d, &s->files, s->embedded, t, &s->emitted, &s->err);
+}
+
+/* ---- --against ------------------------------------------------------------------------------- */
+
+typedef struct cref {
+	char *canon;
+	size_t i;
+} cref;
+
+static int cref_cmp(const void *a, const void *b) { return strcmp(((const cref *)a)->canon, ((const cref *)b)->canon); }
+
+static void cref_free(cref *v, size_t n)
+{
+	for (size_t i = 0; v && i < n; i++)
+		qtk_free(v[i].canon);
+	qtk_free(v);
+}
+
+static cref *canon_index(const qtk_model *m)
+{
+	cref *v = qtk_calloc(m->ntensors ? m->ntensors : 1, sizeof *v);
+	for (size_t i = 0; v && i < m->ntensors; i++) {
+		char b[QTK_CAP_NAME + 64];
+		int qk;
+		qtk_canon_name(m->tensors[i].name, b, sizeof b, &qk);
+		v[i].i = i;
+		if (!(v[i].canon = qtk_strdup(b))) {
+			cref_free(v, i);
+			return NULL;
+		}
+	}
+	if (v && m->ntensors)
+		qsort(v, m->ntensors, sizeof *v, cref_cmp);
+	return v;
+}
+
+/* A tensor's leaf (both tiers), reading it in chunks. */
+static int leaf_of(qtk_model *m, const qtk_tensor *t, qtk_leaf *l, qtk_err *e)
+{
+	enum { BS = 4 << 20 };
+	int heads = 0;
+	qtk_thash *h = NULL;
+	uint8_t *buf = qtk_malloc(BS);
+	int rc = buf ? 0 : qtk_err_set(e, QTK_E_IO, NULL, -1, t->name, "out of memory");
+	rc = rc ? rc : qtk_digest_qk_heads(m, t, &heads, e);
+	rc = rc ? rc : qtk_thash_new(t, heads, &h, e);
+	for (int p = 0; p < t->nparts && !rc; p++)
+		for (uint64_t off = 0; off < t->parts[p].nbytes && !rc; off += BS) {
+			size_t k = t->parts[p].nbytes - off < BS ? (size_t)(t->parts[p].nbytes - off) : BS;
+			qtk_err_clear(&m->err);
+			if ((rc = qtk_read_part(m, t, p, off, buf, k)))
+				*e = m->err;
+			rc = rc ? rc : qtk_thash_put(h, buf, k);
+		}
+	if (!rc) {
+		rc = qtk_thash_end(h, l);
+		h = NULL;
+	}
+	qtk_thash_free(h);
+	qtk_free(buf);
+	return rc;
+}
+
+static void leaf_clear(qtk_leaf *l)
+{
+	qtk_free(l->name);
+	qtk_free(l->stored);
+	memset(l, 0, sizeof *l);
+}
+
+static void fail_tensor(vstate *s, vtensor *t, const char *status, const char *detail)
+{
+	t->status = status;
+	t->failed = true;
+	s->status = 1;
+	snprintf(t->detail, sizeof t->detail, "%s", detail);
+}
+
+/* Compare values that have no F32 decoding (integers, F64, F8 ...) through their stored bytes. */
+static int against_raw(vstate *s, const qtk_tensor *ft, const qtk_tensor *st, vtensor *t)
+{
+	qtk_leaf a, b;
+	memset(&a, 0, sizeof a);
+	memset(&b, 0, sizeof b);
+	int rc = leaf_of(s->m, ft, &a, &s->err);
+	rc = rc ? rc : leaf_of(s->src, st, &b, &s->err);
+	if (!rc && memcmp(a.enc, b.enc, 32))
+		fail_tensor(s, t, "changed", "no F32 decoding and the stored values differ");
+	leaf_clear(&a);
+	leaf_clear(&b);
+	return rc;
+}
+
+/* One tensor pair: exact (F32 bitwise) or SQNR. */
+static int against_one(vstate *s, const qtk_tensor *ft, const qtk_tensor *st, vtensor *t)
+{
+	if (ft->ndim != st->ndim || memcmp(ft->shape, st->shape, sizeof ft->shape)) {
+		fail_tensor(s, t, "changed", "shape differs from the source");
+		return 0;
+	}
+	qtk_leaf la, lb;
+	int rc = qtk_digest_leaf_meta(s->m, ft, &la, &s->err);
+	rc = rc ? rc : qtk_digest_leaf_meta(s->src, st, &lb, &s->err);
+	bool raw = !rc && (la.dec_kind == QTK_DEC_RAW || lb.dec_kind == QTK_DEC_RAW);
+	leaf_clear(&la);
+	leaf_clear(&lb);
+	if (rc || raw)
+		return rc ? rc : against_raw(s, ft, st, t);
+	float *a = NULL, *b = NULL;
+	rc = qtk_tensor_values(s->m, ft, &a, &s->err);
+	rc = rc ? rc : qtk_tensor_values(s->src, st, &b, &s->err);
+	uint64_t n = ft->n_params;
+	if (rc) {
+	} else if (!n || !memcmp(a, b, (size_t)n * sizeof *a)) {
+		t->status = "exact";
+	} else {
+		double sig = 0, noise = 0, mx = 0;
+		for (uint64_t k = 0; k < n; k++) {
+			double r = b[k], d = (double)a[k] - r;
+			sig += r * r;
+			noise += d * d;
+			if (fabs(d) > mx)
+				mx = fabs(d);
+		}
+		double q = noise > 0 && sig > 0 && isfinite(noise) && isfinite(sig) ? 10.0 * log10(sig / noise)
+		           : noise == 0 ? INFINITY : -INFINITY;
+		t->sqnr_db = q;
+		t->status = "lossy";
+		snprintf(t->detail, sizeof t->detail, "SQNR %.2f dB, max abs error %.6g", q, mx);
+		if (s->o->has_max_error && !(q >= s->o->max_error_db)) {
+			char d[160];
+			snprintf(d, sizeof d, "SQNR %.2f dB is below --max-error %.2f dB", q, s->o->max_error_db);
+			fail_tensor(s, t, "below", d);
+		}
+	}
+	qtk_free(a);
+	qtk_free(b);
+	return rc;
+}
+
+/* --against SOURCE: match tensors by canonical name (GGUF <-> HF, Q/K un-permuted) and compare values. */
+static int chk_against(vstate *s)
+{
+	cref *fi = canon_index(s->m), *si = canon_index(s->src);
+	int rc = fi && si ? 0 : oom(s);
+	size_t nf = s->m->ntensors, ns = s->src->ntensors, a = 0, b = 0, n_exact = 0, n_lossy = 0, n_bad = 0;
+	double worst = INFINITY;
+	const char *worst_name = NULL;
+	while (!rc && (a < nf || b < ns)) {
+		int c = a == nf ? 1 : b == ns ? -1 : strcmp(fi[a].canon, si[b].canon);
+		vtensor *t;
+		if (c < 0) {
+			t = qv_tensor(s, fi[a].canon, s->m->tensors[fi[a].i].name, "extra", true);
+			if (t)
+				snprintf(t->detail, sizeof t->detail, "not in the source");
+			a++;
+			n_bad++;
+		} else if (c > 0) {
+			t = qv_tensor(s, si[b].canon, NULL, "missing", true);
+			if (t)
+				snprintf(t->detail, sizeof t->detail, "in the source, not in the file");
+			b++;
+			n_bad++;
+		} else {
+			const qtk_tensor *ft = &s->m->tensors[fi[a].i];
+			t = qv_tensor(s, fi[a].canon, ft->name, "exact", false);
+			if (t) {
+				rc = against_one(s, ft, &s->src->tensors[si[b].i], t);
+				if (t->failed)
+					n_bad++;
+				else if (!strcmp(t->status, "exact"))
+					n_exact++;
+				else
+					n_lossy++;
+				if (!isnan(t->sqnr_db) && t->sqnr_db < worst) {
+					worst = t->sqnr_db;
+					worst_name = t->name;
+				}
+				if (g_cli.verbose > 0)
+					cli_verbose("%s: %s %s", t->name, t->status, t->detail);
+			}
+			a++;
+			b++;
+		}
+		if (!t && !rc)
+			rc = oom(s);
+	}
+	cref_free(fi, nf);
+	cref_free(si, ns);
+	if (rc)
+		return rc;
+	char w[300] = "";
+	if (worst_name)
+		snprintf(w, sizeof w, ", worst SQNR %.2f dB (%s)", worst, worst_name);
+	qv_result(s, "against", n_bad ? "failed" : "ok", "%zu exact, %zu lossy, %zu failing of %zu tensors%s", n_exact,
+		  n_lossy, n_bad, n_exact + n_lossy + n_bad, w);
+	return 0;
+}
+
+/* ---- the table -------------------------------------------------------------------------------- */
+
+#define M_ALL (MODE_EMBEDDED | MODE_EMIT | MODE_RECORD | MODE_AGAINST)
+
+const vcheck qv_checks[] = {
+	{"structure", M_ALL, chk_structure},
+	{"provenance", MODE_EMBEDDED | MODE_EMIT | MODE_RECORD, chk_embedded},
+	{"record", MODE_RECORD, chk_record},
+	{"digests", MODE_EMBEDDED | MODE_EMIT | MODE_RECORD, chk_digests},
+	{"tensors", MODE_EMBEDDED | MODE_RECORD, chk_tensors},
+	{"tensor_root", MODE_EMBEDDED | MODE_RECORD, chk_roots},
+	{"files", MODE_EMIT | MODE_RECORD, chk_files},
+	{"emit", MODE_EMIT, chk_emit},
+	{"against", MODE_AGAINST, chk_against},
+};
+const size_t qv_nchecks = sizeof qv_checks / sizeof *qv_checks;

@@ -1,0 +1,134 @@
+/* report.c - qverify's output: human lines or one JSON document (deterministic: no timestamps). */
+#include "verify.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int vt_cmp(const void *a, const void *b)
+{
+	return strcmp(((const vtensor *)a)->name, ((const vtensor *)b)->name);
+}
+
+static const char *mode_name(vmode m)
+{
+	switch (m) {
+	case MODE_EMIT: return "emit-record";
+	case MODE_RECORD: return "record";
+	case MODE_AGAINST: return "against";
+	default: return "embedded";
+	}
+}
+
+static void report_json(vstate *s)
+{
+	cJSON *r = cJSON_CreateObject();
+	cJSON_AddStringToObject(r, "file", s->o->file);
+	cJSON_AddStringToObject(r, "mode", mode_name(s->o->mode));
+	if (s->o->record)
+		cJSON_AddStringToObject(r, "record", s->o->record);
+	if (s->o->source)
+		cJSON_AddStringToObject(r, "source", s->o->source);
+	cJSON_AddBoolToObject(r, "ok", s->status == 0);
+	cJSON *cs = cJSON_AddArrayToObject(r, "checks");
+	for (size_t i = 0; i < s->nr; i++) {
+		cJSON *c = cJSON_CreateObject();
+		cJSON_AddStringToObject(c, "check", s->r[i].check);
+		cJSON_AddStringToObject(c, "status", s->r[i].status);
+		cJSON_AddStringToObject(c, "detail", s->r[i].detail);
+		cJSON_AddItemToArray(cs, c);
+	}
+	cJSON *ts = cJSON_AddArrayToObject(r, "tensors");
+	for (size_t i = 0; i < s->nt; i++) {
+		const vtensor *t = &s->t[i];
+		cJSON *c = cJSON_CreateObject();
+		cJSON_AddStringToObject(c, "name", t->name);
+		if (t->stored)
+			cJSON_AddStringToObject(c, "stored", t->stored);
+		else
+			cJSON_AddNullToObject(c, "stored");
+		cJSON_AddStringToObject(c, "status", t->status);
+		cJSON_AddBoolToObject(c, "failed", t->failed);
+		if (t->detail[0])
+			cJSON_AddStringToObject(c, "detail", t->detail);
+		if (s->o->mode == MODE_AGAINST) {
+			if (isfinite(t->sqnr_db))
+				cJSON_AddNumberToObject(c, "sqnr_db", t->sqnr_db);
+			else
+				cJSON_AddNullToObject(c, "sqnr_db");
+		}
+		cJSON_AddItemToArray(ts, c);
+	}
+	if (s->have_digests) {
+		char h[65];
+		cJSON *root = cJSON_AddObjectToObject(r, "tensor_root");
+		cJSON_AddStringToObject(root, "scheme", QTK_DIGEST_SCHEME);
+		cJSON_AddNumberToObject(root, "count", (double)s->d.n);
+		qtk_hex(s->d.enc_root, 32, h);
+		cJSON_AddStringToObject(root, "encoded", h);
+		qtk_hex(s->d.dec_root, 32, h);
+		if (s->d.complete)
+			cJSON_AddStringToObject(root, "decoded", h);
+		else
+			cJSON_AddNullToObject(root, "decoded"); /* computed only where needed */
+	}
+	char *txt = cJSON_Print(r);
+	cJSON_Delete(r);
+	if (txt) {
+		printf("%s\n", txt);
+		cJSON_free(txt);
+	}
+}
+
+/* Human form: failing tensors (all with -v), each check's outcome, a verdict line. */
+static void report_text(vstate *s)
+{
+	if (g_cli.verbose < 0)
+		return;
+	for (size_t i = 0; i < s->nt; i++) {
+		const vtensor *t = &s->t[i];
+		bool plain = !strcmp(t->status, "ok") || !strcmp(t->status, "exact");
+		if (!t->failed && g_cli.verbose <= 0 && (plain || s->o->mode != MODE_AGAINST) &&
+		    strcmp(t->status, "re-encoded"))
+			continue;
+		char stored[300] = "";
+		if (t->stored && strcmp(t->stored, t->name))
+			snprintf(stored, sizeof stored, " (stored as '%s')", t->stored);
+		printf("%s: tensor '%s'%s: %s%s%s\n", s->o->file, t->name, stored, t->status, t->detail[0] ? ": " : "",
+		       t->detail);
+	}
+	for (size_t i = 0; i < s->nr; i++)
+		printf("%s: %s: %s: %s\n", s->o->file, s->r[i].check, s->r[i].status, s->r[i].detail);
+	printf("%s: %s\n", s->o->file, s->status ? "FAILED" : "ok");
+}
+
+void qv_report(vstate *s)
+{
+	if (s->nt)
+		qsort(s->t, s->nt, sizeof *s->t, vt_cmp);
+	if (s->o->mode == MODE_EMIT) {
+		if (s->emitted)
+			printf("%s\n", s->emitted);
+		return;
+	}
+	if (s->o->json)
+		report_json(s);
+	else
+		report_text(s);
+}
+
+void qv_free(vstate *s)
+{
+	for (size_t i = 0; i < s->nt; i++) {
+		qtk_free(s->t[i].name);
+		qtk_free(s->t[i].stored);
+	}
+	qtk_free(s->t);
+	if (s->rec != s->embedded)
+		cJSON_Delete(s->rec);
+	cJSON_Delete(s->embedded);
+	qtk_free(s->emitted);
+	qtk_digests_free(&s->d);
+	qtk_filelist_free(&s->files);
+	qtk_close(s->m);
+	qtk_close(s->src);
+}

@@ -1,0 +1,79 @@
+/* verify.h - qverify's state, its table of checks and its reporting. */
+#ifndef QTK_VERIFY_H
+#define QTK_VERIFY_H
+#include "cli.h"
+#include "digest.h"
+#include "prov.h"
+
+typedef enum { MODE_EMBEDDED = 1, MODE_EMIT = 2, MODE_RECORD = 4, MODE_AGAINST = 8 } vmode;
+
+typedef struct vopts {
+	vmode mode;
+	const char *file;       /* FILE */
+	const char *record;     /* --record REC.json */
+	const char *source;     /* --against SOURCE */
+	bool files;             /* --files */
+	bool json;              /* --json */
+	bool has_max_error;
+	double max_error_db;
+	int threads;
+} vopts;
+
+/* One line of the per-tensor report. */
+typedef struct vtensor {
+	char *name;        /* canonical */
+	char *stored;      /* as stored in FILE, NULL when absent there */
+	const char *status;/* "ok" "re-encoded" "changed" "missing" "extra" "exact" "lossy" "below" */
+	bool failed;
+	char detail[256];
+	double sqnr_db;    /* --against: NAN when exact or not applicable */
+} vtensor;
+
+/* Outcome of one check. */
+typedef struct vresult {
+	const char *check;
+	const char *status; /* "ok" "failed" "skipped" "note" */
+	char detail[512];
+} vresult;
+
+typedef struct vstate {
+	const vopts *o;
+	qtk_model *m;            /* FILE */
+	qtk_model *src;          /* --against SOURCE */
+	qtk_digests d;           /* FILE's content digests (when computed) */
+	bool have_digests;
+	qtk_filelist files;      /* FILE's files (when hashed) */
+	bool have_files;
+	cJSON *rec;              /* the record checked against (REC.json or embedded) */
+	const char *rec_name;    /* where rec came from, for messages */
+	cJSON *embedded;         /* FILE's embedded record (parsed), or NULL */
+	const char *embedded_where;
+	char *emitted;           /* --emit-record text */
+	vtensor *t;
+	size_t nt, capt;
+	vresult r[16];
+	size_t nr;
+	int status;              /* exit status so far: 0, or 1 (a check failed) */
+	qtk_err err;             /* an error that stops the run (exit 3/4/5) */
+} vstate;
+
+/* A check: returns 0 (its outcome is recorded in the state) or a QTK_E_* error. */
+typedef struct vcheck {
+	const char *name;
+	unsigned modes;          /* vmode bits it runs in */
+	int (*run)(vstate *s);
+} vcheck;
+
+extern const vcheck qv_checks[];
+extern const size_t qv_nchecks;
+
+/* Record the outcome of a check. */
+void qv_result(vstate *s, const char *check, const char *status, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+/* Append a per-tensor line; returns it (NULL when out of memory). */
+vtensor *qv_tensor(vstate *s, const char *name, const char *stored, const char *status, bool failed);
+
+/* Print the report (human or JSON) to stdout. */
+void qv_report(vstate *s);
+void qv_free(vstate *s);
+#endif
