@@ -468,6 +468,170 @@ out:
 
 /* ---- zip -------------------------------------------------------------------- */
 
+/* One member as the central directory describes it. */
+typedef struct zrange {
+	uint64_t start, end; /* local header .. end of its data */
+} zrange;
+
+static int cmp_zrange(const void *x, const void *y)
+{
+	const zrange *p = x, *q = y;
+	return p->start < q->start ? -1 : p->start > q->start;
+}
+
+/* A ZIP64 extended-information field overrides the 0xFFFFFFFF fields, in
+ * the order uncompressed size, compressed size, local header offset. */
+static bool zip64_fields(const uint8_t *x, size_t n, uint64_t *usize, uint64_t *csize, uint64_t *off)
+{
+	for (size_t i = 0; i + 4 <= n;) {
+		unsigned id = qtk_rd16(x + i), len = qtk_rd16(x + i + 2);
+		if (i + 4 + len > n)
+			return false;
+		if (id == 1) {
+			const uint8_t *v = x + i + 4;
+			size_t k = 0;
+			uint64_t *f[3] = {usize, csize, off};
+			for (int j = 0; j < 3; j++)
+				if (*f[j] == 0xFFFFFFFFu) {
+					if (k + 8 > len)
+						return false;
+					*f[j] = qtk_rd64(v + k);
+					k += 8;
+				}
+			return true;
+		}
+		i += 4 + len;
+	}
+	return *usize != 0xFFFFFFFFu && *csize != 0xFFFFFFFFu && *off != 0xFFFFFFFFu;
+}
+
+/* Find the end of central directory: entries, CD offset and size. */
+static int zip_eocd(ar *a, uint64_t *count, uint64_t *cdoff, uint64_t *cdsize, uint64_t *cdlimit)
+{
+	uint64_t tail = a->size < 65557 ? a->size : 65557;
+	uint8_t *b = qtk_malloc((size_t)tail + 1);
+	if (!b)
+		return oom(a);
+	int rc = qtk_pread_full(a->fd, a->path, b, (size_t)tail, a->size - tail, &a->m->err);
+	int64_t at = -1;
+	for (int64_t i = (int64_t)tail - 22; !rc && i >= 0; i--)
+		if (!memcmp(b + i, "PK\x05\x06", 4) && (uint64_t)i + 22 + qtk_rd16(b + i + 20) == tail) {
+			at = i;
+			break;
+		}
+	if (rc || at < 0) {
+		qtk_free(b);
+		return rc ? rc : arerr(a, NULL, "zip: no end of central directory record");
+	}
+	const uint8_t *e = b + at;
+	uint64_t epos = a->size - tail + (uint64_t)at;
+	*count = qtk_rd16(e + 10);
+	*cdsize = qtk_rd32(e + 12);
+	*cdoff = qtk_rd32(e + 16);
+	*cdlimit = epos;
+	bool z64 = *count == 0xFFFF || *cdsize == 0xFFFFFFFFu || *cdoff == 0xFFFFFFFFu;
+	if (qtk_rd16(e + 4) || qtk_rd16(e + 6) || qtk_rd16(e + 8) != qtk_rd16(e + 10))
+		rc = arerr(a, NULL, "multi-volume zip archives are not supported");
+	qtk_free(b);
+	if (rc || !z64)
+		return rc;
+	uint8_t l[20], z[56];
+	if (epos < 20 || (rc = qtk_pread_full(a->fd, a->path, l, 20, epos - 20, &a->m->err)))
+		return rc ? rc : arerr(a, NULL, "zip: ZIP64 locator missing");
+	uint64_t zo = qtk_rd64(l + 8);
+	if (memcmp(l, "PK\x06\x07", 4) || zo > epos - 20 || epos - 20 - zo < 56 ||
+	    (rc = qtk_pread_full(a->fd, a->path, z, 56, zo, &a->m->err)) || memcmp(z, "PK\x06\x06", 4))
+		return rc ? rc : arerr(a, NULL, "zip: bad ZIP64 end of central directory");
+	*count = qtk_rd64(z + 32);
+	*cdsize = qtk_rd64(z + 40);
+	*cdoff = qtk_rd64(z + 48);
+	*cdlimit = zo;
+	return 0;
+}
+
+/* ZIP structure cross-check before libarchive reads it (C.2 row 51): the
+ * central directory and every local header agree on name, method, flags and
+ * sizes, and the members' byte ranges neither overlap (Fifield's overlap
+ * bomb) nor run into the central directory. */
+static int zip_check(ar *a)
+{
+	uint64_t count = 0, cdoff = 0, cdsize = 0, cdlimit = 0, end;
+	int rc = zip_eocd(a, &count, &cdoff, &cdsize, &cdlimit);
+	if (rc)
+		return rc;
+	if (!qtk_add_u64(cdoff, cdsize, &end) || end > cdlimit)
+		return arerr(a, NULL, "zip: central directory beyond its end record");
+	if (count > a->lim->entries)
+		return arerr(a, NULL, "more than %llu members", (unsigned long long)a->lim->entries);
+	if (count > cdsize / 46)
+		return arerr(a, NULL, "zip: %llu members cannot fit a %llu-byte central directory",
+			     (unsigned long long)count, (unsigned long long)cdsize);
+	uint8_t *cd = qtk_malloc((size_t)cdsize + 1);
+	zrange *r = qtk_calloc(count ? (size_t)count : 1, sizeof *r);
+	if (!cd || !r) {
+		qtk_free(cd);
+		qtk_free(r);
+		return oom(a);
+	}
+	rc = qtk_pread_full(a->fd, a->path, cd, (size_t)cdsize, cdoff, &a->m->err);
+	size_t p = 0;
+	for (uint64_t i = 0; i < count && !rc; i++) {
+		if (p + 46 > cdsize || memcmp(cd + p, "PK\x01\x02", 4)) {
+			rc = arerr(a, NULL, "zip: central directory entry %llu is malformed", (unsigned long long)i);
+			break;
+		}
+		const uint8_t *c = cd + p;
+		size_t nl = qtk_rd16(c + 28), xl = qtk_rd16(c + 30), cl = qtk_rd16(c + 32);
+		if (p + 46 + nl + xl + cl > cdsize) {
+			rc = arerr(a, NULL, "zip: central directory entry %llu is malformed", (unsigned long long)i);
+			break;
+		}
+		char name[300];
+		snprintf(name, sizeof name, "%.*s", (int)(nl < 256 ? nl : 256), (const char *)c + 46);
+		uint64_t usize = qtk_rd32(c + 24), csize = qtk_rd32(c + 20), loff = qtk_rd32(c + 42);
+		unsigned flags = qtk_rd16(c + 8), method = qtk_rd16(c + 10);
+		uint8_t lh[30];
+		if (!zip64_fields(c + 46 + nl, xl, &usize, &csize, &loff))
+			rc = arerr(a, name, "zip: bad ZIP64 extra field");
+		else if (qtk_rd16(c + 34))
+			rc = arerr(a, name, "multi-volume zip archives are not supported");
+		else if (loff > cdoff || cdoff - loff < 30)
+			rc = arerr(a, name, "zip: local header offset 0x%llx outside the member area",
+				   (unsigned long long)loff);
+		else if (!(rc = qtk_pread_full(a->fd, a->path, lh, 30, loff, &a->m->err))) {
+			size_t lnl = qtk_rd16(lh + 26), lxl = qtk_rd16(lh + 28);
+			uint8_t ln[256];
+			uint64_t dstart = loff + 30 + lnl + lxl, dend;
+			if (memcmp(lh, "PK\x03\x04", 4))
+				rc = arerr(a, name, "zip: no local header at 0x%llx", (unsigned long long)loff);
+			else if (lnl != nl || (nl <= sizeof ln && ((rc = qtk_pread_full(a->fd, a->path, ln, nl, loff + 30,
+											   &a->m->err)) ||
+								   memcmp(ln, c + 46, nl))))
+				rc = rc ? rc : arerr(a, name, "zip: central directory and local header disagree on the name");
+			else if (qtk_rd16(lh + 6) != flags || qtk_rd16(lh + 8) != method)
+				rc = arerr(a, name, "zip: central directory and local header disagree on flags or method");
+			else if (!(flags & 8) && qtk_rd32(lh + 18) != 0xFFFFFFFFu &&
+				 (qtk_rd32(lh + 18) != csize || qtk_rd32(lh + 22) != usize || qtk_rd32(lh + 14) != qtk_rd32(c + 16)))
+				rc = arerr(a, name, "zip: central directory and local header disagree on sizes or CRC");
+			else if (!qtk_add_u64(dstart, csize, &dend) || dend > cdoff)
+				rc = arerr(a, name, "zip: member data run into the central directory");
+			else
+				r[i] = (zrange){loff, dend};
+		}
+		p += 46 + nl + xl + cl;
+	}
+	if (!rc) {
+		qsort(r, (size_t)count, sizeof *r, cmp_zrange);
+		for (uint64_t i = 1; i < count && !rc; i++)
+			if (r[i].start < r[i - 1].end)
+				rc = arerr(a, NULL, "zip: members overlap at 0x%llx (overlap bomb or parser differential)",
+					   (unsigned long long)r[i].start);
+	}
+	qtk_free(cd);
+	qtk_free(r);
+	return rc;
+}
+
 /* Read one zip member's data into a new memfd with the caps. */
 static int zip_member(ar *a, struct archive *x, struct archive_entry *e, const char *name, int *fdout,
 		      uint64_t *sizeout)
@@ -1022,7 +1186,9 @@ static int ar_open(qtk_model *m)
 	} else if (n >= 4 && h[0] == 'P' && h[1] == 'K') {
 		a.kind = "zip";
 		a.in_memory = true;
-		rc = read_zip(&a);
+		rc = zip_check(&a);
+		if (!rc)
+			rc = read_zip(&a);
 	} else if (n >= 2 && h[0] == 0x1f && h[1] == 0x8b) {
 		a.kind = "tar.gz";
 		uint64_t zs = 0;
@@ -1057,11 +1223,11 @@ const qtk_format qtk_format_archive = {
 
 /* ---- deployment bundles (writer) ------------------------------------------ */
 
-/* OUTPUT.tar, OUTPUT.tar.zst or OUTPUT.zip: the model as model.gguf when
- * every tensor can be stored in GGUF and the description is GGUF-shaped
- * (general.architecture, no config.json), else as a Hugging Face directory
- * (config.json, model.safetensors or shards, tokenizer files), plus the
- * provenance record as qtk-provenance.json. The inner files are written by
+/* OUTPUT.tar, OUTPUT.tar.zst or OUTPUT.zip: the model as model.gguf or as a
+ * Hugging Face directory (config.json, model.safetensors or shards,
+ * tokenizer files), decided by content (use_gguf), plus the
+ * provenance record as qtk-provenance.json (a GGUF bundle also keeps the
+ * description's side files, e.g. config.json and tokenizer files). The inner files are written by
  * their own writers into a temporary directory next to OUTPUT (a tar header
  * needs each size up front), then streamed into the archive, which is itself
  * written atomically (temporary + rename). Bytes are deterministic: entries
@@ -1083,7 +1249,7 @@ typedef struct bw {
 	char *tmpdir;
 	qtk_writer *inner;
 	bw_file *files;
-	size_t nfiles;
+	size_t nfiles, cap;
 	qtk_ofile f;
 	bool fopen;
 	ZSTD_CCtx *zc;
@@ -1095,10 +1261,8 @@ typedef struct bw {
 
 static int bw_oom(qtk_writer *w) { return qtk_err_set(w->err, QTK_E_IO, w->path, -1, NULL, "out of memory"); }
 
-static bool gguf_shaped(const qtk_model *d)
+static bool gguf_storable(const qtk_model *d)
 {
-	if (qtk_blob_find(d, "config.json") || !qtk_kv_find(d, "general.architecture"))
-		return false;
 	for (size_t i = 0; i < d->ntensors; i++) {
 		const qtk_tensor *t = &d->tensors[i];
 		unsigned ty = t->nparts == 1 ? t->parts[0].type : QTK_T_MAX;
@@ -1107,6 +1271,21 @@ static bool gguf_shaped(const qtk_model *d)
 			return false;
 	}
 	return true;
+}
+
+/* The inner container, decided by content: GGUF when only GGUF can hold the
+ * tensors (ggml block types), an HF directory when only safetensors can
+ * (AWQ/GPTQ, safetensors-only dtypes); when both can, GGUF for a GGUF-shaped
+ * description (general.architecture, no config.json), else HF. */
+static bool use_gguf(const qtk_model *d)
+{
+	if (!gguf_storable(d))
+		return false;
+	qtk_err e;
+	qtk_err_clear(&e);
+	if (qtk_st_check_desc(d, "", &e))
+		return true;
+	return !qtk_blob_find(d, "config.json") && qtk_kv_find(d, "general.architecture");
 }
 
 /* Remove the temporary directory and what is in it. */
@@ -1163,7 +1342,7 @@ static int bw_begin(qtk_writer *w)
 	b->kind = pl > 8 && !qtk_strcasecmp(w->path + pl - 8, ".tar.zst") ? BK_TAR_ZST
 		  : pl > 4 && !qtk_strcasecmp(w->path + pl - 4, ".zip")    ? BK_ZIP
 									    : BK_TAR;
-	b->gguf = gguf_shaped(w->desc);
+	b->gguf = use_gguf(w->desc);
 	char *dir = qtk_path_dir(w->path);
 	const char *base = qtk_path_base(w->path);
 	size_t n = (dir ? strlen(dir) : 0) + strlen(base) + 32;
@@ -1201,30 +1380,54 @@ static int cmp_bw_file(const void *x, const void *y)
 	return strcmp(((const bw_file *)x)->name, ((const bw_file *)y)->name);
 }
 
-/* The files to pack: everything the inner writer left in the temporary
- * directory, plus qtk-provenance.json from the kv when none was written. */
+static int bw_grow(qtk_writer *w, bw *b)
+{
+	if (b->nfiles < b->cap)
+		return 0;
+	size_t nc = b->cap ? b->cap * 2 : 16;
+	bw_file *f = qtk_realloc(b->files, nc * sizeof *f);
+	if (!f)
+		return bw_oom(w);
+	b->files = f;
+	b->cap = nc;
+	return 0;
+}
+
+/* An entry whose bytes are held in memory (valid while the writer lives). */
+static int bw_add_data(qtk_writer *w, bw *b, const char *name, const char *data, size_t len)
+{
+	for (size_t i = 0; i < b->nfiles; i++)
+		if (!strcmp(b->files[i].name, name))
+			return 0;
+	int rc = bw_grow(w, b);
+	if (rc)
+		return rc;
+	bw_file *f = &b->files[b->nfiles];
+	memset(f, 0, sizeof *f);
+	if (!(f->name = qtk_strdup(name)))
+		return bw_oom(w);
+	f->data = data;
+	f->len = len;
+	b->nfiles++;
+	return 0;
+}
+
+/* The files to pack, sorted: everything the inner writer left in the
+ * temporary directory, the side files of a GGUF bundle, and
+ * qtk-provenance.json from the kv when none was written. */
 static int bw_list(qtk_writer *w, bw *b)
 {
-	DIR *d = opendir(b->tmpdir);
-	if (!d)
+	DIR *dir = opendir(b->tmpdir);
+	if (!dir)
 		return qtk_err_sys(w->err, b->tmpdir, "cannot read temporary directory");
 	struct dirent *e;
 	int rc = 0;
-	size_t cap = 0;
 	bool prov = false;
-	while ((e = readdir(d)) && !rc) {
+	while ((e = readdir(dir)) && !rc) {
 		if (e->d_name[0] == '.')
 			continue;
-		if (b->nfiles + 2 > cap) {
-			size_t nc = cap ? cap * 2 : 16;
-			bw_file *f = qtk_realloc(b->files, nc * sizeof *f);
-			if (!f) {
-				rc = bw_oom(w);
-				break;
-			}
-			b->files = f;
-			cap = nc;
-		}
+		if ((rc = bw_grow(w, b)))
+			break;
 		bw_file *f = &b->files[b->nfiles];
 		memset(f, 0, sizeof *f);
 		f->name = qtk_strdup(e->d_name);
@@ -1239,23 +1442,21 @@ static int bw_list(qtk_writer *w, bw *b)
 		b->nfiles++;
 		prov |= !strcmp(e->d_name, "qtk-provenance.json");
 	}
-	closedir(d);
-	const qtk_kv *kv = qtk_kv_find(w->desc, "qtk.provenance");
-	if (!rc && !prov && kv && kv->val.type == QTK_V_STR) {
-		if (b->nfiles + 1 > cap) {
-			bw_file *f = qtk_realloc(b->files, (b->nfiles + 1) * sizeof *f);
-			if (!f)
-				return bw_oom(w);
-			b->files = f;
-		}
-		bw_file *f = &b->files[b->nfiles];
-		memset(f, 0, sizeof *f);
-		if (!(f->name = qtk_strdup("qtk-provenance.json")))
-			return bw_oom(w);
-		f->data = kv->val.v.str.s;
-		f->len = (size_t)kv->val.v.str.len;
-		b->nfiles++;
+	closedir(dir);
+	if (rc)
+		return rc;
+	/* a GGUF bundle keeps the side files (config.json, tokenizer files) next to model.gguf */
+	const qtk_model *d = w->desc;
+	for (size_t i = 0; b->gguf && i < d->nblobs && !rc; i++) {
+		const char *nm = d->blobs[i].name;
+		if (nm[0] == '.' || strchr(nm, '/') || strchr(nm, '\\') || !strcmp(nm, "model.gguf"))
+			continue;
+		rc = bw_add_data(w, b, nm, (const char *)d->blobs[i].data, d->blobs[i].len);
+		prov |= !strcmp(nm, "qtk-provenance.json");
 	}
+	const qtk_kv *kv = qtk_kv_find(d, "qtk.provenance");
+	if (!rc && !prov && kv && kv->val.type == QTK_V_STR)
+		rc = bw_add_data(w, b, "qtk-provenance.json", kv->val.v.str.s, (size_t)kv->val.v.str.len);
 	if (!rc)
 		qsort(b->files, b->nfiles, sizeof *b->files, cmp_bw_file);
 	return rc;

@@ -249,7 +249,8 @@ static bool asym_ls(const asym_tot *T, const float *w, const float *wx, const fl
     *s = (T->w * sxl - T->x * sl) / D;
     *m = (sll * T->x - sl * sxl) / D;
     if (res)
-        *res = *s * *s * sll + 2 * *s * *m * sl + *m * *m * T->w - 2 * *s * sxl - 2 * *m * T->x + T->xx;
+        *res = *s * *s * sll + 2 * *s * *m * sl + *m * *m * T->w - 2 * *s * sxl -
+               2 * *m * T->x + T->xx;
     return true;
 }
 

@@ -5,10 +5,10 @@
  * choice (quantize_row_*_ref, what llama-quantize writes without an imatrix) is always one of
  * the candidates, so a block is not worse than ggml's: exactly so for q4_0 q4_1 q5_0 q5_1 q8_0
  * q3_k; for q2_k q4_k q5_k q6_k ggml's selection rule is reproduced with sums in a different
- * (4-lane) order, identical for ~97-100% of superblocks and otherwise a near-tie of ggml's own
- * criterion. Output is deterministic: plain IEEE +,-,*,/ and sqrtf under -ffp-contract=off,
- * fixed operation order (the SSE2 and plain-C paths give identical bytes), no threads, no
- * mutable globals. */
+ * (4-lane) order: the same decoded block for ~97-98% of superblocks, otherwise a near-tie of
+ * ggml's own criterion. Output is deterministic: plain IEEE +,-,*,/ and sqrtf under
+ * -ffp-contract=off, fixed operation order (the SSE2 and plain-C paths give identical bytes),
+ * no threads, no mutable globals. */
 #ifndef QTK_QUANT_H
 #define QTK_QUANT_H
 
@@ -20,10 +20,11 @@
  * weights (llama.cpp imatrix semantics, one per column); the squared error of column c is then
  * weighted by imatrix[c] itself (llama.cpp uses imatrix[c]*sqrt(sigma^2 + x^2) for most types;
  * plain imatrix[c] is the expected output-error weight). Negative, NaN or Inf weights count as
- * 0; a block whose weights are all 0 falls back to uniform weights. Output: nrows * row_bytes bytes. NaN inputs are encoded as 0 and
- * +-Inf as +-1e8 (finite inputs beyond that are clamped too), so any input gives finite, valid
- * blocks. An all-zero block decodes to zeros. Returns 0, or -1 when the type has no encoder or
- * n_per_row is not a multiple of the block size. Thread-safe. */
+ * 0; a block whose weights are all 0 falls back to uniform weights. Output: nrows * row_bytes
+ * bytes. NaN inputs are encoded as 0 and +-Inf as +-1e8 (finite inputs beyond that are clamped
+ * too), so any input gives finite, valid blocks. An all-zero block decodes to zeros. Returns 0,
+ * or -1 when the type has no encoder or n_per_row is not a multiple of the block size.
+ * Thread-safe. */
 int qtk_quant_ggml(unsigned type, const float *src, void *dst, uint64_t nrows, uint64_t n_per_row,
                    const float *imatrix);
 
@@ -125,16 +126,62 @@ static inline qv4 qv_roundf(qv4 a)
 #else
 #include <string.h>
 typedef struct { float f[4]; } qv4;
-static inline qv4 qv_ld(const float *p) { qv4 r; for (int k = 0; k < 4; k++) r.f[k] = p[k]; return r; }
-static inline void qv_st(float *p, qv4 a) { for (int k = 0; k < 4; k++) p[k] = a.f[k]; }
-static inline qv4 qv_set(float a) { qv4 r; for (int k = 0; k < 4; k++) r.f[k] = a; return r; }
-static inline qv4 qv_add(qv4 a, qv4 b) { for (int k = 0; k < 4; k++) a.f[k] = a.f[k] + b.f[k]; return a; }
-static inline qv4 qv_sub(qv4 a, qv4 b) { for (int k = 0; k < 4; k++) a.f[k] = a.f[k] - b.f[k]; return a; }
-static inline qv4 qv_mul(qv4 a, qv4 b) { for (int k = 0; k < 4; k++) a.f[k] = a.f[k] * b.f[k]; return a; }
-static inline qv4 qv_div(qv4 a, qv4 b) { for (int k = 0; k < 4; k++) a.f[k] = a.f[k] / b.f[k]; return a; }
+static inline qv4 qv_ld(const float *p)
+{
+    qv4 r;
+    for (int k = 0; k < 4; k++)
+        r.f[k] = p[k];
+    return r;
+}
+static inline void qv_st(float *p, qv4 a)
+{
+    for (int k = 0; k < 4; k++)
+        p[k] = a.f[k];
+}
+static inline qv4 qv_set(float a)
+{
+    qv4 r;
+    for (int k = 0; k < 4; k++)
+        r.f[k] = a;
+    return r;
+}
+static inline qv4 qv_add(qv4 a, qv4 b)
+{
+    for (int k = 0; k < 4; k++)
+        a.f[k] = a.f[k] + b.f[k];
+    return a;
+}
+static inline qv4 qv_sub(qv4 a, qv4 b)
+{
+    for (int k = 0; k < 4; k++)
+        a.f[k] = a.f[k] - b.f[k];
+    return a;
+}
+static inline qv4 qv_mul(qv4 a, qv4 b)
+{
+    for (int k = 0; k < 4; k++)
+        a.f[k] = a.f[k] * b.f[k];
+    return a;
+}
+static inline qv4 qv_div(qv4 a, qv4 b)
+{
+    for (int k = 0; k < 4; k++)
+        a.f[k] = a.f[k] / b.f[k];
+    return a;
+}
 /* same results as SSE minps/maxps: the second operand unless the comparison holds */
-static inline qv4 qv_min(qv4 a, qv4 b) { for (int k = 0; k < 4; k++) a.f[k] = a.f[k] < b.f[k] ? a.f[k] : b.f[k]; return a; }
-static inline qv4 qv_max(qv4 a, qv4 b) { for (int k = 0; k < 4; k++) a.f[k] = a.f[k] > b.f[k] ? a.f[k] : b.f[k]; return a; }
+static inline qv4 qv_min(qv4 a, qv4 b)
+{
+    for (int k = 0; k < 4; k++)
+        a.f[k] = a.f[k] < b.f[k] ? a.f[k] : b.f[k];
+    return a;
+}
+static inline qv4 qv_max(qv4 a, qv4 b)
+{
+    for (int k = 0; k < 4; k++)
+        a.f[k] = a.f[k] > b.f[k] ? a.f[k] : b.f[k];
+    return a;
+}
 static inline qv4 qv_abs(qv4 a)
 {
     for (int k = 0; k < 4; k++) {
@@ -145,7 +192,12 @@ static inline qv4 qv_abs(qv4 a)
     }
     return a;
 }
-static inline qv4 qv_trunc(qv4 a) { for (int k = 0; k < 4; k++) a.f[k] = (float)(int32_t)a.f[k]; return a; }
+static inline qv4 qv_trunc(qv4 a)
+{
+    for (int k = 0; k < 4; k++)
+        a.f[k] = (float)(int32_t)a.f[k];
+    return a;
+}
 static inline qv4 qv_roundf(qv4 a)
 {
     for (int k = 0; k < 4; k++) {

@@ -100,7 +100,8 @@ static inline void aff_ours_try(aff_ours *o, double sl, double sll, double sxl)
     }
     if (!(s >= 0))
         return;
-    const double e = s * s * sll + 2 * s * m * sl + m * m * o->w - 2 * s * sxl - 2 * m * o->x + o->xx;
+    const double e =
+        s * s * sll + 2 * s * m * sl + m * m * o->w - 2 * s * sxl - 2 * m * o->x + o->xx;
     if (e < o->best) {
         o->best = e;
         o->s = (float)s;
@@ -980,7 +981,8 @@ void qtk_qrow_q6_k(const float *x, const float *w, uint8_t *dst, uint64_t nb)
                 const unsigned q3 = L[j + l + 64], q4 = L[j + l + 96];
                 ql[l] = (uint8_t)((q1 & 0xF) | ((q3 & 0xF) << 4));
                 ql[l + 32] = (uint8_t)((q2 & 0xF) | ((q4 & 0xF) << 4));
-                qh[l] = (uint8_t)((q1 >> 4) | ((q2 >> 4) << 2) | ((q3 >> 4) << 4) | ((q4 >> 4) << 6));
+                qh[l] = (uint8_t)((q1 >> 4) | ((q2 >> 4) << 2) | ((q3 >> 4) << 4) |
+                                  ((q4 >> 4) << 6));
             }
         }
         for (int j = 0; j < NSUB; j++)

@@ -70,6 +70,12 @@ run "qinspect hf dir" 0 "$BIN/qinspect" --json "$H"; out_has "qinspect hf" '"for
 run "qinspect stats without json" 2 "$BIN/qinspect" --stats "$G"
 run "qverify sample" 0 "$BIN/qverify" "$G"; out_has "qverify sample" "ok: gguf, 21 tensors"
 
+run "qinspect --tensor" 0 "$BIN/qinspect" --tensor blk.0.attn_q.weight "$G"; out_has "qinspect --tensor" "beyond 3 sigma"
+run "qinspect --tensor missing" 2 "$BIN/qinspect" --tensor nope "$G"; err_has "qinspect --tensor missing" "tensor 'nope': no such tensor"
+run "qinspect --json --stats" 0 "$BIN/qinspect" --json --stats "$G"; out_has "qinspect --json --stats" '"outliers_3sigma":'
+run "qinspect --memory" 0 "$BIN/qinspect" --memory --ctx 8192 --kv-type q8_0 "$G"; out_has "qinspect --memory" "KV q8_0"
+run "qinspect --diff" 0 "$BIN/qinspect" --diff "$H" "$G"; out_has "qinspect --diff" "21 by GGUF<->HF name, 4 with Q/K rows un-permuted"
+
 # --- qconvert between containers and float types
 run "gguf f32 -> f16" 0 "$BIN/qconvert" "$G" "$T/f16.gguf" --to f16
 out_has "gguf f32 -> f16" "sha256:"

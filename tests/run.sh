@@ -34,6 +34,17 @@ if [ -f tests/cli.sh ]; then
 	echo "== cli: $p passed, $f failed${s:+, $s skipped}"
 	grep -E '^(FAIL|skipped)' "$out" | head -50
 fi
+for extra in tests/tui_smoke.sh tests/test_verify.sh; do
+	[ -f "$extra" ] || continue
+	QTK_BUILD=$B sh "$extra" >"$out" 2>&1
+	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -n 1)
+	p=$(echo "$line" | sed -n 's/^\([0-9]*\) passed.*/\1/p'); [ -n "$p" ] || p=0
+	f=$(echo "$line" | sed -n 's/.* \([0-9]*\) failed.*/\1/p'); [ -n "$f" ] || f=1
+	s=$(grep -c '^skipped' "$out")
+	pass=$((pass + p)); fail=$((fail + f)); skipped=$((skipped + s))
+	echo "== $(basename "$extra" .sh): $p passed, $f failed${s:+, $s skipped}"
+	grep -E '^(FAIL|skipped)' "$out" | head -20
+done
 rm -f "$out"
 echo "$pass passed, $fail failed, $skipped skipped"
 [ "$fail" -eq 0 ]

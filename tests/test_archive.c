@@ -476,6 +476,116 @@ static void test_zst_file(void)
 	ZSTD_freeCCtx(c);
 }
 
+/* ---- hand-made zips ------------------------------------------------------- */
+
+static size_t zput(uint8_t *p, size_t at, uint64_t v, int n)
+{
+	for (int i = 0; i < n; i++)
+		p[at + (size_t)i] = (uint8_t)(v >> (8 * i));
+	return at + (size_t)n;
+}
+
+/* A stored local header (CRC 0) at p+at; returns the end. */
+static size_t zlocal(uint8_t *p, size_t at, const char *name, uint32_t size)
+{
+	size_t nl = strlen(name);
+	at = zput(p, at, 0x04034b50, 4);
+	at = zput(p, at, 20, 2);
+	at = zput(p, at, 0, 2);
+	at = zput(p, at, 0, 2);
+	at = zput(p, at, 0, 4); /* time, date */
+	at = zput(p, at, 0, 4); /* crc */
+	at = zput(p, at, size, 4);
+	at = zput(p, at, size, 4);
+	at = zput(p, at, nl, 2);
+	at = zput(p, at, 0, 2);
+	memcpy(p + at, name, nl);
+	return at + nl;
+}
+
+static size_t zcentral(uint8_t *p, size_t at, const char *name, uint32_t size, uint32_t off)
+{
+	size_t nl = strlen(name);
+	at = zput(p, at, 0x02014b50, 4);
+	at = zput(p, at, 20, 2);
+	at = zput(p, at, 20, 2);
+	at = zput(p, at, 0, 2);
+	at = zput(p, at, 0, 2);
+	at = zput(p, at, 0, 4);
+	at = zput(p, at, 0, 4);
+	at = zput(p, at, size, 4);
+	at = zput(p, at, size, 4);
+	at = zput(p, at, nl, 2);
+	at = zput(p, at, 0, 2);
+	at = zput(p, at, 0, 2);
+	at = zput(p, at, 0, 2);
+	at = zput(p, at, 0, 2);
+	at = zput(p, at, 0, 4);
+	at = zput(p, at, off, 4);
+	memcpy(p + at, name, nl);
+	return at + nl;
+}
+
+static size_t zend(uint8_t *p, size_t at, unsigned n, size_t cdoff)
+{
+	at = zput(p, at, 0x06054b50, 4);
+	at = zput(p, at, 0, 4);
+	at = zput(p, at, n, 2);
+	at = zput(p, at, n, 2);
+	at = zput(p, at, at - 12 - cdoff, 4);
+	at = zput(p, at, cdoff, 4);
+	return zput(p, at, 0, 2);
+}
+
+/* Zips whose central directory and local headers tell different stories. */
+static void test_zip_structure(void)
+{
+	uint8_t b[512] = {0};
+	/* member b's local header lies inside member a's data */
+	size_t at = zlocal(b, 0, "a.txt", 40);
+	at = zlocal(b, at, "b.txt", 5);
+	memcpy(b + at, "hello", 5);
+	at += 5;
+	size_t cd = at;
+	at = zcentral(b, at, "a.txt", 40, 0);
+	at = zcentral(b, at, "b.txt", 5, 35);
+	at = zend(b, at, 2, cd);
+	spit(tpath("overlap.zip"), b, at);
+	expect_refused(tpath("overlap.zip"), "members overlap", "zip overlapping members");
+	/* the local header names another file than the central directory */
+	memset(b, 0, sizeof b);
+	at = zlocal(b, 0, "a.txt", 2);
+	memcpy(b + at, "hi", 2);
+	at += 2;
+	cd = at;
+	at = zcentral(b, at, "b.txt", 2, 0);
+	at = zend(b, at, 1, cd);
+	spit(tpath("lname.zip"), b, at);
+	expect_refused(tpath("lname.zip"), "disagree on the name", "zip local/central name mismatch");
+	/* sizes disagree */
+	memset(b, 0, sizeof b);
+	at = zlocal(b, 0, "a.txt", 3);
+	memcpy(b + at, "hi!", 3);
+	at += 3;
+	cd = at;
+	at = zcentral(b, at, "a.txt", 2, 0);
+	at = zend(b, at, 1, cd);
+	spit(tpath("lsize.zip"), b, at);
+	expect_refused(tpath("lsize.zip"), "disagree on sizes", "zip local/central size mismatch");
+	/* the central directory points past the data */
+	memset(b, 0, sizeof b);
+	at = zlocal(b, 0, "a.txt", 2);
+	at += 2;
+	cd = at;
+	at = zcentral(b, at, "a.txt", 2, 400);
+	at = zend(b, at, 1, cd);
+	spit(tpath("loff.zip"), b, at);
+	expect_refused(tpath("loff.zip"), "outside the member area", "zip local offset out of range");
+	/* no end record */
+	spit(tpath("noend.zip"), b, 30);
+	expect_refused(tpath("noend.zip"), "no end of central directory", "zip without an end record");
+}
+
 static void test_hostile(void)
 {
 	const char *g = gpath;
@@ -642,13 +752,13 @@ static bool no_temporaries(void)
 static void test_bundles(void)
 {
 	static const char *const ext[] = {"tar", "tar.zst", "zip"};
+	qtk_err e;
 	for (int k = 0; k < 3; k++)
 		for (int src = 0; src < 2; src++) {
 			qtk_model *ref = src ? ref_hf : ref_gguf;
 			char p1[1100], p2[1100], names[1000];
 			snprintf(p1, sizeof p1, "%s/bundle-%d.%s", tmpdir, src, ext[k]);
 			snprintf(p2, sizeof p2, "%s/again-%d.%s", tmpdir, src, ext[k]);
-			qtk_err e;
 			int rc = copy_model(ref, p1, &e);
 			CHECK(rc == 0, "write bundle %s: %s", p1, e.msg);
 			CHECK(copy_model(ref, p2, &e) == 0 && same_file(p1, p2), "bundle bytes are deterministic: %s", p1);
@@ -665,8 +775,37 @@ static void test_bundles(void)
 			      "provenance carried in %s", p1);
 			qtk_close(m);
 		}
+	/* content decides: ggml block types with HF names and a config.json go to GGUF,
+	 * and the side files come along */
+	qtk_model *d = qtk_model_new();
+	qtk_tensor *t = qtk_model_add_tensor(d, "model.layers.0.mlp.up_proj.weight");
+	t->ndim = 2;
+	t->shape[0] = t->shape[1] = 32;
+	t->layout.kind = QTK_LAYOUT_PLAIN;
+	t->layout.type = QTK_T_Q8_0;
+	t->nparts = 1;
+	t->parts[0].type = QTK_T_Q8_0;
+	t->parts[0].ndim = 2;
+	memcpy(t->parts[0].shape, t->shape, sizeof t->shape);
+	t->parts[0].nbytes = 32 * 34;
+	qtk_tensor_finish(t);
+	qtk_model_add_blob(d, "config.json", "{\"model_type\":\"llama\"}", 22);
+	uint8_t q8[32 * 34];
+	fill(q8, sizeof q8, 5);
+	qtk_writer *qw = qtk_writer_open(tpath("q8.zip"), QTK_OUT_ARCHIVE, d, NULL, &e);
+	CHECK(qw && qtk_writer_put(qw, q8, sizeof q8) == 0 && qtk_writer_finish(qw) == 0, "q8 bundle: %s", e.msg);
+	char names[300];
+	list_names(tpath("q8.zip"), names, sizeof names);
+	CHECK(!strcmp(names, "config.json,model.gguf"), "q8 bundle holds %s", names);
+	qtk_model *m8 = qtk_open(tpath("q8.zip"), &e);
+	uint8_t *back = NULL;
+	CHECK(m8 && !strcmp(qtk_model_format(m8), "gguf") && m8->ntensors == 1 &&
+	      !qtk_read_part_alloc(m8, &m8->tensors[0], 0, &back) && !memcmp(back, q8, sizeof q8),
+	      "q8 bundle reads back as GGUF: %s", e.msg);
+	free(back);
+	qtk_close(m8);
+	qtk_close(d);
 	/* outs: the archive is the one committed file */
-	qtk_err e;
 	qtk_outlist outs = {0};
 	qtk_write_opts o = {.outs = &outs};
 	qtk_writer *w = qtk_writer_open(tpath("o.tar"), QTK_OUT_ARCHIVE, ref_gguf, &o, &e);
@@ -838,6 +977,7 @@ int main(void)
 		test_read_formats();
 		test_zst_file();
 		test_hostile();
+		test_zip_structure();
 		test_bundles();
 		test_alloc_failures();
 		test_split_fixture();

@@ -90,7 +90,8 @@ static double roundtrip(unsigned type, const float *x, uint64_t rows, uint64_t n
 static void test_roundtrip(void)
 {
     /* relative RMSE bounds for N(0,1) data (llama's own figures are ~0.6-0.9 of these) */
-    static const double bound[] = { 0.12, 0.11, 0.06, 0.055, 0.0075, 0.36, 0.20, 0.09, 0.045, 0.022 };
+    static const double bound[] = { 0.12, 0.11, 0.06,  0.055, 0.0075,
+                                    0.36, 0.20, 0.09, 0.045, 0.022 };
     const uint64_t rows = 16, n = 1024;
     float *x = malloc(rows * n * sizeof *x), *y = malloc(rows * n * sizeof *y);
     for (uint64_t i = 0; i < rows * n; i++)
@@ -212,8 +213,10 @@ static void test_determinism(void)
             qtk_quant_ggml(ty, x, b, rows, n, w);
             for (uint64_t r = 0; r < rows; r++)
                 qtk_quant_ggml(ty, x + r * n, c + r * rb, 1, n, w);
-            CHECK(memcmp(a, b, rb * rows) == 0, "%s: not deterministic (imatrix %d)", tname(ty), im);
-            CHECK(memcmp(a, c, rb * rows) == 0, "%s: row-by-row differs (imatrix %d)", tname(ty), im);
+            CHECK(memcmp(a, b, rb * rows) == 0, "%s: not deterministic (imatrix %d)", tname(ty),
+                  im);
+            CHECK(memcmp(a, c, rb * rows) == 0, "%s: row-by-row differs (imatrix %d)", tname(ty),
+                  im);
         }
         free(a);
         free(b);
@@ -237,7 +240,8 @@ static void test_imatrix(void)
         const double e1 = roundtrip(k_types[t], x, rows, n, imat, imat, y);
         CHECK(e1 >= 0 && e1 < e0, "%s: imatrix does not lower weighted error (%g vs %g)",
               tname(k_types[t]), e1, e0);
-        printf("imatrix   %-5s weighted error ratio with/without %.4f\n", tname(k_types[t]), e1 / e0);
+        printf("imatrix   %-5s weighted error ratio with/without %.4f\n", tname(k_types[t]),
+               e1 / e0);
     }
     /* all-zero / invalid importances fall back to uniform */
     float bad[512];
@@ -269,10 +273,12 @@ static void test_args(void)
         r[i] = gauss();
     CHECK(qtk_quant_supported(QTK_T_IQ4_NL) && qtk_quant_supported(QTK_T_IQ4_XS), "iq4 supported");
     CHECK(qtk_quant_ggml(QTK_T_IQ4_NL, r, a, 2, 256, NULL) == 0 &&
-          qtk_quant_iq4_nl(r, b, 2, 256, NULL) == 0 && memcmp(a, b, row_bytes(QTK_T_IQ4_NL, 512)) == 0,
+          qtk_quant_iq4_nl(r, b, 2, 256, NULL) == 0 &&
+          memcmp(a, b, row_bytes(QTK_T_IQ4_NL, 512)) == 0,
           "iq4_nl dispatch");
     CHECK(qtk_quant_ggml(QTK_T_IQ4_XS, r, a, 2, 256, NULL) == 0 &&
-          qtk_quant_iq4_xs(r, b, 2, 256, NULL) == 0 && memcmp(a, b, row_bytes(QTK_T_IQ4_XS, 512)) == 0,
+          qtk_quant_iq4_xs(r, b, 2, 256, NULL) == 0 &&
+          memcmp(a, b, row_bytes(QTK_T_IQ4_XS, 512)) == 0,
           "iq4_xs dispatch");
 }
 
