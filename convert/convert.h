@@ -41,6 +41,7 @@ typedef struct conv_opts {
 	uint32_t group_size; /* --group-size, 0 = default */
 	const char *imatrix_path;
 	int names;           /* NAMES_* (--names), NAMES_DEFAULT from the output's form */
+	uint64_t split_max_size;
 	double max_error_db;
 	const char *report;
 	int threads;

@@ -17,6 +17,8 @@ static const char usage[] =
 	"                         when exact, 32 from k-quants, else 128)\n"
 	"  --sym                  symmetric gptq target\n"
 	"  --imatrix FILE         llama.cpp importance matrix for importance-weighted quantization\n"
+	"  --split-max-size SIZE  shard the output: GGUF splits (-00001-of-0000N.gguf) or safetensors\n"
+	"                         shards in a Hugging Face directory (500M, 4G, 2GiB, ...)\n"
 	"  --names hf|gguf|keep   tensor naming of the output (default: HF names in a directory, GGUF\n"
 	"                         names (with llama.cpp's Q/K row order) in .gguf, else the source's)\n"
 	"  --set KEY=VALUE        set or override a metadata key in the output (repeatable)\n"
@@ -46,6 +48,31 @@ static double now_s(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* "4G", "500M", "100K" (powers of 1000, as llama.cpp's gguf-split), "2GiB", or bytes. */
+static int parse_size(const char *s, uint64_t *out)
+{
+	static const struct { const char *suf; uint64_t mul; } units[] = {
+		{"KiB", 1ull << 10}, {"MiB", 1ull << 20}, {"GiB", 1ull << 30}, {"TiB", 1ull << 40},
+		{"K", 1000ull}, {"M", 1000000ull}, {"G", 1000000000ull}, {"T", 1000000000000ull}, {"", 1},
+	};
+	size_t n = strlen(s);
+	for (size_t i = 0; i < sizeof units / sizeof *units; i++) {
+		size_t k = strlen(units[i].suf);
+		if (n <= k || strcmp(s + n - k, units[i].suf))
+			continue;
+		char num[32];
+		if (n - k >= sizeof num)
+			return -1;
+		memcpy(num, s, n - k);
+		num[n - k] = 0;
+		uint64_t v;
+		if (!qtk_parse_u64(num, &v) || !v || !qtk_mul_u64(v, units[i].mul, out))
+			return -1;
+		return 0;
+	}
+	return -1;
 }
 
 static int parse_args(int argc, char **argv, conv_opts *o)
@@ -90,7 +117,7 @@ static int parse_args(int argc, char **argv, conv_opts *o)
 		}
 		/* options with a value: "--opt VALUE" or "--opt=VALUE" */
 		static const char *const with_val[] = {"-t", "--to", "--set", "--max-error", "--report", "--threads",
-						       "--bits", "--group-size", "--imatrix", "--names"};
+						       "--bits", "--group-size", "--imatrix", "--names", "--split-max-size"};
 		const char *name = NULL;
 		for (size_t k = 0; k < sizeof with_val / sizeof *with_val; k++) {
 			size_t n = strlen(with_val[k]);
@@ -136,6 +163,9 @@ static int parse_args(int argc, char **argv, conv_opts *o)
 			if (!qtk_parse_u64(val, &n) || (n != 32 && n != 64 && n != 128))
 				return cli_usage_error("--group-size takes 32, 64 or 128, not '%s'", val);
 			o->group_size = (uint32_t)n;
+		} else if (!strcmp(name, "--split-max-size")) {
+			if (parse_size(val, &o->split_max_size))
+				return cli_usage_error("--split-max-size takes a size such as 500M, 4G or 2GiB, not '%s'", val);
 		} else if (!strcmp(name, "--names")) {
 			if (!strcmp(val, "hf"))
 				o->names = NAMES_HF;

@@ -200,6 +200,7 @@ int conv_run(qtk_model *in, const conv_opts *o, conv_result *res)
 	}
 	qtk_write_opts wo = {0};
 	wo.outs = &res->outs;
+	wo.split_max_size = o->split_max_size;
 	w = qtk_writer_open(o->output, o->out_kind, d, &wo, &err);
 	if (!w) {
 		rc = err.code ? err.code : QTK_E_INTERNAL;

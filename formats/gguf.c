@@ -700,9 +700,11 @@ const qtk_format qtk_format_gguf = {
 /* ---- writer -------------------------------------------------------------- */
 
 typedef struct gw {
-	qtk_ofile f;
+	qtk_ofile *f;        /* one per shard */
+	uint32_t nshards, cur;
+	size_t *first;       /* first tensor of each shard; first[nshards] = ntensors */
 	uint32_t align;
-	uint64_t pad_after; /* zero bytes owed after the current tensor */
+	uint64_t pad_after;  /* zero bytes owed after the current tensor */
 } gw;
 
 static int w_str(qtk_ofile *f, const char *s, uint64_t len)
@@ -776,13 +778,90 @@ static int w_value(qtk_ofile *f, const qtk_value *v)
 
 static uint64_t pad_to(uint64_t x, uint32_t a) { return (a - x % a) % a; }
 
+/* Write one shard's header: magic, counts, KVs (all of them in the first
+ * shard, then the split keys), tensor infos of [t0, t1), padding. */
+static int write_header(qtk_writer *w, gw *s, uint32_t k)
+{
+	const qtk_model *d = w->desc;
+	qtk_ofile *f = &s->f[k];
+	size_t t0 = s->first[k], t1 = s->first[k + 1];
+	bool split = s->nshards > 1;
+	uint64_t nkv = (k == 0 ? d->nkv : 0) + (split ? 3 : 0);
+	int rc;
+	if ((rc = qtk_ofile_write(f, GGUF_MAGIC, 4)) || (rc = w_u32(f, 3)) || (rc = w_u64(f, t1 - t0)) ||
+	    (rc = w_u64(f, nkv)))
+		return rc;
+	for (size_t i = 0; k == 0 && i < d->nkv && !rc; i++) {
+		rc = w_str(f, d->kv[i].key, strlen(d->kv[i].key));
+		if (!rc)
+			rc = w_value(f, &d->kv[i].val);
+	}
+	if (split && !rc) {
+		/* llama.cpp's split keys: split.no u16, split.count u16, split.tensors.count i32 */
+		qtk_value v = {0};
+		v.type = QTK_V_U16;
+		v.v.u = k;
+		if (!(rc = w_str(f, "split.no", 8)) && !(rc = w_value(f, &v))) {
+			v.v.u = s->nshards;
+			if (!(rc = w_str(f, "split.count", 11)) && !(rc = w_value(f, &v))) {
+				v.type = QTK_V_I32;
+				v.v.i = (int64_t)d->ntensors;
+				if (!(rc = w_str(f, "split.tensors.count", 19)))
+					rc = w_value(f, &v);
+			}
+		}
+	}
+	uint64_t off = 0;
+	for (size_t i = t0; i < t1 && !rc; i++) {
+		const qtk_tensor *t = &d->tensors[i];
+		rc = w_str(f, t->name, strlen(t->name));
+		if (!rc)
+			rc = w_u32(f, (uint32_t)t->ndim);
+		for (int j = t->ndim - 1; j >= 0 && !rc; j--)
+			rc = w_u64(f, t->shape[j]);
+		if (!rc)
+			rc = w_u32(f, t->parts[0].type);
+		if (!rc)
+			rc = w_u64(f, off);
+		off += t->parts[0].nbytes + pad_to(t->parts[0].nbytes, s->align);
+	}
+	if (!rc)
+		rc = qtk_ofile_pad(f, pad_to(f->written, s->align));
+	return rc;
+}
+
+/* Cut the tensors into shards of at most max bytes of data (at least one tensor each). */
+static int plan_shards(qtk_writer *w, gw *s)
+{
+	const qtk_model *d = w->desc;
+	uint64_t max = w->opts.split_max_size;
+	s->first = qtk_calloc(d->ntensors + 2, sizeof *s->first);
+	if (!s->first)
+		return qtk_err_set(w->err, QTK_E_IO, w->path, -1, NULL, "out of memory");
+	uint32_t n = 0;
+	uint64_t used = 0;
+	s->first[0] = 0;
+	for (size_t i = 0; i < d->ntensors; i++) {
+		uint64_t sz = d->tensors[i].parts[0].nbytes + pad_to(d->tensors[i].parts[0].nbytes, s->align);
+		if (max && used > 0 && used + sz > max) {
+			s->first[++n] = i;
+			used = 0;
+		}
+		used += sz;
+	}
+	s->nshards = n + 1;
+	s->first[s->nshards] = d->ntensors;
+	if (s->nshards > 99999)
+		return qtk_err_set(w->err, QTK_E_USAGE, w->path, -1, NULL, "--split-max-size gives more than 99999 shards");
+	return 0;
+}
+
 static int gguf_w_begin(qtk_writer *w)
 {
 	const qtk_model *d = w->desc;
 	gw *s = qtk_calloc(1, sizeof *s);
 	if (!s)
 		return qtk_err_set(w->err, QTK_E_IO, w->path, -1, NULL, "out of memory");
-	s->f.fd = -1;
 	w->priv = s;
 	s->align = w->opts.alignment ? w->opts.alignment : GGUF_DEFAULT_ALIGN;
 	const qtk_kv *al = qtk_kv_find(d, "general.alignment");
@@ -801,42 +880,47 @@ static int gguf_w_begin(qtk_writer *w)
 			return qtk_err_set(w->err, QTK_E_DATA, w->path, -1, t->name,
 					   "%d dimensions; GGUF holds 1 to 4", t->ndim);
 	}
-	int rc = qtk_ofile_open(&s->f, w->path, w->err);
+	int rc = plan_shards(w, s);
 	if (rc)
 		return rc;
-	s->f.outs = w->opts.outs;
-	qtk_ofile *f = &s->f;
-	if ((rc = qtk_ofile_write(f, GGUF_MAGIC, 4)) || (rc = w_u32(f, 3)) || (rc = w_u64(f, d->ntensors)) ||
-	    (rc = w_u64(f, d->nkv)))
-		return rc;
-	for (size_t i = 0; i < d->nkv && !rc; i++) {
-		rc = w_str(f, d->kv[i].key, strlen(d->kv[i].key));
-		if (!rc)
-			rc = w_value(f, &d->kv[i].val);
-	}
-	uint64_t off = 0;
-	for (size_t i = 0; i < d->ntensors && !rc; i++) {
-		const qtk_tensor *t = &d->tensors[i];
-		rc = w_str(f, t->name, strlen(t->name));
-		if (!rc)
-			rc = w_u32(f, (uint32_t)t->ndim);
-		for (int k = t->ndim - 1; k >= 0 && !rc; k--)
-			rc = w_u64(f, t->shape[k]);
-		if (!rc)
-			rc = w_u32(f, t->parts[0].type);
-		if (!rc)
-			rc = w_u64(f, off);
-		off += t->parts[0].nbytes + pad_to(t->parts[0].nbytes, s->align);
+	s->f = qtk_calloc(s->nshards, sizeof *s->f);
+	if (!s->f)
+		return qtk_err_set(w->err, QTK_E_IO, w->path, -1, NULL, "out of memory");
+	for (uint32_t k = 0; k < s->nshards; k++)
+		s->f[k].fd = -1;
+	for (uint32_t k = 0; k < s->nshards && !rc; k++) {
+		char *p = NULL;
+		if (s->nshards > 1) {
+			/* <prefix>-00001-of-0000N.gguf, 1-based, as llama.cpp names shards */
+			size_t n = strlen(w->path);
+			size_t pl = n >= 5 && !qtk_strcasecmp(w->path + n - 5, ".gguf") ? n - 5 : n;
+			p = qtk_malloc(pl + 32);
+			if (!p)
+				return qtk_err_set(w->err, QTK_E_IO, w->path, -1, NULL, "out of memory");
+			memcpy(p, w->path, pl);
+			snprintf(p + pl, 32, "-%05u-of-%05u.gguf", k + 1, s->nshards);
+		}
+		rc = qtk_ofile_open(&s->f[k], p ? p : w->path, w->err);
+		qtk_free(p);
+		s->f[k].outs = w->opts.outs;
 	}
 	if (!rc)
-		rc = qtk_ofile_pad(f, pad_to(f->written, s->align));
+		rc = write_header(w, s, 0);
 	return rc;
 }
 
 static int gguf_w_part_begin(qtk_writer *w)
 {
 	gw *s = w->priv;
-	int rc = qtk_ofile_pad(&s->f, s->pad_after);
+	int rc = qtk_ofile_pad(&s->f[s->cur], s->pad_after);
+	s->pad_after = 0;
+	if (!rc && w->cur_tensor == s->first[s->cur + 1] && s->cur + 1 < s->nshards) {
+		/* the previous shard is complete: sync it now, rename at the end */
+		rc = qtk_ofile_sync(&s->f[s->cur]);
+		s->cur++;
+		if (!rc)
+			rc = write_header(w, s, s->cur);
+	}
 	const qtk_tensor *t = &w->desc->tensors[w->cur_tensor];
 	s->pad_after = pad_to(t->parts[0].nbytes, s->align);
 	return rc;
@@ -845,17 +929,32 @@ static int gguf_w_part_begin(qtk_writer *w)
 static int gguf_w_put(qtk_writer *w, const void *buf, size_t n)
 {
 	gw *s = w->priv;
-	return qtk_ofile_write(&s->f, buf, n);
+	return qtk_ofile_write(&s->f[s->cur], buf, n);
+}
+
+static void gw_free(gw *s)
+{
+	for (uint32_t k = 0; s->f && k < s->nshards; k++)
+		qtk_ofile_abort(&s->f[k]);
+	qtk_free(s->f);
+	qtk_free(s->first);
+	qtk_free(s);
 }
 
 static int gguf_w_finish(qtk_writer *w)
 {
 	gw *s = w->priv;
-	int rc = qtk_ofile_pad(&s->f, s->pad_after);
-	if (!rc)
-		rc = qtk_ofile_commit(&s->f);
+	int rc = qtk_ofile_pad(&s->f[s->cur], s->pad_after);
+	/* shards with no tensors left (cannot happen with at least one tensor per shard) */
+	for (uint32_t k = s->cur + 1; k < s->nshards && !rc; k++)
+		rc = write_header(w, s, k);
+	/* everything durable first, then the renames */
+	for (uint32_t k = 0; k < s->nshards && !rc; k++)
+		rc = qtk_ofile_sync(&s->f[k]);
+	for (uint32_t k = 0; k < s->nshards && !rc; k++)
+		rc = qtk_ofile_commit(&s->f[k]);
 	if (!rc) {
-		qtk_free(s);
+		gw_free(s);
 		w->priv = NULL;
 	}
 	return rc;
@@ -866,8 +965,7 @@ static void gguf_w_abort(qtk_writer *w)
 	gw *s = w->priv;
 	if (!s)
 		return;
-	qtk_ofile_abort(&s->f);
-	qtk_free(s);
+	gw_free(s);
 	w->priv = NULL;
 }
 

@@ -132,12 +132,16 @@ typedef struct qtk_ofile {
 	qtk_err *err;
 	void *md;            /* EVP_MD_CTX */
 	qtk_outlist *outs;   /* optional: committed files are recorded here */
+	bool synced;         /* flushed, fsynced and closed; only the rename is left */
+	uint8_t sha256[32];  /* valid once synced */
 } qtk_ofile;
 
 int qtk_ofile_open(qtk_ofile *f, const char *path, qtk_err *err);
 int qtk_ofile_write(qtk_ofile *f, const void *d, size_t n);
 int qtk_ofile_pad(qtk_ofile *f, uint64_t n); /* n zero bytes */
-/* Flush, fsync, rename; closes. */
+/* Flush, fsync and close (the temporary stays until commit). */
+int qtk_ofile_sync(qtk_ofile *f);
+/* Sync if needed, then rename into place. */
 int qtk_ofile_commit(qtk_ofile *f);
 /* Close and unlink the temporary. Safe on a zeroed or committed ofile. */
 void qtk_ofile_abort(qtk_ofile *f);

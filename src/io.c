@@ -476,8 +476,10 @@ int qtk_ofile_pad(qtk_ofile *f, uint64_t n)
 	return 0;
 }
 
-int qtk_ofile_commit(qtk_ofile *f)
+int qtk_ofile_sync(qtk_ofile *f)
 {
+	if (f->synced)
+		return 0;
 	int rc = ofile_flush(f);
 	if (rc)
 		return rc;
@@ -490,10 +492,18 @@ int qtk_ofile_commit(qtk_ofile *f)
 		return qtk_err_sys(f->err, f->final_path, "close failed");
 	}
 	f->fd = -1;
-	uint8_t dg[32];
 	unsigned dl = 0;
-	if (EVP_DigestFinal_ex(f->md, dg, &dl) != 1 || dl != 32)
+	if (EVP_DigestFinal_ex(f->md, f->sha256, &dl) != 1 || dl != 32)
 		return qtk_err_set(f->err, QTK_E_INTERNAL, f->final_path, -1, NULL, "SHA-256 failed");
+	f->synced = true;
+	return 0;
+}
+
+int qtk_ofile_commit(qtk_ofile *f)
+{
+	int rc = qtk_ofile_sync(f);
+	if (rc)
+		return rc;
 	if (rename(f->tmp_path, f->final_path) != 0)
 		return qtk_err_sys(f->err, f->final_path, "cannot rename into place");
 	if (f->outs) {
@@ -503,7 +513,7 @@ int qtk_ofile_commit(qtk_ofile *f)
 			o += f->outs->n;
 			o->path = qtk_strdup(f->final_path);
 			o->size = f->written;
-			memcpy(o->sha256, dg, 32);
+			memcpy(o->sha256, f->sha256, 32);
 			if (o->path)
 				f->outs->n++;
 		}

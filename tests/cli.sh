@@ -149,6 +149,19 @@ if cmp -s "$H/model.safetensors" "$T/hfback/model.safetensors"; then ok; else ba
 run "gguf q/k permutation matches the generator's" 0 "$BIN/qconvert" -q "$T/hf.gguf" "$T/hf32.gguf" --to f32
 run "--names bad" 2 "$BIN/qconvert" "$G" "$T/x.gguf" --names foo
 
+# --- sharded outputs
+run "gguf split" 0 "$BIN/qconvert" -q "$G" "$T/sp.gguf" --split-max-size 3M
+if [ -f "$T/sp-00001-of-00003.gguf" ] && [ -f "$T/sp-00003-of-00003.gguf" ] && [ ! -e "$T/sp.gguf" ]; then ok; else bad "gguf split: expected 3 shards"; ls "$T" | grep sp; fi
+run "gguf split -> whole" 0 "$BIN/qconvert" -q "$T/sp-00002-of-00003.gguf" "$T/sp-whole.gguf"
+if cmp -s "$G" "$T/sp-whole.gguf"; then ok; else bad "split set -> single file differs from the source"; fi
+"$BIN/qinspect" --json "$T/sp-00001-of-00003.gguf" >"$T/out"; out_has "split shard 1 has the model keys" '"general.architecture":	"llama"'
+run "hf shards" 0 "$BIN/qconvert" -q "$H" "$T/shards/" --split-max-size 1M
+if [ -f "$T/shards/model.safetensors.index.json" ] && [ -f "$T/shards/model-00001-of-00005.safetensors" ]; then ok; else bad "hf shards: no index"; ls "$T/shards"; fi
+run "hf shards -> one file" 0 "$BIN/qconvert" -q "$T/shards/" "$T/unshard.safetensors"
+run "hf -> one file" 0 "$BIN/qconvert" -q "$H" "$T/one2.safetensors"
+if cmp -s "$T/unshard.safetensors" "$T/one2.safetensors"; then ok; else bad "re-sharding changed the tensors"; fi
+run "bad split size" 2 "$BIN/qconvert" "$G" "$T/x.gguf" --split-max-size 12Q
+
 # --- man pages are clean mdoc
 if command -v mandoc >/dev/null 2>&1; then
 	if mandoc -Tlint -W warning man/*.1 >"$T/lint" 2>&1; then ok; else bad "mandoc -Tlint"; cat "$T/lint"; fi
