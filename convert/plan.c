@@ -134,7 +134,7 @@ static int apply_set(qtk_model *d, const char *kv, qtk_err *err)
 /* The output's metadata: the source's, fitted to the output container. */
 int conv_build_meta(qtk_model *in, const conv_opts *o, qtk_model *d, qtk_err *err)
 {
-	bool strings_only = o->out_kind != QTK_OUT_GGUF;
+	bool strings_only = o->out_kind != QTK_OUT_GGUF && o->out_kind != QTK_OUT_ARCHIVE;
 	for (size_t i = 0; i < in->nkv; i++) {
 		const qtk_kv *kv = &in->kv[i];
 		if (!strncmp(kv->key, "split.", 6))
@@ -154,7 +154,7 @@ int conv_build_meta(qtk_model *in, const conv_opts *o, qtk_model *d, qtk_err *er
 		if (!n || qtk_value_copy(&n->val, &kv->val))
 			return qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");
 	}
-	if (o->out_kind == QTK_OUT_HF)
+	if (o->out_kind == QTK_OUT_HF || o->out_kind == QTK_OUT_ARCHIVE)
 		for (size_t i = 0; i < in->nblobs; i++)
 			if (qtk_model_add_blob(d, in->blobs[i].name, in->blobs[i].data, in->blobs[i].len))
 				return qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");

@@ -224,7 +224,7 @@ static int check_name(ar *a, const char *raw, char **out)
 {
 	*out = NULL;
 	if (!raw || !*raw)
-		return arerr(a, NULL, "member with an empty name");
+		return arerr(a, NULL, "member with an empty or unreadable name");
 	size_t n = strlen(raw);
 	if (n > a->lim->name)
 		return arerr(a, raw, "name longer than %u bytes", a->lim->name);
@@ -904,18 +904,6 @@ static int gguf_shard(const char *s)
 	return memcmp(t + 1, "00001", 5) == 0 ? 1 : 2;
 }
 
-/* A directory holding config.json and safetensors weights (an HF directory). */
-static bool hf_dir_at(const ar *a, const char *cfg)
-{
-	for (size_t i = 0; i < a->n; i++) {
-		const ar_ent *e = &a->e[i];
-		if (!e->dir && same_dir(e->name, cfg) &&
-		    (ends_with(e->name, ".safetensors") || !strcmp(base_of(e->name), "model.safetensors.index.json")))
-			return true;
-	}
-	return false;
-}
-
 typedef struct pick {
 	const ar_ent *ent;        /* model file, or config.json of an HF directory */
 	const qtk_format *fmt;    /* NULL: HF directory */
@@ -932,51 +920,79 @@ static int found(ar *a, pick *p, const char **first, const ar_ent *e, const qtk_
 	return 0;
 }
 
-/* Choose the one model in the archive. */
+/* Order members by directory, then name. */
+static int cmp_by_dir(const void *x, const void *y)
+{
+	const ar_ent *p = *(const ar_ent *const *)x, *q = *(const ar_ent *const *)y;
+	size_t m = dir_len(p->name), n = dir_len(q->name);
+	int c = strncmp(p->name, q->name, m < n ? m : n);
+	if (c)
+		return c;
+	if (m != n)
+		return m < n ? -1 : 1;
+	return strcmp(p->name, q->name);
+}
+
+/* Choose the one model in the archive: per directory, config.json with
+ * safetensors (or an index) is an HF directory that takes the whole
+ * directory; else a safetensors index takes the .safetensors next to it;
+ * every other model file counts alone (a GGUF split set as its first shard). */
 static int choose(ar *a, pick *p)
 {
 	memset(p, 0, sizeof *p);
 	const char *first = NULL;
 	int rc = 0;
-	const qtk_format **fmts = qtk_calloc(a->n ? a->n : 1, sizeof *fmts);
-	bool *taken = qtk_calloc(a->n ? a->n : 1, sizeof *taken);
-	if (!fmts || !taken) {
+	size_t n = a->n;
+	const qtk_format **fmts = qtk_calloc(n ? n : 1, sizeof *fmts);
+	const ar_ent **v = qtk_calloc(n ? n : 1, sizeof *v);
+	if (!fmts || !v) {
 		qtk_free(fmts);
-		qtk_free(taken);
+		qtk_free(v);
 		return oom(a);
 	}
-	for (size_t i = 0; i < a->n && !rc; i++)
+	for (size_t i = 0; i < n && !rc; i++)
 		if (!a->e[i].dir)
 			rc = classify(a, &a->e[i], &fmts[i]);
-	/* HF directories take everything next to their config.json */
-	for (size_t i = 0; i < a->n && !rc; i++) {
-		const ar_ent *e = &a->e[i];
-		if (e->dir || strcmp(base_of(e->name), "config.json") || !hf_dir_at(a, e->name))
-			continue;
-		for (size_t k = 0; k < a->n; k++)
-			if (same_dir(a->e[k].name, e->name))
-				taken[k] = true;
-		rc = found(a, p, &first, e, NULL);
+	for (size_t i = 0; i < n; i++)
+		v[i] = &a->e[i];
+	qsort(v, n, sizeof *v, cmp_by_dir);
+	for (size_t g = 0; g < n && !rc;) {
+		size_t h = g + 1;
+		while (h < n && same_dir(v[g]->name, v[h]->name))
+			h++;
+		const ar_ent *cfg = NULL, *index = NULL;
+		bool st = false;
+		for (size_t i = g; i < h; i++) {
+			const char *b = base_of(v[i]->name);
+			if (v[i]->dir)
+				continue;
+			if (!strcmp(b, "config.json"))
+				cfg = v[i];
+			else if (qtk_st_is_index_name(b) && index) /* two indexes: two models */
+				rc = found(a, p, &first, v[i], &qtk_format_safetensors);
+			else if (qtk_st_is_index_name(b))
+				index = v[i];
+			else if (ends_with(b, ".safetensors"))
+				st = true;
+		}
+		if (!rc && cfg && (st || index))
+			rc = found(a, p, &first, cfg, NULL);
+		else if (!rc && index)
+			rc = found(a, p, &first, index, &qtk_format_safetensors);
+		for (size_t i = g; i < h && !rc; i++) {
+			const qtk_format *f = fmts[v[i] - a->e];
+			if (!f || (cfg && (st || index)) || (index && ends_with(v[i]->name, ".safetensors")) ||
+			    (f == &qtk_format_gguf && gguf_shard(v[i]->name) == 2))
+				continue;
+			rc = found(a, p, &first, v[i], f);
+		}
+		g = h;
 	}
-	/* a safetensors index takes the shards next to it */
-	for (size_t i = 0; i < a->n && !rc; i++) {
-		const ar_ent *e = &a->e[i];
-		if (e->dir || taken[i] || !qtk_st_is_index_name(e->name))
-			continue;
-		for (size_t k = 0; k < a->n; k++)
-			if (same_dir(a->e[k].name, e->name) && ends_with(a->e[k].name, ".safetensors"))
-				taken[k] = true;
-		rc = found(a, p, &first, e, &qtk_format_safetensors);
-	}
-	/* single model files; a GGUF split set counts once (its first shard) */
-	for (size_t i = 0; i < a->n && !rc; i++)
-		if (fmts[i] && !taken[i] && !(fmts[i] == &qtk_format_gguf && gguf_shard(a->e[i].name) == 2))
-			rc = found(a, p, &first, &a->e[i], fmts[i]);
 	if (!rc && !first)
 		rc = arerr(a, NULL, "no model inside: expected a .gguf, .safetensors or .qpk file or a Hugging Face "
 				    "directory (config.json + safetensors)");
 	qtk_free(fmts);
-	qtk_free(taken);
+	qtk_free(v);
 	return rc;
 }
 
@@ -1163,6 +1179,38 @@ static int ar_probe(const uint8_t *h, size_t n, uint64_t size)
 	return 0;
 }
 
+/* List the members of the archive a->fd, told apart by its first bytes h.
+ * A tar.gz is decompressed into a memfd first (*zfd, the caller closes). */
+static int list_members(ar *a, uint8_t *h, size_t n, int *zfd)
+{
+	if (qtk_ar_is_tar(h, n)) {
+		a->kind = "tar";
+		return read_tar(a);
+	}
+	if (n >= 4 && h[0] == 'P' && h[1] == 'K') {
+		a->kind = "zip";
+		a->in_memory = true;
+		int rc = zip_check(a);
+		return rc ? rc : read_zip(a);
+	}
+	if (n < 2 || h[0] != 0x1f || h[1] != 0x8b)
+		return arerr(a, NULL, "unsupported archive format (tar, tar.gz, tar.zst and zip are supported)");
+	a->kind = "tar.gz";
+	uint64_t zs = 0;
+	int rc = gunzip(a, zfd, &zs);
+	if (rc)
+		return rc;
+	n = zs < 512 ? (size_t)zs : 512;
+	if ((rc = qtk_pread_full(*zfd, a->path, h, n, 0, &a->m->err)))
+		return rc;
+	if (!qtk_ar_is_tar(h, n))
+		return arerr(a, NULL, "gzip data is not a tar archive (only .tar.gz is supported)");
+	a->fd = *zfd;
+	a->size = zs;
+	a->in_memory = true;
+	return read_tar(a);
+}
+
 static int ar_open(qtk_model *m)
 {
 	ar a;
@@ -1174,38 +1222,13 @@ static int ar_open(qtk_model *m)
 	int afd = qtk_file_open(m->path, &size, &m->err), zfd = -1;
 	if (afd < 0)
 		return afd;
+	a.fd = afd;
+	a.size = size;
 	uint8_t h[512];
 	size_t n = size < sizeof h ? (size_t)size : sizeof h;
 	int rc = qtk_pread_full(afd, m->path, h, n, 0, &m->err);
-	a.fd = afd;
-	a.size = size;
-	if (rc) {
-	} else if (qtk_ar_is_tar(h, n)) {
-		a.kind = "tar";
-		rc = read_tar(&a);
-	} else if (n >= 4 && h[0] == 'P' && h[1] == 'K') {
-		a.kind = "zip";
-		a.in_memory = true;
-		rc = zip_check(&a);
-		if (!rc)
-			rc = read_zip(&a);
-	} else if (n >= 2 && h[0] == 0x1f && h[1] == 0x8b) {
-		a.kind = "tar.gz";
-		uint64_t zs = 0;
-		rc = gunzip(&a, &zfd, &zs);
-		if (!rc) {
-			rc = qtk_pread_full(zfd, m->path, h, zs < sizeof h ? (size_t)zs : sizeof h, 0, &m->err);
-			if (!rc && !qtk_ar_is_tar(h, zs < sizeof h ? (size_t)zs : sizeof h))
-				rc = arerr(&a, NULL, "gzip data is not a tar archive (only .tar.gz is supported)");
-		}
-		a.fd = zfd;
-		a.size = zs;
-		a.in_memory = true;
-		if (!rc)
-			rc = read_tar(&a);
-	} else {
-		rc = arerr(&a, NULL, "unsupported archive format (tar, tar.gz, tar.zst and zip are supported)");
-	}
+	if (!rc)
+		rc = list_members(&a, h, n, &zfd);
 	if (!rc)
 		rc = finish_open(&a);
 	ar_free(&a);

@@ -149,6 +149,39 @@ if cmp -s "$H/model.safetensors" "$T/hfback/model.safetensors"; then ok; else ba
 run "gguf q/k permutation matches the generator's" 0 "$BIN/qconvert" -q "$T/hf.gguf" "$T/hf32.gguf" --to f32
 run "--names bad" 2 "$BIN/qconvert" "$G" "$T/x.gguf" --names foo
 
+# --- archives and .zst files (formats/archive.c, formats/zst.c)
+tar -C "$S" -cf "$T/bundle.tar" tiny-llama-f32.gguf
+run "qinspect bundle.tar" 0 "$BIN/qinspect" --summary "$T/bundle.tar"
+out_has "qinspect bundle.tar" "total: 21 tensors, 1836288 params"
+run "qverify bundle.tar" 0 "$BIN/qverify" "$T/bundle.tar"
+tar -C "$S" -czf "$T/hf.tar.gz" tiny-llama
+run "qinspect hf tar.gz" 0 "$BIN/qinspect" --json "$T/hf.tar.gz"; out_has "qinspect hf tar.gz" '"format":	"hf"'
+if command -v zstd >/dev/null 2>&1; then
+	tar -C "$S" -cf - tiny-llama | zstd -q -o "$T/model.tar.zst"
+	run "qconvert tar.zst" 0 "$BIN/qconvert" "$T/model.tar.zst" "$T/from-tzst.gguf"
+	run "qinspect from tar.zst" 0 "$BIN/qinspect" --summary "$T/from-tzst.gguf"
+	out_has "qinspect from tar.zst" "total: 21 tensors, 1836288 params"
+	zstd -q -c "$G" >"$T/g.gguf.zst"
+	run "qinspect .zst" 0 "$BIN/qinspect" --summary "$T/g.gguf.zst"; out_has "qinspect .zst" "total: 21 tensors"
+	head -c 3000 "$T/g.gguf.zst" >"$T/cut.gguf.zst"
+	run "qinspect truncated .zst" 3 "$BIN/qinspect" "$T/cut.gguf.zst"; err_has "truncated .zst" "truncated zstd stream"
+else
+	echo "skipped: zstd command missing (tar.zst and .zst CLI cases)"
+fi
+ln -s /etc/passwd "$T/evil.gguf" && tar -C "$T" -cf "$T/evil.tar" evil.gguf
+run "qinspect symlink in tar" 3 "$BIN/qinspect" "$T/evil.tar"
+err_has "qinspect symlink in tar" "qinspect: $T/evil.tar: error: member 'evil.gguf': symbolic link refused"
+run "qconvert symlink in tar" 3 "$BIN/qconvert" "$T/evil.tar" "$T/evil-out.gguf"; no_file "qconvert symlink in tar" "$T/evil-out.gguf"
+rm -f "$T/evil.gguf"
+run "qconvert gguf bundle" 0 "$BIN/qconvert" "$G" "$T/bundle-out.tar"
+run "qinspect gguf bundle" 0 "$BIN/qinspect" --summary "$T/bundle-out.tar"
+out_has "qinspect gguf bundle" "total: 21 tensors, 1836288 params"
+run "qconvert hf bundle" 0 "$BIN/qconvert" "$H" "$T/hf-bundle.zip"
+run "qinspect hf bundle" 0 "$BIN/qinspect" --json "$T/hf-bundle.zip"; out_has "qinspect hf bundle" '"format":	"hf"'
+run "qconvert q8_0 bundle" 0 "$BIN/qconvert" "$H" "$T/q8-bundle.tar.zst" --to q8_0
+run "qverify q8_0 bundle" 0 "$BIN/qverify" "$T/q8-bundle.tar.zst"
+no_temps "bundle temporaries" "$T"
+
 # --- sharded outputs
 run "gguf split" 0 "$BIN/qconvert" -q "$G" "$T/sp.gguf" --split-max-size 3M
 if [ -f "$T/sp-00001-of-00003.gguf" ] && [ -f "$T/sp-00003-of-00003.gguf" ] && [ ! -e "$T/sp.gguf" ]; then ok; else bad "gguf split: expected 3 shards"; ls "$T" | grep sp; fi

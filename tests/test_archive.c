@@ -352,6 +352,39 @@ static void test_read_formats(void)
 	} else {
 		T_SKIP("tar or zstd command missing: GNU tar interop");
 	}
+	/* sharded safetensors: with config.json an HF directory, without it the index */
+	char sh[1100];
+	snprintf(sh, sizeof sh, "%s/shards/", tmpdir);
+	qtk_write_opts so = {.split_max_size = 4096};
+	qtk_writer *w = qtk_writer_open(sh, QTK_OUT_HF, ref_hf, &so, &e);
+	int rc = w ? 0 : -1;
+	for (size_t i = 0; i < ref_hf->ntensors && !rc; i++) {
+		uint8_t *b = NULL;
+		rc = qtk_read_part_alloc(ref_hf, &ref_hf->tensors[i], 0, &b);
+		if (!rc)
+			rc = qtk_writer_put(w, b, (size_t)ref_hf->tensors[i].parts[0].nbytes);
+		free(b);
+	}
+	CHECK(!rc && qtk_writer_finish(w) == 0, "write shards: %s", e.msg);
+	snprintf(cmd, sizeof cmd,
+		 "cd '%s/shards' && tar -cf ../sh-hf.tar * && tar -cf ../sh-ix.tar *.safetensors *.index.json && ls *-of-* | wc -l > ../nshards",
+		 tmpdir);
+	if (system(cmd) == 0) {
+		size_t nn;
+		uint8_t *cnt = slurp(tpath("nshards"), &nn);
+		CHECK(cnt && strtol((char *)cnt, NULL, 10) >= 2, "several shards written");
+		free(cnt);
+		m = qtk_open(tpath("sh-hf.tar"), &e);
+		CHECK(m && !strcmp(qtk_model_format(m), "hf") && m->nfiles >= 2 && same_tensors(ref_hf, m, "shards hf"),
+		      "sharded HF directory in a tar: %s", e.msg);
+		qtk_close(m);
+		m = qtk_open(tpath("sh-ix.tar"), &e);
+		CHECK(m && !strcmp(qtk_model_format(m), "safetensors") && same_tensors(ref_hf, m, "shards index"),
+		      "safetensors index and shards in a tar: %s", e.msg);
+		qtk_close(m);
+	} else {
+		T_SKIP("tar command missing: shards");
+	}
 	/* the model is found by content, not by extension */
 	ent odd[] = {{.name = "weights.bin.data", .src = g}};
 	CHECK(build(tpath("odd.zip"), A_ZIP, odd, 1) == 0, "build");
