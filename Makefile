@@ -68,8 +68,9 @@ demo:
 	@sh tests/deps.sh
 	@$(MAKE) --no-print-directory all
 	@$(B)/samples/gen $(B)/samples >/dev/null
-	bin/qconvert $(B)/samples/tiny-llama/ $(B)/samples/tiny-llama-f16.gguf --to f16
-	bin/qinspect --summary $(B)/samples/tiny-llama-f16.gguf
+	bin/qconvert $(B)/samples/tiny-llama/ $(B)/samples/tiny-llama-Q4_K_M.gguf --to Q4_K_M
+	bin/qconvert $(B)/samples/tiny-llama-Q4_K_M.gguf $(B)/samples/tiny-llama-awq/ --to awq
+	bin/qinspect --summary $(B)/samples/tiny-llama-awq/
 
 deps:
 	@sh tests/deps.sh
@@ -89,3 +90,49 @@ ubsan:
 
 clean:
 	rm -rf build build-asan build-ubsan bin
+
+# ---- fuzzing (tests/fuzz/, docs/fuzzing.md) -------------------------------------------------
+# Replay drivers (any C11 compiler): $(B)/fuzz/replay_<target>, run over the seed corpus and the
+# regression inputs by tests/fuzz_replay.sh (`make fuzz-replay`). libFuzzer binaries (clang):
+# `make fuzz` builds build-fuzz/fuzz/fuzz_<target> with ASan+UBSan and runs each for
+# FUZZ_TIME seconds (tests/fuzz/run.sh; FUZZ_JOBS, FUZZ_TARGETS override).
+FUZZ_TARGETS := gguf safetensors st_index hfdir qpk archive zst spm imatrix prov
+FUZZ_DEPS    := tests/fuzz/fuzz_common.c tests/fuzz/fuzz.h $(B)/libqtk.a $(B)/convert/spm.o
+FUZZ_CFLAGS  := -Iconvert -Itests/fuzz
+FUZZ_B       ?= build-fuzz
+FUZZ_CC      ?= clang
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fsanitize=fuzzer-no-link
+FUZZ_TIME    ?= 60
+
+.PHONY: fuzz fuzz-build fuzz-libfuzzer fuzz-drivers fuzz-replay fuzz-corpus
+fuzz-drivers: $(FUZZ_TARGETS:%=$(B)/fuzz/replay_%)
+
+$(B)/fuzz/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(FUZZ_DEPS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(FUZZ_CFLAGS) -o $@ $< tests/fuzz/fuzz_common.c tests/fuzz/replay.c \
+		$(B)/convert/spm.o $(B)/libqtk.a $(LDLIBS_ALL)
+
+$(B)/fuzz/mkseed: tests/fuzz/mkseed.c $(B)/libqtk.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -o $@ $< $(B)/libqtk.a $(LDLIBS_ALL)
+
+# Regenerate the seed corpora (tests/fuzz/corpus/) from the project's own generator and tools.
+fuzz-corpus: all $(B)/fuzz/mkseed
+	QTK_BUILD=$(B) sh tests/fuzz/mkcorpus.sh
+
+fuzz-replay: fuzz-drivers
+	@QTK_BUILD=$(B) sh tests/fuzz_replay.sh
+
+fuzz-libfuzzer: $(FUZZ_TARGETS:%=$(B)/fuzz/fuzz_%)
+
+$(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_DEPS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< tests/fuzz/fuzz_common.c \
+		$(B)/convert/spm.o $(B)/libqtk.a $(LDLIBS_ALL) -fsanitize=fuzzer
+
+fuzz-build:
+	$(MAKE) B=$(FUZZ_B) CC=$(FUZZ_CC) OPT="-O1 -g" SAN="$(FUZZ_SAN)" fuzz-libfuzzer
+
+fuzz: fuzz-build
+	FUZZ_B=$(FUZZ_B) FUZZ_TIME=$(FUZZ_TIME) sh tests/fuzz/run.sh
+# ---- end of fuzzing -----------------------------------------------------------------------------

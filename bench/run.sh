@@ -39,6 +39,7 @@ echo
 printf '| %-44s | %8s | %8s |\n' "operation" "seconds" "RSS MiB"
 printf '|%s|%s|%s|\n' "----------------------------------------------" "----------" "----------"
 measure "cp (same bytes)" cp "$M" "$D/copy.gguf"
+measure "cp + fsync (same bytes, durable)" sh -c "cp '$M' '$D/copy2.gguf' && sync '$D/copy2.gguf'"
 measure "qinspect --json (header only)" bin/qinspect --json "$M"
 measure "qconvert F16 -> q4_k" bin/qconvert -q --threads "$TH" "$M" "$D/q4k.gguf" --to q4_k
 measure "qconvert F16 -> Q4_K_M" bin/qconvert -q --threads "$TH" "$M" "$D/q4km.gguf" --to Q4_K_M
@@ -50,30 +51,34 @@ if bin/qconvert --help | grep -q qpk; then
 	measure "qconvert GGUF -> QPK (repack)" bin/qconvert -q "$M" "$D/m.qpk"
 	measure "qconvert QPK -> GGUF (repack)" bin/qconvert -q "$D/m.qpk" "$D/back.gguf"
 fi
-bin/qconvert -q --threads "$TH" "$D/q40.gguf" "$D/awq/" --to awq --names keep >/dev/null 2>&1
+bin/qconvert -q --threads "$TH" "$D/q40.gguf" "$D/awq/" --to awq >/dev/null 2>&1
 measure "qconvert AWQ -> GPTQ (exact repack)" bin/qconvert -q --exact "$D/awq/" "$D/gptq/" --to gptq
 if [ -n "$LQ" ] && [ -x "$LQ" ]; then
 	measure "llama-quantize F16 -> q4_k (--pure)" "$LQ" --pure "$M" "$D/lq-q4k.gguf" Q4_K_M "$TH"
 	measure "llama-quantize F16 -> Q4_K_M" "$LQ" "$M" "$D/lq-q4km.gguf" Q4_K_M "$TH"
-	measure "llama-quantize F16 -> q8_0" "$LQ" "$M" "$D/lq-q8.gguf" Q8_0 "$TH"
-	measure "llama-quantize F16 -> q4_0" "$LQ" "$M" "$D/lq-q40.gguf" Q4_0 "$TH"
+	measure "llama-quantize F16 -> q8_0 (--pure)" "$LQ" --pure "$M" "$D/lq-q8.gguf" Q8_0 "$TH"
+	measure "llama-quantize F16 -> q4_0 (--pure)" "$LQ" --pure "$M" "$D/lq-q40.gguf" Q4_0 "$TH"
 fi
 echo
 cp_s=$(secs_of "cp (same bytes)")
 ratio() { a=$(secs_of "$1"); b=$(secs_of "$2"); [ -n "$a" ] && [ -n "$b" ] && awk -v a="$a" -v b="$b" -v l="$3" 'BEGIN { if (b > 0) printf "%s: %.2fx\n", l, a / b }'; }
 ratio "qconvert GGUF -> GGUF (copy, keep)" "cp (same bytes)" "container copy / cp"
+ratio "qconvert GGUF -> GGUF (copy, keep)" "cp + fsync (same bytes, durable)" "container copy / (cp + fsync)"
 ratio "qconvert GGUF -> QPK (repack)" "cp (same bytes)" "GGUF -> QPK / cp"
 if [ -n "$LQ" ] && [ -x "$LQ" ]; then
 	ratio "qconvert F16 -> q4_k" "llama-quantize F16 -> q4_k (--pure)" "q4_k time, qtk / llama-quantize"
 	ratio "qconvert F16 -> Q4_K_M" "llama-quantize F16 -> Q4_K_M" "Q4_K_M time, qtk / llama-quantize"
-	ratio "qconvert F16 -> q8_0" "llama-quantize F16 -> q8_0" "q8_0 time, qtk / llama-quantize"
-	ratio "qconvert F16 -> q4_0" "llama-quantize F16 -> q4_0" "q4_0 time, qtk / llama-quantize"
-	# quality: total squared error against the F16 source, ours and llama's
+	ratio "qconvert F16 -> q8_0" "llama-quantize F16 -> q8_0 (--pure)" "q8_0 time, qtk / llama-quantize"
+	ratio "qconvert F16 -> q4_0" "llama-quantize F16 -> q4_0 (--pure)" "q4_0 time, qtk / llama-quantize"
+	# quality: per-tensor RMSE against the F16 source, ours / llama-quantize's
 	for pair in "q4k:lq-q4k" "q4km:lq-q4km" "q8:lq-q8" "q40:lq-q40"; do
 		ours=${pair%%:*}; theirs=${pair##*:}
-		a=$(bin/qconvert -q --report "$D/r1.json" "$D/$ours.gguf" "$D/x.gguf" --to f32 >/dev/null 2>&1; bin/qinspect --diff "$M" "$D/$ours.gguf" 2>/dev/null | awk '/^total/ { print $0 }')
-		b=$(bin/qinspect --diff "$M" "$D/$theirs.gguf" 2>/dev/null | awk '/^total/ { print $0 }')
-		echo "RMSE vs F16 ($ours): qtk: ${a:-n/a}; llama-quantize: ${b:-n/a}"
+		bin/qinspect --diff "$M" "$D/$ours.gguf" >"$D/d1" 2>/dev/null
+		bin/qinspect --diff "$M" "$D/$theirs.gguf" >"$D/d2" 2>/dev/null
+		awk 'FNR == NR && $1 != "worst:" && $4 ~ /^[0-9.e+-]+$/ { a[$1] = $4; next }
+		     $1 != "worst:" && $4 ~ /^[0-9.e+-]+$/ && ($1 in a) && $4 > 0 { r = a[$1] / $4; n++; s += r; if (r > mx) mx = r; if (r <= 1) le++ }
+		     END { if (n) printf "RMSE ratio qtk/llama-quantize (%s): mean %.4f, max %.4f, %d of %d tensors <= 1\n", l, s / n, mx, le, n }' \
+			l="$ours" "$D/d1" "$D/d2"
 	done
 fi
-rm -f "$D/copy.gguf" "$D/keep.gguf" "$D/f32.gguf" "$D/x.gguf" "$D/back.gguf"
+rm -f "$D/copy2.gguf" "$D/copy.gguf" "$D/keep.gguf" "$D/f32.gguf" "$D/x.gguf" "$D/back.gguf"
