@@ -30,7 +30,7 @@ measure() {
 	printf '| %-44s | %8.2f | %8s |\n' "$label" "$secs" "$rss"
 	echo "$label $secs $rss" >>"$D/results"
 }
-secs_of() { awk -v l="$1" '$0 ~ "^"l" " { v = $(NF - 1) } END { print v }' "$D/results"; }
+secs_of() { awk -v l="$1" 'index($0, l " ") == 1 { v = $(NF - 1) } END { print v }' "$D/results"; }
 
 : >"$D/results"
 echo "model: $M, $(( BYTES / 1048576 )) MiB, ~${MP}M parameters, $TH threads; $(nproc) cores, $(uname -m)"
