@@ -40,6 +40,7 @@ typedef struct conv_opts {
 	unsigned bits;       /* --bits (gptq), 0 = default */
 	uint32_t group_size; /* --group-size, 0 = default */
 	const char *imatrix_path;
+	const char *target_name; /* the --to value as given, NULL = keep */
 	int names;           /* NAMES_* (--names), NAMES_DEFAULT from the output's form */
 	uint64_t split_max_size;
 	double max_error_db;

@@ -137,6 +137,7 @@ static int parse_args(int argc, char **argv, conv_opts *o)
 		if (!name)
 			return cli_usage_error("unknown option '%s'", a);
 		if (!strcmp(name, "-t") || !strcmp(name, "--to")) {
+			o->target_name = val;
 			if (conv_parse_target(val, &o->target))
 				return cli_usage_error("unknown layout '%s' for --to", val);
 		} else if (!strcmp(name, "--set")) {

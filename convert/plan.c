@@ -61,26 +61,6 @@ static bool is_int_dtype(unsigned type)
 	}
 }
 
-static int value_to_string(const qtk_value *v, char *buf, size_t n)
-{
-	switch (v->type) {
-	case QTK_V_U8: case QTK_V_U16: case QTK_V_U32: case QTK_V_U64:
-		snprintf(buf, n, "%llu", (unsigned long long)v->v.u);
-		return 0;
-	case QTK_V_I8: case QTK_V_I16: case QTK_V_I32: case QTK_V_I64:
-		snprintf(buf, n, "%lld", (long long)v->v.i);
-		return 0;
-	case QTK_V_BOOL:
-		snprintf(buf, n, "%s", v->v.u ? "true" : "false");
-		return 0;
-	case QTK_V_F32: case QTK_V_F64:
-		snprintf(buf, n, "%.17g", v->v.f);
-		return 0;
-	default:
-		return -1;
-	}
-}
-
 /* Apply --set KEY=VALUE: keeps the key's numeric type when it has one. */
 static int apply_set(qtk_model *d, const char *kv, qtk_err *err)
 {
@@ -134,27 +114,26 @@ static int apply_set(qtk_model *d, const char *kv, qtk_err *err)
 /* The output's metadata: the source's, fitted to the output container. */
 int conv_build_meta(qtk_model *in, const conv_opts *o, qtk_model *d, qtk_err *err)
 {
-	bool strings_only = o->out_kind != QTK_OUT_GGUF && o->out_kind != QTK_OUT_ARCHIVE;
+	/* every key goes along; safetensors writes typed values as exact text with
+	 * their types listed (qtk.metadata_types), so a GGUF made from it gets them back */
+	bool strings_only = false;
+	size_t dropped = 0;
 	for (size_t i = 0; i < in->nkv; i++) {
 		const qtk_kv *kv = &in->kv[i];
 		if (!strncmp(kv->key, "split.", 6))
 			continue;
 		if (strings_only && kv->val.type != QTK_V_STR) {
-			char buf[64];
-			if (value_to_string(&kv->val, buf, sizeof buf)) {
-				cli_verbose("%s: metadata '%s' (%s) has no place in %s output; dropped", in->path, kv->key,
-					    qtk_value_type_name(kv->val.type), o->output);
-				continue;
-			}
-			if (qtk_model_set_kv_str(d, kv->key, buf))
-				return qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");
+			dropped++;
 			continue;
 		}
 		qtk_kv *n = qtk_model_add_kv(d, kv->key);
 		if (!n || qtk_value_copy(&n->val, &kv->val))
 			return qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");
 	}
-	if (o->out_kind == QTK_OUT_HF || o->out_kind == QTK_OUT_ARCHIVE)
+	if (dropped)
+		cli_verbose("%s: %zu typed metadata values (numbers, arrays) have no place in %s and are left out", in->path,
+			    dropped, o->output);
+	if (o->out_kind == QTK_OUT_HF || o->out_kind == QTK_OUT_ARCHIVE || o->out_kind == QTK_OUT_QPK)
 		for (size_t i = 0; i < in->nblobs; i++)
 			if (qtk_model_add_blob(d, in->blobs[i].name, in->blobs[i].data, in->blobs[i].len))
 				return qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");

@@ -3,6 +3,7 @@
 #include "convert.h"
 #include "hfmap.h"
 #include "imatrix.h"
+#include "prov.h"
 #include <cJSON.h>
 #include <math.h>
 #include <stdlib.h>
@@ -131,8 +132,101 @@ static int setup_mapping(qtk_model *in, const conv_opts *o, hfmap **map, qtk_mod
 	return rc;
 }
 
+/* ---- the provenance record (docs/provenance.md §3: reserve, digest while writing, patch) ---- */
+
+typedef struct prov_state {
+	qtk_prov_builder b;
+	char *ph, *fin;        /* the reserved (placeholder) record and the final one */
+	qtk_digest_sink *sink; /* output digests from the bytes handed to the writer */
+	qtk_digests od;
+	char params[4][48];
+	const char *pp[4];
+	qtk_err *err;
+} prov_state;
+
+static int prov_tee(void *ctx, size_t tensor, const void *buf, size_t n)
+{
+	prov_state *p = ctx;
+	return qtk_digest_sink_put(p->sink, tensor, buf, n);
+}
+
+static int prov_patch(void *ctx, uint8_t *buf, size_t n)
+{
+	prov_state *p = ctx;
+	return qtk_prov_patch((char *)buf, n, p->ph, p->fin, p->err);
+}
+
+/* Set the record aside in d (kv, or qtk-provenance.json for a directory) and start the sink. */
+static int prov_begin(prov_state *p, qtk_model *in, qtk_model *d, const conv_opts *o, const qtk_imatrix *im,
+		      int threads, qtk_write_opts *wo, qtk_err *err)
+{
+	qtk_prov_builder_init(&p->b);
+	p->err = err;
+	qtk_kv_remove(d, QTK_PROV_KEY); /* the source's record is chained (source.record), not copied */
+	p->b.src = in;
+	p->b.out = d;
+	p->b.out_kind = o->out_kind;
+	p->b.target = o->target_name;
+	size_t np = 0;
+	if (o->bits)
+		snprintf(p->params[np++], sizeof p->params[0], "bits=%u", o->bits);
+	if (o->group_size)
+		snprintf(p->params[np++], sizeof p->params[0], "group_size=%u", o->group_size);
+	if (o->sym)
+		snprintf(p->params[np++], sizeof p->params[0], "sym=true");
+	for (size_t i = 0; i < np; i++)
+		p->pp[i] = p->params[i];
+	p->b.params = p->pp;
+	p->b.nparams = np;
+	p->b.imatrix_sha256 = im ? qtk_imatrix_sha256(im) : NULL;
+	p->b.imatrix_file = o->imatrix_path;
+	p->b.threads = threads;
+	int rc = qtk_prov_build(&p->b, &p->ph, err);
+	if (!rc && p->b.note[0])
+		cli_warn("%s", p->b.note);
+	if (!rc && o->out_kind == QTK_OUT_HF) {
+		qtk_blob *bl = (qtk_blob *)qtk_blob_find(d, QTK_PROV_FILE);
+		if (bl) { /* a source directory's record file: replaced, its record is chained */
+			qtk_free(bl->data);
+			bl->len = strlen(p->ph);
+			if (!(bl->data = (uint8_t *)qtk_strdup(p->ph)))
+				rc = qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");
+		} else if (qtk_model_add_blob(d, QTK_PROV_FILE, p->ph, strlen(p->ph))) {
+			rc = qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");
+		}
+	} else if (!rc && qtk_model_set_kv_str(d, QTK_PROV_KEY, p->ph)) {
+		rc = qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");
+	}
+	rc = rc ? rc : qtk_digest_sink_new(d, &p->sink, err);
+	wo->tee = prov_tee;
+	wo->tee_ctx = p;
+	return rc;
+}
+
+/* All data written: the final record replaces the reserved one. */
+static int prov_end(prov_state *p, qtk_writer *w)
+{
+	int rc = qtk_digest_sink_finish(p->sink, &p->od);
+	p->sink = NULL;
+	p->b.out_digests = &p->od;
+	rc = rc ? rc : qtk_prov_build(&p->b, &p->fin, p->err);
+	return rc ? rc : qtk_writer_patch_header(w, prov_patch, p);
+}
+
+static void prov_free(prov_state *p)
+{
+	qtk_digest_sink_free(p->sink);
+	qtk_digests_free(&p->od);
+	qtk_prov_builder_free(&p->b);
+	qtk_free(p->ph);
+	qtk_free(p->fin);
+	memset(p, 0, sizeof *p);
+}
+
 int conv_run(qtk_model *in, const conv_opts *o, conv_result *res)
 {
+	prov_state prov;
+	memset(&prov, 0, sizeof prov);
 	memset(res, 0, sizeof *res);
 	res->worst_sqnr = INFINITY;
 	qtk_err err;
@@ -201,12 +295,27 @@ int conv_run(qtk_model *in, const conv_opts *o, conv_result *res)
 	qtk_write_opts wo = {0};
 	wo.outs = &res->outs;
 	wo.split_max_size = o->split_max_size;
+	int threads = o->threads > 0 ? o->threads : qtk_cpu_count();
+	/* every output carries a record; an explicit --set qtk.provenance=... is the user's choice */
+	bool with_prov = o->out_kind != QTK_OUT_ARCHIVE;
+	for (int i = 0; i < o->nsets; i++)
+		if (!strncmp(o->sets[i], QTK_PROV_KEY "=", sizeof QTK_PROV_KEY))
+			with_prov = false;
+	if (with_prov && (rc = prov_begin(&prov, in, d, o, im, threads, &wo, &err)))
+		goto done;
+	/* byte-for-byte copies: only their encoded leaves need hashing (checked against the source) */
+	for (size_t k = 0; with_prov && k < nout; k++) {
+		const qtk_tensor *st = &in->tensors[order[k]];
+		char canon[QTK_CAP_NAME + 64];
+		int qk;
+		if (plans[order[k]].method == M_COPY && qtk_canon_name(st->name, canon, sizeof canon, &qk) >= 0)
+			qtk_digest_sink_expect(prov.sink, k, qtk_digests_find(&prov.b.src_cache, canon));
+	}
 	w = qtk_writer_open(o->output, o->out_kind, d, &wo, &err);
 	if (!w) {
 		rc = err.code ? err.code : QTK_E_INTERNAL;
 		goto done;
 	}
-	int threads = o->threads > 0 ? o->threads : qtk_cpu_count();
 	for (size_t k = 0; k < nout && !rc; k++) {
 		size_t i = order[k];
 		tensor_result *r = &res->t[k];
@@ -266,10 +375,13 @@ int conv_run(qtk_model *in, const conv_opts *o, conv_result *res)
 		w = NULL;
 		goto done;
 	}
+	if (with_prov && (rc = prov_end(&prov, w)))
+		goto done;
 	rc = qtk_writer_finish(w);
 	w = NULL;
 done:
 	qtk_writer_abort(w);
+	prov_free(&prov);
 	qtk_imatrix_free(im);
 	hfmap_free(map);
 	qtk_close(mapmeta);

@@ -705,6 +705,7 @@ typedef struct gw {
 	size_t *first;       /* first tensor of each shard; first[nshards] = ntensors */
 	uint32_t align;
 	uint64_t pad_after;  /* zero bytes owed after the current tensor */
+	uint64_t head_len;   /* KVs and tensor infos of the first shard */
 } gw;
 
 static int w_str(qtk_ofile *f, const char *s, uint64_t len)
@@ -825,9 +826,18 @@ static int write_header(qtk_writer *w, gw *s, uint32_t k)
 			rc = w_u64(f, off);
 		off += t->parts[0].nbytes + pad_to(t->parts[0].nbytes, s->align);
 	}
+	if (k == 0)
+		s->head_len = f->written;
 	if (!rc)
 		rc = qtk_ofile_pad(f, pad_to(f->written, s->align));
 	return rc;
+}
+
+/* The first shard's KVs and tensor infos (the provenance record is a KV). */
+static int gguf_w_patch(qtk_writer *w, int (*fn)(void *ctx, uint8_t *buf, size_t n), void *ctx)
+{
+	gw *s = w->priv;
+	return qtk_ofile_patch(&s->f[0], 0, s->head_len, fn, ctx);
 }
 
 /* Cut the tensors into shards of at most max bytes of data (at least one tensor each). */
@@ -915,8 +925,10 @@ static int gguf_w_part_begin(qtk_writer *w)
 	int rc = qtk_ofile_pad(&s->f[s->cur], s->pad_after);
 	s->pad_after = 0;
 	if (!rc && w->cur_tensor == s->first[s->cur + 1] && s->cur + 1 < s->nshards) {
-		/* the previous shard is complete: sync it now, rename at the end */
-		rc = qtk_ofile_sync(&s->f[s->cur]);
+		/* the previous shard is complete: sync it now, rename at the end (the first shard
+		 * waits: its header may still be patched) */
+		if (s->cur > 0)
+			rc = qtk_ofile_sync(&s->f[s->cur]);
 		s->cur++;
 		if (!rc)
 			rc = write_header(w, s, s->cur);
@@ -975,4 +987,5 @@ const qtk_writer_ops qtk_gguf_writer = {
 	.put = gguf_w_put,
 	.finish = gguf_w_finish,
 	.abort = gguf_w_abort,
+	.patch_header = gguf_w_patch,
 };

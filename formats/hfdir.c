@@ -893,9 +893,37 @@ static int hfw_begin(qtk_writer *w)
 		return qtk_err_set(w->err, QTK_E_IO, h->dir, -1, NULL, "output exists and is not a directory");
 	if ((rc = plan_shards(w, h)))
 		return rc;
-	for (size_t s = 0; s < h->nouts && !rc; s++)
+	for (size_t s = 0; s < h->nouts && !rc; s++) {
 		rc = qtk_st_out_open(&h->outs[s], w->desc, w->err);
+		h->outs[s].of.outs = w->opts.outs;
+	}
 	return rc;
+}
+
+/* The provenance record of a directory is the side file qtk-provenance.json, written at finish. */
+static int hfw_patch(qtk_writer *w, int (*fn)(void *ctx, uint8_t *buf, size_t n), void *ctx)
+{
+	hf_w *h = w->priv;
+	for (size_t i = 0; i < h->nblobs; i++) {
+		hf_out_blob *b = &h->blobs[i];
+		if (strcmp(b->name, "qtk-provenance.json"))
+			continue;
+		char *copy = cJSON_malloc(b->len + 1);
+		if (!copy)
+			return werr(w, QTK_E_IO, "out of memory%s", "");
+		memcpy(copy, b->data, b->len);
+		copy[b->len] = 0;
+		int rc = fn(ctx, (uint8_t *)copy, b->len);
+		if (rc) {
+			cJSON_free(copy);
+			return rc;
+		}
+		cJSON_free(b->owned);
+		b->owned = copy;
+		b->data = (const uint8_t *)copy;
+		return 0;
+	}
+	return werr(w, QTK_E_USAGE, "no qtk-provenance.json to patch%s", "");
 }
 
 static int hfw_part_begin(qtk_writer *w)
@@ -994,6 +1022,7 @@ static int write_blob(qtk_writer *w, hf_w *h, const hf_out_blob *b)
 	qtk_ofile of;
 	int rc = qtk_ofile_open(&of, p, w->err);
 	if (!rc) {
+		of.outs = w->opts.outs;
 		rc = qtk_ofile_write(&of, b->data, b->len);
 		if (!rc)
 			rc = qtk_ofile_commit(&of);
@@ -1073,4 +1102,5 @@ const qtk_writer_ops qtk_hf_writer = {
 	.put = hfw_put,
 	.finish = hfw_finish_free,
 	.abort = hfw_abort,
+	.patch_header = hfw_patch,
 };

@@ -1438,6 +1438,8 @@ typedef struct qw {
 	int cp;
 	gchk g;               /* g_idx check for the part being written */
 	bool gon;
+	uint64_t meta_stored; /* metadata section bytes (raw when a record may be patched) */
+	bool meta_raw;
 } qw;
 
 static int woom(qtk_writer *w) { return qtk_err_set(w->err, QTK_E_IO, w->path, -1, NULL, "out of memory"); }
@@ -1642,9 +1644,19 @@ static int qpk_w_begin(qtk_writer *w)
 	qtk_buf meta = {0};
 	uint8_t *owned = NULL, codec;
 	const uint8_t *st = NULL;
-	size_t sn;
-	if (!(rc = build_meta(w, &meta)))
-		rc = pack_section(w, meta.p, meta.len, &owned, &st, &sn, &codec);
+	size_t sn = 0;
+	/* a provenance record may be patched in place at finish: keep the section raw then */
+	s->meta_raw = qtk_kv_find(w->desc, "qtk.provenance") != NULL;
+	if (!(rc = build_meta(w, &meta))) {
+		if (s->meta_raw) {
+			st = meta.p;
+			sn = meta.len;
+			codec = CODEC_RAW;
+		} else {
+			rc = pack_section(w, meta.p, meta.len, &owned, &st, &sn, &codec);
+		}
+	}
+	s->meta_stored = sn;
 	if (!rc) {
 		uint8_t *h = s->hdr;
 		memcpy(h, qpk_magic, 8);
@@ -1830,6 +1842,39 @@ static int build_index(qtk_writer *w, qtk_buf *b)
 	return 0;
 }
 
+typedef struct qpatch {
+	qw *s;
+	int (*fn)(void *ctx, uint8_t *buf, size_t n);
+	void *ctx;
+} qpatch;
+
+/* Patch the raw metadata section, then its digest in the header (the trailer's
+ * Header_SHA256 is computed from s->hdr at finish). */
+static int qpatch_meta(void *ctx, uint8_t *buf, size_t n)
+{
+	qpatch *q = ctx;
+	int rc = q->fn(q->ctx, buf, n);
+	if (!rc && sha256(buf, n, NULL, 0, q->s->hdr + 40))
+		rc = QTK_E_IO;
+	return rc;
+}
+
+static int qpatch_hdr(void *ctx, uint8_t *buf, size_t n)
+{
+	memcpy(buf, ((qw *)ctx)->hdr, n);
+	return 0;
+}
+
+static int qpk_w_patch(qtk_writer *w, int (*fn)(void *ctx, uint8_t *buf, size_t n), void *ctx)
+{
+	qw *s = w->priv;
+	if (!s->meta_raw)
+		return qtk_err_set(w->err, QTK_E_USAGE, w->path, -1, NULL, "no provenance record reserved to patch");
+	qpatch q = {s, fn, ctx};
+	int rc = qtk_ofile_patch(&s->f, QPK_HEADER_SIZE, s->meta_stored, qpatch_meta, &q);
+	return rc ? rc : qtk_ofile_patch(&s->f, 0, QPK_HEADER_SIZE, qpatch_hdr, s);
+}
+
 static int qpk_w_finish(qtk_writer *w)
 {
 	qw *s = w->priv;
@@ -1891,4 +1936,5 @@ const qtk_writer_ops qtk_qpk_writer = {
 	.put = qpk_w_put,
 	.finish = qpk_w_finish_free,
 	.abort = qpk_w_abort,
+	.patch_header = qpk_w_patch,
 };

@@ -614,6 +614,8 @@ static int build_header(const qtk_model *d, size_t t0, size_t t1, const char *qj
 {
 	qtk_buf_putc(b, '{');
 	bool any = false;
+	qtk_buf types = {0};
+	size_t ntypes = 0;
 	for (size_t i = 0; i <= d->nkv; i++) {
 		qtk_kv q = {.key = (char *)QTK_ST_QCFG_KEY, .val = {.type = QTK_V_STR}};
 		const qtk_kv *kv = &q;
@@ -623,17 +625,45 @@ static int build_header(const qtk_model *d, size_t t0, size_t t1, const char *qj
 			q.val.v.str = (qtk_str){strlen(qjson), (char *)qjson};
 		else
 			break;
-		if (kv->val.type != QTK_V_STR || (i < d->nkv && strcmp(kv->key, QTK_ST_QCFG_KEY) == 0))
-			continue; /* the quantization config is made afresh from the tensors */
+		if (i < d->nkv && (strcmp(kv->key, QTK_ST_QCFG_KEY) == 0 || strcmp(kv->key, QTK_META_TYPES_KEY) == 0))
+			continue; /* made afresh: the quantization config from the tensors, the types below */
 		qtk_buf_puts(b, any ? "," : "\"__metadata__\":{");
 		any = true;
 		int rc = qtk_json_put_str(b, kv->key, strlen(kv->key));
 		qtk_buf_putc(b, ':');
-		if (!rc)
+		if (!rc && kv->val.type == QTK_V_STR) {
 			rc = qtk_json_put_str(b, kv->val.v.str.s, (size_t)kv->val.v.str.len);
-		if (rc == QTK_E_DATA)
+		} else if (!rc) {
+			/* typed metadata (GGUF keys) as exact text, its type listed in QTK_META_TYPES_KEY */
+			char *text = qtk_value_to_text(&kv->val), tag[24];
+			if (!text) {
+				qtk_buf_free(&types);
+				return qtk_err_set(err, QTK_E_IO, path, -1, NULL, "out of memory");
+			}
+			rc = qtk_json_put_str(b, text, strlen(text));
+			qtk_free(text);
+			qtk_value_type_tag(&kv->val, tag, sizeof tag);
+			qtk_buf_puts(&types, ntypes++ ? "," : "{");
+			if (!rc)
+				rc = qtk_json_put_str(&types, kv->key, strlen(kv->key));
+			qtk_buf_printf(&types, ":\"%s\"", tag);
+		}
+		if (rc == QTK_E_DATA) {
+			qtk_buf_free(&types);
 			return qtk_err_set(err, QTK_E_DATA, path, -1, NULL,
 					   "metadata key '%.200s' is not valid utf-8 or holds a NUL", kv->key);
+		}
+	}
+	if (ntypes) {
+		qtk_buf_putc(&types, '}');
+		qtk_buf_putc(b, ',');
+		int rc = qtk_json_put_str(b, QTK_META_TYPES_KEY, strlen(QTK_META_TYPES_KEY));
+		qtk_buf_putc(b, ':');
+		if (!rc)
+			rc = qtk_json_put_str(b, types.failed ? "" : (const char *)types.p, types.len);
+		qtk_buf_free(&types);
+		if (rc)
+			return qtk_err_set(err, QTK_E_DATA, path, -1, NULL, "metadata types cannot be written");
 	}
 	if (any)
 		qtk_buf_putc(b, '}');
@@ -690,6 +720,7 @@ int qtk_st_out_open(qtk_st_out *o, const qtk_model *d, qtk_err *err)
 		o->opened = true;
 		uint8_t lb[8];
 		qtk_wr64(lb, b.len);
+		o->head_len = b.len;
 		rc = qtk_ofile_write(&o->of, lb, 8);
 		if (!rc)
 			rc = qtk_ofile_write(&o->of, b.p, b.len);
@@ -712,7 +743,15 @@ static int stw_begin(qtk_writer *w)
 	o->t1 = w->desc->ntensors;
 	o->embed_qcfg = true;
 	w->priv = o;
-	return qtk_st_out_open(o, w->desc, w->err);
+	rc = qtk_st_out_open(o, w->desc, w->err);
+	o->of.outs = w->opts.outs;
+	return rc;
+}
+
+static int stw_patch(qtk_writer *w, int (*fn)(void *ctx, uint8_t *buf, size_t n), void *ctx)
+{
+	qtk_st_out *o = w->priv;
+	return qtk_ofile_patch(&o->of, 8, o->head_len, fn, ctx);
 }
 
 static int stw_put(qtk_writer *w, const void *buf, size_t n)
@@ -749,4 +788,5 @@ const qtk_writer_ops qtk_safetensors_writer = {
 	.put = stw_put,
 	.finish = stw_finish,
 	.abort = stw_abort,
+	.patch_header = stw_patch,
 };

@@ -93,6 +93,7 @@ typedef struct qtk_st_out {
 	char *path;
 	size_t t0, t1;
 	uint64_t data_bytes;
+	uint64_t head_len;   /* JSON header bytes (after the 8-byte length) */
 	bool embed_qcfg; /* write QTK_ST_QCFG_KEY (bare files; HF dirs have config.json) */
 } qtk_st_out;
 

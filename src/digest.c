@@ -418,6 +418,36 @@ static void unpermute(const float *src, float *dst, uint64_t nvals, uint64_t uni
 				       (size_t)row * sizeof *dst);
 }
 
+/* F16 -> F32 through a table built from the reference conversion (so bit-exact by
+ * construction), BF16 by its defining shift. */
+static uint32_t f16_table[65536];
+static pthread_once_t f16_once = PTHREAD_ONCE_INIT;
+
+static void f16_init(void)
+{
+	for (uint32_t i = 0; i < 65536; i++) {
+		float f = qtk_fp16_to_f32((uint16_t)i);
+		memcpy(&f16_table[i], &f, 4);
+	}
+}
+
+/* 0 when handled here, -1 to fall back to qtk_dequant_ggml. */
+static int decode_fast(unsigned type, const uint8_t *src, float *dst, uint64_t n)
+{
+	if (type != QTK_T_F16 && type != QTK_T_BF16)
+		return -1;
+	uint32_t *d = (uint32_t *)(void *)dst;
+	if (type == QTK_T_F16) {
+		pthread_once(&f16_once, f16_init);
+		for (uint64_t i = 0; i < n; i++)
+			d[i] = f16_table[qtk_rd16(src + 2 * i)];
+	} else {
+		for (uint64_t i = 0; i < n; i++)
+			d[i] = (uint32_t)qtk_rd16(src + 2 * i) << 16;
+	}
+	return 0;
+}
+
 static int flush_chunk(qtk_thash *h)
 {
 	if (!h->chunk_len)
@@ -425,7 +455,12 @@ static int flush_chunk(qtk_thash *h)
 	uint64_t nb = h->chunk_len / h->bpb, nv = nb * h->blck;
 	if (h->chunk_len % h->bpb || nv % h->unit)
 		return qtk_err_set(h->err, QTK_E_DATA, NULL, -1, h->stored, "data ends inside a block");
-	if (qtk_dequant_ggml(h->t.layout.type, h->chunk, h->vals, nv) != 0)
+	if (h->t.layout.type == QTK_T_F32 && h->qk_heads <= 0) { /* the bytes are the values */
+		h->chunk_len = 0;
+		return md_put(h, h->dec, h->chunk, (size_t)nv * sizeof(float));
+	}
+	if (decode_fast(h->t.layout.type, h->chunk, h->vals, nv) &&
+	    qtk_dequant_ggml(h->t.layout.type, h->chunk, h->vals, nv) != 0)
 		return qtk_err_set(h->err, QTK_E_DATA, NULL, -1, h->stored, "cannot decode this type");
 	const float *v = h->vals;
 	if (h->qk_heads > 0) {
@@ -695,6 +730,18 @@ static void digest_one(void *ctx, size_t k)
 	}
 	qtk_thash_free(h);
 	qtk_free(buf);
+	if (rc == QTK_E_DATA && j->o && j->o->keep_going) {
+		qtk_leaf *l = &j->d->leaf[i];
+		qtk_err e2;
+		qtk_err_clear(&e2);
+		if (qtk_digest_leaf_meta(j->m, t, l, &e2)) {
+			note_fail(j, i, &e2);
+			return;
+		}
+		l->bad = true;
+		snprintf(l->bad_msg, sizeof l->bad_msg, "%.180s", e.msg);
+		return;
+	}
 	if (rc) {
 		if (!e.subject[0])
 			snprintf(e.subject, sizeof e.subject, "%s", t->name);
@@ -704,15 +751,17 @@ static void digest_one(void *ctx, size_t k)
 	}
 }
 
-static const qtk_tensor *g_sort_tensors; /* only during qsort below, under no concurrency */
+typedef struct sized {
+	uint64_t bytes;
+	size_t i;
+} sized;
 
 static int by_size_desc(const void *a, const void *b)
 {
-	uint64_t x = g_sort_tensors[*(const size_t *)a].n_bytes, y = g_sort_tensors[*(const size_t *)b].n_bytes;
-	if (x != y)
-		return x < y ? 1 : -1;
-	size_t i = *(const size_t *)a, k = *(const size_t *)b;
-	return i < k ? -1 : i > k;
+	const sized *x = a, *y = b;
+	if (x->bytes != y->bytes)
+		return x->bytes < y->bytes ? 1 : -1;
+	return x->i < y->i ? -1 : x->i > y->i;
 }
 
 int qtk_digest_model(qtk_model *m, const qtk_digest_opts *o, qtk_digests *out, qtk_err *err)
@@ -721,9 +770,11 @@ int qtk_digest_model(qtk_model *m, const qtk_digest_opts *o, qtk_digests *out, q
 	size_t n = m->ntensors;
 	out->leaf = qtk_calloc(n ? n : 1, sizeof *out->leaf);
 	size_t *order = qtk_calloc(n ? n : 1, sizeof *order);
-	if (!out->leaf || !order) {
+	sized *sz = qtk_calloc(n ? n : 1, sizeof *sz);
+	if (!out->leaf || !order || !sz) {
 		qtk_free(out->leaf);
 		qtk_free(order);
+		qtk_free(sz);
 		out->leaf = NULL;
 		return oom(err, NULL);
 	}
@@ -737,18 +788,17 @@ int qtk_digest_model(qtk_model *m, const qtk_digest_opts *o, qtk_digests *out, q
 	j.fail_at = SIZE_MAX;
 	pthread_mutex_init(&j.mu, NULL);
 	for (size_t i = 0; i < n; i++) {
-		order[i] = i;
+		sz[i].bytes = m->tensors[i].n_bytes;
+		sz[i].i = i;
 		if (!o || !o->select || o->select[i])
 			j.total += m->tensors[i].n_bytes;
 	}
 	/* largest first: the pool hands out jobs in order, so this balances the threads */
-	static pthread_mutex_t sort_mu = PTHREAD_MUTEX_INITIALIZER;
-	pthread_mutex_lock(&sort_mu);
-	g_sort_tensors = m->tensors;
 	if (n)
-		qsort(order, n, sizeof *order, by_size_desc);
-	g_sort_tensors = NULL;
-	pthread_mutex_unlock(&sort_mu);
+		qsort(sz, n, sizeof *sz, by_size_desc);
+	for (size_t i = 0; i < n; i++)
+		order[i] = sz[i].i;
+	qtk_free(sz);
 	int threads = o && o->threads > 0 ? o->threads : qtk_cpu_count();
 	qtk_parallel_for(threads, n, digest_one, &j);
 	pthread_mutex_destroy(&j.mu);
@@ -800,5 +850,247 @@ int qtk_tensor_values(qtk_model *m, const qtk_tensor *t, float **out, qtk_err *e
 		v = p;
 	}
 	*out = v;
+	return 0;
+}
+
+/* ---- output sink ------------------------------------------------------------------------- */
+
+struct qtk_digest_sink {
+	const qtk_model *desc;
+	qtk_err *err;
+	qtk_digests d;
+	size_t cur;        /* tensor being hashed (desc->ntensors: none yet) */
+	size_t next;       /* first tensor not yet started */
+	qtk_thash *h;
+	const qtk_leaf **expect; /* per tensor: the source leaf it copies, or NULL */
+	bool cur_expect;   /* the current tensor hashes the encoded tier only */
+};
+
+void qtk_digest_sink_expect(qtk_digest_sink *s, size_t tensor, const qtk_leaf *src)
+{
+	if (tensor < s->desc->ntensors && tensor >= s->next)
+		s->expect[tensor] = src;
+}
+
+/* Does src describe tensor t of the output (so equal encoded leaves mean equal values)? */
+static bool same_tensor(const qtk_leaf *src, const qtk_leaf *meta)
+{
+	return src && !strcmp(src->name, meta->name) && !strcmp(src->enc_id, meta->enc_id) && src->ndim == meta->ndim &&
+	       !memcmp(src->shape, meta->shape, sizeof src->shape) && src->qk_heads == meta->qk_heads &&
+	       src->dec_kind == meta->dec_kind && src->has_dec;
+}
+
+/* End the current tensor; a copy takes its decoded leaf from the source. */
+static int sink_end_cur(qtk_digest_sink *s)
+{
+	qtk_leaf *l = &s->d.leaf[s->cur];
+	int rc = qtk_thash_end(s->h, l);
+	s->h = NULL;
+	if (rc || !s->cur_expect)
+		return rc;
+	const qtk_leaf *src = s->expect[s->cur];
+	if (memcmp(l->enc, src->enc, 32))
+		return qtk_err_set(s->err, QTK_E_INTERNAL, NULL, -1, l->stored,
+				   "written bytes differ from the source tensor they copy");
+	memcpy(l->dec, src->dec, 32);
+	l->has_dec = true;
+	return 0;
+}
+
+void qtk_digest_sink_free(qtk_digest_sink *s)
+{
+	if (!s)
+		return;
+	qtk_thash_free(s->h);
+	qtk_digests_free(&s->d);
+	qtk_free(s->expect);
+	qtk_free(s);
+}
+
+int qtk_digest_sink_new(const qtk_model *desc, qtk_digest_sink **out, qtk_err *err)
+{
+	*out = NULL;
+	qtk_digest_sink *s = qtk_calloc(1, sizeof *s);
+	if (!s)
+		return oom(err, NULL);
+	s->desc = desc;
+	s->err = err;
+	s->d.leaf = qtk_calloc(desc->ntensors ? desc->ntensors : 1, sizeof *s->d.leaf);
+	s->expect = qtk_calloc(desc->ntensors ? desc->ntensors : 1, sizeof *s->expect);
+	if (!s->d.leaf || !s->expect) {
+		qtk_free(s->d.leaf);
+		qtk_free(s->expect);
+		qtk_free(s);
+		return oom(err, NULL);
+	}
+	s->d.n = desc->ntensors;
+	s->cur = SIZE_MAX;
+	*out = s;
+	return 0;
+}
+
+/* Finish the current tensor and start (and finish, when empty) tensors up to `upto`. */
+static int sink_advance(qtk_digest_sink *s, size_t upto)
+{
+	int rc = s->h ? sink_end_cur(s) : 0;
+	while (!rc && s->next <= upto && s->next < s->desc->ntensors) {
+		const qtk_tensor *t = &s->desc->tensors[s->next];
+		int heads = 0;
+		qtk_leaf meta;
+		rc = qtk_digest_leaf_meta(s->desc, t, &meta, s->err);
+		heads = meta.qk_heads;
+		s->cur_expect = !rc && same_tensor(s->expect[s->next], &meta);
+		qtk_free(meta.name);
+		qtk_free(meta.stored);
+		rc = rc ? rc : thash_new(t, heads, !s->cur_expect, &s->h, s->err);
+		s->cur = s->next++;
+		if (!rc && s->cur < upto) /* skipped over: no bytes, or bytes missing */
+			rc = sink_end_cur(s);
+	}
+	return rc;
+}
+
+int qtk_digest_sink_put(qtk_digest_sink *s, size_t tensor, const void *buf, size_t n)
+{
+	if (tensor >= s->desc->ntensors || (s->cur != SIZE_MAX && tensor < s->cur))
+		return qtk_err_set(s->err, QTK_E_INTERNAL, NULL, -1, NULL, "digest sink: tensor %zu out of order", tensor);
+	if (tensor != s->cur) {
+		int rc = sink_advance(s, tensor);
+		if (rc)
+			return rc;
+	}
+	return qtk_thash_put(s->h, buf, n);
+}
+
+int qtk_digest_sink_finish(qtk_digest_sink *s, qtk_digests *out)
+{
+	int rc = sink_advance(s, s->desc->ntensors);
+	rc = rc ? rc : qtk_digests_finish(&s->d, s->err);
+	if (!rc) {
+		*out = s->d;
+		memset(&s->d, 0, sizeof s->d);
+	} else {
+		memset(out, 0, sizeof *out);
+	}
+	qtk_digest_sink_free(s);
+	return rc;
+}
+
+/* ---- value cursor ---------------------------------------------------------------------------- */
+
+struct qtk_vcursor {
+	qtk_model *m;
+	const qtk_tensor *t;
+	qtk_err *err;
+	int heads;
+	uint32_t blck, bpb;
+	uint64_t unit, chunk;    /* values: alignment and values decoded at a time */
+	uint64_t pos;            /* next value index to decode */
+	uint64_t have, off;      /* decoded values in vals, and how many were handed out */
+	uint8_t *raw;
+	float *vals, *perm;
+	bool whole;              /* AWQ/GPTQ: vals holds the whole tensor */
+};
+
+void qtk_vcursor_close(qtk_vcursor *c)
+{
+	if (!c)
+		return;
+	qtk_free(c->raw);
+	qtk_free(c->vals);
+	qtk_free(c->perm);
+	qtk_free(c);
+}
+
+int qtk_vcursor_open(qtk_model *m, const qtk_tensor *t, qtk_vcursor **out, qtk_err *err)
+{
+	*out = NULL;
+	if (dec_kind_of(t) != QTK_DEC_VALUES)
+		return qtk_err_set(err, QTK_E_DATA, m->path, -1, t->name, "layout has no exact F32 decoding");
+	qtk_vcursor *c = qtk_calloc(1, sizeof *c);
+	if (!c)
+		return oom(err, t->name);
+	c->m = m;
+	c->t = t;
+	c->err = err;
+	int rc = qtk_digest_qk_heads(m, t, &c->heads, err);
+	if (!rc && t->layout.kind != QTK_LAYOUT_PLAIN) {
+		c->whole = true;
+		rc = qtk_tensor_values(m, t, &c->vals, err);
+		c->have = t->n_params;
+		c->pos = t->n_params;
+	} else if (!rc) {
+		const qtk_type_info *ti = qtk_type(t->layout.type);
+		c->blck = ti->blck;
+		c->bpb = ti->bytes;
+		c->unit = c->blck;
+		if (c->heads > 0) {
+			uint64_t rows = t->shape[0];
+			if (!rows || rows % (2 * (uint64_t)c->heads) || t->n_params % rows)
+				rc = qtk_err_set(err, QTK_E_DATA, m->path, -1, t->name, "rows do not split into heads");
+			else
+				c->unit = rows / (uint64_t)c->heads * (t->n_params / rows);
+			if (!rc && (c->unit > MAX_UNIT_VALUES || c->unit % c->blck))
+				rc = qtk_err_set(err, QTK_E_DATA, m->path, -1, t->name, "heads cannot be un-permuted");
+		}
+		if (t->n_params % c->blck)
+			rc = rc ? rc : qtk_err_set(err, QTK_E_DATA, m->path, -1, t->name, "values are not whole blocks");
+		c->chunk = CHUNK_VALUES > c->unit ? CHUNK_VALUES / c->unit * c->unit : c->unit;
+		if (!rc) {
+			c->raw = qtk_malloc((size_t)(c->chunk / c->blck * c->bpb));
+			c->vals = qtk_malloc((size_t)c->chunk * sizeof(float));
+			c->perm = c->heads > 0 ? qtk_malloc((size_t)c->chunk * sizeof(float)) : NULL;
+			if (!c->raw || !c->vals || (c->heads > 0 && !c->perm))
+				rc = oom(err, t->name);
+		}
+	}
+	if (rc) {
+		qtk_vcursor_close(c);
+		return rc;
+	}
+	*out = c;
+	return 0;
+}
+
+static int vc_refill(qtk_vcursor *c)
+{
+	const qtk_tensor *t = c->t;
+	uint64_t n = t->n_params - c->pos < c->chunk ? t->n_params - c->pos : c->chunk;
+	uint64_t boff = c->pos / c->blck * c->bpb, nbytes = n / c->blck * c->bpb;
+	qtk_err_clear(&c->m->err);
+	if (qtk_read_part(c->m, t, 0, boff, c->raw, (size_t)nbytes)) {
+		*c->err = c->m->err;
+		return c->err->code ? c->err->code : QTK_E_IO;
+	}
+	if (decode_fast(t->layout.type, c->raw, c->vals, n) && qtk_dequant_ggml(t->layout.type, c->raw, c->vals, n))
+		return qtk_err_set(c->err, QTK_E_DATA, c->m->path, -1, t->name, "cannot decode this type");
+	if (c->heads > 0) {
+		unpermute(c->vals, c->perm, n, c->unit, t->n_params / t->shape[0]);
+		float *tmp = c->vals;
+		c->vals = c->perm;
+		c->perm = tmp;
+	}
+	c->pos += n;
+	c->have = n;
+	c->off = 0;
+	return 0;
+}
+
+int qtk_vcursor_read(qtk_vcursor *c, float *dst, uint64_t n)
+{
+	while (n) {
+		if (c->off == c->have) {
+			if (c->whole || c->pos >= c->t->n_params)
+				return qtk_err_set(c->err, QTK_E_INTERNAL, NULL, -1, c->t->name, "read past the last value");
+			int rc = vc_refill(c);
+			if (rc)
+				return rc;
+		}
+		uint64_t k = c->have - c->off < n ? c->have - c->off : n;
+		memcpy(dst, c->vals + c->off, (size_t)k * sizeof *dst);
+		c->off += k;
+		dst += k;
+		n -= k;
+	}
 	return 0;
 }

@@ -37,6 +37,8 @@ typedef struct qtk_leaf {
 	uint8_t dec[32];     /* decoded tier */
 	qtk_dec_kind dec_kind;
 	bool has_enc, has_dec; /* which digests were computed */
+	bool bad;            /* keep_going: the tensor could not be read or decoded (bad_msg says why) */
+	char bad_msg[200];
 	int qk_heads;        /* > 0: rows were un-permuted (GGUF Q/K) with this many heads */
 } qtk_leaf;
 
@@ -53,6 +55,7 @@ typedef struct qtk_digest_opts {
 	int threads; /* worker threads (tensors in parallel); 0 = all cores. Results do not depend on it */
 	bool enc_only;       /* skip the decoded tier (except for raw leaves, which derive from the encoded) */
 	const bool *select;  /* NULL, or m->ntensors flags: only these tensors are read */
+	bool keep_going;     /* a tensor that fails with QTK_E_DATA becomes a leaf marked bad, no error */
 	/* Optional progress (bytes done of total), called with an internal lock held. */
 	void (*progress)(void *ctx, uint64_t done, uint64_t total);
 	void *progress_ctx;
@@ -103,6 +106,30 @@ void qtk_thash_free(qtk_thash *h);
  * model un-permuted): a new array of t->n_params floats (qtk_free). QTK_E_DATA when the layout
  * has no exact F32 decoding (integers, F64, F8 ...). Memory: the whole tensor. */
 int qtk_tensor_values(qtk_model *m, const qtk_tensor *t, float **out, qtk_err *err);
+
+/* Digests of an output as it is written (qconvert): feed every byte handed to the writer,
+ * tensors in the description's order, parts in order. One tensor is hashed at a time. */
+typedef struct qtk_digest_sink qtk_digest_sink;
+int qtk_digest_sink_new(const qtk_model *desc, qtk_digest_sink **out, qtk_err *err);
+/* Bytes of tensor `tensor` (index into desc->tensors; never decreasing). */
+int qtk_digest_sink_put(qtk_digest_sink *s, size_t tensor, const void *buf, size_t n);
+/* Optional, before tensor `tensor`'s first byte: its bytes are meant to be those of the source
+ * tensor whose leaf is src (a copy: same canonical name, encoding, shape and row order). Then
+ * only the encoded tier is hashed and the decoded leaf is taken from src once the encoded
+ * leaves prove equal; if they differ, the tensor fails with QTK_E_INTERNAL. A src that does
+ * not describe the same tensor is ignored. src must stay valid until finish. */
+void qtk_digest_sink_expect(qtk_digest_sink *s, size_t tensor, const qtk_leaf *src);
+/* Every tensor complete: leaves and roots into *out (qtk_digests_free). Frees s, also on error. */
+int qtk_digest_sink_finish(qtk_digest_sink *s, qtk_digests *out);
+void qtk_digest_sink_free(qtk_digest_sink *s);
+
+/* A tensor's F32 values in canonical order, read in pieces: plain layouts a chunk of about a
+ * million values at a time (whole heads when un-permuting), AWQ/GPTQ decoded whole. */
+typedef struct qtk_vcursor qtk_vcursor;
+int qtk_vcursor_open(qtk_model *m, const qtk_tensor *t, qtk_vcursor **out, qtk_err *err);
+/* Copy the next n values into dst; QTK_E_INTERNAL when fewer than n are left. */
+int qtk_vcursor_read(qtk_vcursor *c, float *dst, uint64_t n);
+void qtk_vcursor_close(qtk_vcursor *c);
 
 /* Canonical encoding id of a layout ("awq:b4:g128:asym", "gptq-v2:b4:g128:sym:act",
  * "ggml:q4_k", "f16"). */

@@ -133,12 +133,16 @@ typedef struct qtk_ofile {
 	void *md;            /* EVP_MD_CTX */
 	qtk_outlist *outs;   /* optional: committed files are recorded here */
 	bool synced;         /* flushed, fsynced and closed; only the rename is left */
+	bool rehash;         /* bytes were patched: recompute the SHA-256 from the file */
 	uint8_t sha256[32];  /* valid once synced */
 } qtk_ofile;
 
 int qtk_ofile_open(qtk_ofile *f, const char *path, qtk_err *err);
 int qtk_ofile_write(qtk_ofile *f, const void *d, size_t n);
 int qtk_ofile_pad(qtk_ofile *f, uint64_t n); /* n zero bytes */
+/* Rewrite bytes [off, off+n) already written: fn gets them in a buffer and may change them. */
+int qtk_ofile_patch(qtk_ofile *f, uint64_t off, uint64_t n, int (*fn)(void *ctx, uint8_t *buf, size_t n),
+		    void *ctx);
 /* Flush, fsync and close (the temporary stays until commit). */
 int qtk_ofile_sync(qtk_ofile *f);
 /* Sync if needed, then rename into place. */
@@ -189,6 +193,8 @@ typedef struct qtk_writer_ops {
 	int (*put)(qtk_writer *w, const void *buf, size_t n);
 	int (*finish)(qtk_writer *w);
 	void (*abort)(qtk_writer *w);
+	/* optional: qtk_writer_patch_header */
+	int (*patch_header)(qtk_writer *w, int (*fn)(void *ctx, uint8_t *buf, size_t n), void *ctx);
 } qtk_writer_ops;
 
 struct qtk_writer {
@@ -218,6 +224,15 @@ typedef struct qtk_strset {
 /* 1 when added, 0 when already present, QTK_E_IO when out of memory. */
 int qtk_strset_add(qtk_strset *set, const char *s);
 void qtk_strset_free(qtk_strset *set);
+
+/* ---- Typed metadata in string-only containers (metatypes.c) ------------ */
+#define QTK_META_TYPES_KEY "qtk.metadata_types"
+/* Exact text of a value (scalars; arrays as JSON). Caller frees; NULL when out of memory. */
+char *qtk_value_to_text(const qtk_value *v);
+/* "u32", "[f32]" ... */
+void qtk_value_type_tag(const qtk_value *v, char *buf, size_t n);
+/* Turn string values listed in QTK_META_TYPES_KEY back into their types (after open). */
+int qtk_meta_restore(qtk_model *m, qtk_err *err);
 
 /* ---- Threads ------------------------------------------------------------- */
 int qtk_cpu_count(void);

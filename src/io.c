@@ -476,11 +476,62 @@ int qtk_ofile_pad(qtk_ofile *f, uint64_t n)
 	return 0;
 }
 
+int qtk_ofile_patch(qtk_ofile *f, uint64_t off, uint64_t n, int (*fn)(void *ctx, uint8_t *buf, size_t n),
+		    void *ctx)
+{
+	uint64_t end;
+	if (f->synced || !qtk_add_u64(off, n, &end) || end > f->written || n > SIZE_MAX)
+		return qtk_err_set(f->err, QTK_E_INTERNAL, f->final_path, -1, NULL, "patch outside the written bytes");
+	int rc = ofile_flush(f);
+	uint8_t *b = rc ? NULL : qtk_malloc(n ? (size_t)n : 1);
+	if (!rc && !b)
+		rc = qtk_err_set(f->err, QTK_E_IO, f->final_path, -1, NULL, "out of memory");
+	if (!rc)
+		rc = qtk_pread_full(f->fd, f->tmp_path, b, (size_t)n, off, f->err);
+	if (!rc)
+		rc = fn(ctx, b, (size_t)n);
+	for (size_t done = 0; !rc && done < n;) {
+		ssize_t k = pwrite(f->fd, b + done, (size_t)n - done, (off_t)(off + done));
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			rc = qtk_err_sys(f->err, f->final_path, "write failed");
+		else
+			done += (size_t)k;
+	}
+	qtk_free(b);
+	if (!rc)
+		f->rehash = true;
+	return rc;
+}
+
+/* SHA-256 of the whole temporary file (after a patch). */
+static int ofile_rehash(qtk_ofile *f)
+{
+	enum { BS = 4 << 20 };
+	uint8_t *b = qtk_malloc(BS);
+	if (!b || EVP_DigestInit_ex(f->md, EVP_sha256(), NULL) != 1) {
+		qtk_free(b);
+		return qtk_err_set(f->err, QTK_E_IO, f->final_path, -1, NULL, "out of memory");
+	}
+	int rc = 0;
+	for (uint64_t off = 0; off < f->written && !rc; off += BS) {
+		size_t k = f->written - off < BS ? (size_t)(f->written - off) : BS;
+		rc = qtk_pread_full(f->fd, f->tmp_path, b, k, off, f->err);
+		if (!rc && EVP_DigestUpdate(f->md, b, k) != 1)
+			rc = qtk_err_set(f->err, QTK_E_INTERNAL, f->final_path, -1, NULL, "SHA-256 update failed");
+	}
+	qtk_free(b);
+	return rc;
+}
+
 int qtk_ofile_sync(qtk_ofile *f)
 {
 	if (f->synced)
 		return 0;
 	int rc = ofile_flush(f);
+	if (!rc && f->rehash)
+		rc = ofile_rehash(f);
 	if (rc)
 		return rc;
 	if (fsync(f->fd) != 0)

@@ -340,6 +340,8 @@ qtk_model *qtk_open(const char *path, qtk_err *err)
 	}
 	m->fmt = f;
 	int rc = f->open(m);
+	if (!rc)
+		rc = qtk_meta_restore(m, &m->err);
 	if (rc) {
 		if (!m->err.code)
 			qtk_err_set(&m->err, rc, path, -1, NULL, "cannot open");

@@ -15,19 +15,20 @@ static int oom(qtk_err *err) { return qtk_err_set(err, QTK_E_IO, NULL, -1, NULL,
 
 const char *qtk_prov_find(const qtk_model *m, size_t *len, const char **where)
 {
-	const qtk_kv *kv = qtk_kv_find(m, QTK_PROV_KEY);
-	if (kv && kv->val.type == QTK_V_STR) {
-		*len = (size_t)kv->val.v.str.len;
-		if (where)
-			*where = "kv " QTK_PROV_KEY;
-		return kv->val.v.str.s;
-	}
+	/* a directory's own record file first: its shards' metadata may carry an older one */
 	const qtk_blob *b = qtk_blob_find(m, QTK_PROV_FILE);
 	if (b) {
 		*len = b->len;
 		if (where)
 			*where = "file " QTK_PROV_FILE;
 		return (const char *)b->data;
+	}
+	const qtk_kv *kv = qtk_kv_find(m, QTK_PROV_KEY);
+	if (kv && kv->val.type == QTK_V_STR) {
+		*len = (size_t)kv->val.v.str.len;
+		if (where)
+			*where = "kv " QTK_PROV_KEY;
+		return kv->val.v.str.s;
 	}
 	*len = 0;
 	return NULL;
@@ -64,15 +65,28 @@ void qtk_prov_time(int64_t t, char *buf, size_t n)
 	strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-void qtk_prov_builder_init(qtk_prov_builder *b)
+int64_t qtk_prov_now(void)
 {
-	memset(b, 0, sizeof *b);
 	const char *e = getenv("SOURCE_DATE_EPOCH");
 	uint64_t v;
 	if (e && qtk_parse_u64(e, &v) && v <= (uint64_t)INT32_MAX * 64)
-		b->time = (int64_t)v;
-	else
-		b->time = (int64_t)time(NULL);
+		return (int64_t)v;
+	return (int64_t)time(NULL);
+}
+
+void qtk_prov_builder_init(qtk_prov_builder *b)
+{
+	memset(b, 0, sizeof *b);
+	b->time = qtk_prov_now();
+}
+
+void qtk_prov_builder_free(qtk_prov_builder *b)
+{
+	if (!b)
+		return;
+	qtk_digests_free(&b->src_cache);
+	qtk_filelist_free(&b->files_cache);
+	b->cached = false;
 }
 
 /* ---- canonical serialization ---------------------------------------------------------- */
@@ -384,8 +398,6 @@ static int check_parent(vctx *v, const cJSON *j, const char *path)
 	return rc;
 }
 
-static int check_output(vctx *v, const cJSON *j, const char *path);
-
 static int check_source(vctx *v, const cJSON *j, const char *path)
 {
 	static const field fs[] = {
@@ -603,8 +615,6 @@ int qtk_hash_model_files(qtk_model *m, qtk_filelist *out, qtk_err *err)
 	}
 	for (size_t i = 0; hf && i < m->nblobs && !rc; i++) {
 		const qtk_blob *b = &m->blobs[i];
-		if (!strcmp(b->name, QTK_PROV_FILE))
-			continue;
 		qtk_fileinfo *f = &out->f[out->n];
 		if (!(f->path = qtk_strdup(b->name))) {
 			rc = oom(err);
@@ -649,16 +659,29 @@ static const char *container_name(qtk_out_kind k)
 	}
 }
 
+static cJSON *file_json(const char *path, uint64_t size, const uint8_t *sha)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddStringToObject(o, "path", path);
+	cJSON_AddNumberToObject(o, "size", (double)size);
+	cJSON_AddItemToObject(o, "sha256", hexstr(sha));
+	return o;
+}
+
 static cJSON *files_json(const qtk_fileinfo *f, size_t n)
 {
 	cJSON *a = cJSON_CreateArray();
-	for (size_t i = 0; a && i < n; i++) {
-		cJSON *o = cJSON_CreateObject();
-		cJSON_AddItemToArray(a, o);
-		cJSON_AddStringToObject(o, "path", f[i].path);
-		cJSON_AddNumberToObject(o, "size", (double)f[i].size);
-		cJSON_AddItemToObject(o, "sha256", hexstr(f[i].sha256));
-	}
+	for (size_t i = 0; a && i < n; i++)
+		cJSON_AddItemToArray(a, file_json(f[i].path, f[i].size, f[i].sha256));
+	return a;
+}
+
+/* Files a writer committed, by base name. */
+static cJSON *outfiles_json(const qtk_outlist *l)
+{
+	cJSON *a = cJSON_CreateArray();
+	for (size_t i = 0; a && i < l->n; i++)
+		cJSON_AddItemToArray(a, file_json(qtk_path_base(l->f[i].path), l->f[i].size, l->f[i].sha256));
 	return a;
 }
 
@@ -764,18 +787,40 @@ static cJSON *source_json(qtk_prov_builder *b, const qtk_filelist *files, const 
 			cJSON_AddItemToObject(o, "record_sha256", hexstr(h));
 		cJSON_AddItemToObject(o, "record", parent);
 	} else {
+		if (txt)
+			snprintf(b->note, sizeof b->note, "the source's provenance record is invalid and was not chained: %.60s: %.120s",
+				 e.subject, e.msg);
 		cJSON_AddNullToObject(o, "record");
 	}
 	return o;
 }
 
-static bool is_quant_layout(const char *id) { return strncmp(id, "ggml:", 5) == 0 || !strncmp(id, "awq", 3) || !strncmp(id, "gptq", 4); }
+static bool is_quant_layout(const char *id)
+{
+	return !strncmp(id, "ggml:", 5) || !strncmp(id, "awq", 3) || !strncmp(id, "gptq", 4);
+}
+
+/* The quantizer family of an encoding id: what "method" says when the caller gives none. */
+static const char *family_of(const char *id)
+{
+	size_t n = strlen(id);
+	if (!strncmp(id, "awq", 3))
+		return "awq-rtn";
+	if (!strncmp(id, "gptq", 4))
+		return "gptq-rtn";
+	if (!strncmp(id, "ggml:iq", 7))
+		return "ggml-iquant";
+	if (!strncmp(id, "ggml:", 5) && n > 2 && id[n - 2] == '_' && id[n - 1] == 'k')
+		return "ggml-kquant";
+	return "ggml-legacy";
+}
 
 /* transform: kind, method, per-tensor layouts, name map, layout operations */
 static cJSON *transform_json(qtk_prov_builder *b, const qtk_digests *sd, const qtk_digests *od)
 {
 	cJSON *o = cJSON_CreateObject(), *params = cJSON_CreateObject(), *tens = cJSON_CreateObject();
 	size_t f2q = 0, q2q = 0, q2f = 0, renamed = 0;
+	const char *family = "rtn";
 	cJSON *perm = cJSON_CreateArray();
 	int heads_q = 0, heads_kv = 0, dir = 0;
 	for (size_t i = 0; i < od->n; i++) {
@@ -787,8 +832,8 @@ static cJSON *transform_json(qtk_prov_builder *b, const qtk_digests *sd, const q
 			continue;
 		cJSON_AddStringToObject(t, "from", sl->enc_id);
 		bool qs = is_quant_layout(sl->enc_id), qo = is_quant_layout(ol->enc_id);
-		if (!qs && qo)
-			f2q++;
+		if (!qs && qo && !f2q++)
+			family = family_of(ol->enc_id);
 		else if (qs && qo && strcmp(sl->enc_id, ol->enc_id))
 			q2q++;
 		else if (qs && !qo)
@@ -806,7 +851,7 @@ static cJSON *transform_json(qtk_prov_builder *b, const qtk_digests *sd, const q
 	}
 	const char *kind = b->kind ? b->kind : f2q ? "quantize" : q2q ? "repack" : q2f ? "dequantize" : "convert";
 	const char *method = b->method ? b->method
-			     : !strcmp(kind, "quantize") ? "rtn"
+			     : !strcmp(kind, "quantize") ? family
 			     : !strcmp(kind, "repack") ? "repack"
 			     : !strcmp(kind, "dequantize") ? "decode" : "copy";
 	cJSON_AddStringToObject(o, "kind", kind);
@@ -867,7 +912,12 @@ static cJSON *tool_json(void)
 #else
 	cJSON_AddStringToObject(bd, "compiler", "unknown");
 #endif
+#ifdef QTK_BUILD_FLAGS /* the build may pass its CFLAGS: -DQTK_BUILD_FLAGS='"..."' */
+	cJSON_AddStringToObject(bd, "flags", QTK_BUILD_FLAGS);
+	cJSON_AddStringToObject(bd, "fp_contract", strstr(QTK_BUILD_FLAGS, "-ffp-contract=off") ? "off" : "unknown");
+#else
 	cJSON_AddStringToObject(bd, "fp_contract", "off"); /* the Makefile always passes -ffp-contract=off */
+#endif
 #if defined(__x86_64__)
 	cJSON_AddStringToObject(bd, "arch", "x86_64");
 #elif defined(__aarch64__)
@@ -884,13 +934,13 @@ static cJSON *tool_json(void)
 	return o;
 }
 
-static cJSON *output_json(const char *container, const qtk_digests *meta, const qtk_digests *real,
-			  const qtk_fileinfo *files, size_t nfiles, bool with_files)
+/* output: container, files (when given: a file cannot hold its own hash), roots, tensors */
+static cJSON *output_json(const char *container, const qtk_digests *meta, const qtk_digests *real, cJSON *files)
 {
 	cJSON *o = cJSON_CreateObject(), *ts = cJSON_CreateArray();
 	cJSON_AddStringToObject(o, "container", container);
-	if (with_files)
-		cJSON_AddItemToObject(o, "files", files_json(files, nfiles));
+	if (files)
+		cJSON_AddItemToObject(o, "files", files);
 	cJSON_AddItemToObject(o, "tensor_root", root_json(meta->n, real ? real->enc_root : NULL,
 							  real ? real->dec_root : NULL));
 	for (size_t i = 0; i < meta->n; i++) {
@@ -908,36 +958,44 @@ static cJSON *output_json(const char *container, const qtk_digests *meta, const 
 
 static char *finish_json(cJSON *root, qtk_err *err)
 {
-	char *txt = root ? qtk_prov_canonical(root) : NULL;
+	qtk_buf b = {0};
+	int rc = root ? canon_put(&b, root, 0) : QTK_E_IO;
 	cJSON_Delete(root);
-	if (!txt)
-		oom(err);
-	return txt;
+	if (!rc && (b.failed || !b.p))
+		rc = QTK_E_IO;
+	if (rc) {
+		qtk_buf_free(&b);
+		if (rc == QTK_E_DATA)
+			qtk_err_set(err, QTK_E_DATA, NULL, -1, QTK_PROV_KEY,
+				    "a name or metadata value is not valid UTF-8 or holds a NUL");
+		else
+			oom(err);
+		return NULL;
+	}
+	return (char *)b.p;
 }
 
 int qtk_prov_build(qtk_prov_builder *b, char **json, qtk_err *err)
 {
 	*json = NULL;
 	qtk_json_init();
-	qtk_digests sd_own, od_meta;
-	qtk_filelist sf_own;
-	memset(&sd_own, 0, sizeof sd_own);
+	qtk_digests od_meta;
 	memset(&od_meta, 0, sizeof od_meta);
-	memset(&sf_own, 0, sizeof sf_own);
-	const qtk_digests *sd = b->src_digests;
-	const qtk_filelist *sf = b->src_files;
 	int rc = 0;
 	if (!b->src || !b->out)
 		return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, NULL, "provenance builder needs source and output");
-	if (!sd) {
+	if (!b->cached) {
 		qtk_digest_opts o = {.threads = b->threads};
-		rc = qtk_digest_model(b->src, &o, &sd_own, err);
-		sd = &sd_own;
+		if (!b->src_digests)
+			rc = qtk_digest_model(b->src, &o, &b->src_cache, err);
+		if (!rc && !b->src_files)
+			rc = qtk_hash_model_files(b->src, &b->files_cache, err);
+		if (rc)
+			return rc;
+		b->cached = true;
 	}
-	if (!rc && !sf) {
-		rc = qtk_hash_model_files(b->src, &sf_own, err);
-		sf = &sf_own;
-	}
+	const qtk_digests *sd = b->src_digests ? b->src_digests : &b->src_cache;
+	const qtk_filelist *sf = b->src_files ? b->src_files : &b->files_cache;
 	rc = rc ? rc : desc_leaves(b->out, &od_meta, err);
 	rc = rc ? rc : qtk_digests_finish(&od_meta, err);
 	if (!rc && b->out_digests)
@@ -948,16 +1006,8 @@ int qtk_prov_build(qtk_prov_builder *b, char **json, qtk_err *err)
 	if (!rc) {
 		cJSON *r = cJSON_CreateObject();
 		cJSON_AddNumberToObject(r, "record_version", QTK_PROV_VERSION);
-		size_t nof = b->out_files ? b->out_files->n : 0;
-		qtk_fileinfo *of = qtk_calloc(nof ? nof : 1, sizeof *of);
-		for (size_t i = 0; of && i < nof; i++) {
-			of[i].path = (char *)(uintptr_t)qtk_path_base(b->out_files->f[i].path);
-			of[i].size = b->out_files->f[i].size;
-			memcpy(of[i].sha256, b->out_files->f[i].sha256, 32);
-		}
 		cJSON_AddItemToObject(r, "output", output_json(container_name(b->out_kind), &od_meta, b->out_digests,
-								of, nof, b->out_files != NULL));
-		qtk_free(of);
+								b->out_files ? outfiles_json(b->out_files) : NULL));
 		cJSON_AddItemToObject(r, "source", source_json(b, sf, sd));
 		cJSON_AddItemToObject(r, "transform", transform_json(b, sd, &od_meta));
 		cJSON_AddStringToObject(r, "calibration", "none");
@@ -980,48 +1030,45 @@ int qtk_prov_build(qtk_prov_builder *b, char **json, qtk_err *err)
 		cJSON_AddStringToObject(r, "time", tm);
 		*json = finish_json(r, err);
 		if (!*json)
-			rc = QTK_E_IO;
+			rc = err->code ? err->code : QTK_E_IO;
 	}
-	qtk_digests_free(&sd_own);
 	qtk_digests_free(&od_meta);
-	qtk_filelist_free(&sf_own);
 	return rc;
 }
 
-/* Next run of 64 placeholder characters at or after *pos; false when none. */
-static bool next_run(const char *s, size_t len, size_t *pos)
+/* Replace the one occurrence of `from` in buf by `to` (same length); 1 when replaced. */
+static int replace_once(char *buf, size_t len, const char *from, const char *to, size_t n)
 {
-	size_t run = 0;
-	for (size_t i = *pos; i < len; i++) {
-		run = s[i] == PH_CHAR ? run + 1 : 0;
-		if (run == HEXLEN) {
-			if (i + 1 < len && s[i + 1] == PH_CHAR)
-				return false; /* longer runs are not ours */
-			*pos = i + 1 - HEXLEN;
-			return true;
-		}
-	}
-	return false;
+	char *at = n ? memmem(buf, len, from, n) : NULL;
+	if (!at)
+		return 0;
+	if (memmem(at + 1, len - (size_t)(at + 1 - buf), from, n))
+		return -1; /* ambiguous */
+	memcpy(at, to, n);
+	return 1;
 }
 
 int qtk_prov_patch(char *buf, size_t len, const char *ph, const char *fin, qtk_err *err)
 {
-	size_t pl = strlen(ph);
-	if (strlen(fin) != pl)
-		return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, QTK_PROV_KEY, "final record length differs from the reserved one");
-	size_t bp = 0, pp = 0;
-	int n = 0;
-	while (next_run(ph, pl, &pp)) {
-		if (!next_run(buf, len, &bp))
-			return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, QTK_PROV_KEY, "placeholder %d not found", n);
-		memcpy(buf + bp, fin + pp, HEXLEN);
-		bp += HEXLEN;
-		pp += HEXLEN;
-		n++;
+	size_t n = strlen(ph);
+	if (strlen(fin) != n)
+		return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, QTK_PROV_KEY,
+				   "final record length differs from the reserved one");
+	int r = replace_once(buf, len, ph, fin, n);
+	if (!r) { /* inside a JSON document (safetensors header): the escaped string literal */
+		qtk_buf a = {0}, b = {0};
+		if (qtk_json_put_str(&a, ph, n) || qtk_json_put_str(&b, fin, n) || a.len != b.len)
+			r = -2;
+		else
+			r = replace_once(buf, len, (const char *)a.p, (const char *)b.p, a.len);
+		qtk_buf_free(&a);
+		qtk_buf_free(&b);
 	}
-	if (next_run(buf, len, &bp))
-		return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, QTK_PROV_KEY, "more placeholders than expected");
-	return 0;
+	if (r == 1)
+		return 0;
+	return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, QTK_PROV_KEY, "%s",
+			   r == 0 ? "the reserved record is not in the header" : r == -1 ? "the reserved record appears twice"
+										: "the record cannot be escaped");
 }
 
 int qtk_prov_emit(qtk_model *m, const qtk_digests *d, const qtk_filelist *files, const cJSON *embedded,
@@ -1035,12 +1082,12 @@ int qtk_prov_emit(qtk_model *m, const qtk_digests *d, const qtk_filelist *files,
 	meta.leaf = d->leaf; /* borrowed: output_json only reads */
 	cJSON *r = cJSON_CreateObject();
 	cJSON_AddNumberToObject(r, "record_version", QTK_PROV_VERSION);
-	cJSON_AddItemToObject(r, "output", output_json(qtk_model_format(m), &meta, d, files->f, files->n, true));
+	cJSON_AddItemToObject(r, "output", output_json(qtk_model_format(m), &meta, d, files_json(files->f, files->n)));
 	cJSON_AddItemToObject(r, "embedded", embedded ? cJSON_Duplicate(embedded, 1) : cJSON_CreateNull());
 	cJSON_AddItemToObject(r, "tool", tool_json());
 	char tm[32];
 	qtk_prov_time(time_s, tm, sizeof tm);
 	cJSON_AddStringToObject(r, "time", tm);
 	*json = finish_json(r, err);
-	return *json ? 0 : QTK_E_IO;
+	return *json ? 0 : err->code ? err->code : QTK_E_IO;
 }

@@ -18,9 +18,9 @@
 /* Cap on a record's size (a record with every tensor's digests is ~300 bytes a tensor). */
 #define QTK_PROV_CAP (64u << 20)
 
-/* The record text stored in m (kv or side file), or NULL when none. *len receives its
- * length, *where (optional) "kv qtk.provenance" or "file qtk-provenance.json".
- * Valid while m is open. */
+/* The record text stored in m, or NULL when none: a Hugging Face directory's
+ * qtk-provenance.json, else the kv qtk.provenance. *len receives its length, *where
+ * (optional) "file qtk-provenance.json" or "kv qtk.provenance". Valid while m is open. */
 const char *qtk_prov_find(const qtk_model *m, size_t *len, const char **where);
 
 /* Parse a record strictly: strict JSON (no duplicate keys at any depth, integers only),
@@ -36,7 +36,8 @@ char *qtk_prov_canonical(const cJSON *j);
 int qtk_prov_sha256(const cJSON *j, uint8_t out[32]);
 
 /* Size and SHA-256 of a model's files: its data files, and for a Hugging Face directory its
- * side files except qtk-provenance.json. Paths are relative to the model (base names). */
+ * side files (config.json, tokenizer files, qtk-provenance.json ...). Paths are relative to the
+ * model (base names), sorted. */
 typedef struct qtk_fileinfo {
 	char *path;
 	uint64_t size;
@@ -71,21 +72,28 @@ typedef struct qtk_prov_builder {
 	const char *imatrix_file;      /* its base name is recorded */
 	int64_t time;           /* seconds since the epoch; set by qtk_prov_builder_init */
 	int threads;            /* for computing source digests; 0 = all cores */
+	char note[256];         /* out: set when something was left out (an invalid source record) */
+	/* private: the source's digests and file hashes, computed by the first build */
+	qtk_digests src_cache;
+	qtk_filelist files_cache;
+	bool cached;
 } qtk_prov_builder;
 
 /* Zero b and set time from SOURCE_DATE_EPOCH (when a valid integer) or the clock. */
 void qtk_prov_builder_init(qtk_prov_builder *b);
+/* Free what builds cached (accepts a zeroed builder). */
+void qtk_prov_builder_free(qtk_prov_builder *b);
 
 /* Render the record: canonical JSON text (qtk_free). With out_digests NULL every output
  * digest is a placeholder of 64 '~' characters, and the text has exactly the length of the
- * final record from the same builder with digests filled in. Reads the source (its files
- * and tensors) unless src_files/src_digests are given. */
+ * final record from the same builder with digests filled in. The first call reads the source
+ * (its files and tensors) unless src_files/src_digests are given; later calls reuse that. */
 int qtk_prov_build(qtk_prov_builder *b, char **json, qtk_err *err);
 
-/* Fill placeholders in place: buf (len bytes, e.g. the reserved header bytes of an output
- * file, escaped or not) holds the placeholder record `ph`; `fin` is the final record (same
- * length as ph). The k-th placeholder run in buf receives the bytes at the k-th run's
- * position in fin. QTK_E_INTERNAL when lengths or run counts disagree. */
+/* Fill placeholders in place: buf (len bytes, e.g. the header of an output file) holds the
+ * placeholder record `ph` once, verbatim (GGUF, QPK, a side file) or as a JSON string literal
+ * (safetensors __metadata__); it is replaced by the final record `fin` (same length; in the
+ * same form). QTK_E_INTERNAL when lengths differ or ph is not found exactly once. */
 int qtk_prov_patch(char *buf, size_t len, const char *ph, const char *fin, qtk_err *err);
 
 /* Deployment record of a model (qverify --emit-record): container, files, digests, roots
@@ -95,6 +103,8 @@ int qtk_prov_emit(qtk_model *m, const qtk_digests *d, const qtk_filelist *files,
 
 /* Lower-case hex digest -> bytes; false unless exactly 64 hex digits. */
 bool qtk_prov_unhex(const char *s, uint8_t out[32]);
+/* SOURCE_DATE_EPOCH when it is a valid integer, else the clock (seconds since the epoch). */
+int64_t qtk_prov_now(void);
 /* UTC ISO-8601 "2026-11-30T08:00:00Z". */
 void qtk_prov_time(int64_t t, char *buf, size_t n);
 #endif

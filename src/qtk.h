@@ -251,6 +251,9 @@ typedef struct qtk_write_opts {
 	uint32_t alignment;      /* GGUF; 0 = default 32 */
 	uint64_t split_max_size; /* 0 = no sharding */
 	qtk_outlist *outs;       /* optional: receives every committed file */
+	/* optional: sees every byte handed to qtk_writer_put, with its tensor's index (digests) */
+	int (*tee)(void *ctx, size_t tensor, const void *buf, size_t n);
+	void *tee_ctx;
 } qtk_write_opts;
 
 /* Kind of output selected by path form (SPEC §2.1). */
@@ -265,6 +268,12 @@ qtk_writer *qtk_writer_open(const char *path, qtk_out_kind kind,
 			    qtk_err *err);
 /* Append bytes of the current part (parts in tensor order, parts in order). */
 int qtk_writer_put(qtk_writer *w, const void *buf, size_t n);
+/* Before qtk_writer_finish: let fn rewrite, in place and without changing its length, the
+ * part of the output that holds the metadata (GGUF: KVs and tensor infos; safetensors: the
+ * JSON header; QPK: the metadata section, then stored raw; HF directory: the side file
+ * qtk-provenance.json). The file's SHA-256 is recomputed (one read of the file). QTK_E_USAGE
+ * when the output kind cannot (archives). */
+int qtk_writer_patch_header(qtk_writer *w, int (*fn)(void *ctx, uint8_t *buf, size_t n), void *ctx);
 /* Finalize: fsync and rename. Frees w. */
 int qtk_writer_finish(qtk_writer *w);
 /* Remove temporaries. Frees w. Accepts NULL. */

@@ -95,6 +95,8 @@ int qtk_writer_put(qtk_writer *w, const void *buf, size_t n)
 		size_t k = n < w->cur_left ? n : (size_t)w->cur_left;
 		if (k) {
 			int rc = w->ops->put(w, p, k);
+			if (!rc && w->opts.tee)
+				rc = w->opts.tee(w->opts.tee_ctx, w->cur_tensor, p, k);
 			if (rc)
 				return rc;
 		}
@@ -109,6 +111,13 @@ int qtk_writer_put(qtk_writer *w, const void *buf, size_t n)
 		}
 	}
 	return 0;
+}
+
+int qtk_writer_patch_header(qtk_writer *w, int (*fn)(void *ctx, uint8_t *buf, size_t n), void *ctx)
+{
+	if (!w->ops->patch_header)
+		return qtk_err_set(w->err, QTK_E_USAGE, w->path, -1, NULL, "this output kind cannot rewrite its header");
+	return w->ops->patch_header(w, fn, ctx);
 }
 
 int qtk_writer_finish(qtk_writer *w)

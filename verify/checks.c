@@ -5,7 +5,6 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /* ---- helpers ------------------------------------------------------------------------------ */
 
@@ -92,6 +91,39 @@ static int chk_structure(vstate *s)
 	return 0;
 }
 
+/* Containers that digest their own parts (QPK, C.2 row 42): every part's SHA-256, every tensor named. */
+static int chk_container_digests(vstate *s)
+{
+	if (strcmp(qtk_model_format(s->m), "qpk"))
+		return 0;
+	size_t bad = 0;
+	for (size_t i = 0; i < s->m->ntensors; i++) {
+		qtk_err_clear(&s->m->err);
+		int rc = qtk_qpk_verify_tensor(s->m, i);
+		if (rc == QTK_E_DATA) {
+			char canon[QTK_CAP_NAME + 64];
+			int qk;
+			qtk_canon_name(s->m->tensors[i].name, canon, sizeof canon, &qk);
+			vtensor *t = qv_tensor(s, canon, s->m->tensors[i].name, "changed", true);
+			if (!t)
+				return oom(s);
+			snprintf(t->detail, sizeof t->detail, "stored part digest: %.200s", s->m->err.msg);
+			bad++;
+		} else if (rc) {
+			s->err = s->m->err;
+			return rc;
+		}
+		cli_progress("part digests", i + 1, s->m->ntensors);
+	}
+	cli_progress_end();
+	if (bad)
+		qv_result(s, "part_digests", "failed", "%zu of %zu tensors do not match the part SHA-256 stored in the file",
+			  bad, s->m->ntensors);
+	else
+		qv_result(s, "part_digests", "ok", "every part of %zu tensors matches its stored SHA-256", s->m->ntensors);
+	return 0;
+}
+
 /* FILE's own record (GGUF/QPK key, safetensors __metadata__, qtk-provenance.json): strict parse. */
 static int chk_embedded(vstate *s)
 {
@@ -121,6 +153,10 @@ static int chk_embedded(vstate *s)
 			  src && jstr(src, "name") ? jstr(src, "name") : "", src && jstr(src, "name") ? "'" : "");
 		if (cJSON_IsObject(parent))
 			qv_result(s, "chain", "note", "the source carried its own record (embedded as source.record)");
+		const char *rc_cont = jstr(cJSON_GetObjectItemCaseSensitive(s->embedded, "output"), "container");
+		if (rc_cont && strcmp(rc_cont, qtk_model_format(s->m)))
+			qv_result(s, "container", "note", "the record describes a %s container; this is %s (re-containered)",
+				  rc_cont, qtk_model_format(s->m));
 	}
 	return 0;
 }
@@ -142,13 +178,30 @@ static int chk_record(vstate *s)
 	return 0;
 }
 
-/* Content digests of FILE: both tiers of every tensor and both roots. */
+static void *hash_files(void *arg)
+{
+	vstate *s = arg;
+	s->frc = qtk_hash_model_files(s->m, &s->files, &s->ferr);
+	return NULL;
+}
+
+/* Content digests of FILE: both tiers of every tensor and both roots. The file-level
+ * SHA-256 (--record, --emit-record) is computed at the same time on another thread. */
 static int chk_digests(vstate *s)
 {
 	if (s->o->mode == MODE_EMBEDDED && !s->rec)
 		return 0;
+	if (s->o->mode & (MODE_RECORD | MODE_EMIT)) {
+		qtk_err_clear(&s->ferr);
+		s->fthread_on = pthread_create(&s->fthread, NULL, hash_files, s) == 0;
+	}
 	/* checks need the decoded tier only where the encoded one differs (chk_tensors) */
-	qtk_digest_opts o = {.threads = s->o->threads, .enc_only = s->o->mode != MODE_EMIT,
+	/* the file hashing thread takes one of the cores */
+	int threads = s->o->threads > 0 ? s->o->threads : qtk_cpu_count();
+	if (s->fthread_on && threads > 1)
+		threads--;
+	qtk_digest_opts o = {.threads = threads, .enc_only = s->o->mode != MODE_EMIT,
+			     .keep_going = s->o->mode != MODE_EMIT,
 			     .progress = cli_progress_enabled() ? progress : NULL, .progress_ctx = (void *)"digests"};
 	int rc = qtk_digest_model(s->m, &o, &s->d, &s->err);
 	cli_progress_end();
@@ -174,7 +227,7 @@ static int decoded_where_needed(vstate *s, const cJSON *ts)
 			uint8_t enc[32];
 			if (strcmp(jstr(c, "name"), b) || !qtk_prov_unhex(jstr(c, "encoded"), enc))
 				continue;
-			if (memcmp(enc, l->enc, 32) && !l->has_dec) {
+			if (!l->bad && memcmp(enc, l->enc, 32) && !l->has_dec) {
 				sel[i] = true;
 				need++;
 			}
@@ -235,7 +288,12 @@ static int chk_tensors(vstate *s)
 			if (t)
 				snprintf(t->detail, sizeof t->detail, "in the record, not in the file");
 			n_bad++;
-		} else if (seen[l - s->d.leaf] = true, !memcmp(l->enc, enc, 32)) {
+		} else if (seen[l - s->d.leaf] = true, l->bad) {
+			t = qv_tensor(s, name, l->stored, "changed", true);
+			if (t)
+				snprintf(t->detail, sizeof t->detail, "unreadable: %.200s", l->bad_msg);
+			n_bad++;
+		} else if (!memcmp(l->enc, enc, 32)) {
 			t = qv_tensor(s, name, l->stored, "ok", false);
 			n_ok++;
 		} else if (l->has_dec && !memcmp(l->dec, dec, 32)) {
@@ -340,7 +398,15 @@ static int chk_roots(vstate *s)
 /* File-level SHA-256: a mismatch alone means "container changed"; --files makes it a failure. */
 static int chk_files(vstate *s)
 {
-	int rc = qtk_hash_model_files(s->m, &s->files, &s->err);
+	int rc;
+	if (s->fthread_on) {
+		pthread_join(s->fthread, NULL);
+		s->fthread_on = false;
+		if ((rc = s->frc))
+			s->err = s->ferr;
+	} else {
+		rc = qtk_hash_model_files(s->m, &s->files, &s->err);
+	}
 	if (rc)
 		return rc;
 	s->have_files = true;
@@ -386,14 +452,7 @@ static int chk_files(vstate *s)
 /* --emit-record: the deployment record of FILE. */
 static int chk_emit(vstate *s)
 {
-	int64_t t = 0;
-	const char *e = getenv("SOURCE_DATE_EPOCH");
-	uint64_t v;
-	if (e && qtk_parse_u64(e, &v) && v < (1ull << 40))
-		t = (int64_t)v;
-	else
-		t = (int64_t)time(NULL);
-	return qtk_prov_emit(s->m, &s->d, &s->files, s->embedded, t, &s->emitted, &s->err);
+	return qtk_prov_emit(s->m, &s->d, &s->files, s->embedded, qtk_prov_now(), &s->emitted, &s->err);
 }
 
 /* ---- --against ------------------------------------------------------------------------------- */
@@ -502,36 +561,51 @@ static int against_one(vstate *s, const qtk_tensor *ft, const qtk_tensor *st, vt
 	leaf_clear(&lb);
 	if (rc || raw)
 		return rc ? rc : against_raw(s, ft, st, t);
-	float *a = NULL, *b = NULL;
-	rc = qtk_tensor_values(s->m, ft, &a, &s->err);
-	rc = rc ? rc : qtk_tensor_values(s->src, st, &b, &s->err);
-	uint64_t n = ft->n_params;
-	if (rc) {
-	} else if (!n || !memcmp(a, b, (size_t)n * sizeof *a)) {
-		t->status = "exact";
-	} else {
-		double sig = 0, noise = 0, mx = 0;
-		for (uint64_t k = 0; k < n; k++) {
-			double r = b[k], d = (double)a[k] - r;
+	enum { N = 1 << 18 };
+	qtk_vcursor *ca = NULL, *cb = NULL;
+	float *a = qtk_malloc(N * sizeof *a), *b = qtk_malloc(N * sizeof *b);
+	rc = a && b ? 0 : oom(s);
+	rc = rc ? rc : qtk_vcursor_open(s->m, ft, &ca, &s->err);
+	rc = rc ? rc : qtk_vcursor_open(s->src, st, &cb, &s->err);
+	double sig = 0, noise = 0, mx = 0;
+	bool same = true;
+	for (uint64_t done = 0; done < ft->n_params && !rc; done += N) {
+		uint64_t k = ft->n_params - done < N ? ft->n_params - done : N;
+		rc = qtk_vcursor_read(ca, a, k);
+		rc = rc ? rc : qtk_vcursor_read(cb, b, k);
+		if (rc || !memcmp(a, b, (size_t)k * sizeof *a)) {
+			for (uint64_t x = 0; x < k && !rc; x++)
+				sig += (double)b[x] * (double)b[x];
+			continue;
+		}
+		same = false;
+		for (uint64_t x = 0; x < k; x++) {
+			double r = b[x], d = (double)a[x] - r;
 			sig += r * r;
 			noise += d * d;
 			if (fabs(d) > mx)
 				mx = fabs(d);
 		}
-		double q = noise > 0 && sig > 0 && isfinite(noise) && isfinite(sig) ? 10.0 * log10(sig / noise)
-		           : noise == 0 ? INFINITY : -INFINITY;
-		t->sqnr_db = q;
-		t->status = "lossy";
-		snprintf(t->detail, sizeof t->detail, "SQNR %.2f dB, max abs error %.6g", q, mx);
-		if (s->o->has_max_error && !(q >= s->o->max_error_db)) {
-			char d[160];
-			snprintf(d, sizeof d, "SQNR %.2f dB is below --max-error %.2f dB", q, s->o->max_error_db);
-			fail_tensor(s, t, "below", d);
-		}
 	}
+	qtk_vcursor_close(ca);
+	qtk_vcursor_close(cb);
 	qtk_free(a);
 	qtk_free(b);
-	return rc;
+	if (rc || same) {
+		t->status = "exact";
+		return rc;
+	}
+	double q = noise > 0 && sig > 0 && isfinite(noise) && isfinite(sig) ? 10.0 * log10(sig / noise)
+		   : noise == 0 ? INFINITY : -INFINITY;
+	t->sqnr_db = q;
+	t->status = "lossy";
+	snprintf(t->detail, sizeof t->detail, "SQNR %.2f dB, max abs error %.6g", q, mx);
+	if (s->o->has_max_error && !(q >= s->o->max_error_db)) {
+		char d[160];
+		snprintf(d, sizeof d, "SQNR %.2f dB is below --max-error %.2f dB", q, s->o->max_error_db);
+		fail_tensor(s, t, "below", d);
+	}
+	return 0;
 }
 
 /* --against SOURCE: match tensors by canonical name (GGUF <-> HF, Q/K un-permuted) and compare values. */
@@ -593,12 +667,48 @@ static int chk_against(vstate *s)
 	return 0;
 }
 
+/* --against: when FILE's embedded record names its source's roots, does SOURCE have them? */
+static int chk_source_link(vstate *s)
+{
+	size_t len;
+	const char *txt = qtk_prov_find(s->m, &len, &s->embedded_where);
+	if (!txt)
+		return 0;
+	int rc = qtk_prov_parse(txt, len, s->o->file, &s->embedded, &s->err);
+	if (rc)
+		return rc;
+	const cJSON *root = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(s->embedded, "source"),
+							       "tensor_root");
+	if (!root)
+		return 0;
+	qtk_digests sd;
+	qtk_digest_opts o = {.threads = s->o->threads, .progress = cli_progress_enabled() ? progress : NULL,
+			     .progress_ctx = (void *)"source digests"};
+	rc = qtk_digest_model(s->src, &o, &sd, &s->err);
+	cli_progress_end();
+	if (rc)
+		return rc;
+	uint8_t enc[32], dec[32];
+	qtk_prov_unhex(jstr(root, "encoded"), enc);
+	qtk_prov_unhex(jstr(root, "decoded"), dec);
+	if (!memcmp(enc, sd.enc_root, 32))
+		qv_result(s, "source_link", "ok", "the embedded record names this source (encoded root)");
+	else if (!memcmp(dec, sd.dec_root, 32))
+		qv_result(s, "source_link", "ok", "the embedded record names this source's values (decoded root; re-encoded since)");
+	else
+		qv_result(s, "source_link", "failed", "the embedded record names a different source (its roots differ from %s's)",
+			  s->o->source);
+	qtk_digests_free(&sd);
+	return 0;
+}
+
 /* ---- the table -------------------------------------------------------------------------------- */
 
 #define M_ALL (MODE_EMBEDDED | MODE_EMIT | MODE_RECORD | MODE_AGAINST)
 
 const vcheck qv_checks[] = {
 	{"structure", M_ALL, chk_structure},
+	{"part_digests", MODE_EMBEDDED | MODE_EMIT | MODE_RECORD, chk_container_digests},
 	{"provenance", MODE_EMBEDDED | MODE_EMIT | MODE_RECORD, chk_embedded},
 	{"record", MODE_RECORD, chk_record},
 	{"digests", MODE_EMBEDDED | MODE_EMIT | MODE_RECORD, chk_digests},
@@ -606,6 +716,7 @@ const vcheck qv_checks[] = {
 	{"tensor_root", MODE_EMBEDDED | MODE_RECORD, chk_roots},
 	{"files", MODE_EMIT | MODE_RECORD, chk_files},
 	{"emit", MODE_EMIT, chk_emit},
+	{"source_link", MODE_AGAINST, chk_source_link},
 	{"against", MODE_AGAINST, chk_against},
 };
 const size_t qv_nchecks = sizeof qv_checks / sizeof *qv_checks;

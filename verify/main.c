@@ -123,7 +123,8 @@ int main(int argc, char **argv)
 	memset(&s, 0, sizeof s);
 	s.o = &o;
 	qtk_err_clear(&s.err);
-	for (size_t i = 0; i < qv_nchecks && !rc; i++)
+	/* a failed check stops --emit-record: no record is printed for a file that fails its own digests */
+	for (size_t i = 0; i < qv_nchecks && !rc && !(o.mode == MODE_EMIT && s.status); i++)
 		if (qv_checks[i].modes & o.mode)
 			rc = qv_checks[i].run(&s);
 	int status;

@@ -105,7 +105,7 @@ void qv_report(vstate *s)
 {
 	if (s->nt)
 		qsort(s->t, s->nt, sizeof *s->t, vt_cmp);
-	if (s->o->mode == MODE_EMIT) {
+	if (s->o->mode == MODE_EMIT && !s->status) {
 		if (s->emitted)
 			printf("%s\n", s->emitted);
 		return;
@@ -118,6 +118,8 @@ void qv_report(vstate *s)
 
 void qv_free(vstate *s)
 {
+	if (s->fthread_on)
+		pthread_join(s->fthread, NULL);
 	for (size_t i = 0; i < s->nt; i++) {
 		qtk_free(s->t[i].name);
 		qtk_free(s->t[i].stored);

@@ -4,6 +4,7 @@
 #include "cli.h"
 #include "digest.h"
 #include "prov.h"
+#include <pthread.h>
 
 typedef enum { MODE_EMBEDDED = 1, MODE_EMIT = 2, MODE_RECORD = 4, MODE_AGAINST = 8 } vmode;
 
@@ -44,6 +45,10 @@ typedef struct vstate {
 	bool have_digests;
 	qtk_filelist files;      /* FILE's files (when hashed) */
 	bool have_files;
+	pthread_t fthread;       /* hashes the files while the digests are computed */
+	bool fthread_on;
+	int frc;                 /* its result; its error in ferr */
+	qtk_err ferr;
 	cJSON *rec;              /* the record checked against (REC.json or embedded) */
 	const char *rec_name;    /* where rec came from, for messages */
 	cJSON *embedded;         /* FILE's embedded record (parsed), or NULL */

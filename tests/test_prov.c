@@ -1,0 +1,663 @@
+/* test_prov.c - content digests and provenance records: canonical names, container
+ * independence, the Q/K permutation, streaming, record round trips, hostile record JSON. */
+#include "t.h"
+#include "dequant.h"
+#include "digest.h"
+#include "prov.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum { E = 64, HEADS = 4, HEADS_KV = 2, KV = E / HEADS * HEADS_KV, FF = 96 };
+
+static char g_dir[256];
+
+typedef struct spec {
+	const char *gguf, *hf;
+	int rows, cols; /* rows 0: 1-D */
+	int heads;      /* Q/K: heads for the permutation */
+} spec;
+
+static const spec specs[] = {
+	{"token_embd.weight", "model.embed_tokens.weight", 32, E, 0},
+	{"blk.0.attn_norm.weight", "model.layers.0.input_layernorm.weight", 0, E, 0},
+	{"blk.0.attn_q.weight", "model.layers.0.self_attn.q_proj.weight", E, E, HEADS},
+	{"blk.0.attn_k.weight", "model.layers.0.self_attn.k_proj.weight", KV, E, HEADS_KV},
+	{"blk.0.attn_v.weight", "model.layers.0.self_attn.v_proj.weight", KV, E, 0},
+	{"blk.0.ffn_down.weight", "model.layers.0.mlp.down_proj.weight", E, FF, 0},
+	{"output.weight", "lm_head.weight", 32, E, 0},
+};
+#define NSPEC (sizeof specs / sizeof *specs)
+
+static float *g_vals[NSPEC];
+
+static size_t nvals(const spec *s) { return (size_t)(s->rows ? s->rows : 1) * (size_t)s->cols; }
+
+/* Values exactly representable in F16, so F16 and F32 files hold the same values. */
+static void make_values(void)
+{
+	uint64_t st = 12345;
+	for (size_t i = 0; i < NSPEC; i++) {
+		size_t n = nvals(&specs[i]);
+		g_vals[i] = malloc(n * sizeof(float));
+		for (size_t k = 0; k < n; k++) {
+			st = st * 6364136223846793005ull + 1442695040888963407ull;
+			float x = (float)((int)(st >> 52) - 2048) / 1024.0f;
+			g_vals[i][k] = qtk_fp16_to_f32(qtk_f32_to_fp16(x));
+		}
+	}
+}
+
+/* llama.cpp's permutation: HF row (h, j, i) -> GGUF row (h, 2i + j). */
+static void permute(const float *src, float *dst, int rows, int cols, int heads)
+{
+	int hd = rows / heads, half = hd / 2;
+	for (int h = 0; h < heads; h++)
+		for (int j = 0; j < 2; j++)
+			for (int i = 0; i < half; i++)
+				memcpy(dst + (size_t)(h * hd + 2 * i + j) * (size_t)cols,
+				       src + (size_t)(h * hd + j * half + i) * (size_t)cols, (size_t)cols * sizeof *dst);
+}
+
+static void set_u32(qtk_model *m, const char *k, uint32_t v)
+{
+	qtk_kv *kv = qtk_model_add_kv(m, k);
+	kv->val.type = QTK_V_U32;
+	kv->val.v.u = v;
+}
+
+/* Write a model: gguf names+permuted rows (F32) or HF names (F32 or F16) to path. */
+static int write_model(const char *path, qtk_out_kind kind, bool gguf_names, unsigned type, const char *record,
+		       bool with_heads)
+{
+	qtk_model *d = qtk_model_new();
+	if (gguf_names) {
+		qtk_model_set_kv_str(d, "general.architecture", "llama");
+		qtk_model_set_kv_str(d, "general.name", "test model");
+		if (with_heads) {
+			set_u32(d, "llama.attention.head_count", HEADS);
+			set_u32(d, "llama.attention.head_count_kv", HEADS_KV);
+		}
+	}
+	if (record)
+		qtk_model_set_kv_str(d, QTK_PROV_KEY, record);
+	for (size_t i = 0; i < NSPEC; i++) {
+		const spec *s = &specs[i];
+		qtk_tensor *t = qtk_model_add_tensor(d, gguf_names ? s->gguf : s->hf);
+		t->ndim = s->rows ? 2 : 1;
+		t->shape[0] = (uint64_t)(s->rows ? s->rows : s->cols);
+		t->shape[1] = (uint64_t)s->cols;
+		t->layout.type = type;
+		t->nparts = 1;
+		t->parts[0].type = type;
+		t->parts[0].ndim = t->ndim;
+		memcpy(t->parts[0].shape, t->shape, sizeof t->shape);
+		t->parts[0].nbytes = nvals(s) * (type == QTK_T_F32 ? 4 : 2);
+		qtk_tensor_finish(t);
+	}
+	qtk_err err;
+	qtk_writer *w = qtk_writer_open(path, kind, d, NULL, &err);
+	int rc = w ? 0 : -1;
+	for (size_t i = 0; i < NSPEC && !rc; i++) {
+		const spec *s = &specs[i];
+		size_t n = nvals(s);
+		float *v = g_vals[i], *tmp = NULL;
+		if (gguf_names && s->heads) {
+			tmp = malloc(n * sizeof *tmp);
+			permute(v, tmp, s->rows, s->cols, s->heads);
+			v = tmp;
+		}
+		uint8_t *b = malloc(n * 4);
+		for (size_t k = 0; k < n; k++) {
+			if (type == QTK_T_F32) {
+				uint32_t u;
+				memcpy(&u, &v[k], 4);
+				qtk_wr32(b + 4 * k, u);
+			} else {
+				qtk_wr16(b + 2 * k, qtk_f32_to_fp16(v[k]));
+			}
+		}
+		rc = qtk_writer_put(w, b, n * (type == QTK_T_F32 ? 4 : 2));
+		free(b);
+		free(tmp);
+	}
+	if (w)
+		rc = rc ? (qtk_writer_abort(w), rc) : qtk_writer_finish(w);
+	if (rc)
+		printf("write %s: %s %s\n", path, err.subject, err.msg);
+	qtk_close(d);
+	return rc;
+}
+
+static char *path_in(const char *name)
+{
+	static char b[4][512];
+	static int k;
+	k = (k + 1) % 4;
+	snprintf(b[k], sizeof b[k], "%s/%s", g_dir, name);
+	return b[k];
+}
+
+static int digest_file(const char *path, int threads, qtk_digests *d)
+{
+	qtk_err err;
+	qtk_model *m = qtk_open(path, &err);
+	if (!m) {
+		printf("open %s: %s\n", path, err.msg);
+		return -1;
+	}
+	qtk_digest_opts o = {.threads = threads};
+	int rc = qtk_digest_model(m, &o, d, &err);
+	if (rc)
+		printf("digest %s: %s: %s\n", path, err.subject, err.msg);
+	qtk_close(m);
+	return rc;
+}
+
+static void test_names(void)
+{
+	static const char *const cases[][3] = {
+		{"token_embd.weight", "model.embed_tokens.weight", ""},
+		{"blk.12.attn_q.weight", "model.layers.12.self_attn.q_proj.weight", "q"},
+		{"blk.0.attn_k.weight", "model.layers.0.self_attn.k_proj.weight", "k"},
+		{"blk.0.attn_k.bias", "model.layers.0.self_attn.k_proj.bias", "k"},
+		{"blk.3.attn_v.weight", "model.layers.3.self_attn.v_proj.weight", ""},
+		{"blk.3.attn_output.weight", "model.layers.3.self_attn.o_proj.weight", ""},
+		{"blk.3.ffn_gate.weight", "model.layers.3.mlp.gate_proj.weight", ""},
+		{"blk.3.ffn_up.weight", "model.layers.3.mlp.up_proj.weight", ""},
+		{"blk.3.ffn_down.weight", "model.layers.3.mlp.down_proj.weight", ""},
+		{"blk.3.attn_norm.weight", "model.layers.3.input_layernorm.weight", ""},
+		{"blk.3.ffn_norm.weight", "model.layers.3.post_attention_layernorm.weight", ""},
+		{"output_norm.weight", "model.norm.weight", ""},
+		{"output.weight", "lm_head.weight", ""},
+		{"model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.q_proj.weight", ""},
+		{"blk.01.attn_q.weight", "blk.01.attn_q.weight", ""},
+		{"blk.x.attn_q.weight", "blk.x.attn_q.weight", ""},
+		{"blk.0.attn_q", "blk.0.attn_q", ""},
+		{"blk.0.attn_qq.weight", "blk.0.attn_qq.weight", ""},
+		{"rope_freqs.weight", "rope_freqs.weight", ""},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		char b[256];
+		int qk = -1;
+		int rc = qtk_canon_name(cases[i][0], b, sizeof b, &qk);
+		CHECK(rc >= 0 && !strcmp(b, cases[i][1]), "%s -> %s (want %s)", cases[i][0], b, cases[i][1]);
+		CHECK(qk == (cases[i][2][0] ? cases[i][2][0] : 0), "%s: qk %d", cases[i][0], qk);
+	}
+	char small[8];
+	int qk;
+	CHECK(qtk_canon_name("token_embd.weight", small, sizeof small, &qk) == QTK_E_DATA, "small buffer");
+}
+
+static void test_container_independence(void)
+{
+	const char *gg = path_in("a.gguf"), *st = path_in("a.safetensors"), *st16 = path_in("a16.safetensors");
+	CHECK(!write_model(gg, QTK_OUT_GGUF, true, QTK_T_F32, NULL, true), "write gguf");
+	CHECK(!write_model(st, QTK_OUT_SAFETENSORS, false, QTK_T_F32, NULL, true), "write safetensors");
+	CHECK(!write_model(st16, QTK_OUT_SAFETENSORS, false, QTK_T_F16, NULL, true), "write f16 safetensors");
+	qtk_digests a, a2, b, c;
+	if (digest_file(gg, 1, &a) || digest_file(gg, 2, &a2) || digest_file(st, 0, &b) || digest_file(st16, 1, &c)) {
+		CHECK(0, "digests computed");
+		return;
+	}
+	CHECK(!memcmp(a.enc_root, a2.enc_root, 32) && !memcmp(a.dec_root, a2.dec_root, 32), "threads invariant");
+	CHECK(a.complete && b.complete, "both tiers");
+	CHECK(!memcmp(a.dec_root, b.dec_root, 32), "decoded root: GGUF (permuted Q/K) == safetensors (HF order)");
+	CHECK(!memcmp(a.dec_root, c.dec_root, 32), "decoded root: F32 == F16 when the values are the same");
+	CHECK(memcmp(a.enc_root, b.enc_root, 32) != 0, "encoded roots differ (Q/K rows stored permuted)");
+	CHECK(memcmp(b.enc_root, c.enc_root, 32) != 0, "encoded roots differ (F32 vs F16 bytes)");
+	CHECK(a.n_permuted == 2 && b.n_permuted == 0, "permuted leaves %d %d", a.n_permuted, b.n_permuted);
+	for (size_t i = 0; i < a.n && i < b.n; i++) {
+		const qtk_leaf *x = &a.leaf[i], *y = &b.leaf[i];
+		CHECK(!strcmp(x->name, y->name), "same canonical names %s %s", x->name, y->name);
+		bool qk = strstr(x->name, "q_proj") || strstr(x->name, "k_proj");
+		CHECK(!memcmp(x->dec, y->dec, 32), "%s: decoded leaf", x->name);
+		CHECK(qk == (memcmp(x->enc, y->enc, 32) != 0), "%s: encoded leaf equal unless Q/K", x->name);
+		CHECK(qk == (x->qk_heads > 0), "%s: qk heads %d", x->name, x->qk_heads);
+	}
+	const qtk_leaf *q = qtk_digests_find(&a, "model.layers.0.self_attn.q_proj.weight");
+	CHECK(q && !strcmp(q->stored, "blk.0.attn_q.weight") && q->qk_heads == HEADS, "find by canonical name");
+	CHECK(!qtk_digests_find(&a, "blk.0.attn_q.weight"), "stored names are not keys");
+	qtk_digests_free(&a);
+	qtk_digests_free(&a2);
+	qtk_digests_free(&b);
+	qtk_digests_free(&c);
+
+	/* a llama GGUF without head counts cannot be un-permuted: an error naming the key */
+	const char *nh = path_in("noheads.gguf");
+	CHECK(!write_model(nh, QTK_OUT_GGUF, true, QTK_T_F32, NULL, false), "write gguf without heads");
+	qtk_err err;
+	qtk_model *m = qtk_open(nh, &err);
+	qtk_digests d;
+	int rc = m ? qtk_digest_model(m, NULL, &d, &err) : -1;
+	CHECK(rc == QTK_E_DATA && strstr(err.subject, "head_count"), "missing head count: %d %s", rc, err.subject);
+	qtk_close(m);
+}
+
+/* Streaming in odd pieces gives the same leaf as whole puts, for a quantized type too. */
+static void test_streaming(void)
+{
+	qtk_tensor t;
+	memset(&t, 0, sizeof t);
+	t.name = (char *)"blk.0.ffn_up.weight";
+	t.ndim = 2;
+	t.shape[0] = 96;
+	t.shape[1] = 256;
+	t.layout.type = QTK_T_Q8_0;
+	t.nparts = 1;
+	t.parts[0].type = QTK_T_Q8_0;
+	t.parts[0].ndim = 2;
+	memcpy(t.parts[0].shape, t.shape, sizeof t.shape);
+	t.parts[0].nbytes = 96 * 256 / 32 * 34;
+	qtk_tensor_finish(&t);
+	size_t n = (size_t)t.parts[0].nbytes;
+	uint8_t *b = malloc(n);
+	for (size_t i = 0; i < n; i++)
+		b[i] = (uint8_t)(i * 7 + 3);
+	for (size_t i = 0; i < n; i += 34)
+		qtk_wr16(b + i, qtk_f32_to_fp16(0.01f * (float)(i % 97)));
+	qtk_leaf l1, l2;
+	qtk_err err;
+	qtk_thash *h;
+	CHECK(!qtk_thash_new(&t, 0, &h, &err) && !qtk_thash_put(h, b, n) && !qtk_thash_end(h, &l1), "whole");
+	CHECK(!qtk_thash_new(&t, 0, &h, &err), "new");
+	int rc = 0;
+	for (size_t i = 0, k = 1; i < n && !rc; i += k, k = k % 31 + 6)
+		rc = qtk_thash_put(h, b + i, i + k > n ? n - i : k);
+	CHECK(!rc && !qtk_thash_end(h, &l2), "pieces");
+	CHECK(!memcmp(l1.enc, l2.enc, 32) && !memcmp(l1.dec, l2.dec, 32), "same leaves");
+	CHECK(!strcmp(l1.enc_id, "ggml:q8_0") && !strcmp(l1.name, "model.layers.0.mlp.up_proj.weight"), "%s %s",
+	      l1.enc_id, l1.name);
+	qtk_free(l1.name);
+	qtk_free(l1.stored);
+	qtk_free(l2.name);
+	qtk_free(l2.stored);
+	/* too little or too much data */
+	CHECK(!qtk_thash_new(&t, 0, &h, &err), "new");
+	CHECK(!qtk_thash_put(h, b, n - 1) && qtk_thash_end(h, &l2) == QTK_E_DATA, "short data rejected");
+	CHECK(!qtk_thash_new(&t, 0, &h, &err), "new");
+	CHECK(qtk_thash_put(h, b, n) == 0 && qtk_thash_put(h, b, 1) == QTK_E_DATA, "extra data rejected");
+	qtk_thash_free(h);
+	free(b);
+}
+
+static char *json_escape(const char *s)
+{
+	size_t n = strlen(s);
+	char *o = malloc(2 * n + 3), *p = o;
+	*p++ = '"';
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] == '"' || s[i] == '\\')
+			*p++ = '\\';
+		*p++ = s[i];
+	}
+	*p++ = '"';
+	*p = 0;
+	return o;
+}
+
+static void test_records(void)
+{
+	qtk_err err;
+	qtk_model *src = qtk_open(path_in("a.safetensors"), &err);
+	qtk_model *out = qtk_open(path_in("a.gguf"), &err);
+	if (!src || !out) {
+		CHECK(0, "open models: %s", err.msg);
+		return;
+	}
+	qtk_digests od;
+	CHECK(!qtk_digest_model(out, NULL, &od, &err), "output digests");
+	qtk_prov_builder b;
+	qtk_prov_builder_init(&b);
+	b.src = src;
+	b.out = out;
+	b.out_kind = QTK_OUT_GGUF;
+	b.time = 1700000000;
+	static const char *const params[] = {"bits=4", "group_size=128"};
+	b.params = params;
+	b.nparams = 2;
+	char *ph = NULL, *fin = NULL;
+	CHECK(!qtk_prov_build(&b, &ph, &err), "placeholder record: %s", err.msg);
+	b.out_digests = &od;
+	CHECK(!qtk_prov_build(&b, &fin, &err), "final record: %s", err.msg);
+	if (!ph || !fin)
+		return;
+	CHECK(strlen(ph) == strlen(fin), "same length %zu %zu", strlen(ph), strlen(fin));
+	CHECK(strstr(ph, "~~~~~~~~") && !strstr(fin, "~~~~~~~~"), "placeholders");
+	/* patching: plain and JSON-escaped (as inside a safetensors header) */
+	char *buf = qtk_strdup(ph);
+	CHECK(!qtk_prov_patch(buf, strlen(buf), ph, fin, &err) && !strcmp(buf, fin), "patched == final");
+	char *eph = json_escape(ph), *efin = json_escape(fin);
+	CHECK(!qtk_prov_patch(eph, strlen(eph), ph, fin, &err) && !strcmp(eph, efin), "escaped patch");
+	free(eph);
+	free(efin);
+	qtk_free(buf);
+	/* round trip: parse strictly, canonical text is the stored text */
+	cJSON *j = NULL;
+	CHECK(!qtk_prov_parse(fin, strlen(fin), "rec", &j, &err), "parse: %s: %s", err.subject, err.msg);
+	char *again = j ? qtk_prov_canonical(j) : NULL;
+	CHECK(again && !strcmp(again, fin), "canonical round trip");
+	qtk_free(again);
+	const cJSON *tr = cJSON_GetObjectItemCaseSensitive(j, "transform");
+	const cJSON *ops = cJSON_GetObjectItemCaseSensitive(tr, "layout_ops");
+	char *ops_txt = ops ? qtk_prov_canonical(ops) : NULL;
+	CHECK(ops_txt && strstr(ops_txt, "permute_qk") && strstr(ops_txt, "hf_to_gguf") && strstr(ops_txt, "reverse_dims"),
+	      "layout ops: %s", ops_txt ? ops_txt : "none");
+	qtk_free(ops_txt);
+	CHECK(strstr(fin, "\"kind\":\"convert\"") && strstr(fin, "\"imatrix\":\"none\"") &&
+		      strstr(fin, "\"time\":\"2023-11-14T22:13:20Z\"") && strstr(fin, "\"group_size\":\"128\""),
+	      "fields");
+	cJSON_Delete(j);
+	/* the chain: a source with a record gets it embedded as source.record */
+	const char *chained = path_in("chained.gguf");
+	CHECK(!write_model(chained, QTK_OUT_GGUF, true, QTK_T_F32, fin, true), "write with record");
+	qtk_model *cm = qtk_open(chained, &err);
+	size_t len = 0;
+	const char *where = NULL;
+	const char *txt = cm ? qtk_prov_find(cm, &len, &where) : NULL;
+	CHECK(txt && len == strlen(fin) && !memcmp(txt, fin, len) && !strcmp(where, "kv qtk.provenance"), "find");
+	if (cm) {
+		qtk_prov_builder b2;
+		qtk_prov_builder_init(&b2);
+		b2.src = cm;
+		b2.out = out;
+		b2.out_kind = QTK_OUT_SAFETENSORS;
+		b2.out_digests = &od;
+		char *r2 = NULL;
+		CHECK(!qtk_prov_build(&b2, &r2, &err), "chained record");
+		CHECK(r2 && strstr(r2, "\"record\":{") && strstr(r2, "\"record_sha256\":"), "parent embedded");
+		cJSON *j2 = NULL;
+		CHECK(r2 && !qtk_prov_parse(r2, strlen(r2), "r2", &j2, &err), "chained parses: %s", err.msg);
+		cJSON_Delete(j2);
+		qtk_prov_builder_free(&b2);
+		qtk_free(r2);
+	}
+	qtk_close(cm);
+	qtk_prov_builder_free(&b);
+	qtk_free(ph);
+	qtk_free(fin);
+	qtk_digests_free(&od);
+	qtk_close(src);
+	qtk_close(out);
+}
+
+/* The output sink (bytes as handed to a writer) gives what reading the written file gives. */
+static void test_sink(void)
+{
+	qtk_err err;
+	qtk_model *m = qtk_open(path_in("a.gguf"), &err);
+	if (!m) {
+		CHECK(0, "open: %s", err.msg);
+		return;
+	}
+	qtk_digest_sink *sk = NULL;
+	CHECK(!qtk_digest_sink_new(m, &sk, &err), "sink");
+	uint8_t buf[1000];
+	int rc = 0;
+	for (size_t i = 0; i < m->ntensors && !rc; i++)
+		for (int p = 0; p < m->tensors[i].nparts && !rc; p++)
+			for (uint64_t off = 0; off < m->tensors[i].parts[p].nbytes && !rc; off += sizeof buf) {
+				uint64_t left = m->tensors[i].parts[p].nbytes - off;
+				size_t k = left < sizeof buf ? (size_t)left : sizeof buf;
+				rc = qtk_read_part(m, &m->tensors[i], p, off, buf, k);
+				rc = rc ? rc : qtk_digest_sink_put(sk, i, buf, k);
+			}
+	qtk_digests a, b;
+	CHECK(!rc && !qtk_digest_sink_finish(sk, &a), "sink finish: %s", err.msg);
+	CHECK(!qtk_digest_model(m, NULL, &b, &err), "model digests");
+	CHECK(!memcmp(a.enc_root, b.enc_root, 32) && !memcmp(a.dec_root, b.dec_root, 32) && a.n_permuted == 2,
+	      "sink == reading the file");
+	/* copies: the decoded leaf comes from the source once the encoded leaves agree */
+	for (int tamper = 0; tamper < 2; tamper++) {
+		qtk_digests c;
+		qtk_leaf fake;
+		CHECK(!qtk_digest_sink_new(m, &sk, &err), "sink");
+		for (size_t i = 0; i < m->ntensors; i++) {
+			char canon[256];
+			int qk;
+			qtk_canon_name(m->tensors[i].name, canon, sizeof canon, &qk);
+			const qtk_leaf *l = qtk_digests_find(&b, canon);
+			if (tamper && i == 4 && l) {
+				fake = *l;
+				fake.enc[0] ^= 1;
+				l = &fake;
+			}
+			qtk_digest_sink_expect(sk, i, l);
+		}
+		rc = 0;
+		for (size_t i = 0; i < m->ntensors && !rc; i++) {
+			uint8_t *whole = NULL;
+			rc = qtk_read_part_alloc(m, &m->tensors[i], 0, &whole);
+			rc = rc ? rc : qtk_digest_sink_put(sk, i, whole, (size_t)m->tensors[i].parts[0].nbytes);
+			qtk_free(whole);
+		}
+		if (!rc)
+			rc = qtk_digest_sink_finish(sk, &c);
+		else
+			qtk_digest_sink_free(sk);
+		if (!tamper) {
+			CHECK(!rc && !memcmp(c.dec_root, b.dec_root, 32) && !memcmp(c.enc_root, b.enc_root, 32),
+			      "expected copies give the same digests: %d %s", rc, err.msg);
+			if (!rc)
+				qtk_digests_free(&c);
+		} else {
+			CHECK(rc == QTK_E_INTERNAL && strstr(err.msg, "differ from the source"), "a wrong copy is caught: %d %s",
+			      rc, err.msg);
+		}
+	}
+	qtk_digests_free(&a);
+	qtk_digests_free(&b);
+	/* a tensor left without bytes is an error, not a silent digest */
+	CHECK(!qtk_digest_sink_new(m, &sk, &err), "sink");
+	rc = qtk_digest_sink_put(sk, 1, buf, 4);
+	if (rc) {
+		CHECK(rc == QTK_E_DATA, "missing bytes detected: %d", rc);
+		qtk_digest_sink_free(sk);
+	} else {
+		CHECK(qtk_digest_sink_finish(sk, &a) == QTK_E_DATA, "missing bytes detected at finish");
+	}
+	qtk_close(m);
+}
+
+/* The design qconvert follows (docs/provenance.md §3): the record is reserved with placeholders
+ * in the header, the output digests come from the bytes as they are written, and the
+ * reserved bytes are patched before commit. Done here by hand for GGUF and safetensors. */
+static void reserve_and_patch(qtk_out_kind kind, const char *name)
+{
+	qtk_err err;
+	qtk_model *src = qtk_open(path_in("a.safetensors"), &err);
+	qtk_model *d = src ? qtk_open(path_in("a.gguf"), &err) : NULL; /* stands in for the description */
+	if (!src || !d) {
+		CHECK(0, "open: %s", err.msg);
+		qtk_close(src);
+		return;
+	}
+	qtk_prov_builder b;
+	qtk_prov_builder_init(&b);
+	b.src = src;
+	b.out = d;
+	b.out_kind = kind;
+	char *ph = NULL, *fin = NULL;
+	CHECK(!qtk_prov_build(&b, &ph, &err), "placeholder");
+	qtk_model *desc = qtk_model_new();
+	for (size_t i = 0; i < d->nkv; i++) {
+		/* safetensors metadata holds strings only (as qconvert writes it) */
+		if (kind == QTK_OUT_SAFETENSORS && d->kv[i].val.type == QTK_V_U32) {
+			char v[32];
+			snprintf(v, sizeof v, "%llu", (unsigned long long)d->kv[i].val.v.u);
+			qtk_model_set_kv_str(desc, d->kv[i].key, v);
+			continue;
+		}
+		qtk_kv *kv = qtk_model_add_kv(desc, d->kv[i].key);
+		qtk_value_copy(&kv->val, &d->kv[i].val);
+	}
+	qtk_model_set_kv_str(desc, QTK_PROV_KEY, ph);
+	for (size_t i = 0; i < d->ntensors; i++) {
+		qtk_tensor *t = qtk_model_add_tensor(desc, d->tensors[i].name);
+		char *nm = t->name;
+		*t = d->tensors[i];
+		t->name = nm;
+	}
+	const char *path = path_in(name);
+	qtk_writer *w = qtk_writer_open(path, kind, desc, NULL, &err);
+	qtk_digest_sink *sk = NULL;
+	int rc = w ? qtk_digest_sink_new(desc, &sk, &err) : -1;
+	uint8_t buf[4096];
+	for (size_t i = 0; i < d->ntensors && !rc; i++)
+		for (uint64_t off = 0; off < d->tensors[i].parts[0].nbytes && !rc; off += sizeof buf) {
+			uint64_t left = d->tensors[i].parts[0].nbytes - off;
+			size_t k = left < sizeof buf ? (size_t)left : sizeof buf;
+			rc = qtk_read_part(d, &d->tensors[i], 0, off, buf, k);
+			rc = rc ? rc : qtk_writer_put(w, buf, k);
+			rc = rc ? rc : qtk_digest_sink_put(sk, i, buf, k);
+		}
+	qtk_digests od;
+	memset(&od, 0, sizeof od);
+	rc = rc ? rc : qtk_digest_sink_finish(sk, &od);
+	b.out_digests = &od;
+	rc = rc ? rc : qtk_prov_build(&b, &fin, &err);
+	rc = rc ? rc : qtk_writer_finish(w);
+	CHECK(!rc, "written: %s", err.msg);
+	/* the writer's job at finish, done after the fact here: patch the header in place */
+	FILE *f = fopen(path, "r+b");
+	size_t cap = 1 << 24, n = 0;
+	uint8_t *whole = malloc(cap);
+	if (f && whole)
+		n = fread(whole, 1, cap, f);
+	CHECK(n > 0 && !qtk_prov_patch((char *)whole, n, ph, fin, &err) && !fseek(f, 0, SEEK_SET) &&
+		      fwrite(whole, 1, n, f) == n,
+	      "patched: %s", err.msg);
+	free(whole);
+	if (f)
+		fclose(f);
+	qtk_model *m = qtk_open(path, &err);
+	size_t len = 0;
+	const char *txt = m ? qtk_prov_find(m, &len, NULL) : NULL;
+	CHECK(txt && len == strlen(fin) && !memcmp(txt, fin, len), "%s: the record reads back as built", name);
+	qtk_digests got;
+	CHECK(m && !qtk_digest_model(m, NULL, &got, &err) && !memcmp(got.enc_root, od.enc_root, 32) &&
+		      !memcmp(got.dec_root, od.dec_root, 32),
+	      "%s: the written file's digests are the record's", name);
+	if (m)
+		qtk_digests_free(&got);
+	qtk_close(m);
+	qtk_digests_free(&od);
+	qtk_prov_builder_free(&b);
+	qtk_free(ph);
+	qtk_free(fin);
+	for (size_t i = 0; i < desc->ntensors; i++)
+		desc->tensors[i].parts[0].nbytes = d->tensors[i].parts[0].nbytes;
+	qtk_close(desc);
+	qtk_close(d);
+	qtk_close(src);
+}
+
+static const char HEX0[] = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/* A minimal valid record with `extra` spliced into the top level. */
+static int parse_with(const char *body, qtk_err *err)
+{
+	cJSON *j = NULL;
+	int rc = qtk_prov_parse(body, strlen(body), "rec.json", &j, err);
+	cJSON_Delete(j);
+	return rc;
+}
+
+static void test_hostile(void)
+{
+	char ok[512];
+	snprintf(ok, sizeof ok,
+		 "{\"record_version\":1,\"output\":{\"container\":\"gguf\"},\"tool\":{\"name\":\"qtk\",\"version\":\"0\"}}");
+	qtk_err err;
+	CHECK(parse_with(ok, &err) == 0, "minimal record: %s %s", err.subject, err.msg);
+	static const struct {
+		const char *json, *want; /* want: substring of subject or message */
+	} bad[] = {
+		{"{\"record_version\":1,\"record_version\":1,\"output\":{\"container\":\"gguf\"},\"tool\":{\"name\":\"q\",\"version\":\"0\"}}", "duplicate"},
+		{"{\"record_version\":1,\"output\":{\"container\":\"gguf\",\"container\":\"x\"},\"tool\":{\"name\":\"q\",\"version\":\"0\"}}", "duplicate"},
+		{"{\"record_version\":\"1\",\"output\":{\"container\":\"gguf\"},\"tool\":{\"name\":\"q\",\"version\":\"0\"}}", "record_version"},
+		{"{\"record_version\":2,\"output\":{\"container\":\"gguf\"},\"tool\":{\"name\":\"q\",\"version\":\"0\"}}", "record_version"},
+		{"{\"record_version\":1,\"output\":{\"container\":7},\"tool\":{\"name\":\"q\",\"version\":\"0\"}}", "output.container"},
+		{"{\"record_version\":1,\"tool\":{\"name\":\"q\",\"version\":\"0\"}}", "output"},
+		{"{\"record_version\":1,\"output\":{\"container\":\"gguf\"},\"tool\":{\"name\":\"q\",\"version\":\"0\"},\"x\":1}", "x"},
+		{"{\"record_version\":1e400,\"output\":{\"container\":\"gguf\"},\"tool\":{\"name\":\"q\",\"version\":\"0\"}}", ""},
+		{"{\"record_version\":1,\"output\":{\"container\":\"gguf\",\"files\":[{\"path\":\"a\",\"size\":9007199254740993,\"sha256\":\"00\"}]},\"tool\":{\"name\":\"q\",\"version\":\"0\"}}", ""},
+		{"{\"record_version\":1,\"output\":{\"container\":\"gguf\",\"files\":[{\"path\":\"a\",\"size\":-1,\"sha256\":\"00\"}]},\"tool\":{\"name\":\"q\",\"version\":\"0\"}}", ""},
+		{"{\"record_version\":1,\"output\":{\"container\":\"gguf\",\"files\":[{\"path\":\"a\",\"size\":1.5,\"sha256\":\"00\"}]},\"tool\":{\"name\":\"q\",\"version\":\"0\"}}", ""},
+		{"{\"record_version\":1,\"output\":{\"container\":\"gguf\",\"files\":[{\"path\":\"a\",\"size\":1,\"sha256\":\"00\"}]},\"tool\":{\"name\":\"q\",\"version\":\"0\"}}", "output.files[0].sha256"},
+		{"{\"record_version\":1,\"output\":{\"container\":\"gguf\",\"files\":[{\"path\":\"../a\",\"size\":1,\"sha256\":\"%s\"}]},\"tool\":{\"name\":\"q\",\"version\":\"0\"}}", "output.files[0]"},
+		{"{\"record_version\":1,\"output\":{\"container\":\"gguf\",\"tensor_root\":{\"scheme\":\"qtk-digest-v1\",\"count\":0,\"encoded\":\"%s\",\"decoded\":\"%s\"},\"tensors\":[]},\"tool\":{\"name\":\"q\",\"version\":\"0\"}}", "output.tensor_root.encoded"},
+		{"{\"record_version\":1,\"output\":{\"container\":\"gguf\",\"tensor_root\":{\"scheme\":\"qtk-digest-v1\",\"count\":1,\"encoded\":\"%s\",\"decoded\":\"%s\"},\"tensors\":[]},\"tool\":{\"name\":\"q\",\"version\":\"0\"}}", "count"},
+		{"{\"record_version\":1,\"output\":{\"container\":\"gguf\"},\"tool\":{\"name\":\"q\",\"version\":\"0\"},\"transform\":{\"kind\":\"steal\",\"method\":\"x\"}}", "transform.kind"},
+		{"{\"record_version\":1,\"output\":{\"container\":\"gguf\"},\"tool\":{\"name\":\"q\",\"version\":\"0\"},\"imatrix\":\"c4\"}", "imatrix"},
+		{"{\"record_version\":1,\"output\":{\"container\":\"gguf\"},\"tool\":{\"name\":\"q\",\"version\":\"0\"}} x", ""},
+		{"{\"record_version\":1,\"output\":{\"container\":\"g\\u0000uf\"},\"tool\":{\"name\":\"q\",\"version\":\"0\"}}", ""},
+		{"{\"record_version\":1,\"output\":{\"container\":\"\xff\"},\"tool\":{\"name\":\"q\",\"version\":\"0\"}}", ""},
+		{"[1]", ""},
+		{"", ""},
+		{"{\"record_version\":1,\"output\":{\"container\":\"gguf\"},\"tool\":{\"name\":\"q\",\"version\":\"0\"},\"source\":{\"container\":\"x\",\"record\":{\"record_version\":1,\"output\":{\"container\":\"gguf\"},\"tool\":{\"name\":\"q\",\"version\":\"0\"},\"time\":3}}}", "source.record.time"},
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		char buf[2048];
+		snprintf(buf, sizeof buf, bad[i].json, HEX0, HEX0);
+		qtk_err_clear(&err);
+		int rc = parse_with(buf, &err);
+		CHECK(rc == QTK_E_DATA, "case %zu rejected (rc %d)", i, rc);
+		CHECK(!bad[i].want[0] || strstr(err.subject, bad[i].want) || strstr(err.msg, bad[i].want),
+		      "case %zu names '%s': subject '%s' msg '%s'", i, bad[i].want, err.subject, err.msg);
+	}
+	/* deep nesting is bounded, not a stack overflow */
+	size_t depth = 100000;
+	char *deep = malloc(2 * depth + 64);
+	size_t k = 0;
+	for (size_t i = 0; i < depth; i++)
+		deep[k++] = '[';
+	for (size_t i = 0; i < depth; i++)
+		deep[k++] = ']';
+	deep[k] = 0;
+	CHECK(parse_with(deep, &err) == QTK_E_DATA, "deep nesting rejected");
+	free(deep);
+	/* a record chain deeper than 16 is rejected */
+	char *chain = malloc(64 * 1024);
+	k = 0;
+	const char *open = "{\"record_version\":1,\"output\":{\"container\":\"gguf\"},\"tool\":{\"name\":\"q\",\"version\":\"0\"},\"source\":{\"container\":\"x\",\"record\":";
+	for (int i = 0; i < 20; i++)
+		k += (size_t)snprintf(chain + k, 64 * 1024 - k, "%s", open);
+	k += (size_t)snprintf(chain + k, 64 * 1024 - k, "%s", ok);
+	for (int i = 0; i < 20; i++)
+		k += (size_t)snprintf(chain + k, 64 * 1024 - k, "}}");
+	CHECK(parse_with(chain, &err) == QTK_E_DATA, "chain depth bounded: %s", err.msg);
+	free(chain);
+}
+
+static void cleanup(void)
+{
+	static const char *const f[] = {"a.gguf", "a.safetensors", "a16.safetensors", "noheads.gguf", "chained.gguf",
+					 "patched.gguf", "patched.safetensors"};
+	for (size_t i = 0; i < sizeof f / sizeof *f; i++)
+		unlink(path_in(f[i]));
+	rmdir(g_dir);
+}
+
+int main(void)
+{
+	snprintf(g_dir, sizeof g_dir, "/tmp/qtk-test-prov-XXXXXX");
+	if (!mkdtemp(g_dir)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	make_values();
+	test_names();
+	test_container_independence();
+	test_streaming();
+	test_records();
+	test_sink();
+	reserve_and_patch(QTK_OUT_GGUF, "patched.gguf");
+	reserve_and_patch(QTK_OUT_SAFETENSORS, "patched.safetensors");
+	test_hostile();
+	cleanup();
+	for (size_t i = 0; i < NSPEC; i++)
+		free(g_vals[i]);
+	return T_DONE();
+}

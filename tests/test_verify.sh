@@ -1,0 +1,186 @@
+#!/bin/sh
+# CLI tests for qverify: records, embedded provenance, tampering, re-containering, --against,
+# exit statuses. Prints "N passed, N failed" (and "skipped: ..." for absent fixtures).
+B=${QTK_BUILD:-build}
+BIN=${QTK_BIN:-bin}
+V=$BIN/qverify
+Q=$BIN/qconvert
+T=$(mktemp -d /tmp/qtk-verify-XXXXXX)
+trap 'rm -rf "$T"' EXIT
+pass=0; fail=0
+FX=${QTK_FIXTURES:-../shared/fixtures}
+[ -f "$FX/README.md" ] || FX=""
+SOURCE_DATE_EPOCH=1700000000; export SOURCE_DATE_EPOCH
+
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+# run NAME EXPECTED_STATUS CMD...: stdout in $T/out, stderr in $T/err
+run() {
+	name=$1; want=$2; shift 2
+	"$@" >"$T/out" 2>"$T/err"
+	got=$?
+	if [ "$got" -eq "$want" ]; then ok; else bad "$name: exit $got, expected $want"; sed 's/^/  stdout: /' "$T/out" | head -5; sed 's/^/  stderr: /' "$T/err" | head -5; fi
+}
+out_has() { if grep -q -- "$2" "$T/out"; then ok; else bad "$1: stdout lacks '$2'"; head -5 "$T/out"; fi; }
+out_lacks() { if grep -q -- "$2" "$T/out"; then bad "$1: stdout has '$2'"; else ok; fi; }
+err_has() { if grep -q -- "$2" "$T/err"; then ok; else bad "$1: stderr lacks '$2'"; head -5 "$T/err"; fi; }
+out_empty() { if [ -s "$T/out" ]; then bad "$1: stdout not empty"; else ok; fi; }
+
+# flip_byte FILE OFFSET: change one byte in place
+flip_byte() {
+	v=$(od -An -tu1 -j "$2" -N1 "$1" | tr -d ' ')
+	n=$(( (v + 1) % 256 ))
+	printf "\\$(printf %03o "$n")" | dd of="$1" bs=1 seek="$2" conv=notrunc 2>/dev/null
+}
+size_of() { wc -c <"$1" | tr -d ' '; }
+
+S=$T/samples
+"$B/samples/gen" "$S" >/dev/null || bad "sample generator"
+G=$S/tiny-llama-f32.gguf
+H=$S/tiny-llama
+
+# --- usage errors: 2
+run "no file" 2 "$V"
+run "two modes" 2 "$V" --emit-record --record x.json "$G"; err_has "two modes" "exclude each other"
+run "max-error without against" 2 "$V" --max-error 20 "$G"; err_has "max-error without against" "needs --against"
+run "files without record" 2 "$V" --files "$G"; err_has "files without record" "needs --record"
+run "bad max-error" 2 "$V" --against "$G" --max-error abc "$G"
+run "bad threads" 2 "$V" --threads 0 "$G"
+
+# --- missing inputs: 4; the message names the file
+run "missing file" 4 "$V" "$T/nope.gguf"; err_has "missing file" "qverify: $T/nope.gguf"
+run "missing record" 4 "$V" --record "$T/nope.json" "$G"; err_has "missing record" "nope.json"
+run "missing source" 4 "$V" --against "$T/nope.gguf" "$G"
+
+# --- plain file: structure, no record
+run "no record" 0 "$V" "$G"; out_has "no record" "ok: gguf, 21 tensors"; out_has "no record" "no embedded provenance record"
+run "quiet" 0 "$V" -q "$G"; out_empty "quiet"
+
+# --- emit-record, then --record passes; deterministic under SOURCE_DATE_EPOCH and any thread count
+run "emit" 0 "$V" --emit-record "$G"; cp "$T/out" "$T/rec.json"
+out_has "emit" '"record_version":1'; out_has "emit" '"scheme":"qtk-digest-v1"'
+out_has "emit" '"name":"model.layers.0.self_attn.q_proj.weight"'; out_has "emit" '"permute_qk":4'
+out_has "emit" '"time":"2023-11-14T22:13:20Z"'
+run "emit 1 thread" 0 "$V" --threads 1 --emit-record "$G"
+if cmp -s "$T/out" "$T/rec.json"; then ok; else bad "emit-record depends on the thread count"; fi
+run "record passes" 0 "$V" --record "$T/rec.json" "$G"
+out_has "record passes" "tensors: ok: 21 tensors match"; out_has "record passes" "files: ok"
+run "record --files passes" 0 "$V" --record "$T/rec.json" --files "$G"
+run "record json" 0 "$V" --json --record "$T/rec.json" "$G"; out_has "record json" '"ok":	true'
+
+# --- one flipped byte in one tensor: caught and named (output.weight is the last tensor)
+cp "$G" "$T/flip.gguf"
+flip_byte "$T/flip.gguf" $(( $(size_of "$T/flip.gguf") - 1001 ))
+run "flip --record" 1 "$V" --record "$T/rec.json" "$T/flip.gguf"
+out_has "flip --record" "tensor 'lm_head.weight' (stored as 'output.weight'): changed"
+out_has "flip --record" "tensors: failed: 1 of 21 tensors differ"
+out_lacks "flip --record" "tensor 'model.embed_tokens.weight'"
+run "flip --record json" 1 "$V" --json --record "$T/rec.json" "$T/flip.gguf"
+out_has "flip --record json" '"status":	"changed"'
+
+# --- the embedded record: qverify FILE checks it, and names a flipped tensor
+if "$Q" --set "qtk.provenance=$(cat "$T/rec.json")" "$G" "$T/emb.gguf" >/dev/null 2>"$T/err"; then
+	ok
+	run "embedded ok" 0 "$V" "$T/emb.gguf"
+	out_has "embedded ok" "provenance: ok: record in kv qtk.provenance"; out_has "embedded ok" "tensors: ok: 21 tensors match the embedded record"
+	cp "$T/emb.gguf" "$T/emb-flip.gguf"
+	flip_byte "$T/emb-flip.gguf" $(( $(size_of "$T/emb-flip.gguf") - 1001 ))
+	run "embedded flip" 1 "$V" "$T/emb-flip.gguf"
+	out_has "embedded flip" "tensor 'lm_head.weight' (stored as 'output.weight'): changed"
+	run "emit embeds the record" 0 "$V" --emit-record "$T/emb.gguf"; out_has "emit embeds the record" '"embedded":{'
+	# the same record in safetensors __metadata__ and in an HF directory's qtk-provenance.json
+	run "embedded safetensors" 0 "$Q" --set "qtk.provenance=$(cat "$T/rec.json")" "$G" "$T/emb.safetensors"
+	run "embedded safetensors ok" 0 "$V" "$T/emb.safetensors"; out_has "embedded safetensors ok" "tensors: ok: 21 tensors match"
+	run "hf for embedding" 0 "$Q" "$G" "$T/emb-hf/"
+	cp "$T/rec.json" "$T/emb-hf/qtk-provenance.json"
+	run "embedded hf ok" 0 "$V" "$T/emb-hf/"; out_has "embedded hf ok" "record in file qtk-provenance.json"
+	out_has "embedded hf ok" "re-encoded with the same values"
+	# a malformed embedded record is bad input (3), naming the record
+	"$Q" --set 'qtk.provenance={"record_version":1,"record_version":1}' "$G" "$T/emb-bad.gguf" >/dev/null 2>&1
+	run "embedded malformed" 3 "$V" "$T/emb-bad.gguf"; err_has "embedded malformed" "embedded record"
+else
+	bad "qconvert --set qtk.provenance"; sed 's/^/  /' "$T/err" | head -3
+fi
+
+# --- re-containering: content passes, "container changed"; --files then fails
+run "to safetensors" 0 "$Q" "$G" "$T/a.safetensors"
+run "record on safetensors" 0 "$V" --record "$T/rec.json" "$T/a.safetensors"
+out_has "record on safetensors" "tensors: ok: 21 tensors match"; out_has "record on safetensors" "container changed"
+run "record --files on safetensors" 1 "$V" --record "$T/rec.json" --files "$T/a.safetensors"
+out_has "record --files on safetensors" "files: failed: container changed"
+run "back to gguf" 0 "$Q" "$T/a.safetensors" "$T/b.gguf"
+run "record on gguf -> safetensors -> gguf" 0 "$V" --record "$T/rec.json" "$T/b.gguf"
+out_has "record on gguf -> safetensors -> gguf" "tensors: ok: 21 tensors match"
+run "record --files on gguf -> safetensors -> gguf" 1 "$V" --record "$T/rec.json" --files "$T/b.gguf"
+# GGUF -> HF directory: Q/K rows un-permuted, names mapped; the decoded tier still matches
+run "to hf" 0 "$Q" "$G" "$T/hf/"
+run "record on hf" 0 "$V" --record "$T/rec.json" "$T/hf/"
+out_has "record on hf" "re-encoded with the same values"; out_has "record on hf" "permute_qk"
+# a file renamed keeps its bytes: --files still passes
+cp "$G" "$T/renamed.gguf"
+run "renamed --files" 0 "$V" --record "$T/rec.json" --files "$T/renamed.gguf"
+
+# --- QPK digests its own parts: a flipped byte is named even without a record (C.2 row 42)
+run "to qpk" 0 "$Q" "$G" "$T/x.qpk"
+run "qpk ok" 0 "$V" "$T/x.qpk"; out_has "qpk ok" "part_digests: ok"
+run "record on qpk" 0 "$V" --record "$T/rec.json" "$T/x.qpk"
+cp "$T/x.qpk" "$T/xf.qpk"
+flip_byte "$T/xf.qpk" $(( $(size_of "$T/xf.qpk") / 2 ))
+run "qpk flip" 1 "$V" "$T/xf.qpk"; out_has "qpk flip" "): changed: stored part digest"
+run "qpk flip --record" 1 "$V" --record "$T/rec.json" "$T/xf.qpk"; out_has "qpk flip --record" "tensors: failed: 1 of 21"
+run "qpk flip emit" 1 "$V" --emit-record "$T/xf.qpk"; out_lacks "qpk flip emit" "record_version"
+
+# --- --against: exact, lossy, --max-error
+run "to f16 gguf" 0 "$Q" "$H/" "$T/hf16.gguf"
+run "against exact" 0 "$V" --against "$H/" "$T/hf16.gguf"; out_has "against exact" "21 exact, 0 lossy, 0 failing"
+run "to q8_0" 0 "$Q" --to q8_0 "$G" "$T/q8.gguf"
+run "against lossy" 0 "$V" --against "$G" "$T/q8.gguf"; out_has "against lossy" "lossy: SQNR"
+run "against max-error ok" 0 "$V" --against "$G" --max-error 20 "$T/q8.gguf"
+run "against max-error fails" 1 "$V" --against "$G" --max-error 60 "$T/q8.gguf"
+out_has "against max-error fails" "is below --max-error 60.00 dB"
+run "against json" 1 "$V" --json --against "$G" --max-error 60 "$T/q8.gguf"; out_has "against json" '"sqnr_db":'
+run "against hf source max-error" 1 "$V" --against "$S/tiny-llama/" --max-error 45 "$T/q8.gguf"
+out_has "against hf source max-error" "tensor 'model.layers.0.self_attn.q_proj.weight' (stored as 'blk.0.attn_q.weight'): below"
+
+# --- malformed records: 3, naming the field
+printf '{"record_version":1,"record_version":1}' >"$T/dup.json"
+run "record duplicate keys" 3 "$V" --record "$T/dup.json" "$G"; err_has "record duplicate keys" "duplicate"
+sed 's/"record_version":1/"record_version":2/' "$T/rec.json" >"$T/v2.json"
+run "record version 2" 3 "$V" --record "$T/v2.json" "$G"; err_has "record version 2" "record_version"
+sed 's/"container":"gguf"/"container":7/' "$T/rec.json" >"$T/type.json"
+run "record wrong type" 3 "$V" --record "$T/type.json" "$G"; err_has "record wrong type" "output.container"
+sed 's/"size":[0-9]*/"size":1e400/' "$T/rec.json" >"$T/huge.json"
+run "record huge number" 3 "$V" --record "$T/huge.json" "$G"
+printf 'not json' >"$T/junk.json"
+run "record junk" 3 "$V" --record "$T/junk.json" "$G"
+# a record whose root does not match its own tensor list is inconsistent (C.2 row 56)
+root=$(sed -n 's/.*"tensor_root":{"count":21,"decoded":"[0-9a-f]*","encoded":"\([0-9a-f]\{64\}\)".*/\1/p' "$T/rec.json")
+if [ -n "$root" ]; then
+	first=$(printf %s "$root" | cut -c1)
+	if [ "$first" = "0" ]; then repl=1; else repl=0; fi
+	sed "s/\"encoded\":\"$root\"/\"encoded\":\"$repl$(printf %s "$root" | cut -c2-)\"/" "$T/rec.json" >"$T/incons.json"
+	run "record inconsistent root" 3 "$V" --record "$T/incons.json" "$G"; err_has "record inconsistent root" "output.tensor_root.encoded"
+else
+	bad "could not find the tensor root in the record"
+fi
+
+# --- fixtures: llama.cpp's own HF -> GGUF conversion matches its source value for value
+if [ -n "$FX" ]; then
+	run "llama.cpp conversion against its source" 0 "$V" --against "$FX/hf/tiny-llama/fp16" "$FX/hf/tiny-llama/ref/llamacpp-from-hf-f16.gguf"
+	out_has "llama.cpp conversion against its source" "21 exact, 0 lossy, 0 failing of 21 tensors"
+	run "fixture split emit" 0 "$V" --emit-record "$FX/gguf/split-q4km/tiny-Q4_K_M-00001-of-00003.gguf"
+	out_has "fixture split emit" "tiny-Q4_K_M-00003-of-00003.gguf"
+	run "awq record" 0 "$V" --emit-record "$FX/hf/tiny-llama/awq-g128"; cp "$T/out" "$T/awq.json"
+	if "$Q" --to gptq-v2 "$FX/hf/tiny-llama/awq-g128" "$T/gptq/" >/dev/null 2>&1; then
+		run "awq -> gptq-v2 keeps the decoded tier" 0 "$V" --record "$T/awq.json" "$T/gptq/"
+		out_has "awq -> gptq-v2 keeps the decoded tier" "re-encoded with the same values"
+	else
+		bad "qconvert awq -> gptq-v2"
+	fi
+else
+	echo "skipped: fixtures absent (set QTK_FIXTURES or provide ../shared/fixtures)"
+fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
