@@ -297,7 +297,7 @@ int conv_run(qtk_model *in, const conv_opts *o, conv_result *res)
 	wo.split_max_size = o->split_max_size;
 	int threads = o->threads > 0 ? o->threads : qtk_cpu_count();
 	/* every output carries a record; an explicit --set qtk.provenance=... is the user's choice */
-	bool with_prov = o->out_kind != QTK_OUT_ARCHIVE;
+	bool with_prov = true;
 	for (int i = 0; i < o->nsets; i++)
 		if (!strncmp(o->sets[i], QTK_PROV_KEY "=", sizeof QTK_PROV_KEY))
 			with_prov = false;

@@ -1280,6 +1280,7 @@ typedef struct bw {
 	size_t zcap;
 	int cb_rc;          /* first error inside a libarchive callback */
 	qtk_writer *w;
+	char *prov;         /* the final provenance record, once patched */
 } bw;
 
 static int bw_oom(qtk_writer *w) { return qtk_err_set(w->err, QTK_E_IO, w->path, -1, NULL, "out of memory"); }
@@ -1350,6 +1351,7 @@ static void bw_free(bw *b)
 	bw_rmtmp(b);
 	ZSTD_freeCCtx(b->zc);
 	qtk_free(b->zbuf);
+	qtk_free(b->prov);
 	qtk_free(b);
 }
 
@@ -1386,6 +1388,8 @@ static int bw_begin(qtk_writer *w)
 		return bw_oom(w);
 	qtk_write_opts o = w->opts;
 	o.outs = NULL;
+	o.tee = NULL; /* the outer writer already tees every byte */
+	o.tee_ctx = NULL;
 	qtk_err *err = w->err;
 	b->inner = qtk_writer_open(ip, b->gguf ? QTK_OUT_GGUF : QTK_OUT_HF, w->desc, &o, err);
 	qtk_free(ip);
@@ -1478,7 +1482,9 @@ static int bw_list(qtk_writer *w, bw *b)
 		prov |= !strcmp(nm, "qtk-provenance.json");
 	}
 	const qtk_kv *kv = qtk_kv_find(d, "qtk.provenance");
-	if (!rc && !prov && kv && kv->val.type == QTK_V_STR)
+	if (!rc && !prov && b->prov)
+		rc = bw_add_data(w, b, "qtk-provenance.json", b->prov, strlen(b->prov));
+	else if (!rc && !prov && kv && kv->val.type == QTK_V_STR)
 		rc = bw_add_data(w, b, "qtk-provenance.json", kv->val.v.str.s, (size_t)kv->val.v.str.len);
 	if (!rc)
 		qsort(b->files, b->nfiles, sizeof *b->files, cmp_bw_file);
@@ -1647,8 +1653,24 @@ static void bw_abort(qtk_writer *w)
 	w->priv = NULL;
 }
 
+/* The provenance record is patched in the inner file, before it is packed. */
+static int bw_patch(qtk_writer *w, int (*fn)(void *ctx, uint8_t *buf, size_t n), void *ctx)
+{
+	bw *b = w->priv;
+	int rc = qtk_writer_patch_header(b->inner, fn, ctx);
+	const qtk_kv *kv = qtk_kv_find(w->desc, "qtk.provenance");
+	if (rc || !kv || kv->val.type != QTK_V_STR)
+		return rc;
+	/* the bundle's own qtk-provenance.json gets the same final record */
+	qtk_free(b->prov);
+	if (!(b->prov = qtk_strndup(kv->val.v.str.s, (size_t)kv->val.v.str.len)))
+		return bw_oom(w);
+	return fn(ctx, (uint8_t *)b->prov, strlen(b->prov));
+}
+
 const qtk_writer_ops qtk_archive_writer = {
 	.begin = bw_begin,
+	.patch_header = bw_patch,
 	.put = bw_put,
 	.finish = bw_finish,
 	.abort = bw_abort,

@@ -923,7 +923,14 @@ static int hfw_patch(qtk_writer *w, int (*fn)(void *ctx, uint8_t *buf, size_t n)
 		b->data = (const uint8_t *)copy;
 		return 0;
 	}
-	return werr(w, QTK_E_USAGE, "no qtk-provenance.json to patch%s", "");
+	/* no side file (a bundle's inner directory): the record is a __metadata__ entry of every shard */
+	const qtk_kv *kv = qtk_kv_find(w->desc, "qtk.provenance");
+	if (!kv || kv->val.type != QTK_V_STR || !h->nouts)
+		return werr(w, QTK_E_USAGE, "no qtk-provenance.json to patch%s", "");
+	int rc = 0;
+	for (size_t s = 0; s < h->nouts && !rc; s++)
+		rc = qtk_ofile_patch(&h->outs[s].of, 8, h->outs[s].head_len, fn, ctx);
+	return rc;
 }
 
 static int hfw_part_begin(qtk_writer *w)

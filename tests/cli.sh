@@ -189,6 +189,9 @@ run "qconvert hf bundle" 0 "$BIN/qconvert" "$H" "$T/hf-bundle.zip"
 run "qinspect hf bundle" 0 "$BIN/qinspect" --json "$T/hf-bundle.zip"; out_has "qinspect hf bundle" '"format":	"hf"'
 run "qconvert q8_0 bundle" 0 "$BIN/qconvert" "$H" "$T/q8-bundle.tar.zst" --to q8_0
 run "qverify q8_0 bundle" 0 "$BIN/qverify" "$T/q8-bundle.tar.zst"
+out_has "bundle record verifies" "tensors: ok: 21 tensors match"
+run "qverify gguf bundle" 0 "$BIN/qverify" "$T/bundle-out.tar"
+if tar -xOf "$T/bundle-out.tar" qtk-provenance.json | grep -q '"tensor_root"' && ! tar -xOf "$T/bundle-out.tar" qtk-provenance.json | grep -q '~~~~'; then ok; else bad "bundle qtk-provenance.json is not the final record"; fi
 no_temps "bundle temporaries" "$T"
 
 # --- sharded outputs
