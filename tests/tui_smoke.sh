@@ -22,10 +22,10 @@ bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 G=$T/s/tiny-llama-f32.gguf
 QI=$(cd "$(dirname "$BIN/qinspect")" && pwd)/qinspect
 
-# wait until the pane shows TEXT (up to ~5 s); leaves the capture in $T/screen
+# wait until the pane shows TEXT (up to ~20 s: CI machines can be busy); leaves the capture in $T/screen
 wait_for() {
 	i=0
-	while [ $i -lt 50 ]; do
+	while [ $i -lt 200 ]; do
 		tm capture-pane -p -t smoke >"$T/screen" 2>/dev/null
 		if grep -q -- "$1" "$T/screen"; then return 0; fi
 		sleep 0.1; i=$((i + 1))
@@ -56,7 +56,7 @@ else
 fi
 tm send-keys -t smoke q
 i=0
-while [ ! -s "$T/rc" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+while [ ! -s "$T/rc" ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
 if [ -s "$T/rc" ] && [ "$(cat "$T/rc")" = 0 ]; then ok; else bad "q: qinspect did not exit with 0 (rc '$(cat "$T/rc" 2>/dev/null)')"; fi
 
 # NO_COLOR and an ASCII locale still draw a usable screen
