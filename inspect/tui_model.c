@@ -1,5 +1,7 @@
 /* tui_model.c - the browser's state and what keys do to it (no curses). */
 #include "tui.h"
+#include "digest.h"
+#include "prov.h"
 #include <cJSON.h>
 #include <stdlib.h>
 #include <string.h>
@@ -294,7 +296,7 @@ static int tm_prov_build(tui *t)
 		tm_add_line(&t->prov, &t->nprov, "safetensors __metadata__, qtk-provenance.json in HF directories).");
 		return 0;
 	}
-	snprintf(line, sizeof line, "record from %s; verification: run qverify on this file", where);
+	snprintf(line, sizeof line, "record from %s; Enter: check the tensors against it (reads them all)", where);
 	tm_add_line(&t->prov, &t->nprov, line);
 	tm_add_line(&t->prov, &t->nprov, "");
 	if (!j)
@@ -306,6 +308,80 @@ static int tm_prov_build(tui *t)
 	int rc = tm_add_text(&t->prov, &t->nprov, txt);
 	cJSON_free(txt);
 	return rc;
+}
+
+static void tm_free_lines(char **l, size_t n);
+
+/* Check every tensor of the file against the embedded record's encoded
+ * digests; the result goes on top of the provenance pane. */
+static int tm_prov_verify(tui *t)
+{
+	size_t len = 0;
+	const char *where = NULL;
+	const char *txt = qtk_prov_find(t->m, &len, &where);
+	if (!txt)
+		return 0;
+	qtk_err err;
+	qtk_err_clear(&err);
+	cJSON *rec = NULL;
+	char line[320];
+	char **out = NULL;
+	size_t nout = 0;
+	if (qtk_prov_parse(txt, len, t->m->path, &rec, &err)) {
+		snprintf(line, sizeof line, "digests: the record is malformed: %.200s: %.80s", err.msg, err.subject);
+		tm_add_line(&out, &nout, line);
+	} else {
+		const cJSON *ts = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(rec, "output"), "tensors");
+		qtk_digests d;
+		memset(&d, 0, sizeof d);
+		qtk_digest_opts o = {0};
+		o.enc_only = true;
+		o.keep_going = true;
+		if (!cJSON_IsArray(ts)) {
+			tm_add_line(&out, &nout, "digests: the record lists no tensors (roots only)");
+		} else if (qtk_digest_model(t->m, &o, &d, &err)) {
+			snprintf(line, sizeof line, "digests: cannot read the tensors: %.200s", err.msg);
+			tm_add_line(&out, &nout, line);
+		} else {
+			size_t ok = 0, bad = 0, n = 0;
+			for (const cJSON *c = ts->child; c; c = c->next, n++) {
+				const cJSON *nm = cJSON_GetObjectItemCaseSensitive(c, "name");
+				const cJSON *enc = cJSON_GetObjectItemCaseSensitive(c, "encoded");
+				uint8_t want[32];
+				const qtk_leaf *l = cJSON_IsString(nm) ? qtk_digests_find(&d, nm->valuestring) : NULL;
+				if (l && cJSON_IsString(enc) && qtk_prov_unhex(enc->valuestring, want) && l->has_enc &&
+				    !memcmp(want, l->enc, 32)) {
+					ok++;
+					continue;
+				}
+				if (bad++ < 20) {
+					snprintf(line, sizeof line, "  changed: %.200s", cJSON_IsString(nm) ? nm->valuestring : "?");
+					tm_add_line(&out, &nout, line);
+				}
+			}
+			if (bad)
+				snprintf(line, sizeof line, "digests: FAILED: %zu of %zu tensors differ from the record", bad, n);
+			else
+				snprintf(line, sizeof line, "digests: ok: all %zu tensors match the record", ok);
+			/* the summary first, then the changed tensors */
+			char **head = NULL;
+			size_t nh = 0;
+			tm_add_line(&head, &nh, line);
+			for (size_t i = 0; i < nout; i++)
+				tm_add_line(&head, &nh, out[i]);
+			tm_free_lines(out, nout);
+			out = head;
+			nout = nh;
+		}
+		qtk_digests_free(&d);
+	}
+	cJSON_Delete(rec);
+	tm_add_line(&out, &nout, "");
+	/* rebuild the pane: verification result, then the record */
+	tm_free_lines(t->prov, t->nprov);
+	t->prov = out;
+	t->nprov = nout;
+	return tm_prov_build(t);
 }
 
 static int tm_mem_build(tui *t)
@@ -723,7 +799,14 @@ unsigned tui_key(tui *t, int key)
 		}
 		tm_scroll(&t->dscroll, t->dlines, rq, page);
 		return TUI_REDRAW;
-	case P_PROV: tm_scroll(&t->pscroll, (int)t->nprov, rq, page); return TUI_REDRAW;
+	case P_PROV:
+		if (rq == RQ_ENTER) {
+			tm_prov_verify(t);
+			t->pscroll = 0;
+			return TUI_REDRAW;
+		}
+		tm_scroll(&t->pscroll, (int)t->nprov, rq, page);
+		return TUI_REDRAW;
 	case P_MEMORY: tm_scroll(&t->mscroll, (int)t->nmem, rq, page); return TUI_REDRAW;
 	default: return 0;
 	}

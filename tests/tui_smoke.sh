@@ -70,6 +70,25 @@ done
 if grep -q -- "- blk.0  (9)" "$T/screen" && grep -q "types ####" "$T/screen"; then ok; else bad "ascii fallbacks"; sed 's/^/  | /' "$T/screen" | head -8; fi
 tm send-keys -t smoke2 q
 
+# the provenance pane checks the tensors against the record on Enter
+SOURCE_DATE_EPOCH=1700000000 "$BIN/qconvert" -q "$G" "$T/rec.gguf" || bad "qconvert for the record test"
+tm new-session -d -s smoke3 -x 100 -y 30 "env TERM=xterm-256color LANG=C.UTF-8 '$QI' '$T/rec.gguf'"
+wait_for_s() {
+	i=0
+	while [ $i -lt 200 ]; do
+		tm capture-pane -p -t "$1" >"$T/screen" 2>/dev/null
+		if grep -q -- "$2" "$T/screen"; then return 0; fi
+		sleep 0.1; i=$((i + 1))
+	done
+	return 1
+}
+if wait_for_s smoke3 "attn_q.weight"; then ok; else bad "record file: table"; fi
+tm send-keys -t smoke3 Tab Tab Tab
+if wait_for_s smoke3 "Enter: check the tensors"; then ok; else bad "provenance pane"; sed 's/^/  | /' "$T/screen" | head -8; fi
+tm send-keys -t smoke3 Enter
+if wait_for_s smoke3 "digests: ok: all 21 tensors match"; then ok; else bad "provenance check"; sed 's/^/  | /' "$T/screen" | head -8; fi
+tm send-keys -t smoke3 q
+
 # not a terminal: the summary
 "$BIN/qinspect" "$G" </dev/null >"$T/out" 2>&1
 if grep -q "total: 21 tensors" "$T/out"; then ok; else bad "non-tty output is not the summary"; fi
