@@ -385,9 +385,76 @@ static int run_rows(qtk_model *in, qtk_writer *w, const plan *p, int threads, te
 }
 
 
+/* Re-fitting to AWQ/GPTQ runs in slices of output features on all threads.
+ * Every output feature is fitted on its own, so the slicing never changes
+ * the bytes; slices are multiples of 32 so packed words never straddle them. */
+#define GROUP_SLICE 256u
+
+typedef struct gslices {
+	const float *x;
+	const qtk_tensor *o;
+	uint32_t out, in;
+	uint8_t **pp;  /* the whole output parts */
+	int *rc;       /* per slice */
+} gslices;
+
+static void gslice_job(void *ctx, size_t si)
+{
+	gslices *g = ctx;
+	const qtk_tensor *o = g->o;
+	uint32_t o0 = (uint32_t)si * GROUP_SLICE, n = g->out - o0 < GROUP_SLICE ? g->out - o0 : GROUP_SLICE;
+	bool awq = o->layout.kind == QTK_LAYOUT_AWQ;
+	unsigned bits = o->layout.bits;
+	uint32_t group = o->layout.group_size, ng = g->in / group;
+	uint64_t qrows = awq ? g->in : (uint64_t)g->in * bits / 32;   /* qweight rows */
+	uint64_t qcols = awq ? n / 8 : n;                             /* int32 per qweight row (slice) */
+	uint64_t zcols = awq ? n / 8 : (uint64_t)n * bits / 32;       /* int32 per qzeros row (slice) */
+	int32_t *qw = qtk_calloc((size_t)(qrows * qcols), 4), *qz = qtk_calloc((size_t)(ng * zcols) + 1, 4);
+	uint16_t *sc = qtk_calloc((size_t)ng * n, 2);
+	int32_t *gi = qtk_calloc(g->in, 4);
+	int rc = -1;
+	if (qw && qz && sc && gi)
+		rc = awq ? qtk_quant_awq(g->x + (uint64_t)o0 * g->in, n, g->in, group, qw, qz, sc)
+			 : qtk_quant_gptq(g->x + (uint64_t)o0 * g->in, n, g->in, group, bits, o->layout.sym,
+					  o->layout.gptq_version, qw, qz, sc, gi);
+	if (!rc) {
+		uint64_t full_q = awq ? g->out / 8 : g->out, full_z = awq ? g->out / 8 : (uint64_t)g->out * bits / 32;
+		uint64_t q0 = awq ? o0 / 8 : o0, z0 = awq ? o0 / 8 : (uint64_t)o0 * bits / 32;
+		for (uint64_t r = 0; r < qrows; r++)
+			memcpy((int32_t *)g->pp[0] + r * full_q + q0, qw + r * qcols, (size_t)qcols * 4);
+		for (uint64_t r = 0; r < ng; r++) {
+			memcpy((int32_t *)g->pp[1] + r * full_z + z0, qz + r * zcols, (size_t)zcols * 4);
+			memcpy((uint16_t *)g->pp[2] + r * g->out + o0, sc + r * n, (size_t)n * 2);
+		}
+		if (!awq && o0 == 0)
+			memcpy(g->pp[3], gi, (size_t)g->in * 4);
+	}
+	g->rc[si] = rc;
+	qtk_free(qw);
+	qtk_free(qz);
+	qtk_free(sc);
+	qtk_free(gi);
+}
+
+static int quant_groups(const float *x, const qtk_tensor *o, uint8_t **pp, int threads)
+{
+	uint32_t out = (uint32_t)o->shape[0], in = (uint32_t)o->shape[1];
+	size_t ns = (out + GROUP_SLICE - 1) / GROUP_SLICE;
+	int *rc = qtk_calloc(ns, sizeof *rc);
+	if (!rc)
+		return -1;
+	gslices g = {x, o, out, in, pp, rc};
+	qtk_parallel_for(threads, ns, gslice_job, &g);
+	int r = 0;
+	for (size_t i = 0; i < ns; i++)
+		r |= rc[i];
+	qtk_free(rc);
+	return r;
+}
+
 /* Whole tensor to AWQ/GPTQ: repack the source's integers when they fit the
  * target, else fit every group to the decoded values. */
-static int run_groups(qtk_model *in, qtk_writer *w, const plan *p, tensor_result *r, qtk_err *err)
+static int run_groups(qtk_model *in, qtk_writer *w, const plan *p, int threads, tensor_result *r, qtk_err *err)
 {
 	const qtk_tensor *t = p->src, *o = &p->out;
 	uint32_t out = (uint32_t)t->shape[0], inf = (uint32_t)t->shape[1];
@@ -446,11 +513,7 @@ static int run_groups(qtk_model *in, qtk_writer *w, const plan *p, tensor_result
 	if (!packed) {
 		for (int k = 0; k < o->nparts; k++)
 			memset(pp[k], 0, (size_t)o->parts[k].nbytes);
-		int q = awq ? qtk_quant_awq(x, out, inf, o->layout.group_size, (int32_t *)pp[0], (int32_t *)pp[1],
-					    (uint16_t *)pp[2])
-			    : qtk_quant_gptq(x, out, inf, o->layout.group_size, o->layout.bits, o->layout.sym,
-					     o->layout.gptq_version, (int32_t *)pp[0], (int32_t *)pp[1], (uint16_t *)pp[2],
-					     (int32_t *)pp[3]);
+		int q = quant_groups(x, o, pp, threads);
 		if (q) {
 			rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "the %s encoder failed", awq ? "AWQ" : "GPTQ");
 			goto out;
@@ -492,7 +555,7 @@ int conv_tensor(qtk_model *in, qtk_writer *w, const plan *p, int threads, tensor
 	case M_ROWS:
 		return run_rows(in, w, p, threads, r, err);
 	case M_GROUPS:
-		return run_groups(in, w, p, r, err);
+		return run_groups(in, w, p, threads, r, err);
 	}
 	return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, p->src->name, "unknown method");
 }
