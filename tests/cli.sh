@@ -139,6 +139,12 @@ out_has "quantization_version" '"general.quantization_version":	2'
 for ty in q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q5_k q6_k iq4_nl iq4_xs; do
 	run "--to $ty" 0 "$BIN/qconvert" -q "$G" "$T/$ty.gguf" --to $ty
 done
+run "awq 1 thread" 0 "$BIN/qconvert" -q --threads 1 "$H" "$T/awq-t1/" --to awq
+run "awq 2 threads" 0 "$BIN/qconvert" -q --threads 2 "$H" "$T/awq-t2/" --to awq
+if cmp -s "$T/awq-t1/model.safetensors" "$T/awq-t2/model.safetensors"; then ok; else bad "awq output depends on the thread count"; fi
+run "gptq 3-bit 1 thread" 0 "$BIN/qconvert" -q --threads 1 "$H" "$T/g3-t1.safetensors" --to gptq --bits 3
+run "gptq 3-bit 3 threads" 0 "$BIN/qconvert" -q --threads 3 "$H" "$T/g3-t3.safetensors" --to gptq --bits 3
+if cmp -s "$T/g3-t1.safetensors" "$T/g3-t3.safetensors"; then ok; else bad "gptq output depends on the thread count"; fi
 run "Q4_K_M -> awq dir (the mission's example)" 0 "$BIN/qconvert" -q "$T/m1.gguf" "$T/awq/" --to awq
 "$BIN/qinspect" --json "$T/awq" >"$T/out"
 out_has "awq dir: HF names" '"name":	"model.layers.0.self_attn.q_proj.weight"'; out_has "awq dir: awq layout" '"layout":	"awq"'
