@@ -83,37 +83,11 @@ static int read_scalar(gp *g, unsigned type, qtk_value *v, const char *key)
 	int rc = qtk_cur_bytes(&g->c, b, sz, "value");
 	if (rc)
 		return rc;
-	v->type = (uint8_t)type;
-	switch (type) {
-	case QTK_V_U8: v->v.u = b[0]; break;
-	case QTK_V_I8: v->v.i = (int8_t)b[0]; break;
-	case QTK_V_U16: v->v.u = qtk_rd16(b); break;
-	case QTK_V_I16: v->v.i = (int16_t)qtk_rd16(b); break;
-	case QTK_V_U32: v->v.u = qtk_rd32(b); break;
-	case QTK_V_I32: v->v.i = (int32_t)qtk_rd32(b); break;
-	case QTK_V_U64: v->v.u = qtk_rd64(b); break;
-	case QTK_V_I64: v->v.i = (int64_t)qtk_rd64(b); break;
-	case QTK_V_F32: {
-		uint32_t u = qtk_rd32(b);
-		float f;
-		memcpy(&f, &u, 4);
-		v->v.f = f;
-		break;
-	}
-	case QTK_V_F64: {
-		uint64_t u = qtk_rd64(b);
-		memcpy(&v->v.f, &u, 8);
-		break;
-	}
-	case QTK_V_BOOL:
-		if (b[0] > 1)
-			return qtk_err_set(g->c.err, QTK_E_DATA, g->path, (int64_t)at, key,
-					   "bool value is %u, not 0 or 1", b[0]);
-		v->v.u = b[0];
-		break;
-	default:
+	if (type >= QTK_V_MAX || type == QTK_V_STR || type == QTK_V_ARR)
 		return qtk_err_set(g->c.err, QTK_E_INTERNAL, g->path, (int64_t)at, key, "bad scalar type");
-	}
+	if (type == QTK_V_BOOL && b[0] > 1)
+		return qtk_err_set(g->c.err, QTK_E_DATA, g->path, (int64_t)at, key, "bool value is %u, not 0 or 1", b[0]);
+	qtk_value_from_le(v, type, b);
 	return 0;
 }
 

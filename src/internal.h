@@ -225,6 +225,10 @@ typedef struct qtk_strset {
 int qtk_strset_add(qtk_strset *set, const char *s);
 void qtk_strset_free(qtk_strset *set);
 
+/* A scalar metadata value from its little-endian bytes (qtk_value_size(type) of them;
+ * bools are taken as stored: callers check 0/1). */
+void qtk_value_from_le(qtk_value *v, unsigned type, const uint8_t *b);
+
 /* ---- Typed metadata in string-only containers (metatypes.c) ------------ */
 #define QTK_META_TYPES_KEY "qtk.metadata_types"
 /* Exact text of a value (scalars; arrays as JSON). Caller frees; NULL when out of memory. */

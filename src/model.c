@@ -165,6 +165,34 @@ const char *qtk_value_type_name(unsigned t)
 	return t < QTK_V_MAX ? n[t] : "unknown";
 }
 
+void qtk_value_from_le(qtk_value *v, unsigned type, const uint8_t *b)
+{
+	v->type = (uint8_t)type;
+	switch (type) {
+	case QTK_V_U8: case QTK_V_BOOL: v->v.u = b[0]; break;
+	case QTK_V_I8: v->v.i = (int8_t)b[0]; break;
+	case QTK_V_U16: v->v.u = qtk_rd16(b); break;
+	case QTK_V_I16: v->v.i = (int16_t)qtk_rd16(b); break;
+	case QTK_V_U32: v->v.u = qtk_rd32(b); break;
+	case QTK_V_I32: v->v.i = (int32_t)qtk_rd32(b); break;
+	case QTK_V_U64: v->v.u = qtk_rd64(b); break;
+	case QTK_V_I64: v->v.i = (int64_t)qtk_rd64(b); break;
+	case QTK_V_F32: {
+		uint32_t u = qtk_rd32(b);
+		float f;
+		memcpy(&f, &u, 4);
+		v->v.f = f;
+		break;
+	}
+	case QTK_V_F64: {
+		uint64_t u = qtk_rd64(b);
+		memcpy(&v->v.f, &u, 8);
+		break;
+	}
+	default: break;
+	}
+}
+
 void qtk_value_free(qtk_value *v)
 {
 	if (v->type == QTK_V_STR)
