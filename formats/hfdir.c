@@ -612,6 +612,7 @@ typedef struct hf_w {
 	hf_out_blob *blobs;
 	size_t nblobs;
 	char *dir;
+	bool created; /* we made the directory: removed again on failure */
 } hf_w;
 
 static int werr(qtk_writer *w, int code, const char *fmt, const char *a)
@@ -887,8 +888,12 @@ static int hfw_begin(qtk_writer *w)
 		rc = prepare_blobs(w, h);
 	if (rc)
 		return rc;
-	if (mkdir(h->dir, 0755) != 0 && errno != EEXIST)
+	if (mkdir(h->dir, 0755) == 0) {
+		h->created = true;
+		qtk_cleanup_register(h->dir); /* an interrupted run leaves no empty directory */
+	} else if (errno != EEXIST) {
 		return qtk_err_sys(w->err, h->dir, "cannot create directory");
+	}
 	if (!qtk_is_dir(h->dir))
 		return qtk_err_set(w->err, QTK_E_IO, h->dir, -1, NULL, "output exists and is not a directory");
 	if ((rc = plan_shards(w, h)))
@@ -1090,6 +1095,10 @@ static void hfw_abort(qtk_writer *w)
 		cJSON_free(h->blobs[i].owned);
 	}
 	qtk_free(h->blobs);
+	if (h->created) {
+		qtk_cleanup_unregister(h->dir);
+		(void)rmdir(h->dir); /* only succeeds when nothing was committed into it */
+	}
 	qtk_free(h->dir);
 	qtk_free(h);
 	w->priv = NULL;
@@ -1098,6 +1107,11 @@ static void hfw_abort(qtk_writer *w)
 static int hfw_finish_free(qtk_writer *w)
 {
 	int rc = hfw_finish(w);
+	hf_w *h = w->priv;
+	if (!rc && h && h->created) { /* the directory is the output now */
+		qtk_cleanup_unregister(h->dir);
+		h->created = false;
+	}
 	if (!rc)
 		hfw_abort(w); /* everything is committed: this only frees */
 	return rc;

@@ -379,9 +379,10 @@ void qtk_cleanup_unregister(const char *p)
 
 void qtk_cleanup_run(void)
 {
-	for (int i = 0; i < MAX_TMP; i++)
-		if (tmp_paths[i])
-			unlink(tmp_paths[i]);
+	/* newest first: files before the directories that hold them */
+	for (int i = MAX_TMP - 1; i >= 0; i--)
+		if (tmp_paths[i] && unlink(tmp_paths[i]) != 0)
+			(void)rmdir(tmp_paths[i]);
 }
 
 /* ---- atomic output ------------------------------------------------------ */
