@@ -25,7 +25,7 @@ TEST_SRC := $(sort $(wildcard tests/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/%.c=$(B)/tests/%)
 PROGS := bin/qconvert bin/qinspect bin/qverify
 
-.PHONY: all test demo clean deps samples man-lint asan ubsan bench
+.PHONY: all test demo clean deps deps-check samples man-lint asan ubsan bench
 all: $(PROGS) $(B)/samples/gen
 
 $(B)/%.o: %.c $(wildcard src/*.h formats/*.h cli/*.h convert/*.h inspect/*.h verify/*.h)
@@ -60,8 +60,12 @@ $(B)/tests/%: tests/%.c tests/t.h $(B)/libqtk.a $(wildcard convert/*.[ch] inspec
 samples: $(B)/samples/gen
 	$(B)/samples/gen $(B)/samples
 
-test: all $(TEST_BIN)
+test: deps-check all $(TEST_BIN) fuzz-drivers
 	@QTK_BUILD=$(B) sh tests/run.sh
+
+# install missing build packages before building (a no-op when they are there)
+deps-check:
+	@sh tests/deps.sh
 
 # Quick start: install missing build dependencies, build, convert a sample, inspect it.
 demo:
@@ -82,11 +86,13 @@ man-lint:
 bench: all
 	@QTK_BUILD=$(B) sh bench/run.sh
 
+# Sanitizer builds go entirely into their build directory, programs included ($(B)/bin, see
+# san-test below), so they never replace the programs in bin/.
 asan:
-	$(MAKE) B=build-asan OPT="-O1 -g" SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" test
+	$(MAKE) B=build-asan OPT="-O1 -g" SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" san-test
 
 ubsan:
-	$(MAKE) B=build-ubsan OPT="-O1 -g" SAN="-fsanitize=undefined -fno-sanitize-recover=all" test
+	$(MAKE) B=build-ubsan OPT="-O1 -g" SAN="-fsanitize=undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" san-test
 
 clean:
 	rm -rf build build-asan build-ubsan bin
@@ -136,3 +142,24 @@ fuzz-build:
 fuzz: fuzz-build
 	FUZZ_B=$(FUZZ_B) FUZZ_TIME=$(FUZZ_TIME) sh tests/fuzz/run.sh
 # ---- end of fuzzing -----------------------------------------------------------------------------
+
+# ---- sanitizer test runs (make asan / make ubsan) ----------------------------------------------
+# The programs of a sanitizer build are linked into $(B)/bin and the tests run against them
+# (QTK_BIN), with the replay drivers built too; bin/ is left alone.
+.PHONY: san-test
+$(B)/bin/qconvert: $(CONV_OBJ) $(B)/libqtk.a
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $(CONV_OBJ) $(B)/libqtk.a $(LDLIBS_ALL)
+
+$(B)/bin/qinspect: $(INSP_OBJ) $(B)/libqtk.a
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $(INSP_OBJ) $(B)/libqtk.a $(LDLIBS_ALL)
+
+$(B)/bin/qverify: $(VER_OBJ) $(B)/libqtk.a
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $(VER_OBJ) $(B)/libqtk.a $(LDLIBS_ALL)
+
+san-test: $(B)/bin/qconvert $(B)/bin/qinspect $(B)/bin/qverify $(B)/samples/gen $(TEST_BIN) fuzz-drivers
+	@QTK_BUILD=$(B) QTK_BIN=$(B)/bin UBSAN_OPTIONS=$${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
+		sh tests/run.sh
+# ---- end of sanitizer test runs -----------------------------------------------------------------

@@ -1,0 +1,181 @@
+#!/bin/sh
+# mkcorpus.sh - regenerate the fuzz seed corpora (tests/fuzz/corpus/<target>/) from tiny
+# models written by tests/fuzz/mkseed and converted by the project's own qconvert.
+# Run from the repository root after `make all build/fuzz/mkseed` (`make fuzz-corpus`);
+# QTK_BIN names the directory of the programs (default bin).
+# Multi-file seeds use the framing of tests/fuzz/fuzz.h: "\n#QF#name\n" starts a file.
+set -eu
+B=${QTK_BUILD:-build}
+Q="${QTK_BIN:-bin}/qconvert -q"
+SEED=$B/fuzz/mkseed
+C=tests/fuzz/corpus
+W=$(mktemp -d)
+trap 'rm -rf "$W"' EXIT INT TERM
+
+# frame OUT FIRST [NAME FILE]...: FIRST's bytes, then each FILE behind a "#QF#NAME" line
+frame() {
+	out=$1; first=$2; shift 2
+	cat "$first" >"$out"
+	while [ $# -ge 2 ]; do
+		printf '\n#QF#%s\n' "$1" >>"$out"
+		cat "$2" >>"$out"
+		shift 2
+	done
+}
+# frame_dir OUT DIR FIRSTNAME: every file of DIR, FIRSTNAME first (sorted otherwise)
+frame_dir() {
+	out=$1; dir=$2; firstname=$3
+	set -- "$out" "$dir/$firstname"
+	for f in $(ls "$dir" | sort); do
+		[ "$f" = "$firstname" ] && continue
+		set -- "$@" "$f" "$dir/$f"
+	done
+	frame "$@"
+}
+
+rm -rf "$C"
+for t in gguf safetensors st_index hfdir qpk archive zst spm imatrix prov; do mkdir -p "$C/$t"; done
+
+$SEED tiny "$W/tiny.gguf"
+$SEED kq "$W/kq.gguf"
+$SEED imatrix "$C/imatrix/legacy.dat"
+
+# GGUF: float and block types, k-quants, iq4, a split set
+for t in f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0; do $Q "$W/tiny.gguf" "$C/gguf/tiny-$t.gguf" --to $t; done
+for t in q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs; do $Q "$W/kq.gguf" "$C/gguf/kq-$t.gguf" --to $t; done
+cp "$W/kq.gguf" "$C/gguf/kq-f32.gguf"
+$Q "$W/tiny.gguf" "$W/sp.gguf" --to q4_0 --split-max-size 3K
+set --
+first=
+for f in $(ls "$W" | grep '^sp-.*\.gguf$' | sort); do
+	if [ -z "$first" ]; then first=$f; else set -- "$@" "$f" "$W/$f"; fi
+done
+printf '#QF#%s\n' "$first" >"$W/hdr"
+cat "$W/hdr" "$W/$first" >"$W/first"
+frame "$C/gguf/split-q4_0" "$W/first" "$@"
+
+# safetensors: float, AWQ and GPTQ layers in one file
+$Q "$W/tiny.gguf" "$C/safetensors/tiny-f16.safetensors" --to f16
+$Q "$W/tiny.gguf" "$C/safetensors/tiny-bf16.safetensors" --to bf16
+$Q "$W/tiny.gguf" "$C/safetensors/tiny-awq.safetensors" --to awq --group-size 32
+$Q "$W/tiny.gguf" "$C/safetensors/tiny-gptq.safetensors" --to gptq --group-size 32
+$Q "$W/kq.gguf" "$C/safetensors/kq-f32.safetensors" --to f32
+
+# HF directories: plain, AWQ, GPTQ v1/v2, 8-bit, symmetric; sharded with an index
+for v in "f16 --to f16" "awq --to awq --group-size 32" "gptq --to gptq --group-size 32" \
+	"gptq-v2 --to gptq-v2 --group-size 32" "gptq8 --to gptq --bits 8 --group-size 32" \
+	"gptq-sym --to gptq --sym --group-size 32"; do
+	set -- $v; name=$1; shift
+	$Q "$W/tiny.gguf" "$W/hf-$name/" "$@"
+	frame_dir "$C/hfdir/hf-$name" "$W/hf-$name" config.json
+done
+$Q "$W/tiny.gguf" "$W/hf-split/" --to q4_0 --split-max-size 4K 2>/dev/null || $Q "$W/tiny.gguf" "$W/hf-split/" --to f16 --split-max-size 4K
+frame_dir "$C/hfdir/hf-split" "$W/hf-split" config.json
+$Q "$W/tiny.gguf" "$W/hf-split-awq/" --to awq --group-size 32 --split-max-size 4K
+# st_index: the index first, then the shards
+for d in hf-split hf-split-awq; do
+	set -- "$C/st_index/$d" "$W/$d/model.safetensors.index.json"
+	for f in $(ls "$W/$d" | grep '^model-.*\.safetensors$' | sort); do set -- "$@" "$f" "$W/$d/$f"; done
+	frame "$@"
+done
+
+# QPK: plain, awq, gptq, k-quant
+$Q "$W/tiny.gguf" "$C/qpk/tiny-f16.qpk" --to f16
+$Q "$W/tiny.gguf" "$C/qpk/tiny-q4_0.qpk" --to q4_0
+$Q "$W/tiny.gguf" "$C/qpk/tiny.awq" --group-size 32
+$Q "$W/tiny.gguf" "$C/qpk/tiny.gptq" --group-size 32
+$Q "$W/kq.gguf" "$C/qpk/kq-q4_k.qpk" --to q4_k
+
+# archives: deployment bundles, and tar/tar.gz/zip made with the system tools
+$Q "$W/tiny.gguf" "$C/archive/bundle-q4_0.tar" --to q4_0
+$Q "$W/tiny.gguf" "$C/archive/bundle-q4_0.tar.zst" --to q4_0
+$Q "$W/tiny.gguf" "$C/archive/bundle-awq.zip" --to awq --group-size 32
+$Q "$W/kq.gguf" "$W/kq-q8.gguf" --to q8_0
+(cd "$W" && tar --format=ustar --owner=0 --group=0 --mtime=@0 -cf kq.tar kq-q8.gguf && gzip -9n <kq.tar >kq.tar.gz)
+cp "$W/kq.tar.gz" "$C/archive/kq-q8.tar.gz"
+(cd "$W/hf-gptq" && tar --format=ustar --owner=0 --group=0 --mtime=@0 -cf "$W/hf.tar" --sort=name .)
+cp "$W/hf.tar" "$C/archive/hf-gptq.tar"
+
+# zst: single compressed model files
+zstd -q -19 --no-progress -c "$C/gguf/tiny-q4_0.gguf" >"$C/zst/tiny-q4_0.gguf.zst"
+zstd -q -19 --no-progress -c "$C/safetensors/tiny-awq.safetensors" >"$C/zst/tiny-awq.safetensors.zst"
+zstd -q -3 --no-progress -c "$C/qpk/kq-q4_k.qpk" >"$C/zst/kq-q4_k.qpk.zst"
+
+# spm: the tokenizer.model qconvert writes, plus tiny handcrafted protobufs
+cp "$W/hf-f16/tokenizer.model" "$C/spm/tiny.model"
+printf '' >"$C/spm/empty"
+printf '\n\012\n\001a\025\000\000\200\277\030\001' >"$C/spm/one-piece"
+
+# prov: records of the outputs above
+for f in gguf/tiny-q4_0.gguf qpk/tiny.awq safetensors/tiny-gptq.safetensors; do
+	n=$(basename "$f" | tr . _)
+	$SEED prov "$C/$f" >"$C/prov/$n.json" || rm -f "$C/prov/$n.json"
+done
+[ -f "$W/hf-awq/qtk-provenance.json" ] && cp "$W/hf-awq/qtk-provenance.json" "$C/prov/hf-awq.json"
+printf '{}' >"$C/prov/empty-object.json"
+printf '%s' '{"output":{"container":"gguf"},"record_version":1,"tool":{"name":"qtk","version":"0.1.0"}}' \
+	>"$C/prov/minimal.json"
+h=0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
+printf '%s' '{"calibration":"none","determinism":{"threads_invariant":true},"imatrix":{"file":"imatrix.dat","sha256":"'$h'"},'\
+'"output":{"container":"gguf","files":[{"path":"model.gguf","sha256":"'$h'","size":123}]},'\
+'"record_version":1,"source":{"container":"hf","files":[{"path":"model.safetensors","sha256":"'$h'","size":7}],'\
+'"name":"tiny","record":{"output":{"container":"hf"},"record_version":1,"tool":{"name":"qtk","version":"0"}},'\
+'"record_sha256":"'$h'","revision":"main"},"time":"2026-11-30T08:00:00Z","tool":{"build":{"arch":"x86_64"},'\
+'"name":"qtk","version":"0.1.0"},"transform":{"kind":"quantize","layout_ops":[{"op":"reverse_dims"}],'\
+'"method":"kquant","name_map":"identity","params":{"target":"q4_k"}}}' >"$C/prov/full.json"
+
+# imatrix: legacy written above, and the GGUF form
+$SEED imatrix-gguf "$C/imatrix/imatrix.gguf"
+# hostile handcrafted inputs (reference/provenance_security.md C.2), a few per reader
+b() { printf "\\$(printf %03o $(($1 & 255)))"; }
+le32() { b $1; b $(($1 >> 8)); b $(($1 >> 16)); b $(($1 >> 24)); }
+le64() { le32 $(($1 & 4294967295)); le32 $((($1 >> 32) & 4294967295)); }
+gstr() { le64 ${#1}; printf '%s' "$1"; }
+ghead() { printf 'GGUF'; le32 3; le64 $1; le64 $2; }
+# tensor info: name ndims ne... type offset
+ginfo() { n=$1; nd=$2; shift 2; gstr "$n"; le32 $nd; i=0; while [ $i -lt $nd ]; do le64 $1; shift; i=$((i + 1)); done; le32 $1; le64 $2; }
+{ ghead 1 1; gstr general.alignment; le32 4; le32 0; ginfo w 2 32 2 0 0; } >"$C/gguf/hostile-align0"
+{ ghead 1 0; ginfo w 2 4294967296 4294967296 0 0; } >"$C/gguf/hostile-ne-overflow"
+{ ghead 1 0; ginfo w 1 0 0 0; } >"$C/gguf/hostile-ne-zero"
+{ ghead 1 0; ginfo w 1 32 4 0; } >"$C/gguf/hostile-type-removed"
+{ ghead 2 0; ginfo w 1 32 0 0; ginfo w 1 32 0 128; } >"$C/gguf/hostile-dup-name"
+{ ghead 0 1; gstr a.b; le32 9; le32 9; le64 1; } >"$C/gguf/hostile-nested-array"
+{ ghead 0 1; gstr a.b; le32 8; le64 18446744073709551615; } >"$C/gguf/hostile-strlen"
+{ ghead 0 1; gstr a.b; le32 9; le32 0; le64 4611686018427387904; } >"$C/gguf/hostile-array-len"
+{ ghead 1 2; gstr split.count; le32 2; printf '\002\000'; gstr split.no; le32 2; printf '\001\000'; ginfo w 1 32 0 0; } \
+	>"$C/gguf/hostile-split-no"
+stj() { le64 ${#1}; printf '%s' "$1"; }
+stj '{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}' \
+	>"$C/safetensors/hostile-dup-key"; printf '12345678' >>"$C/safetensors/hostile-dup-key"
+stj '{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}' \
+	>"$C/safetensors/hostile-overlap"; printf '12345678' >>"$C/safetensors/hostile-overlap"
+stj '{"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}}' >"$C/safetensors/hostile-shape"
+stj '{"a":{"dtype":"F32","shape":[2.5],"data_offsets":[0,8]},"__metadata__":{"k":1}}' >"$C/safetensors/hostile-number"
+stj '{"a":{"dtype":"F4","shape":[3],"data_offsets":[0,1]}}' >"$C/safetensors/hostile-subbyte"; printf 'x' >>"$C/safetensors/hostile-subbyte"
+le64 18446744073709551615 >"$C/safetensors/hostile-header-len"
+{ printf '%s' '{"metadata":{"total_size":8},"weight_map":{"w":"../model-00001-of-00001.safetensors"}}'; } >"$C/st_index/hostile-path"
+{ printf '%s' '{"weight_map":{"w":"model-00001-of-00002.safetensors","v":"model-00002-of-00002.safetensors"}}'
+  printf '\n#QF#model-00001-of-00002.safetensors\n'
+  stj '{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"v":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}}'
+  printf '1234567812345678'
+  printf '\n#QF#model-00002-of-00002.safetensors\n'
+  stj '{"v":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}'; printf '12345678'; } >"$C/st_index/hostile-two-shards"
+{ printf '%s' '{"model_type":"llama","quantization_config":{"quant_method":"awq","bits":4,"group_size":0}}'
+  printf '\n#QF#model.safetensors\n'
+  stj '{"l.qweight":{"dtype":"I32","shape":[32,1],"data_offsets":[0,128]}}'; head -c 128 /dev/zero; } >"$C/hfdir/hostile-group0"
+{ printf '%s' '{"model_type":"llama"}'; printf '\n#QF#model.bin\n'; printf 'PK'; } >"$C/hfdir/hostile-pickle"
+(cd "$W" && mkdir -p evil && printf 'x' >evil/f && ln -sf /etc/passwd evil/link &&
+	tar --format=ustar --owner=0 --group=0 --mtime=@0 -cf sym.tar -C evil link f &&
+	tar --format=gnu --owner=0 --group=0 --mtime=@0 -cf dotdot.tar --transform 's,^f,../f,' -C evil f) &&
+	cp "$W/sym.tar" "$C/archive/hostile-symlink.tar" && cp "$W/dotdot.tar" "$C/archive/hostile-dotdot.tar"
+{ le32 407710288; le32 4; printf 'abcd'; } >"$C/zst/hostile-skippable"
+head -c 64 "$C/zst/tiny-q4_0.gguf.zst" >"$C/zst/hostile-truncated"
+{ cat "$C/zst/kq-q4_k.qpk.zst"; printf 'trailing'; } >"$C/zst/hostile-trailing"
+{ le32 1; le32 2147483647; printf 'x'; } >"$C/imatrix/hostile-namelen"
+{ le32 1; le32 1; printf 'w'; le32 1; le32 1073741824; } >"$C/imatrix/hostile-nval"
+printf '\n\377\377\377\377\017' >"$C/spm/hostile-len"
+printf '%s' '{"record_version":1,"record_version":1}' >"$C/prov/hostile-dup"
+printf '%s' '{"record_version":1e400}' >"$C/prov/hostile-number"
+printf '[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[' >"$C/prov/hostile-deep"
+
+du -sh "$C"/* | sort -k2
