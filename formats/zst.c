@@ -45,8 +45,8 @@ static const char *frame_kind(const uint8_t *h, size_t n)
 }
 
 /* Check the frame header (first bytes of the file) before decoding. */
-static int check_header(const uint8_t *h, size_t n, const char *path, const qtk_ar_limits *l, uint64_t *declared,
-			qtk_err *err)
+static int check_header(const uint8_t *h, size_t n, uint64_t file_size, const char *path, const qtk_ar_limits *l,
+			uint64_t *declared, qtk_err *err)
 {
 	if (n >= 4 && (qtk_rd32(h) & 0xFFFFFFF0u) == 0x184D2A50u)
 		return zerr(err, path, 0, "zstd skippable frame refused");
@@ -61,6 +61,16 @@ static int check_header(const uint8_t *h, size_t n, const char *path, const qtk_
 	if (fh.windowSize > (1ull << l->window_log))
 		return zerr(err, path, 0, "zstd frame needs a %llu-byte window, limit 2^%u: refused",
 			    (unsigned long long)fh.windowSize, l->window_log);
+	/* The window is allocated before any output: it may not exceed what the
+	 * compression-ratio cap would let this file produce (a tiny frame must not
+	 * make us allocate a large window). */
+	uint64_t allowed = (uint64_t)8 << 20; /* zstd's usual windows (level 19: 8 MiB) always pass */
+	uint64_t by_ratio;
+	if (qtk_mul_u64(file_size, l->ratio, &by_ratio) && by_ratio > allowed)
+		allowed = by_ratio;
+	if (fh.windowSize > allowed)
+		return zerr(err, path, 0, "zstd frame asks for a %llu-byte window, more than a %llu-byte file may use: refused",
+			    (unsigned long long)fh.windowSize, (unsigned long long)file_size);
 	*declared = fh.frameContentSize;
 	if (fh.frameContentSize != ZSTD_CONTENTSIZE_UNKNOWN && fh.frameContentSize > l->mem)
 		return zerr(err, path, 0, "zstd frame declares %llu bytes, more than the limit of %llu held in memory",
@@ -81,7 +91,7 @@ int qtk_ar_unzstd(int fd, const char *path, uint64_t size, int *out_fd, uint64_t
 	}
 	size_t hn = size < 18 ? (size_t)size : 18;
 	uint64_t declared = 0;
-	if ((rc = qtk_pread_full(fd, path, in, hn, 0, err)) || (rc = check_header(in, hn, path, l, &declared, err)))
+	if ((rc = qtk_pread_full(fd, path, in, hn, 0, err)) || (rc = check_header(in, hn, size, path, l, &declared, err)))
 		goto out;
 	if (ZSTD_isError(ZSTD_DCtx_setParameter(dc, ZSTD_d_windowLogMax, (int)l->window_log))) {
 		rc = qtk_err_set(err, QTK_E_INTERNAL, path, -1, NULL, "cannot set the zstd window limit");

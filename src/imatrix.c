@@ -369,6 +369,7 @@ static int load_gguf(qtk_imatrix *m, const char *path, qtk_err *err)
 
 qtk_imatrix *qtk_imatrix_load(const char *path, qtk_err *err)
 {
+	qtk_err_clear(err);
 	uint64_t size = 0;
 	int fd = qtk_file_open(path, &size, err);
 	if (fd < 0)

@@ -467,7 +467,9 @@ static void test_zst_file(void)
 	expect_refused(tpath("win.zst"), "window, limit 2^27", "zstd window 2^28");
 	static const uint8_t ok27[] = {0x28, 0xb5, 0x2f, 0xfd, 0x00, 0x88, 0x09, 0x00, 0x00, 'x'};
 	spit(tpath("win27.zst"), ok27, sizeof ok27);
-	expect_refused(tpath("win27.zst"), "no model inside", "zstd window 2^27 decodes");
+	/* a window within the 2^27 cap is still refused when the file is far too small to need it
+	 * (fuzzing found a 888-byte frame that made libzstd allocate 88 MiB) */
+	expect_refused(tpath("win27.zst"), "more than a 10-byte file may use", "zstd window 2^27 for a 10-byte file");
 	static const uint8_t dict[] = {0x28, 0xb5, 0x2f, 0xfd, 0x01, 0x50, 0x05, 0x09, 0x00, 0x00, 'x'};
 	spit(tpath("dict.zst"), dict, sizeof dict);
 	expect_refused(tpath("dict.zst"), "needs dictionary 5", "zstd dictionary");

@@ -368,7 +368,8 @@ static void free_mem(mem *mm)
 static int write_mem_outs(const mem *mm, const char *path, size_t piece, qtk_err *e, qtk_outlist *outs)
 {
 	qtk_err_clear(e);
-	qtk_write_opts o = {0, 0, outs};
+	qtk_write_opts o = {0};
+	o.outs = outs;
 	qtk_writer *w = qtk_writer_open(path, QTK_OUT_QPK, mm->m, &o, e);
 	if (!w)
 		return e->code;

@@ -4,6 +4,8 @@
 #   FUZZ_PAR    targets run at the same time (default 1)
 #   FUZZ_TARGETS space-separated targets (default: all)
 #   FUZZ_B      build directory of the libFuzzer binaries (default build-fuzz)
+#   FUZZ_MALLOC_MB  largest single allocation in MiB (default 64): more is reported as
+#               out-of-memory, since no input of at most 64 KiB justifies it (SPEC §2)
 # Runs in libFuzzer's fork mode (-fork=1) and keeps going after crashes, timeouts and
 # out-of-memory inputs; artifacts go to $FUZZ_B/artifacts/<target>/, logs to $FUZZ_B/logs/,
 # the grown corpus to $FUZZ_B/corpus/<target>/. Prints CPU seconds per target.
@@ -36,6 +38,7 @@ run_one() {
 		start=$(date -u +%H:%M:%S)
 		TMPDIR=$tmp /usr/bin/time -f "%U %S %e" -o "$FB/logs/$t.seg" \
 			nice -n 19 "$FB/fuzz/fuzz_$t" -max_total_time="$left" -timeout=20 -rss_limit_mb=2048 \
+			-malloc_limit_mb="${FUZZ_MALLOC_MB:-64}" \
 			-max_len=65536 -print_final_stats=1 -artifact_prefix="$FB/artifacts/$t/" $(dict_for "$t") \
 			"$FB/corpus/$t" "tests/fuzz/corpus/$t" >>"$FB/logs/$t.log" 2>&1
 		rc=$?
