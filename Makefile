@@ -122,9 +122,9 @@ $(B)/fuzz/mkseed: tests/fuzz/mkseed.c $(B)/libqtk.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -o $@ $< $(B)/libqtk.a $(LDLIBS_ALL)
 
-# Regenerate the seed corpora (tests/fuzz/corpus/) from the project's own generator and tools.
+# Generate the seed corpora ($(B)/fuzz/corpus/) from the project's own generator and tools.
 fuzz-corpus: all $(B)/fuzz/mkseed
-	QTK_BUILD=$(B) sh tests/fuzz/mkcorpus.sh
+	QTK_BUILD=$(B) sh tests/fuzz/mkcorpus.sh && touch $(B)/fuzz/corpus/.done
 
 fuzz-replay: fuzz-drivers
 	@QTK_BUILD=$(B) sh tests/fuzz_replay.sh

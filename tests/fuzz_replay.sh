@@ -1,5 +1,6 @@
 #!/bin/sh
-# fuzz_replay.sh - replay every fuzz target's seed corpus (tests/fuzz/corpus/<target>/) and
+# fuzz_replay.sh - replay every fuzz target's seed corpus ($QTK_BUILD/fuzz/corpus/<target>/,
+# generated from the project's own sample generator by tests/fuzz/mkcorpus.sh) and
 # regression inputs (tests/fuzz/regress/<target>/) through its plain replay driver
 # ($QTK_BUILD/fuzz/replay_<target>, built by `make fuzz-drivers`; no clang needed).
 # One test per input; prints "N passed, N failed". Inputs in tests/fuzz/pending/<target>/
@@ -21,12 +22,23 @@ if [ $need -eq 1 ]; then
 	${MAKE:-make} -s B="$B" fuzz-drivers >"$out" 2>&1 || { cat "$out"; echo "FAIL: cannot build the replay drivers"; echo "0 passed, 1 failed"; exit 1; }
 fi
 
+# the seed corpus is generated, not committed: make it once per build directory
+CORPUS=$B/fuzz/corpus
+if [ ! -f "$CORPUS/.done" ]; then
+	if ${MAKE:-make} -s B="$B" "$B/fuzz/mkseed" >"$out" 2>&1 && QTK_BUILD=$B FUZZ_CORPUS=$CORPUS sh $F/mkcorpus.sh >>"$out" 2>&1; then
+		touch "$CORPUS/.done"
+	else
+		cat "$out"; echo "FAIL: cannot generate the seed corpus"; echo "0 passed, 1 failed"; exit 1
+	fi
+fi
+
 count() { find "$@" -maxdepth 1 -type f ! -name '.*' 2>/dev/null | wc -l; }
 
 for t in $TARGETS; do
 	d=$B/fuzz/replay_$t
 	dirs=""
-	for s in corpus regress; do [ -d "$F/$s/$t" ] && dirs="$dirs $F/$s/$t"; done
+	[ -d "$CORPUS/$t" ] && dirs="$CORPUS/$t"
+	[ -d "$F/regress/$t" ] && dirs="$dirs $F/regress/$t"
 	[ -n "$dirs" ] || continue
 	n=$(count $dirs)
 	if timeout 600 "$d" $dirs >"$out" 2>&1; then

@@ -1,5 +1,5 @@
 #!/bin/sh
-# mkcorpus.sh - regenerate the fuzz seed corpora (tests/fuzz/corpus/<target>/) from tiny
+# mkcorpus.sh - generate the fuzz seed corpora ($QTK_BUILD/fuzz/corpus/<target>/) from tiny
 # models written by tests/fuzz/mkseed and converted by the project's own qconvert.
 # Run from the repository root after `make all build/fuzz/mkseed` (`make fuzz-corpus`);
 # QTK_BIN names the directory of the programs (default bin).
@@ -8,7 +8,7 @@ set -eu
 B=${QTK_BUILD:-build}
 Q="${QTK_BIN:-bin}/qconvert -q"
 SEED=$B/fuzz/mkseed
-C=tests/fuzz/corpus
+C=${FUZZ_CORPUS:-$B/fuzz/corpus}
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT INT TERM
 

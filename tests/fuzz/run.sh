@@ -40,7 +40,7 @@ run_one() {
 			nice -n 19 "$FB/fuzz/fuzz_$t" -max_total_time="$left" -timeout=20 -rss_limit_mb=2048 \
 			-malloc_limit_mb="${FUZZ_MALLOC_MB:-64}" \
 			-max_len=65536 -print_final_stats=1 -artifact_prefix="$FB/artifacts/$t/" $(dict_for "$t") \
-			"$FB/corpus/$t" "tests/fuzz/corpus/$t" >>"$FB/logs/$t.log" 2>&1
+			"$FB/corpus/$t" "${QTK_BUILD:-build}/fuzz/corpus/$t" >>"$FB/logs/$t.log" 2>&1
 		rc=$?
 		rm -rf "$tmp"
 		echo "$t $start $(tail -n 1 "$FB/logs/$t.seg") $rc" >>"$FB/ledger.txt"
