@@ -1759,8 +1759,8 @@ int hfmap_gguf_to_hf(const qtk_model *g, qtk_model *meta, hfmap **mapp, qtk_err 
 		if ((rc = put_blob(meta, "tokenizer_config.json", &b, err)))
 			goto fail;
 	} else {
-		snprintf(m->warn, sizeof m->warn, "the GGUF has no %s vocabulary: no tokenizer files written",
-			 tmodel ? "supported" : "");
+		snprintf(m->warn, sizeof m->warn, "the GGUF has no %svocabulary: no tokenizer files written",
+			 tmodel ? "supported " : "");
 	}
 	if (spm || bpe) {
 		first = true;

@@ -11,8 +11,8 @@ static bool ends_with(const char *s, const char *suf)
 qtk_out_kind qtk_out_kind_for_path(const char *path)
 {
 	size_t n = strlen(path);
-	if (n && path[n - 1] == '/')
-		return QTK_OUT_HF;
+	if ((n && path[n - 1] == '/') || qtk_is_dir(path))
+		return QTK_OUT_HF; /* an existing directory is a Hugging Face directory, whatever its name */
 	if (ends_with(path, ".gguf"))
 		return QTK_OUT_GGUF;
 	if (ends_with(path, ".safetensors"))
@@ -21,8 +21,6 @@ qtk_out_kind qtk_out_kind_for_path(const char *path)
 		return QTK_OUT_QPK;
 	if (ends_with(path, ".tar") || ends_with(path, ".tar.zst") || ends_with(path, ".zip"))
 		return QTK_OUT_ARCHIVE;
-	if (qtk_is_dir(path))
-		return QTK_OUT_HF;
 	return QTK_OUT_UNKNOWN;
 }
 
