@@ -1021,34 +1021,12 @@ static int ar_lookup(void *ctx, const char *rel, int *fd, uint64_t *base, uint64
 }
 
 /* Side files carried with an HF directory (as hfdir.c carries them). */
-static const char *const side_files[] = {
-	"config.json", "generation_config.json", "quantize_config.json", "quant_config.json",
-	"tokenizer.json", "tokenizer_config.json", "tokenizer.model", "special_tokens_map.json",
-	"added_tokens.json", "vocab.json", "vocab.txt", "merges.txt", "spiece.model",
-	"preprocessor_config.json", "chat_template.json", "chat_template.jinja", "qtk-provenance.json",
-	"README.md", "LICENSE",
-};
-
 /* Open the HF directory `dir` (a mounted path) into m, as hf_open does for
  * a directory on disk. `hdir` is the directory's name inside the archive. */
 static int open_hf(ar *a, const char *dir, const char *hdir, size_t hlen)
 {
 	qtk_model *m = a->m;
-	int rc = 0;
-	for (size_t i = 0; i < sizeof side_files / sizeof *side_files && !rc; i++) {
-		char *p = qtk_path_join(dir, side_files[i]);
-		if (!p)
-			return oom(a);
-		if (qtk_path_exists(p)) {
-			uint8_t *b = NULL;
-			size_t n = 0;
-			rc = qtk_slurp(p, QTK_CAP_BLOB, &b, &n, &m->err);
-			if (!rc && qtk_model_add_blob(m, side_files[i], b, n))
-				rc = oom(a);
-			qtk_free(b);
-		}
-		qtk_free(p);
-	}
+	int rc = qtk_hf_load_side_files(m, dir);
 	const qtk_blob *cb = rc ? NULL : qtk_blob_find(m, "config.json");
 	if (cb) {
 		qtk_json_doc d;

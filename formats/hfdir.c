@@ -515,7 +515,8 @@ static int hf_probe_path(const char *path)
 	return score;
 }
 
-static int load_blobs(qtk_model *m, const char *dir)
+/* Read the side files of HF directory `dir` into m's blobs (those present). */
+int qtk_hf_load_side_files(qtk_model *m, const char *dir)
 {
 	for (size_t i = 0; i < sizeof side_files / sizeof *side_files; i++) {
 		char *p = qtk_path_join(dir, side_files[i]);
@@ -549,7 +550,7 @@ static int hf_open(qtk_model *m)
 		qtk_free(cfgpath);
 		return rc;
 	}
-	if ((rc = load_blobs(m, dir)))
+	if ((rc = qtk_hf_load_side_files(m, dir)))
 		goto out;
 	const qtk_blob *cb = qtk_blob_find(m, "config.json");
 	if (!cb) {

@@ -180,6 +180,9 @@ extern const qtk_format qtk_format_zst;
 /* QPK: verify every part digest of tensor i (reads the whole tensor). */
 int qtk_qpk_verify_tensor(qtk_model *m, size_t i);
 
+/* HF directory: read the known side files (config.json, tokenizer files, ...) of dir into m's blobs. */
+int qtk_hf_load_side_files(qtk_model *m, const char *dir);
+
 /* Drop tensors, metadata and files (a plugin restarting its parse). */
 void qtk_fmt_reset_model(qtk_model *m);
 /* Add a data file to the model; returns its index or negative. */
