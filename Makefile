@@ -32,6 +32,11 @@ $(B)/%.o: %.c $(wildcard src/*.h formats/*.h cli/*.h convert/*.h inspect/*.h ver
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -c $< -o $@
 
+# the AVX2 build of the k-quant search (chosen at run time; identical results)
+ifneq ($(filter x86_64% i686% i386%,$(shell $(CC) -dumpmachine)),)
+$(B)/src/quant_k_avx2.o: CFLAGS_ALL += -mavx2
+endif
+
 $(B)/libqtk.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^

@@ -232,6 +232,52 @@ static inline void qv_sum4(qv4 a, qv4 b, qv4 c, qv4 d, float *out)
     out[3] = qv_sum(d);
 #endif
 }
+
+/* Eight-lane sums for the hot k-quant search (quant_k_aff.h): element i accumulates in lane
+ * i%8 and lanes fold as (l0+l4, l1+l5, l2+l6, l3+l7) before qv_sum's four-lane order. With
+ * AVX2 (quant_k_avx2.c is built with -mavx2 and chosen at run time) one 256-bit register,
+ * otherwise two qv4 halves doing the very same per-lane operations: identical results. */
+#if defined(__AVX2__)
+#include <immintrin.h>
+typedef __m256 qv8;
+static inline qv8 qv8_ld(const float *p) { return _mm256_loadu_ps(p); }
+static inline void qv8_st(float *p, qv8 a) { _mm256_storeu_ps(p, a); }
+static inline qv8 qv8_set(float a) { return _mm256_set1_ps(a); }
+static inline qv8 qv8_add(qv8 a, qv8 b) { return _mm256_add_ps(a, b); }
+static inline qv8 qv8_sub(qv8 a, qv8 b) { return _mm256_sub_ps(a, b); }
+static inline qv8 qv8_mul(qv8 a, qv8 b) { return _mm256_mul_ps(a, b); }
+static inline qv8 qv8_div(qv8 a, qv8 b) { return _mm256_div_ps(a, b); }
+static inline qv8 qv8_min(qv8 a, qv8 b) { return _mm256_min_ps(a, b); }
+static inline qv8 qv8_max(qv8 a, qv8 b) { return _mm256_max_ps(a, b); }
+static inline qv8 qv8_abs(qv8 a) { return _mm256_andnot_ps(_mm256_set1_ps(-0.f), a); }
+static inline qv4 qv8_fold(qv8 a)
+{
+    return _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+}
+#else
+typedef struct { qv4 lo, hi; } qv8;
+static inline qv8 qv8_ld(const float *p) { return (qv8){ qv_ld(p), qv_ld(p + 4) }; }
+static inline void qv8_st(float *p, qv8 a)
+{
+    qv_st(p, a.lo);
+    qv_st(p + 4, a.hi);
+}
+static inline qv8 qv8_set(float a) { return (qv8){ qv_set(a), qv_set(a) }; }
+static inline qv8 qv8_add(qv8 a, qv8 b) { return (qv8){ qv_add(a.lo, b.lo), qv_add(a.hi, b.hi) }; }
+static inline qv8 qv8_sub(qv8 a, qv8 b) { return (qv8){ qv_sub(a.lo, b.lo), qv_sub(a.hi, b.hi) }; }
+static inline qv8 qv8_mul(qv8 a, qv8 b) { return (qv8){ qv_mul(a.lo, b.lo), qv_mul(a.hi, b.hi) }; }
+static inline qv8 qv8_div(qv8 a, qv8 b) { return (qv8){ qv_div(a.lo, b.lo), qv_div(a.hi, b.hi) }; }
+static inline qv8 qv8_min(qv8 a, qv8 b) { return (qv8){ qv_min(a.lo, b.lo), qv_min(a.hi, b.hi) }; }
+static inline qv8 qv8_max(qv8 a, qv8 b) { return (qv8){ qv_max(a.lo, b.lo), qv_max(a.hi, b.hi) }; }
+static inline qv8 qv8_abs(qv8 a) { return (qv8){ qv_abs(a.lo), qv_abs(a.hi) }; }
+static inline qv4 qv8_fold(qv8 a) { return qv_add(a.lo, a.hi); }
+#endif
+static inline qv8 qv8_round(qv8 a)
+{
+    const qv8 m = qv8_set(12582912.f);
+    return qv8_sub(qv8_add(a, m), m);
+}
+static inline float qv8_sum(qv8 a) { return qv_sum(qv8_fold(a)); }
 #endif /* QTK_QUANT_IMPL */
 
 #endif /* QTK_QUANT_H */

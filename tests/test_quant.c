@@ -3,7 +3,8 @@
  * (a) Synthetic data from a fixed PRNG: round-trip error bounds per type, exactness where the
  *     input already lies on a grid, all-zero blocks, NaN/Inf inputs, determinism (twice, and
  *     row by row vs all rows at once), the importance-matrix path (lower weighted error than
- *     without), argument errors.
+ *     without), argument errors, and the AVX2 build of the affine k-quant search giving the
+ *     generic build's results bit for bit.
  * (b) Fixtures (skipped when absent): every tensor of llama-quantize's tiny-<TYPE>.gguf whose
  *     type we encode is re-encoded from tiny-f32.gguf; the RMSE of our decoded values against
  *     the float source must be <= that of llama.cpp's for EVERY tensor. Prints a per-type
@@ -11,6 +12,7 @@
  *
  * Run from the repository root. Last line: "N passed, N failed". */
 #include "quant.h"
+#include "quant_k.h"
 #include "dequant.h"
 #include "decode.h"
 #include "t.h"
@@ -225,6 +227,52 @@ static void test_determinism(void)
     free(x);
 }
 
+/* The AVX2 build of the affine search (quant_k_avx2.c) against the generic one: identical
+ * scales, mins, codes and errors for every superblock, with and without importance weights. */
+static void test_simd(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    if (!qtk_aff_have_avx2() || !__builtin_cpu_supports("avx2")) {
+        T_SKIP("no AVX2 build or CPU: the generic k-quant search is the only one");
+        return;
+    }
+    static const aff_cfg *const cfgs[] = { &qtk_aff_q2k, &qtk_aff_q4k, &qtk_aff_q5k };
+    static const char *const names[] = { "q2_k", "q4_k", "q5_k" };
+    float x[QK], w[QK];
+    for (int c = 0; c < 3; c++) {
+        int diff = 0;
+        for (int b = 0; b < 400; b++) {
+            const int kind = b % 8;
+            for (int i = 0; i < QK; i++) {
+                float v = gauss() * (kind == 1 ? 1e-6f : 0.03f);
+                if (kind == 2 && i % 37 == 0)
+                    v *= 40.f; /* outliers */
+                if (kind == 3)
+                    v = fabsf(v); /* no negative values: min clamps to 0 */
+                if (kind == 4)
+                    v = 0.25f; /* constant */
+                if (kind == 5 && i % 32 < 16)
+                    v = 0.f; /* half-zero sub-blocks */
+                x[i] = v;
+                w[i] = b % 2 ? unif() * 4.f * (i % 11 == 0 ? 0.f : 1.f) : 1.f;
+            }
+            aff_st a, v; /* sub-blocks beyond nsub are unused */
+            qtk_aff_block_c(cfgs[c], x, w, &a);
+            qtk_aff_block_avx2(cfgs[c], x, w, &v);
+            const size_t ns = (size_t)cfgs[c]->nsub * sizeof(int);
+            diff += memcmp(&a.d, &v.d, sizeof a.d) || memcmp(&a.dmin, &v.dmin, sizeof a.d) ||
+                    memcmp(a.ls, v.ls, ns) || memcmp(a.lm, v.lm, ns) ||
+                    memcmp(a.e, v.e, (size_t)cfgs[c]->nsub * sizeof(float)) ||
+                    memcmp(a.L, v.L, sizeof a.L);
+        }
+        CHECK(diff == 0, "%s: AVX2 search differs from the generic one in %d of 400 superblocks",
+              names[c], diff);
+    }
+#else
+    T_SKIP("not x86: no AVX2 build");
+#endif
+}
+
 static void test_imatrix(void)
 {
     const uint64_t rows = 32, n = 512;
@@ -395,6 +443,7 @@ int main(void)
     test_exact();
     test_zero_nan();
     test_determinism();
+    test_simd();
     test_imatrix();
     test_roundtrip();
     test_fixtures();

@@ -1,0 +1,56 @@
+/* quant_k.h - shared by quant_k.c and the per-instruction-set builds of the affine k-quant
+ * search (quant_k_aff.h, included by quant_k.c and quant_k_avx2.c). Internal. */
+#ifndef QTK_QUANT_K_H
+#define QTK_QUANT_K_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#define QK 256
+
+/* affine types: y = (d*ls)*q - dmin*lm */
+typedef struct {
+    int sub, nsub, nmax, smax; /* sub-block size and count, code max, sub-scale max */
+    float rmin, rdelta;        /* ggml's make_qkx2_quants sweep */
+    int nstep;
+    bool mad;                  /* ggml's sweep scores |error| (q2_k) */
+    bool wabs;                 /* ggml's weights: |x| (q2_k) or rms + |x| */
+} aff_cfg;
+
+typedef struct {
+    float d, dmin;
+    int ls[16], lm[16];
+    float e[16];
+    float L[QK]; /* codes, as floats */
+} aff_st;
+
+/* the search settings of q2_k, q4_k and q5_k */
+extern const aff_cfg qtk_aff_q2k, qtk_aff_q4k, qtk_aff_q5k;
+
+/* One superblock of 256 values x under importance w: the chosen scales, mins and codes. The
+ * generic build and the AVX2 build give identical results (quant.h's eight-lane order). */
+void qtk_aff_block_c(const aff_cfg *c, const float *x, const float *w, aff_st *st);
+void qtk_aff_block_avx2(const aff_cfg *c, const float *x, const float *w, aff_st *st);
+/* false when this build has no AVX2 variant */
+bool qtk_aff_have_avx2(void);
+
+/* round to nearest, ties to even, |v| < 2^22 */
+static inline int qrint(float v)
+{
+    const float t = v + 12582912.f;
+    uint32_t i;
+    memcpy(&i, &t, sizeof i);
+    return (int)(i & 0x007fffffu) - 0x00400000;
+}
+
+static inline int qclr(float v, int lo, int hi)
+{
+    if (v < (float)lo)
+        v = (float)lo;
+    if (v > (float)hi)
+        v = (float)hi;
+    return qrint(v);
+}
+
+#endif
