@@ -142,6 +142,7 @@ typedef struct prov_state {
 	char params[4][48];
 	const char *pp[4];
 	qtk_err *err;
+	qtk_err sink_err; /* the sink runs on the writer's tee thread: its own error */
 } prov_state;
 
 static int prov_tee(void *ctx, size_t tensor, const void *buf, size_t n)
@@ -197,17 +198,27 @@ static int prov_begin(prov_state *p, qtk_model *in, qtk_model *d, const conv_opt
 	} else if (!rc && qtk_model_set_kv_str(d, QTK_PROV_KEY, p->ph)) {
 		rc = qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");
 	}
-	rc = rc ? rc : qtk_digest_sink_new(d, &p->sink, err);
+	rc = rc ? rc : qtk_digest_sink_new(d, &p->sink, &p->sink_err);
 	wo->tee = prov_tee;
 	wo->tee_ctx = p;
+	wo->tee_async = true; /* output digests overlap the conversion */
+	wo->tee_err = &p->sink_err;
+	wo->patch_pending = true; /* prov_end patches the header: hash the files once, after it */
 	return rc;
 }
 
 /* All data written: the final record replaces the reserved one. */
 static int prov_end(prov_state *p, qtk_writer *w)
 {
-	int rc = qtk_digest_sink_finish(p->sink, &p->od);
+	int rc = qtk_writer_drain(w);
+	if (rc)
+		return rc;
+	rc = qtk_digest_sink_finish(p->sink, &p->od);
 	p->sink = NULL;
+	if (rc) {
+		*p->err = p->sink_err;
+		return rc;
+	}
 	p->b.out_digests = &p->od;
 	rc = rc ? rc : qtk_prov_build(&p->b, &p->fin, p->err);
 	return rc ? rc : qtk_writer_patch_header(w, prov_patch, p);

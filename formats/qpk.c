@@ -1649,6 +1649,7 @@ static int qpk_w_begin(qtk_writer *w)
 	}
 	if (!rc && !(rc = qtk_ofile_open(&s->f, w->path, w->err))) {
 		s->f.outs = w->opts.outs;
+		s->f.defer_hash = w->opts.patch_pending;
 		if (!(rc = qtk_ofile_write(&s->f, s->hdr, sizeof s->hdr)) && !(rc = qtk_ofile_write(&s->f, st, sn)))
 			rc = qtk_ofile_pad(&s->f, align_up(s->f.written, s->align) - s->f.written);
 		s->data_off = s->f.written;

@@ -134,6 +134,7 @@ typedef struct qtk_ofile {
 	qtk_outlist *outs;   /* optional: committed files are recorded here */
 	bool synced;         /* flushed, fsynced and closed; only the rename is left */
 	bool rehash;         /* bytes were patched: recompute the SHA-256 from the file */
+	bool defer_hash;     /* a patch will come: no SHA-256 while writing, one pass at sync */
 	uint8_t sha256[32];  /* valid once synced */
 } qtk_ofile;
 
@@ -210,6 +211,7 @@ struct qtk_writer {
 	int cur_part;
 	uint64_t cur_left;  /* bytes left in the current part */
 	void *priv;
+	struct qtk_teeq *teeq; /* opts.tee_async: the tee's queue and thread */
 };
 
 extern const qtk_writer_ops qtk_gguf_writer;

@@ -428,7 +428,7 @@ int qtk_ofile_open(qtk_ofile *f, const char *path, qtk_err *err)
 static int ofile_flush(qtk_ofile *f)
 {
 	size_t off = 0;
-	if (f->blen && EVP_DigestUpdate(f->md, f->buf, f->blen) != 1)
+	if (f->blen && !f->defer_hash && EVP_DigestUpdate(f->md, f->buf, f->blen) != 1)
 		return qtk_err_set(f->err, QTK_E_INTERNAL, f->final_path, -1, NULL, "SHA-256 update failed");
 	while (off < f->blen) {
 		ssize_t w = write(f->fd, f->buf + off, f->blen - off);
@@ -531,7 +531,7 @@ int qtk_ofile_sync(qtk_ofile *f)
 	if (f->synced)
 		return 0;
 	int rc = ofile_flush(f);
-	if (!rc && f->rehash)
+	if (!rc && (f->rehash || f->defer_hash))
 		rc = ofile_rehash(f);
 	if (rc)
 		return rc;

@@ -254,6 +254,14 @@ typedef struct qtk_write_opts {
 	/* optional: sees every byte handed to qtk_writer_put, with its tensor's index (digests) */
 	int (*tee)(void *ctx, size_t tensor, const void *buf, size_t n);
 	void *tee_ctx;
+	/* optional: run the tee on a thread of its own, on copies of the bytes, while the caller
+	 * goes on (at most 32 MiB queued); its failures are reported by a later put, by
+	 * qtk_writer_drain or by finish, with the message the tee left in *tee_err */
+	bool tee_async;
+	qtk_err *tee_err;
+	/* the caller will call qtk_writer_patch_header: files whose header is patched are hashed
+	 * once, after the patch, instead of while writing and again after it */
+	bool patch_pending;
 } qtk_write_opts;
 
 /* Kind of output selected by path form (SPEC §2.1). */
@@ -276,6 +284,8 @@ int qtk_writer_put(qtk_writer *w, const void *buf, size_t n);
 int qtk_writer_patch_header(qtk_writer *w, int (*fn)(void *ctx, uint8_t *buf, size_t n), void *ctx);
 /* Finalize: fsync and rename. Frees w. */
 int qtk_writer_finish(qtk_writer *w);
+/* Wait until the tee has seen every byte put so far; its failure, if any. */
+int qtk_writer_drain(qtk_writer *w);
 /* Remove temporaries. Frees w. Accepts NULL. */
 void qtk_writer_abort(qtk_writer *w);
 /* Output files actually written (valid after finish until the desc model is freed). */

@@ -1,6 +1,155 @@
 /* writer.c - output kind selection and the streaming writer front end. */
 #include "internal.h"
+#include <pthread.h>
 #include <string.h>
+
+/* ---- the asynchronous tee (opts.tee_async) ----
+ * The bytes of every put are copied into a FIFO that one thread hands to the tee in order, so
+ * the tee (content digests: hashing, decoding) overlaps the caller's next compute and I/O.
+ * The tee sees exactly the bytes and order it would see synchronously. */
+#define TEEQ_CAP ((size_t)32 << 20)
+
+typedef struct teeq_item {
+	struct teeq_item *next;
+	size_t tensor, n;
+	uint8_t data[];
+} teeq_item;
+
+struct qtk_teeq {
+	pthread_t th;
+	pthread_mutex_t mu;
+	pthread_cond_t cv; /* items queued, items done, or stop */
+	teeq_item *head, *tail;
+	size_t bytes;      /* queued, not yet handed to the tee */
+	bool busy, stop;
+	int rc;            /* the tee's first failure */
+	int (*tee)(void *ctx, size_t tensor, const void *buf, size_t n);
+	void *ctx;
+};
+
+static void *teeq_main(void *arg)
+{
+	struct qtk_teeq *q = arg;
+	pthread_mutex_lock(&q->mu);
+	for (;;) {
+		while (!q->head && !q->stop)
+			pthread_cond_wait(&q->cv, &q->mu);
+		if (!q->head)
+			break;
+		teeq_item *it = q->head;
+		q->head = it->next;
+		if (!q->head)
+			q->tail = NULL;
+		q->busy = true;
+		int rc = q->rc;
+		pthread_mutex_unlock(&q->mu);
+		if (!rc)
+			rc = q->tee(q->ctx, it->tensor, it->data, it->n);
+		pthread_mutex_lock(&q->mu);
+		q->bytes -= it->n;
+		q->busy = false;
+		if (rc && !q->rc)
+			q->rc = rc;
+		qtk_free(it);
+		pthread_cond_broadcast(&q->cv);
+	}
+	pthread_mutex_unlock(&q->mu);
+	return NULL;
+}
+
+/* The tee's failure (its message copied into the writer's error). Call with q->mu held. */
+static int teeq_failed(qtk_writer *w, struct qtk_teeq *q)
+{
+	if (q->rc && w->opts.tee_err && w->opts.tee_err != w->err)
+		*w->err = *w->opts.tee_err;
+	return q->rc;
+}
+
+static int teeq_push(qtk_writer *w, size_t tensor, const void *buf, size_t n)
+{
+	struct qtk_teeq *q = w->teeq;
+	teeq_item *it = qtk_malloc(sizeof *it + n);
+	if (!it)
+		return qtk_err_set(w->err, QTK_E_IO, w->path, -1, NULL, "out of memory");
+	it->next = NULL;
+	it->tensor = tensor;
+	it->n = n;
+	memcpy(it->data, buf, n);
+	pthread_mutex_lock(&q->mu);
+	while (!q->rc && q->bytes && q->bytes + n > TEEQ_CAP)
+		pthread_cond_wait(&q->cv, &q->mu);
+	int rc = teeq_failed(w, q);
+	if (rc) {
+		pthread_mutex_unlock(&q->mu);
+		qtk_free(it);
+		return rc;
+	}
+	if (q->tail)
+		q->tail->next = it;
+	else
+		q->head = it;
+	q->tail = it;
+	q->bytes += n;
+	pthread_cond_broadcast(&q->cv);
+	pthread_mutex_unlock(&q->mu);
+	return 0;
+}
+
+int qtk_writer_drain(qtk_writer *w)
+{
+	struct qtk_teeq *q = w->teeq;
+	if (!q)
+		return 0;
+	pthread_mutex_lock(&q->mu);
+	while (q->head || q->busy)
+		pthread_cond_wait(&q->cv, &q->mu);
+	int rc = teeq_failed(w, q);
+	pthread_mutex_unlock(&q->mu);
+	return rc;
+}
+
+/* Stop the thread (after the queue has run dry) and free the queue. */
+static void teeq_end(qtk_writer *w)
+{
+	struct qtk_teeq *q = w->teeq;
+	if (!q)
+		return;
+	pthread_mutex_lock(&q->mu);
+	q->stop = true;
+	pthread_cond_broadcast(&q->cv);
+	pthread_mutex_unlock(&q->mu);
+	pthread_join(q->th, NULL);
+	pthread_mutex_destroy(&q->mu);
+	pthread_cond_destroy(&q->cv);
+	qtk_free(q);
+	w->teeq = NULL;
+}
+
+static int teeq_start(qtk_writer *w)
+{
+	struct qtk_teeq *q = qtk_calloc(1, sizeof *q);
+	if (!q)
+		return qtk_err_set(w->err, QTK_E_IO, w->path, -1, NULL, "out of memory");
+	q->tee = w->opts.tee;
+	q->ctx = w->opts.tee_ctx;
+	if (pthread_mutex_init(&q->mu, NULL)) {
+		qtk_free(q);
+		return qtk_err_set(w->err, QTK_E_IO, w->path, -1, NULL, "cannot start the digest thread");
+	}
+	if (pthread_cond_init(&q->cv, NULL)) {
+		pthread_mutex_destroy(&q->mu);
+		qtk_free(q);
+		return qtk_err_set(w->err, QTK_E_IO, w->path, -1, NULL, "cannot start the digest thread");
+	}
+	if (pthread_create(&q->th, NULL, teeq_main, q)) {
+		pthread_cond_destroy(&q->cv);
+		pthread_mutex_destroy(&q->mu);
+		qtk_free(q);
+		return qtk_err_set(w->err, QTK_E_IO, w->path, -1, NULL, "cannot start the digest thread");
+	}
+	w->teeq = q;
+	return 0;
+}
 
 static bool ends_with(const char *s, const char *suf)
 {
@@ -77,7 +226,7 @@ qtk_writer *qtk_writer_open(const char *path, qtk_out_kind kind, const qtk_model
 	if (o)
 		w->opts = *o;
 	w->err = err;
-	if (ops->begin(w) || start_part(w)) {
+	if (ops->begin(w) || (w->opts.tee && w->opts.tee_async && teeq_start(w)) || start_part(w)) {
 		qtk_writer_abort(w);
 		return NULL;
 	}
@@ -93,7 +242,9 @@ int qtk_writer_put(qtk_writer *w, const void *buf, size_t n)
 		size_t k = n < w->cur_left ? n : (size_t)w->cur_left;
 		if (k) {
 			int rc = w->ops->put(w, p, k);
-			if (!rc && w->opts.tee)
+			if (!rc && w->teeq)
+				rc = teeq_push(w, w->cur_tensor, p, k);
+			else if (!rc && w->opts.tee)
 				rc = w->opts.tee(w->opts.tee_ctx, w->cur_tensor, p, k);
 			if (rc)
 				return rc;
@@ -115,16 +266,18 @@ int qtk_writer_patch_header(qtk_writer *w, int (*fn)(void *ctx, uint8_t *buf, si
 {
 	if (!w->ops->patch_header)
 		return qtk_err_set(w->err, QTK_E_USAGE, w->path, -1, NULL, "this output kind cannot rewrite its header");
-	return w->ops->patch_header(w, fn, ctx);
+	int rc = qtk_writer_drain(w);
+	return rc ? rc : w->ops->patch_header(w, fn, ctx);
 }
 
 int qtk_writer_finish(qtk_writer *w)
 {
-	int rc;
-	if (w->cur_tensor < w->desc->ntensors)
+	int rc = qtk_writer_drain(w);
+	teeq_end(w);
+	if (!rc && w->cur_tensor < w->desc->ntensors)
 		rc = qtk_err_set(w->err, QTK_E_INTERNAL, w->path, -1, w->desc->tensors[w->cur_tensor].name,
 				 "tensor data missing");
-	else
+	else if (!rc)
 		rc = w->ops->finish(w);
 	if (rc) {
 		qtk_writer_abort(w);
@@ -139,6 +292,7 @@ void qtk_writer_abort(qtk_writer *w)
 {
 	if (!w)
 		return;
+	teeq_end(w);
 	if (w->ops && w->ops->abort)
 		w->ops->abort(w);
 	qtk_free(w->path);

@@ -5,6 +5,8 @@
 #include "digest.h"
 #include "prov.h"
 #include <math.h>
+#include <openssl/sha.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -460,6 +462,95 @@ static void test_sink(void)
 	qtk_close(m);
 }
 
+/* The writer's asynchronous tee (qconvert's output digests): the sink on its own thread sees
+ * the very bytes a synchronous tee sees; a deferred file hash (patch_pending) equals the SHA-256
+ * of the file on disk; a tee failure surfaces from put, drain or finish with the tee's message,
+ * and leaves no output. */
+typedef struct {
+	qtk_digest_sink *sk;
+	qtk_err *err;
+	size_t calls, fail_at;
+} async_ctx;
+
+static int async_tee(void *ctx, size_t tensor, const void *buf, size_t n)
+{
+	async_ctx *a = ctx;
+	if (a->fail_at && ++a->calls >= a->fail_at)
+		return qtk_err_set(a->err, QTK_E_INTERNAL, NULL, -1, "tee", "injected tee failure");
+	return a->sk ? qtk_digest_sink_put(a->sk, tensor, buf, n) : 0;
+}
+
+static void test_async_tee(void)
+{
+	qtk_err err, terr;
+	qtk_model *m = qtk_open(path_in("a.gguf"), &err);
+	if (!m) {
+		CHECK(0, "open: %s", err.msg);
+		return;
+	}
+	for (int fail = 0; fail < 2; fail++) {
+		qtk_outlist outs = {0};
+		async_ctx a = {NULL, &terr, 0, fail ? 3 : 0};
+		qtk_err_clear(&terr);
+		CHECK(!qtk_digest_sink_new(m, &a.sk, &terr), "sink");
+		qtk_write_opts o = {0};
+		o.outs = &outs;
+		o.tee = async_tee;
+		o.tee_ctx = &a;
+		o.tee_async = true;
+		o.tee_err = &terr;
+		o.patch_pending = true;
+		const char *path = path_in(fail ? "async-fail.gguf" : "async.gguf");
+		qtk_writer *w = qtk_writer_open(path, QTK_OUT_GGUF, m, &o, &err);
+		int rc = w ? 0 : -1;
+		for (size_t i = 0; i < m->ntensors && !rc; i++) {
+			uint8_t *whole = NULL;
+			rc = qtk_read_part_alloc(m, &m->tensors[i], 0, &whole);
+			/* in pieces, so the queue holds several items */
+			for (size_t off = 0; !rc && off < m->tensors[i].parts[0].nbytes; off += 700) {
+				size_t k = (size_t)m->tensors[i].parts[0].nbytes - off;
+				rc = qtk_writer_put(w, whole + off, k < 700 ? k : 700);
+			}
+			qtk_free(whole);
+		}
+		rc = rc ? rc : qtk_writer_drain(w);
+		if (!fail) {
+			qtk_digests got, want;
+			CHECK(rc == 0, "async tee: %s", err.msg);
+			rc = rc ? rc : qtk_writer_finish(w);
+			CHECK(rc == 0 && !qtk_digest_sink_finish(a.sk, &got), "finish: %s", err.msg);
+			CHECK(!qtk_digest_model(m, NULL, &want, &err), "model digests");
+			CHECK(!memcmp(got.enc_root, want.enc_root, 32) && !memcmp(got.dec_root, want.dec_root, 32),
+			      "asynchronous sink == reading the file");
+			qtk_digests_free(&got);
+			qtk_digests_free(&want);
+			/* the file hash, taken once at sync, is the file's */
+			FILE *f = fopen(path, "rb");
+			uint8_t md[32], *data = NULL;
+			long len = 0;
+			if (f && !fseek(f, 0, SEEK_END) && (len = ftell(f)) > 0 && !fseek(f, 0, SEEK_SET) &&
+			    (data = malloc((size_t)len)) && fread(data, 1, (size_t)len, f) == (size_t)len)
+				SHA256(data, (size_t)len, md);
+			CHECK(data && outs.n == 1 && !memcmp(outs.f[0].sha256, md, 32),
+			      "deferred SHA-256 of %s is the file's", path);
+			free(data);
+			if (f)
+				fclose(f);
+		} else {
+			if (!rc)
+				rc = qtk_writer_finish(w);
+			else
+				qtk_writer_abort(w);
+			qtk_digest_sink_free(a.sk);
+			CHECK(rc == QTK_E_INTERNAL && strstr(err.msg, "injected tee failure"),
+			      "a failing asynchronous tee fails the write with its message: %d %s", rc, err.msg);
+			CHECK(access(path, F_OK) != 0, "no output after a tee failure");
+		}
+		qtk_outlist_free(&outs);
+	}
+	qtk_close(m);
+}
+
 /* The design qconvert follows (docs/provenance.md §3): the record is reserved with placeholders
  * in the header, the output digests come from the bytes as they are written, and the
  * reserved bytes are patched before commit. Done here by hand for GGUF and safetensors. */
@@ -653,6 +744,7 @@ int main(void)
 	test_streaming();
 	test_records();
 	test_sink();
+	test_async_tee();
 	reserve_and_patch(QTK_OUT_GGUF, "patched.gguf");
 	reserve_and_patch(QTK_OUT_SAFETENSORS, "patched.safetensors");
 	test_hostile();
