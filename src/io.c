@@ -526,17 +526,44 @@ static int ofile_rehash(qtk_ofile *f)
 	return rc;
 }
 
+typedef struct {
+	int fd, rc, err;
+} fsync_job;
+
+static void *fsync_main(void *arg)
+{
+	fsync_job *j = arg;
+	j->rc = fsync(j->fd);
+	j->err = errno;
+	return NULL;
+}
+
 int qtk_ofile_sync(qtk_ofile *f)
 {
 	if (f->synced)
 		return 0;
 	int rc = ofile_flush(f);
-	if (!rc && (f->rehash || f->defer_hash))
-		rc = ofile_rehash(f);
 	if (rc)
 		return rc;
-	if (fsync(f->fd) != 0)
+	/* the hash pass reads the page cache while the fsync writes it back */
+	const bool hash = f->rehash || f->defer_hash;
+	fsync_job fj = {f->fd, 0, 0};
+	pthread_t th;
+	const bool threaded = hash && pthread_create(&th, NULL, fsync_main, &fj) == 0;
+	if (hash)
+		rc = ofile_rehash(f);
+	if (threaded) {
+		pthread_join(th, NULL);
+	} else {
+		fj.rc = fsync(f->fd);
+		fj.err = errno;
+	}
+	if (rc)
+		return rc;
+	if (fj.rc != 0) {
+		errno = fj.err;
 		return qtk_err_sys(f->err, f->final_path, "fsync failed");
+	}
 	if (fchmod(f->fd, 0644) != 0)
 		return qtk_err_sys(f->err, f->final_path, "chmod failed");
 	if (close(f->fd) != 0) {

@@ -2,6 +2,7 @@
 #include "prov.h"
 #include "st_json.h"
 #include <openssl/evp.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -635,6 +636,20 @@ int qtk_hash_model_files(qtk_model *m, qtk_filelist *out, qtk_err *err)
 
 /* ---- building --------------------------------------------------------------------------- */
 
+typedef struct {
+	qtk_model *m;
+	qtk_filelist *out;
+	qtk_err err;
+	int rc;
+} files_job;
+
+static void *files_main(void *arg)
+{
+	files_job *j = arg;
+	j->rc = qtk_hash_model_files(j->m, j->out, &j->err);
+	return NULL;
+}
+
 static cJSON *hexstr(const uint8_t *d)
 {
 	char h[65];
@@ -985,11 +1000,23 @@ int qtk_prov_build(qtk_prov_builder *b, char **json, qtk_err *err)
 	if (!b->src || !b->out)
 		return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, NULL, "provenance builder needs source and output");
 	if (!b->cached) {
+		/* the files' SHA-256 (one sequential stream each) on a thread of its own, beside the
+		 * content digests (parallel over tensors): both read the source, neither waits */
 		qtk_digest_opts o = {.threads = b->threads};
+		files_job fj = {b->src, &b->files_cache, {0}, 0};
+		pthread_t th;
+		bool threaded = !b->src_files && !b->src_digests &&
+				pthread_create(&th, NULL, files_main, &fj) == 0;
 		if (!b->src_digests)
 			rc = qtk_digest_model(b->src, &o, &b->src_cache, err);
-		if (!rc && !b->src_files)
-			rc = qtk_hash_model_files(b->src, &b->files_cache, err);
+		if (threaded)
+			pthread_join(th, NULL);
+		else if (!rc && !b->src_files)
+			fj.rc = qtk_hash_model_files(b->src, &b->files_cache, &fj.err);
+		if (!rc && fj.rc) {
+			*err = fj.err;
+			rc = fj.rc;
+		}
 		if (rc)
 			return rc;
 		b->cached = true;
