@@ -391,18 +391,22 @@ static int run_rows(qtk_model *in, qtk_writer *w, const plan *p, int threads, te
 #define GROUP_SLICE 256u
 
 typedef struct gslices {
-	const float *x;
+	const float *x;    /* values of output features base .. base+nrows-1 */
 	const qtk_tensor *o;
 	uint32_t out, in;
-	uint8_t **pp;  /* the whole output parts */
-	int *rc;       /* per slice */
+	uint32_t base, nrows;
+	uint8_t **pp;      /* the whole output parts */
+	int *rc;           /* per slice */
+	errstat *es;       /* optional, per slice: the slice decoded against its values */
 } gslices;
 
 static void gslice_job(void *ctx, size_t si)
 {
 	gslices *g = ctx;
 	const qtk_tensor *o = g->o;
-	uint32_t o0 = (uint32_t)si * GROUP_SLICE, n = g->out - o0 < GROUP_SLICE ? g->out - o0 : GROUP_SLICE;
+	uint32_t w0 = (uint32_t)si * GROUP_SLICE, n = g->nrows - w0 < GROUP_SLICE ? g->nrows - w0 : GROUP_SLICE;
+	uint32_t o0 = g->base + w0;
+	const float *x = g->x + (uint64_t)w0 * g->in;
 	bool awq = o->layout.kind == QTK_LAYOUT_AWQ;
 	unsigned bits = o->layout.bits;
 	uint32_t group = o->layout.group_size, ng = g->in / group;
@@ -414,9 +418,19 @@ static void gslice_job(void *ctx, size_t si)
 	int32_t *gi = qtk_calloc(g->in, 4);
 	int rc = -1;
 	if (qw && qz && sc && gi)
-		rc = awq ? qtk_quant_awq(g->x + (uint64_t)o0 * g->in, n, g->in, group, qw, qz, sc)
-			 : qtk_quant_gptq(g->x + (uint64_t)o0 * g->in, n, g->in, group, bits, o->layout.sym,
-					  o->layout.gptq_version, qw, qz, sc, gi);
+		rc = awq ? qtk_quant_awq(x, n, g->in, group, qw, qz, sc)
+			 : qtk_quant_gptq(x, n, g->in, group, bits, o->layout.sym, o->layout.gptq_version, qw, qz, sc,
+					  gi);
+	if (!rc && g->es) {
+		/* the slice is an AWQ/GPTQ tensor of its own: decode it and compare */
+		float *y = qtk_malloc((size_t)n * g->in * sizeof *y);
+		rc = !y ? -1
+		     : awq ? qtk_dequant_awq(qw, qz, sc, g->in, n, group, y)
+			   : qtk_dequant_gptq(qw, qz, sc, gi, g->in, n, group, ng, bits, o->layout.gptq_version, y);
+		if (!rc)
+			errstat_add(&g->es[si], x, y, (uint64_t)n * g->in);
+		qtk_free(y);
+	}
 	if (!rc) {
 		uint64_t full_q = awq ? g->out / 8 : g->out, full_z = awq ? g->out / 8 : (uint64_t)g->out * bits / 32;
 		uint64_t q0 = awq ? o0 / 8 : o0, z0 = awq ? o0 / 8 : (uint64_t)o0 * bits / 32;
@@ -436,14 +450,17 @@ static void gslice_job(void *ctx, size_t si)
 	qtk_free(gi);
 }
 
-static int quant_groups(const float *x, const qtk_tensor *o, uint8_t **pp, int threads)
+/* Fit output features base .. base+nrows-1 (values x) into the whole parts pp; with es, each
+ * slice is also decoded and its error added to es[slice]. */
+static int quant_groups(const float *x, const qtk_tensor *o, uint32_t base, uint32_t nrows, uint8_t **pp,
+			errstat *es, int threads)
 {
 	uint32_t out = (uint32_t)o->shape[0], in = (uint32_t)o->shape[1];
-	size_t ns = (out + GROUP_SLICE - 1) / GROUP_SLICE;
+	size_t ns = (nrows + GROUP_SLICE - 1) / GROUP_SLICE;
 	int *rc = qtk_calloc(ns, sizeof *rc);
 	if (!rc)
 		return -1;
-	gslices g = {x, o, out, in, pp, rc};
+	gslices g = {x, o, out, in, base, nrows, pp, rc, es};
 	qtk_parallel_for(threads, ns, gslice_job, &g);
 	int r = 0;
 	for (size_t i = 0; i < ns; i++)
@@ -452,26 +469,92 @@ static int quant_groups(const float *x, const qtk_tensor *o, uint8_t **pp, int t
 	return r;
 }
 
+/* A plain tensor re-fitted to AWQ/GPTQ in windows of output features (rows of the source,
+ * Q/K-permuted when the plan says so): only a window's values are held beside the packed
+ * output (about half a byte per weight), whatever the tensor's size. */
+static int refit_streamed(qtk_model *in, const plan *p, uint8_t **pp, int threads, tensor_result *r, qtk_err *err)
+{
+	const qtk_tensor *t = p->src, *o = &p->out;
+	uint32_t out = (uint32_t)t->shape[0], inf = (uint32_t)t->shape[1];
+	uint64_t rb;
+	if (qtk_type_nbytes(t->layout.type, inf, &rb))
+		return qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "row size does not fit the type");
+	if (p->perm_heads && out % (2 * (uint32_t)p->perm_heads))
+		return qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "%u rows cannot be split into %d heads", out,
+				   p->perm_heads);
+	uint32_t win = (uint32_t)(WINDOW_ELEMS / inf / GROUP_SLICE * GROUP_SLICE);
+	if (win < GROUP_SLICE)
+		win = GROUP_SLICE;
+	if (win > out)
+		win = out;
+	float *x = qtk_malloc((size_t)win * inf * sizeof *x);
+	uint8_t *raw = qtk_malloc((size_t)(win * rb));
+	errstat *es = qtk_calloc((win + GROUP_SLICE - 1) / GROUP_SLICE, sizeof *es), total;
+	memset(&total, 0, sizeof total);
+	int rc = x && raw && es ? 0 : qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
+	for (uint32_t o0 = 0; o0 < out && !rc; o0 += win) {
+		uint32_t nr = out - o0 < win ? out - o0 : win;
+		if (!p->perm_heads) {
+			rc = qtk_read_part(in, t, 0, o0 * rb, raw, (size_t)(nr * rb));
+		} else {
+			for (uint32_t k = 0; k < nr && !rc; k++) {
+				uint64_t src = hfmap_permute_src_row(o0 + k, out, p->perm_heads, p->perm_inverse);
+				rc = qtk_read_part(in, t, 0, src * rb, raw + k * rb, (size_t)rb);
+			}
+		}
+		if (rc) {
+			*err = in->err;
+			break;
+		}
+		if (qtk_dequant_ggml(t->layout.type, raw, x, (uint64_t)nr * inf)) {
+			rc = qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "cannot decode this type");
+			break;
+		}
+		size_t ns = (nr + GROUP_SLICE - 1) / GROUP_SLICE;
+		memset(es, 0, ns * sizeof *es);
+		if (quant_groups(x, o, o0, nr, pp, es, threads)) {
+			rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "the %s encoder failed",
+					 o->layout.kind == QTK_LAYOUT_AWQ ? "AWQ" : "GPTQ");
+			break;
+		}
+		for (size_t k = 0; k < ns; k++)
+			errstat_merge(&total, &es[k]);
+	}
+	if (!rc)
+		errstat_finish(&total, r);
+	qtk_free(x);
+	qtk_free(raw);
+	qtk_free(es);
+	return rc;
+}
+
 /* Whole tensor to AWQ/GPTQ: repack the source's integers when they fit the
- * target, else fit every group to the decoded values. */
+ * target, else fit every group to the decoded values (streamed for plain sources). */
 static int run_groups(qtk_model *in, qtk_writer *w, const plan *p, int threads, tensor_result *r, qtk_err *err)
 {
 	const qtk_tensor *t = p->src, *o = &p->out;
 	uint32_t out = (uint32_t)t->shape[0], inf = (uint32_t)t->shape[1];
 	uint64_t n = t->n_params;
 	bool awq = o->layout.kind == QTK_LAYOUT_AWQ;
-	float *x = qtk_malloc((size_t)n * sizeof *x), *y = qtk_malloc((size_t)n * sizeof *y);
+	float *x = NULL, *y = NULL;
 	uint8_t *pp[4] = {NULL, NULL, NULL, NULL};
 	qgroups g;
 	memset(&g, 0, sizeof g);
 	int rc = 0;
-	if (!x || !y) {
-		rc = qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
-		goto out;
-	}
 	for (int k = 0; k < o->nparts && !rc; k++)
 		if (!(pp[k] = qtk_calloc(1, (size_t)o->parts[k].nbytes + 8)))
 			rc = qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
+	/* plain sources without integers the target can take: fitted window by window */
+	const bool ints = t->layout.kind == QTK_LAYOUT_PLAIN &&
+			  (t->layout.type == QTK_T_Q4_0 || t->layout.type == QTK_T_Q8_0 || t->layout.type == QTK_T_Q4_1);
+	if (!rc && t->layout.kind == QTK_LAYOUT_PLAIN && !ints) {
+		rc = refit_streamed(in, p, pp, threads, r, err);
+		goto put;
+	}
+	x = rc ? NULL : qtk_malloc((size_t)n * sizeof *x);
+	y = x ? qtk_malloc((size_t)n * sizeof *y) : NULL;
+	if (!rc && (!x || !y))
+		rc = qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
 	if (!rc && qtk_decode_tensor(in, t, x)) {
 		*err = in->err;
 		rc = err->code;
@@ -513,7 +596,7 @@ static int run_groups(qtk_model *in, qtk_writer *w, const plan *p, int threads, 
 	if (!packed) {
 		for (int k = 0; k < o->nparts; k++)
 			memset(pp[k], 0, (size_t)o->parts[k].nbytes);
-		int q = quant_groups(x, o, pp, threads);
+		int q = quant_groups(x, o, 0, out, pp, NULL, threads);
 		if (q) {
 			rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "the %s encoder failed", awq ? "AWQ" : "GPTQ");
 			goto out;
@@ -533,6 +616,7 @@ static int run_groups(qtk_model *in, qtk_writer *w, const plan *p, int threads, 
 	memset(&e, 0, sizeof e);
 	errstat_add(&e, x, y, n);
 	errstat_finish(&e, r);
+put:
 	for (int k = 0; k < o->nparts && !rc; k++)
 		rc = qtk_writer_put(w, pp[k], (size_t)o->parts[k].nbytes);
 out:

@@ -110,6 +110,15 @@ void hfmap_permute_rows(const uint8_t *src, uint8_t *dst, uint64_t rows, uint64_
 			}
 }
 
+uint64_t hfmap_permute_src_row(uint64_t to, uint64_t rows, int heads, bool inverse)
+{
+	if (heads <= 0 || rows % ((uint64_t)heads * 2) != 0)
+		return to;
+	uint64_t hd = rows / (uint64_t)heads, half = hd / 2, h = to / hd, r = to % hd;
+	/* HF row h*hd + j*half + i  <->  GGUF row h*hd + i*2 + j */
+	return inverse ? h * hd + (r % half) * 2 + r / half : h * hd + (r % 2) * half + r / 2;
+}
+
 /* ---- tensor names ----------------------------------------------------------- */
 
 typedef struct name_pair { const char *hf, *gguf; } name_pair;
@@ -160,19 +169,24 @@ static size_t parse_bid(const char *s, unsigned long *bid)
 	return i;
 }
 
-/* HF -> GGUF name into out (NULL when unmapped). */
-static bool map_hf_name(const char *name, int *kind, char *buf, size_t cap)
+static const char *side(const name_pair *p, bool gguf) { return gguf ? p->gguf : p->hf; }
+
+/* A tensor name mapped HF -> GGUF (to_gguf) or GGUF -> HF into buf; false when the name has no
+ * mapping. kind: 'q' or 'k' for the attention Q and K projections (rows permuted), else 0. */
+static bool map_name(const char *name, bool to_gguf, int *kind, char *buf, size_t cap)
 {
+	const bool from_gguf = !to_gguf;
+	const char *pre = from_gguf ? "blk." : "model.layers.", *out_pre = to_gguf ? "blk." : "model.layers.";
 	size_t stem;
 	const char *sfx = suffix_of(name, &stem);
 	*kind = 0;
 	if (!sfx)
 		return false;
-	for (size_t i = 0; i < sizeof top_names / sizeof *top_names; i++)
-		if (strlen(top_names[i].hf) == stem && strncmp(name, top_names[i].hf, stem) == 0) {
-			return (size_t)snprintf(buf, cap, "%s%s", top_names[i].gguf, sfx) < cap;
-		}
-	static const char pre[] = "model.layers.";
+	for (size_t i = 0; i < sizeof top_names / sizeof *top_names; i++) {
+		const char *from = side(&top_names[i], from_gguf);
+		if (strlen(from) == stem && strncmp(name, from, stem) == 0)
+			return (size_t)snprintf(buf, cap, "%s%s", side(&top_names[i], to_gguf), sfx) < cap;
+	}
 	if (!starts_with(name, pre))
 		return false;
 	unsigned long bid;
@@ -180,49 +194,20 @@ static bool map_hf_name(const char *name, int *kind, char *buf, size_t cap)
 	if (!nd)
 		return false;
 	const char *rest = name + strlen(pre) + nd + 1;
-	size_t rlen = stem - (size_t)(rest - name);
 	if (rest > name + stem)
 		return false;
-	for (size_t i = 0; i < sizeof block_names / sizeof *block_names; i++)
-		if (strlen(block_names[i].hf) == rlen && strncmp(rest, block_names[i].hf, rlen) == 0) {
+	size_t rlen = stem - (size_t)(rest - name);
+	for (size_t i = 0; i < sizeof block_names / sizeof *block_names; i++) {
+		const char *from = side(&block_names[i], from_gguf);
+		if (strlen(from) == rlen && strncmp(rest, from, rlen) == 0) {
 			if (i == 2)
 				*kind = 'q';
 			else if (i == 3)
 				*kind = 'k';
-			return (size_t)snprintf(buf, cap, "blk.%lu.%s%s", bid, block_names[i].gguf, sfx) < cap;
+			return (size_t)snprintf(buf, cap, "%s%lu.%s%s", out_pre, bid, side(&block_names[i], to_gguf), sfx) <
+			       cap;
 		}
-	return false;
-}
-
-static bool map_gguf_name(const char *name, int *kind, char *buf, size_t cap)
-{
-	size_t stem;
-	const char *sfx = suffix_of(name, &stem);
-	*kind = 0;
-	if (!sfx)
-		return false;
-	for (size_t i = 0; i < sizeof top_names / sizeof *top_names; i++)
-		if (strlen(top_names[i].gguf) == stem && strncmp(name, top_names[i].gguf, stem) == 0) {
-			return (size_t)snprintf(buf, cap, "%s%s", top_names[i].hf, sfx) < cap;
-		}
-	if (!starts_with(name, "blk."))
-		return false;
-	unsigned long bid;
-	size_t nd = parse_bid(name + 4, &bid);
-	if (!nd)
-		return false;
-	const char *rest = name + 4 + nd + 1;
-	if (rest > name + stem)
-		return false;
-	size_t rlen = stem - (size_t)(rest - name);
-	for (size_t i = 0; i < sizeof block_names / sizeof *block_names; i++)
-		if (strlen(block_names[i].gguf) == rlen && strncmp(rest, block_names[i].gguf, rlen) == 0) {
-			if (i == 2)
-				*kind = 'q';
-			else if (i == 3)
-				*kind = 'k';
-			return (size_t)snprintf(buf, cap, "model.layers.%lu.%s%s", bid, block_names[i].hf, sfx) < cap;
-		}
+	}
 	return false;
 }
 
@@ -1088,7 +1073,7 @@ int hfmap_hf_to_gguf(const qtk_model *hf, qtk_model *meta, hfmap **mapp, qtk_err
 		m->nout++;
 		int kind;
 		char nb[512];
-		if (map_hf_name(t->name, &kind, nb, sizeof nb) && !(e->out = qtk_strdup(nb))) {
+		if (map_name(t->name, true, &kind, nb, sizeof nb) && !(e->out = qtk_strdup(nb))) {
 			rc = oom(err);
 			goto out;
 		}
@@ -1399,6 +1384,27 @@ static void jtok(qtk_buf *b, bool *first, const char *k, const qtk_str *toks, in
 	jstr(b, toks[id].s, (size_t)toks[id].len);
 }
 
+/* bos/eos/unk/pad_token for the ids that are set (>= 0) */
+static void jtok_specials(qtk_buf *b, bool *first, const qtk_str *toks, int64_t bos, int64_t eos, int64_t unk,
+			  int64_t pad)
+{
+	static const char *const keys[] = {"bos_token", "eos_token", "unk_token", "pad_token"};
+	const int64_t ids[] = {bos, eos, unk, pad};
+	for (int i = 0; i < 4; i++)
+		if (ids[i] >= 0)
+			jtok(b, first, keys[i], toks, ids[i]);
+}
+
+/* chat_template, when the GGUF has one */
+static void jchat_template(qtk_buf *b, bool *first, const qtk_model *g)
+{
+	const qtk_kv *ct = qtk_kv_find(g, "tokenizer.chat_template");
+	if (ct && ct->val.type == QTK_V_STR) {
+		jkey(b, first, "chat_template");
+		jstr(b, ct->val.v.str.s, (size_t)ct->val.v.str.len);
+	}
+}
+
 int hfmap_gguf_to_hf(const qtk_model *g, qtk_model *meta, hfmap **mapp, qtk_err *err)
 {
 	*mapp = NULL;
@@ -1474,7 +1480,7 @@ int hfmap_gguf_to_hf(const qtk_model *g, qtk_model *meta, hfmap **mapp, qtk_err 
 		m->nout++;
 		int kind;
 		char nb[512];
-		if (map_gguf_name(t->name, &kind, nb, sizeof nb) && !(e->out = qtk_strdup(nb))) {
+		if (map_name(t->name, false, &kind, nb, sizeof nb) && !(e->out = qtk_strdup(nb))) {
 			hfmap_free(m);
 			return oom(err);
 		}
@@ -1697,19 +1703,8 @@ int hfmap_gguf_to_hf(const qtk_model *g, qtk_model *meta, hfmap **mapp, qtk_err 
 			qtk_buf_puts(&b, "\n  }");
 		}
 		qtk_free(types);
-		if (bos >= 0)
-			jtok(&b, &first, "bos_token", toks, bos);
-		if (eos >= 0)
-			jtok(&b, &first, "eos_token", toks, eos);
-		if (unk >= 0)
-			jtok(&b, &first, "unk_token", toks, unk);
-		if (pad >= 0)
-			jtok(&b, &first, "pad_token", toks, pad);
-		const qtk_kv *ct = qtk_kv_find(g, "tokenizer.chat_template");
-		if (ct && ct->val.type == QTK_V_STR) {
-			jkey(&b, &first, "chat_template");
-			jstr(&b, ct->val.v.str.s, (size_t)ct->val.v.str.len);
-		}
+		jtok_specials(&b, &first, toks, bos, eos, unk, pad);
+		jchat_template(&b, &first, g);
 		jkey(&b, &first, "clean_up_tokenization_spaces");
 		qtk_buf_puts(&b, "false");
 		jkey(&b, &first, "legacy");
@@ -1736,19 +1731,8 @@ int hfmap_gguf_to_hf(const qtk_model *g, qtk_model *meta, hfmap **mapp, qtk_err 
 			jkey(&b, &first, "add_bos_token");
 			qtk_buf_puts(&b, ab ? "true" : "false");
 		}
-		if (bos >= 0)
-			jtok(&b, &first, "bos_token", toks, bos);
-		if (eos >= 0)
-			jtok(&b, &first, "eos_token", toks, eos);
-		if (unk >= 0)
-			jtok(&b, &first, "unk_token", toks, unk);
-		if (pad >= 0)
-			jtok(&b, &first, "pad_token", toks, pad);
-		const qtk_kv *ct = qtk_kv_find(g, "tokenizer.chat_template");
-		if (ct && ct->val.type == QTK_V_STR) {
-			jkey(&b, &first, "chat_template");
-			jstr(&b, ct->val.v.str.s, (size_t)ct->val.v.str.len);
-		}
+		jtok_specials(&b, &first, toks, bos, eos, unk, pad);
+		jchat_template(&b, &first, g);
 		jkey(&b, &first, "clean_up_tokenization_spaces");
 		qtk_buf_puts(&b, "false");
 		jkey(&b, &first, "model_max_length");
@@ -1764,14 +1748,7 @@ int hfmap_gguf_to_hf(const qtk_model *g, qtk_model *meta, hfmap **mapp, qtk_err 
 	}
 	if (spm || bpe) {
 		first = true;
-		if (bos >= 0)
-			jtok(&b, &first, "bos_token", toks, bos);
-		if (eos >= 0)
-			jtok(&b, &first, "eos_token", toks, eos);
-		if (unk >= 0)
-			jtok(&b, &first, "unk_token", toks, unk);
-		if (pad >= 0)
-			jtok(&b, &first, "pad_token", toks, pad);
+		jtok_specials(&b, &first, toks, bos, eos, unk, pad);
 		qtk_buf_puts(&b, first ? "{}\n" : "\n}\n");
 		if ((rc = put_blob(meta, "special_tokens_map.json", &b, err)))
 			goto fail;

@@ -68,6 +68,8 @@ int hfmap_set_file_type(qtk_model *meta, uint32_t ftype);
  * swapped; inverse undoes it. rows must be a multiple of 2*heads. */
 void hfmap_permute_rows(const uint8_t *src, uint8_t *dst, uint64_t rows, uint64_t row_bytes,
 			int heads, bool inverse);
+/* The source row that hfmap_permute_rows puts at row `to` (rows a multiple of 2*heads). */
+uint64_t hfmap_permute_src_row(uint64_t to, uint64_t rows, int heads, bool inverse);
 
 void hfmap_free(hfmap *m);
 

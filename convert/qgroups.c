@@ -10,6 +10,7 @@
  */
 #include "qgroups.h"
 #include "dequant.h"
+#include "packing.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,29 +53,6 @@ bool qg_act_order(const qgroups *g)
 	return false;
 }
 
-/* LSB-first bit streams in little-endian 32-bit words (GPTQ packing). */
-static unsigned get_bits(const uint32_t *w, uint64_t pos, unsigned bits)
-{
-	uint64_t wi = pos / 32;
-	unsigned sh = (unsigned)(pos % 32);
-	uint64_t v = w[wi] >> sh;
-	if (sh + bits > 32)
-		v |= (uint64_t)w[wi + 1] << (32 - sh);
-	return (unsigned)v & ((1u << bits) - 1u);
-}
-
-static void put_bits(uint32_t *w, uint64_t pos, unsigned bits, unsigned v)
-{
-	uint64_t wi = pos / 32;
-	unsigned sh = (unsigned)(pos % 32);
-	w[wi] |= (uint32_t)((uint64_t)v << sh);
-	if (sh + bits > 32)
-		w[wi + 1] |= (uint32_t)(v >> (32 - sh));
-}
-
-/* AWQ: column j of an 8-column word sits in nibble awq_nibble[j]. */
-static const uint8_t awq_nibble[8] = {0, 4, 1, 5, 2, 6, 3, 7};
-
 int qg_from_awq(const uint32_t *qweight, const uint32_t *qzeros, const uint16_t *scales, uint32_t out, uint32_t in,
 		uint32_t group, qgroups *g)
 {
@@ -87,14 +65,14 @@ int qg_from_awq(const uint32_t *qweight, const uint32_t *qzeros, const uint16_t 
 		for (uint32_t c = 0; c < words; c++) {
 			uint32_t w = qweight[(uint64_t)i * words + c];
 			for (unsigned j = 0; j < 8; j++)
-				g->q[(uint64_t)(8 * c + j) * in + i] = (uint8_t)((w >> (4 * awq_nibble[j])) & 15);
+				g->q[(uint64_t)(8 * c + j) * in + i] = (uint8_t)((w >> qtk_awq_shift(j)) & 15);
 		}
 	for (uint32_t k = 0; k < ng; k++)
 		for (uint32_t c = 0; c < words; c++) {
 			uint32_t w = qzeros[(uint64_t)k * words + c];
 			for (unsigned j = 0; j < 8; j++) {
 				uint32_t o = 8 * c + j;
-				g->z[(uint64_t)o * ng + k] = (int16_t)((w >> (4 * awq_nibble[j])) & 15);
+				g->z[(uint64_t)o * ng + k] = (int16_t)((w >> qtk_awq_shift(j)) & 15);
 				g->s[(uint64_t)o * ng + k] = scales[(uint64_t)k * out + o];
 			}
 		}
@@ -114,10 +92,10 @@ int qg_to_awq(const qgroups *g, uint32_t *qweight, uint32_t *qzeros, uint16_t *s
 	for (uint32_t i = 0; i < g->in; i++)
 		for (uint32_t o = 0; o < g->out; o++)
 			qweight[(uint64_t)i * words + o / 8] |= (uint32_t)g->q[(uint64_t)o * g->in + i]
-								<< (4 * awq_nibble[o % 8]);
+								<< qtk_awq_shift(o % 8);
 	for (uint32_t k = 0; k < ng; k++)
 		for (uint32_t o = 0; o < g->out; o++) {
-			qzeros[(uint64_t)k * words + o / 8] |= (uint32_t)g->z[(uint64_t)o * ng + k] << (4 * awq_nibble[o % 8]);
+			qzeros[(uint64_t)k * words + o / 8] |= (uint32_t)g->z[(uint64_t)o * ng + k] << qtk_awq_shift(o % 8);
 			scales[(uint64_t)k * g->out + o] = g->s[(uint64_t)o * ng + k];
 		}
 	return 0;
@@ -156,7 +134,7 @@ int qg_from_gptq(const uint32_t *qweight, const uint32_t *qzeros, const uint16_t
 			col[r] = qweight[r * out + o];
 		col[wrows] = 0;
 		for (uint32_t i = 0; i < in; i++)
-			g->q[(uint64_t)o * in + i] = (uint8_t)get_bits(col, (uint64_t)i * bits, bits);
+			g->q[(uint64_t)o * in + i] = (uint8_t)qtk_bits_get(col, 1, (uint64_t)i * bits, bits);
 	}
 	qtk_free(col);
 	uint64_t zwords = (uint64_t)out * bits / 32;
@@ -165,7 +143,7 @@ int qg_from_gptq(const uint32_t *qweight, const uint32_t *qzeros, const uint16_t
 		const uint32_t *zr = qzeros + k * zwords;
 		for (uint32_t o = 0; o < out; o++) {
 			uint64_t pos = (uint64_t)o * bits;
-			unsigned v = get_bits(zr, pos, bits); /* a straddling field never passes the row's end */
+			unsigned v = qtk_bits_get(zr, 1, pos, bits); /* a straddling field never passes the row's end */
 			g->z[(uint64_t)o * ngroups + k] = (int16_t)((int)v + add);
 			g->s[(uint64_t)o * ngroups + k] = scales[(uint64_t)k * out + o];
 		}
@@ -198,7 +176,7 @@ int qg_to_gptq(const qgroups *g, int version, bool wrap, uint32_t *qweight, uint
 	for (uint32_t o = 0; o < g->out; o++) {
 		memset(col, 0, (size_t)(wrows + 1) * 4);
 		for (uint32_t i = 0; i < g->in; i++)
-			put_bits(col, (uint64_t)i * bits, bits, g->q[(uint64_t)o * g->in + i]);
+			qtk_bits_put(col, 1, (uint64_t)i * bits, bits, g->q[(uint64_t)o * g->in + i]);
 		for (uint64_t r = 0; r < wrows; r++)
 			qweight[r * g->out + o] = col[r];
 	}
@@ -212,7 +190,7 @@ int qg_to_gptq(const qgroups *g, int version, bool wrap, uint32_t *qweight, uint
 		memset(zrow, 0, (size_t)(zwords + 1) * 4);
 		for (uint32_t o = 0; o < g->out; o++) {
 			int z = g->z[(uint64_t)o * g->ngroups + k] - (version == 1 ? 1 : 0);
-			put_bits(zrow, (uint64_t)o * bits, bits, (unsigned)z & mask); /* a v1 zero of 0 wraps, as AutoGPTQ writes it */
+			qtk_bits_put(zrow, 1, (uint64_t)o * bits, bits, (unsigned)z & mask); /* a v1 zero of 0 wraps, as AutoGPTQ writes it */
 			scales[(uint64_t)k * g->out + o] = g->s[(uint64_t)o * g->ngroups + k];
 		}
 		memcpy(qzeros + k * zwords, zrow, (size_t)zwords * 4);

@@ -391,6 +391,31 @@ static const char *ar_msg(struct archive *x)
 
 /* List the members of the tar stream a->fd. Regular members become windows
  * of a->fd; their position is checked against the data libarchive reads. */
+
+/* The next member of an archive being listed: its checked name (NULL when the member is
+ * skipped) and whether it is a directory; *end at the end of the archive. The member-count
+ * limit, name and type checks are those of every archive kind. */
+static int next_member(ar *a, struct archive *x, struct archive_entry **e, char **name, bool *dir, bool *end)
+{
+	int r = archive_read_next_header(x, e);
+	if (r == ARCHIVE_EOF) {
+		*end = true;
+		return 0;
+	}
+	if (r != ARCHIVE_OK)
+		return arerr(a, NULL, "damaged %s archive after %zu members: %s", a->kind, a->n, ar_msg(x));
+	if (a->n >= a->lim->entries)
+		return arerr(a, NULL, "more than %llu members", (unsigned long long)a->lim->entries);
+	const char *raw = archive_entry_pathname(*e);
+	int rc = check_name(a, raw, name);
+	if (!rc)
+		rc = check_type(a, *e, raw, dir);
+	if (rc) {
+		qtk_free(*name);
+		*name = NULL;
+	}
+	return rc;
+}
 static int read_tar(ar *a)
 {
 	struct archive *x = archive_read_new();
@@ -407,24 +432,12 @@ static int read_tar(ar *a)
 	}
 	for (;;) {
 		struct archive_entry *e;
-		int r = archive_read_next_header(x, &e);
-		if (r == ARCHIVE_EOF)
-			break;
-		if (r != ARCHIVE_OK) {
-			rc = arerr(a, NULL, "damaged %s archive after %zu members: %s", a->kind, a->n, ar_msg(x));
-			goto out;
-		}
-		if (a->n >= a->lim->entries) {
-			rc = arerr(a, NULL, "more than %llu members", (unsigned long long)a->lim->entries);
-			goto out;
-		}
-		const char *raw = archive_entry_pathname(e);
 		char *name = NULL;
-		bool dir = false;
-		if ((rc = check_name(a, raw, &name)) || (rc = check_type(a, e, raw, &dir))) {
-			qtk_free(name);
+		bool dir = false, last = false;
+		if ((rc = next_member(a, x, &e, &name, &dir, &last)))
 			goto out;
-		}
+		if (last)
+			break;
 		if (!name)
 			continue;
 		if (dir) {
@@ -697,24 +710,12 @@ static int read_zip(ar *a)
 	}
 	for (;;) {
 		struct archive_entry *e;
-		int r = archive_read_next_header(x, &e);
-		if (r == ARCHIVE_EOF)
-			break;
-		if (r != ARCHIVE_OK) {
-			rc = arerr(a, NULL, "damaged zip archive after %zu members: %s", a->n, ar_msg(x));
-			goto out;
-		}
-		if (a->n >= a->lim->entries) {
-			rc = arerr(a, NULL, "more than %llu members", (unsigned long long)a->lim->entries);
-			goto out;
-		}
-		const char *raw = archive_entry_pathname(e);
 		char *name = NULL;
-		bool dir = false;
-		if ((rc = check_name(a, raw, &name)) || (rc = check_type(a, e, raw, &dir))) {
-			qtk_free(name);
+		bool dir = false, last = false;
+		if ((rc = next_member(a, x, &e, &name, &dir, &last)))
 			goto out;
-		}
+		if (last)
+			break;
 		if (!name)
 			continue;
 		int fd = -1;

@@ -8,7 +8,9 @@
  *                              generation_config.json, model.safetensors (F16)
  * With --bench MPARAMS FILE.gguf it writes a llama-shaped F16 GGUF of about
  * MPARAMS million parameters for `make bench` (n_embd 1024, n_ff 2816,
- * 16 heads, 8 KV heads, vocab 32000; as many blocks as fit), streaming.
+ * 16 heads, 8 KV heads, vocab 32000; as many blocks as fit), streaming;
+ * --bench MPARAMS FILE.gguf EMBD FF gives other widths (e.g. 4096 14336, the
+ * shape of an 8B model's blocks: memory figures for large matrices).
  * Same bytes on every machine: integer PRNG, float arithmetic only in
  * +,-,* (no libm), built with -ffp-contract=off.
  */
@@ -223,9 +225,9 @@ static float fast_normal(void)
 	return (s - 131070.0f) * (1.0f / 37837.0f); /* mean 0, std ~1 */
 }
 
-static int gen_bench(uint64_t mparams, const char *path)
+static int gen_bench(uint64_t mparams, const char *path, uint64_t E, uint64_t FF)
 {
-	enum { E = 1024, FF = 2816, H = 16, HKV = 8, V = 32000 };
+	enum { H = 16, HKV = 8, V = 32000 };
 	uint64_t per_layer = (uint64_t)E * E * 2 + (uint64_t)E * (E / H * HKV) * 2 + 3ull * E * FF + 2 * E;
 	uint64_t fixed = 2ull * V * E + E;
 	uint64_t want = mparams * 1000000ull;
@@ -239,14 +241,14 @@ static int gen_bench(uint64_t mparams, const char *path)
 	qtk_model_set_kv_str(g, "general.name", "qtk bench llama");
 	set_u32(g, "llama.block_count", (uint32_t)nl);
 	set_u32(g, "llama.context_length", 4096);
-	set_u32(g, "llama.embedding_length", E);
-	set_u32(g, "llama.feed_forward_length", FF);
+	set_u32(g, "llama.embedding_length", (uint32_t)E);
+	set_u32(g, "llama.feed_forward_length", (uint32_t)FF);
 	set_u32(g, "llama.attention.head_count", H);
 	set_u32(g, "llama.attention.head_count_kv", HKV);
-	set_u32(g, "llama.rope.dimension_count", E / H);
+	set_u32(g, "llama.rope.dimension_count", (uint32_t)(E / H));
 	set_f32(g, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
 	set_u32(g, "general.file_type", 1);
-	typedef struct { char name[64]; int rows, cols; } bt;
+	typedef struct { char name[64]; uint64_t rows, cols; } bt;
 	bt *ts = calloc(16 * nl + 8, sizeof *ts);
 	size_t n = 0;
 #define BT(r, c, ...) (snprintf(ts[n].name, sizeof ts[n].name, __VA_ARGS__), ts[n].rows = (r), ts[n].cols = (c), n++)
@@ -266,7 +268,7 @@ static int gen_bench(uint64_t mparams, const char *path)
 	BT(V, E, "output.weight");
 #undef BT
 	for (size_t i = 0; i < n; i++)
-		describe(qtk_model_add_tensor(g, ts[i].name), ts[i].rows, ts[i].cols, ts[i].rows ? QTK_T_F16 : QTK_T_F32);
+		describe(qtk_model_add_tensor(g, ts[i].name), (int)ts[i].rows, (int)ts[i].cols, ts[i].rows ? QTK_T_F16 : QTK_T_F32);
 	qtk_err err;
 	qtk_err_clear(&err);
 	qtk_writer *w = qtk_writer_open(path, QTK_OUT_GGUF, g, NULL, &err);
@@ -274,14 +276,14 @@ static int gen_bench(uint64_t mparams, const char *path)
 		return fail(&err);
 	rng_state = 0x62656e63686d6b21ull;
 	for (size_t i = 0; i < n; i++) {
-		size_t cnt = (size_t)(ts[i].rows ? ts[i].rows : 1) * (size_t)ts[i].cols;
+		size_t cnt = (size_t)((ts[i].rows ? ts[i].rows : 1) * ts[i].cols);
 		size_t esz = ts[i].rows ? 2 : 4;
 		uint8_t *b = malloc(cnt * esz);
 		float sd = ts[i].cols == E ? 0.03125f : 0.0188f;
-		int sal = (int)(rng_next() % (uint64_t)ts[i].cols);
+		uint64_t sal = rng_next() % ts[i].cols;
 		for (size_t k = 0; k < cnt; k++) {
 			float x = ts[i].rows ? sd * fast_normal() : 1.0f + 0.05f * fast_normal();
-			if (ts[i].rows && (int)(k % (size_t)ts[i].cols) == sal)
+			if (ts[i].rows && k % ts[i].cols == sal)
 				x *= 8.0f;
 			if (esz == 2)
 				qtk_wr16(b + 2 * k, qtk_f32_to_fp16(x));
@@ -305,13 +307,18 @@ static int gen_bench(uint64_t mparams, const char *path)
 
 int main(int argc, char **argv)
 {
-	if (argc == 4 && !strcmp(argv[1], "--bench")) {
-		uint64_t mp;
+	if ((argc == 4 || argc == 6) && !strcmp(argv[1], "--bench")) {
+		uint64_t mp, e = 1024, ff = 2816;
 		if (!qtk_parse_u64(argv[2], &mp) || mp < 1 || mp > 100000) {
 			fprintf(stderr, "gen: --bench takes a size in millions of parameters\n");
 			return 2;
 		}
-		return gen_bench(mp, argv[3]);
+		if (argc == 6 && (!qtk_parse_u64(argv[4], &e) || !qtk_parse_u64(argv[5], &ff) || e < 64 || e > 65536 ||
+				  e % 64 || ff < 64 || ff > 262144 || ff % 256)) {
+			fprintf(stderr, "gen: --bench EMBD FF: EMBD a multiple of 64 up to 65536, FF a multiple of 256\n");
+			return 2;
+		}
+		return gen_bench(mp, argv[3], e, ff);
 	}
 	const char *out = argc > 1 ? argv[1] : "build/samples";
 	if (mkdir(out, 0755) != 0 && errno != EEXIST) {

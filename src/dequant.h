@@ -52,6 +52,16 @@ int qtk_dequant_gptq(const int32_t *qweight, const int32_t *qzeros, const uint16
                      const int32_t *g_idx, uint32_t in, uint32_t out, uint32_t group,
                      uint32_t ngroups, unsigned bits, int version, float *dst);
 
+/* Output features o0 .. o0+n-1 only, into dst [n][in] (the rows of the full decode): AWQ with
+ * o0 and n multiples of 8, GPTQ with o0 and n multiples of 32. Same values as the whole decode;
+ * memory is the slice's. 0, or -1 on bad arguments or allocation failure. */
+int qtk_dequant_awq_rows(const int32_t *qweight, const int32_t *qzeros, const uint16_t *scales,
+                         uint32_t in, uint32_t out, uint32_t group, uint32_t o0, uint32_t n, float *dst);
+int qtk_dequant_gptq_rows(const int32_t *qweight, const int32_t *qzeros, const uint16_t *scales,
+                          const int32_t *g_idx, uint32_t in, uint32_t out, uint32_t group,
+                          uint32_t ngroups, unsigned bits, int version, uint32_t o0, uint32_t n,
+                          float *dst);
+
 /* Internal: per-type decoders of whole blocks, shared between dequant.c and dequant_iq.c.
  * `src` points at nblocks packed blocks (any alignment); writes nblocks*256 floats (32 for
  * IQ4_NL). Callers outside the dequant files use qtk_dequant_ggml instead. */

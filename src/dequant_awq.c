@@ -9,12 +9,11 @@
  * Packed words are int32 tensors stored little-endian; the host is little-endian, so they are
  * read as native values and reinterpreted as uint32_t for logical shifts. */
 #include "dequant.h"
+#include "packing.h"
 
 #include <stdlib.h>
+#include <string.h>
 
-/* Column j (0..7) of an 8-column AWQ group sits in nibble k_awq_field[j] of the word
- * (AutoAWQ packs columns in order 0,2,4,6,1,3,5,7; this is its inverse). */
-static const uint8_t k_awq_field[8] = { 0, 4, 1, 5, 2, 6, 3, 7 };
 
 /* Rows decoded per pass: each output row receives a contiguous run of this many floats. */
 #define ROWS 32
@@ -60,7 +59,7 @@ int qtk_dequant_awq(const int32_t *qweight, const int32_t *qzeros, const uint16_
                     z[r] = (uint32_t)qzeros[g[r] * words + c];
                 }
                 for (unsigned j = 0; j < 8; j++) {
-                    const unsigned sh = 4u * k_awq_field[j];
+                    const unsigned sh = qtk_awq_shift(j);
                     const float *s = sf + 8 * c + j;
                     float *y = dst + (8 * c + j) * (uint64_t)in + i0;
                     for (uint32_t r = 0; r < rows; r++) {
@@ -185,4 +184,61 @@ int qtk_dequant_gptq(const int32_t *qweight, const int32_t *qzeros, const uint16
     free(zero);
     free(scale);
     return 0;
+}
+
+/* ---- slices of output features: the slice's own packed arrays, decoded whole ---- */
+
+int qtk_dequant_awq_rows(const int32_t *qweight, const int32_t *qzeros, const uint16_t *scales,
+                         uint32_t in, uint32_t out, uint32_t group, uint32_t o0, uint32_t n, float *dst)
+{
+    if (!qweight || !qzeros || !scales || !dst || group == 0 || in % group != 0 || out % 8 != 0 ||
+        o0 % 8 != 0 || n == 0 || n % 8 != 0 || o0 > out || n > out - o0)
+        return -1;
+    const uint64_t words = out / 8, sw = n / 8, ng = in / group;
+    int32_t *qw = malloc((size_t)(in * sw) * sizeof *qw), *qz = malloc((size_t)(ng * sw) * sizeof *qz);
+    uint16_t *sc = malloc((size_t)(ng * n) * sizeof *sc);
+    int rc = -1;
+    if (qw && qz && sc) {
+        for (uint64_t i = 0; i < in; i++)
+            memcpy(qw + i * sw, qweight + i * words + o0 / 8, (size_t)sw * sizeof *qw);
+        for (uint64_t g = 0; g < ng; g++) {
+            memcpy(qz + g * sw, qzeros + g * words + o0 / 8, (size_t)sw * sizeof *qz);
+            memcpy(sc + g * n, scales + g * out + o0, (size_t)n * sizeof *sc);
+        }
+        rc = qtk_dequant_awq(qw, qz, sc, in, n, group, dst);
+    }
+    free(qw);
+    free(qz);
+    free(sc);
+    return rc;
+}
+
+int qtk_dequant_gptq_rows(const int32_t *qweight, const int32_t *qzeros, const uint16_t *scales,
+                          const int32_t *g_idx, uint32_t in, uint32_t out, uint32_t group,
+                          uint32_t ngroups, unsigned bits, int version, uint32_t o0, uint32_t n,
+                          float *dst)
+{
+    if (!qweight || !qzeros || !scales || !dst || bits == 0 || bits > 8 || in % 32 != 0 ||
+        ((uint64_t)out * bits) % 32 != 0 || o0 % 32 != 0 || n == 0 || n % 32 != 0 || o0 > out ||
+        n > out - o0)
+        return -1;
+    const uint64_t wrows = (uint64_t)in / 32 * bits, zw = (uint64_t)out * bits / 32;
+    const uint64_t szw = (uint64_t)n * bits / 32, z0 = (uint64_t)o0 * bits / 32;
+    int32_t *qw = malloc((size_t)(wrows * n) * sizeof *qw);
+    int32_t *qz = malloc((size_t)(ngroups * szw) * sizeof *qz);
+    uint16_t *sc = malloc((size_t)ngroups * n * sizeof *sc);
+    int rc = -1;
+    if (qw && qz && sc) {
+        for (uint64_t r = 0; r < wrows; r++)
+            memcpy(qw + r * n, qweight + r * out + o0, (size_t)n * sizeof *qw);
+        for (uint64_t g = 0; g < ngroups; g++) {
+            memcpy(qz + g * szw, qzeros + g * zw + z0, (size_t)szw * sizeof *qz);
+            memcpy(sc + g * n, scales + g * out + o0, (size_t)n * sizeof *sc);
+        }
+        rc = qtk_dequant_gptq(qw, qz, sc, g_idx, in, n, group, ngroups, bits, version, dst);
+    }
+    free(qw);
+    free(qz);
+    free(sc);
+    return rc;
 }

@@ -31,6 +31,7 @@
  * fabsf, error sums in double; no threads, no mutable globals. */
 #include "quant.h"
 #include "dequant.h"
+#include "packing.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -365,9 +366,6 @@ int qtk_fit_group(const float *x, uint32_t n, unsigned bits, bool sym, int zmin,
 
 /* ---------------------------------------------------------------- AWQ GEMM */
 
-/* column j of an 8-column pack sits in nibble k_field[j] (AutoAWQ order 0,2,4,6,1,3,5,7) */
-static const uint8_t k_field[8] = { 0, 4, 1, 5, 2, 6, 3, 7 };
-
 int qtk_quant_awq(const float *w, uint32_t out, uint32_t in, uint32_t group, int32_t *qweight,
                   int32_t *qzeros, uint16_t *scales)
 {
@@ -387,7 +385,7 @@ int qtk_quant_awq(const float *w, uint32_t out, uint32_t in, uint32_t group, int
     memset(qzeros, 0, (size_t)(ngroups * words) * sizeof *qzeros);
     for (uint64_t o = 0; o < out; o++) {
         const uint64_t c = o / 8;
-        const unsigned sh = 4u * k_field[o % 8];
+        const unsigned sh = qtk_awq_shift((unsigned)(o % 8));
         for (uint64_t g = 0; g < ngroups; g++) {
             uint16_t h;
             int z;
@@ -408,15 +406,6 @@ int qtk_quant_awq(const float *w, uint32_t out, uint32_t in, uint32_t group, int
 }
 
 /* ---------------------------------------------------------------- GPTQ */
-
-/* OR a `bits`-wide value into an LSB-first bit stream of 32-bit words at bit position pos
- * (3-bit values may straddle two words). */
-static void put_bits(uint32_t *wlo, uint32_t *whi, unsigned pos, unsigned bits, uint32_t v)
-{
-    *wlo |= v << pos;
-    if (pos + bits > 32)
-        *whi |= v >> (32 - pos);
-}
 
 int qtk_quant_gptq(const float *w, uint32_t out, uint32_t in, uint32_t group, unsigned bits,
                    bool sym, int version, int32_t *qweight, int32_t *qzeros, uint16_t *scales,
@@ -454,20 +443,10 @@ int qtk_quant_gptq(const float *w, uint32_t out, uint32_t in, uint32_t group, un
             scales[g * out + o] = h;
             /* zeros: stream along out; v1 stores z - 1 (z >= 1 here) */
             const uint32_t zs = (uint32_t)(z - (version == 1 ? 1 : 0)) & mask;
-            const uint64_t zp = o * bits;
-            uint32_t *zr = (uint32_t *)&qzeros[g * zwords];
-            put_bits(&zr[zp / 32], zp / 32 + 1 < zwords ? &zr[zp / 32 + 1] : &zr[zp / 32],
-                     (unsigned)(zp % 32), bits, zs);
-            /* codes: stream along in, `bits` words per 32 rows */
-            for (uint32_t j = 0; j < group; j++) {
-                const uint64_t i = g * group + j;
-                const uint64_t chunk = i / 32, p = (i % 32) * bits;
-                uint32_t *col = (uint32_t *)qweight;
-                const uint64_t r0 = chunk * bits + p / 32;
-                uint32_t *lo = &col[r0 * out + o];
-                uint32_t *hi = p / 32 + 1 < bits ? &col[(r0 + 1) * out + o] : lo;
-                put_bits(lo, hi, (unsigned)(p % 32), bits, codes[j]);
-            }
+            qtk_bits_put((uint32_t *)&qzeros[g * zwords], 1, o * bits, bits, zs);
+            /* codes: column o is a stream along in (`bits` words per 32 rows, out apart) */
+            for (uint32_t j = 0; j < group; j++)
+                qtk_bits_put((uint32_t *)qweight + o, out, (g * group + j) * bits, bits, codes[j]);
         }
     }
     free(xbuf);

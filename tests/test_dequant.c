@@ -1369,7 +1369,7 @@ static void check_hf_fixture(const char *hfdir, const char *variant)
         group = (unsigned)strtoul(e + 1, NULL, 10);
     }
     char *tp = malloc(tsv.n + 1);
-    unsigned rows = 0, good = 0;
+    unsigned rows = 0, good = 0, rows_ok = 0, rows_n = 0;
     if (tp) {
         memcpy(tp, tsv.p, tsv.n);
         tp[tsv.n] = 0;
@@ -1410,6 +1410,23 @@ static void check_hf_fixture(const char *hfdir, const char *variant)
             }
             if (rc == 0)
                 sha256_hex(y, (size_t)n * sizeof *y, hex);
+            /* the same values decoded in slices of output features (qtk_dequant_*_rows) */
+            float *y2 = rc == 0 ? malloc((size_t)n * sizeof *y2) : NULL;
+            if (y2) {
+                const uint32_t in = awq ? (uint32_t)tq->shape[0] : (uint32_t)(tq->shape[0] * 32 / bits);
+                const uint32_t out = awq ? (uint32_t)tq->shape[1] * 8 : (uint32_t)tq->shape[1];
+                const uint32_t step = awq ? 40 : 64; /* slices that do not divide out evenly */
+                int r2 = 0;
+                for (uint32_t o0 = 0; o0 < out && !r2; o0 += step) {
+                    const uint32_t k = out - o0 < step ? out - o0 : step;
+                    r2 = awq ? qtk_dequant_awq_rows(qw, qz, sc, in, out, group, o0, k, y2 + (uint64_t)o0 * in)
+                             : qtk_dequant_gptq_rows(qw, qz, sc, gi, in, out, group, (uint32_t)ts->shape[0], bits,
+                                                     1, o0, k, y2 + (uint64_t)o0 * in);
+                }
+                rows_ok += r2 == 0 && memcmp(y, y2, (size_t)n * sizeof *y) == 0;
+                rows_n++;
+                free(y2);
+            }
             free(y);
         }
         if (strcmp(hex, fld[2]) == 0)
@@ -1424,6 +1441,9 @@ static void check_hf_fixture(const char *hfdir, const char *variant)
     }
     snprintf(msg, sizeof msg, "%s: %u/%u linear layers bit-exact", variant, good, rows);
     check(rows > 0 && good == rows, msg);
+    snprintf(msg, sizeof msg, "%s: %u/%u layers decode the same in slices of output features", variant, rows_ok,
+             rows_n);
+    check(rows_n > 0 && rows_ok == rows_n, msg);
     free(tp);
     free(st.t);
     free(f.p);
