@@ -127,7 +127,7 @@ static void chunk_job(void *ctx, size_t i)
 			goto oom;
 		const qtk_part *pt = &t->parts[0];
 		if (w->mem_src) {
-			memcpy(raw, w->mem_src + r0 * w->in_row_bytes, (size_t)(nr * w->in_row_bytes));
+			memcpy(raw, w->mem_src + (r0 - w->row0) * w->in_row_bytes, (size_t)(nr * w->in_row_bytes));
 		} else if (qtk_pread_full(w->in->fds[pt->file], w->in->files[pt->file], raw, (size_t)(nr * w->in_row_bytes),
 					  pt->offset + r0 * w->in_row_bytes, e)) {
 			goto out;
@@ -196,37 +196,41 @@ static int permute_inplace(uint8_t *b, uint64_t rows, uint64_t row_bytes, int he
 	return 0;
 }
 
-/* The whole encoded part 0 of a plain tensor, row-permuted when the plan says so. */
-static int load_plain(qtk_model *in, const plan *p, uint8_t **out, qtk_err *err)
+/* Rows r0 .. r0+n-1 of a plain tensor's part 0 (in the plan's Q/K order) into dst. */
+static int stage_rows(qtk_model *in, const plan *p, uint8_t *dst, uint64_t r0, uint64_t n, uint64_t rb, qtk_err *err)
 {
 	const qtk_tensor *t = p->src;
-	if (qtk_read_part_alloc(in, t, 0, out)) {
+	uint64_t rows = qtk_tensor_rows(t);
+	int rc = 0;
+	if (!p->perm_heads)
+		rc = qtk_read_part(in, t, 0, r0 * rb, dst, (size_t)(n * rb));
+	for (uint64_t k = 0; p->perm_heads && k < n && !rc; k++)
+		rc = qtk_read_part(in, t, 0, hfmap_permute_src_row(r0 + k, rows, p->perm_heads, p->perm_inverse) * rb,
+				   dst + k * rb, (size_t)rb);
+	if (rc)
 		*err = in->err;
-		return err->code;
-	}
-	if (p->perm_heads) {
-		uint64_t rows = qtk_tensor_rows(t);
-		int rc = permute_inplace(*out, rows, t->parts[0].nbytes / rows, p->perm_heads, p->perm_inverse, t->name, err);
-		if (rc) {
-			qtk_free(*out);
-			*out = NULL;
-			return rc;
-		}
-	}
-	return 0;
+	return rc;
 }
 
 static int copy_parts(qtk_model *in, qtk_writer *w, const plan *p, qtk_err *err)
 {
 	const qtk_tensor *t = p->src;
 	if (p->perm_heads) {
+		/* rows in the plan's Q/K order, a buffer of them at a time */
 		if (t->layout.kind != QTK_LAYOUT_PLAIN)
 			return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "row permutation of a grouped layout");
-		uint8_t *b;
-		int rc = load_plain(in, p, &b, err);
-		if (rc)
-			return rc;
-		rc = qtk_writer_put(w, b, (size_t)t->parts[0].nbytes);
+		uint64_t rows = qtk_tensor_rows(t), rb = rows ? t->parts[0].nbytes / rows : 0;
+		if (!rows || rows % (2 * (uint64_t)p->perm_heads) || rb * rows != t->parts[0].nbytes)
+			return qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "%llu rows cannot be split into %d heads",
+					   (unsigned long long)rows, p->perm_heads);
+		uint64_t step = rb && CHUNK_BYTES / rb ? CHUNK_BYTES / rb : 1;
+		uint8_t *b = qtk_malloc((size_t)((rows < step ? rows : step) * rb));
+		int rc = b ? 0 : qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
+		for (uint64_t r0 = 0; r0 < rows && !rc; r0 += step) {
+			uint64_t n = rows - r0 < step ? rows - r0 : step;
+			rc = stage_rows(in, p, b, r0, n, rb, err);
+			rc = rc ? rc : qtk_writer_put(w, b, (size_t)(n * rb));
+		}
 		qtk_free(b);
 		return rc;
 	}
@@ -314,10 +318,16 @@ static int run_rows(qtk_model *in, qtk_writer *w, const plan *p, int threads, te
 	memset(&g, 0, sizeof g);
 	win.rows_transcode = t->layout.kind == QTK_LAYOUT_PLAIN && ggml_int_type(t->layout.type) &&
 			     ggml_int_type(win.out_type);
+	/* Q/K-permuted rows, or a source read through its format (QPK chunks, archive members):
+	 * each window's rows are read here, in order, before the workers encode them */
 	uint8_t *mem = NULL;
-	if (t->layout.kind == QTK_LAYOUT_PLAIN && (p->perm_heads || (in->fmt && in->fmt->read))) {
-		if (load_plain(in, p, &mem, err))
-			return err->code;
+	const bool staged = t->layout.kind == QTK_LAYOUT_PLAIN && (p->perm_heads || (in->fmt && in->fmt->read));
+	if (staged && p->perm_heads && rows % (2 * (uint64_t)p->perm_heads))
+		return qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "%llu rows cannot be split into %d heads",
+				   (unsigned long long)rows, p->perm_heads);
+	if (staged) {
+		if (!(mem = qtk_malloc((size_t)((rows < win_rows ? rows : win_rows) * win.in_row_bytes))))
+			return qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
 		win.mem_src = mem;
 	}
 	if (t->layout.kind != QTK_LAYOUT_PLAIN && ggml_int_type(win.out_type)) {
@@ -359,6 +369,8 @@ static int run_rows(qtk_model *in, qtk_writer *w, const plan *p, int threads, te
 	for (uint64_t r0 = 0; r0 < rows && !rc; r0 += win_rows) {
 		win.row0 = r0;
 		win.rows_end = rows - r0 < win_rows ? rows : r0 + win_rows;
+		if (staged && (rc = stage_rows(in, p, mem, r0, win.rows_end - r0, win.in_row_bytes, err)))
+			break;
 		size_t nch = (size_t)((win.rows_end - r0 + win.chunk_rows - 1) / win.chunk_rows);
 		memset(win.es, 0, nch * sizeof *win.es);
 		for (size_t k = 0; k < nch; k++)
