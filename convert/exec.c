@@ -81,7 +81,7 @@ typedef struct window {
 	qtk_model *in;
 	const qtk_tensor *t;
 	unsigned out_type;
-	const float *whole;       /* decoded source (AWQ/GPTQ), else NULL */
+	const float *whole;       /* the window's rows of a decoded AWQ/GPTQ source, else NULL */
 	const qgroups *qg;        /* the source as integer groups, for exact transcodes */
 	const uint8_t *mem_src;   /* the encoded source in memory (row-permuted), else read from the file */
 	bool rows_transcode;      /* source and target are ggml blocks qgroups can map */
@@ -119,7 +119,7 @@ static void chunk_job(void *ctx, size_t i)
 	if (!back)
 		goto oom;
 	if (w->whole) {
-		x = w->whole + r0 * w->cols;
+		x = w->whole + (r0 - w->row0) * w->cols;
 	} else {
 		ref = qtk_malloc((size_t)n * sizeof(float));
 		raw = qtk_malloc((size_t)(nr * w->in_row_bytes));
@@ -294,6 +294,32 @@ static int permute_groups(qgroups *g, const plan *p, qtk_err *err)
 }
 
 /* Row-chunked conversion to a plain type. */
+static uint64_t lcm_u64(uint64_t a, uint64_t b)
+{
+	uint64_t x = a, y = b;
+	while (y) {
+		uint64_t t = x % y;
+		x = y;
+		y = t;
+	}
+	return x ? a / x * b : 0;
+}
+
+/* Rows r0 .. r0+n-1 of an AWQ/GPTQ tensor decoded from its packed parts (r0, n multiples of 32). */
+static int decode_rows(const qtk_tensor *t, uint8_t *const *pp, uint64_t r0, uint64_t n, float *dst, qtk_err *err)
+{
+	uint32_t out = (uint32_t)t->shape[0], in = (uint32_t)t->shape[1], g = t->layout.group_size;
+	int r = t->layout.kind == QTK_LAYOUT_AWQ
+			? qtk_dequant_awq_rows((const int32_t *)(void *)pp[0], (const int32_t *)(void *)pp[1],
+					       (const uint16_t *)(void *)pp[2], in, out, g, (uint32_t)r0, (uint32_t)n, dst)
+			: qtk_dequant_gptq_rows((const int32_t *)(void *)pp[0], (const int32_t *)(void *)pp[1],
+						(const uint16_t *)(void *)pp[2],
+						t->nparts > 3 ? (const int32_t *)(void *)pp[3] : NULL, in, out, g,
+						(uint32_t)t->parts[2].shape[0], t->layout.bits, t->layout.gptq_version,
+						(uint32_t)r0, (uint32_t)n, dst);
+	return r ? qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "inconsistent quantized components") : 0;
+}
+
 static int run_rows(qtk_model *in, qtk_writer *w, const plan *p, int threads, tensor_result *r, qtk_err *err)
 {
 	const qtk_tensor *t = p->src;
@@ -339,21 +365,37 @@ static int run_rows(qtk_model *in, qtk_writer *w, const plan *p, int threads, te
 		}
 		win.qg = &g;
 	}
+	/* AWQ/GPTQ sources: the packed parts (about half a byte per weight) are held and each
+	 * window's rows decoded from them, in whole heads when Q/K rows are permuted */
+	uint8_t *packed[4] = {NULL, NULL, NULL, NULL};
+	float *tmp = NULL;
+	uint64_t hd = p->perm_heads ? rows / (uint64_t)p->perm_heads : 1;
 	if (t->layout.kind != QTK_LAYOUT_PLAIN) {
-		whole = qtk_malloc((size_t)t->n_params * sizeof(float));
-		if (!whole)
-			return qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
-		if (qtk_decode_tensor(in, t, whole)) {
-			*err = in->err;
-			qtk_free(whole);
+		if (p->perm_heads && (rows % (2 * (uint64_t)p->perm_heads) || !hd)) {
 			qg_free(&g);
-			return err->code;
+			qtk_free(mem);
+			return qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "%llu rows cannot be split into %d heads",
+					   (unsigned long long)rows, p->perm_heads);
 		}
-		if (p->perm_heads && permute_inplace((uint8_t *)whole, rows, win.cols * 4, p->perm_heads, p->perm_inverse,
-						     t->name, err)) {
+		uint64_t a = lcm_u64(lcm_u64(win.chunk_rows, 32), hd);
+		win_rows = rows % 32 || a >= rows ? rows : (WINDOW_ELEMS / win.cols / a > 1 ? WINDOW_ELEMS / win.cols / a : 1) * a;
+		if (win_rows > rows)
+			win_rows = rows;
+		int rc0 = 0;
+		for (int k = 0; k < t->nparts && !rc0; k++)
+			if ((rc0 = qtk_read_part_alloc(in, t, k, &packed[k])))
+				*err = in->err;
+		whole = rc0 ? NULL : qtk_malloc((size_t)(win_rows * win.cols) * sizeof(float));
+		tmp = !whole || !p->perm_heads ? NULL : qtk_malloc((size_t)(win_rows * win.cols) * sizeof(float));
+		if (!rc0 && (!whole || (p->perm_heads && !tmp)))
+			rc0 = qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
+		if (rc0) {
+			for (int k = 0; k < 4; k++)
+				qtk_free(packed[k]);
 			qtk_free(whole);
+			qtk_free(tmp);
 			qg_free(&g);
-			return err->code;
+			return rc0;
 		}
 		win.whole = whole;
 	}
@@ -371,6 +413,11 @@ static int run_rows(qtk_model *in, qtk_writer *w, const plan *p, int threads, te
 		win.rows_end = rows - r0 < win_rows ? rows : r0 + win_rows;
 		if (staged && (rc = stage_rows(in, p, mem, r0, win.rows_end - r0, win.in_row_bytes, err)))
 			break;
+		if (whole && (rc = decode_rows(t, packed, r0, win.rows_end - r0, tmp ? tmp : whole, err)))
+			break;
+		if (tmp) /* the window holds whole heads: permute within it */
+			hfmap_permute_rows((const uint8_t *)tmp, (uint8_t *)whole, win.rows_end - r0, win.cols * 4,
+					   (int)((win.rows_end - r0) / hd), p->perm_inverse);
 		size_t nch = (size_t)((win.rows_end - r0 + win.chunk_rows - 1) / win.chunk_rows);
 		memset(win.es, 0, nch * sizeof *win.es);
 		for (size_t k = 0; k < nch; k++)
@@ -391,6 +438,9 @@ static int run_rows(qtk_model *in, qtk_writer *w, const plan *p, int threads, te
 	qtk_free(win.es);
 	qtk_free(win.errs);
 	qtk_free(whole);
+	qtk_free(tmp);
+	for (int k = 0; k < 4; k++)
+		qtk_free(packed[k]);
 	qtk_free(mem);
 	qg_free(&g);
 	return rc;
