@@ -4,6 +4,8 @@
 #   BENCH_THREADS  threads for qconvert and llama-quantize (default: all cores)
 #   BENCH_DIR      scratch directory (default build/bench)
 #   LLAMA_QUANTIZE path to llama.cpp's llama-quantize, for side-by-side figures
+#   BENCH_REPEAT   with LLAMA_QUANTIZE: q4_k runs of each, interleaved, for a median ratio
+#                  that a busy machine disturbs less (default 3)
 set -u
 B=${QTK_BUILD:-build}
 MP=${BENCH_MPARAMS:-300}
@@ -51,13 +53,25 @@ if bin/qconvert --help | grep -q qpk; then
 	measure "qconvert GGUF -> QPK (repack)" bin/qconvert -q "$M" "$D/m.qpk"
 	measure "qconvert QPK -> GGUF (repack)" bin/qconvert -q "$D/m.qpk" "$D/back.gguf"
 fi
+rm -rf "$D/awq" "$D/gptq" "$D/awq-fit"
 bin/qconvert -q --threads "$TH" "$D/q40.gguf" "$D/awq/" --to awq >/dev/null 2>&1
 measure "qconvert AWQ -> GPTQ (exact repack)" bin/qconvert -q --exact "$D/awq/" "$D/gptq/" --to gptq
+measure "qconvert F16 -> AWQ (re-fit, 4-bit g128)" bin/qconvert -q --threads "$TH" "$M" "$D/awq-fit/" --to awq
+measure "qconvert AWQ -> q4_k (decode, encode)" bin/qconvert -q --threads "$TH" "$D/awq-fit/" "$D/x.gguf" --to q4_k
 if [ -n "$LQ" ] && [ -x "$LQ" ]; then
 	measure "llama-quantize F16 -> q4_k (--pure)" "$LQ" --pure "$M" "$D/lq-q4k.gguf" Q4_K_M "$TH"
 	measure "llama-quantize F16 -> Q4_K_M" "$LQ" "$M" "$D/lq-q4km.gguf" Q4_K_M "$TH"
 	measure "llama-quantize F16 -> q8_0 (--pure)" "$LQ" --pure "$M" "$D/lq-q8.gguf" Q8_0 "$TH"
 	measure "llama-quantize F16 -> q4_0 (--pure)" "$LQ" --pure "$M" "$D/lq-q40.gguf" Q4_0 "$TH"
+	# q4_k again, qtk and llama-quantize taking turns: the median ratio of the pairs
+	: >"$D/pairs"
+	i=0
+	while [ "$i" -lt "${BENCH_REPEAT:-3}" ]; do
+		i=$((i + 1))
+		/usr/bin/time -f "%e" -o "$D/t1" bin/qconvert -q --threads "$TH" "$M" "$D/q4k.gguf" --to q4_k >/dev/null 2>&1
+		/usr/bin/time -f "%e" -o "$D/t2" "$LQ" --pure "$M" "$D/lq-q4k.gguf" Q4_K_M "$TH" >/dev/null 2>&1
+		echo "$(tail -n 1 "$D/t1") $(tail -n 1 "$D/t2")" >>"$D/pairs"
+	done
 fi
 echo
 cp_s=$(secs_of "cp (same bytes)")
@@ -70,6 +84,9 @@ if [ -n "$LQ" ] && [ -x "$LQ" ]; then
 	ratio "qconvert F16 -> Q4_K_M" "llama-quantize F16 -> Q4_K_M" "Q4_K_M time, qtk / llama-quantize"
 	ratio "qconvert F16 -> q8_0" "llama-quantize F16 -> q8_0 (--pure)" "q8_0 time, qtk / llama-quantize"
 	ratio "qconvert F16 -> q4_0" "llama-quantize F16 -> q4_0 (--pure)" "q4_0 time, qtk / llama-quantize"
+	awk '{ r[NR] = $1 / $2; printf "q4_k interleaved run %d: qtk %.2f s, llama-quantize %.2f s, ratio %.2f\n", NR, $1, $2, $1 / $2 }
+	     END { n = NR; for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (r[j] < r[i]) { t = r[i]; r[i] = r[j]; r[j] = t }
+	           if (n) printf "q4_k time, qtk / llama-quantize, median of %d interleaved pairs: %.2fx\n", n, (n % 2) ? r[(n + 1) / 2] : (r[n / 2] + r[n / 2 + 1]) / 2 }' "$D/pairs"
 	# quality: per-tensor RMSE against the F16 source, ours / llama-quantize's
 	for pair in "q4k:lq-q4k" "q4km:lq-q4km" "q8:lq-q8" "q40:lq-q40"; do
 		ours=${pair%%:*}; theirs=${pair##*:}
@@ -82,3 +99,4 @@ if [ -n "$LQ" ] && [ -x "$LQ" ]; then
 	done
 fi
 rm -f "$D/copy2.gguf" "$D/copy.gguf" "$D/keep.gguf" "$D/f32.gguf" "$D/x.gguf" "$D/back.gguf"
+rm -rf "$D/awq-fit"

@@ -255,7 +255,7 @@ typedef struct qtk_write_opts {
 	int (*tee)(void *ctx, size_t tensor, const void *buf, size_t n);
 	void *tee_ctx;
 	/* optional: run the tee on a thread of its own, on copies of the bytes, while the caller
-	 * goes on (at most 32 MiB queued); its failures are reported by a later put, by
+	 * goes on (at most 8 MiB queued); its failures are reported by a later put, by
 	 * qtk_writer_drain or by finish, with the message the tee left in *tee_err */
 	bool tee_async;
 	qtk_err *tee_err;

@@ -7,7 +7,8 @@
  * The bytes of every put are copied into a FIFO that one thread hands to the tee in order, so
  * the tee (content digests: hashing, decoding) overlaps the caller's next compute and I/O.
  * The tee sees exactly the bytes and order it would see synchronously. */
-#define TEEQ_CAP ((size_t)32 << 20)
+#define TEEQ_CAP ((size_t)8 << 20)   /* bytes queued at most */
+#define TEEQ_PIECE ((size_t)2 << 20) /* a put is queued in pieces of at most this */
 
 typedef struct teeq_item {
 	struct teeq_item *next;
@@ -65,7 +66,7 @@ static int teeq_failed(qtk_writer *w, struct qtk_teeq *q)
 	return q->rc;
 }
 
-static int teeq_push(qtk_writer *w, size_t tensor, const void *buf, size_t n)
+static int teeq_push_piece(qtk_writer *w, size_t tensor, const void *buf, size_t n)
 {
 	struct qtk_teeq *q = w->teeq;
 	teeq_item *it = qtk_malloc(sizeof *it + n);
@@ -93,6 +94,19 @@ static int teeq_push(qtk_writer *w, size_t tensor, const void *buf, size_t n)
 	pthread_cond_broadcast(&q->cv);
 	pthread_mutex_unlock(&q->mu);
 	return 0;
+}
+
+static int teeq_push(qtk_writer *w, size_t tensor, const void *buf, size_t n)
+{
+	const uint8_t *p = buf;
+	int rc = 0;
+	while (n && !rc) {
+		size_t k = n < TEEQ_PIECE ? n : TEEQ_PIECE;
+		rc = teeq_push_piece(w, tensor, p, k);
+		p += k;
+		n -= k;
+	}
+	return rc;
 }
 
 int qtk_writer_drain(qtk_writer *w)
