@@ -56,6 +56,16 @@ bin/qverify: $(VER_OBJ) $(B)/libqtk.a
 $(B)/samples/gen: $(B)/samples/gen.o $(B)/libqtk.a
 	$(CC) -o $@ $< $(B)/libqtk.a $(LDLIBS_ALL)
 
+# qconvert with the encoders built on plain-C lanes (QTK_QV_PLAIN), for tests/test_simd.sh:
+# the SIMD builds must give the same bytes
+PLAIN_OBJ := $(B)/plain/quant.o $(B)/plain/quant_k.o
+$(B)/plain/%.o: src/%.c $(wildcard src/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -DQTK_QV_PLAIN -c $< -o $@
+
+$(B)/plain/qconvert: $(CONV_OBJ) $(PLAIN_OBJ) $(B)/libqtk.a
+	$(CC) -o $@ $(CONV_OBJ) $(PLAIN_OBJ) $(B)/libqtk.a $(LDLIBS_ALL)
+
 # tests may #include program sources (convert/, inspect/, verify/) directly
 $(B)/tests/%: tests/%.c tests/t.h $(B)/libqtk.a $(wildcard convert/*.[ch] inspect/*.[ch] verify/*.[ch])
 	@mkdir -p $(dir $@)
@@ -65,7 +75,7 @@ $(B)/tests/%: tests/%.c tests/t.h $(B)/libqtk.a $(wildcard convert/*.[ch] inspec
 samples: $(B)/samples/gen
 	$(B)/samples/gen $(B)/samples
 
-test: deps-check all $(TEST_BIN) fuzz-drivers
+test: deps-check all $(TEST_BIN) fuzz-drivers $(B)/plain/qconvert
 	@QTK_BUILD=$(B) sh tests/run.sh
 
 # install missing build packages before building (a no-op when they are there)
@@ -164,7 +174,7 @@ $(B)/bin/qverify: $(VER_OBJ) $(B)/libqtk.a
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $(VER_OBJ) $(B)/libqtk.a $(LDLIBS_ALL)
 
-san-test: $(B)/bin/qconvert $(B)/bin/qinspect $(B)/bin/qverify $(B)/samples/gen $(TEST_BIN) fuzz-drivers
+san-test: $(B)/bin/qconvert $(B)/bin/qinspect $(B)/bin/qverify $(B)/samples/gen $(TEST_BIN) fuzz-drivers $(B)/plain/qconvert
 	@QTK_BUILD=$(B) QTK_BIN=$(B)/bin UBSAN_OPTIONS=$${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
 		sh tests/run.sh
 # ---- end of sanitizer test runs -----------------------------------------------------------------

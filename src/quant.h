@@ -99,8 +99,10 @@ int qtk_fit_group(const float *x, uint32_t n, unsigned bits, bool sym, int zmin,
 /* Four-lane float helpers for the encoders (quant.c, quant_k.c only). SSE2 where available,
  * otherwise plain C with the very same per-lane operations, so results are bit-identical on
  * every machine: sums are always accumulated in 4 lanes (element i in lane i%4) and reduced
- * as (l0+l2)+(l1+l3). Rounding is (v + 1.5*2^23) - 1.5*2^23: ties to even, for |v| < 2^22. */
-#if defined(__SSE2__)
+ * as (l0+l2)+(l1+l3). Rounding is (v + 1.5*2^23) - 1.5*2^23: ties to even, for |v| < 2^22.
+ * QTK_QV_PLAIN selects the plain-C lanes on any machine (tests/test_simd.sh compares the
+ * builds). */
+#if defined(__SSE2__) && !defined(QTK_QV_PLAIN)
 #include <emmintrin.h>
 typedef __m128 qv4;
 static inline qv4 qv_ld(const float *p) { return _mm_loadu_ps(p); }
@@ -221,7 +223,7 @@ static inline float qv_sum(qv4 a)
 /* the four qv_sum results of a, b, c, d at once (same values) */
 static inline void qv_sum4(qv4 a, qv4 b, qv4 c, qv4 d, float *out)
 {
-#if defined(__SSE2__)
+#if defined(__SSE2__) && !defined(QTK_QV_PLAIN)
     const __m128 u = _mm_add_ps(_mm_unpacklo_ps(a, b), _mm_unpackhi_ps(a, b));
     const __m128 v = _mm_add_ps(_mm_unpacklo_ps(c, d), _mm_unpackhi_ps(c, d));
     _mm_storeu_ps(out, _mm_add_ps(_mm_movelh_ps(u, v), _mm_movehl_ps(v, u)));
@@ -237,7 +239,7 @@ static inline void qv_sum4(qv4 a, qv4 b, qv4 c, qv4 d, float *out)
  * i%8 and lanes fold as (l0+l4, l1+l5, l2+l6, l3+l7) before qv_sum's four-lane order. With
  * AVX2 (quant_k_avx2.c is built with -mavx2 and chosen at run time) one 256-bit register,
  * otherwise two qv4 halves doing the very same per-lane operations: identical results. */
-#if defined(__AVX2__)
+#if defined(__AVX2__) && !defined(QTK_QV_PLAIN)
 #include <immintrin.h>
 typedef __m256 qv8;
 static inline qv8 qv8_ld(const float *p) { return _mm256_loadu_ps(p); }

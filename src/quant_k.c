@@ -53,7 +53,7 @@ static aff_block_fn aff_block_impl(void)
     if (f)
         return f;
     f = qtk_aff_block_c;
-#if defined(__x86_64__) || defined(__i386__)
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(QTK_QV_PLAIN)
     const char *e = getenv("QTK_SIMD");
     if (qtk_aff_have_avx2() && !(e && strcmp(e, "generic") == 0) &&
         __builtin_cpu_supports("avx2"))
