@@ -61,10 +61,22 @@ $(B)/samples/gen: $(B)/samples/gen.o $(B)/libqtk.a
 PLAIN_OBJ := $(B)/plain/quant.o $(B)/plain/quant_k.o
 $(B)/plain/%.o: src/%.c $(wildcard src/*.h)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -DQTK_QV_PLAIN -c $< -o $@
+	$(CC) $(CFLAGS_ALL) -DQTK_QV_PLAIN -fno-tree-vectorize -c $< -o $@
 
 $(B)/plain/qconvert: $(CONV_OBJ) $(PLAIN_OBJ) $(B)/libqtk.a
 	$(CC) -o $@ $(CONV_OBJ) $(PLAIN_OBJ) $(B)/libqtk.a $(LDLIBS_ALL)
+
+# tests/simd_digest.c (tests/test_simd.sh): the encoders' output digests from the library as
+# built, from the sources on the compiler's lanes (SSE2, NEON), and on plain-C lanes without
+# auto-vectorization. With CC=aarch64-linux-gnu-gcc the last two cross-build for qemu.
+SIMD_SRC := src/quant.c src/quant_k.c src/quant_k_avx2.c src/quant_iq4.c src/dequant.c src/dequant_iq.c src/alloc.c
+$(B)/tests/simd_digest_src: tests/simd_digest.c $(SIMD_SRC) $(wildcard src/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -o $@ tests/simd_digest.c $(SIMD_SRC) -lm
+
+$(B)/tests/simd_digest_plain: tests/simd_digest.c $(SIMD_SRC) $(wildcard src/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -DQTK_QV_PLAIN -fno-tree-vectorize -o $@ tests/simd_digest.c $(SIMD_SRC) -lm
 
 # tests may #include program sources (convert/, inspect/, verify/) directly
 $(B)/tests/%: tests/%.c tests/t.h $(B)/libqtk.a $(wildcard convert/*.[ch] inspect/*.[ch] verify/*.[ch])
@@ -75,7 +87,7 @@ $(B)/tests/%: tests/%.c tests/t.h $(B)/libqtk.a $(wildcard convert/*.[ch] inspec
 samples: $(B)/samples/gen
 	$(B)/samples/gen $(B)/samples
 
-test: deps-check all $(TEST_BIN) fuzz-drivers $(B)/plain/qconvert
+test: deps-check all $(TEST_BIN) fuzz-drivers $(B)/plain/qconvert $(B)/tests/simd_digest $(B)/tests/simd_digest_src $(B)/tests/simd_digest_plain
 	@QTK_BUILD=$(B) sh tests/run.sh
 
 # install missing build packages before building (a no-op when they are there)
@@ -110,7 +122,7 @@ ubsan:
 	$(MAKE) B=build-ubsan OPT="-O1 -g" SAN="-fsanitize=undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" san-test
 
 clean:
-	rm -rf build build-asan build-ubsan bin
+	rm -rf build build-asan build-ubsan build-aarch64 build-asan-aarch64 build-ubsan-aarch64 bin
 
 # ---- fuzzing (tests/fuzz/, docs/fuzzing.md) -------------------------------------------------
 # Replay drivers (any C11 compiler): $(B)/fuzz/replay_<target>, run over the seed corpus and the
@@ -174,7 +186,7 @@ $(B)/bin/qverify: $(VER_OBJ) $(B)/libqtk.a
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $(VER_OBJ) $(B)/libqtk.a $(LDLIBS_ALL)
 
-san-test: $(B)/bin/qconvert $(B)/bin/qinspect $(B)/bin/qverify $(B)/samples/gen $(TEST_BIN) fuzz-drivers $(B)/plain/qconvert
+san-test: $(B)/bin/qconvert $(B)/bin/qinspect $(B)/bin/qverify $(B)/samples/gen $(TEST_BIN) fuzz-drivers $(B)/plain/qconvert $(B)/tests/simd_digest $(B)/tests/simd_digest_src $(B)/tests/simd_digest_plain
 	@QTK_BUILD=$(B) QTK_BIN=$(B)/bin UBSAN_OPTIONS=$${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
 		sh tests/run.sh
 # ---- end of sanitizer test runs -----------------------------------------------------------------

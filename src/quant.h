@@ -96,8 +96,8 @@ int qtk_fit_group(const float *x, uint32_t n, unsigned bits, bool sym, int zmin,
                   float *scale_out, int *zero_out, uint8_t *codes_out);
 
 #ifdef QTK_QUANT_IMPL
-/* Four-lane float helpers for the encoders (quant.c, quant_k.c only). SSE2 where available,
- * otherwise plain C with the very same per-lane operations, so results are bit-identical on
+/* Four-lane float helpers for the encoders (quant.c, quant_k.c only). SSE2 or NEON (AArch64)
+ * where available, otherwise plain C with the very same per-lane operations, so results are bit-identical on
  * every machine: sums are always accumulated in 4 lanes (element i in lane i%4) and reduced
  * as (l0+l2)+(l1+l3). Rounding is (v + 1.5*2^23) - 1.5*2^23: ties to even, for |v| < 2^22.
  * QTK_QV_PLAIN selects the plain-C lanes on any machine (tests/test_simd.sh compares the
@@ -124,6 +124,30 @@ static inline qv4 qv_roundf(qv4 a)
     const __m128 f = _mm_andnot_ps(_mm_set1_ps(-0.f), _mm_sub_ps(a, t));
     const __m128 one = _mm_or_ps(_mm_set1_ps(1.f), _mm_and_ps(a, _mm_set1_ps(-0.f)));
     return _mm_add_ps(t, _mm_and_ps(_mm_cmpge_ps(f, _mm_set1_ps(0.5f)), one));
+}
+#elif defined(__aarch64__) && defined(__ARM_NEON) && !defined(QTK_QV_PLAIN)
+#include <arm_neon.h>
+typedef float32x4_t qv4;
+static inline qv4 qv_ld(const float *p) { return vld1q_f32(p); }
+static inline void qv_st(float *p, qv4 a) { vst1q_f32(p, a); }
+static inline qv4 qv_set(float a) { return vdupq_n_f32(a); }
+static inline qv4 qv_add(qv4 a, qv4 b) { return vaddq_f32(a, b); }
+static inline qv4 qv_sub(qv4 a, qv4 b) { return vsubq_f32(a, b); }
+static inline qv4 qv_mul(qv4 a, qv4 b) { return vmulq_f32(a, b); }
+static inline qv4 qv_div(qv4 a, qv4 b) { return vdivq_f32(a, b); }
+/* SSE's minps/maxps: the second operand unless the comparison holds (NaN included) */
+static inline qv4 qv_min(qv4 a, qv4 b) { return vbslq_f32(vcltq_f32(a, b), a, b); }
+static inline qv4 qv_max(qv4 a, qv4 b) { return vbslq_f32(vcgtq_f32(a, b), a, b); }
+static inline qv4 qv_abs(qv4 a) { return vabsq_f32(a); }
+static inline qv4 qv_trunc(qv4 a) { return vcvtq_f32_s32(vcvtq_s32_f32(a)); }
+static inline qv4 qv_roundf(qv4 a)
+{
+    const float32x4_t t = vcvtq_f32_s32(vcvtq_s32_f32(a));
+    const float32x4_t f = vabsq_f32(vsubq_f32(a, t));
+    const uint32x4_t sign = vandq_u32(vreinterpretq_u32_f32(a), vdupq_n_u32(0x80000000u));
+    const float32x4_t one = vreinterpretq_f32_u32(vorrq_u32(vreinterpretq_u32_f32(vdupq_n_f32(1.f)), sign));
+    const uint32x4_t up = vcgeq_f32(f, vdupq_n_f32(0.5f));
+    return vaddq_f32(t, vreinterpretq_f32_u32(vandq_u32(up, vreinterpretq_u32_f32(one))));
 }
 #else
 #include <string.h>

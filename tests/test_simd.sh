@@ -30,5 +30,39 @@ for ty in q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs Q4_K_M
 	if cmp -s "$T/a.gguf" "$T/b.gguf"; then ok "$ty: default build = QTK_SIMD=generic"; else bad "$ty: default build and QTK_SIMD=generic differ"; fi
 	if cmp -s "$T/a.gguf" "$T/c.gguf"; then ok "$ty: default build = plain-C lanes"; else bad "$ty: default build and plain-C lanes differ"; fi
 done
+
+# The encoders alone (tests/simd_digest.c: every type, with and without an importance matrix):
+# the library as built, QTK_SIMD=generic, the sources on the compiler's lanes, plain C.
+D=$B/tests
+if [ -x "$D/simd_digest" ] && [ -x "$D/simd_digest_src" ] && [ -x "$D/simd_digest_plain" ]; then
+	"$D/simd_digest" >"$T/d.lib" 2>&1 || bad "simd_digest failed: $(tail -n 1 "$T/d.lib")"
+	QTK_SIMD=generic "$D/simd_digest" >"$T/d.gen" 2>&1
+	"$D/simd_digest_src" >"$T/d.src" 2>&1
+	"$D/simd_digest_plain" >"$T/d.plain" 2>&1
+	n=$(grep -c 'imatrix=' "$T/d.lib")
+	[ "$n" -eq 24 ] && ok "simd_digest: 12 types x 2 ($n lines)" || bad "simd_digest printed $n digest lines"
+	for v in gen src plain; do
+		if cmp -s "$T/d.lib" "$T/d.$v"; then ok "encoder digests: library = $v"; else bad "encoder digests: library and $v differ"; diff "$T/d.lib" "$T/d.$v" | head -5; fi
+	done
+else
+	bad "the simd_digest programs are not built"
+fi
+
+# AArch64 NEON, cross-built and run under qemu, when the tools are installed (CI installs them)
+if command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 && command -v qemu-aarch64 >/dev/null 2>&1 &&
+	[ -d /usr/aarch64-linux-gnu ]; then
+	XB=$B-aarch64
+	if ${MAKE:-make} -s B="$XB" CC=aarch64-linux-gnu-gcc SAN= PKG_CFLAGS= "$XB/tests/simd_digest_src" \
+		"$XB/tests/simd_digest_plain" >"$T/x.log" 2>&1; then
+		for v in src plain; do
+			qemu-aarch64 -L /usr/aarch64-linux-gnu "$XB/tests/simd_digest_$v" >"$T/a.$v" 2>&1
+			if cmp -s "$T/d.lib" "$T/a.$v"; then ok "encoder digests: aarch64 $v (qemu) = this machine"; else bad "encoder digests: aarch64 $v differs from this machine"; diff "$T/d.lib" "$T/a.$v" | head -5; fi
+		done
+	else
+		bad "cannot cross-build for aarch64: $(tail -n 3 "$T/x.log")"
+	fi
+else
+	echo "skipped: AArch64 NEON check (needs aarch64-linux-gnu-gcc, libc6-dev-arm64-cross, qemu-user)"
+fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -1,0 +1,83 @@
+/* simd_digest.c - prints a digest of every encoder's output on fixed pseudo-random data, with and
+ * without an importance matrix: one line per type. tests/test_simd.sh builds it on the
+ * machine's lanes and on plain-C lanes (and, with a cross compiler and qemu, for AArch64 NEON)
+ * and requires identical lines: the same bytes on every machine. Depends only on the
+ * encoders and decoders (no container code), so it cross-compiles from the sources alone. */
+#include "qtk.h"
+#include "quant.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static uint64_t g_rng = 0x73696d642d646967ull;
+static uint32_t rnd32(void)
+{
+    g_rng ^= g_rng >> 12;
+    g_rng ^= g_rng << 25;
+    g_rng ^= g_rng >> 27;
+    return (uint32_t)((g_rng * 0x2545F4914F6CDD1Dull) >> 32);
+}
+static float unif(void) { return ((float)(rnd32() >> 8) + 0.5f) / 16777216.f; }
+static float gauss(void)
+{
+    float s = 0;
+    for (int i = 0; i < 12; i++)
+        s += unif();
+    return s - 6.f;
+}
+
+static uint64_t fnv(const uint8_t *p, size_t n, uint64_t h)
+{
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+int main(void)
+{
+    static const struct { unsigned t; const char *name; uint32_t bytes; } types[] = {
+        { QTK_T_Q4_0, "q4_0", 18 }, { QTK_T_Q4_1, "q4_1", 20 }, { QTK_T_Q5_0, "q5_0", 22 },
+        { QTK_T_Q5_1, "q5_1", 24 }, { QTK_T_Q8_0, "q8_0", 34 }, { QTK_T_Q2_K, "q2_k", 84 },
+        { QTK_T_Q3_K, "q3_k", 110 }, { QTK_T_Q4_K, "q4_k", 144 }, { QTK_T_Q5_K, "q5_k", 176 },
+        { QTK_T_Q6_K, "q6_k", 210 }, { QTK_T_IQ4_NL, "iq4_nl", 18 }, { QTK_T_IQ4_XS, "iq4_xs", 136 },
+    };
+    enum { ROWS = 24, COLS = 1024 };
+    float *x = malloc(sizeof(float) * ROWS * COLS), *im = malloc(sizeof(float) * COLS);
+    uint8_t *q = malloc((size_t)ROWS * COLS * 2); /* at most 34/32 bytes per value (q8_0) */
+    if (!x || !im || !q)
+        return 1;
+    for (int r = 0; r < ROWS; r++)
+        for (int c = 0; c < COLS; c++) {
+            float v = gauss() * (r % 4 == 1 ? 1e-5f : 0.02f);
+            if (r % 4 == 2 && c % 61 == 0)
+                v *= 30.f; /* outliers */
+            if (r % 4 == 3 && c % 64 < 32)
+                v = v < 0 ? -v : v; /* one-signed sub-blocks */
+            if (r == ROWS - 1 && c < 256)
+                v = 0.f; /* an all-zero superblock */
+            x[r * COLS + c] = v;
+        }
+    for (int c = 0; c < COLS; c++)
+        im[c] = (c % 13 == 0) ? 0.f : unif() * 5.f;
+    int rc = 0;
+    for (size_t k = 0; k < sizeof types / sizeof types[0]; k++)
+        for (int w = 0; w < 2; w++) {
+            uint32_t blk = types[k].t == QTK_T_Q4_0 || types[k].t == QTK_T_Q4_1 || types[k].t == QTK_T_Q5_0 ||
+                                   types[k].t == QTK_T_Q5_1 || types[k].t == QTK_T_Q8_0 ||
+                                   types[k].t == QTK_T_IQ4_NL
+                               ? 32
+                               : 256;
+            size_t n = (size_t)ROWS * COLS / blk * types[k].bytes;
+            if (qtk_quant_ggml(types[k].t, x, q, ROWS, COLS, w ? im : NULL) != 0) {
+                printf("%s imatrix=%d: encoder failed\n", types[k].name, w);
+                rc = 1;
+                continue;
+            }
+            printf("%s imatrix=%d %016llx\n", types[k].name, w, (unsigned long long)fnv(q, n, 0xcbf29ce484222325ull));
+        }
+    free(x);
+    free(im);
+    free(q);
+    return rc;
+}
