@@ -531,47 +531,97 @@ static int quant_groups(const float *x, const qtk_tensor *o, uint32_t base, uint
 	return r;
 }
 
-/* A plain tensor re-fitted to AWQ/GPTQ in windows of output features (rows of the source,
- * Q/K-permuted when the plan says so): only a window's values are held beside the packed
- * output (about half a byte per weight), whatever the tensor's size. */
-static int refit_streamed(qtk_model *in, const plan *p, uint8_t **pp, int threads, tensor_result *r, qtk_err *err)
+/* ---- AWQ/GPTQ targets, a window of output features at a time ----
+ * A row source gives the values of output features o0 .. o0+n-1 in the plan's row order: plain
+ * sources read and decode those rows (each from its Q/K-permuted position), AWQ/GPTQ sources
+ * decode them from their packed parts (held: about half a byte per weight), in whole heads
+ * when permuting. Memory is a window of F32 beside the packed output, whatever the tensor. */
+typedef struct rowsrc {
+	qtk_model *in;
+	const plan *p;
+	uint64_t rb;        /* plain: bytes per row */
+	uint8_t *raw;       /* plain: a window of encoded rows */
+	uint8_t *packed[4]; /* AWQ/GPTQ: the source's parts */
+	float *tmp;         /* AWQ/GPTQ with Q/K permutation: rows before permuting */
+	uint64_t hd;        /* rows per head when permuting, else 1 */
+	uint32_t win;       /* rows per window */
+} rowsrc;
+
+static void rowsrc_close(rowsrc *s)
 {
-	const qtk_tensor *t = p->src, *o = &p->out;
+	qtk_free(s->raw);
+	qtk_free(s->tmp);
+	for (int k = 0; k < 4; k++)
+		qtk_free(s->packed[k]);
+	memset(s, 0, sizeof *s);
+}
+
+static int rowsrc_open(rowsrc *s, qtk_model *in, const plan *p, qtk_err *err)
+{
+	const qtk_tensor *t = p->src;
 	uint32_t out = (uint32_t)t->shape[0], inf = (uint32_t)t->shape[1];
-	uint64_t rb;
-	if (qtk_type_nbytes(t->layout.type, inf, &rb))
+	bool plain = t->layout.kind == QTK_LAYOUT_PLAIN;
+	memset(s, 0, sizeof *s);
+	s->in = in;
+	s->p = p;
+	s->hd = 1;
+	if (p->perm_heads) {
+		if (out % (2 * (uint32_t)p->perm_heads))
+			return qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "%u rows cannot be split into %d heads", out,
+					   p->perm_heads);
+		s->hd = out / (uint32_t)p->perm_heads;
+	}
+	if (plain && qtk_type_nbytes(t->layout.type, inf, &s->rb))
 		return qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "row size does not fit the type");
-	if (p->perm_heads && out % (2 * (uint32_t)p->perm_heads))
-		return qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "%u rows cannot be split into %d heads", out,
-				   p->perm_heads);
-	uint32_t win = (uint32_t)(WINDOW_ELEMS / inf / GROUP_SLICE * GROUP_SLICE);
-	if (win < GROUP_SLICE)
-		win = GROUP_SLICE;
-	if (win > out)
-		win = out;
-	float *x = qtk_malloc((size_t)win * inf * sizeof *x);
-	uint8_t *raw = qtk_malloc((size_t)(win * rb));
-	errstat *es = qtk_calloc((win + GROUP_SLICE - 1) / GROUP_SLICE, sizeof *es), total;
-	memset(&total, 0, sizeof total);
-	int rc = x && raw && es ? 0 : qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
-	for (uint32_t o0 = 0; o0 < out && !rc; o0 += win) {
-		uint32_t nr = out - o0 < win ? out - o0 : win;
-		if (!p->perm_heads) {
-			rc = qtk_read_part(in, t, 0, o0 * rb, raw, (size_t)(nr * rb));
-		} else {
-			for (uint32_t k = 0; k < nr && !rc; k++) {
-				uint64_t src = hfmap_permute_src_row(o0 + k, out, p->perm_heads, p->perm_inverse);
-				rc = qtk_read_part(in, t, 0, src * rb, raw + k * rb, (size_t)rb);
-			}
-		}
-		if (rc) {
-			*err = in->err;
-			break;
-		}
-		if (qtk_dequant_ggml(t->layout.type, raw, x, (uint64_t)nr * inf)) {
+	/* windows of whole fitting slices; of whole heads when packed rows are permuted */
+	uint64_t a = plain ? GROUP_SLICE : lcm_u64(GROUP_SLICE, s->hd);
+	uint64_t w = WINDOW_ELEMS / inf / a * a;
+	s->win = (uint32_t)(w < a ? a : w);
+	if (s->win > out)
+		s->win = out;
+	int rc = 0;
+	if (plain) {
+		if (!(s->raw = qtk_malloc((size_t)(s->win * s->rb))))
+			rc = qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
+	} else {
+		for (int k = 0; k < t->nparts && !rc; k++)
+			if ((rc = qtk_read_part_alloc(in, t, k, &s->packed[k])))
+				*err = in->err;
+		if (!rc && p->perm_heads && !(s->tmp = qtk_malloc((size_t)s->win * inf * sizeof(float))))
+			rc = qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
+	}
+	if (rc)
+		rowsrc_close(s);
+	return rc;
+}
+
+static int rowsrc_get(rowsrc *s, uint32_t o0, uint32_t n, float *x, qtk_err *err)
+{
+	const qtk_tensor *t = s->p->src;
+	uint64_t inf = t->shape[1];
+	if (s->raw) {
+		int rc = stage_rows(s->in, s->p, s->raw, o0, n, s->rb, err);
+		if (!rc && qtk_dequant_ggml(t->layout.type, s->raw, x, (uint64_t)n * inf))
 			rc = qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "cannot decode this type");
+		return rc;
+	}
+	int rc = decode_rows(t, s->packed, o0, n, s->tmp ? s->tmp : x, err);
+	if (!rc && s->tmp) /* the window holds whole heads: permute within it */
+		hfmap_permute_rows((const uint8_t *)s->tmp, (uint8_t *)x, n, inf * 4, (int)(n / s->hd), s->p->perm_inverse);
+	return rc;
+}
+
+/* Re-fit every group of the rows to the target, window by window, into the whole parts pp. */
+static int refit_groups(rowsrc *s, float *x, uint8_t **pp, int threads, errstat *total, qtk_err *err)
+{
+	const qtk_tensor *t = s->p->src, *o = &s->p->out;
+	uint32_t out = (uint32_t)t->shape[0];
+	errstat *es = qtk_calloc((s->win + GROUP_SLICE - 1) / GROUP_SLICE, sizeof *es);
+	int rc = es ? 0 : qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
+	for (uint32_t o0 = 0; o0 < out && !rc; o0 += s->win) {
+		uint32_t nr = out - o0 < s->win ? out - o0 : s->win;
+		if ((rc = rowsrc_get(s, o0, nr, x, err)))
 			break;
-		}
 		size_t ns = (nr + GROUP_SLICE - 1) / GROUP_SLICE;
 		memset(es, 0, ns * sizeof *es);
 		if (quant_groups(x, o, o0, nr, pp, es, threads)) {
@@ -580,113 +630,103 @@ static int refit_streamed(qtk_model *in, const plan *p, uint8_t **pp, int thread
 			break;
 		}
 		for (size_t k = 0; k < ns; k++)
-			errstat_merge(&total, &es[k]);
+			errstat_merge(total, &es[k]);
 	}
-	if (!rc)
-		errstat_finish(&total, r);
-	qtk_free(x);
-	qtk_free(raw);
 	qtk_free(es);
 	return rc;
 }
 
-/* Whole tensor to AWQ/GPTQ: repack the source's integers when they fit the
- * target, else fit every group to the decoded values (streamed for plain sources). */
+/* An exact repack: decode what was packed, window by window, against the source's values. */
+static int verify_groups(rowsrc *s, float *x, uint8_t **pp, errstat *total, qtk_err *err)
+{
+	const qtk_tensor *t = s->p->src, *o = &s->p->out;
+	uint32_t out = (uint32_t)t->shape[0], inf = (uint32_t)t->shape[1];
+	float *y = qtk_malloc((size_t)s->win * inf * sizeof *y);
+	int rc = y ? 0 : qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
+	for (uint32_t o0 = 0; o0 < out && !rc; o0 += s->win) {
+		uint32_t nr = out - o0 < s->win ? out - o0 : s->win;
+		if ((rc = rowsrc_get(s, o0, nr, x, err)))
+			break;
+		if (decode_rows(o, pp, o0, nr, y, err)) {
+			rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "cannot decode the output");
+			break;
+		}
+		errstat_add(total, x, y, (uint64_t)nr * inf);
+	}
+	qtk_free(y);
+	return rc;
+}
+
+/* A tensor to AWQ/GPTQ: repack the source's integers when they fit the target, else fit every
+ * group to the decoded values. */
 static int run_groups(qtk_model *in, qtk_writer *w, const plan *p, int threads, tensor_result *r, qtk_err *err)
 {
 	const qtk_tensor *t = p->src, *o = &p->out;
 	uint32_t out = (uint32_t)t->shape[0], inf = (uint32_t)t->shape[1];
-	uint64_t n = t->n_params;
 	bool awq = o->layout.kind == QTK_LAYOUT_AWQ;
-	float *x = NULL, *y = NULL;
 	uint8_t *pp[4] = {NULL, NULL, NULL, NULL};
+	float *x = NULL;
 	qgroups g;
 	memset(&g, 0, sizeof g);
-	int rc = 0;
+	rowsrc s;
+	int rc = rowsrc_open(&s, in, p, err);
+	if (rc)
+		return rc;
 	for (int k = 0; k < o->nparts && !rc; k++)
 		if (!(pp[k] = qtk_calloc(1, (size_t)o->parts[k].nbytes + 8)))
 			rc = qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
-	/* plain sources without integers the target can take: fitted window by window */
-	const bool ints = t->layout.kind == QTK_LAYOUT_PLAIN &&
-			  (t->layout.type == QTK_T_Q4_0 || t->layout.type == QTK_T_Q8_0 || t->layout.type == QTK_T_Q4_1);
-	if (!rc && t->layout.kind == QTK_LAYOUT_PLAIN && !ints) {
-		rc = refit_streamed(in, p, pp, threads, r, err);
-		goto put;
-	}
-	x = rc ? NULL : qtk_malloc((size_t)n * sizeof *x);
-	y = x ? qtk_malloc((size_t)n * sizeof *y) : NULL;
-	if (!rc && (!x || !y))
+	if (!rc && !(x = qtk_malloc((size_t)s.win * inf * sizeof *x)))
 		rc = qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
-	if (!rc && qtk_decode_tensor(in, t, x)) {
-		*err = in->err;
-		rc = err->code;
-	}
-	if (!rc && p->perm_heads)
-		rc = permute_inplace((uint8_t *)x, out, (uint64_t)inf * 4, p->perm_heads, p->perm_inverse, t->name, err);
-	if (rc)
-		goto out;
 	/* the source's own integers, when it has them */
 	bool have = false;
-	if (t->layout.kind != QTK_LAYOUT_PLAIN) {
-		if (load_groups(in, t, &g, err)) {
-			rc = err->code;
-			goto out;
-		}
-		have = true;
-	} else if (t->layout.type == QTK_T_Q4_0 || t->layout.type == QTK_T_Q8_0 || t->layout.type == QTK_T_Q4_1) {
+	if (!rc && t->layout.kind != QTK_LAYOUT_PLAIN) {
+		int q = t->layout.kind == QTK_LAYOUT_AWQ
+				? qg_from_awq((uint32_t *)s.packed[0], (uint32_t *)s.packed[1], (uint16_t *)s.packed[2], out, inf,
+					      t->layout.group_size, &g)
+				: qg_from_gptq((uint32_t *)s.packed[0], (uint32_t *)s.packed[1], (uint16_t *)s.packed[2],
+					       t->nparts > 3 ? (int32_t *)s.packed[3] : NULL, out, inf, t->layout.group_size,
+					       (uint32_t)t->parts[2].shape[0], t->layout.bits, t->layout.gptq_version, &g);
+		if (q)
+			rc = qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "inconsistent quantized components");
+		have = !rc;
+	} else if (!rc && (t->layout.type == QTK_T_Q4_0 || t->layout.type == QTK_T_Q8_0 || t->layout.type == QTK_T_Q4_1)) {
 		uint8_t *raw;
 		if (qtk_read_part_alloc(in, t, 0, &raw)) {
 			*err = in->err;
 			rc = err->code;
-			goto out;
+		} else {
+			have = qg_from_ggml(t->layout.type, raw, out, inf, &g) == 0;
+			qtk_free(raw);
 		}
-		have = qg_from_ggml(t->layout.type, raw, out, inf, &g) == 0;
-		qtk_free(raw);
 	}
-	if (have && p->perm_heads && permute_groups(&g, p, err)) {
-		rc = err->code;
-		goto out;
-	}
+	if (!rc && have && p->perm_heads)
+		rc = permute_groups(&g, p, err);
 	bool packed = false;
-	if (have && g.bits == o->layout.bits && (g.group == o->layout.group_size || qg_act_order(&g))) {
+	if (!rc && have && g.bits == o->layout.bits && (g.group == o->layout.group_size || qg_act_order(&g))) {
 		if (awq)
 			packed = qg_to_awq(&g, (uint32_t *)pp[0], (uint32_t *)pp[1], (uint16_t *)pp[2]) == 0;
 		else
 			packed = qg_to_gptq(&g, o->layout.gptq_version, true, (uint32_t *)pp[0], (uint32_t *)pp[1],
 					    (uint16_t *)pp[2], (int32_t *)pp[3]) == 0;
 	}
-	if (!packed) {
-		for (int k = 0; k < o->nparts; k++)
-			memset(pp[k], 0, (size_t)o->parts[k].nbytes);
-		int q = quant_groups(x, o, 0, out, pp, NULL, threads);
-		if (q) {
-			rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "the %s encoder failed", awq ? "AWQ" : "GPTQ");
-			goto out;
-		}
-	}
-	/* verify: decode what we wrote */
-	int d = awq ? qtk_dequant_awq((int32_t *)pp[0], (int32_t *)pp[1], (uint16_t *)pp[2], inf, out,
-				      o->layout.group_size, y)
-		    : qtk_dequant_gptq((int32_t *)pp[0], (int32_t *)pp[1], (uint16_t *)pp[2], (int32_t *)pp[3], inf, out,
-				       o->layout.group_size, (uint32_t)o->parts[2].shape[0], o->layout.bits,
-				       o->layout.gptq_version, y);
-	if (d) {
-		rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "cannot decode the output");
-		goto out;
-	}
+	qg_free(&g);
 	errstat e;
 	memset(&e, 0, sizeof e);
-	errstat_add(&e, x, y, n);
-	errstat_finish(&e, r);
-put:
+	if (!rc && packed) {
+		rc = verify_groups(&s, x, pp, &e, err);
+	} else if (!rc) {
+		for (int k = 0; k < o->nparts; k++)
+			memset(pp[k], 0, (size_t)o->parts[k].nbytes);
+		rc = refit_groups(&s, x, pp, threads, &e, err);
+	}
+	if (!rc)
+		errstat_finish(&e, r);
 	for (int k = 0; k < o->nparts && !rc; k++)
 		rc = qtk_writer_put(w, pp[k], (size_t)o->parts[k].nbytes);
-out:
-	qg_free(&g);
+	rowsrc_close(&s);
 	for (int k = 0; k < 4; k++)
 		qtk_free(pp[k]);
 	qtk_free(x);
-	qtk_free(y);
 	return rc;
 }
 

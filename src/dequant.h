@@ -53,7 +53,8 @@ int qtk_dequant_gptq(const int32_t *qweight, const int32_t *qzeros, const uint16
                      uint32_t ngroups, unsigned bits, int version, float *dst);
 
 /* Output features o0 .. o0+n-1 only, into dst [n][in] (the rows of the full decode): AWQ with
- * o0 and n multiples of 8, GPTQ with o0 and n multiples of 32. Same values as the whole decode;
+ * o0 and n multiples of 8, GPTQ with o0*bits and n*bits multiples of 32 (whole qzeros words).
+ * Same values as the whole decode;
  * memory is the slice's. 0, or -1 on bad arguments or allocation failure. */
 int qtk_dequant_awq_rows(const int32_t *qweight, const int32_t *qzeros, const uint16_t *scales,
                          uint32_t in, uint32_t out, uint32_t group, uint32_t o0, uint32_t n, float *dst);

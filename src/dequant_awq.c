@@ -219,8 +219,8 @@ int qtk_dequant_gptq_rows(const int32_t *qweight, const int32_t *qzeros, const u
                           float *dst)
 {
     if (!qweight || !qzeros || !scales || !dst || bits == 0 || bits > 8 || in % 32 != 0 ||
-        ((uint64_t)out * bits) % 32 != 0 || o0 % 32 != 0 || n == 0 || n % 32 != 0 || o0 > out ||
-        n > out - o0)
+        ((uint64_t)out * bits) % 32 != 0 || ((uint64_t)o0 * bits) % 32 != 0 || n == 0 ||
+        ((uint64_t)n * bits) % 32 != 0 || o0 > out || n > out - o0)
         return -1;
     const uint64_t wrows = (uint64_t)in / 32 * bits, zw = (uint64_t)out * bits / 32;
     const uint64_t szw = (uint64_t)n * bits / 32, z0 = (uint64_t)o0 * bits / 32;
