@@ -3,6 +3,8 @@
 B=${QTK_BUILD:-build}
 pass=0; fail=0; skipped=0
 out=$(mktemp)
+# the project's own samples, which some tests read
+[ -f "$B/samples/tiny-llama-f32.gguf" ] || "$B/samples/gen" "$B/samples" >/dev/null 2>&1
 for t in "$B"/tests/test_*; do
 	[ -x "$t" ] || continue
 	name=$(basename "$t")

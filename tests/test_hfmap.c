@@ -1067,7 +1067,9 @@ static void test_alloc_failures(void)
 /* The project's own sample generator output, when built (make samples). */
 static void test_samples(void)
 {
-	const char *p = "build/samples/tiny-llama-f32.gguf";
+	char p[512];
+	const char *bdir = getenv("QTK_BUILD");
+	snprintf(p, sizeof p, "%s/samples/tiny-llama-f32.gguf", bdir && *bdir ? bdir : "build");
 	if (!qtk_path_exists(p)) {
 		T_SKIP("build/samples not generated");
 		return;
