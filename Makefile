@@ -25,7 +25,7 @@ TEST_SRC := $(sort $(wildcard tests/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/%.c=$(B)/tests/%)
 PROGS := bin/qconvert bin/qinspect bin/qverify
 
-.PHONY: all test demo clean deps deps-check samples man-lint asan ubsan bench
+.PHONY: all test demo clean deps deps-check samples man-lint asan ubsan tsan bench
 all: $(PROGS) $(B)/samples/gen
 
 $(B)/%.o: %.c $(wildcard src/*.h formats/*.h cli/*.h convert/*.h inspect/*.h verify/*.h)
@@ -121,8 +121,13 @@ asan:
 ubsan:
 	$(MAKE) B=build-ubsan OPT="-O1 -g" SAN="-fsanitize=undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" san-test
 
+# data races in the threaded paths (pool workers, the writer's tee thread, source hashing beside
+# the conversion): the suite under ThreadSanitizer
+tsan:
+	$(MAKE) B=build-tsan OPT="-O1 -g" SAN="-fsanitize=thread" san-test
+
 clean:
-	rm -rf build build-asan build-ubsan build-aarch64 build-asan-aarch64 build-ubsan-aarch64 bin
+	rm -rf build build-asan build-ubsan build-tsan build-aarch64 build-asan-aarch64 build-ubsan-aarch64 bin
 
 # ---- fuzzing (tests/fuzz/, docs/fuzzing.md) -------------------------------------------------
 # Replay drivers (any C11 compiler): $(B)/fuzz/replay_<target>, run over the seed corpus and the

@@ -182,7 +182,10 @@ static int prov_begin(prov_state *p, qtk_model *in, qtk_model *d, const conv_opt
 	p->b.imatrix_sha256 = im ? qtk_imatrix_sha256(im) : NULL;
 	p->b.imatrix_file = o->imatrix_path;
 	p->b.threads = threads;
-	int rc = qtk_prov_build(&p->b, &p->ph, err);
+	/* a source read with pread is hashed beside the conversion (the record reserves its
+	 * digests as placeholders); one read through its format's reader (QPK, archives) first */
+	int rc = in->fmt && in->fmt->read ? 0 : qtk_prov_start_source(&p->b, err);
+	rc = rc ? rc : qtk_prov_build(&p->b, &p->ph, err);
 	if (!rc && p->b.note[0])
 		cli_warn("%s", p->b.note);
 	if (!rc && o->out_kind == QTK_OUT_HF) {
@@ -211,9 +214,10 @@ static int prov_begin(prov_state *p, qtk_model *in, qtk_model *d, const conv_opt
 static int prov_end(prov_state *p, qtk_writer *w)
 {
 	int rc = qtk_writer_drain(w);
+	rc = rc ? rc : qtk_prov_join_source(&p->b, p->err);
 	if (rc)
 		return rc;
-	rc = qtk_digest_sink_finish(p->sink, &p->od);
+	rc = qtk_digest_sink_finish_late(p->sink, &p->b.src_cache, &p->od);
 	p->sink = NULL;
 	if (rc) {
 		*p->err = p->sink_err;
@@ -319,7 +323,11 @@ int conv_run(qtk_model *in, const conv_opts *o, conv_result *res)
 		const qtk_tensor *st = &in->tensors[order[k]];
 		char canon[QTK_CAP_NAME + 64];
 		int qk;
-		if (plans[order[k]].method == M_COPY && qtk_canon_name(st->name, canon, sizeof canon, &qk) >= 0)
+		if (plans[order[k]].method != M_COPY || qtk_canon_name(st->name, canon, sizeof canon, &qk) < 0)
+			continue;
+		if (prov.b.src_pending)
+			qtk_digest_sink_expect_late(prov.sink, k, qtk_digests_find(&prov.b.src_meta, canon));
+		else
 			qtk_digest_sink_expect(prov.sink, k, qtk_digests_find(&prov.b.src_cache, canon));
 	}
 	w = qtk_writer_open(o->output, o->out_kind, d, &wo, &err);

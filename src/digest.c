@@ -899,21 +899,38 @@ struct qtk_digest_sink {
 	size_t next;       /* first tensor not yet started */
 	qtk_thash *h;
 	const qtk_leaf **expect; /* per tensor: the source leaf it copies, or NULL */
+	bool *late;        /* per tensor: expect is the source's metadata; digests come at finish */
+	bool *pending;     /* per tensor: hashed as a late copy, decoded leaf still to take */
 	bool cur_expect;   /* the current tensor hashes the encoded tier only */
 };
 
 void qtk_digest_sink_expect(qtk_digest_sink *s, size_t tensor, const qtk_leaf *src)
 {
-	if (tensor < s->desc->ntensors && tensor >= s->next)
+	if (tensor < s->desc->ntensors && tensor >= s->next) {
 		s->expect[tensor] = src;
+		s->late[tensor] = false;
+	}
+}
+
+void qtk_digest_sink_expect_late(qtk_digest_sink *s, size_t tensor, const qtk_leaf *meta)
+{
+	if (tensor < s->desc->ntensors && tensor >= s->next) {
+		s->expect[tensor] = meta;
+		s->late[tensor] = true;
+	}
 }
 
 /* Does src describe tensor t of the output (so equal encoded leaves mean equal values)? */
-static bool same_tensor(const qtk_leaf *src, const qtk_leaf *meta)
+static bool same_meta(const qtk_leaf *src, const qtk_leaf *meta)
 {
 	return src && !strcmp(src->name, meta->name) && !strcmp(src->enc_id, meta->enc_id) && src->ndim == meta->ndim &&
 	       !memcmp(src->shape, meta->shape, sizeof src->shape) && src->qk_heads == meta->qk_heads &&
-	       src->dec_kind == meta->dec_kind && src->has_dec;
+	       src->dec_kind == meta->dec_kind;
+}
+
+static bool same_tensor(const qtk_leaf *src, const qtk_leaf *meta)
+{
+	return same_meta(src, meta) && src->has_dec;
 }
 
 /* End the current tensor; a copy takes its decoded leaf from the source. */
@@ -924,6 +941,10 @@ static int sink_end_cur(qtk_digest_sink *s)
 	s->h = NULL;
 	if (rc || !s->cur_expect)
 		return rc;
+	if (s->late[s->cur]) { /* the source's digests are not known yet: proven at finish */
+		s->pending[s->cur] = true;
+		return 0;
+	}
 	const qtk_leaf *src = s->expect[s->cur];
 	if (memcmp(l->enc, src->enc, 32))
 		return qtk_err_set(s->err, QTK_E_INTERNAL, NULL, -1, l->stored,
@@ -940,6 +961,8 @@ void qtk_digest_sink_free(qtk_digest_sink *s)
 	qtk_thash_free(s->h);
 	qtk_digests_free(&s->d);
 	qtk_free(s->expect);
+	qtk_free(s->late);
+	qtk_free(s->pending);
 	qtk_free(s);
 }
 
@@ -953,9 +976,13 @@ int qtk_digest_sink_new(const qtk_model *desc, qtk_digest_sink **out, qtk_err *e
 	s->err = err;
 	s->d.leaf = qtk_calloc(desc->ntensors ? desc->ntensors : 1, sizeof *s->d.leaf);
 	s->expect = qtk_calloc(desc->ntensors ? desc->ntensors : 1, sizeof *s->expect);
-	if (!s->d.leaf || !s->expect) {
+	s->late = qtk_calloc(desc->ntensors ? desc->ntensors : 1, sizeof *s->late);
+	s->pending = qtk_calloc(desc->ntensors ? desc->ntensors : 1, sizeof *s->pending);
+	if (!s->d.leaf || !s->expect || !s->late || !s->pending) {
 		qtk_free(s->d.leaf);
 		qtk_free(s->expect);
+		qtk_free(s->late);
+		qtk_free(s->pending);
 		qtk_free(s);
 		return oom(err, NULL);
 	}
@@ -975,7 +1002,8 @@ static int sink_advance(qtk_digest_sink *s, size_t upto)
 		qtk_leaf meta;
 		rc = qtk_digest_leaf_meta(s->desc, t, &meta, s->err);
 		heads = meta.qk_heads;
-		s->cur_expect = !rc && same_tensor(s->expect[s->next], &meta);
+		s->cur_expect = !rc && (s->late[s->next] ? same_meta(s->expect[s->next], &meta)
+							 : same_tensor(s->expect[s->next], &meta));
 		qtk_free(meta.name);
 		qtk_free(meta.stored);
 		rc = rc ? rc : thash_new(t, heads, !s->cur_expect, &s->h, s->err);
@@ -1000,7 +1028,26 @@ int qtk_digest_sink_put(qtk_digest_sink *s, size_t tensor, const void *buf, size
 
 int qtk_digest_sink_finish(qtk_digest_sink *s, qtk_digests *out)
 {
+	return qtk_digest_sink_finish_late(s, NULL, out);
+}
+
+int qtk_digest_sink_finish_late(qtk_digest_sink *s, const qtk_digests *src, qtk_digests *out)
+{
 	int rc = sink_advance(s, s->desc->ntensors);
+	/* late copies: the encoded leaf must be the source's; the decoded leaf is then the source's */
+	for (size_t i = 0; !rc && i < s->d.n; i++) {
+		if (!s->pending[i])
+			continue;
+		qtk_leaf *l = &s->d.leaf[i];
+		const qtk_leaf *sl = src ? qtk_digests_find(src, l->name) : NULL;
+		if (!sl || !sl->has_dec || memcmp(l->enc, sl->enc, 32)) {
+			rc = qtk_err_set(s->err, QTK_E_INTERNAL, NULL, -1, l->stored,
+					 "written bytes differ from the source tensor they copy");
+			break;
+		}
+		memcpy(l->dec, sl->dec, 32);
+		l->has_dec = true;
+	}
 	rc = rc ? rc : qtk_digests_finish(&s->d, s->err);
 	if (!rc) {
 		*out = s->d;

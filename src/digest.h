@@ -119,8 +119,14 @@ int qtk_digest_sink_put(qtk_digest_sink *s, size_t tensor, const void *buf, size
  * leaves prove equal; if they differ, the tensor fails with QTK_E_INTERNAL. A src that does
  * not describe the same tensor is ignored. src must stay valid until finish. */
 void qtk_digest_sink_expect(qtk_digest_sink *s, size_t tensor, const qtk_leaf *src);
+/* The same when the source's digests are not known yet (they are computed while the output
+ * is written): meta is the source leaf's metadata (qtk_digest_leaf_meta); the copy is proven
+ * by qtk_digest_sink_finish_late against the source's digests. */
+void qtk_digest_sink_expect_late(qtk_digest_sink *s, size_t tensor, const qtk_leaf *meta);
 /* Every tensor complete: leaves and roots into *out (qtk_digests_free). Frees s, also on error. */
 int qtk_digest_sink_finish(qtk_digest_sink *s, qtk_digests *out);
+/* The same, proving late copies against src (the source's digests). */
+int qtk_digest_sink_finish_late(qtk_digest_sink *s, const qtk_digests *src, qtk_digests *out);
 void qtk_digest_sink_free(qtk_digest_sink *s);
 
 /* A tensor's F32 values in canonical order, read in pieces: plain layouts a chunk of about a

@@ -85,6 +85,11 @@ void qtk_prov_builder_free(qtk_prov_builder *b)
 {
 	if (!b)
 		return;
+	if (b->src_th_live) {
+		pthread_join(b->src_th, NULL);
+		b->src_th_live = false;
+	}
+	qtk_digests_free(&b->src_meta);
 	qtk_digests_free(&b->src_cache);
 	qtk_filelist_free(&b->files_cache);
 	b->cached = false;
@@ -595,7 +600,8 @@ static int file_cmp(const void *a, const void *b)
 	return strcmp(((const qtk_fileinfo *)a)->path, ((const qtk_fileinfo *)b)->path);
 }
 
-int qtk_hash_model_files(qtk_model *m, qtk_filelist *out, qtk_err *err)
+/* The source's files (and an HF directory's side files), sorted by name, hashed or not. */
+static int list_files(qtk_model *m, qtk_filelist *out, bool hash, qtk_err *err)
 {
 	memset(out, 0, sizeof *out);
 	bool hf = !strcmp(qtk_model_format(m), "hf");
@@ -612,7 +618,7 @@ int qtk_hash_model_files(qtk_model *m, qtk_filelist *out, qtk_err *err)
 		}
 		out->n++;
 		f->size = m->file_sizes[i];
-		rc = hash_fd(m->fds[i], m->files[i], f->size, f->sha256, err);
+		rc = hash ? hash_fd(m->fds[i], m->files[i], f->size, f->sha256, err) : 0;
 	}
 	for (size_t i = 0; hf && i < m->nblobs && !rc; i++) {
 		const qtk_blob *b = &m->blobs[i];
@@ -624,7 +630,7 @@ int qtk_hash_model_files(qtk_model *m, qtk_filelist *out, qtk_err *err)
 		out->n++;
 		f->size = b->len;
 		unsigned len = 0;
-		if (EVP_Digest(b->data, b->len, f->sha256, &len, EVP_sha256(), NULL) != 1)
+		if (hash && EVP_Digest(b->data, b->len, f->sha256, &len, EVP_sha256(), NULL) != 1)
 			rc = qtk_err_set(err, QTK_E_INTERNAL, b->name, -1, NULL, "SHA-256 failed");
 	}
 	if (rc)
@@ -632,6 +638,11 @@ int qtk_hash_model_files(qtk_model *m, qtk_filelist *out, qtk_err *err)
 	else if (out->n)
 		qsort(out->f, out->n, sizeof *out->f, file_cmp);
 	return rc;
+}
+
+int qtk_hash_model_files(qtk_model *m, qtk_filelist *out, qtk_err *err)
+{
+	return list_files(m, out, true, err);
 }
 
 /* ---- building --------------------------------------------------------------------------- */
@@ -683,11 +694,11 @@ static cJSON *file_json(const char *path, uint64_t size, const uint8_t *sha)
 	return o;
 }
 
-static cJSON *files_json(const qtk_fileinfo *f, size_t n)
+static cJSON *files_json(const qtk_fileinfo *f, size_t n, bool placeholder)
 {
 	cJSON *a = cJSON_CreateArray();
 	for (size_t i = 0; a && i < n; i++)
-		cJSON_AddItemToArray(a, file_json(f[i].path, f[i].size, f[i].sha256));
+		cJSON_AddItemToArray(a, file_json(f[i].path, f[i].size, placeholder ? NULL : f[i].sha256));
 	return a;
 }
 
@@ -771,15 +782,15 @@ static void add_str_from(cJSON *o, const char *field_name, const qtk_model *m, c
 	}
 }
 
-static cJSON *source_json(qtk_prov_builder *b, const qtk_filelist *files, const qtk_digests *sd)
+static cJSON *source_json(qtk_prov_builder *b, const qtk_filelist *files, const qtk_digests *sd, bool pending)
 {
 	static const char *const k_name[] = {"general.name", NULL};
 	static const char *const k_url[] = {"general.source.url", "general.source.repo_url", "general.url", NULL};
 	static const char *const k_rev[] = {"general.source.revision", "general.version", NULL};
 	cJSON *o = cJSON_CreateObject();
 	cJSON_AddStringToObject(o, "container", qtk_model_format(b->src));
-	cJSON_AddItemToObject(o, "files", files_json(files->f, files->n));
-	cJSON_AddItemToObject(o, "tensor_root", root_json(sd->n, sd->enc_root, sd->dec_root));
+	cJSON_AddItemToObject(o, "files", files_json(files->f, files->n, pending));
+	cJSON_AddItemToObject(o, "tensor_root", root_json(sd->n, pending ? NULL : sd->enc_root, pending ? NULL : sd->dec_root));
 	add_str_from(o, "name", b->src, k_name);
 	add_str_from(o, "revision", b->src, k_rev);
 	const char *repo = kv_str(b->src, "general.source.huggingface.repository");
@@ -990,6 +1001,68 @@ static char *finish_json(cJSON *root, qtk_err *err)
 	return (char *)b.p;
 }
 
+/* The source's content digests (all threads) and, beside them, its files' SHA-256. */
+static int hash_source(qtk_prov_builder *b, qtk_err *err)
+{
+	qtk_digest_opts o = {.threads = b->threads};
+	files_job fj = {b->src, &b->files_cache, {0}, 0};
+	pthread_t th;
+	int rc = 0;
+	bool threaded = !b->src_files && !b->src_digests && pthread_create(&th, NULL, files_main, &fj) == 0;
+	if (!b->src_digests)
+		rc = qtk_digest_model(b->src, &o, &b->src_cache, err);
+	if (threaded)
+		pthread_join(th, NULL);
+	else if (!rc && !b->src_files)
+		fj.rc = qtk_hash_model_files(b->src, &b->files_cache, &fj.err);
+	if (!rc && fj.rc) {
+		*err = fj.err;
+		rc = fj.rc;
+	}
+	return rc; /* the caller sets b->cached (on its own thread) */
+}
+
+static void *source_main(void *arg)
+{
+	qtk_prov_builder *b = arg;
+	qtk_err_clear(&b->src_th_err);
+	b->src_th_rc = hash_source(b, &b->src_th_err);
+	return NULL;
+}
+
+int qtk_prov_start_source(qtk_prov_builder *b, qtk_err *err)
+{
+	if (b->cached || b->src_pending || b->src_digests || b->src_files || !b->src)
+		return 0;
+	int rc = desc_leaves(b->src, &b->src_meta, err);
+	rc = rc ? rc : qtk_digests_finish(&b->src_meta, err);
+	if (rc)
+		return rc;
+	b->src_pending = true;
+	if (pthread_create(&b->src_th, NULL, source_main, b) != 0) {
+		b->src_pending = false; /* hash now instead */
+		int r = hash_source(b, err);
+		b->cached = !r;
+		return r;
+	}
+	b->src_th_live = true;
+	return 0;
+}
+
+int qtk_prov_join_source(qtk_prov_builder *b, qtk_err *err)
+{
+	if (!b->src_th_live)
+		return 0;
+	pthread_join(b->src_th, NULL);
+	b->src_th_live = false;
+	b->src_pending = false;
+	if (b->src_th_rc)
+		*err = b->src_th_err;
+	else
+		b->cached = true;
+	return b->src_th_rc;
+}
+
 int qtk_prov_build(qtk_prov_builder *b, char **json, qtk_err *err)
 {
 	*json = NULL;
@@ -999,30 +1072,18 @@ int qtk_prov_build(qtk_prov_builder *b, char **json, qtk_err *err)
 	int rc = 0;
 	if (!b->src || !b->out)
 		return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, NULL, "provenance builder needs source and output");
-	if (!b->cached) {
-		/* the files' SHA-256 (one sequential stream each) on a thread of its own, beside the
-		 * content digests (parallel over tensors): both read the source, neither waits */
-		qtk_digest_opts o = {.threads = b->threads};
-		files_job fj = {b->src, &b->files_cache, {0}, 0};
-		pthread_t th;
-		bool threaded = !b->src_files && !b->src_digests &&
-				pthread_create(&th, NULL, files_main, &fj) == 0;
-		if (!b->src_digests)
-			rc = qtk_digest_model(b->src, &o, &b->src_cache, err);
-		if (threaded)
-			pthread_join(th, NULL);
-		else if (!rc && !b->src_files)
-			fj.rc = qtk_hash_model_files(b->src, &b->files_cache, &fj.err);
-		if (!rc && fj.rc) {
-			*err = fj.err;
-			rc = fj.rc;
-		}
-		if (rc)
+	if (!b->cached && !b->src_pending) {
+		if ((rc = hash_source(b, err)))
 			return rc;
 		b->cached = true;
 	}
-	const qtk_digests *sd = b->src_digests ? b->src_digests : &b->src_cache;
-	const qtk_filelist *sf = b->src_files ? b->src_files : &b->files_cache;
+	const bool pending = b->src_pending;
+	qtk_filelist meta_files;
+	memset(&meta_files, 0, sizeof meta_files);
+	if (pending && (rc = list_files(b->src, &meta_files, false, err)))
+		return rc;
+	const qtk_digests *sd = pending ? &b->src_meta : b->src_digests ? b->src_digests : &b->src_cache;
+	const qtk_filelist *sf = pending ? &meta_files : b->src_files ? b->src_files : &b->files_cache;
 	rc = rc ? rc : desc_leaves(b->out, &od_meta, err);
 	rc = rc ? rc : qtk_digests_finish(&od_meta, err);
 	if (!rc && b->out_digests)
@@ -1035,7 +1096,7 @@ int qtk_prov_build(qtk_prov_builder *b, char **json, qtk_err *err)
 		cJSON_AddNumberToObject(r, "record_version", QTK_PROV_VERSION);
 		cJSON_AddItemToObject(r, "output", output_json(container_name(b->out_kind), &od_meta, b->out_digests,
 								b->out_files ? outfiles_json(b->out_files) : NULL));
-		cJSON_AddItemToObject(r, "source", source_json(b, sf, sd));
+		cJSON_AddItemToObject(r, "source", source_json(b, sf, sd, pending));
 		cJSON_AddItemToObject(r, "transform", transform_json(b, sd, &od_meta));
 		cJSON_AddStringToObject(r, "calibration", "none");
 		if (b->imatrix_sha256) {
@@ -1060,6 +1121,7 @@ int qtk_prov_build(qtk_prov_builder *b, char **json, qtk_err *err)
 			rc = err->code ? err->code : QTK_E_IO;
 	}
 	qtk_digests_free(&od_meta);
+	qtk_filelist_free(&meta_files);
 	return rc;
 }
 
@@ -1109,7 +1171,7 @@ int qtk_prov_emit(qtk_model *m, const qtk_digests *d, const qtk_filelist *files,
 	meta.leaf = d->leaf; /* borrowed: output_json only reads */
 	cJSON *r = cJSON_CreateObject();
 	cJSON_AddNumberToObject(r, "record_version", QTK_PROV_VERSION);
-	cJSON_AddItemToObject(r, "output", output_json(qtk_model_format(m), &meta, d, files_json(files->f, files->n)));
+	cJSON_AddItemToObject(r, "output", output_json(qtk_model_format(m), &meta, d, files_json(files->f, files->n, false)));
 	cJSON_AddItemToObject(r, "embedded", embedded ? cJSON_Duplicate(embedded, 1) : cJSON_CreateNull());
 	cJSON_AddItemToObject(r, "tool", tool_json());
 	char tm[32];

@@ -11,6 +11,7 @@
 #define QTK_PROV_H
 #include "digest.h"
 #include <cJSON.h>
+#include <pthread.h>
 
 #define QTK_PROV_KEY "qtk.provenance"
 #define QTK_PROV_FILE "qtk-provenance.json"
@@ -73,11 +74,27 @@ typedef struct qtk_prov_builder {
 	int64_t time;           /* seconds since the epoch; set by qtk_prov_builder_init */
 	int threads;            /* for computing source digests; 0 = all cores */
 	char note[256];         /* out: set when something was left out (an invalid source record) */
+	/* qtk_prov_start_source: the source is being hashed on threads of its own; until
+	 * qtk_prov_join_source, builds render its digests and file hashes as placeholders */
+	bool src_pending;
+	qtk_digests src_meta;   /* its leaves without digests (for qtk_digest_sink_expect_late) */
 	/* private: the source's digests and file hashes, computed by the first build */
 	qtk_digests src_cache;
 	qtk_filelist files_cache;
 	bool cached;
+	pthread_t src_th;
+	bool src_th_live;
+	int src_th_rc;
+	qtk_err src_th_err;
 } qtk_prov_builder;
+
+/* Hash the source (files, both digest tiers) on threads of its own while the caller writes the
+ * output; meanwhile builds render the source's digests as placeholders, so a record reserved
+ * now has the final record's length. Only for sources read with pread (no format reader
+ * state): the caller's reads may run beside it. src_meta is set. */
+int qtk_prov_start_source(qtk_prov_builder *b, qtk_err *err);
+/* Wait for qtk_prov_start_source's hashing; its failure, if any. */
+int qtk_prov_join_source(qtk_prov_builder *b, qtk_err *err);
 
 /* Zero b and set time from SOURCE_DATE_EPOCH (when a valid integer) or the clock. */
 void qtk_prov_builder_init(qtk_prov_builder *b);

@@ -62,12 +62,15 @@ if [ -s "$T/rc" ] && [ "$(cat "$T/rc")" = 0 ]; then ok; else bad "q: qinspect di
 # NO_COLOR and an ASCII locale still draw a usable screen
 tm new-session -d -s smoke2 -x 80 -y 24 "env NO_COLOR=1 TERM=xterm LANG=C LC_ALL=C '$QI' '$G'"
 i=0
-while [ $i -lt 200 ]; do
+while [ $i -lt 400 ]; do
 	tm capture-pane -p -t smoke2 >"$T/screen" 2>/dev/null
 	grep -q -- "- blk.0  (9)" "$T/screen" && grep -q "types ####" "$T/screen" && break
 	sleep 0.1; i=$((i + 1))
 done
-if grep -q -- "- blk.0  (9)" "$T/screen" && grep -q "types ####" "$T/screen"; then ok; else bad "ascii fallbacks"; sed 's/^/  | /' "$T/screen" | head -8; fi
+if grep -q -- "- blk.0  (9)" "$T/screen" && grep -q "types ####" "$T/screen"; then ok; else
+	bad "ascii fallbacks (after $i polls; screen: $(grep -v '^ *$' "$T/screen" | head -3 | tr '\n' '|'))"
+	sed 's/^/  | /' "$T/screen" | head -8
+fi
 tm send-keys -t smoke2 q
 
 # the provenance pane checks the tensors against the record on Enter
