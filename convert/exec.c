@@ -197,18 +197,22 @@ static int permute_inplace(uint8_t *b, uint64_t rows, uint64_t row_bytes, int he
 }
 
 /* Rows r0 .. r0+n-1 of a plain tensor's part 0 (in the plan's Q/K order) into dst. */
-static int stage_rows(qtk_model *in, const plan *p, uint8_t *dst, uint64_t r0, uint64_t n, uint64_t rb, qtk_err *err)
+/* Rows r0 .. r0+n-1 of a plain tensor's part 0 into dst, read in order (a QPK part's digest is
+ * checked as it is read through); with Q/K permutation the rows are whole heads (r0 and n
+ * multiples of rows/heads), read into tmp and permuted within the window. */
+static int stage_rows(qtk_model *in, const plan *p, uint8_t *dst, uint8_t *tmp, uint64_t r0, uint64_t n, uint64_t rb,
+		      qtk_err *err)
 {
 	const qtk_tensor *t = p->src;
-	uint64_t rows = qtk_tensor_rows(t);
-	int rc = 0;
-	if (!p->perm_heads)
-		rc = qtk_read_part(in, t, 0, r0 * rb, dst, (size_t)(n * rb));
-	for (uint64_t k = 0; p->perm_heads && k < n && !rc; k++)
-		rc = qtk_read_part(in, t, 0, hfmap_permute_src_row(r0 + k, rows, p->perm_heads, p->perm_inverse) * rb,
-				   dst + k * rb, (size_t)rb);
+	uint64_t hd = p->perm_heads ? qtk_tensor_rows(t) / (uint64_t)p->perm_heads : 1;
+	if (p->perm_heads && (!hd || r0 % hd || n % hd || !tmp))
+		return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "rows %llu..%llu are not whole heads",
+				   (unsigned long long)r0, (unsigned long long)(r0 + n));
+	int rc = qtk_read_part(in, t, 0, r0 * rb, p->perm_heads ? tmp : dst, (size_t)(n * rb));
 	if (rc)
 		*err = in->err;
+	else if (p->perm_heads)
+		hfmap_permute_rows(tmp, dst, n, rb, (int)(n / hd), p->perm_inverse);
 	return rc;
 }
 
@@ -223,15 +227,20 @@ static int copy_parts(qtk_model *in, qtk_writer *w, const plan *p, qtk_err *err)
 		if (!rows || rows % (2 * (uint64_t)p->perm_heads) || rb * rows != t->parts[0].nbytes)
 			return qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "%llu rows cannot be split into %d heads",
 					   (unsigned long long)rows, p->perm_heads);
-		uint64_t step = rb && CHUNK_BYTES / rb ? CHUNK_BYTES / rb : 1;
-		uint8_t *b = qtk_malloc((size_t)((rows < step ? rows : step) * rb));
-		int rc = b ? 0 : qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
+		uint64_t hd = rows / (uint64_t)p->perm_heads, step = rb ? CHUNK_BYTES / rb / hd * hd : hd;
+		if (step < hd)
+			step = hd;
+		if (step > rows)
+			step = rows;
+		uint8_t *b = qtk_malloc((size_t)(step * rb)), *tmp = qtk_malloc((size_t)(step * rb));
+		int rc = b && tmp ? 0 : qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
 		for (uint64_t r0 = 0; r0 < rows && !rc; r0 += step) {
 			uint64_t n = rows - r0 < step ? rows - r0 : step;
-			rc = stage_rows(in, p, b, r0, n, rb, err);
+			rc = stage_rows(in, p, b, tmp, r0, n, rb, err);
 			rc = rc ? rc : qtk_writer_put(w, b, (size_t)(n * rb));
 		}
 		qtk_free(b);
+		qtk_free(tmp);
 		return rc;
 	}
 	uint8_t *buf = qtk_malloc(CHUNK_BYTES);
@@ -346,14 +355,24 @@ static int run_rows(qtk_model *in, qtk_writer *w, const plan *p, int threads, te
 			     ggml_int_type(win.out_type);
 	/* Q/K-permuted rows, or a source read through its format (QPK chunks, archive members):
 	 * each window's rows are read here, in order, before the workers encode them */
-	uint8_t *mem = NULL;
+	uint8_t *mem = NULL, *stmp = NULL;
 	const bool staged = t->layout.kind == QTK_LAYOUT_PLAIN && (p->perm_heads || (in->fmt && in->fmt->read));
 	if (staged && p->perm_heads && rows % (2 * (uint64_t)p->perm_heads))
 		return qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "%llu rows cannot be split into %d heads",
 				   (unsigned long long)rows, p->perm_heads);
+	if (staged && p->perm_heads) { /* windows of whole heads */
+		uint64_t a = lcm_u64(win.chunk_rows, rows / (uint64_t)p->perm_heads);
+		win_rows = a >= rows ? rows : (WINDOW_ELEMS / win.cols / a > 1 ? WINDOW_ELEMS / win.cols / a : 1) * a;
+	}
 	if (staged) {
-		if (!(mem = qtk_malloc((size_t)((rows < win_rows ? rows : win_rows) * win.in_row_bytes))))
+		size_t wb = (size_t)((rows < win_rows ? rows : win_rows) * win.in_row_bytes);
+		mem = qtk_malloc(wb);
+		stmp = p->perm_heads ? qtk_malloc(wb) : NULL;
+		if (!mem || (p->perm_heads && !stmp)) {
+			qtk_free(mem);
+			qtk_free(stmp);
 			return qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
+		}
 		win.mem_src = mem;
 	}
 	if (t->layout.kind != QTK_LAYOUT_PLAIN && ggml_int_type(win.out_type)) {
@@ -411,7 +430,7 @@ static int run_rows(qtk_model *in, qtk_writer *w, const plan *p, int threads, te
 	for (uint64_t r0 = 0; r0 < rows && !rc; r0 += win_rows) {
 		win.row0 = r0;
 		win.rows_end = rows - r0 < win_rows ? rows : r0 + win_rows;
-		if (staged && (rc = stage_rows(in, p, mem, r0, win.rows_end - r0, win.in_row_bytes, err)))
+		if (staged && (rc = stage_rows(in, p, mem, stmp, r0, win.rows_end - r0, win.in_row_bytes, err)))
 			break;
 		if (whole && (rc = decode_rows(t, packed, r0, win.rows_end - r0, tmp ? tmp : whole, err)))
 			break;
@@ -442,6 +461,7 @@ static int run_rows(qtk_model *in, qtk_writer *w, const plan *p, int threads, te
 	for (int k = 0; k < 4; k++)
 		qtk_free(packed[k]);
 	qtk_free(mem);
+	qtk_free(stmp);
 	qg_free(&g);
 	return rc;
 }
@@ -459,7 +479,6 @@ typedef struct gslices {
 	uint32_t base, nrows;
 	uint8_t **pp;      /* the whole output parts */
 	int *rc;           /* per slice */
-	errstat *es;       /* optional, per slice: the slice decoded against its values */
 } gslices;
 
 static void gslice_job(void *ctx, size_t si)
@@ -483,16 +502,6 @@ static void gslice_job(void *ctx, size_t si)
 		rc = awq ? qtk_quant_awq(x, n, g->in, group, qw, qz, sc)
 			 : qtk_quant_gptq(x, n, g->in, group, bits, o->layout.sym, o->layout.gptq_version, qw, qz, sc,
 					  gi);
-	if (!rc && g->es) {
-		/* the slice is an AWQ/GPTQ tensor of its own: decode it and compare */
-		float *y = qtk_malloc((size_t)n * g->in * sizeof *y);
-		rc = !y ? -1
-		     : awq ? qtk_dequant_awq(qw, qz, sc, g->in, n, group, y)
-			   : qtk_dequant_gptq(qw, qz, sc, gi, g->in, n, group, ng, bits, o->layout.gptq_version, y);
-		if (!rc)
-			errstat_add(&g->es[si], x, y, (uint64_t)n * g->in);
-		qtk_free(y);
-	}
 	if (!rc) {
 		uint64_t full_q = awq ? g->out / 8 : g->out, full_z = awq ? g->out / 8 : (uint64_t)g->out * bits / 32;
 		uint64_t q0 = awq ? o0 / 8 : o0, z0 = awq ? o0 / 8 : (uint64_t)o0 * bits / 32;
@@ -512,17 +521,16 @@ static void gslice_job(void *ctx, size_t si)
 	qtk_free(gi);
 }
 
-/* Fit output features base .. base+nrows-1 (values x) into the whole parts pp; with es, each
- * slice is also decoded and its error added to es[slice]. */
+/* Fit output features base .. base+nrows-1 (values x) into the whole parts pp. */
 static int quant_groups(const float *x, const qtk_tensor *o, uint32_t base, uint32_t nrows, uint8_t **pp,
-			errstat *es, int threads)
+			int threads)
 {
 	uint32_t out = (uint32_t)o->shape[0], in = (uint32_t)o->shape[1];
 	size_t ns = (nrows + GROUP_SLICE - 1) / GROUP_SLICE;
 	int *rc = qtk_calloc(ns, sizeof *rc);
 	if (!rc)
 		return -1;
-	gslices g = {x, o, out, in, base, nrows, pp, rc, es};
+	gslices g = {x, o, out, in, base, nrows, pp, rc};
 	qtk_parallel_for(threads, ns, gslice_job, &g);
 	int r = 0;
 	for (size_t i = 0; i < ns; i++)
@@ -541,6 +549,7 @@ typedef struct rowsrc {
 	const plan *p;
 	uint64_t rb;        /* plain: bytes per row */
 	uint8_t *raw;       /* plain: a window of encoded rows */
+	uint8_t *rawtmp;    /* plain with Q/K permutation: the rows before permuting */
 	uint8_t *packed[4]; /* AWQ/GPTQ: the source's parts */
 	float *tmp;         /* AWQ/GPTQ with Q/K permutation: rows before permuting */
 	uint64_t hd;        /* rows per head when permuting, else 1 */
@@ -550,6 +559,7 @@ typedef struct rowsrc {
 static void rowsrc_close(rowsrc *s)
 {
 	qtk_free(s->raw);
+	qtk_free(s->rawtmp);
 	qtk_free(s->tmp);
 	for (int k = 0; k < 4; k++)
 		qtk_free(s->packed[k]);
@@ -565,6 +575,8 @@ static int rowsrc_open(rowsrc *s, qtk_model *in, const plan *p, qtk_err *err)
 	s->in = in;
 	s->p = p;
 	s->hd = 1;
+	if (!out || !inf)
+		return qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "an empty matrix has no groups");
 	if (p->perm_heads) {
 		if (out % (2 * (uint32_t)p->perm_heads))
 			return qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "%u rows cannot be split into %d heads", out,
@@ -573,15 +585,17 @@ static int rowsrc_open(rowsrc *s, qtk_model *in, const plan *p, qtk_err *err)
 	}
 	if (plain && qtk_type_nbytes(t->layout.type, inf, &s->rb))
 		return qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "row size does not fit the type");
-	/* windows of whole fitting slices; of whole heads when packed rows are permuted */
-	uint64_t a = plain ? GROUP_SLICE : lcm_u64(GROUP_SLICE, s->hd);
+	/* windows of whole fitting slices, and of whole heads when rows are permuted */
+	uint64_t a = lcm_u64(GROUP_SLICE, s->hd);
 	uint64_t w = WINDOW_ELEMS / inf / a * a;
 	s->win = (uint32_t)(w < a ? a : w);
 	if (s->win > out)
 		s->win = out;
 	int rc = 0;
 	if (plain) {
-		if (!(s->raw = qtk_malloc((size_t)(s->win * s->rb))))
+		s->raw = qtk_malloc((size_t)(s->win * s->rb));
+		s->rawtmp = p->perm_heads ? qtk_malloc((size_t)(s->win * s->rb)) : NULL;
+		if (!s->raw || (p->perm_heads && !s->rawtmp))
 			rc = qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
 	} else {
 		for (int k = 0; k < t->nparts && !rc; k++)
@@ -600,7 +614,7 @@ static int rowsrc_get(rowsrc *s, uint32_t o0, uint32_t n, float *x, qtk_err *err
 	const qtk_tensor *t = s->p->src;
 	uint64_t inf = t->shape[1];
 	if (s->raw) {
-		int rc = stage_rows(s->in, s->p, s->raw, o0, n, s->rb, err);
+		int rc = stage_rows(s->in, s->p, s->raw, s->rawtmp, o0, n, s->rb, err);
 		if (!rc && qtk_dequant_ggml(t->layout.type, s->raw, x, (uint64_t)n * inf))
 			rc = qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "cannot decode this type");
 		return rc;
@@ -611,33 +625,9 @@ static int rowsrc_get(rowsrc *s, uint32_t o0, uint32_t n, float *x, qtk_err *err
 	return rc;
 }
 
-/* Re-fit every group of the rows to the target, window by window, into the whole parts pp. */
-static int refit_groups(rowsrc *s, float *x, uint8_t **pp, int threads, errstat *total, qtk_err *err)
-{
-	const qtk_tensor *t = s->p->src, *o = &s->p->out;
-	uint32_t out = (uint32_t)t->shape[0];
-	errstat *es = qtk_calloc((s->win + GROUP_SLICE - 1) / GROUP_SLICE, sizeof *es);
-	int rc = es ? 0 : qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
-	for (uint32_t o0 = 0; o0 < out && !rc; o0 += s->win) {
-		uint32_t nr = out - o0 < s->win ? out - o0 : s->win;
-		if ((rc = rowsrc_get(s, o0, nr, x, err)))
-			break;
-		size_t ns = (nr + GROUP_SLICE - 1) / GROUP_SLICE;
-		memset(es, 0, ns * sizeof *es);
-		if (quant_groups(x, o, o0, nr, pp, es, threads)) {
-			rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "the %s encoder failed",
-					 o->layout.kind == QTK_LAYOUT_AWQ ? "AWQ" : "GPTQ");
-			break;
-		}
-		for (size_t k = 0; k < ns; k++)
-			errstat_merge(total, &es[k]);
-	}
-	qtk_free(es);
-	return rc;
-}
-
-/* An exact repack: decode what was packed, window by window, against the source's values. */
-static int verify_groups(rowsrc *s, float *x, uint8_t **pp, errstat *total, qtk_err *err)
+/* Window by window: re-fit every group of the rows into the whole parts pp (refit), or take
+ * what an exact repack put there; either way decode pp's rows and compare with the source's. */
+static int fit_groups(rowsrc *s, float *x, uint8_t **pp, bool refit, int threads, errstat *total, qtk_err *err)
 {
 	const qtk_tensor *t = s->p->src, *o = &s->p->out;
 	uint32_t out = (uint32_t)t->shape[0], inf = (uint32_t)t->shape[1];
@@ -647,6 +637,11 @@ static int verify_groups(rowsrc *s, float *x, uint8_t **pp, errstat *total, qtk_
 		uint32_t nr = out - o0 < s->win ? out - o0 : s->win;
 		if ((rc = rowsrc_get(s, o0, nr, x, err)))
 			break;
+		if (refit && quant_groups(x, o, o0, nr, pp, threads)) {
+			rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "the %s encoder failed",
+					 o->layout.kind == QTK_LAYOUT_AWQ ? "AWQ" : "GPTQ");
+			break;
+		}
 		if (decode_rows(o, pp, o0, nr, y, err)) {
 			rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "cannot decode the output");
 			break;
@@ -712,13 +707,10 @@ static int run_groups(qtk_model *in, qtk_writer *w, const plan *p, int threads, 
 	qg_free(&g);
 	errstat e;
 	memset(&e, 0, sizeof e);
-	if (!rc && packed) {
-		rc = verify_groups(&s, x, pp, &e, err);
-	} else if (!rc) {
+	if (!rc && !packed)
 		for (int k = 0; k < o->nparts; k++)
 			memset(pp[k], 0, (size_t)o->parts[k].nbytes);
-		rc = refit_groups(&s, x, pp, threads, &e, err);
-	}
+	rc = rc ? rc : fit_groups(&s, x, pp, !packed, threads, &e, err);
 	if (!rc)
 		errstat_finish(&e, r);
 	for (int k = 0; k < o->nparts && !rc; k++)

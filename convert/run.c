@@ -201,7 +201,8 @@ static int prov_begin(prov_state *p, qtk_model *in, qtk_model *d, const conv_opt
 	} else if (!rc && qtk_model_set_kv_str(d, QTK_PROV_KEY, p->ph)) {
 		rc = qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");
 	}
-	rc = rc ? rc : qtk_digest_sink_new(d, &p->sink, &p->sink_err);
+	if (!rc && (rc = qtk_digest_sink_new(d, &p->sink, &p->sink_err)))
+		*err = p->sink_err;
 	wo->tee = prov_tee;
 	wo->tee_ctx = p;
 	wo->tee_async = true; /* output digests overlap the conversion */

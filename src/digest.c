@@ -714,10 +714,13 @@ static void note_fail(djob *j, size_t i, const qtk_err *e)
 static int read_chunk(djob *j, const qtk_tensor *t, int p, uint64_t off, uint8_t *buf, size_t k, qtk_err *e)
 {
 	pthread_mutex_lock(&j->mu);
-	qtk_err_clear(&j->m->err);
-	int rc = qtk_read_part(j->m, t, p, off, buf, k);
-	if (rc)
-		*e = j->m->err;
+	int rc = 0;
+	if (j->o && j->o->cancel && __atomic_load_n(j->o->cancel, __ATOMIC_RELAXED))
+		rc = qtk_err_set(e, QTK_E_IO, NULL, -1, t->name, "cancelled");
+	/* errors into e: with a pread source the caller's own reads may go on beside these */
+	if (!rc && j->m->fmt && j->m->fmt->read)
+		qtk_err_clear(&j->m->err);
+	rc = rc ? rc : qtk_read_part_to(j->m, t, p, off, buf, k, e);
 	if (!rc) {
 		j->done += k;
 		if (j->o && j->o->progress)
@@ -1040,7 +1043,12 @@ int qtk_digest_sink_finish_late(qtk_digest_sink *s, const qtk_digests *src, qtk_
 			continue;
 		qtk_leaf *l = &s->d.leaf[i];
 		const qtk_leaf *sl = src ? qtk_digests_find(src, l->name) : NULL;
-		if (!sl || !sl->has_dec || memcmp(l->enc, sl->enc, 32)) {
+		if (!sl || !sl->has_dec) {
+			rc = qtk_err_set(s->err, QTK_E_INTERNAL, NULL, -1, l->stored,
+					 "the source tensor this copies has no digests");
+			break;
+		}
+		if (memcmp(l->enc, sl->enc, 32)) {
 			rc = qtk_err_set(s->err, QTK_E_INTERNAL, NULL, -1, l->stored,
 					 "written bytes differ from the source tensor they copy");
 			break;

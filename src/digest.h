@@ -59,6 +59,9 @@ typedef struct qtk_digest_opts {
 	/* Optional progress (bytes done of total), called with an internal lock held. */
 	void (*progress)(void *ctx, uint64_t done, uint64_t total);
 	void *progress_ctx;
+	/* Optional: when *cancel becomes nonzero (read atomically) the remaining reads fail with
+	 * QTK_E_IO "cancelled" (a caller giving up on a background digest). */
+	const int *cancel;
 } qtk_digest_opts;
 
 /* Both tiers of every tensor of m, and both roots. Reads each tensor once, in chunks of a few

@@ -382,19 +382,28 @@ qtk_model *qtk_open(const char *path, qtk_err *err)
 
 const char *qtk_model_format(const qtk_model *m) { return m->fmt ? m->fmt->name : "unknown"; }
 
-int qtk_read_part(qtk_model *m, const qtk_tensor *t, int p, uint64_t off, void *dst, size_t n)
+int qtk_read_part_to(qtk_model *m, const qtk_tensor *t, int p, uint64_t off, void *dst, size_t n, qtk_err *err)
 {
 	if (p < 0 || p >= t->nparts)
-		return qtk_err_set(&m->err, QTK_E_INTERNAL, NULL, -1, t->name, "no part %d", p);
+		return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "no part %d", p);
 	const qtk_part *pt = &t->parts[p];
 	uint64_t end;
 	if (!qtk_add_u64(off, n, &end) || end > pt->nbytes)
-		return qtk_err_set(&m->err, QTK_E_INTERNAL, NULL, -1, t->name, "read outside the tensor");
-	if (m->fmt && m->fmt->read)
-		return m->fmt->read(m, t, p, off, dst, n);
+		return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "read outside the tensor");
+	if (m->fmt && m->fmt->read) { /* the format's reader reports into the model */
+		int rc = m->fmt->read(m, t, p, off, dst, n);
+		if (rc && err != &m->err)
+			*err = m->err;
+		return rc;
+	}
 	if (pt->file >= m->nfiles)
-		return qtk_err_set(&m->err, QTK_E_INTERNAL, NULL, -1, t->name, "bad file index");
-	return qtk_pread_full(m->fds[pt->file], m->files[pt->file], dst, n, pt->offset + off, &m->err);
+		return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "bad file index");
+	return qtk_pread_full(m->fds[pt->file], m->files[pt->file], dst, n, pt->offset + off, err);
+}
+
+int qtk_read_part(qtk_model *m, const qtk_tensor *t, int p, uint64_t off, void *dst, size_t n)
+{
+	return qtk_read_part_to(m, t, p, off, dst, n, &m->err);
 }
 
 int qtk_read_part_alloc(qtk_model *m, const qtk_tensor *t, int p, uint8_t **out)

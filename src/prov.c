@@ -85,7 +85,8 @@ void qtk_prov_builder_free(qtk_prov_builder *b)
 {
 	if (!b)
 		return;
-	if (b->src_th_live) {
+	if (b->src_th_live) { /* a run that failed: stop hashing the source, do not wait for it */
+		__atomic_store_n(&b->src_cancel, 1, __ATOMIC_RELAXED);
 		pthread_join(b->src_th, NULL);
 		b->src_th_live = false;
 	}
@@ -573,7 +574,7 @@ void qtk_filelist_free(qtk_filelist *l)
 	memset(l, 0, sizeof *l);
 }
 
-static int hash_fd(int fd, const char *path, uint64_t size, uint8_t out[32], qtk_err *err)
+static int hash_fd(int fd, const char *path, uint64_t size, uint8_t out[32], const int *cancel, qtk_err *err)
 {
 	enum { BS = 4 << 20 };
 	uint8_t *buf = qtk_malloc(BS);
@@ -583,7 +584,9 @@ static int hash_fd(int fd, const char *path, uint64_t size, uint8_t out[32], qtk
 		rc = qtk_err_set(err, QTK_E_INTERNAL, path, -1, NULL, "SHA-256 failed");
 	for (uint64_t off = 0; off < size && !rc; off += BS) {
 		size_t k = size - off < BS ? (size_t)(size - off) : BS;
-		rc = qtk_pread_full(fd, path, buf, k, off, err);
+		if (cancel && __atomic_load_n(cancel, __ATOMIC_RELAXED))
+			rc = qtk_err_set(err, QTK_E_IO, path, -1, NULL, "cancelled");
+		rc = rc ? rc : qtk_pread_full(fd, path, buf, k, off, err);
 		if (!rc && EVP_DigestUpdate(md, buf, k) != 1)
 			rc = qtk_err_set(err, QTK_E_INTERNAL, path, -1, NULL, "SHA-256 failed");
 	}
@@ -601,7 +604,7 @@ static int file_cmp(const void *a, const void *b)
 }
 
 /* The source's files (and an HF directory's side files), sorted by name, hashed or not. */
-static int list_files(qtk_model *m, qtk_filelist *out, bool hash, qtk_err *err)
+static int list_files(qtk_model *m, qtk_filelist *out, bool hash, const int *cancel, qtk_err *err)
 {
 	memset(out, 0, sizeof *out);
 	bool hf = !strcmp(qtk_model_format(m), "hf");
@@ -618,7 +621,7 @@ static int list_files(qtk_model *m, qtk_filelist *out, bool hash, qtk_err *err)
 		}
 		out->n++;
 		f->size = m->file_sizes[i];
-		rc = hash ? hash_fd(m->fds[i], m->files[i], f->size, f->sha256, err) : 0;
+		rc = hash ? hash_fd(m->fds[i], m->files[i], f->size, f->sha256, cancel, err) : 0;
 	}
 	for (size_t i = 0; hf && i < m->nblobs && !rc; i++) {
 		const qtk_blob *b = &m->blobs[i];
@@ -642,7 +645,7 @@ static int list_files(qtk_model *m, qtk_filelist *out, bool hash, qtk_err *err)
 
 int qtk_hash_model_files(qtk_model *m, qtk_filelist *out, qtk_err *err)
 {
-	return list_files(m, out, true, err);
+	return list_files(m, out, true, NULL, err);
 }
 
 /* ---- building --------------------------------------------------------------------------- */
@@ -650,6 +653,7 @@ int qtk_hash_model_files(qtk_model *m, qtk_filelist *out, qtk_err *err)
 typedef struct {
 	qtk_model *m;
 	qtk_filelist *out;
+	const int *cancel;
 	qtk_err err;
 	int rc;
 } files_job;
@@ -657,7 +661,7 @@ typedef struct {
 static void *files_main(void *arg)
 {
 	files_job *j = arg;
-	j->rc = qtk_hash_model_files(j->m, j->out, &j->err);
+	j->rc = list_files(j->m, j->out, true, j->cancel, &j->err);
 	return NULL;
 }
 
@@ -1004,8 +1008,8 @@ static char *finish_json(cJSON *root, qtk_err *err)
 /* The source's content digests (all threads) and, beside them, its files' SHA-256. */
 static int hash_source(qtk_prov_builder *b, qtk_err *err)
 {
-	qtk_digest_opts o = {.threads = b->threads};
-	files_job fj = {b->src, &b->files_cache, {0}, 0};
+	qtk_digest_opts o = {.threads = b->threads, .cancel = &b->src_cancel};
+	files_job fj = {b->src, &b->files_cache, &b->src_cancel, {0}, 0};
 	pthread_t th;
 	int rc = 0;
 	bool threaded = !b->src_files && !b->src_digests && pthread_create(&th, NULL, files_main, &fj) == 0;
@@ -1014,7 +1018,7 @@ static int hash_source(qtk_prov_builder *b, qtk_err *err)
 	if (threaded)
 		pthread_join(th, NULL);
 	else if (!rc && !b->src_files)
-		fj.rc = qtk_hash_model_files(b->src, &b->files_cache, &fj.err);
+		fj.rc = list_files(b->src, &b->files_cache, true, &b->src_cancel, &fj.err);
 	if (!rc && fj.rc) {
 		*err = fj.err;
 		rc = fj.rc;
@@ -1080,7 +1084,7 @@ int qtk_prov_build(qtk_prov_builder *b, char **json, qtk_err *err)
 	const bool pending = b->src_pending;
 	qtk_filelist meta_files;
 	memset(&meta_files, 0, sizeof meta_files);
-	if (pending && (rc = list_files(b->src, &meta_files, false, err)))
+	if (pending && (rc = list_files(b->src, &meta_files, false, NULL, err)))
 		return rc;
 	const qtk_digests *sd = pending ? &b->src_meta : b->src_digests ? b->src_digests : &b->src_cache;
 	const qtk_filelist *sf = pending ? &meta_files : b->src_files ? b->src_files : &b->files_cache;

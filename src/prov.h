@@ -84,6 +84,7 @@ typedef struct qtk_prov_builder {
 	bool cached;
 	pthread_t src_th;
 	bool src_th_live;
+	int src_cancel;         /* set (atomically) to make the source hashing give up */
 	int src_th_rc;
 	qtk_err src_th_err;
 } qtk_prov_builder;

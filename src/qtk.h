@@ -214,6 +214,9 @@ int qtk_read_part(qtk_model *m, const qtk_tensor *t, int p, uint64_t off,
 		  void *dst, size_t n);
 /* Read a whole part into a new buffer (caller frees). */
 int qtk_read_part_alloc(qtk_model *m, const qtk_tensor *t, int p, uint8_t **out);
+/* qtk_read_part reporting into err instead of m->err: for a model read with pread (no format
+ * reader) it touches no shared state, so another thread may read the same model meanwhile. */
+int qtk_read_part_to(qtk_model *m, const qtk_tensor *t, int p, uint64_t off, void *dst, size_t n, qtk_err *err);
 
 const qtk_kv *qtk_kv_find(const qtk_model *m, const char *key);
 const qtk_blob *qtk_blob_find(const qtk_model *m, const char *name);
