@@ -303,17 +303,6 @@ static int permute_groups(qgroups *g, const plan *p, qtk_err *err)
 }
 
 /* Row-chunked conversion to a plain type. */
-static uint64_t lcm_u64(uint64_t a, uint64_t b)
-{
-	uint64_t x = a, y = b;
-	while (y) {
-		uint64_t t = x % y;
-		x = y;
-		y = t;
-	}
-	return x ? a / x * b : 0;
-}
-
 /* Rows r0 .. r0+n-1 of an AWQ/GPTQ tensor decoded from its packed parts (r0, n multiples of 32). */
 static int decode_rows(const qtk_tensor *t, uint8_t *const *pp, uint64_t r0, uint64_t n, float *dst, qtk_err *err)
 {
@@ -361,7 +350,7 @@ static int run_rows(qtk_model *in, qtk_writer *w, const plan *p, int threads, te
 		return qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "%llu rows cannot be split into %d heads",
 				   (unsigned long long)rows, p->perm_heads);
 	if (staged && p->perm_heads) { /* windows of whole heads */
-		uint64_t a = lcm_u64(win.chunk_rows, rows / (uint64_t)p->perm_heads);
+		uint64_t a = qtk_lcm_u64(win.chunk_rows, rows / (uint64_t)p->perm_heads);
 		win_rows = a >= rows ? rows : (WINDOW_ELEMS / win.cols / a > 1 ? WINDOW_ELEMS / win.cols / a : 1) * a;
 	}
 	if (staged) {
@@ -396,7 +385,7 @@ static int run_rows(qtk_model *in, qtk_writer *w, const plan *p, int threads, te
 			return qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "%llu rows cannot be split into %d heads",
 					   (unsigned long long)rows, p->perm_heads);
 		}
-		uint64_t a = lcm_u64(lcm_u64(win.chunk_rows, 32), hd);
+		uint64_t a = qtk_lcm_u64(qtk_lcm_u64(win.chunk_rows, 32), hd);
 		win_rows = rows % 32 || a >= rows ? rows : (WINDOW_ELEMS / win.cols / a > 1 ? WINDOW_ELEMS / win.cols / a : 1) * a;
 		if (win_rows > rows)
 			win_rows = rows;
@@ -586,7 +575,7 @@ static int rowsrc_open(rowsrc *s, qtk_model *in, const plan *p, qtk_err *err)
 	if (plain && qtk_type_nbytes(t->layout.type, inf, &s->rb))
 		return qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "row size does not fit the type");
 	/* windows of whole fitting slices, and of whole heads when rows are permuted */
-	uint64_t a = lcm_u64(GROUP_SLICE, s->hd);
+	uint64_t a = qtk_lcm_u64(GROUP_SLICE, s->hd);
 	uint64_t w = WINDOW_ELEMS / inf / a * a;
 	s->win = (uint32_t)(w < a ? a : w);
 	if (s->win > out)

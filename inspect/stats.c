@@ -21,17 +21,6 @@ const char *stats_subject(const qtk_tensor *t)
 
 /* ---- Row chunks -------------------------------------------------------- */
 
-static uint64_t st_lcm(uint64_t a, uint64_t b)
-{
-	uint64_t x = a, y = b;
-	while (y) {
-		uint64_t r = x % y;
-		x = y;
-		y = r;
-	}
-	return a / x * b;
-}
-
 int trows_open(trows *r, qtk_model *m, const qtk_tensor *t, uint64_t align)
 {
 	memset(r, 0, sizeof *r);
@@ -42,7 +31,7 @@ int trows_open(trows *r, qtk_model *m, const qtk_tensor *t, uint64_t align)
 	r->rows = qtk_tensor_rows(t);
 	r->cols = qtk_tensor_cols(t);
 	uint64_t base = t->layout.kind == QTK_LAYOUT_AWQ ? 8 : t->layout.kind == QTK_LAYOUT_GPTQ ? 32 : 1;
-	align = st_lcm(align ? align : 1, base);
+	align = qtk_lcm_u64(align ? align : 1, base);
 	uint64_t step = r->cols ? st_chunk_elems / r->cols : 1;
 	step = step < align ? align : step / align * align;
 	if (step > r->rows)

@@ -328,5 +328,16 @@ static inline bool qtk_mul_u64(uint64_t a, uint64_t b, uint64_t *r)
 {
 	return !__builtin_mul_overflow(a, b, r);
 }
+/* Least common multiple of two small positive counts (row alignments); 0 when either is 0. */
+static inline uint64_t qtk_lcm_u64(uint64_t a, uint64_t b)
+{
+	uint64_t x = a, y = b;
+	while (y) {
+		uint64_t t = x % y;
+		x = y;
+		y = t;
+	}
+	return x ? a / x * b : 0;
+}
 
 #endif
