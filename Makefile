@@ -15,7 +15,7 @@ LDLIBS_ALL := $(PKG_LIBS) -lm -pthread $(SAN)
 
 B := build
 
-LIB_SRC := $(sort $(wildcard src/*.c) $(wildcard formats/*.c))
+LIB_SRC := $(sort $(wildcard src/*.c) $(wildcard src/*/*.c) $(wildcard formats/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(B)/%.o)
 CLI_OBJ  := $(patsubst %.c,$(B)/%.o,$(sort $(wildcard cli/*.c)))
 CONV_OBJ := $(patsubst %.c,$(B)/%.o,$(sort $(wildcard convert/*.c))) $(CLI_OBJ)
@@ -25,12 +25,15 @@ TEST_SRC := $(sort $(wildcard tests/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/%.c=$(B)/tests/%)
 PROGS := bin/qconvert bin/qinspect bin/qverify
 
-.PHONY: all test demo clean deps deps-check samples man-lint asan ubsan tsan bench
+.PHONY: all test demo clean deps samples man-lint asan ubsan tsan bench
 all: $(PROGS) $(B)/samples/gen
 
-$(B)/%.o: %.c $(wildcard src/*.h formats/*.h cli/*.h convert/*.h inspect/*.h verify/*.h)
+# each object depends on the headers it includes (-MMD -MP: build/**/*.d)
+$(B)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -c $< -o $@
+	$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
+
+-include $(shell find $(B) -name '*.d' 2>/dev/null)
 
 # the AVX2 build of the k-quant search (chosen at run time; identical results)
 ifneq ($(filter x86_64% i686% i386%,$(shell $(CC) -dumpmachine)),)
@@ -59,9 +62,9 @@ $(B)/samples/gen: $(B)/samples/gen.o $(B)/libqtk.a
 # qconvert with the encoders built on plain-C lanes (QTK_QV_PLAIN), for tests/test_simd.sh:
 # the SIMD builds must give the same bytes
 PLAIN_OBJ := $(B)/plain/quant.o $(B)/plain/quant_k.o
-$(B)/plain/%.o: src/%.c $(wildcard src/*.h)
+$(B)/plain/%.o: src/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -DQTK_QV_PLAIN -fno-tree-vectorize -c $< -o $@
+	$(CC) $(CFLAGS_ALL) -MMD -MP -DQTK_QV_PLAIN -fno-tree-vectorize -c $< -o $@
 
 $(B)/plain/qconvert: $(CONV_OBJ) $(PLAIN_OBJ) $(B)/libqtk.a
 	$(CC) -o $@ $(CONV_OBJ) $(PLAIN_OBJ) $(B)/libqtk.a $(LDLIBS_ALL)
@@ -87,12 +90,8 @@ $(B)/tests/%: tests/%.c tests/t.h $(B)/libqtk.a $(wildcard convert/*.[ch] inspec
 samples: $(B)/samples/gen
 	$(B)/samples/gen $(B)/samples
 
-test: deps-check all $(TEST_BIN) fuzz-drivers $(B)/plain/qconvert $(B)/tests/simd_digest $(B)/tests/simd_digest_src $(B)/tests/simd_digest_plain
+test: all $(TEST_BIN) fuzz-drivers $(B)/plain/qconvert $(B)/tests/simd_digest $(B)/tests/simd_digest_src $(B)/tests/simd_digest_plain
 	@QTK_BUILD=$(B) sh tests/run.sh
-
-# install missing build packages before building (a no-op when they are there)
-deps-check:
-	@sh tests/deps.sh
 
 # Quick start: install missing build dependencies, build, convert a sample, inspect it.
 demo:

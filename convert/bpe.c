@@ -11,7 +11,7 @@
  * the tokenizer's output (the caller passes the name).
  */
 #include "hfmap.h"
-#include "st_json.h"
+#include "json.h"
 #include <inttypes.h>
 #include <string.h>
 

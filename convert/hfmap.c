@@ -7,7 +7,7 @@
  */
 #include "hfmap.h"
 #include "spm.h"
-#include "st_json.h"
+#include "json.h"
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>

@@ -519,30 +519,6 @@ char *qtk_st_part_name(const qtk_tensor *t, int p)
 	return s;
 }
 
-int qtk_json_put_str(qtk_buf *b, const char *s, size_t n)
-{
-	if (memchr(s, 0, n) || !qtk_utf8_valid(s, n))
-		return QTK_E_DATA;
-	qtk_buf_putc(b, '"');
-	size_t run = 0;
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-		if (c >= 0x20 && c != '"' && c != '\\')
-			continue;
-		qtk_buf_put(b, s + run, i - run);
-		run = i + 1;
-		if (c == '"' || c == '\\') {
-			qtk_buf_putc(b, '\\');
-			qtk_buf_putc(b, (char)c);
-		} else {
-			qtk_buf_printf(b, "\\u%04x", c);
-		}
-	}
-	qtk_buf_put(b, s + run, n - run);
-	qtk_buf_putc(b, '"');
-	return b->failed ? QTK_E_IO : 0;
-}
-
 typedef struct name_ref {
 	char *name;
 	size_t t;

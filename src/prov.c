@@ -1,6 +1,6 @@
 /* prov.c - provenance records: canonical JSON, strict validation, building, patching. */
 #include "prov.h"
-#include "st_json.h"
+#include "json.h"
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /* checks.c - qverify's checks: one function each, run in table order for the chosen mode. */
 #include "verify.h"
-#include "st_json.h"
+#include "json.h"
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>

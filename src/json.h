@@ -1,0 +1,52 @@
+/* json.h - strict JSON on top of cJSON, and the JSON string writer.
+ *
+ * cJSON is lenient where a model-file parser must not be: it keeps the last of
+ * duplicate keys (so two readers can see two different files: TOB-SFTN-7), it
+ * reads every number as a double, it truncates strings at an escaped NUL and it
+ * accepts "+1", "1." and trailing garbage. qtk_json_parse scans the raw text
+ * first and rejects all of these, then lets cJSON build the tree.
+ */
+#ifndef QTK_JSON_H
+#define QTK_JSON_H
+
+#include "internal.h"
+#include <cJSON.h>
+
+/* Numbers must be plain non-negative integers <= 2^53 (safetensors headers). */
+#define QTK_JSON_INTS 1u
+/* The text must start with '{' (no leading whitespace). */
+#define QTK_JSON_BRACE_FIRST 2u
+
+typedef struct qtk_json_doc {
+	cJSON *root;
+	uint64_t *key_off; /* text offset of each top-level object key, in order */
+	size_t nkeys;
+} qtk_json_doc;
+
+/* Parse `len` bytes of `text` strictly: valid UTF-8, one JSON value followed
+ * only by whitespace, no duplicate keys at any depth, no \u0000, no raw control
+ * characters in strings, strict number grammar (see QTK_JSON_INTS), nesting at
+ * most 256 deep. On error sets err (QTK_E_DATA, or QTK_E_IO for out of memory)
+ * naming `file` and the offset `base` + position, and returns it. On success
+ * doc owns the tree; free with qtk_json_doc_free. */
+int qtk_json_parse(const char *text, size_t len, unsigned flags, const char *file,
+		   int64_t base, qtk_err *err, qtk_json_doc *doc);
+void qtk_json_doc_free(qtk_json_doc *doc);
+/* Slurp a JSON file (<= cap bytes) and parse it strictly. When raw is not
+ * NULL, the file's bytes are kept there (caller frees with qtk_free). */
+int qtk_json_load(const char *path, uint64_t cap, unsigned flags, qtk_err *err,
+		  qtk_json_doc *doc, uint8_t **raw, size_t *rawlen);
+/* Byte offset of the i-th top-level key (base added), or base when unknown. */
+int64_t qtk_json_key_off(const qtk_json_doc *doc, size_t i, int64_t base);
+/* An exact non-negative integer value (<= 2^53); false otherwise. */
+bool qtk_json_u64(const cJSON *item, uint64_t *out);
+/* An exact integer value in [-2^53, 2^53]; false otherwise. */
+bool qtk_json_i64(const cJSON *item, int64_t *out);
+/* Make cJSON allocate through qtk_malloc (idempotent, thread-safe). */
+void qtk_json_init(void);
+
+/* JSON string literal of s (n bytes) appended to b; QTK_E_DATA when s is not
+ * valid UTF-8 or holds a NUL, QTK_E_IO when out of memory. */
+int qtk_json_put_str(qtk_buf *b, const char *s, size_t n);
+
+#endif
