@@ -596,6 +596,7 @@ const qtk_format qtk_format_hf = {
 	.name = "hf",
 	.probe_path = hf_probe_path,
 	.open = hf_open,
+	.meta_strings = true,
 };
 
 /* ---- the directory writer ------------------------------------------------ */

@@ -498,6 +498,7 @@ const qtk_format qtk_format_safetensors = {
 	.probe = st_probe,
 	.probe_path = st_probe_path,
 	.open = st_open,
+	.meta_strings = true,
 };
 
 /* ---- writing ----------------------------------------------------------- */
