@@ -11,13 +11,9 @@ static bool mi_kv_uint(const qtk_model *m, const char *key, uint64_t *out)
 	if (!kv)
 		return false;
 	const qtk_value *v = &kv->val;
-	switch (v->type) {
-	case QTK_V_U8: case QTK_V_U16: case QTK_V_U32: case QTK_V_U64: *out = v->v.u; return true;
-	case QTK_V_I8: case QTK_V_I16: case QTK_V_I32: case QTK_V_I64:
-		if (v->v.i < 0)
-			return false;
-		*out = (uint64_t)v->v.i;
+	if (qtk_value_as_u64(v, out))
 		return true;
+	switch (v->type) {
 	case QTK_V_ARR: /* per-layer arrays (head_count_kv): take the largest */
 		if (v->n && (v->elem == QTK_V_U32 || v->elem == QTK_V_I32)) {
 			uint64_t mx = 0;

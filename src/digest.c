@@ -96,20 +96,9 @@ int qtk_canon_name(const char *name, char *buf, size_t n, int *qk)
 static bool kv_int(const qtk_kv *kv, uint64_t *out)
 {
 	const qtk_value *v = &kv->val;
-	switch (v->type) {
-	case QTK_V_U8: case QTK_V_U16: case QTK_V_U32: case QTK_V_U64:
-		*out = v->v.u;
-		return true;
-	case QTK_V_I8: case QTK_V_I16: case QTK_V_I32: case QTK_V_I64:
-		if (v->v.i < 0)
-			return false;
-		*out = (uint64_t)v->v.i;
-		return true;
-	case QTK_V_STR:
+	if (v->type == QTK_V_STR)
 		return v->v.str.len == strlen(v->v.str.s) && qtk_parse_u64(v->v.str.s, out);
-	default:
-		return false;
-	}
+	return qtk_value_as_u64(v, out);
 }
 
 int qtk_digest_qk_heads(const qtk_model *m, const qtk_tensor *t, int *heads, qtk_err *err)

@@ -13,6 +13,38 @@
 #include <stdlib.h>
 #include <string.h>
 
+bool qtk_value_as_i64(const qtk_value *v, int64_t *out)
+{
+	switch (v->type) {
+	case QTK_V_U8: case QTK_V_U16: case QTK_V_U32: case QTK_V_U64:
+		if (v->v.u > (uint64_t)INT64_MAX)
+			return false;
+		*out = (int64_t)v->v.u;
+		return true;
+	case QTK_V_I8: case QTK_V_I16: case QTK_V_I32: case QTK_V_I64:
+		*out = v->v.i;
+		return true;
+	default:
+		return false;
+	}
+}
+
+bool qtk_value_as_u64(const qtk_value *v, uint64_t *out)
+{
+	switch (v->type) {
+	case QTK_V_U8: case QTK_V_U16: case QTK_V_U32: case QTK_V_U64:
+		*out = v->v.u;
+		return true;
+	case QTK_V_I8: case QTK_V_I16: case QTK_V_I32: case QTK_V_I64:
+		if (v->v.i < 0)
+			return false;
+		*out = (uint64_t)v->v.i;
+		return true;
+	default:
+		return false;
+	}
+}
+
 static int put_scalar(qtk_buf *b, unsigned type, const uint8_t *raw, const qtk_value *v)
 {
 	uint64_t u = v ? v->v.u : 0;
