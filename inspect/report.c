@@ -63,23 +63,14 @@ static cJSON *json_str(const char *s, uint64_t len)
 	if (qtk_utf8_valid(s, (size_t)len) && !memchr(s, 0, (size_t)len))
 		return cJSON_CreateString(s);
 	qtk_buf b = {0};
-	const uint8_t *p = (const uint8_t *)s, *e = p + len;
-	while (p < e) {
-		size_t k = 1;
-		if (*p >= 0x80) {
-			k = (*p & 0xE0) == 0xC0 ? 2 : (*p & 0xF0) == 0xE0 ? 3 : (*p & 0xF8) == 0xF0 ? 4 : 1;
-			if ((size_t)(e - p) < k || !qtk_utf8_valid((const char *)p, k)) {
-				qtk_buf_puts(&b, "\xEF\xBF\xBD");
-				p++;
-				continue;
-			}
-		} else if (*p == 0) {
+	for (size_t i = 0; i < len;) {
+		uint32_t cp;
+		int k = s[i] ? qtk_utf8_decode(s + i, (size_t)(len - i), &cp) : 0;
+		if (k)
+			qtk_buf_put(&b, s + i, (size_t)k);
+		else
 			qtk_buf_puts(&b, "\xEF\xBF\xBD");
-			p++;
-			continue;
-		}
-		qtk_buf_put(&b, p, k);
-		p += k;
+		i += k ? (size_t)k : 1;
 	}
 	cJSON *r = cJSON_CreateString(b.p ? (char *)b.p : "");
 	qtk_buf_free(&b);
@@ -89,29 +80,14 @@ static cJSON *json_str(const char *s, uint64_t len)
 static cJSON *json_scalar(unsigned type, const void *raw, const qtk_value *v)
 {
 	/* raw: LE element bytes for array elements; v: a scalar value */
-	uint64_t u = 0;
-	int64_t i = 0;
-	double f = 0;
+	qtk_value x = {0};
 	if (raw) {
-		const uint8_t *b = raw;
-		switch (type) {
-		case QTK_V_U8: case QTK_V_BOOL: u = b[0]; break;
-		case QTK_V_I8: i = (int8_t)b[0]; break;
-		case QTK_V_U16: u = qtk_rd16(b); break;
-		case QTK_V_I16: i = (int16_t)qtk_rd16(b); break;
-		case QTK_V_U32: u = qtk_rd32(b); break;
-		case QTK_V_I32: i = (int32_t)qtk_rd32(b); break;
-		case QTK_V_U64: u = qtk_rd64(b); break;
-		case QTK_V_I64: i = (int64_t)qtk_rd64(b); break;
-		case QTK_V_F32: { uint32_t x = qtk_rd32(b); float y; memcpy(&y, &x, 4); f = y; break; }
-		case QTK_V_F64: { uint64_t x = qtk_rd64(b); memcpy(&f, &x, 8); break; }
-		default: break;
-		}
-	} else {
-		u = v->v.u;
-		i = v->v.i;
-		f = v->v.f;
+		qtk_value_from_le(&x, type, raw);
+		v = &x;
 	}
+	uint64_t u = v->v.u;
+	int64_t i = v->v.i;
+	double f = v->v.f;
 	switch (type) {
 	case QTK_V_BOOL: return cJSON_CreateBool(u != 0);
 	case QTK_V_I8: case QTK_V_I16: case QTK_V_I32: case QTK_V_I64: return cJSON_CreateNumber((double)i);
