@@ -5,7 +5,7 @@
 #include "decode.h"
 #include "dequant.h"
 #include "hfmap.h"
-#include "qgroups.h"
+#include "scheme/qgroups.h"
 #include "quant.h"
 #include <math.h>
 #include <stdlib.h>
