@@ -235,8 +235,9 @@ int qtk_scheme_bytes(const qtk_layout *l, uint64_t out, uint64_t in, bool with_o
 
 static bool rows_ok(const qtk_scheme *s, const qtk_tensor *t, uint64_t o0, uint64_t n)
 {
-	return s && t->ndim == 2 && n && o0 % s->row_align == 0 && n % s->row_align == 0 && o0 <= t->shape[0] &&
-	       n <= t->shape[0] - o0 && t->shape[0] <= UINT32_MAX && t->shape[1] <= UINT32_MAX;
+	return s && t->ndim == 2 && n && o0 % s->row_align == 0 && o0 <= t->shape[0] && n <= t->shape[0] - o0 &&
+	       (n % s->row_align == 0 || o0 + n == t->shape[0]) && t->shape[0] <= UINT32_MAX &&
+	       t->shape[1] <= UINT32_MAX;
 }
 
 int qtk_scheme_decode_rows(const qtk_tensor *t, const void *const *parts, uint64_t o0, uint64_t n, float *dst)

@@ -78,7 +78,7 @@ struct qtk_scheme {
 	qtk_scheme_codes codes;
 	uint32_t bits_mask;       /* bit b set: b-bit codes are decoded and encoded */
 	bool has_version;         /* layout.gptq_version is meaningful (1 or 2) */
-	uint32_t row_align;       /* decode_rows/encode_rows take o0, n in multiples of this */
+	uint32_t row_align;       /* decode_rows/encode_rows take rows from multiples of this */
 	int nparts;
 	const qtk_scheme_part *parts;
 	/* Scheme-specific layout rules beyond bits, group, ranges and part shapes (flags, version,
@@ -141,8 +141,9 @@ int qtk_scheme_bytes(const qtk_layout *l, uint64_t out, uint64_t in, bool with_o
 
 /* ---- codecs ------------------------------------------------------------------------------ */
 
-/* Rows o0 .. o0+n-1 of valid packed tensor t from its whole parts (o0, n multiples of
- * s->row_align): 0, or -1 on bad arguments / inconsistent parts / out of memory. */
+/* Rows o0 .. o0+n-1 of valid packed tensor t from its whole parts (o0 a multiple of
+ * s->row_align, n too unless the rows reach the last one): 0, or -1 on bad arguments /
+ * inconsistent parts / out of memory. */
 int qtk_scheme_decode_rows(const qtk_tensor *t, const void *const *parts, uint64_t o0, uint64_t n, float *dst);
 /* Fit rows o0 .. o0+n-1 (values x [n][in]) into the whole parts of t: 0 or -1. */
 int qtk_scheme_encode_rows(const qtk_tensor *t, const float *x, uint64_t o0, uint64_t n, void *const *parts);
