@@ -278,13 +278,7 @@ static int load_groups(qtk_model *in, const qtk_tensor *t, qgroups *g, qtk_err *
 			rc = err->code;
 		}
 	if (!rc) {
-		uint32_t out = (uint32_t)t->shape[0], inf = (uint32_t)t->shape[1];
-		int r = t->layout.kind == QTK_LAYOUT_AWQ
-				? qg_from_awq((uint32_t *)pp[0], (uint32_t *)pp[1], (uint16_t *)pp[2], out, inf, t->layout.group_size, g)
-				: qg_from_gptq((uint32_t *)pp[0], (uint32_t *)pp[1], (uint16_t *)pp[2],
-					       t->nparts > 3 ? (int32_t *)pp[3] : NULL, out, inf, t->layout.group_size,
-					       (uint32_t)t->parts[2].shape[0], t->layout.bits, t->layout.gptq_version, g);
-		if (r)
+		if (qtk_scheme_to_groups(t, (const void *const *)pp, g))
 			rc = qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "inconsistent quantized components");
 	}
 	for (int k = 0; k < 4; k++)
@@ -607,7 +601,6 @@ static int run_groups(qtk_model *in, qtk_writer *w, const plan *p, int threads, 
 {
 	const qtk_tensor *t = p->src, *o = &p->out;
 	uint32_t out = (uint32_t)t->shape[0], inf = (uint32_t)t->shape[1];
-	bool awq = o->layout.kind == QTK_LAYOUT_AWQ;
 	uint8_t *pp[4] = {NULL, NULL, NULL, NULL};
 	float *x = NULL;
 	qgroups g;
@@ -624,12 +617,7 @@ static int run_groups(qtk_model *in, qtk_writer *w, const plan *p, int threads, 
 	/* the source's own integers, when it has them */
 	bool have = false;
 	if (!rc && t->layout.kind != QTK_LAYOUT_PLAIN) {
-		int q = t->layout.kind == QTK_LAYOUT_AWQ
-				? qg_from_awq((uint32_t *)s.packed[0], (uint32_t *)s.packed[1], (uint16_t *)s.packed[2], out, inf,
-					      t->layout.group_size, &g)
-				: qg_from_gptq((uint32_t *)s.packed[0], (uint32_t *)s.packed[1], (uint16_t *)s.packed[2],
-					       t->nparts > 3 ? (int32_t *)s.packed[3] : NULL, out, inf, t->layout.group_size,
-					       (uint32_t)t->parts[2].shape[0], t->layout.bits, t->layout.gptq_version, &g);
+		int q = qtk_scheme_to_groups(t, (const void *const *)s.packed, &g);
 		if (q)
 			rc = qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "inconsistent quantized components");
 		have = !rc;
@@ -646,13 +634,8 @@ static int run_groups(qtk_model *in, qtk_writer *w, const plan *p, int threads, 
 	if (!rc && have && p->perm_heads)
 		rc = permute_groups(&g, p, err);
 	bool packed = false;
-	if (!rc && have && g.bits == o->layout.bits && (g.group == o->layout.group_size || qg_act_order(&g))) {
-		if (awq)
-			packed = qg_to_awq(&g, (uint32_t *)pp[0], (uint32_t *)pp[1], (uint16_t *)pp[2]) == 0;
-		else
-			packed = qg_to_gptq(&g, o->layout.gptq_version, true, (uint32_t *)pp[0], (uint32_t *)pp[1],
-					    (uint16_t *)pp[2], (int32_t *)pp[3]) == 0;
-	}
+	if (!rc && have && g.bits == o->layout.bits && (g.group == o->layout.group_size || qg_act_order(&g)))
+		packed = qtk_scheme_from_groups(&g, o, true, (void *const *)pp) == 0;
 	qg_free(&g);
 	errstat e;
 	memset(&e, 0, sizeof e);

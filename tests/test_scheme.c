@@ -6,6 +6,7 @@
 #include "dequant.h"
 #include "json.h"
 #include "scheme/fold.h"
+#include "scheme/qgroups.h"
 #include "scheme/scheme.h"
 #include "t.h"
 #include <math.h>
@@ -225,6 +226,24 @@ static void test_codec_hooks(void)
 				: qtk_dequant_gptq(pp[0], pp[1], pp[2], pp[3], in, out, 32, in / 32, cases[c].bits, 2, z);
 		CHECK(r == 0 && !memcmp(y, z, sizeof(float) * out * in), "rows == whole decode %zu", c);
 		CHECK(qtk_scheme_decode_rows(&t, (const void *const *)pp, 4, 8, y) == -1, "unaligned rows refused");
+		if (cases[c].k == QTK_LAYOUT_AWQ) { /* exact repack AWQ -> GPTQ v2 through integer groups */
+			qgroups q;
+			qtk_tensor o;
+			memset(&o, 0, sizeof o);
+			qtk_layout lo = lay(QTK_LAYOUT_GPTQ, 4, 32, 2);
+			void *po[QTK_MAX_PARTS] = {NULL};
+			CHECK(!qtk_scheme_to_groups(&t, (const void *const *)pp, &q), "awq to groups");
+			CHECK(!qtk_scheme_describe(&o, &lo, out, in, true, why, sizeof why), "gptq describe");
+			for (int k = 0; k < o.nparts; k++)
+				po[k] = calloc(1, (size_t)o.parts[k].nbytes);
+			CHECK(!qtk_scheme_from_groups(&q, &o, false, po), "groups to gptq v2");
+			CHECK(!qtk_scheme_decode_rows(&o, (const void *const *)po, 0, out, z) &&
+				      !memcmp(y, z, sizeof(float) * out * in),
+			      "repacked values identical");
+			qg_free(&q);
+			for (int k = 0; k < o.nparts; k++)
+				free(po[k]);
+		}
 		float err = 0;
 		for (uint32_t i = 0; i < out * in; i++)
 			err = fabsf(y[i] - x[i]) > err ? fabsf(y[i] - x[i]) : err;

@@ -10,6 +10,7 @@
 #include "internal.h"
 #include "json.h"
 #include "fold.h"
+#include "qgroups.h"
 #include "quant.h"
 #include <string.h>
 
@@ -86,6 +87,19 @@ static int encode_rows(const qtk_tensor *t, const float *x, uint64_t o0, uint64_
 	return rc;
 }
 
+static int to_groups(const qtk_tensor *t, const void *const *p, qgroups *g)
+{
+	return qg_from_awq((const uint32_t *)p[0], (const uint32_t *)p[1], (const uint16_t *)p[2], (uint32_t)t->shape[0],
+			   (uint32_t)t->shape[1], t->layout.group_size, g);
+}
+
+static int from_groups(const qgroups *g, const qtk_tensor *o, bool wrap, void *const *p)
+{
+	(void)o;
+	(void)wrap;
+	return qg_to_awq(g, (uint32_t *)p[0], (uint32_t *)p[1], (uint16_t *)p[2]);
+}
+
 /* AutoAWQ's config: zero_point (default true) = asymmetric; version must be gemm. */
 static void config_read(const cJSON *o, qtk_qcfg *q)
 {
@@ -118,6 +132,8 @@ const qtk_scheme qtk_scheme_awq = {
 	.infer = infer,
 	.decode_rows = decode_rows,
 	.encode_rows = encode_rows,
+	.to_groups = to_groups,
+	.from_groups = from_groups,
 	.transcodes = qtk_scheme_int_transcodes,
 	.ntranscodes = QTK_SCHEME_INT_NTRANSCODES,
 	.config_read = config_read,

@@ -14,6 +14,7 @@
 #include "fold.h"
 #include "internal.h"
 #include "json.h"
+#include "qgroups.h"
 #include "quant.h"
 #include <string.h>
 
@@ -110,6 +111,20 @@ static int encode_rows(const qtk_tensor *t, const float *x, uint64_t o0, uint64_
 	return rc;
 }
 
+static int to_groups(const qtk_tensor *t, const void *const *p, qgroups *g)
+{
+	return qg_from_gptq((const uint32_t *)p[0], (const uint32_t *)p[1], (const uint16_t *)p[2],
+			    t->nparts > 3 ? (const int32_t *)p[3] : NULL, (uint32_t)t->shape[0], (uint32_t)t->shape[1],
+			    t->layout.group_size, (uint32_t)t->parts[2].shape[0], t->layout.bits, t->layout.gptq_version,
+			    g);
+}
+
+static int from_groups(const qgroups *g, const qtk_tensor *o, bool wrap, void *const *p)
+{
+	return qg_to_gptq(g, o->layout.gptq_version, wrap, (uint32_t *)p[0], (uint32_t *)p[1], (uint16_t *)p[2],
+			  (int32_t *)p[3]);
+}
+
 static bool get_bool(const cJSON *o, const char *k, bool def)
 {
 	const cJSON *c = cJSON_GetObjectItemCaseSensitive(o, k);
@@ -157,6 +172,8 @@ const qtk_scheme qtk_scheme_gptq = {
 	.infer = infer,
 	.decode_rows = decode_rows,
 	.encode_rows = encode_rows,
+	.to_groups = to_groups,
+	.from_groups = from_groups,
 	.transcodes = qtk_scheme_int_transcodes,
 	.ntranscodes = QTK_SCHEME_INT_NTRANSCODES,
 	.config_read = config_read,

@@ -252,6 +252,20 @@ int qtk_scheme_encode_rows(const qtk_tensor *t, const float *x, uint64_t o0, uin
 	return rows_ok(s, t, o0, n) && s->encode_rows ? s->encode_rows(t, x, o0, n, parts) : -1;
 }
 
+int qtk_scheme_to_groups(const qtk_tensor *t, const void *const *parts, struct qgroups *g)
+{
+	const qtk_scheme *s = qtk_scheme_of(t);
+	return s && s->to_groups && t->ndim == 2 && t->shape[0] <= UINT32_MAX && t->shape[1] <= UINT32_MAX
+		       ? s->to_groups(t, parts, g)
+		       : -1;
+}
+
+int qtk_scheme_from_groups(const struct qgroups *g, const qtk_tensor *o, bool wrap, void *const *parts)
+{
+	const qtk_scheme *s = qtk_scheme_of(o);
+	return s && s->from_groups ? s->from_groups(g, o, wrap, parts) : -1;
+}
+
 /* ---- exact transcodes --------------------------------------------------------------------
  * Integer groups with fp16 scales, (q - z) * s, keep their values in ggml's legacy blocks when
  * q - z fits: q4_0 holds q - z in [-8, 7] (symmetric 4-bit, any 2- or 3-bit), q5_0 any 4-bit,

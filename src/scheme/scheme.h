@@ -23,7 +23,8 @@
 
 #include "qtk.h"
 
-struct cJSON; /* quantization configs (fold.h) */
+struct cJSON;   /* quantization configs (fold.h) */
+struct qgroups; /* integer groups (qgroups.h) */
 
 /* How scales are shared. */
 typedef enum {
@@ -92,6 +93,10 @@ struct qtk_scheme {
 	int (*decode_rows)(const qtk_tensor *t, const void *const *parts, uint64_t o0, uint64_t n, float *dst);
 	/* Fit output features o0 .. o0+n-1 (values x [n][in]) into the whole parts of t. */
 	int (*encode_rows)(const qtk_tensor *t, const float *x, uint64_t o0, uint64_t n, void *const *parts);
+	/* Integer codes (QTK_SCHEME_CODES_INT): the whole tensor as integer groups, and back into
+	 * the parts of o (wrap: as in qg_to_gptq); 0, or -1 when not representable. */
+	int (*to_groups)(const qtk_tensor *t, const void *const *parts, struct qgroups *g);
+	int (*from_groups)(const struct qgroups *g, const qtk_tensor *o, bool wrap, void *const *parts);
 	const qtk_scheme_transcode *transcodes;
 	int ntranscodes;
 	/* Quantization config (fold.c): read the scheme's keys of config object o into q (q->bad
@@ -147,6 +152,12 @@ int qtk_scheme_bytes(const qtk_layout *l, uint64_t out, uint64_t in, bool with_o
 int qtk_scheme_decode_rows(const qtk_tensor *t, const void *const *parts, uint64_t o0, uint64_t n, float *dst);
 /* Fit rows o0 .. o0+n-1 (values x [n][in]) into the whole parts of t: 0 or -1. */
 int qtk_scheme_encode_rows(const qtk_tensor *t, const float *x, uint64_t o0, uint64_t n, void *const *parts);
+
+/* The whole packed tensor t as integer groups (qgroups.h; qg_free), and integer groups into
+ * the whole parts of o: the exact repacks. 0, or -1 on inconsistent parts, allocation failure,
+ * or values the target cannot hold. */
+int qtk_scheme_to_groups(const qtk_tensor *t, const void *const *parts, struct qgroups *g);
+int qtk_scheme_from_groups(const struct qgroups *g, const qtk_tensor *o, bool wrap, void *const *parts);
 
 /* ---- exact transcodes ---------------------------------------------------------------------- */
 
