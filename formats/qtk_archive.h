@@ -1,5 +1,6 @@
-/* qtk_archive.h - pieces shared by the archive plugin (archive.c) and the
- * .zst plugin (zst.c), and the limits tests can tighten. (Not "archive.h":
+/* qtk_archive.h - pieces shared by the archive reader (archive_read.c), the
+ * bundle writer (archive_write.c) and the .zst plugin (zst.c), and the limits
+ * tests can tighten. (Not "archive.h":
  * with -Iformats that name would shadow libarchive's <archive.h>.)
  *
  * Nothing is extracted to disk. Members of an uncompressed tar are read in
@@ -12,6 +13,7 @@
 #define QTK_QTK_ARCHIVE_H
 
 #include "internal.h"
+#include <string.h>
 
 /* Caps against hostile archives (reference/provenance_security.md C.2 43-54). */
 typedef struct qtk_ar_limits {
@@ -46,10 +48,17 @@ int qtk_ar_unzstd(int fd, const char *path, uint64_t size, int *out_fd, uint64_t
 
 /* Open the model held in decompressed bytes (fd, size; the caller keeps fd):
  * a tar archive (kind names the container in messages, e.g. "tar.zst"),
- * else a single model file called `name` inside m->path. archive.c. */
+ * else a single model file called `name` inside m->path. archive_read.c. */
 int qtk_ar_open_stream(qtk_model *m, int fd, uint64_t size, const char *kind, const char *name);
 
 /* True when the 512-byte block at h is a tar header with a valid checksum. */
 bool qtk_ar_is_tar(const uint8_t *h, size_t n);
+
+/* True when s ends with suf (ASCII case-insensitive). */
+static inline bool qtk_ar_ends_with(const char *s, const char *suf)
+{
+	size_t a = strlen(s), b = strlen(suf);
+	return a >= b && qtk_strcasecmp(s + a - b, suf) == 0;
+}
 
 #endif
