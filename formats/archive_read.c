@@ -839,12 +839,12 @@ static const char *nested_kind(const uint8_t *h, size_t n)
 
 static bool pickle_name(const char *s)
 {
-	return qtk_ar_ends_with(s, ".pkl") || qtk_ar_ends_with(s, ".pickle");
+	return qtk_ends_with(s, ".pkl") || qtk_ends_with(s, ".pickle");
 }
 
 static bool torch_name(const char *s)
 {
-	return qtk_ar_ends_with(s, ".bin") || qtk_ar_ends_with(s, ".pt") || qtk_ar_ends_with(s, ".pth") || qtk_ar_ends_with(s, ".ckpt");
+	return qtk_ends_with(s, ".bin") || qtk_ends_with(s, ".pt") || qtk_ends_with(s, ".pth") || qtk_ends_with(s, ".ckpt");
 }
 
 /* The model formats a member can hold, strongest first. */
@@ -965,7 +965,7 @@ static int choose(ar *a, pick *p)
 				rc = found(a, p, &first, v[i], &qtk_format_safetensors);
 			else if (qtk_st_is_index_name(b))
 				index = v[i];
-			else if (qtk_ar_ends_with(b, ".safetensors"))
+			else if (qtk_ends_with(b, ".safetensors"))
 				st = true;
 		}
 		if (!rc && cfg && (st || index))
@@ -974,7 +974,7 @@ static int choose(ar *a, pick *p)
 			rc = found(a, p, &first, index, &qtk_format_safetensors);
 		for (size_t i = g; i < h && !rc; i++) {
 			const qtk_format *f = fmts[v[i] - a->e];
-			if (!f || (cfg && (st || index)) || (index && qtk_ar_ends_with(v[i]->name, ".safetensors")) ||
+			if (!f || (cfg && (st || index)) || (index && qtk_ends_with(v[i]->name, ".safetensors")) ||
 			    (f == &qtk_format_gguf && gguf_shard(v[i]->name) == 2))
 				continue;
 			rc = found(a, p, &first, v[i], f);
@@ -1013,57 +1013,58 @@ static int ar_lookup(void *ctx, const char *rel, int *fd, uint64_t *base, uint64
 	return 0;
 }
 
-/* Side files carried with an HF directory (as hfdir.c carries them). */
-/* Open the HF directory `dir` (a mounted path) into m, as hf_open does for
- * a directory on disk. `hdir` is the directory's name inside the archive. */
-static int open_hf(ar *a, const char *dir, const char *hdir, size_t hlen)
+/* One entry of a directory listing: a name inside a member's name. */
+typedef struct ar_child {
+	const char *s;
+	size_t len;
+	bool dir;
+} ar_child;
+
+static int cmp_child(const void *x, const void *y)
 {
-	qtk_model *m = a->m;
-	int rc = qtk_hf_load_side_files(m, dir);
-	const qtk_blob *cb = rc ? NULL : qtk_blob_find(m, "config.json");
-	if (cb) {
-		qtk_json_doc d;
-		char *cp = qtk_path_join(dir, "config.json");
-		rc = cp ? qtk_json_parse((const char *)cb->data, cb->len, 0, cp, 0, &m->err, &d) : oom(a);
-		if (!rc) {
-			if (!cJSON_IsObject(d.root))
-				rc = qtk_err_set(&m->err, QTK_E_DATA, cp, 0, NULL, "config.json is not a json object");
-			qtk_json_doc_free(&d);
-		}
-		qtk_free(cp);
-	}
-	if (rc)
-		return rc;
-	/* weights: model.safetensors, else the index, else the one .safetensors */
-	const char *single = NULL;
-	size_t nst = 0;
-	bool index = false, msingle = false;
+	const ar_child *p = x, *q = y;
+	size_t n = p->len < q->len ? p->len : q->len;
+	int c = memcmp(p->s, q->s, n);
+	if (c)
+		return c;
+	return p->len < q->len ? -1 : p->len > q->len ? 1 : (int)q->dir - (int)p->dir; /* directories first */
+}
+
+/* The entries directly inside directory rel: each member below it names one (the next
+ * component), a directory when more components follow; sorted, each name once. */
+static int ar_list(void *ctx, const char *rel, qtk_dir_fn fn, void *arg)
+{
+	const ar *a = ctx;
+	size_t rl = strlen(rel), n = 0, maxlen = 0;
+	ar_child *c = qtk_calloc(a->n ? a->n : 1, sizeof *c);
+	if (!c)
+		return QTK_E_IO;
 	for (size_t i = 0; i < a->n; i++) {
 		const char *nm = a->e[i].name;
-		if (a->e[i].dir || dir_len(nm) != hlen || strncmp(nm, hdir, hlen) != 0)
+		if (rl && (strncmp(nm, rel, rl) != 0 || nm[rl] != '/'))
 			continue;
-		const char *b = base_of(nm);
-		if (!strcmp(b, "model.safetensors"))
-			msingle = true;
-		else if (!strcmp(b, "model.safetensors.index.json"))
-			index = true;
-		else if (qtk_ar_ends_with(b, ".safetensors") && (!nst++ || strcmp(b, single) < 0))
-			single = b;
+		const char *s = rl ? nm + rl + 1 : nm, *slash = strchr(s, '/');
+		if (!*s)
+			continue;
+		c[n].s = s;
+		c[n].len = slash ? (size_t)(slash - s) : strlen(s);
+		c[n].dir = slash || a->e[i].dir;
+		if (c[n].len > maxlen)
+			maxlen = c[n].len;
+		n++;
 	}
-	char *wp = NULL;
-	if (msingle || (!index && nst == 1)) {
-		wp = qtk_path_join(dir, msingle ? "model.safetensors" : single);
-		rc = wp ? qtk_st_load(m, wp) : oom(a);
-	} else if (index) {
-		wp = qtk_path_join(dir, "model.safetensors.index.json");
-		rc = wp ? qtk_st_load_index(m, wp) : oom(a);
-	} else {
-		rc = qtk_err_set(&m->err, QTK_E_DATA, dir, -1, NULL,
-				 "%zu safetensors files but no model.safetensors.index.json", nst);
+	qsort(c, n, sizeof *c, cmp_child);
+	char *name = qtk_malloc(maxlen + 1);
+	int rc = name ? 0 : QTK_E_IO;
+	for (size_t i = 0; i < n && !rc; i++) {
+		if (i && c[i].len == c[i - 1].len && !memcmp(c[i].s, c[i - 1].s, c[i].len))
+			continue; /* the directory sorted first already said it */
+		memcpy(name, c[i].s, c[i].len);
+		name[c[i].len] = 0;
+		rc = fn(arg, name, c[i].dir);
 	}
-	qtk_free(wp);
-	if (!rc)
-		rc = qtk_hf_apply_quant_dir(m, dir);
+	qtk_free(name);
+	qtk_free(c);
 	return rc;
 }
 
@@ -1083,12 +1084,12 @@ static int open_inner(ar *a, const pick *p)
 		qtk_free(rel);
 		return oom(a);
 	}
-	qtk_vfs v = {a->root, ar_lookup, a};
+	qtk_vfs v = {a->root, ar_lookup, a, ar_list};
 	const qtk_vfs *old = qtk_vfs_enter(&v);
 	char *saved = m->path;
 	m->path = vpath;
-	m->fmt = p->fmt ? p->fmt : &qtk_format_hf;
-	int rc = p->fmt ? p->fmt->open(m) : open_hf(a, vpath, rel, hl);
+	m->fmt = p->fmt ? p->fmt : &qtk_format_hf; /* an HF directory: the HF reader, through the listing */
+	int rc = m->fmt->open(m);
 	m->path = saved;
 	qtk_vfs_enter(old);
 	if (rc && !m->err.code)
@@ -1209,8 +1210,14 @@ static int ar_open(qtk_model *m)
 	return rc;
 }
 
+static const char *const ar_ext[] = {".tar", ".tar.zst", ".zip", NULL};
+
 const qtk_format qtk_format_archive = {
 	.name = "archive",
 	.probe = ar_probe,
 	.open = ar_open,
+	.out = QTK_OUT_ARCHIVE,
+	.writer = &qtk_archive_writer_ops,
+	.out_ext = ar_ext,
+	.can_store = qtk_ar_can_store,
 };

@@ -50,15 +50,12 @@ typedef struct bw {
 
 static int bw_oom(qtk_writer *w) { return qtk_err_set(w->err, QTK_E_IO, w->path, -1, NULL, "out of memory"); }
 
-static bool gguf_storable(const qtk_model *d)
+/* Every tensor of d can be stored in output kind k. */
+static bool all_storable(const qtk_model *d, qtk_out_kind k)
 {
-	for (size_t i = 0; i < d->ntensors; i++) {
-		const qtk_tensor *t = &d->tensors[i];
-		unsigned ty = t->nparts == 1 ? t->parts[0].type : QTK_T_MAX;
-		if (t->layout.kind != QTK_LAYOUT_PLAIN || ty >= QTK_GGML_MAX || !qtk_type(ty) || !qtk_type(ty)->blck ||
-		    t->ndim < 1 || t->ndim > 4 || strlen(t->name) > 63)
+	for (size_t i = 0; i < d->ntensors; i++)
+		if (qtk_out_can_store(k, &d->tensors[i], true, NULL, NULL, NULL))
 			return false;
-	}
 	return true;
 }
 
@@ -68,7 +65,7 @@ static bool gguf_storable(const qtk_model *d)
  * description (general.architecture, no config.json), else HF. */
 static bool use_gguf(const qtk_model *d)
 {
-	if (!gguf_storable(d))
+	if (!all_storable(d, QTK_OUT_GGUF))
 		return false;
 	qtk_err e;
 	qtk_err_clear(&e);
@@ -319,7 +316,7 @@ static int bw_entry(qtk_writer *w, bw *b, struct archive *x, const bw_file *f, i
 	archive_entry_set_uid(e, 0);
 	archive_entry_set_gid(e, 0);
 	if (b->kind == BK_ZIP) {
-		bool weights = qtk_ar_ends_with(f->name, ".gguf") || qtk_ar_ends_with(f->name, ".safetensors");
+		bool weights = qtk_ends_with(f->name, ".gguf") || qtk_ends_with(f->name, ".safetensors");
 		if ((weights ? archive_write_zip_set_compression_store(x) : archive_write_zip_set_compression_deflate(x)) !=
 		    ARCHIVE_OK)
 			rc = la_fail(w, b, x, "zip compression");
@@ -433,10 +430,19 @@ static int bw_patch(qtk_writer *w, int (*fn)(void *ctx, uint8_t *buf, size_t n),
 	return fn(ctx, (uint8_t *)b->prov, strlen(b->prov));
 }
 
-const qtk_writer_ops qtk_archive_writer = {
+const qtk_writer_ops qtk_archive_writer_ops = {
 	.begin = bw_begin,
 	.patch_header = bw_patch,
 	.put = bw_put,
 	.finish = bw_finish,
 	.abort = bw_abort,
 };
+
+/* A bundle holds a tensor that GGUF or an HF directory can hold (the refusal is the HF
+ * directory's, the inner container of everything GGUF cannot take). */
+int qtk_ar_can_store(const qtk_tensor *t, bool with_name, const char *path, const char *subject, qtk_err *err)
+{
+	if (!qtk_out_can_store(QTK_OUT_GGUF, t, with_name, NULL, NULL, NULL))
+		return 0;
+	return qtk_out_can_store(QTK_OUT_HF, t, with_name, path, subject, err);
+}

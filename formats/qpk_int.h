@@ -62,5 +62,8 @@ typedef struct gchk {
 int qtk_qpk_gchk_init(gchk *g, const qtk_tensor *t);
 /* Check the next n bytes of g_idx values; 0 or QTK_E_DATA with why. */
 int qtk_qpk_gchk_feed(gchk *g, const uint8_t *b, size_t n, char *why, size_t wn);
+/* The writer's capability (qtk_format.can_store) and operations (qpk_write.c). */
+int qtk_qpk_can_store(const qtk_tensor *t, bool with_name, const char *path, const char *subject, qtk_err *err);
+extern const qtk_writer_ops qtk_qpk_writer_ops;
 
 #endif

@@ -1330,10 +1330,17 @@ int qtk_qpk_verify_tensor(qtk_model *m, size_t i)
 	return rc;
 }
 
+static const char *const qpk_ext[] = {".qpk", ".awq", ".gptq", NULL};
+
 const qtk_format qtk_format_qpk = {
 	.name = "qpk",
 	.probe = qpk_probe,
 	.open = qpk_open,
 	.close = qpk_close,
 	.read = qpk_read,
+	.verify_tensor = qtk_qpk_verify_tensor,
+	.out = QTK_OUT_QPK,
+	.writer = &qtk_qpk_writer_ops,
+	.out_ext = qpk_ext,
+	.can_store = qtk_qpk_can_store,
 };

@@ -190,6 +190,19 @@ static int pack_section(qtk_writer *w, const uint8_t *raw, size_t n, uint8_t **o
 	return 0;
 }
 
+int qtk_qpk_can_store(const qtk_tensor *t, bool with_name, const char *path, const char *subject, qtk_err *err)
+{
+	const char *subj = subject ? subject : t->name;
+	size_t nl = strlen(t->name);
+	char why[300];
+	if (with_name && (!nl || nl > QTK_CAP_NAME || !qtk_utf8_valid(t->name, nl)))
+		return qtk_err_set(err, QTK_E_DATA, path, -1, subj, "tensor name is empty, too long or not UTF-8");
+	if (qtk_qpk_check_tensor(t, why, sizeof why))
+		return qtk_err_set(err, QTK_E_DATA, path, -1, subj, "cannot be stored in QPK: %s", why);
+	return 0;
+}
+
+/* Names unique, sizes (what QPK cannot store was refused by qtk_qpk_can_store). */
 static int check_desc(qtk_writer *w, uint64_t *maxraw)
 {
 	const qtk_model *d = w->desc;
@@ -198,14 +211,7 @@ static int check_desc(qtk_writer *w, uint64_t *maxraw)
 	*maxraw = 0;
 	for (size_t i = 0; i < d->ntensors && !rc; i++) {
 		const qtk_tensor *t = &d->tensors[i];
-		size_t nl = strlen(t->name);
-		char why[300];
-		if (!nl || nl > QTK_CAP_NAME || !qtk_utf8_valid(t->name, nl))
-			rc = qtk_err_set(w->err, QTK_E_DATA, w->path, -1, t->name,
-					 "tensor name is empty, too long or not UTF-8");
-		else if (qtk_qpk_check_tensor(t, why, sizeof why))
-			rc = qtk_err_set(w->err, QTK_E_DATA, w->path, -1, t->name, "cannot be stored in QPK: %s", why);
-		else {
+		{
 			int added = qtk_strset_add(&names, t->name);
 			if (added <= 0)
 				rc = added < 0 ? woom(w)
@@ -536,7 +542,7 @@ static int qpk_w_finish_free(qtk_writer *w)
 	return rc;
 }
 
-const qtk_writer_ops qtk_qpk_writer = {
+const qtk_writer_ops qtk_qpk_writer_ops = {
 	.begin = qpk_w_begin,
 	.part_begin = qpk_w_part_begin,
 	.put = qpk_w_put,

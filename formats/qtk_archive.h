@@ -13,7 +13,6 @@
 #define QTK_QTK_ARCHIVE_H
 
 #include "internal.h"
-#include <string.h>
 
 /* Caps against hostile archives (reference/provenance_security.md C.2 43-54). */
 typedef struct qtk_ar_limits {
@@ -54,11 +53,8 @@ int qtk_ar_open_stream(qtk_model *m, int fd, uint64_t size, const char *kind, co
 /* True when the 512-byte block at h is a tar header with a valid checksum. */
 bool qtk_ar_is_tar(const uint8_t *h, size_t n);
 
-/* True when s ends with suf (ASCII case-insensitive). */
-static inline bool qtk_ar_ends_with(const char *s, const char *suf)
-{
-	size_t a = strlen(s), b = strlen(suf);
-	return a >= b && qtk_strcasecmp(s + a - b, suf) == 0;
-}
+/* The bundle writer (archive_write.c): its capability and operations. */
+int qtk_ar_can_store(const qtk_tensor *t, bool with_name, const char *path, const char *subject, qtk_err *err);
+extern const qtk_writer_ops qtk_archive_writer_ops;
 
 #endif

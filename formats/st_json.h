@@ -41,6 +41,11 @@ int qtk_hf_quant_json(const qtk_model *desc, const char *path, qtk_err *err, cha
  * ".weight"). Returns a new string or NULL when out of memory. */
 char *qtk_st_part_name(const qtk_tensor *t, int p);
 
+/* Can safetensors (a file or an HF directory) store t: every part a dtype with a
+ * safetensors name, nbytes matching its shape, rank <= 8; with_name: entry names
+ * non-empty and not "__metadata__". The capability of both descriptors. */
+int qtk_st_can_store(const qtk_tensor *t, bool with_name, const char *path, const char *subject, qtk_err *err);
+
 /* Check that every part of desc can be stored in safetensors (a dtype with a
  * safetensors name, nbytes matching its shape, rank <= 8) and that the entry
  * names are unique, non-empty and not "__metadata__". */
