@@ -203,10 +203,11 @@ int main(int argc, char **argv)
 	if (r)
 		return r < 0 ? 0 : r;
 	o.out_kind = qtk_out_kind_for_path(o.output);
-	if (o.out_kind == QTK_OUT_UNKNOWN)
-		return cli_usage_error("cannot tell the output format from '%s' (use .gguf, .safetensors, .qpk, .awq,"
-				       " .gptq, .tar, .tar.zst, .zip or a directory/)",
-				       o.output);
+	if (o.out_kind == QTK_OUT_UNKNOWN) {
+		char forms[256];
+		qtk_out_path_forms(forms, sizeof forms);
+		return cli_usage_error("cannot tell the output format from '%s' (use %s)", o.output, forms);
+	}
 	/* *.awq and *.gptq are QPK files whose default target is that layout */
 	size_t ol = strlen(o.output);
 	if (o.target.kind == TGT_KEEP && o.out_kind == QTK_OUT_QPK && ol > 4) {

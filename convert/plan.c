@@ -345,17 +345,14 @@ static int fits_f16(qtk_model *in, const qtk_tensor *t, bool *fits)
 	return rc;
 }
 
-static int cant_store(qtk_err *err, const qtk_model *in, const qtk_tensor *t)
+/* Can the output container store source tensor t as it is? The container's own
+ * capability (the writer asks the same); only GGUF output is checked this early, the
+ * other containers refuse when they are written. err NULL: a question only. */
+static int can_store(const conv_opts *o, const qtk_model *in, const qtk_tensor *t, qtk_err *err)
 {
-	char lid[48];
-	qtk_layout_id(&t->layout, lid, sizeof lid);
-	return qtk_err_set(err, QTK_E_DATA, in->path, -1, t->name,
-			   "layout %s cannot be stored in GGUF; choose a layout with --to", lid);
-}
-
-static bool gguf_storable(const qtk_tensor *t)
-{
-	return t->layout.kind == QTK_LAYOUT_PLAIN && t->layout.type < QTK_GGML_MAX;
+	if (o->out_kind != QTK_OUT_GGUF)
+		return 0;
+	return qtk_out_can_store(o->out_kind, t, false, in->path, t->name, err);
 }
 
 /* auto-exact: per tensor the smallest layout of the output container that holds the values exactly. */
@@ -368,7 +365,7 @@ static int plan_auto_exact(qtk_model *in, const conv_opts *o, const qtk_tensor *
 		p->method = M_ROWS; /* norms and biases are F32 in GGUF: a widening, always exact */
 		return out_plain(&p->out, t, QTK_T_F32) ? QTK_E_DATA : 0;
 	}
-	if (to_gguf ? gguf_storable(t) : t->layout.kind != QTK_LAYOUT_PLAIN || !qtk_type(t->layout.type)->is_quant) {
+	if (to_gguf ? !can_store(o, in, t, NULL) : t->layout.kind != QTK_LAYOUT_PLAIN || !qtk_type(t->layout.type)->is_quant) {
 		p->method = M_COPY; /* the source layout itself is the smallest exact one */
 		p->out = *t;
 		return 0;
@@ -407,10 +404,10 @@ static int plan_auto_exact(qtk_model *in, const conv_opts *o, const qtk_tensor *
  * makes (norms F32 in GGUF; back to the model dtype in HF when exact). */
 static int plan_keep(qtk_model *in, const conv_opts *o, const hfmap *map, const qtk_tensor *t, plan *p, qtk_err *err)
 {
-	bool to_gguf = o->out_kind == QTK_OUT_GGUF;
 	bool plain = t->layout.kind == QTK_LAYOUT_PLAIN;
-	if (to_gguf && !gguf_storable(t))
-		return cant_store(err, in, t);
+	int rc = can_store(o, in, t, err);
+	if (rc)
+		return rc;
 	if (!map || !plain || !qtk_type(t->layout.type)->is_float)
 		return 0;
 	unsigned ty = hfmap_out_type(map, t);
@@ -418,7 +415,7 @@ static int plan_keep(qtk_model *in, const conv_opts *o, const hfmap *map, const 
 		return 0;
 	if (!qtk_type(ty)->is_float || qtk_type(ty)->bytes < qtk_type(t->layout.type)->bytes) {
 		bool f16 = false;
-		int rc = fits_f16(in, t, &f16); /* narrowing only when nothing is lost */
+		rc = fits_f16(in, t, &f16); /* narrowing only when nothing is lost */
 		if (rc)
 			return qtk_err_set(err, rc, in->path, -1, t->name, "cannot read the tensor");
 		if (!f16 || ty != QTK_T_F16)
@@ -467,7 +464,7 @@ static int plan_tensor(qtk_model *in, const conv_opts *o, mix_state *ms, const q
 		if (!mix_quantizable(t)) {
 			/* norms, biases and the like stay float: F32 in GGUF */
 			if (!to_gguf || (plain && t->layout.type == QTK_T_F32))
-				return to_gguf && !plain ? cant_store(err, in, t) : 0;
+				return to_gguf && !plain ? can_store(o, in, t, err) : 0;
 			ty = QTK_T_F32;
 		} else if (o->target.kind == TGT_MIX) {
 			ty = mix_type(ms, t, ty, im != NULL);

@@ -648,13 +648,6 @@ static void gguf_close(qtk_model *m)
 	m->priv = NULL;
 }
 
-const qtk_format qtk_format_gguf = {
-	.name = "gguf",
-	.probe = gguf_probe,
-	.open = gguf_open,
-	.close = gguf_close,
-};
-
 /* ---- writer -------------------------------------------------------------- */
 
 typedef struct gw {
@@ -835,20 +828,7 @@ static int gguf_w_begin(qtk_writer *w)
 	const qtk_kv *al = qtk_kv_find(d, "general.alignment");
 	if (al && al->val.type == QTK_V_U32)
 		s->align = (uint32_t)al->val.v.u;
-	for (size_t i = 0; i < d->ntensors; i++) {
-		const qtk_tensor *t = &d->tensors[i];
-		if (t->layout.kind != QTK_LAYOUT_PLAIN || t->nparts != 1 || t->parts[0].type >= QTK_GGML_MAX ||
-		    !qtk_type(t->parts[0].type))
-			return qtk_err_set(w->err, QTK_E_DATA, w->path, -1, t->name,
-					   "layout cannot be stored in GGUF (convert it with --to)");
-		if (strlen(t->name) > GGUF_MAX_NAME)
-			return qtk_err_set(w->err, QTK_E_DATA, w->path, -1, t->name,
-					   "tensor name longer than %u bytes", GGUF_MAX_NAME);
-		if (t->ndim < 1 || t->ndim > GGUF_MAX_DIMS)
-			return qtk_err_set(w->err, QTK_E_DATA, w->path, -1, t->name,
-					   "%d dimensions; GGUF holds 1 to 4", t->ndim);
-	}
-	int rc = plan_shards(w, s);
+	int rc = plan_shards(w, s); /* what GGUF cannot store was refused by gguf_can_store */
 	if (rc)
 		return rc;
 	s->f = qtk_calloc(s->nshards, sizeof *s->f);
@@ -940,11 +920,43 @@ static void gguf_w_abort(qtk_writer *w)
 	w->priv = NULL;
 }
 
-const qtk_writer_ops qtk_gguf_writer = {
+static const qtk_writer_ops gguf_writer = {
 	.begin = gguf_w_begin,
 	.part_begin = gguf_w_part_begin,
 	.put = gguf_w_put,
 	.finish = gguf_w_finish,
 	.abort = gguf_w_abort,
 	.patch_header = gguf_w_patch,
+};
+
+/* What GGUF can store: plain ggml-typed tensors of 1 to 4 dimensions, names
+ * of at most 63 bytes (llama.cpp's limit). */
+static int gguf_can_store(const qtk_tensor *t, bool with_name, const char *path, const char *subject, qtk_err *err)
+{
+	const char *subj = subject ? subject : t->name;
+	if (t->layout.kind != QTK_LAYOUT_PLAIN || t->nparts != 1 || t->parts[0].type >= QTK_GGML_MAX ||
+	    !qtk_type(t->parts[0].type)) {
+		char lid[48];
+		qtk_layout_id(&t->layout, lid, sizeof lid);
+		return qtk_err_set(err, QTK_E_DATA, path, -1, subj,
+				   "layout %s cannot be stored in GGUF; choose a layout with --to", lid);
+	}
+	if (with_name && strlen(t->name) > GGUF_MAX_NAME)
+		return qtk_err_set(err, QTK_E_DATA, path, -1, subj, "tensor name longer than %u bytes", GGUF_MAX_NAME);
+	if (t->ndim < 1 || t->ndim > GGUF_MAX_DIMS)
+		return qtk_err_set(err, QTK_E_DATA, path, -1, subj, "%d dimensions; GGUF holds 1 to 4", t->ndim);
+	return 0;
+}
+
+static const char *const gguf_ext[] = {".gguf", NULL};
+
+const qtk_format qtk_format_gguf = {
+	.name = "gguf",
+	.probe = gguf_probe,
+	.open = gguf_open,
+	.close = gguf_close,
+	.out = QTK_OUT_GGUF,
+	.writer = &gguf_writer,
+	.out_ext = gguf_ext,
+	.can_store = gguf_can_store,
 };

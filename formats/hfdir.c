@@ -4,7 +4,6 @@
  * config; the writer describes the tensors it writes in config.json the same way.
  */
 #include "st_json.h"
-#include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,33 +41,48 @@ typedef struct dir_scan {
 	char *other;     /* the first of them */
 } dir_scan;
 
+/* The weight-file chooser of an HF directory (on disk or in an archive, through the
+ * vfs listing): model.safetensors, else the index, else the one other .safetensors. */
+typedef struct scan_ctx {
+	qtk_model *m;
+	dir_scan *s;
+} scan_ctx;
+
+static int scan_one(void *arg, const char *n, bool is_dir)
+{
+	scan_ctx *c = arg;
+	dir_scan *s = c->s;
+	(void)is_dir;
+	if (n[0] == '.')
+		return 0;
+	if (strcmp(n, "model.safetensors") == 0)
+		s->single = true;
+	else if (strcmp(n, "model.safetensors.index.json") == 0)
+		s->index = true;
+	else if (ends_with(n, ".safetensors")) {
+		if (!s->nst++ || strcmp(n, s->other) < 0) {
+			qtk_free(s->other);
+			if (!(s->other = qtk_strdup(n)))
+				return oom(c->m);
+		}
+	} else if (is_pickle_name(n))
+		s->pickle = true;
+	return 0;
+}
+
 static int scan_dir(qtk_model *m, const char *dir, dir_scan *s)
 {
 	memset(s, 0, sizeof *s);
-	DIR *d = opendir(dir);
-	if (!d)
-		return qtk_err_sys(&m->err, dir, "cannot read directory");
-	struct dirent *e;
-	int rc = 0;
-	while ((e = readdir(d)) && !rc) {
-		const char *n = e->d_name;
-		if (n[0] == '.')
-			continue;
-		if (strcmp(n, "model.safetensors") == 0)
-			s->single = true;
-		else if (strcmp(n, "model.safetensors.index.json") == 0)
-			s->index = true;
-		else if (ends_with(n, ".safetensors")) {
-			if (!s->nst++ || strcmp(n, s->other) < 0) {
-				qtk_free(s->other);
-				if (!(s->other = qtk_strdup(n)))
-					rc = oom(m);
-			}
-		} else if (is_pickle_name(n))
-			s->pickle = true;
-	}
-	closedir(d);
-	return rc;
+	scan_ctx c = {m, s};
+	return qtk_dir_list(dir, scan_one, &c, &m->err);
+}
+
+static int probe_one(void *arg, const char *n, bool is_dir)
+{
+	(void)is_dir;
+	if (n[0] != '.' && (ends_with(n, ".safetensors") || strcmp(n, "model.safetensors.index.json") == 0))
+		*(int *)arg = 100;
+	return 0;
 }
 
 static int hf_probe_path(const char *path)
@@ -78,16 +92,8 @@ static int hf_probe_path(const char *path)
 	char c[4096]; /* no allocation: a probe cannot report running out of memory */
 	if ((size_t)snprintf(c, sizeof c, "%s/config.json", path) >= sizeof c || !qtk_path_exists(c))
 		return 0;
-	DIR *d = opendir(path);
-	if (!d)
-		return 60;
-	struct dirent *e;
 	int score = 60; /* open explains what is missing (e.g. pickle weights) */
-	while ((e = readdir(d)))
-		if (e->d_name[0] != '.' && (ends_with(e->d_name, ".safetensors") ||
-					    strcmp(e->d_name, "model.safetensors.index.json") == 0))
-			score = 100;
-	closedir(d);
+	qtk_dir_list(path, probe_one, &score, NULL);
 	return score;
 }
 
@@ -167,13 +173,6 @@ out:
 	qtk_free(wp);
 	return rc;
 }
-
-const qtk_format qtk_format_hf = {
-	.name = "hf",
-	.probe_path = hf_probe_path,
-	.open = hf_open,
-	.meta_strings = true,
-};
 
 /* ---- the directory writer ------------------------------------------------ */
 
@@ -584,11 +583,21 @@ static int hfw_finish_free(qtk_writer *w)
 	return rc;
 }
 
-const qtk_writer_ops qtk_hf_writer = {
+static const qtk_writer_ops hf_writer = {
 	.begin = hfw_begin,
 	.part_begin = hfw_part_begin,
 	.put = hfw_put,
 	.finish = hfw_finish_free,
 	.abort = hfw_abort,
 	.patch_header = hfw_patch,
+};
+
+const qtk_format qtk_format_hf = {
+	.name = "hf",
+	.probe_path = hf_probe_path,
+	.open = hf_open,
+	.out = QTK_OUT_HF,
+	.writer = &hf_writer,
+	.out_dir = true,
+	.can_store = qtk_st_can_store,	.meta_strings = true,
 };

@@ -1,5 +1,6 @@
-/* qtk_archive.h - pieces shared by the archive plugin (archive.c) and the
- * .zst plugin (zst.c), and the limits tests can tighten. (Not "archive.h":
+/* qtk_archive.h - pieces shared by the archive reader (archive_read.c), the
+ * bundle writer (archive_write.c) and the .zst plugin (zst.c), and the limits
+ * tests can tighten. (Not "archive.h":
  * with -Iformats that name would shadow libarchive's <archive.h>.)
  *
  * Nothing is extracted to disk. Members of an uncompressed tar are read in
@@ -46,10 +47,14 @@ int qtk_ar_unzstd(int fd, const char *path, uint64_t size, int *out_fd, uint64_t
 
 /* Open the model held in decompressed bytes (fd, size; the caller keeps fd):
  * a tar archive (kind names the container in messages, e.g. "tar.zst"),
- * else a single model file called `name` inside m->path. archive.c. */
+ * else a single model file called `name` inside m->path. archive_read.c. */
 int qtk_ar_open_stream(qtk_model *m, int fd, uint64_t size, const char *kind, const char *name);
 
 /* True when the 512-byte block at h is a tar header with a valid checksum. */
 bool qtk_ar_is_tar(const uint8_t *h, size_t n);
+
+/* The bundle writer (archive_write.c): its capability and operations. */
+int qtk_ar_can_store(const qtk_tensor *t, bool with_name, const char *path, const char *subject, qtk_err *err);
+extern const qtk_writer_ops qtk_archive_writer_ops;
 
 #endif

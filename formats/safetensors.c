@@ -493,14 +493,6 @@ static int st_open(qtk_model *m)
 	return rc;
 }
 
-const qtk_format qtk_format_safetensors = {
-	.name = "safetensors",
-	.probe = st_probe,
-	.probe_path = st_probe_path,
-	.open = st_open,
-	.meta_strings = true,
-};
-
 /* ---- writing ----------------------------------------------------------- */
 
 char *qtk_st_part_name(const qtk_tensor *t, int p)
@@ -530,12 +522,10 @@ static int cmp_name_ref(const void *a, const void *b)
 	return strcmp(((const name_ref *)a)->name, ((const name_ref *)b)->name);
 }
 
-static int check_part(const qtk_tensor *t, int p, const char *path, qtk_err *err)
+static int check_part(const qtk_tensor *t, int p, const char *path, const char *subj, qtk_err *err)
 {
 	const qtk_part *pt = &t->parts[p];
 	const qtk_type_info *ti = qtk_type(pt->type);
-	char subj[256];
-	snprintf(subj, sizeof subj, "tensor '%.200s'", t->name);
 	if (!ti || !ti->st_name)
 		return qtk_err_set(err, QTK_E_DATA, path, -1, subj, "type %s cannot be stored in safetensors",
 				   ti ? ti->upper : "unknown");
@@ -550,6 +540,28 @@ static int check_part(const qtk_tensor *t, int p, const char *path, qtk_err *err
 	return 0;
 }
 
+int qtk_st_can_store(const qtk_tensor *t, bool with_name, const char *path, const char *subject, qtk_err *err)
+{
+	char subj[256];
+	if (!subject) {
+		snprintf(subj, sizeof subj, "tensor '%.200s'", t->name);
+		subject = subj;
+	}
+	int rc = 0;
+	for (int p = 0; p < t->nparts && !rc; p++) {
+		if ((rc = check_part(t, p, path, subject, err)) || !with_name)
+			continue;
+		char *name = qtk_st_part_name(t, p);
+		if (!name)
+			rc = qtk_err_set(err, QTK_E_IO, path, -1, NULL, "out of memory");
+		else if (!name[0] || strcmp(name, "__metadata__") == 0 || strlen(name) > QTK_CAP_NAME)
+			rc = qtk_err_set(err, QTK_E_DATA, path, -1, NULL, "tensor name '%.200s' cannot be used in safetensors",
+					 name);
+		qtk_free(name);
+	}
+	return rc;
+}
+
 int qtk_st_check_desc(const qtk_model *d, const char *path, qtk_err *err)
 {
 	size_t total = 0;
@@ -560,18 +572,15 @@ int qtk_st_check_desc(const qtk_model *d, const char *path, qtk_err *err)
 		return qtk_err_set(err, QTK_E_IO, path, -1, NULL, "out of memory");
 	size_t k = 0;
 	int rc = 0;
-	for (size_t i = 0; i < d->ntensors && !rc; i++)
+	for (size_t i = 0; i < d->ntensors && !rc; i++) {
+		if ((rc = qtk_st_can_store(&d->tensors[i], true, path, NULL, err)))
+			break;
 		for (int p = 0; p < d->tensors[i].nparts && !rc; p++) {
-			if ((rc = check_part(&d->tensors[i], p, path, err)))
-				break;
 			r[k].t = i;
 			if (!(r[k++].name = qtk_st_part_name(&d->tensors[i], p)))
 				rc = qtk_err_set(err, QTK_E_IO, path, -1, NULL, "out of memory");
-			else if (!r[k - 1].name[0] || strcmp(r[k - 1].name, "__metadata__") == 0 ||
-				 strlen(r[k - 1].name) > QTK_CAP_NAME)
-				rc = qtk_err_set(err, QTK_E_DATA, path, -1, NULL,
-						 "tensor name '%.200s' cannot be used in safetensors", r[k - 1].name);
 		}
+	}
 	if (!rc) {
 		qsort(r, k, sizeof *r, cmp_name_ref);
 		for (size_t i = 1; i < k && !rc; i++)
@@ -584,6 +593,7 @@ int qtk_st_check_desc(const qtk_model *d, const char *path, qtk_err *err)
 	qtk_free(r);
 	return rc;
 }
+
 
 /* Header JSON for desc tensors [t0, t1), padded with spaces to a multiple of 8. */
 static int build_header(const qtk_model *d, size_t t0, size_t t1, const char *qjson, qtk_buf *b,
@@ -761,10 +771,23 @@ static void stw_abort(qtk_writer *w)
 	w->priv = NULL;
 }
 
-const qtk_writer_ops qtk_safetensors_writer = {
+static const qtk_writer_ops st_writer = {
 	.begin = stw_begin,
 	.put = stw_put,
 	.finish = stw_finish,
 	.abort = stw_abort,
 	.patch_header = stw_patch,
+};
+
+static const char *const st_ext[] = {".safetensors", NULL};
+
+const qtk_format qtk_format_safetensors = {
+	.name = "safetensors",
+	.probe = st_probe,
+	.probe_path = st_probe_path,
+	.open = st_open,
+	.out = QTK_OUT_SAFETENSORS,
+	.writer = &st_writer,
+	.out_ext = st_ext,
+	.can_store = qtk_st_can_store,	.meta_strings = true,
 };

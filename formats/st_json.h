@@ -18,15 +18,17 @@ bool qtk_st_is_index_name(const char *path);
 
 /* ---- packed AWQ / GPTQ parts: the packed-scheme layer (scheme/fold.h) ---- */
 
-/* archive.c's name for qtk_scheme_fold_dir until the container split renames its call. */
-#define qtk_hf_apply_quant_dir(m, dir) qtk_scheme_fold_dir((m), (dir), NULL)
-
 /* ---- writing ---------------------------------------------------------- */
 
 /* Name of part p of tensor t as a safetensors entry: the tensor's name for a
  * plain tensor, "<prefix>.<role>" for AWQ/GPTQ (prefix = name without
  * ".weight"). Returns a new string or NULL when out of memory. */
 char *qtk_st_part_name(const qtk_tensor *t, int p);
+
+/* Can safetensors (a file or an HF directory) store t: every part a dtype with a
+ * safetensors name, nbytes matching its shape, rank <= 8; with_name: entry names
+ * non-empty and not "__metadata__". The capability of both descriptors. */
+int qtk_st_can_store(const qtk_tensor *t, bool with_name, const char *path, const char *subject, qtk_err *err);
 
 /* Check that every part of desc can be stored in safetensors (a dtype with a
  * safetensors name, nbytes matching its shape, rank <= 8) and that the entry

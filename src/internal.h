@@ -51,15 +51,25 @@ int qtk_window_open(int fd, uint64_t base, uint64_t size, const char *path, qtk_
  * returns a window), qtk_slurp, qtk_path_exists and qtk_is_dir. The plugins
  * for archives and .zst files use it to run the other readers unchanged on
  * members held in the archive file or in anonymous memory. */
+/* Called once per directory entry (never "." or ".."); nonzero stops the listing and is
+ * what the listing returns. */
+typedef int (*qtk_dir_fn)(void *arg, const char *name, bool is_dir);
 typedef struct qtk_vfs {
 	const char *root;
 	/* rel: "" for the root. 1 = regular file (*fd, *base, *size set; the fd
 	 * stays owned by the mount), 2 = directory, 0 = absent. */
 	int (*lookup)(void *ctx, const char *rel, int *fd, uint64_t *base, uint64_t *size);
 	void *ctx;
+	/* List directory rel (lookup said 2): fn on every entry, each name once, in any
+	 * order. 0, fn's nonzero return, or QTK_E_IO when out of memory. */
+	int (*list)(void *ctx, const char *rel, qtk_dir_fn fn, void *arg);
 } qtk_vfs;
 /* Mount v on the calling thread (NULL unmounts); returns the previous one. */
 const qtk_vfs *qtk_vfs_enter(const qtk_vfs *v);
+/* List directory `path` through the mount when it is below it, else the file system:
+ * fn(arg, name, is_dir) on every entry but "." and "..", in any order. 0, fn's nonzero
+ * return, or a negative code with err set (not a directory, unreadable, out of memory). */
+int qtk_dir_list(const char *path, qtk_dir_fn fn, void *arg, qtk_err *err);
 
 /* ---- Bounded cursor --------------------------------------------------- */
 
@@ -156,10 +166,14 @@ void qtk_cleanup_unregister(const char *tmp_path);
 /* Unlink all registered temporaries (async-signal-safe). */
 void qtk_cleanup_run(void);
 
-/* ---- Format plugins --------------------------------------------------- */
+/* ---- Containers (formats/) ------------------------------------------------ */
 
+typedef struct qtk_writer_ops qtk_writer_ops;
+
+/* One descriptor per container, both directions; the table is in container.c. */
 struct qtk_format {
-	const char *name;  /* "gguf" */
+	const char *name;  /* "gguf": also the container name in records */
+	/* ---- reading */
 	/* Score 0..100 from the first bytes of a file (n may be short). Pure. */
 	int (*probe)(const uint8_t *head, size_t n, uint64_t file_size);
 	/* For directory-shaped inputs: score a path (may look at files). */
@@ -169,6 +183,18 @@ struct qtk_format {
 	void (*close)(qtk_model *m);
 	/* Optional: custom reads (compressed containers). */
 	int (*read)(qtk_model *m, const qtk_tensor *t, int part, uint64_t off, void *dst, size_t n);
+	/* Optional: check every stored digest of tensor i (reads the whole tensor). */
+	int (*verify_tensor)(qtk_model *m, size_t i);
+	/* ---- writing (writer NULL: read only) */
+	qtk_out_kind out;              /* the public handle of this output */
+	const qtk_writer_ops *writer;
+	const char *const *out_ext;    /* output path suffixes (ASCII case-insensitive), NULL-terminated */
+	bool out_dir;                  /* a path ending in '/' or an existing directory */
+	/* Can the container store tensor t (layout, part types, rank; with_name: also t->name
+	 * under the container's naming rules)? 0, or QTK_E_DATA with the message the user sees in
+	 * err: file `path`, subject `subject` or, when NULL, the container's own naming of t.
+	 * err may be NULL (a question only). Called through qtk_out_can_store. */
+	int (*can_store)(const qtk_tensor *t, bool with_name, const char *path, const char *subject, qtk_err *err);
 	bool meta_strings; /* stores metadata only as strings: qtk_open applies QTK_META_TYPES_KEY */
 };
 
@@ -178,6 +204,17 @@ extern const qtk_format qtk_format_hf;
 extern const qtk_format qtk_format_qpk;
 extern const qtk_format qtk_format_archive;
 extern const qtk_format qtk_format_zst;
+
+/* The table, in probe order (n receives its length). */
+const qtk_format *const *qtk_formats(size_t *n);
+/* The container that writes output kind k; NULL when none. */
+const qtk_format *qtk_format_for_out(qtk_out_kind k);
+/* True when m's container has a verify hook. */
+bool qtk_model_can_verify(const qtk_model *m);
+/* Run m's verify hook on tensor i (QTK_E_USAGE when the container has none). */
+int qtk_model_verify_tensor(qtk_model *m, size_t i);
+/* True when s ends with suf (ASCII case-insensitive). */
+bool qtk_ends_with(const char *s, const char *suf);
 
 /* QPK: verify every part digest of tensor i (reads the whole tensor). */
 int qtk_qpk_verify_tensor(qtk_model *m, size_t i);
@@ -190,8 +227,8 @@ void qtk_fmt_reset_model(qtk_model *m);
 /* Add a data file to the model; returns its index or negative. */
 int qtk_model_add_file(qtk_model *m, const char *path);
 
-/* Writers: one per container kind. */
-typedef struct qtk_writer_ops {
+/* Writers: one per writing container (qtk_format.writer). */
+struct qtk_writer_ops {
 	int (*begin)(qtk_writer *w);
 	/* Called before the first byte of each part (tensor w->cur_tensor, part w->cur_part). */
 	int (*part_begin)(qtk_writer *w);
@@ -200,7 +237,7 @@ typedef struct qtk_writer_ops {
 	void (*abort)(qtk_writer *w);
 	/* optional: qtk_writer_patch_header */
 	int (*patch_header)(qtk_writer *w, int (*fn)(void *ctx, uint8_t *buf, size_t n), void *ctx);
-} qtk_writer_ops;
+};
 
 struct qtk_writer {
 	const qtk_writer_ops *ops;
@@ -214,12 +251,6 @@ struct qtk_writer {
 	void *priv;
 	struct qtk_teeq *teeq; /* opts.tee_async: the tee's queue and thread */
 };
-
-extern const qtk_writer_ops qtk_gguf_writer;
-extern const qtk_writer_ops qtk_safetensors_writer;
-extern const qtk_writer_ops qtk_hf_writer;
-extern const qtk_writer_ops qtk_qpk_writer;
-extern const qtk_writer_ops qtk_archive_writer;
 
 
 /* ---- String set: duplicate detection (stores pointers, not copies) ---- */

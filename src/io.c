@@ -1,5 +1,6 @@
 /* io.c - regular-file input, the bounded cursor, atomic output files. */
 #include "internal.h"
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -224,6 +225,34 @@ bool qtk_is_dir(const char *path)
 		return vfs_lookup(rel, NULL, NULL, NULL) == 2;
 	struct stat st;
 	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int qtk_dir_list(const char *path, qtk_dir_fn fn, void *arg, qtk_err *err)
+{
+	const char *rel = vfs_rel(path);
+	if (rel) {
+		if (vfs_lookup(rel, NULL, NULL, NULL) != 2 || !cur_vfs->list)
+			return qtk_err_set(err, QTK_E_IO, path, -1, NULL, "cannot read directory: not a directory");
+		int rc = cur_vfs->list(cur_vfs->ctx, rel, fn, arg);
+		return rc == QTK_E_IO ? qtk_err_set(err, QTK_E_IO, path, -1, NULL, "out of memory") : rc;
+	}
+	DIR *d = opendir(path);
+	if (!d)
+		return qtk_err_sys(err, path, "cannot read directory");
+	struct dirent *e;
+	int rc = 0;
+	while (!rc && (e = readdir(d))) {
+		const char *n = e->d_name;
+		if (!strcmp(n, ".") || !strcmp(n, ".."))
+			continue;
+		bool dir = e->d_type == DT_DIR;
+		struct stat st;
+		if (e->d_type == DT_UNKNOWN && fstatat(dirfd(d), n, &st, 0) == 0)
+			dir = S_ISDIR(st.st_mode);
+		rc = fn(arg, n, dir);
+	}
+	closedir(d);
+	return rc;
 }
 
 bool qtk_path_exists(const char *path)

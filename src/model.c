@@ -1,18 +1,8 @@
-/* model.c - the tensor model, metadata values and the format registry. */
+/* model.c - the tensor model, metadata values and detection through the container table. */
 #include "internal.h"
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-/* Strongest magic first; HF directories are recognised by path. */
-static const qtk_format *const formats[] = {
-	&qtk_format_qpk,
-	&qtk_format_gguf,
-	&qtk_format_hf,
-	&qtk_format_safetensors,
-	&qtk_format_archive,
-	&qtk_format_zst,
-};
 
 qtk_model *qtk_model_new(void)
 {
@@ -316,7 +306,9 @@ static const qtk_format *detect(const char *path, qtk_err *err)
 {
 	const qtk_format *best = NULL;
 	int score = 0;
-	for (size_t i = 0; i < sizeof formats / sizeof *formats; i++)
+	size_t nformats;
+	const qtk_format *const *formats = qtk_formats(&nformats);
+	for (size_t i = 0; i < nformats; i++)
 		if (formats[i]->probe_path) {
 			int s = formats[i]->probe_path(path);
 			if (s > score) {
@@ -341,7 +333,7 @@ static const qtk_format *detect(const char *path, qtk_err *err)
 	qtk_file_close(fd);
 	if (rc)
 		return NULL;
-	for (size_t i = 0; i < sizeof formats / sizeof *formats; i++)
+	for (size_t i = 0; i < nformats; i++)
 		if (formats[i]->probe) {
 			int s = formats[i]->probe(head, n, size);
 			if (s > score) {

@@ -677,18 +677,6 @@ static cJSON *hexstr(const uint8_t *d)
 	return cJSON_CreateString(h);
 }
 
-static const char *container_name(qtk_out_kind k)
-{
-	switch (k) {
-	case QTK_OUT_GGUF: return "gguf";
-	case QTK_OUT_SAFETENSORS: return "safetensors";
-	case QTK_OUT_HF: return "hf";
-	case QTK_OUT_QPK: return "qpk";
-	case QTK_OUT_ARCHIVE: return "archive";
-	default: return "unknown";
-	}
-}
-
 static cJSON *file_json(const char *path, uint64_t size, const uint8_t *sha)
 {
 	cJSON *o = cJSON_CreateObject();
@@ -1098,7 +1086,7 @@ int qtk_prov_build(qtk_prov_builder *b, char **json, qtk_err *err)
 	if (!rc) {
 		cJSON *r = cJSON_CreateObject();
 		cJSON_AddNumberToObject(r, "record_version", QTK_PROV_VERSION);
-		cJSON_AddItemToObject(r, "output", output_json(container_name(b->out_kind), &od_meta, b->out_digests,
+		cJSON_AddItemToObject(r, "output", output_json(qtk_out_kind_name(b->out_kind), &od_meta, b->out_digests,
 								b->out_files ? outfiles_json(b->out_files) : NULL));
 		cJSON_AddItemToObject(r, "source", source_json(b, sf, sd, pending));
 		cJSON_AddItemToObject(r, "transform", transform_json(b, sd, &od_meta));

@@ -271,12 +271,26 @@ typedef struct qtk_write_opts {
 	bool patch_pending;
 } qtk_write_opts;
 
-/* Kind of output selected by path form (SPEC §2.1). */
+/* Kind of output: the public handle of a writing container. Each value belongs to one
+ * container descriptor (src/container.c), which holds its path forms, name and capability. */
 typedef enum {
 	QTK_OUT_UNKNOWN = 0, QTK_OUT_GGUF, QTK_OUT_SAFETENSORS, QTK_OUT_HF,
 	QTK_OUT_QPK, QTK_OUT_ARCHIVE
 } qtk_out_kind;
+/* The output kind a path names: a directory (trailing '/' or an existing directory) is a
+ * Hugging Face directory; else by suffix (.gguf, .safetensors, .qpk/.awq/.gptq,
+ * .tar/.tar.zst/.zip). QTK_OUT_UNKNOWN when none matches. */
 qtk_out_kind qtk_out_kind_for_path(const char *path);
+/* The output path forms, for messages: ".gguf, .safetensors, ... or a directory/". */
+void qtk_out_path_forms(char *buf, size_t n);
+/* The container's name ("gguf", "safetensors", "hf", "qpk", "archive"); "unknown". */
+const char *qtk_out_kind_name(qtk_out_kind k);
+/* Can output kind k store tensor t (layout, part types, rank; with_name: also t->name)?
+ * 0, or QTK_E_DATA with the message the user sees in err (file `path`; subject `subject`,
+ * or the container's own naming of t when NULL); err may be NULL. The planner and the
+ * writer (qtk_writer_open, on every tensor) both ask here. */
+int qtk_out_can_store(qtk_out_kind k, const qtk_tensor *t, bool with_name, const char *path,
+		      const char *subject, qtk_err *err);
 
 qtk_writer *qtk_writer_open(const char *path, qtk_out_kind kind,
 			    const qtk_model *desc, const qtk_write_opts *o,

@@ -165,28 +165,6 @@ static int teeq_start(qtk_writer *w)
 	return 0;
 }
 
-static bool ends_with(const char *s, const char *suf)
-{
-	size_t a = strlen(s), b = strlen(suf);
-	return a >= b && qtk_strcasecmp(s + a - b, suf) == 0;
-}
-
-qtk_out_kind qtk_out_kind_for_path(const char *path)
-{
-	size_t n = strlen(path);
-	if ((n && path[n - 1] == '/') || qtk_is_dir(path))
-		return QTK_OUT_HF; /* an existing directory is a Hugging Face directory, whatever its name */
-	if (ends_with(path, ".gguf"))
-		return QTK_OUT_GGUF;
-	if (ends_with(path, ".safetensors"))
-		return QTK_OUT_SAFETENSORS;
-	if (ends_with(path, ".qpk") || ends_with(path, ".awq") || ends_with(path, ".gptq"))
-		return QTK_OUT_QPK;
-	if (ends_with(path, ".tar") || ends_with(path, ".tar.zst") || ends_with(path, ".zip"))
-		return QTK_OUT_ARCHIVE;
-	return QTK_OUT_UNKNOWN;
-}
-
 /* Move to the next part that has bytes; false when none are left. */
 static bool seek_part(qtk_writer *w)
 {
@@ -217,18 +195,17 @@ static int start_part(qtk_writer *w)
 qtk_writer *qtk_writer_open(const char *path, qtk_out_kind kind, const qtk_model *desc,
 			    const qtk_write_opts *o, qtk_err *err)
 {
-	const qtk_writer_ops *ops = NULL;
 	qtk_err_clear(err);
-	switch (kind) {
-	case QTK_OUT_GGUF: ops = &qtk_gguf_writer; break;
-	case QTK_OUT_SAFETENSORS: ops = &qtk_safetensors_writer; break;
-	case QTK_OUT_HF: ops = &qtk_hf_writer; break;
-	case QTK_OUT_QPK: ops = &qtk_qpk_writer; break;
-	case QTK_OUT_ARCHIVE: ops = &qtk_archive_writer; break;
-	default:
+	const qtk_format *f = qtk_format_for_out(kind);
+	if (!f) {
 		qtk_err_set(err, QTK_E_USAGE, path, -1, NULL, "output format not supported yet");
 		return NULL;
 	}
+	/* what the container cannot store is refused here, before a byte is written */
+	for (size_t i = 0; i < desc->ntensors; i++)
+		if (qtk_out_can_store(kind, &desc->tensors[i], true, path, NULL, err))
+			return NULL;
+	const qtk_writer_ops *ops = f->writer;
 	qtk_writer *w = qtk_calloc(1, sizeof *w);
 	if (!w || !(w->path = qtk_strdup(path))) {
 		qtk_free(w);

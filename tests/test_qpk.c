@@ -10,7 +10,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
-/* Not in a header yet: qverify's per-tensor digest check (formats/qpk.c). */
+/* Not in a header yet: qverify's per-tensor digest check (formats/qpk_read.c). */
 int qtk_qpk_verify_tensor(qtk_model *m, size_t i);
 
 static char tmpdir[] = "/tmp/qtk-qpk-XXXXXX";

@@ -1,4 +1,5 @@
-/* qpk.c - QPK, qtk's packed-group container: reader and streaming writer.
+/* qpk_read.c - QPK, qtk's packed-group container: the reader (the writer is
+ * qpk_write.c; what they share is in qpk_int.h).
  *
  * The byte layout, the digests and every validation rule are specified in
  * formats/qpk.md; section numbers (§n) below refer to it. In short:
@@ -13,7 +14,7 @@
  * every part carries the SHA-256 of its raw bytes, verified whenever a part
  * is read from its first byte to its last and by qtk_qpk_verify_tensor.
  */
-#include "internal.h"
+#include "qpk_int.h"
 #include "scheme/scheme.h"
 #include <openssl/evp.h>
 #include <pthread.h>
@@ -22,45 +23,9 @@
 #include <string.h>
 #include <zstd.h>
 
-#define QPK_MAJOR 1
-#define QPK_MINOR 0
-#define QPK_HEADER_SIZE 128u
-#define QPK_TRAILER_SIZE 128u
-#define QPK_DEFAULT_ALIGN 64u
-#define QPK_DEFAULT_CHUNK_LOG 22u  /* 4 MiB */
-#define QPK_MIN_CHUNK_LOG 16u
-#define QPK_MAX_CHUNK_LOG 26u
-#define QPK_CAP_META (2ull << 30)  /* raw metadata section */
-#define QPK_CAP_INDEX (1ull << 30) /* raw index section */
-#define QPK_CAP_BLOBS 4096u
-#define QPK_CAP_BLOB_NAME 255u
-#define QPK_RATIO 1024u            /* raw <= stored * 1024 + 1 MiB for zstd sections */
-#define QPK_RATIO_SLACK (1ull << 20)
-#define QPK_WINDOW_LOG_MAX 27
-#define QPK_ZSTD_LEVEL_META 3 /* metadata and index sections */
-#define QPK_ZSTD_LEVEL_DATA 1 /* tensor chunks: level 3's ratio on weights at 3x the speed */
-#define QPK_ZSTD_MAGIC 0xFD2FB528u
-
-enum { CODEC_RAW = 0, CODEC_ZSTD = 1 };
-enum { TF_SYM = 1, TF_ACT_ORDER = 2 };
-
-/* smallest encodings, used to bound counts by the bytes that follow */
-#define MIN_KV 14u     /* u64 key length, 1 byte key, u32 type, u8 value */
-#define MIN_BLOB 17u   /* u64 name length, 1 byte name, u64 data length */
-#define MIN_TENSOR 125u
-
-static const uint8_t qpk_magic[8] = {0x89, 'Q', 'P', 'K', '\r', '\n', 0x1a, '\n'};
-static const uint8_t qpk_end_magic[8] = {'Q', 'P', 'K', '_', 'E', 'N', 'D', '\n'};
-static const char tensor_tag[] = "qpk/v1/tensor"; /* hashed with its NUL */
-
-/* Exported for qverify; to be declared in internal.h. */
-int qtk_qpk_verify_tensor(qtk_model *m, size_t i);
-
 /* ---- helpers shared by reader and writer --------------------------------- */
 
-static uint64_t align_up(uint64_t x, uint32_t a) { return (x + a - 1) / a * a; }
-
-static int sha256(const void *a, size_t an, const void *b, size_t bn, uint8_t out[32])
+int qtk_qpk_sha256(const void *a, size_t an, const void *b, size_t bn, uint8_t out[32])
 {
 	EVP_MD_CTX *c = EVP_MD_CTX_new();
 	unsigned len = 0;
@@ -138,7 +103,7 @@ static int check_packed(const qtk_tensor *t, char *why, size_t wn)
 /* Every structural rule on a tensor description (§7.2, §8): ranks, types, part
  * sizes against shapes, and the layout's parameters. 0 or QTK_E_DATA with
  * the problem (naming the field) in why. */
-static int check_tensor(const qtk_tensor *t, char *why, size_t wn)
+int qtk_qpk_check_tensor(const qtk_tensor *t, char *why, size_t wn)
 {
 	const qtk_layout *l = &t->layout;
 	if (t->ndim < 0 || t->ndim > QTK_MAX_DIMS)
@@ -187,17 +152,8 @@ static int check_tensor(const qtk_tensor *t, char *why, size_t wn)
 	return bad_why(why, wn, "layout kind %u is unknown", (unsigned)l->kind);
 }
 
-/* Streaming check of g_idx values (C.2 row 41, §8.5): each value is a group
- * index; without act-order it is exactly i / group; with act-order every
- * group has exactly group_size members (counted in cnt). */
-typedef struct gchk {
-	uint64_t i, ngroups;
-	uint32_t group;
-	bool act;
-	uint32_t *cnt;
-} gchk;
 
-static int gchk_feed(gchk *g, const uint8_t *b, size_t n, char *why, size_t wn)
+int qtk_qpk_gchk_feed(gchk *g, const uint8_t *b, size_t n, char *why, size_t wn)
 {
 	for (size_t k = 0; k + 4 <= n; k += 4, g->i++) {
 		int32_t v = (int32_t)qtk_rd32(b + k);
@@ -214,7 +170,7 @@ static int gchk_feed(gchk *g, const uint8_t *b, size_t n, char *why, size_t wn)
 	return 0;
 }
 
-static int gchk_init(gchk *g, const qtk_tensor *t)
+int qtk_qpk_gchk_init(gchk *g, const qtk_tensor *t)
 {
 	memset(g, 0, sizeof *g);
 	g->group = t->layout.group_size;
@@ -414,7 +370,7 @@ static bool name_ok(const uint8_t *s, uint64_t len)
 }
 
 /* Blob names are plain file names (§6.4): no '/', '\\', leading '.'. */
-static bool blob_name_ok(const char *s, size_t len)
+bool qtk_qpk_blob_name_ok(const char *s, size_t len)
 {
 	return len > 0 && len <= QPK_CAP_BLOB_NAME && s[0] != '.' && !memchr(s, '/', len) &&
 	       !memchr(s, '\\', len) && !memchr(s, 0, len) && qtk_utf8_valid(s, len);
@@ -479,7 +435,7 @@ static int parse_blobs(mc *c)
 		char name[QPK_CAP_BLOB_NAME + 1];
 		memcpy(name, nm, (size_t)nlen);
 		name[nlen] = 0;
-		if (!blob_name_ok((const char *)nm, (size_t)nlen))
+		if (!qtk_qpk_blob_name_ok((const char *)nm, (size_t)nlen))
 			return cerr(c, at, NULL, "blob name is not a plain file name");
 		if (qtk_blob_find(r->m, name))
 			return cerr(c, at, name, "duplicate blob name");
@@ -758,14 +714,14 @@ static int parse_tensor(mc *c, qpk_priv *pv, qtk_strset *names, uint32_t align)
 			return rc;
 	uint64_t desc_end = c->pos;
 	char why[300];
-	if (check_tensor(t, why, sizeof why))
+	if (qtk_qpk_check_tensor(t, why, sizeof why))
 		return cerr(c, at, subj, "%s", why);
 	qtk_tensor_finish(t);
 	const uint8_t *tsha = mc_take(c, 32, "tensor digest", subj);
 	if (!tsha)
 		return QTK_E_DATA;
 	uint8_t calc[32];
-	if (sha256(tensor_tag, sizeof tensor_tag, c->p + rec, (size_t)(desc_end - rec), calc))
+	if (qtk_qpk_sha256(tensor_tag, sizeof tensor_tag, c->p + rec, (size_t)(desc_end - rec), calc))
 		return oom(r);
 	if (memcmp(calc, tsha, 32) != 0)
 		return cerr(c, desc_end, subj, "tensor digest does not match the tensor's description");
@@ -906,7 +862,7 @@ static int load_section(rd *r, qpk_priv *pv, const char *name, uint64_t off, uin
 	if (!s)
 		return oom(r);
 	int rc = qtk_pread_full(r->m->fds[0], r->path, s, (size_t)stored, off, &r->m->err);
-	if (!rc && sha256(s, (size_t)stored, NULL, 0, calc))
+	if (!rc && qtk_qpk_sha256(s, (size_t)stored, NULL, 0, calc))
 		rc = oom(r);
 	if (!rc && memcmp(calc, sha, 32) != 0)
 		rc = ferr(r, off, "%s digest mismatch: the stored bytes do not hash to the SHA-256 the %s records", name,
@@ -966,7 +922,7 @@ static int check_g_idx_all(rd *r)
 		if (!buf && !(buf = qtk_malloc(1u << 16)))
 			return oom(r);
 		gchk g;
-		if (gchk_init(&g, t)) {
+		if (qtk_qpk_gchk_init(&g, t)) {
 			rc = oom(r);
 			break;
 		}
@@ -974,7 +930,7 @@ static int check_g_idx_all(rd *r)
 		uint64_t n = t->parts[3].nbytes;
 		for (uint64_t off = 0; off < n && !rc; off += 1u << 16) {
 			size_t k = n - off < (1u << 16) ? (size_t)(n - off) : (1u << 16);
-			if (!(rc = qpk_read(m, t, 3, off, buf, k)) && gchk_feed(&g, buf, k, why, sizeof why))
+			if (!(rc = qpk_read(m, t, 3, off, buf, k)) && qtk_qpk_gchk_feed(&g, buf, k, why, sizeof why))
 				rc = qtk_err_set(&m->err, QTK_E_DATA, r->path, (int64_t)t->parts[3].offset, t->name, "%s",
 						 why);
 		}
@@ -1040,7 +996,7 @@ static int read_frame(rd *r, qpk_priv *pv, uint8_t h[QPK_HEADER_SIZE], uint8_t t
 			    (unsigned long long)g->meta_stored, (unsigned long long)(toff - QPK_HEADER_SIZE));
 	if ((rc = check_section(r, "metadata", 24, g->meta_stored, g->meta_raw, g->meta_codec, QPK_CAP_META)))
 		return rc;
-	uint64_t want = align_up(g->meta_end, g->align), iend;
+	uint64_t want = qpk_align_up(g->meta_end, g->align), iend;
 	if (g->data_off != want || g->data_off > toff)
 		return ferr(r, toff + 32, "data offset 0x%llx is not the aligned end of the metadata section (0x%llx)",
 			    (unsigned long long)g->data_off, (unsigned long long)want);
@@ -1050,7 +1006,7 @@ static int read_frame(rd *r, qpk_priv *pv, uint8_t h[QPK_HEADER_SIZE], uint8_t t
 			    (unsigned long long)g->index_stored, (unsigned long long)toff, (unsigned long long)g->data_off);
 	if ((rc = check_section(r, "index", toff + 8, g->index_stored, g->index_raw, g->index_codec, QPK_CAP_INDEX)))
 		return rc;
-	if (sha256(h, QPK_HEADER_SIZE, NULL, 0, calc))
+	if (qtk_qpk_sha256(h, QPK_HEADER_SIZE, NULL, 0, calc))
 		return oom(r);
 	if (memcmp(calc, tr + 72, 32) != 0)
 		return ferr(r, toff + 72, "header digest mismatch: the header does not hash to the trailer's SHA-256");
@@ -1330,544 +1286,17 @@ int qtk_qpk_verify_tensor(qtk_model *m, size_t i)
 	return rc;
 }
 
+static const char *const qpk_ext[] = {".qpk", ".awq", ".gptq", NULL};
+
 const qtk_format qtk_format_qpk = {
 	.name = "qpk",
 	.probe = qpk_probe,
 	.open = qpk_open,
 	.close = qpk_close,
 	.read = qpk_read,
-};
-
-/* ---- writer --------------------------------------------------------------------- */
-
-typedef struct wpart {
-	uint64_t off;
-	uint64_t chunk0, nchunks;
-	uint8_t sha[32];
-} wpart;
-
-typedef struct wchunk {
-	uint64_t stored;
-	uint8_t codec;
-} wchunk;
-
-typedef struct qw {
-	qtk_ofile f;
-	uint32_t align;
-	unsigned chunk_log;
-	size_t csz;           /* raw bytes per chunk */
-	uint8_t hdr[QPK_HEADER_SIZE];
-	uint64_t data_off;
-	wpart *parts;         /* ntensors * 4 */
-	wchunk *chunks;
-	size_t nchunks, cap_chunks;
-	uint8_t *buf, *zbuf;  /* the chunk being filled; its compressed form */
-	size_t blen, bcap, zcap;
-	ZSTD_CCtx *cc;
-	EVP_MD_CTX *md;       /* digest of the part being written */
-	bool open;            /* a part is being written */
-	size_t ct;
-	int cp;
-	gchk g;               /* g_idx check for the part being written */
-	bool gon;
-	uint64_t meta_stored; /* metadata section bytes (raw when a record may be patched) */
-	bool meta_raw;
-} qw;
-
-static int woom(qtk_writer *w) { return qtk_err_set(w->err, QTK_E_IO, w->path, -1, NULL, "out of memory"); }
-
-static void b64(qtk_buf *b, uint64_t v) { uint8_t x[8]; qtk_wr64(x, v); qtk_buf_put(b, x, 8); }
-static void b32(qtk_buf *b, uint32_t v) { uint8_t x[4]; qtk_wr32(x, v); qtk_buf_put(b, x, 4); }
-static void bstr(qtk_buf *b, const void *s, uint64_t n) { b64(b, n); qtk_buf_put(b, s, (size_t)n); }
-
-static void b_scalar(qtk_buf *b, const qtk_value *v)
-{
-	uint8_t x[8];
-	switch (v->type) {
-	case QTK_V_F32: {
-		float f = (float)v->v.f;
-		uint32_t u;
-		memcpy(&u, &f, 4);
-		qtk_wr32(x, u);
-		break;
-	}
-	case QTK_V_F64: {
-		uint64_t u;
-		memcpy(&u, &v->v.f, 8);
-		qtk_wr64(x, u);
-		break;
-	}
-	case QTK_V_I8: case QTK_V_I16: case QTK_V_I32: case QTK_V_I64:
-		qtk_wr64(x, (uint64_t)v->v.i);
-		break;
-	default:
-		qtk_wr64(x, v->v.u);
-	}
-	qtk_buf_put(b, x, qtk_value_size(v->type));
-}
-
-/* A kv the reader would accept (§6.2, §6.3); 0 or QTK_E_DATA. */
-static int check_kv(qtk_writer *w, const qtk_kv *kv)
-{
-	const qtk_value *v = &kv->val;
-	size_t kl = strlen(kv->key);
-	const char *why = NULL;
-	if (!kl || kl > QTK_CAP_KEY || !qtk_utf8_valid(kv->key, kl))
-		why = "key is empty, too long or not UTF-8";
-	else if (v->type >= QTK_V_MAX)
-		why = "unknown value type";
-	else if (v->type == QTK_V_STR && v->v.str.len > QTK_CAP_STR)
-		why = "string too long";
-	else if (v->type == QTK_V_BOOL && v->v.u > 1)
-		why = "bool value is not 0 or 1";
-	else if (v->type == QTK_V_ARR && (v->elem >= QTK_V_MAX || v->elem == QTK_V_ARR || v->n > QTK_CAP_ARRAY))
-		why = "array element type or length not supported";
-	for (uint64_t i = 0; !why && v->type == QTK_V_ARR && i < v->n; i++)
-		if ((v->elem == QTK_V_STR && ((const qtk_str *)v->arr)[i].len > QTK_CAP_STR) ||
-		    (v->elem == QTK_V_BOOL && ((const uint8_t *)v->arr)[i] > 1))
-			why = "array element out of range";
-	return why ? qtk_err_set(w->err, QTK_E_DATA, w->path, -1, kv->key, "%s", why) : 0;
-}
-
-/* The raw metadata section (§6). */
-static int build_meta(qtk_writer *w, qtk_buf *b)
-{
-	const qtk_model *d = w->desc;
-	qtk_strset keys = {0};
-	int rc = 0;
-	b32(b, d->alignment);
-	b32(b, 0);
-	b64(b, d->nkv);
-	for (size_t i = 0; i < d->nkv && !rc; i++) {
-		const qtk_kv *kv = &d->kv[i];
-		if ((rc = check_kv(w, kv)))
-			break;
-		int added = qtk_strset_add(&keys, kv->key);
-		if (added <= 0) {
-			rc = added < 0 ? woom(w) : qtk_err_set(w->err, QTK_E_DATA, w->path, -1, kv->key, "duplicate key");
-			break;
-		}
-		const qtk_value *v = &kv->val;
-		bstr(b, kv->key, strlen(kv->key));
-		b32(b, v->type);
-		if (v->type == QTK_V_STR)
-			bstr(b, v->v.str.s, v->v.str.len);
-		else if (v->type != QTK_V_ARR)
-			b_scalar(b, v);
-		else {
-			b32(b, v->elem);
-			b64(b, v->n);
-			if (v->elem == QTK_V_STR)
-				for (uint64_t k = 0; k < v->n; k++)
-					bstr(b, ((const qtk_str *)v->arr)[k].s, ((const qtk_str *)v->arr)[k].len);
-			else
-				qtk_buf_put(b, v->arr, (size_t)(v->n * qtk_value_size(v->elem)));
-		}
-	}
-	qtk_strset_free(&keys);
-	if (rc)
-		return rc;
-	if (d->nblobs > QPK_CAP_BLOBS)
-		return qtk_err_set(w->err, QTK_E_DATA, w->path, -1, NULL, "more than %u side files", QPK_CAP_BLOBS);
-	b64(b, d->nblobs);
-	for (size_t i = 0; i < d->nblobs; i++) {
-		const qtk_blob *bl = &d->blobs[i];
-		if (!blob_name_ok(bl->name, strlen(bl->name)) || bl->len > QTK_CAP_BLOB)
-			return qtk_err_set(w->err, QTK_E_DATA, w->path, -1, bl->name,
-					   "side file name is not a plain file name or the file is too large");
-		for (size_t k = 0; k < i; k++)
-			if (strcmp(d->blobs[k].name, bl->name) == 0)
-				return qtk_err_set(w->err, QTK_E_DATA, w->path, -1, bl->name, "duplicate side file");
-		bstr(b, bl->name, strlen(bl->name));
-		bstr(b, bl->data, bl->len);
-	}
-	if (b->failed)
-		return woom(w);
-	if (b->len > QPK_CAP_META)
-		return qtk_err_set(w->err, QTK_E_DATA, w->path, -1, NULL, "metadata section exceeds %llu bytes",
-				   (unsigned long long)QPK_CAP_META);
-	return 0;
-}
-
-/* Compress a section when that saves at least 1/16 and stays within the
- * reader's ratio limit (§4). out, on: the stored form; owned: set when it is new. */
-static int pack_section(qtk_writer *w, const uint8_t *raw, size_t n, uint8_t **owned, const uint8_t **out,
-			size_t *on, uint8_t *codec)
-{
-	*owned = NULL;
-	*out = raw;
-	*on = n;
-	*codec = CODEC_RAW;
-	qw *s = w->priv;
-	size_t cap = ZSTD_compressBound(n);
-	uint8_t *z = n ? qtk_malloc(cap) : NULL;
-	if (!z)
-		return n ? woom(w) : 0;
-	size_t zn = ZSTD_CCtx_setParameter(s->cc, ZSTD_c_compressionLevel, QPK_ZSTD_LEVEL_META);
-	if (!ZSTD_isError(zn))
-		zn = ZSTD_compress2(s->cc, z, cap, raw, n);
-	if (!ZSTD_isError(zn) && zn < n - n / 16 && n / QPK_RATIO <= zn + QPK_RATIO_SLACK / QPK_RATIO) {
-		*owned = z;
-		*out = z;
-		*on = zn;
-		*codec = CODEC_ZSTD;
-		return 0;
-	}
-	qtk_free(z);
-	return 0;
-}
-
-static int check_desc(qtk_writer *w, uint64_t *maxraw)
-{
-	const qtk_model *d = w->desc;
-	qtk_strset names = {0};
-	int rc = 0;
-	*maxraw = 0;
-	for (size_t i = 0; i < d->ntensors && !rc; i++) {
-		const qtk_tensor *t = &d->tensors[i];
-		size_t nl = strlen(t->name);
-		char why[300];
-		if (!nl || nl > QTK_CAP_NAME || !qtk_utf8_valid(t->name, nl))
-			rc = qtk_err_set(w->err, QTK_E_DATA, w->path, -1, t->name,
-					 "tensor name is empty, too long or not UTF-8");
-		else if (check_tensor(t, why, sizeof why))
-			rc = qtk_err_set(w->err, QTK_E_DATA, w->path, -1, t->name, "cannot be stored in QPK: %s", why);
-		else {
-			int added = qtk_strset_add(&names, t->name);
-			if (added <= 0)
-				rc = added < 0 ? woom(w)
-					       : qtk_err_set(w->err, QTK_E_DATA, w->path, -1, t->name, "duplicate tensor name");
-		}
-		for (int p = 0; p < t->nparts && !rc; p++)
-			if (t->parts[p].nbytes > *maxraw)
-				*maxraw = t->parts[p].nbytes;
-	}
-	qtk_strset_free(&names);
-	if (!rc && d->ntensors > QTK_CAP_TENSORS)
-		rc = qtk_err_set(w->err, QTK_E_DATA, w->path, -1, NULL, "too many tensors");
-	return rc;
-}
-
-static int qpk_w_begin(qtk_writer *w)
-{
-	qw *s = qtk_calloc(1, sizeof *s);
-	if (!s)
-		return woom(w);
-	s->f.fd = -1;
-	w->priv = s;
-	s->align = QPK_DEFAULT_ALIGN;
-	s->chunk_log = QPK_DEFAULT_CHUNK_LOG;
-	s->csz = (size_t)1 << s->chunk_log;
-	uint64_t maxraw;
-	int rc = check_desc(w, &maxraw);
-	if (rc)
-		return rc;
-	s->bcap = maxraw < s->csz ? (size_t)maxraw : s->csz;
-	s->zcap = ZSTD_compressBound(s->bcap);
-	s->parts = qtk_calloc(w->desc->ntensors * QTK_MAX_PARTS + 1, sizeof *s->parts);
-	s->buf = qtk_malloc(s->bcap ? s->bcap : 1);
-	s->zbuf = qtk_malloc(s->zcap);
-	s->cc = ZSTD_createCCtx();
-	s->md = EVP_MD_CTX_new();
-	if (!s->parts || !s->buf || !s->zbuf || !s->cc || !s->md ||
-	    ZSTD_isError(ZSTD_CCtx_setParameter(s->cc, ZSTD_c_checksumFlag, 1)) ||
-	    ZSTD_isError(ZSTD_CCtx_setParameter(s->cc, ZSTD_c_contentSizeFlag, 1)))
-		return woom(w);
-	qtk_buf meta = {0};
-	uint8_t *owned = NULL, codec;
-	const uint8_t *st = NULL;
-	size_t sn = 0;
-	/* a provenance record may be patched in place at finish: keep the section raw then */
-	s->meta_raw = qtk_kv_find(w->desc, "qtk.provenance") != NULL;
-	if (!(rc = build_meta(w, &meta))) {
-		if (s->meta_raw) {
-			st = meta.p;
-			sn = meta.len;
-			codec = CODEC_RAW;
-		} else {
-			rc = pack_section(w, meta.p, meta.len, &owned, &st, &sn, &codec);
-		}
-	}
-	s->meta_stored = sn;
-	if (!rc) {
-		uint8_t *h = s->hdr;
-		memcpy(h, qpk_magic, 8);
-		qtk_wr16(h + 8, QPK_MAJOR);
-		qtk_wr16(h + 10, QPK_MINOR);
-		qtk_wr32(h + 12, QPK_HEADER_SIZE);
-		qtk_wr32(h + 16, s->align);
-		h[20] = (uint8_t)s->chunk_log;
-		h[21] = codec;
-		qtk_wr64(h + 24, sn);
-		qtk_wr64(h + 32, meta.len);
-		if (sha256(st, sn, NULL, 0, h + 40))
-			rc = woom(w);
-	}
-	if (!rc && !(rc = qtk_ofile_open(&s->f, w->path, w->err))) {
-		s->f.outs = w->opts.outs;
-		s->f.defer_hash = w->opts.patch_pending;
-		if (!(rc = qtk_ofile_write(&s->f, s->hdr, sizeof s->hdr)) && !(rc = qtk_ofile_write(&s->f, st, sn)))
-			rc = qtk_ofile_pad(&s->f, align_up(s->f.written, s->align) - s->f.written);
-		s->data_off = s->f.written;
-	}
-	qtk_free(owned);
-	qtk_buf_free(&meta);
-	return rc;
-}
-
-/* Store the filled chunk: zstd when that saves >= 1/16, else raw (§9.2, §14). */
-static int emit_chunk(qtk_writer *w)
-{
-	qw *s = w->priv;
-	if (!s->blen)
-		return 0;
-	if (s->gon) {
-		char why[300];
-		if (gchk_feed(&s->g, s->buf, s->blen, why, sizeof why))
-			return qtk_err_set(w->err, QTK_E_DATA, w->path, -1, w->desc->tensors[s->ct].name, "%s", why);
-	}
-	if (s->nchunks == s->cap_chunks) {
-		size_t nc = s->cap_chunks ? s->cap_chunks * 2 : 256;
-		wchunk *c = qtk_realloc(s->chunks, nc * sizeof *c);
-		if (!c)
-			return woom(w);
-		s->chunks = c;
-		s->cap_chunks = nc;
-	}
-	size_t zn = ZSTD_CCtx_setParameter(s->cc, ZSTD_c_compressionLevel, QPK_ZSTD_LEVEL_DATA);
-	if (!ZSTD_isError(zn))
-		zn = ZSTD_compress2(s->cc, s->zbuf, s->zcap, s->buf, s->blen);
-	bool z = !ZSTD_isError(zn) && zn < s->blen - s->blen / 16;
-	int rc = z ? qtk_ofile_write(&s->f, s->zbuf, zn) : qtk_ofile_write(&s->f, s->buf, s->blen);
-	if (rc)
-		return rc;
-	s->chunks[s->nchunks].stored = z ? zn : s->blen;
-	s->chunks[s->nchunks].codec = z ? CODEC_ZSTD : CODEC_RAW;
-	s->nchunks++;
-	s->blen = 0;
-	return 0;
-}
-
-static int close_part(qtk_writer *w)
-{
-	qw *s = w->priv;
-	if (!s->open)
-		return 0;
-	s->open = false;
-	int rc = emit_chunk(w);
-	wpart *wp = &s->parts[s->ct * QTK_MAX_PARTS + (size_t)s->cp];
-	unsigned len = 0;
-	if (!rc && EVP_DigestFinal_ex(s->md, wp->sha, &len) != 1)
-		rc = woom(w);
-	wp->nchunks = s->nchunks - wp->chunk0;
-	if (!rc && s->gon && s->g.act)
-		for (uint64_t g = 0; g < s->g.ngroups && !rc; g++)
-			if (s->g.cnt[g] != s->g.group)
-				rc = qtk_err_set(w->err, QTK_E_DATA, w->path, -1, w->desc->tensors[s->ct].name,
-						 "g_idx is not a group map: group %llu has %u members, not %u",
-						 (unsigned long long)g, s->g.cnt[g], s->g.group);
-	qtk_free(s->g.cnt);
-	s->g.cnt = NULL;
-	s->gon = false;
-	return rc;
-}
-
-static int qpk_w_part_begin(qtk_writer *w)
-{
-	qw *s = w->priv;
-	int rc = close_part(w);
-	if (rc)
-		return rc;
-	if ((rc = qtk_ofile_pad(&s->f, align_up(s->f.written, s->align) - s->f.written)))
-		return rc;
-	s->ct = w->cur_tensor;
-	s->cp = w->cur_part;
-	const qtk_tensor *t = &w->desc->tensors[s->ct];
-	wpart *wp = &s->parts[s->ct * QTK_MAX_PARTS + (size_t)s->cp];
-	wp->off = s->f.written;
-	wp->chunk0 = s->nchunks;
-	if (EVP_DigestInit_ex(s->md, EVP_sha256(), NULL) != 1)
-		return woom(w);
-	s->open = true;
-	if (t->layout.kind == QTK_LAYOUT_GPTQ && s->cp == 3) {
-		if (gchk_init(&s->g, t))
-			return woom(w);
-		s->gon = true;
-	}
-	return 0;
-}
-
-static int qpk_w_put(qtk_writer *w, const void *buf, size_t n)
-{
-	qw *s = w->priv;
-	const uint8_t *p = buf;
-	if (EVP_DigestUpdate(s->md, p, n) != 1)
-		return woom(w);
-	while (n) {
-		size_t k = s->bcap - s->blen < n ? s->bcap - s->blen : n;
-		memcpy(s->buf + s->blen, p, k);
-		s->blen += k;
-		p += k;
-		n -= k;
-		if (s->blen == s->bcap) {
-			int rc = emit_chunk(w);
-			if (rc)
-				return rc;
-		}
-	}
-	return 0;
-}
-
-/* The raw index section (§7). */
-static int build_index(qtk_writer *w, qtk_buf *b)
-{
-	qw *s = w->priv;
-	const qtk_model *d = w->desc;
-	b64(b, d->ntensors);
-	for (size_t i = 0; i < d->ntensors; i++) {
-		const qtk_tensor *t = &d->tensors[i];
-		const qtk_layout *l = &t->layout;
-		size_t rec = b->len;
-		bstr(b, t->name, strlen(t->name));
-		uint8_t x[4] = {(uint8_t)l->kind, l->bits, l->gptq_version,
-				(uint8_t)((l->sym ? TF_SYM : 0) | (l->act_order ? TF_ACT_ORDER : 0))};
-		qtk_buf_put(b, x, 4);
-		b32(b, l->type);
-		b32(b, l->group_size);
-		b32(b, (uint32_t)t->ndim);
-		b32(b, (uint32_t)t->nparts);
-		for (int k = 0; k < t->ndim; k++)
-			b64(b, t->shape[k]);
-		for (int p = 0; p < t->nparts; p++) {
-			const qtk_part *q = &t->parts[p];
-			char role[8] = {0};
-			memcpy(role, q->role, strnlen(q->role, sizeof role));
-			qtk_buf_put(b, role, 8);
-			b32(b, q->type);
-			b32(b, (uint32_t)q->ndim);
-			for (int k = 0; k < q->ndim; k++)
-				b64(b, q->shape[k]);
-			b64(b, q->nbytes);
-			qtk_buf_put(b, s->parts[i * QTK_MAX_PARTS + (size_t)p].sha, 32);
-		}
-		uint8_t tsha[32];
-		if (b->failed)
-			return woom(w);
-		if (sha256(tensor_tag, sizeof tensor_tag, b->p + rec, b->len - rec, tsha))
-			return woom(w);
-		qtk_buf_put(b, tsha, 32);
-		for (int p = 0; p < t->nparts; p++) {
-			const wpart *wp = &s->parts[i * QTK_MAX_PARTS + (size_t)p];
-			b64(b, wp->off);
-			for (uint64_t c = 0; c < wp->nchunks; c++) {
-				uint8_t e[16] = {0};
-				qtk_wr64(e, s->chunks[wp->chunk0 + c].stored);
-				e[8] = s->chunks[wp->chunk0 + c].codec;
-				qtk_buf_put(b, e, 16);
-			}
-		}
-	}
-	if (b->failed)
-		return woom(w);
-	if (b->len > QPK_CAP_INDEX)
-		return qtk_err_set(w->err, QTK_E_DATA, w->path, -1, NULL, "index section exceeds %llu bytes",
-				   (unsigned long long)QPK_CAP_INDEX);
-	return 0;
-}
-
-typedef struct qpatch {
-	qw *s;
-	int (*fn)(void *ctx, uint8_t *buf, size_t n);
-	void *ctx;
-} qpatch;
-
-/* Patch the raw metadata section, then its digest in the header (the trailer's
- * Header_SHA256 is computed from s->hdr at finish). */
-static int qpatch_meta(void *ctx, uint8_t *buf, size_t n)
-{
-	qpatch *q = ctx;
-	int rc = q->fn(q->ctx, buf, n);
-	if (!rc && sha256(buf, n, NULL, 0, q->s->hdr + 40))
-		rc = QTK_E_IO;
-	return rc;
-}
-
-static int qpatch_hdr(void *ctx, uint8_t *buf, size_t n)
-{
-	memcpy(buf, ((qw *)ctx)->hdr, n);
-	return 0;
-}
-
-static int qpk_w_patch(qtk_writer *w, int (*fn)(void *ctx, uint8_t *buf, size_t n), void *ctx)
-{
-	qw *s = w->priv;
-	if (!s->meta_raw)
-		return qtk_err_set(w->err, QTK_E_USAGE, w->path, -1, NULL, "no provenance record reserved to patch");
-	qpatch q = {s, fn, ctx};
-	int rc = qtk_ofile_patch(&s->f, QPK_HEADER_SIZE, s->meta_stored, qpatch_meta, &q);
-	return rc ? rc : qtk_ofile_patch(&s->f, 0, QPK_HEADER_SIZE, qpatch_hdr, s);
-}
-
-static int qpk_w_finish(qtk_writer *w)
-{
-	qw *s = w->priv;
-	int rc = close_part(w);
-	qtk_buf idx = {0};
-	uint8_t *owned = NULL, codec = 0, tr[QPK_TRAILER_SIZE] = {0};
-	const uint8_t *st = NULL;
-	size_t sn = 0;
-	if (!rc && !(rc = build_index(w, &idx)))
-		rc = pack_section(w, idx.p, idx.len, &owned, &st, &sn, &codec);
-	if (!rc) {
-		qtk_wr64(tr, s->f.written);
-		qtk_wr64(tr + 8, sn);
-		qtk_wr64(tr + 16, idx.len);
-		tr[24] = codec;
-		qtk_wr64(tr + 32, s->data_off);
-		if (sha256(st, sn, NULL, 0, tr + 40) || sha256(s->hdr, sizeof s->hdr, NULL, 0, tr + 72))
-			rc = woom(w);
-		qtk_wr16(tr + 104, QPK_MAJOR);
-		qtk_wr16(tr + 106, QPK_MINOR);
-		qtk_wr32(tr + 108, QPK_TRAILER_SIZE);
-		memcpy(tr + 120, qpk_end_magic, 8);
-	}
-	if (!rc && !(rc = qtk_ofile_write(&s->f, st, sn)) && !(rc = qtk_ofile_write(&s->f, tr, sizeof tr)))
-		rc = qtk_ofile_commit(&s->f);
-	qtk_free(owned);
-	qtk_buf_free(&idx);
-	return rc;
-}
-
-static void qpk_w_abort(qtk_writer *w)
-{
-	qw *s = w->priv;
-	if (!s)
-		return;
-	qtk_ofile_abort(&s->f);
-	qtk_free(s->parts);
-	qtk_free(s->chunks);
-	qtk_free(s->buf);
-	qtk_free(s->zbuf);
-	qtk_free(s->g.cnt);
-	ZSTD_freeCCtx(s->cc);
-	EVP_MD_CTX_free(s->md);
-	qtk_free(s);
-	w->priv = NULL;
-}
-
-static int qpk_w_finish_free(qtk_writer *w)
-{
-	int rc = qpk_w_finish(w);
-	if (!rc)
-		qpk_w_abort(w); /* committed: this only frees */
-	return rc;
-}
-
-const qtk_writer_ops qtk_qpk_writer = {
-	.begin = qpk_w_begin,
-	.part_begin = qpk_w_part_begin,
-	.put = qpk_w_put,
-	.finish = qpk_w_finish_free,
-	.abort = qpk_w_abort,
-	.patch_header = qpk_w_patch,
+	.verify_tensor = qtk_qpk_verify_tensor,
+	.out = QTK_OUT_QPK,
+	.writer = &qtk_qpk_writer_ops,
+	.out_ext = qpk_ext,
+	.can_store = qtk_qpk_can_store,
 };

@@ -1,5 +1,5 @@
-/* archive.c - models inside tar, tar.gz, tar.zst and zip archives, and
- * deployment bundles (OUTPUT.tar, OUTPUT.tar.zst, OUTPUT.zip).
+/* archive_read.c - models inside tar, tar.gz, tar.zst and zip archives (the
+ * writer of deployment bundles is archive_write.c).
  *
  * Reading never extracts to disk. libarchive lists the members (tar: ustar,
  * pax and GNU; zip) with only the formats and filters we need enabled; every
@@ -15,7 +15,6 @@
 #include "st_json.h"
 #include <archive.h>
 #include <archive_entry.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -24,7 +23,6 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zstd.h>
 
 /* ---- limits ---------------------------------------------------------------- */
 
@@ -786,12 +784,6 @@ out:
 
 /* ---- which model is inside ------------------------------------------------ */
 
-static bool ends_with(const char *s, const char *suf)
-{
-	size_t a = strlen(s), b = strlen(suf);
-	return a >= b && qtk_strcasecmp(s + a - b, suf) == 0;
-}
-
 static const char *base_of(const char *s)
 {
 	const char *p = strrchr(s, '/');
@@ -836,12 +828,12 @@ static const char *nested_kind(const uint8_t *h, size_t n)
 
 static bool pickle_name(const char *s)
 {
-	return ends_with(s, ".pkl") || ends_with(s, ".pickle");
+	return qtk_ends_with(s, ".pkl") || qtk_ends_with(s, ".pickle");
 }
 
 static bool torch_name(const char *s)
 {
-	return ends_with(s, ".bin") || ends_with(s, ".pt") || ends_with(s, ".pth") || ends_with(s, ".ckpt");
+	return qtk_ends_with(s, ".bin") || qtk_ends_with(s, ".pt") || qtk_ends_with(s, ".pth") || qtk_ends_with(s, ".ckpt");
 }
 
 /* The model formats a member can hold, strongest first. */
@@ -962,7 +954,7 @@ static int choose(ar *a, pick *p)
 				rc = found(a, p, &first, v[i], &qtk_format_safetensors);
 			else if (qtk_st_is_index_name(b))
 				index = v[i];
-			else if (ends_with(b, ".safetensors"))
+			else if (qtk_ends_with(b, ".safetensors"))
 				st = true;
 		}
 		if (!rc && cfg && (st || index))
@@ -971,7 +963,7 @@ static int choose(ar *a, pick *p)
 			rc = found(a, p, &first, index, &qtk_format_safetensors);
 		for (size_t i = g; i < h && !rc; i++) {
 			const qtk_format *f = fmts[v[i] - a->e];
-			if (!f || (cfg && (st || index)) || (index && ends_with(v[i]->name, ".safetensors")) ||
+			if (!f || (cfg && (st || index)) || (index && qtk_ends_with(v[i]->name, ".safetensors")) ||
 			    (f == &qtk_format_gguf && gguf_shard(v[i]->name) == 2))
 				continue;
 			rc = found(a, p, &first, v[i], f);
@@ -1010,57 +1002,58 @@ static int ar_lookup(void *ctx, const char *rel, int *fd, uint64_t *base, uint64
 	return 0;
 }
 
-/* Side files carried with an HF directory (as hfdir.c carries them). */
-/* Open the HF directory `dir` (a mounted path) into m, as hf_open does for
- * a directory on disk. `hdir` is the directory's name inside the archive. */
-static int open_hf(ar *a, const char *dir, const char *hdir, size_t hlen)
+/* One entry of a directory listing: a name inside a member's name. */
+typedef struct ar_child {
+	const char *s;
+	size_t len;
+	bool dir;
+} ar_child;
+
+static int cmp_child(const void *x, const void *y)
 {
-	qtk_model *m = a->m;
-	int rc = qtk_hf_load_side_files(m, dir);
-	const qtk_blob *cb = rc ? NULL : qtk_blob_find(m, "config.json");
-	if (cb) {
-		qtk_json_doc d;
-		char *cp = qtk_path_join(dir, "config.json");
-		rc = cp ? qtk_json_parse((const char *)cb->data, cb->len, 0, cp, 0, &m->err, &d) : oom(a);
-		if (!rc) {
-			if (!cJSON_IsObject(d.root))
-				rc = qtk_err_set(&m->err, QTK_E_DATA, cp, 0, NULL, "config.json is not a json object");
-			qtk_json_doc_free(&d);
-		}
-		qtk_free(cp);
-	}
-	if (rc)
-		return rc;
-	/* weights: model.safetensors, else the index, else the one .safetensors */
-	const char *single = NULL;
-	size_t nst = 0;
-	bool index = false, msingle = false;
+	const ar_child *p = x, *q = y;
+	size_t n = p->len < q->len ? p->len : q->len;
+	int c = memcmp(p->s, q->s, n);
+	if (c)
+		return c;
+	return p->len < q->len ? -1 : p->len > q->len ? 1 : (int)q->dir - (int)p->dir; /* directories first */
+}
+
+/* The entries directly inside directory rel: each member below it names one (the next
+ * component), a directory when more components follow; sorted, each name once. */
+static int ar_list(void *ctx, const char *rel, qtk_dir_fn fn, void *arg)
+{
+	const ar *a = ctx;
+	size_t rl = strlen(rel), n = 0, maxlen = 0;
+	ar_child *c = qtk_calloc(a->n ? a->n : 1, sizeof *c);
+	if (!c)
+		return QTK_E_IO;
 	for (size_t i = 0; i < a->n; i++) {
 		const char *nm = a->e[i].name;
-		if (a->e[i].dir || dir_len(nm) != hlen || strncmp(nm, hdir, hlen) != 0)
+		if (rl && (strncmp(nm, rel, rl) != 0 || nm[rl] != '/'))
 			continue;
-		const char *b = base_of(nm);
-		if (!strcmp(b, "model.safetensors"))
-			msingle = true;
-		else if (!strcmp(b, "model.safetensors.index.json"))
-			index = true;
-		else if (ends_with(b, ".safetensors") && (!nst++ || strcmp(b, single) < 0))
-			single = b;
+		const char *s = rl ? nm + rl + 1 : nm, *slash = strchr(s, '/');
+		if (!*s)
+			continue;
+		c[n].s = s;
+		c[n].len = slash ? (size_t)(slash - s) : strlen(s);
+		c[n].dir = slash || a->e[i].dir;
+		if (c[n].len > maxlen)
+			maxlen = c[n].len;
+		n++;
 	}
-	char *wp = NULL;
-	if (msingle || (!index && nst == 1)) {
-		wp = qtk_path_join(dir, msingle ? "model.safetensors" : single);
-		rc = wp ? qtk_st_load(m, wp) : oom(a);
-	} else if (index) {
-		wp = qtk_path_join(dir, "model.safetensors.index.json");
-		rc = wp ? qtk_st_load_index(m, wp) : oom(a);
-	} else {
-		rc = qtk_err_set(&m->err, QTK_E_DATA, dir, -1, NULL,
-				 "%zu safetensors files but no model.safetensors.index.json", nst);
+	qsort(c, n, sizeof *c, cmp_child);
+	char *name = qtk_malloc(maxlen + 1);
+	int rc = name ? 0 : QTK_E_IO;
+	for (size_t i = 0; i < n && !rc; i++) {
+		if (i && c[i].len == c[i - 1].len && !memcmp(c[i].s, c[i - 1].s, c[i].len))
+			continue; /* the directory sorted first already said it */
+		memcpy(name, c[i].s, c[i].len);
+		name[c[i].len] = 0;
+		rc = fn(arg, name, c[i].dir);
 	}
-	qtk_free(wp);
-	if (!rc)
-		rc = qtk_hf_apply_quant_dir(m, dir);
+	qtk_free(name);
+	qtk_free(c);
 	return rc;
 }
 
@@ -1080,12 +1073,12 @@ static int open_inner(ar *a, const pick *p)
 		qtk_free(rel);
 		return oom(a);
 	}
-	qtk_vfs v = {a->root, ar_lookup, a};
+	qtk_vfs v = {a->root, ar_lookup, a, ar_list};
 	const qtk_vfs *old = qtk_vfs_enter(&v);
 	char *saved = m->path;
 	m->path = vpath;
-	m->fmt = p->fmt ? p->fmt : &qtk_format_hf;
-	int rc = p->fmt ? p->fmt->open(m) : open_hf(a, vpath, rel, hl);
+	m->fmt = p->fmt ? p->fmt : &qtk_format_hf; /* an HF directory: the HF reader, through the listing */
+	int rc = m->fmt->open(m);
 	m->path = saved;
 	qtk_vfs_enter(old);
 	if (rc && !m->err.code)
@@ -1206,440 +1199,14 @@ static int ar_open(qtk_model *m)
 	return rc;
 }
 
+static const char *const ar_ext[] = {".tar", ".tar.zst", ".zip", NULL};
+
 const qtk_format qtk_format_archive = {
 	.name = "archive",
 	.probe = ar_probe,
 	.open = ar_open,
-};
-
-/* ---- deployment bundles (writer) ------------------------------------------ */
-
-/* OUTPUT.tar, OUTPUT.tar.zst or OUTPUT.zip: the model as model.gguf or as a
- * Hugging Face directory (config.json, model.safetensors or shards,
- * tokenizer files), decided by content (use_gguf), plus the
- * provenance record as qtk-provenance.json (a GGUF bundle also keeps the
- * description's side files, e.g. config.json and tokenizer files). The inner files are written by
- * their own writers into a temporary directory next to OUTPUT (a tar header
- * needs each size up front), then streamed into the archive, which is itself
- * written atomically (temporary + rename). Bytes are deterministic: entries
- * sorted by name, mode 0644, uid/gid 0, no owner names, mtime
- * SOURCE_DATE_EPOCH or 0; tar.zst is one zstd frame (level 3, checksum). */
-
-enum { BK_TAR, BK_TAR_ZST, BK_ZIP };
-
-typedef struct bw_file {
-	char *name; /* entry name */
-	char *path; /* the temporary holding it; NULL: data below */
-	const char *data;
-	size_t len;
-} bw_file;
-
-typedef struct bw {
-	int kind;
-	bool gguf;
-	char *tmpdir;
-	qtk_writer *inner;
-	bw_file *files;
-	size_t nfiles, cap;
-	qtk_ofile f;
-	bool fopen;
-	ZSTD_CCtx *zc;
-	uint8_t *zbuf;
-	size_t zcap;
-	int cb_rc;          /* first error inside a libarchive callback */
-	qtk_writer *w;
-	char *prov;         /* the final provenance record, once patched */
-} bw;
-
-static int bw_oom(qtk_writer *w) { return qtk_err_set(w->err, QTK_E_IO, w->path, -1, NULL, "out of memory"); }
-
-static bool gguf_storable(const qtk_model *d)
-{
-	for (size_t i = 0; i < d->ntensors; i++) {
-		const qtk_tensor *t = &d->tensors[i];
-		unsigned ty = t->nparts == 1 ? t->parts[0].type : QTK_T_MAX;
-		if (t->layout.kind != QTK_LAYOUT_PLAIN || ty >= QTK_GGML_MAX || !qtk_type(ty) || !qtk_type(ty)->blck ||
-		    t->ndim < 1 || t->ndim > 4 || strlen(t->name) > 63)
-			return false;
-	}
-	return true;
-}
-
-/* The inner container, decided by content: GGUF when only GGUF can hold the
- * tensors (ggml block types), an HF directory when only safetensors can
- * (AWQ/GPTQ, safetensors-only dtypes); when both can, GGUF for a GGUF-shaped
- * description (general.architecture, no config.json), else HF. */
-static bool use_gguf(const qtk_model *d)
-{
-	if (!gguf_storable(d))
-		return false;
-	qtk_err e;
-	qtk_err_clear(&e);
-	if (qtk_st_check_desc(d, "", &e))
-		return true;
-	return !qtk_blob_find(d, "config.json") && qtk_kv_find(d, "general.architecture");
-}
-
-/* Remove the temporary directory and what is in it. */
-static void bw_rmtmp(bw *b)
-{
-	if (!b->tmpdir)
-		return;
-	DIR *d = opendir(b->tmpdir);
-	if (d) {
-		struct dirent *e;
-		while ((e = readdir(d)))
-			if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-				char *p = qtk_path_join(b->tmpdir, e->d_name);
-				if (p)
-					unlink(p);
-				qtk_free(p);
-			}
-		closedir(d);
-	}
-	rmdir(b->tmpdir);
-	qtk_free(b->tmpdir);
-	b->tmpdir = NULL;
-}
-
-static void bw_free(bw *b)
-{
-	if (!b)
-		return;
-	qtk_writer_abort(b->inner);
-	if (b->fopen)
-		qtk_ofile_abort(&b->f);
-	for (size_t i = 0; i < b->nfiles; i++) {
-		if (b->files[i].path)
-			qtk_cleanup_unregister(b->files[i].path);
-		qtk_free(b->files[i].name);
-		qtk_free(b->files[i].path);
-	}
-	qtk_free(b->files);
-	bw_rmtmp(b);
-	ZSTD_freeCCtx(b->zc);
-	qtk_free(b->zbuf);
-	qtk_free(b->prov);
-	qtk_free(b);
-}
-
-static int bw_begin(qtk_writer *w)
-{
-	bw *b = qtk_calloc(1, sizeof *b);
-	if (!b)
-		return bw_oom(w);
-	w->priv = b;
-	b->w = w;
-	b->f.fd = -1;
-	size_t pl = strlen(w->path);
-	b->kind = pl > 8 && !qtk_strcasecmp(w->path + pl - 8, ".tar.zst") ? BK_TAR_ZST
-		  : pl > 4 && !qtk_strcasecmp(w->path + pl - 4, ".zip")    ? BK_ZIP
-									    : BK_TAR;
-	b->gguf = use_gguf(w->desc);
-	char *dir = qtk_path_dir(w->path);
-	const char *base = qtk_path_base(w->path);
-	size_t n = (dir ? strlen(dir) : 0) + strlen(base) + 32;
-	if (!dir || !(b->tmpdir = qtk_malloc(n))) {
-		qtk_free(dir);
-		return bw_oom(w);
-	}
-	snprintf(b->tmpdir, n, "%s/.%s.qtk-XXXXXX", dir, base);
-	qtk_free(dir);
-	if (!mkdtemp(b->tmpdir)) {
-		int rc = qtk_err_sys(w->err, w->path, "cannot create a temporary directory");
-		qtk_free(b->tmpdir);
-		b->tmpdir = NULL;
-		return rc;
-	}
-	char *ip = qtk_path_join(b->tmpdir, b->gguf ? "model.gguf" : "");
-	if (!ip)
-		return bw_oom(w);
-	qtk_write_opts o = w->opts;
-	o.outs = NULL;
-	o.tee = NULL; /* the outer writer already tees every byte */
-	o.tee_ctx = NULL;
-	qtk_err *err = w->err;
-	b->inner = qtk_writer_open(ip, b->gguf ? QTK_OUT_GGUF : QTK_OUT_HF, w->desc, &o, err);
-	qtk_free(ip);
-	return b->inner ? 0 : (err->code ? err->code : QTK_E_INTERNAL);
-}
-
-static int bw_put(qtk_writer *w, const void *buf, size_t n)
-{
-	bw *b = w->priv;
-	return qtk_writer_put(b->inner, buf, n);
-}
-
-static int cmp_bw_file(const void *x, const void *y)
-{
-	return strcmp(((const bw_file *)x)->name, ((const bw_file *)y)->name);
-}
-
-static int bw_grow(qtk_writer *w, bw *b)
-{
-	if (b->nfiles < b->cap)
-		return 0;
-	size_t nc = b->cap ? b->cap * 2 : 16;
-	bw_file *f = qtk_realloc(b->files, nc * sizeof *f);
-	if (!f)
-		return bw_oom(w);
-	b->files = f;
-	b->cap = nc;
-	return 0;
-}
-
-/* An entry whose bytes are held in memory (valid while the writer lives). */
-static int bw_add_data(qtk_writer *w, bw *b, const char *name, const char *data, size_t len)
-{
-	for (size_t i = 0; i < b->nfiles; i++)
-		if (!strcmp(b->files[i].name, name))
-			return 0;
-	int rc = bw_grow(w, b);
-	if (rc)
-		return rc;
-	bw_file *f = &b->files[b->nfiles];
-	memset(f, 0, sizeof *f);
-	if (!(f->name = qtk_strdup(name)))
-		return bw_oom(w);
-	f->data = data;
-	f->len = len;
-	b->nfiles++;
-	return 0;
-}
-
-/* The files to pack, sorted: everything the inner writer left in the
- * temporary directory, the side files of a GGUF bundle, and
- * qtk-provenance.json from the kv when none was written. */
-static int bw_list(qtk_writer *w, bw *b)
-{
-	DIR *dir = opendir(b->tmpdir);
-	if (!dir)
-		return qtk_err_sys(w->err, b->tmpdir, "cannot read temporary directory");
-	struct dirent *e;
-	int rc = 0;
-	bool prov = false;
-	while ((e = readdir(dir)) && !rc) {
-		if (e->d_name[0] == '.')
-			continue;
-		if ((rc = bw_grow(w, b)))
-			break;
-		bw_file *f = &b->files[b->nfiles];
-		memset(f, 0, sizeof *f);
-		f->name = qtk_strdup(e->d_name);
-		f->path = qtk_path_join(b->tmpdir, e->d_name);
-		if (!f->name || !f->path) {
-			qtk_free(f->name);
-			qtk_free(f->path);
-			rc = bw_oom(w);
-			break;
-		}
-		qtk_cleanup_register(f->path);
-		b->nfiles++;
-		prov |= !strcmp(e->d_name, "qtk-provenance.json");
-	}
-	closedir(dir);
-	if (rc)
-		return rc;
-	/* a GGUF bundle keeps the side files (config.json, tokenizer files) next to model.gguf */
-	const qtk_model *d = w->desc;
-	for (size_t i = 0; b->gguf && i < d->nblobs && !rc; i++) {
-		const char *nm = d->blobs[i].name;
-		if (nm[0] == '.' || strchr(nm, '/') || strchr(nm, '\\') || !strcmp(nm, "model.gguf"))
-			continue;
-		rc = bw_add_data(w, b, nm, (const char *)d->blobs[i].data, d->blobs[i].len);
-		prov |= !strcmp(nm, "qtk-provenance.json");
-	}
-	const qtk_kv *kv = qtk_kv_find(d, "qtk.provenance");
-	if (!rc && !prov && b->prov)
-		rc = bw_add_data(w, b, "qtk-provenance.json", b->prov, strlen(b->prov));
-	else if (!rc && !prov && kv && kv->val.type == QTK_V_STR)
-		rc = bw_add_data(w, b, "qtk-provenance.json", kv->val.v.str.s, (size_t)kv->val.v.str.len);
-	if (!rc)
-		qsort(b->files, b->nfiles, sizeof *b->files, cmp_bw_file);
-	return rc;
-}
-
-/* Bytes from libarchive: through zstd for .tar.zst, into the output file. */
-static int bw_emit(bw *b, const void *buf, size_t n, ZSTD_EndDirective end)
-{
-	if (b->kind != BK_TAR_ZST)
-		return qtk_ofile_write(&b->f, buf, n);
-	ZSTD_inBuffer in = {buf, n, 0};
-	for (;;) {
-		ZSTD_outBuffer o = {b->zbuf, b->zcap, 0};
-		size_t left = ZSTD_compressStream2(b->zc, &o, &in, end);
-		if (ZSTD_isError(left))
-			return qtk_err_set(b->w->err, QTK_E_INTERNAL, b->w->path, -1, NULL, "zstd: %s",
-					   ZSTD_getErrorName(left));
-		int rc = o.pos ? qtk_ofile_write(&b->f, b->zbuf, o.pos) : 0;
-		if (rc)
-			return rc;
-		if (end == ZSTD_e_continue ? in.pos == in.size : left == 0)
-			return 0;
-	}
-}
-
-static la_ssize_t bw_write_cb(struct archive *x, void *ctx, const void *buf, size_t n)
-{
-	(void)x;
-	bw *b = ctx;
-	if (b->cb_rc)
-		return -1;
-	int rc = bw_emit(b, buf, n, ZSTD_e_continue);
-	if (rc) {
-		b->cb_rc = rc;
-		return -1;
-	}
-	return (la_ssize_t)n;
-}
-
-static int la_fail(qtk_writer *w, bw *b, struct archive *x, const char *what)
-{
-	if (b->cb_rc)
-		return b->cb_rc;
-	const char *s = archive_error_string(x);
-	return qtk_err_set(w->err, QTK_E_IO, w->path, -1, NULL, "%s: %s", what, s ? s : "libarchive error");
-}
-
-/* One entry: header, then the bytes of the temporary (or the held data). */
-static int bw_entry(qtk_writer *w, bw *b, struct archive *x, const bw_file *f, int64_t mtime, uint8_t *buf,
-		    size_t bufsz)
-{
-	uint64_t size = f->len;
-	int fd = -1, rc = 0;
-	if (f->path && (fd = qtk_file_open(f->path, &size, w->err)) < 0)
-		return fd;
-	struct archive_entry *e = archive_entry_new();
-	if (!e) {
-		qtk_file_close(fd);
-		return bw_oom(w);
-	}
-	archive_entry_set_pathname(e, f->name);
-	archive_entry_set_filetype(e, AE_IFREG);
-	archive_entry_set_perm(e, 0644);
-	archive_entry_set_size(e, (la_int64_t)size);
-	archive_entry_set_mtime(e, (time_t)mtime, 0);
-	archive_entry_set_uid(e, 0);
-	archive_entry_set_gid(e, 0);
-	if (b->kind == BK_ZIP) {
-		bool weights = ends_with(f->name, ".gguf") || ends_with(f->name, ".safetensors");
-		if ((weights ? archive_write_zip_set_compression_store(x) : archive_write_zip_set_compression_deflate(x)) !=
-		    ARCHIVE_OK)
-			rc = la_fail(w, b, x, "zip compression");
-	}
-	if (!rc && archive_write_header(x, e) != ARCHIVE_OK)
-		rc = la_fail(w, b, x, "cannot write archive header");
-	archive_entry_free(e);
-	for (uint64_t off = 0; off < size && !rc;) {
-		size_t k = size - off < bufsz ? (size_t)(size - off) : bufsz;
-		const void *src = f->data + off;
-		if (f->path) {
-			if ((rc = qtk_pread_full(fd, f->path, buf, k, off, w->err)))
-				break;
-			src = buf;
-		}
-		if (archive_write_data(x, src, k) != (la_ssize_t)k)
-			rc = la_fail(w, b, x, "cannot write archive data");
-		off += k;
-	}
-	qtk_file_close(fd);
-	return rc;
-}
-
-/* mtime for every entry: SOURCE_DATE_EPOCH when set, else 0. */
-static int64_t bw_mtime(void)
-{
-	const char *e = getenv("SOURCE_DATE_EPOCH");
-	uint64_t v;
-	return e && qtk_parse_u64(e, &v) && v <= INT32_MAX ? (int64_t)v : 0;
-}
-
-static int bw_pack(qtk_writer *w, bw *b)
-{
-	int rc = qtk_ofile_open(&b->f, w->path, w->err);
-	if (rc)
-		return rc;
-	b->fopen = true;
-	b->f.outs = w->opts.outs;
-	if (b->kind == BK_TAR_ZST) {
-		b->zcap = ZSTD_CStreamOutSize();
-		b->zc = ZSTD_createCCtx();
-		b->zbuf = qtk_malloc(b->zcap);
-		if (!b->zc || !b->zbuf)
-			return bw_oom(w);
-		if (ZSTD_isError(ZSTD_CCtx_setParameter(b->zc, ZSTD_c_compressionLevel, 3)) ||
-		    ZSTD_isError(ZSTD_CCtx_setParameter(b->zc, ZSTD_c_checksumFlag, 1)))
-			return qtk_err_set(w->err, QTK_E_INTERNAL, w->path, -1, NULL, "cannot set up zstd");
-	}
-	struct archive *x = archive_write_new();
-	uint8_t *buf = qtk_malloc(1 << 20);
-	if (!x || !buf) {
-		qtk_free(buf);
-		archive_write_free(x);
-		return bw_oom(w);
-	}
-	int r = b->kind == BK_ZIP ? archive_write_set_format_zip(x) : archive_write_set_format_pax_restricted(x);
-	if (r != ARCHIVE_OK || (b->kind == BK_ZIP && archive_write_set_bytes_in_last_block(x, 1) != ARCHIVE_OK) ||
-	    archive_write_open(x, b, NULL, bw_write_cb, NULL) != ARCHIVE_OK)
-		rc = la_fail(w, b, x, "cannot start the archive");
-	int64_t mtime = bw_mtime();
-	for (size_t i = 0; i < b->nfiles && !rc; i++)
-		rc = bw_entry(w, b, x, &b->files[i], mtime, buf, 1 << 20);
-	if (!rc && archive_write_close(x) != ARCHIVE_OK)
-		rc = la_fail(w, b, x, "cannot finish the archive");
-	archive_write_free(x);
-	qtk_free(buf);
-	if (!rc && b->kind == BK_TAR_ZST)
-		rc = bw_emit(b, NULL, 0, ZSTD_e_end);
-	if (!rc)
-		rc = qtk_ofile_commit(&b->f);
-	if (!rc)
-		b->fopen = false;
-	return rc;
-}
-
-static int bw_finish(qtk_writer *w)
-{
-	bw *b = w->priv;
-	qtk_writer *in = b->inner;
-	b->inner = NULL;
-	int rc = qtk_writer_finish(in);
-	if (!rc)
-		rc = bw_list(w, b);
-	if (!rc)
-		rc = bw_pack(w, b);
-	if (!rc) {
-		bw_free(b);
-		w->priv = NULL;
-	}
-	return rc;
-}
-
-static void bw_abort(qtk_writer *w)
-{
-	bw_free(w->priv);
-	w->priv = NULL;
-}
-
-/* The provenance record is patched in the inner file, before it is packed. */
-static int bw_patch(qtk_writer *w, int (*fn)(void *ctx, uint8_t *buf, size_t n), void *ctx)
-{
-	bw *b = w->priv;
-	int rc = qtk_writer_patch_header(b->inner, fn, ctx);
-	const qtk_kv *kv = qtk_kv_find(w->desc, "qtk.provenance");
-	if (rc || !kv || kv->val.type != QTK_V_STR)
-		return rc;
-	/* the bundle's own qtk-provenance.json gets the same final record */
-	qtk_free(b->prov);
-	if (!(b->prov = qtk_strndup(kv->val.v.str.s, (size_t)kv->val.v.str.len)))
-		return bw_oom(w);
-	return fn(ctx, (uint8_t *)b->prov, strlen(b->prov));
-}
-
-const qtk_writer_ops qtk_archive_writer = {
-	.begin = bw_begin,
-	.patch_header = bw_patch,
-	.put = bw_put,
-	.finish = bw_finish,
-	.abort = bw_abort,
+	.out = QTK_OUT_ARCHIVE,
+	.writer = &qtk_archive_writer_ops,
+	.out_ext = ar_ext,
+	.can_store = qtk_ar_can_store,
 };
