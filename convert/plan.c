@@ -3,7 +3,6 @@
 #include "convert.h"
 #include "decode.h"
 #include "dequant.h"
-#include "hfmap.h"
 #include "imatrix.h"
 #include "quant.h"
 #include <stdlib.h>

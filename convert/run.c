@@ -1,7 +1,6 @@
 /* run.c - qconvert's driver: plan, write, verify, report. */
 #include "cli.h"
 #include "convert.h"
-#include "hfmap.h"
 #include "imatrix.h"
 #include "prov.h"
 #include <cJSON.h>

@@ -1,10 +1,12 @@
 /* test_hfmap.c - HF <-> GGUF mapping (names, Q/K permutation, config.json,
  * SentencePiece tokenizer.model) against llama.cpp's own converter output. */
 #include "t.h"
-#include "../convert/hfmap.c"
-#include "../convert/spm.c"
-#include "../convert/bpe.c"
+#include "family/hfmap.h"
+#include "family/spm.h"
 #include "dequant.h"
+#include "json.h"
+#include <inttypes.h>
+#include <math.h>
 
 /* Keys llama.cpp derives from the directory name and model card (gguf-py
  * Metadata heuristics), which we do not reproduce. */
@@ -131,7 +133,7 @@ static uint8_t *map_tensor(qtk_model *src, const qtk_tensor *t, const hfmap *m, 
 	if (heads > 0) {
 		uint64_t rows = t->shape[0], rb = *nb / rows;
 		uint8_t *p = malloc((size_t)*nb);
-		hfmap_permute_rows(cur, p, rows, rb, heads, inv);
+		qtk_family_permute_rows(cur, p, rows, rb, heads, inv);
 		if (cur == raw)
 			qtk_free(raw);
 		else
@@ -347,6 +349,31 @@ static void test_fixture(const char *fx)
 }
 
 /* ---- hostile tokenizer.model ----------------------------------------------- */
+
+/* A protobuf writer of the test's own (the hostile inputs are built field by field). */
+static void put_varint(qtk_buf *b, uint64_t v)
+{
+	do {
+		uint8_t c = (uint8_t)(v & 0x7f);
+		v >>= 7;
+		qtk_buf_putc(b, (char)(c | (v ? 0x80 : 0)));
+	} while (v);
+}
+
+static void put_key(qtk_buf *b, uint32_t field, unsigned wire) { put_varint(b, (uint64_t)field << 3 | wire); }
+
+static void put_bytes(qtk_buf *b, uint32_t field, const void *d, size_t n)
+{
+	put_key(b, field, 2);
+	put_varint(b, n);
+	qtk_buf_put(b, d, n);
+}
+
+static void put_vfield(qtk_buf *b, uint32_t field, uint64_t v)
+{
+	put_key(b, field, 0);
+	put_varint(b, v);
+}
 
 static void put_piece(qtk_buf *b, const char *s, float score, int type)
 {
@@ -583,7 +610,7 @@ static void test_permute(void)
 	uint8_t src[R * C], dst[R * C], back[R * C];
 	for (int i = 0; i < R * C; i++)
 		src[i] = (uint8_t)i;
-	hfmap_permute_rows(src, dst, R, C, H, false);
+	qtk_family_permute_rows(src, dst, R, C, H, false);
 	int bad = 0, half = R / H / 2;
 	for (int h = 0; h < H; h++)
 		for (int i = 0; i < half; i++)
@@ -593,9 +620,9 @@ static void test_permute(void)
 					bad++;
 			}
 	CHECK(bad == 0, "forward permutation matches llama.cpp's reshape");
-	hfmap_permute_rows(dst, back, R, C, H, true);
+	qtk_family_permute_rows(dst, back, R, C, H, true);
 	CHECK(!memcmp(back, src, sizeof src), "inverse undoes it");
-	hfmap_permute_rows(src, dst, R, C, 0, false);
+	qtk_family_permute_rows(src, dst, R, C, 0, false);
 	CHECK(!memcmp(dst, src, sizeof src), "heads 0: copy");
 }
 
@@ -1104,8 +1131,8 @@ static void test_samples(void)
 		}
 		uint64_t rb = t->parts[0].nbytes / t->shape[0];
 		uint8_t *a = malloc((size_t)t->parts[0].nbytes), *b = malloc((size_t)t->parts[0].nbytes);
-		hfmap_permute_rows(raw, a, t->shape[0], rb, heads, true);
-		hfmap_permute_rows(a, b, t->shape[0], rb, heads, false);
+		qtk_family_permute_rows(raw, a, t->shape[0], rb, heads, true);
+		qtk_family_permute_rows(a, b, t->shape[0], rb, heads, false);
 		bad += memcmp(b, raw, (size_t)t->parts[0].nbytes) != 0;
 		free(a);
 		free(b);

@@ -1,7 +1,7 @@
-/* fuzz_spm.c - SentencePiece tokenizer.model parser (convert/spm.c).
+/* fuzz_spm.c - SentencePiece tokenizer.model parser (src/family/spm.c).
  * Property: a model that parses serializes and parses back to an equal model. */
 #include "fuzz.h"
-#include "spm.h"
+#include "family/spm.h"
 #include <stdio.h>
 #include <stdlib.h>
 

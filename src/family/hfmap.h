@@ -1,7 +1,7 @@
-/* hfmap.h - Hugging Face <-> GGUF model mapping for the llama family
- * (llama, mistral, qwen2): tensor names, llama.cpp's Q/K row permutation,
- * config.json <-> GGUF keys and the tokenizer (SentencePiece tokenizer.model,
- * BPE tokenizer.json <-> tokenizer.ggml.*).
+/* hfmap.h - Hugging Face <-> GGUF model mapping for the families of family.h:
+ * tensor names, llama.cpp's Q/K row permutation, config.json <-> GGUF keys and
+ * the tokenizer (SentencePiece tokenizer.model, BPE tokenizer.json <->
+ * tokenizer.ggml.*), each as the family's descriptor says.
  *
  * The reference is llama.cpp's convert_hf_to_gguf.py: metadata keys, their
  * types and their order are the ones it writes.
@@ -9,11 +9,11 @@
 #ifndef QTK_HFMAP_H
 #define QTK_HFMAP_H
 
-#include "internal.h"
+#include "family/family.h"
 
 typedef struct hfmap hfmap;
 
-/* HF llama-family model (tensors with HF names; blobs config.json,
+/* HF model of a known family (tensors with HF names; blobs config.json,
  * tokenizer.model and/or tokenizer.json, tokenizer_config.json, ...) -> GGUF.
  * Fills meta->kv with the keys llama.cpp's converter writes, in its order:
  * general.architecture, general.type, general.name (the directory's base
@@ -26,14 +26,15 @@ typedef struct hfmap hfmap;
  * or file; "unsupported architecture X". */
 int hfmap_hf_to_gguf(const qtk_model *hf, qtk_model *meta, hfmap **map, qtk_err *err);
 
-/* GGUF llama-family -> HF: fills meta->blobs with config.json,
+/* GGUF of a known family -> HF: fills meta->blobs with config.json,
  * generation_config.json, tokenizer.model (SentencePiece vocabularies) or
  * tokenizer.json (BPE), tokenizer_config.json and special_tokens_map.json. */
 int hfmap_gguf_to_hf(const qtk_model *gguf, qtk_model *meta, hfmap **map, qtk_err *err);
 
 /* For a source tensor name: the output name (NULL: not mapped, keep the
  * source name and warn) and the row permutation: *heads > 0 means permute
- * rows with that many heads; *inverse is true when going GGUF -> HF. */
+ * rows with that many heads (qtk_family_permute_rows); *inverse is true when
+ * going GGUF -> HF. */
 const char *hfmap_name(const hfmap *m, const char *src_name, int *heads, bool *inverse);
 
 /* The output order of tensors as indices into src->tensors: the source order
@@ -62,14 +63,6 @@ unsigned hfmap_out_type(const hfmap *m, const qtk_tensor *src);
 
 /* Set general.file_type (u32) in place in meta (added if absent). */
 int hfmap_set_file_type(qtk_model *meta, uint32_t ftype);
-
-/* Permute whole rows of a row-major matrix (rows x row_bytes). llama.cpp:
- * HF rows viewed as (heads, 2, rows/heads/2) with the two inner axes
- * swapped; inverse undoes it. rows must be a multiple of 2*heads. */
-void hfmap_permute_rows(const uint8_t *src, uint8_t *dst, uint64_t rows, uint64_t row_bytes,
-			int heads, bool inverse);
-/* The source row that hfmap_permute_rows puts at row `to` (rows a multiple of 2*heads). */
-uint64_t hfmap_permute_src_row(uint64_t to, uint64_t rows, int heads, bool inverse);
 
 void hfmap_free(hfmap *m);
 

@@ -5,7 +5,7 @@
  * attn_v, ffn_down, attn_output, ...), layer position (use_more_bits) and
  * the model's grouped-query factor.
  */
-#include "convert.h"
+#include "family/mix.h"
 #include <string.h>
 
 typedef struct mix_info {
@@ -38,14 +38,6 @@ int mix_lookup(const char *name, unsigned *base, int *ftype)
 			return 0;
 		}
 	return -1;
-}
-
-const char *mix_name(int ftype)
-{
-	for (size_t i = 0; i < sizeof mixes / sizeof *mixes; i++)
-		if (mixes[i].ftype == ftype)
-			return mixes[i].name;
-	return "?";
 }
 
 /* general.file_type for a single-type target (llama-quantize --pure); -1 when none. */
@@ -164,7 +156,8 @@ void mix_init(mix_state *s, const qtk_model *m, int ftype)
 		snprintf(key, sizeof key, "%s.block_count", arch->val.v.str.s);
 		if ((kv = qtk_kv_find(m, key)) && kv->val.type != QTK_V_ARR)
 			s->n_layer = (int)kv->val.v.u;
-		s->is_70b = !strcmp(arch->val.v.str.s, "llama") && s->n_layer == 80;
+		const qtk_family *f = qtk_family_by_gguf_arch(arch->val.v.str.s);
+		s->is_70b = f && f->mix_70b_layers && s->n_layer == f->mix_70b_layers;
 	}
 	if (s->n_head_kv <= 0)
 		s->n_head_kv = 1;

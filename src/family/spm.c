@@ -4,7 +4,7 @@
  * 3 type enum}, 2 TrainerSpec, 3 NormalizerSpec, 4 SelfTestData, 5 denormalizer.
  * Only the pieces are decoded into structures; everything else is kept raw.
  */
-#include "spm.h"
+#include "family/spm.h"
 #include <string.h>
 
 /* ---- bounded protobuf reading -------------------------------------------- */

@@ -10,7 +10,7 @@
  * marked normalized=false, and its tokenizer.ggml.pre detection by hashing
  * the tokenizer's output (the caller passes the name).
  */
-#include "hfmap.h"
+#include "family/hfmap.h"
 #include "json.h"
 #include <inttypes.h>
 #include <string.h>
