@@ -81,7 +81,7 @@ typedef struct plan {
 
 int conv_parse_target(const char *s, conv_target *t);
 /* Decide every tensor's method and output; fills plans[] (in->ntensors). */
-int conv_plan(qtk_model *in, const conv_opts *o, const void *imatrix, const hfmap *map, plan *plans,
+int conv_plan(qtk_model *in, const conv_opts *o, const void *imatrix, const qtk_hfmap *map, plan *plans,
 	      qtk_err *err);
 /* The output's metadata and side files. */
 int conv_build_meta(qtk_model *in, const conv_opts *o, qtk_model *d, qtk_err *err);

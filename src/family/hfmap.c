@@ -20,7 +20,7 @@ typedef struct hent {
 	unsigned otype; /* output storage type for plain float tensors */
 } hent;
 
-struct hfmap {
+struct qtk_hfmap {
 	bool to_gguf;
 	const qtk_family *fam;
 	size_t n;
@@ -50,7 +50,7 @@ static bool ends_with(const char *s, const char *suf)
 
 static bool starts_with(const char *s, const char *pre) { return strncmp(s, pre, strlen(pre)) == 0; }
 
-void hfmap_free(hfmap *m)
+void qtk_hfmap_free(qtk_hfmap *m)
 {
 	if (!m)
 		return;
@@ -65,11 +65,11 @@ void hfmap_free(hfmap *m)
 	qtk_free(m);
 }
 
-const char *hfmap_warning(const hfmap *m) { return m && m->warn[0] ? m->warn : NULL; }
+const char *qtk_hfmap_warning(const qtk_hfmap *m) { return m && m->warn[0] ? m->warn : NULL; }
 
-static hfmap *map_new(const qtk_model *src, bool to_gguf)
+static qtk_hfmap *map_new(const qtk_model *src, bool to_gguf)
 {
-	hfmap *m = qtk_calloc(1, sizeof *m);
+	qtk_hfmap *m = qtk_calloc(1, sizeof *m);
 	if (!m)
 		return NULL;
 	m->to_gguf = to_gguf;
@@ -77,18 +77,18 @@ static hfmap *map_new(const qtk_model *src, bool to_gguf)
 	m->src = qtk_calloc(m->n ? m->n : 1, sizeof *m->src);
 	m->e = qtk_calloc(m->n ? m->n : 1, sizeof *m->e);
 	if (!m->src || !m->e) {
-		hfmap_free(m);
+		qtk_hfmap_free(m);
 		return NULL;
 	}
 	for (size_t i = 0; i < m->n; i++)
 		if (!(m->src[i] = qtk_strdup(src->tensors[i].name))) {
-			hfmap_free(m);
+			qtk_hfmap_free(m);
 			return NULL;
 		}
 	return m;
 }
 
-const char *hfmap_name(const hfmap *m, const char *src_name, int *heads, bool *inverse)
+const char *qtk_hfmap_name(const qtk_hfmap *m, const char *src_name, int *heads, bool *inverse)
 {
 	if (heads)
 		*heads = 0;
@@ -105,9 +105,9 @@ const char *hfmap_name(const hfmap *m, const char *src_name, int *heads, bool *i
 	return NULL;
 }
 
-size_t hfmap_count(const hfmap *m) { return m ? m->nout : 0; }
+size_t qtk_hfmap_count(const qtk_hfmap *m) { return m ? m->nout : 0; }
 
-size_t hfmap_order(const hfmap *m, const qtk_model *src, size_t *order)
+size_t qtk_hfmap_order(const qtk_hfmap *m, const qtk_model *src, size_t *order)
 {
 	size_t k = 0;
 	if (!m || !src)
@@ -128,9 +128,9 @@ static bool sorted_before(const qtk_model *src, size_t a, size_t b)
 	return c ? c < 0 : a < b;
 }
 
-size_t hfmap_order_sorted(const hfmap *m, const qtk_model *src, size_t *order)
+size_t qtk_hfmap_order_sorted(const qtk_hfmap *m, const qtk_model *src, size_t *order)
 {
-	size_t n = hfmap_order(m, src, order);
+	size_t n = qtk_hfmap_order(m, src, order);
 	size_t *tmp = n > 1 ? qtk_malloc(n * sizeof *tmp) : NULL;
 	if (tmp) { /* bottom-up merge sort (stable) */
 		size_t *a = order, *b = tmp;
@@ -170,7 +170,7 @@ size_t hfmap_order_sorted(const hfmap *m, const qtk_model *src, size_t *order)
 	return n;
 }
 
-unsigned hfmap_out_type(const hfmap *m, const qtk_tensor *t)
+unsigned qtk_hfmap_out_type(const qtk_hfmap *m, const qtk_tensor *t)
 {
 	unsigned ty = t->layout.kind == QTK_LAYOUT_PLAIN ? t->layout.type : QTK_T_MAX;
 	if (!m || t->layout.kind != QTK_LAYOUT_PLAIN)
@@ -245,7 +245,7 @@ static int kv_arr(qtk_model *meta, const char *key, uint8_t elem, void *arr, uin
 	return 0;
 }
 
-int hfmap_set_file_type(qtk_model *meta, uint32_t ftype)
+int qtk_hfmap_set_file_type(qtk_model *meta, uint32_t ftype)
 {
 	for (size_t i = 0; i < meta->nkv; i++)
 		if (strcmp(meta->kv[i].key, "general.file_type") == 0) {
@@ -581,14 +581,14 @@ static int load_side_json(const qtk_model *m, const char *name, qtk_json_doc *do
 static int spm_vocab(const qtk_model *hf, const hparams *hp, vocab *v, qtk_err *err)
 {
 	const qtk_blob *b = qtk_blob_find(hf, "tokenizer.model");
-	spm_model sp;
+	qtk_spm_model sp;
 	char pbuf[512];
-	int rc = spm_parse(b->data, b->len, side_path(hf, "tokenizer.model", pbuf, sizeof pbuf), &sp, err);
+	int rc = qtk_spm_parse(b->data, b->len, side_path(hf, "tokenizer.model", pbuf, sizeof pbuf), &sp, err);
 	if (rc)
 		return rc;
 	size_t n = hp->has_vocab ? (size_t)hp->vocab : sp.n;
 	if (sp.n > n) {
-		spm_free(&sp);
+		qtk_spm_free(&sp);
 		return qtk_err_set(err, QTK_E_DATA, "tokenizer.model", -1, "vocab_size",
 				   "tokenizer.model has %zu pieces but config.json's vocab_size is %zu", sp.n, n);
 	}
@@ -598,7 +598,7 @@ static int spm_vocab(const qtk_model *hf, const hparams *hp, vocab *v, qtk_err *
 	v->score = qtk_calloc(n, sizeof *v->score);
 	v->type = qtk_calloc(n, sizeof *v->type);
 	if (!v->tok || !v->score || !v->type) {
-		spm_free(&sp);
+		qtk_spm_free(&sp);
 		vocab_free(v);
 		return oom(err);
 	}
@@ -608,7 +608,7 @@ static int spm_vocab(const qtk_model *hf, const hparams *hp, vocab *v, qtk_err *
 		v->score[i] = -10000.0f;
 		v->type[i] = SPM_UNUSED;
 		if (i < sp.n) {
-			const spm_piece *p = &sp.pieces[i];
+			const qtk_spm_piece *p = &sp.pieces[i];
 			rc = set_tok(&v->tok[i], p->piece, p->len);
 			v->score[i] = p->score;
 			int t = p->type;
@@ -616,7 +616,7 @@ static int spm_vocab(const qtk_model *hf, const hparams *hp, vocab *v, qtk_err *
 		} else
 			rc = set_tok(&v->tok[i], pad, (size_t)l);
 	}
-	spm_free(&sp);
+	qtk_spm_free(&sp);
 	if (rc) {
 		vocab_free(v);
 		return oom(err);
@@ -907,13 +907,13 @@ static bool is_float_plain(const qtk_tensor *t)
 	return ty == QTK_T_F32 || ty == QTK_T_F16 || ty == QTK_T_BF16;
 }
 
-int hfmap_hf_to_gguf(const qtk_model *hf, qtk_model *meta, hfmap **mapp, qtk_err *err)
+int qtk_hfmap_hf_to_gguf(const qtk_model *hf, qtk_model *meta, qtk_hfmap **mapp, qtk_err *err)
 {
 	*mapp = NULL;
 	hparams hp;
 	qtk_json_doc doc = {0};
 	int rc = parse_config(hf, &hp, &doc, err);
-	hfmap *m = NULL;
+	qtk_hfmap *m = NULL;
 	if (rc)
 		goto out;
 	if (!(m = map_new(hf, true))) {
@@ -1037,7 +1037,7 @@ int hfmap_hf_to_gguf(const qtk_model *hf, qtk_model *meta, hfmap **mapp, qtk_err
 		qtk_str *merges = NULL;
 		size_t nmerges = 0;
 		uint64_t nv = hp.has_vocab ? (uint64_t)hp.vocab : 0;
-		rc = bpe_hf_vocab(hf, f->bpe_pre, nv, meta, &merges, &nmerges, err);
+		rc = qtk_bpe_hf_vocab(hf, f->bpe_pre, nv, meta, &merges, &nmerges, err);
 		if (!rc) {
 			const qtk_kv *tk = qtk_kv_find(meta, "tokenizer.ggml.tokens");
 			rc = special_vocab(hf, doc.root, tk ? (size_t)tk->val.n : 0, meta, merges, nmerges, err);
@@ -1075,7 +1075,7 @@ int hfmap_hf_to_gguf(const qtk_model *hf, qtk_model *meta, hfmap **mapp, qtk_err
 out:
 	qtk_json_doc_free(&doc);
 	if (rc) {
-		hfmap_free(m);
+		qtk_hfmap_free(m);
 		return rc;
 	}
 	*mapp = m;
@@ -1269,7 +1269,7 @@ static void jchat_template(qtk_buf *b, bool *first, const qtk_model *g)
 	}
 }
 
-int hfmap_gguf_to_hf(const qtk_model *g, qtk_model *meta, hfmap **mapp, qtk_err *err)
+int qtk_hfmap_gguf_to_hf(const qtk_model *g, qtk_model *meta, qtk_hfmap **mapp, qtk_err *err)
 {
 	*mapp = NULL;
 	const qtk_kv *akv = qtk_kv_find(g, "general.architecture");
@@ -1323,7 +1323,7 @@ int hfmap_gguf_to_hf(const qtk_model *g, qtk_model *meta, hfmap **mapp, qtk_err 
 	const qtk_str *toks = g_tokens(g, &ntok);
 	if (!p_voc)
 		n_vocab = (int64_t)ntok;
-	hfmap *m = map_new(g, false);
+	qtk_hfmap *m = map_new(g, false);
 	if (!m)
 		return oom(err);
 	m->fam = f;
@@ -1337,7 +1337,7 @@ int hfmap_gguf_to_hf(const qtk_model *g, qtk_model *meta, hfmap **mapp, qtk_err 
 		int kind;
 		char nb[512];
 		if (qtk_family_map_name(f, t->name, false, nb, sizeof nb, &kind) == 1 && !(e->out = qtk_strdup(nb))) {
-			hfmap_free(m);
+			qtk_hfmap_free(m);
 			return oom(err);
 		}
 		if (!strcmp(t->name, "output.weight"))
@@ -1348,7 +1348,7 @@ int hfmap_gguf_to_hf(const qtk_model *g, qtk_model *meta, hfmap **mapp, qtk_err 
 			int64_t heads = kind == 'q' ? n_head : n_head_kv;
 			uint64_t rows = t->ndim >= 1 ? t->shape[0] : 0;
 			if (rows == 0 || rows % (uint64_t)(2 * heads) != 0) {
-				hfmap_free(m);
+				qtk_hfmap_free(m);
 				return qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name,
 						   "%" PRIu64 " rows cannot be split into %lld heads of even size", rows,
 						   (long long)heads);
@@ -1499,7 +1499,7 @@ int hfmap_gguf_to_hf(const qtk_model *g, qtk_model *meta, hfmap **mapp, qtk_err 
 		int asp = g_bool(g, "tokenizer.ggml.add_space_prefix");
 		int rew = g_bool(g, "tokenizer.ggml.remove_extra_whitespaces");
 		const qtk_kv *cm = qtk_kv_find(g, "tokenizer.ggml.precompiled_charsmap");
-		spm_build_opts o = {
+		qtk_spm_build_opts o = {
 			.model_type = 2, .unk_id = unk >= 0 ? unk : -1, .bos_id = bos, .eos_id = eos, .pad_id = pad,
 			.add_dummy_prefix = asp != 0, .remove_extra_whitespaces = rew == 1,
 			.charsmap = cm && cm->val.type == QTK_V_ARR && (cm->val.elem == QTK_V_U8 || cm->val.elem == QTK_V_I8)
@@ -1513,12 +1513,12 @@ int hfmap_gguf_to_hf(const qtk_model *g, qtk_model *meta, hfmap **mapp, qtk_err 
 					break;
 				}
 		unk = o.unk_id; /* for tokenizer_config.json: the UNKNOWN piece when the GGUF names none */
-		spm_model sp;
-		rc = spm_build(&sp, ntok, toks, scores, types, &o, err);
+		qtk_spm_model sp;
+		rc = qtk_spm_build(&sp, ntok, toks, scores, types, &o, err);
 		qtk_free(scores);
 		if (!rc) {
-			rc = spm_write(&sp, &b);
-			spm_free(&sp);
+			rc = qtk_spm_write(&sp, &b);
+			qtk_spm_free(&sp);
 			if (rc) {
 				qtk_buf_free(&b);
 				rc = oom(err);
@@ -1575,7 +1575,7 @@ int hfmap_gguf_to_hf(const qtk_model *g, qtk_model *meta, hfmap **mapp, qtk_err 
 		if ((rc = put_blob(meta, "tokenizer_config.json", &b, err)))
 			goto fail;
 	} else if (bpe) {
-		if ((rc = bpe_gguf_tokenizer_json(g, &b, err))) {
+		if ((rc = qtk_bpe_gguf_tokenizer_json(g, &b, err))) {
 			qtk_buf_free(&b);
 			goto fail;
 		}
@@ -1613,6 +1613,6 @@ int hfmap_gguf_to_hf(const qtk_model *g, qtk_model *meta, hfmap **mapp, qtk_err 
 	return 0;
 fail:
 	qtk_buf_free(&b);
-	hfmap_free(m);
+	qtk_hfmap_free(m);
 	return rc;
 }
