@@ -2,6 +2,7 @@
  * descriptor's rules, canonical names, llama.cpp's Q/K row permutation, head counts and the
  * architecture numbers of the memory estimate. */
 #include "family/family.h"
+#include "internal.h"
 #include "json.h"
 #include <string.h>
 

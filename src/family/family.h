@@ -13,7 +13,7 @@
  */
 #ifndef QTK_FAMILY_H
 #define QTK_FAMILY_H
-#include "internal.h"
+#include "qtk.h"
 
 /* One tensor-name rule: the HF stem and the GGUF stem llama.cpp's converter writes for it,
  * without the suffix (".weight", ".bias") and, for block rules, without the block prefix

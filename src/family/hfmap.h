@@ -10,6 +10,7 @@
 #define QTK_HFMAP_H
 
 #include "family/family.h"
+#include "internal.h"
 
 typedef struct qtk_hfmap qtk_hfmap;
 

@@ -6,6 +6,7 @@
  * the model's grouped-query factor.
  */
 #include "family/mix.h"
+#include "internal.h"
 #include <string.h>
 
 typedef struct mix_info {
