@@ -26,12 +26,22 @@ int cli_fail(const qtk_err *e)
 	return qtk_err_exit(e->code ? e->code : QTK_E_INTERNAL);
 }
 
+/* A formatted message with untrusted parts (names, paths) printed through the sanitiser. */
+static void put_msg(FILE *f, const char *fmt, va_list ap)
+{
+	char *txt = NULL;
+	if (vasprintf(&txt, fmt, ap) < 0)
+		return;
+	fputs(cli_safe(txt), f);
+	free(txt);
+}
+
 int cli_usage_error(const char *fmt, ...)
 {
 	va_list ap;
 	fprintf(stderr, "%s: error: ", g_cli.prog);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	put_msg(stderr, fmt, ap);
 	va_end(ap);
 	fprintf(stderr, "\nTry '%s --help' for more information.\n", g_cli.prog);
 	return 2;
@@ -42,18 +52,7 @@ void cli_warn(const char *fmt, ...)
 	va_list ap;
 	fprintf(stderr, "%s: warning: ", g_cli.prog);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-}
-
-void cli_info(const char *fmt, ...)
-{
-	if (g_cli.verbose < 0)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	put_msg(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
 }
@@ -64,9 +63,35 @@ void cli_verbose(const char *fmt, ...)
 		return;
 	va_list ap;
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	put_msg(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
+}
+
+/* cli_safe's results: a few at a time may be alive (the arguments of one printf). */
+#define SAFE_SLOTS 8
+static char *safe_buf[SAFE_SLOTS];
+static size_t safe_cap[SAFE_SLOTS];
+static unsigned safe_next;
+
+const char *cli_safe(const char *s)
+{
+	if (!s)
+		return "(null)";
+	size_t n = strlen(s);
+	if (qtk_text_clean(s, n, 0))
+		return s;
+	size_t len = qtk_text_len(s, n, 0);
+	unsigned k = safe_next++ % SAFE_SLOTS;
+	if (safe_cap[k] < len + 1) {
+		char *p = realloc(safe_buf[k], len + 1);
+		if (!p)
+			return "(out of memory)";
+		safe_buf[k] = p;
+		safe_cap[k] = len + 1;
+	}
+	qtk_text_escape(safe_buf[k], len + 1, s, n, 0);
+	return safe_buf[k];
 }
 
 bool cli_common_flag(const char *a)
@@ -118,7 +143,7 @@ void cli_progress(const char *label, uint64_t done, uint64_t total)
 	for (int i = 0; i < width; i++)
 		bar[i] = i < fill ? '#' : '.';
 	bar[width] = 0;
-	fprintf(stderr, "\r%-40.40s [%s] %5.1f%%", label, bar, 100.0 * f);
+	fprintf(stderr, "\r%-40.40s [%s] %5.1f%%", cli_safe(label), bar, 100.0 * f);
 	fflush(stderr);
 	drawn = true;
 }

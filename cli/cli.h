@@ -2,6 +2,7 @@
 #ifndef QTK_CLI_H
 #define QTK_CLI_H
 #include "internal.h"
+#include "text.h"
 #include <stdio.h>
 
 typedef struct cli {
@@ -16,13 +17,17 @@ extern cli g_cli;
 void cli_init(const char *prog);
 /* Print "prog: file:0x..: error: subject: msg" to stderr; returns the exit status. */
 int cli_fail(const qtk_err *e);
+/* The messages of cli_usage_error, cli_warn and cli_verbose and the progress label go
+ * through the sanitiser (text.h): names and paths from files may be passed as they are. */
 /* Usage error: message to stderr, exit status 2. */
 int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-void cli_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));   /* unless -q */
 void cli_verbose(const char *fmt, ...) __attribute__((format(printf, 1, 2))); /* only -v */
 /* Handle a common flag (-q -v --progress --no-progress). Returns true when handled. */
 bool cli_common_flag(const char *arg);
+/* s for printing: itself when it needs no escape, else its escaped form (text.h) in one of
+ * eight rotating buffers (valid until eight more calls): for the arguments of one printf. */
+const char *cli_safe(const char *s);
 bool cli_progress_enabled(void);
 /* Draw a progress line at most a few times a second (done of total units). */
 void cli_progress(const char *label, uint64_t done, uint64_t total);

@@ -4,7 +4,8 @@
 #include "convert.h"
 #include "decode.h"
 #include "dequant.h"
-#include "qgroups.h"
+#include "scheme/qgroups.h"
+#include "scheme/scheme.h"
 #include "quant.h"
 #include <math.h>
 #include <stdlib.h>
@@ -276,13 +277,7 @@ static int load_groups(qtk_model *in, const qtk_tensor *t, qgroups *g, qtk_err *
 			rc = err->code;
 		}
 	if (!rc) {
-		uint32_t out = (uint32_t)t->shape[0], inf = (uint32_t)t->shape[1];
-		int r = t->layout.kind == QTK_LAYOUT_AWQ
-				? qg_from_awq((uint32_t *)pp[0], (uint32_t *)pp[1], (uint16_t *)pp[2], out, inf, t->layout.group_size, g)
-				: qg_from_gptq((uint32_t *)pp[0], (uint32_t *)pp[1], (uint16_t *)pp[2],
-					       t->nparts > 3 ? (int32_t *)pp[3] : NULL, out, inf, t->layout.group_size,
-					       (uint32_t)t->parts[2].shape[0], t->layout.bits, t->layout.gptq_version, g);
-		if (r)
+		if (qtk_scheme_to_groups(t, (const void *const *)pp, g))
 			rc = qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "inconsistent quantized components");
 	}
 	for (int k = 0; k < 4; k++)
@@ -305,15 +300,7 @@ static int permute_groups(qgroups *g, const plan *p, qtk_err *err)
 /* Rows r0 .. r0+n-1 of an AWQ/GPTQ tensor decoded from its packed parts (r0, n multiples of 32). */
 static int decode_rows(const qtk_tensor *t, uint8_t *const *pp, uint64_t r0, uint64_t n, float *dst, qtk_err *err)
 {
-	uint32_t out = (uint32_t)t->shape[0], in = (uint32_t)t->shape[1], g = t->layout.group_size;
-	int r = t->layout.kind == QTK_LAYOUT_AWQ
-			? qtk_dequant_awq_rows((const int32_t *)(void *)pp[0], (const int32_t *)(void *)pp[1],
-					       (const uint16_t *)(void *)pp[2], in, out, g, (uint32_t)r0, (uint32_t)n, dst)
-			: qtk_dequant_gptq_rows((const int32_t *)(void *)pp[0], (const int32_t *)(void *)pp[1],
-						(const uint16_t *)(void *)pp[2],
-						t->nparts > 3 ? (const int32_t *)(void *)pp[3] : NULL, in, out, g,
-						(uint32_t)t->parts[2].shape[0], t->layout.bits, t->layout.gptq_version,
-						(uint32_t)r0, (uint32_t)n, dst);
+	int r = qtk_scheme_decode_rows(t, (const void *const *)pp, r0, n, dst);
 	return r ? qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "inconsistent quantized components") : 0;
 }
 
@@ -472,41 +459,8 @@ typedef struct gslices {
 static void gslice_job(void *ctx, size_t si)
 {
 	gslices *g = ctx;
-	const qtk_tensor *o = g->o;
 	uint32_t w0 = (uint32_t)si * GROUP_SLICE, n = g->nrows - w0 < GROUP_SLICE ? g->nrows - w0 : GROUP_SLICE;
-	uint32_t o0 = g->base + w0;
-	const float *x = g->x + (uint64_t)w0 * g->in;
-	bool awq = o->layout.kind == QTK_LAYOUT_AWQ;
-	unsigned bits = o->layout.bits;
-	uint32_t group = o->layout.group_size, ng = g->in / group;
-	uint64_t qrows = awq ? g->in : (uint64_t)g->in * bits / 32;   /* qweight rows */
-	uint64_t qcols = awq ? n / 8 : n;                             /* int32 per qweight row (slice) */
-	uint64_t zcols = awq ? n / 8 : (uint64_t)n * bits / 32;       /* int32 per qzeros row (slice) */
-	int32_t *qw = qtk_calloc((size_t)(qrows * qcols), 4), *qz = qtk_calloc((size_t)(ng * zcols) + 1, 4);
-	uint16_t *sc = qtk_calloc((size_t)ng * n, 2);
-	int32_t *gi = qtk_calloc(g->in, 4);
-	int rc = -1;
-	if (qw && qz && sc && gi)
-		rc = awq ? qtk_quant_awq(x, n, g->in, group, qw, qz, sc)
-			 : qtk_quant_gptq(x, n, g->in, group, bits, o->layout.sym, o->layout.gptq_version, qw, qz, sc,
-					  gi);
-	if (!rc) {
-		uint64_t full_q = awq ? g->out / 8 : g->out, full_z = awq ? g->out / 8 : (uint64_t)g->out * bits / 32;
-		uint64_t q0 = awq ? o0 / 8 : o0, z0 = awq ? o0 / 8 : (uint64_t)o0 * bits / 32;
-		for (uint64_t r = 0; r < qrows; r++)
-			memcpy((int32_t *)g->pp[0] + r * full_q + q0, qw + r * qcols, (size_t)qcols * 4);
-		for (uint64_t r = 0; r < ng; r++) {
-			memcpy((int32_t *)g->pp[1] + r * full_z + z0, qz + r * zcols, (size_t)zcols * 4);
-			memcpy((uint16_t *)g->pp[2] + r * g->out + o0, sc + r * n, (size_t)n * 2);
-		}
-		if (!awq && o0 == 0)
-			memcpy(g->pp[3], gi, (size_t)g->in * 4);
-	}
-	g->rc[si] = rc;
-	qtk_free(qw);
-	qtk_free(qz);
-	qtk_free(sc);
-	qtk_free(gi);
+	g->rc[si] = qtk_scheme_encode_rows(g->o, g->x + (uint64_t)w0 * g->in, g->base + w0, n, (void *const *)g->pp);
 }
 
 /* Fit output features base .. base+nrows-1 (values x) into the whole parts pp. */
@@ -646,7 +600,6 @@ static int run_groups(qtk_model *in, qtk_writer *w, const plan *p, int threads, 
 {
 	const qtk_tensor *t = p->src, *o = &p->out;
 	uint32_t out = (uint32_t)t->shape[0], inf = (uint32_t)t->shape[1];
-	bool awq = o->layout.kind == QTK_LAYOUT_AWQ;
 	uint8_t *pp[4] = {NULL, NULL, NULL, NULL};
 	float *x = NULL;
 	qgroups g;
@@ -663,12 +616,7 @@ static int run_groups(qtk_model *in, qtk_writer *w, const plan *p, int threads, 
 	/* the source's own integers, when it has them */
 	bool have = false;
 	if (!rc && t->layout.kind != QTK_LAYOUT_PLAIN) {
-		int q = t->layout.kind == QTK_LAYOUT_AWQ
-				? qg_from_awq((uint32_t *)s.packed[0], (uint32_t *)s.packed[1], (uint16_t *)s.packed[2], out, inf,
-					      t->layout.group_size, &g)
-				: qg_from_gptq((uint32_t *)s.packed[0], (uint32_t *)s.packed[1], (uint16_t *)s.packed[2],
-					       t->nparts > 3 ? (int32_t *)s.packed[3] : NULL, out, inf, t->layout.group_size,
-					       (uint32_t)t->parts[2].shape[0], t->layout.bits, t->layout.gptq_version, &g);
+		int q = qtk_scheme_to_groups(t, (const void *const *)s.packed, &g);
 		if (q)
 			rc = qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "inconsistent quantized components");
 		have = !rc;
@@ -685,13 +633,8 @@ static int run_groups(qtk_model *in, qtk_writer *w, const plan *p, int threads, 
 	if (!rc && have && p->perm_heads)
 		rc = permute_groups(&g, p, err);
 	bool packed = false;
-	if (!rc && have && g.bits == o->layout.bits && (g.group == o->layout.group_size || qg_act_order(&g))) {
-		if (awq)
-			packed = qg_to_awq(&g, (uint32_t *)pp[0], (uint32_t *)pp[1], (uint16_t *)pp[2]) == 0;
-		else
-			packed = qg_to_gptq(&g, o->layout.gptq_version, true, (uint32_t *)pp[0], (uint32_t *)pp[1],
-					    (uint16_t *)pp[2], (int32_t *)pp[3]) == 0;
-	}
+	if (!rc && have && g.bits == o->layout.bits && (g.group == o->layout.group_size || qg_act_order(&g)))
+		packed = qtk_scheme_from_groups(&g, o, true, (void *const *)pp) == 0;
 	qg_free(&g);
 	errstat e;
 	memset(&e, 0, sizeof e);

@@ -5,6 +5,7 @@
 #include "dequant.h"
 #include "imatrix.h"
 #include "quant.h"
+#include "scheme/scheme.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -165,18 +166,6 @@ int conv_build_meta(qtk_model *in, const conv_opts *o, qtk_model *d, qtk_err *er
 
 /* ---- output descriptions -------------------------------------------------- */
 
-static void set_part(qtk_part *p, const char *role, unsigned type, int ndim, uint64_t d0, uint64_t d1)
-{
-	memset(p, 0, sizeof *p);
-	snprintf(p->role, sizeof p->role, "%s", role);
-	p->type = type;
-	p->ndim = ndim;
-	p->shape[0] = d0;
-	p->shape[1] = d1;
-	uint64_t n = ndim == 1 ? d0 : d0 * d1;
-	qtk_type_nbytes(type, n, &p->nbytes);
-}
-
 static int out_plain(qtk_tensor *o, const qtk_tensor *t, unsigned type)
 {
 	const qtk_type_info *ti = qtk_type(type);
@@ -199,39 +188,29 @@ static int out_plain(qtk_tensor *o, const qtk_tensor *t, unsigned type)
 	return 0;
 }
 
-static void out_awq(qtk_tensor *o, const qtk_tensor *t, uint32_t group)
+/* The packed scheme's parts for t's shape (scheme/scheme.h). */
+static int out_packed(qtk_tensor *o, const qtk_tensor *t, const qtk_layout *l, qtk_err *err)
 {
-	uint64_t out = t->shape[0], in = t->shape[1];
+	char why[300];
 	memset(o, 0, sizeof *o);
 	o->name = t->name;
-	o->ndim = 2;
-	o->shape[0] = out;
-	o->shape[1] = in;
-	o->layout = (qtk_layout){.kind = QTK_LAYOUT_AWQ, .bits = 4, .group_size = group};
-	o->nparts = 3;
-	set_part(&o->parts[0], "qweight", QTK_T_I32, 2, in, out / 8);
-	set_part(&o->parts[1], "qzeros", QTK_T_I32, 2, in / group, out / 8);
-	set_part(&o->parts[2], "scales", QTK_T_F16, 2, in / group, out);
-	qtk_tensor_finish(o);
+	if (qtk_scheme_describe(o, l, t->shape[0], t->shape[1], true, why, sizeof why))
+		return qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "%s", why);
+	return 0;
 }
 
-static void out_gptq(qtk_tensor *o, const qtk_tensor *t, uint32_t group, uint32_t ngroups, unsigned bits, int version,
-		     bool sym, bool act_order)
+static int out_awq(qtk_tensor *o, const qtk_tensor *t, uint32_t group, qtk_err *err)
 {
-	uint64_t out = t->shape[0], in = t->shape[1];
-	memset(o, 0, sizeof *o);
-	o->name = t->name;
-	o->ndim = 2;
-	o->shape[0] = out;
-	o->shape[1] = in;
-	o->layout = (qtk_layout){.kind = QTK_LAYOUT_GPTQ, .bits = (uint8_t)bits, .group_size = group,
-				 .gptq_version = (uint8_t)version, .sym = sym, .act_order = act_order};
-	o->nparts = 4;
-	set_part(&o->parts[0], "qweight", QTK_T_I32, 2, in * bits / 32, out);
-	set_part(&o->parts[1], "qzeros", QTK_T_I32, 2, ngroups, out * bits / 32);
-	set_part(&o->parts[2], "scales", QTK_T_F16, 2, ngroups, out);
-	set_part(&o->parts[3], "g_idx", QTK_T_I32, 1, in, 0);
-	qtk_tensor_finish(o);
+	qtk_layout l = {.kind = QTK_LAYOUT_AWQ, .bits = 4, .group_size = group};
+	return out_packed(o, t, &l, err);
+}
+
+static int out_gptq(qtk_tensor *o, const qtk_tensor *t, uint32_t group, unsigned bits, int version, bool sym,
+		    bool act_order, qtk_err *err)
+{
+	qtk_layout l = {.kind = QTK_LAYOUT_GPTQ, .bits = (uint8_t)bits, .group_size = group,
+			.gptq_version = (uint8_t)version, .sym = sym, .act_order = act_order};
+	return out_packed(o, t, &l, err);
 }
 
 /* ---- what the source holds as integer groups ----------------------------- */
@@ -331,14 +310,15 @@ static int plan_groups(qtk_model *in, const conv_opts *o, const qtk_tensor *t, p
 			 (!o->sym || sg.sym);
 	p->method = M_GROUPS;
 	if (awq) {
-		out_awq(&p->out, t, group);
+		if (out_awq(&p->out, t, group, err))
+			return err->code;
 		p->note = transcode ? "repack" : "requantize";
 		return 0;
 	}
 	int version = o->target.gptq_version; /* resolved for the whole model by conv_plan */
 	bool act = transcode && sg.act_order;
-	uint32_t ng = act ? sg.ngroups : (uint32_t)(inf / group);
-	out_gptq(&p->out, t, act ? sg.group : group, ng, bits, version, transcode ? sg.sym : o->sym, act);
+	if (out_gptq(&p->out, t, act ? sg.group : group, bits, version, transcode ? sg.sym : o->sym, act, err))
+		return err->code;
 	p->note = !transcode ? "requantize" : (version == 1 && sg.zero0) || (version == 2 && sg.zero_top) ? "repack (zero out of range: inexact)" : "repack";
 	return 0;
 }
@@ -410,10 +390,8 @@ static int plan_auto_exact(qtk_model *in, const conv_opts *o, const qtk_tensor *
 		} else if (t->shape[1] % 32 == 0) {
 			p->method = M_GROUPS;
 			if (sg.bits == 4 && t->shape[0] % 8 == 0)
-				out_awq(&p->out, t, sg.group);
-			else
-				out_gptq(&p->out, t, sg.group, sg.ngroups, sg.bits, 2, sg.sym, false);
-			return 0;
+				return out_awq(&p->out, t, sg.group, err);
+			return out_gptq(&p->out, t, sg.group, sg.bits, 2, sg.sym, false, err);
 		}
 	}
 	bool f16 = false;

@@ -20,7 +20,7 @@ static void plan_line(FILE *f, size_t i, size_t n, const qtk_tensor *src, const 
 	snprintf(shape + at, sizeof shape - at, "]");
 	fmt_target(src, a, sizeof a);
 	fmt_target(dst, b, sizeof b);
-	const char *name = dst->name;
+	const char *name = cli_safe(dst->name);
 	double mi = (double)src->n_bytes / 1048576.0, mo = (double)dst->n_bytes / 1048576.0;
 	int w = 1;
 	for (size_t x = n; x >= 10; x /= 10)
@@ -368,7 +368,7 @@ int conv_run(qtk_model *in, const conv_opts *o, conv_result *res)
 	if (o->exact && res->n_requant) {
 		for (size_t i = 0; i < res->n; i++)
 			if (!res->t[i].exact)
-				fprintf(stderr, "qconvert: not exact: %s (%s -> %s, SQNR %.1f dB)\n", res->t[i].name,
+				fprintf(stderr, "qconvert: not exact: %s (%s -> %s, SQNR %.1f dB)\n", cli_safe(res->t[i].name),
 					res->t[i].from, res->t[i].to, res->t[i].sqnr_db);
 		fprintf(stderr, "qconvert: --exact: %zu of %zu tensors do not convert exactly; nothing written\n",
 			res->n_requant, res->n);
@@ -377,7 +377,7 @@ int conv_run(qtk_model *in, const conv_opts *o, conv_result *res)
 	if (o->has_max_error && res->n_requant) {
 		for (size_t i = 0; i < res->n; i++)
 			if (!res->t[i].exact && res->t[i].sqnr_db < o->max_error_db) {
-				fprintf(stderr, "qconvert: %s: SQNR %.2f dB is below --max-error %.2f dB\n", res->t[i].name,
+				fprintf(stderr, "qconvert: %s: SQNR %.2f dB is below --max-error %.2f dB\n", cli_safe(res->t[i].name),
 					res->t[i].sqnr_db, o->max_error_db);
 				status = 1;
 			}
@@ -419,17 +419,18 @@ void conv_print_summary(const conv_opts *o, const conv_result *res)
 {
 	if (o->dry_run || g_cli.verbose < 0 || !res->n)
 		return;
-	printf("%s -> %s: %zu tensors, %zu exact, %zu requantized\n", o->input, o->output, res->n, res->n_exact,
-	       res->n_requant);
+	printf("%s -> %s: %zu tensors, %zu exact, %zu requantized\n", cli_safe(o->input), cli_safe(o->output), res->n,
+	       res->n_exact, res->n_requant);
 	printf("  bytes %llu -> %llu, bits per weight %.4f -> %.4f\n", (unsigned long long)res->bytes_in,
 	       (unsigned long long)res->bytes_out, bpw(res->bytes_in, res->params), bpw(res->bytes_out, res->params));
 	if (res->worst_name)
-		printf("  worst SQNR %.2f dB (%s)\n", res->worst_sqnr, res->worst_name);
+		printf("  worst SQNR %.2f dB (%s)\n", res->worst_sqnr, cli_safe(res->worst_name));
 	printf("  elapsed %.2f s\n", res->elapsed);
 	for (size_t i = 0; i < res->outs.n; i++) {
 		char hex[65];
 		qtk_hex(res->outs.f[i].sha256, 32, hex);
-		printf("  %s  %llu bytes  sha256:%s\n", res->outs.f[i].path, (unsigned long long)res->outs.f[i].size, hex);
+		printf("  %s  %llu bytes  sha256:%s\n", cli_safe(res->outs.f[i].path), (unsigned long long)res->outs.f[i].size,
+		       hex);
 	}
 }
 

@@ -139,19 +139,8 @@ static int arerr(ar *a, const char *name, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	if (name) {
-		/* the name may be hostile: show it escaped */
-		size_t k = 0;
-		k += (size_t)snprintf(subj, sizeof subj, "member '");
-		for (const char *s = name; *s && k < sizeof subj - 8; s++) {
-			unsigned char c = (unsigned char)*s;
-			if (c < 0x20 || c >= 0x7f || c == '\\')
-				k += (size_t)snprintf(subj + k, sizeof subj - k, "\\x%02x", c);
-			else
-				subj[k++] = (char)c;
-		}
-		snprintf(subj + k, sizeof subj - k, "'");
-	}
+	if (name) /* hostile names are shown escaped by qtk_err_format */
+		snprintf(subj, sizeof subj, "member '%.240s'", name);
 	return qtk_err_set(&a->m->err, QTK_E_DATA, a->path, -1, name ? subj : NULL, "%s", msg);
 }
 

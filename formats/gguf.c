@@ -178,22 +178,6 @@ static bool is_int_type(unsigned t)
 	return t <= QTK_V_I32 || t == QTK_V_U64 || t == QTK_V_I64;
 }
 
-static bool value_as_i64(const qtk_value *v, int64_t *out)
-{
-	switch (v->type) {
-	case QTK_V_U8: case QTK_V_U16: case QTK_V_U32: case QTK_V_U64: case QTK_V_BOOL:
-		if (v->v.u > INT64_MAX)
-			return false;
-		*out = (int64_t)v->v.u;
-		return true;
-	case QTK_V_I8: case QTK_V_I16: case QTK_V_I32: case QTK_V_I64:
-		*out = v->v.i;
-		return true;
-	default:
-		return false;
-	}
-}
-
 static bool ends_with(const char *s, const char *suf)
 {
 	size_t a = strlen(s), b = strlen(suf);
@@ -267,7 +251,7 @@ static int check_kvs(gp *g, uint64_t kv_start)
 	for (size_t i = 0; i < m->nkv; i++) {
 		const qtk_kv *kv = &m->kv[i];
 		int64_t x;
-		if (ends_with(kv->key, ".block_count") && value_as_i64(&kv->val, &x) &&
+		if (ends_with(kv->key, ".block_count") && qtk_value_as_i64(&kv->val, &x) &&
 		    (x < 0 || x > GGUF_MAX_BLOCKS))
 			return qtk_err_set(g->c.err, QTK_E_DATA, g->path, (int64_t)kv_start, kv->key,
 					   "block count %lld out of range (0..%u)", (long long)x, GGUF_MAX_BLOCKS);
@@ -288,7 +272,7 @@ static int check_kvs(gp *g, uint64_t kv_start)
 	for (size_t i = 0; tok && i < sizeof ids / sizeof *ids; i++) {
 		const qtk_kv *p = qtk_kv_find(m, ids[i]);
 		int64_t x;
-		if (p && value_as_i64(&p->val, &x) && (x < -1 || (x >= 0 && (uint64_t)x >= nvocab)))
+		if (p && qtk_value_as_i64(&p->val, &x) && (x < -1 || (x >= 0 && (uint64_t)x >= nvocab)))
 			return qtk_err_set(g->c.err, QTK_E_DATA, g->path, (int64_t)kv_start, ids[i],
 					   "token id %lld out of range (vocab has %llu tokens)", (long long)x,
 					   (unsigned long long)nvocab);
@@ -343,11 +327,11 @@ static int read_kvs(gp *g, uint64_t n_kv, bool keep, qtk_strset *seen)
 			return rc;
 		}
 		int64_t x;
-		if (strcmp(key.s, "split.no") == 0 && value_as_i64(&v, &x))
+		if (strcmp(key.s, "split.no") == 0 && qtk_value_as_i64(&v, &x))
 			g->split_no = x;
-		else if (strcmp(key.s, "split.count") == 0 && value_as_i64(&v, &x))
+		else if (strcmp(key.s, "split.count") == 0 && qtk_value_as_i64(&v, &x))
 			g->split_count = x;
-		else if (strcmp(key.s, "split.tensors.count") == 0 && value_as_i64(&v, &x))
+		else if (strcmp(key.s, "split.tensors.count") == 0 && qtk_value_as_i64(&v, &x))
 			g->split_tensors = x;
 		if (strcmp(key.s, "general.alignment") == 0) {
 			uint64_t a = v.v.u;

@@ -1,15 +1,11 @@
 /* hfdir.c - Hugging Face model directories (config.json + safetensors + side
- * files) and the AWQ / GPTQ interpretation of their packed tensors.
- *
- * A quantized linear layer is stored as <prefix>.qweight, .qzeros, .scales and
- * (GPTQ) .g_idx; with an awq or gptq quantization config these become one
- * logical tensor <prefix>.weight [out, in] whose parts are the components, in
- * that order (reference/awq_gptq.md §1.1, §2.1).
+ * files). Their packed AWQ / GPTQ parts are folded into logical tensors by the
+ * packed-scheme layer (src/scheme/fold.h) from the directory's quantization
+ * config; the writer describes the tensors it writes in config.json the same way.
  */
 #include "st_json.h"
 #include <dirent.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -21,426 +17,6 @@ static bool ends_with(const char *s, const char *suf)
 {
 	size_t a = strlen(s), b = strlen(suf);
 	return a >= b && strcmp(s + a - b, suf) == 0;
-}
-
-/* ---- quantization config ------------------------------------------------ */
-
-typedef struct qcfg {
-	qtk_layout_kind kind; /* PLAIN: no awq/gptq config */
-	int bits;
-	int64_t group;        /* -1: one group per input row */
-	bool sym;
-	bool desc_act;
-	bool one_group;       /* every layer is a single group (group -1 fits) */
-	int version;          /* GPTQ checkpoint format 1 or 2 */
-	char bad[160];        /* why this awq/gptq config cannot be used ("" when it can) */
-} qcfg;
-
-static const cJSON *get(const cJSON *o, const char *a, const char *b)
-{
-	const cJSON *c = cJSON_GetObjectItemCaseSensitive(o, a);
-	if (!c && b)
-		c = cJSON_GetObjectItemCaseSensitive(o, b);
-	return c;
-}
-
-static bool get_bool(const cJSON *o, const char *k, bool def)
-{
-	const cJSON *c = cJSON_GetObjectItemCaseSensitive(o, k);
-	return cJSON_IsBool(c) ? cJSON_IsTrue(c) : def;
-}
-
-/* Interpret a quantization config object. `def_method` is used when it names
- * no quant_method (quantize_config.json: gptq; quant_config.json: awq). */
-static void qcfg_read(const cJSON *o, const char *def_method, qcfg *q)
-{
-	memset(q, 0, sizeof *q);
-	const cJSON *mth = get(o, "quant_method", "method");
-	const char *meth = cJSON_IsString(mth) ? mth->valuestring : def_method;
-	if (!meth)
-		return;
-	if (qtk_strcasecmp(meth, "awq") == 0)
-		q->kind = QTK_LAYOUT_AWQ;
-	else if (qtk_strcasecmp(meth, "gptq") == 0)
-		q->kind = QTK_LAYOUT_GPTQ;
-	else
-		return; /* another method: tensors stay plain */
-	int64_t v;
-	const cJSON *b = get(o, "bits", "w_bit"), *g = get(o, "group_size", "q_group_size");
-	if (!qtk_json_i64(b, &v) || v < 0 || v > 64) {
-		snprintf(q->bad, sizeof q->bad, "quantization config has no valid 'bits'");
-		return;
-	}
-	q->bits = (int)v;
-	if (!qtk_json_i64(g, &q->group) || (q->group < 1 && q->group != -1)) {
-		snprintf(q->bad, sizeof q->bad, "quantization config has no valid 'group_size'");
-		return;
-	}
-	if (q->kind == QTK_LAYOUT_AWQ) {
-		q->sym = !get_bool(o, "zero_point", true);
-		const cJSON *ver = get(o, "version", NULL);
-		if (ver && (!cJSON_IsString(ver) || qtk_strcasecmp(ver->valuestring, "gemm") != 0))
-			snprintf(q->bad, sizeof q->bad, "unsupported awq version '%.40s' (only gemm)",
-				 cJSON_IsString(ver) ? ver->valuestring : "?");
-		else if (q->bits != 4)
-			snprintf(q->bad, sizeof q->bad, "unsupported awq bits %d (only 4)", q->bits);
-		return;
-	}
-	q->sym = get_bool(o, "sym", true);
-	q->desc_act = get_bool(o, "desc_act", false);
-	const cJSON *f = get(o, "checkpoint_format", "format");
-	q->version = 1;
-	if (get_bool(o, "is_marlin_format", false))
-		snprintf(q->bad, sizeof q->bad, "unsupported gptq checkpoint format 'marlin'");
-	else if (f && cJSON_IsString(f) && strcmp(f->valuestring, "gptq_v2") == 0)
-		q->version = 2;
-	else if (f && (!cJSON_IsString(f) || strcmp(f->valuestring, "gptq") != 0))
-		snprintf(q->bad, sizeof q->bad, "unsupported gptq checkpoint format '%.40s'",
-			 cJSON_IsString(f) ? f->valuestring : "?");
-	if (!q->bad[0] && q->bits != 2 && q->bits != 3 && q->bits != 4 && q->bits != 8)
-		snprintf(q->bad, sizeof q->bad, "unsupported gptq bits %d (2, 3, 4 or 8)", q->bits);
-}
-
-/* ---- folding components into logical tensors --------------------------- */
-
-struct byname {
-	const char *name;
-	size_t i;
-};
-
-typedef struct fold {
-	qtk_model *m;
-	const qcfg *q;
-	const char *cfgfile;
-	struct byname *byname; /* tensors sorted by name */
-} fold;
-
-static int qfail(fold *f, const char *tensor, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int qfail(fold *f, const char *tensor, const char *fmt, ...)
-{
-	char msg[400], subj[256];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
-	snprintf(subj, sizeof subj, "tensor '%.200s'", tensor);
-	const qtk_tensor *t = qtk_tensor_find(f->m, tensor);
-	const char *file = t && t->nparts && t->parts[0].file < f->m->nfiles ? f->m->files[t->parts[0].file] : f->m->path;
-	return qtk_err_set(&f->m->err, QTK_E_DATA, file, -1, subj, "%s", msg);
-}
-
-static int cmp_by_name(const void *a, const void *b)
-{
-	return strcmp(((const struct byname *)a)->name, ((const struct byname *)b)->name);
-}
-
-/* Index of the tensor named prefix+suffix, or -1. */
-static long find(const fold *f, const char *prefix, size_t plen, const char *suffix)
-{
-	size_t lo = 0, hi = f->m->ntensors, slen = strlen(suffix);
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		const char *n = f->byname[mid].name;
-		int c = strncmp(n, prefix, plen);
-		if (!c)
-			c = strcmp(n + plen, suffix);
-		if (!c && strlen(n) != plen + slen)
-			c = 1;
-		if (!c)
-			return (long)f->byname[mid].i;
-		if (c < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return -1;
-}
-
-/* A component must be a 2-D (or 1-D for g_idx) tensor of the given dtype. */
-static int want(fold *f, const qtk_tensor *t, unsigned type, int ndim, uint64_t d0, uint64_t d1)
-{
-	const qtk_part *p = &t->parts[0];
-	if (p->type != type)
-		return qfail(f, t->name, "dtype %s, expected %s", qtk_type(p->type)->upper, qtk_type(type)->upper);
-	if (p->ndim != ndim || p->shape[0] != d0 || (ndim == 2 && p->shape[1] != d1)) {
-		char got[64], exp[64];
-		if (p->ndim == 2)
-			snprintf(got, sizeof got, "[%llu, %llu]", (unsigned long long)p->shape[0],
-				 (unsigned long long)p->shape[1]);
-		else if (p->ndim == 1)
-			snprintf(got, sizeof got, "[%llu]", (unsigned long long)p->shape[0]);
-		else
-			snprintf(got, sizeof got, "rank %d", p->ndim);
-		if (ndim == 2)
-			snprintf(exp, sizeof exp, "[%llu, %llu]", (unsigned long long)d0, (unsigned long long)d1);
-		else
-			snprintf(exp, sizeof exp, "[%llu]", (unsigned long long)d0);
-		return qfail(f, t->name, "shape %s does not match the layer: expected %s", got, exp);
-	}
-	return 0;
-}
-
-/* Read g_idx and check every entry is a group index; sets act_order. */
-static int check_g_idx(fold *f, const qtk_tensor *gt, uint64_t in, uint64_t group, uint64_t ngroups,
-		       bool *act_order)
-{
-	const qtk_part *p = &gt->parts[0];
-	uint8_t *b = qtk_malloc((size_t)p->nbytes ? (size_t)p->nbytes : 1);
-	if (!b)
-		return oom(f->m);
-	int rc = qtk_pread_full(f->m->fds[p->file], f->m->files[p->file], b, (size_t)p->nbytes, p->offset,
-				&f->m->err);
-	*act_order = false;
-	for (uint64_t i = 0; i < in && !rc; i++) {
-		int32_t g = (int32_t)qtk_rd32(b + 4 * i);
-		if (g < 0 || (uint64_t)g >= ngroups)
-			rc = qfail(f, gt->name, "g_idx[%llu] = %d is outside [0, %llu)", (unsigned long long)i, g,
-				   (unsigned long long)ngroups);
-		else if ((uint64_t)g != i / group)
-			*act_order = true;
-	}
-	qtk_free(b);
-	return rc;
-}
-
-/* Build the logical tensor for the component set c[0..3] (qweight, qzeros,
- * scales, g_idx; g_idx may be -1). */
-static int make_logical(fold *f, const char *prefix, size_t plen, const long c[4], qtk_tensor *out)
-{
-	const qcfg *q = f->q;
-	qtk_model *m = f->m;
-	const qtk_tensor *qw = &m->tensors[c[0]], *qz = &m->tensors[c[1]], *sc = &m->tensors[c[2]];
-	const qtk_tensor *gi = c[3] >= 0 ? &m->tensors[c[3]] : NULL;
-	const qtk_part *p = &qw->parts[0];
-	uint64_t in, out_, group, ngroups, bits = (uint64_t)q->bits;
-	if (p->type != QTK_T_I32 || p->ndim != 2)
-		return qfail(f, qw->name, "qweight must be a 2-D I32 tensor");
-	int rc;
-	memset(out, 0, sizeof *out);
-	if (q->kind == QTK_LAYOUT_AWQ) {
-		if (gi)
-			return qfail(f, gi->name, "awq layers have no g_idx");
-		in = p->shape[0];
-		out_ = p->shape[1] * 8;
-		group = q->group < 0 ? in : (uint64_t)q->group;
-		if (!in || !out_ || in % group)
-			return qfail(f, qw->name, "input size %llu is not a multiple of the group size %llu",
-				     (unsigned long long)in, (unsigned long long)group);
-		ngroups = in / group;
-		if ((rc = want(f, qz, QTK_T_I32, 2, ngroups, out_ / 8)) || (rc = want(f, sc, QTK_T_F16, 2, ngroups, out_)))
-			return rc;
-	} else {
-		out_ = p->shape[1];
-		if (gi) {
-			if (gi->parts[0].type != QTK_T_I32 || gi->parts[0].ndim != 1)
-				return qfail(f, gi->name, "g_idx must be a 1-D I32 tensor");
-			in = gi->parts[0].shape[0];
-		} else {
-			in = p->shape[0] * 32 / bits;
-		}
-		if (!in || !out_ || in % 32 || p->shape[0] > (1ull << 40) || p->shape[0] * 32 != in * bits)
-			return qfail(f, qw->name, "qweight rows %llu do not hold %llu inputs of %llu bits in whole 32-row blocks",
-				     (unsigned long long)p->shape[0], (unsigned long long)in, (unsigned long long)bits);
-		if (out_ > (1ull << 40) || out_ * bits % 32)
-			return qfail(f, qw->name, "output size %llu times %llu bits is not a multiple of 32",
-				     (unsigned long long)out_, (unsigned long long)bits);
-		group = q->group < 0 ? in : (uint64_t)q->group;
-		ngroups = (in + group - 1) / group;
-		if ((rc = want(f, qz, QTK_T_I32, 2, ngroups, out_ * bits / 32)) ||
-		    (rc = want(f, sc, QTK_T_F16, 2, ngroups, out_)))
-			return rc;
-	}
-	bool act = false;
-	if (gi && (rc = check_g_idx(f, gi, in, group, ngroups, &act)))
-		return rc;
-	if (group > UINT32_MAX)
-		return qfail(f, qw->name, "group size too large");
-	char *name = qtk_malloc(plen + 8);
-	if (!name)
-		return oom(m);
-	memcpy(name, prefix, plen);
-	memcpy(name + plen, ".weight", 8);
-	out->name = name;
-	out->ndim = 2;
-	out->shape[0] = out_;
-	out->shape[1] = in;
-	out->layout.kind = q->kind;
-	out->layout.type = QTK_T_I32;
-	out->layout.bits = (uint8_t)q->bits;
-	out->layout.gptq_version = (uint8_t)(q->kind == QTK_LAYOUT_GPTQ ? q->version : 0);
-	out->layout.sym = q->sym;
-	out->layout.act_order = act;
-	out->layout.group_size = (uint32_t)group;
-	static const char *const roles[4] = {"qweight", "qzeros", "scales", "g_idx"};
-	for (int k = 0; k < 4; k++) {
-		if (c[k] < 0)
-			continue;
-		out->parts[out->nparts] = m->tensors[c[k]].parts[0];
-		snprintf(out->parts[out->nparts].role, sizeof out->parts[0].role, "%s", roles[k]);
-		out->nparts++;
-	}
-	qtk_tensor_finish(out);
-	return 0;
-}
-
-typedef struct group_ent {
-	qtk_tensor t;   /* the logical tensor */
-	bool emitted;
-} group_ent;
-
-static int fold_run(fold *f)
-{
-	qtk_model *m = f->m;
-	size_t n = m->ntensors;
-	long *gid = qtk_malloc(n * sizeof *gid);
-	group_ent *g = qtk_calloc(n, sizeof *g);
-	qtk_tensor *nt = qtk_calloc(n, sizeof *nt);
-	size_t ng = 0, k = 0;
-	int rc = 0;
-	if (!gid || !g || !nt) {
-		rc = oom(m);
-		goto out;
-	}
-	for (size_t i = 0; i < n; i++)
-		gid[i] = -1;
-	for (size_t i = 0; i < n && !rc; i++) {
-		const char *nm = m->tensors[i].name;
-		if (!ends_with(nm, ".qweight"))
-			continue;
-		size_t plen = strlen(nm) - 8;
-		if (f->q->bad[0]) {
-			rc = qfail(f, nm, "%s (%s)", f->q->bad, f->cfgfile);
-			break;
-		}
-		long c[4] = {(long)i, find(f, nm, plen, ".qzeros"), find(f, nm, plen, ".scales"),
-			     find(f, nm, plen, ".g_idx")};
-		if (c[1] < 0 || c[2] < 0) {
-			rc = qfail(f, nm, "quantized layer has no '%.*s%s'", (int)(plen > 200 ? 200 : plen), nm,
-				   c[1] < 0 ? ".qzeros" : ".scales");
-			break;
-		}
-		if (find(f, nm, plen, ".weight") >= 0) {
-			rc = qfail(f, nm, "quantized layer also has a plain '%.*s.weight'", (int)(plen > 200 ? 200 : plen), nm);
-			break;
-		}
-		if ((rc = make_logical(f, nm, plen, c, &g[ng].t)))
-			break;
-		for (int j = 0; j < 4; j++)
-			if (c[j] >= 0)
-				gid[c[j]] = (long)ng;
-		ng++;
-	}
-	for (size_t i = 0; i < n && !rc; i++) {
-		const char *nm = m->tensors[i].name;
-		if (gid[i] < 0 && (ends_with(nm, ".qzeros") || ends_with(nm, ".g_idx")))
-			rc = qfail(f, nm, "no matching '.qweight' for this quantization component");
-	}
-	if (rc)
-		goto out;
-	/* new order: a logical tensor takes the place of its first component */
-	for (size_t i = 0; i < n; i++) {
-		if (gid[i] < 0) {
-			nt[k++] = m->tensors[i];
-			continue;
-		}
-		group_ent *e = &g[gid[i]];
-		if (!e->emitted) {
-			nt[k++] = e->t;
-			e->emitted = true;
-		}
-		qtk_free(m->tensors[i].name);
-	}
-	qtk_free(m->tensors);
-	m->tensors = nt;
-	m->ntensors = k;
-	m->cap_tensors = n;
-	nt = NULL;
-	ng = 0;
-out:
-	for (size_t i = 0; i < ng; i++)
-		qtk_free(g[i].t.name);
-	qtk_free(gid);
-	qtk_free(g);
-	qtk_free(nt);
-	return rc;
-}
-
-/* Fold the AWQ/GPTQ component sets of m described by the config object qc. */
-static int apply_quant(qtk_model *m, const cJSON *qc, const char *def_method, const char *cfgfile)
-{
-	qcfg q;
-	qcfg_read(qc, def_method, &q);
-	if (q.kind == QTK_LAYOUT_PLAIN || !m->ntensors)
-		return 0;
-	fold f = {.m = m, .q = &q, .cfgfile = cfgfile};
-	f.byname = qtk_malloc(m->ntensors * sizeof *f.byname);
-	if (!f.byname)
-		return oom(m);
-	for (size_t i = 0; i < m->ntensors; i++)
-		f.byname[i] = (struct byname){m->tensors[i].name, i};
-	qsort(f.byname, m->ntensors, sizeof *f.byname, cmp_by_name);
-	int rc = fold_run(&f);
-	qtk_free(f.byname);
-	return rc;
-}
-
-/* The quantization config of a directory: config.json's quantization_config,
- * else quantize_config.json, else quant_config.json. `cfg` is config.json's
- * parsed root when the caller has it. Absent everywhere: nothing to do. */
-static int apply_quant_from(qtk_model *m, const char *dir, const cJSON *cfg)
-{
-	static const struct {
-		const char *name, *def;
-	} side[] = {{"quantize_config.json", "gptq"}, {"quant_config.json", "awq"}};
-	const cJSON *qc = cfg ? cJSON_GetObjectItemCaseSensitive(cfg, "quantization_config") : NULL;
-	if (cJSON_IsObject(qc)) {
-		char *p = qtk_path_join(dir, "config.json");
-		if (!p)
-			return oom(m);
-		int rc = apply_quant(m, qc, NULL, p);
-		qtk_free(p);
-		return rc;
-	}
-	for (size_t i = 0; i < sizeof side / sizeof *side; i++) {
-		char *p = qtk_path_join(dir, side[i].name);
-		if (!p)
-			return oom(m);
-		int rc = 0;
-		if (qtk_path_exists(p)) {
-			qtk_json_doc d;
-			rc = qtk_json_load(p, QTK_CAP_JSON, 0, &m->err, &d, NULL, NULL);
-			if (!rc) {
-				if (cJSON_IsObject(d.root))
-					rc = apply_quant(m, d.root, side[i].def, p);
-				else
-					rc = qtk_err_set(&m->err, QTK_E_DATA, p, 0, NULL, "not a json object");
-				qtk_json_doc_free(&d);
-			}
-			qtk_free(p);
-			return rc;
-		}
-		qtk_free(p);
-	}
-	return 0;
-}
-
-int qtk_hf_apply_quant_dir(qtk_model *m, const char *dir)
-{
-	char *p = qtk_path_join(dir, "config.json");
-	if (!p)
-		return oom(m);
-	int rc = 0;
-	qtk_json_doc d = {0};
-	if (qtk_path_exists(p)) {
-		rc = qtk_json_load(p, QTK_CAP_JSON, 0, &m->err, &d, NULL, NULL);
-		if (!rc && !cJSON_IsObject(d.root))
-			rc = qtk_err_set(&m->err, QTK_E_DATA, p, 0, NULL, "config.json is not a json object");
-	}
-	if (!rc)
-		rc = apply_quant_from(m, dir, d.root);
-	qtk_json_doc_free(&d);
-	qtk_free(p);
-	return rc;
 }
 
 /* ---- the directory reader ------------------------------------------------ */
@@ -583,7 +159,7 @@ static int hf_open(qtk_model *m)
 		rc = qtk_err_set(&m->err, QTK_E_DATA, dir, -1, NULL, "directory has no safetensors weights");
 	}
 	if (!rc)
-		rc = apply_quant_from(m, dir, cfg.root);
+		rc = qtk_scheme_fold_dir(m, dir, cfg.root);
 out:
 	qtk_json_doc_free(&cfg);
 	qtk_free(s.other);
@@ -596,6 +172,7 @@ const qtk_format qtk_format_hf = {
 	.name = "hf",
 	.probe_path = hf_probe_path,
 	.open = hf_open,
+	.meta_strings = true,
 };
 
 /* ---- the directory writer ------------------------------------------------ */
@@ -619,117 +196,6 @@ typedef struct hf_w {
 static int werr(qtk_writer *w, int code, const char *fmt, const char *a)
 {
 	return qtk_err_set(w->err, code, w->path, -1, NULL, fmt, a);
-}
-
-/* The quantization the desc's tensors share (kind PLAIN when none); group
- * -1 when the layers differ only in being one group each. */
-static int desc_quant(const qtk_model *d, const char *path, qtk_err *err, qcfg *q)
-{
-	memset(q, 0, sizeof *q);
-	bool first = true, all_one_group = true, same_group = true;
-	uint32_t g0 = 0;
-	for (size_t i = 0; i < d->ntensors; i++) {
-		const qtk_tensor *t = &d->tensors[i];
-		const qtk_layout *l = &t->layout;
-		if (l->kind == QTK_LAYOUT_PLAIN)
-			continue;
-		if (first) {
-			q->kind = l->kind;
-			q->bits = l->bits;
-			q->sym = l->sym;
-			q->version = l->kind == QTK_LAYOUT_GPTQ ? (l->gptq_version == 2 ? 2 : 1) : 0;
-			g0 = l->group_size;
-			first = false;
-		} else if (l->kind != q->kind || l->bits != q->bits || l->sym != q->sym ||
-			   (l->kind == QTK_LAYOUT_GPTQ && (l->gptq_version == 2 ? 2 : 1) != q->version)) {
-			char subj[256];
-			snprintf(subj, sizeof subj, "tensor '%.200s'", t->name);
-			return qtk_err_set(err, QTK_E_DATA, path, -1, subj,
-					   "quantization differs from the other tensors; one quantization config "
-					   "cannot describe both");
-		}
-		q->desc_act |= l->act_order;
-		if (l->group_size != g0)
-			same_group = false;
-		if (t->ndim != 2 || l->group_size != t->shape[1])
-			all_one_group = false;
-	}
-	if (first)
-		return 0;
-	q->one_group = all_one_group;
-	if (same_group)
-		q->group = g0;
-	else if (all_one_group)
-		q->group = -1;
-	else
-		return qtk_err_set(err, QTK_E_DATA, path, -1, NULL,
-				   "tensors use different group sizes; one quantization config cannot describe them");
-	return 0;
-}
-
-static bool qcfg_same(const qcfg *a, const qcfg *b)
-{
-	return a->kind == b->kind && !a->bad[0] && a->bits == b->bits &&
-	       (a->group == b->group || (a->group == -1 && b->one_group)) &&
-	       a->sym == b->sym && (a->kind != QTK_LAYOUT_GPTQ || a->version == b->version);
-}
-
-static cJSON *qcfg_json(const qcfg *q)
-{
-	cJSON *o = cJSON_CreateObject();
-	if (!o)
-		return NULL;
-	bool ok;
-	if (q->kind == QTK_LAYOUT_AWQ) {
-		ok = cJSON_AddStringToObject(o, "quant_method", "awq") && cJSON_AddNumberToObject(o, "bits", q->bits) &&
-		     cJSON_AddNumberToObject(o, "group_size", (double)q->group) &&
-		     cJSON_AddBoolToObject(o, "zero_point", !q->sym) && cJSON_AddStringToObject(o, "version", "gemm");
-	} else {
-		ok = cJSON_AddStringToObject(o, "quant_method", "gptq") &&
-		     cJSON_AddNumberToObject(o, "bits", q->bits) &&
-		     cJSON_AddNumberToObject(o, "group_size", (double)q->group) &&
-		     cJSON_AddBoolToObject(o, "desc_act", q->desc_act) && cJSON_AddBoolToObject(o, "sym", q->sym) &&
-		     cJSON_AddStringToObject(o, "checkpoint_format", q->version == 2 ? "gptq_v2" : "gptq");
-	}
-	if (!ok) {
-		cJSON_Delete(o);
-		return NULL;
-	}
-	return o;
-}
-
-int qtk_hf_quant_json(const qtk_model *d, const char *path, qtk_err *err, char **out)
-{
-	*out = NULL;
-	qcfg q;
-	int rc = desc_quant(d, path, err, &q);
-	if (rc || q.kind == QTK_LAYOUT_PLAIN)
-		return rc;
-	cJSON *o = qcfg_json(&q);
-	char *txt = o ? cJSON_PrintUnformatted(o) : NULL;
-	cJSON_Delete(o);
-	if (txt)
-		*out = qtk_strdup(txt);
-	cJSON_free(txt);
-	return *out ? 0 : qtk_err_set(err, QTK_E_IO, path, -1, NULL, "out of memory");
-}
-
-int qtk_hf_apply_quant_embedded(qtk_model *m)
-{
-	const qtk_kv *kv = qtk_kv_find(m, QTK_ST_QCFG_KEY);
-	if (!kv || kv->val.type != QTK_V_STR)
-		return 1;
-	qtk_json_doc d;
-	int rc = qtk_json_parse(kv->val.v.str.s, (size_t)kv->val.v.str.len, 0, m->path, 8, &m->err, &d);
-	if (rc)
-		return rc;
-	if (cJSON_IsObject(d.root))
-		rc = apply_quant(m, d.root, NULL, m->path);
-	else
-		rc = qtk_err_set(&m->err, QTK_E_DATA, m->path, 8, "key '" QTK_ST_QCFG_KEY "'",
-				 "embedded quantization config is not a json object");
-	qtk_json_doc_free(&d);
-	return rc;
 }
 
 static bool plain_file_name(const char *s)
@@ -757,8 +223,8 @@ static int add_out_blob(hf_w *h, const char *name, const uint8_t *data, size_t l
 static int prepare_blobs(qtk_writer *w, hf_w *h)
 {
 	const qtk_model *d = w->desc;
-	qcfg want_q;
-	int rc = desc_quant(w->desc, w->path, w->err, &want_q);
+	qtk_qcfg want_q;
+	int rc = qtk_qcfg_from_desc(w->desc, w->path, w->err, &want_q);
 	if (rc)
 		return rc;
 	h->blobs = qtk_calloc(d->nblobs + 2, sizeof *h->blobs);
@@ -774,13 +240,13 @@ static int prepare_blobs(qtk_writer *w, hf_w *h)
 			return werr(w, QTK_E_IO, "out of memory%s", "");
 		cb = NULL;
 	}
-	qcfg have = {0};
+	qtk_qcfg have = {0};
 	const cJSON *qc = cJSON_GetObjectItemCaseSensitive(cfg.root, "quantization_config");
 	if (cJSON_IsObject(qc))
-		qcfg_read(qc, NULL, &have);
-	bool patch = !cb || (want_q.kind == QTK_LAYOUT_PLAIN ? have.kind != QTK_LAYOUT_PLAIN : !qcfg_same(&have, &want_q));
+		qtk_qcfg_read(qc, NULL, &have);
+	bool patch = !cb || (want_q.kind == QTK_LAYOUT_PLAIN ? have.kind != QTK_LAYOUT_PLAIN : !qtk_qcfg_same(&have, &want_q));
 	cJSON *newq = NULL;
-	if (want_q.kind != QTK_LAYOUT_PLAIN && !(newq = qcfg_json(&want_q))) {
+	if (want_q.kind != QTK_LAYOUT_PLAIN && !(newq = qtk_qcfg_json(&want_q))) {
 		qtk_json_doc_free(&cfg);
 		return werr(w, QTK_E_IO, "out of memory%s", "");
 	}

@@ -14,6 +14,7 @@
  * is read from its first byte to its last and by qtk_qpk_verify_tensor.
  */
 #include "internal.h"
+#include "scheme/scheme.h"
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -127,56 +128,11 @@ static int bad_why(char *why, size_t wn, const char *fmt, ...)
 	return QTK_E_DATA;
 }
 
-/* AWQ / GPTQ rules (§8.3, §8.4, C.2 rows 39 and 40). */
+/* AWQ / GPTQ rules (§8.3, §8.4, C.2 rows 39 and 40): the packed scheme's one validation. */
 static int check_packed(const qtk_tensor *t, char *why, size_t wn)
 {
-	const qtk_layout *l = &t->layout;
-	bool awq = l->kind == QTK_LAYOUT_AWQ;
-	if (t->ndim != 2)
-		return bad_why(why, wn, "shape: %s layout needs 2 dimensions [out, in], not %d", awq ? "awq" : "gptq",
-			       t->ndim);
-	uint64_t out = t->shape[0], in = t->shape[1], g = l->group_size, b = l->bits;
-	if (b != 2 && b != 3 && b != 4 && b != 5 && b != 6 && b != 8)
-		return bad_why(why, wn, "bits %u is not one of 2, 3, 4, 5, 6, 8", l->bits);
-	if (awq && b != 4)
-		return bad_why(why, wn, "bits %u: awq (gemm) packing holds 4-bit codes only", l->bits);
-	if (g == 0 || in == 0 || in % g)
-		return bad_why(why, wn, "group_size %u does not divide in_features %llu", l->group_size,
-			       (unsigned long long)in);
-	if (out == 0 || out > (1ull << 40) || in > (1ull << 40))
-		return bad_why(why, wn, "shape [%llu, %llu] out of range", (unsigned long long)out,
-			       (unsigned long long)in);
-	uint64_t ng = in / g;
-	if (awq) {
-		if (l->act_order || l->gptq_version)
-			return bad_why(why, wn, "awq layout with act_order or gptq_version set");
-		if (out % 8)
-			return bad_why(why, wn, "shape: out_features %llu is not a multiple of 8", (unsigned long long)out);
-		if (t->nparts != 3)
-			return bad_why(why, wn, "nparts %d, awq has 3 (qweight, qzeros, scales)", t->nparts);
-		uint64_t s0[2] = {in, out / 8}, s1[2] = {ng, out / 8}, s2[2] = {ng, out};
-		int rc;
-		if ((rc = want_part(t, 0, "qweight", QTK_T_I32, 2, s0, why, wn)) ||
-		    (rc = want_part(t, 1, "qzeros", QTK_T_I32, 2, s1, why, wn)))
-			return rc;
-		return want_part(t, 2, "scales", QTK_T_F16, 2, s2, why, wn);
-	}
-	if (l->gptq_version != 1 && l->gptq_version != 2)
-		return bad_why(why, wn, "gptq_version %u is not 1 or 2", l->gptq_version);
-	if (in % 32 || (out * b) % 32)
-		return bad_why(why, wn, "shape [%llu, %llu] does not pack into 32-bit words at %llu bits",
-			       (unsigned long long)out, (unsigned long long)in, (unsigned long long)b);
-	if (t->nparts != 3 && t->nparts != 4)
-		return bad_why(why, wn, "nparts %d, gptq has 3 or 4 (qweight, qzeros, scales[, g_idx])", t->nparts);
-	if (t->nparts == 3 && l->act_order)
-		return bad_why(why, wn, "act_order set but the tensor has no g_idx part");
-	uint64_t s0[2] = {in * b / 32, out}, s1[2] = {ng, out * b / 32}, s2[2] = {ng, out}, s3[1] = {in};
-	int rc;
-	if ((rc = want_part(t, 0, "qweight", QTK_T_I32, 2, s0, why, wn)) ||
-	    (rc = want_part(t, 1, "qzeros", QTK_T_I32, 2, s1, why, wn)) ||
-	    (rc = want_part(t, 2, "scales", QTK_T_F16, 2, s2, why, wn)))
-		return rc;
-	return t->nparts == 4 ? want_part(t, 3, "g_idx", QTK_T_I32, 1, s3, why, wn) : 0;
+	int part;
+	return qtk_scheme_check(t, &part, why, wn);
 }
 
 /* Every structural rule on a tensor description (§7.2, §8): ranks, types, part

@@ -482,13 +482,13 @@ static int st_open(qtk_model *m)
 	int rc = qtk_st_is_index_name(m->path) ? qtk_st_load_index(m, m->path) : qtk_st_load(m, m->path);
 	if (rc)
 		return rc;
-	rc = qtk_hf_apply_quant_embedded(m);
+	rc = qtk_scheme_fold_embedded(m);
 	if (rc <= 0)
 		return rc;
 	char *dir = qtk_path_dir(m->path);
 	if (!dir)
 		return oom(m);
-	rc = qtk_hf_apply_quant_dir(m, dir);
+	rc = qtk_scheme_fold_dir(m, dir, NULL);
 	qtk_free(dir);
 	return rc;
 }
@@ -498,6 +498,7 @@ const qtk_format qtk_format_safetensors = {
 	.probe = st_probe,
 	.probe_path = st_probe_path,
 	.open = st_open,
+	.meta_strings = true,
 };
 
 /* ---- writing ----------------------------------------------------------- */
@@ -686,7 +687,7 @@ int qtk_st_out_open(qtk_st_out *o, const qtk_model *d, qtk_err *err)
 {
 	qtk_buf b = {0};
 	char *qjson = NULL;
-	int rc = o->embed_qcfg ? qtk_hf_quant_json(d, o->path, err, &qjson) : 0;
+	int rc = o->embed_qcfg ? qtk_scheme_quant_json(d, o->path, err, &qjson) : 0;
 	if (!rc)
 		rc = build_header(d, o->t0, o->t1, qjson, &b, &o->data_bytes, o->path, err);
 	qtk_free(qjson);

@@ -5,6 +5,7 @@
 
 #include "internal.h"
 #include "json.h"
+#include "scheme/fold.h"
 
 /* ---- safetensors, shared with the HF directory plugin ------------------ */
 
@@ -15,24 +16,10 @@ int qtk_st_load(qtk_model *m, const char *path);
 int qtk_st_load_index(qtk_model *m, const char *index_path);
 bool qtk_st_is_index_name(const char *path);
 
-/* ---- AWQ / GPTQ interpretation (hfdir.c) ------------------------------- */
+/* ---- packed AWQ / GPTQ parts: the packed-scheme layer (scheme/fold.h) ---- */
 
-/* Look for a quantization config next to the weights (config.json's
- * "quantization_config", quantize_config.json, quant_config.json) in dir and,
- * when it says awq or gptq, fold each <prefix>.qweight/.qzeros/.scales/.g_idx
- * set of m into one logical tensor <prefix>.weight. No config: nothing to do. */
-int qtk_hf_apply_quant_dir(qtk_model *m, const char *dir);
-
-/* A bare .safetensors file written by qtk carries the quantization config of
- * its AWQ/GPTQ tensors in __metadata__ under this key (a JSON string), so it
- * reads back as the same logical tensors without a config.json. */
-#define QTK_ST_QCFG_KEY "qtk.quantization_config"
-/* Fold m by its embedded config; 1 when it has none, else 0 or an error. */
-int qtk_hf_apply_quant_embedded(qtk_model *m);
-/* The compact JSON quantization config describing desc's AWQ/GPTQ tensors
- * (new string, qtk_free), or *out = NULL when it has none. QTK_E_DATA when
- * its tensors mix settings that one config cannot describe. */
-int qtk_hf_quant_json(const qtk_model *desc, const char *path, qtk_err *err, char **out);
+/* archive.c's name for qtk_scheme_fold_dir until the container split renames its call. */
+#define qtk_hf_apply_quant_dir(m, dir) qtk_scheme_fold_dir((m), (dir), NULL)
 
 /* ---- writing ---------------------------------------------------------- */
 

@@ -3,6 +3,7 @@
 #define QTK_INSPECT_H
 #include "internal.h"
 #include "family/family.h"
+#include "text.h"
 #include <stdio.h>
 
 typedef struct insp_opts {
@@ -33,8 +34,8 @@ typedef struct totals {
 void compute_totals(const qtk_model *m, totals *t);
 void fmt_shape(const qtk_tensor *t, char *buf, size_t n);
 void fmt_bytes(uint64_t b, char *buf, size_t n);
-/* s itself when it has no control characters (C0, DEL, C1), else an escaped
- * copy in buf ("\x1b"): names and metadata from files never reach a terminal raw. */
+/* qtk_text_safe(s, 0, buf, n) (text.h): names and metadata from files never reach a
+ * terminal raw. */
 const char *insp_safe(const char *s, char *buf, size_t n);
 
 /* ---- modelinfo.c --------------------------------------------------------- */

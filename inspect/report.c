@@ -53,26 +53,7 @@ void fmt_bytes(uint64_t b, char *buf, size_t n)
 		snprintf(buf, n, "%.1f %s", v, u[k]);
 }
 
-const char *insp_safe(const char *s, char *buf, size_t n)
-{
-	const unsigned char *p = (const unsigned char *)s;
-	bool bad = false;
-	for (size_t i = 0; p[i] && !bad; i++)
-		bad = p[i] < 0x20 || p[i] == 0x7f || (p[i] == 0xC2 && p[i + 1] >= 0x80 && p[i + 1] <= 0x9F);
-	if (!bad || n == 0)
-		return s;
-	size_t k = 0;
-	for (size_t i = 0; p[i] && k + 5 < n; i++) {
-		bool c1 = p[i] == 0xC2 && p[i + 1] >= 0x80 && p[i + 1] <= 0x9F;
-		if (p[i] < 0x20 || p[i] == 0x7f || c1) {
-			k += (size_t)snprintf(buf + k, n - k, "\\x%02x", c1 ? p[++i] : p[i]);
-		} else {
-			buf[k++] = (char)p[i];
-		}
-	}
-	buf[k] = 0;
-	return buf;
-}
+const char *insp_safe(const char *s, char *buf, size_t n) { return qtk_text_safe(s, 0, buf, n); }
 
 static double bpw(uint64_t bytes, uint64_t params) { return params ? 8.0 * (double)bytes / (double)params : 0; }
 
@@ -82,23 +63,14 @@ static cJSON *json_str(const char *s, uint64_t len)
 	if (qtk_utf8_valid(s, (size_t)len) && !memchr(s, 0, (size_t)len))
 		return cJSON_CreateString(s);
 	qtk_buf b = {0};
-	const uint8_t *p = (const uint8_t *)s, *e = p + len;
-	while (p < e) {
-		size_t k = 1;
-		if (*p >= 0x80) {
-			k = (*p & 0xE0) == 0xC0 ? 2 : (*p & 0xF0) == 0xE0 ? 3 : (*p & 0xF8) == 0xF0 ? 4 : 1;
-			if ((size_t)(e - p) < k || !qtk_utf8_valid((const char *)p, k)) {
-				qtk_buf_puts(&b, "\xEF\xBF\xBD");
-				p++;
-				continue;
-			}
-		} else if (*p == 0) {
+	for (size_t i = 0; i < len;) {
+		uint32_t cp;
+		int k = s[i] ? qtk_utf8_decode(s + i, (size_t)(len - i), &cp) : 0;
+		if (k)
+			qtk_buf_put(&b, s + i, (size_t)k);
+		else
 			qtk_buf_puts(&b, "\xEF\xBF\xBD");
-			p++;
-			continue;
-		}
-		qtk_buf_put(&b, p, k);
-		p += k;
+		i += k ? (size_t)k : 1;
 	}
 	cJSON *r = cJSON_CreateString(b.p ? (char *)b.p : "");
 	qtk_buf_free(&b);
@@ -108,29 +80,14 @@ static cJSON *json_str(const char *s, uint64_t len)
 static cJSON *json_scalar(unsigned type, const void *raw, const qtk_value *v)
 {
 	/* raw: LE element bytes for array elements; v: a scalar value */
-	uint64_t u = 0;
-	int64_t i = 0;
-	double f = 0;
+	qtk_value x = {0};
 	if (raw) {
-		const uint8_t *b = raw;
-		switch (type) {
-		case QTK_V_U8: case QTK_V_BOOL: u = b[0]; break;
-		case QTK_V_I8: i = (int8_t)b[0]; break;
-		case QTK_V_U16: u = qtk_rd16(b); break;
-		case QTK_V_I16: i = (int16_t)qtk_rd16(b); break;
-		case QTK_V_U32: u = qtk_rd32(b); break;
-		case QTK_V_I32: i = (int32_t)qtk_rd32(b); break;
-		case QTK_V_U64: u = qtk_rd64(b); break;
-		case QTK_V_I64: i = (int64_t)qtk_rd64(b); break;
-		case QTK_V_F32: { uint32_t x = qtk_rd32(b); float y; memcpy(&y, &x, 4); f = y; break; }
-		case QTK_V_F64: { uint64_t x = qtk_rd64(b); memcpy(&f, &x, 8); break; }
-		default: break;
-		}
-	} else {
-		u = v->v.u;
-		i = v->v.i;
-		f = v->v.f;
+		qtk_value_from_le(&x, type, raw);
+		v = &x;
 	}
+	uint64_t u = v->v.u;
+	int64_t i = v->v.i;
+	double f = v->v.f;
 	switch (type) {
 	case QTK_V_BOOL: return cJSON_CreateBool(u != 0);
 	case QTK_V_I8: case QTK_V_I16: case QTK_V_I32: case QTK_V_I64: return cJSON_CreateNumber((double)i);
@@ -302,7 +259,7 @@ int report_summary(qtk_model *m, FILE *out, const insp_opts *o)
 	compute_totals(m, &tt);
 	size_t w = 4;
 	for (size_t i = 0; i < m->ntensors; i++) {
-		size_t n = strlen(m->tensors[i].name);
+		size_t n = qtk_text_len(m->tensors[i].name, strlen(m->tensors[i].name), 0); /* as shown */
 		if (n > w)
 			w = n;
 	}
@@ -310,9 +267,10 @@ int report_summary(qtk_model *m, FILE *out, const insp_opts *o)
 		w = 48;
 	const char *arch = kv_str(m, "general.architecture");
 	const char *name = kv_str(m, "general.name");
-	fprintf(out, "%s: %s%s%s%s%s\n", m->path, qtk_model_format(m), m->format_version ? " v" : "",
-		m->format_version ? (m->format_version == 3 ? "3" : "2") : "", arch ? ", " : "", arch ? arch : "");
-	char sb[512];
+	char sb[512], pb[2048], ab[512];
+	fprintf(out, "%s: %s%s%s%s%s\n", insp_safe(m->path, pb, sizeof pb), qtk_model_format(m),
+		m->format_version ? " v" : "", m->format_version ? (m->format_version == 3 ? "3" : "2") : "",
+		arch ? ", " : "", arch ? insp_safe(arch, ab, sizeof ab) : "");
 	if (name)
 		fprintf(out, "name: %s\n", insp_safe(name, sb, sizeof sb));
 	fprintf(out, "\n%-*s  %-14s %-12s %4s %5s %12s %11s %6s %6s\n", (int)w, "tensor", "shape", "layout",
@@ -352,7 +310,8 @@ int report_markdown(qtk_model *m, FILE *out, const insp_opts *o)
 	compute_totals(m, &tt);
 	char by[24];
 	fmt_bytes(tt.n_bytes, by, sizeof by);
-	fprintf(out, "## Model file: `%s`\n\n", qtk_path_base(m->path));
+	char pb[2048];
+	fprintf(out, "## Model file: `%s`\n\n", qtk_text_safe(qtk_path_base(m->path), QTK_TEXT_MD_CODE, pb, sizeof pb));
 	fprintf(out, "- Format: %s%s\n", qtk_model_format(m),
 		m->format_version == 3 ? " v3" : m->format_version == 2 ? " v2" : "");
 	fprintf(out, "- Tensors: %zu\n- Parameters: %llu\n- Size: %s (%llu bytes)\n- Bits per weight: %.4f\n\n",
@@ -372,7 +331,8 @@ int report_markdown(qtk_model *m, FILE *out, const insp_opts *o)
 		fmt_shape(t, sh, sizeof sh);
 		qtk_layout_id(&t->layout, lid, sizeof lid);
 		char sb[512];
-		fprintf(out, "| `%s` | %s | %s | %u | ", insp_safe(t->name, sb, sizeof sb), sh, lid, t->layout.bits);
+		fprintf(out, "| `%s` | %s | %s | %u | ", qtk_text_safe(t->name, QTK_TEXT_MD_CODE | QTK_TEXT_MD_CELL, sb, sizeof sb),
+			sh, lid, t->layout.bits);
 		if (t->layout.group_size)
 			fprintf(out, "%u", t->layout.group_size);
 		else

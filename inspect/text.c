@@ -254,14 +254,16 @@ int report_memory(qtk_model *m, FILE *out, const insp_opts *o)
 	}
 	char w[32], kb[32];
 	fmt_bytes(tt.n_bytes, w, sizeof w);
-	fprintf(out, "%s: memory estimate\n\n", m->path);
+	char sb[2048];
+	fprintf(out, "%s: memory estimate\n\n", insp_safe(m->path, sb, sizeof sb));
 	fprintf(out, "weights     %s (%llu bytes as stored, %.4f bits/weight)\n", w, (unsigned long long)tt.n_bytes,
 		tx_bpw(tt.n_bytes, tt.n_params));
 	if (!have) {
 		fprintf(out, "KV cache    unknown: the file has no architecture keys or config.json\n");
 		return 0;
 	}
-	fprintf(out, "model       %s (%s): %llu layers, %llu heads, %llu KV heads\n", hp.arch[0] ? hp.arch : "?",
+	fprintf(out, "model       %s (%s): %llu layers, %llu heads, %llu KV heads\n",
+		hp.arch[0] ? insp_safe(hp.arch, sb, sizeof sb) : "?",
 		hp.source, (unsigned long long)hp.n_layer, (unsigned long long)hp.n_head, (unsigned long long)hp.n_head_kv);
 	fprintf(out, "            head_dim %llu%s", (unsigned long long)hp.head_dim,
 		hp.head_dim_explicit ? "" : " (embedding / heads)");

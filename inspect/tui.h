@@ -33,7 +33,6 @@ void grid_clear(tui_screen *s);
  * control characters show as '?'. Returns cells drawn. */
 int grid_put(tui_screen *s, int y, int x, const char *text, int max, int role);
 void grid_fill(tui_screen *s, int y, int x, int n, const char *ch, int role);
-void grid_role(tui_screen *s, int y, int x, int n, int role);
 /* The grid as text lines (trailing blanks trimmed) into out. */
 void grid_dump(const tui_screen *s, FILE *out);
 

@@ -241,7 +241,7 @@ static int tm_add_line(char ***lines, size_t *n, const char *s)
 	if (!p)
 		return -1;
 	*lines = p;
-	p[*n] = qtk_strdup(s);
+	p[*n] = qtk_text_dup(s, strlen(s), 0); /* record text, names, messages: shown inert */
 	if (!p[*n])
 		return -1;
 	(*n)++;

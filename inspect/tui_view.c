@@ -38,59 +38,20 @@ void grid_clear(tui_screen *s)
 	s->cur_y = s->cur_x = 0;
 }
 
-/* Length of the UTF-8 sequence at p within avail bytes (1 for an invalid or cut byte). */
-static int tv_u8len_n(const unsigned char *p, uint64_t avail)
-{
-	int k = *p < 0x80 ? 1 : (*p & 0xE0) == 0xC0 ? 2 : (*p & 0xF0) == 0xE0 ? 3 : (*p & 0xF8) == 0xF0 ? 4 : 1;
-	if ((uint64_t)k > avail)
-		return 1;
-	for (int i = 1; i < k; i++)
-		if ((p[i] & 0xC0) != 0x80)
-			return 1;
-	return k;
-}
-
-/* For NUL-terminated text (a NUL stops the continuation check). */
-static int tv_u8len(const unsigned char *p) { return tv_u8len_n(p, 4); }
-
-/* The code point of a k-byte UTF-8 sequence; 0xFFFFFFFF for an overlong one. */
-static uint32_t tv_cp(const unsigned char *p, int k)
-{
-	static const uint32_t min[5] = {0, 0, 0x80, 0x800, 0x10000};
-	if (k == 1)
-		return p[0];
-	uint32_t c = p[0] & (0x7Fu >> k);
-	for (int i = 1; i < k; i++)
-		c = c << 6 | (p[i] & 0x3Fu);
-	return c < min[k] ? 0xFFFFFFFFu : c;
-}
-
-/* Code points drawn as themselves: ones that take exactly one cell and
- * cannot reorder or hide text (no combining marks, bidi controls, zero-width
- * or wide characters). Everything else is shown as '?' or escaped. */
-static bool tv_cp_ok(uint32_t c)
-{
-	static const uint32_t ok[][2] = {
-		{0x20, 0x7E},     {0xA0, 0x2FF},    {0x370, 0x482},   {0x48A, 0x52F},   {0x2010, 0x2027},
-		{0x2030, 0x205E}, {0x20A0, 0x20BF}, {0x2190, 0x22FF}, {0x2500, 0x25FC},
-	};
-	for (size_t i = 0; i < sizeof ok / sizeof *ok; i++)
-		if (c >= ok[i][0] && c <= ok[i][1])
-			return true;
-	return false;
-}
-
 int grid_put(tui_screen *s, int y, int x, const char *text, int max, int role)
 {
 	if (y < 0 || y >= s->h)
 		return 0;
 	int n = 0;
-	const unsigned char *p = (const unsigned char *)text;
-	while (*p && n < max && x + n < s->w) {
-		int k = tv_u8len(p);
+	const char *p = text;
+	size_t left = strlen(text);
+	while (left && n < max && x + n < s->w) {
+		/* one cell per code point: what is not known to take one cell shows as '?' */
+		uint32_t cp = 0;
+		int k = qtk_utf8_decode(p, left, &cp);
 		if (x + n >= 0) {
 			tui_cell *c = &s->cells[y * s->w + x + n];
-			if (!tv_cp_ok(tv_cp(p, k)) || (k == 1 && *p >= 0x80)) {
+			if (!k || !qtk_text_cp_narrow(cp)) {
 				c->ch[0] = '?';
 				c->ch[1] = 0;
 			} else {
@@ -99,7 +60,9 @@ int grid_put(tui_screen *s, int y, int x, const char *text, int max, int role)
 			}
 			c->role = (uint8_t)role;
 		}
+		k = k ? k : 1;
 		p += k;
+		left -= (size_t)k;
 		n++;
 	}
 	return n;
@@ -109,14 +72,6 @@ void grid_fill(tui_screen *s, int y, int x, int n, const char *ch, int role)
 {
 	for (int i = 0; i < n; i++)
 		grid_put(s, y, x + i, ch, 1, role);
-}
-
-void grid_role(tui_screen *s, int y, int x, int n, int role)
-{
-	if (y < 0 || y >= s->h)
-		return;
-	for (int i = x < 0 ? 0 : x; i < x + n && i < s->w; i++)
-		s->cells[y * s->w + i].role = (uint8_t)role;
 }
 
 void grid_dump(const tui_screen *s, FILE *out)
@@ -211,45 +166,17 @@ static int tv_printf(tui_screen *s, int y, int x, int max, int role, const char 
 	return grid_put(s, y, x, buf, max, role);
 }
 
-/* Text with control characters and invalid bytes escaped (inert display of
- * metadata such as chat templates). Stops at a newline when `line`. */
+/* Untrusted text shown inert (text.h): escapes for controls, bidi and invalid bytes, and for
+ * what does not take one cell (everything non-ASCII on an ASCII terminal). Stops at a
+ * newline when `line`. */
 static void tv_escape(const tui *t, const char *p, uint64_t len, bool line, char *out, size_t n)
 {
-	size_t k = 0;
-	for (uint64_t i = 0; i < len && k + 8 < n; i++) {
-		unsigned char c = (unsigned char)p[i];
-		if (c == '\n' && line)
-			break;
-		if (c >= 0x80) {
-			int l = tv_u8len_n((const unsigned char *)p + i, len - i);
-			if (l > 1 && tv_cp((const unsigned char *)p + i, l) == 0xFFFFFFFFu)
-				l = 1; /* overlong: escape byte by byte */
-			if (l > 1) {
-				uint32_t cp = tv_cp((const unsigned char *)p + i, l);
-				if (t->utf8 && tv_cp_ok(cp)) {
-					memcpy(out + k, p + i, (size_t)l);
-					k += (size_t)l;
-				} else {
-					k += (size_t)snprintf(out + k, n - k, "\\u{%x}", (unsigned)cp);
-				}
-				i += (uint64_t)l - 1;
-				continue;
-			}
-			k += (size_t)snprintf(out + k, n - k, "\\x%02x", c);
-		} else if (c == '\n') {
-			out[k++] = '\\';
-			out[k++] = 'n';
-		} else if (c == '\t') {
-			out[k++] = '\\';
-			out[k++] = 't';
-		} else if (c < 0x20 || c == 0x7f) {
-			k += (size_t)snprintf(out + k, n - k, "\\x%02x", c);
-		} else {
-			out[k++] = (char)c;
-		}
-	}
-	out[k] = 0;
+	const char *nl = line ? memchr(p, '\n', (size_t)len) : NULL;
+	qtk_text_escape(out, n, p, nl ? (size_t)(nl - p) : (size_t)len, t->utf8 ? QTK_TEXT_NARROW : QTK_TEXT_ASCII);
 }
+
+/* A name or key from the file: itself, or escaped into buf when it holds controls. */
+static const char *tv_name(const char *s, char *buf, size_t n) { return qtk_text_safe(s, 0, buf, n); }
 
 /* ---- Frame: title, tabs, type bar, status ------------------------------------ */
 
@@ -265,7 +192,9 @@ static void tv_title(tui *t, tui_screen *s)
 	if (m->format_version)
 		snprintf(ver, sizeof ver, " v%d", m->format_version);
 	const qtk_kv *a = qtk_kv_find(m, "general.architecture");
-	const char *arch = a && a->val.type == QTK_V_STR ? a->val.v.str.s : NULL;
+	char ab[256], pb[512];
+	const char *arch = a && a->val.type == QTK_V_STR ? tv_name(a->val.v.str.s, ab, sizeof ab) : NULL;
+	const char *base = tv_name(qtk_path_base(m->path), pb, sizeof pb);
 	grid_fill(s, 0, 0, s->w, " ", R_TITLE);
 	/* the fullest title that fits: drop params, then the tensor count, then the program name */
 	char fmtv[48], tens[32], pp[48], bpws[32], line[512];
@@ -285,7 +214,7 @@ static void tv_title(tui *t, tui_screen *s)
 			parts[np++] = pp;
 		parts[np++] = by;
 		parts[np++] = bpws;
-		size_t at = (size_t)snprintf(line, sizeof line, "%s%s ", v < 3 ? "qinspect  " : "", qtk_path_base(m->path));
+		size_t at = (size_t)snprintf(line, sizeof line, "%s%s ", v < 3 ? "qinspect  " : "", base);
 		for (int k = 0; k < np && at < sizeof line; k++)
 			at += (size_t)snprintf(line + at, sizeof line - at, "%s%s", k ? " \x01 " : " ", parts[k]);
 		int cells = 0;
@@ -439,12 +368,14 @@ static void tv_tensor_row(tui *t, tui_screen *s, int y, const tui_row *r, const 
 	} else {
 		const qtk_tensor *q = &t->m->tensors[r->idx];
 		int gi = t->tgroup[r->idx];
+		char nb[512];
 		const char *nm = q->name;
 		int indent = 2;
 		if (gi >= 0 && t->groups[gi].open) {
 			nm += t->groups[gi].prefix_len;
 			indent = 4;
 		}
+		nm = tv_name(nm, nb, sizeof nb);
 		int len = (int)strlen(nm);
 		if (len > name_w - indent) { /* keep the end of long names */
 			grid_put(s, y, x + indent, g->ell, 1, role);
@@ -706,7 +637,8 @@ static void tv_detail_build(tui *t, tv_lines *L, long ti)
 	fmt_shape(q, sh, sizeof sh);
 	qtk_layout_id(&q->layout, lid, sizeof lid);
 	fmt_bytes(q->n_bytes, by, sizeof by);
-	grid_put(s, L->n++, 1, q->name, w, R_GROUP);
+	char nb[512];
+	grid_put(s, L->n++, 1, tv_name(q->name, nb, sizeof nb), w, R_GROUP);
 	char grp[16] = "-";
 	if (q->layout.group_size)
 		snprintf(grp, sizeof grp, "%u", q->layout.group_size);
@@ -824,7 +756,7 @@ static void tv_meta_row(tui *t, tui_screen *s, int y, const tui_mrow *r, int kw,
 		const qtk_value *v = &kv->val;
 		if (tui_kv_expandable(kv))
 			grid_put(s, y, 1, t->kv_open[r->idx] ? g->open : g->closed, 1, sel ? R_SEL : R_GROUP);
-		tv_put_cut(t, s, y, 3, kv->key, kw, role);
+		tv_put_cut(t, s, y, 3, tv_name(kv->key, val, sizeof val), kw, role);
 		if (v->type == QTK_V_ARR)
 			snprintf(ty, sizeof ty, "%s[%llu]", qtk_value_type_name(v->elem), (unsigned long long)v->n);
 		else
@@ -837,7 +769,7 @@ static void tv_meta_row(tui *t, tui_screen *s, int y, const tui_mrow *r, int kw,
 	case 1: {
 		const qtk_blob *b = &m->blobs[r->idx];
 		grid_put(s, y, 1, t->blob_open[r->idx] ? g->open : g->closed, 1, sel ? R_SEL : R_GROUP);
-		tv_put_cut(t, s, y, 3, b->name, kw, role);
+		tv_put_cut(t, s, y, 3, tv_name(b->name, val, sizeof val), kw, role);
 		grid_put(s, y, 3 + kw + 1, "file", 14, sel ? R_SEL : R_DIM);
 		fmt_bytes(b->len, val, sizeof val);
 		grid_put(s, y, vx, val, s->w - vx - 1, role);

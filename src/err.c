@@ -1,5 +1,6 @@
 /* err.c - the error object: first error wins, formatted git-style. */
 #include "qtk.h"
+#include "text.h"
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -46,17 +47,41 @@ int qtk_err_sys(qtk_err *e, const char *file, const char *what)
 	return r;
 }
 
+/* Append s to dst (cap bytes, NUL-terminated), cutting what does not fit (as snprintf does). */
+static void cat(char *dst, size_t cap, size_t *k, const char *s)
+{
+	size_t n = strlen(s);
+	if (n > cap - 1 - *k)
+		n = cap - 1 - *k;
+	memcpy(dst + *k, s, n);
+	*k += n;
+	dst[*k] = 0;
+}
+
 void qtk_err_format(const qtk_err *e, const char *prog, char *buf, size_t n)
 {
-	char where[640] = "";
-	if (e->file[0] && e->offset >= 0)
-		snprintf(where, sizeof where, "%s:0x%llx: ", e->file, (unsigned long long)e->offset);
-	else if (e->file[0])
-		snprintf(where, sizeof where, "%s: ", e->file);
+	/* file, subject and message may quote untrusted bytes: shown through the sanitiser
+	 * (room for the longest escaped form; then cut where the unescaped text was cut) */
+	char file[4 * sizeof e->file], subject[4 * sizeof e->subject], msg[4 * sizeof e->msg];
+	qtk_text_escape(file, sizeof file, e->file, strnlen(e->file, sizeof e->file), 0);
+	qtk_text_escape(subject, sizeof subject, e->subject, strnlen(e->subject, sizeof e->subject), 0);
+	qtk_text_escape(msg, sizeof msg, e->msg, strnlen(e->msg, sizeof e->msg), 0);
+	char where[640] = "", off[32];
+	size_t kw = 0, ks = 0;
+	if (file[0]) {
+		cat(where, sizeof where, &kw, file);
+		if (e->offset >= 0) {
+			snprintf(off, sizeof off, ":0x%llx", (unsigned long long)e->offset);
+			cat(where, sizeof where, &kw, off);
+		}
+		cat(where, sizeof where, &kw, ": ");
+	}
 	char subj[300] = "";
-	if (e->subject[0])
-		snprintf(subj, sizeof subj, "%s: ", e->subject);
-	snprintf(buf, n, "%s: %serror: %s%s", prog, where, subj, e->msg[0] ? e->msg : "unknown error");
+	if (subject[0]) {
+		cat(subj, sizeof subj, &ks, subject);
+		cat(subj, sizeof subj, &ks, ": ");
+	}
+	snprintf(buf, n, "%s: %serror: %s%s", prog, where, subj, msg[0] ? msg : "unknown error");
 }
 
 int qtk_err_exit(int code)

@@ -169,6 +169,7 @@ struct qtk_format {
 	void (*close)(qtk_model *m);
 	/* Optional: custom reads (compressed containers). */
 	int (*read)(qtk_model *m, const qtk_tensor *t, int part, uint64_t off, void *dst, size_t n);
+	bool meta_strings; /* stores metadata only as strings: qtk_open applies QTK_META_TYPES_KEY */
 };
 
 extern const qtk_format qtk_format_gguf;

@@ -433,21 +433,38 @@ bool qtk_json_i64(const cJSON *item, int64_t *out)
 	return true;
 }
 
-int qtk_json_put_str(qtk_buf *b, const char *s, size_t n)
+/* The letter of a control's two-character JSON escape (\n ...), 0 when it has none. */
+static char short_escape(unsigned char c)
 {
-	if (memchr(s, 0, n) || !qtk_utf8_valid(s, n))
+	switch (c) {
+	case '\b': return 'b';
+	case '\f': return 'f';
+	case '\n': return 'n';
+	case '\r': return 'r';
+	case '\t': return 't';
+	default: return 0;
+	}
+}
+
+int qtk_json_put_str_as(qtk_buf *b, const char *s, size_t n, unsigned style)
+{
+	if (!(style & QTK_JSON_RAW) && (memchr(s, 0, n) || !qtk_utf8_valid(s, n)))
 		return QTK_E_DATA;
 	qtk_buf_putc(b, '"');
 	size_t run = 0;
 	for (size_t i = 0; i < n; i++) {
 		unsigned char c = (unsigned char)s[i];
-		if (c >= 0x20 && c != '"' && c != '\\')
+		if (c >= 0x20 && c != '"' && c != '\\' && !(c == 0x7f && (style & QTK_JSON_ESC_DEL)))
 			continue;
 		qtk_buf_put(b, s + run, i - run);
 		run = i + 1;
+		char sh = style & QTK_JSON_ESC_SHORT ? short_escape(c) : 0;
 		if (c == '"' || c == '\\') {
 			qtk_buf_putc(b, '\\');
 			qtk_buf_putc(b, (char)c);
+		} else if (sh) {
+			qtk_buf_putc(b, '\\');
+			qtk_buf_putc(b, sh);
 		} else {
 			qtk_buf_printf(b, "\\u%04x", c);
 		}
@@ -456,3 +473,5 @@ int qtk_json_put_str(qtk_buf *b, const char *s, size_t n)
 	qtk_buf_putc(b, '"');
 	return b->failed ? QTK_E_IO : 0;
 }
+
+int qtk_json_put_str(qtk_buf *b, const char *s, size_t n) { return qtk_json_put_str_as(b, s, n, 0); }

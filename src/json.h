@@ -48,5 +48,10 @@ void qtk_json_init(void);
 /* JSON string literal of s (n bytes) appended to b; QTK_E_DATA when s is not
  * valid UTF-8 or holds a NUL, QTK_E_IO when out of memory. */
 int qtk_json_put_str(qtk_buf *b, const char *s, size_t n);
+/* The same with a style: */
+#define QTK_JSON_ESC_SHORT 1u /* \b \f \n \r \t by name, not as \u00XX */
+#define QTK_JSON_ESC_DEL 2u   /* DEL as \u007f too */
+#define QTK_JSON_RAW 4u       /* no UTF-8 or NUL check: other bytes are written as they are */
+int qtk_json_put_str_as(qtk_buf *b, const char *s, size_t n, unsigned style);
 
 #endif

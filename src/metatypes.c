@@ -13,26 +13,48 @@
 #include <stdlib.h>
 #include <string.h>
 
+bool qtk_value_as_i64(const qtk_value *v, int64_t *out)
+{
+	switch (v->type) {
+	case QTK_V_U8: case QTK_V_U16: case QTK_V_U32: case QTK_V_U64:
+		if (v->v.u > (uint64_t)INT64_MAX)
+			return false;
+		*out = (int64_t)v->v.u;
+		return true;
+	case QTK_V_I8: case QTK_V_I16: case QTK_V_I32: case QTK_V_I64:
+		*out = v->v.i;
+		return true;
+	default:
+		return false;
+	}
+}
+
+bool qtk_value_as_u64(const qtk_value *v, uint64_t *out)
+{
+	switch (v->type) {
+	case QTK_V_U8: case QTK_V_U16: case QTK_V_U32: case QTK_V_U64:
+		*out = v->v.u;
+		return true;
+	case QTK_V_I8: case QTK_V_I16: case QTK_V_I32: case QTK_V_I64:
+		if (v->v.i < 0)
+			return false;
+		*out = (uint64_t)v->v.i;
+		return true;
+	default:
+		return false;
+	}
+}
+
 static int put_scalar(qtk_buf *b, unsigned type, const uint8_t *raw, const qtk_value *v)
 {
-	uint64_t u = v ? v->v.u : 0;
-	int64_t i = v ? v->v.i : 0;
-	double f = v ? v->v.f : 0;
-	if (raw) {
-		switch (type) {
-		case QTK_V_U8: case QTK_V_BOOL: u = raw[0]; break;
-		case QTK_V_I8: i = (int8_t)raw[0]; break;
-		case QTK_V_U16: u = qtk_rd16(raw); break;
-		case QTK_V_I16: i = (int16_t)qtk_rd16(raw); break;
-		case QTK_V_U32: u = qtk_rd32(raw); break;
-		case QTK_V_I32: i = (int32_t)qtk_rd32(raw); break;
-		case QTK_V_U64: u = qtk_rd64(raw); break;
-		case QTK_V_I64: i = (int64_t)qtk_rd64(raw); break;
-		case QTK_V_F32: { uint32_t x = qtk_rd32(raw); float y; memcpy(&y, &x, 4); f = y; break; }
-		case QTK_V_F64: { uint64_t x = qtk_rd64(raw); memcpy(&f, &x, 8); break; }
-		default: break;
-		}
+	qtk_value x = {0};
+	if (raw) { /* an array element */
+		qtk_value_from_le(&x, type, raw);
+		v = &x;
 	}
+	uint64_t u = v->v.u;
+	int64_t i = v->v.i;
+	double f = v->v.f;
 	switch (type) {
 	case QTK_V_BOOL: return qtk_buf_puts(b, u ? "true" : "false");
 	case QTK_V_I8: case QTK_V_I16: case QTK_V_I32: case QTK_V_I64: return qtk_buf_printf(b, "%lld", (long long)i);

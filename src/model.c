@@ -368,7 +368,8 @@ qtk_model *qtk_open(const char *path, qtk_err *err)
 	}
 	m->fmt = f;
 	int rc = f->open(m);
-	if (!rc)
+	/* the typing convention of string-only containers; m->fmt: an archive's inner format */
+	if (!rc && m->fmt->meta_strings)
 		rc = qtk_meta_restore(m, &m->err);
 	if (rc) {
 		if (!m->err.code)

@@ -1,5 +1,5 @@
 /* packing.h - the AWQ and GPTQ bit layouts, shared by the encoders (quant_awq.c), the decoder
- * (dequant_awq.c) and the exact repacks (convert/qgroups.c). Internal. */
+ * (dequant_awq.c) and the exact repacks (scheme/qgroups.c). Internal. */
 #ifndef QTK_PACKING_H
 #define QTK_PACKING_H
 

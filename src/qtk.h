@@ -226,6 +226,10 @@ const qtk_tensor *qtk_tensor_find(const qtk_model *m, const char *name);
 /* Size of one element of a metadata value type; 0 for STR/ARR. */
 size_t qtk_value_size(unsigned vtype);
 const char *qtk_value_type_name(unsigned vtype);
+/* An integer value (any of the eight integer types; not bool) as int64 / uint64; false for
+ * other types and for values out of the range (a negative one as uint64). */
+bool qtk_value_as_i64(const qtk_value *v, int64_t *out);
+bool qtk_value_as_u64(const qtk_value *v, uint64_t *out);
 
 /* ---- Writing ---------------------------------------------------------- */
 

@@ -1,5 +1,6 @@
 /* util.c - small helpers: capped growable buffers, UTF-8, parsing. */
 #include "internal.h"
+#include "text.h"
 #include <stdarg.h>
 #include <string.h>
 
@@ -66,30 +67,16 @@ void qtk_buf_free(qtk_buf *b)
 
 bool qtk_utf8_valid(const char *s, size_t n)
 {
-	const uint8_t *p = (const uint8_t *)s, *e = p + n;
-	while (p < e) {
-		uint8_t c = *p;
-		if (c < 0x80) {
-			p++;
+	for (size_t i = 0; i < n;) {
+		if ((unsigned char)s[i] < 0x80) {
+			i++;
 			continue;
 		}
-		int k;
 		uint32_t cp;
-		if ((c & 0xE0) == 0xC0) { k = 1; cp = c & 0x1F; }
-		else if ((c & 0xF0) == 0xE0) { k = 2; cp = c & 0x0F; }
-		else if ((c & 0xF8) == 0xF0) { k = 3; cp = c & 0x07; }
-		else return false;
-		if (e - p <= k)
+		int k = qtk_utf8_decode(s + i, n - i, &cp);
+		if (!k)
 			return false;
-		for (int i = 1; i <= k; i++) {
-			if ((p[i] & 0xC0) != 0x80)
-				return false;
-			cp = cp << 6 | (p[i] & 0x3F);
-		}
-		static const uint32_t minv[4] = {0, 0x80, 0x800, 0x10000};
-		if (cp < minv[k] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-			return false;
-		p += k + 1;
+		i += (size_t)k;
 	}
 	return true;
 }

@@ -220,6 +220,53 @@ else
 	echo "skipped: mandoc absent (man page lint)"
 fi
 
+# --- untrusted names never reach the terminal raw (one sanitiser, src/text.c)
+# mkst FILE NAME: a safetensors file with one F32 [2, 32] tensor; NAME is JSON string text
+mkst() {
+	h="{\"$2\":{\"dtype\":\"F32\",\"shape\":[2,32],\"data_offsets\":[0,$3]}}"
+	n=$(printf '%s' "$h" | wc -c)
+	{ printf "\\$(printf %03o "$n")\\000\\000\\000\\000\\000\\000\\000"; printf '%s' "$h"; head -c 256 /dev/zero | tr '\000' '\077'; } >"$1"
+}
+# inert NAME: no ESC, CR, BEL or 8-bit CSI byte in stdout or stderr
+inert() {
+	for f in "$T/out" "$T/err"; do
+		if [ "$(tr -d '\033\015\007\233' <"$f" | wc -c)" -eq "$(wc -c <"$f")" ]; then ok; else bad "$1: raw control bytes in ${f##*/}"; fi
+	done
+}
+mkst "$T/esc.safetensors" '\u001b[31mRED' 256
+mkst "$T/spoof.safetensors" 'blk.0.x\r\u001b[2Kspoof.gguf: ok\u001b[8m.weight' 256
+mkst "$T/bidi.safetensors" 'a\u202eb\u009bc\u0007.weight' 256
+mkst "$T/md.safetensors" 'a|b`<img src=x>[l](http://e)' 256
+mkst "$T/short.safetensors" '\u001b[31mRED' 512
+for m in "" --summary --markdown --json; do
+	run "escaped name: qinspect $m" 0 "$BIN/qinspect" $m "$T/esc.safetensors"; inert "escaped name: qinspect $m"
+done
+run "escaped name: qinspect text" 0 "$BIN/qinspect" --summary "$T/esc.safetensors"; out_has "escaped name: shown" '^\\x1b\[31mRED  '
+run "escaped name: qinspect json" 0 "$BIN/qinspect" --json "$T/esc.safetensors"; out_has "escaped name: json" '"\\u001b\[31mRED"'
+run "escaped name: qinspect --tensor" 0 "$BIN/qinspect" --tensor "$(printf '\033[31mRED')" "$T/esc.safetensors"
+inert "escaped name: qinspect --tensor"; out_has "escaped name: --tensor" '^tensor \\x1b\[31mRED$'
+run "escaped name: bidi and C1" 0 "$BIN/qinspect" --summary "$T/bidi.safetensors"; inert "escaped name: bidi and C1"
+out_has "escaped name: bidi and C1" 'a\\u{202e}b\\u{9b}c\\x07.weight'
+run "escaped name: markdown" 0 "$BIN/qinspect" --markdown "$T/md.safetensors"
+out_has "escaped name: markdown cell" '^| `a\\|b\\x60<img src=x>\[l\](http://e)` | \[2, 32\] |'
+run "escaped name: reader error" 3 "$BIN/qinspect" "$T/short.safetensors"; inert "escaped name: reader error"
+err_has "escaped name: reader error" "error: tensor '\\\\x1b\[31mRED'"
+run "escaped name: qconvert error" 3 "$BIN/qconvert" "$T/short.safetensors" "$T/short.gguf"; inert "escaped name: qconvert error"
+run "escaped name: qverify" 0 "$BIN/qverify" -v "$T/spoof.safetensors"; inert "escaped name: qverify"
+"$BIN/qverify" --emit-record "$T/esc.safetensors" >"$T/esc-rec.json"
+run "escaped name: qverify fails visibly" 1 "$BIN/qverify" --record "$T/esc-rec.json" "$T/spoof.safetensors"
+inert "escaped name: qverify fails visibly"; out_has "escaped name: verdict" "spoof.safetensors: FAILED$"
+out_has "escaped name: qverify" "tensor 'blk.0.x\\\\r\\\\x1b\[2Kspoof.gguf: ok\\\\x1b\[8m.weight': extra"
+run "escaped name: qconvert -v" 0 "$BIN/qconvert" -v --to q4_0 "$T/spoof.safetensors" "$T/spoof.gguf"
+inert "escaped name: qconvert -v"; out_has "escaped name: worst SQNR" 'worst SQNR .* (blk.0.x\\r\\x1b\[2Kspoof.gguf: ok\\x1b\[8m.weight)'
+err_has "escaped name: plan line" '\] blk.0.x\\r\\x1b\[2Kspoof.gguf: ok\\x1b\[8m.weight  \[2, 32\]'
+run "escaped name: qconvert --dry-run" 0 "$BIN/qconvert" --dry-run --to q4_0 "$T/spoof.safetensors" "$T/spoof2.gguf"
+inert "escaped name: qconvert --dry-run"
+run "escaped name: qconvert --exact" 1 "$BIN/qconvert" --exact --to q4_0 "$T/spoof.safetensors" "$T/spoof3.gguf"
+inert "escaped name: qconvert --exact"; err_has "escaped name: --exact" 'not exact: blk.0.x\\r\\x1b'
+run "escaped name: qconvert --max-error" 1 "$BIN/qconvert" --max-error 200 --to q4_0 "$T/spoof.safetensors" "$T/spoof4.gguf"
+inert "escaped name: qconvert --max-error"; err_has "escaped name: --max-error" 'qconvert: blk.0.x\\r\\x1b.*below --max-error'
+
 # --- fixtures from the real tools
 if [ -n "$FX" ]; then
 	run "fixture f16 -> f32 -> f16" 0 "$BIN/qconvert" -q "$FX/gguf/tiny-F16.gguf" "$T/fx32.gguf" --to f32

@@ -4,11 +4,11 @@
 # OLD_ROOT and NEW_ROOT are built checkouts (bin/ and build/samples/gen). Every command of the
 # battery below runs once with each tree's programs on the same inputs, with the same relative
 # output names in two scratch directories; stdout, stderr, exit status and every output file
-# must be byte-identical. Uses the fixtures in ../shared/fixtures when present.
+# must be byte-identical. Uses the fixtures in ../shared/fixtures (or $QTK_FIXTURES) when present.
 set -u
 OLD=$(cd "$1" && pwd); NEW=$(cd "$2" && pwd)
 W=${3:-$(mktemp -d)}
-FX=$(cd "$NEW/.." && pwd)/shared/fixtures
+FX=${QTK_FIXTURES:-$(cd "$NEW/.." && pwd)/shared/fixtures}  # QTK_FIXTURES overrides
 export SOURCE_DATE_EPOCH=1700000000 NO_COLOR=1 LC_ALL=C
 rm -rf "$W"; mkdir -p "$W/in" "$W/old" "$W/new"
 "$OLD/build/samples/gen" "$W/in/s" >/dev/null 2>&1

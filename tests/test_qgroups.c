@@ -1,5 +1,5 @@
 /* test_qgroups.c - exact transcodes between AWQ, GPTQ v1/v2 and ggml blocks. */
-#include "../convert/qgroups.c"
+#include "../src/scheme/qgroups.c"
 #include "decode.h"
 #include "t.h"
 

@@ -93,12 +93,13 @@ static void report_text(vstate *s)
 		char stored[300] = "";
 		if (t->stored && strcmp(t->stored, t->name))
 			snprintf(stored, sizeof stored, " (stored as '%s')", t->stored);
-		printf("%s: tensor '%s'%s: %s%s%s\n", s->o->file, t->name, stored, t->status, t->detail[0] ? ": " : "",
-		       t->detail);
+		/* names and details quote the file: through the sanitiser, so none can fake a verdict */
+		printf("%s: tensor '%s'%s: %s%s%s\n", cli_safe(s->o->file), cli_safe(t->name), cli_safe(stored), t->status,
+		       t->detail[0] ? ": " : "", cli_safe(t->detail));
 	}
 	for (size_t i = 0; i < s->nr; i++)
-		printf("%s: %s: %s: %s\n", s->o->file, s->r[i].check, s->r[i].status, s->r[i].detail);
-	printf("%s: %s\n", s->o->file, s->status ? "FAILED" : "ok");
+		printf("%s: %s: %s: %s\n", cli_safe(s->o->file), s->r[i].check, s->r[i].status, cli_safe(s->r[i].detail));
+	printf("%s: %s\n", cli_safe(s->o->file), s->status ? "FAILED" : "ok");
 }
 
 void qv_report(vstate *s)

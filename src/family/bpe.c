@@ -285,18 +285,7 @@ out:
 
 static void bpe_jstr(qtk_buf *b, const char *s, size_t n)
 {
-	qtk_buf_putc(b, '"');
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-		if (c == '"' || c == '\\') {
-			qtk_buf_putc(b, '\\');
-			qtk_buf_putc(b, (char)c);
-		} else if (c < 0x20 || c == 0x7f)
-			qtk_buf_printf(b, "\\u%04x", c);
-		else
-			qtk_buf_putc(b, (char)c);
-	}
-	qtk_buf_putc(b, '"');
+	qtk_json_put_str_as(b, s, n, QTK_JSON_RAW | QTK_JSON_ESC_DEL);
 }
 
 /* Pre-tokenizer split patterns (from the models' own tokenizer.json files). */

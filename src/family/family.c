@@ -175,20 +175,9 @@ void qtk_family_permute_rows(const uint8_t *src, uint8_t *dst, uint64_t rows, ui
 static bool kv_int(const qtk_kv *kv, uint64_t *out)
 {
 	const qtk_value *v = &kv->val;
-	switch (v->type) {
-	case QTK_V_U8: case QTK_V_U16: case QTK_V_U32: case QTK_V_U64:
-		*out = v->v.u;
-		return true;
-	case QTK_V_I8: case QTK_V_I16: case QTK_V_I32: case QTK_V_I64:
-		if (v->v.i < 0)
-			return false;
-		*out = (uint64_t)v->v.i;
-		return true;
-	case QTK_V_STR:
+	if (v->type == QTK_V_STR)
 		return v->v.str.len == strlen(v->v.str.s) && qtk_parse_u64(v->v.str.s, out);
-	default:
-		return false;
-	}
+	return qtk_value_as_u64(v, out);
 }
 
 int qtk_family_qk_heads(const qtk_model *m, const qtk_tensor *t, int *heads, qtk_err *err)
@@ -236,13 +225,9 @@ static bool hp_kv_uint(const qtk_model *m, const char *arch, const char *suffix,
 	if (!kv)
 		return false;
 	const qtk_value *v = &kv->val;
-	switch (v->type) {
-	case QTK_V_U8: case QTK_V_U16: case QTK_V_U32: case QTK_V_U64: *out = v->v.u; return true;
-	case QTK_V_I8: case QTK_V_I16: case QTK_V_I32: case QTK_V_I64:
-		if (v->v.i < 0)
-			return false;
-		*out = (uint64_t)v->v.i;
+	if (qtk_value_as_u64(v, out))
 		return true;
+	switch (v->type) {
 	case QTK_V_ARR: /* per-layer arrays (head_count_kv): take the largest */
 		if (v->n && (v->elem == QTK_V_U32 || v->elem == QTK_V_I32)) {
 			uint64_t mx = 0;

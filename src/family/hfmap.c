@@ -257,23 +257,6 @@ int qtk_hfmap_set_file_type(qtk_model *meta, uint32_t ftype)
 	return kv_u32(meta, "general.file_type", ftype);
 }
 
-/* Integer value of a GGUF kv of any integer type. */
-static bool val_int(const qtk_value *v, int64_t *out)
-{
-	switch (v->type) {
-	case QTK_V_U8: case QTK_V_U16: case QTK_V_U32: case QTK_V_U64:
-		if (v->v.u > (uint64_t)INT64_MAX)
-			return false;
-		*out = (int64_t)v->v.u;
-		return true;
-	case QTK_V_I8: case QTK_V_I16: case QTK_V_I32: case QTK_V_I64:
-		*out = v->v.i;
-		return true;
-	default:
-		return false;
-	}
-}
-
 static bool val_num(const qtk_value *v, double *out)
 {
 	int64_t i;
@@ -281,7 +264,7 @@ static bool val_num(const qtk_value *v, double *out)
 		*out = v->v.f;
 		return true;
 	}
-	if (val_int(v, &i)) {
+	if (qtk_value_as_i64(v, &i)) {
 		*out = (double)i;
 		return true;
 	}
@@ -391,9 +374,6 @@ static int parse_config(const qtk_model *hf, hparams *hp, qtk_json_doc *doc, qtk
 	if (!(hp->fam = qtk_family_by_hf_arch(an))) {
 		char shown[128];
 		snprintf(shown, sizeof shown, "%s", an);
-		for (char *p = shown; *p; p++)
-			if ((unsigned char)*p < 0x20 || (unsigned char)*p == 0x7f)
-				*p = '?';
 		return qtk_err_set(err, QTK_E_DATA, file, -1, "architectures", "unsupported architecture %s", shown);
 	}
 	const qtk_family_keys *fk = hp->fam->keys;
@@ -1086,25 +1066,7 @@ out:
 
 static void jstr(qtk_buf *b, const char *s, size_t n)
 {
-	qtk_buf_putc(b, '"');
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-		switch (c) {
-		case '"': qtk_buf_puts(b, "\\\""); break;
-		case '\\': qtk_buf_puts(b, "\\\\"); break;
-		case '\n': qtk_buf_puts(b, "\\n"); break;
-		case '\r': qtk_buf_puts(b, "\\r"); break;
-		case '\t': qtk_buf_puts(b, "\\t"); break;
-		case '\b': qtk_buf_puts(b, "\\b"); break;
-		case '\f': qtk_buf_puts(b, "\\f"); break;
-		default:
-			if (c < 0x20 || c == 0x7f)
-				qtk_buf_printf(b, "\\u%04x", c);
-			else
-				qtk_buf_putc(b, (char)c);
-		}
-	}
-	qtk_buf_putc(b, '"');
+	qtk_json_put_str_as(b, s, n, QTK_JSON_RAW | QTK_JSON_ESC_SHORT | QTK_JSON_ESC_DEL);
 }
 
 /* Python repr() of a float: the shortest digits that read back to the same
@@ -1177,7 +1139,7 @@ static int g_int(const qtk_model *g, const char *key, int64_t lo, int64_t hi, bo
 	if (!kv)
 		return required ? g_bad(err, key, "is missing") : 0;
 	int64_t x;
-	if (!val_int(&kv->val, &x))
+	if (!qtk_value_as_i64(&kv->val, &x))
 		return g_bad(err, key, "must be an integer");
 	if (x < lo || x > hi) {
 		char msg[96];
@@ -1214,7 +1176,7 @@ static int64_t g_special(const qtk_model *g, const char *key, size_t ntok)
 {
 	const qtk_kv *kv = qtk_kv_find(g, key);
 	int64_t id;
-	if (!kv || !val_int(&kv->val, &id) || id < 0 || (uint64_t)id >= ntok)
+	if (!kv || !qtk_value_as_i64(&kv->val, &id) || id < 0 || (uint64_t)id >= ntok)
 		return -1;
 	return id;
 }
@@ -1280,9 +1242,6 @@ int qtk_hfmap_gguf_to_hf(const qtk_model *g, qtk_model *meta, qtk_hfmap **mapp, 
 	if (!f) {
 		char shown[64];
 		snprintf(shown, sizeof shown, "%s", an);
-		for (char *p = shown; *p; p++)
-			if ((unsigned char)*p < 0x20 || (unsigned char)*p == 0x7f)
-				*p = '?';
 		return qtk_err_set(err, QTK_E_DATA, NULL, -1, "general.architecture", "unsupported architecture %s",
 				   shown);
 	}

@@ -9,6 +9,7 @@
  * converter still verifies that by decoding both sides.
  */
 #include "qgroups.h"
+#include "internal.h"
 #include "dequant.h"
 #include "packing.h"
 #include <stdlib.h>

@@ -2,7 +2,7 @@
  * exact transcodes between AWQ, GPTQ and ggml's legacy blocks. */
 #ifndef QTK_QGROUPS_H
 #define QTK_QGROUPS_H
-#include "internal.h"
+#include "qtk.h"
 
 /* Values decode as (q - z) * s, HF orientation: q [out][in], z and s [out][ngroups]. */
 typedef struct qgroups {

@@ -1,0 +1,55 @@
+/* fold.h - quantization configs, and folding a checkpoint's packed parts into logical tensors.
+ *
+ * A packed linear layer is stored as <prefix>.<role> tensors (AWQ: qweight, qzeros, scales;
+ * GPTQ: the same and an optional g_idx); under a quantization config naming a packed scheme
+ * they become one logical tensor <prefix>.weight [out, in] whose parts are those tensors in
+ * the scheme's order. Any reader of safetensors (a bare file, an HF directory, an archive
+ * member) folds through these functions. */
+#ifndef QTK_SCHEME_FOLD_H
+#define QTK_SCHEME_FOLD_H
+
+#include "scheme.h"
+
+/* A quantization config as qtk reads and writes it. */
+struct qtk_qcfg {
+	qtk_layout_kind kind;     /* PLAIN: no packed-scheme config */
+	const qtk_scheme *scheme; /* the scheme of kind, NULL for PLAIN */
+	int bits;
+	int64_t group;            /* -1: one group per input row */
+	bool sym;
+	bool desc_act;
+	bool one_group;           /* every layer is a single group (group -1 fits) */
+	int version;              /* GPTQ checkpoint format 1 or 2; 0 for schemes without versions */
+	char bad[160];            /* why this config cannot be used ("" when it can) */
+};
+
+/* Interpret a quantization config object; `def_method` is used when it names no quant_method
+ * (quantize_config.json: "gptq"; quant_config.json: "awq"). Another method: kind PLAIN. */
+void qtk_qcfg_read(const struct cJSON *o, const char *def_method, qtk_qcfg *q);
+/* The config desc's packed tensors share (kind PLAIN when none); group -1 when the layers
+ * differ only in being one group each. QTK_E_DATA (err) when one config cannot describe them. */
+int qtk_qcfg_from_desc(const qtk_model *desc, const char *path, qtk_err *err, qtk_qcfg *q);
+/* Does `have` (read from a file) describe the same quantization as `want` (from a desc)? */
+bool qtk_qcfg_same(const qtk_qcfg *have, const qtk_qcfg *want);
+/* New cJSON object for q (kind not PLAIN), NULL when out of memory. */
+struct cJSON *qtk_qcfg_json(const qtk_qcfg *q);
+
+/* Fold m's packed parts by the config object qc (cfgfile names it in errors). */
+int qtk_scheme_fold(qtk_model *m, const struct cJSON *qc, const char *def_method, const char *cfgfile);
+/* Fold by the quantization config of a model directory: config.json's quantization_config
+ * (`cfg` is config.json's parsed root when the caller has it, else it is read), else
+ * quantize_config.json, else quant_config.json. No config: nothing to do. */
+int qtk_scheme_fold_dir(qtk_model *m, const char *dir, const struct cJSON *cfg);
+
+/* A bare .safetensors file written by qtk carries the quantization config of its packed
+ * tensors in __metadata__ under this key (a JSON string), so it reads back as the same logical
+ * tensors without a config.json. */
+#define QTK_ST_QCFG_KEY "qtk.quantization_config"
+/* Fold m by its embedded config; 1 when it has none, else 0 or an error. */
+int qtk_scheme_fold_embedded(qtk_model *m);
+/* The compact JSON quantization config describing desc's packed tensors (new string,
+ * qtk_free), or *out = NULL when it has none. QTK_E_DATA when its tensors mix settings that
+ * one config cannot describe. */
+int qtk_scheme_quant_json(const qtk_model *desc, const char *path, qtk_err *err, char **out);
+
+#endif

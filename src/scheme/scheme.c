@@ -1,0 +1,315 @@
+/* scheme.c - the table of packed schemes, and what every scheme shares: lookup, the one
+ * validation of a packed tensor description, shapes and bytes of its parts, dispatch to the
+ * codecs, exact transcodes. */
+#include "scheme.h"
+#include "internal.h"
+#include <stdarg.h>
+#include <string.h>
+
+extern const qtk_scheme qtk_scheme_awq;
+extern const qtk_scheme qtk_scheme_gptq;
+
+static const qtk_scheme *const schemes[] = {&qtk_scheme_awq, &qtk_scheme_gptq};
+
+#define NSCHEMES (sizeof schemes / sizeof *schemes)
+
+size_t qtk_scheme_count(void) { return NSCHEMES; }
+
+const qtk_scheme *qtk_scheme_at(size_t i) { return i < NSCHEMES ? schemes[i] : NULL; }
+
+const qtk_scheme *qtk_scheme_by_kind(qtk_layout_kind kind)
+{
+	for (size_t i = 0; i < NSCHEMES; i++)
+		if (schemes[i]->kind == kind)
+			return schemes[i];
+	return NULL;
+}
+
+const qtk_scheme *qtk_scheme_by_name(const char *name)
+{
+	for (size_t i = 0; name && i < NSCHEMES; i++)
+		if (!strcmp(schemes[i]->name, name))
+			return schemes[i];
+	return NULL;
+}
+
+const qtk_scheme *qtk_scheme_by_method(const char *quant_method)
+{
+	for (size_t i = 0; quant_method && i < NSCHEMES; i++)
+		if (!qtk_strcasecmp(schemes[i]->quant_method, quant_method))
+			return schemes[i];
+	return NULL;
+}
+
+const qtk_scheme *qtk_scheme_of(const qtk_tensor *t) { return qtk_scheme_by_kind(t->layout.kind); }
+
+int qtk_scheme_part_index(const qtk_scheme *s, const char *role)
+{
+	for (int k = 0; s && k < s->nparts; k++)
+		if (!strcmp(s->parts[k].role, role))
+			return k;
+	return -1;
+}
+
+/* "2, 3, 4<last>8" */
+static void bits_list(const qtk_scheme *s, const char *last, char *buf, size_t n)
+{
+	size_t at = 0;
+	int cnt = 0, total = 0;
+	buf[0] = 0;
+	for (unsigned b = 1; b < 32; b++)
+		total += (int)((s->bits_mask >> b) & 1u);
+	for (unsigned b = 1; b < 32 && at < n; b++) {
+		if (!((s->bits_mask >> b) & 1u))
+			continue;
+		const char *sep = !cnt ? "" : cnt + 1 == total ? last : ", ";
+		at += (size_t)snprintf(buf + at, n - at, "%s%u", sep, b);
+		cnt++;
+	}
+}
+
+void qtk_scheme_bits_text(const qtk_scheme *s, char *buf, size_t n) { bits_list(s, " or ", buf, n); }
+
+static int bad(char *why, size_t wn, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int bad(char *why, size_t wn, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, wn, fmt, ap);
+	va_end(ap);
+	return QTK_E_DATA;
+}
+
+static int required_parts(const qtk_scheme *s)
+{
+	int n = 0;
+	while (n < s->nparts && !s->parts[n].optional)
+		n++;
+	return n;
+}
+
+int qtk_scheme_dims_of(const qtk_layout *l, uint64_t out, uint64_t in, qtk_scheme_dims *d, char *why, size_t wn)
+{
+	uint64_t g = l->group_size;
+	/* whole groups only (scheme.h) */
+	if (g == 0 || in == 0 || in % g)
+		return bad(why, wn, "group_size %u does not divide in_features %llu", l->group_size,
+			   (unsigned long long)in);
+	if (out == 0 || out > (1ull << 40) || in > (1ull << 40))
+		return bad(why, wn, "shape [%llu, %llu] out of range", (unsigned long long)out, (unsigned long long)in);
+	*d = (qtk_scheme_dims){.out = out, .in = in, .bits = l->bits, .group = g, .ngroups = in / g};
+	return 0;
+}
+
+static void fmt_shape(char *b, size_t n, int nd, const uint64_t *s)
+{
+	size_t k = (size_t)snprintf(b, n, "[");
+	for (int i = 0; i < nd && k < n; i++)
+		k += (size_t)snprintf(b + k, n - k, "%s%llu", i ? ", " : "", (unsigned long long)s[i]);
+	if (k < n)
+		snprintf(b + k, n - k, "]");
+}
+
+/* Bits, group, ranges and the scheme's own rules of t's layout (not its parts). */
+static int check_layout(const qtk_scheme *s, const qtk_tensor *t, qtk_scheme_dims *d, char *why, size_t wn)
+{
+	const qtk_layout *l = &t->layout;
+	if (t->ndim != 2)
+		return bad(why, wn, "shape: %s layout needs 2 dimensions [out, in], not %d", s->quant_method, t->ndim);
+	if (l->bits >= 32 || !((s->bits_mask >> l->bits) & 1u)) {
+		char list[64];
+		bits_list(s, ", ", list, sizeof list);
+		if (!(s->bits_mask & (s->bits_mask - 1u)))
+			return bad(why, wn, "bits %u: %s packing holds %s-bit codes only", l->bits, s->title, list);
+		return bad(why, wn, "bits %u is not one of %s", l->bits, list);
+	}
+	int rc = qtk_scheme_dims_of(l, t->shape[0], t->shape[1], d, why, wn);
+	return rc ? rc : s->check_layout(t, why, wn);
+}
+
+int qtk_scheme_check(const qtk_tensor *t, int *bad_part, char *why, size_t wn)
+{
+	const qtk_scheme *s = qtk_scheme_of(t);
+	*bad_part = -1;
+	if (!s)
+		return bad(why, wn, "layout kind %u is not a packed scheme", (unsigned)t->layout.kind);
+	qtk_scheme_dims d;
+	int rc = check_layout(s, t, &d, why, wn);
+	if (rc)
+		return rc;
+	int req = required_parts(s);
+	if (t->nparts < req || t->nparts > s->nparts) {
+		char roles[128];
+		size_t at = 0;
+		for (int k = 0; k < s->nparts && at < sizeof roles; k++)
+			at += (size_t)snprintf(roles + at, sizeof roles - at, "%s%s%s", k == req ? "[" : "", k ? ", " : "",
+					       s->parts[k].role);
+		if (req < s->nparts && at < sizeof roles)
+			snprintf(roles + at, sizeof roles - at, "]");
+		if (req == s->nparts)
+			return bad(why, wn, "nparts %d, %s has %d (%s)", t->nparts, s->quant_method, req, roles);
+		return bad(why, wn, "nparts %d, %s has %d or %d (%s)", t->nparts, s->quant_method, req, s->nparts, roles);
+	}
+	if (t->layout.act_order && t->nparts == req)
+		return bad(why, wn, "act_order set but the tensor has no %s part", s->parts[req].role);
+	for (int k = 0; k < t->nparts; k++) {
+		const qtk_scheme_part *sp = &s->parts[k];
+		const qtk_part *q = &t->parts[k];
+		*bad_part = k;
+		if (strncmp(q->role, sp->role, sizeof q->role) != 0)
+			return bad(why, wn, "part %d role '%.8s', expected '%s'", k, q->role, sp->role);
+		if (q->type != sp->type)
+			return bad(why, wn, "part '%s' type %s, expected %s", sp->role,
+				   qtk_type(q->type) ? qtk_type(q->type)->upper : "?", qtk_type(sp->type)->upper);
+		uint64_t want[QTK_MAX_DIMS] = {0};
+		sp->shape(&d, want);
+		bool same = q->ndim == sp->ndim;
+		for (int i = 0; same && i < sp->ndim; i++)
+			same = q->shape[i] == want[i];
+		if (!same) {
+			char got[100], exp[100];
+			fmt_shape(got, sizeof got, q->ndim < 0 || q->ndim > QTK_MAX_DIMS ? 0 : q->ndim, q->shape);
+			fmt_shape(exp, sizeof exp, sp->ndim, want);
+			return bad(why, wn, "part '%.8s' shape %.99s does not match the layout: expected %.99s", sp->role, got,
+				   exp);
+		}
+	}
+	*bad_part = -1;
+	return 0;
+}
+
+int qtk_scheme_describe(qtk_tensor *t, const qtk_layout *l, uint64_t out, uint64_t in, bool with_optional,
+			char *why, size_t wn)
+{
+	const qtk_scheme *s = qtk_scheme_by_kind(l->kind);
+	if (!s)
+		return bad(why, wn, "layout kind %u is not a packed scheme", (unsigned)l->kind);
+	qtk_scheme_dims d;
+	int rc = qtk_scheme_dims_of(l, out, in, &d, why, wn);
+	if (rc)
+		return rc;
+	t->ndim = 2;
+	memset(t->shape, 0, sizeof t->shape);
+	t->shape[0] = out;
+	t->shape[1] = in;
+	t->layout = *l;
+	t->nparts = with_optional ? s->nparts : required_parts(s);
+	memset(t->parts, 0, sizeof t->parts);
+	for (int k = 0; k < t->nparts; k++) {
+		const qtk_scheme_part *sp = &s->parts[k];
+		qtk_part *p = &t->parts[k];
+		snprintf(p->role, sizeof p->role, "%s", sp->role);
+		p->type = sp->type;
+		p->ndim = sp->ndim;
+		sp->shape(&d, p->shape);
+		uint64_t n = 1;
+		for (int i = 0; i < sp->ndim; i++)
+			if (!qtk_mul_u64(n, p->shape[i], &n))
+				return bad(why, wn, "part '%s' is too large", sp->role);
+		if (qtk_type_nbytes(sp->type, n, &p->nbytes))
+			return bad(why, wn, "part '%s' is too large", sp->role);
+	}
+	qtk_tensor_finish(t);
+	int part;
+	return qtk_scheme_check(t, &part, why, wn);
+}
+
+int qtk_scheme_bytes(const qtk_layout *l, uint64_t out, uint64_t in, bool with_optional,
+		     uint64_t bytes[QTK_MAX_PARTS], uint64_t *total)
+{
+	qtk_tensor t;
+	char why[200];
+	memset(&t, 0, sizeof t);
+	int rc = qtk_scheme_describe(&t, l, out, in, with_optional, why, sizeof why);
+	if (rc)
+		return rc;
+	*total = 0;
+	for (int k = 0; k < QTK_MAX_PARTS; k++) {
+		if (bytes)
+			bytes[k] = k < t.nparts ? t.parts[k].nbytes : 0;
+		if (k < t.nparts && !qtk_add_u64(*total, t.parts[k].nbytes, total))
+			return QTK_E_DATA;
+	}
+	return 0;
+}
+
+static bool rows_ok(const qtk_scheme *s, const qtk_tensor *t, uint64_t o0, uint64_t n)
+{
+	return s && t->ndim == 2 && n && o0 % s->row_align == 0 && o0 <= t->shape[0] && n <= t->shape[0] - o0 &&
+	       (n % s->row_align == 0 || o0 + n == t->shape[0]) && t->shape[0] <= UINT32_MAX &&
+	       t->shape[1] <= UINT32_MAX;
+}
+
+int qtk_scheme_decode_rows(const qtk_tensor *t, const void *const *parts, uint64_t o0, uint64_t n, float *dst)
+{
+	const qtk_scheme *s = qtk_scheme_of(t);
+	return rows_ok(s, t, o0, n) ? s->decode_rows(t, parts, o0, n, dst) : -1;
+}
+
+int qtk_scheme_encode_rows(const qtk_tensor *t, const float *x, uint64_t o0, uint64_t n, void *const *parts)
+{
+	const qtk_scheme *s = qtk_scheme_of(t);
+	return rows_ok(s, t, o0, n) && s->encode_rows ? s->encode_rows(t, x, o0, n, parts) : -1;
+}
+
+int qtk_scheme_to_groups(const qtk_tensor *t, const void *const *parts, struct qgroups *g)
+{
+	const qtk_scheme *s = qtk_scheme_of(t);
+	return s && s->to_groups && t->ndim == 2 && t->shape[0] <= UINT32_MAX && t->shape[1] <= UINT32_MAX
+		       ? s->to_groups(t, parts, g)
+		       : -1;
+}
+
+int qtk_scheme_from_groups(const struct qgroups *g, const qtk_tensor *o, bool wrap, void *const *parts)
+{
+	const qtk_scheme *s = qtk_scheme_of(o);
+	return s && s->from_groups ? s->from_groups(g, o, wrap, parts) : -1;
+}
+
+/* ---- exact transcodes --------------------------------------------------------------------
+ * Integer groups with fp16 scales, (q - z) * s, keep their values in ggml's legacy blocks when
+ * q - z fits: q4_0 holds q - z in [-8, 7] (symmetric 4-bit, any 2- or 3-bit), q5_0 any 4-bit,
+ * q8_0 symmetric 8-bit; blocks of 32 must not straddle groups. Shared by AWQ and GPTQ (and by
+ * ggml's q4_0/q8_0 as sources: kind PLAIN). */
+#define B(b) (1u << (b))
+const qtk_scheme_transcode qtk_scheme_int_transcodes[QTK_SCHEME_INT_NTRANSCODES] = {
+	{QTK_LAYOUT_PLAIN, QTK_T_Q4_0, B(2) | B(3), false, 32},
+	{QTK_LAYOUT_PLAIN, QTK_T_Q4_0, B(4), true, 32},
+	{QTK_LAYOUT_PLAIN, QTK_T_Q5_0, B(4), false, 32},
+	{QTK_LAYOUT_PLAIN, QTK_T_Q8_0, B(8), true, 32},
+	{QTK_LAYOUT_AWQ, 0, B(4), false, 0},
+	{QTK_LAYOUT_GPTQ, 0, B(2) | B(3) | B(4) | B(8), false, 0},
+};
+#undef B
+
+static const qtk_scheme_transcode *transcodes_of(qtk_layout_kind from, int *n)
+{
+	const qtk_scheme *s = qtk_scheme_by_kind(from);
+	*n = s ? s->ntranscodes : QTK_SCHEME_INT_NTRANSCODES;
+	return s ? s->transcodes : qtk_scheme_int_transcodes;
+}
+
+unsigned qtk_scheme_exact_ggml(qtk_layout_kind from, unsigned bits, bool sym, uint64_t group, uint64_t in)
+{
+	int n;
+	const qtk_scheme_transcode *tc = transcodes_of(from, &n);
+	for (int i = 0; i < n; i++) {
+		const qtk_scheme_transcode *x = &tc[i];
+		if (x->kind != QTK_LAYOUT_PLAIN || bits >= 32 || !((x->bits_mask >> bits) & 1u) || (x->need_sym && !sym))
+			continue;
+		if (x->group_align && (group % x->group_align || in % x->group_align))
+			continue;
+		return x->type;
+	}
+	return 0;
+}
+
+bool qtk_scheme_exact_to(qtk_layout_kind from, qtk_layout_kind to, unsigned bits)
+{
+	int n;
+	const qtk_scheme_transcode *tc = transcodes_of(from, &n);
+	for (int i = 0; i < n; i++)
+		if (tc[i].kind == to && to != QTK_LAYOUT_PLAIN && bits < 32 && ((tc[i].bits_mask >> bits) & 1u))
+			return true;
+	return false;
+}

@@ -1,0 +1,175 @@
+/* scheme.h - the packed-scheme layer: one descriptor per packed weight scheme.
+ *
+ * A packed scheme stores one logical matrix [out, in] as several parts (codes, zero points,
+ * scales, a group map ...) whose dtypes and shapes follow from out, in, the code bits and the
+ * group size. Everything qtk knows about a scheme is in its descriptor (awq.c, gptq.c), found
+ * through the table in scheme.c by layout kind, by name or by a quantization config's
+ * quant_method: the parts, the ONE validation every reader, writer and planner uses, row decode
+ * and encode (hooks to the codecs), the exact transcodes, the quantization-config keys
+ * (fold.c) and the byte accounting.
+ *
+ * Adding a scheme: a new file with its descriptor, a qtk_layout_kind, one row in scheme.c's
+ * table. The descriptor already has room for what the next schemes need: per-tensor, -channel
+ * or -group scales (strategy), float codes (codes), a global scale or nested quantization
+ * state (extra parts, optional or not, with their own shape functions).
+ *
+ * Group rule (all schemes so far): groups are whole, `in % group == 0`, ngroups = in / group.
+ * AutoGPTQ writes ceil(in / group) groups when they are not, and qtk's GPTQ decoder could decode
+ * them, but the AWQ decoder, both encoders, the exact transcodes and QPK's group map (every
+ * group has exactly `group` members) need whole groups, so every reader refuses a partial last
+ * group with the same message. */
+#ifndef QTK_SCHEME_H
+#define QTK_SCHEME_H
+
+#include "qtk.h"
+
+struct cJSON;   /* quantization configs (fold.h) */
+struct qgroups; /* integer groups (qgroups.h) */
+
+/* How scales are shared. */
+typedef enum {
+	QTK_SCHEME_PER_TENSOR, /* one scale (and zero) for the matrix */
+	QTK_SCHEME_PER_CHANNEL,/* one per output feature */
+	QTK_SCHEME_PER_GROUP,  /* one per output feature and group of `group` inputs */
+} qtk_scheme_strategy;
+
+/* What a code is. */
+typedef enum {
+	QTK_SCHEME_CODES_INT,   /* unsigned integer codes: (q - zero) * scale */
+	QTK_SCHEME_CODES_FLOAT, /* small floats (fp8, fp4) times a scale */
+} qtk_scheme_codes;
+
+/* The sizes a part's shape is a function of. */
+typedef struct qtk_scheme_dims {
+	uint64_t out, in;     /* logical [out, in] */
+	uint64_t bits, group; /* code bits, group size (in for one group) */
+	uint64_t ngroups;     /* in / group */
+} qtk_scheme_dims;
+
+typedef struct qtk_scheme_part {
+	const char *role; /* the part's role, also the checkpoint suffix "<prefix>.<role>" */
+	unsigned type;    /* storage dtype (QTK_T_*) */
+	int ndim;
+	bool optional;    /* may be absent (GPTQ's g_idx); optional parts come last */
+	bool marks;       /* a checkpoint tensor "<prefix>.<role>" is always a packed part: without
+			   * its "<prefix>.<first role>" it is an error, not a plain tensor */
+	void (*shape)(const qtk_scheme_dims *d, uint64_t shape[2]);
+} qtk_scheme_part;
+
+/* An exact transcode: a source of this scheme with these bits (and symmetry, group alignment)
+ * becomes `kind` (another scheme, or PLAIN with ggml `type`) with bit-identical values. Rows are
+ * listed smallest target first. */
+typedef struct qtk_scheme_transcode {
+	qtk_layout_kind kind;
+	unsigned type;        /* PLAIN: the ggml type */
+	uint32_t bits_mask;   /* bit b set: b-bit sources */
+	bool need_sym;        /* only symmetric sources */
+	uint32_t group_align; /* the source group (and in) must be a multiple of this; 0: any */
+} qtk_scheme_transcode;
+
+typedef struct qtk_qcfg qtk_qcfg;
+typedef struct qtk_scheme qtk_scheme;
+
+struct qtk_scheme {
+	const char *name;         /* "awq-gemm", "gptq" */
+	const char *title;        /* in messages: "awq (gemm)", "gptq" */
+	const char *quant_method; /* the quantization config's quant_method ("awq", "gptq") */
+	qtk_layout_kind kind;
+	qtk_scheme_strategy strategy;
+	qtk_scheme_codes codes;
+	uint32_t bits_mask;       /* bit b set: b-bit codes are decoded and encoded */
+	bool has_version;         /* layout.gptq_version is meaningful (1 or 2) */
+	uint32_t row_align;       /* decode_rows/encode_rows take rows from multiples of this */
+	int nparts;
+	const qtk_scheme_part *parts;
+	/* Scheme-specific layout rules beyond bits, group, ranges and part shapes (flags, version,
+	 * packing divisibility); 0 or QTK_E_DATA with the problem in why. */
+	int (*check_layout)(const qtk_tensor *t, char *why, size_t wn);
+	/* The logical [out, in] from the stored parts (present[k]: part k exists); 0, or QTK_E_DATA
+	 * with the problem in why and *bad the offending part. */
+	int (*infer)(const qtk_part *parts, const bool *present, unsigned bits, uint64_t *out, uint64_t *in,
+		     int *bad, char *why, size_t wn);
+	/* Output features o0 .. o0+n-1 of a valid tensor t from its whole parts, into dst [n][in]. */
+	int (*decode_rows)(const qtk_tensor *t, const void *const *parts, uint64_t o0, uint64_t n, float *dst);
+	/* Fit output features o0 .. o0+n-1 (values x [n][in]) into the whole parts of t. */
+	int (*encode_rows)(const qtk_tensor *t, const float *x, uint64_t o0, uint64_t n, void *const *parts);
+	/* Integer codes (QTK_SCHEME_CODES_INT): the whole tensor as integer groups, and back into
+	 * the parts of o (wrap: as in qg_to_gptq); 0, or -1 when not representable. */
+	int (*to_groups)(const qtk_tensor *t, const void *const *parts, struct qgroups *g);
+	int (*from_groups)(const struct qgroups *g, const qtk_tensor *o, bool wrap, void *const *parts);
+	const qtk_scheme_transcode *transcodes;
+	int ntranscodes;
+	/* Quantization config (fold.c): read the scheme's keys of config object o into q (q->bad
+	 * says why it cannot be used), and add q's keys to a new object o. */
+	void (*config_read)(const struct cJSON *o, qtk_qcfg *q);
+	bool (*config_write)(const qtk_qcfg *q, struct cJSON *o);
+};
+
+/* ---- lookup ---------------------------------------------------------------------------- */
+
+size_t qtk_scheme_count(void);
+const qtk_scheme *qtk_scheme_at(size_t i);
+/* NULL when the kind is not a packed scheme (PLAIN). */
+const qtk_scheme *qtk_scheme_by_kind(qtk_layout_kind kind);
+const qtk_scheme *qtk_scheme_by_name(const char *name);
+/* By a quantization config's quant_method (case-insensitive); NULL for other methods. */
+const qtk_scheme *qtk_scheme_by_method(const char *quant_method);
+/* The scheme of a tensor, NULL for a plain tensor. */
+const qtk_scheme *qtk_scheme_of(const qtk_tensor *t);
+/* Index of the part with this role, or -1. */
+int qtk_scheme_part_index(const qtk_scheme *s, const char *role);
+/* "2, 3, 4 or 8", "4": the bits a scheme supports. */
+void qtk_scheme_bits_text(const qtk_scheme *s, char *buf, size_t n);
+
+/* ---- shapes, validation, bytes ---------------------------------------------------------- */
+
+/* The dims of a layout on [out, in]; QTK_E_DATA (why) when the group does not give whole
+ * groups. */
+int qtk_scheme_dims_of(const qtk_layout *l, uint64_t out, uint64_t in, qtk_scheme_dims *d, char *why, size_t wn);
+
+/* THE validation of a packed tensor description: rank, bits, group, ranges, the scheme's
+ * layout rules, the number of parts and each part's role, dtype and shape. 0, or QTK_E_DATA
+ * with the problem in why and *bad_part the offending part index (-1: the layout itself).
+ * Part byte sizes against their shapes are the container's business. */
+int qtk_scheme_check(const qtk_tensor *t, int *bad_part, char *why, size_t wn);
+
+/* Fill t (name not touched) as a tensor of layout l on [out, in] with the scheme's parts (the
+ * optional ones when with_optional), byte sizes set, qtk_tensor_finish applied. QTK_E_DATA
+ * (why) when l is not a valid packed layout for [out, in]. */
+int qtk_scheme_describe(qtk_tensor *t, const qtk_layout *l, uint64_t out, uint64_t in, bool with_optional,
+			char *why, size_t wn);
+
+/* Bytes of every part of layout l on [out, in] (optional parts when with_optional) into
+ * bytes[part] (may be NULL) and their sum into *total; QTK_E_DATA on a bad layout. */
+int qtk_scheme_bytes(const qtk_layout *l, uint64_t out, uint64_t in, bool with_optional,
+		     uint64_t bytes[QTK_MAX_PARTS], uint64_t *total);
+
+/* ---- codecs ------------------------------------------------------------------------------ */
+
+/* Rows o0 .. o0+n-1 of valid packed tensor t from its whole parts (o0 a multiple of
+ * s->row_align, n too unless the rows reach the last one): 0, or -1 on bad arguments /
+ * inconsistent parts / out of memory. */
+int qtk_scheme_decode_rows(const qtk_tensor *t, const void *const *parts, uint64_t o0, uint64_t n, float *dst);
+/* Fit rows o0 .. o0+n-1 (values x [n][in]) into the whole parts of t: 0 or -1. */
+int qtk_scheme_encode_rows(const qtk_tensor *t, const float *x, uint64_t o0, uint64_t n, void *const *parts);
+
+/* The whole packed tensor t as integer groups (qgroups.h; qg_free), and integer groups into
+ * the whole parts of o: the exact repacks. 0, or -1 on inconsistent parts, allocation failure,
+ * or values the target cannot hold. */
+int qtk_scheme_to_groups(const qtk_tensor *t, const void *const *parts, struct qgroups *g);
+int qtk_scheme_from_groups(const struct qgroups *g, const qtk_tensor *o, bool wrap, void *const *parts);
+
+/* ---- exact transcodes ---------------------------------------------------------------------- */
+
+/* The exact transcodes of integer groups with fp16 scales (AWQ, GPTQ, and ggml's q4_0/q8_0 as
+ * sources), smallest target first. */
+#define QTK_SCHEME_INT_NTRANSCODES 6
+extern const qtk_scheme_transcode qtk_scheme_int_transcodes[QTK_SCHEME_INT_NTRANSCODES];
+
+/* The smallest ggml type that holds a source of packed kind `from` with these bits, symmetry
+ * and group on `in` inputs exactly (without act-order), or 0. */
+unsigned qtk_scheme_exact_ggml(qtk_layout_kind from, unsigned bits, bool sym, uint64_t group, uint64_t in);
+/* Does the scheme `from` have an exact transcode to packed kind `to` for these bits? */
+bool qtk_scheme_exact_to(qtk_layout_kind from, qtk_layout_kind to, unsigned bits);
+
+#endif
