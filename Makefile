@@ -134,8 +134,8 @@ clean:
 # `make fuzz` builds build-fuzz/fuzz/fuzz_<target> with ASan+UBSan and runs each for
 # FUZZ_TIME seconds (tests/fuzz/run.sh; FUZZ_JOBS, FUZZ_TARGETS override).
 FUZZ_TARGETS := gguf safetensors st_index hfdir qpk archive zst spm imatrix prov
-FUZZ_DEPS    := tests/fuzz/fuzz_common.c tests/fuzz/fuzz.h $(B)/libqtk.a $(B)/convert/spm.o
-FUZZ_CFLAGS  := -Iconvert -Itests/fuzz
+FUZZ_DEPS    := tests/fuzz/fuzz_common.c tests/fuzz/fuzz.h $(B)/libqtk.a
+FUZZ_CFLAGS  := -Itests/fuzz
 FUZZ_B       ?= build-fuzz
 FUZZ_CC      ?= clang
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fsanitize=fuzzer-no-link
@@ -147,7 +147,7 @@ fuzz-drivers: $(FUZZ_TARGETS:%=$(B)/fuzz/replay_%)
 $(B)/fuzz/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(FUZZ_DEPS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(FUZZ_CFLAGS) -o $@ $< tests/fuzz/fuzz_common.c tests/fuzz/replay.c \
-		$(B)/convert/spm.o $(B)/libqtk.a $(LDLIBS_ALL)
+		$(B)/libqtk.a $(LDLIBS_ALL)
 
 $(B)/fuzz/mkseed: tests/fuzz/mkseed.c $(B)/libqtk.a
 	@mkdir -p $(dir $@)
@@ -165,7 +165,7 @@ fuzz-libfuzzer: $(FUZZ_TARGETS:%=$(B)/fuzz/fuzz_%)
 $(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_DEPS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< tests/fuzz/fuzz_common.c \
-		$(B)/convert/spm.o $(B)/libqtk.a $(LDLIBS_ALL) -fsanitize=fuzzer
+		$(B)/libqtk.a $(LDLIBS_ALL) -fsanitize=fuzzer
 
 fuzz-build:
 	$(MAKE) B=$(FUZZ_B) CC=$(FUZZ_CC) OPT="-O1 -g" SAN="$(FUZZ_SAN)" fuzz-libfuzzer

@@ -2,6 +2,8 @@
 #ifndef QTK_CONVERT_H
 #define QTK_CONVERT_H
 #include "internal.h"
+#include "family/hfmap.h"
+#include "family/mix.h"
 
 enum { NAMES_DEFAULT = 0, NAMES_KEEP, NAMES_HF, NAMES_GGUF };
 
@@ -13,22 +15,6 @@ typedef struct conv_target {
 	int ftype;     /* llama_ftype for general.file_type, -1 when none */
 	int gptq_version; /* TGT_GPTQ: 0 = v1 when every zero fits, else v2; 1; 2 */
 } conv_target;
-
-/* llama.cpp's named mixes (mix.c) */
-typedef struct mix_state {
-	const qtk_model *m;
-	int ftype;
-	int n_head, n_head_kv, n_expert, n_layer;
-	bool is_70b;
-	int n_attn_v, i_attn_v, n_ffn_down, i_ffn_down;
-} mix_state;
-int mix_lookup(const char *name, unsigned *base, int *ftype);
-const char *mix_name(int ftype);
-int mix_ftype_for_type(unsigned type);
-bool mix_quantizable(const qtk_tensor *t);
-void mix_init(mix_state *s, const qtk_model *m, int ftype);
-unsigned mix_type(mix_state *s, const qtk_tensor *t, unsigned base, bool has_imatrix);
-unsigned mix_fallback(const qtk_tensor *t, unsigned ty);
 
 #define CONV_MAX_SETS 256
 
@@ -95,8 +81,7 @@ typedef struct plan {
 
 int conv_parse_target(const char *s, conv_target *t);
 /* Decide every tensor's method and output; fills plans[] (in->ntensors). */
-struct hfmap;
-int conv_plan(qtk_model *in, const conv_opts *o, const void *imatrix, const struct hfmap *map, plan *plans,
+int conv_plan(qtk_model *in, const conv_opts *o, const void *imatrix, const qtk_hfmap *map, plan *plans,
 	      qtk_err *err);
 /* The output's metadata and side files. */
 int conv_build_meta(qtk_model *in, const conv_opts *o, qtk_model *d, qtk_err *err);

@@ -4,7 +4,6 @@
 #include "convert.h"
 #include "decode.h"
 #include "dequant.h"
-#include "hfmap.h"
 #include "scheme/qgroups.h"
 #include "scheme/scheme.h"
 #include "quant.h"
@@ -191,7 +190,7 @@ static int permute_inplace(uint8_t *b, uint64_t rows, uint64_t row_bytes, int he
 	uint8_t *tmp = qtk_malloc((size_t)(rows * row_bytes));
 	if (!tmp)
 		return qtk_err_set(err, QTK_E_IO, NULL, -1, name, "out of memory");
-	hfmap_permute_rows(b, tmp, rows, row_bytes, heads, inverse);
+	qtk_family_permute_rows(b, tmp, rows, row_bytes, heads, inverse);
 	memcpy(b, tmp, (size_t)(rows * row_bytes));
 	qtk_free(tmp);
 	return 0;
@@ -213,7 +212,7 @@ static int stage_rows(qtk_model *in, const plan *p, uint8_t *dst, uint8_t *tmp, 
 	if (rc)
 		*err = in->err;
 	else if (p->perm_heads)
-		hfmap_permute_rows(tmp, dst, n, rb, (int)(n / hd), p->perm_inverse);
+		qtk_family_permute_rows(tmp, dst, n, rb, (int)(n / hd), p->perm_inverse);
 	return rc;
 }
 
@@ -411,7 +410,7 @@ static int run_rows(qtk_model *in, qtk_writer *w, const plan *p, int threads, te
 		if (whole && (rc = decode_rows(t, packed, r0, win.rows_end - r0, tmp ? tmp : whole, err)))
 			break;
 		if (tmp) /* the window holds whole heads: permute within it */
-			hfmap_permute_rows((const uint8_t *)tmp, (uint8_t *)whole, win.rows_end - r0, win.cols * 4,
+			qtk_family_permute_rows((const uint8_t *)tmp, (uint8_t *)whole, win.rows_end - r0, win.cols * 4,
 					   (int)((win.rows_end - r0) / hd), p->perm_inverse);
 		size_t nch = (size_t)((win.rows_end - r0 + win.chunk_rows - 1) / win.chunk_rows);
 		memset(win.es, 0, nch * sizeof *win.es);
@@ -564,7 +563,7 @@ static int rowsrc_get(rowsrc *s, uint32_t o0, uint32_t n, float *x, qtk_err *err
 	}
 	int rc = decode_rows(t, s->packed, o0, n, s->tmp ? s->tmp : x, err);
 	if (!rc && s->tmp) /* the window holds whole heads: permute within it */
-		hfmap_permute_rows((const uint8_t *)s->tmp, (uint8_t *)x, n, inf * 4, (int)(n / s->hd), s->p->perm_inverse);
+		qtk_family_permute_rows((const uint8_t *)s->tmp, (uint8_t *)x, n, inf * 4, (int)(n / s->hd), s->p->perm_inverse);
 	return rc;
 }
 

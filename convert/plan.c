@@ -3,7 +3,6 @@
 #include "convert.h"
 #include "decode.h"
 #include "dequant.h"
-#include "hfmap.h"
 #include "imatrix.h"
 #include "quant.h"
 #include "scheme/scheme.h"
@@ -30,7 +29,7 @@ int conv_parse_target(const char *s, conv_target *t)
 			t->gptq_version = named[i].version;
 			return 0;
 		}
-	if (!mix_lookup(s, &t->type, &t->ftype)) {
+	if (!qtk_mix_lookup(s, &t->type, &t->ftype)) {
 		t->kind = TGT_MIX;
 		return 0;
 	}
@@ -44,7 +43,7 @@ int conv_parse_target(const char *s, conv_target *t)
 		if (match) {
 			t->kind = TGT_TYPE;
 			t->type = types[i];
-			t->ftype = mix_ftype_for_type(types[i]);
+			t->ftype = qtk_mix_ftype_for_type(types[i]);
 			return 0;
 		}
 	}
@@ -276,7 +275,7 @@ static int probe_groups(qtk_model *in, const qtk_tensor *t, src_groups *sg)
 /* Linear layers inside the transformer blocks: what AWQ/GPTQ quantize. */
 static bool is_block_linear(const qtk_tensor *t)
 {
-	return t->ndim == 2 && mix_quantizable(t) && (strstr(t->name, "blk.") || strstr(t->name, "layers."));
+	return t->ndim == 2 && qtk_mix_quantizable(t) && (strstr(t->name, "blk.") || strstr(t->name, "layers."));
 }
 
 static int fail_dims(qtk_err *err, const qtk_tensor *t, const char *what, uint64_t v, uint64_t m)
@@ -402,7 +401,7 @@ static int plan_auto_exact(qtk_model *in, const conv_opts *o, const qtk_tensor *
 
 /* Keep the layout, except the float type changes a HF <-> GGUF mapping
  * makes (norms F32 in GGUF; back to the model dtype in HF when exact). */
-static int plan_keep(qtk_model *in, const conv_opts *o, const hfmap *map, const qtk_tensor *t, plan *p, qtk_err *err)
+static int plan_keep(qtk_model *in, const conv_opts *o, const qtk_hfmap *map, const qtk_tensor *t, plan *p, qtk_err *err)
 {
 	bool plain = t->layout.kind == QTK_LAYOUT_PLAIN;
 	int rc = can_store(o, in, t, err);
@@ -410,7 +409,7 @@ static int plan_keep(qtk_model *in, const conv_opts *o, const hfmap *map, const 
 		return rc;
 	if (!map || !plain || !qtk_type(t->layout.type)->is_float)
 		return 0;
-	unsigned ty = hfmap_out_type(map, t);
+	unsigned ty = qtk_hfmap_out_type(map, t);
 	if (ty == t->layout.type || ty >= QTK_T_MAX)
 		return 0;
 	if (!qtk_type(ty)->is_float || qtk_type(ty)->bytes < qtk_type(t->layout.type)->bytes) {
@@ -425,7 +424,7 @@ static int plan_keep(qtk_model *in, const conv_opts *o, const hfmap *map, const 
 	return out_plain(&p->out, t, ty) ? QTK_E_DATA : 0;
 }
 
-static int plan_tensor(qtk_model *in, const conv_opts *o, mix_state *ms, const qtk_imatrix *im, const hfmap *map,
+static int plan_tensor(qtk_model *in, const conv_opts *o, qtk_mix_state *ms, const qtk_imatrix *im, const qtk_hfmap *map,
 		       const qtk_tensor *t, plan *p, qtk_err *err)
 {
 	const char *oname = p->out_name;
@@ -461,15 +460,15 @@ static int plan_tensor(qtk_model *in, const conv_opts *o, mix_state *ms, const q
 	unsigned ty = o->target.type;
 	const qtk_type_info *ti = qtk_type(ty);
 	if (!ti->is_float) {
-		if (!mix_quantizable(t)) {
+		if (!qtk_mix_quantizable(t)) {
 			/* norms, biases and the like stay float: F32 in GGUF */
 			if (!to_gguf || (plain && t->layout.type == QTK_T_F32))
 				return to_gguf && !plain ? can_store(o, in, t, err) : 0;
 			ty = QTK_T_F32;
 		} else if (o->target.kind == TGT_MIX) {
-			ty = mix_type(ms, t, ty, im != NULL);
+			ty = qtk_mix_type(ms, t, ty, im != NULL);
 		} else {
-			ty = mix_fallback(t, ty);
+			ty = qtk_mix_fallback(t, ty);
 		}
 		if (!o->dry_run && !qtk_type(ty)->is_float && !qtk_quant_supported(ty))
 			return qtk_err_set(err, QTK_E_USAGE, in->path, -1, t->name, "no encoder for %s", qtk_type(ty)->name);
@@ -523,7 +522,7 @@ static int resolve_gptq_version(qtk_model *in, conv_opts *o, qtk_err *err)
 	return 0;
 }
 
-int conv_plan(qtk_model *in, const conv_opts *opts, const void *imatrix, const hfmap *map, plan *plans, qtk_err *err)
+int conv_plan(qtk_model *in, const conv_opts *opts, const void *imatrix, const qtk_hfmap *map, plan *plans, qtk_err *err)
 {
 	conv_opts o_resolved = *opts, *o = &o_resolved;
 	if (o->target.kind == TGT_GPTQ && !o->target.gptq_version) {
@@ -531,14 +530,14 @@ int conv_plan(qtk_model *in, const conv_opts *opts, const void *imatrix, const h
 		if (rc)
 			return rc;
 	}
-	mix_state ms;
-	mix_init(&ms, in, o->target.ftype);
+	qtk_mix_state ms;
+	qtk_mix_init(&ms, in, o->target.ftype);
 	for (size_t i = 0; i < in->ntensors; i++) {
 		plans[i].out_name = NULL;
 		plans[i].perm_heads = 0;
 		plans[i].perm_inverse = false;
 		if (map) {
-			const char *n = hfmap_name(map, in->tensors[i].name, &plans[i].perm_heads, &plans[i].perm_inverse);
+			const char *n = qtk_hfmap_name(map, in->tensors[i].name, &plans[i].perm_heads, &plans[i].perm_inverse);
 			if (!n)
 				cli_warn("%s: no %s name for this tensor; keeping its name", in->tensors[i].name,
 					 o->out_kind == QTK_OUT_GGUF ? "GGUF" : "Hugging Face");

@@ -1,7 +1,6 @@
 /* run.c - qconvert's driver: plan, write, verify, report. */
 #include "cli.h"
 #include "convert.h"
-#include "hfmap.h"
 #include "imatrix.h"
 #include "prov.h"
 #include <cJSON.h>
@@ -104,7 +103,7 @@ static bool has_prefix_tensor(const qtk_model *m, const char *a, const char *b)
 /* Set up the HF <-> GGUF mapping the output needs (SPEC §2.1 naming rules):
  * an HF directory gets HF names, a GGUF file from an HF source GGUF names;
  * a single .safetensors keeps the source's names; --names overrides. */
-static int setup_mapping(qtk_model *in, const conv_opts *o, hfmap **map, qtk_model **meta, qtk_err *err)
+static int setup_mapping(qtk_model *in, const conv_opts *o, qtk_hfmap **map, qtk_model **meta, qtk_err *err)
 {
 	int names = o->names;
 	if (names == NAMES_DEFAULT)
@@ -123,11 +122,11 @@ static int setup_mapping(qtk_model *in, const conv_opts *o, hfmap **map, qtk_mod
 		*meta = qtk_model_new();
 		if (!*meta)
 			return qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");
-		rc = names == NAMES_GGUF ? hfmap_hf_to_gguf(in, *meta, map, err) : hfmap_gguf_to_hf(in, *meta, map, err);
+		rc = names == NAMES_GGUF ? qtk_hfmap_hf_to_gguf(in, *meta, map, err) : qtk_hfmap_gguf_to_hf(in, *meta, map, err);
 		if (!rc && names == NAMES_HF && qtk_model_set_kv_str(*meta, "format", "pt"))
 			rc = qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");
-		if (!rc && *map && hfmap_warning(*map))
-			cli_warn("%s", hfmap_warning(*map));
+		if (!rc && *map && qtk_hfmap_warning(*map))
+			cli_warn("%s", qtk_hfmap_warning(*map));
 	}
 	return rc;
 }
@@ -253,7 +252,7 @@ int conv_run(qtk_model *in, const conv_opts *o, conv_result *res)
 	res->t = qtk_calloc(in->ntensors ? in->ntensors : 1, sizeof *res->t);
 	qtk_writer *w = NULL;
 	qtk_imatrix *im = NULL;
-	hfmap *map = NULL;
+	qtk_hfmap *map = NULL;
 	qtk_model *mapmeta = NULL;
 	size_t *order = qtk_calloc(in->ntensors ? in->ntensors : 1, sizeof *order), nout = in->ntensors;
 	if (!plans || !d || !res->t || !order) {
@@ -268,7 +267,7 @@ int conv_run(qtk_model *in, const conv_opts *o, conv_result *res)
 		order[i] = i;
 	rc = setup_mapping(in, o, &map, &mapmeta, &err);
 	if (!rc && map)
-		nout = hfmap_order(map, in, order);
+		nout = qtk_hfmap_order(map, in, order);
 	if (!rc)
 		rc = conv_plan(in, o, im, map, plans, &err);
 	for (size_t k = 0; k < nout && !rc; k++) {
@@ -403,7 +402,7 @@ done:
 	qtk_writer_abort(w);
 	prov_free(&prov);
 	qtk_imatrix_free(im);
-	hfmap_free(map);
+	qtk_hfmap_free(map);
 	qtk_close(mapmeta);
 	qtk_free(order);
 	/* plan outputs borrow names from the input: give the copies back before closing */

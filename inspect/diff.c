@@ -1,10 +1,10 @@
 /* diff.c - qinspect --diff OTHER FILE: per-tensor error of FILE against OTHER.
  *
- * Tensors are matched by name, else by canonical (HF) name for the llama
- * family; GGUF attn_q/attn_k rows are un-permuted (llama.cpp's permutation:
- * HF rows viewed as (n_head, 2, head_dim/2) with the inner axes swapped) when
- * one side has GGUF names and the other HF names. Both tensors are decoded in
- * the same row chunks, so memory stays bounded. */
+ * Tensors are matched by name, else by canonical name (qtk_canon_name: the
+ * pairing of qverify and qconvert); GGUF attn_q/attn_k rows are un-permuted
+ * (qtk_family_permute_rows) when one side has GGUF names and the other HF names
+ * and the GGUF side's family permutes them. Both tensors are decoded in the
+ * same row chunks, so memory stays bounded. */
 #include "inspect.h"
 #include "decode.h"
 #include "stats.h"
@@ -19,12 +19,8 @@ typedef struct df_acc {
 /* GGUF row order -> HF row order for whole heads of `hd` rows. */
 static void df_unpermute(float *dst, const float *src, uint64_t nrows, uint64_t cols, uint64_t hd)
 {
-	uint64_t half = hd / 2;
-	for (uint64_t h = 0; h < nrows / hd; h++)
-		for (uint64_t i = 0; i < half; i++)
-			for (uint64_t j = 0; j < 2; j++)
-				memcpy(dst + (h * hd + j * half + i) * cols, src + (h * hd + 2 * i + j) * cols,
-				       (size_t)cols * sizeof *dst);
+	qtk_family_permute_rows((const uint8_t *)src, (uint8_t *)dst, nrows, cols * sizeof *dst, (int)(nrows / hd),
+				true);
 }
 
 /* Compare x (FILE) against r (OTHER). perm_side: 0 none, 1 un-permute FILE's
@@ -103,18 +99,24 @@ static bool df_same_shape(const qtk_tensor *a, const qtk_tensor *b)
 	return true;
 }
 
-/* Canonical name of every tensor of m (HF names; GGUF names mapped). */
+/* Canonical name of every tensor of m (qtk_canon_name). gguf_named[i]: 0 when the name is
+ * kept, 1 / 2 for a GGUF Q / K name, 3 for another GGUF name. */
 static char **df_canon(const qtk_model *m, int *gguf_named)
 {
 	char **c = qtk_calloc(m->ntensors ? m->ntensors : 1, sizeof *c);
 	if (!c)
 		return NULL;
 	for (size_t i = 0; i < m->ntensors; i++) {
-		char buf[512];
+		char buf[QTK_CAP_NAME + 64];
 		int qk;
-		int mapped = canon_hf_name(m->tensors[i].name, buf, sizeof buf, &qk);
-		c[i] = qtk_strdup(mapped ? buf : m->tensors[i].name);
-		gguf_named[i] = mapped ? (qk ? qk : 3) : 0;
+		int mapped = qtk_canon_name(m->tensors[i].name, buf, sizeof buf, &qk) == 1;
+		if (!(c[i] = qtk_strdup(mapped ? buf : m->tensors[i].name))) {
+			while (i > 0)
+				qtk_free(c[--i]);
+			qtk_free(c);
+			return NULL;
+		}
+		gguf_named[i] = mapped ? (qk == 'q' ? 1 : qk == 'k' ? 2 : 3) : 0;
 	}
 	return c;
 }
@@ -142,6 +144,8 @@ int report_diff(qtk_model *mo, qtk_model *mf, FILE *out, const insp_opts *o)
 	}
 	hparams hf, ho;
 	bool have_f = hparams_load(mf, &hf) == 0, have_o = hparams_load(mo, &ho) == 0;
+	/* the family of each side: does its GGUF naming come with permuted Q/K rows? */
+	const qtk_family *fam_f = qtk_family_of_model(mf), *fam_o = qtk_family_of_model(mo);
 	size_t w = 24;
 	for (size_t i = 0; i < mf->ntensors; i++)
 		if (strlen(mf->tensors[i].name) > w)
@@ -191,7 +195,8 @@ int report_diff(qtk_model *mo, qtk_model *mf, FILE *out, const insp_opts *o)
 		int qk = gf[i] == 1 || gf[i] == 2 ? gf[i] : go[k] == 1 || go[k] == 2 ? go[k] : 0;
 		int perm_side = 0;
 		uint64_t hd = 0;
-		if (qk && via_canon && (gf[i] != 0) != (go[k] != 0)) {
+		const qtk_family *gfam = gf[i] ? fam_f : fam_o;
+		if (qk && via_canon && (gf[i] != 0) != (go[k] != 0) && (!gfam || gfam->permute_qk)) {
 			perm_side = gf[i] ? 1 : 2;
 			const hparams *hp = perm_side == 1 ? (have_f ? &hf : have_o ? &ho : NULL) : (have_o ? &ho : have_f ? &hf : NULL);
 			uint64_t nh = hp ? (qk == 1 ? hp->n_head : hp->n_head_kv) : 0;

@@ -2,6 +2,7 @@
 #ifndef QTK_INSPECT_H
 #define QTK_INSPECT_H
 #include "internal.h"
+#include "family/family.h"
 #include "text.h"
 #include <stdio.h>
 
@@ -39,22 +40,14 @@ const char *insp_safe(const char *s, char *buf, size_t n);
 
 /* ---- modelinfo.c --------------------------------------------------------- */
 
-/* Architecture numbers needed for memory estimates and Q/K permutation. */
-typedef struct hparams {
-	char arch[64];
-	uint64_t n_layer, n_head, n_head_kv, n_embd, head_dim, ctx_max, n_vocab;
-	bool head_dim_explicit; /* key_length / head_dim given, not n_embd / n_head */
-	const char *source;     /* "GGUF keys" or "config.json" */
-} hparams;
-/* 0 when the numbers were found, -1 when the file does not say. */
+/* Architecture numbers needed for memory estimates and Q/K permutation (the family layer's). */
+typedef qtk_hparams hparams;
+/* qtk_family_hparams: 0 when the numbers were found, -1 when the file does not say. */
 int hparams_load(const qtk_model *m, hparams *hp);
 /* Bytes per cached element for a KV type name (f16, q8_0, q4_0, ...); 0 when unknown. */
 double kv_type_bytes(const char *name);
 /* 2 * n_layer * n_head_kv * head_dim * ctx * elem_bytes */
 double kv_cache_bytes(const hparams *hp, uint64_t ctx, double elem_bytes);
-/* GGUF llama-family name -> HF name into buf; returns 1 when mapped, 0 when
- * `name` is not a GGUF name. *qk: 1 for attn_q, 2 for attn_k, else 0. */
-int canon_hf_name(const char *name, char *buf, size_t n, int *qk);
 /* Block number of "blk.N." / "model.layers.N." names (prefix length in
  * *prefix_len), or -1. */
 int block_of(const char *name, size_t *prefix_len);

@@ -21,116 +21,6 @@ static const char TAG_ROOT_DEC[] = "qtk-root-v1/decoded";
 #define READ_BYTES (4u << 20)         /* bytes read at a time */
 #define MAX_UNIT_VALUES (1ull << 28)  /* one head group of a permuted tensor */
 
-/* ---- canonical names -------------------------------------------------------- */
-
-typedef struct name_pair { const char *gguf, *hf; } name_pair;
-
-static const name_pair top_names[] = {
-	{"token_embd", "model.embed_tokens"},
-	{"output_norm", "model.norm"},
-	{"output", "lm_head"},
-};
-/* within blk.N. -> model.layers.N. ; index 0 and 1 are Q and K */
-static const name_pair block_names[] = {
-	{"attn_q", "self_attn.q_proj"},
-	{"attn_k", "self_attn.k_proj"},
-	{"attn_v", "self_attn.v_proj"},
-	{"attn_output", "self_attn.o_proj"},
-	{"ffn_gate", "mlp.gate_proj"},
-	{"ffn_up", "mlp.up_proj"},
-	{"ffn_down", "mlp.down_proj"},
-	{"attn_norm", "input_layernorm"},
-	{"ffn_norm", "post_attention_layernorm"},
-};
-
-static int put_name(char *buf, size_t n, const char *a, size_t alen, const char *b)
-{
-	int k = snprintf(buf, n, "%.*s%s", (int)alen, a, b);
-	return k < 0 || (size_t)k >= n ? QTK_E_DATA : 0;
-}
-
-int qtk_canon_name(const char *name, char *buf, size_t n, int *qk)
-{
-	*qk = 0;
-	size_t len = strlen(name), stem = 0;
-	const char *sfx = NULL;
-	static const char *const sfxs[] = {".weight", ".bias"};
-	for (size_t i = 0; i < 2 && !sfx; i++) {
-		size_t l = strlen(sfxs[i]);
-		if (len > l && !strcmp(name + len - l, sfxs[i])) {
-			sfx = sfxs[i];
-			stem = len - l;
-		}
-	}
-	if (sfx) {
-		for (size_t i = 0; i < sizeof top_names / sizeof *top_names; i++)
-			if (strlen(top_names[i].gguf) == stem && !strncmp(name, top_names[i].gguf, stem)) {
-				char tmp[64];
-				snprintf(tmp, sizeof tmp, "%s%s", top_names[i].hf, sfx);
-				return put_name(buf, n, tmp, strlen(tmp), "") ? QTK_E_DATA : 1;
-			}
-		if (!strncmp(name, "blk.", 4)) {
-			size_t d = 4;
-			while (name[d] >= '0' && name[d] <= '9' && d < 4 + 9)
-				d++;
-			bool ok = d > 4 && name[d] == '.' && !(d > 5 && name[4] == '0');
-			const char *rest = name + d + 1;
-			for (size_t i = 0; ok && i < sizeof block_names / sizeof *block_names; i++) {
-				size_t rl = strlen(block_names[i].gguf);
-				if ((size_t)(rest - name) + rl != stem || strncmp(rest, block_names[i].gguf, rl))
-					continue;
-				char tmp[256];
-				snprintf(tmp, sizeof tmp, "model.layers.%.*s.%s%s", (int)(d - 4), name + 4, block_names[i].hf,
-					 sfx);
-				*qk = i == 0 ? 'q' : i == 1 ? 'k' : 0;
-				return put_name(buf, n, tmp, strlen(tmp), "") ? QTK_E_DATA : 1;
-			}
-		}
-	}
-	return put_name(buf, n, name, len, "");
-}
-
-/* ---- Q/K heads --------------------------------------------------------------- */
-
-/* An integer metadata value, or a decimal string (safetensors __metadata__). */
-static bool kv_int(const qtk_kv *kv, uint64_t *out)
-{
-	const qtk_value *v = &kv->val;
-	if (v->type == QTK_V_STR)
-		return v->v.str.len == strlen(v->v.str.s) && qtk_parse_u64(v->v.str.s, out);
-	return qtk_value_as_u64(v, out);
-}
-
-int qtk_digest_qk_heads(const qtk_model *m, const qtk_tensor *t, int *heads, qtk_err *err)
-{
-	*heads = 0;
-	char canon[QTK_CAP_NAME + 64];
-	int qk = 0;
-	if (qtk_canon_name(t->name, canon, sizeof canon, &qk) < 0 || !qk)
-		return 0;
-	const qtk_kv *arch = qtk_kv_find(m, "general.architecture");
-	if (!arch || arch->val.type != QTK_V_STR || strcmp(arch->val.v.str.s, "llama"))
-		return 0; /* llama.cpp permutes Q/K for the llama architecture only */
-	const qtk_kv *hq = qtk_kv_find(m, "llama.attention.head_count");
-	const qtk_kv *hk = qtk_kv_find(m, "llama.attention.head_count_kv");
-	uint64_t nq = 0, nk = 0;
-	if (!hq || !kv_int(hq, &nq) || nq < 1 || nq > 65536)
-		return qtk_err_set(err, QTK_E_DATA, m->path, -1, "llama.attention.head_count",
-				   "missing or not a head count: cannot undo the Q/K row permutation of '%s'", t->name);
-	if (!hk)
-		nk = nq;
-	else if (!kv_int(hk, &nk) || nk < 1 || nk > 65536)
-		return qtk_err_set(err, QTK_E_DATA, m->path, -1, "llama.attention.head_count_kv",
-				   "not a head count: cannot undo the Q/K row permutation of '%s'", t->name);
-	uint64_t h = qk == 'q' ? nq : nk, rows = t->ndim >= 1 ? t->shape[0] : 0;
-	if (!rows || rows % (2 * h))
-		return qtk_err_set(err, QTK_E_DATA, m->path, -1, t->name,
-				   "%llu rows cannot be split into %llu heads of even size",
-				   (unsigned long long)rows, (unsigned long long)h);
-	*heads = (int)h;
-	return 0;
-}
-
 /* ---- encoding ids --------------------------------------------------------------- */
 
 void qtk_digest_enc_id(const qtk_layout *l, char *buf, size_t n)
@@ -240,7 +130,7 @@ int qtk_digest_leaf_meta(const qtk_model *m, const qtk_tensor *t, qtk_leaf *l, q
 	memset(l, 0, sizeof *l);
 	if (qtk_canon_name(t->name, canon, sizeof canon, &qk) < 0)
 		return qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "name too long");
-	int rc = qtk_digest_qk_heads(m, t, &heads, err);
+	int rc = qtk_family_qk_heads(m, t, &heads, err);
 	if (rc)
 		return rc;
 	if (!(l->name = qtk_strdup(canon)) || !(l->stored = qtk_strdup(t->name)))
@@ -396,15 +286,11 @@ int qtk_thash_new(const qtk_tensor *t, int qk_heads, qtk_thash **out, qtk_err *e
 	return thash_new(t, qk_heads, true, out, err);
 }
 
-/* Un-permute whole heads in place order: HF row (h, j, i) <- GGUF row (h, 2i + j). */
+/* Un-permute whole heads (unit values each, rows of `row` values): GGUF -> HF row order. */
 static void unpermute(const float *src, float *dst, uint64_t nvals, uint64_t unit, uint64_t row)
 {
-	uint64_t hd = unit / row, half = hd / 2;
-	for (uint64_t base = 0; base < nvals; base += unit)
-		for (uint64_t j = 0; j < 2; j++)
-			for (uint64_t i = 0; i < half; i++)
-				memcpy(dst + base + (j * half + i) * row, src + base + (2 * i + j) * row,
-				       (size_t)row * sizeof *dst);
+	qtk_family_permute_rows((const uint8_t *)src, (uint8_t *)dst, nvals / row, row * sizeof *dst,
+				(int)(nvals / unit), true);
 }
 
 /* F16 -> F32 through a table built from the reference conversion (so bit-exact by
@@ -741,7 +627,7 @@ static void digest_one(void *ctx, size_t k)
 	int heads = 0;
 	qtk_thash *h = NULL;
 	uint8_t *buf = NULL;
-	int rc = qtk_digest_qk_heads(j->m, t, &heads, &e);
+	int rc = qtk_family_qk_heads(j->m, t, &heads, &e);
 	rc = rc ? rc : thash_new(t, heads, !(j->o && j->o->enc_only), &h, &e);
 	if (!rc && !(buf = qtk_malloc(READ_BYTES)))
 		rc = oom(&e, t->name);
@@ -849,7 +735,7 @@ int qtk_tensor_values(qtk_model *m, const qtk_tensor *t, float **out, qtk_err *e
 {
 	*out = NULL;
 	int heads = 0;
-	int rc = qtk_digest_qk_heads(m, t, &heads, err);
+	int rc = qtk_family_qk_heads(m, t, &heads, err);
 	if (rc)
 		return rc;
 	if (dec_kind_of(t) != QTK_DEC_VALUES)
@@ -1093,7 +979,7 @@ int qtk_vcursor_open(qtk_model *m, const qtk_tensor *t, qtk_vcursor **out, qtk_e
 	c->m = m;
 	c->t = t;
 	c->err = err;
-	int rc = qtk_digest_qk_heads(m, t, &c->heads, err);
+	int rc = qtk_family_qk_heads(m, t, &c->heads, err);
 	if (!rc && t->layout.kind != QTK_LAYOUT_PLAIN) {
 		c->whole = true;
 		rc = qtk_tensor_values(m, t, &c->vals, err);

@@ -21,6 +21,7 @@
 #ifndef QTK_DIGEST_H
 #define QTK_DIGEST_H
 #include "internal.h"
+#include "family/family.h" /* canonical names, Q/K heads */
 
 #define QTK_DIGEST_SCHEME "qtk-digest-v1"
 
@@ -76,18 +77,7 @@ int qtk_digests_finish(qtk_digests *d, qtk_err *err);
 /* Leaf by canonical name (after finish); NULL when absent. */
 const qtk_leaf *qtk_digests_find(const qtk_digests *d, const char *canon);
 
-/* Canonical name of a tensor name: llama-family GGUF names -> HF names
- * (token_embd.weight -> model.embed_tokens.weight, blk.N.attn_q.weight ->
- * model.layers.N.self_attn.q_proj.weight, ...), anything else unchanged.
- * Returns 1 when mapped, 0 when unchanged, QTK_E_DATA when buf is too small. *qk is set to
- * 'q' or 'k' for GGUF attn_q / attn_k names, else 0. */
-int qtk_canon_name(const char *name, char *buf, size_t n, int *qk);
-
-/* Heads for un-permuting tensor `stored_name` of model m: > 0 for a GGUF attn_q/attn_k
- * name in a model whose general.architecture is "llama" (head counts from
- * llama.attention.head_count(_kv), integers or decimal strings), else 0. QTK_E_DATA when
- * the counts are missing, malformed or do not split rows into even heads. */
-int qtk_digest_qk_heads(const qtk_model *m, const qtk_tensor *t, int *heads, qtk_err *err);
+/* Canonical names: qtk_canon_name; heads for un-permuting: qtk_family_qk_heads (family.h). */
 
 /* Everything of t's leaf but the digests (names, encoding id, shape, bytes, decoded kind,
  * Q/K heads from m's metadata). Owned strings go into leaf. */
@@ -95,7 +85,7 @@ int qtk_digest_leaf_meta(const qtk_model *m, const qtk_tensor *t, qtk_leaf *leaf
 
 /* Streaming leaf computation for one tensor described by t (layout, shape, parts with nbytes;
  * offsets ignored): feed every part's bytes in order, in pieces of any size. qk_heads from
- * qtk_digest_qk_heads (0: none). Memory: a chunk of a few MiB for plain layouts; the whole
+ * qtk_family_qk_heads (0: none). Memory: a chunk of a few MiB for plain layouts; the whole
  * tensor for AWQ/GPTQ. */
 typedef struct qtk_thash qtk_thash;
 int qtk_thash_new(const qtk_tensor *t, int qk_heads, qtk_thash **out, qtk_err *err);

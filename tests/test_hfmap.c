@@ -1,10 +1,12 @@
 /* test_hfmap.c - HF <-> GGUF mapping (names, Q/K permutation, config.json,
  * SentencePiece tokenizer.model) against llama.cpp's own converter output. */
 #include "t.h"
-#include "../convert/hfmap.c"
-#include "../convert/spm.c"
-#include "../convert/bpe.c"
+#include "family/hfmap.h"
+#include "family/spm.h"
 #include "dequant.h"
+#include "json.h"
+#include <inttypes.h>
+#include <math.h>
 
 /* Keys llama.cpp derives from the directory name and model card (gguf-py
  * Metadata heuristics), which we do not reproduce. */
@@ -110,7 +112,7 @@ static uint8_t *convert_float(const uint8_t *src, uint64_t n, unsigned from, uns
 }
 
 /* The would-be output tensor bytes for source tensor t through map. */
-static uint8_t *map_tensor(qtk_model *src, const qtk_tensor *t, const hfmap *m, unsigned *otype, uint64_t *nb,
+static uint8_t *map_tensor(qtk_model *src, const qtk_tensor *t, const qtk_hfmap *m, unsigned *otype, uint64_t *nb,
 			   bool *exact)
 {
 	uint8_t *raw = NULL;
@@ -118,7 +120,7 @@ static uint8_t *map_tensor(qtk_model *src, const qtk_tensor *t, const hfmap *m, 
 	if (qtk_read_part_alloc(src, t, 0, &raw))
 		return NULL;
 	unsigned ity = t->layout.type;
-	*otype = hfmap_out_type(m, t);
+	*otype = qtk_hfmap_out_type(m, t);
 	uint8_t *cur = raw;
 	if (*otype != ity) {
 		cur = convert_float(raw, t->n_params, ity, *otype, exact);
@@ -127,11 +129,11 @@ static uint8_t *map_tensor(qtk_model *src, const qtk_tensor *t, const hfmap *m, 
 	*nb = t->n_params * elem_size(*otype);
 	int heads;
 	bool inv;
-	hfmap_name(m, t->name, &heads, &inv);
+	qtk_hfmap_name(m, t->name, &heads, &inv);
 	if (heads > 0) {
 		uint64_t rows = t->shape[0], rb = *nb / rows;
 		uint8_t *p = malloc((size_t)*nb);
-		hfmap_permute_rows(cur, p, rows, rb, heads, inv);
+		qtk_family_permute_rows(cur, p, rows, rb, heads, inv);
 		if (cur == raw)
 			qtk_free(raw);
 		else
@@ -176,8 +178,8 @@ static void test_fixture(const char *fx)
 
 	/* HF -> GGUF */
 	qtk_model *meta = qtk_model_new();
-	hfmap *m = NULL;
-	int rc = hfmap_hf_to_gguf(hf, meta, &m, &err);
+	qtk_hfmap *m = NULL;
+	int rc = qtk_hfmap_hf_to_gguf(hf, meta, &m, &err);
 	CHECK(rc == 0, "hf_to_gguf: %s (%s)", err.msg, err.subject);
 	if (rc) {
 		qtk_close(hf);
@@ -185,16 +187,16 @@ static void test_fixture(const char *fx)
 		qtk_close(meta);
 		return;
 	}
-	CHECK(hfmap_warning(m) == NULL, "warning: %s", hfmap_warning(m));
+	CHECK(qtk_hfmap_warning(m) == NULL, "warning: %s", qtk_hfmap_warning(m));
 	size_t *order = malloc(hf->ntensors * sizeof *order);
-	size_t n = hfmap_order(m, hf, order);
+	size_t n = qtk_hfmap_order(m, hf, order);
 	CHECK(n == rg->ntensors, "tensor count %zu, want %zu", n, rg->ntensors);
 	size_t nequal = 0;
 	for (size_t k = 0; k < n && k < rg->ntensors; k++) {
 		const qtk_tensor *t = &hf->tensors[order[k]], *r = &rg->tensors[k];
 		int heads;
 		bool inv;
-		const char *on = hfmap_name(m, t->name, &heads, &inv);
+		const char *on = qtk_hfmap_name(m, t->name, &heads, &inv);
 		CHECK(on && !strcmp(on, r->name), "tensor %zu: %s -> %s, want %s", k, t->name, on ? on : "(null)", r->name);
 		CHECK(!inv, "inverse set on the way to GGUF");
 		CHECK(t->ndim == r->ndim && !memcmp(t->shape, r->shape, sizeof t->shape), "shape of %s", r->name);
@@ -214,12 +216,12 @@ static void test_fixture(const char *fx)
 	CHECK(nequal == 21, "%zu of 21 tensors byte-equal", nequal);
 	{
 		size_t *so = malloc(hf->ntensors * sizeof *so);
-		size_t ns = hfmap_order_sorted(m, hf, so);
+		size_t ns = qtk_hfmap_order_sorted(m, hf, so);
 		int hh;
 		bool ii;
 		CHECK(ns == 21 && !strcmp(hf->tensors[so[0]].name, "lm_head.weight") &&
 			      !strcmp(hf->tensors[so[2]].name, "model.layers.0.input_layernorm.weight") &&
-			      !strcmp(hfmap_name(m, hf->tensors[so[20]].name, &hh, &ii), "output_norm.weight"),
+			      !strcmp(qtk_hfmap_name(m, hf->tensors[so[20]].name, &hh, &ii), "output_norm.weight"),
 		      "name-sorted order (safe_open().keys())");
 		free(so);
 	}
@@ -229,19 +231,19 @@ static void test_fixture(const char *fx)
 
 	/* GGUF -> HF */
 	qtk_model *hmeta = qtk_model_new();
-	hfmap *r = NULL;
-	rc = hfmap_gguf_to_hf(rg, hmeta, &r, &err);
+	qtk_hfmap *r = NULL;
+	rc = qtk_hfmap_gguf_to_hf(rg, hmeta, &r, &err);
 	CHECK(rc == 0, "gguf_to_hf: %s (%s)", err.msg, err.subject);
 	if (!rc) {
 		size_t *o2 = malloc(rg->ntensors * sizeof *o2);
-		size_t n2 = hfmap_order(r, rg, o2);
+		size_t n2 = qtk_hfmap_order(r, rg, o2);
 		CHECK(n2 == hf->ntensors, "reverse count %zu", n2);
 		size_t eq = 0;
 		for (size_t k = 0; k < n2; k++) {
 			const qtk_tensor *t = &rg->tensors[o2[k]];
 			int heads;
 			bool inv;
-			const char *on = hfmap_name(r, t->name, &heads, &inv);
+			const char *on = qtk_hfmap_name(r, t->name, &heads, &inv);
 			const qtk_tensor *h = on ? qtk_tensor_find(hf, on) : NULL;
 			CHECK(h != NULL, "reverse name of %s: %s", t->name, on ? on : "(null)");
 			if (!h)
@@ -284,11 +286,11 @@ static void test_fixture(const char *fx)
 		      "side files");
 		/* tokenizer.model: the fixture's pieces survive */
 		const qtk_blob *tb = qtk_blob_find(hmeta, "tokenizer.model"), *ob2 = qtk_blob_find(hf, "tokenizer.model");
-		spm_model a, b;
+		qtk_spm_model a, b;
 		qtk_err e2;
 		qtk_err_clear(&e2);
-		CHECK(tb && !spm_parse(tb->data, tb->len, "out", &a, &e2), "rebuilt tokenizer.model parses: %s", e2.msg);
-		CHECK(ob2 && !spm_parse(ob2->data, ob2->len, "in", &b, &e2), "fixture tokenizer.model parses");
+		CHECK(tb && !qtk_spm_parse(tb->data, tb->len, "out", &a, &e2), "rebuilt tokenizer.model parses: %s", e2.msg);
+		CHECK(ob2 && !qtk_spm_parse(ob2->data, ob2->len, "in", &b, &e2), "fixture tokenizer.model parses");
 		bool pieces_eq = a.n == b.n;
 		for (size_t i = 0; pieces_eq && i < a.n; i++)
 			pieces_eq = a.pieces[i].len == b.pieces[i].len &&
@@ -296,8 +298,8 @@ static void test_fixture(const char *fx)
 				    !memcmp(&a.pieces[i].score, &b.pieces[i].score, 4) && a.pieces[i].type == b.pieces[i].type;
 		CHECK(pieces_eq, "pieces, scores and types survive GGUF -> HF");
 		CHECK(a.model_type == 2 && a.byte_fallback, "BPE with byte fallback");
-		spm_free(&a);
-		spm_free(&b);
+		qtk_spm_free(&a);
+		qtk_spm_free(&b);
 
 		/* ... and GGUF -> HF -> GGUF gives llama.cpp's metadata again */
 		qtk_model *hf2 = qtk_model_new();
@@ -311,42 +313,67 @@ static void test_fixture(const char *fx)
 		}
 		hf2->path = qtk_strdup("fp16");
 		qtk_model *meta3 = qtk_model_new();
-		hfmap *m3 = NULL;
-		rc = hfmap_hf_to_gguf(hf2, meta3, &m3, &err);
+		qtk_hfmap *m3 = NULL;
+		rc = qtk_hfmap_hf_to_gguf(hf2, meta3, &m3, &err);
 		CHECK(rc == 0, "gguf->hf->gguf: %s", err.msg);
 		if (!rc)
 			compare_kv(meta3, rg, "gguf->hf->gguf metadata");
-		hfmap_free(m3);
+		qtk_hfmap_free(m3);
 		qtk_close(meta3);
 		qtk_close(hf2);
 	}
-	hfmap_free(r);
+	qtk_hfmap_free(r);
 	qtk_close(hmeta);
 
 	/* SentencePiece: the fixture round-trips byte for byte */
 	const qtk_blob *tb = qtk_blob_find(hf, "tokenizer.model");
-	spm_model sp, sp2;
+	qtk_spm_model sp, sp2;
 	qtk_err e3;
 	qtk_err_clear(&e3);
-	CHECK(tb && !spm_parse(tb->data, tb->len, tokp, &sp, &e3), "parse fixture tokenizer.model: %s", e3.msg);
+	CHECK(tb && !qtk_spm_parse(tb->data, tb->len, tokp, &sp, &e3), "parse fixture tokenizer.model: %s", e3.msg);
 	if (tb && sp.n) {
 		qtk_buf out = {0};
-		CHECK(!spm_write(&sp, &out), "write");
+		CHECK(!qtk_spm_write(&sp, &out), "write");
 		CHECK(out.len == tb->len && !memcmp(out.p, tb->data, out.len), "write(parse(x)) == x byte for byte");
-		CHECK(!spm_parse(out.p, out.len, "w", &sp2, &e3) && spm_equal(&sp, &sp2), "parse(write(x)) == x");
+		CHECK(!qtk_spm_parse(out.p, out.len, "w", &sp2, &e3) && qtk_spm_equal(&sp, &sp2), "parse(write(x)) == x");
 		CHECK(sp.n == 512 && sp.model_type == 2 && sp.byte_fallback, "512 BPE pieces, byte fallback");
-		spm_free(&sp2);
+		qtk_spm_free(&sp2);
 		qtk_buf_free(&out);
-		spm_free(&sp);
+		qtk_spm_free(&sp);
 	}
 	free(order);
-	hfmap_free(m);
+	qtk_hfmap_free(m);
 	qtk_close(meta);
 	qtk_close(hf);
 	qtk_close(rg);
 }
 
 /* ---- hostile tokenizer.model ----------------------------------------------- */
+
+/* A protobuf writer of the test's own (the hostile inputs are built field by field). */
+static void put_varint(qtk_buf *b, uint64_t v)
+{
+	do {
+		uint8_t c = (uint8_t)(v & 0x7f);
+		v >>= 7;
+		qtk_buf_putc(b, (char)(c | (v ? 0x80 : 0)));
+	} while (v);
+}
+
+static void put_key(qtk_buf *b, uint32_t field, unsigned wire) { put_varint(b, (uint64_t)field << 3 | wire); }
+
+static void put_bytes(qtk_buf *b, uint32_t field, const void *d, size_t n)
+{
+	put_key(b, field, 2);
+	put_varint(b, n);
+	qtk_buf_put(b, d, n);
+}
+
+static void put_vfield(qtk_buf *b, uint32_t field, uint64_t v)
+{
+	put_key(b, field, 0);
+	put_varint(b, v);
+}
 
 static void put_piece(qtk_buf *b, const char *s, float score, int type)
 {
@@ -366,11 +393,11 @@ static void put_piece(qtk_buf *b, const char *s, float score, int type)
 
 static int spm_try(const uint8_t *d, size_t n, qtk_err *e)
 {
-	spm_model s;
+	qtk_spm_model s;
 	qtk_err_clear(e);
-	int rc = spm_parse(d, n, "t.model", &s, e);
+	int rc = qtk_spm_parse(d, n, "t.model", &s, e);
 	if (!rc)
-		spm_free(&s);
+		qtk_spm_free(&s);
 	return rc;
 }
 
@@ -387,18 +414,18 @@ static void test_spm_hostile(void)
 	put_bytes(&b, 2, ts.p, ts.len);
 	qtk_buf_free(&ts);
 	qtk_err e;
-	spm_model s, s2;
+	qtk_spm_model s, s2;
 	qtk_err_clear(&e);
-	CHECK(!spm_parse(b.p, b.len, "t", &s, &e), "valid model: %s", e.msg);
+	CHECK(!qtk_spm_parse(b.p, b.len, "t", &s, &e), "valid model: %s", e.msg);
 	CHECK(s.n == 4 && s.pieces[2].score == -1.5f && s.pieces[2].type == SPM_NORMAL && !s.pieces[2].has_type &&
 		      s.pieces[3].type == SPM_BYTE && s.model_type == 2,
 	      "decoded");
 	qtk_buf w = {0};
-	spm_write(&s, &w);
+	qtk_spm_write(&s, &w);
 	CHECK(w.len == b.len && !memcmp(w.p, b.p, b.len), "byte round trip");
-	CHECK(!spm_parse(w.p, w.len, "t", &s2, &e) && spm_equal(&s, &s2), "parse(write(x)) == x");
-	spm_free(&s2);
-	spm_free(&s);
+	CHECK(!qtk_spm_parse(w.p, w.len, "t", &s2, &e) && qtk_spm_equal(&s, &s2), "parse(write(x)) == x");
+	qtk_spm_free(&s2);
+	qtk_spm_free(&s);
 	qtk_buf_free(&w);
 
 	/* every truncation: parses only at field boundaries, else QTK_E_DATA with an offset */
@@ -487,10 +514,10 @@ static int try_cfg(const char *text, qtk_err *e)
 	qtk_model *hf = qtk_model_new();
 	qtk_model_add_blob(hf, "config.json", text, strlen(text));
 	qtk_model *meta = qtk_model_new();
-	hfmap *m = NULL;
+	qtk_hfmap *m = NULL;
 	qtk_err_clear(e);
-	int rc = hfmap_hf_to_gguf(hf, meta, &m, e);
-	hfmap_free(m);
+	int rc = qtk_hfmap_hf_to_gguf(hf, meta, &m, e);
+	qtk_hfmap_free(m);
 	qtk_close(meta);
 	qtk_close(hf);
 	return rc;
@@ -552,9 +579,9 @@ static void test_config_hostile(void)
 	CHECK(try_cfg("{\"architectures\": [\"LlamaForCausalLM\"], ", &e) == QTK_E_DATA, "truncated JSON");
 	CHECK(try_cfg("[1, 2]", &e) == QTK_E_DATA, "not an object");
 	qtk_model *hf = qtk_model_new(), *meta = qtk_model_new();
-	hfmap *m = NULL;
+	qtk_hfmap *m = NULL;
 	qtk_err_clear(&e);
-	CHECK(hfmap_hf_to_gguf(hf, meta, &m, &e) == QTK_E_DATA && strstr(e.msg, "config.json"), "no config.json");
+	CHECK(qtk_hfmap_hf_to_gguf(hf, meta, &m, &e) == QTK_E_DATA && strstr(e.msg, "config.json"), "no config.json");
 	qtk_close(hf);
 	qtk_close(meta);
 
@@ -568,7 +595,7 @@ static void test_config_hostile(void)
 	t->shape[1] = 64;
 	t->layout.type = QTK_T_F16;
 	qtk_err_clear(&e);
-	CHECK(hfmap_hf_to_gguf(hf, meta, &m, &e) == QTK_E_DATA && strstr(e.msg, "num_key_value_heads"),
+	CHECK(qtk_hfmap_hf_to_gguf(hf, meta, &m, &e) == QTK_E_DATA && strstr(e.msg, "num_key_value_heads"),
 	      "k rows: %s", e.msg);
 	qtk_close(hf);
 	qtk_close(meta);
@@ -583,7 +610,7 @@ static void test_permute(void)
 	uint8_t src[R * C], dst[R * C], back[R * C];
 	for (int i = 0; i < R * C; i++)
 		src[i] = (uint8_t)i;
-	hfmap_permute_rows(src, dst, R, C, H, false);
+	qtk_family_permute_rows(src, dst, R, C, H, false);
 	int bad = 0, half = R / H / 2;
 	for (int h = 0; h < H; h++)
 		for (int i = 0; i < half; i++)
@@ -593,9 +620,9 @@ static void test_permute(void)
 					bad++;
 			}
 	CHECK(bad == 0, "forward permutation matches llama.cpp's reshape");
-	hfmap_permute_rows(dst, back, R, C, H, true);
+	qtk_family_permute_rows(dst, back, R, C, H, true);
 	CHECK(!memcmp(back, src, sizeof src), "inverse undoes it");
-	hfmap_permute_rows(src, dst, R, C, 0, false);
+	qtk_family_permute_rows(src, dst, R, C, 0, false);
 	CHECK(!memcmp(dst, src, sizeof src), "heads 0: copy");
 }
 
@@ -705,13 +732,13 @@ static void test_roundtrip_memory(void)
 	int rc, nf, badf = 0;
 	for (nf = 1; nf < 2000; nf++) {
 		qtk_model *hx = qtk_model_new();
-		hfmap *rx = NULL;
+		qtk_hfmap *rx = NULL;
 		qtk_err_clear(&e);
 		qtk_test_fail_alloc_at(nf);
-		rc = hfmap_gguf_to_hf(g, hx, &rx, &e);
+		rc = qtk_hfmap_gguf_to_hf(g, hx, &rx, &e);
 		qtk_test_fail_alloc_at(0);
 		badf += rc && rc != QTK_E_IO;
-		hfmap_free(rx);
+		qtk_hfmap_free(rx);
 		qtk_close(hx);
 		if (!rc)
 			break;
@@ -719,8 +746,8 @@ static void test_roundtrip_memory(void)
 	CHECK(badf == 0 && nf < 2000, "gguf_to_hf under allocation failures (%d, %d)", badf, nf);
 	qtk_err_clear(&e);
 	qtk_model *hm = qtk_model_new();
-	hfmap *r = NULL;
-	rc = hfmap_gguf_to_hf(g, hm, &r, &e);
+	qtk_hfmap *r = NULL;
+	rc = qtk_hfmap_gguf_to_hf(g, hm, &r, &e);
 	CHECK(rc == 0, "gguf_to_hf: %s", e.msg);
 	if (rc) {
 		qtk_close(hm);
@@ -746,14 +773,14 @@ static void test_roundtrip_memory(void)
 	/* names and permutation flags */
 	int heads;
 	bool inv;
-	const char *nm = hfmap_name(r, "blk.1.attn_k.weight", &heads, &inv);
+	const char *nm = qtk_hfmap_name(r, "blk.1.attn_k.weight", &heads, &inv);
 	CHECK(nm && !strcmp(nm, "model.layers.1.self_attn.k_proj.weight") && heads == NKV && inv, "k back");
-	nm = hfmap_name(r, "blk.0.attn_q.weight", &heads, &inv);
+	nm = qtk_hfmap_name(r, "blk.0.attn_q.weight", &heads, &inv);
 	CHECK(nm && !strcmp(nm, "model.layers.0.self_attn.q_proj.weight") && heads == NH, "q back");
-	nm = hfmap_name(r, "blk.0.attn_v.weight", &heads, &inv);
+	nm = qtk_hfmap_name(r, "blk.0.attn_v.weight", &heads, &inv);
 	CHECK(nm && heads == 0, "v not permuted");
-	CHECK(hfmap_name(r, "blk.0.unknown.weight", &heads, &inv) == NULL, "unmapped -> NULL");
-	CHECK(hfmap_out_type(r, qtk_tensor_find(g, "output_norm.weight")) == QTK_T_F32,
+	CHECK(qtk_hfmap_name(r, "blk.0.unknown.weight", &heads, &inv) == NULL, "unmapped -> NULL");
+	CHECK(qtk_hfmap_out_type(r, qtk_tensor_find(g, "output_norm.weight")) == QTK_T_F32,
 	      "norms stay F32 when the matrices are quantized");
 
 	/* back to GGUF */
@@ -761,10 +788,10 @@ static void test_roundtrip_memory(void)
 	for (size_t i = 0; i < hm->nblobs; i++)
 		qtk_model_add_blob(h2, hm->blobs[i].name, hm->blobs[i].data, hm->blobs[i].len);
 	size_t *ord = malloc(g->ntensors * sizeof *ord);
-	size_t n = hfmap_order(r, g, ord);
+	size_t n = qtk_hfmap_order(r, g, ord);
 	for (size_t k = 0; k < n; k++) {
 		const qtk_tensor *t = &g->tensors[ord[k]];
-		const char *on = hfmap_name(r, t->name, &heads, &inv);
+		const char *on = qtk_hfmap_name(r, t->name, &heads, &inv);
 		qtk_tensor *nt = qtk_model_add_tensor(h2, on ? on : t->name);
 		char *keep = nt->name;
 		*nt = *t;
@@ -772,9 +799,9 @@ static void test_roundtrip_memory(void)
 	}
 	h2->path = qtk_strdup("/tmp/mem/");
 	qtk_model *g2 = qtk_model_new();
-	hfmap *f = NULL;
+	qtk_hfmap *f = NULL;
 	qtk_err_clear(&e);
-	rc = hfmap_hf_to_gguf(h2, g2, &f, &e);
+	rc = qtk_hfmap_hf_to_gguf(h2, g2, &f, &e);
 	CHECK(rc == 0, "hf_to_gguf: %s (%s)", e.msg, e.subject);
 	if (!rc) {
 		/* every source key comes back with the same type and value, except file_type
@@ -788,24 +815,24 @@ static void test_roundtrip_memory(void)
 		}
 		const qtk_kv *nmk = qtk_kv_find(g2, "general.name");
 		CHECK(nmk && !strcmp(nmk->val.v.str.s, "mem"), "general.name from the directory");
-		CHECK(hfmap_count(f) == g->ntensors, "tensor count");
+		CHECK(qtk_hfmap_count(f) == g->ntensors, "tensor count");
 		size_t *o2 = malloc(h2->ntensors * sizeof *o2);
-		size_t n2 = hfmap_order(f, h2, o2);
+		size_t n2 = qtk_hfmap_order(f, h2, o2);
 		bool names = n2 == g->ntensors;
 		for (size_t k = 0; names && k < n2; k++) {
-			const char *back = hfmap_name(f, h2->tensors[o2[k]].name, &heads, &inv);
+			const char *back = qtk_hfmap_name(f, h2->tensors[o2[k]].name, &heads, &inv);
 			names = back && !strcmp(back, g->tensors[k].name);
 		}
 		CHECK(names, "names and order survive");
 		free(o2);
-		CHECK(hfmap_set_file_type(g2, 15) == 0 && qtk_kv_find(g2, "general.file_type")->val.v.u == 15,
+		CHECK(qtk_hfmap_set_file_type(g2, 15) == 0 && qtk_kv_find(g2, "general.file_type")->val.v.u == 15,
 		      "set file type in place");
 	}
-	hfmap_free(f);
+	qtk_hfmap_free(f);
 	qtk_close(g2);
 	qtk_close(h2);
 	free(ord);
-	hfmap_free(r);
+	qtk_hfmap_free(r);
 	qtk_close(hm);
 	qtk_close(g);
 }
@@ -847,10 +874,10 @@ static void test_qwen2(void)
 	add_t(hf, "model.layers.0.self_attn.rotary_emb.inv_freq", 0, 8, QTK_T_F32);
 	add_t(hf, "model.norm.weight", 0, 64, QTK_T_BF16);
 	qtk_model *meta = qtk_model_new();
-	hfmap *m = NULL;
+	qtk_hfmap *m = NULL;
 	qtk_err e;
 	qtk_err_clear(&e);
-	int rc = hfmap_hf_to_gguf(hf, meta, &m, &e);
+	int rc = qtk_hfmap_hf_to_gguf(hf, meta, &m, &e);
 	CHECK(rc == 0, "qwen2 hf_to_gguf: %s", e.msg);
 	if (rc) {
 		qtk_close(meta);
@@ -889,13 +916,13 @@ static void test_qwen2(void)
 	CHECK(eos && eos->val.v.u == 9, "eos from tokenizer.json added tokens");
 	int heads;
 	bool inv;
-	const char *n = hfmap_name(m, "model.layers.0.self_attn.q_proj.bias", &heads, &inv);
+	const char *n = qtk_hfmap_name(m, "model.layers.0.self_attn.q_proj.bias", &heads, &inv);
 	CHECK(n && !strcmp(n, "blk.0.attn_q.bias") && heads == 0, "qwen2: q bias, no permutation");
-	CHECK(hfmap_out_type(m, qtk_tensor_find(hf, "model.layers.0.self_attn.q_proj.bias")) == QTK_T_F32, "bias F32");
-	CHECK(hfmap_out_type(m, qtk_tensor_find(hf, "model.layers.0.self_attn.q_proj.weight")) == QTK_T_BF16,
+	CHECK(qtk_hfmap_out_type(m, qtk_tensor_find(hf, "model.layers.0.self_attn.q_proj.bias")) == QTK_T_F32, "bias F32");
+	CHECK(qtk_hfmap_out_type(m, qtk_tensor_find(hf, "model.layers.0.self_attn.q_proj.weight")) == QTK_T_BF16,
 	      "matrix keeps bf16");
-	CHECK(hfmap_count(m) == 8, "inv_freq dropped");
-	CHECK(hfmap_warning(m) != NULL, "pre is a guess: warned");
+	CHECK(qtk_hfmap_count(m) == 8, "inv_freq dropped");
+	CHECK(qtk_hfmap_warning(m) != NULL, "pre is a guess: warned");
 
 	/* GGUF -> HF -> GGUF: the vocabulary survives */
 	qtk_model *g = qtk_model_new();
@@ -904,36 +931,36 @@ static void test_qwen2(void)
 		qtk_value_copy(&kv->val, &meta->kv[k].val);
 	}
 	size_t *ord = malloc(hf->ntensors * sizeof *ord);
-	size_t no = hfmap_order(m, hf, ord);
+	size_t no = qtk_hfmap_order(m, hf, ord);
 	for (size_t k = 0; k < no; k++) {
 		const qtk_tensor *t = &hf->tensors[ord[k]];
-		const char *on = hfmap_name(m, t->name, &heads, &inv);
+		const char *on = qtk_hfmap_name(m, t->name, &heads, &inv);
 		add_t(g, on, t->ndim == 2 ? t->shape[0] : 0, t->ndim == 2 ? t->shape[1] : t->shape[0],
-		      hfmap_out_type(m, t));
+		      qtk_hfmap_out_type(m, t));
 	}
 	free(ord);
 	qtk_model *hm = qtk_model_new();
-	hfmap *r = NULL;
+	qtk_hfmap *r = NULL;
 	qtk_err_clear(&e);
-	rc = hfmap_gguf_to_hf(g, hm, &r, &e);
+	rc = qtk_hfmap_gguf_to_hf(g, hm, &r, &e);
 	CHECK(rc == 0, "qwen2 gguf_to_hf: %s", e.msg);
 	const qtk_blob *cb = qtk_blob_find(hm, "config.json");
 	CHECK(cb && strstr((const char *)cb->data, "Qwen2ForCausalLM") && strstr((const char *)cb->data, "\"bfloat16\"") &&
 		      strstr((const char *)cb->data, "\"rope_theta\": 1000000.0,"),
 	      "qwen2 config.json: %s", cb ? (const char *)cb->data : "");
-	CHECK(hfmap_out_type(r, qtk_tensor_find(g, "blk.0.attn_q.bias")) == QTK_T_BF16, "bias back to bf16");
+	CHECK(qtk_hfmap_out_type(r, qtk_tensor_find(g, "blk.0.attn_q.bias")) == QTK_T_BF16, "bias back to bf16");
 	qtk_model *h2 = qtk_model_new();
 	for (size_t k = 0; k < hm->nblobs; k++)
 		qtk_model_add_blob(h2, hm->blobs[k].name, hm->blobs[k].data, hm->blobs[k].len);
 	for (size_t k = 0; k < g->ntensors; k++) {
-		const char *on = hfmap_name(r, g->tensors[k].name, &heads, &inv);
+		const char *on = qtk_hfmap_name(r, g->tensors[k].name, &heads, &inv);
 		add_t(h2, on, g->tensors[k].ndim == 2 ? g->tensors[k].shape[0] : 0,
 		      g->tensors[k].ndim == 2 ? g->tensors[k].shape[1] : g->tensors[k].shape[0], QTK_T_BF16);
 	}
 	qtk_model *g2 = qtk_model_new();
-	hfmap *f = NULL;
+	qtk_hfmap *f = NULL;
 	qtk_err_clear(&e);
-	rc = hfmap_hf_to_gguf(h2, g2, &f, &e);
+	rc = qtk_hfmap_hf_to_gguf(h2, g2, &f, &e);
 	CHECK(rc == 0, "qwen2 back: %s", e.msg);
 	static const char *const same[] = {"tokenizer.ggml.tokens", "tokenizer.ggml.token_type", "tokenizer.ggml.merges",
 					   "tokenizer.ggml.eos_token_id", "tokenizer.ggml.padding_token_id",
@@ -943,13 +970,13 @@ static void test_qwen2(void)
 		const qtk_kv *a = qtk_kv_find(meta, same[k]), *b = qtk_kv_find(g2, same[k]);
 		CHECK(a && b && t_val_eq(&a->val, &b->val), "qwen2 %s survives GGUF -> HF -> GGUF", same[k]);
 	}
-	hfmap_free(f);
+	qtk_hfmap_free(f);
 	qtk_close(g2);
 	qtk_close(h2);
-	hfmap_free(r);
+	qtk_hfmap_free(r);
 	qtk_close(hm);
 	qtk_close(g);
-	hfmap_free(m);
+	qtk_hfmap_free(m);
 	qtk_close(meta);
 	qtk_close(hf);
 
@@ -971,9 +998,9 @@ static void test_qwen2(void)
 		qtk_model_add_blob(hf, "tokenizer.json", bad_tok[k], strlen(bad_tok[k]));
 		qtk_err_clear(&e);
 		m = NULL;
-		rc = hfmap_hf_to_gguf(hf, meta, &m, &e);
+		rc = qtk_hfmap_hf_to_gguf(hf, meta, &m, &e);
 		CHECK(rc == QTK_E_DATA && m == NULL, "bad tokenizer.json %zu: rc %d", k, rc);
-		hfmap_free(m);
+		qtk_hfmap_free(m);
 		qtk_close(meta);
 		qtk_close(hf);
 	}
@@ -1013,23 +1040,23 @@ static void test_gguf_hostile(void)
 			qtk_model_set_kv_str(g, cases[i].key, "64");
 		}
 		qtk_model *hm = qtk_model_new();
-		hfmap *r = NULL;
+		qtk_hfmap *r = NULL;
 		qtk_err e;
 		qtk_err_clear(&e);
-		int rc = hfmap_gguf_to_hf(g, hm, &r, &e);
+		int rc = qtk_hfmap_gguf_to_hf(g, hm, &r, &e);
 		CHECK(rc == QTK_E_DATA && !strcmp(e.subject, cases[i].want) && strstr(e.msg, cases[i].want),
 		      "gguf case %zu: rc %d %s [%s]", i, rc, e.msg, e.subject);
-		hfmap_free(r);
+		qtk_hfmap_free(r);
 		qtk_close(hm);
 		qtk_close(g);
 	}
 	qtk_model *g = qtk_model_new();
 	qtk_model_set_kv_str(g, "general.architecture", "gpt2");
 	qtk_model *hm = qtk_model_new();
-	hfmap *r = NULL;
+	qtk_hfmap *r = NULL;
 	qtk_err e;
 	qtk_err_clear(&e);
-	CHECK(hfmap_gguf_to_hf(g, hm, &r, &e) == QTK_E_DATA && !strcmp(e.msg, "unsupported architecture gpt2"),
+	CHECK(qtk_hfmap_gguf_to_hf(g, hm, &r, &e) == QTK_E_DATA && !strcmp(e.msg, "unsupported architecture gpt2"),
 	      "gguf arch: %s", e.msg);
 	qtk_close(hm);
 	qtk_close(g);
@@ -1046,15 +1073,15 @@ static void test_alloc_failures(void)
 		qtk_model_add_blob(hf, "tokenizer_config.json", qwen_tc, strlen(qwen_tc));
 		add_t(hf, "model.layers.0.self_attn.q_proj.weight", 64, 64, QTK_T_F16);
 		qtk_model *meta = qtk_model_new();
-		hfmap *m = NULL;
+		qtk_hfmap *m = NULL;
 		qtk_err e;
 		qtk_err_clear(&e);
 		qtk_test_fail_alloc_at(n);
-		int rc = hfmap_hf_to_gguf(hf, meta, &m, &e);
+		int rc = qtk_hfmap_hf_to_gguf(hf, meta, &m, &e);
 		qtk_test_fail_alloc_at(0);
 		if (rc && rc != QTK_E_IO)
 			bad++;
-		hfmap_free(m);
+		qtk_hfmap_free(m);
 		qtk_close(meta);
 		qtk_close(hf);
 		if (!rc)
@@ -1081,20 +1108,20 @@ static void test_samples(void)
 	if (!g)
 		return;
 	qtk_model *hm = qtk_model_new();
-	hfmap *r = NULL;
-	CHECK(hfmap_gguf_to_hf(g, hm, &r, &e) == 0, "sample gguf_to_hf: %s", e.msg);
+	qtk_hfmap *r = NULL;
+	CHECK(qtk_hfmap_gguf_to_hf(g, hm, &r, &e) == 0, "sample gguf_to_hf: %s", e.msg);
 	const qtk_blob *tb = qtk_blob_find(hm, "tokenizer.model");
-	spm_model sp;
-	CHECK(tb && !spm_parse(tb->data, tb->len, "s", &sp, &e), "sample tokenizer.model");
+	qtk_spm_model sp;
+	CHECK(tb && !qtk_spm_parse(tb->data, tb->len, "s", &sp, &e), "sample tokenizer.model");
 	if (tb && !e.code)
-		spm_free(&sp);
+		qtk_spm_free(&sp);
 	/* data round trip through the permutation for every Q/K tensor */
 	int bad = 0;
 	for (size_t i = 0; i < g->ntensors; i++) {
 		const qtk_tensor *t = &g->tensors[i];
 		int heads;
 		bool inv;
-		hfmap_name(r, t->name, &heads, &inv);
+		qtk_hfmap_name(r, t->name, &heads, &inv);
 		if (!heads)
 			continue;
 		uint8_t *raw = NULL;
@@ -1104,15 +1131,15 @@ static void test_samples(void)
 		}
 		uint64_t rb = t->parts[0].nbytes / t->shape[0];
 		uint8_t *a = malloc((size_t)t->parts[0].nbytes), *b = malloc((size_t)t->parts[0].nbytes);
-		hfmap_permute_rows(raw, a, t->shape[0], rb, heads, true);
-		hfmap_permute_rows(a, b, t->shape[0], rb, heads, false);
+		qtk_family_permute_rows(raw, a, t->shape[0], rb, heads, true);
+		qtk_family_permute_rows(a, b, t->shape[0], rb, heads, false);
 		bad += memcmp(b, raw, (size_t)t->parts[0].nbytes) != 0;
 		free(a);
 		free(b);
 		qtk_free(raw);
 	}
 	CHECK(bad == 0, "sample Q/K permutation round trip");
-	hfmap_free(r);
+	qtk_hfmap_free(r);
 	qtk_close(hm);
 	qtk_close(g);
 }

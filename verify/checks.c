@@ -497,7 +497,7 @@ static int leaf_of(qtk_model *m, const qtk_tensor *t, qtk_leaf *l, qtk_err *e)
 	qtk_thash *h = NULL;
 	uint8_t *buf = qtk_malloc(BS);
 	int rc = buf ? 0 : qtk_err_set(e, QTK_E_IO, NULL, -1, t->name, "out of memory");
-	rc = rc ? rc : qtk_digest_qk_heads(m, t, &heads, e);
+	rc = rc ? rc : qtk_family_qk_heads(m, t, &heads, e);
 	rc = rc ? rc : qtk_thash_new(t, heads, &h, e);
 	for (int p = 0; p < t->nparts && !rc; p++)
 		for (uint64_t off = 0; off < t->parts[p].nbytes && !rc; off += BS) {

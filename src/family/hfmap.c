@@ -1,19 +1,17 @@
-/* hfmap.c - Hugging Face <-> GGUF mapping for the llama family.
+/* hfmap.c - Hugging Face <-> GGUF mapping driven by a family descriptor (family.h).
  *
- * Facts from llama.cpp's convert_hf_to_gguf.py (LlamaModel, Qwen2Model,
- * Model.set_gguf_parameters, _create_vocab_sentencepiece, gguf-py SpecialVocab):
- * the keys, their types and their order; the Q/K permutation; which tensors
- * are written as F32. The code is our own.
+ * Facts from llama.cpp's convert_hf_to_gguf.py (Model.set_gguf_parameters,
+ * _create_vocab_sentencepiece, gguf-py SpecialVocab): the keys, their types and their
+ * order; which tensors are written as F32. What differs between families (names, keys,
+ * the Q/K permutation, the tokenizer) comes from the descriptor. The code is our own.
  */
-#include "hfmap.h"
-#include "spm.h"
+#include "family/hfmap.h"
+#include "family/spm.h"
 #include "json.h"
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-enum { ARCH_LLAMA = 1, ARCH_QWEN2 = 2 };
 
 typedef struct hent {
 	char *out;      /* output name, NULL when unmapped */
@@ -22,9 +20,9 @@ typedef struct hent {
 	unsigned otype; /* output storage type for plain float tensors */
 } hent;
 
-struct hfmap {
+struct qtk_hfmap {
 	bool to_gguf;
-	int arch;
+	const qtk_family *fam;
 	size_t n;
 	char **src;     /* source names */
 	hent *e;
@@ -52,7 +50,7 @@ static bool ends_with(const char *s, const char *suf)
 
 static bool starts_with(const char *s, const char *pre) { return strncmp(s, pre, strlen(pre)) == 0; }
 
-void hfmap_free(hfmap *m)
+void qtk_hfmap_free(qtk_hfmap *m)
 {
 	if (!m)
 		return;
@@ -67,11 +65,11 @@ void hfmap_free(hfmap *m)
 	qtk_free(m);
 }
 
-const char *hfmap_warning(const hfmap *m) { return m && m->warn[0] ? m->warn : NULL; }
+const char *qtk_hfmap_warning(const qtk_hfmap *m) { return m && m->warn[0] ? m->warn : NULL; }
 
-static hfmap *map_new(const qtk_model *src, bool to_gguf)
+static qtk_hfmap *map_new(const qtk_model *src, bool to_gguf)
 {
-	hfmap *m = qtk_calloc(1, sizeof *m);
+	qtk_hfmap *m = qtk_calloc(1, sizeof *m);
 	if (!m)
 		return NULL;
 	m->to_gguf = to_gguf;
@@ -79,139 +77,18 @@ static hfmap *map_new(const qtk_model *src, bool to_gguf)
 	m->src = qtk_calloc(m->n ? m->n : 1, sizeof *m->src);
 	m->e = qtk_calloc(m->n ? m->n : 1, sizeof *m->e);
 	if (!m->src || !m->e) {
-		hfmap_free(m);
+		qtk_hfmap_free(m);
 		return NULL;
 	}
 	for (size_t i = 0; i < m->n; i++)
 		if (!(m->src[i] = qtk_strdup(src->tensors[i].name))) {
-			hfmap_free(m);
+			qtk_hfmap_free(m);
 			return NULL;
 		}
 	return m;
 }
 
-/* ---- the permutation -------------------------------------------------------- */
-
-void hfmap_permute_rows(const uint8_t *src, uint8_t *dst, uint64_t rows, uint64_t row_bytes,
-			int heads, bool inverse)
-{
-	if (heads <= 0 || rows % ((uint64_t)heads * 2) != 0) {
-		memcpy(dst, src, (size_t)(rows * row_bytes));
-		return;
-	}
-	uint64_t hd = rows / (uint64_t)heads, half = hd / 2;
-	for (uint64_t h = 0; h < (uint64_t)heads; h++)
-		for (uint64_t j = 0; j < 2; j++)
-			for (uint64_t i = 0; i < half; i++) {
-				/* HF row h*hd + j*half + i  <->  GGUF row h*hd + i*2 + j */
-				uint64_t hf = h * hd + j * half + i, gg = h * hd + i * 2 + j;
-				uint64_t from = inverse ? gg : hf, to = inverse ? hf : gg;
-				memcpy(dst + to * row_bytes, src + from * row_bytes, (size_t)row_bytes);
-			}
-}
-
-uint64_t hfmap_permute_src_row(uint64_t to, uint64_t rows, int heads, bool inverse)
-{
-	if (heads <= 0 || rows % ((uint64_t)heads * 2) != 0)
-		return to;
-	uint64_t hd = rows / (uint64_t)heads, half = hd / 2, h = to / hd, r = to % hd;
-	/* HF row h*hd + j*half + i  <->  GGUF row h*hd + i*2 + j */
-	return inverse ? h * hd + (r % half) * 2 + r / half : h * hd + (r % 2) * half + r / 2;
-}
-
-/* ---- tensor names ----------------------------------------------------------- */
-
-typedef struct name_pair { const char *hf, *gguf; } name_pair;
-
-/* within model.layers.N. / blk.N. */
-static const name_pair block_names[] = {
-	{"input_layernorm", "attn_norm"},
-	{"post_attention_layernorm", "ffn_norm"},
-	{"self_attn.q_proj", "attn_q"},
-	{"self_attn.k_proj", "attn_k"},
-	{"self_attn.v_proj", "attn_v"},
-	{"self_attn.o_proj", "attn_output"},
-	{"mlp.gate_proj", "ffn_gate"},
-	{"mlp.up_proj", "ffn_up"},
-	{"mlp.down_proj", "ffn_down"},
-};
-static const name_pair top_names[] = {
-	{"model.embed_tokens", "token_embd"},
-	{"model.norm", "output_norm"},
-	{"lm_head", "output"},
-};
-
-/* Split "<stem>.<suffix>" with suffix weight or bias. */
-static const char *suffix_of(const char *name, size_t *stem)
-{
-	static const char *const sfx[] = {".weight", ".bias"};
-	for (size_t i = 0; i < 2; i++)
-		if (ends_with(name, sfx[i])) {
-			*stem = strlen(name) - strlen(sfx[i]);
-			return sfx[i];
-		}
-	return NULL;
-}
-
-/* Parse a decimal block number at s (no sign, no leading zeros except "0"),
- * followed by '.'; returns chars consumed or 0. */
-static size_t parse_bid(const char *s, unsigned long *bid)
-{
-	size_t i = 0;
-	unsigned long v = 0;
-	while (s[i] >= '0' && s[i] <= '9' && i < 9) {
-		v = v * 10 + (unsigned long)(s[i] - '0');
-		i++;
-	}
-	if (i == 0 || s[i] != '.' || (i > 1 && s[0] == '0'))
-		return 0;
-	*bid = v;
-	return i;
-}
-
-static const char *side(const name_pair *p, bool gguf) { return gguf ? p->gguf : p->hf; }
-
-/* A tensor name mapped HF -> GGUF (to_gguf) or GGUF -> HF into buf; false when the name has no
- * mapping. kind: 'q' or 'k' for the attention Q and K projections (rows permuted), else 0. */
-static bool map_name(const char *name, bool to_gguf, int *kind, char *buf, size_t cap)
-{
-	const bool from_gguf = !to_gguf;
-	const char *pre = from_gguf ? "blk." : "model.layers.", *out_pre = to_gguf ? "blk." : "model.layers.";
-	size_t stem;
-	const char *sfx = suffix_of(name, &stem);
-	*kind = 0;
-	if (!sfx)
-		return false;
-	for (size_t i = 0; i < sizeof top_names / sizeof *top_names; i++) {
-		const char *from = side(&top_names[i], from_gguf);
-		if (strlen(from) == stem && strncmp(name, from, stem) == 0)
-			return (size_t)snprintf(buf, cap, "%s%s", side(&top_names[i], to_gguf), sfx) < cap;
-	}
-	if (!starts_with(name, pre))
-		return false;
-	unsigned long bid;
-	size_t nd = parse_bid(name + strlen(pre), &bid);
-	if (!nd)
-		return false;
-	const char *rest = name + strlen(pre) + nd + 1;
-	if (rest > name + stem)
-		return false;
-	size_t rlen = stem - (size_t)(rest - name);
-	for (size_t i = 0; i < sizeof block_names / sizeof *block_names; i++) {
-		const char *from = side(&block_names[i], from_gguf);
-		if (strlen(from) == rlen && strncmp(rest, from, rlen) == 0) {
-			if (i == 2)
-				*kind = 'q';
-			else if (i == 3)
-				*kind = 'k';
-			return (size_t)snprintf(buf, cap, "%s%lu.%s%s", out_pre, bid, side(&block_names[i], to_gguf), sfx) <
-			       cap;
-		}
-	}
-	return false;
-}
-
-const char *hfmap_name(const hfmap *m, const char *src_name, int *heads, bool *inverse)
+const char *qtk_hfmap_name(const qtk_hfmap *m, const char *src_name, int *heads, bool *inverse)
 {
 	if (heads)
 		*heads = 0;
@@ -228,9 +105,9 @@ const char *hfmap_name(const hfmap *m, const char *src_name, int *heads, bool *i
 	return NULL;
 }
 
-size_t hfmap_count(const hfmap *m) { return m ? m->nout : 0; }
+size_t qtk_hfmap_count(const qtk_hfmap *m) { return m ? m->nout : 0; }
 
-size_t hfmap_order(const hfmap *m, const qtk_model *src, size_t *order)
+size_t qtk_hfmap_order(const qtk_hfmap *m, const qtk_model *src, size_t *order)
 {
 	size_t k = 0;
 	if (!m || !src)
@@ -251,9 +128,9 @@ static bool sorted_before(const qtk_model *src, size_t a, size_t b)
 	return c ? c < 0 : a < b;
 }
 
-size_t hfmap_order_sorted(const hfmap *m, const qtk_model *src, size_t *order)
+size_t qtk_hfmap_order_sorted(const qtk_hfmap *m, const qtk_model *src, size_t *order)
 {
-	size_t n = hfmap_order(m, src, order);
+	size_t n = qtk_hfmap_order(m, src, order);
 	size_t *tmp = n > 1 ? qtk_malloc(n * sizeof *tmp) : NULL;
 	if (tmp) { /* bottom-up merge sort (stable) */
 		size_t *a = order, *b = tmp;
@@ -293,7 +170,7 @@ size_t hfmap_order_sorted(const hfmap *m, const qtk_model *src, size_t *order)
 	return n;
 }
 
-unsigned hfmap_out_type(const hfmap *m, const qtk_tensor *t)
+unsigned qtk_hfmap_out_type(const qtk_hfmap *m, const qtk_tensor *t)
 {
 	unsigned ty = t->layout.kind == QTK_LAYOUT_PLAIN ? t->layout.type : QTK_T_MAX;
 	if (!m || t->layout.kind != QTK_LAYOUT_PLAIN)
@@ -368,7 +245,7 @@ static int kv_arr(qtk_model *meta, const char *key, uint8_t elem, void *arr, uin
 	return 0;
 }
 
-int hfmap_set_file_type(qtk_model *meta, uint32_t ftype)
+int qtk_hfmap_set_file_type(qtk_model *meta, uint32_t ftype)
 {
 	for (size_t i = 0; i < meta->nkv; i++)
 		if (strcmp(meta->kv[i].key, "general.file_type") == 0) {
@@ -413,13 +290,14 @@ static int cfg_bad(const cfg *c, const char *key, const char *what)
 	return qtk_err_set(c->err, QTK_E_DATA, c->file, -1, key, "'%s' %s", key, what);
 }
 
-/* First present key of a NULL-terminated list (llama.cpp's find_hparam). */
-static const char *cfg_find(const cfg *c, const char *const *keys)
+/* The config.json name of hyperparameter k to read: the first of its names present
+ * (llama.cpp's find_hparam), else the name qtk writes (for messages). */
+static const char *cfg_key(const cfg *c, const qtk_hparam_key *k)
 {
-	for (size_t i = 0; keys[i]; i++)
-		if (cfg_get(c, keys[i]))
-			return keys[i];
-	return NULL;
+	for (size_t i = 0; k->find && k->find[i]; i++)
+		if (cfg_get(c, k->find[i]))
+			return k->find[i];
+	return k->hf;
 }
 
 /* An integer in [lo, hi]. Absent: *present false (error when required). */
@@ -458,8 +336,7 @@ static int cfg_pos_num(const cfg *c, const char *key, double *out, bool *present
 static const char *const special_types[] = {"bos", "eos", "unk", "sep", "pad", "cls", "mask"};
 
 typedef struct hparams {
-	int arch;
-	const char *arch_name;    /* GGUF */
+	const qtk_family *fam;
 	int64_t n_layer, n_ctx, n_embd, n_ff, n_head, n_head_kv, head_dim, vocab;
 	bool has_ctx, has_embd, has_ff, has_head, has_head_kv, has_head_dim, has_vocab;
 	double rope_theta, rms_eps, norm_eps;
@@ -494,69 +371,54 @@ static int parse_config(const qtk_model *hf, hparams *hp, qtk_json_doc *doc, qtk
 	if (!cJSON_IsArray(ar) || !cJSON_IsString(cJSON_GetArrayItem(ar, 0)))
 		return cfg_bad(&c, "architectures", "must be a non-empty array of strings");
 	const char *an = cJSON_GetArrayItem(ar, 0)->valuestring;
-	if (!strcmp(an, "LlamaForCausalLM") || !strcmp(an, "LLaMAForCausalLM") || !strcmp(an, "MistralForCausalLM")) {
-		hp->arch = ARCH_LLAMA;
-		hp->arch_name = "llama";
-	} else if (!strcmp(an, "Qwen2ForCausalLM")) {
-		hp->arch = ARCH_QWEN2;
-		hp->arch_name = "qwen2";
-	} else {
+	if (!(hp->fam = qtk_family_by_hf_arch(an))) {
 		char shown[128];
 		snprintf(shown, sizeof shown, "%s", an);
 		return qtk_err_set(err, QTK_E_DATA, file, -1, "architectures", "unsupported architecture %s", shown);
 	}
-	static const char *const k_layer[] = {"n_layers", "num_hidden_layers", "n_layer", "num_layers", NULL};
-	static const char *const k_ctx[] = {"max_position_embeddings", "n_ctx", NULL};
-	static const char *const k_embd[] = {"hidden_size", "n_embd", NULL};
-	static const char *const k_ff[] = {"intermediate_size", "n_inner", NULL};
-	static const char *const k_head[] = {"num_attention_heads", "n_head", NULL};
-	static const char *const k_neps[] = {"layer_norm_eps", "layer_norm_epsilon", "norm_epsilon", NULL};
+	const qtk_family_keys *fk = hp->fam->keys;
 	const int64_t DIM_MAX = 1 << 20, U32 = 0xffffffffll;
 	bool p;
-	const char *k = cfg_find(&c, k_layer);
-	if ((rc = cfg_int(&c, k ? k : "num_hidden_layers", 1, 65536, true, &hp->n_layer, &p)))
+	if ((rc = cfg_int(&c, cfg_key(&c, &fk->n_layer), 1, 65536, true, &hp->n_layer, &p)))
 		return rc;
-	k = cfg_find(&c, k_ctx);
-	if (k && (rc = cfg_int(&c, k, 0, U32, false, &hp->n_ctx, &hp->has_ctx)))
+	if ((rc = cfg_int(&c, cfg_key(&c, &fk->n_ctx), 0, U32, false, &hp->n_ctx, &hp->has_ctx)))
 		return rc;
-	k = cfg_find(&c, k_embd);
-	if ((rc = cfg_int(&c, k ? k : "hidden_size", 1, DIM_MAX, true, &hp->n_embd, &hp->has_embd)))
+	if ((rc = cfg_int(&c, cfg_key(&c, &fk->n_embd), 1, DIM_MAX, true, &hp->n_embd, &hp->has_embd)))
 		return rc;
-	k = cfg_find(&c, k_ff);
-	if (k && (rc = cfg_int(&c, k, 1, DIM_MAX, false, &hp->n_ff, &hp->has_ff)))
+	if ((rc = cfg_int(&c, cfg_key(&c, &fk->n_ff), 1, DIM_MAX, false, &hp->n_ff, &hp->has_ff)))
 		return rc;
-	k = cfg_find(&c, k_head);
-	if ((rc = cfg_int(&c, k ? k : "num_attention_heads", 1, 65536, true, &hp->n_head, &hp->has_head)))
+	if ((rc = cfg_int(&c, cfg_key(&c, &fk->n_head), 1, 65536, true, &hp->n_head, &hp->has_head)))
 		return rc;
-	if ((rc = cfg_int(&c, "num_key_value_heads", 1, 65536, false, &hp->n_head_kv, &hp->has_head_kv)))
+	if ((rc = cfg_int(&c, cfg_key(&c, &fk->n_head_kv), 1, 65536, false, &hp->n_head_kv, &hp->has_head_kv)))
 		return rc;
-	if ((rc = cfg_pos_num(&c, "rope_theta", &hp->rope_theta, &hp->has_theta)))
+	if ((rc = cfg_pos_num(&c, cfg_key(&c, &fk->rope_theta), &hp->rope_theta, &hp->has_theta)))
 		return rc;
-	if ((rc = cfg_pos_num(&c, "rms_norm_eps", &hp->rms_eps, &hp->has_rms)))
+	if ((rc = cfg_pos_num(&c, cfg_key(&c, &fk->rms_eps), &hp->rms_eps, &hp->has_rms)))
 		return rc;
-	k = cfg_find(&c, k_neps);
-	if (k && (rc = cfg_pos_num(&c, k, &hp->norm_eps, &hp->has_norm_eps)))
+	if ((rc = cfg_pos_num(&c, cfg_key(&c, &fk->norm_eps), &hp->norm_eps, &hp->has_norm_eps)))
 		return rc;
-	if ((rc = cfg_int(&c, "num_local_experts", 0, 65536, false, &hp->n_expert, &hp->has_expert)))
+	if ((rc = cfg_int(&c, cfg_key(&c, &fk->n_expert), 0, 65536, false, &hp->n_expert, &hp->has_expert)))
 		return rc;
 	if (hp->has_expert && hp->n_expert > 0)
-		return cfg_bad(&c, "num_local_experts", "is set: mixture-of-experts models are not supported");
-	if ((rc = cfg_int(&c, "num_experts_per_tok", 0, 65536, false, &hp->n_expert_used, &hp->has_expert_used)))
+		return cfg_bad(&c, fk->n_expert.hf, "is set: mixture-of-experts models are not supported");
+	if ((rc = cfg_int(&c, cfg_key(&c, &fk->n_expert_used), 0, 65536, false, &hp->n_expert_used,
+			  &hp->has_expert_used)))
 		return rc;
-	if ((rc = cfg_int(&c, "head_dim", 2, DIM_MAX, false, &hp->head_dim, &hp->has_head_dim)))
+	if ((rc = cfg_int(&c, cfg_key(&c, &fk->head_dim), 2, DIM_MAX, false, &hp->head_dim, &hp->has_head_dim)))
 		return rc;
-	if ((rc = cfg_int(&c, "vocab_size", 1, 1 << 24, hp->arch == ARCH_LLAMA, &hp->vocab, &hp->has_vocab)))
+	if ((rc = cfg_int(&c, cfg_key(&c, &fk->vocab), 1, 1 << 24, (hp->fam->flags & QTK_FAM_VOCAB_KEY) != 0,
+			  &hp->vocab, &hp->has_vocab)))
 		return rc;
 	if (hp->has_head_kv && hp->n_head % hp->n_head_kv != 0)
-		return cfg_bad(&c, "num_key_value_heads", "does not divide num_attention_heads");
+		return cfg_bad(&c, fk->n_head_kv.hf, "does not divide num_attention_heads");
 	if (hp->has_head_dim)
 		hp->rot_dim = hp->head_dim;
 	else if (hp->n_embd % hp->n_head != 0)
-		return cfg_bad(&c, "hidden_size", "is not divisible by num_attention_heads");
+		return cfg_bad(&c, fk->n_embd.hf, "is not divisible by num_attention_heads");
 	else
 		hp->rot_dim = hp->n_embd / hp->n_head;
 	if (hp->rot_dim % 2 != 0)
-		return cfg_bad(&c, hp->has_head_dim ? "head_dim" : "num_attention_heads",
+		return cfg_bad(&c, hp->has_head_dim ? fk->head_dim.hf : fk->n_head.hf,
 			       "gives an odd head dimension (rotary embeddings need it even)");
 	for (size_t t = 0; t < 7; t++) {
 		char sk[32];
@@ -699,14 +561,14 @@ static int load_side_json(const qtk_model *m, const char *name, qtk_json_doc *do
 static int spm_vocab(const qtk_model *hf, const hparams *hp, vocab *v, qtk_err *err)
 {
 	const qtk_blob *b = qtk_blob_find(hf, "tokenizer.model");
-	spm_model sp;
+	qtk_spm_model sp;
 	char pbuf[512];
-	int rc = spm_parse(b->data, b->len, side_path(hf, "tokenizer.model", pbuf, sizeof pbuf), &sp, err);
+	int rc = qtk_spm_parse(b->data, b->len, side_path(hf, "tokenizer.model", pbuf, sizeof pbuf), &sp, err);
 	if (rc)
 		return rc;
 	size_t n = hp->has_vocab ? (size_t)hp->vocab : sp.n;
 	if (sp.n > n) {
-		spm_free(&sp);
+		qtk_spm_free(&sp);
 		return qtk_err_set(err, QTK_E_DATA, "tokenizer.model", -1, "vocab_size",
 				   "tokenizer.model has %zu pieces but config.json's vocab_size is %zu", sp.n, n);
 	}
@@ -716,7 +578,7 @@ static int spm_vocab(const qtk_model *hf, const hparams *hp, vocab *v, qtk_err *
 	v->score = qtk_calloc(n, sizeof *v->score);
 	v->type = qtk_calloc(n, sizeof *v->type);
 	if (!v->tok || !v->score || !v->type) {
-		spm_free(&sp);
+		qtk_spm_free(&sp);
 		vocab_free(v);
 		return oom(err);
 	}
@@ -726,7 +588,7 @@ static int spm_vocab(const qtk_model *hf, const hparams *hp, vocab *v, qtk_err *
 		v->score[i] = -10000.0f;
 		v->type[i] = SPM_UNUSED;
 		if (i < sp.n) {
-			const spm_piece *p = &sp.pieces[i];
+			const qtk_spm_piece *p = &sp.pieces[i];
 			rc = set_tok(&v->tok[i], p->piece, p->len);
 			v->score[i] = p->score;
 			int t = p->type;
@@ -734,7 +596,7 @@ static int spm_vocab(const qtk_model *hf, const hparams *hp, vocab *v, qtk_err *
 		} else
 			rc = set_tok(&v->tok[i], pad, (size_t)l);
 	}
-	spm_free(&sp);
+	qtk_spm_free(&sp);
 	if (rc) {
 		vocab_free(v);
 		return oom(err);
@@ -1025,46 +887,46 @@ static bool is_float_plain(const qtk_tensor *t)
 	return ty == QTK_T_F32 || ty == QTK_T_F16 || ty == QTK_T_BF16;
 }
 
-int hfmap_hf_to_gguf(const qtk_model *hf, qtk_model *meta, hfmap **mapp, qtk_err *err)
+int qtk_hfmap_hf_to_gguf(const qtk_model *hf, qtk_model *meta, qtk_hfmap **mapp, qtk_err *err)
 {
 	*mapp = NULL;
 	hparams hp;
 	qtk_json_doc doc = {0};
 	int rc = parse_config(hf, &hp, &doc, err);
-	hfmap *m = NULL;
+	qtk_hfmap *m = NULL;
 	if (rc)
 		goto out;
 	if (!(m = map_new(hf, true))) {
 		rc = oom(err);
 		goto out;
 	}
-	m->arch = hp.arch;
+	const qtk_family *f = m->fam = hp.fam;
+	const qtk_family_keys *fk = f->keys;
 	int64_t n_head_kv = hp.has_head_kv ? hp.n_head_kv : hp.n_head;
 	uint64_t total = 0;
 	bool all_f32 = true, any_bf16 = false;
 	for (size_t i = 0; i < m->n; i++) {
 		const qtk_tensor *t = &hf->tensors[i];
 		hent *e = &m->e[i];
-		if (ends_with(t->name, ".attention.masked_bias") || ends_with(t->name, ".attention.bias") ||
-		    ends_with(t->name, ".rotary_emb.inv_freq")) {
+		if (qtk_family_dropped(f, t->name)) {
 			e->drop = true;
 			continue;
 		}
 		m->nout++;
 		int kind;
 		char nb[512];
-		if (map_name(t->name, true, &kind, nb, sizeof nb) && !(e->out = qtk_strdup(nb))) {
+		if (qtk_family_map_name(f, t->name, true, nb, sizeof nb, &kind) == 1 && !(e->out = qtk_strdup(nb))) {
 			rc = oom(err);
 			goto out;
 		}
-		if (hp.arch == ARCH_LLAMA && kind) {
+		if (f->permute_qk && kind) {
 			int64_t heads = kind == 'q' ? hp.n_head : n_head_kv;
 			uint64_t rows = t->ndim >= 1 ? t->shape[0] : 0;
 			if (rows == 0 || rows % (uint64_t)(2 * heads) != 0) {
 				rc = qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name,
 						 "%" PRIu64 " rows cannot be split into %lld heads of even size (%s)",
 						 rows, (long long)heads,
-						 kind == 'q' ? "num_attention_heads" : "num_key_value_heads");
+						 kind == 'q' ? fk->n_head.hf : fk->n_head_kv.hf);
 				goto out;
 			}
 			e->heads = (int)heads;
@@ -1081,7 +943,7 @@ int hfmap_hf_to_gguf(const qtk_model *hf, qtk_model *meta, hfmap **mapp, qtk_err
 		total += t->n_params;
 	}
 	/* metadata, in llama.cpp's order */
-	const char *an = hp.arch_name;
+	const char *an = f->gguf_arch;
 	char key[128], lbl[32];
 #define K(suffix) (snprintf(key, sizeof key, "%s.%s", an, suffix), key)
 	char *base = NULL;
@@ -1106,41 +968,43 @@ int hfmap_hf_to_gguf(const qtk_model *hf, qtk_model *meta, hfmap **mapp, qtk_err
 	qtk_free(base);
 	if (total > 0)
 		rc = rc ? rc : kv_str(meta, "general.size_label", lbl);
-	rc = rc ? rc : kv_u32(meta, K("block_count"), (uint64_t)hp.n_layer);
+	rc = rc ? rc : kv_u32(meta, K(fk->n_layer.gguf), (uint64_t)hp.n_layer);
 	if (hp.has_ctx)
-		rc = rc ? rc : kv_u32(meta, K("context_length"), (uint64_t)hp.n_ctx);
-	rc = rc ? rc : kv_u32(meta, K("embedding_length"), (uint64_t)hp.n_embd);
+		rc = rc ? rc : kv_u32(meta, K(fk->n_ctx.gguf), (uint64_t)hp.n_ctx);
+	rc = rc ? rc : kv_u32(meta, K(fk->n_embd.gguf), (uint64_t)hp.n_embd);
 	if (hp.has_ff)
-		rc = rc ? rc : kv_u32(meta, K("feed_forward_length"), (uint64_t)hp.n_ff);
-	rc = rc ? rc : kv_u32(meta, K("attention.head_count"), (uint64_t)hp.n_head);
+		rc = rc ? rc : kv_u32(meta, K(fk->n_ff.gguf), (uint64_t)hp.n_ff);
+	rc = rc ? rc : kv_u32(meta, K(fk->n_head.gguf), (uint64_t)hp.n_head);
 	if (hp.has_head_kv)
-		rc = rc ? rc : kv_u32(meta, K("attention.head_count_kv"), (uint64_t)hp.n_head_kv);
+		rc = rc ? rc : kv_u32(meta, K(fk->n_head_kv.gguf), (uint64_t)hp.n_head_kv);
 	if (hp.has_theta)
-		rc = rc ? rc : kv_f32(meta, K("rope.freq_base"), hp.rope_theta);
+		rc = rc ? rc : kv_f32(meta, K(fk->rope_theta.gguf), hp.rope_theta);
 	if (hp.has_rms)
-		rc = rc ? rc : kv_f32(meta, K("attention.layer_norm_rms_epsilon"), hp.rms_eps);
+		rc = rc ? rc : kv_f32(meta, K(fk->rms_eps.gguf), hp.rms_eps);
 	if (hp.has_norm_eps)
-		rc = rc ? rc : kv_f32(meta, K("attention.layer_norm_epsilon"), hp.norm_eps);
+		rc = rc ? rc : kv_f32(meta, K(fk->norm_eps.gguf), hp.norm_eps);
 	if (hp.has_expert)
-		rc = rc ? rc : kv_u32(meta, K("expert_count"), (uint64_t)hp.n_expert);
+		rc = rc ? rc : kv_u32(meta, K(fk->n_expert.gguf), (uint64_t)hp.n_expert);
 	if (hp.has_expert_used)
-		rc = rc ? rc : kv_u32(meta, K("expert_used_count"), (uint64_t)hp.n_expert_used);
+		rc = rc ? rc : kv_u32(meta, K(fk->n_expert_used.gguf), (uint64_t)hp.n_expert_used);
 	if (hp.has_head_dim) {
-		rc = rc ? rc : kv_u32(meta, K("attention.key_length"), (uint64_t)hp.head_dim);
-		rc = rc ? rc : kv_u32(meta, K("attention.value_length"), (uint64_t)hp.head_dim);
+		rc = rc ? rc : kv_u32(meta, K(fk->head_dim.gguf), (uint64_t)hp.head_dim);
+		rc = rc ? rc : kv_u32(meta, K(fk->value_length), (uint64_t)hp.head_dim);
 	}
 	rc = rc ? rc : kv_u32(meta, "general.file_type", all_f32 ? 0u : any_bf16 ? 32u : 1u);
-	if (hp.arch == ARCH_LLAMA) {
-		rc = rc ? rc : kv_u32(meta, K("vocab_size"), (uint64_t)hp.vocab);
-		rc = rc ? rc : kv_u32(meta, K("rope.dimension_count"), (uint64_t)hp.rot_dim);
-		if (hp.rope_linear) {
-			rc = rc ? rc : kv_str(meta, K("rope.scaling.type"), "linear");
-			rc = rc ? rc : kv_f32(meta, K("rope.scaling.factor"), hp.rope_factor);
-		}
-	} else if (hp.rope_yarn) {
-		rc = rc ? rc : kv_str(meta, K("rope.scaling.type"), "yarn");
-		rc = rc ? rc : kv_f32(meta, K("rope.scaling.factor"), hp.rope_factor);
-		rc = rc ? rc : kv_u32(meta, K("rope.scaling.original_context_length"), (uint64_t)hp.rope_orig_ctx);
+	/* the family's own keys */
+	if (f->flags & QTK_FAM_VOCAB_KEY)
+		rc = rc ? rc : kv_u32(meta, K(fk->vocab.gguf), (uint64_t)hp.vocab);
+	if (f->flags & QTK_FAM_ROPE_DIM)
+		rc = rc ? rc : kv_u32(meta, K(fk->rope_dim), (uint64_t)hp.rot_dim);
+	if ((f->flags & QTK_FAM_ROPE_LINEAR) && hp.rope_linear) {
+		rc = rc ? rc : kv_str(meta, K(fk->rope_type), "linear");
+		rc = rc ? rc : kv_f32(meta, K(fk->rope_factor), hp.rope_factor);
+	}
+	if ((f->flags & QTK_FAM_ROPE_YARN) && hp.rope_yarn) {
+		rc = rc ? rc : kv_str(meta, K(fk->rope_type), "yarn");
+		rc = rc ? rc : kv_f32(meta, K(fk->rope_factor), hp.rope_factor);
+		rc = rc ? rc : kv_u32(meta, K(fk->rope_orig_ctx), (uint64_t)hp.rope_orig_ctx);
 	}
 #undef K
 	if (rc) {
@@ -1153,7 +1017,7 @@ int hfmap_hf_to_gguf(const qtk_model *hf, qtk_model *meta, hfmap **mapp, qtk_err
 		qtk_str *merges = NULL;
 		size_t nmerges = 0;
 		uint64_t nv = hp.has_vocab ? (uint64_t)hp.vocab : 0;
-		rc = bpe_hf_vocab(hf, hp.arch == ARCH_QWEN2 ? "qwen2" : "llama-bpe", nv, meta, &merges, &nmerges, err);
+		rc = qtk_bpe_hf_vocab(hf, f->bpe_pre, nv, meta, &merges, &nmerges, err);
 		if (!rc) {
 			const qtk_kv *tk = qtk_kv_find(meta, "tokenizer.ggml.tokens");
 			rc = special_vocab(hf, doc.root, tk ? (size_t)tk->val.n : 0, meta, merges, nmerges, err);
@@ -1164,14 +1028,14 @@ int hfmap_hf_to_gguf(const qtk_model *hf, qtk_model *meta, hfmap **mapp, qtk_err
 		if (!rc)
 			snprintf(m->warn, sizeof m->warn,
 				 "tokenizer.ggml.pre set to \"%s\" by architecture (llama.cpp derives it by "
-				 "running the tokenizer)", hp.arch == ARCH_QWEN2 ? "qwen2" : "llama-bpe");
+				 "running the tokenizer)", f->bpe_pre);
 	} else {
 		snprintf(m->warn, sizeof m->warn,
 			 "no tokenizer.model or tokenizer.json: the GGUF has no vocabulary (llama.cpp cannot run it)");
 	}
 	if (rc)
 		goto out;
-	if (hp.arch == ARCH_LLAMA && qtk_blob_find(hf, "tokenizer.model")) {
+	if ((f->flags & QTK_FAM_SPM_PREFIX) && qtk_blob_find(hf, "tokenizer.model")) {
 		qtk_json_doc tc = {0};
 		bool present;
 		rc = load_side_json(hf, "tokenizer_config.json", &tc, err, &present);
@@ -1191,7 +1055,7 @@ int hfmap_hf_to_gguf(const qtk_model *hf, qtk_model *meta, hfmap **mapp, qtk_err
 out:
 	qtk_json_doc_free(&doc);
 	if (rc) {
-		hfmap_free(m);
+		qtk_hfmap_free(m);
 		return rc;
 	}
 	*mapp = m;
@@ -1367,24 +1231,15 @@ static void jchat_template(qtk_buf *b, bool *first, const qtk_model *g)
 	}
 }
 
-int hfmap_gguf_to_hf(const qtk_model *g, qtk_model *meta, hfmap **mapp, qtk_err *err)
+int qtk_hfmap_gguf_to_hf(const qtk_model *g, qtk_model *meta, qtk_hfmap **mapp, qtk_err *err)
 {
 	*mapp = NULL;
 	const qtk_kv *akv = qtk_kv_find(g, "general.architecture");
 	if (!akv || akv->val.type != QTK_V_STR)
 		return g_bad(err, "general.architecture", "is missing or not a string");
 	const char *an = akv->val.v.str.s;
-	int arch;
-	const char *hf_arch, *model_type;
-	if (!strcmp(an, "llama")) {
-		arch = ARCH_LLAMA;
-		hf_arch = "LlamaForCausalLM";
-		model_type = "llama";
-	} else if (!strcmp(an, "qwen2")) {
-		arch = ARCH_QWEN2;
-		hf_arch = "Qwen2ForCausalLM";
-		model_type = "qwen2";
-	} else {
+	const qtk_family *f = qtk_family_by_gguf_arch(an);
+	if (!f) {
 		char shown[64];
 		snprintf(shown, sizeof shown, "%s", an);
 		return qtk_err_set(err, QTK_E_DATA, NULL, -1, "general.architecture", "unsupported architecture %s",
@@ -1395,41 +1250,42 @@ int hfmap_gguf_to_hf(const qtk_model *g, qtk_model *meta, hfmap **mapp, qtk_err 
 	int64_t n_layer, n_embd, n_ff, n_head, n_head_kv = 0, n_ctx = 0, key_len = 0, rot = 0, n_vocab = 0;
 	bool p_kv, p_ctx, p_kl, p_rot, p_voc, p;
 	const int64_t DIM_MAX = 1 << 20;
-	int rc = g_int(g, K("block_count"), 1, 65536, true, &n_layer, &p, err);
-	rc = rc ? rc : g_int(g, K("embedding_length"), 1, DIM_MAX, true, &n_embd, &p, err);
-	rc = rc ? rc : g_int(g, K("feed_forward_length"), 1, DIM_MAX, true, &n_ff, &p, err);
-	rc = rc ? rc : g_int(g, K("attention.head_count"), 1, 65536, true, &n_head, &p, err);
-	rc = rc ? rc : g_int(g, K("attention.head_count_kv"), 1, 65536, false, &n_head_kv, &p_kv, err);
-	rc = rc ? rc : g_int(g, K("context_length"), 0, 0xffffffffll, false, &n_ctx, &p_ctx, err);
-	rc = rc ? rc : g_int(g, K("attention.key_length"), 2, DIM_MAX, false, &key_len, &p_kl, err);
-	rc = rc ? rc : g_int(g, K("rope.dimension_count"), 0, DIM_MAX, false, &rot, &p_rot, err);
-	rc = rc ? rc : g_int(g, K("vocab_size"), 1, 1 << 24, false, &n_vocab, &p_voc, err);
+	const qtk_family_keys *fk = f->keys;
+	int rc = g_int(g, K(fk->n_layer.gguf), 1, 65536, true, &n_layer, &p, err);
+	rc = rc ? rc : g_int(g, K(fk->n_embd.gguf), 1, DIM_MAX, true, &n_embd, &p, err);
+	rc = rc ? rc : g_int(g, K(fk->n_ff.gguf), 1, DIM_MAX, true, &n_ff, &p, err);
+	rc = rc ? rc : g_int(g, K(fk->n_head.gguf), 1, 65536, true, &n_head, &p, err);
+	rc = rc ? rc : g_int(g, K(fk->n_head_kv.gguf), 1, 65536, false, &n_head_kv, &p_kv, err);
+	rc = rc ? rc : g_int(g, K(fk->n_ctx.gguf), 0, 0xffffffffll, false, &n_ctx, &p_ctx, err);
+	rc = rc ? rc : g_int(g, K(fk->head_dim.gguf), 2, DIM_MAX, false, &key_len, &p_kl, err);
+	rc = rc ? rc : g_int(g, K(fk->rope_dim), 0, DIM_MAX, false, &rot, &p_rot, err);
+	rc = rc ? rc : g_int(g, K(fk->vocab.gguf), 1, 1 << 24, false, &n_vocab, &p_voc, err);
 	if (rc)
 		return rc;
 	if (!p_kv)
 		n_head_kv = n_head;
 	if (n_head % n_head_kv)
-		return g_bad(err, K("attention.head_count_kv"), "does not divide attention.head_count");
+		return g_bad(err, K(fk->n_head_kv.gguf), "does not divide attention.head_count");
 	if (!p_kl && n_embd % n_head)
-		return g_bad(err, K("embedding_length"), "is not divisible by attention.head_count");
-	double theta = 10000.0, eps = arch == ARCH_QWEN2 ? 1e-6 : 1e-5, factor = 0;
+		return g_bad(err, K(fk->n_embd.gguf), "is not divisible by attention.head_count");
+	double theta = 10000.0, eps = f->default_rms_eps, factor = 0;
 	bool theta_f32 = false, eps_f32 = false, factor_f32 = false;
-	rc = g_num(g, K("rope.freq_base"), &theta, &theta_f32, err);
-	rc = rc ? rc : g_num(g, K("attention.layer_norm_rms_epsilon"), &eps, &eps_f32, err);
-	const qtk_kv *rst = qtk_kv_find(g, K("rope.scaling.type"));
+	rc = g_num(g, K(fk->rope_theta.gguf), &theta, &theta_f32, err);
+	rc = rc ? rc : g_num(g, K(fk->rms_eps.gguf), &eps, &eps_f32, err);
+	const qtk_kv *rst = qtk_kv_find(g, K(fk->rope_type));
 	bool linear = rst && rst->val.type == QTK_V_STR && !strcmp(rst->val.v.str.s, "linear");
 	if (linear)
-		rc = rc ? rc : g_num(g, K("rope.scaling.factor"), &factor, &factor_f32, err);
+		rc = rc ? rc : g_num(g, K(fk->rope_factor), &factor, &factor_f32, err);
 	if (rc)
 		return rc;
 	size_t ntok;
 	const qtk_str *toks = g_tokens(g, &ntok);
 	if (!p_voc)
 		n_vocab = (int64_t)ntok;
-	hfmap *m = map_new(g, false);
+	qtk_hfmap *m = map_new(g, false);
 	if (!m)
 		return oom(err);
-	m->arch = arch;
+	m->fam = f;
 	bool tied = true;
 	unsigned mat_type = QTK_T_MAX;
 	bool mixed = false;
@@ -1439,19 +1295,19 @@ int hfmap_gguf_to_hf(const qtk_model *g, qtk_model *meta, hfmap **mapp, qtk_err 
 		m->nout++;
 		int kind;
 		char nb[512];
-		if (map_name(t->name, false, &kind, nb, sizeof nb) && !(e->out = qtk_strdup(nb))) {
-			hfmap_free(m);
+		if (qtk_family_map_name(f, t->name, false, nb, sizeof nb, &kind) == 1 && !(e->out = qtk_strdup(nb))) {
+			qtk_hfmap_free(m);
 			return oom(err);
 		}
 		if (!strcmp(t->name, "output.weight"))
 			tied = false;
 		if (!strcmp(t->name, "token_embd.weight") && !n_vocab && t->ndim == 2)
 			n_vocab = (int64_t)t->shape[0];
-		if (arch == ARCH_LLAMA && kind) {
+		if (f->permute_qk && kind) {
 			int64_t heads = kind == 'q' ? n_head : n_head_kv;
 			uint64_t rows = t->ndim >= 1 ? t->shape[0] : 0;
 			if (rows == 0 || rows % (uint64_t)(2 * heads) != 0) {
-				hfmap_free(m);
+				qtk_hfmap_free(m);
 				return qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name,
 						   "%" PRIu64 " rows cannot be split into %lld heads of even size", rows,
 						   (long long)heads);
@@ -1491,32 +1347,32 @@ int hfmap_gguf_to_hf(const qtk_model *g, qtk_model *meta, hfmap **mapp, qtk_err 
 	qtk_buf b = {0};
 	bool first = true;
 	jkey(&b, &first, "architectures");
-	qtk_buf_printf(&b, "[\n    \"%s\"\n  ]", hf_arch);
+	qtk_buf_printf(&b, "[\n    \"%s\"\n  ]", f->hf_arch_out);
 	jkey(&b, &first, "model_type");
-	qtk_buf_printf(&b, "\"%s\"", model_type);
-	jkey(&b, &first, "hidden_size");
+	qtk_buf_printf(&b, "\"%s\"", f->hf_model_type);
+	jkey(&b, &first, fk->n_embd.hf);
 	qtk_buf_printf(&b, "%lld", (long long)n_embd);
-	jkey(&b, &first, "intermediate_size");
+	jkey(&b, &first, fk->n_ff.hf);
 	qtk_buf_printf(&b, "%lld", (long long)n_ff);
-	jkey(&b, &first, "num_hidden_layers");
+	jkey(&b, &first, fk->n_layer.hf);
 	qtk_buf_printf(&b, "%lld", (long long)n_layer);
-	jkey(&b, &first, "num_attention_heads");
+	jkey(&b, &first, fk->n_head.hf);
 	qtk_buf_printf(&b, "%lld", (long long)n_head);
-	jkey(&b, &first, "num_key_value_heads");
+	jkey(&b, &first, fk->n_head_kv.hf);
 	qtk_buf_printf(&b, "%lld", (long long)n_head_kv);
 	if (p_kl && key_len * n_head != n_embd) {
-		jkey(&b, &first, "head_dim");
+		jkey(&b, &first, fk->head_dim.hf);
 		qtk_buf_printf(&b, "%lld", (long long)key_len);
 	}
 	if (n_vocab) {
-		jkey(&b, &first, "vocab_size");
+		jkey(&b, &first, fk->vocab.hf);
 		qtk_buf_printf(&b, "%lld", (long long)n_vocab);
 	}
-	jkey(&b, &first, "rms_norm_eps");
+	jkey(&b, &first, fk->rms_eps.hf);
 	jnum(&b, eps, eps_f32);
-	jkey(&b, &first, "rope_theta");
+	jkey(&b, &first, fk->rope_theta.hf);
 	jnum(&b, theta, theta_f32);
-	jkey(&b, &first, "max_position_embeddings");
+	jkey(&b, &first, fk->n_ctx.hf);
 	qtk_buf_printf(&b, "%lld", (long long)(p_ctx ? n_ctx : 2048));
 	jkey(&b, &first, "tie_word_embeddings");
 	qtk_buf_puts(&b, tied ? "true" : "false");
@@ -1602,7 +1458,7 @@ int hfmap_gguf_to_hf(const qtk_model *g, qtk_model *meta, hfmap **mapp, qtk_err 
 		int asp = g_bool(g, "tokenizer.ggml.add_space_prefix");
 		int rew = g_bool(g, "tokenizer.ggml.remove_extra_whitespaces");
 		const qtk_kv *cm = qtk_kv_find(g, "tokenizer.ggml.precompiled_charsmap");
-		spm_build_opts o = {
+		qtk_spm_build_opts o = {
 			.model_type = 2, .unk_id = unk >= 0 ? unk : -1, .bos_id = bos, .eos_id = eos, .pad_id = pad,
 			.add_dummy_prefix = asp != 0, .remove_extra_whitespaces = rew == 1,
 			.charsmap = cm && cm->val.type == QTK_V_ARR && (cm->val.elem == QTK_V_U8 || cm->val.elem == QTK_V_I8)
@@ -1616,12 +1472,12 @@ int hfmap_gguf_to_hf(const qtk_model *g, qtk_model *meta, hfmap **mapp, qtk_err 
 					break;
 				}
 		unk = o.unk_id; /* for tokenizer_config.json: the UNKNOWN piece when the GGUF names none */
-		spm_model sp;
-		rc = spm_build(&sp, ntok, toks, scores, types, &o, err);
+		qtk_spm_model sp;
+		rc = qtk_spm_build(&sp, ntok, toks, scores, types, &o, err);
 		qtk_free(scores);
 		if (!rc) {
-			rc = spm_write(&sp, &b);
-			spm_free(&sp);
+			rc = qtk_spm_write(&sp, &b);
+			qtk_spm_free(&sp);
 			if (rc) {
 				qtk_buf_free(&b);
 				rc = oom(err);
@@ -1673,12 +1529,12 @@ int hfmap_gguf_to_hf(const qtk_model *g, qtk_model *meta, hfmap **mapp, qtk_err 
 		jkey(&b, &first, "sp_model_kwargs");
 		qtk_buf_puts(&b, "{}");
 		jkey(&b, &first, "tokenizer_class");
-		qtk_buf_puts(&b, "\"LlamaTokenizer\"");
+		qtk_buf_printf(&b, "\"%s\"", f->spm_class);
 		qtk_buf_puts(&b, "\n}\n");
 		if ((rc = put_blob(meta, "tokenizer_config.json", &b, err)))
 			goto fail;
 	} else if (bpe) {
-		if ((rc = bpe_gguf_tokenizer_json(g, &b, err))) {
+		if ((rc = qtk_bpe_gguf_tokenizer_json(g, &b, err))) {
 			qtk_buf_free(&b);
 			goto fail;
 		}
@@ -1697,7 +1553,7 @@ int hfmap_gguf_to_hf(const qtk_model *g, qtk_model *meta, hfmap **mapp, qtk_err 
 		jkey(&b, &first, "model_max_length");
 		qtk_buf_printf(&b, "%lld", (long long)(p_ctx ? n_ctx : 2048));
 		jkey(&b, &first, "tokenizer_class");
-		qtk_buf_puts(&b, arch == ARCH_QWEN2 ? "\"Qwen2Tokenizer\"" : "\"PreTrainedTokenizerFast\"");
+		qtk_buf_printf(&b, "\"%s\"", f->bpe_class);
 		qtk_buf_puts(&b, "\n}\n");
 		if ((rc = put_blob(meta, "tokenizer_config.json", &b, err)))
 			goto fail;
@@ -1716,6 +1572,6 @@ int hfmap_gguf_to_hf(const qtk_model *g, qtk_model *meta, hfmap **mapp, qtk_err 
 	return 0;
 fail:
 	qtk_buf_free(&b);
-	hfmap_free(m);
+	qtk_hfmap_free(m);
 	return rc;
 }

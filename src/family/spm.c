@@ -4,7 +4,7 @@
  * 3 type enum}, 2 TrainerSpec, 3 NormalizerSpec, 4 SelfTestData, 5 denormalizer.
  * Only the pieces are decoded into structures; everything else is kept raw.
  */
-#include "spm.h"
+#include "family/spm.h"
 #include <string.h>
 
 /* ---- bounded protobuf reading -------------------------------------------- */
@@ -107,7 +107,7 @@ static int buf_append(uint8_t **p, size_t *len, const uint8_t *d, size_t n)
 	return 0;
 }
 
-static int parse_piece(pb *outer, const uint8_t *d, size_t n, spm_piece *pc)
+static int parse_piece(pb *outer, const uint8_t *d, size_t n, qtk_spm_piece *pc)
 {
 	pb r = *outer;
 	r.p = d;
@@ -176,7 +176,7 @@ static int parse_piece(pb *outer, const uint8_t *d, size_t n, spm_piece *pc)
 }
 
 /* Scan a sub-message for a few informational fields; also validates it. */
-static int scan_spec(pb *outer, const uint8_t *d, size_t n, int which, spm_model *m)
+static int scan_spec(pb *outer, const uint8_t *d, size_t n, int which, qtk_spm_model *m)
 {
 	pb r = *outer;
 	r.p = d;
@@ -205,7 +205,7 @@ static int scan_spec(pb *outer, const uint8_t *d, size_t n, int which, spm_model
 	return 0;
 }
 
-void spm_free(spm_model *m)
+void qtk_spm_free(qtk_spm_model *m)
 {
 	if (!m)
 		return;
@@ -218,7 +218,7 @@ void spm_free(spm_model *m)
 	memset(m, 0, sizeof *m);
 }
 
-static void spm_defaults(spm_model *m)
+static void spm_defaults(qtk_spm_model *m)
 {
 	memset(m, 0, sizeof *m);
 	m->model_type = 1;
@@ -226,7 +226,7 @@ static void spm_defaults(spm_model *m)
 	m->remove_extra_whitespaces = true;
 }
 
-int spm_parse(const uint8_t *buf, size_t len, const char *file, spm_model *out, qtk_err *err)
+int qtk_spm_parse(const uint8_t *buf, size_t len, const char *file, qtk_spm_model *out, qtk_err *err)
 {
 	spm_defaults(out);
 	pb r = {buf, buf + len, buf, file ? file : "tokenizer.model", err};
@@ -257,7 +257,7 @@ int spm_parse(const uint8_t *buf, size_t len, const char *file, spm_model *out, 
 			}
 			if (out->n == cap) {
 				size_t nc = cap ? cap * 2 : 256;
-				spm_piece *np = qtk_realloc(out->pieces, nc * sizeof *np);
+				qtk_spm_piece *np = qtk_realloc(out->pieces, nc * sizeof *np);
 				if (!np) {
 					rc = qtk_err_set(err, QTK_E_IO, r.file, -1, NULL, "out of memory");
 					break;
@@ -289,7 +289,7 @@ int spm_parse(const uint8_t *buf, size_t len, const char *file, spm_model *out, 
 	if (!rc && out->n == 0)
 		rc = pb_fail(&r, buf, "no pieces");
 	if (rc)
-		spm_free(out);
+		qtk_spm_free(out);
 	return rc;
 }
 
@@ -335,7 +335,7 @@ static int put_vfield(qtk_buf *b, uint32_t field, uint64_t v)
 	return rc ? rc : put_varint(b, v);
 }
 
-static size_t piece_len(const spm_piece *p)
+static size_t piece_len(const qtk_spm_piece *p)
 {
 	size_t n = 1 + varint_len(p->len) + p->len;
 	if (p->has_score)
@@ -345,11 +345,11 @@ static size_t piece_len(const spm_piece *p)
 	return n + p->rest_len;
 }
 
-int spm_write(const spm_model *m, qtk_buf *out)
+int qtk_spm_write(const qtk_spm_model *m, qtk_buf *out)
 {
 	int rc = 0;
 	for (size_t i = 0; i < m->n && !rc; i++) {
-		const spm_piece *p = &m->pieces[i];
+		const qtk_spm_piece *p = &m->pieces[i];
 		rc = put_key(out, 1, 2);
 		rc = rc ? rc : put_varint(out, piece_len(p));
 		rc = rc ? rc : put_bytes(out, 1, p->piece, p->len);
@@ -371,13 +371,13 @@ int spm_write(const spm_model *m, qtk_buf *out)
 	return rc ? QTK_E_IO : 0;
 }
 
-bool spm_equal(const spm_model *a, const spm_model *b)
+bool qtk_spm_equal(const qtk_spm_model *a, const qtk_spm_model *b)
 {
 	if (a->n != b->n || a->rest_len != b->rest_len ||
 	    (a->rest_len && memcmp(a->rest, b->rest, a->rest_len)))
 		return false;
 	for (size_t i = 0; i < a->n; i++) {
-		const spm_piece *x = &a->pieces[i], *y = &b->pieces[i];
+		const qtk_spm_piece *x = &a->pieces[i], *y = &b->pieces[i];
 		if (x->len != y->len || memcmp(x->piece, y->piece, x->len) || x->type != y->type ||
 		    x->has_score != y->has_score || x->has_type != y->has_type ||
 		    memcmp(&x->score, &y->score, 4) || x->rest_len != y->rest_len ||
@@ -406,8 +406,8 @@ static int put_special_piece(qtk_buf *b, uint32_t field, int64_t id, size_t n, c
 	return put_bytes(b, field, t->s, (size_t)t->len);
 }
 
-int spm_build(spm_model *out, size_t n, const qtk_str *tokens, const float *scores,
-	      const int32_t *types, const spm_build_opts *o, qtk_err *err)
+int qtk_spm_build(qtk_spm_model *out, size_t n, const qtk_str *tokens, const float *scores,
+	      const int32_t *types, const qtk_spm_build_opts *o, qtk_err *err)
 {
 	spm_defaults(out);
 	if (n == 0 || n > SPM_CAP_PIECES)
@@ -418,22 +418,22 @@ int spm_build(spm_model *out, size_t n, const qtk_str *tokens, const float *scor
 		return qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");
 	bool has_byte = false;
 	for (size_t i = 0; i < n; i++) {
-		spm_piece *p = &out->pieces[i];
+		qtk_spm_piece *p = &out->pieces[i];
 		if (tokens[i].len > SPM_CAP_PIECE || !qtk_utf8_valid(tokens[i].s, (size_t)tokens[i].len)) {
-			spm_free(out);
+			qtk_spm_free(out);
 			return qtk_err_set(err, QTK_E_DATA, NULL, -1, "tokenizer.ggml.tokens",
 					   "token %zu is too long or not valid UTF-8", i);
 		}
 		int ty = types ? types[i] : SPM_NORMAL;
 		if (ty < SPM_NORMAL || ty > SPM_BYTE) {
-			spm_free(out);
+			qtk_spm_free(out);
 			return qtk_err_set(err, QTK_E_DATA, NULL, -1, "tokenizer.ggml.token_type",
 					   "token %zu has type %d (expected 1..6)", i, ty);
 		}
 		p->piece = qtk_strndup(tokens[i].s, (size_t)tokens[i].len);
 		if (!p->piece) {
 			out->n = i;
-			spm_free(out);
+			qtk_spm_free(out);
 			return qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");
 		}
 		out->n = i + 1;
@@ -471,7 +471,7 @@ int spm_build(spm_model *out, size_t n, const qtk_str *tokens, const float *scor
 	qtk_buf_free(&ns);
 	if (rc) {
 		qtk_buf_free(&all);
-		spm_free(out);
+		qtk_spm_free(out);
 		return qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");
 	}
 	out->rest = all.p;

@@ -5,7 +5,8 @@
  * attn_v, ffn_down, attn_output, ...), layer position (use_more_bits) and
  * the model's grouped-query factor.
  */
-#include "convert.h"
+#include "family/mix.h"
+#include "internal.h"
 #include <string.h>
 
 typedef struct mix_info {
@@ -29,7 +30,7 @@ static const mix_info mixes[] = {
 	{"IQ4_NL", F_IQ4_NL, QTK_T_IQ4_NL}, {"IQ4_XS", F_IQ4_XS, QTK_T_IQ4_XS},
 };
 
-int mix_lookup(const char *name, unsigned *base, int *ftype)
+int qtk_mix_lookup(const char *name, unsigned *base, int *ftype)
 {
 	for (size_t i = 0; i < sizeof mixes / sizeof *mixes; i++)
 		if (!strcmp(mixes[i].name, name)) { /* case matters: Q4_K_M is a mix, q4_k a type */
@@ -40,16 +41,8 @@ int mix_lookup(const char *name, unsigned *base, int *ftype)
 	return -1;
 }
 
-const char *mix_name(int ftype)
-{
-	for (size_t i = 0; i < sizeof mixes / sizeof *mixes; i++)
-		if (mixes[i].ftype == ftype)
-			return mixes[i].name;
-	return "?";
-}
-
 /* general.file_type for a single-type target (llama-quantize --pure); -1 when none. */
-int mix_ftype_for_type(unsigned type)
+int qtk_mix_ftype_for_type(unsigned type)
 {
 	static const struct { unsigned type; int ftype; } pure[] = {
 		{QTK_T_F32, 0}, {QTK_T_F16, 1}, {QTK_T_BF16, 32}, {QTK_T_Q4_0, F_Q4_0}, {QTK_T_Q4_1, F_Q4_1},
@@ -72,7 +65,7 @@ static bool ends_with(const char *s, const char *suf)
 /* llama.cpp's tensor_allows_quantization, for the llama family and the
  * names its converter writes: 2-D+ weights that are not norms, routers or
  * position embeddings. Works on GGUF and HF names. */
-bool mix_quantizable(const qtk_tensor *t)
+bool qtk_mix_quantizable(const qtk_tensor *t)
 {
 	const char *n = t->name;
 	if (t->ndim < 2 || !ends_with(n, "weight"))
@@ -132,7 +125,7 @@ static int role_index(const qtk_model *m, const qtk_tensor *t, const char *g, co
 
 static bool use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
 
-void mix_init(mix_state *s, const qtk_model *m, int ftype)
+void qtk_mix_init(qtk_mix_state *s, const qtk_model *m, int ftype)
 {
 	memset(s, 0, sizeof *s);
 	s->ftype = ftype;
@@ -164,14 +157,15 @@ void mix_init(mix_state *s, const qtk_model *m, int ftype)
 		snprintf(key, sizeof key, "%s.block_count", arch->val.v.str.s);
 		if ((kv = qtk_kv_find(m, key)) && kv->val.type != QTK_V_ARR)
 			s->n_layer = (int)kv->val.v.u;
-		s->is_70b = !strcmp(arch->val.v.str.s, "llama") && s->n_layer == 80;
+		const qtk_family *f = qtk_family_by_gguf_arch(arch->val.v.str.s);
+		s->is_70b = f && f->mix_70b_layers && s->n_layer == f->mix_70b_layers;
 	}
 	if (s->n_head_kv <= 0)
 		s->n_head_kv = 1;
 }
 
 /* The type llama.cpp would give tensor t in mix s (tensors in file order). */
-unsigned mix_type(mix_state *s, const qtk_tensor *t, unsigned base, bool has_imatrix)
+unsigned qtk_mix_type(qtk_mix_state *s, const qtk_tensor *t, unsigned base, bool has_imatrix)
 {
 	const char *n = t->name;
 	int f = s->ftype;
@@ -247,11 +241,11 @@ unsigned mix_type(mix_state *s, const qtk_tensor *t, unsigned base, bool has_ima
 		else if (f == F_Q5_K_M)
 			ty = QTK_T_Q6_K;
 	}
-	return mix_fallback(t, ty);
+	return qtk_mix_fallback(t, ty);
 }
 
 /* llama.cpp's fallback when the row length does not divide the block. */
-unsigned mix_fallback(const qtk_tensor *t, unsigned ty)
+unsigned qtk_mix_fallback(const qtk_tensor *t, unsigned ty)
 {
 	uint64_t ne0 = t->shape[t->ndim - 1];
 	const qtk_type_info *ti = qtk_type(ty);

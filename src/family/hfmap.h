@@ -1,7 +1,7 @@
-/* hfmap.h - Hugging Face <-> GGUF model mapping for the llama family
- * (llama, mistral, qwen2): tensor names, llama.cpp's Q/K row permutation,
- * config.json <-> GGUF keys and the tokenizer (SentencePiece tokenizer.model,
- * BPE tokenizer.json <-> tokenizer.ggml.*).
+/* hfmap.h - Hugging Face <-> GGUF model mapping for the families of family.h:
+ * tensor names, llama.cpp's Q/K row permutation, config.json <-> GGUF keys and
+ * the tokenizer (SentencePiece tokenizer.model, BPE tokenizer.json <->
+ * tokenizer.ggml.*), each as the family's descriptor says.
  *
  * The reference is llama.cpp's convert_hf_to_gguf.py: metadata keys, their
  * types and their order are the ones it writes.
@@ -9,48 +9,50 @@
 #ifndef QTK_HFMAP_H
 #define QTK_HFMAP_H
 
+#include "family/family.h"
 #include "internal.h"
 
-typedef struct hfmap hfmap;
+typedef struct qtk_hfmap qtk_hfmap;
 
-/* HF llama-family model (tensors with HF names; blobs config.json,
+/* HF model of a known family (tensors with HF names; blobs config.json,
  * tokenizer.model and/or tokenizer.json, tokenizer_config.json, ...) -> GGUF.
  * Fills meta->kv with the keys llama.cpp's converter writes, in its order:
  * general.architecture, general.type, general.name (the directory's base
  * name: llama.cpp's model-card/dir-name heuristics are not reproduced),
  * general.size_label (computed as llama.cpp does), the hyperparameters,
  * general.file_type (a placeholder from the source dtypes: 0 all F32,
- * 32 BF16, else 1; the caller overwrites it with hfmap_set_file_type),
+ * 32 BF16, else 1; the caller overwrites it with qtk_hfmap_set_file_type),
  * vocab_size, rope.dimension_count, tokenizer.ggml.*, chat template,
  * general.quantization_version (2). Errors: QTK_E_DATA naming the config key
  * or file; "unsupported architecture X". */
-int hfmap_hf_to_gguf(const qtk_model *hf, qtk_model *meta, hfmap **map, qtk_err *err);
+int qtk_hfmap_hf_to_gguf(const qtk_model *hf, qtk_model *meta, qtk_hfmap **map, qtk_err *err);
 
-/* GGUF llama-family -> HF: fills meta->blobs with config.json,
+/* GGUF of a known family -> HF: fills meta->blobs with config.json,
  * generation_config.json, tokenizer.model (SentencePiece vocabularies) or
  * tokenizer.json (BPE), tokenizer_config.json and special_tokens_map.json. */
-int hfmap_gguf_to_hf(const qtk_model *gguf, qtk_model *meta, hfmap **map, qtk_err *err);
+int qtk_hfmap_gguf_to_hf(const qtk_model *gguf, qtk_model *meta, qtk_hfmap **map, qtk_err *err);
 
 /* For a source tensor name: the output name (NULL: not mapped, keep the
  * source name and warn) and the row permutation: *heads > 0 means permute
- * rows with that many heads; *inverse is true when going GGUF -> HF. */
-const char *hfmap_name(const hfmap *m, const char *src_name, int *heads, bool *inverse);
+ * rows with that many heads (qtk_family_permute_rows); *inverse is true when
+ * going GGUF -> HF. */
+const char *qtk_hfmap_name(const qtk_hfmap *m, const char *src_name, int *heads, bool *inverse);
 
 /* The output order of tensors as indices into src->tensors: the source order
  * (for an HF source: each shard's header order, shards in order), leaving out
  * the tensors llama.cpp drops (rotary_emb.inv_freq, attention.masked_bias,
  * attention.bias). This is the order of fixtures/.../llamacpp-from-hf-f16.gguf.
- * Returns the number of entries written (hfmap_count(m); order[] must hold
+ * Returns the number of entries written (qtk_hfmap_count(m); order[] must hold
  * src->ntensors entries). */
-size_t hfmap_order(const hfmap *m, const qtk_model *src, size_t *order);
+size_t qtk_hfmap_order(const qtk_hfmap *m, const qtk_model *src, size_t *order);
 /* The same set in the order llama.cpp's convert_hf_to_gguf.py iterates a
  * real checkpoint: shards in file order, tensor names sorted (bytewise)
  * within each shard, as safetensors' safe_open().keys() returns them. Equal
- * to hfmap_order for files whose header is already sorted (what
+ * to qtk_hfmap_order for files whose header is already sorted (what
  * save_pretrained writes for a single dtype). */
-size_t hfmap_order_sorted(const hfmap *m, const qtk_model *src, size_t *order);
+size_t qtk_hfmap_order_sorted(const qtk_hfmap *m, const qtk_model *src, size_t *order);
 /* Number of output tensors (source tensors minus the dropped ones). */
-size_t hfmap_count(const hfmap *m);
+size_t qtk_hfmap_count(const qtk_hfmap *m);
 
 /* Storage type for a plain float source tensor in the output, following
  * llama.cpp: HF -> GGUF: 1-D tensors, *_norm.weight and non-".weight"
@@ -58,24 +60,16 @@ size_t hfmap_count(const hfmap *m);
  * tensors go back to the model dtype (F16/BF16 from torch_dtype) when the
  * matrices are F16/BF16; the caller must check the F32 -> F16 conversion is
  * exact (it is when the values came from F16) and keep F32 otherwise. */
-unsigned hfmap_out_type(const hfmap *m, const qtk_tensor *src);
+unsigned qtk_hfmap_out_type(const qtk_hfmap *m, const qtk_tensor *src);
 
 /* Set general.file_type (u32) in place in meta (added if absent). */
-int hfmap_set_file_type(qtk_model *meta, uint32_t ftype);
+int qtk_hfmap_set_file_type(qtk_model *meta, uint32_t ftype);
 
-/* Permute whole rows of a row-major matrix (rows x row_bytes). llama.cpp:
- * HF rows viewed as (heads, 2, rows/heads/2) with the two inner axes
- * swapped; inverse undoes it. rows must be a multiple of 2*heads. */
-void hfmap_permute_rows(const uint8_t *src, uint8_t *dst, uint64_t rows, uint64_t row_bytes,
-			int heads, bool inverse);
-/* The source row that hfmap_permute_rows puts at row `to` (rows a multiple of 2*heads). */
-uint64_t hfmap_permute_src_row(uint64_t to, uint64_t rows, int heads, bool inverse);
-
-void hfmap_free(hfmap *m);
+void qtk_hfmap_free(qtk_hfmap *m);
 
 /* A note for the user about something approximated or left out (for example
  * no tokenizer in the source), or NULL. */
-const char *hfmap_warning(const hfmap *m);
+const char *qtk_hfmap_warning(const qtk_hfmap *m);
 
 /* ---- internal: BPE tokenizer.json <-> tokenizer.ggml.* (bpe.c) ------------ */
 /* Append tokenizer.ggml.model "gpt2", pre, tokens, token_type and merges
@@ -83,9 +77,9 @@ const char *hfmap_warning(const hfmap *m);
  * caller: bpe writes model, pre, tokens, token_type and returns the merges
  * list through *merges / *nmerges, caller-owned qtk_str[]). n_vocab is
  * config.json's vocab_size (0: the tokenizer's size). */
-int bpe_hf_vocab(const qtk_model *hf, const char *pre, uint64_t n_vocab, qtk_model *meta,
+int qtk_bpe_hf_vocab(const qtk_model *hf, const char *pre, uint64_t n_vocab, qtk_model *meta,
 		 qtk_str **merges, size_t *nmerges, qtk_err *err);
 /* tokenizer.json text from tokenizer.ggml.* ("gpt2" vocabularies). */
-int bpe_gguf_tokenizer_json(const qtk_model *gguf, qtk_buf *out, qtk_err *err);
+int qtk_bpe_gguf_tokenizer_json(const qtk_model *gguf, qtk_buf *out, qtk_err *err);
 
 #endif

@@ -10,7 +10,7 @@
  * marked normalized=false, and its tokenizer.ggml.pre detection by hashing
  * the tokenizer's output (the caller passes the name).
  */
-#include "hfmap.h"
+#include "family/hfmap.h"
 #include "json.h"
 #include <inttypes.h>
 #include <string.h>
@@ -75,7 +75,7 @@ static char *join_pair(const char *a, const char *b)
 	return o;
 }
 
-int bpe_hf_vocab(const qtk_model *hf, const char *pre, uint64_t n_vocab, qtk_model *meta,
+int qtk_bpe_hf_vocab(const qtk_model *hf, const char *pre, uint64_t n_vocab, qtk_model *meta,
 		 qtk_str **merges, size_t *nmerges, qtk_err *err)
 {
 	*merges = NULL;
@@ -296,7 +296,7 @@ static const char llama3_re[] =
 	"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
 	"\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
-int bpe_gguf_tokenizer_json(const qtk_model *g, qtk_buf *b, qtk_err *err)
+int qtk_bpe_gguf_tokenizer_json(const qtk_model *g, qtk_buf *b, qtk_err *err)
 {
 	const qtk_kv *tk = qtk_kv_find(g, "tokenizer.ggml.tokens");
 	const qtk_kv *ty = qtk_kv_find(g, "tokenizer.ggml.token_type");

@@ -1,0 +1,360 @@
+/* family.c - the family table and what every family shares: lookups, tensor names by a
+ * descriptor's rules, canonical names, llama.cpp's Q/K row permutation, head counts and the
+ * architecture numbers of the memory estimate. */
+#include "family/family.h"
+#include "internal.h"
+#include "json.h"
+#include <string.h>
+
+/* The descriptors (one file each) and the table, in lookup order: the first family writing a
+ * GGUF architecture answers for it. */
+extern const qtk_family qtk_family_llama, qtk_family_mistral, qtk_family_qwen2; /* llama.c */
+
+static const qtk_family *const families[] = {
+	&qtk_family_llama,
+	&qtk_family_mistral,
+	&qtk_family_qwen2,
+};
+
+size_t qtk_family_count(void) { return sizeof families / sizeof *families; }
+
+const qtk_family *qtk_family_at(size_t i) { return i < qtk_family_count() ? families[i] : NULL; }
+
+const qtk_family *qtk_family_by_hf_arch(const char *arch)
+{
+	for (size_t i = 0; arch && i < qtk_family_count(); i++)
+		for (size_t k = 0; families[i]->hf_archs && families[i]->hf_archs[k]; k++)
+			if (!strcmp(families[i]->hf_archs[k], arch))
+				return families[i];
+	return NULL;
+}
+
+const qtk_family *qtk_family_by_gguf_arch(const char *arch)
+{
+	for (size_t i = 0; arch && i < qtk_family_count(); i++)
+		if (families[i]->gguf_arch && !strcmp(families[i]->gguf_arch, arch))
+			return families[i];
+	return NULL;
+}
+
+/* config.json's architectures[0] into buf ("" when absent). */
+static void config_arch(const qtk_model *m, char *buf, size_t n)
+{
+	buf[0] = 0;
+	const qtk_blob *b = qtk_blob_find(m, "config.json");
+	if (!b || b->len > QTK_CAP_JSON)
+		return;
+	qtk_err e = {0};
+	qtk_json_doc d = {0};
+	if (!qtk_json_parse((const char *)b->data, b->len, 0, "config.json", 0, &e, &d)) {
+		const cJSON *ar = cJSON_GetObjectItemCaseSensitive(d.root, "architectures");
+		const cJSON *a0 = cJSON_IsArray(ar) ? cJSON_GetArrayItem(ar, 0) : NULL;
+		if (cJSON_IsString(a0))
+			snprintf(buf, n, "%s", a0->valuestring);
+	}
+	qtk_json_doc_free(&d);
+}
+
+const qtk_family *qtk_family_of_model(const qtk_model *m)
+{
+	const qtk_kv *a = m ? qtk_kv_find(m, "general.architecture") : NULL;
+	if (a && a->val.type == QTK_V_STR)
+		return qtk_family_by_gguf_arch(a->val.v.str.s);
+	char arch[128];
+	if (m)
+		config_arch(m, arch, sizeof arch);
+	return m ? qtk_family_by_hf_arch(arch) : NULL;
+}
+
+/* ---- tensor names ----------------------------------------------------------------------- */
+
+static bool ends_with(const char *s, const char *suf)
+{
+	size_t a = strlen(s), b = strlen(suf);
+	return a >= b && memcmp(s + a - b, suf, b) == 0;
+}
+
+bool qtk_family_dropped(const qtk_family *f, const char *name)
+{
+	for (size_t i = 0; f && f->dropped && f->dropped[i]; i++)
+		if (ends_with(name, f->dropped[i]))
+			return true;
+	return false;
+}
+
+/* A block number at s: decimal, at most 9 digits, no leading zero, followed by '.'; the
+ * digits consumed or 0. */
+static size_t block_digits(const char *s)
+{
+	size_t i = 0;
+	while (s[i] >= '0' && s[i] <= '9' && i < 9)
+		i++;
+	if (i == 0 || s[i] != '.' || (i > 1 && s[0] == '0'))
+		return 0;
+	return i;
+}
+
+static int put(size_t n, int k) { return k < 0 || (size_t)k >= n ? QTK_E_DATA : 1; }
+
+int qtk_family_map_name(const qtk_family *f, const char *name, bool to_gguf, char *buf, size_t n, int *qk)
+{
+	*qk = 0;
+	size_t len = strlen(name), stem = 0;
+	const char *sfx = NULL;
+	for (size_t i = 0; f->suffixes && f->suffixes[i] && !sfx; i++) {
+		size_t l = strlen(f->suffixes[i]);
+		if (len > l && !strcmp(name + len - l, f->suffixes[i])) {
+			sfx = f->suffixes[i];
+			stem = len - l;
+		}
+	}
+	if (!sfx)
+		return 0;
+	for (size_t i = 0; i < f->ntop; i++) {
+		const char *from = to_gguf ? f->top[i].hf : f->top[i].gguf, *to = to_gguf ? f->top[i].gguf : f->top[i].hf;
+		if (strlen(from) == stem && !strncmp(name, from, stem)) {
+			*qk = f->top[i].qk;
+			return put(n, snprintf(buf, n, "%s%s", to, sfx));
+		}
+	}
+	const char *pre = to_gguf ? f->hf_block : f->gguf_block, *out_pre = to_gguf ? f->gguf_block : f->hf_block;
+	size_t pl = pre ? strlen(pre) : 0;
+	if (!pre || strncmp(name, pre, pl))
+		return 0;
+	size_t nd = block_digits(name + pl);
+	if (!nd)
+		return 0;
+	size_t rest = pl + nd + 1;
+	if (rest > stem)
+		return 0;
+	for (size_t i = 0; i < f->nblock; i++) {
+		const char *from = to_gguf ? f->block[i].hf : f->block[i].gguf;
+		const char *to = to_gguf ? f->block[i].gguf : f->block[i].hf;
+		if (strlen(from) != stem - rest || strncmp(name + rest, from, stem - rest))
+			continue;
+		*qk = f->block[i].qk;
+		return put(n, snprintf(buf, n, "%s%.*s.%s%s", out_pre, (int)nd, name + pl, to, sfx));
+	}
+	return 0;
+}
+
+int qtk_canon_name(const char *name, char *buf, size_t n, int *qk)
+{
+	*qk = 0;
+	for (size_t i = 0; i < qtk_family_count(); i++) {
+		int rc = qtk_family_map_name(families[i], name, false, buf, n, qk);
+		if (rc)
+			return rc;
+	}
+	return put(n, snprintf(buf, n, "%s", name)) < 0 ? QTK_E_DATA : 0;
+}
+
+/* ---- the permutation ---------------------------------------------------------------------- */
+
+void qtk_family_permute_rows(const uint8_t *src, uint8_t *dst, uint64_t rows, uint64_t row_bytes, int heads,
+			     bool inverse)
+{
+	if (heads <= 0 || rows % ((uint64_t)heads * 2) != 0) {
+		memcpy(dst, src, (size_t)(rows * row_bytes));
+		return;
+	}
+	uint64_t hd = rows / (uint64_t)heads, half = hd / 2;
+	for (uint64_t h = 0; h < (uint64_t)heads; h++)
+		for (uint64_t j = 0; j < 2; j++)
+			for (uint64_t i = 0; i < half; i++) {
+				/* HF row h*hd + j*half + i  <->  GGUF row h*hd + i*2 + j */
+				uint64_t hf = h * hd + j * half + i, gg = h * hd + i * 2 + j;
+				uint64_t from = inverse ? gg : hf, to = inverse ? hf : gg;
+				memcpy(dst + to * row_bytes, src + from * row_bytes, (size_t)row_bytes);
+			}
+}
+
+/* ---- head counts ------------------------------------------------------------------------- */
+
+/* An integer metadata value, or a decimal string (safetensors __metadata__). */
+static bool kv_int(const qtk_kv *kv, uint64_t *out)
+{
+	const qtk_value *v = &kv->val;
+	if (v->type == QTK_V_STR)
+		return v->v.str.len == strlen(v->v.str.s) && qtk_parse_u64(v->v.str.s, out);
+	return qtk_value_as_u64(v, out);
+}
+
+int qtk_family_qk_heads(const qtk_model *m, const qtk_tensor *t, int *heads, qtk_err *err)
+{
+	*heads = 0;
+	char canon[QTK_CAP_NAME + 64];
+	int qk = 0;
+	if (qtk_canon_name(t->name, canon, sizeof canon, &qk) < 0 || !qk)
+		return 0;
+	const qtk_kv *arch = qtk_kv_find(m, "general.architecture");
+	const qtk_family *f = arch && arch->val.type == QTK_V_STR ? qtk_family_by_gguf_arch(arch->val.v.str.s) : NULL;
+	if (!f || !f->permute_qk)
+		return 0; /* llama.cpp permutes Q/K for these families only */
+	char kq[128], kk[128];
+	snprintf(kq, sizeof kq, "%s.%s", f->gguf_arch, f->keys->n_head.gguf);
+	snprintf(kk, sizeof kk, "%s.%s", f->gguf_arch, f->keys->n_head_kv.gguf);
+	const qtk_kv *hq = qtk_kv_find(m, kq), *hk = qtk_kv_find(m, kk);
+	uint64_t nq = 0, nk = 0;
+	if (!hq || !kv_int(hq, &nq) || nq < 1 || nq > 65536)
+		return qtk_err_set(err, QTK_E_DATA, m->path, -1, kq,
+				   "missing or not a head count: cannot undo the Q/K row permutation of '%s'", t->name);
+	if (!hk)
+		nk = nq;
+	else if (!kv_int(hk, &nk) || nk < 1 || nk > 65536)
+		return qtk_err_set(err, QTK_E_DATA, m->path, -1, kk,
+				   "not a head count: cannot undo the Q/K row permutation of '%s'", t->name);
+	uint64_t h = qk == 'q' ? nq : nk, rows = t->ndim >= 1 ? t->shape[0] : 0;
+	if (!rows || rows % (2 * h))
+		return qtk_err_set(err, QTK_E_DATA, m->path, -1, t->name,
+				   "%llu rows cannot be split into %llu heads of even size",
+				   (unsigned long long)rows, (unsigned long long)h);
+	*heads = (int)h;
+	return 0;
+}
+
+/* ---- the memory estimate's numbers ------------------------------------------------------ */
+
+/* An integer metadata value (any integer type; per-layer arrays: the largest); false when
+ * absent or not an integer. */
+static bool hp_kv_uint(const qtk_model *m, const char *arch, const char *suffix, uint64_t *out)
+{
+	char key[256];
+	snprintf(key, sizeof key, "%s.%s", arch, suffix);
+	const qtk_kv *kv = qtk_kv_find(m, key);
+	if (!kv)
+		return false;
+	const qtk_value *v = &kv->val;
+	if (qtk_value_as_u64(v, out))
+		return true;
+	switch (v->type) {
+	case QTK_V_ARR: /* per-layer arrays (head_count_kv): take the largest */
+		if (v->n && (v->elem == QTK_V_U32 || v->elem == QTK_V_I32)) {
+			uint64_t mx = 0;
+			for (uint64_t k = 0; k < v->n; k++) {
+				uint64_t x = qtk_rd32((const uint8_t *)v->arr + 4 * k);
+				if (x > mx && !(v->elem == QTK_V_I32 && (x >> 31)))
+					mx = x;
+			}
+			*out = mx;
+			return true;
+		}
+		return false;
+	default: return false;
+	}
+}
+
+/* The first present config.json name of key k. */
+static const cJSON *hp_json_find(const cJSON *o, const qtk_hparam_key *k)
+{
+	if (!k->find)
+		return cJSON_GetObjectItemCaseSensitive(o, k->hf);
+	for (size_t i = 0; k->find[i]; i++) {
+		const cJSON *j = cJSON_GetObjectItemCaseSensitive(o, k->find[i]);
+		if (j)
+			return j;
+	}
+	return NULL;
+}
+
+static bool hp_json_uint(const cJSON *o, const qtk_hparam_key *k, uint64_t *out)
+{
+	const cJSON *j = hp_json_find(o, k);
+	if (!cJSON_IsNumber(j) || j->valuedouble < 0 || j->valuedouble > 1e15)
+		return false;
+	*out = (uint64_t)j->valuedouble;
+	return true;
+}
+
+static int hp_from_config(const qtk_model *m, qtk_hparams *hp)
+{
+	const qtk_blob *b = qtk_blob_find(m, "config.json");
+	if (!b)
+		return -1;
+	cJSON *root = cJSON_ParseWithLength((const char *)b->data, b->len);
+	if (!root)
+		return -1;
+	const cJSON *ar = cJSON_GetObjectItemCaseSensitive(root, "architectures");
+	const cJSON *a0 = cJSON_IsArray(ar) ? cJSON_GetArrayItem(ar, 0) : NULL;
+	const qtk_family *f = cJSON_IsString(a0) ? qtk_family_by_hf_arch(a0->valuestring) : NULL;
+	const qtk_family_keys *k = f ? f->keys : &qtk_family_std_keys;
+	const cJSON *o = root, *tc = cJSON_GetObjectItemCaseSensitive(root, "text_config");
+	if (cJSON_IsObject(tc) && !hp_json_find(root, &k->n_layer))
+		o = tc;
+	const cJSON *mt = cJSON_GetObjectItemCaseSensitive(o, "model_type");
+	if (cJSON_IsString(mt))
+		snprintf(hp->arch, sizeof hp->arch, "%s", mt->valuestring);
+	int rc = -1;
+	if (hp_json_uint(o, &k->n_layer, &hp->n_layer) && hp_json_uint(o, &k->n_head, &hp->n_head) && hp->n_head) {
+		if (!hp_json_uint(o, &k->n_head_kv, &hp->n_head_kv))
+			hp->n_head_kv = hp->n_head;
+		hp_json_uint(o, &k->n_embd, &hp->n_embd);
+		if (hp_json_uint(o, &k->head_dim, &hp->head_dim) && hp->head_dim)
+			hp->head_dim_explicit = true;
+		else
+			hp->head_dim = hp->n_embd / hp->n_head;
+		hp_json_uint(o, &k->n_ctx, &hp->ctx_max);
+		hp_json_uint(o, &k->vocab, &hp->n_vocab);
+		hp->source = "config.json";
+		rc = 0;
+	}
+	cJSON_Delete(root);
+	return rc;
+}
+
+int qtk_family_hparams(const qtk_model *m, qtk_hparams *hp)
+{
+	memset(hp, 0, sizeof *hp);
+	const qtk_kv *a = qtk_kv_find(m, "general.architecture");
+	if (a && a->val.type == QTK_V_STR) {
+		const char *arch = a->val.v.str.s;
+		const qtk_family *f = qtk_family_by_gguf_arch(arch);
+		const qtk_family_keys *k = f ? f->keys : &qtk_family_std_keys;
+		snprintf(hp->arch, sizeof hp->arch, "%s", arch);
+		if (hp_kv_uint(m, arch, k->n_layer.gguf, &hp->n_layer) &&
+		    hp_kv_uint(m, arch, k->n_head.gguf, &hp->n_head) && hp->n_head) {
+			if (!hp_kv_uint(m, arch, k->n_head_kv.gguf, &hp->n_head_kv))
+				hp->n_head_kv = hp->n_head;
+			hp_kv_uint(m, arch, k->n_embd.gguf, &hp->n_embd);
+			if (hp_kv_uint(m, arch, k->head_dim.gguf, &hp->head_dim) && hp->head_dim)
+				hp->head_dim_explicit = true;
+			else
+				hp->head_dim = hp->n_embd / hp->n_head;
+			hp_kv_uint(m, arch, k->n_ctx.gguf, &hp->ctx_max);
+			hp_kv_uint(m, arch, k->vocab.gguf, &hp->n_vocab);
+			hp->source = "GGUF keys";
+			return 0;
+		}
+	}
+	return hp_from_config(m, hp);
+}
+
+/* ---- llama.cpp's keys ------------------------------------------------------------------------ */
+
+static const char *const k_layer[] = {"n_layers", "num_hidden_layers", "n_layer", "num_layers", NULL};
+static const char *const k_ctx[] = {"max_position_embeddings", "n_ctx", NULL};
+static const char *const k_embd[] = {"hidden_size", "n_embd", NULL};
+static const char *const k_ff[] = {"intermediate_size", "n_inner", NULL};
+static const char *const k_head[] = {"num_attention_heads", "n_head", NULL};
+static const char *const k_neps[] = {"layer_norm_eps", "layer_norm_epsilon", "norm_epsilon", NULL};
+
+const qtk_family_keys qtk_family_std_keys = {
+	.n_layer = {"block_count", "num_hidden_layers", k_layer},
+	.n_ctx = {"context_length", "max_position_embeddings", k_ctx},
+	.n_embd = {"embedding_length", "hidden_size", k_embd},
+	.n_ff = {"feed_forward_length", "intermediate_size", k_ff},
+	.n_head = {"attention.head_count", "num_attention_heads", k_head},
+	.n_head_kv = {"attention.head_count_kv", "num_key_value_heads", NULL},
+	.head_dim = {"attention.key_length", "head_dim", NULL},
+	.vocab = {"vocab_size", "vocab_size", NULL},
+	.rope_theta = {"rope.freq_base", "rope_theta", NULL},
+	.rms_eps = {"attention.layer_norm_rms_epsilon", "rms_norm_eps", NULL},
+	.norm_eps = {"attention.layer_norm_epsilon", "layer_norm_eps", k_neps},
+	.n_expert = {"expert_count", "num_local_experts", NULL},
+	.n_expert_used = {"expert_used_count", "num_experts_per_tok", NULL},
+	.value_length = "attention.value_length",
+	.rope_dim = "rope.dimension_count",
+	.rope_type = "rope.scaling.type",
+	.rope_factor = "rope.scaling.factor",
+	.rope_orig_ctx = "rope.scaling.original_context_length",
+};

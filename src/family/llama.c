@@ -1,0 +1,81 @@
+/* llama.c - the llama family: llama, mistral (written as GGUF "llama") and qwen2.
+ *
+ * Facts from llama.cpp's convert_hf_to_gguf.py (LlamaModel, Qwen2Model) and gguf-py's
+ * tensor-name tables; the code is our own. */
+#include "family/family.h"
+
+static const qtk_name_rule top_names[] = {
+	{"model.embed_tokens", "token_embd", 0},
+	{"model.norm", "output_norm", 0},
+	{"lm_head", "output", 0},
+};
+
+/* within model.layers.N. / blk.N. */
+static const qtk_name_rule block_names[] = {
+	{"input_layernorm", "attn_norm", 0},
+	{"post_attention_layernorm", "ffn_norm", 0},
+	{"self_attn.q_proj", "attn_q", 'q'},
+	{"self_attn.k_proj", "attn_k", 'k'},
+	{"self_attn.v_proj", "attn_v", 0},
+	{"self_attn.o_proj", "attn_output", 0},
+	{"mlp.gate_proj", "ffn_gate", 0},
+	{"mlp.up_proj", "ffn_up", 0},
+	{"mlp.down_proj", "ffn_down", 0},
+};
+
+static const char *const suffixes[] = {".weight", ".bias", NULL};
+static const char *const dropped[] = {".attention.masked_bias", ".attention.bias", ".rotary_emb.inv_freq", NULL};
+
+#define LLAMA_NAMES                                                                                     \
+	.hf_block = "model.layers.", .gguf_block = "blk.", .top = top_names,                            \
+	.ntop = sizeof top_names / sizeof *top_names, .block = block_names,                             \
+	.nblock = sizeof block_names / sizeof *block_names, .suffixes = suffixes, .dropped = dropped,   \
+	.keys = &qtk_family_std_keys
+
+/* what llama.cpp's LlamaModel does: Q/K permuted, vocab_size and rope.dimension_count written,
+ * linear rope scaling, SentencePiece's add_prefix_space; its 70B model type has 80 layers */
+#define LLAMA_MODEL                                                                                     \
+	LLAMA_NAMES, .gguf_arch = "llama", .permute_qk = true,                                          \
+	.flags = QTK_FAM_VOCAB_KEY | QTK_FAM_ROPE_DIM | QTK_FAM_ROPE_LINEAR | QTK_FAM_SPM_PREFIX,        \
+	.default_rms_eps = 1e-5, .bpe_pre = "llama-bpe", .bpe_class = "PreTrainedTokenizerFast",       \
+	.spm_class = "LlamaTokenizer", .mix_70b_layers = 80
+
+static const char *const llama_archs[] = {"LlamaForCausalLM", "LLaMAForCausalLM", NULL};
+
+const qtk_family qtk_family_llama = {
+	.name = "llama",
+	.hf_archs = llama_archs,
+	.hf_model_type = "llama",
+	.hf_arch_out = "LlamaForCausalLM",
+	LLAMA_MODEL,
+};
+
+/* llama.cpp converts Mistral checkpoints as llama models: a GGUF says "llama" and reads back
+ * as a llama family model. */
+static const char *const mistral_archs[] = {"MistralForCausalLM", NULL};
+
+const qtk_family qtk_family_mistral = {
+	.name = "mistral",
+	.hf_archs = mistral_archs,
+	.hf_model_type = "mistral",
+	.hf_arch_out = "MistralForCausalLM",
+	LLAMA_MODEL,
+};
+
+static const char *const qwen2_archs[] = {"Qwen2ForCausalLM", NULL};
+
+const qtk_family qtk_family_qwen2 = {
+	.name = "qwen2",
+	.hf_archs = qwen2_archs,
+	.hf_model_type = "qwen2",
+	.gguf_arch = "qwen2",
+	.hf_arch_out = "Qwen2ForCausalLM",
+	LLAMA_NAMES,
+	.permute_qk = false,
+	.flags = QTK_FAM_ROPE_YARN,
+	.default_rms_eps = 1e-6,
+	.bpe_pre = "qwen2",
+	.bpe_class = "Qwen2Tokenizer",
+	.spm_class = "LlamaTokenizer",
+	.mix_70b_layers = 0,
+};
