@@ -1,8 +1,7 @@
 /* cli.h - what the three programs share: diagnostics, progress, common flags. */
 #ifndef QTK_CLI_H
 #define QTK_CLI_H
-#include "internal.h"
-#include "text.h"
+#include "qtk_ext.h"
 #include <stdio.h>
 
 typedef struct cli {

@@ -1,9 +1,7 @@
 /* convert.h - qconvert's plan and execution. */
 #ifndef QTK_CONVERT_H
 #define QTK_CONVERT_H
-#include "internal.h"
-#include "family/hfmap.h"
-#include "family/mix.h"
+#include "qtk_ext.h"
 
 enum { NAMES_DEFAULT = 0, NAMES_KEEP, NAMES_HF, NAMES_GGUF };
 

@@ -2,11 +2,6 @@
  * transcodes, and the error of every output against the decoded source. */
 #include "cli.h"
 #include "convert.h"
-#include "decode.h"
-#include "dequant.h"
-#include "scheme/qgroups.h"
-#include "scheme/scheme.h"
-#include "quant.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -331,7 +326,7 @@ static int run_rows(qtk_model *in, qtk_writer *w, const plan *p, int threads, te
 	/* Q/K-permuted rows, or a source read through its format (QPK chunks, archive members):
 	 * each window's rows are read here, in order, before the workers encode them */
 	uint8_t *mem = NULL, *stmp = NULL;
-	const bool staged = t->layout.kind == QTK_LAYOUT_PLAIN && (p->perm_heads || (in->fmt && in->fmt->read));
+	const bool staged = t->layout.kind == QTK_LAYOUT_PLAIN && (p->perm_heads || qtk_model_streamed(in));
 	if (staged && p->perm_heads && rows % (2 * (uint64_t)p->perm_heads))
 		return qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "%llu rows cannot be split into %d heads",
 				   (unsigned long long)rows, p->perm_heads);

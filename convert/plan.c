@@ -1,11 +1,6 @@
 /* plan.c - qconvert's plan: what each tensor becomes, and the output's metadata. */
 #include "cli.h"
 #include "convert.h"
-#include "decode.h"
-#include "dequant.h"
-#include "imatrix.h"
-#include "quant.h"
-#include "scheme/scheme.h"
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,8 +1,6 @@
 /* run.c - qconvert's driver: plan, write, verify, report. */
 #include "cli.h"
 #include "convert.h"
-#include "imatrix.h"
-#include "prov.h"
 #include <cJSON.h>
 #include <math.h>
 #include <stdlib.h>
@@ -100,7 +98,7 @@ static bool has_prefix_tensor(const qtk_model *m, const char *a, const char *b)
 	return false;
 }
 
-/* Set up the HF <-> GGUF mapping the output needs (SPEC §2.1 naming rules):
+/* Set up the HF <-> GGUF mapping the output needs (docs/cli.md, "Tensor names"):
  * an HF directory gets HF names, a GGUF file from an HF source GGUF names;
  * a single .safetensors keeps the source's names; --names overrides. */
 static int setup_mapping(qtk_model *in, const conv_opts *o, qtk_hfmap **map, qtk_model **meta, qtk_err *err)
@@ -183,7 +181,7 @@ static int prov_begin(prov_state *p, qtk_model *in, qtk_model *d, const conv_opt
 	p->b.threads = threads;
 	/* a source read with pread is hashed beside the conversion (the record reserves its
 	 * digests as placeholders); one read through its format's reader (QPK, archives) first */
-	int rc = in->fmt && in->fmt->read ? 0 : qtk_prov_start_source(&p->b, err);
+	int rc = qtk_model_streamed(in) ? 0 : qtk_prov_start_source(&p->b, err);
 	rc = rc ? rc : qtk_prov_build(&p->b, &p->ph, err);
 	if (!rc && p->b.note[0])
 		cli_warn("%s", p->b.note);

@@ -2,7 +2,7 @@
  *
  * Every header field is read through the bounded cursor; every count,
  * length and size is checked against the remaining bytes and our caps
- * before anything is allocated (reference/provenance_security.md C.2).
+ * before anything is allocated (docs/cli.md, "Hostile input").
  */
 #include "internal.h"
 #include <stdlib.h>

@@ -14,7 +14,7 @@
 
 #include "internal.h"
 
-/* Caps against hostile archives (reference/provenance_security.md C.2 43-54). */
+/* Caps against hostile archives (docs/cli.md, "Hostile input"). */
 typedef struct qtk_ar_limits {
 	uint64_t mem;         /* decompressed bytes held in memory, all members together */
 	uint64_t entry;       /* one member held in memory */

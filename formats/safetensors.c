@@ -3,7 +3,7 @@
  *
  * Layout: u64 LE header length N, N bytes of JSON, then the tensor data.
  * Validation follows huggingface/safetensors tensor.rs and is stricter where
- * reference/provenance_security.md (B.2, C.2 rows 8-21) asks: the header must
+ * docs/cli.md ("Hostile input") asks: the header must
  * start with '{', numbers are exact integers, duplicate keys are refused, every
  * data byte is owned by exactly one tensor and nothing trails the data.
  */

@@ -4,7 +4,7 @@
  * The frame is decompressed once, streaming, into a sealed memfd under the
  * archive limits (qtk_archive.h), then the inner file is opened by its own
  * reader (or, for a tar inside, by the archive plugin). The decoder follows
- * reference/provenance_security.md B.6 and C.2 rows 52-54: the window is
+ * docs/cli.md ("Hostile input"): the window is
  * capped (ZSTD_d_windowLogMax), the content size must fit the limits whether
  * declared or not, the ratio is capped, checksums are verified (never
  * ignored), dictionaries, skippable frames, extra frames and trailing bytes

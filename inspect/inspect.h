@@ -1,9 +1,7 @@
 /* inspect.h - qinspect's reporters (pure functions of a model; stdout only). */
 #ifndef QTK_INSPECT_H
 #define QTK_INSPECT_H
-#include "internal.h"
-#include "family/family.h"
-#include "text.h"
+#include "qtk_ext.h"
 #include <stdio.h>
 
 typedef struct insp_opts {

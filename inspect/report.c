@@ -1,6 +1,5 @@
 /* report.c - qinspect --json, --summary and --markdown (headers only). */
 #include "inspect.h"
-#include "decode.h"
 #include "stats.h"
 #include <cJSON.h>
 #include <string.h>

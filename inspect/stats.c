@@ -1,8 +1,6 @@
 /* stats.c - value statistics of one tensor (see stats.h). */
 #include "stats.h"
 #include "inspect.h"
-#include "decode.h"
-#include "dequant.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -6,7 +6,7 @@
  * the same file gives the same numbers on every run. */
 #ifndef QTK_INSPECT_STATS_H
 #define QTK_INSPECT_STATS_H
-#include "internal.h"
+#include "qtk_ext.h"
 #include <cJSON.h>
 
 #define ST_BINS 64     /* value histogram bins */
@@ -65,7 +65,7 @@ double stats_entropy(const uint64_t *counts, size_t n);
  * until the next call). */
 const char *stats_subject(const qtk_tensor *t);
 
-/* The "stats" object of qinspect --json (SPEC §5.1 keys). */
+/* The "stats" object of qinspect --json (docs/json.md, "stats"). */
 cJSON *stats_json(const tstats *s);
 
 /* ---- Decoding logical rows in chunks (shared with --diff) -------------- */

@@ -1,6 +1,5 @@
 /* text.c - qinspect --tensor NAME and --memory (text and JSON). */
 #include "inspect.h"
-#include "decode.h"
 #include "stats.h"
 #include <cJSON.h>
 #include <math.h>

@@ -6,7 +6,6 @@
 #define QTK_INSPECT_TUI_H
 #include "inspect.h"
 #include "stats.h"
-#include "decode.h"
 
 /* ---- Screen: a grid of cells, one code point each ----------------------- */
 

@@ -1,7 +1,5 @@
 /* tui_model.c - the browser's state and what keys do to it (no curses). */
 #include "tui.h"
-#include "digest.h"
-#include "prov.h"
 #include <cJSON.h>
 #include <stdlib.h>
 #include <string.h>

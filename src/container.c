@@ -101,3 +101,8 @@ int qtk_model_verify_tensor(qtk_model *m, size_t i)
 				   "the container has no per-tensor digests to verify");
 	return m->fmt->verify_tensor(m, i);
 }
+
+bool qtk_model_streamed(const qtk_model *m)
+{
+	return m->fmt && m->fmt->read;
+}

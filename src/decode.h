@@ -1,7 +1,7 @@
 /* decode.h - decoding whole tensors or row ranges to F32 (logical order). */
 #ifndef QTK_DECODE_H
 #define QTK_DECODE_H
-#include "internal.h"
+#include "qtk_util.h"
 
 bool qtk_can_decode(const qtk_tensor *t);
 /* Rows = product of all but the last logical dimension; cols = the last. */

@@ -9,7 +9,7 @@
 #ifndef QTK_JSON_H
 #define QTK_JSON_H
 
-#include "internal.h"
+#include "qtk_util.h"
 #include <cJSON.h>
 
 /* Numbers must be plain non-negative integers <= 2^53 (safetensors headers). */

@@ -13,7 +13,7 @@
 
 #define QTK_VERSION "0.1.0"
 
-/* Error codes: the negation of the programs' exit status (SPEC §2). */
+/* Error codes: the negation of the programs' exit status (docs/cli.md, "Exit status"). */
 enum {
 	QTK_OK = 0,
 	QTK_E_CHECK = -1,    /* a check failed */
@@ -222,6 +222,13 @@ const qtk_kv *qtk_kv_find(const qtk_model *m, const char *key);
 const qtk_blob *qtk_blob_find(const qtk_model *m, const char *name);
 /* Find a tensor by logical name; NULL when absent. */
 const qtk_tensor *qtk_tensor_find(const qtk_model *m, const char *name);
+/* True when m's tensor bytes come through its container's own reader (compressed chunks,
+ * archive members) rather than as plain ranges of its files read with pread. */
+bool qtk_model_streamed(const qtk_model *m);
+/* True when m's container has a verify hook. */
+bool qtk_model_can_verify(const qtk_model *m);
+/* Run m's verify hook on tensor i (QTK_E_USAGE when the container has none). */
+int qtk_model_verify_tensor(qtk_model *m, size_t i);
 
 /* Size of one element of a metadata value type; 0 for STR/ARR. */
 size_t qtk_value_size(unsigned vtype);

@@ -164,7 +164,7 @@ if cmp -s "$H/model.safetensors" "$T/hfback/model.safetensors"; then ok; else ba
 run "gguf q/k permutation matches the generator's" 0 "$BIN/qconvert" -q "$T/hf.gguf" "$T/hf32.gguf" --to f32
 run "--names bad" 2 "$BIN/qconvert" "$G" "$T/x.gguf" --names foo
 
-# --- archives and .zst files (formats/archive.c, formats/zst.c)
+# --- archives and .zst files (formats/archive_read.c, formats/archive_write.c, formats/zst.c)
 tar -C "$S" -cf "$T/bundle.tar" tiny-llama-f32.gguf
 run "qinspect bundle.tar" 0 "$BIN/qinspect" --summary "$T/bundle.tar"
 out_has "qinspect bundle.tar" "total: 21 tensors, 1836288 params"

@@ -1,6 +1,6 @@
 /* test_archive.c - models inside tar / tar.gz / tar.zst / zip archives and
- * .zst files, the hostile archive and zstd classes (provenance_security.md
- * C.2 rows 43-54), and deployment bundles. */
+ * .zst files, the hostile archive and zstd classes (docs/cli.md "Hostile input"),
+ * and deployment bundles. */
 #include "t.h"
 #include "qtk_archive.h"
 #include <archive.h>

@@ -1,7 +1,7 @@
 /* test_dequant.c - checks for src/dequant.h.
  *
  * (a) Hand-made blocks for every decodable ggml type, AWQ and GPTQ: expected values come from
- *     the documented per-element formulas (reference/gguf.md §2.2, awq_gptq.md §1-2), written
+ *     the documented per-element formulas (ggml's and AutoAWQ/AutoGPTQ's dequantization formulas), written
  *     independently of the decoders and chosen so every product is exact.
  * (b) Fixture digests: every tensor of ../shared/fixtures/gguf/tiny-*.gguf and every linear
  *     layer of ../shared/fixtures/hf/tiny-llama/{awq,gptq}-* is decoded and its F32 bytes are
@@ -648,7 +648,7 @@ static void test_iquants(void)
 
 static void test_awq_gptq(void)
 {
-    /* The worked example of awq_gptq.md §11: K = N = G = 8, q[k][n] = (3k+n) mod 16. */
+    /* A small worked example: K = N = G = 8, q[k][n] = (3k+n) mod 16. */
     static const int z[8] = { 8, 7, 9, 8, 0, 15, 3, 8 };
     static const uint32_t awq_w[8] = { 0x75316420u, 0xA8649753u, 0xDB97CA86u, 0x0ECAFDB9u,
                                        0x31FD20ECu, 0x6420531Fu, 0x97538642u, 0xCA86B975u };

@@ -7,7 +7,7 @@
 #include "../inspect/modelinfo.c"
 #include "../inspect/diff.c"
 #include "../inspect/text.c"
-#include "digest.h"
+#include "record/digest.h"
 #include <unistd.h>
 
 static void check_table(void)

@@ -1,5 +1,5 @@
 #!/bin/sh
-# test_faults.sh - fault injection for the programs (SPEC §2 exit codes, §6 atomic writes):
+# test_faults.sh - fault injection for the programs (docs/cli.md: exit status, atomic outputs):
 # disk full (a 1 MiB tmpfs), a read-only and a missing output directory, output paths that
 # collide with files or directories, non-regular and truncated inputs, and interruption
 # (SIGINT, SIGTERM, SIGKILL) in the middle of writing a ~150 MB conversion. Prints "skipped: ..."

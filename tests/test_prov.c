@@ -2,8 +2,8 @@
  * independence, the Q/K permutation, streaming, record round trips, hostile record JSON. */
 #include "t.h"
 #include "dequant.h"
-#include "digest.h"
-#include "prov.h"
+#include "record/digest.h"
+#include "record/prov.h"
 #include <math.h>
 #include <openssl/sha.h>
 #include <stdio.h>

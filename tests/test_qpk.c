@@ -1,5 +1,5 @@
 /* test_qpk.c - QPK reader/writer: round trips (memory, GGUF, HF, fixtures),
- * hostile input (reference/provenance_security.md C.2 rows 1-7, 39-42),
+ * hostile input (docs/cli.md, "Hostile input"),
  * short reads and allocation failures. */
 #include "internal.h"
 #include "t.h"

@@ -130,7 +130,7 @@ static size_t qt_bytes_qw(const qt *t)
 	return t->awq ? (size_t)t->in * t->out / 8 * 4 : (size_t)t->in / 32 * t->bits * t->out * 4;
 }
 
-/* independent unpackers (awq_gptq.md §1.2, §2.1) */
+/* independent unpackers (the bit layouts of src/packing.h, written again from the formulas) */
 static const int k_order[8] = { 0, 2, 4, 6, 1, 3, 5, 7 };
 static int code_at(const qt *t, uint32_t o, uint32_t i)
 {

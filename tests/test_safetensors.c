@@ -1,5 +1,5 @@
 /* test_safetensors.c - the safetensors reader against hostile inputs
- * (reference/provenance_security.md C.2 rows 1-21), AWQ/GPTQ folding, short
+ * (docs/cli.md, "Hostile input"), AWQ/GPTQ folding, short
  * reads, allocation failures, writer round trips and the real fixtures. */
 #include "qtk.h"
 #include "internal.h"

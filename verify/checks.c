@@ -1,6 +1,5 @@
 /* checks.c - qverify's checks: one function each, run in table order for the chosen mode. */
 #include "verify.h"
-#include "json.h"
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -94,12 +93,12 @@ static int chk_structure(vstate *s)
 /* Containers that digest their own parts (QPK, C.2 row 42): every part's SHA-256, every tensor named. */
 static int chk_container_digests(vstate *s)
 {
-	if (strcmp(qtk_model_format(s->m), "qpk"))
+	if (!qtk_model_can_verify(s->m))
 		return 0;
 	size_t bad = 0;
 	for (size_t i = 0; i < s->m->ntensors; i++) {
 		qtk_err_clear(&s->m->err);
-		int rc = qtk_qpk_verify_tensor(s->m, i);
+		int rc = qtk_model_verify_tensor(s->m, i);
 		if (rc == QTK_E_DATA) {
 			char canon[QTK_CAP_NAME + 64];
 			int qk;

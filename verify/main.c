@@ -1,4 +1,4 @@
-/* main.c - qverify: integrity and provenance audits of model files (SPEC §2.3). */
+/* main.c - qverify: integrity and provenance audits of model files (docs/cli.md, "qverify"). */
 #include "verify.h"
 #include <math.h>
 #include <stdlib.h>

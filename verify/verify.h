@@ -2,8 +2,6 @@
 #ifndef QTK_VERIFY_H
 #define QTK_VERIFY_H
 #include "cli.h"
-#include "digest.h"
-#include "prov.h"
 #include <pthread.h>
 
 typedef enum { MODE_EMBEDDED = 1, MODE_EMIT = 2, MODE_RECORD = 4, MODE_AGAINST = 8 } vmode;

@@ -10,7 +10,7 @@
 #define QTK_HFMAP_H
 
 #include "family/family.h"
-#include "internal.h"
+#include "qtk_util.h"
 
 typedef struct qtk_hfmap qtk_hfmap;
 

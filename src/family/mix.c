@@ -1,6 +1,6 @@
 /* mix.c - llama.cpp's named mixes: which tensors are quantized, and to what.
  *
- * The rules follow llama.cpp's llama_tensor_get_type (reference/gguf.md §3):
+ * The rules follow llama.cpp's llama_tensor_get_type:
  * a base type per mix, bumped per tensor by role (output, token_embd,
  * attn_v, ffn_down, attn_output, ...), layer position (use_more_bits) and
  * the model's grouped-query factor.

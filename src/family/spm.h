@@ -8,7 +8,7 @@
 #ifndef QTK_SPM_H
 #define QTK_SPM_H
 
-#include "internal.h"
+#include "qtk_util.h"
 
 /* SentencePiece.Type */
 enum { SPM_NORMAL = 1, SPM_UNKNOWN = 2, SPM_CONTROL = 3, SPM_USER_DEFINED = 4,

@@ -1,8 +1,8 @@
 /* fuzz_common.c - temporary files and the shared read path of the fuzz targets. */
 #include "fuzz.h"
 #include "decode.h"
-#include "digest.h"
-#include "prov.h"
+#include "record/digest.h"
+#include "record/prov.h"
 #include "qtk_archive.h"
 #include <dirent.h>
 #include <fcntl.h>

@@ -1,7 +1,7 @@
-/* fuzz_prov.c - provenance record parser (src/prov.c qtk_prov_parse).
+/* fuzz_prov.c - provenance record parser (src/record/prov.c qtk_prov_parse).
  * Property: the canonical text of a record parses, and is a fixed point. */
 #include "fuzz.h"
-#include "prov.h"
+#include "record/prov.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

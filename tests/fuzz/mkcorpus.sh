@@ -126,7 +126,7 @@ printf '%s' '{"calibration":"none","determinism":{"threads_invariant":true},"ima
 
 # imatrix: legacy written above, and the GGUF form
 $SEED imatrix-gguf "$C/imatrix/imatrix.gguf"
-# hostile handcrafted inputs (reference/provenance_security.md C.2), a few per reader
+# hostile handcrafted inputs (docs/cli.md, "Hostile input"), a few per reader
 b() { printf "\\$(printf %03o $(($1 & 255)))"; }
 le32() { b $1; b $(($1 >> 8)); b $(($1 >> 16)); b $(($1 >> 24)); }
 le64() { le32 $(($1 & 4294967295)); le32 $((($1 >> 32) & 4294967295)); }

@@ -10,7 +10,7 @@
  * Deterministic: an integer PRNG, no clock. Uses the library's own writers.
  */
 #include "internal.h"
-#include "prov.h"
+#include "record/prov.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -5,7 +5,7 @@
 #   FUZZ_TARGETS space-separated targets (default: all)
 #   FUZZ_B      build directory of the libFuzzer binaries (default build-fuzz)
 #   FUZZ_MALLOC_MB  largest single allocation in MiB (default 64): more is reported as
-#               out-of-memory, since no input of at most 64 KiB justifies it (SPEC §2)
+#               out-of-memory, since no input of at most 64 KiB justifies it (docs/cli.md, "Hostile input")
 # Runs in libFuzzer's fork mode (-fork=1) and keeps going after crashes, timeouts and
 # out-of-memory inputs; artifacts go to $FUZZ_B/artifacts/<target>/, logs to $FUZZ_B/logs/,
 # the grown corpus to $FUZZ_B/corpus/<target>/. Prints CPU seconds per target.

@@ -1,4 +1,4 @@
-/* prov.h - provenance records (SPEC §5.2, docs/provenance.md).
+/* prov.h - provenance records (docs/provenance.md).
  *
  * A record is one JSON object, serialized canonically: no whitespace, object keys sorted
  * bytewise, integers only (0 ..= 2^53), strings as UTF-8 with the minimal escapes. The
@@ -9,7 +9,7 @@
  */
 #ifndef QTK_PROV_H
 #define QTK_PROV_H
-#include "digest.h"
+#include "record/digest.h"
 #include <cJSON.h>
 #include <pthread.h>
 

@@ -1,6 +1,6 @@
 /* digest.h - container-independent content digests of tensors ("qtk-digest-v1").
  *
- * One leaf per logical tensor, in two tiers (SPEC §5.2, docs/provenance.md):
+ * One leaf per logical tensor, in two tiers (docs/provenance.md):
  *
  *   encoded = SHA-256("qtk-tensor-v1/encoded\0" || str(canonical name) || str(encoding id)
  *                     || u32 ndim || u64 shape[ndim] || u32 nparts
@@ -20,7 +20,7 @@
  */
 #ifndef QTK_DIGEST_H
 #define QTK_DIGEST_H
-#include "internal.h"
+#include "qtk_util.h"
 #include "family/family.h" /* canonical names, Q/K heads */
 
 #define QTK_DIGEST_SCHEME "qtk-digest-v1"

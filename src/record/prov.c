@@ -1,5 +1,5 @@
 /* prov.c - provenance records: canonical JSON, strict validation, building, patching. */
-#include "prov.h"
+#include "record/prov.h"
 #include "json.h"
 #include <openssl/evp.h>
 #include <pthread.h>

@@ -1,5 +1,6 @@
 /* digest.c - container-independent content digests of tensors (two tiers, see digest.h). */
-#include "digest.h"
+#include "record/digest.h"
+#include "internal.h"
 #include "decode.h"
 #include "dequant.h"
 #include <openssl/evp.h>

@@ -1,0 +1,147 @@
+/* qtk_util.h - support of libqtk's extension interface (qtk_ext.h): the caps
+ * on hostile input, file helpers, little-endian helpers, capped buffers,
+ * atomic output files, string sets, metadata as text, threads and small
+ * string helpers. Used by the library's layers and, through qtk_ext.h, by the
+ * programs; nothing here knows a container, a model family or a packed scheme. */
+#ifndef QTK_UTIL_H
+#define QTK_UTIL_H
+
+#include "qtk.h"
+#include <stdio.h>
+
+/* ---- Caps (hostile input) -------------------------------------------- */
+#define QTK_CAP_TENSORS      (1u << 20)          /* tensors in one model */
+#define QTK_CAP_KV           (1u << 20)          /* metadata entries */
+#define QTK_CAP_KEY          65535u              /* key length */
+#define QTK_CAP_STR          (64ull << 20)       /* one metadata string */
+#define QTK_CAP_ARRAY        (1ull << 30)        /* array elements */
+#define QTK_CAP_META_TOTAL   (1ull << 30)        /* all metadata bytes held */
+#define QTK_CAP_ST_HEADER    (100000000ull)      /* safetensors header bytes */
+#define QTK_CAP_JSON         (64ull << 20)       /* a side JSON file */
+#define QTK_CAP_BLOB         (256ull << 20)      /* a carried side file */
+#define QTK_CAP_FILES        4096u               /* shards in one model */
+#define QTK_CAP_ALIGN        (1u << 20)          /* GGUF alignment */
+#define QTK_CAP_NAME         4096u               /* tensor name bytes */
+
+/* ---- Files ------------------------------------------------------------ */
+
+/* Open a regular file read-only (refuses FIFOs, devices, directories).
+ * Returns an fd or a negative code with err set; *size receives its size. */
+int qtk_file_open(const char *path, uint64_t *size, qtk_err *err);
+/* Read exactly n bytes at off (loops over short reads). */
+int qtk_pread_full(int fd, const char *path, void *buf, size_t n, uint64_t off,
+		   qtk_err *err);
+/* Slurp a small regular file (<= cap bytes) into a NUL-terminated buffer. */
+int qtk_slurp(const char *path, uint64_t cap, uint8_t **out, size_t *len, qtk_err *err);
+/* Close an fd from qtk_file_open or qtk_window_open (forgets its window). */
+void qtk_file_close(int fd);
+bool qtk_is_dir(const char *path);
+bool qtk_path_exists(const char *path);
+/* Join dir and name into a new string. */
+char *qtk_path_join(const char *dir, const char *name);
+/* Directory part of a path (new string; "." when none). */
+char *qtk_path_dir(const char *path);
+const char *qtk_path_base(const char *path);
+
+/* ---- Little-endian helpers ------------------------------------------- */
+static inline uint16_t qtk_rd16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+static inline uint32_t qtk_rd32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static inline uint64_t qtk_rd64(const uint8_t *p)
+{
+	return (uint64_t)qtk_rd32(p) | (uint64_t)qtk_rd32(p + 4) << 32;
+}
+static inline void qtk_wr16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
+static inline void qtk_wr32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline void qtk_wr64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* ---- Growable byte buffer (capped) ----------------------------------- */
+typedef struct qtk_buf {
+	uint8_t *p;
+	size_t len, cap;
+	int failed; /* sticky allocation failure */
+} qtk_buf;
+int qtk_buf_put(qtk_buf *b, const void *d, size_t n);
+int qtk_buf_putc(qtk_buf *b, char c);
+int qtk_buf_puts(qtk_buf *b, const char *s);
+int qtk_buf_printf(qtk_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void qtk_buf_free(qtk_buf *b);
+
+/* ---- Atomic output file ----------------------------------------------- */
+
+/* A file written to "<dir>/.<base>.qtk-XXXXXX" and renamed on commit.
+ * The SHA-256 of everything written is computed on the way out. */
+typedef struct qtk_ofile {
+	int fd;
+	char *final_path;
+	char *tmp_path;
+	uint64_t written;
+	uint8_t *buf;
+	size_t blen;
+	qtk_err *err;
+	void *md;            /* EVP_MD_CTX */
+	qtk_outlist *outs;   /* optional: committed files are recorded here */
+	bool synced;         /* flushed, fsynced and closed; only the rename is left */
+	bool rehash;         /* bytes were patched: recompute the SHA-256 from the file */
+	bool defer_hash;     /* a patch will come: no SHA-256 while writing, one pass at sync */
+	uint8_t sha256[32];  /* valid once synced */
+} qtk_ofile;
+
+int qtk_ofile_open(qtk_ofile *f, const char *path, qtk_err *err);
+int qtk_ofile_write(qtk_ofile *f, const void *d, size_t n);
+int qtk_ofile_pad(qtk_ofile *f, uint64_t n); /* n zero bytes */
+/* Rewrite bytes [off, off+n) already written: fn gets them in a buffer and may change them. */
+int qtk_ofile_patch(qtk_ofile *f, uint64_t off, uint64_t n, int (*fn)(void *ctx, uint8_t *buf, size_t n),
+		    void *ctx);
+/* Flush, fsync and close (the temporary stays until commit). */
+int qtk_ofile_sync(qtk_ofile *f);
+/* Sync if needed, then rename into place. */
+int qtk_ofile_commit(qtk_ofile *f);
+/* Close and unlink the temporary. Safe on a zeroed or committed ofile. */
+void qtk_ofile_abort(qtk_ofile *f);
+/* Register a temporary path to unlink from a signal handler (async-safe list). */
+void qtk_cleanup_register(const char *tmp_path);
+void qtk_cleanup_unregister(const char *tmp_path);
+/* Unlink all registered temporaries (async-signal-safe). */
+void qtk_cleanup_run(void);
+
+/* ---- String set: duplicate detection (stores pointers, not copies) ---- */
+typedef struct qtk_strset {
+	const char **slots;
+	size_t cap, n;
+} qtk_strset;
+/* 1 when added, 0 when already present, QTK_E_IO when out of memory. */
+int qtk_strset_add(qtk_strset *set, const char *s);
+void qtk_strset_free(qtk_strset *set);
+
+/* A scalar metadata value from its little-endian bytes (qtk_value_size(type) of them;
+ * bools are taken as stored: callers check 0/1). */
+void qtk_value_from_le(qtk_value *v, unsigned type, const uint8_t *b);
+
+/* ---- Typed metadata in string-only containers (metatypes.c) ------------ */
+#define QTK_META_TYPES_KEY "qtk.metadata_types"
+/* Exact text of a value (scalars; arrays as JSON). Caller frees; NULL when out of memory. */
+char *qtk_value_to_text(const qtk_value *v);
+/* "u32", "[f32]" ... */
+void qtk_value_type_tag(const qtk_value *v, char *buf, size_t n);
+/* ---- Threads ------------------------------------------------------------- */
+int qtk_cpu_count(void);
+/* Call fn(ctx, i) for i in [0, n) on up to nthreads threads; returns when all are done. */
+void qtk_parallel_for(int nthreads, size_t n, void (*fn)(void *ctx, size_t i), void *ctx);
+
+/* ---- Misc --------------------------------------------------------------- */
+bool qtk_utf8_valid(const char *s, size_t n);
+/* Case-insensitive ASCII compare. */
+int qtk_strcasecmp(const char *a, const char *b);
+/* Parse a decimal unsigned integer (whole string). */
+bool qtk_parse_u64(const char *s, uint64_t *out);
+
+#endif
