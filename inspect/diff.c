@@ -6,7 +6,6 @@
  * and the GGUF side's family permutes them. Both tensors are decoded in the
  * same row chunks, so memory stays bounded. */
 #include "inspect.h"
-#include "stats.h"
 #include <math.h>
 #include <string.h>
 
@@ -27,7 +26,7 @@ static void df_unpermute(float *dst, const float *src, uint64_t nrows, uint64_t 
 static int df_tensor(qtk_model *mo, const qtk_tensor *to, qtk_model *mf, const qtk_tensor *tf, int perm_side,
 		     uint64_t hd, df_acc *a)
 {
-	trows ro, rf;
+	qtk_trows ro, rf;
 	uint64_t align = 32;
 	if (perm_side) {
 		uint64_t x = hd, y = 32;
@@ -39,22 +38,22 @@ static int df_tensor(qtk_model *mo, const qtk_tensor *to, qtk_model *mf, const q
 		align = hd / x * 32;
 	}
 	memset(a, 0, sizeof *a);
-	int rc = trows_open(&ro, mo, to, align);
+	int rc = qtk_trows_open(&ro, mo, to, align);
 	if (rc) {
-		trows_close(&ro);
+		qtk_trows_close(&ro);
 		return rc;
 	}
-	rc = trows_open(&rf, mf, tf, align);
+	rc = qtk_trows_open(&rf, mf, tf, align);
 	float *tmp = NULL;
 	if (!rc && perm_side) {
 		tmp = qtk_malloc((size_t)(ro.step * ro.cols) * sizeof *tmp);
 		if (!tmp)
-			rc = qtk_err_set(&mf->err, QTK_E_IO, NULL, -1, stats_subject(tf), "out of memory");
+			rc = qtk_err_set(&mf->err, QTK_E_IO, NULL, -1, qtk_stats_subject(tf), "out of memory");
 	}
 	for (uint64_t r0 = 0; !rc && r0 < ro.rows; r0 += ro.step) {
 		uint64_t n = ro.rows - r0 < ro.step ? ro.rows - r0 : ro.step;
 		const float *x, *r;
-		if ((rc = trows_read(&ro, r0, n, &r)) || (rc = trows_read(&rf, r0, n, &x)))
+		if ((rc = qtk_trows_read(&ro, r0, n, &r)) || (rc = qtk_trows_read(&rf, r0, n, &x)))
 			break;
 		if (perm_side == 1) {
 			df_unpermute(tmp, x, n, rf.cols, hd);
@@ -83,8 +82,8 @@ static int df_tensor(qtk_model *mo, const qtk_tensor *to, qtk_model *mf, const q
 		a->xr += xr;
 	}
 	qtk_free(tmp);
-	trows_close(&ro);
-	trows_close(&rf);
+	qtk_trows_close(&ro);
+	qtk_trows_close(&rf);
 	return rc;
 }
 

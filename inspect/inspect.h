@@ -51,8 +51,8 @@ double kv_cache_bytes(const hparams *hp, uint64_t ctx, double elem_bytes);
 int block_of(const char *name, size_t *prefix_len);
 
 /* ---- text.c / diff.c / tui_curses.c -------------------------------------- */
-struct tstats;
-void print_stats_text(FILE *out, const qtk_tensor *t, const struct tstats *s);
+struct qtk_tstats;
+void print_stats_text(FILE *out, const qtk_tensor *t, const struct qtk_tstats *s);
 /* Context sweep: 2k..32k, the trained context and `extra`, ascending, unique. */
 size_t memory_contexts(const hparams *hp, uint64_t extra, uint64_t *ctx, size_t cap);
 int report_tensor(qtk_model *m, const char *name, FILE *out, const insp_opts *o);

@@ -1,6 +1,5 @@
 /* report.c - qinspect --json, --summary and --markdown (headers only). */
 #include "inspect.h"
-#include "stats.h"
 #include <cJSON.h>
 #include <string.h>
 
@@ -165,11 +164,11 @@ static int json_stats(qtk_model *m, const qtk_tensor *t, cJSON *j, const insp_op
 		cJSON_AddNullToObject(j, "stats");
 		return 0;
 	}
-	tstats s;
-	int rc = stats_compute(m, t, &s, NULL, NULL);
+	qtk_tstats s;
+	int rc = qtk_stats_compute(m, t, &s, NULL, NULL);
 	if (rc)
 		return rc;
-	cJSON_AddItemToObject(j, "stats", stats_json(&s));
+	cJSON_AddItemToObject(j, "stats", qtk_stats_json(&s));
 	if (o->progress)
 		o->progress("computing statistics", i + 1, m->ntensors);
 	return 0;

@@ -1,6 +1,5 @@
 /* text.c - qinspect --tensor NAME and --memory (text and JSON). */
 #include "inspect.h"
-#include "stats.h"
 #include <cJSON.h>
 #include <math.h>
 #include <string.h>
@@ -32,11 +31,11 @@ static uint64_t tx_max(const uint64_t *c, size_t n)
 }
 
 /* A value histogram as one text line per bin (log counts). */
-static void tx_hist(FILE *out, const st_hist *h, const char *indent)
+static void tx_hist(FILE *out, const qtk_hist *h, const char *indent)
 {
-	uint64_t mx = tx_max(h->counts, ST_BINS);
-	double w = (h->hi - h->lo) / ST_BINS;
-	for (int k = 0; k < ST_BINS; k++) {
+	uint64_t mx = tx_max(h->counts, QTK_ST_BINS);
+	double w = (h->hi - h->lo) / QTK_ST_BINS;
+	for (int k = 0; k < QTK_ST_BINS; k++) {
 		fprintf(out, "%s%12.5g  ", indent, h->lo + w * k);
 		tx_bar(out, h->counts[k], mx, 40);
 		fprintf(out, " %llu\n", (unsigned long long)h->counts[k]);
@@ -104,7 +103,7 @@ static void tx_header(FILE *out, const qtk_model *m, const qtk_tensor *t)
 	}
 }
 
-void print_stats_text(FILE *out, const qtk_tensor *t, const tstats *s)
+void print_stats_text(FILE *out, const qtk_tensor *t, const qtk_tstats *s)
 {
 	char a[32], b[32];
 	fprintf(out, "\nvalues (%llu", (unsigned long long)s->n);
@@ -121,7 +120,7 @@ void print_stats_text(FILE *out, const qtk_tensor *t, const tstats *s)
 	tx_pct(a, sizeof a, s->outlier_groups, s->n_groups);
 	fprintf(out, "  outlier-dominated groups: %llu of %llu (%s): max|x| > 4 x group RMS, groups of %u along the input\n",
 		(unsigned long long)s->outlier_groups, (unsigned long long)s->n_groups, a, s->group);
-	fprintf(out, "\nvalue histogram (%d bins, log-scaled bars, bin start and count)\n", ST_BINS);
+	fprintf(out, "\nvalue histogram (%d bins, log-scaled bars, bin start and count)\n", QTK_ST_BINS);
 	tx_hist(out, &s->hist, "  ");
 	if (t->ndim >= 2 && s->n_top) {
 		fprintf(out, "\nsalient input channels (absmax over %llu rows; median channel absmax %.4g)\n",
@@ -168,8 +167,8 @@ int report_tensor(qtk_model *m, const char *name, FILE *out, const insp_opts *o)
 		fprintf(out, "\nvalues: no decoder for this layout\n");
 		return 0;
 	}
-	tstats s;
-	int rc = stats_compute(m, t, &s, NULL, NULL);
+	qtk_tstats s;
+	int rc = qtk_stats_compute(m, t, &s, NULL, NULL);
 	if (rc)
 		return rc;
 	print_stats_text(out, t, &s);

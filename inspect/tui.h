@@ -5,7 +5,6 @@
 #ifndef QTK_INSPECT_TUI_H
 #define QTK_INSPECT_TUI_H
 #include "inspect.h"
-#include "stats.h"
 
 /* ---- Screen: a grid of cells, one code point each ----------------------- */
 
@@ -91,7 +90,7 @@ typedef struct tui {
 	size_t qlen;
 	char msg[200];        /* one-line status message, "" none */
 	/* detail */
-	tstats **stats;       /* per tensor, NULL until computed */
+	qtk_tstats **stats;       /* per tensor, NULL until computed */
 	long pending;         /* tensor to compute, -1 none */
 	double progress;      /* 0..1 while computing */
 	int dscroll, dlines;  /* scroll position and line count (set by the view) */
@@ -115,7 +114,7 @@ void tui_resize(tui *t, int w, int h);
 /* Apply one key; returns TUI_* flags. */
 unsigned tui_key(tui *t, int key);
 /* Compute the pending tensor's statistics (progress through cb). */
-int tui_compute(tui *t, st_progress cb, void *ctx);
+int tui_compute(tui *t, qtk_stats_progress cb, void *ctx);
 /* Tensor under the cursor, or -1 (a group row). */
 long tui_cur_tensor(const tui *t);
 const char *tui_sort_name(const tui *t);

@@ -810,12 +810,12 @@ unsigned tui_key(tui *t, int key)
 	}
 }
 
-int tui_compute(tui *t, st_progress cb, void *ctx)
+int tui_compute(tui *t, qtk_stats_progress cb, void *ctx)
 {
 	if (t->pending < 0)
 		return 0;
 	size_t i = (size_t)t->pending;
-	tstats *s = qtk_malloc(sizeof *s);
+	qtk_tstats *s = qtk_malloc(sizeof *s);
 	t->progress = 0;
 	if (!s) {
 		t->pending = -1;
@@ -823,7 +823,7 @@ int tui_compute(tui *t, st_progress cb, void *ctx)
 		return -1;
 	}
 	qtk_err_clear(&t->m->err);
-	int rc = stats_compute(t->m, &t->m->tensors[i], s, cb, ctx);
+	int rc = qtk_stats_compute(t->m, &t->m->tensors[i], s, cb, ctx);
 	t->pending = -1;
 	if (rc) {
 		snprintf(t->msg, sizeof t->msg, "cannot compute: %.150s", t->m->err.msg);

@@ -534,15 +534,15 @@ static void tv_axis(tv_lines *L, int x0, int w, double lo, double hi)
 	L->n++;
 }
 
-static void tv_hist_block(const tui *t, tv_lines *L, const st_hist *h, int rows, int w)
+static void tv_hist_block(const tui *t, tv_lines *L, const qtk_hist *h, int rows, int w)
 {
-	double v[ST_BINS];
-	int n = tv_resample_log(h->counts, ST_BINS, w < ST_BINS ? w : ST_BINS, v);
+	double v[QTK_ST_BINS];
+	int n = tv_resample_log(h->counts, QTK_ST_BINS, w < QTK_ST_BINS ? w : QTK_ST_BINS, v);
 	tv_vbars(t, L, v, n, rows, 2, R_BAR);
 	tv_axis(L, 2, n, h->lo, h->hi);
 }
 
-static void tv_detail_stats(const tui *t, tv_lines *L, const qtk_tensor *q, const tstats *st)
+static void tv_detail_stats(const tui *t, tv_lines *L, const qtk_tensor *q, const qtk_tstats *st)
 {
 	const tv_glyphs *g = tv_g(t);
 	tui_screen *s = L->s;
@@ -563,7 +563,7 @@ static void tv_detail_stats(const tui *t, tv_lines *L, const qtk_tensor *q, cons
 		  (unsigned long long)st->outlier_groups, (unsigned long long)st->n_groups,
 		  st->n_groups ? 100.0 * (double)st->outlier_groups / (double)st->n_groups : 0.0, st->group, g->times);
 	L->n++;
-	tv_printf(s, L->n++, 1, w, R_LABEL, "value histogram (%d bins, log counts)", ST_BINS);
+	tv_printf(s, L->n++, 1, w, R_LABEL, "value histogram (%d bins, log counts)", QTK_ST_BINS);
 	tv_hist_block(t, L, &st->hist, 6, w);
 	if (q->ndim >= 2 && st->n_top) {
 		L->n++;
@@ -576,7 +576,7 @@ static void tv_detail_stats(const tui *t, tv_lines *L, const qtk_tensor *q, cons
 				       (unsigned long long)st->top_idx[k], g->times,
 				       st->channel_median > 0 ? (double)st->top_val[k] / st->channel_median : 0.0) + 2;
 		L->n++;
-		double v[ST_PROFILE];
+		double v[QTK_ST_PROFILE];
 		int cols = w < (int)st->n_profile ? w : (int)st->n_profile, per = ((int)st->n_profile + cols - 1) / cols;
 		int nv = 0;
 		for (int i = 0; i < (int)st->n_profile; i += per, nv++) {
@@ -659,7 +659,7 @@ static void tv_detail_build(tui *t, tv_lines *L, long ti)
 		tv_printf(s, L->n++, 3, w - 2, R_DIM, "%-8s %-4s %-14s %10s", q->parts[p].role, ti2 ? ti2->upper : "?", psh, pb);
 	}
 	L->n++;
-	const tstats *st = t->stats[ti];
+	const qtk_tstats *st = t->stats[ti];
 	if (st) {
 		tv_detail_stats(t, L, q, st);
 	} else if (t->pending == ti) {

@@ -7,6 +7,7 @@
  *             text.h            the one sanitiser for untrusted strings
  *             json.h            strict JSON parser and the JSON string writer
  *   codecs    decode.h dequant.h quant.h imatrix.h
+ *             stats.h           value statistics and row chunks of any tensor
  *   families  family/family.h   model-family descriptors, canonical names, Q/K rows
  *             family/hfmap.h    HF config.json <-> GGUF metadata and tokenizers
  *             family/mix.h      llama.cpp's quantization mixes
@@ -28,6 +29,7 @@
 #include "dequant.h"
 #include "quant.h"
 #include "imatrix.h"
+#include "stats.h"
 #include "family/family.h"
 #include "family/hfmap.h"
 #include "family/mix.h"

@@ -2,11 +2,8 @@
  * in both directions, canonical names, the Q/K permutation and head counts; and qinspect
  * --diff pairing tensors exactly as qverify does (by qtk_canon_name). */
 #include "t.h"
-#include "../inspect/report.c"
-#include "../inspect/stats.c"
-#include "../inspect/modelinfo.c"
-#include "../inspect/diff.c"
-#include "../inspect/text.c"
+#include "../inspect/inspect.h"
+
 #include "record/digest.h"
 #include <unistd.h>
 

@@ -1,5 +1,6 @@
 /* test_qgroups.c - exact transcodes between AWQ, GPTQ v1/v2 and ggml blocks. */
-#include "../src/scheme/qgroups.c"
+#include "scheme/qgroups.h"
+#include "dequant.h"
 #include "decode.h"
 #include "t.h"
 

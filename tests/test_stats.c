@@ -2,11 +2,8 @@
  * independent computation on the decoded values; chunked row decoding against
  * whole-tensor decoding; --diff's GGUF<->HF matching and Q/K un-permutation. */
 #include "t.h"
-#include "../inspect/report.c"
-#include "../inspect/stats.c"
-#include "../inspect/modelinfo.c"
-#include "../inspect/diff.c"
-#include "../inspect/text.c"
+#include "../inspect/inspect.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -16,7 +13,7 @@ static bool close_rel(double a, double b, double tol)
 	return fabs(a - b) <= tol * (fabs(a) + fabs(b)) + 1e-300;
 }
 
-/* Two plain passes over the whole decoded tensor, compared with stats_compute. */
+/* Two plain passes over the whole decoded tensor, compared with qtk_stats_compute. */
 static void check_tensor(qtk_model *m, const qtk_tensor *t, const char *what)
 {
 	float *x = malloc((size_t)t->n_params * sizeof *x);
@@ -45,9 +42,9 @@ static void check_tensor(qtk_model *m, const qtk_tensor *t, const char *what)
 		o3 += fabs(x[i] - mean) > 3 * sd;
 		o6 += fabs(x[i] - mean) > 6 * sd;
 	}
-	tstats s;
-	int rc = stats_compute(m, t, &s, NULL, NULL);
-	CHECK(rc == 0, "%s %s: stats_compute %d", what, t->name, rc);
+	qtk_tstats s;
+	int rc = qtk_stats_compute(m, t, &s, NULL, NULL);
+	CHECK(rc == 0, "%s %s: qtk_stats_compute %d", what, t->name, rc);
 	if (rc) {
 		free(x);
 		return;
@@ -77,7 +74,7 @@ static void check_tensor(qtk_model *m, const qtk_tensor *t, const char *what)
 	      (unsigned long long)s.outlier_groups, (unsigned long long)s.n_groups, (unsigned long long)og,
 	      (unsigned long long)ng);
 	uint64_t hs = 0;
-	for (int k = 0; k < ST_BINS; k++)
+	for (int k = 0; k < QTK_ST_BINS; k++)
 		hs += s.hist.counts[k];
 	CHECK(hs == n, "%s %s: histogram sums to %llu", what, t->name, (unsigned long long)hs);
 	/* channel absmax: the reported top channel really is the largest */
@@ -100,8 +97,8 @@ static void check_tensor(qtk_model *m, const qtk_tensor *t, const char *what)
 		      s.code_entropy);
 	}
 	/* deterministic: the same numbers again */
-	tstats s2;
-	stats_compute(m, t, &s2, NULL, NULL);
+	qtk_tstats s2;
+	qtk_stats_compute(m, t, &s2, NULL, NULL);
 	CHECK(memcmp(&s, &s2, sizeof s) == 0, "%s %s: second run differs", what, t->name);
 	free(x);
 }
@@ -115,20 +112,19 @@ static void check_chunks(qtk_model *m, const qtk_tensor *t, const char *what)
 		free(whole);
 		return;
 	}
-	uint64_t saved = st_chunk_elems;
-	st_chunk_elems = 4096;
-	trows r;
-	int rc = trows_open(&r, m, t, 1);
+	uint64_t saved = qtk_stats_test_chunk(4096);
+	qtk_trows r;
+	int rc = qtk_trows_open(&r, m, t, 1);
 	bool same = rc == 0;
 	for (uint64_t r0 = 0; same && r0 < r.rows; r0 += r.step) {
 		uint64_t n = r.rows - r0 < r.step ? r.rows - r0 : r.step;
 		const float *x;
-		same = trows_read(&r, r0, n, &x) == 0 && memcmp(x, whole + r0 * r.cols, (size_t)(n * r.cols) * 4) == 0;
+		same = qtk_trows_read(&r, r0, n, &x) == 0 && memcmp(x, whole + r0 * r.cols, (size_t)(n * r.cols) * 4) == 0;
 	}
 	CHECK(same && (r.step < r.rows || r.rows <= 32), "%s %s: chunked decode (step %llu) differs", what, t->name,
 	      (unsigned long long)r.step);
-	trows_close(&r);
-	st_chunk_elems = saved;
+	qtk_trows_close(&r);
+	qtk_stats_test_chunk(saved);
 	free(whole);
 }
 
@@ -154,12 +150,12 @@ static void check_model(const char *path, const char *what, bool all)
 static void check_entropy(void)
 {
 	uint64_t a[4] = {1, 1, 1, 1}, b[3] = {2, 1, 1}, c[3] = {5, 0, 0}, d[16];
-	CHECK(fabs(stats_entropy(a, 4) - 2.0) < 1e-15, "uniform over 4: %g", stats_entropy(a, 4));
-	CHECK(fabs(stats_entropy(b, 3) - 1.5) < 1e-15, "2,1,1: %g", stats_entropy(b, 3));
-	CHECK(stats_entropy(c, 3) == 0, "one code: %g", stats_entropy(c, 3));
+	CHECK(fabs(qtk_stats_entropy(a, 4) - 2.0) < 1e-15, "uniform over 4: %g", qtk_stats_entropy(a, 4));
+	CHECK(fabs(qtk_stats_entropy(b, 3) - 1.5) < 1e-15, "2,1,1: %g", qtk_stats_entropy(b, 3));
+	CHECK(qtk_stats_entropy(c, 3) == 0, "one code: %g", qtk_stats_entropy(c, 3));
 	for (int i = 0; i < 16; i++)
 		d[i] = 7;
-	CHECK(fabs(stats_entropy(d, 16) - 4.0) < 1e-12, "uniform over 16");
+	CHECK(fabs(qtk_stats_entropy(d, 16) - 4.0) < 1e-12, "uniform over 16");
 }
 
 /* --tensor and --memory output, into a string. */
@@ -330,8 +326,8 @@ int main(void)
 		qtk_err e;
 		qtk_model *m = qtk_open(p, &e);
 		const qtk_tensor *t = m ? qtk_tensor_find(m, "model.layers.0.self_attn.q_proj.weight") : NULL;
-		tstats s;
-		if (t && !stats_compute(m, t, &s, NULL, NULL)) {
+		qtk_tstats s;
+		if (t && !qtk_stats_compute(m, t, &s, NULL, NULL)) {
 			uint64_t zs = 0;
 			for (int k = 0; k < s.zero_levels; k++)
 				zs += s.zeros[k];

@@ -3,12 +3,8 @@
  * tests/tui/NAME.txt. QTK_UPDATE_SNAPSHOTS=1 rewrites the snapshots (look at
  * them before committing). Uses the project's own sample model. */
 #include "t.h"
-#include "../inspect/report.c"
-#include "../inspect/stats.c"
-#include "../inspect/modelinfo.c"
-#include "../inspect/text.c"
-#include "../inspect/tui_model.c"
-#include "../inspect/tui_view.c"
+#include "../inspect/tui.h"
+
 #include <stdlib.h>
 #include <unistd.h>
 

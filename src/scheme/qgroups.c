@@ -24,7 +24,7 @@ void qg_free(qgroups *g)
 	memset(g, 0, sizeof *g);
 }
 
-static int qg_alloc(qgroups *g, uint32_t out, uint32_t in, uint32_t group, uint32_t ngroups, unsigned bits)
+int qg_alloc(qgroups *g, uint32_t out, uint32_t in, uint32_t group, uint32_t ngroups, unsigned bits)
 {
 	memset(g, 0, sizeof *g);
 	g->out = out;

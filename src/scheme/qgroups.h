@@ -15,6 +15,9 @@ typedef struct qgroups {
 } qgroups;
 
 void qg_free(qgroups *g);
+/* Set g up for out x in codes in ngroups groups of `group` inputs (codes, zeros and scales
+ * allocated, uninitialised; no g_idx). 0, or -1 when out of memory (g is then empty). */
+int qg_alloc(qgroups *g, uint32_t out, uint32_t in, uint32_t group, uint32_t ngroups, unsigned bits);
 uint32_t qg_group_of(const qgroups *g, uint32_t i);
 bool qg_act_order(const qgroups *g);
 /* Unpack. Return 0, or -1 on bad parameters / allocation failure / not representable. */

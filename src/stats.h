@@ -4,22 +4,22 @@
  * chunks, so memory stays bounded by one chunk plus the tensor's packed
  * components. Summation order is fixed (chunk by chunk, double accumulators):
  * the same file gives the same numbers on every run. */
-#ifndef QTK_INSPECT_STATS_H
-#define QTK_INSPECT_STATS_H
-#include "qtk_ext.h"
+#ifndef QTK_STATS_H
+#define QTK_STATS_H
+#include "qtk_util.h"
 #include <cJSON.h>
 
-#define ST_BINS 64     /* value histogram bins */
-#define ST_TOPK 8      /* salient input channels kept */
-#define ST_PROFILE 512 /* per-input-channel absmax profile buckets */
+#define QTK_ST_BINS 64     /* value histogram bins */
+#define QTK_ST_TOPK 8      /* salient input channels kept */
+#define QTK_ST_PROFILE 512 /* per-input-channel absmax profile buckets */
 
-typedef struct st_hist {
-	double lo, hi;            /* bin k covers [lo + k*w, lo + (k+1)*w), w = (hi-lo)/ST_BINS; last bin closed */
-	uint64_t counts[ST_BINS];
+typedef struct qtk_hist {
+	double lo, hi;            /* bin k covers [lo + k*w, lo + (k+1)*w), w = (hi-lo)/QTK_ST_BINS; last bin closed */
+	uint64_t counts[QTK_ST_BINS];
 	uint64_t n;               /* values counted */
-} st_hist;
+} qtk_hist;
 
-typedef struct tstats {
+typedef struct qtk_tstats {
 	uint64_t n;               /* finite values */
 	uint64_t n_nonfinite;     /* NaN/Inf values (left out of everything else) */
 	double min, max, mean, std, absmax;
@@ -27,22 +27,22 @@ typedef struct tstats {
 	uint64_t out3, out6;      /* |x - mean| > 3 std, > 6 std */
 	uint32_t group;           /* group length along the input dimension */
 	uint64_t n_groups, outlier_groups; /* groups with max|x| > 4 * group RMS */
-	st_hist hist;             /* values, lo = min, hi = max */
+	qtk_hist hist;             /* values, lo = min, hi = max */
 	/* per input channel (last logical dimension) absmax over all rows */
 	uint64_t n_channels;
-	uint32_t n_profile;       /* buckets in profile (<= ST_PROFILE) */
+	uint32_t n_profile;       /* buckets in profile (<= QTK_ST_PROFILE) */
 	uint32_t profile_span;    /* channels per bucket */
-	float profile[ST_PROFILE];/* max channel absmax in each bucket */
+	float profile[QTK_ST_PROFILE];/* max channel absmax in each bucket */
 	double channel_median;    /* median channel absmax */
 	int n_top;
-	uint64_t top_idx[ST_TOPK];/* channels with the largest absmax, largest first */
-	float top_val[ST_TOPK];
+	uint64_t top_idx[QTK_ST_TOPK];/* channels with the largest absmax, largest first */
+	float top_val[QTK_ST_TOPK];
 	/* quantization side data ("where cheap") */
 	bool has_scales;
 	const char *scale_what;   /* "group scale", "block d", "super-block d" */
-	st_hist scales;
+	qtk_hist scales;
 	bool has_mins;            /* ggml *_1 mins, k-quant dmin */
-	st_hist mins;
+	qtk_hist mins;
 	int zero_levels;          /* AWQ/GPTQ: integer zero points 0..zero_levels-1; 0 none */
 	uint64_t zeros[257];
 	int code_bits;            /* 0 when codes are not read for this layout */
@@ -50,27 +50,31 @@ typedef struct tstats {
 	uint64_t n_codes;
 	int codes_used;
 	double code_entropy;      /* bits */
-} tstats;
+} qtk_tstats;
 
 /* Progress callback: done of total units; may be NULL. */
-typedef void (*st_progress)(void *ctx, uint64_t done, uint64_t total);
+typedef void (*qtk_stats_progress)(void *ctx, uint64_t done, uint64_t total);
 
 /* Compute statistics of t (needs qtk_can_decode). 0 or an error in m->err. */
-int stats_compute(qtk_model *m, const qtk_tensor *t, tstats *s, st_progress cb, void *ctx);
+int qtk_stats_compute(qtk_model *m, const qtk_tensor *t, qtk_tstats *s, qtk_stats_progress cb, void *ctx);
+
+/* Tests: decode at most `elems` values per chunk (0 restores the default); returns the
+ * previous setting. */
+uint64_t qtk_stats_test_chunk(uint64_t elems);
 
 /* Shannon entropy in bits of counts[0..n). */
-double stats_entropy(const uint64_t *counts, size_t n);
+double qtk_stats_entropy(const uint64_t *counts, size_t n);
 
 /* "tensor 'NAME'", the subject of an error about t (static buffer, valid
  * until the next call). */
-const char *stats_subject(const qtk_tensor *t);
+const char *qtk_stats_subject(const qtk_tensor *t);
 
 /* The "stats" object of qinspect --json (docs/json.md, "stats"). */
-cJSON *stats_json(const tstats *s);
+cJSON *qtk_stats_json(const qtk_tstats *s);
 
 /* ---- Decoding logical rows in chunks (shared with --diff) -------------- */
 
-typedef struct trows {
+typedef struct qtk_trows {
 	qtk_model *m;
 	const qtk_tensor *t;
 	uint64_t rows, cols;     /* logical rows (all but the last dimension) and row length */
@@ -80,12 +84,12 @@ typedef struct trows {
 	uint8_t *part[QTK_MAX_PARTS]; /* awq/gptq: whole components */
 	uint8_t *slice[3];       /* awq/gptq: qweight, qzeros, scales cut to a chunk's rows */
 	float *buf;              /* step * cols floats */
-} trows;
+} qtk_trows;
 
 /* Prepare to read t in chunks of a multiple of `align` rows (0 or 1: any).
  * Returns 0 or an error code (details in m->err). */
-int trows_open(trows *r, qtk_model *m, const qtk_tensor *t, uint64_t align);
+int qtk_trows_open(qtk_trows *r, qtk_model *m, const qtk_tensor *t, uint64_t align);
 /* Decode rows [row0, row0 + n), n <= r->step; *out is valid until the next call. */
-int trows_read(trows *r, uint64_t row0, uint64_t n, const float **out);
-void trows_close(trows *r);
+int qtk_trows_read(qtk_trows *r, uint64_t row0, uint64_t n, const float **out);
+void qtk_trows_close(qtk_trows *r);
 #endif

@@ -1,6 +1,9 @@
 /* stats.c - value statistics of one tensor (see stats.h). */
 #include "stats.h"
-#include "inspect.h"
+#include "decode.h"
+#include "dequant.h"
+#include "text.h"
+#include <stdio.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,24 +11,31 @@
 /* Floats decoded at a time (a variable so tests can force small chunks). */
 static uint64_t st_chunk_elems = 1u << 20;
 
+uint64_t qtk_stats_test_chunk(uint64_t elems)
+{
+	uint64_t old = st_chunk_elems;
+	st_chunk_elems = elems ? elems : 1u << 20;
+	return old;
+}
+
 /* "tensor 'NAME'": the subject of an error about t (valid until the next call). */
-const char *stats_subject(const qtk_tensor *t)
+const char *qtk_stats_subject(const qtk_tensor *t)
 {
 	static char buf[300];
 	char sb[256];
-	snprintf(buf, sizeof buf, "tensor '%s'", insp_safe(t->name, sb, sizeof sb));
+	snprintf(buf, sizeof buf, "tensor '%s'", qtk_text_safe(t->name, 0, sb, sizeof sb));
 	return buf;
 }
 
 /* ---- Row chunks -------------------------------------------------------- */
 
-int trows_open(trows *r, qtk_model *m, const qtk_tensor *t, uint64_t align)
+int qtk_trows_open(qtk_trows *r, qtk_model *m, const qtk_tensor *t, uint64_t align)
 {
 	memset(r, 0, sizeof *r);
 	r->m = m;
 	r->t = t;
 	if (!qtk_can_decode(t))
-		return qtk_err_set(&m->err, QTK_E_DATA, NULL, -1, stats_subject(t), "no decoder for this layout");
+		return qtk_err_set(&m->err, QTK_E_DATA, NULL, -1, qtk_stats_subject(t), "no decoder for this layout");
 	r->rows = qtk_tensor_rows(t);
 	r->cols = qtk_tensor_cols(t);
 	uint64_t base = t->layout.kind == QTK_LAYOUT_AWQ ? 8 : t->layout.kind == QTK_LAYOUT_GPTQ ? 32 : 1;
@@ -39,19 +49,19 @@ int trows_open(trows *r, qtk_model *m, const qtk_tensor *t, uint64_t align)
 	r->step = step;
 	uint64_t nfl;
 	if (!qtk_mul_u64(step, r->cols, &nfl) || nfl > SIZE_MAX / sizeof(float))
-		return qtk_err_set(&m->err, QTK_E_IO, NULL, -1, stats_subject(t), "tensor rows too large for memory");
+		return qtk_err_set(&m->err, QTK_E_IO, NULL, -1, qtk_stats_subject(t), "tensor rows too large for memory");
 	r->buf = qtk_malloc((size_t)(nfl ? nfl : 1) * sizeof(float));
 	if (!r->buf)
-		return qtk_err_set(&m->err, QTK_E_IO, NULL, -1, stats_subject(t), "out of memory");
+		return qtk_err_set(&m->err, QTK_E_IO, NULL, -1, qtk_stats_subject(t), "out of memory");
 	int rc = 0;
 	if (t->layout.kind == QTK_LAYOUT_PLAIN) {
 		uint64_t rb;
 		if (qtk_type_nbytes(t->layout.type, r->cols, &rb) || !qtk_mul_u64(rb, step, &nfl) || nfl > SIZE_MAX)
-			return qtk_err_set(&m->err, QTK_E_DATA, NULL, -1, stats_subject(t), "row size does not fit the type");
+			return qtk_err_set(&m->err, QTK_E_DATA, NULL, -1, qtk_stats_subject(t), "row size does not fit the type");
 		r->row_bytes = rb;
 		r->raw = qtk_malloc((size_t)(nfl ? nfl : 1));
 		if (!r->raw)
-			return qtk_err_set(&m->err, QTK_E_IO, NULL, -1, stats_subject(t), "out of memory");
+			return qtk_err_set(&m->err, QTK_E_IO, NULL, -1, qtk_stats_subject(t), "out of memory");
 		return 0;
 	}
 	for (int i = 0; i < t->nparts && !rc; i++)
@@ -59,7 +69,7 @@ int trows_open(trows *r, qtk_model *m, const qtk_tensor *t, uint64_t align)
 	for (int i = 0; i < 3 && !rc; i++) {
 		r->slice[i] = qtk_malloc((size_t)(t->parts[i].nbytes ? t->parts[i].nbytes : 1));
 		if (!r->slice[i])
-			rc = qtk_err_set(&m->err, QTK_E_IO, NULL, -1, stats_subject(t), "out of memory");
+			rc = qtk_err_set(&m->err, QTK_E_IO, NULL, -1, qtk_stats_subject(t), "out of memory");
 	}
 	return rc;
 }
@@ -73,12 +83,12 @@ static void st_cut_cols(uint8_t *dst, const uint8_t *src, uint64_t nrow, uint64_
 		memcpy(dst + i * k * esz, src + (i * ncol + c0) * esz, (size_t)(k * esz));
 }
 
-int trows_read(trows *r, uint64_t row0, uint64_t n, const float **out)
+int qtk_trows_read(qtk_trows *r, uint64_t row0, uint64_t n, const float **out)
 {
 	const qtk_tensor *t = r->t;
 	qtk_model *m = r->m;
 	if (n > r->step || row0 > r->rows || n > r->rows - row0)
-		return qtk_err_set(&m->err, QTK_E_INTERNAL, NULL, -1, stats_subject(t), "row chunk out of range");
+		return qtk_err_set(&m->err, QTK_E_INTERNAL, NULL, -1, qtk_stats_subject(t), "row chunk out of range");
 	*out = r->buf;
 	if (t->layout.kind == QTK_LAYOUT_PLAIN)
 		return qtk_decode_rows(m, t, row0, n, r->buf, r->raw);
@@ -102,11 +112,11 @@ int trows_read(trows *r, uint64_t row0, uint64_t n, const float **out)
 				       in, k, g, ng, bits, t->layout.gptq_version, r->buf);
 	}
 	if (bad)
-		return qtk_err_set(&m->err, QTK_E_DATA, NULL, -1, stats_subject(t), "inconsistent quantized components");
+		return qtk_err_set(&m->err, QTK_E_DATA, NULL, -1, qtk_stats_subject(t), "inconsistent quantized components");
 	return 0;
 }
 
-void trows_close(trows *r)
+void qtk_trows_close(qtk_trows *r)
 {
 	qtk_free(r->buf);
 	qtk_free(r->raw);
@@ -119,13 +129,13 @@ void trows_close(trows *r)
 
 /* ---- Histograms -------------------------------------------------------- */
 
-static void st_hist_add(st_hist *h, double x)
+static void st_hist_add(qtk_hist *h, double x)
 {
 	double w = h->hi - h->lo;
 	long k = 0;
 	if (w > 0) {
-		double f = (x - h->lo) / w * ST_BINS;
-		k = f < 0 ? 0 : f >= ST_BINS ? ST_BINS - 1 : (long)f;
+		double f = (x - h->lo) / w * QTK_ST_BINS;
+		k = f < 0 ? 0 : f >= QTK_ST_BINS ? QTK_ST_BINS - 1 : (long)f;
 	}
 	h->counts[k]++;
 	h->n++;
@@ -148,7 +158,7 @@ static void st_side_add(st_side *s, double x)
 	s->n++;
 }
 
-double stats_entropy(const uint64_t *counts, size_t n)
+double qtk_stats_entropy(const uint64_t *counts, size_t n)
 {
 	uint64_t tot = 0;
 	for (size_t i = 0; i < n; i++)
@@ -282,7 +292,7 @@ static const st_blk *st_blk_find(unsigned type)
 }
 
 /* Block scales (pass 1: range; pass 2: histogram) and codes (pass 1) of raw blocks. */
-static void st_blocks(tstats *s, const st_blk *bk, const uint8_t *raw, uint64_t nbytes, int pass, st_side *sd,
+static void st_blocks(qtk_tstats *s, const st_blk *bk, const uint8_t *raw, uint64_t nbytes, int pass, st_side *sd,
 		      st_side *sm)
 {
 	uint32_t be, bb;
@@ -311,7 +321,7 @@ static void st_blocks(tstats *s, const st_blk *bk, const uint8_t *raw, uint64_t 
 }
 
 /* AWQ/GPTQ side data from the whole components: scales, zero points, codes. */
-static void st_packed(tstats *s, const trows *r)
+static void st_packed(qtk_tstats *s, const qtk_trows *r)
 {
 	const qtk_tensor *t = r->t;
 	unsigned bits = t->layout.bits;
@@ -371,15 +381,15 @@ static void st_packed(tstats *s, const trows *r)
 /* ---- The two passes ----------------------------------------------------- */
 
 typedef struct st_run {
-	tstats *s;
-	trows r;
+	qtk_tstats *s;
+	qtk_trows r;
 	const st_blk *bk;
 	float *colmax;      /* per input channel absmax */
 	st_side sd, sm;     /* block scale and min ranges */
 	double m2;          /* sum of squared deviations (pass 1), Chan's combination */
 	double m4;          /* sum of 4th powers of deviations (pass 2) */
 	uint64_t done, total;
-	st_progress cb;
+	qtk_stats_progress cb;
 	void *ctx;
 } st_run;
 
@@ -387,7 +397,7 @@ typedef struct st_run {
  * combined across chunks with Chan's formula), channel absmax, groups, codes. */
 static void st_pass1(st_run *u, const float *x, uint64_t nrows)
 {
-	tstats *s = u->s;
+	qtk_tstats *s = u->s;
 	uint64_t cols = u->r.cols, g = s->group;
 	double sum = 0;
 	uint64_t n = 0;
@@ -447,7 +457,7 @@ static void st_pass1(st_run *u, const float *x, uint64_t nrows)
 /* Pass 2 over one chunk: 4th moment, outlier counts, value histogram. */
 static void st_pass2(st_run *u, const float *x, uint64_t nrows)
 {
-	tstats *s = u->s;
+	qtk_tstats *s = u->s;
 	double m4 = 0, t3 = 3 * s->std, t6 = 6 * s->std;
 	for (uint64_t k = 0; k < nrows * u->r.cols; k++) {
 		double v = x[k];
@@ -470,7 +480,7 @@ static int st_pass(st_run *u, int pass)
 	for (uint64_t r0 = 0; r0 < u->r.rows; r0 += u->r.step) {
 		uint64_t n = u->r.rows - r0 < u->r.step ? u->r.rows - r0 : u->r.step;
 		const float *x;
-		int rc = trows_read(&u->r, r0, n, &x);
+		int rc = qtk_trows_read(&u->r, r0, n, &x);
 		if (rc)
 			return rc;
 		if (pass == 1)
@@ -493,10 +503,10 @@ static int st_cmp_float(const void *a, const void *b)
 }
 
 /* Profile buckets, median and the top-k channels from colmax. */
-static int st_channels(tstats *s, float *colmax, uint64_t cols)
+static int st_channels(qtk_tstats *s, float *colmax, uint64_t cols)
 {
 	s->n_channels = cols;
-	uint64_t span = (cols + ST_PROFILE - 1) / ST_PROFILE;
+	uint64_t span = (cols + QTK_ST_PROFILE - 1) / QTK_ST_PROFILE;
 	s->profile_span = (uint32_t)(span ? span : 1);
 	s->n_profile = (uint32_t)((cols + s->profile_span - 1) / s->profile_span);
 	for (uint32_t b = 0; b < s->n_profile; b++) {
@@ -507,7 +517,7 @@ static int st_channels(tstats *s, float *colmax, uint64_t cols)
 		s->profile[b] = mx;
 	}
 	/* top-k: repeated selection, ties to the lower index */
-	for (int k = 0; k < ST_TOPK && (uint64_t)k < cols; k++) {
+	for (int k = 0; k < QTK_ST_TOPK && (uint64_t)k < cols; k++) {
 		uint64_t best = UINT64_MAX;
 		for (uint64_t c = 0; c < cols; c++) {
 			bool taken = false;
@@ -530,11 +540,11 @@ static int st_channels(tstats *s, float *colmax, uint64_t cols)
 	return 0;
 }
 
-int stats_compute(qtk_model *m, const qtk_tensor *t, tstats *s, st_progress cb, void *ctx)
+int qtk_stats_compute(qtk_model *m, const qtk_tensor *t, qtk_tstats *s, qtk_stats_progress cb, void *ctx)
 {
 	memset(s, 0, sizeof *s);
 	st_run u = {.s = s, .cb = cb, .ctx = ctx};
-	int rc = trows_open(&u.r, m, t, 1);
+	int rc = qtk_trows_open(&u.r, m, t, 1);
 	if (rc)
 		goto done;
 	uint64_t cols = u.r.cols;
@@ -543,7 +553,7 @@ int stats_compute(qtk_model *m, const qtk_tensor *t, tstats *s, st_progress cb, 
 		s->group = (uint32_t)(cols ? cols : 1);
 	u.colmax = qtk_calloc((size_t)(cols ? cols : 1), sizeof *u.colmax);
 	if (!u.colmax) {
-		rc = qtk_err_set(&m->err, QTK_E_IO, NULL, -1, stats_subject(t), "out of memory");
+		rc = qtk_err_set(&m->err, QTK_E_IO, NULL, -1, qtk_stats_subject(t), "out of memory");
 		goto done;
 	}
 	if (t->layout.kind == QTK_LAYOUT_PLAIN)
@@ -576,13 +586,13 @@ int stats_compute(qtk_model *m, const qtk_tensor *t, tstats *s, st_progress cb, 
 			s->n_codes += s->codes[i];
 			s->codes_used += s->codes[i] != 0;
 		}
-		s->code_entropy = stats_entropy(s->codes, nc);
+		s->code_entropy = qtk_stats_entropy(s->codes, nc);
 	}
 	if (st_channels(s, u.colmax, cols))
-		rc = qtk_err_set(&m->err, QTK_E_IO, NULL, -1, stats_subject(t), "out of memory");
+		rc = qtk_err_set(&m->err, QTK_E_IO, NULL, -1, qtk_stats_subject(t), "out of memory");
 done:
 	qtk_free(u.colmax);
-	trows_close(&u.r);
+	qtk_trows_close(&u.r);
 	return rc;
 }
 
@@ -590,7 +600,7 @@ done:
 
 static cJSON *st_num(double v) { return isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull(); }
 
-cJSON *stats_json(const tstats *s)
+cJSON *qtk_stats_json(const qtk_tstats *s)
 {
 	cJSON *o = cJSON_CreateObject();
 	cJSON_AddItemToObject(o, "min", st_num(s->min));
@@ -609,7 +619,7 @@ cJSON *stats_json(const tstats *s)
 	cJSON_AddItemToObject(h, "lo", st_num(s->hist.lo));
 	cJSON_AddItemToObject(h, "hi", st_num(s->hist.hi));
 	cJSON *c = cJSON_AddArrayToObject(h, "counts");
-	for (int k = 0; k < ST_BINS; k++)
+	for (int k = 0; k < QTK_ST_BINS; k++)
 		cJSON_AddItemToArray(c, cJSON_CreateNumber((double)s->hist.counts[k]));
 	if (s->code_bits)
 		cJSON_AddItemToObject(o, "code_entropy_bits", st_num(s->code_entropy));
