@@ -3,6 +3,7 @@
 #include "internal.h"
 #include "decode.h"
 #include "dequant.h"
+#include "scheme/scheme.h"
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -392,7 +393,7 @@ int qtk_thash_put(qtk_thash *h, const void *bytes, size_t n)
 static int quant_values_sliced(qtk_thash *h)
 {
 	const qtk_tensor *t = &h->t;
-	uint32_t out = (uint32_t)t->shape[0], in = (uint32_t)t->shape[1], g = t->layout.group_size;
+	uint32_t out = (uint32_t)t->shape[0], in = (uint32_t)t->shape[1];
 	uint32_t rows = (uint32_t)(((uint64_t)4 << 20) / (in ? in : 1) / 32 * 32); /* ~16 MiB of F32 */
 	if (rows < 32)
 		rows = 32;
@@ -403,16 +404,7 @@ static int quant_values_sliced(qtk_thash *h)
 	int rc = 0;
 	for (uint32_t o0 = 0; o0 < out && !rc; o0 += rows) {
 		uint32_t n = out - o0 < rows ? out - o0 : rows;
-		int r;
-		if (t->layout.kind == QTK_LAYOUT_AWQ)
-			r = qtk_dequant_awq_rows((const int32_t *)(void *)h->pbuf[0], (const int32_t *)(void *)h->pbuf[1],
-						 (const uint16_t *)(void *)h->pbuf[2], in, out, g, o0, n, h->vals);
-		else
-			r = qtk_dequant_gptq_rows((const int32_t *)(void *)h->pbuf[0], (const int32_t *)(void *)h->pbuf[1],
-						  (const uint16_t *)(void *)h->pbuf[2],
-						  t->nparts > 3 ? (const int32_t *)(void *)h->pbuf[3] : NULL, in, out, g,
-						  (uint32_t)t->parts[2].shape[0], t->layout.bits, t->layout.gptq_version, o0,
-						  n, h->vals);
+		int r = qtk_scheme_decode_rows(t, (const void *const *)h->pbuf, o0, n, h->vals);
 		if (r)
 			return qtk_err_set(h->err, QTK_E_DATA, NULL, -1, h->stored, "inconsistent quantized components");
 		rc = md_put(h, h->dec, h->vals, (size_t)n * in * sizeof(float));
@@ -424,23 +416,18 @@ static int quant_values(qtk_thash *h)
 {
 	const qtk_tensor *t = &h->t;
 	/* slices need whole packed words on both sides: out a multiple of 32 (8 for AWQ) */
-	if (h->qk_heads <= 0 && t->shape[0] % (t->layout.kind == QTK_LAYOUT_AWQ ? 8 : 32) == 0)
+	const qtk_scheme *sc = qtk_scheme_of(t);
+	if (!sc)
+		return qtk_err_set(h->err, QTK_E_INTERNAL, NULL, -1, h->stored, "not a packed tensor");
+	if (h->qk_heads <= 0 && t->shape[0] % sc->row_align == 0)
 		return quant_values_sliced(h);
 	if (t->n_params > SIZE_MAX / sizeof(float))
 		return oom(h->err, h->stored);
 	h->vals = qtk_malloc(t->n_params ? (size_t)t->n_params * sizeof(float) : 1);
 	if (!h->vals)
 		return oom(h->err, h->stored);
-	uint32_t out = (uint32_t)t->shape[0], in = (uint32_t)t->shape[1], g = t->layout.group_size;
-	int r;
-	if (t->layout.kind == QTK_LAYOUT_AWQ)
-		r = qtk_dequant_awq((const int32_t *)(void *)h->pbuf[0], (const int32_t *)(void *)h->pbuf[1],
-				    (const uint16_t *)(void *)h->pbuf[2], in, out, g, h->vals);
-	else
-		r = qtk_dequant_gptq((const int32_t *)(void *)h->pbuf[0], (const int32_t *)(void *)h->pbuf[1],
-				     (const uint16_t *)(void *)h->pbuf[2],
-				     t->nparts > 3 ? (const int32_t *)(void *)h->pbuf[3] : NULL, in, out, g,
-				     (uint32_t)t->parts[2].shape[0], t->layout.bits, t->layout.gptq_version, h->vals);
+	uint32_t out = (uint32_t)t->shape[0], in = (uint32_t)t->shape[1];
+	int r = qtk_scheme_decode_rows(t, (const void *const *)h->pbuf, 0, out, h->vals);
 	if (r)
 		return qtk_err_set(h->err, QTK_E_DATA, NULL, -1, h->stored, "inconsistent quantized components");
 	const float *v = h->vals;
