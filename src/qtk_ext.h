@@ -6,13 +6,14 @@
  *   support   qtk_util.h        caps, files, buffers, atomic output files, threads
  *             text.h            the one sanitiser for untrusted strings
  *             json.h            strict JSON parser and the JSON string writer
- *   codecs    decode.h dequant.h quant.h imatrix.h
- *             stats.h           value statistics and row chunks of any tensor
+ *   codecs    dequant.h quant.h imatrix.h   ggml / AWQ / GPTQ decoders and encoders
  *   families  family/family.h   model-family descriptors, canonical names, Q/K rows
  *             family/hfmap.h    HF config.json <-> GGUF metadata and tokenizers
  *             family/mix.h      llama.cpp's quantization mixes
  *   schemes   scheme/scheme.h   packed-scheme descriptors (AWQ, GPTQ)
  *             scheme/qgroups.h  integer groups and the exact transcodes
+ *   values    view/decode.h     decoded rows of any tensor, whatever its layout
+ *             view/stats.h      value statistics of any tensor, in row chunks
  *   records   record/digest.h   content digests (two tiers) of every tensor
  *             record/prov.h     provenance records
  *
@@ -25,16 +26,16 @@
 #include "qtk_util.h"
 #include "text.h"
 #include "json.h"
-#include "decode.h"
 #include "dequant.h"
 #include "quant.h"
 #include "imatrix.h"
-#include "stats.h"
 #include "family/family.h"
 #include "family/hfmap.h"
 #include "family/mix.h"
 #include "scheme/scheme.h"
 #include "scheme/qgroups.h"
+#include "view/decode.h"
+#include "view/stats.h"
 #include "record/digest.h"
 #include "record/prov.h"
 

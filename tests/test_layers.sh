@@ -11,13 +11,14 @@ ok() { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 layer() {
 	case $1 in
-	src/qtk.h|src/qtk_ext.h) echo "api 5" ;;
+	src/qtk.h|src/qtk_ext.h) echo "api 6" ;;
 	src/family/*) echo "family 2" ;;
 	src/scheme/*) echo "scheme 2" ;;
-	src/record/*) echo "record 3" ;;
+	src/view/*) echo "view 3" ;;
+	src/record/*) echo "record 4" ;;
 	src/*) echo "core 1" ;;
-	formats/*) echo "formats 4" ;;
-	convert/*|inspect/*|verify/*|cli/*) echo "program 6" ;;
+	formats/*) echo "formats 5" ;;
+	convert/*|inspect/*|verify/*|cli/*) echo "program 7" ;;
 	*) echo "other 0" ;;
 	esac
 }

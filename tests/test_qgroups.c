@@ -1,7 +1,7 @@
 /* test_qgroups.c - exact transcodes between AWQ, GPTQ v1/v2 and ggml blocks. */
 #include "scheme/qgroups.h"
 #include "dequant.h"
-#include "decode.h"
+#include "view/decode.h"
 #include "t.h"
 
 static uint64_t rs = 12345;

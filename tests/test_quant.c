@@ -14,7 +14,7 @@
 #include "quant.h"
 #include "quant_k.h"
 #include "dequant.h"
-#include "decode.h"
+#include "view/decode.h"
 #include "t.h"
 
 #include <math.h>

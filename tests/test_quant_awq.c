@@ -11,7 +11,7 @@
  * the tables print mean and max ratios. Whether the GPTQ fixtures are plain RTN is reported
  * (share of weights equal to a min-max RTN reproduction). */
 #include "t.h"
-#include "decode.h"
+#include "view/decode.h"
 #include "dequant.h"
 #include "quant.h"
 

@@ -9,7 +9,7 @@
  * is printed. With tiny.imatrix: the imatrix-weighted error must not be above the unweighted
  * encoding's. */
 #include "t.h"
-#include "decode.h"
+#include "view/decode.h"
 #include "dequant.h"
 #include "imatrix.h"
 #include "quant.h"

@@ -1,7 +1,7 @@
 /* digest.c - container-independent content digests of tensors (two tiers, see digest.h). */
 #include "record/digest.h"
 #include "internal.h"
-#include "decode.h"
+#include "view/decode.h"
 #include "dequant.h"
 #include "scheme/scheme.h"
 #include <openssl/evp.h>

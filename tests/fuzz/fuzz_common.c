@@ -1,6 +1,6 @@
 /* fuzz_common.c - temporary files and the shared read path of the fuzz targets. */
 #include "fuzz.h"
-#include "decode.h"
+#include "view/decode.h"
 #include "record/digest.h"
 #include "record/prov.h"
 #include "qtk_archive.h"

@@ -82,7 +82,6 @@ typedef struct qtk_trows {
 	uint64_t row_bytes;      /* plain: encoded bytes per row */
 	uint8_t *raw;            /* plain: encoded bytes of the last chunk read */
 	uint8_t *part[QTK_MAX_PARTS]; /* awq/gptq: whole components */
-	uint8_t *slice[3];       /* awq/gptq: qweight, qzeros, scales cut to a chunk's rows */
 	float *buf;              /* step * cols floats */
 } qtk_trows;
 

@@ -1,5 +1,6 @@
 /* decode.c - a tensor's values as F32 in logical order, whatever its layout. */
-#include "decode.h"
+#include "view/decode.h"
+#include "scheme/scheme.h"
 #include "dequant.h"
 #include <string.h>
 
@@ -58,15 +59,7 @@ int qtk_decode_tensor(qtk_model *m, const qtk_tensor *t, float *dst)
 	for (int i = 0; i < t->nparts && !rc; i++)
 		rc = qtk_read_part_alloc(m, t, i, &p[i]);
 	if (!rc) {
-		uint32_t out = (uint32_t)t->shape[0], in = (uint32_t)t->shape[1], g = t->layout.group_size;
-		int r;
-		if (t->layout.kind == QTK_LAYOUT_AWQ)
-			r = qtk_dequant_awq((const int32_t *)p[0], (const int32_t *)p[1], (const uint16_t *)p[2], in, out, g,
-					    dst);
-		else
-			r = qtk_dequant_gptq((const int32_t *)p[0], (const int32_t *)p[1], (const uint16_t *)p[2],
-					     t->nparts > 3 ? (const int32_t *)p[3] : NULL, in, out, g,
-					     (uint32_t)t->parts[2].shape[0], t->layout.bits, t->layout.gptq_version, dst);
+		int r = qtk_scheme_decode_rows(t, (const void *const *)p, 0, t->shape[0], dst);
 		if (r)
 			rc = qtk_err_set(&m->err, QTK_E_DATA, NULL, -1, t->name, "inconsistent quantized components");
 	}

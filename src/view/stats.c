@@ -1,6 +1,7 @@
 /* stats.c - value statistics of one tensor (see stats.h). */
-#include "stats.h"
-#include "decode.h"
+#include "view/stats.h"
+#include "scheme/scheme.h"
+#include "view/decode.h"
 #include "dequant.h"
 #include "text.h"
 #include <stdio.h>
@@ -38,7 +39,8 @@ int qtk_trows_open(qtk_trows *r, qtk_model *m, const qtk_tensor *t, uint64_t ali
 		return qtk_err_set(&m->err, QTK_E_DATA, NULL, -1, qtk_stats_subject(t), "no decoder for this layout");
 	r->rows = qtk_tensor_rows(t);
 	r->cols = qtk_tensor_cols(t);
-	uint64_t base = t->layout.kind == QTK_LAYOUT_AWQ ? 8 : t->layout.kind == QTK_LAYOUT_GPTQ ? 32 : 1;
+	const qtk_scheme *sc = qtk_scheme_of(t);
+	uint64_t base = sc ? sc->row_align : 1;
 	align = qtk_lcm_u64(align ? align : 1, base);
 	uint64_t step = r->cols ? st_chunk_elems / r->cols : 1;
 	step = step < align ? align : step / align * align;
@@ -66,21 +68,7 @@ int qtk_trows_open(qtk_trows *r, qtk_model *m, const qtk_tensor *t, uint64_t ali
 	}
 	for (int i = 0; i < t->nparts && !rc; i++)
 		rc = qtk_read_part_alloc(m, t, i, &r->part[i]);
-	for (int i = 0; i < 3 && !rc; i++) {
-		r->slice[i] = qtk_malloc((size_t)(t->parts[i].nbytes ? t->parts[i].nbytes : 1));
-		if (!r->slice[i])
-			rc = qtk_err_set(&m->err, QTK_E_IO, NULL, -1, qtk_stats_subject(t), "out of memory");
-	}
 	return rc;
-}
-
-/* Copy columns [c0, c0+k) (in units of `esz` bytes) of every row of a
- * [nrow][ncol] matrix into a dense [nrow][k] one. */
-static void st_cut_cols(uint8_t *dst, const uint8_t *src, uint64_t nrow, uint64_t ncol, uint64_t c0, uint64_t k,
-			size_t esz)
-{
-	for (uint64_t i = 0; i < nrow; i++)
-		memcpy(dst + i * k * esz, src + (i * ncol + c0) * esz, (size_t)(k * esz));
 }
 
 int qtk_trows_read(qtk_trows *r, uint64_t row0, uint64_t n, const float **out)
@@ -92,25 +80,7 @@ int qtk_trows_read(qtk_trows *r, uint64_t row0, uint64_t n, const float **out)
 	*out = r->buf;
 	if (t->layout.kind == QTK_LAYOUT_PLAIN)
 		return qtk_decode_rows(m, t, row0, n, r->buf, r->raw);
-	uint32_t in = (uint32_t)r->cols, k = (uint32_t)n, g = t->layout.group_size;
-	uint32_t out_all = (uint32_t)r->rows, ng = (uint32_t)t->parts[2].shape[0];
-	int bad;
-	if (t->layout.kind == QTK_LAYOUT_AWQ) {
-		st_cut_cols(r->slice[0], r->part[0], in, out_all / 8, row0 / 8, k / 8, 4);
-		st_cut_cols(r->slice[1], r->part[1], ng, out_all / 8, row0 / 8, k / 8, 4);
-		st_cut_cols(r->slice[2], r->part[2], ng, out_all, row0, k, 2);
-		bad = qtk_dequant_awq((const int32_t *)r->slice[0], (const int32_t *)r->slice[1],
-				      (const uint16_t *)r->slice[2], in, k, g, r->buf);
-	} else {
-		unsigned bits = t->layout.bits;
-		uint64_t zw = (uint64_t)out_all * bits / 32;
-		st_cut_cols(r->slice[0], r->part[0], (uint64_t)in * bits / 32, out_all, row0, k, 4);
-		st_cut_cols(r->slice[1], r->part[1], ng, zw, row0 * bits / 32, (uint64_t)k * bits / 32, 4);
-		st_cut_cols(r->slice[2], r->part[2], ng, out_all, row0, k, 2);
-		bad = qtk_dequant_gptq((const int32_t *)r->slice[0], (const int32_t *)r->slice[1],
-				       (const uint16_t *)r->slice[2], t->nparts > 3 ? (const int32_t *)r->part[3] : NULL,
-				       in, k, g, ng, bits, t->layout.gptq_version, r->buf);
-	}
+	int bad = qtk_scheme_decode_rows(t, (const void *const *)r->part, row0, n, r->buf);
 	if (bad)
 		return qtk_err_set(&m->err, QTK_E_DATA, NULL, -1, qtk_stats_subject(t), "inconsistent quantized components");
 	return 0;
@@ -122,8 +92,6 @@ void qtk_trows_close(qtk_trows *r)
 	qtk_free(r->raw);
 	for (int i = 0; i < QTK_MAX_PARTS; i++)
 		qtk_free(r->part[i]);
-	for (int i = 0; i < 3; i++)
-		qtk_free(r->slice[i]);
 	memset(r, 0, sizeof *r);
 }
 
