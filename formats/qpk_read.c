@@ -47,15 +47,6 @@ static bool part_bytes(unsigned type, int ndim, const uint64_t *shape, uint64_t 
 	return qtk_type_nbytes(type, n, out) == 0;
 }
 
-static void fmt_shape(char *b, size_t n, int nd, const uint64_t *s)
-{
-	size_t k = (size_t)snprintf(b, n, "[");
-	for (int d = 0; d < nd && k < n; d++)
-		k += (size_t)snprintf(b + k, n - k, "%s%llu", d ? ", " : "", (unsigned long long)s[d]);
-	if (k < n)
-		snprintf(b + k, n - k, "]");
-}
-
 /* Part p of t must have role, type and shape (ndim dims in s). */
 static int want_part(const qtk_tensor *t, int p, const char *role, unsigned type, int nd, const uint64_t *s,
 		     char *why, size_t wn)
@@ -75,22 +66,12 @@ static int want_part(const qtk_tensor *t, int p, const char *role, unsigned type
 		same = q->shape[d] == s[d];
 	if (!same) {
 		char got[100], exp[100];
-		fmt_shape(got, sizeof got, q->ndim, q->shape);
-		fmt_shape(exp, sizeof exp, nd, s);
+		qtk_shape_text(got, sizeof got, q->ndim, q->shape);
+		qtk_shape_text(exp, sizeof exp, nd, s);
 		snprintf(why, wn, "part '%.8s' shape %.99s does not match the layout: expected %.99s", role, got, exp);
 		return QTK_E_DATA;
 	}
 	return 0;
-}
-
-static int bad_why(char *why, size_t wn, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int bad_why(char *why, size_t wn, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(why, wn, fmt, ap);
-	va_end(ap);
-	return QTK_E_DATA;
 }
 
 /* AWQ / GPTQ rules (§8.3, §8.4, C.2 rows 39 and 40): the packed scheme's one validation. */
@@ -107,41 +88,41 @@ int qtk_qpk_check_tensor(const qtk_tensor *t, char *why, size_t wn)
 {
 	const qtk_layout *l = &t->layout;
 	if (t->ndim < 0 || t->ndim > QTK_MAX_DIMS)
-		return bad_why(why, wn, "ndim %d out of range (0..%d)", t->ndim, QTK_MAX_DIMS);
+		return qtk_why(why, wn, "ndim %d out of range (0..%d)", t->ndim, QTK_MAX_DIMS);
 	uint64_t n = 1;
 	for (int d = 0; d < t->ndim; d++)
 		if (t->shape[d] >= (1ull << 63) || !qtk_mul_u64(n, t->shape[d], &n))
-			return bad_why(why, wn, "shape: element count overflows");
+			return qtk_why(why, wn, "shape: element count overflows");
 	if (!qtk_type(l->type))
-		return bad_why(why, wn, "storage type %u is unknown", l->type);
+		return qtk_why(why, wn, "storage type %u is unknown", l->type);
 	if (t->nparts < 1 || t->nparts > QTK_MAX_PARTS)
-		return bad_why(why, wn, "nparts %d out of range (1..%d)", t->nparts, QTK_MAX_PARTS);
+		return qtk_why(why, wn, "nparts %d out of range (1..%d)", t->nparts, QTK_MAX_PARTS);
 	for (int p = 0; p < t->nparts; p++) {
 		const qtk_part *q = &t->parts[p];
 		uint64_t want;
 		if (q->ndim < 0 || q->ndim > QTK_MAX_DIMS)
-			return bad_why(why, wn, "part %d ndim %d out of range (0..%d)", p, q->ndim, QTK_MAX_DIMS);
+			return qtk_why(why, wn, "part %d ndim %d out of range (0..%d)", p, q->ndim, QTK_MAX_DIMS);
 		if (!memchr(q->role, 0, sizeof q->role))
-			return bad_why(why, wn, "part %d role is not NUL-terminated", p);
+			return qtk_why(why, wn, "part %d role is not NUL-terminated", p);
 		if (!qtk_type(q->type))
-			return bad_why(why, wn, "part %d storage type %u is unknown", p, q->type);
+			return qtk_why(why, wn, "part %d storage type %u is unknown", p, q->type);
 		for (int d = 0; d < q->ndim; d++)
 			if (q->shape[d] >= (1ull << 63))
-				return bad_why(why, wn, "part %d dimension %d is %llu", p, d, (unsigned long long)q->shape[d]);
+				return qtk_why(why, wn, "part %d dimension %d is %llu", p, d, (unsigned long long)q->shape[d]);
 		if (!part_bytes(q->type, q->ndim, q->shape, &want))
-			return bad_why(why, wn, "part %d: element count does not fit whole %s blocks or overflows", p,
+			return qtk_why(why, wn, "part %d: element count does not fit whole %s blocks or overflows", p,
 				       qtk_type(q->type)->name);
 		if (want != q->nbytes)
-			return bad_why(why, wn, "part %d ('%s') size %llu does not match its shape and type (%llu bytes)", p,
+			return qtk_why(why, wn, "part %d ('%s') size %llu does not match its shape and type (%llu bytes)", p,
 				       q->role, (unsigned long long)q->nbytes, (unsigned long long)want);
 	}
 	switch (l->kind) {
 	case QTK_LAYOUT_PLAIN: {
 		if (t->nparts != 1)
-			return bad_why(why, wn, "nparts %d, a plain tensor has 1", t->nparts);
+			return qtk_why(why, wn, "nparts %d, a plain tensor has 1", t->nparts);
 		const qtk_type_info *ti = qtk_type(l->type);
 		if (t->ndim >= 1 && ti->blck > 1 && t->shape[t->ndim - 1] % ti->blck)
-			return bad_why(why, wn, "shape: row length %llu is not a multiple of the %s block size %u",
+			return qtk_why(why, wn, "shape: row length %llu is not a multiple of the %s block size %u",
 				       (unsigned long long)t->shape[t->ndim - 1], ti->name, ti->blck);
 		return want_part(t, 0, "", l->type, t->ndim, t->shape, why, wn);
 	}
@@ -149,7 +130,7 @@ int qtk_qpk_check_tensor(const qtk_tensor *t, char *why, size_t wn)
 	case QTK_LAYOUT_GPTQ:
 		return check_packed(t, why, wn);
 	}
-	return bad_why(why, wn, "layout kind %u is unknown", (unsigned)l->kind);
+	return qtk_why(why, wn, "layout kind %u is unknown", (unsigned)l->kind);
 }
 
 
@@ -158,13 +139,13 @@ int qtk_qpk_gchk_feed(gchk *g, const uint8_t *b, size_t n, char *why, size_t wn)
 	for (size_t k = 0; k + 4 <= n; k += 4, g->i++) {
 		int32_t v = (int32_t)qtk_rd32(b + k);
 		if (v < 0 || (uint64_t)v >= g->ngroups)
-			return bad_why(why, wn, "g_idx[%llu] = %d is outside [0, %llu)", (unsigned long long)g->i, v,
+			return qtk_why(why, wn, "g_idx[%llu] = %d is outside [0, %llu)", (unsigned long long)g->i, v,
 				       (unsigned long long)g->ngroups);
 		if (!g->act && (uint64_t)v != g->i / g->group)
-			return bad_why(why, wn, "g_idx[%llu] = %d but act_order is not set (expected %llu)",
+			return qtk_why(why, wn, "g_idx[%llu] = %d but act_order is not set (expected %llu)",
 				       (unsigned long long)g->i, v, (unsigned long long)(g->i / g->group));
 		if (g->act && ++g->cnt[v] > g->group)
-			return bad_why(why, wn, "g_idx is not a group map: group %d has more than %u members", v,
+			return qtk_why(why, wn, "g_idx is not a group map: group %d has more than %u members", v,
 				       g->group);
 	}
 	return 0;
@@ -472,22 +453,22 @@ static int parse_meta(mc *c)
 static int unzstd(ZSTD_DCtx *dc, const uint8_t *src, size_t n, uint8_t *dst, size_t raw, char *why, size_t wn)
 {
 	if (n < 6 || qtk_rd32(src) != QPK_ZSTD_MAGIC)
-		return bad_why(why, wn, "not a zstd frame (bad frame magic)");
+		return qtk_why(why, wn, "not a zstd frame (bad frame magic)");
 	uint8_t fhd = src[4];
 	if (fhd & 3)
-		return bad_why(why, wn, "zstd frame needs a dictionary");
+		return qtk_why(why, wn, "zstd frame needs a dictionary");
 	if (!(fhd & 4))
-		return bad_why(why, wn, "zstd frame has no content checksum");
+		return qtk_why(why, wn, "zstd frame has no content checksum");
 	unsigned long long cs = ZSTD_getFrameContentSize(src, n);
 	if (cs == ZSTD_CONTENTSIZE_UNKNOWN || cs == ZSTD_CONTENTSIZE_ERROR)
-		return bad_why(why, wn, "zstd frame does not declare its content size");
+		return qtk_why(why, wn, "zstd frame does not declare its content size");
 	if (cs != raw)
-		return bad_why(why, wn, "zstd frame declares %llu bytes, the index says %zu", cs, raw);
+		return qtk_why(why, wn, "zstd frame declares %llu bytes, the index says %zu", cs, raw);
 	size_t fs = ZSTD_findFrameCompressedSize(src, n);
 	if (ZSTD_isError(fs))
-		return bad_why(why, wn, "bad zstd frame: %s", ZSTD_getErrorName(fs));
+		return qtk_why(why, wn, "bad zstd frame: %s", ZSTD_getErrorName(fs));
 	if (fs != n)
-		return bad_why(why, wn, "%zu bytes of trailing garbage after the zstd frame", n - fs);
+		return qtk_why(why, wn, "%zu bytes of trailing garbage after the zstd frame", n - fs);
 	ZSTD_DCtx_reset(dc, ZSTD_reset_session_only);
 	ZSTD_inBuffer in = {src, n, 0};
 	ZSTD_outBuffer out = {dst, raw, 0};
@@ -495,14 +476,14 @@ static int unzstd(ZSTD_DCtx *dc, const uint8_t *src, size_t n, uint8_t *dst, siz
 		size_t in0 = in.pos, out0 = out.pos;
 		size_t ret = ZSTD_decompressStream(dc, &out, &in);
 		if (ZSTD_isError(ret))
-			return bad_why(why, wn, "zstd: %s", ZSTD_getErrorName(ret));
+			return qtk_why(why, wn, "zstd: %s", ZSTD_getErrorName(ret));
 		if (ret == 0)
 			break;
 		if (in.pos == in0 && out.pos == out0)
-			return bad_why(why, wn, "zstd frame is truncated or larger than declared");
+			return qtk_why(why, wn, "zstd frame is truncated or larger than declared");
 	}
 	if (out.pos != raw || in.pos != n)
-		return bad_why(why, wn, "zstd frame decodes to %zu bytes, expected %zu", out.pos, raw);
+		return qtk_why(why, wn, "zstd frame decodes to %zu bytes, expected %zu", out.pos, raw);
 	return 0;
 }
 

@@ -25,16 +25,7 @@ void compute_totals(const qtk_model *m, totals *t)
 	}
 }
 
-void fmt_shape(const qtk_tensor *t, char *buf, size_t n)
-{
-	size_t at = 0;
-	buf[0] = 0;
-	at += (size_t)snprintf(buf, n, "[");
-	for (int i = 0; i < t->ndim && at < n; i++)
-		at += (size_t)snprintf(buf + at, n - at, "%s%llu", i ? ", " : "", (unsigned long long)t->shape[i]);
-	if (at < n)
-		snprintf(buf + at, n - at, "]");
-}
+void fmt_shape(const qtk_tensor *t, char *buf, size_t n) { qtk_shape_text(buf, n, t->ndim, t->shape); }
 
 void fmt_bytes(uint64_t b, char *buf, size_t n)
 {

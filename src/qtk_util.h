@@ -141,6 +141,11 @@ void qtk_parallel_for(int nthreads, size_t n, void (*fn)(void *ctx, size_t i), v
 bool qtk_utf8_valid(const char *s, size_t n);
 /* Case-insensitive ASCII compare. */
 int qtk_strcasecmp(const char *a, const char *b);
+/* "[4096, 11008]": a shape as text into b (always terminated when n > 0). */
+void qtk_shape_text(char *b, size_t n, int nd, const uint64_t *shape);
+/* Format a problem into why (wn bytes) and return QTK_E_DATA: for checks that report a
+ * reason to their caller, who names the file and the subject. */
+int qtk_why(char *why, size_t wn, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Parse a decimal unsigned integer (whole string). */
 bool qtk_parse_u64(const char *s, uint64_t *out);
 

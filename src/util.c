@@ -152,3 +152,23 @@ void qtk_strset_free(qtk_strset *set)
 	qtk_free(set->slots);
 	memset(set, 0, sizeof *set);
 }
+
+void qtk_shape_text(char *b, size_t n, int nd, const uint64_t *shape)
+{
+	if (!n)
+		return;
+	size_t k = (size_t)snprintf(b, n, "[");
+	for (int d = 0; d < nd && k < n; d++)
+		k += (size_t)snprintf(b + k, n - k, "%s%llu", d ? ", " : "", (unsigned long long)shape[d]);
+	if (k < n)
+		snprintf(b + k, n - k, "]");
+}
+
+int qtk_why(char *why, size_t wn, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, wn, fmt, ap);
+	va_end(ap);
+	return QTK_E_DATA;
+}

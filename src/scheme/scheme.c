@@ -70,16 +70,6 @@ static void bits_list(const qtk_scheme *s, const char *last, char *buf, size_t n
 
 void qtk_scheme_bits_text(const qtk_scheme *s, char *buf, size_t n) { bits_list(s, " or ", buf, n); }
 
-static int bad(char *why, size_t wn, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int bad(char *why, size_t wn, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(why, wn, fmt, ap);
-	va_end(ap);
-	return QTK_E_DATA;
-}
-
 static int required_parts(const qtk_scheme *s)
 {
 	int n = 0;
@@ -93,21 +83,12 @@ int qtk_scheme_dims_of(const qtk_layout *l, uint64_t out, uint64_t in, qtk_schem
 	uint64_t g = l->group_size;
 	/* whole groups only (scheme.h) */
 	if (g == 0 || in == 0 || in % g)
-		return bad(why, wn, "group_size %u does not divide in_features %llu", l->group_size,
+		return qtk_why(why, wn, "group_size %u does not divide in_features %llu", l->group_size,
 			   (unsigned long long)in);
 	if (out == 0 || out > (1ull << 40) || in > (1ull << 40))
-		return bad(why, wn, "shape [%llu, %llu] out of range", (unsigned long long)out, (unsigned long long)in);
+		return qtk_why(why, wn, "shape [%llu, %llu] out of range", (unsigned long long)out, (unsigned long long)in);
 	*d = (qtk_scheme_dims){.out = out, .in = in, .bits = l->bits, .group = g, .ngroups = in / g};
 	return 0;
-}
-
-static void fmt_shape(char *b, size_t n, int nd, const uint64_t *s)
-{
-	size_t k = (size_t)snprintf(b, n, "[");
-	for (int i = 0; i < nd && k < n; i++)
-		k += (size_t)snprintf(b + k, n - k, "%s%llu", i ? ", " : "", (unsigned long long)s[i]);
-	if (k < n)
-		snprintf(b + k, n - k, "]");
 }
 
 /* Bits, group, ranges and the scheme's own rules of t's layout (not its parts). */
@@ -115,13 +96,13 @@ static int check_layout(const qtk_scheme *s, const qtk_tensor *t, qtk_scheme_dim
 {
 	const qtk_layout *l = &t->layout;
 	if (t->ndim != 2)
-		return bad(why, wn, "shape: %s layout needs 2 dimensions [out, in], not %d", s->quant_method, t->ndim);
+		return qtk_why(why, wn, "shape: %s layout needs 2 dimensions [out, in], not %d", s->quant_method, t->ndim);
 	if (l->bits >= 32 || !((s->bits_mask >> l->bits) & 1u)) {
 		char list[64];
 		bits_list(s, ", ", list, sizeof list);
 		if (!(s->bits_mask & (s->bits_mask - 1u)))
-			return bad(why, wn, "bits %u: %s packing holds %s-bit codes only", l->bits, s->title, list);
-		return bad(why, wn, "bits %u is not one of %s", l->bits, list);
+			return qtk_why(why, wn, "bits %u: %s packing holds %s-bit codes only", l->bits, s->title, list);
+		return qtk_why(why, wn, "bits %u is not one of %s", l->bits, list);
 	}
 	int rc = qtk_scheme_dims_of(l, t->shape[0], t->shape[1], d, why, wn);
 	return rc ? rc : s->check_layout(t, why, wn);
@@ -132,7 +113,7 @@ int qtk_scheme_check(const qtk_tensor *t, int *bad_part, char *why, size_t wn)
 	const qtk_scheme *s = qtk_scheme_of(t);
 	*bad_part = -1;
 	if (!s)
-		return bad(why, wn, "layout kind %u is not a packed scheme", (unsigned)t->layout.kind);
+		return qtk_why(why, wn, "layout kind %u is not a packed scheme", (unsigned)t->layout.kind);
 	qtk_scheme_dims d;
 	int rc = check_layout(s, t, &d, why, wn);
 	if (rc)
@@ -147,19 +128,19 @@ int qtk_scheme_check(const qtk_tensor *t, int *bad_part, char *why, size_t wn)
 		if (req < s->nparts && at < sizeof roles)
 			snprintf(roles + at, sizeof roles - at, "]");
 		if (req == s->nparts)
-			return bad(why, wn, "nparts %d, %s has %d (%s)", t->nparts, s->quant_method, req, roles);
-		return bad(why, wn, "nparts %d, %s has %d or %d (%s)", t->nparts, s->quant_method, req, s->nparts, roles);
+			return qtk_why(why, wn, "nparts %d, %s has %d (%s)", t->nparts, s->quant_method, req, roles);
+		return qtk_why(why, wn, "nparts %d, %s has %d or %d (%s)", t->nparts, s->quant_method, req, s->nparts, roles);
 	}
 	if (t->layout.act_order && t->nparts == req)
-		return bad(why, wn, "act_order set but the tensor has no %s part", s->parts[req].role);
+		return qtk_why(why, wn, "act_order set but the tensor has no %s part", s->parts[req].role);
 	for (int k = 0; k < t->nparts; k++) {
 		const qtk_scheme_part *sp = &s->parts[k];
 		const qtk_part *q = &t->parts[k];
 		*bad_part = k;
 		if (strncmp(q->role, sp->role, sizeof q->role) != 0)
-			return bad(why, wn, "part %d role '%.8s', expected '%s'", k, q->role, sp->role);
+			return qtk_why(why, wn, "part %d role '%.8s', expected '%s'", k, q->role, sp->role);
 		if (q->type != sp->type)
-			return bad(why, wn, "part '%s' type %s, expected %s", sp->role,
+			return qtk_why(why, wn, "part '%s' type %s, expected %s", sp->role,
 				   qtk_type(q->type) ? qtk_type(q->type)->upper : "?", qtk_type(sp->type)->upper);
 		uint64_t want[QTK_MAX_DIMS] = {0};
 		sp->shape(&d, want);
@@ -168,9 +149,9 @@ int qtk_scheme_check(const qtk_tensor *t, int *bad_part, char *why, size_t wn)
 			same = q->shape[i] == want[i];
 		if (!same) {
 			char got[100], exp[100];
-			fmt_shape(got, sizeof got, q->ndim < 0 || q->ndim > QTK_MAX_DIMS ? 0 : q->ndim, q->shape);
-			fmt_shape(exp, sizeof exp, sp->ndim, want);
-			return bad(why, wn, "part '%.8s' shape %.99s does not match the layout: expected %.99s", sp->role, got,
+			qtk_shape_text(got, sizeof got, q->ndim < 0 || q->ndim > QTK_MAX_DIMS ? 0 : q->ndim, q->shape);
+			qtk_shape_text(exp, sizeof exp, sp->ndim, want);
+			return qtk_why(why, wn, "part '%.8s' shape %.99s does not match the layout: expected %.99s", sp->role, got,
 				   exp);
 		}
 	}
@@ -183,7 +164,7 @@ int qtk_scheme_describe(qtk_tensor *t, const qtk_layout *l, uint64_t out, uint64
 {
 	const qtk_scheme *s = qtk_scheme_by_kind(l->kind);
 	if (!s)
-		return bad(why, wn, "layout kind %u is not a packed scheme", (unsigned)l->kind);
+		return qtk_why(why, wn, "layout kind %u is not a packed scheme", (unsigned)l->kind);
 	qtk_scheme_dims d;
 	int rc = qtk_scheme_dims_of(l, out, in, &d, why, wn);
 	if (rc)
@@ -205,9 +186,9 @@ int qtk_scheme_describe(qtk_tensor *t, const qtk_layout *l, uint64_t out, uint64
 		uint64_t n = 1;
 		for (int i = 0; i < sp->ndim; i++)
 			if (!qtk_mul_u64(n, p->shape[i], &n))
-				return bad(why, wn, "part '%s' is too large", sp->role);
+				return qtk_why(why, wn, "part '%s' is too large", sp->role);
 		if (qtk_type_nbytes(sp->type, n, &p->nbytes))
-			return bad(why, wn, "part '%s' is too large", sp->role);
+			return qtk_why(why, wn, "part '%s' is too large", sp->role);
 	}
 	qtk_tensor_finish(t);
 	int part;
