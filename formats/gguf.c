@@ -244,6 +244,17 @@ static int check_key_type(gp *g, uint64_t at, const char *key, const qtk_value *
 	return 0;
 }
 
+/* A metadata value as an integer for GGUF's own range checks: integers, and bools as 0/1 (a
+ * bool where a count or a token id belongs still gets its range checked). */
+static bool gguf_int(const qtk_value *v, int64_t *x)
+{
+	if (v->type == QTK_V_BOOL) {
+		*x = v->v.u ? 1 : 0;
+		return true;
+	}
+	return qtk_value_as_i64(v, x);
+}
+
 /* Cross-key checks after all KVs are read (C.2 rows 28, 30, 31). */
 static int check_kvs(gp *g, uint64_t kv_start)
 {
@@ -251,7 +262,7 @@ static int check_kvs(gp *g, uint64_t kv_start)
 	for (size_t i = 0; i < m->nkv; i++) {
 		const qtk_kv *kv = &m->kv[i];
 		int64_t x;
-		if (ends_with(kv->key, ".block_count") && qtk_value_as_i64(&kv->val, &x) &&
+		if (ends_with(kv->key, ".block_count") && gguf_int(&kv->val, &x) &&
 		    (x < 0 || x > GGUF_MAX_BLOCKS))
 			return qtk_err_set(g->c.err, QTK_E_DATA, g->path, (int64_t)kv_start, kv->key,
 					   "block count %lld out of range (0..%u)", (long long)x, GGUF_MAX_BLOCKS);
@@ -272,7 +283,7 @@ static int check_kvs(gp *g, uint64_t kv_start)
 	for (size_t i = 0; tok && i < sizeof ids / sizeof *ids; i++) {
 		const qtk_kv *p = qtk_kv_find(m, ids[i]);
 		int64_t x;
-		if (p && qtk_value_as_i64(&p->val, &x) && (x < -1 || (x >= 0 && (uint64_t)x >= nvocab)))
+		if (p && gguf_int(&p->val, &x) && (x < -1 || (x >= 0 && (uint64_t)x >= nvocab)))
 			return qtk_err_set(g->c.err, QTK_E_DATA, g->path, (int64_t)kv_start, ids[i],
 					   "token id %lld out of range (vocab has %llu tokens)", (long long)x,
 					   (unsigned long long)nvocab);
@@ -327,11 +338,11 @@ static int read_kvs(gp *g, uint64_t n_kv, bool keep, qtk_strset *seen)
 			return rc;
 		}
 		int64_t x;
-		if (strcmp(key.s, "split.no") == 0 && qtk_value_as_i64(&v, &x))
+		if (strcmp(key.s, "split.no") == 0 && gguf_int(&v, &x))
 			g->split_no = x;
-		else if (strcmp(key.s, "split.count") == 0 && qtk_value_as_i64(&v, &x))
+		else if (strcmp(key.s, "split.count") == 0 && gguf_int(&v, &x))
 			g->split_count = x;
-		else if (strcmp(key.s, "split.tensors.count") == 0 && qtk_value_as_i64(&v, &x))
+		else if (strcmp(key.s, "split.tensors.count") == 0 && gguf_int(&v, &x))
 			g->split_tensors = x;
 		if (strcmp(key.s, "general.alignment") == 0) {
 			uint64_t a = v.v.u;

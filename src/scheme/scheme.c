@@ -214,9 +214,17 @@ int qtk_scheme_bytes(const qtk_layout *l, uint64_t out, uint64_t in, bool with_o
 	return 0;
 }
 
+/* The codec hooks trust that t describes its parts; these cheap checks keep a description that
+ * never went through qtk_scheme_check from dividing by zero or running past the group count. */
+static bool dims_ok(const qtk_tensor *t)
+{
+	return t->ndim == 2 && t->shape[0] <= UINT32_MAX && t->shape[1] <= UINT32_MAX && t->layout.group_size &&
+	       t->shape[1] % t->layout.group_size == 0 && t->nparts >= 3;
+}
+
 static bool rows_ok(const qtk_scheme *s, const qtk_tensor *t, uint64_t o0, uint64_t n)
 {
-	return s && t->ndim == 2 && n && o0 % s->row_align == 0 && o0 <= t->shape[0] && n <= t->shape[0] - o0 &&
+	return s && dims_ok(t) && n && o0 % s->row_align == 0 && o0 <= t->shape[0] && n <= t->shape[0] - o0 &&
 	       (n % s->row_align == 0 || o0 + n == t->shape[0]) && t->shape[0] <= UINT32_MAX &&
 	       t->shape[1] <= UINT32_MAX;
 }
@@ -236,15 +244,13 @@ int qtk_scheme_encode_rows(const qtk_tensor *t, const float *x, uint64_t o0, uin
 int qtk_scheme_to_groups(const qtk_tensor *t, const void *const *parts, struct qgroups *g)
 {
 	const qtk_scheme *s = qtk_scheme_of(t);
-	return s && s->to_groups && t->ndim == 2 && t->shape[0] <= UINT32_MAX && t->shape[1] <= UINT32_MAX
-		       ? s->to_groups(t, parts, g)
-		       : -1;
+	return s && s->to_groups && dims_ok(t) ? s->to_groups(t, parts, g) : -1;
 }
 
 int qtk_scheme_from_groups(const struct qgroups *g, const qtk_tensor *o, bool wrap, void *const *parts)
 {
 	const qtk_scheme *s = qtk_scheme_of(o);
-	return s && s->from_groups ? s->from_groups(g, o, wrap, parts) : -1;
+	return s && s->from_groups && dims_ok(o) ? s->from_groups(g, o, wrap, parts) : -1;
 }
 
 /* ---- exact transcodes --------------------------------------------------------------------

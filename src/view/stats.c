@@ -22,7 +22,7 @@ uint64_t qtk_stats_test_chunk(uint64_t elems)
 /* "tensor 'NAME'": the subject of an error about t (valid until the next call). */
 const char *qtk_stats_subject(const qtk_tensor *t)
 {
-	static char buf[300];
+	static _Thread_local char buf[300];
 	char sb[256];
 	snprintf(buf, sizeof buf, "tensor '%s'", qtk_text_safe(t->name, 0, sb, sizeof sb));
 	return buf;
