@@ -38,4 +38,20 @@ static inline const char *t_fixtures(void)
 }
 
 #define T_SKIP(why) printf("skipped: %s\n", why)
+
+/* Make the temporary directory tmpl ("...XXXXXX", rewritten in place) and generate the
+ * project's samples into it with $QTK_BUILD/samples/gen (default build/); a failed generator
+ * counts as a failed check. -1 when the directory could not be made, else 0. */
+static inline int t_samples(char *tmpl)
+{
+	if (!mkdtemp(tmpl)) {
+		CHECK(0, "mkdtemp");
+		return -1;
+	}
+	const char *b = getenv("QTK_BUILD");
+	char cmd[1024];
+	snprintf(cmd, sizeof cmd, "%s/samples/gen %s >/dev/null", b && *b ? b : "build", tmpl);
+	CHECK(system(cmd) == 0, "sample generator: %s", cmd);
+	return 0;
+}
 #endif

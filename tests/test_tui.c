@@ -282,14 +282,9 @@ static void run_template(const char *gguf)
 
 int main(void)
 {
-	const char *bdir = getenv("QTK_BUILD");
 	char dir[] = "/tmp/qtk-tui-XXXXXX", cmd[512], gguf[256];
-	if (!mkdtemp(dir)) {
-		CHECK(0, "mkdtemp");
+	if (t_samples(dir))
 		return T_DONE();
-	}
-	snprintf(cmd, sizeof cmd, "%s/samples/gen %s >/dev/null", bdir && *bdir ? bdir : "build", dir);
-	CHECK(system(cmd) == 0, "sample generator: %s", cmd);
 	snprintf(gguf, sizeof gguf, "%s/tiny-llama-f32.gguf", dir);
 	qtk_err e;
 	qtk_model *m = qtk_open(gguf, &e);
