@@ -178,12 +178,6 @@ static bool is_int_type(unsigned t)
 	return t <= QTK_V_I32 || t == QTK_V_U64 || t == QTK_V_I64;
 }
 
-static bool ends_with(const char *s, const char *suf)
-{
-	size_t a = strlen(s), b = strlen(suf);
-	return a >= b && strcmp(s + a - b, suf) == 0;
-}
-
 /* Well-known keys whose type engines rely on (C.2 row 29). */
 typedef struct key_rule {
 	const char *key;   /* exact key, or suffix when it starts with '.' */
@@ -220,7 +214,7 @@ static int check_key_type(gp *g, uint64_t at, const char *key, const qtk_value *
 {
 	for (size_t i = 0; i < sizeof key_rules / sizeof *key_rules; i++) {
 		const key_rule *r = &key_rules[i];
-		bool hit = r->key[0] == '.' ? ends_with(key, r->key) : strcmp(key, r->key) == 0;
+		bool hit = r->key[0] == '.' ? qtk_str_ends(key, r->key) : strcmp(key, r->key) == 0;
 		if (!hit)
 			continue;
 		bool ok = r->type < 0 ? is_int_type(v->type) : v->type == r->type;
@@ -262,7 +256,7 @@ static int check_kvs(gp *g, uint64_t kv_start)
 	for (size_t i = 0; i < m->nkv; i++) {
 		const qtk_kv *kv = &m->kv[i];
 		int64_t x;
-		if (ends_with(kv->key, ".block_count") && gguf_int(&kv->val, &x) &&
+		if (qtk_str_ends(kv->key, ".block_count") && gguf_int(&kv->val, &x) &&
 		    (x < 0 || x > GGUF_MAX_BLOCKS))
 			return qtk_err_set(g->c.err, QTK_E_DATA, g->path, (int64_t)kv_start, kv->key,
 					   "block count %lld out of range (0..%u)", (long long)x, GGUF_MAX_BLOCKS);

@@ -12,12 +12,6 @@
 
 static int oom(qtk_model *m) { return qtk_err_set(&m->err, QTK_E_IO, m->path, -1, NULL, "out of memory"); }
 
-static bool ends_with(const char *s, const char *suf)
-{
-	size_t a = strlen(s), b = strlen(suf);
-	return a >= b && strcmp(s + a - b, suf) == 0;
-}
-
 /* ---- the directory reader ------------------------------------------------ */
 
 /* Side files carried along as blobs. */
@@ -31,8 +25,8 @@ static const char *const side_files[] = {
 
 static bool is_pickle_name(const char *n)
 {
-	return ends_with(n, ".bin") || ends_with(n, ".pt") || ends_with(n, ".pth") || ends_with(n, ".ckpt") ||
-	       ends_with(n, ".pkl") || ends_with(n, ".pickle");
+	return qtk_str_ends(n, ".bin") || qtk_str_ends(n, ".pt") || qtk_str_ends(n, ".pth") || qtk_str_ends(n, ".ckpt") ||
+	       qtk_str_ends(n, ".pkl") || qtk_str_ends(n, ".pickle");
 }
 
 typedef struct dir_scan {
@@ -59,7 +53,7 @@ static int scan_one(void *arg, const char *n, bool is_dir)
 		s->single = true;
 	else if (strcmp(n, "model.safetensors.index.json") == 0)
 		s->index = true;
-	else if (ends_with(n, ".safetensors")) {
+	else if (qtk_str_ends(n, ".safetensors")) {
 		if (!s->nst++ || strcmp(n, s->other) < 0) {
 			qtk_free(s->other);
 			if (!(s->other = qtk_strdup(n)))
@@ -80,7 +74,7 @@ static int scan_dir(qtk_model *m, const char *dir, dir_scan *s)
 static int probe_one(void *arg, const char *n, bool is_dir)
 {
 	(void)is_dir;
-	if (n[0] != '.' && (ends_with(n, ".safetensors") || strcmp(n, "model.safetensors.index.json") == 0))
+	if (n[0] != '.' && (qtk_str_ends(n, ".safetensors") || strcmp(n, "model.safetensors.index.json") == 0))
 		*(int *)arg = 100;
 	return 0;
 }
@@ -266,7 +260,7 @@ static int prepare_blobs(qtk_writer *w, hf_w *h)
 	}
 	for (size_t i = 0; i < d->nblobs && !rc; i++) {
 		const qtk_blob *b = &d->blobs[i];
-		if (strcmp(b->name, "config.json") == 0 || ends_with(b->name, ".safetensors") ||
+		if (strcmp(b->name, "config.json") == 0 || qtk_str_ends(b->name, ".safetensors") ||
 		    strcmp(b->name, "model.safetensors.index.json") == 0)
 			continue;
 		if (!plain_file_name(b->name)) {

@@ -141,6 +141,8 @@ void qtk_parallel_for(int nthreads, size_t n, void (*fn)(void *ctx, size_t i), v
 bool qtk_utf8_valid(const char *s, size_t n);
 /* Case-insensitive ASCII compare. */
 int qtk_strcasecmp(const char *a, const char *b);
+/* True when s ends with suf (bytewise). */
+bool qtk_str_ends(const char *s, const char *suf);
 /* "[4096, 11008]": a shape as text into b (always terminated when n > 0). */
 void qtk_shape_text(char *b, size_t n, int nd, const uint64_t *shape);
 /* Format a problem into why (wn bytes) and return QTK_E_DATA: for checks that report a

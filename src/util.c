@@ -172,3 +172,9 @@ int qtk_why(char *why, size_t wn, const char *fmt, ...)
 	va_end(ap);
 	return QTK_E_DATA;
 }
+
+bool qtk_str_ends(const char *s, const char *suf)
+{
+	size_t a = strlen(s), b = strlen(suf);
+	return a >= b && memcmp(s + a - b, suf, b) == 0;
+}

@@ -68,16 +68,10 @@ const qtk_family *qtk_family_of_model(const qtk_model *m)
 
 /* ---- tensor names ----------------------------------------------------------------------- */
 
-static bool ends_with(const char *s, const char *suf)
-{
-	size_t a = strlen(s), b = strlen(suf);
-	return a >= b && memcmp(s + a - b, suf, b) == 0;
-}
-
 bool qtk_family_dropped(const qtk_family *f, const char *name)
 {
 	for (size_t i = 0; f && f->dropped && f->dropped[i]; i++)
-		if (ends_with(name, f->dropped[i]))
+		if (qtk_str_ends(name, f->dropped[i]))
 			return true;
 	return false;
 }

@@ -42,12 +42,6 @@ static const char *side_path(const qtk_model *m, const char *name, char *buf, si
 
 static int oom(qtk_err *err) { return qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory"); }
 
-static bool ends_with(const char *s, const char *suf)
-{
-	size_t a = strlen(s), b = strlen(suf);
-	return a >= b && memcmp(s + a - b, suf, b) == 0;
-}
-
 static bool starts_with(const char *s, const char *pre) { return strncmp(s, pre, strlen(pre)) == 0; }
 
 void qtk_hfmap_free(qtk_hfmap *m)
@@ -488,12 +482,12 @@ static bool looks_special(const char *t)
 	size_t n = strlen(t);
 	if (!strcmp(t, "<pad>") || !strcmp(t, "<mask>") || !strcmp(t, "<2mass>") || !strcmp(t, "[@BOS@]"))
 		return true;
-	if (n >= 4 && starts_with(t, "<|") && ends_with(t, "|>"))
+	if (n >= 4 && starts_with(t, "<|") && qtk_str_ends(t, "|>"))
 		return true;
 	/* "<｜" ... "｜>" (U+FF5C) */
-	if (starts_with(t, "<\xEF\xBD\x9C") && ends_with(t, "\xEF\xBD\x9C>") && n >= 8)
+	if (starts_with(t, "<\xEF\xBD\x9C") && qtk_str_ends(t, "\xEF\xBD\x9C>") && n >= 8)
 		return true;
-	if (starts_with(t, "<unused") && ends_with(t, ">"))
+	if (starts_with(t, "<unused") && qtk_str_ends(t, ">"))
 		return true;
 	return false;
 }
@@ -934,7 +928,7 @@ int qtk_hfmap_hf_to_gguf(const qtk_model *hf, qtk_model *meta, qtk_hfmap **mapp,
 		unsigned ty = t->layout.type;
 		e->otype = t->layout.kind == QTK_LAYOUT_PLAIN ? ty : QTK_T_MAX;
 		const char *on = e->out ? e->out : t->name;
-		if (is_float_plain(t) && (t->ndim <= 1 || ends_with(on, "_norm.weight") || !ends_with(on, ".weight")))
+		if (is_float_plain(t) && (t->ndim <= 1 || qtk_str_ends(on, "_norm.weight") || !qtk_str_ends(on, ".weight")))
 			e->otype = QTK_T_F32;
 		if (t->layout.kind != QTK_LAYOUT_PLAIN || ty != QTK_T_F32)
 			all_f32 = all_f32 && t->ndim <= 1;

@@ -56,19 +56,13 @@ int qtk_mix_ftype_for_type(unsigned type)
 	return -1;
 }
 
-static bool ends_with(const char *s, const char *suf)
-{
-	size_t a = strlen(s), b = strlen(suf);
-	return a >= b && !strcmp(s + a - b, suf);
-}
-
 /* llama.cpp's tensor_allows_quantization, for the llama family and the
  * names its converter writes: 2-D+ weights that are not norms, routers or
  * position embeddings. Works on GGUF and HF names. */
 bool qtk_mix_quantizable(const qtk_tensor *t)
 {
 	const char *n = t->name;
-	if (t->ndim < 2 || !ends_with(n, "weight"))
+	if (t->ndim < 2 || !qtk_str_ends(n, "weight"))
 		return false;
 	static const char *const skip[] = {"_norm.weight", "norm.weight", "ffn_gate_inp.weight", "pos_embd",
 					   "token_types", "ssm_conv1d", "attn_rel_b", "layernorm.weight",
