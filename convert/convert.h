@@ -71,6 +71,8 @@ typedef struct plan {
 	const char *out_name; /* output name (the source's, or mapped HF <-> GGUF) */
 	int perm_heads;       /* > 0: permute rows (llama.cpp's Q/K order) with this many heads */
 	bool perm_inverse;    /* undo the permutation (GGUF -> HF) */
+	unsigned map_otype;   /* with a name mapping: the float type to keep (qtk_hfmap_out.otype) */
+	bool force_f32;       /* with a name mapping: F32 in a GGUF whatever the target (MoE routers) */
 	conv_method method;
 	qtk_tensor out;      /* output description (name borrowed from src) */
 	const float *imatrix;/* per-column importance, or NULL */

@@ -120,12 +120,10 @@ static void chunk_job(void *ctx, size_t i)
 		raw = qtk_malloc((size_t)(nr * w->in_row_bytes));
 		if (!ref || !raw)
 			goto oom;
-		const qtk_part *pt = &t->parts[0];
 		if (w->mem_src) {
 			memcpy(raw, w->mem_src + (r0 - w->row0) * w->in_row_bytes, (size_t)(nr * w->in_row_bytes));
-		} else if (qtk_pread_full(w->in->fds[pt->file], w->in->files[pt->file], raw, (size_t)(nr * w->in_row_bytes),
-					  pt->offset + r0 * w->in_row_bytes, e)) {
-			goto out;
+		} else if (qtk_read_part_to(w->in, t, 0, r0 * w->in_row_bytes, raw, (size_t)(nr * w->in_row_bytes), e)) {
+			goto out; /* pread (or a view of pread files): safe from every worker */
 		}
 		if (qtk_dequant_ggml(t->layout.type, raw, ref, n)) {
 			qtk_err_set(e, QTK_E_DATA, NULL, -1, t->name, "cannot decode this type");

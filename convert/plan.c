@@ -346,7 +346,7 @@ static int can_store(const conv_opts *o, const qtk_model *in, const qtk_tensor *
 {
 	if (o->out_kind != QTK_OUT_GGUF)
 		return 0;
-	return qtk_out_can_store(o->out_kind, t, false, in->path, t->name, err);
+	return qtk_out_can_store(o->out_kind, t, false, in->path, qtk_tensor_stored_name(t), err);
 }
 
 /* auto-exact: per tensor the smallest layout of the output container that holds the values exactly. */
@@ -398,13 +398,14 @@ static int plan_auto_exact(qtk_model *in, const conv_opts *o, const qtk_tensor *
  * makes (norms F32 in GGUF; back to the model dtype in HF when exact). */
 static int plan_keep(qtk_model *in, const conv_opts *o, const qtk_hfmap *map, const qtk_tensor *t, plan *p, qtk_err *err)
 {
+	unsigned mapped = p->map_otype;
 	bool plain = t->layout.kind == QTK_LAYOUT_PLAIN;
 	int rc = can_store(o, in, t, err);
 	if (rc)
 		return rc;
 	if (!map || !plain || !qtk_type(t->layout.type)->is_float)
 		return 0;
-	unsigned ty = qtk_hfmap_out_type(map, t);
+	unsigned ty = mapped;
 	if (ty == t->layout.type || ty >= QTK_T_MAX)
 		return 0;
 	if (!qtk_type(ty)->is_float || qtk_type(ty)->bytes < qtk_type(t->layout.type)->bytes) {
@@ -424,14 +425,18 @@ static int plan_tensor(qtk_model *in, const conv_opts *o, qtk_mix_state *ms, con
 {
 	const char *oname = p->out_name;
 	int heads = p->perm_heads;
-	bool inv = p->perm_inverse;
+	bool inv = p->perm_inverse, f32 = p->force_f32;
+	unsigned mapped = p->map_otype;
 	memset(p, 0, sizeof *p);
 	p->src = t;
 	p->out_name = oname ? oname : t->name;
 	p->perm_heads = heads;
 	p->perm_inverse = inv;
+	p->force_f32 = f32;
+	p->map_otype = mapped;
 	p->method = M_COPY;
 	p->out = *t;
+	p->out.view = NULL;
 	p->note = "exact";
 	bool to_gguf = o->out_kind == QTK_OUT_GGUF;
 	bool plain = t->layout.kind == QTK_LAYOUT_PLAIN;
@@ -470,6 +475,8 @@ static int plan_tensor(qtk_model *in, const conv_opts *o, qtk_mix_state *ms, con
 	} else if (to_gguf && t->ndim <= 1 && ty != QTK_T_F32) {
 		ty = QTK_T_F32; /* norms and biases stay F32 in GGUF, as llama.cpp keeps them */
 	}
+	if (to_gguf && p->force_f32 && plain && qtk_type(t->layout.type)->is_float)
+		ty = QTK_T_F32; /* MoE routers: F32 whatever the target, as llama.cpp writes them */
 	if (plain && t->layout.type == ty)
 		return 0;
 	if (!qtk_can_decode(t)) {
@@ -531,12 +538,20 @@ int conv_plan(qtk_model *in, const conv_opts *opts, const void *imatrix, const q
 		plans[i].out_name = NULL;
 		plans[i].perm_heads = 0;
 		plans[i].perm_inverse = false;
-		if (map) {
-			const char *n = qtk_hfmap_name(map, in->tensors[i].name, &plans[i].perm_heads, &plans[i].perm_inverse);
-			if (!n)
-				cli_warn("%s: no %s name for this tensor; keeping its name", in->tensors[i].name,
-					 o->out_kind == QTK_OUT_GGUF ? "GGUF" : "Hugging Face");
-			plans[i].out_name = n;
+		plans[i].force_f32 = false;
+		plans[i].map_otype = QTK_T_MAX;
+		if (map) { /* in is the mapping's view: tensors carry their output names */
+			const qtk_hfmap_out *mo = qtk_hfmap_view_out(map, i);
+			if (mo) {
+				plans[i].perm_heads = mo->heads;
+				plans[i].perm_inverse = mo->inverse;
+				plans[i].force_f32 = mo->force_f32;
+				plans[i].map_otype = mo->otype;
+				if (mo->unmapped)
+					cli_warn("%s: no %s name for this tensor; keeping its name", in->tensors[i].name,
+						 o->out_kind == QTK_OUT_GGUF ? "GGUF" : "Hugging Face");
+			}
+			plans[i].out_name = in->tensors[i].name;
 		}
 		int rc = plan_tensor(in, o, &ms, imatrix, map, &in->tensors[i], &plans[i], err);
 		if (rc)

@@ -236,7 +236,7 @@ static void prov_free(prov_state *p)
 	memset(p, 0, sizeof *p);
 }
 
-int conv_run(qtk_model *in, const conv_opts *o, conv_result *res)
+int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 {
 	prov_state prov;
 	memset(&prov, 0, sizeof prov);
@@ -245,15 +245,17 @@ int conv_run(qtk_model *in, const conv_opts *o, conv_result *res)
 	qtk_err err;
 	qtk_err_clear(&err);
 	int status = 0, rc = 0;
-	plan *plans = qtk_calloc(in->ntensors ? in->ntensors : 1, sizeof *plans);
+	plan *plans = NULL;
 	qtk_model *d = qtk_model_new();
-	res->t = qtk_calloc(in->ntensors ? in->ntensors : 1, sizeof *res->t);
 	qtk_writer *w = NULL;
 	qtk_imatrix *im = NULL;
 	qtk_hfmap *map = NULL;
-	qtk_model *mapmeta = NULL;
-	size_t *order = qtk_calloc(in->ntensors ? in->ntensors : 1, sizeof *order), nout = in->ntensors;
-	if (!plans || !d || !res->t || !order) {
+	qtk_model *mapmeta = NULL, *view = NULL;
+	size_t *order = NULL, nout = 0;
+	/* in: the tensors as the output names them; with a name mapping, the mapping's view of the
+	 * source (experts stacked or split, generated tensors), else the source itself */
+	qtk_model *in = source;
+	if (!d) {
 		rc = qtk_err_set(&err, QTK_E_IO, NULL, -1, NULL, "out of memory");
 		goto done;
 	}
@@ -261,11 +263,25 @@ int conv_run(qtk_model *in, const conv_opts *o, conv_result *res)
 		rc = err.code;
 		goto done;
 	}
-	for (size_t i = 0; i < in->ntensors; i++)
+	rc = setup_mapping(source, o, &map, &mapmeta, &err);
+	if (!rc && map) {
+		bool to_gguf = qtk_kv_find(mapmeta, "general.architecture") != NULL;
+		rc = qtk_hfmap_view(map, source, to_gguf ? mapmeta : source, &view, &err);
+		if (!rc)
+			in = view;
+	}
+	if (rc)
+		goto done;
+	nout = in->ntensors;
+	plans = qtk_calloc(nout ? nout : 1, sizeof *plans);
+	res->t = qtk_calloc(nout ? nout : 1, sizeof *res->t);
+	order = qtk_calloc(nout ? nout : 1, sizeof *order);
+	if (!plans || !res->t || !order) {
+		rc = qtk_err_set(&err, QTK_E_IO, NULL, -1, NULL, "out of memory");
+		goto done;
+	}
+	for (size_t i = 0; i < nout; i++)
 		order[i] = i;
-	rc = setup_mapping(in, o, &map, &mapmeta, &err);
-	if (!rc && map)
-		nout = qtk_hfmap_order(map, in, order);
 	if (!rc)
 		rc = conv_plan(in, o, im, map, plans, &err);
 	for (size_t k = 0; k < nout && !rc; k++) {
@@ -281,7 +297,7 @@ int conv_run(qtk_model *in, const conv_opts *o, conv_result *res)
 		qtk_tensor_finish(n);
 	}
 	if (!rc)
-		rc = conv_build_meta(mapmeta ? mapmeta : in, o, d, &err);
+		rc = conv_build_meta(mapmeta ? mapmeta : source, o, d, &err);
 	if (rc)
 		goto done;
 	res->n = nout;
@@ -314,14 +330,16 @@ int conv_run(qtk_model *in, const conv_opts *o, conv_result *res)
 	for (int i = 0; i < o->nsets; i++)
 		if (!strncmp(o->sets[i], QTK_PROV_KEY "=", sizeof QTK_PROV_KEY))
 			with_prov = false;
-	if (with_prov && (rc = prov_begin(&prov, in, d, o, im, threads, &wo, &err)))
+	if (with_prov && (rc = prov_begin(&prov, source, d, o, im, threads, &wo, &err)))
 		goto done;
 	/* byte-for-byte copies: only their encoded leaves need hashing (checked against the source) */
 	for (size_t k = 0; with_prov && k < nout; k++) {
 		const qtk_tensor *st = &in->tensors[order[k]];
 		char canon[QTK_CAP_NAME + 64];
 		int qk;
-		if (plans[order[k]].method != M_COPY || qtk_canon_name(st->name, canon, sizeof canon, &qk) < 0)
+		const qtk_hfmap_out *mo = map ? qtk_hfmap_view_out(map, order[k]) : NULL;
+		if (plans[order[k]].method != M_COPY || (map && (!mo || !mo->copy)) ||
+		    qtk_canon_name(in, st->name, canon, sizeof canon, &qk) < 0)
 			continue;
 		if (prov.b.src_pending)
 			qtk_digest_sink_expect_late(prov.sink, k, qtk_digests_find(&prov.b.src_meta, canon));
@@ -400,6 +418,7 @@ done:
 	qtk_writer_abort(w);
 	prov_free(&prov);
 	qtk_imatrix_free(im);
+	qtk_close(view);
 	qtk_hfmap_free(map);
 	qtk_close(mapmeta);
 	qtk_free(order);

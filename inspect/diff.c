@@ -107,7 +107,7 @@ static char **df_canon(const qtk_model *m, int *gguf_named)
 	for (size_t i = 0; i < m->ntensors; i++) {
 		char buf[QTK_CAP_NAME + 64];
 		int qk;
-		int mapped = qtk_canon_name(m->tensors[i].name, buf, sizeof buf, &qk) == 1;
+		int mapped = qtk_canon_name(m, m->tensors[i].name, buf, sizeof buf, &qk) == 1;
 		if (!(c[i] = qtk_strdup(mapped ? buf : m->tensors[i].name))) {
 			while (i > 0)
 				qtk_free(c[--i]);

@@ -104,5 +104,9 @@ int qtk_model_verify_tensor(qtk_model *m, size_t i)
 
 bool qtk_model_streamed(const qtk_model *m)
 {
+	if (!m->fmt) /* a view: as streamed as the model its tensors come from */
+		for (size_t i = 0; i < m->ntensors; i++)
+			if (m->tensors[i].view && m->tensors[i].view->m)
+				return qtk_model_streamed(m->tensors[i].view->m);
 	return m->fmt && m->fmt->read;
 }

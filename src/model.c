@@ -375,6 +375,51 @@ qtk_model *qtk_open(const char *path, qtk_err *err)
 
 const char *qtk_model_format(const qtk_model *m) { return m->fmt ? m->fmt->name : "unknown"; }
 
+const char *qtk_tensor_stored_name(const qtk_tensor *t)
+{
+	const qtk_view *v = t->view;
+	if (v && v->kind == QTK_VIEW_SLICE && v->n == 1 && v->pieces && v->pieces[0])
+		return qtk_tensor_stored_name(v->pieces[0]);
+	return t->name;
+}
+
+/* Part p of a view tensor, bytes [off, off + n) (in range). */
+static int view_read(const qtk_tensor *t, int p, uint64_t off, uint8_t *dst, size_t n, qtk_err *err)
+{
+	const qtk_view *v = t->view;
+	const qtk_part *pt = &t->parts[p];
+	if (v->kind == QTK_VIEW_MEM) {
+		if (!v->mem)
+			return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "no bytes for a generated tensor");
+		memcpy(dst, v->mem + pt->offset + off, n);
+		return 0;
+	}
+	if (!v->m || !v->pieces || !v->n || (v->kind == QTK_VIEW_SLICE && v->index >= v->n))
+		return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "malformed tensor view");
+	if (v->kind == QTK_VIEW_SLICE) {
+		const qtk_tensor *src = v->pieces[0];
+		if (p >= src->nparts || src->parts[p].nbytes % v->n || src->parts[p].nbytes / v->n != pt->nbytes)
+			return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "slice does not match its tensor");
+		return qtk_read_part_to(v->m, src, p, (uint64_t)v->index * pt->nbytes + off, dst, n, err);
+	}
+	if (pt->nbytes % v->n)
+		return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "stack does not match its pieces");
+	uint64_t each = pt->nbytes / v->n;
+	while (n) {
+		uint64_t e = off / each, at = off % each, k = each - at < n ? each - at : n;
+		const qtk_tensor *src = v->pieces[e];
+		if (p >= src->nparts || src->parts[p].nbytes != each)
+			return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "stack does not match its pieces");
+		int rc = qtk_read_part_to(v->m, src, p, at, dst, (size_t)k, err);
+		if (rc)
+			return rc;
+		dst += k;
+		off += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
 int qtk_read_part_to(qtk_model *m, const qtk_tensor *t, int p, uint64_t off, void *dst, size_t n, qtk_err *err)
 {
 	if (p < 0 || p >= t->nparts)
@@ -383,6 +428,8 @@ int qtk_read_part_to(qtk_model *m, const qtk_tensor *t, int p, uint64_t off, voi
 	uint64_t end;
 	if (!qtk_add_u64(off, n, &end) || end > pt->nbytes)
 		return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "read outside the tensor");
+	if (t->view)
+		return view_read(t, p, off, dst, n, err);
 	if (m->fmt && m->fmt->read) { /* the format's reader reports into the model */
 		int rc = m->fmt->read(m, t, p, off, dst, n);
 		if (rc && err != &m->err)

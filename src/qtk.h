@@ -128,6 +128,9 @@ typedef struct qtk_part {
 	uint64_t nbytes;
 } qtk_part;
 
+typedef struct qtk_model qtk_model;
+typedef struct qtk_view qtk_view;
+
 typedef struct qtk_tensor {
 	char *name;                   /* logical name ("<prefix>.weight" for AWQ/GPTQ) */
 	int ndim;
@@ -137,7 +140,27 @@ typedef struct qtk_tensor {
 	qtk_part parts[QTK_MAX_PARTS];
 	uint64_t n_params;
 	uint64_t n_bytes;             /* every stored byte of every part */
+	const qtk_view *view;         /* NULL: stored; else made from other tensors when read */
 } qtk_tensor;
+
+/* A tensor that no file stores as such, made when it is read (qtk_read_part): the experts of
+ * a mixture-of-experts layer stacked along a new outermost dimension, one of the equal slices
+ * of such a stack along that dimension, or bytes held in memory (values a model family
+ * computes, as llama.cpp's rope factors). The tensor's own parts give the shapes and sizes;
+ * part p of a STACK is part p of every piece in order; part p of a SLICE is the index-th of
+ * n equal ranges of piece part p; part p of a MEM tensor is mem + parts[p].offset. */
+typedef enum { QTK_VIEW_STACK = 1, QTK_VIEW_SLICE, QTK_VIEW_MEM } qtk_view_kind;
+/* The name a file stores t under: a whole stored tensor seen under another name (a one-slice
+ * view) gives its own name, anything else t->name. For messages about the input. */
+const char *qtk_tensor_stored_name(const qtk_tensor *t);
+struct qtk_view {
+	qtk_view_kind kind;
+	qtk_model *m;                    /* STACK, SLICE: the model the pieces belong to */
+	const qtk_tensor *const *pieces; /* STACK: n pieces; SLICE: pieces[0] */
+	uint32_t n;                      /* STACK: number of pieces; SLICE: number of slices */
+	uint32_t index;                  /* SLICE: which slice */
+	const uint8_t *mem;              /* MEM */
+};
 
 /* ---- Metadata --------------------------------------------------------- */
 
@@ -178,7 +201,6 @@ typedef struct qtk_blob {
 	size_t len;
 } qtk_blob;
 
-typedef struct qtk_model qtk_model;
 typedef struct qtk_format qtk_format;
 
 struct qtk_model {

@@ -70,13 +70,13 @@ static void check_canon(void)
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
 		char b[256];
 		int qk;
-		int rc = qtk_canon_name(cases[i][0], b, sizeof b, &qk);
+		int rc = qtk_canon_name(NULL, cases[i][0], b, sizeof b, &qk);
 		CHECK(rc >= 0 && !strcmp(b, cases[i][1]) && rc == (strcmp(cases[i][0], cases[i][1]) != 0),
 		      "%s -> %s (%d)", cases[i][0], b, rc);
 	}
 	char small[8];
 	int qk;
-	CHECK(qtk_canon_name("token_embd.weight", small, sizeof small, &qk) == QTK_E_DATA, "small buffer");
+	CHECK(qtk_canon_name(NULL, "token_embd.weight", small, sizeof small, &qk) == QTK_E_DATA, "small buffer");
 }
 
 static void check_permute(void)
@@ -160,8 +160,8 @@ static void check_diff_pairing(const char *gguf, const char *hf)
 		for (size_t j = 0; j < h->ntensors; j++) {
 			char a[512], b[512];
 			int qa, qb;
-			qtk_canon_name(g->tensors[i].name, a, sizeof a, &qa);
-			qtk_canon_name(h->tensors[j].name, b, sizeof b, &qb);
+			qtk_canon_name(g, g->tensors[i].name, a, sizeof a, &qa);
+			qtk_canon_name(h, h->tensors[j].name, b, sizeof b, &qb);
 			pairs += !strcmp(a, b);
 		}
 	CHECK(pairs == 18, "qverify pairs %zu of 21", pairs);

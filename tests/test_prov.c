@@ -183,13 +183,13 @@ static void test_names(void)
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
 		char b[256];
 		int qk = -1;
-		int rc = qtk_canon_name(cases[i][0], b, sizeof b, &qk);
+		int rc = qtk_canon_name(NULL, cases[i][0], b, sizeof b, &qk);
 		CHECK(rc >= 0 && !strcmp(b, cases[i][1]), "%s -> %s (want %s)", cases[i][0], b, cases[i][1]);
 		CHECK(qk == (cases[i][2][0] ? cases[i][2][0] : 0), "%s: qk %d", cases[i][0], qk);
 	}
 	char small[8];
 	int qk;
-	CHECK(qtk_canon_name("token_embd.weight", small, sizeof small, &qk) == QTK_E_DATA, "small buffer");
+	CHECK(qtk_canon_name(NULL, "token_embd.weight", small, sizeof small, &qk) == QTK_E_DATA, "small buffer");
 }
 
 static void test_container_independence(void)
@@ -262,8 +262,8 @@ static void test_streaming(void)
 	qtk_leaf l1, l2;
 	qtk_err err;
 	qtk_thash *h;
-	CHECK(!qtk_thash_new(&t, 0, &h, &err) && !qtk_thash_put(h, b, n) && !qtk_thash_end(h, &l1), "whole");
-	CHECK(!qtk_thash_new(&t, 0, &h, &err), "new");
+	CHECK(!qtk_thash_new(NULL, &t, 0, &h, &err) && !qtk_thash_put(h, b, n) && !qtk_thash_end(h, &l1), "whole");
+	CHECK(!qtk_thash_new(NULL, &t, 0, &h, &err), "new");
 	int rc = 0;
 	for (size_t i = 0, k = 1; i < n && !rc; i += k, k = k % 31 + 6)
 		rc = qtk_thash_put(h, b + i, i + k > n ? n - i : k);
@@ -276,9 +276,9 @@ static void test_streaming(void)
 	qtk_free(l2.name);
 	qtk_free(l2.stored);
 	/* too little or too much data */
-	CHECK(!qtk_thash_new(&t, 0, &h, &err), "new");
+	CHECK(!qtk_thash_new(NULL, &t, 0, &h, &err), "new");
 	CHECK(!qtk_thash_put(h, b, n - 1) && qtk_thash_end(h, &l2) == QTK_E_DATA, "short data rejected");
-	CHECK(!qtk_thash_new(&t, 0, &h, &err), "new");
+	CHECK(!qtk_thash_new(NULL, &t, 0, &h, &err), "new");
 	CHECK(qtk_thash_put(h, b, n) == 0 && qtk_thash_put(h, b, 1) == QTK_E_DATA, "extra data rejected");
 	qtk_thash_free(h);
 	free(b);
@@ -418,7 +418,7 @@ static void test_sink(void)
 		for (size_t i = 0; i < m->ntensors; i++) {
 			char canon[256];
 			int qk;
-			qtk_canon_name(m->tensors[i].name, canon, sizeof canon, &qk);
+			qtk_canon_name(m, m->tensors[i].name, canon, sizeof canon, &qk);
 			const qtk_leaf *l = qtk_digests_find(&b, canon);
 			if (tamper && i == 4 && l) {
 				fake = *l;
@@ -461,7 +461,7 @@ static void test_sink(void)
 		for (size_t i = 0; i < m->ntensors; i++) {
 			char canon[256];
 			int qk;
-			qtk_canon_name(m->tensors[i].name, canon, sizeof canon, &qk);
+			qtk_canon_name(m, m->tensors[i].name, canon, sizeof canon, &qk);
 			qtk_digest_sink_expect_late(sk, i, qtk_digests_find(&meta, canon));
 		}
 		rc = 0;

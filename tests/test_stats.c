@@ -255,15 +255,15 @@ static void check_hparams_and_names(const char *gguf, const char *hf)
 {
 	char buf[256];
 	int qk;
-	CHECK(qtk_canon_name("blk.12.attn_q.weight", buf, sizeof buf, &qk) == 1 &&
+	CHECK(qtk_canon_name(NULL, "blk.12.attn_q.weight", buf, sizeof buf, &qk) == 1 &&
 		      !strcmp(buf, "model.layers.12.self_attn.q_proj.weight") && qk == 'q',
 	      "attn_q -> %s", buf);
-	CHECK(qtk_canon_name("blk.0.ffn_norm.weight", buf, sizeof buf, &qk) == 1 &&
+	CHECK(qtk_canon_name(NULL, "blk.0.ffn_norm.weight", buf, sizeof buf, &qk) == 1 &&
 		      !strcmp(buf, "model.layers.0.post_attention_layernorm.weight"),
 	      "ffn_norm -> %s", buf);
-	CHECK(qtk_canon_name("output.weight", buf, sizeof buf, &qk) == 1 && !strcmp(buf, "lm_head.weight"),
+	CHECK(qtk_canon_name(NULL, "output.weight", buf, sizeof buf, &qk) == 1 && !strcmp(buf, "lm_head.weight"),
 	      "output -> %s", buf);
-	CHECK(qtk_canon_name("model.layers.0.mlp.up_proj.weight", buf, sizeof buf, &qk) == 0, "HF names are not mapped");
+	CHECK(qtk_canon_name(NULL, "model.layers.0.mlp.up_proj.weight", buf, sizeof buf, &qk) == 0, "HF names are not mapped");
 	qtk_err e;
 	qtk_model *a = qtk_open(gguf, &e), *b = qtk_open(hf, &e);
 	hparams ha, hb;

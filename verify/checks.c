@@ -102,7 +102,7 @@ static int chk_container_digests(vstate *s)
 		if (rc == QTK_E_DATA) {
 			char canon[QTK_CAP_NAME + 64];
 			int qk;
-			qtk_canon_name(s->m->tensors[i].name, canon, sizeof canon, &qk);
+			qtk_canon_name(s->m, s->m->tensors[i].name, canon, sizeof canon, &qk);
 			vtensor *t = qv_tensor(s, canon, s->m->tensors[i].name, "changed", true);
 			if (!t)
 				return oom(s);
@@ -220,7 +220,7 @@ static int decoded_where_needed(vstate *s, const cJSON *ts)
 	for (size_t i = 0; i < n; i++) {
 		char b[QTK_CAP_NAME + 64];
 		int qk;
-		qtk_canon_name(s->m->tensors[i].name, b, sizeof b, &qk);
+		qtk_canon_name(s->m, s->m->tensors[i].name, b, sizeof b, &qk);
 		const qtk_leaf *l = qtk_digests_find(&s->d, b);
 		for (const cJSON *c = ts->child; l && c; c = c->next) {
 			uint8_t enc[32];
@@ -476,7 +476,7 @@ static cref *canon_index(const qtk_model *m)
 	for (size_t i = 0; v && i < m->ntensors; i++) {
 		char b[QTK_CAP_NAME + 64];
 		int qk;
-		qtk_canon_name(m->tensors[i].name, b, sizeof b, &qk);
+		qtk_canon_name(m, m->tensors[i].name, b, sizeof b, &qk);
 		v[i].i = i;
 		if (!(v[i].canon = qtk_strdup(b))) {
 			cref_free(v, i);
@@ -497,7 +497,7 @@ static int leaf_of(qtk_model *m, const qtk_tensor *t, qtk_leaf *l, qtk_err *e)
 	uint8_t *buf = qtk_malloc(BS);
 	int rc = buf ? 0 : qtk_err_set(e, QTK_E_IO, NULL, -1, t->name, "out of memory");
 	rc = rc ? rc : qtk_family_qk_heads(m, t, &heads, e);
-	rc = rc ? rc : qtk_thash_new(t, heads, &h, e);
+	rc = rc ? rc : qtk_thash_new(m, t, heads, &h, e);
 	for (int p = 0; p < t->nparts && !rc; p++)
 		for (uint64_t off = 0; off < t->parts[p].nbytes && !rc; off += BS) {
 			size_t k = t->parts[p].nbytes - off < BS ? (size_t)(t->parts[p].nbytes - off) : BS;

@@ -4,16 +4,26 @@
 #include "family/family.h"
 #include "internal.h"
 #include "json.h"
+#include <math.h>
 #include <string.h>
 
 /* The descriptors (one file each) and the table, in lookup order: the first family writing a
  * GGUF architecture answers for it. */
-extern const qtk_family qtk_family_llama, qtk_family_mistral, qtk_family_qwen2; /* llama.c */
+extern const qtk_family qtk_family_llama, qtk_family_mistral, qtk_family_mixtral, qtk_family_qwen2; /* llama.c */
+extern const qtk_family qtk_family_qwen2moe, qtk_family_qwen3, qtk_family_qwen3moe; /* qwen.c */
+extern const qtk_family qtk_family_gemma2;  /* gemma.c */
+extern const qtk_family qtk_family_phi3;    /* phi3.c */
 
 static const qtk_family *const families[] = {
 	&qtk_family_llama,
 	&qtk_family_mistral,
+	&qtk_family_mixtral,
 	&qtk_family_qwen2,
+	&qtk_family_qwen2moe,
+	&qtk_family_qwen3,
+	&qtk_family_qwen3moe,
+	&qtk_family_gemma2,
+	&qtk_family_phi3,
 };
 
 size_t qtk_family_count(void) { return sizeof families / sizeof *families; }
@@ -90,9 +100,113 @@ static size_t block_digits(const char *s)
 
 static int put(size_t n, int k) { return k < 0 || (size_t)k >= n ? QTK_E_DATA : 1; }
 
+static int map_name(const qtk_family *f, const char *name, bool to_gguf, char *buf, size_t n, int *qk,
+		    const qtk_name_rule **rule);
+
+const qtk_name_rule *qtk_family_rule(const qtk_family *f, const char *name, bool to_gguf)
+{
+	char buf[QTK_CAP_NAME + 64];
+	int qk;
+	const qtk_name_rule *r = NULL;
+	return map_name(f, name, to_gguf, buf, sizeof buf, &qk, &r) == 1 ? r : NULL;
+}
+
 int qtk_family_map_name(const qtk_family *f, const char *name, bool to_gguf, char *buf, size_t n, int *qk)
 {
+	const qtk_name_rule *r;
+	return map_name(f, name, to_gguf, buf, n, qk, &r);
+}
+
+/* Split name into block prefix pre, block digits and the rest: *rest at the stem after
+ * "pre N.", *nd the digits; false when name has no block prefix. */
+static bool split_block(const char *name, const char *pre, size_t *nd, size_t *rest)
+{
+	size_t pl = pre ? strlen(pre) : 0;
+	if (!pre || strncmp(name, pre, pl))
+		return false;
+	*nd = block_digits(name + pl);
+	*rest = pl + *nd + 1;
+	return *nd != 0;
+}
+
+int qtk_family_expert_to_gguf(const qtk_family *f, const char *name, char *buf, size_t n, uint32_t *expert)
+{
+	size_t nd, rest, len = strlen(name);
+	if (!f->nexperts || !qtk_str_ends(name, ".weight") || !split_block(name, f->hf_block, &nd, &rest))
+		return 0;
+	size_t stem = len - strlen(".weight");
+	if (rest > stem)
+		return 0;
+	const char *s = name + rest;
+	size_t sl = stem - rest;
+	for (size_t i = 0; i < f->nexperts; i++) {
+		const char *pat = f->experts[i].hf, *pct = strchr(pat, '%');
+		size_t a = (size_t)(pct - pat), b = strlen(pct + 1);
+		if (sl <= a + b || strncmp(s, pat, a) || strncmp(s + sl - b, pct + 1, b))
+			continue;
+		/* the expert number: decimal, no leading zero, fits 16 bits */
+		size_t dl = sl - a - b;
+		uint32_t e = 0;
+		bool ok = dl <= 5 && !(dl > 1 && s[a] == '0');
+		for (size_t k = 0; ok && k < dl; k++) {
+			ok = s[a + k] >= '0' && s[a + k] <= '9';
+			e = e * 10 + (uint32_t)(s[a + k] - '0');
+		}
+		if (!ok || e > 65535)
+			continue;
+		*expert = e;
+		return put(n, snprintf(buf, n, "%s%.*s.%s.weight", f->gguf_block, (int)nd, name + strlen(f->hf_block),
+				       f->experts[i].gguf));
+	}
+	return 0;
+}
+
+int qtk_family_expert_to_hf(const qtk_family *f, const char *name, uint32_t e, char *buf, size_t n)
+{
+	size_t nd, rest, len = strlen(name);
+	if (!f->nexperts || !qtk_str_ends(name, ".weight") || !split_block(name, f->gguf_block, &nd, &rest))
+		return 0;
+	size_t stem = len - strlen(".weight");
+	if (rest > stem)
+		return 0;
+	for (size_t i = 0; i < f->nexperts; i++) {
+		const char *g = f->experts[i].gguf;
+		if (strlen(g) != stem - rest || strncmp(name + rest, g, stem - rest))
+			continue;
+		const char *pat = f->experts[i].hf, *pct = strchr(pat, '%');
+		return put(n, snprintf(buf, n, "%s%.*s.%.*s%u%s.weight", f->hf_block, (int)nd,
+				       name + strlen(f->gguf_block), (int)(pct - pat), pat, e, pct + 1));
+	}
+	return 0;
+}
+
+/* Single precision throughout, as the converter computes with float32 tensors. */
+void qtk_family_llama3_rope(double theta, uint32_t dim, double factor, double low, double high, double orig_ctx,
+			    float *out)
+{
+	const float base = (float)theta, fac = (float)factor, lo = (float)low, hi = (float)high, oc = (float)orig_ctx;
+	const float low_wavelen = (float)(orig_ctx / low), high_wavelen = (float)(orig_ctx / high);
+	const float two_pi = (float)(2.0 * 3.14159265358979323846);
+	for (uint32_t i = 0; i < dim / 2; i++) {
+		float expo = (float)(2 * i) / (float)dim;
+		float freq = 1.0f / powf(base, expo);
+		float wavelen = two_pi / freq;
+		if (wavelen < high_wavelen)
+			out[i] = 1.0f;
+		else if (wavelen > low_wavelen)
+			out[i] = fac;
+		else {
+			float smooth = (oc / wavelen - lo) / (hi - lo);
+			out[i] = 1.0f / ((1.0f - smooth) / fac + smooth);
+		}
+	}
+}
+
+static int map_name(const qtk_family *f, const char *name, bool to_gguf, char *buf, size_t n, int *qk,
+		    const qtk_name_rule **rule)
+{
 	*qk = 0;
+	*rule = NULL;
 	size_t len = strlen(name), stem = 0;
 	const char *sfx = NULL;
 	for (size_t i = 0; f->suffixes && f->suffixes[i] && !sfx; i++) {
@@ -108,6 +222,7 @@ int qtk_family_map_name(const qtk_family *f, const char *name, bool to_gguf, cha
 		const char *from = to_gguf ? f->top[i].hf : f->top[i].gguf, *to = to_gguf ? f->top[i].gguf : f->top[i].hf;
 		if (strlen(from) == stem && !strncmp(name, from, stem)) {
 			*qk = f->top[i].qk;
+			*rule = &f->top[i];
 			return put(n, snprintf(buf, n, "%s%s", to, sfx));
 		}
 	}
@@ -127,14 +242,22 @@ int qtk_family_map_name(const qtk_family *f, const char *name, bool to_gguf, cha
 		if (strlen(from) != stem - rest || strncmp(name + rest, from, stem - rest))
 			continue;
 		*qk = f->block[i].qk;
+		*rule = &f->block[i];
 		return put(n, snprintf(buf, n, "%s%.*s.%s%s", out_pre, (int)nd, name + pl, to, sfx));
 	}
 	return 0;
 }
 
-int qtk_canon_name(const char *name, char *buf, size_t n, int *qk)
+int qtk_canon_name(const qtk_model *m, const char *name, char *buf, size_t n, int *qk)
 {
 	*qk = 0;
+	const qtk_kv *a = m ? qtk_kv_find(m, "general.architecture") : NULL;
+	const qtk_family *own = a && a->val.type == QTK_V_STR ? qtk_family_by_gguf_arch(a->val.v.str.s) : NULL;
+	if (own) {
+		int rc = qtk_family_map_name(own, name, false, buf, n, qk);
+		if (rc)
+			return rc;
+	}
 	for (size_t i = 0; i < qtk_family_count(); i++) {
 		int rc = qtk_family_map_name(families[i], name, false, buf, n, qk);
 		if (rc)
@@ -179,7 +302,7 @@ int qtk_family_qk_heads(const qtk_model *m, const qtk_tensor *t, int *heads, qtk
 	*heads = 0;
 	char canon[QTK_CAP_NAME + 64];
 	int qk = 0;
-	if (qtk_canon_name(t->name, canon, sizeof canon, &qk) < 0 || !qk)
+	if (qtk_canon_name(m, t->name, canon, sizeof canon, &qk) < 0 || !qk)
 		return 0;
 	const qtk_kv *arch = qtk_kv_find(m, "general.architecture");
 	const qtk_family *f = arch && arch->val.type == QTK_V_STR ? qtk_family_by_gguf_arch(arch->val.v.str.s) : NULL;

@@ -21,7 +21,47 @@
 typedef struct qtk_name_rule {
 	const char *hf, *gguf;
 	char qk; /* 'q' / 'k': the attention Q / K projection (see qtk_family.permute_qk), else 0 */
+	unsigned char flags; /* QTK_RULE_* */
 } qtk_name_rule;
+
+enum {
+	QTK_RULE_F32 = 1u << 0,   /* stored as F32 in a GGUF whatever the source type (MoE routers) */
+	QTK_RULE_PLUS1 = 1u << 1, /* the GGUF holds 1 + w, rounded to the checkpoint's float type (Gemma
+				   * norms); GGUF -> HF subtracts 1 again */
+};
+
+/* An expert rule: the HF stem of one expert's matrix with "%" where the expert number goes
+ * ("block_sparse_moe.experts.%.w1") and the GGUF stem of the stacked 3-D tensor holding all
+ * of a block's experts ("ffn_gate_exps"), both within the block prefix. */
+typedef struct qtk_expert_rule {
+	const char *hf, *gguf;
+} qtk_expert_rule;
+
+/* The standard hyperparameters of qtk_family_keys, for a key schedule. */
+typedef enum {
+	QTK_HP_LAYER = 1, QTK_HP_CTX, QTK_HP_EMBD, QTK_HP_FF, QTK_HP_HEAD, QTK_HP_HEAD_KV, QTK_HP_THETA,
+	QTK_HP_RMS, QTK_HP_EXPERT, QTK_HP_EXPERT_USED
+} qtk_hp_id;
+
+/* One GGUF key of a family's schedule (HF -> GGUF writes them in this order). */
+typedef enum {
+	QTK_KEY_END = 0,
+	QTK_KEY_HP,        /* a standard hyperparameter (hp), written when config.json has it */
+	QTK_KEY_FILE_TYPE, /* general.file_type */
+	QTK_KEY_HEAD_DIM,  /* key_length and value_length from head_dim, when config.json has it */
+	QTK_KEY_ROPE_DIM,  /* rope.dimension_count: the per-head size */
+	QTK_KEY_U32,       /* <arch>.gguf from config.json hf (absent: def, or not written when def < 0) */
+	QTK_KEY_F32,       /* the same, as F32 */
+} qtk_key_kind;
+
+typedef struct qtk_key_spec {
+	qtk_key_kind kind;
+	qtk_hp_id hp;     /* QTK_KEY_HP */
+	const char *gguf; /* QTK_KEY_U32/F32: the key after "<arch>." */
+	const char *hf;   /* QTK_KEY_U32/F32: the config.json name */
+	double def;       /* QTK_KEY_U32/F32: the value when config.json lacks it; < 0: leave the key out */
+	const char *def_hf; /* QTK_KEY_U32: another config.json name giving the default */
+} qtk_key_spec;
 
 /* A hyperparameter: its GGUF key after "<arch>.", the config.json name qtk writes (and names
  * in messages), and the config.json names it reads (NULL-terminated, the first one present
@@ -52,6 +92,10 @@ enum {
 	QTK_FAM_ROPE_LINEAR = 1u << 2, /* rope_scaling of type linear -> rope.scaling.type/factor */
 	QTK_FAM_ROPE_YARN = 1u << 3,   /* rope_scaling of type yarn -> type/factor/original_context_length */
 	QTK_FAM_SPM_PREFIX = 1u << 4,  /* tokenizer_config.json add_prefix_space -> tokenizer.ggml.add_space_prefix */
+	QTK_FAM_ROPE_LLAMA3 = 1u << 5, /* rope_scaling of type llama3 -> a generated rope_freqs tensor */
+	QTK_FAM_NO_SPACE_PREFIX = 1u << 6, /* tokenizer.ggml.add_space_prefix false after the special tokens */
+	QTK_FAM_MOE = 1u << 7,         /* a mixture of experts: expert_count > 0 in the GGUF */
+	QTK_FAM_ROPE_LONG = 1u << 8,   /* Phi-3 longrope: rope_factors_long/short tensors from rope_scaling */
 };
 
 typedef struct qtk_family {
@@ -67,6 +111,8 @@ typedef struct qtk_family {
 	size_t ntop;
 	const qtk_name_rule *block;    /* per-block tensors */
 	size_t nblock;
+	const qtk_expert_rule *experts; /* per-expert matrices stacked into 3-D tensors */
+	size_t nexperts;
 	const char *const *suffixes;   /* name suffixes that map (".weight", ".bias"; NULL-terminated) */
 	const char *const *dropped;    /* HF name endings llama.cpp does not write (NULL-terminated) */
 	/* llama.cpp's Q/K row permutation (HF -> GGUF) for the rules with qk set: 'q' rows
@@ -75,6 +121,10 @@ typedef struct qtk_family {
 	/* config.json <-> GGUF metadata */
 	const qtk_family_keys *keys;
 	unsigned flags;                /* QTK_FAM_* */
+	const qtk_key_spec *gguf_keys; /* the family's key order (QTK_KEY_END-terminated); NULL: llama's */
+	const char *hidden_act;        /* config.json hidden_act written for a GGUF (NULL: "silu") */
+	const char *hidden_act_key;    /* ... under this name (NULL: "hidden_act") */
+	const char *hf_head_dim_copy;  /* a config.json key written with the per-head size (GGUF -> HF) */
 	double default_rms_eps;        /* config.json rms_norm_eps when the GGUF has none */
 	/* tokenizer */
 	const char *bpe_pre;           /* tokenizer.ggml.pre for a tokenizer.json vocabulary */
@@ -104,15 +154,35 @@ const qtk_family *qtk_family_of_model(const qtk_model *m);
  * rule for name, QTK_E_DATA when buf is too small. *qk: the rule's qk ('q', 'k' or 0). */
 int qtk_family_map_name(const qtk_family *f, const char *name, bool to_gguf, char *buf, size_t n, int *qk);
 
+/* The rule mapping name (as qtk_family_map_name), or NULL when none maps it. */
+const qtk_name_rule *qtk_family_rule(const qtk_family *f, const char *name, bool to_gguf);
+
+/* HF name of one expert's matrix -> the GGUF name of its block's stacked tensor ("blk.N.
+ * ffn_gate_exps.weight") into buf and the expert number into *expert. Returns 1 when mapped,
+ * 0 when name is no expert matrix of f, QTK_E_DATA when buf is too small. */
+int qtk_family_expert_to_gguf(const qtk_family *f, const char *name, char *buf, size_t n, uint32_t *expert);
+/* GGUF name of a stacked expert tensor -> the HF name of expert e's matrix. Returns 1, 0 or
+ * QTK_E_DATA as above. */
+int qtk_family_expert_to_hf(const qtk_family *f, const char *name, uint32_t e, char *buf, size_t n);
+
+/* llama.cpp's Llama 3 rope factors (rope_freqs.weight): dim/2 values from rope_theta, the
+ * per-head size and rope_scaling's factor, low_freq_factor, high_freq_factor and
+ * original_max_position_embeddings, computed in single precision as the converter does. */
+void qtk_family_llama3_rope(double theta, uint32_t dim, double factor, double low, double high, double orig_ctx,
+			    float *out);
+
 /* True when llama.cpp does not write HF tensor `name` of family f (rotary inv_freq, ...). */
 bool qtk_family_dropped(const qtk_family *f, const char *name);
 
-/* Canonical (digest) name of a tensor name: GGUF names of the known families -> HF names
+/* Canonical (digest) name of a tensor name of model m (NULL: any model): GGUF names of the known families -> HF names
  * (token_embd.weight -> model.embed_tokens.weight, blk.N.attn_q.weight ->
  * model.layers.N.self_attn.q_proj.weight, ...), anything else unchanged. The one name rule
  * of qverify, qconvert and qinspect --diff. Returns 1 when mapped, 0 when unchanged,
- * QTK_E_DATA when buf is too small. *qk is 'q' or 'k' for GGUF attn_q / attn_k names, else 0. */
-int qtk_canon_name(const char *name, char *buf, size_t n, int *qk);
+ * QTK_E_DATA when buf is too small. *qk is 'q' or 'k' for GGUF attn_q / attn_k names, else 0.
+ * A GGUF name maps by the rules of m's family (general.architecture) first, since families
+ * give one GGUF name different meanings (Gemma's ffn_norm is llama's post-attention norm's
+ * place, not its role), then by the first family with a rule for it. */
+int qtk_canon_name(const qtk_model *m, const char *name, char *buf, size_t n, int *qk);
 
 /* ---- llama.cpp's Q/K row permutation -------------------------------------------------- */
 

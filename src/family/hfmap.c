@@ -7,6 +7,7 @@
  */
 #include "family/hfmap.h"
 #include "family/spm.h"
+#include "dequant.h"
 #include "json.h"
 #include <inttypes.h>
 #include <math.h>
@@ -18,7 +19,23 @@ typedef struct hent {
 	int heads;      /* > 0: permute rows */
 	bool drop;      /* llama.cpp does not write it */
 	unsigned otype; /* output storage type for plain float tensors */
+	bool expert;    /* HF -> GGUF: one expert's matrix, a piece of the stacked tensor out */
+	uint32_t ei;    /* ... its expert number */
+	unsigned char rflags; /* QTK_RULE_* of the name rule */
 } hent;
+
+/* One output tensor of the view (qtk_hfmap_view). */
+typedef struct vent {
+	char *name;
+	qtk_hfmap_out info;
+	int kind;            /* QTK_VIEW_* */
+	size_t src;          /* SLICE: the source tensor; STACK: first index into pieces */
+	uint32_t n, index;   /* STACK: pieces; SLICE: slices and which */
+	uint8_t *mem;        /* MEM: the bytes */
+	unsigned mem_type;   /* MEM: F32 */
+	int ndim;
+	uint64_t shape[QTK_MAX_DIMS];
+} vent;
 
 struct qtk_hfmap {
 	bool to_gguf;
@@ -28,6 +45,16 @@ struct qtk_hfmap {
 	hent *e;
 	size_t nout;
 	char warn[256];
+	uint32_t n_expert;       /* experts per MoE block (0: dense) */
+	float *rope;             /* HF -> GGUF: llama3 rope factors (rope_freqs), nrope values */
+	uint32_t nrope;
+	/* the view */
+	vent *v;
+	size_t nv, capv;
+	size_t *pieces;          /* stacks' source tensors */
+	size_t npieces;
+	qtk_view *views;
+	const qtk_tensor **pptr;
 };
 
 /* "<dir>/<name>" for error messages (name alone when the model has no path). */
@@ -56,6 +83,15 @@ void qtk_hfmap_free(qtk_hfmap *m)
 	}
 	qtk_free(m->src);
 	qtk_free(m->e);
+	qtk_free(m->rope);
+	for (size_t i = 0; i < m->nv; i++) {
+		qtk_free(m->v[i].name);
+		qtk_free(m->v[i].mem);
+	}
+	qtk_free(m->v);
+	qtk_free(m->pieces);
+	qtk_free(m->views);
+	qtk_free(m->pptr);
 	qtk_free(m);
 }
 
@@ -175,6 +211,292 @@ unsigned qtk_hfmap_out_type(const qtk_hfmap *m, const qtk_tensor *t)
 	return ty;
 }
 
+/* ---- the output as a view of the source ------------------------------------------------- */
+
+static vent *vadd(qtk_hfmap *m, const char *name, qtk_err *err)
+{
+	if (m->nv == m->capv) {
+		size_t nc = m->capv ? 2 * m->capv : 64;
+		vent *nv = qtk_realloc(m->v, nc * sizeof *nv);
+		if (!nv) {
+			oom(err);
+			return NULL;
+		}
+		m->v = nv;
+		m->capv = nc;
+	}
+	vent *v = &m->v[m->nv];
+	memset(v, 0, sizeof *v);
+	if (!(v->name = qtk_strdup(name))) {
+		oom(err);
+		return NULL;
+	}
+	m->nv++;
+	return v;
+}
+
+static float rd_float(const uint8_t *p, unsigned ty)
+{
+	if (ty == QTK_T_F16)
+		return qtk_fp16_to_f32(qtk_rd16(p));
+	if (ty == QTK_T_BF16)
+		return qtk_bf16_to_f32(qtk_rd16(p));
+	uint32_t u = qtk_rd32(p);
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+/* A 1-D float tensor's values plus (HF -> GGUF: 1 + w rounded to the source's type, as the
+ * converter adds in the checkpoint's dtype) or minus one (GGUF -> HF), as F32 bytes. */
+static int shifted_norm(qtk_model *src, const qtk_tensor *t, bool plus, vent *v, qtk_err *err)
+{
+	unsigned ty = t->layout.type;
+	size_t es = ty == QTK_T_F32 ? 4 : 2;
+	if (t->layout.kind != QTK_LAYOUT_PLAIN || (ty != QTK_T_F32 && ty != QTK_T_F16 && ty != QTK_T_BF16) ||
+	    t->nparts != 1 || t->parts[0].nbytes != t->n_params * es)
+		return qtk_err_set(err, QTK_E_DATA, src->path, -1, t->name, "a norm weight must be F32, F16 or BF16");
+	uint8_t *raw;
+	if (qtk_read_part_alloc(src, t, 0, &raw)) {
+		*err = src->err;
+		return err->code;
+	}
+	if (!(v->mem = qtk_malloc(t->n_params * 4 + 1))) {
+		qtk_free(raw);
+		return oom(err);
+	}
+	for (uint64_t i = 0; i < t->n_params; i++) {
+		float x = rd_float(raw + i * es, ty), y;
+		if (!plus)
+			y = x - 1.0f;
+		else if (ty == QTK_T_F16)
+			y = qtk_fp16_to_f32(qtk_f32_to_fp16(x + 1.0f));
+		else if (ty == QTK_T_BF16)
+			y = qtk_bf16_to_f32(qtk_f32_to_bf16(x + 1.0f));
+		else
+			y = x + 1.0f;
+		uint32_t u;
+		memcpy(&u, &y, 4);
+		qtk_wr32(v->mem + 4 * i, u);
+	}
+	qtk_free(raw);
+	v->kind = QTK_VIEW_MEM;
+	v->mem_type = QTK_T_F32;
+	v->ndim = t->ndim;
+	memcpy(v->shape, t->shape, sizeof v->shape);
+	v->info.otype = QTK_T_F32;
+	return 0;
+}
+
+static int add_piece(qtk_hfmap *m, size_t i, qtk_err *err)
+{
+	size_t *np = qtk_realloc(m->pieces, (m->npieces + 1) * sizeof *np);
+	if (!np)
+		return oom(err);
+	m->pieces = np;
+	m->pieces[m->npieces++] = i;
+	return 0;
+}
+
+static int build_entries(qtk_hfmap *m, qtk_model *src, qtk_err *err)
+{
+	const qtk_family *f = m->fam;
+	vent *v;
+	if (m->to_gguf && m->rope) {
+		if (!(v = vadd(m, "rope_freqs.weight", err)))
+			return err->code;
+		if (!(v->mem = qtk_malloc((size_t)m->nrope * 4)))
+			return oom(err);
+		for (uint32_t i = 0; i < m->nrope; i++) {
+			uint32_t u;
+			memcpy(&u, &m->rope[i], 4);
+			qtk_wr32(v->mem + 4 * i, u);
+		}
+		v->kind = QTK_VIEW_MEM;
+		v->mem_type = QTK_T_F32;
+		v->ndim = 1;
+		v->shape[0] = m->nrope;
+		v->info.otype = QTK_T_F32;
+	}
+	for (size_t i = 0; i < m->n && i < src->ntensors; i++) {
+		const hent *e = &m->e[i];
+		const qtk_tensor *t = &src->tensors[i];
+		if (e->drop)
+			continue;
+		const char *name = e->out ? e->out : t->name;
+		if (e->expert && m->to_gguf) {
+			/* the stack goes where its last expert is */
+			bool last = true;
+			for (size_t j = i + 1; j < m->n && last; j++)
+				last = !(m->e[j].expert && !strcmp(m->e[j].out, e->out));
+			if (!last)
+				continue;
+			if (!(v = vadd(m, name, err)))
+				return err->code;
+			v->kind = QTK_VIEW_STACK;
+			v->src = m->npieces;
+			v->n = m->n_expert;
+			for (uint32_t k = 0; k < m->n_expert; k++)
+				for (size_t j = 0; j < m->n; j++)
+					if (m->e[j].expert && m->e[j].ei == k && !strcmp(m->e[j].out, e->out) && add_piece(m, j, err))
+						return err->code;
+			if (m->npieces - v->src != m->n_expert)
+				return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, name, "experts missing from a stack");
+			v->info.otype = e->otype;
+			continue;
+		}
+		if (e->expert) { /* GGUF -> HF: one tensor per expert */
+			uint64_t ne = t->ndim == 3 ? t->shape[0] : 0;
+			if (!ne || ne > 65536 || ne != m->n_expert)
+				return qtk_err_set(err, QTK_E_DATA, src->path, -1, t->name,
+						   "%llu experts in a 3-D tensor, but expert_count is %u",
+						   (unsigned long long)ne, m->n_expert);
+			for (uint32_t k = 0; k < (uint32_t)ne; k++) {
+				char hn[512];
+				if (qtk_family_expert_to_hf(f, t->name, k, hn, sizeof hn) != 1)
+					return qtk_err_set(err, QTK_E_DATA, src->path, -1, t->name, "tensor name too long");
+				if (!(v = vadd(m, hn, err)))
+					return err->code;
+				v->kind = QTK_VIEW_SLICE;
+				v->src = i;
+				v->n = (uint32_t)ne;
+				v->index = k;
+				v->info.otype = e->otype;
+				v->info.inverse = true;
+			}
+			continue;
+		}
+		if (!(v = vadd(m, name, err)))
+			return err->code;
+		if (e->rflags & QTK_RULE_PLUS1) {
+			int rc = shifted_norm(src, t, m->to_gguf, v, err);
+			if (rc)
+				return rc;
+			if (!m->to_gguf)
+				v->info.otype = e->otype;
+			continue;
+		}
+		v->kind = QTK_VIEW_SLICE;
+		v->src = i;
+		v->n = 1;
+		v->info.heads = e->heads;
+		v->info.inverse = !m->to_gguf;
+		v->info.otype = e->otype;
+		v->info.force_f32 = m->to_gguf && (e->rflags & QTK_RULE_F32);
+		v->info.copy = true;
+		v->info.unmapped = !e->out;
+	}
+	return 0;
+}
+
+/* The tensor of view entry v. */
+static int view_tensor(qtk_hfmap *m, qtk_model *src, const vent *v, qtk_view *vw, qtk_tensor *t, qtk_err *err)
+{
+	char *name = t->name;
+	vw->kind = (qtk_view_kind)v->kind;
+	vw->m = src;
+	if (v->kind == QTK_VIEW_MEM) {
+		qtk_tensor o;
+		memset(&o, 0, sizeof o);
+		o.ndim = v->ndim;
+		memcpy(o.shape, v->shape, sizeof o.shape);
+		o.layout.kind = QTK_LAYOUT_PLAIN;
+		o.layout.type = QTK_T_F32;
+		o.layout.bits = (uint8_t)qtk_type(QTK_T_F32)->code_bits;
+		o.nparts = 1;
+		o.parts[0].type = QTK_T_F32;
+		o.parts[0].ndim = v->ndim;
+		memcpy(o.parts[0].shape, v->shape, sizeof o.shape);
+		qtk_tensor_finish(&o);
+		o.parts[0].nbytes = o.n_params * 4;
+		*t = o;
+		vw->mem = v->mem;
+	} else if (v->kind == QTK_VIEW_STACK) {
+		const qtk_tensor *p0 = &src->tensors[m->pieces[v->src]];
+		*t = *p0;
+		if (p0->ndim + 1 > QTK_MAX_DIMS)
+			return qtk_err_set(err, QTK_E_DATA, src->path, -1, p0->name, "too many dimensions to stack");
+		memmove(t->shape + 1, p0->shape, (size_t)p0->ndim * sizeof *t->shape);
+		t->shape[0] = v->n;
+		t->ndim = p0->ndim + 1;
+		for (int p = 0; p < t->nparts; p++) {
+			qtk_part *q = &t->parts[p];
+			if (q->ndim + 1 > QTK_MAX_DIMS || !qtk_mul_u64(q->nbytes, v->n, &q->nbytes))
+				return qtk_err_set(err, QTK_E_DATA, src->path, -1, p0->name, "stack too large");
+			memmove(q->shape + 1, q->shape, (size_t)q->ndim * sizeof *q->shape);
+			q->shape[0] = v->n;
+			q->ndim++;
+			q->offset = 0;
+		}
+		for (uint32_t k = 0; k < v->n; k++)
+			m->pptr[v->src + k] = &src->tensors[m->pieces[v->src + k]];
+		vw->pieces = m->pptr + v->src;
+		vw->n = v->n;
+	} else {
+		const qtk_tensor *s0 = &src->tensors[v->src];
+		*t = *s0;
+		if (v->n > 1) {
+			if (s0->ndim < 2 || s0->shape[0] != v->n)
+				return qtk_err_set(err, QTK_E_DATA, src->path, -1, s0->name, "cannot split along experts");
+			memmove(t->shape, s0->shape + 1, (size_t)(s0->ndim - 1) * sizeof *t->shape);
+			t->shape[s0->ndim - 1] = 0;
+			t->ndim = s0->ndim - 1;
+			for (int p = 0; p < t->nparts; p++) {
+				qtk_part *q = &t->parts[p];
+				if (q->ndim < 2 || q->shape[0] != v->n || q->nbytes % v->n)
+					return qtk_err_set(err, QTK_E_DATA, src->path, -1, s0->name,
+							   "part %d cannot be split along experts", p);
+				memmove(q->shape, q->shape + 1, (size_t)(q->ndim - 1) * sizeof *q->shape);
+				q->shape[q->ndim - 1] = 0;
+				q->ndim--;
+				q->nbytes /= v->n;
+			}
+		}
+		m->pptr[m->npieces + (size_t)(v - m->v)] = s0;
+		vw->pieces = m->pptr + m->npieces + (size_t)(v - m->v);
+		vw->n = v->n;
+		vw->index = v->index;
+	}
+	t->name = name;
+	t->view = vw;
+	qtk_tensor_finish(t);
+	return 0;
+}
+
+int qtk_hfmap_view(qtk_hfmap *m, qtk_model *src, const qtk_model *meta, qtk_model **viewp, qtk_err *err)
+{
+	*viewp = NULL;
+	if (m->nv || m->views)
+		return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, NULL, "the view was already made");
+	int rc = build_entries(m, src, err);
+	if (rc)
+		return rc;
+	m->views = qtk_calloc(m->nv ? m->nv : 1, sizeof *m->views);
+	m->pptr = qtk_calloc(m->npieces + m->nv + 1, sizeof *m->pptr);
+	qtk_model *vm = qtk_model_new();
+	if (!m->views || !m->pptr || !vm || (src->path && !(vm->path = qtk_strdup(src->path)))) {
+		qtk_close(vm);
+		return oom(err);
+	}
+	for (size_t k = 0; k < m->nv && !rc; k++) {
+		qtk_tensor *t = qtk_model_add_tensor(vm, m->v[k].name);
+		rc = t ? view_tensor(m, src, &m->v[k], &m->views[k], t, err) : oom(err);
+	}
+	for (size_t i = 0; meta && i < meta->nkv && !rc; i++) {
+		qtk_kv *kv = qtk_model_add_kv(vm, meta->kv[i].key);
+		if (!kv || qtk_value_copy(&kv->val, &meta->kv[i].val))
+			rc = oom(err);
+	}
+	if (rc) {
+		qtk_close(vm);
+		return rc;
+	}
+	*viewp = vm;
+	return 0;
+}
+
+const qtk_hfmap_out *qtk_hfmap_view_out(const qtk_hfmap *m, size_t k) { return k < m->nv ? &m->v[k].info : NULL; }
+
 /* ---- metadata values ------------------------------------------------------- */
 
 static qtk_kv *kv_add(qtk_model *meta, const char *key, uint8_t type)
@@ -265,6 +587,28 @@ static bool val_num(const qtk_value *v, double *out)
 	return false;
 }
 
+/* The supported architectures, comma separated: config.json names (hf) or GGUF ones. */
+static void supported(char *buf, size_t n, bool hf)
+{
+	size_t at = 0;
+	buf[0] = 0;
+	for (size_t i = 0; i < qtk_family_count(); i++) {
+		const qtk_family *f = qtk_family_at(i);
+		for (size_t k = 0; hf ? f->hf_archs && f->hf_archs[k] : k < 1; k++) {
+			const char *a = hf ? f->hf_archs[k] : f->gguf_arch;
+			bool dup = false; /* a GGUF name written by several families: once */
+			for (size_t j = 0; !hf && a && j < i && !dup; j++)
+				dup = qtk_family_at(j)->gguf_arch && !strcmp(qtk_family_at(j)->gguf_arch, a);
+			if (!a || dup)
+				continue;
+			int w = snprintf(buf + at, n - at, "%s%s", at ? ", " : "", a);
+			if (w < 0 || (size_t)w >= n - at)
+				return;
+			at += (size_t)w;
+		}
+	}
+}
+
 /* ---- config.json -------------------------------------------------------------- */
 
 typedef struct cfg {
@@ -337,10 +681,11 @@ typedef struct hparams {
 	bool has_theta, has_rms, has_norm_eps;
 	int64_t n_expert, n_expert_used;
 	bool has_expert, has_expert_used;
-	bool rope_linear, rope_yarn;
-	double rope_factor;
+	bool rope_linear, rope_yarn, rope_llama3;
+	double rope_factor, rope_low, rope_high, rope_orig; /* llama3: factor, low/high_freq_factor, context */
 	int64_t rope_orig_ctx;
 	int64_t rot_dim; /* rope dimension / per-head size */
+	int64_t n_experts; /* experts per block, whatever the key (0: dense) */
 } hparams;
 
 static int parse_config(const qtk_model *hf, hparams *hp, qtk_json_doc *doc, qtk_err *err)
@@ -368,7 +713,10 @@ static int parse_config(const qtk_model *hf, hparams *hp, qtk_json_doc *doc, qtk
 	if (!(hp->fam = qtk_family_by_hf_arch(an))) {
 		char shown[128];
 		snprintf(shown, sizeof shown, "%s", an);
-		return qtk_err_set(err, QTK_E_DATA, file, -1, "architectures", "unsupported architecture %s", shown);
+		char list[512];
+		supported(list, sizeof list, true);
+		return qtk_err_set(err, QTK_E_DATA, file, -1, "architectures",
+				   "unsupported architecture %s (supported: %s)", shown, list);
 	}
 	const qtk_family_keys *fk = hp->fam->keys;
 	const int64_t DIM_MAX = 1 << 20, U32 = 0xffffffffll;
@@ -393,11 +741,28 @@ static int parse_config(const qtk_model *hf, hparams *hp, qtk_json_doc *doc, qtk
 		return rc;
 	if ((rc = cfg_int(&c, cfg_key(&c, &fk->n_expert), 0, 65536, false, &hp->n_expert, &hp->has_expert)))
 		return rc;
-	if (hp->has_expert && hp->n_expert > 0)
-		return cfg_bad(&c, fk->n_expert.hf, "is set: mixture-of-experts models are not supported");
 	if ((rc = cfg_int(&c, cfg_key(&c, &fk->n_expert_used), 0, 65536, false, &hp->n_expert_used,
 			  &hp->has_expert_used)))
 		return rc;
+	{
+		/* experts per block under either name the converters read */
+		static const char *const ek[] = {"num_local_experts", "num_experts", "n_routed_experts"};
+		bool pe = false;
+		for (size_t i = 0; i < 3 && !pe; i++)
+			if ((rc = cfg_int(&c, ek[i], 0, 65536, false, &hp->n_experts, &pe)))
+				return rc;
+		bool moe = (hp->fam->flags & QTK_FAM_MOE) != 0;
+		if (!moe && pe && hp->n_experts > 0)
+			return cfg_bad(&c, fk->n_expert.hf, "is set, but this architecture has no experts");
+		if (moe && (!pe || hp->n_experts < 1))
+			return qtk_err_set(err, QTK_E_DATA, file, -1, "num_experts",
+					   "a mixture-of-experts model needs its expert count (num_local_experts or "
+					   "num_experts)");
+		if (moe && (!hp->has_expert_used || hp->n_expert_used < 1 || hp->n_expert_used > hp->n_experts))
+			return cfg_bad(&c, fk->n_expert_used.hf, "must be between 1 and the number of experts");
+		if (!moe)
+			hp->n_experts = 0;
+	}
 	if ((rc = cfg_int(&c, cfg_key(&c, &fk->head_dim), 2, DIM_MAX, false, &hp->head_dim, &hp->has_head_dim)))
 		return rc;
 	if ((rc = cfg_int(&c, cfg_key(&c, &fk->vocab), 1, 1 << 24, (hp->fam->flags & QTK_FAM_VOCAB_KEY) != 0,
@@ -433,8 +798,43 @@ static int parse_config(const qtk_model *hf, hparams *hp, qtk_json_doc *doc, qtk
 		const cJSON *f = cJSON_GetObjectItemCaseSensitive(rs, "factor");
 		const cJSON *ty = cJSON_GetObjectItemCaseSensitive(rs, "type");
 		const cJSON *rty = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
-		if (rty && cJSON_IsString(rty) && qtk_strcasecmp(rty->valuestring, "llama3") == 0)
-			return cfg_bad(&c, "rope_scaling", "of type llama3 needs a generated rope_freqs tensor (not supported)");
+		const cJSON *kind = rty && cJSON_IsString(rty) ? rty : ty && cJSON_IsString(ty) ? ty : NULL;
+		if (kind && qtk_strcasecmp(kind->valuestring, "llama3") == 0) {
+			if (!(hp->fam->flags & QTK_FAM_ROPE_LLAMA3))
+				return cfg_bad(&c, "rope_scaling", "of type llama3 is not used by this architecture");
+			/* the converter's defaults for absent values; every value positive and finite,
+			 * high_freq_factor above low_freq_factor (the smoothing divides by the gap) */
+			static const char *const names[] = {"factor", "low_freq_factor", "high_freq_factor",
+							    "original_max_position_embeddings"};
+			double vals[4] = {8.0, 1.0, 4.0, 8192.0};
+			for (int i = 0; i < 4; i++) {
+				const cJSON *x = cJSON_GetObjectItemCaseSensitive(rs, names[i]);
+				if (!x || cJSON_IsNull(x))
+					continue;
+				if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble) || x->valuedouble <= 0 ||
+				    x->valuedouble > 1e9) {
+					char msg[128];
+					snprintf(msg, sizeof msg, "has a bad %s (a positive number is needed)", names[i]);
+					return cfg_bad(&c, "rope_scaling", msg);
+				}
+				vals[i] = x->valuedouble;
+			}
+			if (!(vals[2] > vals[1]))
+				return cfg_bad(&c, "rope_scaling", "has high_freq_factor not above low_freq_factor");
+			hp->rope_llama3 = true;
+			hp->rope_factor = vals[0];
+			hp->rope_low = vals[1];
+			hp->rope_high = vals[2];
+			hp->rope_orig = vals[3];
+			return 0;
+		}
+		if (kind && qtk_strcasecmp(kind->valuestring, "linear") && qtk_strcasecmp(kind->valuestring, "yarn") &&
+		    qtk_strcasecmp(kind->valuestring, "default")) {
+			char msg[160];
+			snprintf(msg, sizeof msg, "of type '%.64s' is not supported (linear, yarn and llama3 are)",
+				 kind->valuestring);
+			return cfg_bad(&c, "rope_scaling", msg);
+		}
 		if (f && !cJSON_IsNull(f)) {
 			if (!cJSON_IsNumber(f) || !isfinite(f->valuedouble))
 				return cfg_bad(&c, "rope_scaling", "has a non-numeric factor");
@@ -881,6 +1281,134 @@ static bool is_float_plain(const qtk_tensor *t)
 	return ty == QTK_T_F32 || ty == QTK_T_F16 || ty == QTK_T_BF16;
 }
 
+/* Every stacked tensor has all of its experts, once each, with one shape and layout. */
+static int check_experts(qtk_hfmap *m, const qtk_model *hf, qtk_err *err)
+{
+	if (!m->n_expert)
+		return 0;
+	size_t *first = qtk_calloc(m->n_expert, sizeof *first);
+	if (!first)
+		return oom(err);
+	int rc = 0;
+	for (size_t i = 0; i < m->n && !rc; i++) {
+		if (!m->e[i].expert)
+			continue;
+		bool seen = false;
+		for (size_t j = 0; j < i && !seen; j++)
+			seen = m->e[j].expert && !strcmp(m->e[j].out, m->e[i].out);
+		if (seen)
+			continue;
+		m->nout++;
+		for (uint32_t k = 0; k < m->n_expert; k++)
+			first[k] = SIZE_MAX;
+		for (size_t j = i; j < m->n && !rc; j++) {
+			if (!m->e[j].expert || strcmp(m->e[j].out, m->e[i].out))
+				continue;
+			const qtk_tensor *a = &hf->tensors[i], *b = &hf->tensors[j];
+			if (first[m->e[j].ei] != SIZE_MAX)
+				rc = qtk_err_set(err, QTK_E_DATA, NULL, -1, b->name, "expert %u appears twice (also as %s)",
+						 m->e[j].ei, hf->tensors[first[m->e[j].ei]].name);
+			else if (a->ndim != 2 || b->ndim != a->ndim || memcmp(a->shape, b->shape, sizeof a->shape) ||
+				 memcmp(&a->layout, &b->layout, sizeof a->layout) || a->nparts != b->nparts)
+				rc = qtk_err_set(err, QTK_E_DATA, NULL, -1, b->name,
+						 "experts of one layer differ in shape or layout (compare %s)", a->name);
+			else
+				first[m->e[j].ei] = j;
+		}
+		for (uint32_t k = 0; k < m->n_expert && !rc; k++)
+			if (first[k] == SIZE_MAX)
+				rc = qtk_err_set(err, QTK_E_DATA, NULL, -1, m->e[i].out,
+						 "expert %u of %u is missing (config.json has %u experts)", k, m->n_expert,
+						 m->n_expert);
+	}
+	qtk_free(first);
+	return rc;
+}
+
+/* The keys of a family with its own order (f->gguf_keys). */
+static int emit_schedule(qtk_model *meta, const qtk_family *f, const hparams *hp, const cJSON *root, unsigned ftype,
+			 qtk_err *err)
+{
+	const qtk_family_keys *fk = f->keys;
+	char key[160];
+	cfg c = {root, err, "config.json"};
+#define K(suffix) (snprintf(key, sizeof key, "%s.%s", f->gguf_arch, suffix), key)
+	int rc = 0;
+	for (const qtk_key_spec *k = f->gguf_keys; k->kind != QTK_KEY_END && !rc; k++) {
+		switch (k->kind) {
+		case QTK_KEY_HP:
+			switch (k->hp) {
+			case QTK_HP_LAYER: rc = kv_u32(meta, K(fk->n_layer.gguf), (uint64_t)hp->n_layer); break;
+			case QTK_HP_CTX: if (hp->has_ctx) rc = kv_u32(meta, K(fk->n_ctx.gguf), (uint64_t)hp->n_ctx); break;
+			case QTK_HP_EMBD: rc = kv_u32(meta, K(fk->n_embd.gguf), (uint64_t)hp->n_embd); break;
+			case QTK_HP_FF: if (hp->has_ff) rc = kv_u32(meta, K(fk->n_ff.gguf), (uint64_t)hp->n_ff); break;
+			case QTK_HP_HEAD: rc = kv_u32(meta, K(fk->n_head.gguf), (uint64_t)hp->n_head); break;
+			case QTK_HP_HEAD_KV:
+				if (hp->has_head_kv)
+					rc = kv_u32(meta, K(fk->n_head_kv.gguf), (uint64_t)hp->n_head_kv);
+				break;
+			case QTK_HP_THETA:
+				if (hp->has_theta)
+					rc = kv_f32(meta, K(fk->rope_theta.gguf), hp->rope_theta);
+				break;
+			case QTK_HP_RMS: if (hp->has_rms) rc = kv_f32(meta, K(fk->rms_eps.gguf), hp->rms_eps); break;
+			case QTK_HP_EXPERT:
+				if (hp->has_expert)
+					rc = kv_u32(meta, K(fk->n_expert.gguf), (uint64_t)hp->n_expert);
+				break;
+			case QTK_HP_EXPERT_USED:
+				if (hp->has_expert_used)
+					rc = kv_u32(meta, K(fk->n_expert_used.gguf), (uint64_t)hp->n_expert_used);
+				break;
+			}
+			if (rc)
+				rc = oom(err);
+			break;
+		case QTK_KEY_FILE_TYPE:
+			if (kv_u32(meta, "general.file_type", ftype))
+				rc = oom(err);
+			break;
+		case QTK_KEY_HEAD_DIM:
+			if (hp->has_head_dim && (kv_u32(meta, K(fk->head_dim.gguf), (uint64_t)hp->head_dim) ||
+						 kv_u32(meta, K(fk->value_length), (uint64_t)hp->head_dim)))
+				rc = oom(err);
+			break;
+		case QTK_KEY_ROPE_DIM:
+			if (kv_u32(meta, K(fk->rope_dim), (uint64_t)(hp->n_embd / hp->n_head)))
+				rc = oom(err);
+			break;
+		case QTK_KEY_U32: {
+			int64_t v = 0;
+			bool present = false;
+			rc = cfg_int(&c, k->hf, 0, 0xffffffffll, false, &v, &present);
+			if (!rc && !present && k->def_hf)
+				rc = cfg_int(&c, k->def_hf, 0, 0xffffffffll, false, &v, &present);
+			if (!rc && !present && k->def >= 0) {
+				v = (int64_t)k->def;
+				present = true;
+			}
+			if (!rc && present && kv_u32(meta, K(k->gguf), (uint64_t)v))
+				rc = oom(err);
+			break;
+		}
+		case QTK_KEY_F32: {
+			const cJSON *v = cfg_get(&c, k->hf);
+			double x = k->def;
+			if (v && (!cJSON_IsNumber(v) || !isfinite(v->valuedouble)))
+				rc = cfg_bad(&c, k->hf, "must be a number");
+			else if (v)
+				x = v->valuedouble;
+			if (!rc && (v || k->def >= 0) && kv_f32(meta, K(k->gguf), x))
+				rc = oom(err);
+			break;
+		}
+		case QTK_KEY_END: break;
+		}
+	}
+#undef K
+	return rc;
+}
+
 int qtk_hfmap_hf_to_gguf(const qtk_model *hf, qtk_model *meta, qtk_hfmap **mapp, qtk_err *err)
 {
 	*mapp = NULL;
@@ -897,8 +1425,9 @@ int qtk_hfmap_hf_to_gguf(const qtk_model *hf, qtk_model *meta, qtk_hfmap **mapp,
 	const qtk_family *f = m->fam = hp.fam;
 	const qtk_family_keys *fk = f->keys;
 	int64_t n_head_kv = hp.has_head_kv ? hp.n_head_kv : hp.n_head;
-	uint64_t total = 0;
+	uint64_t total = 0, expert_params = 0;
 	bool all_f32 = true, any_bf16 = false;
+	m->n_expert = (uint32_t)hp.n_experts;
 	for (size_t i = 0; i < m->n; i++) {
 		const qtk_tensor *t = &hf->tensors[i];
 		hent *e = &m->e[i];
@@ -906,13 +1435,42 @@ int qtk_hfmap_hf_to_gguf(const qtk_model *hf, qtk_model *meta, qtk_hfmap **mapp,
 			e->drop = true;
 			continue;
 		}
-		m->nout++;
 		int kind;
 		char nb[512];
+		uint32_t ei = 0;
+		int xr = qtk_family_expert_to_gguf(f, t->name, nb, sizeof nb, &ei);
+		if (xr < 0) {
+			rc = qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "tensor name too long");
+			goto out;
+		}
+		if (xr == 1) {
+			if (ei >= (uint64_t)hp.n_experts) {
+				rc = qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name,
+						 "expert %u, but config.json says %lld experts", ei, (long long)hp.n_experts);
+				goto out;
+			}
+			if (!(e->out = qtk_strdup(nb))) {
+				rc = oom(err);
+				goto out;
+			}
+			e->expert = true;
+			e->ei = ei;
+			e->otype = t->layout.kind == QTK_LAYOUT_PLAIN ? t->layout.type : QTK_T_MAX;
+			if (t->layout.kind != QTK_LAYOUT_PLAIN || t->layout.type != QTK_T_F32)
+				all_f32 = false;
+			if (t->layout.kind == QTK_LAYOUT_PLAIN && t->layout.type == QTK_T_BF16)
+				any_bf16 = true;
+			total += t->n_params;
+			expert_params += t->n_params;
+			continue;
+		}
+		m->nout++;
 		if (qtk_family_map_name(f, t->name, true, nb, sizeof nb, &kind) == 1 && !(e->out = qtk_strdup(nb))) {
 			rc = oom(err);
 			goto out;
 		}
+		const qtk_name_rule *rule = qtk_family_rule(f, t->name, true);
+		e->rflags = rule ? rule->flags : 0;
 		if (f->permute_qk && kind) {
 			int64_t heads = kind == 'q' ? hp.n_head : n_head_kv;
 			uint64_t rows = t->ndim >= 1 ? t->shape[0] : 0;
@@ -928,13 +1486,31 @@ int qtk_hfmap_hf_to_gguf(const qtk_model *hf, qtk_model *meta, qtk_hfmap **mapp,
 		unsigned ty = t->layout.type;
 		e->otype = t->layout.kind == QTK_LAYOUT_PLAIN ? ty : QTK_T_MAX;
 		const char *on = e->out ? e->out : t->name;
-		if (is_float_plain(t) && (t->ndim <= 1 || qtk_str_ends(on, "_norm.weight") || !qtk_str_ends(on, ".weight")))
+		if (is_float_plain(t) && (t->ndim <= 1 || qtk_str_ends(on, "_norm.weight") || !qtk_str_ends(on, ".weight") ||
+					  (e->rflags & (QTK_RULE_F32 | QTK_RULE_PLUS1))))
 			e->otype = QTK_T_F32;
+		if ((e->rflags & QTK_RULE_PLUS1) && !is_float_plain(t)) {
+			rc = qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "a norm weight must be F32, F16 or BF16");
+			goto out;
+		}
 		if (t->layout.kind != QTK_LAYOUT_PLAIN || ty != QTK_T_F32)
 			all_f32 = all_f32 && t->ndim <= 1;
 		if (t->layout.kind == QTK_LAYOUT_PLAIN && ty == QTK_T_BF16)
 			any_bf16 = true;
 		total += t->n_params;
+	}
+	if ((rc = check_experts(m, hf, err)))
+		goto out;
+	if (hp.rope_llama3) {
+		m->nrope = (uint32_t)(hp.rot_dim / 2);
+		if (!(m->rope = qtk_malloc(m->nrope * sizeof *m->rope))) {
+			rc = oom(err);
+			goto out;
+		}
+		qtk_family_llama3_rope(hp.has_theta ? hp.rope_theta : 10000.0, (uint32_t)hp.rot_dim, hp.rope_factor,
+				       hp.rope_low, hp.rope_high, hp.rope_orig, m->rope);
+		m->nout++;
+		total += m->nrope;
 	}
 	/* metadata, in llama.cpp's order */
 	const char *an = f->gguf_arch;
@@ -955,13 +1531,25 @@ int qtk_hfmap_hf_to_gguf(const qtk_model *hf, qtk_model *meta, qtk_hfmap **mapp,
 		rc = oom(err);
 		goto out;
 	}
-	size_label(total, lbl, sizeof lbl);
+	if (m->n_expert) { /* gguf-py's label for experts: count x (shared + one expert's share) */
+		char one[24];
+		size_label(total - expert_params + expert_params / m->n_expert, one, sizeof one);
+		snprintf(lbl, sizeof lbl, "%ux%s", m->n_expert, one);
+	} else
+		size_label(total, lbl, sizeof lbl);
 	rc = kv_str(meta, "general.architecture", an);
 	rc = rc ? rc : kv_str(meta, "general.type", "model");
 	rc = rc ? rc : kv_str(meta, "general.name", base);
 	qtk_free(base);
 	if (total > 0)
 		rc = rc ? rc : kv_str(meta, "general.size_label", lbl);
+	if (f->gguf_keys) {
+		if (!rc)
+			rc = emit_schedule(meta, f, &hp, doc.root, all_f32 ? 0u : any_bf16 ? 32u : 1u, err);
+		if (rc)
+			goto out;
+		goto tokenizer;
+	}
 	rc = rc ? rc : kv_u32(meta, K(fk->n_layer.gguf), (uint64_t)hp.n_layer);
 	if (hp.has_ctx)
 		rc = rc ? rc : kv_u32(meta, K(fk->n_ctx.gguf), (uint64_t)hp.n_ctx);
@@ -1005,6 +1593,7 @@ int qtk_hfmap_hf_to_gguf(const qtk_model *hf, qtk_model *meta, qtk_hfmap **mapp,
 		rc = oom(err);
 		goto out;
 	}
+tokenizer:
 	if (qtk_blob_find(hf, "tokenizer.model")) {
 		rc = emit_spm(hf, &hp, doc.root, meta, err);
 	} else if (qtk_blob_find(hf, "tokenizer.json")) {
@@ -1041,6 +1630,10 @@ int qtk_hfmap_hf_to_gguf(const qtk_model *hf, qtk_model *meta, qtk_hfmap **mapp,
 		qtk_json_doc_free(&tc);
 		if (rc)
 			goto out;
+	}
+	if ((f->flags & QTK_FAM_NO_SPACE_PREFIX) && kv_bool(meta, "tokenizer.ggml.add_space_prefix", false)) {
+		rc = oom(err);
+		goto out;
 	}
 	if (kv_u32(meta, "general.quantization_version", 2)) {
 		rc = oom(err);
@@ -1233,11 +1826,33 @@ int qtk_hfmap_gguf_to_hf(const qtk_model *g, qtk_model *meta, qtk_hfmap **mapp, 
 		return g_bad(err, "general.architecture", "is missing or not a string");
 	const char *an = akv->val.v.str.s;
 	const qtk_family *f = qtk_family_by_gguf_arch(an);
+	int64_t n_expert = 0;
+	bool p_exp = false;
+	if (f) { /* a GGUF architecture shared by a dense and an MoE family: the expert count decides */
+		char ek[128];
+		snprintf(ek, sizeof ek, "%s.%s", an, f->keys->n_expert.gguf);
+		int rc0 = g_int(g, ek, 0, 65536, false, &n_expert, &p_exp, err);
+		if (rc0)
+			return rc0;
+		for (size_t i = 0; i < qtk_family_count(); i++) {
+			const qtk_family *c = qtk_family_at(i);
+			if (c->gguf_arch && !strcmp(c->gguf_arch, an) && ((c->flags & QTK_FAM_MOE) != 0) == (n_expert > 0)) {
+				f = c;
+				break;
+			}
+		}
+		if ((f->flags & QTK_FAM_MOE) && n_expert < 1)
+			return g_bad(err, ek, "is missing: a mixture-of-experts model needs its expert count");
+		if (!(f->flags & QTK_FAM_MOE) && n_expert > 0)
+			return g_bad(err, ek, "is set, but qtk knows no mixture-of-experts model of this architecture");
+	}
 	if (!f) {
 		char shown[64];
 		snprintf(shown, sizeof shown, "%s", an);
-		return qtk_err_set(err, QTK_E_DATA, NULL, -1, "general.architecture", "unsupported architecture %s",
-				   shown);
+		char list[512];
+		supported(list, sizeof list, false);
+		return qtk_err_set(err, QTK_E_DATA, NULL, -1, "general.architecture",
+				   "unsupported architecture %s (supported: %s)", shown, list);
 	}
 	char key[128];
 #define K(suffix) (snprintf(key, sizeof key, "%s.%s", an, suffix), key)
@@ -1280,15 +1895,39 @@ int qtk_hfmap_gguf_to_hf(const qtk_model *g, qtk_model *meta, qtk_hfmap **mapp, 
 	if (!m)
 		return oom(err);
 	m->fam = f;
+	m->n_expert = (uint32_t)n_expert;
 	bool tied = true;
 	unsigned mat_type = QTK_T_MAX;
 	bool mixed = false;
 	for (size_t i = 0; i < m->n; i++) {
 		const qtk_tensor *t = &g->tensors[i];
 		hent *e = &m->e[i];
-		m->nout++;
 		int kind;
 		char nb[512];
+		/* tensors llama.cpp's converter generates: transformers computes them from config.json */
+		if (!strcmp(t->name, "rope_freqs.weight") || !strncmp(t->name, "rope_factors_", 13)) {
+			e->drop = true;
+			continue;
+		}
+		if (m->n_expert && qtk_family_expert_to_hf(f, t->name, 0, nb, sizeof nb) == 1) {
+			if (t->ndim != 3 || t->shape[0] != (uint64_t)n_expert) {
+				qtk_hfmap_free(m);
+				return qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name,
+						   "an expert tensor must be 3-D with expert_count (%lld) experts",
+						   (long long)n_expert);
+			}
+			e->expert = true;
+			e->otype = t->layout.kind == QTK_LAYOUT_PLAIN ? t->layout.type : QTK_T_MAX;
+			m->nout += (size_t)n_expert;
+			if (mat_type == QTK_T_MAX && !mixed)
+				mat_type = e->otype;
+			else if (mat_type != e->otype)
+				mixed = true;
+			continue;
+		}
+		m->nout++;
+		const qtk_name_rule *rule = qtk_family_rule(f, t->name, false);
+		e->rflags = rule ? rule->flags : 0;
 		if (qtk_family_map_name(f, t->name, false, nb, sizeof nb, &kind) == 1 && !(e->out = qtk_strdup(nb))) {
 			qtk_hfmap_free(m);
 			return oom(err);
@@ -1309,7 +1948,7 @@ int qtk_hfmap_gguf_to_hf(const qtk_model *g, qtk_model *meta, qtk_hfmap **mapp, 
 			e->heads = (int)heads;
 		}
 		e->otype = t->layout.kind == QTK_LAYOUT_PLAIN ? t->layout.type : QTK_T_MAX;
-		if (t->ndim >= 2) {
+		if (t->ndim >= 2 && !(e->rflags & QTK_RULE_F32)) { /* routers are F32 by rule */
 			unsigned ty = t->layout.kind == QTK_LAYOUT_PLAIN ? t->layout.type : QTK_T_MAX;
 			if (mat_type == QTK_T_MAX && !mixed)
 				mat_type = ty;
@@ -1337,6 +1976,42 @@ int qtk_hfmap_gguf_to_hf(const qtk_model *g, qtk_model *meta, qtk_hfmap **mapp, 
 	int64_t eos = g_special(g, "tokenizer.ggml.eos_token_id", ntok);
 	int64_t unk = g_special(g, "tokenizer.ggml.unknown_token_id", ntok);
 	int64_t pad = g_special(g, "tokenizer.ggml.padding_token_id", ntok);
+	/* Llama 3's rope_freqs: the GGUF keeps only the factors; config.json needs the parameters.
+	 * Written when Llama 3.1's published ones reproduce the factors exactly, else left out
+	 * with a warning. */
+	bool rope3 = false;
+	double r3[4] = {0, 1.0, 4.0, 8192.0};
+	const qtk_tensor *rf = qtk_tensor_find(g, "rope_freqs.weight");
+	if (rf && (f->flags & QTK_FAM_ROPE_LLAMA3)) {
+		uint32_t dim = (uint32_t)(p_rot && rot ? rot : p_kl ? key_len : n_embd / n_head);
+		uint8_t *raw = NULL;
+		float *want = NULL;
+		if (rf->layout.kind == QTK_LAYOUT_PLAIN && rf->layout.type == QTK_T_F32 && rf->n_params == dim / 2 &&
+		    dim >= 2 && !qtk_read_part_alloc((qtk_model *)g, rf, 0, &raw) &&
+		    (want = qtk_malloc((size_t)dim / 2 * sizeof *want))) {
+			float mx = 0;
+			for (uint32_t i = 0; i < dim / 2; i++) {
+				uint32_t u = qtk_rd32(raw + 4 * i);
+				float x;
+				memcpy(&x, &u, 4);
+				mx = x > mx ? x : mx;
+			}
+			r3[0] = mx;
+			qtk_family_llama3_rope(theta, dim, r3[0], r3[1], r3[2], r3[3], want);
+			rope3 = mx > 0;
+			for (uint32_t i = 0; i < dim / 2 && rope3; i++) {
+				uint32_t u;
+				memcpy(&u, &want[i], 4);
+				rope3 = qtk_rd32(raw + 4 * i) == u;
+			}
+		}
+		qtk_free(raw);
+		qtk_free(want);
+		if (!rope3)
+			snprintf(m->warn, sizeof m->warn,
+				 "rope_freqs.weight is not Llama 3.1's rope scaling (factor, low/high frequency factors "
+				 "1/4, context 8192): config.json gets no rope_scaling");
+	}
 	/* config.json */
 	qtk_buf b = {0};
 	bool first = true;
@@ -1370,8 +2045,51 @@ int qtk_hfmap_gguf_to_hf(const qtk_model *g, qtk_model *meta, qtk_hfmap **mapp, 
 	qtk_buf_printf(&b, "%lld", (long long)(p_ctx ? n_ctx : 2048));
 	jkey(&b, &first, "tie_word_embeddings");
 	qtk_buf_puts(&b, tied ? "true" : "false");
-	jkey(&b, &first, "hidden_act");
-	qtk_buf_puts(&b, "\"silu\"");
+	jkey(&b, &first, f->hidden_act_key ? f->hidden_act_key : "hidden_act");
+	qtk_buf_printf(&b, "\"%s\"", f->hidden_act ? f->hidden_act : "silu");
+	if (f->flags & QTK_FAM_MOE) { /* the expert counts under the names the HF class reads */
+		int64_t used = 0;
+		bool p_used = false;
+		rc = g_int(g, K(fk->n_expert_used.gguf), 1, n_expert, true, &used, &p_used, err);
+		if (rc)
+			goto fail;
+		if (!f->gguf_keys) {
+			jkey(&b, &first, fk->n_expert.hf);
+			qtk_buf_printf(&b, "%lld", (long long)n_expert);
+		}
+		jkey(&b, &first, fk->n_expert_used.hf);
+		qtk_buf_printf(&b, "%lld", (long long)used);
+	}
+	for (const qtk_key_spec *ks = f->gguf_keys; ks && ks->kind != QTK_KEY_END; ks++) {
+		if (ks->kind != QTK_KEY_U32 && ks->kind != QTK_KEY_F32)
+			continue;
+		double x;
+		bool x32;
+		const qtk_kv *kx = qtk_kv_find(g, K(ks->gguf));
+		if (!kx)
+			continue;
+		if ((rc = g_num(g, K(ks->gguf), &x, &x32, err)))
+			goto fail;
+		jkey(&b, &first, ks->hf);
+		if (ks->kind == QTK_KEY_U32)
+			qtk_buf_printf(&b, "%.0f", x);
+		else
+			jnum(&b, x, x32);
+	}
+	if (f->hf_head_dim_copy && (p_kl || n_embd % n_head == 0)) {
+		jkey(&b, &first, f->hf_head_dim_copy);
+		qtk_buf_printf(&b, "%lld", (long long)(p_kl ? key_len : n_embd / n_head));
+	}
+	if (rope3) {
+		jkey(&b, &first, "rope_scaling");
+		qtk_buf_puts(&b, "{\"factor\": ");
+		jnum(&b, r3[0], false);
+		qtk_buf_puts(&b, ", \"high_freq_factor\": ");
+		jnum(&b, r3[2], false);
+		qtk_buf_puts(&b, ", \"low_freq_factor\": ");
+		jnum(&b, r3[1], false);
+		qtk_buf_printf(&b, ", \"original_max_position_embeddings\": %.0f, \"rope_type\": \"llama3\"}", r3[3]);
+	}
 	if (linear) {
 		jkey(&b, &first, "rope_scaling");
 		qtk_buf_puts(&b, "{\"type\": \"linear\", \"factor\": ");

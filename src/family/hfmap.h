@@ -62,6 +62,30 @@ size_t qtk_hfmap_count(const qtk_hfmap *m);
  * exact (it is when the values came from F16) and keep F32 otherwise. */
 unsigned qtk_hfmap_out_type(const qtk_hfmap *m, const qtk_tensor *src);
 
+/* ---- the output as a view of the source --------------------------------------------------- */
+
+/* What the converter needs to know about output tensor k of the view. */
+typedef struct qtk_hfmap_out {
+	int heads;      /* > 0: permute rows with this many heads (qtk_family_permute_rows) */
+	bool inverse;   /* ... undoing llama.cpp's order (GGUF -> HF) */
+	unsigned otype; /* storage type to write for a plain float tensor when the target keeps types */
+	bool force_f32; /* stored as F32 in a GGUF whatever the target (MoE routers) */
+	bool copy;      /* the bytes are one source tensor's own (no stacking, slicing or new values) */
+	bool unmapped;  /* the family has no name for it: the source name is kept */
+} qtk_hfmap_out;
+
+/* The output's tensors in output order, as a model whose tensor k is output tensor k under
+ * its output name, made of views (qtk_view) onto src's tensors: HF -> GGUF stacks each MoE
+ * block's experts into one 3-D tensor (checking that every expert is there with the same
+ * shape and layout), adds the tensors llama.cpp generates (Llama 3's rope_freqs) and the values
+ * it changes (Gemma's norms + 1); GGUF -> HF splits the stacks and undoes those changes.
+ * *view has no format: it is read through its views only; the metadata of meta (when not NULL)
+ * is copied into it (the output's keys, for the quantization mixes). src and the map must
+ * outlive *view; close *view with qtk_close before freeing the map. */
+int qtk_hfmap_view(qtk_hfmap *m, qtk_model *src, const qtk_model *meta, qtk_model **view, qtk_err *err);
+/* Output tensor k of the view (k < the view's ntensors). */
+const qtk_hfmap_out *qtk_hfmap_view_out(const qtk_hfmap *m, size_t k);
+
 /* Set general.file_type (u32) in place in meta (added if absent). */
 int qtk_hfmap_set_file_type(qtk_model *meta, uint32_t ftype);
 

@@ -130,7 +130,7 @@ int qtk_digest_leaf_meta(const qtk_model *m, const qtk_tensor *t, qtk_leaf *l, q
 	char canon[QTK_CAP_NAME + 64];
 	int qk, heads = 0;
 	memset(l, 0, sizeof *l);
-	if (qtk_canon_name(t->name, canon, sizeof canon, &qk) < 0)
+	if (qtk_canon_name(m, t->name, canon, sizeof canon, &qk) < 0)
 		return qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "name too long");
 	int rc = qtk_family_qk_heads(m, t, &heads, err);
 	if (rc)
@@ -221,7 +221,8 @@ static int plain_setup(qtk_thash *h)
 	return 0;
 }
 
-static int thash_new(const qtk_tensor *t, int qk_heads, bool want_dec, qtk_thash **out, qtk_err *err)
+static int thash_new(const qtk_model *m, const qtk_tensor *t, int qk_heads, bool want_dec, qtk_thash **out,
+		     qtk_err *err)
 {
 	*out = NULL;
 	qtk_thash *h = qtk_calloc(1, sizeof *h);
@@ -233,7 +234,7 @@ static int thash_new(const qtk_tensor *t, int qk_heads, bool want_dec, qtk_thash
 	h->t = *t;
 	h->t.name = NULL;
 	h->qk_heads = qk_heads;
-	if (qtk_canon_name(t->name, canon, sizeof canon, &qk) < 0) {
+	if (qtk_canon_name(m, t->name, canon, sizeof canon, &qk) < 0) {
 		qtk_thash_free(h);
 		return qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "name too long");
 	}
@@ -283,9 +284,9 @@ static int thash_new(const qtk_tensor *t, int qk_heads, bool want_dec, qtk_thash
 	return 0;
 }
 
-int qtk_thash_new(const qtk_tensor *t, int qk_heads, qtk_thash **out, qtk_err *err)
+int qtk_thash_new(const qtk_model *m, const qtk_tensor *t, int qk_heads, qtk_thash **out, qtk_err *err)
 {
-	return thash_new(t, qk_heads, true, out, err);
+	return thash_new(m, t, qk_heads, true, out, err);
 }
 
 /* Un-permute whole heads (unit values each, rows of `row` values): GGUF -> HF row order. */
@@ -616,7 +617,7 @@ static void digest_one(void *ctx, size_t k)
 	qtk_thash *h = NULL;
 	uint8_t *buf = NULL;
 	int rc = qtk_family_qk_heads(j->m, t, &heads, &e);
-	rc = rc ? rc : thash_new(t, heads, !(j->o && j->o->enc_only), &h, &e);
+	rc = rc ? rc : thash_new(j->m, t, heads, !(j->o && j->o->enc_only), &h, &e);
 	if (!rc && !(buf = qtk_malloc(READ_BYTES)))
 		rc = oom(&e, t->name);
 	for (int p = 0; p < t->nparts && !rc; p++)
@@ -872,7 +873,7 @@ static int sink_advance(qtk_digest_sink *s, size_t upto)
 							 : same_tensor(s->expect[s->next], &meta));
 		qtk_free(meta.name);
 		qtk_free(meta.stored);
-		rc = rc ? rc : thash_new(t, heads, !s->cur_expect, &s->h, s->err);
+		rc = rc ? rc : thash_new(s->desc, t, heads, !s->cur_expect, &s->h, s->err);
 		s->cur = s->next++;
 		if (!rc && s->cur < upto) /* skipped over: no bytes, or bytes missing */
 			rc = sink_end_cur(s);

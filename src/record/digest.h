@@ -88,7 +88,7 @@ int qtk_digest_leaf_meta(const qtk_model *m, const qtk_tensor *t, qtk_leaf *leaf
  * qtk_family_qk_heads (0: none). Memory: a chunk of a few MiB for plain layouts; the whole
  * tensor for AWQ/GPTQ. */
 typedef struct qtk_thash qtk_thash;
-int qtk_thash_new(const qtk_tensor *t, int qk_heads, qtk_thash **out, qtk_err *err);
+int qtk_thash_new(const qtk_model *m, const qtk_tensor *t, int qk_heads, qtk_thash **out, qtk_err *err);
 int qtk_thash_put(qtk_thash *h, const void *bytes, size_t n);
 /* Finish into *leaf (name and stored are set from t's name). Frees h, also on error. */
 int qtk_thash_end(qtk_thash *h, qtk_leaf *leaf);

@@ -54,6 +54,24 @@ int qtk_decode_tensor(qtk_model *m, const qtk_tensor *t, float *dst)
 			return qtk_err_set(&m->err, QTK_E_DATA, NULL, -1, t->name, "cannot decode this type");
 		return 0;
 	}
+	if (t->view && t->view->kind == QTK_VIEW_STACK) {
+		/* stacked packed experts: each piece is a whole packed matrix of its own */
+		const qtk_view *v = t->view;
+		uint64_t at = 0;
+		for (uint32_t e = 0; e < v->n; e++) {
+			const qtk_tensor *pc = v->pieces[e];
+			if (pc->n_params > t->n_params - at)
+				return qtk_err_set(&m->err, QTK_E_INTERNAL, NULL, -1, t->name, "stack does not match its pieces");
+			int rc = qtk_decode_tensor(v->m, pc, dst + at);
+			if (rc) {
+				if (m != v->m)
+					m->err = v->m->err;
+				return rc;
+			}
+			at += pc->n_params;
+		}
+		return 0;
+	}
 	uint8_t *p[4] = {NULL, NULL, NULL, NULL};
 	int rc = 0;
 	for (int i = 0; i < t->nparts && !rc; i++)
