@@ -76,8 +76,7 @@ typedef struct qtk_family {
 	const qtk_family_keys *keys;
 	unsigned flags;                /* QTK_FAM_* */
 	double default_rms_eps;        /* config.json rms_norm_eps when the GGUF has none */
-	/* tokenizer */
-	const char *bpe_pre;           /* tokenizer.ggml.pre for a tokenizer.json vocabulary */
+	/* tokenizer (tokenizer.ggml.pre comes from the tokenizer.json itself: qtk_bpe_identify_pre) */
 	const char *bpe_class;         /* tokenizer_class written with tokenizer.json */
 	const char *spm_class;         /* tokenizer_class written with tokenizer.model */
 	/* llama.cpp's quantization mixes: layer count of its 70B model type (0: none) */

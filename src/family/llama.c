@@ -37,7 +37,7 @@ static const char *const dropped[] = {".attention.masked_bias", ".attention.bias
 #define LLAMA_MODEL                                                                                     \
 	LLAMA_NAMES, .gguf_arch = "llama", .permute_qk = true,                                          \
 	.flags = QTK_FAM_VOCAB_KEY | QTK_FAM_ROPE_DIM | QTK_FAM_ROPE_LINEAR | QTK_FAM_SPM_PREFIX,        \
-	.default_rms_eps = 1e-5, .bpe_pre = "llama-bpe", .bpe_class = "PreTrainedTokenizerFast",       \
+	.default_rms_eps = 1e-5, .bpe_class = "PreTrainedTokenizerFast",                               \
 	.spm_class = "LlamaTokenizer", .mix_70b_layers = 80
 
 static const char *const llama_archs[] = {"LlamaForCausalLM", "LLaMAForCausalLM", NULL};
@@ -74,7 +74,6 @@ const qtk_family qtk_family_qwen2 = {
 	.permute_qk = false,
 	.flags = QTK_FAM_ROPE_YARN,
 	.default_rms_eps = 1e-6,
-	.bpe_pre = "qwen2",
 	.bpe_class = "Qwen2Tokenizer",
 	.spm_class = "LlamaTokenizer",
 	.mix_70b_layers = 0,
