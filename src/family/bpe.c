@@ -218,10 +218,10 @@ static int pre_reduce(const cJSON *root, pre_shape *s, qtk_err *err)
 	const cJSON *pt = cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer");
 	if (!pt || cJSON_IsNull(pt))
 		return qtk_err_set(err, QTK_E_DATA, "tokenizer.json", -1, "pre_tokenizer",
-				   "tokenizer.json has no pre_tokenizer: qtk cannot name tokenizer.ggml.pre for it");
+				   "no pre_tokenizer: qtk cannot name tokenizer.ggml.pre without one");
 	if (!cJSON_IsObject(pt))
 		return qtk_err_set(err, QTK_E_DATA, "tokenizer.json", -1, "pre_tokenizer",
-				   "tokenizer.json: pre_tokenizer is not an object");
+				   "pre_tokenizer is not an object");
 	shape_type(s, pt);
 	if (is_type(pt, "ByteLevel")) {
 		bool use_regex = false;
@@ -233,7 +233,7 @@ static int pre_reduce(const cJSON *root, pre_shape *s, qtk_err *err)
 		const cJSON *list = cJSON_GetObjectItemCaseSensitive(pt, "pretokenizers");
 		if (!cJSON_IsArray(list))
 			return qtk_err_set(err, QTK_E_DATA, "tokenizer.json", -1, "pre_tokenizer",
-					   "tokenizer.json: pre_tokenizer.pretokenizers is not an array");
+					   "pre_tokenizer.pretokenizers is not an array");
 		const cJSON *st;
 		int n = 0;
 		shape_cat(s, "[");
@@ -273,7 +273,7 @@ static int pre_reduce(const cJSON *root, pre_shape *s, qtk_err *err)
 		s->ignore_merges = opt_bool(model, "ignore_merges", false, &ok);
 	if (!ok)
 		return qtk_err_set(err, QTK_E_DATA, "tokenizer.json", -1, "model.ignore_merges",
-				   "tokenizer.json: model.ignore_merges is not a boolean");
+				   "model.ignore_merges is not a boolean");
 	return 0;
 }
 
@@ -310,7 +310,7 @@ int qtk_bpe_identify_pre(const cJSON *root, const char **name, qtk_err *err)
 		snprintf(known + k, sizeof known - k, "%s%s (%s)", i ? ", " : "", pre_rules[i].name, pre_rules[i].models);
 	}
 	return qtk_err_set(err, QTK_E_DATA, "tokenizer.json", -1, "pre_tokenizer",
-			   "tokenizer.json: cannot name tokenizer.ggml.pre for pre_tokenizer %s: %s; recognised: %s",
+			   "cannot name tokenizer.ggml.pre for %s: %s; recognised: %s",
 			   s.found, why, known);
 }
 
