@@ -1006,6 +1006,8 @@ static void test_qwen2(void)
 		m = NULL;
 		rc = qtk_hfmap_hf_to_gguf(hf, meta, &m, &e);
 		CHECK(rc == QTK_E_DATA && m == NULL, "bad tokenizer.json %zu: rc %d", k, rc);
+		/* the vocabulary is checked before the pre-tokenizer is named */
+		CHECK(!strstr(e.msg, "pre_tokenizer"), "bad tokenizer.json %zu: vocabulary error first: %s", k, e.msg);
 		qtk_hfmap_free(m);
 		qtk_close(meta);
 		qtk_close(hf);

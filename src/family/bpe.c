@@ -345,8 +345,6 @@ int qtk_bpe_hf_vocab(const qtk_model *hf, const char *pre, uint64_t n_vocab, qtk
 		rc = bpe_bad(err, "a SentencePiece-style BPE (byte_fallback) without tokenizer.model is not supported");
 		goto out;
 	}
-	if (!pre && (rc = qtk_bpe_identify_pre(d.root, &pre, err)))
-		goto out;
 	if (!cJSON_IsObject(vocab_j)) {
 		rc = bpe_bad(err, "model.vocab is not an object");
 		goto out;
@@ -484,6 +482,9 @@ int qtk_bpe_hf_vocab(const qtk_model *hf, const char *pre, uint64_t n_vocab, qtk
 		}
 		*nmerges = k;
 	}
+	/* the vocabulary is checked first: its errors are the more basic ones */
+	if (!pre && (rc = qtk_bpe_identify_pre(d.root, &pre, err)))
+		goto out;
 	qtk_model_set_kv_str(meta, "tokenizer.ggml.model", "gpt2");
 	if (qtk_model_set_kv_str(meta, "tokenizer.ggml.pre", pre)) {
 		rc = bpe_oom(err);
