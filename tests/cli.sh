@@ -267,6 +267,27 @@ inert "escaped name: qconvert --exact"; err_has "escaped name: --exact" 'not exa
 run "escaped name: qconvert --max-error" 1 "$BIN/qconvert" --max-error 200 --to q4_0 "$T/spoof.safetensors" "$T/spoof4.gguf"
 inert "escaped name: qconvert --max-error"; err_has "escaped name: --max-error" 'qconvert: blk.0.x\\r\\x1b.*below --max-error'
 
+# --- an HF directory with only a tokenizer.json: tokenizer.ggml.pre named from its pre_tokenizer
+mkdir -p "$T/bpe-ok" "$T/bpe-bad"
+for f in config.json model.safetensors; do cp "$H/$f" "$T/bpe-ok/"; cp "$H/$f" "$T/bpe-bad/"; done
+cat >"$T/bpe-ok/tokenizer.json" <<'TOK'
+{"version": "1.0", "normalizer": null,
+ "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true},
+ "added_tokens": [{"id": 3, "content": "<|endoftext|>", "special": true}],
+ "model": {"type": "BPE", "byte_fallback": false, "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"]}}
+TOK
+sed 's/"ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true/"Whitespace"/' \
+	"$T/bpe-ok/tokenizer.json" >"$T/bpe-bad/tokenizer.json"
+run "tokenizer.json only -> gguf" 0 "$BIN/qconvert" -q "$T/bpe-ok/" "$T/bpe-ok.gguf"
+run "tokenizer.json only: keys" 0 "$BIN/qinspect" --json "$T/bpe-ok.gguf"
+out_has "tokenizer.json only: gpt2 model" '"tokenizer.ggml.model":	"gpt2"'
+out_has "tokenizer.json only: pre named" '"tokenizer.ggml.pre":	"gpt-2"'
+run "unknown pre_tokenizer refused" 3 "$BIN/qconvert" -q "$T/bpe-bad/" "$T/bpe-bad.gguf"
+err_has "unknown pre_tokenizer: names the file" "tokenizer.json"
+err_has "unknown pre_tokenizer: what was found" "Whitespace"
+err_has "unknown pre_tokenizer: what is recognised" "recognised: llama-bpe"
+no_file "unknown pre_tokenizer: no output" "$T/bpe-bad.gguf"
+
 # --- fixtures from the real tools
 if [ -n "$FX" ]; then
 	run "fixture f16 -> f32 -> f16" 0 "$BIN/qconvert" -q "$FX/gguf/tiny-F16.gguf" "$T/fx32.gguf" --to f32

@@ -17,7 +17,7 @@ static void check_table(void)
 	CHECK(m && !strcmp(m->name, "mistral") && !strcmp(m->gguf_arch, "llama") && m->permute_qk,
 	      "mistral is written as a llama GGUF");
 	const qtk_family *q = qtk_family_by_hf_arch("Qwen2ForCausalLM");
-	CHECK(q && !strcmp(q->gguf_arch, "qwen2") && !q->permute_qk && !strcmp(q->bpe_pre, "qwen2"), "qwen2");
+	CHECK(q && !strcmp(q->gguf_arch, "qwen2") && !q->permute_qk && !strcmp(q->bpe_class, "Qwen2Tokenizer"), "qwen2");
 	CHECK(qtk_family_by_gguf_arch("llama") == l, "a llama GGUF reads back as llama");
 	CHECK(qtk_family_by_gguf_arch("qwen2") == q, "qwen2 by GGUF arch");
 	CHECK(!qtk_family_by_hf_arch("GPT2LMHeadModel") && !qtk_family_by_gguf_arch("gpt2") &&
@@ -29,7 +29,7 @@ static void check_table(void)
 	for (size_t i = 0; i < qtk_family_count(); i++) {
 		const qtk_family *f = qtk_family_at(i);
 		CHECK(f->name && f->gguf_arch && f->hf_arch_out && f->hf_model_type && f->keys && f->suffixes &&
-			      f->hf_archs && f->hf_archs[0] && f->bpe_pre && f->bpe_class && f->spm_class,
+			      f->hf_archs && f->hf_archs[0] && f->bpe_class && f->spm_class,
 		      "descriptor %zu complete", i);
 		for (size_t k = 0; f->hf_archs && f->hf_archs[k]; k++)
 			CHECK(qtk_family_by_hf_arch(f->hf_archs[k]) == f, "%s -> %s", f->hf_archs[k], f->name);

@@ -847,7 +847,11 @@ static const char qwen_cfg[] =
 	" \"max_position_embeddings\": 4096, \"tie_word_embeddings\": true, \"bos_token_id\": 9,"
 	" \"eos_token_id\": 9}";
 static const char qwen_tok[] =
-	"{\"version\": \"1.0\", \"added_tokens\": ["
+	"{\"version\": \"1.0\", \"normalizer\": {\"type\": \"NFC\"}, \"pre_tokenizer\": {\"type\": \"Sequence\","
+	" \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": {\"Regex\": \"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}| ?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+\"},"
+	" \"behavior\": \"Isolated\", \"invert\": false}, {\"type\": \"ByteLevel\", \"add_prefix_space\": false,"
+	" \"trim_offsets\": false, \"use_regex\": false}]},"
+	" \"added_tokens\": ["
 	"{\"id\": 9, \"content\": \"<|endoftext|>\", \"special\": true, \"normalized\": false},"
 	"{\"id\": 10, \"content\": \"<|im_start|>\", \"special\": true, \"normalized\": false},"
 	"{\"id\": 11, \"content\": \"my\\u2581word\", \"special\": false, \"normalized\": true}],"
@@ -922,7 +926,9 @@ static void test_qwen2(void)
 	CHECK(qtk_hfmap_out_type(m, qtk_tensor_find(hf, "model.layers.0.self_attn.q_proj.weight")) == QTK_T_BF16,
 	      "matrix keeps bf16");
 	CHECK(qtk_hfmap_count(m) == 8, "inv_freq dropped");
-	CHECK(qtk_hfmap_warning(m) != NULL, "pre is a guess: warned");
+	const qtk_kv *pk = qtk_kv_find(meta, "tokenizer.ggml.pre");
+	CHECK(pk && pk->val.type == QTK_V_STR && !strcmp(pk->val.v.str.s, "qwen2"), "pre named from the pre_tokenizer");
+	CHECK(qtk_hfmap_warning(m) == NULL, "pre identified: no warning");
 
 	/* GGUF -> HF -> GGUF: the vocabulary survives */
 	qtk_model *g = qtk_model_new();
@@ -1000,6 +1006,8 @@ static void test_qwen2(void)
 		m = NULL;
 		rc = qtk_hfmap_hf_to_gguf(hf, meta, &m, &e);
 		CHECK(rc == QTK_E_DATA && m == NULL, "bad tokenizer.json %zu: rc %d", k, rc);
+		/* the vocabulary is checked before the pre-tokenizer is named */
+		CHECK(!strstr(e.msg, "pre_tokenizer"), "bad tokenizer.json %zu: vocabulary error first: %s", k, e.msg);
 		qtk_hfmap_free(m);
 		qtk_close(meta);
 		qtk_close(hf);

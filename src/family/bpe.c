@@ -7,8 +7,15 @@
  * turned into spaces, everything else NORMAL; merges from model.merges (the
  * pair form joined with a space, spaces inside a part written as U+0120).
  * Not reproduced: llama.cpp's encode/decode normalization of added tokens
- * marked normalized=false, and its tokenizer.ggml.pre detection by hashing
- * the tokenizer's output (the caller passes the name).
+ * marked normalized=false.
+ *
+ * tokenizer.ggml.pre: llama.cpp's converter names the pre-tokenizer by
+ * hashing the token ids HF's tokenizers library produces for a test text;
+ * qtk has no such library, so qtk_bpe_identify_pre reads tokenizer.json's own
+ * definition (pre_tokenizer, normalizer, model.ignore_merges) and names it
+ * only when it is exactly one qtk knows (the table pre_rules), else refuses.
+ * The patterns are the ones the models' tokenizer.json files carry, as quoted
+ * beside llama.cpp's adapted versions in its llama-vocab.cpp.
  */
 #include "family/hfmap.h"
 #include "json.h"
@@ -73,6 +80,238 @@ static char *join_pair(const char *a, const char *b)
 	}
 	*w = 0;
 	return o;
+}
+
+/* ---- tokenizer.json pre_tokenizer -> tokenizer.ggml.pre -------------------- */
+
+/* Split patterns as tokenizer.json carries them (after JSON unescaping). */
+static const char qwen2_re[] =
+	"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+	"\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+static const char llama3_re[] =
+	"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+	"\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+/* One recognised tokenizer.json shape. The pre-tokenizer is either
+ * Sequence[Split(Regex = split_re, Isolated, not inverted), ByteLevel(no prefix
+ * space, use_regex false)] (split_re set) or a lone ByteLevel(no prefix space,
+ * use_regex true), whose built-in pattern is GPT-2's (split_re NULL). */
+typedef struct pre_rule {
+	const char *name;   /* tokenizer.ggml.pre */
+	const char *models; /* for messages */
+	const char *split_re;
+	bool nfc;           /* normalizer NFC (else none) */
+	bool ignore_merges; /* model.ignore_merges (llama.cpp's name implies it) */
+} pre_rule;
+
+static const pre_rule pre_rules[] = {
+	{"llama-bpe", "Llama 3", llama3_re, false, true},
+	{"qwen2", "Qwen2, Qwen2.5, Qwen3", qwen2_re, true, false},
+	{"gpt-2", "GPT-2", NULL, false, false},
+};
+#define NPRE_RULES (sizeof pre_rules / sizeof *pre_rules)
+
+/* What a tokenizer.json says, reduced to what the rules compare. */
+typedef struct pre_shape {
+	const char *split_re; /* the Split pattern (shape with a Split), else NULL */
+	bool has_split;
+	bool nfc;
+	bool ignore_merges;
+	char found[160];      /* the pre_tokenizer's step types, for messages */
+	const char *why;      /* why no rule can match (static text), or NULL */
+} pre_shape;
+
+static void shape_cat(pre_shape *s, const char *t)
+{
+	size_t k = strlen(s->found);
+	if (k + 1 < sizeof s->found)
+		snprintf(s->found + k, sizeof s->found - k, "%s", t);
+}
+
+static void shape_type(pre_shape *s, const cJSON *step)
+{
+	const cJSON *t = cJSON_IsObject(step) ? cJSON_GetObjectItemCaseSensitive(step, "type") : NULL;
+	char b[48];
+	snprintf(b, sizeof b, "%.40s", cJSON_IsString(t) ? t->valuestring : "?");
+	shape_cat(s, b);
+}
+
+/* Only these keys in an object (NULL-terminated list). */
+static bool only_keys(const cJSON *o, const char *const *keys)
+{
+	const cJSON *it;
+	cJSON_ArrayForEach(it, o)
+	{
+		size_t i = 0;
+		while (keys[i] && strcmp(keys[i], it->string) != 0)
+			i++;
+		if (!keys[i])
+			return false;
+	}
+	return true;
+}
+
+static bool is_type(const cJSON *o, const char *type)
+{
+	const cJSON *t = cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, "type") : NULL;
+	return cJSON_IsString(t) && !strcmp(t->valuestring, type);
+}
+
+/* Optional bool member: absent -> def; *ok false when present and not a bool. */
+static bool opt_bool(const cJSON *o, const char *key, bool def, bool *ok)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+	if (!v)
+		return def;
+	if (!cJSON_IsBool(v))
+		*ok = false;
+	return cJSON_IsTrue(v);
+}
+
+/* A ByteLevel step: no prefix space; *use_regex its use_regex (default true). */
+static const char *byte_level(const cJSON *o, bool *use_regex)
+{
+	static const char *const keys[] = {"type", "add_prefix_space", "trim_offsets", "use_regex", NULL};
+	bool ok = true;
+	if (!only_keys(o, keys))
+		return "its ByteLevel step has fields qtk does not know";
+	const cJSON *ap = cJSON_GetObjectItemCaseSensitive(o, "add_prefix_space");
+	bool prefix = opt_bool(o, "add_prefix_space", false, &ok);
+	(void)opt_bool(o, "trim_offsets", true, &ok); /* offsets only: no effect on the ids */
+	*use_regex = opt_bool(o, "use_regex", true, &ok);
+	if (!ok || !ap)
+		return "its ByteLevel step's flags are missing or not booleans";
+	if (prefix)
+		return "its ByteLevel step adds a prefix space (llama.cpp does not)";
+	return NULL;
+}
+
+/* A Split step: Regex pattern, Isolated, not inverted; *re the pattern. */
+static const char *split_step(const cJSON *o, const char **re)
+{
+	static const char *const keys[] = {"type", "pattern", "behavior", "invert", NULL};
+	static const char *const pkeys[] = {"Regex", NULL};
+	bool ok = true;
+	if (!only_keys(o, keys))
+		return "its Split step has fields qtk does not know";
+	const cJSON *p = cJSON_GetObjectItemCaseSensitive(o, "pattern");
+	const cJSON *r = cJSON_IsObject(p) ? cJSON_GetObjectItemCaseSensitive(p, "Regex") : NULL;
+	if (!r || !only_keys(p, pkeys) || !cJSON_IsString(r))
+		return "its Split pattern is not one Regex string";
+	const cJSON *b = cJSON_GetObjectItemCaseSensitive(o, "behavior");
+	if (!cJSON_IsString(b) || strcmp(b->valuestring, "Isolated") != 0)
+		return "its Split behavior is not Isolated";
+	if (opt_bool(o, "invert", false, &ok) || !ok)
+		return "its Split is inverted or its invert flag is not a boolean";
+	*re = r->valuestring;
+	return NULL;
+}
+
+/* Reduce root to a pre_shape. Errors that make the file unusable (wrong JSON
+ * types where tokenizer.json has fixed ones) return QTK_E_DATA; shapes qtk
+ * cannot name set s->why. */
+static int pre_reduce(const cJSON *root, pre_shape *s, qtk_err *err)
+{
+	memset(s, 0, sizeof *s);
+	if (!cJSON_IsObject(root))
+		return bpe_bad(err, "the top level is not an object");
+	const cJSON *pt = cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer");
+	if (!pt || cJSON_IsNull(pt))
+		return qtk_err_set(err, QTK_E_DATA, "tokenizer.json", -1, "pre_tokenizer",
+				   "no pre_tokenizer: qtk cannot name tokenizer.ggml.pre without one");
+	if (!cJSON_IsObject(pt))
+		return qtk_err_set(err, QTK_E_DATA, "tokenizer.json", -1, "pre_tokenizer",
+				   "pre_tokenizer is not an object");
+	shape_type(s, pt);
+	if (is_type(pt, "ByteLevel")) {
+		bool use_regex = false;
+		s->why = byte_level(pt, &use_regex);
+		if (!s->why && !use_regex)
+			s->why = "a lone ByteLevel without its regex splits nothing";
+	} else if (is_type(pt, "Sequence")) {
+		static const char *const keys[] = {"type", "pretokenizers", NULL};
+		const cJSON *list = cJSON_GetObjectItemCaseSensitive(pt, "pretokenizers");
+		if (!cJSON_IsArray(list))
+			return qtk_err_set(err, QTK_E_DATA, "tokenizer.json", -1, "pre_tokenizer",
+					   "pre_tokenizer.pretokenizers is not an array");
+		const cJSON *st;
+		int n = 0;
+		shape_cat(s, "[");
+		cJSON_ArrayForEach(st, list)
+		{
+			if (n == 6) {
+				shape_cat(s, ", ...");
+				break;
+			}
+			shape_cat(s, n++ ? ", " : "");
+			shape_type(s, st);
+		}
+		shape_cat(s, "]");
+		const cJSON *a = cJSON_GetArrayItem(list, 0), *b = cJSON_GetArrayItem(list, 1);
+		bool use_regex = true;
+		if (!only_keys(pt, keys))
+			s->why = "its Sequence has fields qtk does not know";
+		else if (cJSON_GetArraySize(list) != 2 || !is_type(a, "Split") || !is_type(b, "ByteLevel"))
+			s->why = "qtk knows only the steps Split then ByteLevel";
+		else if (!(s->why = split_step(a, &s->split_re)) && !(s->why = byte_level(b, &use_regex)) && use_regex)
+			s->why = "its ByteLevel step applies its own regex after the Split";
+		s->has_split = true;
+	} else
+		s->why = "qtk knows only ByteLevel and Sequence[Split, ByteLevel] pre-tokenizers";
+	/* the normalizer: none or NFC */
+	const cJSON *no = cJSON_GetObjectItemCaseSensitive(root, "normalizer");
+	static const char *const nkeys[] = {"type", NULL};
+	if (no && !cJSON_IsNull(no)) {
+		if (is_type(no, "NFC") && only_keys(no, nkeys))
+			s->nfc = true;
+		else if (!s->why)
+			s->why = "its normalizer is neither absent nor NFC";
+	}
+	const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
+	bool ok = true;
+	if (cJSON_IsObject(model))
+		s->ignore_merges = opt_bool(model, "ignore_merges", false, &ok);
+	if (!ok)
+		return qtk_err_set(err, QTK_E_DATA, "tokenizer.json", -1, "model.ignore_merges",
+				   "model.ignore_merges is not a boolean");
+	return 0;
+}
+
+int qtk_bpe_identify_pre(const cJSON *root, const char **name, qtk_err *err)
+{
+	*name = NULL;
+	pre_shape s;
+	int rc = pre_reduce(root, &s, err);
+	if (rc)
+		return rc;
+	const pre_rule *near = NULL;
+	for (size_t i = 0; !s.why && i < NPRE_RULES; i++) {
+		const pre_rule *r = &pre_rules[i];
+		if (s.has_split != (r->split_re != NULL) || (r->split_re && strcmp(r->split_re, s.split_re) != 0))
+			continue;
+		if (r->nfc == s.nfc && r->ignore_merges == s.ignore_merges) {
+			*name = r->name;
+			return 0;
+		}
+		near = r;
+	}
+	char why[160];
+	if (s.why)
+		snprintf(why, sizeof why, "%s", s.why);
+	else if (near)
+		snprintf(why, sizeof why, "the %s pre-tokenizer, but %s", near->models,
+			 near->nfc != s.nfc ? (s.nfc ? "with an NFC normalizer" : "without the NFC normalizer")
+					    : (s.ignore_merges ? "with model.ignore_merges" : "without model.ignore_merges"));
+	else
+		snprintf(why, sizeof why, "its Split regex is none of the known ones");
+	char known[192] = "";
+	for (size_t i = 0; i < NPRE_RULES; i++) {
+		size_t k = strlen(known);
+		snprintf(known + k, sizeof known - k, "%s%s (%s)", i ? ", " : "", pre_rules[i].name, pre_rules[i].models);
+	}
+	return qtk_err_set(err, QTK_E_DATA, "tokenizer.json", -1, "pre_tokenizer",
+			   "cannot name tokenizer.ggml.pre for %s: %s; recognised: %s",
+			   s.found, why, known);
 }
 
 int qtk_bpe_hf_vocab(const qtk_model *hf, const char *pre, uint64_t n_vocab, qtk_model *meta,
@@ -243,6 +482,9 @@ int qtk_bpe_hf_vocab(const qtk_model *hf, const char *pre, uint64_t n_vocab, qtk
 		}
 		*nmerges = k;
 	}
+	/* the vocabulary is checked first: its errors are the more basic ones */
+	if (!pre && (rc = qtk_bpe_identify_pre(d.root, &pre, err)))
+		goto out;
 	qtk_model_set_kv_str(meta, "tokenizer.ggml.model", "gpt2");
 	if (qtk_model_set_kv_str(meta, "tokenizer.ggml.pre", pre)) {
 		rc = bpe_oom(err);
@@ -288,14 +530,6 @@ static void bpe_jstr(qtk_buf *b, const char *s, size_t n)
 	qtk_json_put_str_as(b, s, n, QTK_JSON_RAW | QTK_JSON_ESC_DEL);
 }
 
-/* Pre-tokenizer split patterns (from the models' own tokenizer.json files). */
-static const char qwen2_re[] =
-	"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
-	"\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-static const char llama3_re[] =
-	"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
-	"\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-
 int qtk_bpe_gguf_tokenizer_json(const qtk_model *g, qtk_buf *b, qtk_err *err)
 {
 	const qtk_kv *tk = qtk_kv_find(g, "tokenizer.ggml.tokens");
@@ -326,9 +560,14 @@ int qtk_bpe_gguf_tokenizer_json(const qtk_model *g, qtk_buf *b, qtk_err *err)
 		first = false;
 	}
 	qtk_buf_puts(b, first ? "],\n" : "\n  ],\n");
-	const char *re = !strcmp(pre, "qwen2") ? qwen2_re : !strcmp(pre, "llama-bpe") ? llama3_re : NULL;
+	/* the shape qtk_bpe_identify_pre names pre by (names it does not know: GPT-2's) */
+	const pre_rule *rule = NULL;
+	for (size_t i = 0; i < NPRE_RULES && !rule; i++)
+		if (!strcmp(pre, pre_rules[i].name))
+			rule = &pre_rules[i];
+	const char *re = rule ? rule->split_re : NULL;
 	qtk_buf_puts(b, "  \"normalizer\": ");
-	qtk_buf_puts(b, !strcmp(pre, "qwen2") ? "{\"type\": \"NFC\"},\n" : "null,\n");
+	qtk_buf_puts(b, rule && rule->nfc ? "{\"type\": \"NFC\"},\n" : "null,\n");
 	if (re) {
 		qtk_buf_puts(b, "  \"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", "
 				"\"pattern\": {\"Regex\": ");
@@ -344,7 +583,9 @@ int qtk_bpe_gguf_tokenizer_json(const qtk_model *g, qtk_buf *b, qtk_err *err)
 			"\"use_regex\": false},\n"
 			"  \"model\": {\"type\": \"BPE\", \"dropout\": null, \"unk_token\": null, "
 			"\"continuing_subword_prefix\": \"\", \"end_of_word_suffix\": \"\", \"fuse_unk\": false, "
-			"\"byte_fallback\": false, \"ignore_merges\": false,\n    \"vocab\": {");
+			"\"byte_fallback\": false, \"ignore_merges\": ");
+	qtk_buf_puts(b, rule && rule->ignore_merges ? "true" : "false");
+	qtk_buf_puts(b, ",\n    \"vocab\": {");
 	first = true;
 	qtk_strset seen = {0};
 	int rc = 0;

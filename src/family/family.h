@@ -126,8 +126,7 @@ typedef struct qtk_family {
 	const char *hidden_act_key;    /* ... under this name (NULL: "hidden_act") */
 	const char *hf_head_dim_copy;  /* a config.json key written with the per-head size (GGUF -> HF) */
 	double default_rms_eps;        /* config.json rms_norm_eps when the GGUF has none */
-	/* tokenizer */
-	const char *bpe_pre;           /* tokenizer.ggml.pre for a tokenizer.json vocabulary */
+	/* tokenizer (tokenizer.ggml.pre comes from the tokenizer.json itself: qtk_bpe_identify_pre) */
 	const char *bpe_class;         /* tokenizer_class written with tokenizer.json */
 	const char *spm_class;         /* tokenizer_class written with tokenizer.model */
 	/* llama.cpp's quantization mixes: layer count of its 70B model type (0: none) */

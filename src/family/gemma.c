@@ -71,7 +71,6 @@ const qtk_family qtk_family_gemma2 = {
 	/* not in the GGUF: llama.cpp scales queries by the head size for Gemma 2's 2B and 9B */
 	.hf_head_dim_copy = "query_pre_attn_scalar",
 	.default_rms_eps = 1e-6,
-	.bpe_pre = "default",
 	.bpe_class = "GemmaTokenizerFast",
 	.spm_class = "GemmaTokenizer",
 };

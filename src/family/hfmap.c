@@ -1600,7 +1600,8 @@ tokenizer:
 		qtk_str *merges = NULL;
 		size_t nmerges = 0;
 		uint64_t nv = hp.has_vocab ? (uint64_t)hp.vocab : 0;
-		rc = qtk_bpe_hf_vocab(hf, f->bpe_pre, nv, meta, &merges, &nmerges, err);
+		/* tokenizer.ggml.pre: named from tokenizer.json's own pre_tokenizer */
+		rc = qtk_bpe_hf_vocab(hf, NULL, nv, meta, &merges, &nmerges, err);
 		if (!rc) {
 			const qtk_kv *tk = qtk_kv_find(meta, "tokenizer.ggml.tokens");
 			rc = special_vocab(hf, doc.root, tk ? (size_t)tk->val.n : 0, meta, merges, nmerges, err);
@@ -1608,10 +1609,6 @@ tokenizer:
 		for (size_t i = 0; merges && i < nmerges; i++)
 			qtk_free(merges[i].s);
 		qtk_free(merges);
-		if (!rc)
-			snprintf(m->warn, sizeof m->warn,
-				 "tokenizer.ggml.pre set to \"%s\" by architecture (llama.cpp derives it by "
-				 "running the tokenizer)", f->bpe_pre);
 	} else {
 		snprintf(m->warn, sizeof m->warn,
 			 "no tokenizer.model or tokenizer.json: the GGUF has no vocabulary (llama.cpp cannot run it)");

@@ -10,6 +10,7 @@
 #define QTK_HFMAP_H
 
 #include "family/family.h"
+#include "json.h"
 #include "qtk_util.h"
 
 typedef struct qtk_hfmap qtk_hfmap;
@@ -100,9 +101,24 @@ const char *qtk_hfmap_warning(const qtk_hfmap *m);
  * (merges after the special ids as llama.cpp orders them is handled by the
  * caller: bpe writes model, pre, tokens, token_type and returns the merges
  * list through *merges / *nmerges, caller-owned qtk_str[]). n_vocab is
- * config.json's vocab_size (0: the tokenizer's size). */
+ * config.json's vocab_size (0: the tokenizer's size). pre NULL: the name
+ * qtk_bpe_identify_pre finds in the tokenizer.json (its errors pass through). */
 int qtk_bpe_hf_vocab(const qtk_model *hf, const char *pre, uint64_t n_vocab, qtk_model *meta,
 		 qtk_str **merges, size_t *nmerges, qtk_err *err);
+/* The tokenizer.ggml.pre name of a tokenizer.json (the parsed root, from the
+ * strict parser), from its own definition rather than llama.cpp's hash of the
+ * tokenizer's output: the pre_tokenizer, the normalizer and model.ignore_merges
+ * must be exactly one of the shapes qtk knows (types, Split regex after JSON
+ * unescaping, the flags that change the ids; unknown fields refuse):
+ *   "llama-bpe" (Llama 3): Sequence[Split(Llama 3 regex, Isolated), ByteLevel
+ *               without prefix space or regex], no normalizer, ignore_merges;
+ *   "qwen2" (Qwen2, Qwen2.5, Qwen3): the same with the Qwen2 regex (single
+ *               digits), NFC normalizer, no ignore_merges;
+ *   "gpt-2":    a lone ByteLevel with its own regex, no prefix space, no
+ *               normalizer, no ignore_merges.
+ * *name is a static string. Anything else, or no pre_tokenizer: QTK_E_DATA
+ * naming tokenizer.json, what was found and what is recognised. */
+int qtk_bpe_identify_pre(const cJSON *tokenizer_json_root, const char **name, qtk_err *err);
 /* tokenizer.json text from tokenizer.ggml.* ("gpt2" vocabularies). */
 int qtk_bpe_gguf_tokenizer_json(const qtk_model *gguf, qtk_buf *out, qtk_err *err);
 

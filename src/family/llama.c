@@ -42,8 +42,7 @@ static const char *const dropped[] = {".attention.masked_bias", ".attention.bias
  * linear rope scaling, SentencePiece's add_prefix_space; its 70B model type has 80 layers */
 #define LLAMA_MODEL_BASE                                                                                \
 	LLAMA_NAMES_BASE, .gguf_arch = "llama", .permute_qk = true, .default_rms_eps = 1e-5,            \
-	.bpe_pre = "llama-bpe", .bpe_class = "PreTrainedTokenizerFast", .spm_class = "LlamaTokenizer",  \
-	.mix_70b_layers = 80
+	.bpe_class = "PreTrainedTokenizerFast", .spm_class = "LlamaTokenizer", .mix_70b_layers = 80
 
 static const char *const llama_archs[] = {"LlamaForCausalLM", "LLaMAForCausalLM", NULL};
 
@@ -117,7 +116,6 @@ const qtk_family qtk_family_qwen2 = {
 	.permute_qk = false,
 	.flags = QTK_FAM_ROPE_YARN,
 	.default_rms_eps = 1e-6,
-	.bpe_pre = "qwen2",
 	.bpe_class = "Qwen2Tokenizer",
 	.spm_class = "LlamaTokenizer",
 	.mix_70b_layers = 0,

@@ -61,7 +61,6 @@ const qtk_family qtk_family_phi3 = {
 	.flags = QTK_FAM_ROPE_LONG,
 	.gguf_keys = phi3_keys,
 	.default_rms_eps = 1e-5,
-	.bpe_pre = "default",
 	.bpe_class = "LlamaTokenizerFast",
 	.spm_class = "LlamaTokenizer",
 };

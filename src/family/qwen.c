@@ -16,7 +16,7 @@ static const char *const dropped[] = {".rotary_emb.inv_freq", NULL};
 #define QWEN_NAMES                                                                                      \
 	.hf_block = "model.layers.", .gguf_block = "blk.", .top = top_names,                            \
 	.ntop = sizeof top_names / sizeof *top_names, .suffixes = suffixes, .dropped = dropped,         \
-	.keys = &qtk_family_std_keys, .permute_qk = false, .default_rms_eps = 1e-6, .bpe_pre = "qwen2", \
+	.keys = &qtk_family_std_keys, .permute_qk = false, .default_rms_eps = 1e-6, \
 	.bpe_class = "Qwen2Tokenizer", .spm_class = "LlamaTokenizer"
 
 /* Qwen2-MoE: routed experts stacked, the router as ffn_gate_inp (F32), a shared expert with its
