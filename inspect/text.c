@@ -207,7 +207,7 @@ static const char *const tx_kv_names[] = {"f16", "q8_0", "q4_0"};
 /* The sliding layers as a JSON array of layer numbers (only for n_layer <= the per-layer cap). */
 static void tx_json_swa(cJSON *a, const hparams *hp)
 {
-	if (!hp->swa_window) {
+	if (!hp->swa_window && !hp->swa_note) {
 		cJSON_AddNullToObject(a, "sliding_window");
 		return;
 	}
@@ -338,7 +338,7 @@ static void tx_swa_unused(FILE *out, const hparams *hp)
 {
 	char sb[512];
 	const char *note = hp->swa_note ? hp->swa_note : "";
-	if (!hp->swa_window)
+	if (!hp->swa_window && !hp->swa_note)
 		return;
 	if (!strncmp(note, "not applied", 11))
 		fprintf(out, "            sliding window %llu %s\n", (unsigned long long)hp->swa_window,
