@@ -44,8 +44,13 @@ typedef qtk_hparams hparams;
 int hparams_load(const qtk_model *m, hparams *hp);
 /* Bytes per cached element for a KV type name (f16, q8_0, q4_0, ...); 0 when unknown. */
 double kv_type_bytes(const char *name);
-/* 2 * n_layer * n_head_kv * head_dim * ctx * elem_bytes */
+/* KV cache bytes at context ctx: every layer l caches n_head_kv(l) x (head_dim + head_dim_v)
+ * elements per token, sliding layers at most swa_window tokens; for a uniform model
+ * 2 * n_layer * n_head_kv * head_dim * ctx * elem_bytes. 0 when hp->kv_unknown. */
 double kv_cache_bytes(const hparams *hp, uint64_t ctx, double elem_bytes);
+/* True when every layer caches the same (no per-layer heads, no sliding layers, K and V of
+ * one head size): the KV cache is the plain product. */
+bool kv_uniform(const hparams *hp);
 /* Block number of "blk.N." / "model.layers.N." names (prefix length in
  * *prefix_len), or -1. */
 int block_of(const char *name, size_t *prefix_len);

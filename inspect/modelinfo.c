@@ -22,7 +22,16 @@ double kv_type_bytes(const char *name)
 
 double kv_cache_bytes(const hparams *hp, uint64_t ctx, double elem_bytes)
 {
-	return 2.0 * (double)hp->n_layer * (double)hp->n_head_kv * (double)hp->head_dim * (double)ctx * elem_bytes;
+	if (hp->kv_unknown[0])
+		return 0;
+	uint64_t swa_ctx = hp->swa_window && hp->swa_window < ctx ? hp->swa_window : ctx;
+	double heads_tokens = (double)hp->kv_heads_full * (double)ctx + (double)hp->kv_heads_swa * (double)swa_ctx;
+	return heads_tokens * (double)(hp->head_dim + hp->head_dim_v) * elem_bytes;
+}
+
+bool kv_uniform(const hparams *hp)
+{
+	return !hp->kv_per_layer && !hp->n_layer_swa && hp->head_dim == hp->head_dim_v;
 }
 
 int block_of(const char *name, size_t *prefix_len)

@@ -204,62 +204,213 @@ static void tx_fmt_size(double b, char *buf, size_t n) { fmt_bytes((uint64_t)(b 
 
 static const char *const tx_kv_names[] = {"f16", "q8_0", "q4_0"};
 
+/* The sliding layers as a JSON array of layer numbers (only for n_layer <= the per-layer cap). */
+static void tx_json_swa(cJSON *a, const hparams *hp)
+{
+	if (!hp->swa_window && !hp->swa_note) {
+		cJSON_AddNullToObject(a, "sliding_window");
+		return;
+	}
+	cJSON *sw = cJSON_AddObjectToObject(a, "sliding_window");
+	cJSON_AddNumberToObject(sw, "window", (double)hp->swa_window);
+	cJSON_AddNumberToObject(sw, "n_layer_sliding", (double)hp->n_layer_swa);
+	if (hp->n_layer <= QTK_HP_MAX_LAYERS) {
+		cJSON *ls = cJSON_AddArrayToObject(sw, "layers");
+		for (uint64_t l = 0; l < hp->n_layer && !hp->kv_unknown[0]; l++)
+			if (qtk_family_layer_swa(hp, l))
+				cJSON_AddItemToArray(ls, cJSON_CreateNumber((double)l));
+	} else {
+		cJSON_AddNullToObject(sw, "layers");
+	}
+	if (hp->swa_note)
+		cJSON_AddStringToObject(sw, "note", hp->swa_note);
+	else
+		cJSON_AddNullToObject(sw, "note");
+}
+
+static void tx_json_experts(cJSON *r, const hparams *hp, bool have, const qtk_active *act)
+{
+	if (!act->n_expert_tensors && !(have && hp->n_expert)) {
+		cJSON_AddNullToObject(r, "experts");
+		return;
+	}
+	cJSON *e = cJSON_AddObjectToObject(r, "experts");
+	cJSON_AddNumberToObject(e, "n_expert", have ? (double)hp->n_expert : 0);
+	cJSON_AddNumberToObject(e, "n_expert_used", have ? (double)hp->n_expert_used : 0);
+	cJSON_AddNumberToObject(e, "expert_feed_forward_length", have ? (double)hp->n_ff_expert : 0);
+	cJSON_AddNumberToObject(e, "shared_expert_feed_forward_length", have ? (double)hp->n_ff_shared_expert : 0);
+	cJSON_AddNumberToObject(e, "n_tensors", (double)act->n_expert_tensors);
+	if (act->unknown[0])
+		cJSON_AddStringToObject(e, "unknown", act->unknown);
+	else
+		cJSON_AddNullToObject(e, "unknown");
+}
+
+static int tx_memory_json(qtk_model *m, FILE *out, const totals *tt, const hparams *hp, bool have,
+			  const qtk_active *act, const char *kvt, double eb, const uint64_t *ctx, size_t nc)
+{
+	cJSON *r = cJSON_CreateObject();
+	cJSON_AddNumberToObject(r, "schema_version", 1);
+	cJSON_AddStringToObject(r, "file", m->path);
+	cJSON_AddNumberToObject(r, "weights_bytes", (double)tt->n_bytes);
+	cJSON_AddStringToObject(r, "kv_type", kvt);
+	cJSON_AddNumberToObject(r, "params_total", (double)tt->n_params);
+	if (act->unknown[0]) {
+		cJSON_AddNullToObject(r, "params_active");
+		cJSON_AddNullToObject(r, "weights_bytes_active");
+	} else {
+		cJSON_AddNumberToObject(r, "params_active", (double)act->params_active);
+		cJSON_AddNumberToObject(r, "weights_bytes_active", (double)act->bytes_active);
+	}
+	tx_json_experts(r, hp, have, act);
+	if (have) {
+		cJSON *a = cJSON_AddObjectToObject(r, "architecture");
+		cJSON_AddStringToObject(a, "name", hp->arch);
+		cJSON_AddStringToObject(a, "source", hp->source);
+		cJSON_AddNumberToObject(a, "n_layer", (double)hp->n_layer);
+		cJSON_AddNumberToObject(a, "n_head", (double)hp->n_head);
+		cJSON_AddNumberToObject(a, "n_head_kv", (double)hp->n_head_kv);
+		cJSON_AddNumberToObject(a, "head_dim", (double)hp->head_dim);
+		cJSON_AddNumberToObject(a, "context_length", (double)hp->ctx_max);
+		cJSON_AddNumberToObject(a, "head_dim_v", (double)hp->head_dim_v);
+		cJSON_AddBoolToObject(a, "kv_per_layer", hp->kv_per_layer);
+		cJSON_AddNumberToObject(a, "n_head_kv_min", (double)hp->n_head_kv_min);
+		cJSON_AddNumberToObject(a, "kv_heads_total", (double)(hp->kv_heads_full + hp->kv_heads_swa));
+		tx_json_swa(a, hp);
+		if (hp->kv_unknown[0]) {
+			cJSON_AddStringToObject(r, "kv_unknown", hp->kv_unknown);
+		} else {
+			cJSON_AddNumberToObject(r, "kv_bytes_per_token", kv_cache_bytes(hp, 1, eb));
+			if (hp->n_layer_swa)
+				cJSON_AddNumberToObject(r, "kv_bytes_per_token_beyond_window",
+							(double)hp->kv_heads_full * (double)(hp->head_dim + hp->head_dim_v) * eb);
+			cJSON *arr = cJSON_AddArrayToObject(r, "contexts");
+			for (size_t i = 0; i < nc; i++) {
+				cJSON *e = cJSON_CreateObject();
+				double kv = kv_cache_bytes(hp, ctx[i], eb);
+				cJSON_AddNumberToObject(e, "ctx", (double)ctx[i]);
+				cJSON_AddNumberToObject(e, "kv_bytes", kv);
+				cJSON_AddNumberToObject(e, "total_bytes", kv + (double)tt->n_bytes);
+				cJSON_AddItemToArray(arr, e);
+			}
+		}
+	} else {
+		cJSON_AddNullToObject(r, "architecture");
+	}
+	char *txt = cJSON_Print(r);
+	cJSON_Delete(r);
+	if (!txt)
+		return qtk_err_set(&m->err, QTK_E_IO, NULL, -1, NULL, "out of memory");
+	fprintf(out, "%s\n", txt);
+	cJSON_free(txt);
+	return 0;
+}
+
+/* Weights read per token and the experts, for a mixture of experts. */
+static void tx_memory_experts(FILE *out, const totals *tt, const hparams *hp, bool have, const qtk_active *act)
+{
+	char sb[512], ab[32];
+	if (act->n_expert_tensors) {
+		if (act->unknown[0]) {
+			fprintf(out, "            per token: unknown (%s)\n", insp_safe(act->unknown, sb, sizeof sb));
+		} else {
+			fmt_bytes(act->bytes_active, ab, sizeof ab);
+			fprintf(out, "            read per token %s (%llu bytes): %llu of %llu parameters active\n", ab,
+				(unsigned long long)act->bytes_active, (unsigned long long)act->params_active,
+				(unsigned long long)tt->n_params);
+		}
+	}
+	if (!have || (!hp->n_expert && !act->n_expert_tensors))
+		return;
+	fprintf(out, "experts     %llu, %llu used per token", (unsigned long long)hp->n_expert,
+		(unsigned long long)hp->n_expert_used);
+	if (hp->n_ff_expert)
+		fprintf(out, ", expert FFN %llu", (unsigned long long)hp->n_ff_expert);
+	if (hp->n_ff_shared_expert)
+		fprintf(out, ", shared expert FFN %llu", (unsigned long long)hp->n_ff_shared_expert);
+	fprintf(out, "\n            %llu expert tensors count %llu/%llu of their size, every other tensor fully\n",
+		(unsigned long long)act->n_expert_tensors, (unsigned long long)hp->n_expert_used,
+		(unsigned long long)hp->n_expert);
+}
+
+/* A declared window no layer uses, and why. */
+static void tx_swa_unused(FILE *out, const hparams *hp)
+{
+	char sb[512];
+	const char *note = hp->swa_note ? hp->swa_note : "";
+	if (!hp->swa_window && !hp->swa_note)
+		return;
+	if (!strncmp(note, "not applied", 11))
+		fprintf(out, "            sliding window %llu %s\n", (unsigned long long)hp->swa_window,
+			insp_safe(note, sb, sizeof sb));
+	else
+		fprintf(out, "            sliding window %llu on no layer (%s)\n", (unsigned long long)hp->swa_window,
+			insp_safe(note, sb, sizeof sb));
+}
+
+/* The KV cache lines: the plain product for a uniform model, else what each layer holds. */
+static void tx_memory_kv(FILE *out, const hparams *hp, const char *kvt, double eb)
+{
+	char kb[32], kb2[32], sb[512];
+	tx_fmt_size(kv_cache_bytes(hp, 1, eb), kb, sizeof kb);
+	if (kv_uniform(hp)) {
+		fprintf(out, "\nKV cache    2 x %llu layers x %llu KV heads x %llu x context x %.4g B (%s)\n",
+			(unsigned long long)hp->n_layer, (unsigned long long)hp->n_head_kv, (unsigned long long)hp->head_dim,
+			eb, kvt);
+		tx_swa_unused(out, hp);
+		fprintf(out, "            = %s per token\n\n", kb);
+		return;
+	}
+	fprintf(out, "\nKV cache    per layer and token: KV heads x (K %llu + V %llu) x %.4g B (%s)\n",
+		(unsigned long long)hp->head_dim, (unsigned long long)hp->head_dim_v, eb, kvt);
+	if (hp->kv_per_layer)
+		fprintf(out, "            KV heads per layer %llu to %llu (listed per layer), %llu over all layers\n",
+			(unsigned long long)hp->n_head_kv_min, (unsigned long long)hp->n_head_kv,
+			(unsigned long long)(hp->kv_heads_full + hp->kv_heads_swa));
+	else
+		fprintf(out, "            %llu KV heads on each of %llu layers\n", (unsigned long long)hp->n_head_kv,
+			(unsigned long long)hp->n_layer);
+	if (hp->n_layer_swa) {
+		fprintf(out, "            sliding window %llu on %llu of %llu layers (%s):\n", (unsigned long long)hp->swa_window,
+			(unsigned long long)hp->n_layer_swa, (unsigned long long)hp->n_layer,
+			hp->swa_note ? insp_safe(hp->swa_note, sb, sizeof sb) : "");
+		fprintf(out, "            they hold min(context, %llu) tokens, as llama.cpp's SWA cache does\n",
+			(unsigned long long)hp->swa_window);
+		tx_fmt_size((double)hp->kv_heads_full * (double)(hp->head_dim + hp->head_dim_v) * eb, kb2, sizeof kb2);
+		fprintf(out, "            = %s per token up to %llu tokens, %s per token beyond\n\n", kb,
+			(unsigned long long)hp->swa_window, kb2);
+		return;
+	}
+	tx_swa_unused(out, hp);
+	fprintf(out, "            = %s per token\n\n", kb);
+}
+
 int report_memory(qtk_model *m, FILE *out, const insp_opts *o)
 {
 	totals tt;
 	compute_totals(m, &tt);
 	hparams hp;
 	bool have = hparams_load(m, &hp) == 0;
+	qtk_active act;
+	qtk_family_active(m, have ? &hp : NULL, &act);
 	const char *kvt = o->kv_type ? o->kv_type : "f16";
 	double eb = kv_type_bytes(kvt);
 	uint64_t ctx[8];
 	size_t nc = have ? memory_contexts(&hp, o->ctx, ctx, 8) : 0;
-	if (o->json) {
-		cJSON *r = cJSON_CreateObject();
-		cJSON_AddNumberToObject(r, "schema_version", 1);
-		cJSON_AddStringToObject(r, "file", m->path);
-		cJSON_AddNumberToObject(r, "weights_bytes", (double)tt.n_bytes);
-		cJSON_AddStringToObject(r, "kv_type", kvt);
-		if (have) {
-			cJSON *a = cJSON_AddObjectToObject(r, "architecture");
-			cJSON_AddStringToObject(a, "name", hp.arch);
-			cJSON_AddStringToObject(a, "source", hp.source);
-			cJSON_AddNumberToObject(a, "n_layer", (double)hp.n_layer);
-			cJSON_AddNumberToObject(a, "n_head", (double)hp.n_head);
-			cJSON_AddNumberToObject(a, "n_head_kv", (double)hp.n_head_kv);
-			cJSON_AddNumberToObject(a, "head_dim", (double)hp.head_dim);
-			cJSON_AddNumberToObject(a, "context_length", (double)hp.ctx_max);
-			cJSON_AddNumberToObject(r, "kv_bytes_per_token", kv_cache_bytes(&hp, 1, eb));
-			cJSON *arr = cJSON_AddArrayToObject(r, "contexts");
-			for (size_t i = 0; i < nc; i++) {
-				cJSON *e = cJSON_CreateObject();
-				double kv = kv_cache_bytes(&hp, ctx[i], eb);
-				cJSON_AddNumberToObject(e, "ctx", (double)ctx[i]);
-				cJSON_AddNumberToObject(e, "kv_bytes", kv);
-				cJSON_AddNumberToObject(e, "total_bytes", kv + (double)tt.n_bytes);
-				cJSON_AddItemToArray(arr, e);
-			}
-		} else {
-			cJSON_AddNullToObject(r, "architecture");
-		}
-		char *txt = cJSON_Print(r);
-		cJSON_Delete(r);
-		if (!txt)
-			return qtk_err_set(&m->err, QTK_E_IO, NULL, -1, NULL, "out of memory");
-		fprintf(out, "%s\n", txt);
-		cJSON_free(txt);
-		return 0;
-	}
-	char w[32], kb[32];
+	if (o->json)
+		return tx_memory_json(m, out, &tt, &hp, have, &act, kvt, eb, ctx, nc);
+	char w[32];
 	fmt_bytes(tt.n_bytes, w, sizeof w);
 	char sb[2048];
 	fprintf(out, "%s: memory estimate\n\n", insp_safe(m->path, sb, sizeof sb));
 	fprintf(out, "weights     %s (%llu bytes as stored, %.4f bits/weight)\n", w, (unsigned long long)tt.n_bytes,
 		tx_bpw(tt.n_bytes, tt.n_params));
 	if (!have) {
+		tx_memory_experts(out, &tt, &hp, have, &act);
 		fprintf(out, "KV cache    unknown: the file has no architecture keys or config.json\n");
 		return 0;
 	}
+	tx_memory_experts(out, &tt, &hp, have, &act);
 	fprintf(out, "model       %s (%s): %llu layers, %llu heads, %llu KV heads\n",
 		hp.arch[0] ? insp_safe(hp.arch, sb, sizeof sb) : "?",
 		hp.source, (unsigned long long)hp.n_layer, (unsigned long long)hp.n_head, (unsigned long long)hp.n_head_kv);
@@ -267,10 +418,11 @@ int report_memory(qtk_model *m, FILE *out, const insp_opts *o)
 		hp.head_dim_explicit ? "" : " (embedding / heads)");
 	if (hp.ctx_max)
 		fprintf(out, ", trained context %llu", (unsigned long long)hp.ctx_max);
-	tx_fmt_size(kv_cache_bytes(&hp, 1, eb), kb, sizeof kb);
-	fprintf(out, "\nKV cache    2 x %llu layers x %llu KV heads x %llu x context x %.4g B (%s)\n",
-		(unsigned long long)hp.n_layer, (unsigned long long)hp.n_head_kv, (unsigned long long)hp.head_dim, eb, kvt);
-	fprintf(out, "            = %s per token\n\n", kb);
+	if (hp.kv_unknown[0]) {
+		fprintf(out, "\nKV cache    unknown: %s\n", insp_safe(hp.kv_unknown, sb, sizeof sb));
+		return 0;
+	}
+	tx_memory_kv(out, &hp, kvt, eb);
 	fprintf(out, "%9s  %11s  %11s  %11s  %13s\n", "context", "KV f16", "KV q8_0", "KV q4_0", "total");
 	bool beyond = false;
 	for (size_t i = 0; i < nc; i++) {

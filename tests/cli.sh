@@ -81,6 +81,8 @@ run "qinspect --tensor" 0 "$BIN/qinspect" --tensor blk.0.attn_q.weight "$G"; out
 run "qinspect --tensor missing" 2 "$BIN/qinspect" --tensor nope "$G"; err_has "qinspect --tensor missing" "tensor 'nope': no such tensor"
 run "qinspect --json --stats" 0 "$BIN/qinspect" --json --stats "$G"; out_has "qinspect --json --stats" '"outliers_3sigma":'
 run "qinspect --memory" 0 "$BIN/qinspect" --memory --ctx 8192 --kv-type q8_0 "$G"; out_has "qinspect --memory" "KV q8_0"
+run "qinspect --memory --json (dense)" 0 "$BIN/qinspect" --memory --json "$G"
+out_has "memory json dense: active = total" '"params_active":	1836288'; out_has "memory json dense" '"experts":	null'
 run "qinspect --diff" 0 "$BIN/qinspect" --diff "$H" "$G"; out_has "qinspect --diff" "21 by GGUF<->HF name, 4 with Q/K rows un-permuted"
 
 # --- qconvert between containers and float types
@@ -289,6 +291,22 @@ err_has "unknown pre_tokenizer: what is recognised" "recognised: llama-bpe"
 no_file "unknown pre_tokenizer: no output" "$T/bpe-bad.gguf"
 
 # --- fixtures from the real tools
+if [ -n "$FX" ] && [ -d "$FX/hf/arch/ref" ]; then
+	# mixtral: 1017472 params, of which 786432 in expert tensors, 2 of 4 experts per token
+	run "memory mixtral gguf" 0 "$BIN/qinspect" --memory --json "$FX/hf/arch/ref/mixtral-llamacpp-f16.gguf"
+	out_has "memory mixtral gguf" '"params_active":	624256'; out_has "memory mixtral gguf" '"weights_bytes_active":	1251840'
+	run "memory mixtral hf" 0 "$BIN/qinspect" --memory "$FX/hf/arch/mixtral"
+	out_has "memory mixtral hf" "624256 of 1017472 parameters active"
+	# gemma2: 2 layers, window 4096 on layer 0: (2 x 8192 + 2 x 4096) x 128 x 2 B at 8192 tokens
+	run "memory gemma2 gguf" 0 "$BIN/qinspect" --memory --json "$FX/hf/arch/ref/gemma2-llamacpp-f16.gguf"
+	out_has "memory gemma2 gguf" '"kv_bytes":	6291456'
+	run "memory gemma2 hf" 0 "$BIN/qinspect" --memory "$FX/hf/arch/gemma2"
+	out_has "memory gemma2 hf" "sliding window 4096 on 1 of 2 layers"
+	run "memory phi3" 0 "$BIN/qinspect" --memory "$FX/hf/arch/ref/phi3-llamacpp-f16.gguf"
+	out_has "memory phi3" "sliding window 2047 not applied"
+else
+	echo "skipped: fixtures absent (hf/arch memory cases)"
+fi
 if [ -n "$FX" ]; then
 	run "fixture f16 -> f32 -> f16" 0 "$BIN/qconvert" -q "$FX/gguf/tiny-F16.gguf" "$T/fx32.gguf" --to f32
 	run "fixture f32 -> f16" 0 "$BIN/qconvert" -q "$T/fx32.gguf" "$T/fx16.gguf" --to f16

@@ -198,16 +198,57 @@ int qtk_family_qk_heads(const qtk_model *m, const qtk_tensor *t, int *heads, qtk
 
 /* ---- what the memory estimate needs ---------------------------------------------------- */
 
+/* Per-layer lists (KV heads, sliding-layer patterns) longer than this are not believed. */
+#define QTK_HP_MAX_LAYERS 1024
+
 typedef struct qtk_hparams {
 	char arch[64];
 	uint64_t n_layer, n_head, n_head_kv, n_embd, head_dim, ctx_max, n_vocab;
 	bool head_dim_explicit; /* key_length / head_dim given, not n_embd / n_head */
 	const char *source;     /* "GGUF keys" or "config.json" */
+	/* The KV cache, exactly: a layer l caches n_head_kv(l) x head_dim elements of K and
+	 * n_head_kv(l) x head_dim_v of V per token. n_head_kv above is the largest n_head_kv(l);
+	 * the sums over the layers that cache every token and over the sliding layers, which cache
+	 * at most swa_window tokens, are exact. */
+	uint64_t head_dim_v;        /* value_length; head_dim when not given */
+	uint64_t kv_heads_full;     /* sum of n_head_kv(l) over the layers that are not sliding */
+	uint64_t kv_heads_swa;      /* sum of n_head_kv(l) over the sliding layers */
+	uint64_t n_head_kv_min;     /* the smallest n_head_kv(l) */
+	bool kv_per_layer;          /* head_count_kv (num_key_value_heads) was a per-layer list */
+	char kv_unknown[160];       /* non-empty: why the KV cache cannot be computed (then the sums are 0) */
+	/* Sliding-window attention. swa_window is the declared window (0: none); the layers in
+	 * n_layer_swa hold min(context, swa_window) tokens (llama.cpp's SWA cache). swa_note says
+	 * which rule chose the layers, or, with n_layer_swa 0 and a window, why none slides. */
+	uint64_t swa_window, n_layer_swa;
+	bool swa_explicit;          /* the sliding layers are listed (swa_layers), not a period */
+	uint32_t swa_period;        /* !swa_explicit: layer l slides when l % period < period - 1
+	                             * (llama.cpp's pattern: 0 = every layer, 1 = none) */
+	uint64_t swa_layers[QTK_HP_MAX_LAYERS / 64]; /* swa_explicit: bit l set = layer l slides */
+	const char *swa_note;
+	/* Mixture of experts (0 when the file does not say). */
+	uint64_t n_expert, n_expert_used, n_ff_expert, n_ff_shared_expert;
 } qtk_hparams;
-/* The architecture numbers of m from its GGUF keys (<arch>.block_count, ...; per-layer arrays:
- * the largest) or its config.json (text_config when the top level has no layer count), by
- * the family's keys (llama.cpp's for unknown architectures). 0 when found, -1 when the file
- * does not say. */
+/* The architecture numbers of m from its GGUF keys (<arch>.block_count, ...; per-layer arrays
+ * of head counts: the largest, and the exact per-layer KV sums) or its config.json
+ * (text_config when the top level has no layer count), by the family's keys (llama.cpp's for
+ * unknown architectures). 0 when found, -1 when the file does not say. Inconsistent numbers
+ * (a per-layer list of the wrong length, ...) are not an error: kv_unknown says why. */
 int qtk_family_hparams(const qtk_model *m, qtk_hparams *hp);
+
+/* True when layer l of hp is a sliding-window layer. */
+bool qtk_family_layer_swa(const qtk_hparams *hp, uint64_t l);
+
+/* Parameters and stored bytes of m, in total and as read for one token: the expert tensors of
+ * a mixture of experts (GGUF "*_exps" tensors [n_expert, ...], HF "...experts.N..." tensors
+ * or fused "...experts..." tensors [n_expert, ...]) count n_expert_used / n_expert of their
+ * size, every other tensor (shared experts, routers, embeddings) counts fully. */
+typedef struct qtk_active {
+	uint64_t params, bytes;               /* every tensor */
+	uint64_t params_active, bytes_active; /* per token; equal to the totals for a dense model */
+	uint64_t n_expert_tensors;            /* tensors counted as experts */
+	char unknown[160];                    /* non-empty: why the per-token counts are unknown
+	                                       * (then they equal the totals) */
+} qtk_active;
+void qtk_family_active(const qtk_model *m, const qtk_hparams *hp, qtk_active *a);
 
 #endif
