@@ -76,6 +76,8 @@ typedef struct plan {
 	conv_method method;
 	qtk_tensor out;      /* output description (name borrowed from src) */
 	const float *imatrix;/* per-column importance, or NULL */
+	uint64_t imatrix_rows; /* > 0: a vector of importance per this many rows (one per expert of a
+				* 3-D tensor), consecutive in imatrix; 0: one vector for every row */
 	const char *note;    /* for the plan line: "exact", "lossy", "repack" ... */
 } plan;
 

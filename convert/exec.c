@@ -81,6 +81,7 @@ typedef struct window {
 	const uint8_t *mem_src;   /* the encoded source in memory (row-permuted), else read from the file */
 	bool rows_transcode;      /* source and target are ggml blocks qgroups can map */
 	const float *imatrix;
+	uint64_t imatrix_rows;    /* > 0: imatrix holds a vector per this many rows (experts) */
 	uint64_t row0, rows_end, cols, chunk_rows;
 	uint64_t in_row_bytes, out_row_bytes;
 	uint8_t *out;             /* output bytes of the window */
@@ -98,6 +99,22 @@ static int encode_rows(unsigned type, const float *x, uint64_t nrows, uint64_t c
 		return 0;
 	}
 	return qtk_quant_ggml(type, x, out, nrows, cols, imatrix);
+}
+
+/* Encode rows r0 .. r0+nr-1 of the window's tensor (values x) into dst, each row with its own
+ * importance vector: a chunk may span experts of a 3-D tensor. */
+static int encode_window_rows(const window *w, const float *x, uint64_t r0, uint64_t nr, uint8_t *dst)
+{
+	if (!w->imatrix || !w->imatrix_rows)
+		return encode_rows(w->out_type, x, nr, w->cols, dst, w->imatrix);
+	for (uint64_t r = 0; r < nr;) {
+		uint64_t e = (r0 + r) / w->imatrix_rows, end = (e + 1) * w->imatrix_rows - r0;
+		uint64_t n = (end < nr ? end : nr) - r;
+		if (encode_rows(w->out_type, x + r * w->cols, n, w->cols, dst + r * w->out_row_bytes, w->imatrix + e * w->cols))
+			return -1;
+		r += n;
+	}
+	return 0;
 }
 
 static void chunk_job(void *ctx, size_t i)
@@ -143,7 +160,7 @@ static void chunk_job(void *ctx, size_t i)
 			qg_free(&g);
 		}
 	}
-	if (!done && encode_rows(w->out_type, x, nr, w->cols, dst, w->imatrix)) {
+	if (!done && encode_window_rows(w, x, r0, nr, dst)) {
 		qtk_err_set(e, QTK_E_INTERNAL, NULL, -1, t->name, "encoder failed");
 		goto out;
 	}
@@ -307,6 +324,7 @@ static int run_rows(qtk_model *in, qtk_writer *w, const plan *p, int threads, te
 	win.t = t;
 	win.out_type = p->out.layout.type;
 	win.imatrix = imatrix;
+	win.imatrix_rows = p->imatrix_rows;
 	win.cols = qtk_tensor_cols(t);
 	uint64_t rows = qtk_tensor_rows(t);
 	win.chunk_rows = CHUNK_ELEMS / win.cols ? CHUNK_ELEMS / win.cols : 1;

@@ -420,6 +420,24 @@ static int plan_keep(qtk_model *in, const conv_opts *o, const qtk_hfmap *map, co
 	return out_plain(&p->out, t, ty) ? QTK_E_DATA : 0;
 }
 
+/* The importance of t's columns: one vector for a matrix; for a stack of matrices (the experts
+ * of a 3-D tensor, [n_expert, out, in]) one vector per matrix, as llama.cpp's imatrix holds them
+ * (n_expert * in values) and llama-quantize applies them. No entry, or one of another size: none. */
+static void plan_imatrix(const qtk_imatrix *im, const qtk_tensor *t, plan *p)
+{
+	uint64_t cols = qtk_tensor_cols(t), rows = qtk_tensor_rows(t), nval = 0;
+	if (t->ndim < 3) {
+		p->imatrix = qtk_imatrix_get(im, p->out_name, cols);
+		return;
+	}
+	uint64_t per = t->shape[t->ndim - 2], nmat = per ? rows / per : 0, want;
+	const float *w = qtk_imatrix_find(im, p->out_name, &nval);
+	if (w && nmat && qtk_mul_u64(nmat, cols, &want) && nval == want) {
+		p->imatrix = w;
+		p->imatrix_rows = per;
+	}
+}
+
 static int plan_tensor(qtk_model *in, const conv_opts *o, qtk_mix_state *ms, const qtk_imatrix *im, const qtk_hfmap *map,
 		       const qtk_tensor *t, plan *p, qtk_err *err)
 {
@@ -490,7 +508,7 @@ static int plan_tensor(qtk_model *in, const conv_opts *o, qtk_mix_state *ms, con
 	p->method = M_ROWS;
 	p->note = ty == QTK_T_F32 ? "exact" : "lossy";
 	if (im && !qtk_type(ty)->is_float)
-		p->imatrix = qtk_imatrix_get(im, p->out_name, qtk_tensor_cols(t));
+		plan_imatrix(im, t, p);
 	return out_plain(&p->out, t, ty) ? qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "size overflows") : 0;
 }
 

@@ -653,9 +653,8 @@ static void tv_detail_build(tui *t, tv_lines *L, long ti)
 		const qtk_type_info *ti2 = qtk_type(q->parts[p].type);
 		char pb[32];
 		fmt_bytes(q->parts[p].nbytes, pb, sizeof pb);
-		char psh[48];
-		snprintf(psh, sizeof psh, "[%llu, %llu]", (unsigned long long)q->parts[p].shape[0],
-			 (unsigned long long)(q->parts[p].ndim > 1 ? q->parts[p].shape[1] : 1));
+		char psh[96];
+		qtk_shape_text(psh, sizeof psh, q->parts[p].ndim, q->parts[p].shape);
 		tv_printf(s, L->n++, 3, w - 2, R_DIM, "%-8s %-4s %-14s %10s", q->parts[p].role, ti2 ? ti2->upper : "?", psh, pb);
 	}
 	L->n++;

@@ -321,6 +321,21 @@ if [ -n "$FX" ]; then
 		cut -f1,2 "$FX/gguf/tiny-$mix.digest.tsv" | tr 'A-Z' 'a-z' | sort >"$T/want"
 		if [ -s "$T/plan" ] && cmp -s "$T/plan" "$T/want"; then ok; else bad "mix $mix differs from llama-quantize"; diff "$T/plan" "$T/want" | head -5; fi
 	done
+	# the same for a mixture-of-experts model (3-D expert tensors, routers), and its QPK round trip
+	MX=$FX/hf/arch/ref
+	if [ -f "$MX/mixtral-Q4_K_M.gguf" ] && [ -f "$MX/mixtral-llamacpp-f16.gguf" ]; then
+		"$BIN/qconvert" --dry-run "$MX/mixtral-llamacpp-f16.gguf" "$T/mx.gguf" --to Q4_K_M 2>"$T/err" |
+			awk '/^\[/ { sub(/^\[ *[0-9]+\/[0-9]+\] /, ""); t = ""; for (i = 1; i <= NF; i++) if ($i == "->" && t == "") t = $(i + 1); sub(/^ggml:/, "", t); print $1 "\t" t }' | sort >"$T/plan"
+		cut -f1,2 "$MX/mixtral-Q4_K_M.digest.tsv" | tr 'A-Z' 'a-z' | sort >"$T/want"
+		if [ "$(wc -l <"$T/plan")" -eq 23 ] && cmp -s "$T/plan" "$T/want"; then ok; else bad "MoE mix Q4_K_M differs from llama-quantize"; diff "$T/plan" "$T/want" | head -5; fi
+		run "MoE Q4_K_M -> qpk" 0 "$BIN/qconvert" -q "$MX/mixtral-Q4_K_M.gguf" "$T/mx.qpk"
+		run "MoE qpk -> gguf" 0 "$BIN/qconvert" -q "$T/mx.qpk" "$T/mx-back.gguf"
+		run "MoE round trip against the original" 0 "$BIN/qverify" --against "$MX/mixtral-Q4_K_M.gguf" "$T/mx-back.gguf"
+		out_has "MoE round trip exact" "23 exact, 0 lossy"
+		if same_tail "$T/mx-back.gguf" "$MX/mixtral-Q4_K_M.gguf" 733696; then ok; else bad "MoE GGUF -> QPK -> GGUF changed tensor bytes"; fi
+	else
+		echo "skipped: no hf/arch MoE fixtures"
+	fi
 	# HF -> GGUF equals llama.cpp's converter, tensor for tensor and key for key (naming keys aside)
 	REF=$FX/hf/tiny-llama/ref/llamacpp-from-hf-f16.gguf
 	run "fixture hf -> gguf" 0 "$BIN/qconvert" -q "$FX/hf/tiny-llama/fp16/" "$T/fx-hf.gguf"

@@ -4,6 +4,15 @@
  * a base type per mix, bumped per tensor by role (output, token_embd,
  * attn_v, ffn_down, attn_output, ...), layer position (use_more_bits) and
  * the model's grouped-query factor.
+ *
+ * Mixture-of-experts models (more than one expert): the experts of a block
+ * are one 3-D tensor (blk.N.ffn_{gate,up,down}_exps, quantized as n_expert *
+ * out rows), a block may also hold shared-expert tensors (*_shexp). Every
+ * ffn_down of such a model (experts and shared expert alike) takes its layer
+ * position from its block number out of the model's block count, not from a
+ * running count of ffn_down tensors. The router (ffn_gate_inp) is never
+ * quantized; the shared expert's gate (ffn_gate_inp_shexp) is an ordinary
+ * matrix.
  */
 #include "family/mix.h"
 #include "internal.h"
@@ -108,28 +117,52 @@ static int cmp_llama_order(const char *a, const char *b)
 }
 
 /* Index of t among the tensors of the same role in llama.cpp's order. */
-static int role_index(const qtk_model *m, const qtk_tensor *t, const char *g, const char *h)
+static int role_index(const qtk_model *m, const qtk_tensor *t, bool (*role)(const char *))
 {
 	int k = 0;
 	for (size_t i = 0; i < m->ntensors; i++)
-		if (has(m->tensors[i].name, g, h) && cmp_llama_order(m->tensors[i].name, t->name) < 0)
+		if (role(m->tensors[i].name) && cmp_llama_order(m->tensors[i].name, t->name) < 0)
 			k++;
 	return k;
 }
 
+static bool is_attn_v(const char *n) { return has(n, "attn_v.weight", "self_attn.v_proj.weight"); }
+
 static bool use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
+/* The down projections: dense, stacked experts (ffn_down_exps), shared expert (ffn_down_shexp);
+ * HF: mlp.down_proj, mlp.experts.E.down_proj, mlp.shared_expert.down_proj, Mixtral's experts.E.w2. */
+static bool is_ffn_down(const char *n)
+{
+	return strstr(n, "ffn_down") || strstr(n, "down_proj") || (strstr(n, "experts.") && strstr(n, ".w2."));
+}
+
+/* A tensor holding the routed experts of a block. */
+static bool is_experts(const char *n)
+{
+	return strstr(n, "_exps.") || strstr(n, ".experts.");
+}
 
 void qtk_mix_init(qtk_mix_state *s, const qtk_model *m, int ftype)
 {
 	memset(s, 0, sizeof *s);
 	s->ftype = ftype;
 	s->m = m;
+	int max_block = 0;
+	uint64_t experts = 0;
 	for (size_t i = 0; i < m->ntensors; i++) {
 		const char *n = m->tensors[i].name;
 		if (has(n, "attn_v.weight", "self_attn.v_proj.weight") || has(n, "attn_qkv.weight", NULL))
 			s->n_attn_v++;
-		if (has(n, "ffn_down", "mlp.down_proj"))
+		if (is_ffn_down(n))
 			s->n_ffn_down++;
+		if (!strcmp(n, "output.weight") || !strcmp(n, "lm_head.weight"))
+			s->has_output = true;
+		long b = block_of(n);
+		if (b >= 0 && b < 1000000 && b + 1 > max_block)
+			max_block = (int)b + 1;
+		if (!experts && m->tensors[i].ndim == 3 && is_experts(n))
+			experts = m->tensors[i].shape[0];
 	}
 	s->n_head = s->n_head_kv = 1;
 	s->n_layer = 0;
@@ -156,6 +189,10 @@ void qtk_mix_init(qtk_mix_state *s, const qtk_model *m, int ftype)
 	}
 	if (s->n_head_kv <= 0)
 		s->n_head_kv = 1;
+	if (s->n_expert <= 0 && experts > 1)
+		s->n_expert = experts > 1000000 ? 1000000 : (int)experts;
+	if (s->n_layer <= 0)
+		s->n_layer = max_block;
 }
 
 /* The type llama.cpp would give tensor t in mix s (tensors in file order). */
@@ -165,16 +202,18 @@ unsigned qtk_mix_type(qtk_mix_state *s, const qtk_tensor *t, unsigned base, bool
 	int f = s->ftype;
 	int gqa = s->n_head / s->n_head_kv;
 	unsigned ty = base;
-	if (has(n, "output.weight", "lm_head.weight") && !strstr(n, "attn_output")) {
+	bool embd = has(n, "token_embd.weight", "embed_tokens.weight");
+	/* a model without an output head uses the embedding for it: it gets the head's type */
+	if ((has(n, "output.weight", "lm_head.weight") && !strstr(n, "attn_output")) || (embd && !s->has_output)) {
 		uint64_t ne0 = t->shape[t->ndim - 1];
 		if (ne0 % 256)
 			ty = QTK_T_Q8_0;
 		else if (ty != QTK_T_Q8_0)
 			ty = QTK_T_Q6_K;
-	} else if (has(n, "token_embd.weight", "embed_tokens.weight")) {
+	} else if (embd) {
 		/* the base type for every mix qtk writes */
 	} else if (has(n, "attn_v.weight", "self_attn.v_proj.weight")) {
-		int iv = s->n_attn_v <= 4096 ? role_index(s->m, t, "attn_v.weight", "self_attn.v_proj.weight") : s->i_attn_v;
+		int iv = s->n_attn_v <= 4096 ? role_index(s->m, t, is_attn_v) : s->i_attn_v;
 		if (f == F_Q2_K)
 			ty = gqa >= 4 ? QTK_T_Q4_K : QTK_T_Q3_K;
 		else if (f == F_Q3_K_M)
@@ -195,9 +234,16 @@ unsigned qtk_mix_type(qtk_mix_state *s, const qtk_tensor *t, unsigned base, bool
 	} else if (has(n, "attn_k.weight", "self_attn.k_proj.weight")) {
 		if (s->n_expert == 8)
 			ty = QTK_T_Q8_0;
-	} else if (has(n, "ffn_down", "mlp.down_proj")) {
-		int i = s->n_ffn_down <= 4096 ? role_index(s->m, t, "ffn_down", "mlp.down_proj") : s->i_ffn_down;
-		int nl = s->n_ffn_down;
+	} else if (is_ffn_down(n)) {
+		int i, nl;
+		if (s->n_expert > 1) { /* experts: the block's position among the model's blocks */
+			long b = block_of(n);
+			nl = s->n_layer > 0 ? s->n_layer : s->n_ffn_down;
+			i = b >= 0 && b < nl ? (int)b : 0;
+		} else {
+			i = s->n_ffn_down <= 4096 ? role_index(s->m, t, is_ffn_down) : s->i_ffn_down;
+			nl = s->n_ffn_down;
+		}
 		if (f == F_Q2_K)
 			ty = QTK_T_Q3_K;
 		else if (f == F_Q3_K_M)

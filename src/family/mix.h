@@ -9,6 +9,7 @@ typedef struct qtk_mix_state {
 	int ftype;
 	int n_head, n_head_kv, n_expert, n_layer;
 	bool is_70b;
+	bool has_output; /* an output.weight / lm_head.weight exists; else token_embd is treated as it */
 	int n_attn_v, i_attn_v, n_ffn_down, i_ffn_down;
 } qtk_mix_state;
 
@@ -19,7 +20,9 @@ int qtk_mix_lookup(const char *name, unsigned *base, int *ftype);
 int qtk_mix_ftype_for_type(unsigned type);
 /* llama.cpp's tensor_allows_quantization (GGUF and HF names). */
 bool qtk_mix_quantizable(const qtk_tensor *t);
-/* Counters and model numbers (heads, experts, layers, the family's 70B rule) for qtk_mix_type. */
+/* Counters and model numbers (heads, experts, layers, the family's 70B rule) for qtk_mix_type.
+ * The expert and layer counts come from the <arch>.expert_count and <arch>.block_count keys;
+ * without them, from the 3-D *_exps tensors and the highest block number. */
 void qtk_mix_init(qtk_mix_state *s, const qtk_model *m, int ftype);
 /* The type llama.cpp would give tensor t in mix s (call in file order). */
 unsigned qtk_mix_type(qtk_mix_state *s, const qtk_tensor *t, unsigned base, bool has_imatrix);
