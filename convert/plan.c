@@ -319,7 +319,8 @@ static int plan_groups(qtk_model *in, const conv_opts *o, const qtk_tensor *t, p
 }
 
 /* Is this float tensor exactly representable in F16? (reads it) */
-static int fits_f16(qtk_model *in, const qtk_tensor *t, bool *fits)
+/* Do t's values survive F32 -> `to` (F16 or BF16) unchanged? */
+static int fits_half(qtk_model *in, const qtk_tensor *t, unsigned to, bool *fits)
 {
 	*fits = false;
 	if (!qtk_can_decode(t) || t->n_params > ((uint64_t)1 << 28))
@@ -331,7 +332,8 @@ static int fits_f16(qtk_model *in, const qtk_tensor *t, bool *fits)
 	if (!rc) {
 		*fits = true;
 		for (uint64_t i = 0; i < t->n_params && *fits; i++) {
-			float b = qtk_fp16_to_f32(qtk_f32_to_fp16(x[i]));
+			float b = to == QTK_T_BF16 ? qtk_bf16_to_f32(qtk_f32_to_bf16(x[i]))
+						   : qtk_fp16_to_f32(qtk_f32_to_fp16(x[i]));
 			*fits = memcmp(&b, &x[i], 4) == 0;
 		}
 	}
@@ -387,7 +389,7 @@ static int plan_auto_exact(qtk_model *in, const conv_opts *o, const qtk_tensor *
 		}
 	}
 	bool f16 = false;
-	int rc = fits_f16(in, t, &f16);
+	int rc = fits_half(in, t, QTK_T_F16, &f16);
 	if (rc)
 		return qtk_err_set(err, rc, in->path, -1, t->name, "cannot read the tensor");
 	p->method = M_ROWS;
@@ -409,11 +411,13 @@ static int plan_keep(qtk_model *in, const conv_opts *o, const qtk_hfmap *map, co
 	if (ty == t->layout.type || ty >= QTK_T_MAX)
 		return 0;
 	if (!qtk_type(ty)->is_float || qtk_type(ty)->bytes < qtk_type(t->layout.type)->bytes) {
-		bool f16 = false;
-		rc = fits_f16(in, t, &f16); /* narrowing only when nothing is lost */
+		bool fits = false;
+		if (ty != QTK_T_F16 && ty != QTK_T_BF16)
+			return 0;
+		rc = fits_half(in, t, ty, &fits); /* narrowing only when nothing is lost */
 		if (rc)
 			return qtk_err_set(err, rc, in->path, -1, t->name, "cannot read the tensor");
-		if (!f16 || ty != QTK_T_F16)
+		if (!fits)
 			return 0;
 	}
 	p->method = M_ROWS;

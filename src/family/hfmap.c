@@ -1966,7 +1966,8 @@ int qtk_hfmap_gguf_to_hf(const qtk_model *g, qtk_model *meta, qtk_hfmap **mapp, 
 	bool float_mats = !mixed && (mat_type == QTK_T_F16 || mat_type == QTK_T_BF16);
 	for (size_t i = 0; i < m->n; i++) {
 		const qtk_tensor *t = &g->tensors[i];
-		if (float_mats && t->ndim <= 1 && t->layout.kind == QTK_LAYOUT_PLAIN && t->layout.type == QTK_T_F32)
+		if (float_mats && (t->ndim <= 1 || (m->e[i].rflags & QTK_RULE_F32)) && t->layout.kind == QTK_LAYOUT_PLAIN &&
+		    t->layout.type == QTK_T_F32)
 			m->e[i].otype = dtype;
 	}
 	int64_t bos = g_special(g, "tokenizer.ggml.bos_token_id", ntok);
@@ -2026,7 +2027,7 @@ int qtk_hfmap_gguf_to_hf(const qtk_model *g, qtk_model *meta, qtk_hfmap **mapp, 
 	qtk_buf_printf(&b, "%lld", (long long)n_head);
 	jkey(&b, &first, fk->n_head_kv.hf);
 	qtk_buf_printf(&b, "%lld", (long long)n_head_kv);
-	if (p_kl && key_len * n_head != n_embd) {
+	if (p_kl) { /* llama.cpp writes key_length only from config.json's head_dim */
 		jkey(&b, &first, fk->head_dim.hf);
 		qtk_buf_printf(&b, "%lld", (long long)key_len);
 	}
