@@ -270,7 +270,10 @@ static int probe_groups(qtk_model *in, const qtk_tensor *t, src_groups *sg)
 /* Linear layers inside the transformer blocks: what AWQ/GPTQ quantize. */
 static bool is_block_linear(const qtk_tensor *t)
 {
-	return t->ndim == 2 && qtk_mix_quantizable(t) && (strstr(t->name, "blk.") || strstr(t->name, "layers."));
+	/* MoE routers and the shared expert's one-output gate stay float, as AutoAWQ and AutoGPTQ
+	 * leave them */
+	return t->ndim == 2 && qtk_mix_quantizable(t) && (strstr(t->name, "blk.") || strstr(t->name, "layers.")) &&
+	       !strstr(t->name, "shared_expert_gate.") && !strstr(t->name, "ffn_gate_inp");
 }
 
 static int fail_dims(qtk_err *err, const qtk_tensor *t, const char *what, uint64_t v, uint64_t m)
@@ -462,6 +465,10 @@ static int plan_tensor(qtk_model *in, const conv_opts *o, qtk_mix_state *ms, con
 	p->note = "exact";
 	bool to_gguf = o->out_kind == QTK_OUT_GGUF;
 	bool plain = t->layout.kind == QTK_LAYOUT_PLAIN;
+	if (to_gguf && p->force_f32 && plain && qtk_type(t->layout.type)->is_float && t->layout.type != QTK_T_F32) {
+		p->method = M_ROWS; /* MoE routers: F32 whatever the target, as llama.cpp writes them */
+		return out_plain(&p->out, t, QTK_T_F32) ? qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "size overflows") : 0;
+	}
 	if (o->target.kind == TGT_KEEP || (plain && is_int_dtype(t->layout.type)))
 		return plan_keep(in, o, map, t, p, err);
 	if (o->target.kind == TGT_AUTO_EXACT)

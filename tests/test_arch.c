@@ -537,6 +537,33 @@ static void test_fixtures(const char *fx)
 	      match, b ? b->ntensors : 0);
 	qtk_close(a);
 	qtk_close(b);
+	/* qverify --against sees a GGUF's stacked experts and generated tensors through the family */
+	static const char *const moe[] = {"mixtral", "qwen2moe", "llama3"};
+	for (size_t i = 0; i < 3; i++) {
+		CHECK(sh("%s/qverify -q --against %s/hf/arch/%s/ %s/%s.gguf", bin(), fx, moe[i], tmp, moe[i]) == 0,
+		      "%s: the GGUF against its checkpoint", moe[i]);
+		CHECK(sh("%s/qverify -q --against %s/%s.gguf %s/hf/arch/%s/", bin(), tmp, moe[i], fx, moe[i]) == 0,
+		      "%s: the checkpoint against the GGUF", moe[i]);
+	}
+	/* quantized experts: AWQ per expert -> stacked ggml blocks, exactly; routers stay float */
+	CHECK(sh("%s/qconvert -q %s/hf/arch/mixtral/ %s/awq/ --to awq && %s/qconvert -q %s/awq/ %s/awq.gguf --to auto-exact",
+		 bin(), fx, tmp, bin(), tmp, tmp) == 0,
+	      "mixtral -> AWQ -> GGUF");
+	CHECK(sh("grep -q '\"modules_to_not_convert\":.*model.layers.1.block_sparse_moe.gate\"' %s/awq/config.json", tmp) ==
+		      0,
+	      "the routers are named as not converted");
+	CHECK(sh("%s/qverify -q --against %s/awq/ %s/awq.gguf", bin(), tmp, tmp) == 0, "AWQ experts stacked exactly");
+	snprintf(q, sizeof q, "%s/awq.gguf", tmp);
+	a = qtk_open(q, &e);
+	const qtk_tensor *xt = a ? qtk_tensor_find(a, "blk.1.ffn_down_exps.weight") : NULL;
+	const qtk_tensor *rt = a ? qtk_tensor_find(a, "blk.1.ffn_gate_inp.weight") : NULL;
+	CHECK(xt && xt->ndim == 3 && xt->shape[0] == 4 && xt->layout.type == QTK_T_Q5_0, "stacked q5_0 experts");
+	CHECK(rt && rt->layout.type == QTK_T_F32, "the router is F32");
+	qtk_close(a);
+	/* k-quant experts -> AWQ re-fit, per expert */
+	CHECK(sh("%s/qconvert -q %s %s/kq-awq/ --to awq && %s/qverify -q --against %s %s/kq-awq/ --max-error 15", bin(), rq,
+		 tmp, bin(), rq, tmp) == 0,
+	      "Q4_K_M experts re-fitted as AWQ");
 	/* hostile: nothing is written when a checkpoint is refused */
 	CHECK(sh("cp -r %s/hf/arch/mixtral %s/bad && sed -i 's/\"num_local_experts\": 4/\"num_local_experts\": 5/' "
 		 "%s/bad/config.json",

@@ -86,6 +86,7 @@ int qtk_qcfg_from_desc(const qtk_model *d, const char *path, qtk_err *err, qtk_q
 	}
 	if (first)
 		return 0;
+	q->desc = d;
 	q->one_group = all_one_group;
 	if (same_group)
 		q->group = g0;
@@ -114,6 +115,23 @@ cJSON *qtk_qcfg_json(const qtk_qcfg *q)
 	    !cJSON_AddNumberToObject(o, "group_size", (double)q->group) || !s->config_write(q, o)) {
 		cJSON_Delete(o);
 		return NULL;
+	}
+	/* block matrices left in float (MoE routers, a shared expert's gate): the loaders replace
+	 * every linear layer whose module name does not contain one of these */
+	cJSON *skip = NULL;
+	for (size_t i = 0; q->desc && i < q->desc->ntensors; i++) {
+		const qtk_tensor *t = &q->desc->tensors[i];
+		size_t l = strlen(t->name), w = strlen(".weight");
+		if (t->ndim != 2 || t->layout.kind != QTK_LAYOUT_PLAIN || !qtk_type(t->layout.type)->is_float ||
+		    !strstr(t->name, "layers.") || l <= w || strcmp(t->name + l - w, ".weight"))
+			continue;
+		char mod[QTK_CAP_NAME + 1];
+		snprintf(mod, sizeof mod, "%.*s", (int)(l - w), t->name);
+		if ((!skip && !(skip = cJSON_AddArrayToObject(o, "modules_to_not_convert"))) ||
+		    !cJSON_AddItemToArray(skip, cJSON_CreateString(mod))) {
+			cJSON_Delete(o);
+			return NULL;
+		}
 	}
 	return o;
 }

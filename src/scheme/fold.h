@@ -21,6 +21,8 @@ struct qtk_qcfg {
 	bool one_group;           /* every layer is a single group (group -1 fits) */
 	int version;              /* GPTQ checkpoint format 1 or 2; 0 for schemes without versions */
 	char bad[160];            /* why this config cannot be used ("" when it can) */
+	const qtk_model *desc;    /* qtk_qcfg_from_desc: the description (borrowed), for the modules
+				   * left in float (modules_to_not_convert) */
 };
 
 /* Interpret a quantization config object; `def_method` is used when it names no quant_method

@@ -2,6 +2,7 @@
  * validation of a packed tensor description, shapes and bytes of its parts, dispatch to the
  * codecs, exact transcodes. */
 #include "scheme.h"
+#include "qgroups.h"
 #include "internal.h"
 #include <stdarg.h>
 #include <string.h>
@@ -229,9 +230,54 @@ static bool rows_ok(const qtk_scheme *s, const qtk_tensor *t, uint64_t o0, uint6
 	       t->shape[1] <= UINT32_MAX;
 }
 
+/* A 3-D packed tensor is a stack of 2-D ones along its first dimension (the experts of an MoE
+ * layer, each part stacked the same way): expert e's description into *sub and its part
+ * pointers into sp. False when t is no such stack. */
+static bool expert_of(const qtk_tensor *t, const void *const *parts, uint64_t e, qtk_tensor *sub, const void **sp)
+{
+	uint64_t ne = t->ndim == 3 ? t->shape[0] : 0;
+	if (!ne || e >= ne || t->nparts > QTK_MAX_PARTS)
+		return false;
+	*sub = *t;
+	sub->view = NULL;
+	sub->ndim = 2;
+	sub->shape[0] = t->shape[1];
+	sub->shape[1] = t->shape[2];
+	sub->shape[2] = 0;
+	for (int p = 0; p < t->nparts; p++) {
+		qtk_part *q = &sub->parts[p];
+		if (q->ndim < 2 || q->shape[0] != ne || q->nbytes % ne)
+			return false;
+		memmove(q->shape, q->shape + 1, (size_t)(q->ndim - 1) * sizeof *q->shape);
+		q->shape[q->ndim - 1] = 0;
+		q->ndim--;
+		q->nbytes /= ne;
+		sp[p] = parts[p] ? (const uint8_t *)parts[p] + e * q->nbytes : NULL;
+	}
+	qtk_tensor_finish(sub);
+	return true;
+}
+
 int qtk_scheme_decode_rows(const qtk_tensor *t, const void *const *parts, uint64_t o0, uint64_t n, float *dst)
 {
 	const qtk_scheme *s = qtk_scheme_of(t);
+	if (s && t->ndim == 3) { /* stacked experts: rows run through them in order */
+		uint64_t out = t->shape[1], total;
+		if (!out || !qtk_mul_u64(out, t->shape[0], &total) || o0 > total || n > total - o0)
+			return -1;
+		while (n) {
+			uint64_t e = o0 / out, a = o0 % out, k = out - a < n ? out - a : n;
+			qtk_tensor sub;
+			const void *sp[QTK_MAX_PARTS] = {NULL};
+			if (!expert_of(t, parts, e, &sub, sp) || !rows_ok(s, &sub, a, k) ||
+			    s->decode_rows(&sub, sp, a, k, dst))
+				return -1;
+			dst += k * t->shape[2];
+			o0 += k;
+			n -= k;
+		}
+		return 0;
+	}
 	return rows_ok(s, t, o0, n) ? s->decode_rows(t, parts, o0, n, dst) : -1;
 }
 
@@ -244,6 +290,46 @@ int qtk_scheme_encode_rows(const qtk_tensor *t, const float *x, uint64_t o0, uin
 int qtk_scheme_to_groups(const qtk_tensor *t, const void *const *parts, struct qgroups *g)
 {
 	const qtk_scheme *s = qtk_scheme_of(t);
+	if (s && s->to_groups && t->ndim == 3) { /* stacked experts: their rows one after another */
+		memset(g, 0, sizeof *g);
+		uint64_t ne = t->shape[0], rows;
+		if (!ne || !qtk_mul_u64(ne, t->shape[1], &rows) || rows > UINT32_MAX)
+			return -1;
+		for (uint64_t e = 0; e < ne; e++) {
+			qtk_tensor sub;
+			const void *sp[QTK_MAX_PARTS] = {NULL};
+			qgroups one;
+			if (!expert_of(t, parts, e, &sub, sp) || !dims_ok(&sub) || s->to_groups(&sub, sp, &one)) {
+				qg_free(g);
+				return -1;
+			}
+			bool same = true;
+			if (!e) {
+				same = !qg_alloc(g, (uint32_t)rows, one.in, one.group, one.ngroups, one.bits);
+				if (same && one.g_idx) {
+					g->g_idx = qtk_malloc((size_t)one.in * sizeof *g->g_idx);
+					same = g->g_idx != NULL;
+					if (same)
+						memcpy(g->g_idx, one.g_idx, (size_t)one.in * sizeof *g->g_idx);
+				}
+			} else { /* one input order and group shape for the whole stack */
+				same = one.in == g->in && one.group == g->group && one.ngroups == g->ngroups &&
+				       one.bits == g->bits && !one.g_idx == !g->g_idx &&
+				       (!one.g_idx || !memcmp(g->g_idx, one.g_idx, (size_t)g->in * sizeof *g->g_idx));
+			}
+			if (!same) {
+				qg_free(&one);
+				qg_free(g);
+				return -1;
+			}
+			uint64_t r0 = e * one.out;
+			memcpy(g->q + r0 * g->in, one.q, (size_t)one.out * one.in);
+			memcpy(g->z + r0 * g->ngroups, one.z, (size_t)one.out * one.ngroups * sizeof *g->z);
+			memcpy(g->s + r0 * g->ngroups, one.s, (size_t)one.out * one.ngroups * sizeof *g->s);
+			qg_free(&one);
+		}
+		return 0;
+	}
 	return s && s->to_groups && dims_ok(t) ? s->to_groups(t, parts, g) : -1;
 }
 
