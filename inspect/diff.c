@@ -128,7 +128,29 @@ static void df_free(char **c, size_t n)
 	qtk_free(c);
 }
 
+static int report_diff_pair(qtk_model *mo, qtk_model *mf, FILE *out, const insp_opts *o);
+
+/* A GGUF with stacked experts or generated tensors against an HF checkpoint: compared as its
+ * family splits it (each expert against its HF tensor). */
 int report_diff(qtk_model *mo, qtk_model *mf, FILE *out, const insp_opts *o)
+{
+	bool o_gguf = qtk_hfmap_restructured(mo) && !qtk_kv_find(mf, "general.architecture");
+	bool f_gguf = qtk_hfmap_restructured(mf) && !qtk_kv_find(mo, "general.architecture");
+	if (!o_gguf && !f_gguf)
+		return report_diff_pair(mo, mf, out, o);
+	qtk_hfmap *map = NULL;
+	qtk_err e;
+	qtk_err_clear(&e);
+	qtk_model *v = qtk_hfmap_hf_shaped(o_gguf ? mo : mf, &map, &e);
+	int rc = v ? report_diff_pair(o_gguf ? v : mo, o_gguf ? mf : v, out, o) : report_diff_pair(mo, mf, out, o);
+	if (v && rc) /* the view's error is the file's */
+		(o_gguf ? mo : mf)->err = v->err;
+	qtk_close(v);
+	qtk_hfmap_free(map);
+	return rc;
+}
+
+static int report_diff_pair(qtk_model *mo, qtk_model *mf, FILE *out, const insp_opts *o)
 {
 	(void)o;
 	int rc = 0;

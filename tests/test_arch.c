@@ -545,6 +545,8 @@ static void test_fixtures(const char *fx)
 		CHECK(sh("%s/qverify -q --against %s/%s.gguf %s/hf/arch/%s/", bin(), tmp, moe[i], fx, moe[i]) == 0,
 		      "%s: the checkpoint against the GGUF", moe[i]);
 	}
+	CHECK(sh("%s/qinspect --diff %s/hf/arch/mixtral/ %s | grep -q 'matched 41 of 41 tensors'", bin(), fx, rq) == 0,
+	      "qinspect --diff pairs each expert of the checkpoint with its slice of the stack");
 	/* quantized experts: AWQ per expert -> stacked ggml blocks, exactly; routers stay float */
 	CHECK(sh("%s/qconvert -q %s/hf/arch/mixtral/ %s/awq/ --to awq && %s/qconvert -q %s/awq/ %s/awq.gguf --to auto-exact",
 		 bin(), fx, tmp, bin(), tmp, tmp) == 0,

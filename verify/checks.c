@@ -607,52 +607,6 @@ static int against_one(vstate *s, const qtk_tensor *ft, const qtk_tensor *st, vt
 	return 0;
 }
 
-/* Does GGUF g hold tensors an HF checkpoint stores otherwise: stacked experts, or tensors
- * llama.cpp's converter generates (rope factors)? */
-static bool gguf_restructured(const qtk_model *g)
-{
-	if (!qtk_kv_find(g, "general.architecture"))
-		return false;
-	for (size_t i = 0; i < g->ntensors; i++) {
-		const char *n = g->tensors[i].name;
-		size_t l = strlen(n), k = strlen("_exps.weight");
-		if ((l > k && !strcmp(n + l - k, "_exps.weight")) || !strcmp(n, "rope_freqs.weight") ||
-		    !strncmp(n, "rope_factors_", 13))
-			return true;
-	}
-	return false;
-}
-
-/* The GGUF g as the HF checkpoint has it, for --against: the family's view (experts split
- * into one tensor each under their HF names, generated tensors left out), other tensors under
- * their GGUF names so the canonical names still undo the Q/K order. NULL when g has no known
- * family (then compared as it is). */
-static qtk_model *hf_shaped(qtk_model *g, qtk_hfmap **map, qtk_err *err)
-{
-	qtk_model *meta = qtk_model_new(), *v = NULL;
-	*map = NULL;
-	if (!meta)
-		return NULL;
-	if (qtk_hfmap_gguf_to_hf(g, meta, map, err) || qtk_hfmap_view(*map, g, g, &v, err)) {
-		qtk_close(meta);
-		qtk_hfmap_free(*map);
-		*map = NULL;
-		return NULL;
-	}
-	qtk_close(meta);
-	for (size_t i = 0; i < v->ntensors; i++) {
-		const char *stored = qtk_tensor_stored_name(&v->tensors[i]);
-		if (stored != v->tensors[i].name) {
-			char *n = qtk_strdup(stored);
-			if (n) {
-				qtk_free(v->tensors[i].name);
-				v->tensors[i].name = n;
-			}
-		}
-	}
-	return v;
-}
-
 static int chk_against_names(vstate *s);
 
 /* --against SOURCE: match tensors by canonical name (GGUF <-> HF, Q/K un-permuted) and compare
@@ -662,12 +616,12 @@ static int chk_against(vstate *s)
 {
 	qtk_model *fm = s->m, *sm = s->src, *view = NULL;
 	qtk_hfmap *map = NULL;
-	bool f_gguf = gguf_restructured(fm) && !qtk_kv_find(sm, "general.architecture");
-	bool s_gguf = gguf_restructured(sm) && !qtk_kv_find(fm, "general.architecture");
+	bool f_gguf = qtk_hfmap_restructured(fm) && !qtk_kv_find(sm, "general.architecture");
+	bool s_gguf = qtk_hfmap_restructured(sm) && !qtk_kv_find(fm, "general.architecture");
 	qtk_err e;
 	qtk_err_clear(&e);
 	if (f_gguf || s_gguf) {
-		view = hf_shaped(f_gguf ? fm : sm, &map, &e);
+		view = qtk_hfmap_hf_shaped(f_gguf ? fm : sm, &map, &e);
 		if (!view && e.code)
 			cli_verbose("%s: compared as stored (%s)", f_gguf ? fm->path : sm->path, e.msg);
 		if (view && f_gguf)

@@ -497,6 +497,53 @@ int qtk_hfmap_view(qtk_hfmap *m, qtk_model *src, const qtk_model *meta, qtk_mode
 
 const qtk_hfmap_out *qtk_hfmap_view_out(const qtk_hfmap *m, size_t k) { return k < m->nv ? &m->v[k].info : NULL; }
 
+bool qtk_hfmap_restructured(const qtk_model *g)
+{
+	if (!qtk_kv_find(g, "general.architecture"))
+		return false;
+	for (size_t i = 0; i < g->ntensors; i++) {
+		const char *n = g->tensors[i].name;
+		if (qtk_str_ends(n, "_exps.weight") || !strcmp(n, "rope_freqs.weight") || !strncmp(n, "rope_factors_", 13))
+			return true;
+	}
+	return false;
+}
+
+qtk_model *qtk_hfmap_hf_shaped(qtk_model *g, qtk_hfmap **map, qtk_err *err)
+{
+	qtk_model *meta = qtk_model_new(), *v = NULL;
+	*map = NULL;
+	if (!meta) {
+		oom(err);
+		return NULL;
+	}
+	int rc = qtk_hfmap_gguf_to_hf(g, meta, map, err);
+	qtk_close(meta);
+	if (!rc)
+		rc = qtk_hfmap_view(*map, g, g, &v, err);
+	if (rc) {
+		qtk_hfmap_free(*map);
+		*map = NULL;
+		return NULL;
+	}
+	for (size_t i = 0; i < v->ntensors; i++) {
+		const char *stored = qtk_tensor_stored_name(&v->tensors[i]);
+		if (stored != v->tensors[i].name) {
+			char *n = qtk_strdup(stored);
+			if (!n) {
+				qtk_close(v);
+				qtk_hfmap_free(*map);
+				*map = NULL;
+				oom(err);
+				return NULL;
+			}
+			qtk_free(v->tensors[i].name);
+			v->tensors[i].name = n;
+		}
+	}
+	return v;
+}
+
 /* ---- metadata values ------------------------------------------------------- */
 
 static qtk_kv *kv_add(qtk_model *meta, const char *key, uint8_t type)

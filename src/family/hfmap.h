@@ -87,6 +87,15 @@ int qtk_hfmap_view(qtk_hfmap *m, qtk_model *src, const qtk_model *meta, qtk_mode
 /* Output tensor k of the view (k < the view's ntensors). */
 const qtk_hfmap_out *qtk_hfmap_view_out(const qtk_hfmap *m, size_t k);
 
+/* Does GGUF g hold tensors an HF checkpoint stores otherwise: stacked experts, or tensors
+ * llama.cpp's converter generates (rope factors)? */
+bool qtk_hfmap_restructured(const qtk_model *g);
+/* The GGUF g shaped like the HF checkpoint, for comparing the two (qverify --against, qinspect
+ * --diff): its family's view with each expert split out under its HF name and generated
+ * tensors left out, other tensors under their GGUF names (so canonical names still undo the
+ * Q/K order). NULL (err set) when g has no known family. Close the model, then free *map. */
+qtk_model *qtk_hfmap_hf_shaped(qtk_model *g, qtk_hfmap **map, qtk_err *err);
+
 /* Set general.file_type (u32) in place in meta (added if absent). */
 int qtk_hfmap_set_file_type(qtk_model *meta, uint32_t ftype);
 
