@@ -124,6 +124,8 @@ static int try_moe(const char *cfg, int n, int skip, int odd, int extra, qtk_err
 	hf->path = qtk_strdup("mem-moe");
 	add_t(hf, "model.embed_tokens.weight", 16, 64, QTK_T_BF16);
 	add_t(hf, "model.layers.0.block_sparse_moe.gate.weight", 4, 64, QTK_T_BF16);
+	add_t(hf, "model.layers.0.self_attn.q_proj.weight", 64, 64, QTK_T_BF16);
+	add_t(hf, "model.layers.0.self_attn.k_proj.weight", 32, 64, QTK_T_BF16);
 	for (int x = 0; x < n + (extra ? 1 : 0); x++) {
 		if (x == skip)
 			continue;
@@ -133,7 +135,9 @@ static int try_moe(const char *cfg, int n, int skip, int odd, int extra, qtk_err
 			char nm[128];
 			snprintf(nm, sizeof nm, "model.layers.0.block_sparse_moe.experts.%d.%s.weight", ei, w[k]);
 			uint64_t r = k == 1 ? 64 : 32, c = k == 1 ? 32 : 64;
-			if (x == odd)
+			if (x == odd && k == 1)
+				c++;
+			else if (x == odd)
 				r++;
 			if (x >= n && qtk_tensor_find(hf, nm))
 				snprintf(nm, sizeof nm, "model.layers.0.block_sparse_moe.experts.%d.%s.weight", n + 3, w[k]);
@@ -171,7 +175,7 @@ static void test_moe_hostile(void)
 	qtk_hfmap *m = NULL;
 	CHECK(try_moe(mixtral_cfg, 4, -1, -1, 0, &e, &m) == 0, "four experts: %s", e.msg);
 	/* embeddings, router, three stacks */
-	CHECK(m && qtk_hfmap_count(m) == 5, "five outputs, got %zu", m ? qtk_hfmap_count(m) : 0);
+	CHECK(m && qtk_hfmap_count(m) == 7, "seven outputs, got %zu", m ? qtk_hfmap_count(m) : 0);
 	qtk_hfmap_free(m);
 	CHECK(try_moe(mixtral_cfg, 4, 2, -1, 0, &e, NULL) == QTK_E_DATA && strstr(e.msg, "expert 2 of 4 is missing"),
 	      "a missing expert: %s", e.msg);
@@ -192,6 +196,12 @@ static void test_moe_hostile(void)
 	      "expert count as a string: %s", e.msg);
 	CHECK(try_moe_cfg("\"num_local_experts\": 4", "\"num_local_experts\": 3", &e) == QTK_E_DATA,
 	      "config.json's count below the tensors': %s", e.msg);
+	/* config.json describing another model than the tensors */
+	CHECK(try_moe_cfg("\"hidden_size\": 64", "\"hidden_size\": 96", &e) == QTK_E_DATA && strstr(e.msg, "hidden_size"),
+	      "hidden_size of another model: %s", e.msg);
+	CHECK(try_moe_cfg("\"num_key_value_heads\": 2", "\"num_key_value_heads\": 4", &e) == QTK_E_DATA &&
+		      strstr(e.msg, "num_key_value_heads x head size"),
+	      "K rows not KV heads x head size: %s", e.msg);
 	CHECK(try_moe_cfg("\"num_local_experts\": 4", "\"num_local_experts\": 5", &e) == QTK_E_DATA &&
 		      strstr(e.msg, "expert 4 of 5 is missing"),
 	      "config.json's count above the tensors': %s", e.msg);
@@ -566,6 +576,11 @@ static void test_fixtures(const char *fx)
 	CHECK(sh("%s/qconvert -q %s %s/kq-awq/ --to awq && %s/qverify -q --against %s %s/kq-awq/ --max-error 15", bin(), rq,
 		 tmp, bin(), rq, tmp) == 0,
 	      "Q4_K_M experts re-fitted as AWQ");
+	CHECK(sh("cp -r %s/hf/arch/qwen2 %s/fewer && sed -i 's/\"num_hidden_layers\": 2/\"num_hidden_layers\": 1/' "
+		 "%s/fewer/config.json && %s/qconvert -q %s/fewer/ %s/fewer.gguf 2>%s/err; test $? = 3 && "
+		 "grep -q 'is in block 1, but config.json has 1 layers' %s/err && test ! -e %s/fewer.gguf",
+		 fx, tmp, tmp, bin(), tmp, tmp, tmp, tmp, tmp) == 0,
+	      "a tensor beyond num_hidden_layers: exit 3, named, nothing written");
 	/* hostile: nothing is written when a checkpoint is refused */
 	CHECK(sh("cp -r %s/hf/arch/mixtral %s/bad && sed -i 's/\"num_local_experts\": 4/\"num_local_experts\": 5/' "
 		 "%s/bad/config.json",

@@ -1328,6 +1328,53 @@ static bool is_float_plain(const qtk_tensor *t)
 	return ty == QTK_T_F32 || ty == QTK_T_F16 || ty == QTK_T_BF16;
 }
 
+/* The tensor's shape against config.json: blocks below num_hidden_layers, the embeddings and
+ * every block matrix reading or writing the residual stream hidden_size wide, Q and K rows
+ * heads x head size. A checkpoint whose config describes another model is refused (exit 3)
+ * rather than given metadata that does not fit its tensors. out: the GGUF name (NULL when
+ * unmapped: nothing to check). */
+static int check_shape(const qtk_family *f, const hparams *hp, const qtk_tensor *t, const char *out, int qk,
+		       qtk_err *err)
+{
+	if (!out)
+		return 0;
+	const char *bp = f->gguf_block;
+	size_t bl = bp ? strlen(bp) : 0;
+	uint64_t embd = (uint64_t)hp->n_embd, hd = (uint64_t)(hp->has_head_dim ? hp->head_dim : hp->n_embd / hp->n_head);
+	uint64_t cols = t->ndim >= 2 ? t->shape[t->ndim - 1] : 0, rows = t->ndim >= 1 ? t->shape[0] : 0;
+	const char *why = NULL;
+	char msg[200];
+	if (bp && !strncmp(out, bp, bl)) {
+		uint64_t b = 0;
+		for (const char *p = out + bl; *p >= '0' && *p <= '9' && b < (1u << 20); p++)
+			b = b * 10 + (uint64_t)(*p - '0');
+		if (b >= (uint64_t)hp->n_layer) {
+			snprintf(msg, sizeof msg, "is in block %llu, but config.json has %lld layers (num_hidden_layers)",
+				 (unsigned long long)b, (long long)hp->n_layer);
+			why = msg;
+		} else if (t->ndim == 2 && qk) {
+			uint64_t want = (uint64_t)(qk == 'q' ? hp->n_head : hp->has_head_kv ? hp->n_head_kv : hp->n_head) * hd;
+			if (rows != want || cols != embd) {
+				snprintf(msg, sizeof msg, "is [%llu, %llu]; config.json gives [%llu, %llu] (%s x head size, "
+					 "hidden_size)", (unsigned long long)rows, (unsigned long long)cols,
+					 (unsigned long long)want, (unsigned long long)embd,
+					 qk == 'q' ? f->keys->n_head.hf : f->keys->n_head_kv.hf);
+				why = msg;
+			}
+		} else if (t->ndim == 2 && cols != embd && rows != embd) {
+			snprintf(msg, sizeof msg, "is [%llu, %llu]: neither side is hidden_size %llu from config.json",
+				 (unsigned long long)rows, (unsigned long long)cols, (unsigned long long)embd);
+			why = msg;
+		}
+	} else if (t->ndim == 2 && (qtk_str_ends(out, "token_embd.weight") || qtk_str_ends(out, "output.weight")) &&
+		   cols != embd) {
+		snprintf(msg, sizeof msg, "has rows of %llu, but hidden_size in config.json is %llu",
+			 (unsigned long long)cols, (unsigned long long)embd);
+		why = msg;
+	}
+	return why ? qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "%s", why) : 0;
+}
+
 /* Every stacked tensor has all of its experts, once each, with one shape and layout. */
 static int check_experts(qtk_hfmap *m, const qtk_model *hf, qtk_err *err)
 {
@@ -1496,6 +1543,8 @@ int qtk_hfmap_hf_to_gguf(const qtk_model *hf, qtk_model *meta, qtk_hfmap **mapp,
 						 "expert %u, but config.json says %lld experts", ei, (long long)hp.n_experts);
 				goto out;
 			}
+			if ((rc = check_shape(f, &hp, t, nb, 0, err)))
+				goto out;
 			if (!(e->out = qtk_strdup(nb))) {
 				rc = oom(err);
 				goto out;
@@ -1518,6 +1567,8 @@ int qtk_hfmap_hf_to_gguf(const qtk_model *hf, qtk_model *meta, qtk_hfmap **mapp,
 		}
 		const qtk_name_rule *rule = qtk_family_rule(f, t->name, true);
 		e->rflags = rule ? rule->flags : 0;
+		if ((rc = check_shape(f, &hp, t, e->out, kind, err)))
+			goto out;
 		if (f->permute_qk && kind) {
 			int64_t heads = kind == 'q' ? hp.n_head : n_head_kv;
 			uint64_t rows = t->ndim >= 1 ? t->shape[0] : 0;

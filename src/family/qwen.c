@@ -24,8 +24,8 @@ static const char *const dropped[] = {".rotary_emb.inv_freq", NULL};
 static const qtk_name_rule qwen2moe_block[] = {
 	{"input_layernorm", "attn_norm", 0, 0},
 	{"post_attention_layernorm", "ffn_norm", 0, 0},
-	{"self_attn.q_proj", "attn_q", 0, 0},
-	{"self_attn.k_proj", "attn_k", 0, 0},
+	{"self_attn.q_proj", "attn_q", 'q', 0},
+	{"self_attn.k_proj", "attn_k", 'k', 0},
 	{"self_attn.v_proj", "attn_v", 0, 0},
 	{"self_attn.o_proj", "attn_output", 0, 0},
 	{"mlp.gate", "ffn_gate_inp", 0, QTK_RULE_F32},
@@ -83,8 +83,8 @@ const qtk_family qtk_family_qwen2moe = {
 static const qtk_name_rule qwen3_block[] = {
 	{"input_layernorm", "attn_norm", 0, 0},
 	{"post_attention_layernorm", "ffn_norm", 0, 0},
-	{"self_attn.q_proj", "attn_q", 0, 0},
-	{"self_attn.k_proj", "attn_k", 0, 0},
+	{"self_attn.q_proj", "attn_q", 'q', 0},
+	{"self_attn.k_proj", "attn_k", 'k', 0},
 	{"self_attn.v_proj", "attn_v", 0, 0},
 	{"self_attn.o_proj", "attn_output", 0, 0},
 	{"self_attn.q_norm", "attn_q_norm", 0, 0},
@@ -112,8 +112,8 @@ const qtk_family qtk_family_qwen3 = {
 static const qtk_name_rule qwen3moe_block[] = {
 	{"input_layernorm", "attn_norm", 0, 0},
 	{"post_attention_layernorm", "ffn_norm", 0, 0},
-	{"self_attn.q_proj", "attn_q", 0, 0},
-	{"self_attn.k_proj", "attn_k", 0, 0},
+	{"self_attn.q_proj", "attn_q", 'q', 0},
+	{"self_attn.k_proj", "attn_k", 'k', 0},
 	{"self_attn.v_proj", "attn_v", 0, 0},
 	{"self_attn.o_proj", "attn_output", 0, 0},
 	{"self_attn.q_norm", "attn_q_norm", 0, 0},
