@@ -11,7 +11,7 @@
  * GGUF architecture answers for it. */
 extern const qtk_family qtk_family_llama, qtk_family_mistral, qtk_family_mixtral, qtk_family_qwen2; /* llama.c */
 extern const qtk_family qtk_family_qwen2moe, qtk_family_qwen3, qtk_family_qwen3moe; /* qwen.c */
-extern const qtk_family qtk_family_gemma2;  /* gemma.c */
+extern const qtk_family qtk_family_gemma2, qtk_family_gemma3; /* gemma.c */
 extern const qtk_family qtk_family_phi3;    /* phi3.c */
 
 static const qtk_family *const families[] = {
@@ -23,6 +23,7 @@ static const qtk_family *const families[] = {
 	&qtk_family_qwen3,
 	&qtk_family_qwen3moe,
 	&qtk_family_gemma2,
+	&qtk_family_gemma3,
 	&qtk_family_phi3,
 };
 

@@ -52,7 +52,19 @@ typedef enum {
 	QTK_KEY_ROPE_DIM,  /* rope.dimension_count: the per-head size */
 	QTK_KEY_U32,       /* <arch>.gguf from config.json hf (absent: def, or not written when def < 0) */
 	QTK_KEY_F32,       /* the same, as F32 */
+	QTK_KEY_ROPE_SCALING, /* rope.scaling.* from rope_scaling (rope_type, else type) as llama.cpp's base
+			       * class writes them: linear -> type, factor; yarn -> type, factor,
+			       * original_context_length and the yarn_* values present */
+	QTK_KEY_ABSENT,    /* no key: config.json must not set hf (llama.cpp's converter refuses it) */
 } qtk_key_kind;
+
+/* qtk_key_spec.opt */
+enum {
+	QTK_KS_IF_ABSENT = 1u << 0, /* U32/F32: written with def only when config.json lacks hf (a default
+				     * llama.cpp adds after its base keys); never read back */
+	QTK_KS_REQUIRED = 1u << 1,  /* U32/F32: config.json must have hf (unless skip_if_one says otherwise) */
+	QTK_KS_NONZERO = 1u << 2,   /* U32/F32: not written when the value is 0 */
+};
 
 typedef struct qtk_key_spec {
 	qtk_key_kind kind;
@@ -61,6 +73,8 @@ typedef struct qtk_key_spec {
 	const char *hf;   /* QTK_KEY_U32/F32: the config.json name */
 	double def;       /* QTK_KEY_U32/F32: the value when config.json lacks it; < 0: leave the key out */
 	const char *def_hf; /* QTK_KEY_U32: another config.json name giving the default */
+	unsigned opt;       /* QTK_KS_* */
+	const char *skip_if_one; /* U32/F32: not written (nor required) when config.json's skip_if_one is 1 */
 } qtk_key_spec;
 
 /* A hyperparameter: its GGUF key after "<arch>.", the config.json name qtk writes (and names
@@ -95,7 +109,11 @@ enum {
 	QTK_FAM_ROPE_LLAMA3 = 1u << 5, /* rope_scaling of type llama3 -> a generated rope_freqs tensor */
 	QTK_FAM_NO_SPACE_PREFIX = 1u << 6, /* tokenizer.ggml.add_space_prefix false after the special tokens */
 	QTK_FAM_MOE = 1u << 7,         /* a mixture of experts: expert_count > 0 in the GGUF */
-	QTK_FAM_ROPE_LONG = 1u << 8,   /* Phi-3 longrope: rope_factors_long/short tensors from rope_scaling */
+	QTK_FAM_ROPE_LONG = 1u << 8,   /* Phi-3 longrope: rope_factors_long/short tensors from rope_scaling's
+					* long_factor/short_factor and <arch>.rope.scaling.attn_factor */
+	QTK_FAM_NO_SPACE_PREFIX_SPM = 1u << 9, /* QTK_FAM_NO_SPACE_PREFIX only with a tokenizer.model */
+	QTK_FAM_EMBD_VOCAB = 1u << 10, /* the converter keeps only the token embedding rows of the
+					* vocabulary (qtk refuses an embedding with more rows than tokens) */
 };
 
 typedef struct qtk_family {
@@ -125,6 +143,10 @@ typedef struct qtk_family {
 	const char *hidden_act;        /* config.json hidden_act written for a GGUF (NULL: "silu") */
 	const char *hidden_act_key;    /* ... under this name (NULL: "hidden_act") */
 	const char *hf_head_dim_copy;  /* a config.json key written with the per-head size (GGUF -> HF) */
+	int hf_head_dim_copy_embd_layers; /* a layer count at which hf_head_dim_copy is n_embd / n_head
+					   * instead (llama.cpp's Gemma 3 27B), 0: none */
+	uint32_t hf_swa_pattern;       /* config.json sliding_window_pattern and layer_types written for a
+					* GGUF with a sliding window (llama.cpp's fixed pattern), 0: none */
 	double default_rms_eps;        /* config.json rms_norm_eps when the GGUF has none */
 	/* tokenizer (tokenizer.ggml.pre comes from the tokenizer.json itself: qtk_bpe_identify_pre) */
 	const char *bpe_class;         /* tokenizer_class written with tokenizer.json */

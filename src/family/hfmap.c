@@ -46,8 +46,14 @@ struct qtk_hfmap {
 	size_t nout;
 	char warn[256];
 	uint32_t n_expert;       /* experts per MoE block (0: dense) */
-	float *rope;             /* HF -> GGUF: llama3 rope factors (rope_freqs), nrope values */
-	uint32_t nrope;
+	/* HF -> GGUF: tensors llama.cpp's converter generates (rope_freqs, rope_factors_long/short),
+	 * F32, written before the checkpoint's own */
+	struct {
+		const char *name;
+		float *v;
+		uint32_t n;
+	} gen[4];
+	size_t ngen;
 	/* the view */
 	vent *v;
 	size_t nv, capv;
@@ -83,7 +89,8 @@ void qtk_hfmap_free(qtk_hfmap *m)
 	}
 	qtk_free(m->src);
 	qtk_free(m->e);
-	qtk_free(m->rope);
+	for (size_t i = 0; i < m->ngen; i++)
+		qtk_free(m->gen[i].v);
 	for (size_t i = 0; i < m->nv; i++) {
 		qtk_free(m->v[i].name);
 		qtk_free(m->v[i].mem);
@@ -302,20 +309,20 @@ static int build_entries(qtk_hfmap *m, qtk_model *src, qtk_err *err)
 {
 	const qtk_family *f = m->fam;
 	vent *v;
-	if (m->to_gguf && m->rope) {
-		if (!(v = vadd(m, "rope_freqs.weight", err)))
+	for (size_t g = 0; m->to_gguf && g < m->ngen; g++) {
+		if (!(v = vadd(m, m->gen[g].name, err)))
 			return err->code;
-		if (!(v->mem = qtk_malloc((size_t)m->nrope * 4)))
+		if (!(v->mem = qtk_malloc((size_t)m->gen[g].n * 4 + 1)))
 			return oom(err);
-		for (uint32_t i = 0; i < m->nrope; i++) {
+		for (uint32_t i = 0; i < m->gen[g].n; i++) {
 			uint32_t u;
-			memcpy(&u, &m->rope[i], 4);
+			memcpy(&u, &m->gen[g].v[i], 4);
 			qtk_wr32(v->mem + 4 * i, u);
 		}
 		v->kind = QTK_VIEW_MEM;
 		v->mem_type = QTK_T_F32;
 		v->ndim = 1;
-		v->shape[0] = m->nrope;
+		v->shape[0] = m->gen[g].n;
 		v->info.otype = QTK_T_F32;
 	}
 	for (size_t i = 0; i < m->n && i < src->ntensors; i++) {
@@ -731,9 +738,83 @@ typedef struct hparams {
 	bool rope_linear, rope_yarn, rope_llama3;
 	double rope_factor, rope_low, rope_high, rope_orig; /* llama3: factor, low/high_freq_factor, context */
 	int64_t rope_orig_ctx;
+	int rope_kind;   /* QTK_KEY_ROPE_SCALING: 1 linear, 2 yarn (rope_type, else type), 0 none */
+	const cJSON *rope_obj; /* rope_scaling */
+	bool rope_long;  /* longrope (QTK_FAM_ROPE_LONG): factor lists and attn_factor */
+	double rope_attn_factor;
+	const cJSON *long_factor, *short_factor;
+	int64_t rope_dims_pct; /* int(partial_rotary_factor * n_embd) / n_head (1.0 when absent) */
 	int64_t rot_dim; /* rope dimension / per-head size */
 	int64_t n_experts; /* experts per block, whatever the key (0: dense) */
 } hparams;
+
+/* Architectures llama.cpp converts that qtk refuses, and why. */
+static const struct {
+	const char *arch, *why;
+} refused[] = {
+	{"Gemma3ForConditionalGeneration",
+	 "is not supported: its text model sits in text_config beside a vision tower, and llama.cpp drops the "
+	 "embedding rows past the vocabulary (convert a Gemma3ForCausalLM checkpoint)"},
+};
+
+/* rope_scaling's long_factor or short_factor: an array of n finite positive numbers (F32 too). */
+static int factor_list(const cfg *c, const cJSON *rs, const char *name, int64_t n, const cJSON **out)
+{
+	const cJSON *a = cJSON_GetObjectItemCaseSensitive(rs, name);
+	char msg[192];
+	if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != n) {
+		snprintf(msg, sizeof msg, "needs %s as an array of %lld numbers (half the rope dimensions)", name,
+			 (long long)n);
+		return cfg_bad(c, "rope_scaling", msg);
+	}
+	int i = 0;
+	const cJSON *x;
+	cJSON_ArrayForEach(x, a)
+	{
+		if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble) || x->valuedouble <= 0 ||
+		    !isfinite((float)x->valuedouble) || (float)x->valuedouble <= 0) {
+			snprintf(msg, sizeof msg, "has a bad %s[%d] (finite positive numbers are needed)", name, i);
+			return cfg_bad(c, "rope_scaling", msg);
+		}
+		i++;
+	}
+	*out = a;
+	return 0;
+}
+
+/* Phi-3's rope_scaling (llama.cpp's Phi3MiniModel.generate_extra_tensors): su / longrope (or yarn)
+ * with long_factor and short_factor of half the rope dimensions each, and an attention factor
+ * from max_position_embeddings / original_max_position_embeddings. */
+static int parse_longrope(const cfg *c, hparams *hp, const cJSON *rs, const cJSON *kind)
+{
+	if (!kind)
+		return cfg_bad(c, "rope_scaling", "has no type (rope_type)");
+	const char *k = kind->valuestring;
+	bool yarn = !qtk_strcasecmp(k, "yarn");
+	if (!yarn && qtk_strcasecmp(k, "longrope") && qtk_strcasecmp(k, "su")) {
+		char msg[160];
+		snprintf(msg, sizeof msg, "of type '%.64s' is not supported by this architecture (longrope, su and yarn are)",
+			 k);
+		return cfg_bad(c, "rope_scaling", msg);
+	}
+	int64_t orig;
+	bool p;
+	int rc = cfg_int(c, "original_max_position_embeddings", 2, 0xffffffffll, true, &orig, &p);
+	if (rc)
+		return rc;
+	if (!hp->has_ctx)
+		return cfg_bad(c, hp->fam->keys->n_ctx.hf, "is missing (the rope scaling is relative to it)");
+	if (hp->rope_dims_pct < 2 || hp->rope_dims_pct % 2)
+		return cfg_bad(c, "partial_rotary_factor", "gives an odd number of rope dimensions");
+	int64_t n = hp->rope_dims_pct / 2;
+	if ((rc = factor_list(c, rs, "long_factor", n, &hp->long_factor)) ||
+	    (rc = factor_list(c, rs, "short_factor", n, &hp->short_factor)))
+		return rc;
+	double scale = (double)hp->n_ctx / (double)orig;
+	hp->rope_attn_factor = scale <= 1.0 ? 1.0 : yarn ? 0.1 * log(scale) + 1.0 : sqrt(1.0 + log(scale) / log((double)orig));
+	hp->rope_long = true;
+	return 0;
+}
 
 static int parse_config(const qtk_model *hf, hparams *hp, qtk_json_doc *doc, qtk_err *err)
 {
@@ -757,6 +838,9 @@ static int parse_config(const qtk_model *hf, hparams *hp, qtk_json_doc *doc, qtk
 	if (!cJSON_IsArray(ar) || !cJSON_IsString(cJSON_GetArrayItem(ar, 0)))
 		return cfg_bad(&c, "architectures", "must be a non-empty array of strings");
 	const char *an = cJSON_GetArrayItem(ar, 0)->valuestring;
+	for (size_t i = 0; i < sizeof refused / sizeof *refused; i++)
+		if (!strcmp(an, refused[i].arch))
+			return qtk_err_set(err, QTK_E_DATA, file, -1, "architectures", "%s %s", an, refused[i].why);
 	if (!(hp->fam = qtk_family_by_hf_arch(an))) {
 		char shown[128];
 		snprintf(shown, sizeof shown, "%s", an);
@@ -826,6 +910,12 @@ static int parse_config(const qtk_model *hf, hparams *hp, qtk_json_doc *doc, qtk
 	if (hp->rot_dim % 2 != 0)
 		return cfg_bad(&c, hp->has_head_dim ? fk->head_dim.hf : fk->n_head.hf,
 			       "gives an odd head dimension (rotary embeddings need it even)");
+	hp->rope_dims_pct = hp->n_embd / hp->n_head;
+	const cJSON *prf = cfg_get(&c, "partial_rotary_factor");
+	if (prf && (!cJSON_IsNumber(prf) || !isfinite(prf->valuedouble) || prf->valuedouble <= 0 || prf->valuedouble > 1))
+		return cfg_bad(&c, "partial_rotary_factor", "must be a number in (0, 1]");
+	if (prf)
+		hp->rope_dims_pct = (int64_t)(prf->valuedouble * (double)hp->n_embd) / hp->n_head;
 	for (size_t t = 0; t < 7; t++) {
 		char sk[32];
 		snprintf(sk, sizeof sk, "%s_token_id", special_types[t]);
@@ -846,6 +936,9 @@ static int parse_config(const qtk_model *hf, hparams *hp, qtk_json_doc *doc, qtk
 		const cJSON *ty = cJSON_GetObjectItemCaseSensitive(rs, "type");
 		const cJSON *rty = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
 		const cJSON *kind = rty && cJSON_IsString(rty) ? rty : ty && cJSON_IsString(ty) ? ty : NULL;
+		hp->rope_obj = rs;
+		if (hp->fam->flags & QTK_FAM_ROPE_LONG)
+			return parse_longrope(&c, hp, rs, kind);
 		if (kind && qtk_strcasecmp(kind->valuestring, "llama3") == 0) {
 			if (!(hp->fam->flags & QTK_FAM_ROPE_LLAMA3))
 				return cfg_bad(&c, "rope_scaling", "of type llama3 is not used by this architecture");
@@ -886,6 +979,17 @@ static int parse_config(const qtk_model *hf, hparams *hp, qtk_json_doc *doc, qtk
 			if (!cJSON_IsNumber(f) || !isfinite(f->valuedouble))
 				return cfg_bad(&c, "rope_scaling", "has a non-numeric factor");
 			hp->rope_factor = f->valuedouble;
+			/* llama.cpp's current base class: rope_type, else type */
+			if (kind && !strcmp(kind->valuestring, "linear"))
+				hp->rope_kind = 1;
+			if (kind && !strcmp(kind->valuestring, "yarn")) {
+				const cJSON *o = cJSON_GetObjectItemCaseSensitive(rs, "original_max_position_embeddings");
+				int64_t ov;
+				if (!o || !qtk_json_i64(o, &ov) || ov < 0 || ov > U32)
+					return cfg_bad(&c, "rope_scaling", "of type yarn needs original_max_position_embeddings");
+				hp->rope_kind = 2;
+				hp->rope_orig_ctx = ov;
+			}
 			if (ty && cJSON_IsString(ty) && strcmp(ty->valuestring, "linear") == 0)
 				hp->rope_linear = true;
 			if (ty && cJSON_IsString(ty) && strcmp(ty->valuestring, "yarn") == 0) {
@@ -1320,6 +1424,20 @@ static int emit_spm(const qtk_model *hf, const hparams *hp, const cJSON *config,
 
 /* ---- HF -> GGUF -------------------------------------------------------------- */
 
+/* A generated tensor of n F32 values (its buffer, NULL when out of memory). */
+static float *gen_add(qtk_hfmap *m, const char *name, uint32_t n)
+{
+	if (m->ngen == sizeof m->gen / sizeof *m->gen)
+		return NULL;
+	float *v = qtk_calloc(n ? n : 1, sizeof *v);
+	if (v) {
+		m->gen[m->ngen].name = name;
+		m->gen[m->ngen].v = v;
+		m->gen[m->ngen++].n = n;
+	}
+	return v;
+}
+
 static bool is_float_plain(const qtk_tensor *t)
 {
 	if (t->layout.kind != QTK_LAYOUT_PLAIN)
@@ -1419,6 +1537,53 @@ static int check_experts(qtk_hfmap *m, const qtk_model *hf, qtk_err *err)
 	return rc;
 }
 
+/* config.json's skip_if_one of k is 1: k is not written. */
+static bool spec_skipped(const cfg *c, const qtk_key_spec *k)
+{
+	const cJSON *v = k->skip_if_one ? cfg_get(c, k->skip_if_one) : NULL;
+	return v && cJSON_IsNumber(v) && v->valuedouble == 1;
+}
+
+/* rope.scaling.* as llama.cpp's base class writes them (QTK_KEY_ROPE_SCALING). */
+static int emit_rope_scaling(qtk_model *meta, const qtk_family *f, const hparams *hp, const cfg *c)
+{
+	const qtk_family_keys *fk = f->keys;
+	char key[160];
+#define K(suffix) (snprintf(key, sizeof key, "%s.%s", f->gguf_arch, suffix), key)
+	if (!hp->rope_kind)
+		return 0;
+	if (kv_str(meta, K(fk->rope_type), hp->rope_kind == 1 ? "linear" : "yarn") ||
+	    kv_f32(meta, K(fk->rope_factor), hp->rope_factor))
+		return oom(c->err);
+	if (hp->rope_kind == 1)
+		return 0;
+	if (kv_u32(meta, K(fk->rope_orig_ctx), (uint64_t)hp->rope_orig_ctx))
+		return oom(c->err);
+	/* the optional YaRN values, in the converter's order */
+	static const char *const from[][2] = {{"extrapolation_factor", NULL},
+					      {"attention_factor", "attn_factor"},
+					      {"beta_fast", NULL},
+					      {"beta_slow", NULL}};
+	static const char *const to[] = {"rope.scaling.yarn_ext_factor", "rope.scaling.yarn_attn_factor",
+					 "rope.scaling.yarn_beta_fast", "rope.scaling.yarn_beta_slow"};
+	for (int i = 0; i < 4; i++) {
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(hp->rope_obj, from[i][0]);
+		if ((!v || cJSON_IsNull(v)) && from[i][1])
+			v = cJSON_GetObjectItemCaseSensitive(hp->rope_obj, from[i][1]);
+		if (!v || cJSON_IsNull(v))
+			continue;
+		if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble)) {
+			char msg[96];
+			snprintf(msg, sizeof msg, "has a non-numeric %s", v->string ? v->string : from[i][0]);
+			return cfg_bad(c, "rope_scaling", msg);
+		}
+		if (kv_f32(meta, K(to[i]), v->valuedouble))
+			return oom(c->err);
+	}
+#undef K
+	return 0;
+}
+
 /* The keys of a family with its own order (f->gguf_keys). */
 static int emit_schedule(qtk_model *meta, const qtk_family *f, const hparams *hp, const cJSON *root, unsigned ftype,
 			 qtk_err *err)
@@ -1468,31 +1633,59 @@ static int emit_schedule(qtk_model *meta, const qtk_family *f, const hparams *hp
 				rc = oom(err);
 			break;
 		case QTK_KEY_ROPE_DIM:
-			if (kv_u32(meta, K(fk->rope_dim), (uint64_t)(hp->n_embd / hp->n_head)))
+			if (kv_u32(meta, K(fk->rope_dim), (uint64_t)hp->rope_dims_pct))
 				rc = oom(err);
+			break;
+		case QTK_KEY_ROPE_SCALING:
+			rc = emit_rope_scaling(meta, f, hp, &c);
+			break;
+		case QTK_KEY_ABSENT:
+			if (cfg_get(&c, k->hf))
+				rc = cfg_bad(&c, k->hf, "is set, but llama.cpp's converter refuses it for this architecture");
 			break;
 		case QTK_KEY_U32: {
 			int64_t v = 0;
 			bool present = false;
+			if (spec_skipped(&c, k))
+				break;
 			rc = cfg_int(&c, k->hf, 0, 0xffffffffll, false, &v, &present);
 			if (!rc && !present && k->def_hf)
 				rc = cfg_int(&c, k->def_hf, 0, 0xffffffffll, false, &v, &present);
+			if (!rc && (k->opt & QTK_KS_IF_ABSENT)) {
+				if (present)
+					break;
+				v = (int64_t)k->def;
+				present = true;
+			}
+			if (!rc && !present && (k->opt & QTK_KS_REQUIRED))
+				rc = cfg_bad(&c, k->hf, "is missing");
 			if (!rc && !present && k->def >= 0) {
 				v = (int64_t)k->def;
 				present = true;
 			}
+			if (!rc && present && (k->opt & QTK_KS_NONZERO) && v == 0)
+				present = false;
 			if (!rc && present && kv_u32(meta, K(k->gguf), (uint64_t)v))
 				rc = oom(err);
 			break;
 		}
 		case QTK_KEY_F32: {
+			if (spec_skipped(&c, k))
+				break;
 			const cJSON *v = cfg_get(&c, k->hf);
 			double x = k->def;
 			if (v && (!cJSON_IsNumber(v) || !isfinite(v->valuedouble)))
 				rc = cfg_bad(&c, k->hf, "must be a number");
 			else if (v)
 				x = v->valuedouble;
-			if (!rc && (v || k->def >= 0) && kv_f32(meta, K(k->gguf), x))
+			bool write = v || k->def >= 0;
+			if ((k->opt & QTK_KS_IF_ABSENT) && v)
+				write = false;
+			if (!rc && !v && (k->opt & QTK_KS_REQUIRED))
+				rc = cfg_bad(&c, k->hf, "is missing");
+			if ((k->opt & QTK_KS_NONZERO) && x == 0)
+				write = false;
+			if (!rc && write && kv_f32(meta, K(k->gguf), x))
 				rc = oom(err);
 			break;
 		}
@@ -1599,16 +1792,34 @@ int qtk_hfmap_hf_to_gguf(const qtk_model *hf, qtk_model *meta, qtk_hfmap **mapp,
 	}
 	if ((rc = check_experts(m, hf, err)))
 		goto out;
+	/* the tensors the converter generates, before the checkpoint's */
 	if (hp.rope_llama3) {
-		m->nrope = (uint32_t)(hp.rot_dim / 2);
-		if (!(m->rope = qtk_malloc(m->nrope * sizeof *m->rope))) {
+		float *v = gen_add(m, "rope_freqs.weight", (uint32_t)(hp.rot_dim / 2));
+		if (!v) {
 			rc = oom(err);
 			goto out;
 		}
 		qtk_family_llama3_rope(hp.has_theta ? hp.rope_theta : 10000.0, (uint32_t)hp.rot_dim, hp.rope_factor,
-				       hp.rope_low, hp.rope_high, hp.rope_orig, m->rope);
+				       hp.rope_low, hp.rope_high, hp.rope_orig, v);
+	}
+	if (hp.rope_long) {
+		const cJSON *lists[2] = {hp.long_factor, hp.short_factor};
+		static const char *const names[2] = {"rope_factors_long.weight", "rope_factors_short.weight"};
+		for (int g = 0; g < 2; g++) {
+			float *v = gen_add(m, names[g], (uint32_t)cJSON_GetArraySize(lists[g]));
+			if (!v) {
+				rc = oom(err);
+				goto out;
+			}
+			const cJSON *x;
+			uint32_t i = 0;
+			cJSON_ArrayForEach(x, lists[g])
+				v[i++] = (float)x->valuedouble;
+		}
+	}
+	for (size_t g = 0; g < m->ngen; g++) {
 		m->nout++;
-		total += m->nrope;
+		total += m->gen[g].n;
 	}
 	/* metadata, in llama.cpp's order */
 	const char *an = f->gguf_arch;
@@ -1636,6 +1847,9 @@ int qtk_hfmap_hf_to_gguf(const qtk_model *hf, qtk_model *meta, qtk_hfmap **mapp,
 	} else
 		size_label(total, lbl, sizeof lbl);
 	rc = kv_str(meta, "general.architecture", an);
+	/* the converter adds it while generating the factor tensors, before any other metadata */
+	if (hp.rope_long)
+		rc = rc ? rc : kv_f32(meta, K("rope.scaling.attn_factor"), hp.rope_attn_factor);
 	rc = rc ? rc : kv_str(meta, "general.type", "model");
 	rc = rc ? rc : kv_str(meta, "general.name", base);
 	qtk_free(base);
@@ -1726,9 +1940,25 @@ tokenizer:
 		if (rc)
 			goto out;
 	}
-	if ((f->flags & QTK_FAM_NO_SPACE_PREFIX) && kv_bool(meta, "tokenizer.ggml.add_space_prefix", false)) {
+	if ((f->flags & QTK_FAM_NO_SPACE_PREFIX) &&
+	    (!(f->flags & QTK_FAM_NO_SPACE_PREFIX_SPM) || qtk_blob_find(hf, "tokenizer.model")) &&
+	    kv_bool(meta, "tokenizer.ggml.add_space_prefix", false)) {
 		rc = oom(err);
 		goto out;
+	}
+	if (f->flags & QTK_FAM_EMBD_VOCAB) {
+		/* llama.cpp keeps the embedding rows of the vocabulary only; qtk does not cut tensors */
+		const qtk_kv *tk = qtk_kv_find(meta, "tokenizer.ggml.tokens");
+		for (size_t i = 0; tk && i < m->n; i++) {
+			const qtk_tensor *t = &hf->tensors[i];
+			if (m->e[i].out && !strcmp(m->e[i].out, "token_embd.weight") && t->ndim == 2 && t->shape[0] > tk->val.n) {
+				rc = qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name,
+						 "%" PRIu64 " embedding rows but %" PRIu64 " tokens: llama.cpp drops the rows past the "
+						 "vocabulary, which qtk does not do",
+						 t->shape[0], (uint64_t)tk->val.n);
+				goto out;
+			}
+		}
 	}
 	if (kv_u32(meta, "general.quantization_version", 2)) {
 		rc = oom(err);
@@ -1978,8 +2208,14 @@ int qtk_hfmap_gguf_to_hf(const qtk_model *g, qtk_model *meta, qtk_hfmap **mapp, 
 	rc = rc ? rc : g_num(g, K(fk->rms_eps.gguf), &eps, &eps_f32, err);
 	const qtk_kv *rst = qtk_kv_find(g, K(fk->rope_type));
 	bool linear = rst && rst->val.type == QTK_V_STR && !strcmp(rst->val.v.str.s, "linear");
-	if (linear)
+	bool yarn = (f->flags & QTK_FAM_ROPE_YARN) && rst && rst->val.type == QTK_V_STR && !strcmp(rst->val.v.str.s, "yarn");
+	int64_t yarn_orig = 0;
+	if (linear || yarn)
 		rc = rc ? rc : g_num(g, K(fk->rope_factor), &factor, &factor_f32, err);
+	if (yarn) {
+		bool p_yo;
+		rc = rc ? rc : g_int(g, K(fk->rope_orig_ctx), 1, 0xffffffffll, true, &yarn_orig, &p_yo, err);
+	}
 	if (rc)
 		return rc;
 	size_t ntok;
@@ -2108,6 +2344,53 @@ int qtk_hfmap_gguf_to_hf(const qtk_model *g, qtk_model *meta, qtk_hfmap **mapp, 
 				 "rope_freqs.weight is not Llama 3.1's rope scaling (factor, low/high frequency factors "
 				 "1/4, context 8192): config.json gets no rope_scaling");
 	}
+	/* Phi-3's longrope: the factor tensors back into rope_scaling */
+	float *longf[2] = {NULL, NULL};
+	uint32_t nlong = 0;
+	const char *long_type = "longrope";
+	if ((f->flags & QTK_FAM_ROPE_LONG) && (qtk_tensor_find(g, "rope_factors_long.weight") ||
+					       qtk_tensor_find(g, "rope_factors_short.weight"))) {
+		static const char *const names[2] = {"rope_factors_long.weight", "rope_factors_short.weight"};
+		uint32_t dim = (uint32_t)(p_rot && rot ? rot : n_embd / n_head);
+		nlong = dim / 2;
+		for (int k = 0; k < 2 && !rc; k++) {
+			const qtk_tensor *t = qtk_tensor_find(g, names[k]);
+			uint8_t *raw = NULL;
+			if (!t || t->layout.kind != QTK_LAYOUT_PLAIN || t->layout.type != QTK_T_F32 || t->ndim != 1 ||
+			    t->n_params != nlong || !nlong)
+				rc = qtk_err_set(err, QTK_E_DATA, NULL, -1, names[k],
+						 "rope_factors_long and rope_factors_short must both be F32 [%u] (half the rope "
+						 "dimensions)", nlong);
+			else if (qtk_read_part_alloc((qtk_model *)g, t, 0, &raw)) {
+				*err = g->err;
+				rc = err->code ? err->code : QTK_E_IO;
+			} else if (!(longf[k] = qtk_malloc(nlong * sizeof *longf[k])))
+				rc = oom(err);
+			for (uint32_t i = 0; !rc && i < nlong; i++) {
+				uint32_t u = qtk_rd32(raw + 4 * i);
+				memcpy(&longf[k][i], &u, 4);
+				if (!isfinite(longf[k][i]) || longf[k][i] <= 0)
+					rc = qtk_err_set(err, QTK_E_DATA, NULL, -1, names[k], "factor %u is not a positive number", i);
+			}
+			qtk_free(raw);
+		}
+		/* the attention factor tells YaRN's formula from longrope's */
+		const qtk_kv *af = qtk_kv_find(g, K("rope.scaling.attn_factor"));
+		const qtk_kv *oc = qtk_kv_find(g, K(fk->rope_orig_ctx));
+		double a = 0, o = 0;
+		if (!rc && af && oc && val_num(&af->val, &a) && val_num(&oc->val, &o) && p_ctx && o > 1 && n_ctx > o) {
+			double scale = (double)n_ctx / o;
+			float y = (float)(0.1 * log(scale) + 1.0), l = (float)sqrt(1.0 + log(scale) / log(o));
+			if ((float)a == y && y != l)
+				long_type = "yarn";
+		}
+		if (rc) {
+			qtk_free(longf[0]);
+			qtk_free(longf[1]);
+			qtk_hfmap_free(m);
+			return rc;
+		}
+	}
 	/* config.json */
 	qtk_buf b = {0};
 	bool first = true;
@@ -2157,7 +2440,7 @@ int qtk_hfmap_gguf_to_hf(const qtk_model *g, qtk_model *meta, qtk_hfmap **mapp, 
 		qtk_buf_printf(&b, "%lld", (long long)used);
 	}
 	for (const qtk_key_spec *ks = f->gguf_keys; ks && ks->kind != QTK_KEY_END; ks++) {
-		if (ks->kind != QTK_KEY_U32 && ks->kind != QTK_KEY_F32)
+		if ((ks->kind != QTK_KEY_U32 && ks->kind != QTK_KEY_F32) || (ks->opt & QTK_KS_IF_ABSENT))
 			continue;
 		double x;
 		bool x32;
@@ -2173,8 +2456,41 @@ int qtk_hfmap_gguf_to_hf(const qtk_model *g, qtk_model *meta, qtk_hfmap **mapp, 
 			jnum(&b, x, x32);
 	}
 	if (f->hf_head_dim_copy && (p_kl || n_embd % n_head == 0)) {
+		bool embd = f->hf_head_dim_copy_embd_layers && n_layer == f->hf_head_dim_copy_embd_layers;
 		jkey(&b, &first, f->hf_head_dim_copy);
-		qtk_buf_printf(&b, "%lld", (long long)(p_kl ? key_len : n_embd / n_head));
+		qtk_buf_printf(&b, "%lld", (long long)(p_kl && !embd ? key_len : n_embd / n_head));
+	}
+	if (f->hf_swa_pattern && qtk_kv_find(g, K("attention.sliding_window"))) {
+		/* llama.cpp's fixed pattern: every hf_swa_pattern-th layer attends globally */
+		jkey(&b, &first, "sliding_window_pattern");
+		qtk_buf_printf(&b, "%u", f->hf_swa_pattern);
+		jkey(&b, &first, "layer_types");
+		qtk_buf_puts(&b, "[");
+		for (int64_t l = 0; l < n_layer; l++)
+			qtk_buf_printf(&b, "%s\"%s_attention\"", l ? ", " : "",
+				       (l + 1) % f->hf_swa_pattern ? "sliding" : "full");
+		qtk_buf_puts(&b, "]");
+	}
+	if (nlong) {
+		jkey(&b, &first, "rope_scaling");
+		for (int k = 0; k < 2; k++) {
+			qtk_buf_puts(&b, k ? "], \"short_factor\": [" : "{\"long_factor\": [");
+			for (uint32_t i = 0; i < nlong; i++) {
+				if (i)
+					qtk_buf_puts(&b, ", ");
+				jnum(&b, longf[k][i], true);
+			}
+		}
+		qtk_buf_printf(&b, "], \"type\": \"%s\"}", long_type);
+	}
+	qtk_free(longf[0]);
+	qtk_free(longf[1]);
+	longf[0] = longf[1] = NULL;
+	if (yarn) {
+		jkey(&b, &first, "rope_scaling");
+		qtk_buf_puts(&b, "{\"type\": \"yarn\", \"factor\": ");
+		jnum(&b, factor, factor_f32);
+		qtk_buf_printf(&b, ", \"original_max_position_embeddings\": %lld}", (long long)yarn_orig);
 	}
 	if (rope3) {
 		jkey(&b, &first, "rope_scaling");
@@ -2379,6 +2695,8 @@ int qtk_hfmap_gguf_to_hf(const qtk_model *g, qtk_model *meta, qtk_hfmap **mapp, 
 	*mapp = m;
 	return 0;
 fail:
+	qtk_free(longf[0]);
+	qtk_free(longf[1]);
 	qtk_buf_free(&b);
 	qtk_hfmap_free(m);
 	return rc;

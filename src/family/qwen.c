@@ -1,7 +1,8 @@
 /* qwen.c - the Qwen families beyond Qwen2 (llama.c): Qwen2-MoE, Qwen3 and Qwen3-MoE.
  *
- * Facts from llama.cpp's convert_hf_to_gguf.py (Qwen2MoeModel, Qwen3Model, Qwen3MoeModel) and
- * gguf-py's tensor-name tables; the code is our own. None of them permutes Q/K (NEOX rope). */
+ * Facts from llama.cpp's convert_hf_to_gguf.py (Qwen2MoeModel as of 2025-02; Qwen3Model,
+ * Qwen3MoeModel and the TextModel base class they use, as of today) and gguf-py's tensor-name
+ * tables; the code is our own. None of them permutes Q/K (NEOX rope). */
 #include "family/family.h"
 
 static const qtk_name_rule top_names[] = {
@@ -94,6 +95,37 @@ static const qtk_name_rule qwen3_block[] = {
 	{"mlp.down_proj", "ffn_down", 0, 0},
 };
 
+/* Qwen3Model (via Qwen2Model) writes the base class's keys: rope scaling before the rope base,
+ * the expert counts (num_local_experts, else num_experts) after the norm epsilon, key/value
+ * length from head_dim, then general.file_type; Qwen3MoeModel (via Qwen2MoeModel) adds the
+ * expert sizes after it. */
+#define QWEN3_BASE_KEYS                                                                                  \
+	{.kind = QTK_KEY_HP, .hp = QTK_HP_LAYER}, {.kind = QTK_KEY_HP, .hp = QTK_HP_CTX},                  \
+	{.kind = QTK_KEY_HP, .hp = QTK_HP_EMBD}, {.kind = QTK_KEY_HP, .hp = QTK_HP_FF},                    \
+	{.kind = QTK_KEY_HP, .hp = QTK_HP_HEAD}, {.kind = QTK_KEY_HP, .hp = QTK_HP_HEAD_KV},               \
+	{.kind = QTK_KEY_ROPE_SCALING}, {.kind = QTK_KEY_HP, .hp = QTK_HP_THETA},                          \
+	{.kind = QTK_KEY_HP, .hp = QTK_HP_RMS}
+
+static const qtk_key_spec qwen3_keys[] = {
+	QWEN3_BASE_KEYS,
+	{.kind = QTK_KEY_HP, .hp = QTK_HP_EXPERT_USED},
+	{.kind = QTK_KEY_HEAD_DIM},
+	{.kind = QTK_KEY_FILE_TYPE},
+	{.kind = QTK_KEY_END},
+};
+
+static const qtk_key_spec qwen3moe_keys[] = {
+	QWEN3_BASE_KEYS,
+	{.kind = QTK_KEY_U32, .gguf = "expert_count", .hf = "num_experts", .def = -1, .def_hf = "num_local_experts"},
+	{.kind = QTK_KEY_HP, .hp = QTK_HP_EXPERT_USED},
+	{.kind = QTK_KEY_HEAD_DIM},
+	{.kind = QTK_KEY_FILE_TYPE},
+	{.kind = QTK_KEY_U32, .gguf = "expert_feed_forward_length", .hf = "moe_intermediate_size", .def = -1},
+	{.kind = QTK_KEY_U32, .gguf = "expert_shared_feed_forward_length", .hf = "shared_expert_intermediate_size",
+	 .def = -1},
+	{.kind = QTK_KEY_END},
+};
+
 static const char *const qwen3_archs[] = {"Qwen3ForCausalLM", NULL};
 
 const qtk_family qtk_family_qwen3 = {
@@ -106,6 +138,7 @@ const qtk_family qtk_family_qwen3 = {
 	.block = qwen3_block,
 	.nblock = sizeof qwen3_block / sizeof *qwen3_block,
 	.flags = QTK_FAM_ROPE_YARN,
+	.gguf_keys = qwen3_keys,
 };
 
 /* Qwen3-MoE: Qwen3's attention, Qwen2-MoE's routed experts, no shared expert */
@@ -135,5 +168,5 @@ const qtk_family qtk_family_qwen3moe = {
 	.experts = qwen_experts,
 	.nexperts = sizeof qwen_experts / sizeof *qwen_experts,
 	.flags = QTK_FAM_ROPE_YARN | QTK_FAM_MOE,
-	.gguf_keys = qwen2moe_keys,
+	.gguf_keys = qwen3moe_keys,
 };
