@@ -129,6 +129,8 @@ int qtk_qpk_check_tensor(const qtk_tensor *t, char *why, size_t wn)
 	case QTK_LAYOUT_AWQ:
 	case QTK_LAYOUT_GPTQ:
 		return check_packed(t, why, wn);
+	default: /* kinds this version of QPK does not describe (formats/qpk.md §8) */
+		break;
 	}
 	return qtk_why(why, wn, "layout kind %u is unknown", (unsigned)l->kind);
 }

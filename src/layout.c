@@ -96,17 +96,31 @@ int qtk_type_nbytes(unsigned t, uint64_t n, uint64_t *out)
 	return 0;
 }
 
+/* The packed layout kinds: id (in JSON, plans and digests) and upper-case name. */
+static const struct {
+	const char *id, *upper;
+} packed_kinds[QTK_LAYOUT_KINDS] = {
+	[QTK_LAYOUT_AWQ] = {"awq", "AWQ"},
+	[QTK_LAYOUT_GPTQ] = {"gptq", "GPTQ"},
+	[QTK_LAYOUT_CT_INT] = {"ct-int", "CT-INT"},
+	[QTK_LAYOUT_FP8] = {"fp8", "FP8"},
+	[QTK_LAYOUT_NVFP4] = {"nvfp4", "NVFP4"},
+	[QTK_LAYOUT_MXFP4] = {"mxfp4", "MXFP4"},
+	[QTK_LAYOUT_MLX] = {"mlx", "MLX"},
+	[QTK_LAYOUT_BNB4] = {"bnb4", "BNB4"},
+	[QTK_LAYOUT_BNB8] = {"bnb8", "BNB8"},
+};
+
 void qtk_layout_id(const qtk_layout *l, char *buf, size_t n)
 {
-	switch (l->kind) {
-	case QTK_LAYOUT_AWQ:
-		snprintf(buf, n, "awq");
-		return;
-	case QTK_LAYOUT_GPTQ:
+	if (l->kind == QTK_LAYOUT_GPTQ) {
 		snprintf(buf, n, "gptq-v%d", l->gptq_version == 2 ? 2 : 1);
 		return;
-	case QTK_LAYOUT_PLAIN:
-		break;
+	}
+	if (l->kind != QTK_LAYOUT_PLAIN) {
+		unsigned k = (unsigned)l->kind;
+		snprintf(buf, n, "%s", k < QTK_LAYOUT_KINDS && packed_kinds[k].id ? packed_kinds[k].id : "unknown");
+		return;
 	}
 	const qtk_type_info *ti = qtk_type(l->type);
 	if (!ti) {
@@ -127,10 +141,10 @@ void qtk_layout_id(const qtk_layout *l, char *buf, size_t n)
 
 const char *qtk_layout_type_name(const qtk_layout *l)
 {
-	if (l->kind == QTK_LAYOUT_AWQ)
-		return "AWQ";
-	if (l->kind == QTK_LAYOUT_GPTQ)
-		return "GPTQ";
+	if (l->kind != QTK_LAYOUT_PLAIN) {
+		unsigned k = (unsigned)l->kind;
+		return k < QTK_LAYOUT_KINDS && packed_kinds[k].upper ? packed_kinds[k].upper : "UNKNOWN";
+	}
 	const qtk_type_info *ti = qtk_type(l->type);
 	return ti ? ti->upper : "UNKNOWN";
 }

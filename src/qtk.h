@@ -90,10 +90,20 @@ int qtk_type_by_name(const char *s);
 int qtk_type_nbytes(unsigned type, uint64_t n, uint64_t *out);
 
 /* Logical layout of a tensor. */
+/* Layout kinds. The numbers are stored in QPK files (formats/qpk.md, Layout_Kind): never
+ * renumber. A packed kind is described by its scheme (src/scheme/). */
 typedef enum {
 	QTK_LAYOUT_PLAIN = 0, /* one component of a storage type (float, int or ggml block) */
-	QTK_LAYOUT_AWQ,       /* AutoAWQ GEMM */
-	QTK_LAYOUT_GPTQ,      /* AutoGPTQ packing, v1 or v2 */
+	QTK_LAYOUT_AWQ = 1,   /* AutoAWQ GEMM */
+	QTK_LAYOUT_GPTQ = 2,  /* AutoGPTQ packing, v1 or v2 */
+	QTK_LAYOUT_CT_INT = 3,/* compressed-tensors integer codes (pack-quantized, int-quantized) */
+	QTK_LAYOUT_FP8 = 4,   /* FP8 E4M3 codes with per-tensor, per-channel or block scales */
+	QTK_LAYOUT_NVFP4 = 5, /* FP4 E2M1 in blocks of 16, E4M3 block scales, a global scale */
+	QTK_LAYOUT_MXFP4 = 6, /* FP4 E2M1 in blocks of 32 with E8M0 scales (gpt-oss experts) */
+	QTK_LAYOUT_MLX = 7,   /* MLX affine: U32 bit streams, scales and biases per group */
+	QTK_LAYOUT_BNB4 = 8,  /* bitsandbytes NF4 / FP4 with its quant_state */
+	QTK_LAYOUT_BNB8 = 9,  /* bitsandbytes LLM.int8 (row scales SCB) */
+	QTK_LAYOUT_KINDS      /* count */
 } qtk_layout_kind;
 
 typedef struct qtk_layout {

@@ -36,9 +36,16 @@ void qtk_digest_enc_id(const qtk_layout *l, char *buf, size_t n)
 			 l->sym ? "sym" : "asym", l->act_order ? ":act" : "");
 		return;
 	case QTK_LAYOUT_PLAIN:
-		break;
+		qtk_layout_id(l, buf, n);
+		return;
+	default: { /* the other packed kinds: id and the parameters a layout carries */
+		char id[32];
+		qtk_layout_id(l, id, sizeof id);
+		snprintf(buf, n, "%s:t%u:b%u:g%u:%s%s", id, l->type, l->bits, l->group_size, l->sym ? "sym" : "asym",
+			 l->act_order ? ":act" : "");
+		return;
 	}
-	qtk_layout_id(l, buf, n);
+	}
 }
 
 /* ---- streaming leaf hasher ------------------------------------------------------ */
