@@ -30,6 +30,20 @@ enum {
 				   * norms); GGUF -> HF subtracts 1 again */
 };
 
+/* Rule rows most families share (llama.cpp's names for the llama-style layout), for the
+ * descriptors' tables: whole-model tensors, the two block norms, attention (q and k: the qk
+ * marks, 'q'/'k' or 0), the gated MLP. */
+#define QTK_RULES_TOP                                                                                   \
+	{"model.embed_tokens", "token_embd", 0, 0}, {"model.norm", "output_norm", 0, 0},               \
+	{"lm_head", "output", 0, 0}
+#define QTK_RULES_NORMS {"input_layernorm", "attn_norm", 0, 0}, {"post_attention_layernorm", "ffn_norm", 0, 0}
+#define QTK_RULES_ATTN(q, k)                                                                            \
+	{"self_attn.q_proj", "attn_q", q, 0}, {"self_attn.k_proj", "attn_k", k, 0},                    \
+	{"self_attn.v_proj", "attn_v", 0, 0}, {"self_attn.o_proj", "attn_output", 0, 0}
+#define QTK_RULES_MLP                                                                                   \
+	{"mlp.gate_proj", "ffn_gate", 0, 0}, {"mlp.up_proj", "ffn_up", 0, 0},                          \
+	{"mlp.down_proj", "ffn_down", 0, 0}
+
 /* An expert rule: the HF stem of one expert's matrix with "%" where the expert number goes
  * ("block_sparse_moe.experts.%.w1") and the GGUF stem of the stacked 3-D tensor holding all
  * of a block's experts ("ffn_gate_exps"), both within the block prefix. */

@@ -18,13 +18,8 @@ static const qtk_name_rule block_names[] = {
 	{"post_attention_layernorm", "post_attention_norm", 0, QTK_RULE_PLUS1},
 	{"pre_feedforward_layernorm", "ffn_norm", 0, QTK_RULE_PLUS1},
 	{"post_feedforward_layernorm", "post_ffw_norm", 0, QTK_RULE_PLUS1},
-	{"self_attn.q_proj", "attn_q", 'q', 0},
-	{"self_attn.k_proj", "attn_k", 'k', 0},
-	{"self_attn.v_proj", "attn_v", 0, 0},
-	{"self_attn.o_proj", "attn_output", 0, 0},
-	{"mlp.gate_proj", "ffn_gate", 0, 0},
-	{"mlp.up_proj", "ffn_up", 0, 0},
-	{"mlp.down_proj", "ffn_down", 0, 0},
+	QTK_RULES_ATTN('q', 'k'),
+	QTK_RULES_MLP,
 };
 
 static const char *const suffixes[] = {".weight", NULL};
@@ -83,13 +78,8 @@ static const qtk_name_rule gemma3_block[] = {
 	{"post_feedforward_layernorm", "post_ffw_norm", 0, QTK_RULE_PLUS1},
 	{"self_attn.q_norm", "attn_q_norm", 0, QTK_RULE_PLUS1},
 	{"self_attn.k_norm", "attn_k_norm", 0, QTK_RULE_PLUS1},
-	{"self_attn.q_proj", "attn_q", 0, 0},
-	{"self_attn.k_proj", "attn_k", 0, 0},
-	{"self_attn.v_proj", "attn_v", 0, 0},
-	{"self_attn.o_proj", "attn_output", 0, 0},
-	{"mlp.gate_proj", "ffn_gate", 0, 0},
-	{"mlp.up_proj", "ffn_up", 0, 0},
-	{"mlp.down_proj", "ffn_down", 0, 0},
+	QTK_RULES_ATTN(0, 0),
+	QTK_RULES_MLP,
 };
 
 /* Gemma3Model writes the base class's keys, then its own: a key the base already wrote keeps

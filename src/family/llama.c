@@ -6,22 +6,14 @@
 #include "family/family.h"
 
 static const qtk_name_rule top_names[] = {
-	{"model.embed_tokens", "token_embd", 0, 0},
-	{"model.norm", "output_norm", 0, 0},
-	{"lm_head", "output", 0, 0},
+	QTK_RULES_TOP,
 };
 
 /* within model.layers.N. / blk.N. */
 static const qtk_name_rule block_names[] = {
-	{"input_layernorm", "attn_norm", 0, 0},
-	{"post_attention_layernorm", "ffn_norm", 0, 0},
-	{"self_attn.q_proj", "attn_q", 'q', 0},
-	{"self_attn.k_proj", "attn_k", 'k', 0},
-	{"self_attn.v_proj", "attn_v", 0, 0},
-	{"self_attn.o_proj", "attn_output", 0, 0},
-	{"mlp.gate_proj", "ffn_gate", 0, 0},
-	{"mlp.up_proj", "ffn_up", 0, 0},
-	{"mlp.down_proj", "ffn_down", 0, 0},
+	QTK_RULES_NORMS,
+	QTK_RULES_ATTN('q', 'k'),
+	QTK_RULES_MLP,
 };
 
 static const char *const suffixes[] = {".weight", ".bias", NULL};
@@ -74,12 +66,8 @@ const qtk_family qtk_family_mistral = {
 /* Mixtral: llama.cpp writes it as a llama model with experts: each block's experts w1/w2/w3
  * stacked into ffn_gate_exps/ffn_down_exps/ffn_up_exps, the router as ffn_gate_inp (F32). */
 static const qtk_name_rule mixtral_block[] = {
-	{"input_layernorm", "attn_norm", 0, 0},
-	{"post_attention_layernorm", "ffn_norm", 0, 0},
-	{"self_attn.q_proj", "attn_q", 'q', 0},
-	{"self_attn.k_proj", "attn_k", 'k', 0},
-	{"self_attn.v_proj", "attn_v", 0, 0},
-	{"self_attn.o_proj", "attn_output", 0, 0},
+	QTK_RULES_NORMS,
+	QTK_RULES_ATTN('q', 'k'),
 	{"block_sparse_moe.gate", "ffn_gate_inp", 0, QTK_RULE_F32},
 };
 

@@ -6,14 +6,11 @@
 #include "family/family.h"
 
 static const qtk_name_rule top_names[] = {
-	{"model.embed_tokens", "token_embd", 0, 0},
-	{"model.norm", "output_norm", 0, 0},
-	{"lm_head", "output", 0, 0},
+	QTK_RULES_TOP,
 };
 
 static const qtk_name_rule block_names[] = {
-	{"input_layernorm", "attn_norm", 0, 0},
-	{"post_attention_layernorm", "ffn_norm", 0, 0},
+	QTK_RULES_NORMS,
 	{"self_attn.qkv_proj", "attn_qkv", 0, 0},
 	{"self_attn.o_proj", "attn_output", 0, 0},
 	{"mlp.gate_up_proj", "ffn_up", 0, 0},

@@ -6,9 +6,7 @@
 #include "family/family.h"
 
 static const qtk_name_rule top_names[] = {
-	{"model.embed_tokens", "token_embd", 0, 0},
-	{"model.norm", "output_norm", 0, 0},
-	{"lm_head", "output", 0, 0},
+	QTK_RULES_TOP,
 };
 
 static const char *const suffixes[] = {".weight", ".bias", NULL};
@@ -23,12 +21,8 @@ static const char *const dropped[] = {".rotary_emb.inv_freq", NULL};
 /* Qwen2-MoE: routed experts stacked, the router as ffn_gate_inp (F32), a shared expert with its
  * own one-output gate (kept in the checkpoint's type) */
 static const qtk_name_rule qwen2moe_block[] = {
-	{"input_layernorm", "attn_norm", 0, 0},
-	{"post_attention_layernorm", "ffn_norm", 0, 0},
-	{"self_attn.q_proj", "attn_q", 'q', 0},
-	{"self_attn.k_proj", "attn_k", 'k', 0},
-	{"self_attn.v_proj", "attn_v", 0, 0},
-	{"self_attn.o_proj", "attn_output", 0, 0},
+	QTK_RULES_NORMS,
+	QTK_RULES_ATTN('q', 'k'),
 	{"mlp.gate", "ffn_gate_inp", 0, QTK_RULE_F32},
 	{"mlp.shared_expert.gate_proj", "ffn_gate_shexp", 0, 0},
 	{"mlp.shared_expert.up_proj", "ffn_up_shexp", 0, 0},
@@ -82,17 +76,11 @@ const qtk_family qtk_family_qwen2moe = {
 
 /* Qwen3: Qwen2 without the q/k/v biases, with RMS norms on each head's queries and keys */
 static const qtk_name_rule qwen3_block[] = {
-	{"input_layernorm", "attn_norm", 0, 0},
-	{"post_attention_layernorm", "ffn_norm", 0, 0},
-	{"self_attn.q_proj", "attn_q", 'q', 0},
-	{"self_attn.k_proj", "attn_k", 'k', 0},
-	{"self_attn.v_proj", "attn_v", 0, 0},
-	{"self_attn.o_proj", "attn_output", 0, 0},
+	QTK_RULES_NORMS,
+	QTK_RULES_ATTN('q', 'k'),
 	{"self_attn.q_norm", "attn_q_norm", 0, 0},
 	{"self_attn.k_norm", "attn_k_norm", 0, 0},
-	{"mlp.gate_proj", "ffn_gate", 0, 0},
-	{"mlp.up_proj", "ffn_up", 0, 0},
-	{"mlp.down_proj", "ffn_down", 0, 0},
+	QTK_RULES_MLP,
 };
 
 /* Qwen3Model (via Qwen2Model) writes the base class's keys: rope scaling before the rope base,
@@ -143,12 +131,8 @@ const qtk_family qtk_family_qwen3 = {
 
 /* Qwen3-MoE: Qwen3's attention, Qwen2-MoE's routed experts, no shared expert */
 static const qtk_name_rule qwen3moe_block[] = {
-	{"input_layernorm", "attn_norm", 0, 0},
-	{"post_attention_layernorm", "ffn_norm", 0, 0},
-	{"self_attn.q_proj", "attn_q", 'q', 0},
-	{"self_attn.k_proj", "attn_k", 'k', 0},
-	{"self_attn.v_proj", "attn_v", 0, 0},
-	{"self_attn.o_proj", "attn_output", 0, 0},
+	QTK_RULES_NORMS,
+	QTK_RULES_ATTN('q', 'k'),
 	{"self_attn.q_norm", "attn_q_norm", 0, 0},
 	{"self_attn.k_norm", "attn_k_norm", 0, 0},
 	{"mlp.gate", "ffn_gate_inp", 0, QTK_RULE_F32},
