@@ -15,6 +15,7 @@
 #include "internal.h"
 #include "json.h"
 #include "packing.h"
+#include "qgroups.h"
 #include <math.h>
 #include <string.h>
 
@@ -176,6 +177,53 @@ static int encode_rows(const qtk_tensor *t, const float *x, uint64_t o0, uint64_
 				(uint8_t *)pp[2] + o0 * ng * ssz);
 }
 
+/* fp16 bits of v when it is exactly an fp16 value, else -1. */
+static int32_t as_half(float v)
+{
+	uint16_t h = qtk_f32_to_fp16(v);
+	float b = qtk_fp16_to_f32(h);
+	return b == v && signbit(b) == signbit(v) ? (int32_t)h : -1;
+}
+
+/* The codes as integer groups with z = 0 and the bias in g->m: q4_1 holds them as they are
+ * (d = scale, m = bias) and decodes f32(q * d) + m, the same arithmetic as decode_rows. A group
+ * whose scale or bias is no fp16 value (BF16 or F32 scales) gets z = 1, which no transcode
+ * accepts. */
+static int to_groups(const qtk_tensor *t, const void *const *p, qgroups *g)
+{
+	uint32_t out = (uint32_t)t->shape[0], in = (uint32_t)t->shape[1], group = t->layout.group_size;
+	unsigned bits = t->layout.bits, st = t->parts[1].type;
+	uint32_t ng = in / group;
+	uint64_t words = (uint64_t)in * bits / 32;
+	if (qg_alloc(g, out, in, group, ng, bits))
+		return -1;
+	g->m = qtk_malloc((size_t)out * ng * sizeof *g->m);
+	if (!g->m) {
+		qg_free(g);
+		return -1;
+	}
+	for (uint32_t o = 0; o < out; o++) {
+		const uint32_t *row = (const uint32_t *)p[0] + o * words;
+		for (uint32_t i = 0; i < in; i++)
+			g->q[(uint64_t)o * in + i] = (uint8_t)qtk_bits_get(row, 1, (uint64_t)i * bits, bits);
+		for (uint32_t k = 0; k < ng; k++) {
+			uint64_t at = (uint64_t)o * ng + k;
+			int32_t sh = as_half(rd_float(p[1], st, at)), bh = as_half(rd_float(p[2], st, at));
+			g->z[at] = (int16_t)(sh < 0 || bh < 0 ? 1 : 0);
+			g->s[at] = (uint16_t)(sh < 0 ? 0 : sh);
+			g->m[at] = (uint16_t)(bh < 0 ? 0 : bh);
+		}
+	}
+	return 0;
+}
+
+/* MLX 2-, 3- and 4-bit codes fit q4_1's nibbles; 8-bit codes fit q8_0 where every bias is
+ * -z * scale for an integer z (checked per block by the transcode). */
+static const qtk_scheme_transcode transcodes[] = {
+	{QTK_LAYOUT_PLAIN, QTK_T_Q4_1, 1u << 2 | 1u << 3 | 1u << 4, false, 32},
+	{QTK_LAYOUT_PLAIN, QTK_T_Q8_0, 1u << 5 | 1u << 6 | 1u << 8, false, 32},
+};
+
 /* mlx-lm's "quantization" object: group_size, bits, mode (affine only). */
 static void config_read(const cJSON *o, qtk_qcfg *q)
 {
@@ -211,10 +259,10 @@ const qtk_scheme qtk_scheme_mlx = {
 	.infer = infer,
 	.decode_rows = decode_rows,
 	.encode_rows = encode_rows,
-	.to_groups = NULL,
+	.to_groups = to_groups,
 	.from_groups = NULL,
-	.transcodes = NULL,
-	.ntranscodes = 0,
+	.transcodes = transcodes,
+	.ntranscodes = (int)(sizeof transcodes / sizeof *transcodes),
 	.config_read = config_read,
 	.config_write = config_write,
 };
