@@ -301,7 +301,9 @@ static int permute_groups(qgroups *g, const plan *p, qtk_err *err)
 	const char *n = p->src->name;
 	if (permute_inplace(g->q, g->out, g->in, p->perm_heads, p->perm_inverse, n, err) ||
 	    permute_inplace((uint8_t *)g->z, g->out, (uint64_t)g->ngroups * sizeof *g->z, p->perm_heads, p->perm_inverse, n, err) ||
-	    permute_inplace((uint8_t *)g->s, g->out, (uint64_t)g->ngroups * sizeof *g->s, p->perm_heads, p->perm_inverse, n, err))
+	    permute_inplace((uint8_t *)g->s, g->out, (uint64_t)g->ngroups * sizeof *g->s, p->perm_heads, p->perm_inverse, n, err) ||
+	    (g->m && permute_inplace((uint8_t *)g->m, g->out, (uint64_t)g->ngroups * sizeof *g->m, p->perm_heads,
+				     p->perm_inverse, n, err)))
 		return err->code;
 	return 0;
 }

@@ -354,6 +354,36 @@ static int can_store(const conv_opts *o, const qtk_model *in, const qtk_tensor *
 	return qtk_out_can_store(o->out_kind, t, false, in->path, qtk_tensor_stored_name(t), err);
 }
 
+/* An MLX matrix: the smallest ggml type its transcodes hold exactly (the conditions are per
+ * block: the biases decide), or 0. */
+static unsigned mlx_exact_type(qtk_model *in, const qtk_tensor *t)
+{
+	static const unsigned cand[] = {QTK_T_Q4_1, QTK_T_Q8_0};
+	uint8_t *pp[QTK_MAX_PARTS] = {NULL};
+	qgroups g;
+	memset(&g, 0, sizeof g);
+	unsigned found = 0;
+	bool ok = t->ndim == 2 && t->shape[1] % 32 == 0 && t->layout.group_size % 32 == 0;
+	for (int k = 0; k < t->nparts && ok; k++)
+		ok = !qtk_read_part_alloc(in, t, k, &pp[k]);
+	ok = ok && !qtk_scheme_to_groups(t, (const void *const *)pp, &g);
+	for (size_t c = 0; ok && !found && c < sizeof cand / sizeof *cand; c++) {
+		if (qtk_scheme_exact_ggml(t->layout.kind, t->layout.bits, false, t->layout.group_size, t->shape[1]) == 0)
+			break;
+		uint64_t nb = 0;
+		if (qtk_type_nbytes(cand[c], t->shape[0] * t->shape[1], &nb))
+			continue;
+		uint8_t *dst = qtk_malloc((size_t)nb);
+		if (dst && !qg_to_ggml(&g, cand[c], 0, g.out, dst))
+			found = cand[c];
+		qtk_free(dst);
+	}
+	qg_free(&g);
+	for (int k = 0; k < QTK_MAX_PARTS; k++)
+		qtk_free(pp[k]);
+	return found;
+}
+
 /* auto-exact: per tensor the smallest layout of the output container that holds the values exactly. */
 static int plan_auto_exact(qtk_model *in, const conv_opts *o, const qtk_tensor *t, plan *p, qtk_err *err)
 {
@@ -368,6 +398,11 @@ static int plan_auto_exact(qtk_model *in, const conv_opts *o, const qtk_tensor *
 		p->method = M_COPY; /* the source layout itself is the smallest exact one */
 		p->out = *t;
 		return 0;
+	}
+	unsigned mty = to_gguf && t->layout.kind == QTK_LAYOUT_MLX ? mlx_exact_type(in, t) : 0;
+	if (mty) {
+		p->method = M_ROWS;
+		return out_plain(&p->out, t, mty) ? QTK_E_DATA : 0;
 	}
 	src_groups sg;
 	if (probe_groups(in, t, &sg)) {

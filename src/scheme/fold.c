@@ -146,6 +146,7 @@ struct byname {
 typedef struct fold {
 	qtk_model *m;
 	const qtk_qcfg *q;
+	const cJSON *qc;       /* the config object (per-module overrides) */
 	const char *cfgfile;
 	struct byname *byname; /* tensors sorted by name */
 } fold;
@@ -262,7 +263,7 @@ static int make_logical(fold *f, const char *prefix, size_t plen, const long *c,
 	out->shape[0] = out_;
 	out->shape[1] = in;
 	out->layout.kind = s->kind;
-	out->layout.type = QTK_T_I32;
+	out->layout.type = s->parts[0].type;
 	out->layout.bits = (uint8_t)q->bits;
 	out->layout.gptq_version = (uint8_t)(s->has_version ? q->version : 0);
 	out->layout.sym = q->sym;
@@ -297,6 +298,38 @@ typedef struct group_ent {
 	bool emitted;
 } group_ent;
 
+/* mlx-lm writes per-module settings into its quantization object, keyed by the module path:
+ * {"group_size": G, "bits": B}. local->scheme stays NULL when the module has none. */
+static int module_override(fold *f, const char *prefix, size_t plen, qtk_qcfg *local)
+{
+	local->scheme = NULL;
+	if (!f->qc || plen > QTK_CAP_NAME)
+		return 0;
+	char key[QTK_CAP_NAME + 1];
+	snprintf(key, sizeof key, "%.*s", (int)plen, prefix);
+	const cJSON *o = cJSON_GetObjectItemCaseSensitive(f->qc, key);
+	if (!o)
+		return 0;
+	if (!cJSON_IsObject(o))
+		return qfail(f, key, "quantization setting for this module is not an object (%s)", f->cfgfile);
+	*local = *f->q;
+	local->bad[0] = 0;
+	int64_t v;
+	const cJSON *b = cJSON_GetObjectItemCaseSensitive(o, "bits"), *g = cJSON_GetObjectItemCaseSensitive(o, "group_size");
+	if (b && (!qtk_json_i64(b, &v) || v < 1 || v >= 32 || !((f->q->scheme->bits_mask >> v) & 1u)))
+		return qfail(f, key, "module override has invalid 'bits' (%s)", f->cfgfile);
+	if (b)
+		local->bits = (int)v;
+	if (g && (!qtk_json_i64(g, &v) || v < 1 || v > UINT32_MAX))
+		return qfail(f, key, "module override has invalid 'group_size' (%s)", f->cfgfile);
+	if (g)
+		local->group = v;
+	f->q->scheme->config_read(o, local);
+	if (local->bad[0])
+		return qfail(f, key, "%s (%s)", local->bad, f->cfgfile);
+	return 0;
+}
+
 static int fold_run(fold *f)
 {
 	qtk_model *m = f->m;
@@ -326,14 +359,18 @@ static int fold_run(fold *f)
 			break;
 		}
 		long c[QTK_MAX_PARTS];
-		for (int p = 0; p < s->nparts; p++)
-			c[p] = p ? find(f, nm, plen, s->parts[p].role) : (long)i;
+		for (int p = 0; p < QTK_MAX_PARTS; p++)
+			c[p] = p >= s->nparts ? -1 : p ? find(f, nm, plen, s->parts[p].role) : (long)i;
+		/* a scheme whose codes are "<m>.weight" (mlx): a weight without scales is plain */
+		bool codes_weight = !strcmp(first, "weight");
+		if (codes_weight && c[1] < 0)
+			continue;
 		for (int p = 0; p < s->nparts && !rc; p++)
 			if (c[p] < 0 && !s->parts[p].optional)
 				rc = qfail(f, nm, "quantized layer has no '%.*s.%s'", pl, nm, s->parts[p].role);
 		if (rc)
 			break;
-		if (find(f, nm, plen, "weight") >= 0) {
+		if (!codes_weight && find(f, nm, plen, "weight") >= 0) {
 			rc = qfail(f, nm, "quantized layer also has a plain '%.*s.weight'", pl, nm);
 			break;
 		}
@@ -348,8 +385,15 @@ static int fold_run(fold *f)
 						   o->parts[p].role);
 			}
 		}
-		if (rc || (rc = make_logical(f, nm, plen, c, &g[ng].t)))
+		qtk_qcfg local;
+		const qtk_qcfg *shared = f->q;
+		if (!rc && (rc = module_override(f, nm, plen, &local)) == 0 && local.scheme)
+			f->q = &local;
+		if (rc || (rc = make_logical(f, nm, plen, c, &g[ng].t))) {
+			f->q = shared;
 			break;
+		}
+		f->q = shared;
 		for (int p = 0; p < s->nparts; p++)
 			if (c[p] >= 0)
 				gid[c[p]] = (long)ng;
@@ -397,7 +441,7 @@ int qtk_scheme_fold(qtk_model *m, const cJSON *qc, const char *def_method, const
 	qtk_qcfg_read(qc, def_method, &q);
 	if (!q.scheme || !m->ntensors)
 		return 0;
-	fold f = {.m = m, .q = &q, .cfgfile = cfgfile};
+	fold f = {.m = m, .q = &q, .qc = qc, .cfgfile = cfgfile};
 	f.byname = qtk_malloc(m->ntensors * sizeof *f.byname);
 	if (!f.byname)
 		return oom(m);
@@ -417,11 +461,19 @@ static int fold_from(qtk_model *m, const char *dir, const cJSON *cfg)
 		const char *name, *def;
 	} side[] = {{"quantize_config.json", "gptq"}, {"quant_config.json", "awq"}};
 	const cJSON *qc = cfg ? cJSON_GetObjectItemCaseSensitive(cfg, "quantization_config") : NULL;
+	/* mlx-lm: "quantization" (with any per-module settings), and a copy as
+	 * quantization_config without a quant_method */
+	const cJSON *mlx = cfg ? cJSON_GetObjectItemCaseSensitive(cfg, "quantization") : NULL;
+	const char *def = NULL;
+	if (cJSON_IsObject(mlx) && (!cJSON_IsObject(qc) || !get(qc, "quant_method", "method"))) {
+		qc = mlx;
+		def = "mlx";
+	}
 	if (cJSON_IsObject(qc)) {
 		char *p = qtk_path_join(dir, "config.json");
 		if (!p)
 			return oom(m);
-		int rc = qtk_scheme_fold(m, qc, NULL, p);
+		int rc = qtk_scheme_fold(m, qc, def, p);
 		qtk_free(p);
 		return rc;
 	}

@@ -12,6 +12,7 @@
 #include "internal.h"
 #include "dequant.h"
 #include "packing.h"
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,6 +22,7 @@ void qg_free(qgroups *g)
 	qtk_free(g->z);
 	qtk_free(g->s);
 	qtk_free(g->g_idx);
+	qtk_free(g->m);
 	memset(g, 0, sizeof *g);
 }
 
@@ -255,6 +257,19 @@ int qg_from_ggml(unsigned type, const uint8_t *src, uint32_t out, uint32_t in, q
 	return 0;
 }
 
+/* The integer z with -z * s == m exactly (fp16 s and m; q8_0 and q4_0 hold (q - z) * s, not a
+ * free bias), or -1. */
+static int bias_zero(uint16_t s, uint16_t m)
+{
+	float sf = qtk_fp16_to_f32(s), mf = qtk_fp16_to_f32(m);
+	if (sf == 0 || !isfinite(sf) || !isfinite(mf))
+		return -1;
+	float z = -mf / sf;
+	if (!(z >= 0 && z <= 255) || z != (float)(int)z || -(float)(int)z * sf != mf)
+		return -1;
+	return (int)z;
+}
+
 /* Blocks of 32 along the input dimension; each block must sit in one group.
  * Rows [row0, row0 + nrows) go to dst. */
 int qg_to_ggml(const qgroups *g, unsigned type, uint32_t row0, uint32_t nrows, uint8_t *dst)
@@ -273,6 +288,10 @@ int qg_to_ggml(const qgroups *g, unsigned type, uint32_t row0, uint32_t nrows, u
 			uint32_t k = qg_group_of(g, 32 * b);
 			int z = g->z[(uint64_t)o * g->ngroups + k];
 			uint16_t s = g->s[(uint64_t)o * g->ngroups + k];
+			if (g->m && z != 0)
+				return -1;
+			if (g->m && type != QTK_T_Q4_1 && (z = bias_zero(s, g->m[(uint64_t)o * g->ngroups + k])) < 0)
+				return -1;
 			const uint8_t *q = g->q + (uint64_t)o * g->in + 32 * b;
 			uint8_t *blk = dst + ((uint64_t)(o - row0) * nb + b) * bsz;
 			memset(blk, 0, bsz);
@@ -312,8 +331,8 @@ int qg_to_ggml(const qgroups *g, unsigned type, uint32_t row0, uint32_t nrows, u
 			case QTK_T_Q4_1: {
 				/* m = -z*s must be an fp16 value */
 				float sf = qtk_fp16_to_f32(s), m = -(float)z * sf;
-				uint16_t mh = qtk_f32_to_fp16(m);
-				if (qtk_fp16_to_f32(mh) != m)
+				uint16_t mh = g->m ? g->m[(uint64_t)o * g->ngroups + k] : qtk_f32_to_fp16(m);
+				if (!g->m && qtk_fp16_to_f32(mh) != m)
 					return -1;
 				qtk_wr16(blk + 2, mh);
 				for (int j = 0; j < 32; j++)

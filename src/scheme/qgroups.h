@@ -12,6 +12,8 @@ typedef struct qgroups {
 	int16_t *z;     /* the zero the decoder subtracts (GPTQ v1: stored + 1) */
 	uint16_t *s;    /* fp16 bits */
 	int32_t *g_idx; /* group of each input; NULL means i / group */
+	uint16_t *m;    /* MLX: an fp16 bias per group added after scaling, (q - z) * s + m with
+			 * z = 0 (a z other than 0 marks a group no ggml type holds); NULL: none */
 } qgroups;
 
 void qg_free(qgroups *g);

@@ -9,8 +9,9 @@
 
 extern const qtk_scheme qtk_scheme_awq;
 extern const qtk_scheme qtk_scheme_gptq;
+extern const qtk_scheme qtk_scheme_mlx;
 
-static const qtk_scheme *const schemes[] = {&qtk_scheme_awq, &qtk_scheme_gptq};
+static const qtk_scheme *const schemes[] = {&qtk_scheme_awq, &qtk_scheme_gptq, &qtk_scheme_mlx};
 
 #define NSCHEMES (sizeof schemes / sizeof *schemes)
 
@@ -140,9 +141,10 @@ int qtk_scheme_check(const qtk_tensor *t, int *bad_part, char *why, size_t wn)
 		*bad_part = k;
 		if (strncmp(q->role, sp->role, sizeof q->role) != 0)
 			return qtk_why(why, wn, "part %d role '%.8s', expected '%s'", k, q->role, sp->role);
-		if (q->type != sp->type)
+		unsigned want_type = s->part_type ? s->part_type(t, k) : sp->type;
+		if (q->type != want_type)
 			return qtk_why(why, wn, "part '%s' type %s, expected %s", sp->role,
-				   qtk_type(q->type) ? qtk_type(q->type)->upper : "?", qtk_type(sp->type)->upper);
+				   qtk_type(q->type) ? qtk_type(q->type)->upper : "?", qtk_type(want_type)->upper);
 		uint64_t want[QTK_MAX_DIMS] = {0};
 		sp->shape(&d, want);
 		bool same = q->ndim == sp->ndim;

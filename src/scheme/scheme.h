@@ -82,6 +82,9 @@ struct qtk_scheme {
 	uint32_t row_align;       /* decode_rows/encode_rows take rows from multiples of this */
 	int nparts;
 	const qtk_scheme_part *parts;
+	/* The storage type part k of t must have, when it depends on the tensor (MLX scales in the
+	 * model's float type); NULL: parts[k].type. */
+	unsigned (*part_type)(const qtk_tensor *t, int k);
 	/* Scheme-specific layout rules beyond bits, group, ranges and part shapes (flags, version,
 	 * packing divisibility); 0 or QTK_E_DATA with the problem in why. */
 	int (*check_layout)(const qtk_tensor *t, char *why, size_t wn);
