@@ -34,7 +34,7 @@ frame_dir() {
 }
 
 rm -rf "$C"
-for t in gguf safetensors st_index hfdir qpk archive zst spm imatrix prov; do mkdir -p "$C/$t"; done
+for t in gguf safetensors st_index hfdir qpk archive zst spm imatrix prov hfmap; do mkdir -p "$C/$t"; done
 
 $SEED tiny "$W/tiny.gguf"
 $SEED kq "$W/kq.gguf"
@@ -177,5 +177,30 @@ printf '\n\377\377\377\377\017' >"$C/spm/hostile-len"
 printf '%s' '{"record_version":1,"record_version":1}' >"$C/prov/hostile-dup"
 printf '%s' '{"record_version":1e400}' >"$C/prov/hostile-number"
 printf '[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[' >"$C/prov/hostile-deep"
+
+# hfmap: config.json of each family with a matching tensor list (names and shapes only)
+hfm() { # hfm NAME CONFIG TENSOR-LINES...
+	n=$1; cfg=$2; shift 2
+	{ printf '%s' "$cfg"; printf '\n#QF#tensors\n'; for l in "$@"; do printf '%s\n' "$l"; done; } >"$C/hfmap/$n"
+}
+L=model.layers.0
+BASE='"hidden_size": 64, "intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 16, "rms_norm_eps": 1e-05'
+ATT="$L.self_attn.q_proj.weight 64 64|$L.self_attn.k_proj.weight 32 64|$L.self_attn.v_proj.weight 32 64|$L.self_attn.o_proj.weight 64 64"
+NORMS="$L.input_layernorm.weight 64|$L.post_attention_layernorm.weight 64|model.norm.weight 64|model.embed_tokens.weight 16 64"
+MLP="$L.mlp.gate_proj.weight 32 64|$L.mlp.up_proj.weight 32 64|$L.mlp.down_proj.weight 64 32"
+split() { echo "$1" | tr '|' '\n'; }
+IFS_OLD=$IFS; IFS='
+'
+hfm llama3 "{\"architectures\": [\"LlamaForCausalLM\"], $BASE, \"rope_theta\": 500000.0, \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0, \"original_max_position_embeddings\": 8192}}" $(split "$ATT|$NORMS|$MLP")
+MOE=""
+for e in 0 1 2 3; do MOE="$MOE|$L.block_sparse_moe.experts.$e.w1.weight 32 64|$L.block_sparse_moe.experts.$e.w2.weight 64 32|$L.block_sparse_moe.experts.$e.w3.weight 32 64"; done
+hfm mixtral "{\"architectures\": [\"MixtralForCausalLM\"], $BASE, \"num_local_experts\": 4, \"num_experts_per_tok\": 2}" $(split "$ATT|$NORMS|$L.block_sparse_moe.gate.weight 4 64$MOE")
+QMOE=""
+for e in 0 1 2 3; do QMOE="$QMOE|$L.mlp.experts.$e.gate_proj.weight 16 64|$L.mlp.experts.$e.up_proj.weight 16 64|$L.mlp.experts.$e.down_proj.weight 64 16"; done
+hfm qwen2moe "{\"architectures\": [\"Qwen2MoeForCausalLM\"], $BASE, \"num_experts\": 4, \"num_experts_per_tok\": 2, \"moe_intermediate_size\": 16, \"shared_expert_intermediate_size\": 32}" $(split "$ATT|$NORMS|$L.mlp.gate.weight 4 64|$L.mlp.shared_expert.gate_proj.weight 32 64|$L.mlp.shared_expert.up_proj.weight 32 64|$L.mlp.shared_expert.down_proj.weight 64 32|$L.mlp.shared_expert_gate.weight 1 64$QMOE")
+hfm gemma2 "{\"architectures\": [\"Gemma2ForCausalLM\"], $BASE, \"head_dim\": 16, \"attn_logit_softcapping\": 50.0, \"final_logit_softcapping\": 30.0, \"sliding_window\": 4096, \"query_pre_attn_scalar\": 16}" $(split "$ATT|$NORMS|$L.pre_feedforward_layernorm.weight 64|$L.post_feedforward_layernorm.weight 64|$MLP")
+hfm phi3 "{\"architectures\": [\"Phi3ForCausalLM\"], $BASE, \"max_position_embeddings\": 4096, \"original_max_position_embeddings\": 4096, \"sliding_window\": 2047}" $(split "$NORMS|$L.self_attn.qkv_proj.weight 128 64|$L.self_attn.o_proj.weight 64 64|$L.mlp.gate_up_proj.weight 64 64|$L.mlp.down_proj.weight 64 32")
+IFS=$IFS_OLD
+printf '%s' '{"architectures": ["MixtralForCausalLM"], "hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4, "num_local_experts": 65536, "num_experts_per_tok": 65536}' >"$C/hfmap/hostile-experts"
 
 du -sh "$C"/* | sort -k2

@@ -13,12 +13,12 @@ set -u
 FB=${FUZZ_B:-build-fuzz}
 T=${FUZZ_TIME:-60}
 PAR=${FUZZ_PAR:-1}
-TARGETS=${FUZZ_TARGETS:-gguf safetensors st_index hfdir qpk archive zst spm imatrix prov}
+TARGETS=${FUZZ_TARGETS:-gguf safetensors st_index hfdir qpk archive zst spm imatrix prov hfmap}
 mkdir -p "$FB/logs" "$FB/tmp"
 
 dict_for() {
 	case $1 in
-	hfdir | st_index | safetensors | prov) echo "-dict=tests/fuzz/json.dict" ;;
+	hfdir | st_index | safetensors | prov | hfmap) echo "-dict=tests/fuzz/json.dict" ;;
 	gguf | imatrix | archive | zst) echo "-dict=tests/fuzz/gguf.dict" ;;
 	*) echo "" ;;
 	esac
