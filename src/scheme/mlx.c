@@ -45,8 +45,8 @@ static unsigned part_type(const qtk_tensor *t, int k)
 static int check_layout(const qtk_tensor *t, char *why, size_t wn)
 {
 	const qtk_layout *l = &t->layout;
-	if (l->act_order || l->gptq_version)
-		return qtk_why(why, wn, "mlx layout with act_order or gptq_version set");
+	if (l->act_order || l->gptq_version || l->sym)
+		return qtk_why(why, wn, "mlx layout with act_order, sym or gptq_version set");
 	if (!qtk_mlx_group_ok(l->group_size))
 		return qtk_why(why, wn, "group_size %u: mlx groups are 32, 64 or 128", l->group_size);
 	return 0;
