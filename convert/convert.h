@@ -5,7 +5,7 @@
 
 enum { NAMES_DEFAULT = 0, NAMES_KEEP, NAMES_HF, NAMES_GGUF };
 
-typedef enum { TGT_KEEP = 0, TGT_TYPE, TGT_MIX, TGT_AWQ, TGT_GPTQ, TGT_AUTO_EXACT } target_kind;
+typedef enum { TGT_KEEP = 0, TGT_TYPE, TGT_MIX, TGT_AWQ, TGT_GPTQ, TGT_AUTO_EXACT, TGT_MLX } target_kind;
 
 typedef struct conv_target {
 	target_kind kind;
@@ -21,7 +21,7 @@ typedef struct conv_opts {
 	qtk_out_kind out_kind;
 	conv_target target;
 	bool exact, dry_run, has_max_error, sym;
-	unsigned bits;       /* --bits (gptq), 0 = default */
+	unsigned bits;       /* --bits (gptq, mlx), 0 = default */
 	uint32_t group_size; /* --group-size, 0 = default */
 	const char *imatrix_path;
 	const char *target_name; /* the --to value as given, NULL = keep */
@@ -63,7 +63,7 @@ typedef struct conv_result {
 typedef enum {
 	M_COPY,   /* parts copied byte for byte */
 	M_ROWS,   /* row chunks decoded and re-encoded (or transcoded) to a plain type */
-	M_GROUPS, /* whole tensor to AWQ/GPTQ: transcoded when exact, else re-fitted */
+	M_GROUPS, /* whole tensor to AWQ/GPTQ/MLX: transcoded when exact, else re-fitted */
 } conv_method;
 
 typedef struct plan {

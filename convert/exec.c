@@ -594,7 +594,7 @@ static int fit_groups(rowsrc *s, float *x, uint8_t **pp, bool refit, int threads
 			break;
 		if (refit && quant_groups(x, o, o0, nr, pp, threads)) {
 			rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "the %s encoder failed",
-					 o->layout.kind == QTK_LAYOUT_AWQ ? "AWQ" : "GPTQ");
+					 qtk_scheme_of(o) ? qtk_scheme_of(o)->title : "packed");
 			break;
 		}
 		if (decode_rows(o, pp, o0, nr, y, err)) {
@@ -635,18 +635,23 @@ static int run_groups(qtk_model *in, qtk_writer *w, const plan *p, int threads, 
 		have = !rc;
 	} else if (!rc && (t->layout.type == QTK_T_Q4_0 || t->layout.type == QTK_T_Q8_0 || t->layout.type == QTK_T_Q4_1)) {
 		uint8_t *raw;
+		bool mlx = o->layout.kind == QTK_LAYOUT_MLX;
 		if (qtk_read_part_alloc(in, t, 0, &raw)) {
 			*err = in->err;
 			rc = err->code;
 		} else {
-			have = qg_from_ggml(t->layout.type, raw, out, inf, &g) == 0;
+			/* MLX keeps any q4_1 minimum as its bias */
+			have = (mlx && t->layout.type == QTK_T_Q4_1 ? qg_from_q4_1_bias(raw, out, inf, &g)
+								    : qg_from_ggml(t->layout.type, raw, out, inf, &g)) == 0;
 			qtk_free(raw);
 		}
 	}
 	if (!rc && have && p->perm_heads)
 		rc = permute_groups(&g, p, err);
 	bool packed = false;
-	if (!rc && have && g.bits == o->layout.bits && (g.group == o->layout.group_size || qg_act_order(&g)))
+	/* MLX takes the integers whenever its codes and groups hold them (its from_groups checks) */
+	if (!rc && have && (o->layout.kind == QTK_LAYOUT_MLX ||
+			    (g.bits == o->layout.bits && (g.group == o->layout.group_size || qg_act_order(&g)))))
 		packed = qtk_scheme_from_groups(&g, o, true, (void *const *)pp) == 0;
 	qg_free(&g);
 	errstat e;

@@ -11,10 +11,11 @@ static const char usage[] =
 	"  -t, --to LAYOUT        target layout: keep (default); f32 f16 bf16; ggml types q4_0 q4_1 q5_0\n"
 	"                         q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs; llama.cpp mixes Q2_K\n"
 	"                         Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M Q6_K (also Q4_0 ... Q8_0,\n"
-	"                         IQ4_NL, IQ4_XS); awq; gptq, gptq-v1, gptq-v2; auto-exact\n"
-	"  --bits N               bits for gptq targets (2, 3, 4, 8; default: the source's, else 4)\n"
-	"  --group-size N         group size for awq/gptq targets (32, 64, 128; default: the source's\n"
-	"                         when exact, 32 from k-quants, else 128)\n"
+	"                         IQ4_NL, IQ4_XS); awq; gptq, gptq-v1, gptq-v2; mlx; auto-exact\n"
+	"  --bits N               bits for gptq (2, 3, 4, 8) and mlx (2, 3, 4, 5, 6, 8) targets\n"
+	"                         (default: the source's, else 4)\n"
+	"  --group-size N         group size for awq/gptq/mlx targets (32, 64, 128; default: the\n"
+	"                         source's when exact, 32 from k-quants, else 128; mlx 64)\n"
 	"  --sym                  symmetric gptq target\n"
 	"  --imatrix FILE         llama.cpp importance matrix for importance-weighted quantization\n"
 	"  --split-max-size SIZE  shard the output: GGUF splits (-00001-of-0000N.gguf) or safetensors\n"
@@ -156,8 +157,8 @@ static int parse_args(int argc, char **argv, conv_opts *o)
 			o->report = val;
 		} else if (!strcmp(name, "--bits")) {
 			uint64_t n;
-			if (!qtk_parse_u64(val, &n) || (n != 2 && n != 3 && n != 4 && n != 8))
-				return cli_usage_error("--bits takes 2, 3, 4 or 8, not '%s'", val);
+			if (!qtk_parse_u64(val, &n) || (n != 2 && n != 3 && n != 4 && n != 5 && n != 6 && n != 8))
+				return cli_usage_error("--bits takes 2, 3, 4, 5, 6 or 8, not '%s'", val);
 			o->bits = (unsigned)n;
 		} else if (!strcmp(name, "--group-size")) {
 			uint64_t n;

@@ -16,7 +16,7 @@ int conv_parse_target(const char *s, conv_target *t)
 	t->gptq_version = 0;
 	static const struct { const char *name; target_kind kind; int version; } named[] = {
 		{"awq", TGT_AWQ, 0}, {"gptq", TGT_GPTQ, 0}, {"gptq-v1", TGT_GPTQ, 1},
-		{"gptq-v2", TGT_GPTQ, 2}, {"auto-exact", TGT_AUTO_EXACT, 0},
+		{"gptq-v2", TGT_GPTQ, 2}, {"auto-exact", TGT_AUTO_EXACT, 0}, {"mlx", TGT_MLX, 0},
 	};
 	for (size_t i = 0; i < sizeof named / sizeof *named; i++)
 		if (!qtk_strcasecmp(s, named[i].name)) {
@@ -132,6 +132,8 @@ int conv_build_meta(qtk_model *in, const conv_opts *o, qtk_model *d, qtk_err *er
 		for (size_t i = 0; i < in->nblobs; i++)
 			if (qtk_model_add_blob(d, in->blobs[i].name, in->blobs[i].data, in->blobs[i].len))
 				return qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");
+	if (o->target.kind == TGT_MLX && qtk_model_set_kv_str(d, "format", "mlx")) /* as mlx-lm's files say */
+		return qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");
 	if (o->out_kind == QTK_OUT_GGUF && o->target.kind != TGT_KEEP && o->target.ftype >= 0) {
 		/* llama_ftype (llama.h), as llama-quantize writes it */
 		uint64_t ft = (uint64_t)o->target.ftype;
@@ -384,6 +386,94 @@ static unsigned mlx_exact_type(qtk_model *in, const qtk_tensor *t)
 	return found;
 }
 
+/* ---- MLX targets ----------------------------------------------------------------------- */
+
+/* What mlx-lm's quantize_model quantizes: every linear and embedding matrix (norms, routers and
+ * other vectors stay float) whose inputs are whole groups. */
+static bool is_mlx_module(const qtk_tensor *t, uint32_t group)
+{
+	return t->ndim == 2 && qtk_mix_quantizable(t) && qtk_str_ends(t->name, ".weight") && group &&
+	       t->shape[1] % group == 0;
+}
+
+/* The bits and group of a source that has integer groups an MLX tensor may keep: ggml's q4_0,
+ * q4_1 and q8_0 (groups of 32), MLX itself, AWQ/GPTQ without act-order. */
+static bool mlx_src_groups(const qtk_tensor *t, unsigned *bits, uint32_t *group)
+{
+	const qtk_layout *l = &t->layout;
+	if (t->ndim != 2)
+		return false;
+	if (l->kind == QTK_LAYOUT_PLAIN && (l->type == QTK_T_Q4_0 || l->type == QTK_T_Q4_1 || l->type == QTK_T_Q8_0)) {
+		*bits = l->type == QTK_T_Q8_0 ? 8 : 4;
+		*group = 32;
+		return true;
+	}
+	if ((l->kind == QTK_LAYOUT_MLX || l->kind == QTK_LAYOUT_AWQ || l->kind == QTK_LAYOUT_GPTQ) && !l->act_order &&
+	    (l->group_size == 32 || l->group_size == 64 || l->group_size == 128)) {
+		*bits = l->bits;
+		*group = l->group_size;
+		return true;
+	}
+	return false;
+}
+
+/* One config describes an MLX model: --bits and --group-size, else the bits and group most of
+ * the source's integer matrices have (so their codes can be kept), else mlx-lm's 4 and 64. */
+static int resolve_mlx(const qtk_model *in, conv_opts *o, qtk_err *err)
+{
+	size_t nb[9] = {0}, ng[3] = {0};
+	for (size_t i = 0; i < in->ntensors; i++) {
+		unsigned b;
+		uint32_t g;
+		const qtk_tensor *t = &in->tensors[i];
+		if (!is_mlx_module(t, 32) || !mlx_src_groups(t, &b, &g) || b > 8)
+			continue;
+		nb[b]++;
+		ng[g == 32 ? 0 : g == 64 ? 1 : 2]++;
+	}
+	if (!o->bits) {
+		o->bits = 4;
+		for (unsigned b = 2; b <= 8; b++)
+			if (nb[b] > nb[o->bits])
+				o->bits = b;
+	}
+	if (!o->group_size) {
+		o->group_size = ng[0] + ng[1] + ng[2] ? 32 : 64;
+		if (ng[1] > ng[0] && ng[1] >= ng[2])
+			o->group_size = 64;
+		else if (ng[2] > ng[0] && ng[2] > ng[1])
+			o->group_size = 128;
+	}
+	if (o->bits == 7 || o->bits < 2 || o->bits > 8)
+		return qtk_err_set(err, QTK_E_USAGE, NULL, -1, NULL, "mlx takes 2, 3, 4, 5, 6 or 8 bits, not %u", o->bits);
+	return 0;
+}
+
+static int plan_mlx(const conv_opts *o, const qtk_tensor *t, plan *p, qtk_err *err)
+{
+	const qtk_layout *l = &t->layout;
+	unsigned sb = 0;
+	uint32_t sg = 0;
+	bool groups = mlx_src_groups(t, &sb, &sg);
+	if (l->kind == QTK_LAYOUT_MLX && l->bits == o->bits && l->group_size == o->group_size)
+		return 0; /* copied */
+	qtk_layout ml = {.kind = QTK_LAYOUT_MLX, .bits = (uint8_t)o->bits, .group_size = o->group_size};
+	if (out_packed(&p->out, t, &ml, err))
+		return err->code;
+	/* scales and biases in the model's float type, as mlx-lm keeps them; fp16 for quantized sources */
+	unsigned st = l->kind == QTK_LAYOUT_PLAIN && qtk_type(l->type)->is_float ? l->type : QTK_T_F16;
+	if (l->kind == QTK_LAYOUT_MLX)
+		st = t->parts[1].type;
+	for (int k = 1; k < 3; k++) {
+		p->out.parts[k].type = st;
+		p->out.parts[k].nbytes = p->out.shape[0] * (p->out.shape[1] / o->group_size) * (st == QTK_T_F32 ? 4 : 2);
+	}
+	qtk_tensor_finish(&p->out);
+	p->method = M_GROUPS;
+	p->note = groups && sb <= o->bits && (sg % o->group_size == 0 || o->group_size % sg == 0) ? "repack" : "requantize";
+	return 0;
+}
+
 /* auto-exact: per tensor the smallest layout of the output container that holds the values exactly. */
 static int plan_auto_exact(qtk_model *in, const conv_opts *o, const qtk_tensor *t, plan *p, qtk_err *err)
 {
@@ -508,6 +598,18 @@ static int plan_tensor(qtk_model *in, const conv_opts *o, qtk_mix_state *ms, con
 		return plan_keep(in, o, map, t, p, err);
 	if (o->target.kind == TGT_AUTO_EXACT)
 		return plan_auto_exact(in, o, t, p, err);
+	if (o->target.kind == TGT_MLX) {
+		if (to_gguf)
+			return qtk_err_set(err, QTK_E_USAGE, o->output, -1, NULL,
+					   "GGUF cannot hold MLX layers; write a directory (or .safetensors, .qpk)");
+		if (is_mlx_module(t, o->group_size))
+			return plan_mlx(o, t, p, err);
+		if (plain && qtk_type(t->layout.type)->is_float)
+			return plan_keep(in, o, map, t, p, err);
+		p->method = M_ROWS; /* a quantized matrix MLX cannot group: F16 */
+		p->note = "lossy";
+		return out_plain(&p->out, t, QTK_T_F16) ? qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "size overflows") : 0;
+	}
 	if (o->target.kind == TGT_AWQ || o->target.kind == TGT_GPTQ) {
 		if (to_gguf)
 			return qtk_err_set(err, QTK_E_USAGE, o->output, -1, NULL,
@@ -595,6 +697,14 @@ int conv_plan(qtk_model *in, const conv_opts *opts, const void *imatrix, const q
 		int rc = resolve_gptq_version(in, o, err);
 		if (rc)
 			return rc;
+	}
+	if (o->target.kind == TGT_MLX) {
+		int rc = resolve_mlx(in, o, err);
+		if (rc)
+			return rc;
+	} else if (o->bits == 5 || o->bits == 6) {
+		return qtk_err_set(err, QTK_E_USAGE, NULL, -1, NULL, "--bits %u is for mlx targets (gptq takes 2, 3, 4 or 8)",
+				   o->bits);
 	}
 	qtk_mix_state ms;
 	qtk_mix_init(&ms, in, o->target.ftype);

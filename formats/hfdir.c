@@ -4,6 +4,7 @@
  * config; the writer describes the tensors it writes in config.json the same way.
  */
 #include "st_json.h"
+#include "scheme/mlx.h"
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -184,6 +185,7 @@ typedef struct hf_w {
 	size_t nblobs;
 	char *dir;
 	bool created; /* we made the directory: removed again on failure */
+	bool mlx;     /* MLX tensors: config.json and the index as mlx-lm writes them */
 } hf_w;
 
 static int werr(qtk_writer *w, int code, const char *fmt, const char *a)
@@ -243,7 +245,20 @@ static int prepare_blobs(qtk_writer *w, hf_w *h)
 		qtk_json_doc_free(&cfg);
 		return werr(w, QTK_E_IO, "out of memory%s", "");
 	}
-	if (patch) {
+	h->mlx = want_q.kind == QTK_LAYOUT_MLX;
+	if (h->mlx) { /* mlx-lm's config.json: its own layout, "quantization" and "quantization_config" */
+		char *txt = NULL, *copy = NULL;
+		size_t tl = 0;
+		patch = true;
+		rc = qtk_mlx_config_text(cb ? (const char *)cb->data : NULL, cb ? cb->len : 0, (unsigned)want_q.bits,
+					 (uint32_t)want_q.group, &txt, &tl) || !(copy = cJSON_malloc(tl + 1)) ? QTK_E_IO : 0;
+		if (!rc) {
+			memcpy(copy, txt, tl);
+			copy[tl] = 0;
+			rc = add_out_blob(h, "config.json", NULL, 0, copy);
+		}
+		qtk_free(txt);
+	} else if (patch) {
 		cJSON_DeleteItemFromObjectCaseSensitive(cfg.root, "quantization_config");
 		cJSON *copy = newq ? cJSON_Duplicate(newq, 1) : NULL;
 		char *txt = NULL;
@@ -448,19 +463,28 @@ static int write_index(qtk_writer *w, hf_w *h)
 			qtk_free(nm);
 		}
 	}
+	/* mlx-lm: indent 4, the parameter count too, no final newline */
+	const char *ind = h->mlx ? "    " : "  ";
 	if (!rc) {
 		qsort(e, k, sizeof *e, cmp_name_file);
-		qtk_buf_printf(&b, "{\n  \"metadata\": {\n    \"total_size\": %llu\n  },\n  \"weight_map\": {\n",
-			       (unsigned long long)total);
+		qtk_buf_printf(&b, "{\n%s\"metadata\": {\n%s%s\"total_size\": %llu", ind, ind, ind, (unsigned long long)total);
+		if (h->mlx) {
+			uint64_t params = 0;
+			for (size_t i = 0; i < d->ntensors; i++)
+				params += d->tensors[i].n_params;
+			qtk_buf_printf(&b, ",\n%s%s\"total_parameters\": %llu", ind, ind, (unsigned long long)params);
+		}
+		qtk_buf_printf(&b, "\n%s},\n%s\"weight_map\": {\n", ind, ind);
 		for (size_t i = 0; i < k; i++) {
-			qtk_buf_puts(&b, "    ");
+			qtk_buf_puts(&b, ind);
+			qtk_buf_puts(&b, ind);
 			qtk_json_put_str(&b, e[i], strlen(e[i]));
 			qtk_buf_puts(&b, ": ");
 			const char *f = e[i] + strlen(e[i]) + 1;
 			qtk_json_put_str(&b, f, strlen(f));
 			qtk_buf_puts(&b, i + 1 < k ? ",\n" : "\n");
 		}
-		qtk_buf_puts(&b, "  }\n}\n");
+		qtk_buf_printf(&b, "%s}\n}%s", ind, h->mlx ? "" : "\n");
 		if (b.failed)
 			rc = QTK_E_IO;
 	}
@@ -528,9 +552,9 @@ static int hfw_finish(qtk_writer *w)
 		if (!rc)
 			h->outs[s].opened = false;
 	}
-	if (!rc && h->nouts > 1)
+	if (!rc && (h->nouts > 1 || h->mlx)) /* mlx-lm writes the index even for one file */
 		rc = write_index(w, h);
-	if (!rc) /* a stale single file or index from an earlier run would shadow or contradict this one */
+	if (!rc && (h->nouts > 1 || !h->mlx)) /* a stale single file or index from an earlier run would shadow or contradict this one */
 		rc = remove_stale(w, h, h->nouts > 1 ? "model.safetensors" : "model.safetensors.index.json");
 	for (size_t i = 1; i < h->nblobs && !rc; i++)
 		rc = write_blob(w, h, &h->blobs[i]);

@@ -7,7 +7,8 @@
 #include "internal.h"
 
 #define QPK_MAJOR 1
-#define QPK_MINOR 0
+#define QPK_MINOR 0     /* what a file without newer features says */
+#define QPK_MINOR_MLX 1 /* layout kind 7, MLX (formats/qpk.md §8.6) */
 #define QPK_HEADER_SIZE 128u
 #define QPK_TRAILER_SIZE 128u
 #define QPK_DEFAULT_ALIGN 64u

@@ -74,7 +74,7 @@ static int want_part(const qtk_tensor *t, int p, const char *role, unsigned type
 	return 0;
 }
 
-/* AWQ / GPTQ rules (§8.3, §8.4, C.2 rows 39 and 40): the packed scheme's one validation. */
+/* AWQ / GPTQ / MLX rules (§8.3, §8.4, §8.6, C.2 rows 39 and 40): the packed scheme's one validation. */
 static int check_packed(const qtk_tensor *t, char *why, size_t wn)
 {
 	int part;
@@ -128,6 +128,7 @@ int qtk_qpk_check_tensor(const qtk_tensor *t, char *why, size_t wn)
 	}
 	case QTK_LAYOUT_AWQ:
 	case QTK_LAYOUT_GPTQ:
+	case QTK_LAYOUT_MLX: /* §8.6, minor version 1 */
 		return check_packed(t, why, wn);
 	default: /* kinds this version of QPK does not describe (formats/qpk.md §8) */
 		break;
@@ -671,7 +672,7 @@ static int parse_tensor(mc *c, qpk_priv *pv, qtk_strset *names, uint32_t align)
 	    (rc = mc_u32(c, &type, "storage type", subj)) || (rc = mc_u32(c, &group, "group size", subj)) ||
 	    (rc = mc_u32(c, &nd, "ndim", subj)) || (rc = mc_u32(c, &np, "nparts", subj)))
 		return rc;
-	if (kind > QTK_LAYOUT_GPTQ)
+	if (kind > QTK_LAYOUT_GPTQ && kind != QTK_LAYOUT_MLX)
 		return cerr(c, at, subj, "layout kind %u is unknown", kind);
 	if (flags & ~(TF_SYM | TF_ACT_ORDER))
 		return cerr(c, at + 3, subj, "flags 0x%02x has unknown bits", flags);

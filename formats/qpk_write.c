@@ -45,6 +45,7 @@ typedef struct qw {
 	bool gon;
 	uint64_t meta_stored; /* metadata section bytes (raw when a record may be patched) */
 	bool meta_raw;
+	unsigned minor;      /* the lowest minor version whose features the file uses */
 } qw;
 
 static int woom(qtk_writer *w) { return qtk_err_set(w->err, QTK_E_IO, w->path, -1, NULL, "out of memory"); }
@@ -241,6 +242,10 @@ static int qpk_w_begin(qtk_writer *w)
 	int rc = check_desc(w, &maxraw);
 	if (rc)
 		return rc;
+	s->minor = QPK_MINOR;
+	for (size_t i = 0; i < w->desc->ntensors; i++)
+		if (w->desc->tensors[i].layout.kind == QTK_LAYOUT_MLX)
+			s->minor = QPK_MINOR_MLX;
 	s->bcap = maxraw < s->csz ? (size_t)maxraw : s->csz;
 	s->zcap = ZSTD_compressBound(s->bcap);
 	s->parts = qtk_calloc(w->desc->ntensors * QTK_MAX_PARTS + 1, sizeof *s->parts);
@@ -272,7 +277,7 @@ static int qpk_w_begin(qtk_writer *w)
 		uint8_t *h = s->hdr;
 		memcpy(h, qpk_magic, 8);
 		qtk_wr16(h + 8, QPK_MAJOR);
-		qtk_wr16(h + 10, QPK_MINOR);
+		qtk_wr16(h + 10, (uint16_t)s->minor);
 		qtk_wr32(h + 12, QPK_HEADER_SIZE);
 		qtk_wr32(h + 16, s->align);
 		h[20] = (uint8_t)s->chunk_log;
@@ -506,7 +511,7 @@ static int qpk_w_finish(qtk_writer *w)
 		if (qtk_qpk_sha256(st, sn, NULL, 0, tr + 40) || qtk_qpk_sha256(s->hdr, sizeof s->hdr, NULL, 0, tr + 72))
 			rc = woom(w);
 		qtk_wr16(tr + 104, QPK_MAJOR);
-		qtk_wr16(tr + 106, QPK_MINOR);
+		qtk_wr16(tr + 106, (uint16_t)s->minor);
 		qtk_wr32(tr + 108, QPK_TRAILER_SIZE);
 		memcpy(tr + 120, qpk_end_magic, 8);
 	}

@@ -17,6 +17,7 @@
 #include "packing.h"
 #include "qgroups.h"
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void sh_weight(const qtk_scheme_dims *d, uint64_t s[2]) { s[0] = d->out, s[1] = d->in * d->bits / 32; }
@@ -44,8 +45,8 @@ static unsigned part_type(const qtk_tensor *t, int k)
 static int check_layout(const qtk_tensor *t, char *why, size_t wn)
 {
 	const qtk_layout *l = &t->layout;
-	if (l->act_order || l->gptq_version)
-		return qtk_why(why, wn, "mlx layout with act_order or gptq_version set");
+	if (l->act_order || l->gptq_version || l->sym)
+		return qtk_why(why, wn, "mlx layout with act_order, sym or gptq_version set");
 	if (!qtk_mlx_group_ok(l->group_size))
 		return qtk_why(why, wn, "group_size %u: mlx groups are 32, 64 or 128", l->group_size);
 	return 0;
@@ -217,6 +218,54 @@ static int to_groups(const qtk_tensor *t, const void *const *p, qgroups *g)
 	return 0;
 }
 
+/* Integer groups into MLX parts: each MLX group must lie where the source has one scale and
+ * one bias (contiguous groups; an MLX group may span several source groups that agree); the
+ * scale is the source's fp16 scale, the bias its fp16 bias (g->m, z = 0) or -z * scale, which
+ * must be an fp16 value (-8d for q4_0 and -128d for q8_0 always are). Codes must fit the
+ * target's bits. -1 when any of that fails: the converter then re-fits. */
+static int from_groups(const qgroups *g, const qtk_tensor *o, bool wrap, void *const *pp)
+{
+	(void)wrap;
+	uint32_t out = (uint32_t)o->shape[0], in = (uint32_t)o->shape[1], group = o->layout.group_size;
+	unsigned bits = o->layout.bits, st = o->parts[1].type;
+	if (g->out != out || g->in != in || !group || in % group || !float_type(st) || o->nparts < 3)
+		return -1;
+	uint32_t ng = in / group, top = (1u << bits) - 1u;
+	uint64_t words = (uint64_t)in * bits / 32;
+	memset(pp[0], 0, (size_t)(out * words * 4));
+	for (uint32_t r = 0; r < out; r++) {
+		uint32_t *row = (uint32_t *)pp[0] + r * words;
+		for (uint32_t k = 0; k < ng; k++) {
+			uint32_t i0 = k * group, g0 = qg_group_of(g, i0);
+			uint64_t a0 = (uint64_t)r * g->ngroups + g0;
+			for (uint32_t i = i0; i < i0 + group; i++) {
+				uint32_t gi = qg_group_of(g, i);
+				uint64_t a = (uint64_t)r * g->ngroups + gi;
+				if (gi >= g->ngroups || g->s[a] != g->s[a0] || g->z[a] != g->z[a0] ||
+				    (g->m && g->m[a] != g->m[a0]))
+					return -1;
+				uint8_t q = g->q[(uint64_t)r * in + i];
+				if (q > top)
+					return -1;
+				qtk_bits_put(row, 1, (uint64_t)i * bits, bits, q);
+			}
+			float s = qtk_fp16_to_f32(g->s[a0]), b;
+			if (g->m) {
+				if (g->z[a0] != 0)
+					return -1;
+				b = qtk_fp16_to_f32(g->m[a0]);
+			} else {
+				b = -(float)g->z[a0] * s;
+				if (as_half(b) < 0)
+					return -1;
+			}
+			wr_float(pp[1], st, (uint64_t)r * ng + k, s);
+			wr_float(pp[2], st, (uint64_t)r * ng + k, b);
+		}
+	}
+	return 0;
+}
+
 /* MLX 2-, 3- and 4-bit codes fit q4_1's nibbles; 8-bit codes fit q8_0 where every bias is
  * -z * scale for an integer z (checked per block by the transcode). */
 static const qtk_scheme_transcode transcodes[] = {
@@ -260,9 +309,396 @@ const qtk_scheme qtk_scheme_mlx = {
 	.decode_rows = decode_rows,
 	.encode_rows = encode_rows,
 	.to_groups = to_groups,
-	.from_groups = NULL,
+	.from_groups = from_groups,
 	.transcodes = transcodes,
 	.ntranscodes = (int)(sizeof transcodes / sizeof *transcodes),
 	.config_read = config_read,
 	.config_write = config_write,
 };
+
+/* ---- config.json as mlx-lm writes it ------------------------------------------------------
+ * mlx-lm loads the source config with Python's json, adds "quantization" and the same object as
+ * "quantization_config", drops "_name_or_path", sorts the top-level keys and dumps with indent
+ * 4: nested objects keep their order, strings are ASCII (\uXXXX escapes), numbers are Python's
+ * (integers as written, floats in repr's shortest round-trip form: 10000.0, 1e-05). The source
+ * text is walked directly (it has passed the strict parser) so integers and floats stay apart. */
+
+typedef struct pyj {
+	const char *s;
+	size_t n, i;
+	qtk_buf *b;
+} pyj;
+
+static void pj_ws(pyj *p)
+{
+	while (p->i < p->n && (p->s[p->i] == ' ' || p->s[p->i] == '\t' || p->s[p->i] == '\n' || p->s[p->i] == '\r'))
+		p->i++;
+}
+
+static void pj_indent(qtk_buf *b, int depth)
+{
+	qtk_buf_putc(b, '\n');
+	for (int k = 0; k < depth * 4; k++)
+		qtk_buf_putc(b, ' ');
+}
+
+static int hexval(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+static int pj_u4(pyj *p, uint32_t *u)
+{
+	if (p->i + 4 > p->n)
+		return -1;
+	*u = 0;
+	for (int k = 0; k < 4; k++) {
+		int h = hexval(p->s[p->i++]);
+		if (h < 0)
+			return -1;
+		*u = *u << 4 | (uint32_t)h;
+	}
+	return 0;
+}
+
+static void put_u16(qtk_buf *b, uint32_t u) { qtk_buf_printf(b, "\\u%04x", (unsigned)u); }
+
+static void put_cp(qtk_buf *b, uint32_t c)
+{
+	switch (c) {
+	case '"': qtk_buf_puts(b, "\\\""); return;
+	case '\\': qtk_buf_puts(b, "\\\\"); return;
+	case '\n': qtk_buf_puts(b, "\\n"); return;
+	case '\r': qtk_buf_puts(b, "\\r"); return;
+	case '\t': qtk_buf_puts(b, "\\t"); return;
+	case '\b': qtk_buf_puts(b, "\\b"); return;
+	case '\f': qtk_buf_puts(b, "\\f"); return;
+	default: break;
+	}
+	if (c >= 0x20 && c < 0x7f)
+		qtk_buf_putc(b, (char)c);
+	else if (c < 0x10000)
+		put_u16(b, c);
+	else {
+		c -= 0x10000;
+		put_u16(b, 0xd800 + (c >> 10));
+		put_u16(b, 0xdc00 + (c & 0x3ff));
+	}
+}
+
+/* A string token at p->i, decoded and re-escaped as Python's json.dumps (ensure_ascii). */
+static int pj_string(pyj *p, qtk_buf *b)
+{
+	if (p->i >= p->n || p->s[p->i] != '"')
+		return -1;
+	p->i++;
+	qtk_buf_putc(b, '"');
+	while (p->i < p->n && p->s[p->i] != '"') {
+		unsigned char c = (unsigned char)p->s[p->i];
+		uint32_t cp;
+		if (c == '\\') {
+			if (++p->i >= p->n)
+				return -1;
+			char e = p->s[p->i++];
+			switch (e) {
+			case '"': cp = '"'; break;
+			case '\\': cp = '\\'; break;
+			case '/': cp = '/'; break;
+			case 'b': cp = '\b'; break;
+			case 'f': cp = '\f'; break;
+			case 'n': cp = '\n'; break;
+			case 'r': cp = '\r'; break;
+			case 't': cp = '\t'; break;
+			case 'u':
+				if (pj_u4(p, &cp))
+					return -1;
+				if (cp >= 0xd800 && cp < 0xdc00 && p->i + 6 <= p->n && p->s[p->i] == '\\' && p->s[p->i + 1] == 'u') {
+					uint32_t lo;
+					size_t save = p->i;
+					p->i += 2;
+					if (!pj_u4(p, &lo) && lo >= 0xdc00 && lo < 0xe000)
+						cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+					else
+						p->i = save;
+				}
+				break;
+			default: return -1;
+			}
+		} else if (c < 0x80) {
+			cp = c;
+			p->i++;
+		} else { /* valid UTF-8 (the strict parser checked it) */
+			int len = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
+			if (p->i + (size_t)len > p->n)
+				return -1;
+			cp = c & (len == 4 ? 0x07u : len == 3 ? 0x0fu : 0x1fu);
+			for (int k = 1; k < len; k++)
+				cp = cp << 6 | ((unsigned char)p->s[p->i + (size_t)k] & 0x3fu);
+			p->i += (size_t)len;
+		}
+		put_cp(b, cp);
+	}
+	if (p->i >= p->n)
+		return -1;
+	p->i++;
+	qtk_buf_putc(b, '"');
+	return 0;
+}
+
+/* Python's repr of a float: the shortest digits that read back, fixed notation for
+ * -4 < decimal point position <= 16, else d.ddde+XX. */
+static void py_float(qtk_buf *b, double v)
+{
+	char e[40];
+	int prec = 1;
+	for (; prec <= 17; prec++) {
+		snprintf(e, sizeof e, "%.*e", prec - 1, v);
+		if (strtod(e, NULL) == v)
+			break;
+	}
+	char digits[24];
+	size_t nd = 0;
+	const char *c = e;
+	if (*c == '-') {
+		qtk_buf_putc(b, '-');
+		c++;
+	}
+	for (; *c && *c != 'e'; c++)
+		if (*c >= '0' && *c <= '9' && nd < sizeof digits - 1)
+			digits[nd++] = *c;
+	while (nd > 1 && digits[nd - 1] == '0')
+		nd--;
+	digits[nd] = 0;
+	int exp10 = *c == 'e' ? atoi(c + 1) : 0, decpt = exp10 + 1;
+	if (v == 0)
+		decpt = 1;
+	if (decpt > -4 && decpt <= 16) {
+		if (decpt <= 0) {
+			qtk_buf_puts(b, "0.");
+			for (int k = 0; k < -decpt; k++)
+				qtk_buf_putc(b, '0');
+			qtk_buf_puts(b, digits);
+		} else if ((size_t)decpt >= nd) {
+			qtk_buf_puts(b, digits);
+			for (size_t k = nd; k < (size_t)decpt; k++)
+				qtk_buf_putc(b, '0');
+			qtk_buf_puts(b, ".0");
+		} else {
+			qtk_buf_put(b, digits, (size_t)decpt);
+			qtk_buf_putc(b, '.');
+			qtk_buf_puts(b, digits + decpt);
+		}
+	} else {
+		qtk_buf_putc(b, digits[0]);
+		if (nd > 1) {
+			qtk_buf_putc(b, '.');
+			qtk_buf_puts(b, digits + 1);
+		}
+		qtk_buf_printf(b, "e%c%02d", exp10 < 0 ? '-' : '+', exp10 < 0 ? -exp10 : exp10);
+	}
+}
+
+static int pj_value(pyj *p, int depth);
+
+static int pj_container(pyj *p, int depth, char open, char close)
+{
+	p->i++;
+	pj_ws(p);
+	qtk_buf_putc(p->b, open);
+	if (p->i < p->n && p->s[p->i] == close) {
+		p->i++;
+		qtk_buf_putc(p->b, close);
+		return 0;
+	}
+	for (;;) {
+		pj_indent(p->b, depth + 1);
+		pj_ws(p);
+		if (open == '{') {
+			if (pj_string(p, p->b))
+				return -1;
+			pj_ws(p);
+			if (p->i >= p->n || p->s[p->i++] != ':')
+				return -1;
+			qtk_buf_puts(p->b, ": ");
+		}
+		if (pj_value(p, depth + 1))
+			return -1;
+		pj_ws(p);
+		if (p->i < p->n && p->s[p->i] == ',') {
+			p->i++;
+			qtk_buf_putc(p->b, ',');
+			continue;
+		}
+		if (p->i < p->n && p->s[p->i] == close) {
+			p->i++;
+			pj_indent(p->b, depth);
+			qtk_buf_putc(p->b, close);
+			return 0;
+		}
+		return -1;
+	}
+}
+
+static int pj_value(pyj *p, int depth)
+{
+	pj_ws(p);
+	if (p->i >= p->n || depth > 64)
+		return -1;
+	char c = p->s[p->i];
+	if (c == '{')
+		return pj_container(p, depth, '{', '}');
+	if (c == '[')
+		return pj_container(p, depth, '[', ']');
+	if (c == '"')
+		return pj_string(p, p->b);
+	static const char *const words[] = {"true", "false", "null"};
+	for (size_t k = 0; k < 3; k++) {
+		size_t l = strlen(words[k]);
+		if (p->n - p->i >= l && !memcmp(p->s + p->i, words[k], l)) {
+			p->i += l;
+			qtk_buf_puts(p->b, words[k]);
+			return 0;
+		}
+	}
+	size_t st = p->i;
+	bool isfloat = false;
+	while (p->i < p->n && strchr("+-0123456789.eE", p->s[p->i])) {
+		isfloat |= p->s[p->i] == '.' || p->s[p->i] == 'e' || p->s[p->i] == 'E';
+		p->i++;
+	}
+	size_t len = p->i - st;
+	if (!len || len > 400)
+		return -1;
+	char num[401];
+	memcpy(num, p->s + st, len);
+	num[len] = 0;
+	if (isfloat)
+		py_float(p->b, strtod(num, NULL));
+	else
+		qtk_buf_puts(p->b, strcmp(num, "-0") == 0 ? "0" : num);
+	return 0;
+}
+
+typedef struct pj_member {
+	char *key;       /* the key as Python prints it, quotes included */
+	size_t v0, v1;   /* the value's span in the source text */
+} pj_member;
+
+static int cmp_member(const void *a, const void *b)
+{
+	return strcmp(((const pj_member *)a)->key, ((const pj_member *)b)->key);
+}
+
+static void quant_object(qtk_buf *b, int depth, unsigned bits, uint32_t group)
+{
+	qtk_buf_putc(b, '{');
+	pj_indent(b, depth + 1);
+	qtk_buf_printf(b, "\"group_size\": %u,", group);
+	pj_indent(b, depth + 1);
+	qtk_buf_printf(b, "\"bits\": %u,", bits);
+	pj_indent(b, depth + 1);
+	qtk_buf_puts(b, "\"mode\": \"affine\"");
+	pj_indent(b, depth);
+	qtk_buf_putc(b, '}');
+}
+
+int qtk_mlx_config_text(const char *src, size_t n, unsigned bits, uint32_t group, char **out, size_t *outlen)
+{
+	*out = NULL;
+	*outlen = 0;
+	qtk_buf b = {0}, keys = {0};
+	pyj p = {src ? src : "{}", src ? n : 2, 0, &keys};
+	pj_member *m = NULL;
+	size_t nm = 0, cap = 0;
+	int rc = -1;
+	pj_ws(&p);
+	if (p.i >= p.n || p.s[p.i++] != '{')
+		goto out;
+	pj_ws(&p);
+	bool empty = p.i < p.n && p.s[p.i] == '}';
+	while (!empty) {
+		pj_ws(&p);
+		keys.len = 0;
+		keys.failed = false;
+		if (pj_string(&p, &keys))
+			goto out;
+		pj_ws(&p);
+		if (p.i >= p.n || p.s[p.i++] != ':')
+			goto out;
+		pj_ws(&p);
+		size_t v0 = p.i;
+		qtk_buf junk = {0};
+		p.b = &junk;
+		int vr = pj_value(&p, 1);
+		qtk_buf_free(&junk);
+		p.b = &keys;
+		if (vr || keys.failed)
+			goto out;
+		if (nm + 2 >= cap) {
+			size_t nc = cap ? cap * 2 : 32;
+			pj_member *g = qtk_realloc(m, nc * sizeof *m);
+			if (!g)
+				goto out;
+			m = g;
+			cap = nc;
+		}
+		char *k = qtk_strndup((const char *)keys.p, keys.len);
+		if (!k)
+			goto out;
+		if (!strcmp(k, "\"_name_or_path\"") || !strcmp(k, "\"quantization\"") || !strcmp(k, "\"quantization_config\""))
+			qtk_free(k);
+		else
+			m[nm++] = (pj_member){k, v0, p.i};
+		pj_ws(&p);
+		if (p.i < p.n && p.s[p.i] == ',') {
+			p.i++;
+			continue;
+		}
+		if (p.i < p.n && p.s[p.i] == '}')
+			break;
+		goto out;
+	}
+	if (nm + 2 > cap) {
+		pj_member *g = qtk_realloc(m, (nm + 2) * sizeof *m);
+		if (!g)
+			goto out;
+		m = g;
+	}
+	m[nm].key = qtk_strdup("\"quantization\"");
+	m[nm + 1].key = qtk_strdup("\"quantization_config\"");
+	m[nm].v0 = m[nm].v1 = m[nm + 1].v0 = m[nm + 1].v1 = 0;
+	nm += 2;
+	if (!m[nm - 1].key || !m[nm - 2].key)
+		goto out;
+	qsort(m, nm, sizeof *m, cmp_member);
+	qtk_buf_putc(&b, '{');
+	for (size_t k = 0; k < nm; k++) {
+		pj_indent(&b, 1);
+		qtk_buf_puts(&b, m[k].key);
+		qtk_buf_puts(&b, ": ");
+		if (m[k].v1 == 0) {
+			quant_object(&b, 1, bits, group);
+		} else {
+			pyj v = {p.s, m[k].v1, m[k].v0, &b};
+			if (pj_value(&v, 1))
+				goto out;
+		}
+		if (k + 1 < nm)
+			qtk_buf_putc(&b, ',');
+	}
+	pj_indent(&b, 0);
+	qtk_buf_putc(&b, '}');
+	if (b.failed)
+		goto out;
+	*out = (char *)b.p;
+	*outlen = b.len;
+	b.p = NULL;
+	rc = 0;
+out:
+	for (size_t k = 0; k < nm; k++)
+		qtk_free(m[k].key);
+	qtk_free(m);
+	qtk_buf_free(&b);
+	qtk_buf_free(&keys);
+	return rc;
+}

@@ -20,4 +20,11 @@ int qtk_mlx_decode(const uint32_t *w, const void *scales, const void *biases, un
 int qtk_mlx_quantize(const float *x, uint32_t n, uint32_t in, uint32_t group, unsigned bits, unsigned stype,
 		     uint32_t *w, void *scales, void *biases);
 
+/* config.json as mlx-lm's convert writes it: the source config text (src, n bytes; NULL: none)
+ * with "quantization" and "quantization_config" set to {group_size, bits, mode "affine"},
+ * "_name_or_path" dropped, top-level keys sorted, Python's json.dumps(indent=4) formatting and
+ * no final newline. A new string (qtk_free) in *out; -1 when src is no JSON object or out of
+ * memory. */
+int qtk_mlx_config_text(const char *src, size_t n, unsigned bits, uint32_t group, char **out, size_t *outlen);
+
 #endif

@@ -257,6 +257,32 @@ int qg_from_ggml(unsigned type, const uint8_t *src, uint32_t out, uint32_t in, q
 	return 0;
 }
 
+int qg_from_q4_1_bias(const uint8_t *src, uint32_t out, uint32_t in, qgroups *g)
+{
+	if (in % 32)
+		return -1;
+	uint32_t ng = in / 32;
+	if (qg_alloc(g, out, in, 32, ng, 4))
+		return -1;
+	if (!(g->m = qtk_malloc((size_t)out * ng * sizeof *g->m))) {
+		qg_free(g);
+		return -1;
+	}
+	for (uint32_t o = 0; o < out; o++)
+		for (uint32_t b = 0; b < ng; b++) {
+			const uint8_t *blk = src + ((uint64_t)o * ng + b) * 20;
+			uint8_t *q = g->q + (uint64_t)o * in + 32 * b;
+			for (int j = 0; j < 16; j++) {
+				q[j] = blk[4 + j] & 15;
+				q[j + 16] = blk[4 + j] >> 4;
+			}
+			g->z[(uint64_t)o * ng + b] = 0;
+			g->s[(uint64_t)o * ng + b] = qtk_rd16(blk);
+			g->m[(uint64_t)o * ng + b] = qtk_rd16(blk + 2);
+		}
+	return 0;
+}
+
 /* The integer z with -z * s == m exactly (fp16 s and m; q8_0 and q4_0 hold (q - z) * s, not a
  * free bias), or -1. */
 static int bias_zero(uint16_t s, uint16_t m)

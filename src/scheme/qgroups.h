@@ -29,6 +29,8 @@ int qg_from_gptq(const uint32_t *qweight, const uint32_t *qzeros, const uint16_t
 		 uint32_t out, uint32_t in, uint32_t group, uint32_t ngroups, unsigned bits, int version, qgroups *g);
 /* q4_0, q8_0, and q4_1 where every block's min is -z*d for an integer z; rows of in/32 blocks. */
 int qg_from_ggml(unsigned type, const uint8_t *src, uint32_t out, uint32_t in, qgroups *g);
+/* Any q4_1 as codes with z = 0 and its minimum as the bias g->m (q * d + m, MLX's form). */
+int qg_from_q4_1_bias(const uint8_t *src, uint32_t out, uint32_t in, qgroups *g);
 /* Pack. -1 when the target cannot hold the values (zero range, bits, act-order, code range). */
 int qg_to_awq(const qgroups *g, uint32_t *qweight, uint32_t *qzeros, uint16_t *scales);
 bool qg_gptq_storable(const qgroups *g, int version);

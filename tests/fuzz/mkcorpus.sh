@@ -59,12 +59,13 @@ $Q "$W/tiny.gguf" "$C/safetensors/tiny-f16.safetensors" --to f16
 $Q "$W/tiny.gguf" "$C/safetensors/tiny-bf16.safetensors" --to bf16
 $Q "$W/tiny.gguf" "$C/safetensors/tiny-awq.safetensors" --to awq --group-size 32
 $Q "$W/tiny.gguf" "$C/safetensors/tiny-gptq.safetensors" --to gptq --group-size 32
+$Q "$W/tiny.gguf" "$C/safetensors/tiny-mlx.safetensors" --to mlx --group-size 32
 $Q "$W/kq.gguf" "$C/safetensors/kq-f32.safetensors" --to f32
 
 # HF directories: plain, AWQ, GPTQ v1/v2, 8-bit, symmetric; sharded with an index
 for v in "f16 --to f16" "awq --to awq --group-size 32" "gptq --to gptq --group-size 32" \
 	"gptq-v2 --to gptq-v2 --group-size 32" "gptq8 --to gptq --bits 8 --group-size 32" \
-	"gptq-sym --to gptq --sym --group-size 32"; do
+	"gptq-sym --to gptq --sym --group-size 32" "mlx --to mlx --group-size 32" "mlx3 --to mlx --bits 3 --group-size 32"; do
 	set -- $v; name=$1; shift
 	$Q "$W/tiny.gguf" "$W/hf-$name/" "$@"
 	frame_dir "$C/hfdir/hf-$name" "$W/hf-$name" config.json
@@ -85,6 +86,7 @@ $Q "$W/tiny.gguf" "$C/qpk/tiny-q4_0.qpk" --to q4_0
 $Q "$W/tiny.gguf" "$C/qpk/tiny.awq" --group-size 32
 $Q "$W/tiny.gguf" "$C/qpk/tiny.gptq" --group-size 32
 $Q "$W/kq.gguf" "$C/qpk/kq-q4_k.qpk" --to q4_k
+$Q "$W/tiny.gguf" "$C/qpk/tiny-mlx.qpk" --to mlx --group-size 32
 
 # archives: deployment bundles, and tar/tar.gz/zip made with the system tools
 $Q "$W/tiny.gguf" "$C/archive/bundle-q4_0.tar" --to q4_0
@@ -164,6 +166,10 @@ le64 18446744073709551615 >"$C/safetensors/hostile-header-len"
   printf '\n#QF#model.safetensors\n'
   stj '{"l.qweight":{"dtype":"I32","shape":[32,1],"data_offsets":[0,128]}}'; head -c 128 /dev/zero; } >"$C/hfdir/hostile-group0"
 { printf '%s' '{"model_type":"llama"}'; printf '\n#QF#model.bin\n'; printf 'PK'; } >"$C/hfdir/hostile-pickle"
+{ printf '%s' '{"model_type":"llama","quantization":{"group_size":32,"bits":3}}'
+  printf '\n#QF#model.safetensors\n'
+  stj '{"l.biases":{"dtype":"F16","shape":[4,2],"data_offsets":[0,16]},"l.scales":{"dtype":"F16","shape":[4,2],"data_offsets":[16,32]},"l.weight":{"dtype":"U32","shape":[4,7],"data_offsets":[32,144]}}'
+  head -c 144 /dev/zero; } >"$C/hfdir/hostile-mlx-words"
 (cd "$W" && mkdir -p evil && printf 'x' >evil/f && ln -sf /etc/passwd evil/link &&
 	tar --format=ustar --owner=0 --group=0 --mtime=@0 -cf sym.tar -C evil link f &&
 	tar --format=gnu --owner=0 --group=0 --mtime=@0 -cf dotdot.tar --transform 's,^f,../f,' -C evil f) &&
