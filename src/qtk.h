@@ -114,6 +114,9 @@ typedef struct qtk_layout {
 	bool sym;            /* symmetric quantization */
 	bool act_order;      /* g_idx is not i/group */
 	uint32_t group_size; /* AWQ/GPTQ group; ggml block size for quants; 0 = none */
+	uint8_t strategy;    /* CT_INT/FP8: how scales are shared (qtk_scheme_strategy: 0 per tensor,
+			      * 2 per group (a channel is one group of in), 3 per block) */
+	uint16_t scale_type; /* CT_INT/FP8: storage type of the scales; 0 = F16 */
 } qtk_layout;
 
 /* "ggml:q4_k", "f16", "awq", "gptq-v1", ... */

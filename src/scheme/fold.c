@@ -63,6 +63,13 @@ int qtk_qcfg_from_desc(const qtk_model *d, const char *path, qtk_err *err, qtk_q
 		if (!s)
 			continue;
 		int version = s->has_version ? (l->gptq_version == 2 ? 2 : 1) : 0;
+		if (!s->config_write) {
+			char subj[256];
+			snprintf(subj, sizeof subj, "tensor '%.200s'", t->name);
+			return qtk_err_set(err, QTK_E_USAGE, path, -1, subj,
+					   "qtk cannot write %s layers; convert them (--to auto-exact, awq, gptq or a ggml type)",
+					   s->title);
+		}
 		if (first) {
 			q->kind = l->kind;
 			q->scheme = s;
@@ -393,6 +400,9 @@ out:
 
 int qtk_scheme_fold(qtk_model *m, const cJSON *qc, const char *def_method, const char *cfgfile)
 {
+	const cJSON *mth = get(qc, "quant_method", NULL);
+	if (cJSON_IsString(mth) && !qtk_strcasecmp(mth->valuestring, "compressed-tensors"))
+		return qtk_ct_fold(m, qc, cfgfile);
 	qtk_qcfg q;
 	qtk_qcfg_read(qc, def_method, &q);
 	if (!q.scheme || !m->ntensors)

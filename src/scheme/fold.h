@@ -38,6 +38,9 @@ struct cJSON *qtk_qcfg_json(const qtk_qcfg *q);
 
 /* Fold m's packed parts by the config object qc (cfgfile names it in errors). */
 int qtk_scheme_fold(qtk_model *m, const struct cJSON *qc, const char *def_method, const char *cfgfile);
+/* compressed-tensors (ct.c): fold m by quantization config qc, whose quant_method is
+ * "compressed-tensors", module by module (config_groups targets, ignore). */
+int qtk_ct_fold(qtk_model *m, const struct cJSON *qc, const char *cfgfile);
 /* Fold by the quantization config of a model directory: config.json's quantization_config
  * (`cfg` is config.json's parsed root when the caller has it, else it is read), else
  * quantize_config.json, else quant_config.json. No config: nothing to do. */
