@@ -1,6 +1,8 @@
 /* plan.c - qconvert's plan: what each tensor becomes, and the output's metadata. */
 #include "cli.h"
 #include "convert.h"
+#include "scheme/qgroups.h"
+#include "scheme/scheme.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -257,6 +259,30 @@ static int probe_groups(qtk_model *in, const qtk_tensor *t, src_groups *sg)
 		}
 		return 0;
 	}
+	const qtk_scheme *s = qtk_scheme_of(t);
+	if (s && s->to_groups && t->ndim == 2) { /* other integer schemes (compressed-tensors): their groups */
+		uint8_t *pp[QTK_MAX_PARTS] = {NULL};
+		qgroups g;
+		int rc = 0, ok = -1;
+		for (int k = 0; k < t->nparts && !rc; k++)
+			rc = qtk_read_part_alloc(in, t, k, &pp[k]);
+		if (!rc && !(ok = qtk_scheme_to_groups(t, (const void *const *)pp, &g))) {
+			sg->ok = true;
+			sg->bits = g.bits;
+			sg->group = g.group;
+			sg->ngroups = g.ngroups;
+			sg->sym = l->sym;
+			sg->act_order = qg_act_order(&g);
+			for (uint64_t i = 0; i < (uint64_t)g.out * g.ngroups; i++) {
+				sg->zero0 |= g.z[i] == 0;
+				sg->zero_top |= g.z[i] == 1 << g.bits;
+			}
+			qg_free(&g);
+		}
+		for (int k = 0; k < QTK_MAX_PARTS; k++)
+			qtk_free(pp[k]);
+		return rc ? -1 : 0; /* not representable (BF16 scales): no integer groups, a re-fit */
+	}
 	if (l->kind == QTK_LAYOUT_PLAIN && t->ndim == 2 && (l->type == QTK_T_Q4_0 || l->type == QTK_T_Q8_0)) {
 		sg->ok = true;
 		sg->bits = l->type == QTK_T_Q4_0 ? 4 : 8;
@@ -364,7 +390,10 @@ static int plan_auto_exact(qtk_model *in, const conv_opts *o, const qtk_tensor *
 		p->method = M_ROWS; /* norms and biases are F32 in GGUF: a widening, always exact */
 		return out_plain(&p->out, t, QTK_T_F32) ? QTK_E_DATA : 0;
 	}
-	if (to_gguf ? !can_store(o, in, t, NULL) : t->layout.kind != QTK_LAYOUT_PLAIN || !qtk_type(t->layout.type)->is_quant) {
+	const qtk_scheme *ts = qtk_scheme_of(t);
+	bool writable = !ts || ts->config_write; /* qtk writes no compressed-tensors layers (yet) */
+	if (to_gguf ? !can_store(o, in, t, NULL)
+		    : writable && (t->layout.kind != QTK_LAYOUT_PLAIN || !qtk_type(t->layout.type)->is_quant)) {
 		p->method = M_COPY; /* the source layout itself is the smallest exact one */
 		p->out = *t;
 		return 0;
