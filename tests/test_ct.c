@@ -11,6 +11,7 @@
 #include "t.h"
 #include <openssl/evp.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static void sha_hex(const void *p, size_t n, char hex[65])
@@ -95,11 +96,261 @@ static void fixtures(const char *root)
 		check_variant(root, vs[i].v, vs[i].k);
 }
 
+/* ---- exact transcodes proven by decoding both sides ------------------------------------ */
+
+static bool same_bits(const float *a, const float *b, uint64_t n) { return !memcmp(a, b, n * sizeof *a); }
+
+static void exact_paths(const char *root)
+{
+	static const char *const vs[] = {"ct-w4a16-g128-sym", "ct-w4a16-g32-asym", "ct-w4a16-g128-actorder",
+					 "ct-w8a8-int8-channel"};
+	for (size_t v = 0; v < sizeof vs / sizeof *vs; v++) {
+		char dir[1024];
+		snprintf(dir, sizeof dir, "%s/hf/ct/%s", root, vs[v]);
+		qtk_err err = {0};
+		qtk_model *m = qtk_open(dir, &err);
+		CHECK(m, "%s: %s", vs[v], err.msg);
+		const qtk_tensor *t = m ? qtk_tensor_find(m, "model.layers.1.mlp.down_proj.weight") : NULL;
+		if (!t)
+			continue;
+		uint64_t n = t->n_params;
+		uint32_t out = (uint32_t)t->shape[0], in = (uint32_t)t->shape[1];
+		float *ref = malloc(n * 4), *y = malloc(n * 4);
+		uint8_t *pp[QTK_MAX_PARTS] = {NULL};
+		for (int k = 0; k < t->nparts; k++)
+			CHECK(!qtk_read_part_alloc(m, t, k, &pp[k]), "read part %d", k);
+		CHECK(!qtk_decode_tensor(m, t, ref), "decode");
+		qgroups g;
+		CHECK(!qtk_scheme_to_groups(t, (const void *const *)pp, &g), "%s: integer groups", vs[v]);
+		unsigned ggml = qtk_scheme_exact_ggml(t->layout.kind, t->layout.bits, t->layout.sym, t->layout.group_size, in);
+		if (!t->layout.act_order) { /* -> ggml block type */
+			unsigned want = t->layout.bits == 8 ? QTK_T_Q8_0 : t->layout.sym ? QTK_T_Q4_0 : QTK_T_Q5_0;
+			CHECK(ggml == want, "%s: exact ggml type %u, want %u", vs[v], ggml, want);
+			uint64_t nb = 0;
+			qtk_type_nbytes(ggml, n, &nb);
+			uint8_t *blk = malloc(nb);
+			CHECK(!qg_to_ggml(&g, ggml, 0, out, blk) && !qtk_dequant_ggml(ggml, blk, y, n) && same_bits(ref, y, n),
+			      "%s -> %s bit-exact", vs[v], qtk_type(ggml)->name);
+			free(blk);
+		}
+		if (t->layout.bits == 4 && !t->layout.act_order) { /* -> AWQ */
+			uint32_t *qw = calloc((size_t)in * out / 8, 4), *qz = calloc((size_t)g.ngroups * out / 8, 4);
+			uint16_t *sc = calloc((size_t)g.ngroups * out, 2);
+			CHECK(!qg_to_awq(&g, qw, qz, sc) &&
+				      !qtk_dequant_awq((int32_t *)qw, (int32_t *)qz, sc, in, out, g.group, y) && same_bits(ref, y, n),
+			      "%s -> awq bit-exact", vs[v]);
+			free(qw), free(qz), free(sc);
+		}
+		{ /* -> GPTQ v2 (act-order through g_idx) */
+			uint32_t *qw = calloc((size_t)in * g.bits / 32 * out, 4), *qz = calloc((size_t)g.ngroups * out * g.bits / 32, 4);
+			uint16_t *sc = calloc((size_t)g.ngroups * out, 2);
+			int32_t *gi = calloc(in, 4);
+			CHECK(!qg_to_gptq(&g, 2, false, qw, qz, sc, gi) &&
+				      !qtk_dequant_gptq((int32_t *)qw, (int32_t *)qz, sc, gi, in, out, g.group, g.ngroups, g.bits, 2, y) &&
+				      same_bits(ref, y, n),
+			      "%s -> gptq-v2 bit-exact", vs[v]);
+			free(qw), free(qz), free(sc), free(gi);
+		}
+		qg_free(&g);
+		for (int k = 0; k < QTK_MAX_PARTS; k++)
+			qtk_free(pp[k]);
+		free(ref), free(y);
+		qtk_close(m);
+	}
+}
+
+/* ---- synthesized checkpoints: decode and hostile inputs ---------------------------------- */
+
+typedef struct stt {
+	const char *name, *dtype;
+	int nd;
+	uint64_t shape[2];
+	const void *data;
+	size_t n;
+} stt;
+
+static void write_ckpt(const char *dir, const char *qcfg, const stt *ts, int nt)
+{
+	char path[1200], hdr[8192];
+	size_t at = 0, off = 0;
+	at += (size_t)snprintf(hdr + at, sizeof hdr - at, "{");
+	for (int i = 0; i < nt; i++) {
+		at += (size_t)snprintf(hdr + at, sizeof hdr - at, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[", i ? "," : "",
+				       ts[i].name, ts[i].dtype);
+		for (int d = 0; d < ts[i].nd; d++)
+			at += (size_t)snprintf(hdr + at, sizeof hdr - at, "%s%llu", d ? "," : "", (unsigned long long)ts[i].shape[d]);
+		at += (size_t)snprintf(hdr + at, sizeof hdr - at, "],\"data_offsets\":[%zu,%zu]}", off, off + ts[i].n);
+		off += ts[i].n;
+	}
+	at += (size_t)snprintf(hdr + at, sizeof hdr - at, "}");
+	while (at % 8)
+		hdr[at++] = ' ';
+	snprintf(path, sizeof path, "%s/model.safetensors", dir);
+	FILE *f = fopen(path, "wb");
+	uint64_t hl = at;
+	fwrite(&hl, 8, 1, f);
+	fwrite(hdr, 1, at, f);
+	for (int i = 0; i < nt; i++)
+		fwrite(ts[i].data, 1, ts[i].n, f);
+	fclose(f);
+	snprintf(path, sizeof path, "%s/config.json", dir);
+	f = fopen(path, "w");
+	fprintf(f, "{\"architectures\":[\"LlamaForCausalLM\"],\"model_type\":\"llama\",\"quantization_config\":%s}", qcfg);
+	fclose(f);
+}
+
+#define OUT 16
+#define IN 64
+static const char *cfg_fmt =
+	"{\"quant_method\":\"compressed-tensors\",\"format\":\"%s\",\"ignore\":[%s],\"config_groups\":{\"group_0\":"
+	"{\"targets\":[\"re:.*mlp\\\\.down_proj$\"],\"weights\":{\"num_bits\":%s,\"type\":\"int\",\"symmetric\":%s,"
+	"\"strategy\":\"group\",\"group_size\":32,\"actorder\":%s}}}}";
+
+typedef struct synth {
+	int32_t packed[OUT][IN / 8];
+	uint16_t scale[OUT][IN / 32];
+	int32_t zero[OUT / 8][IN / 32];
+	int64_t shape[2];
+	int32_t gidx[IN];
+	uint16_t norm[IN];
+	float want[OUT][IN];
+} synth;
+
+static void synth_fill(synth *s)
+{
+	memset(s, 0, sizeof *s);
+	for (int o = 0; o < OUT; o++)
+		for (int gr = 0; gr < IN / 32; gr++) {
+			s->scale[o][gr] = qtk_f32_to_fp16(0.01f * (float)(o + 1) + 0.5f * (float)gr);
+			int zp = (o * 3 + gr) % 16 - 8;
+			s->zero[o / 8][gr] |= (int32_t)((uint32_t)(zp + 8) << (4 * (o % 8)));
+		}
+	for (int o = 0; o < OUT; o++)
+		for (int i = 0; i < IN; i++) {
+			int q = (o * 7 + i * 5) % 16 - 8, gr = i / 32;
+			s->packed[o][i / 8] |= (int32_t)((uint32_t)(q + 8) << (4 * (i % 8)));
+			int zp = (int)(((uint32_t)s->zero[o / 8][gr] >> (4 * (o % 8))) & 15) - 8;
+			s->want[o][i] = (float)(q - zp) * qtk_fp16_to_f32(s->scale[o][gr]);
+		}
+	s->shape[0] = OUT, s->shape[1] = IN;
+	for (int i = 0; i < IN; i++)
+		s->gidx[i] = i / 32, s->norm[i] = 0x3c00;
+}
+
+/* Open dir; 0 when it opens (the down_proj decoded into y when y), else the error code. */
+static int try_open(const char *dir, float *y, qtk_err *err)
+{
+	memset(err, 0, sizeof *err);
+	qtk_model *m = qtk_open(dir, err);
+	if (!m)
+		return err->code ? err->code : -1;
+	const qtk_tensor *t = qtk_tensor_find(m, "model.layers.0.mlp.down_proj.weight");
+	int rc = t && t->layout.kind == QTK_LAYOUT_CT_INT ? 0 : -2;
+	if (!rc && y)
+		rc = qtk_decode_tensor(m, t, y);
+	qtk_close(m);
+	return rc;
+}
+
+static void synthesized(void)
+{
+	char dir[] = "/tmp/qtk-ct-XXXXXX";
+	if (!mkdtemp(dir)) {
+		CHECK(0, "mkdtemp");
+		return;
+	}
+	synth *s = malloc(sizeof *s);
+	synth_fill(s);
+	const char *P = "model.layers.0.mlp.down_proj.";
+	char nm[6][100];
+	const char *sfx[] = {"weight_packed", "weight_scale", "weight_zero_point", "weight_shape", "weight_g_idx"};
+	for (int i = 0; i < 5; i++)
+		snprintf(nm[i], sizeof nm[i], "%s%s", P, sfx[i]);
+	snprintf(nm[5], sizeof nm[5], "model.norm.weight");
+	stt base[6] = {
+		{nm[0], "I32", 2, {OUT, IN / 8}, s->packed, sizeof s->packed},
+		{nm[1], "F16", 2, {OUT, IN / 32}, s->scale, sizeof s->scale},
+		{nm[2], "I32", 2, {OUT / 8, IN / 32}, s->zero, sizeof s->zero},
+		{nm[3], "I64", 1, {2, 0}, s->shape, sizeof s->shape},
+		{nm[5], "F16", 1, {IN, 0}, s->norm, sizeof s->norm},
+		{nm[4], "I32", 1, {IN, 0}, s->gidx, sizeof s->gidx},
+	};
+	char cfg[2048];
+	float y[OUT * IN];
+	qtk_err err;
+	/* the good one: asymmetric int4 group 32 decodes as (q - zp) * s */
+	snprintf(cfg, sizeof cfg, cfg_fmt, "pack-quantized", "\"lm_head\"", "4", "false", "null");
+	write_ckpt(dir, cfg, base, 5);
+	CHECK(try_open(dir, y, &err) == 0 && !memcmp(y, s->want, sizeof y), "synthesized ct-int4 decodes: %s", err.msg);
+	/* act-order group with an identity g_idx */
+	snprintf(cfg, sizeof cfg, cfg_fmt, "pack-quantized", "", "4", "false", "\"group\"");
+	write_ckpt(dir, cfg, base, 6);
+	CHECK(try_open(dir, y, &err) == 0 && !memcmp(y, s->want, sizeof y), "with weight_g_idx: %s", err.msg);
+
+	/* hostile: each must be refused as bad data, naming the key or tensor */
+	struct {
+		const char *what, *fmt, *ignore, *bits, *sym, *actorder, *needle;
+		int nt, patch; /* patch: 1 shape lies, 2 packed columns, 3 scale dtype, 4 zero shape, 5 g_idx range */
+	} bad[] = {
+		{"weight_shape lies", "pack-quantized", "", "4", "false", "null", "weight_shape", 5, 1},
+		{"packed size does not divide", "pack-quantized", "", "4", "false", "null", "weight_shape", 5, 2},
+		{"scale of the wrong dtype", "pack-quantized", "", "4", "false", "null", "weight_scale dtype", 5, 3},
+		{"zero point shape", "pack-quantized", "", "4", "false", "null", "zero", 5, 4},
+		{"g_idx out of range", "pack-quantized", "", "4", "false", "\"group\"", "outside", 6, 5},
+		{"symmetric config with zero points", "pack-quantized", "", "4", "true", "null", "zero point", 5, 0},
+		{"g_idx without actorder", "pack-quantized", "", "4", "false", "null", "actorder", 6, 0},
+		{"actorder without g_idx", "pack-quantized", "", "4", "false", "\"group\"", "g_idx", 5, 0},
+		{"num_bits not a number", "pack-quantized", "", "\"four\"", "false", "null", "num_bits", 5, 0},
+		{"3-bit pack", "pack-quantized", "", "3", "false", "null", "num_bits", 5, 0},
+		{"unknown format", "marlin-24", "", "4", "false", "null", "format", 5, 0},
+		{"ignored module stored quantized", "pack-quantized", "\"re:.*down_proj\"", "4", "false", "null", "ignore", 5, 0},
+		{"int-quantized config on packed weights", "int-quantized", "", "8", "true", "null", "weight", 5, 0},
+	};
+	for (size_t b = 0; b < sizeof bad / sizeof *bad; b++) {
+		stt ts[6];
+		memcpy(ts, base, sizeof ts);
+		int64_t lie[2] = {OUT, IN + 8};
+		if (bad[b].patch == 1)
+			ts[3].data = lie;
+		if (bad[b].patch == 2)
+			ts[0].shape[1] = IN / 8 - 1, ts[0].n = (size_t)OUT * (IN / 8 - 1) * 4;
+		if (bad[b].patch == 3)
+			ts[1].dtype = "I16";
+		if (bad[b].patch == 4)
+			ts[2].shape[0] = 1, ts[2].n /= 2;
+		int32_t g2[IN];
+		memcpy(g2, s->gidx, sizeof g2);
+		g2[7] = 5;
+		if (bad[b].patch == 5)
+			ts[5].data = g2;
+		snprintf(cfg, sizeof cfg, cfg_fmt, bad[b].fmt, bad[b].ignore, bad[b].bits, bad[b].sym, bad[b].actorder);
+		write_ckpt(dir, cfg, ts, bad[b].nt);
+		int rc = try_open(dir, NULL, &err);
+		char all[1200];
+		snprintf(all, sizeof all, "%s %s", err.subject, err.msg);
+		CHECK(rc == QTK_E_DATA && strstr(all, bad[b].needle), "%s: rc %d (%s)", bad[b].what, rc, all);
+	}
+	/* the CLI: exit 3 on a hostile checkpoint, nothing written */
+	char cmd[1400], out[1100];
+	snprintf(out, sizeof out, "%s/out.gguf", dir);
+	snprintf(cmd, sizeof cmd, "%s/../bin/qconvert %s %s --to auto-exact >/dev/null 2>&1",
+		 getenv("QTK_BUILD") ? getenv("QTK_BUILD") : "build", dir, out);
+	int st = system(cmd);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 3 && access(out, F_OK) != 0, "qconvert exits 3: %d", st);
+	char rm[1200];
+	snprintf(rm, sizeof rm, "rm -rf %s", dir);
+	CHECK(system(rm) == 0, "cleanup");
+	free(s);
+}
+
 int main(void)
 {
+	synthesized();
 	const char *root = t_fixtures();
-	if (root)
+	if (root) {
 		fixtures(root);
+		exact_paths(root);
+	}
 	else
 		T_SKIP("fixtures (set QTK_FIXTURES)");
 	return T_DONE();

@@ -772,6 +772,9 @@ static int make_module(ct_fold *f, const ct_group *g, const char *mod, size_t pl
 	if (!gl->group_size || gl->strategy == QTK_SCHEME_PER_TENSOR)
 		out->layout.group_size = in > UINT32_MAX ? 0 : (uint32_t)in;
 	out->layout.scale_type = nv ? 0 : (uint16_t)m->tensors[s].layout.type;
+	if (!nv && !scale_type_ok(out->layout.scale_type))
+		return tfail(f, sname, "weight_scale dtype %s, expected F16, BF16 or F32",
+			     qtk_type(out->layout.scale_type) ? qtk_type(out->layout.scale_type)->upper : "?");
 	long parts[QTK_MAX_PARTS];
 	int np = 0;
 	parts[np++] = w;
