@@ -1,8 +1,6 @@
 /* plan.c - qconvert's plan: what each tensor becomes, and the output's metadata. */
 #include "cli.h"
 #include "convert.h"
-#include "scheme/qgroups.h"
-#include "scheme/scheme.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,7 +16,7 @@ int conv_parse_target(const char *s, conv_target *t)
 	t->gptq_version = 0;
 	static const struct { const char *name; target_kind kind; int version; } named[] = {
 		{"awq", TGT_AWQ, 0}, {"gptq", TGT_GPTQ, 0}, {"gptq-v1", TGT_GPTQ, 1},
-		{"gptq-v2", TGT_GPTQ, 2}, {"auto-exact", TGT_AUTO_EXACT, 0},
+		{"gptq-v2", TGT_GPTQ, 2}, {"auto-exact", TGT_AUTO_EXACT, 0}, {"ct-int", TGT_CT, 0},
 	};
 	for (size_t i = 0; i < sizeof named / sizeof *named; i++)
 		if (!qtk_strcasecmp(s, named[i].name)) {
@@ -202,6 +200,15 @@ static int out_awq(qtk_tensor *o, const qtk_tensor *t, uint32_t group, qtk_err *
 	return out_packed(o, t, &l, err);
 }
 
+/* compressed-tensors pack-quantized, per group (F16 scales) */
+static int out_ct(qtk_tensor *o, const qtk_tensor *t, uint32_t group, unsigned bits, bool sym, bool act_order,
+		  qtk_err *err)
+{
+	qtk_layout l = {.kind = QTK_LAYOUT_CT_INT, .type = QTK_T_I32, .bits = (uint8_t)bits, .group_size = group,
+			.sym = sym, .act_order = act_order, .strategy = QTK_SCHEME_PER_GROUP};
+	return out_packed(o, t, &l, err);
+}
+
 static int out_gptq(qtk_tensor *o, const qtk_tensor *t, uint32_t group, unsigned bits, int version, bool sym,
 		    bool act_order, qtk_err *err)
 {
@@ -316,8 +323,10 @@ static int plan_groups(qtk_model *in, const conv_opts *o, const qtk_tensor *t, p
 		*err = in->err;
 		return err->code;
 	}
-	bool awq = o->target.kind == TGT_AWQ;
+	bool awq = o->target.kind == TGT_AWQ, ct = o->target.kind == TGT_CT;
 	unsigned bits = awq ? 4 : o->bits ? o->bits : sg.ok ? sg.bits : 4;
+	if (ct && bits != 2 && bits != 4 && bits != 8)
+		return qtk_err_set(err, QTK_E_USAGE, NULL, -1, t->name, "ct-int packs 2, 4 or 8 bits, not %u", bits);
 	uint32_t group = o->group_size;
 	if (!group)
 		group = sg.ok && (!sg.act_order || !awq) ? sg.group
@@ -337,6 +346,13 @@ static int plan_groups(qtk_model *in, const conv_opts *o, const qtk_tensor *t, p
 		if (out_awq(&p->out, t, group, err))
 			return err->code;
 		p->note = transcode ? "repack" : "requantize";
+		return 0;
+	}
+	if (ct) {
+		bool act = transcode && sg.act_order;
+		if (out_ct(&p->out, t, act ? sg.group : group, bits, transcode ? sg.sym : o->sym, act, err))
+			return err->code;
+		p->note = !transcode ? "requantize" : sg.zero_top ? "repack (zero out of range: inexact)" : "repack";
 		return 0;
 	}
 	int version = o->target.gptq_version; /* resolved for the whole model by conv_plan */
@@ -502,10 +518,10 @@ static int plan_tensor(qtk_model *in, const conv_opts *o, qtk_mix_state *ms, con
 		return plan_keep(in, o, map, t, p, err);
 	if (o->target.kind == TGT_AUTO_EXACT)
 		return plan_auto_exact(in, o, t, p, err);
-	if (o->target.kind == TGT_AWQ || o->target.kind == TGT_GPTQ) {
+	if (o->target.kind == TGT_AWQ || o->target.kind == TGT_GPTQ || o->target.kind == TGT_CT) {
 		if (to_gguf)
 			return qtk_err_set(err, QTK_E_USAGE, o->output, -1, NULL,
-					   "GGUF cannot hold AWQ or GPTQ layers; write a .safetensors file or a directory");
+					   "GGUF cannot hold AWQ, GPTQ or compressed-tensors layers; write a .safetensors file or a directory");
 		if (is_block_linear(t))
 			return plan_groups(in, o, t, p, err);
 		/* everything else stays float; quantized embeddings become F16 */

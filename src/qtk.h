@@ -127,7 +127,7 @@ const char *qtk_layout_type_name(const qtk_layout *l);
 /* ---- Tensor model ----------------------------------------------------- */
 
 #define QTK_MAX_DIMS 8
-#define QTK_MAX_PARTS 4
+#define QTK_MAX_PARTS 5
 
 /* A stored component of a logical tensor ("qweight", "qzeros", "scales",
  * "g_idx" for AWQ/GPTQ; "" for a plain tensor). */

@@ -9,8 +9,7 @@
  *       zero    I32 [ceil(out/(32/b)), in/g]  asymmetric only, zp + 2^(b-1) packed along the
  *               outputs (row r at bits b*(r % (32/b)) of word r / (32/b))
  *       g_idx   I32 [in]  optional (actorder "group"): the group of every input
- *     plus <prefix>.weight_shape I64 [2] = [out, in], checked and not kept (it is the logical
- *     shape).
+ *       shape   I64 [2] = [out, in]   <prefix>.weight_shape
  *   int-quantized / naive-quantized (layout.type I8): weight I8 [out, in] and the scale, 8-bit
  *     symmetric.
  * fp8 (QTK_LAYOUT_FP8): weight F8_E4M3 [out, in] times f32(scale), scale [1], [out, 1] or per
@@ -27,6 +26,7 @@
 #include "internal.h"
 #include "json.h"
 #include "qgroups.h"
+#include <math.h>
 #include <regex.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -124,6 +124,7 @@ static bool ct_packed(const qtk_layout *l) { return l->type == QTK_T_I32; }
 static int ct_int_specs(const qtk_layout *l, const qtk_scheme_dims *d, qtk_part p[QTK_MAX_PARTS],
 			bool opt[QTK_MAX_PARTS])
 {
+	(void)opt;
 	int n = 0;
 	uint64_t pf = d->bits ? 32 / d->bits : 1;
 	if (ct_packed(l))
@@ -133,8 +134,10 @@ static int ct_int_specs(const qtk_layout *l, const qtk_scheme_dims *d, qtk_part 
 	scale_part(l, d, &p[n++]);
 	if (!l->sym)
 		set_part(&p[n++], "zero", QTK_T_I32, 2, (d->out + pf - 1) / pf, d->ngroups);
-	opt[n] = !l->act_order;
-	set_part(&p[n++], "g_idx", QTK_T_I32, 1, d->in, 0);
+	if (l->act_order) /* an identity weight_g_idx is not kept (the reader checks it) */
+		set_part(&p[n++], "g_idx", QTK_T_I32, 1, d->in, 0);
+	if (ct_packed(l))
+		set_part(&p[n++], "shape", QTK_T_I64, 1, 2, 0);
 	return n;
 }
 
@@ -244,6 +247,134 @@ static int ct_int_to_groups(const qtk_tensor *t, const void *const *pp, qgroups 
 	return 0;
 }
 
+/* Integer groups into pack-quantized parts: codes and zeros as stored (zeros must fit b bits;
+ * a symmetric target needs every zero at 2^(b-1)), fp16 scales, g_idx when act-order. */
+static int ct_int_from_groups(const qgroups *g, const qtk_tensor *o, bool wrap, void *const *pp)
+{
+	(void)wrap;
+	const qtk_layout *l = &o->layout;
+	if (!ct_packed(l) || g->bits != l->bits || g->out != o->shape[0] || g->in != o->shape[1] ||
+	    scale_type(l) != QTK_T_F16 || l->strategy != QTK_SCHEME_PER_GROUP || qg_act_order(g) != l->act_order ||
+	    g->ngroups != g->in / l->group_size)
+		return -1;
+	uint64_t out = g->out, in = g->in, ng = g->ngroups, bits = g->bits, pf = 32 / bits, wpr = in / pf;
+	int half = 1 << (bits - 1), kz = part_of(o, "zero"), kg = part_of(o, "g_idx"), ks = part_of(o, "shape");
+	for (uint64_t k = 0; k < out * ng; k++)
+		if (g->z[k] < 0 || g->z[k] >= 1 << bits || (l->sym && g->z[k] != half))
+			return -1;
+	uint8_t *pk = pp[0], *sc = pp[1], *zr = kz >= 0 ? pp[kz] : NULL;
+	memset(pk, 0, (size_t)(out * wpr * 4));
+	if (zr)
+		memset(zr, 0, (size_t)((out + pf - 1) / pf * ng * 4));
+	for (uint64_t r = 0; r < out; r++) {
+		for (uint64_t w = 0; w < wpr; w++) {
+			uint32_t word = 0;
+			for (uint64_t j = 0; j < pf; j++)
+				word |= (uint32_t)g->q[r * in + w * pf + j] << (bits * j);
+			qtk_wr32(pk + 4 * (r * wpr + w), word);
+		}
+		for (uint64_t k = 0; k < ng; k++) {
+			qtk_wr16(sc + 2 * (r * ng + k), g->s[r * ng + k]);
+			if (zr) {
+				uint8_t *zw = zr + 4 * (r / pf * ng + k);
+				qtk_wr32(zw, qtk_rd32(zw) | (uint32_t)g->z[r * ng + k] << (bits * (r % pf)));
+			}
+		}
+	}
+	if (kg >= 0)
+		for (uint64_t i = 0; i < in; i++)
+			qtk_wr32((uint8_t *)pp[kg] + 4 * i, (uint32_t)qg_group_of(g, (uint32_t)i));
+	if (ks >= 0) {
+		qtk_wr64(pp[ks], out);
+		qtk_wr64((uint8_t *)pp[ks] + 8, in);
+	}
+	return 0;
+}
+
+/* Round half to even, as torch.round. */
+static float rne(float x) { return nearbyintf(x); }
+
+/* F16 rounding of an F32 result: with F16 operands, the correctly rounded F16 operation. */
+static float h16(float x) { return qtk_fp16_to_f32(qtk_f32_to_fp16(x)); }
+
+/* compressed-tensors' min-max quantization of rows o0 .. o0+n-1 into pack-quantized parts, in
+ * the F16 arithmetic it runs in for an F16 model (every operation rounded to F16): min <= 0 <=
+ * max per group; symmetric s = max(|min|, max) / ((2^b - 1) / 2), asymmetric s = (max - min) /
+ * (2^b - 1) and zp = clamp(round(-2^(b-1) - min / s)); s at least F16's epsilon;
+ * q = clamp(round(w / s + zp)). */
+static int ct_int_encode(const qtk_tensor *t, const float *x, uint64_t o0, uint64_t n, void *const *pp)
+{
+	const qtk_layout *l = &t->layout;
+	if (!ct_packed(l) || l->act_order || l->strategy != QTK_SCHEME_PER_GROUP || scale_type(l) != QTK_T_F16)
+		return -1;
+	uint64_t out = t->shape[0], in = t->shape[1], G = l->group_size, ng = in / G, bits = l->bits, pf = 32 / bits,
+		 wpr = in / pf;
+	int half = 1 << (bits - 1), qmin = -half, qmax = half - 1;
+	float range = (float)((1u << bits) - 1u);
+	int kz = part_of(t, "zero"), ks = part_of(t, "shape");
+	uint8_t *pk = pp[0], *sc = pp[1], *zr = kz >= 0 ? pp[kz] : NULL;
+	if (zr) /* whole zero words: o0 is a multiple of row_align >= 32 / b */
+		memset(zr + 4 * (o0 / pf * ng), 0, (size_t)(((o0 + n + pf - 1) / pf - o0 / pf) * ng * 4));
+	for (uint64_t r = 0; r < n; r++) {
+		uint64_t o = o0 + r;
+		const float *row = x + r * in;
+		for (uint64_t w = o * wpr; w < (o + 1) * wpr; w++)
+			qtk_wr32(pk + 4 * w, 0);
+		for (uint64_t k = 0; k < ng; k++) {
+			float mn = 0, mx = 0;
+			for (uint64_t i = k * G; i < (k + 1) * G; i++) {
+				float v = h16(row[i]);
+				mn = v < mn ? v : mn;
+				mx = v > mx ? v : mx;
+			}
+			float sf = l->sym ? h16((-mn > mx ? -mn : mx) / (range / 2)) : h16(h16(mx - mn) / range);
+			if (sf < 0x1p-10f)
+				sf = 0x1p-10f;
+			int zp = 0;
+			if (!l->sym) {
+				float zf = rne(h16((float)qmin - h16(mn / sf)));
+				zp = zf < (float)qmin ? qmin : zf > (float)qmax ? qmax : (int)zf;
+				uint8_t *zw = zr + 4 * (o / pf * ng + k);
+				qtk_wr32(zw, qtk_rd32(zw) | (uint32_t)(zp + half) << (bits * (o % pf)));
+			}
+			qtk_wr16(sc + 2 * (o * ng + k), qtk_f32_to_fp16(sf));
+			for (uint64_t i = k * G; i < (k + 1) * G; i++) {
+				float v = h16(h16(row[i]) / sf);
+				if (!l->sym)
+					v = h16(v + (float)zp);
+				v = rne(v);
+				int q = v < (float)qmin ? qmin : v > (float)qmax ? qmax : (int)v;
+				uint8_t *pw = pk + 4 * (o * wpr + i / pf);
+				qtk_wr32(pw, qtk_rd32(pw) | (uint32_t)(q + half) << (bits * (i % pf)));
+			}
+		}
+	}
+	if (ks >= 0) {
+		qtk_wr64(pp[ks], out);
+		qtk_wr64((uint8_t *)pp[ks] + 8, in);
+	}
+	return 0;
+}
+
+/* Checkpoint suffixes of the roles. */
+static const char *ct_suffix(const char *role)
+{
+	static const char *const map[][2] = {{"packed", "weight_packed"}, {"scale", "weight_scale"},
+					     {"zero", "weight_zero_point"}, {"g_idx", "weight_g_idx"},
+					     {"shape", "weight_shape"}, {"gscale", "weight_global_scale"}};
+	for (size_t i = 0; i < sizeof map / sizeof *map; i++)
+		if (!strcmp(role, map[i][0]))
+			return map[i][1];
+	return role;
+}
+
+/* Written configs are made whole by qtk_ct_config_json. */
+static bool ct_config_write(const qtk_qcfg *q, cJSON *o)
+{
+	(void)q, (void)o;
+	return true;
+}
+
 /* The scheme's quantization config is compressed-tensors' own: read by qtk_ct_fold. */
 static void ct_config_read(const cJSON *o, qtk_qcfg *q)
 {
@@ -259,12 +390,16 @@ const qtk_scheme qtk_scheme_ct_int = {
 	.strategy = QTK_SCHEME_PER_GROUP,
 	.codes = QTK_SCHEME_CODES_INT,
 	.bits_mask = 1u << 2 | 1u << 4 | 1u << 8,
-	.row_align = 1,
+	.row_align = 16, /* whole zero-point words */
 	.nparts = 0, /* parts from part_specs */
 	.check_layout = ct_int_check,
 	.infer = no_infer,
 	.decode_rows = ct_int_decode,
+	.encode_rows = ct_int_encode,
 	.to_groups = ct_int_to_groups,
+	.from_groups = ct_int_from_groups,
+	.config_write = ct_config_write,
+	.suffix = ct_suffix,
 	.transcodes = qtk_scheme_int_transcodes,
 	.ntranscodes = QTK_SCHEME_INT_NTRANSCODES,
 	.config_read = ct_config_read,
@@ -322,6 +457,7 @@ const qtk_scheme qtk_scheme_fp8 = {
 	.check_layout = fp8_check,
 	.infer = no_infer,
 	.decode_rows = fp8_decode,
+	.suffix = ct_suffix,
 	.config_read = ct_config_read,
 	.part_specs = fp8_specs,
 };
@@ -378,6 +514,7 @@ const qtk_scheme qtk_scheme_nvfp4 = {
 	.check_layout = nvfp4_check,
 	.infer = no_infer,
 	.decode_rows = nvfp4_decode,
+	.suffix = ct_suffix,
 	.config_read = ct_config_read,
 	.part_specs = nvfp4_specs,
 };
@@ -781,30 +918,38 @@ static int make_module(ct_fold *f, const ct_group *g, const char *mod, size_t pl
 	parts[np++] = s;
 	if (z >= 0)
 		parts[np++] = z;
-	if (gi >= 0)
+	bool act = false;
+	int rc = 0;
+	if (gi >= 0 && gl->group_size && in % gl->group_size == 0 &&
+	    (rc = check_gidx(f, &m->tensors[gi], in, gl->group_size, &act)))
+		return rc;
+	if (gi >= 0 && !act) /* the identity map: consumed, not kept */
+		c[QTK_MAX_PARTS + 1] = gi;
+	if (gi >= 0 && act)
 		parts[np++] = gi;
+	if (sh >= 0)
+		parts[np++] = sh;
 	if (gs >= 0)
 		parts[np++] = gs;
-	static const char *const roles_int[] = {"packed", "scale", "zero", "g_idx"};
+	static const char *const roles_int[] = {"packed", "scale", "zero", "g_idx", "shape"};
 	for (int k = 0; k < np; k++) {
 		const qtk_tensor *pt = &m->tensors[parts[k]];
 		if (pt->nparts != 1 || pt->layout.kind != QTK_LAYOUT_PLAIN)
 			return tfail(f, pt->name, "not a stored tensor");
 		out->parts[k] = pt->parts[0];
-		const char *role = parts[k] == z ? "zero" : parts[k] == gi ? "g_idx" : parts[k] == gs ? "gscale" : roles_int[k];
+		const char *role = parts[k] == z	? "zero"
+				   : parts[k] == gi ? "g_idx"
+				   : parts[k] == gs ? "gscale"
+				   : parts[k] == sh ? "shape"
+						    : roles_int[k];
 		if (k == 0 && !packed && !nv)
 			role = "weight";
 		snprintf(out->parts[k].role, sizeof out->parts[k].role, "%s", role);
 		c[k] = parts[k];
 	}
 	out->nparts = np;
-	c[np] = sh;
-	bool act = false;
 	char why[300];
-	int bad = -1, rc = 0;
-	if (gi >= 0 && out->layout.group_size && in % out->layout.group_size == 0 &&
-	    (rc = check_gidx(f, &m->tensors[gi], in, out->layout.group_size, &act)))
-		return rc;
+	int bad = -1;
 	out->layout.act_order = act;
 	qtk_tensor_finish(out);
 	if (qtk_scheme_check(out, &bad, why, sizeof why))
@@ -833,8 +978,8 @@ static int fold_modules(ct_fold *f)
 	size_t n = m->ntensors, nmod = 0, k = 0;
 	long *gid = qtk_malloc(n * sizeof *gid);
 	qtk_tensor *mods = qtk_calloc(n + 1, sizeof *mods), *nt = qtk_calloc(n + 1, sizeof *nt);
-	bool *drop = qtk_calloc(n + 1, 1), *emitted = qtk_calloc(n + 1, 1);
-	int rc = gid && mods && nt && drop && emitted ? 0 : qtk_err_set(&m->err, QTK_E_IO, m->path, -1, NULL, "out of memory");
+	bool *emitted = qtk_calloc(n + 1, 1);
+	int rc = gid && mods && nt && emitted ? 0 : qtk_err_set(&m->err, QTK_E_IO, m->path, -1, NULL, "out of memory");
 	for (size_t i = 0; i < n && !rc; i++)
 		gid[i] = -1;
 	for (size_t i = 0; i < n && !rc; i++) {
@@ -877,7 +1022,6 @@ static int fold_modules(ct_fold *f)
 		for (int x = 0; x < QTK_MAX_PARTS + 2; x++)
 			if (c[x] >= 0)
 				gid[c[x]] = (long)nmod;
-		drop[c[mods[nmod].nparts]] = c[mods[nmod].nparts] >= 0; /* weight_shape */
 		nmod++;
 	}
 	/* quantization parts that no weight_scale claimed */
@@ -896,7 +1040,7 @@ static int fold_modules(ct_fold *f)
 				nt[k++] = m->tensors[i];
 				continue;
 			}
-			if (!drop[i] && !emitted[gid[i]]) {
+			if (!emitted[gid[i]]) {
 				nt[k++] = mods[gid[i]];
 				emitted[gid[i]] = true;
 			}
@@ -914,7 +1058,6 @@ static int fold_modules(ct_fold *f)
 	qtk_free(gid);
 	qtk_free(mods);
 	qtk_free(nt);
-	qtk_free(drop);
 	qtk_free(emitted);
 	return rc;
 }
@@ -943,4 +1086,50 @@ int qtk_ct_fold(qtk_model *m, const cJSON *qc, const char *cfgfile)
 	qtk_free(f->by);
 	qtk_free(f);
 	return rc;
+}
+
+/* ---- writing the config ----------------------------------------------------------------- */
+
+static bool add_null(cJSON *o, const char *k) { return cJSON_AddNullToObject(o, k) != NULL; }
+
+/* llm-compressor's quantization_config for pack-quantized layers (keys in its sorted order):
+ * one group targeting Linear, every other 2-D float linear weight in `ignore`. */
+cJSON *qtk_ct_config_json(const qtk_qcfg *q)
+{
+	cJSON *o = cJSON_CreateObject(), *cg = NULL, *g0 = NULL, *w = NULL, *tg = NULL, *ign = NULL;
+	bool ok = o && (cg = cJSON_AddObjectToObject(o, "config_groups")) && (g0 = cJSON_AddObjectToObject(cg, "group_0")) &&
+		  cJSON_AddStringToObject(g0, "format", "pack-quantized") && add_null(g0, "input_activations") &&
+		  add_null(g0, "output_activations") && (tg = cJSON_AddArrayToObject(g0, "targets")) &&
+		  cJSON_AddItemToArray(tg, cJSON_CreateString("Linear")) && (w = cJSON_AddObjectToObject(g0, "weights"));
+	bool channel = q->group < 0;
+	ok = ok && (q->desc_act ? cJSON_AddStringToObject(w, "actorder", "group") != NULL : add_null(w, "actorder")) &&
+	     add_null(w, "block_structure") && cJSON_AddFalseToObject(w, "dynamic") &&
+	     (channel ? add_null(w, "group_size") : cJSON_AddNumberToObject(w, "group_size", (double)q->group) != NULL) &&
+	     cJSON_AddNumberToObject(w, "num_bits", q->bits) && cJSON_AddStringToObject(w, "observer", "minmax") &&
+	     cJSON_AddObjectToObject(w, "observer_kwargs") && add_null(w, "scale_dtype") &&
+	     cJSON_AddStringToObject(w, "strategy", channel ? "channel" : "group") &&
+	     cJSON_AddBoolToObject(w, "symmetric", q->sym) && cJSON_AddStringToObject(w, "type", "int") &&
+	     (q->sym ? add_null(w, "zp_dtype") : cJSON_AddStringToObject(w, "zp_dtype", "torch.int8") != NULL) &&
+	     cJSON_AddStringToObject(o, "format", "pack-quantized") && add_null(o, "global_compression_ratio") &&
+	     (ign = cJSON_AddArrayToObject(o, "ignore"));
+	for (size_t i = 0; ok && q->desc && i < q->desc->ntensors; i++) {
+		const qtk_tensor *t = &q->desc->tensors[i];
+		size_t len = strlen(t->name), wl = strlen(".weight");
+		if (t->ndim != 2 || t->layout.kind != QTK_LAYOUT_PLAIN || !qtk_type(t->layout.type) ||
+		    !qtk_type(t->layout.type)->is_float || len <= wl || strcmp(t->name + len - wl, ".weight") ||
+		    strstr(t->name, "embed"))
+			continue;
+		char mod[QTK_CAP_NAME + 1];
+		snprintf(mod, sizeof mod, "%.*s", (int)(len - wl), t->name);
+		ok = cJSON_AddItemToArray(ign, cJSON_CreateString(mod));
+	}
+	ok = ok && add_null(o, "kv_cache_scheme") && cJSON_AddStringToObject(o, "quant_method", "compressed-tensors") &&
+	     cJSON_AddStringToObject(o, "quantization_status", "compressed") &&
+	     cJSON_AddObjectToObject(o, "sparsity_config") && cJSON_AddObjectToObject(o, "transform_config") &&
+	     cJSON_AddStringToObject(o, "version", "0.18.0");
+	if (!ok) {
+		cJSON_Delete(o);
+		return NULL;
+	}
+	return o;
 }

@@ -115,6 +115,8 @@ bool qtk_qcfg_same(const qtk_qcfg *a, const qtk_qcfg *b)
 cJSON *qtk_qcfg_json(const qtk_qcfg *q)
 {
 	const qtk_scheme *s = q->scheme ? q->scheme : qtk_scheme_by_kind(q->kind);
+	if (s && s->kind == QTK_LAYOUT_CT_INT)
+		return qtk_ct_config_json(q);
 	cJSON *o = s ? cJSON_CreateObject() : NULL;
 	if (!o)
 		return NULL;

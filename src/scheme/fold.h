@@ -41,6 +41,9 @@ int qtk_scheme_fold(qtk_model *m, const struct cJSON *qc, const char *def_method
 /* compressed-tensors (ct.c): fold m by quantization config qc, whose quant_method is
  * "compressed-tensors", module by module (config_groups targets, ignore). */
 int qtk_ct_fold(qtk_model *m, const struct cJSON *qc, const char *cfgfile);
+/* llm-compressor's quantization_config for q (pack-quantized ct-int layers); NULL when out of
+ * memory. */
+struct cJSON *qtk_ct_config_json(const qtk_qcfg *q);
 /* Fold by the quantization config of a model directory: config.json's quantization_config
  * (`cfg` is config.json's parsed root when the caller has it, else it is read), else
  * quantize_config.json, else quant_config.json. No config: nothing to do. */

@@ -46,6 +46,12 @@ const qtk_scheme *qtk_scheme_by_method(const char *quant_method)
 
 const qtk_scheme *qtk_scheme_of(const qtk_tensor *t) { return qtk_scheme_by_kind(t->layout.kind); }
 
+const char *qtk_scheme_part_suffix(const qtk_tensor *t, int p)
+{
+	const qtk_scheme *s = qtk_scheme_of(t);
+	return s && s->suffix ? s->suffix(t->parts[p].role) : t->parts[p].role;
+}
+
 int qtk_scheme_part_index(const qtk_scheme *s, const char *role)
 {
 	for (int k = 0; s && k < s->nparts; k++)

@@ -111,7 +111,13 @@ struct qtk_scheme {
 	 * optional part is skipped), qtk_scheme_describe takes the optional ones when asked. */
 	int (*part_specs)(const qtk_layout *l, const qtk_scheme_dims *d, qtk_part p[QTK_MAX_PARTS],
 			  bool opt[QTK_MAX_PARTS]);
+	/* The checkpoint suffix of a role when it is not the role itself (roles have 7 bytes at
+	 * most); NULL: the roles are the suffixes. */
+	const char *(*suffix)(const char *role);
 };
+
+/* The checkpoint suffix of part p of packed tensor t ("<prefix>.<suffix>"). */
+const char *qtk_scheme_part_suffix(const qtk_tensor *t, int p);
 
 /* ---- lookup ---------------------------------------------------------------------------- */
 
