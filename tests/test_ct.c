@@ -9,6 +9,7 @@
 #include "scheme/scheme.h"
 #include "view/decode.h"
 #include "t.h"
+#include <math.h>
 #include <openssl/evp.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -45,10 +46,9 @@ static char *slurp(const char *path, size_t *n)
 }
 
 /* Every row of ref/<v>.digest.tsv against the decoded logical tensor; returns rows matched. */
-static int check_variant(const char *root, const char *v, qtk_layout_kind kind)
+static int check_in(const char *dir, const char *root, const char *v, qtk_layout_kind kind)
 {
-	char dir[1024], tsv[1024];
-	snprintf(dir, sizeof dir, "%s/hf/ct/%s", root, v);
+	char tsv[1024];
 	snprintf(tsv, sizeof tsv, "%s/hf/ct/ref/%s.digest.tsv", root, v);
 	qtk_err err = {0};
 	qtk_model *m = qtk_open(dir, &err);
@@ -80,6 +80,19 @@ static int check_variant(const char *root, const char *v, qtk_layout_kind kind)
 	free(txt);
 	qtk_close(m);
 	return good;
+}
+
+static int check_variant(const char *root, const char *v, qtk_layout_kind kind)
+{
+	char dir[1024];
+	snprintf(dir, sizeof dir, "%s/hf/ct/%s", root, v);
+	return check_in(dir, root, v, kind);
+}
+
+/* A directory qtk wrote, against the reference digests of variant v. */
+static void check_variant_dir(const char *dir, const char *root, const char *v)
+{
+	check_in(dir, root, v, QTK_LAYOUT_CT_INT);
 }
 
 static void fixtures(const char *root)
@@ -157,6 +170,94 @@ static void exact_paths(const char *root)
 		free(ref), free(y);
 		qtk_close(m);
 	}
+}
+
+/* ---- writing pack-quantized ------------------------------------------------------------- */
+
+static const char *qconvert(void)
+{
+	static char p[300];
+	const char *b = getenv("QTK_BUILD");
+	snprintf(p, sizeof p, "%s/../bin/qconvert", b && *b ? b : "build");
+	return p;
+}
+
+/* Every packed tensor of a (written) has b's parts byte for byte; returns the tensors compared. */
+static int same_parts(const char *a, const char *b, const char *what)
+{
+	qtk_err e1 = {0}, e2 = {0};
+	qtk_model *ma = qtk_open(a, &e1), *mb = qtk_open(b, &e2);
+	CHECK(ma && mb, "%s: both open: %s %s", what, e1.msg, e2.msg);
+	int n = 0, bad = 0;
+	for (size_t i = 0; ma && mb && i < ma->ntensors; i++) {
+		const qtk_tensor *t = &ma->tensors[i], *u = qtk_tensor_find(mb, t->name);
+		if (t->layout.kind == QTK_LAYOUT_PLAIN)
+			continue;
+		n++;
+		if (!u || u->nparts != t->nparts || u->layout.kind != t->layout.kind) {
+			bad++;
+			continue;
+		}
+		for (int k = 0; k < t->nparts; k++) {
+			uint8_t *x = NULL, *y = NULL;
+			if (qtk_read_part_alloc(ma, t, k, &x) || qtk_read_part_alloc(mb, u, k, &y) ||
+			    t->parts[k].nbytes != u->parts[k].nbytes || memcmp(x, y, (size_t)t->parts[k].nbytes))
+				bad++;
+			qtk_free(x);
+			qtk_free(y);
+		}
+	}
+	CHECK(n > 0 && !bad, "%s: %d packed tensors, %d differ", what, n, bad);
+	qtk_close(ma);
+	qtk_close(mb);
+	return n - bad;
+}
+
+static void writing(const char *root)
+{
+	char tmp[] = "/tmp/qtk-ctw-XXXXXX";
+	if (!mkdtemp(tmp)) {
+		CHECK(0, "mkdtemp");
+		return;
+	}
+	char cmd[8192], fx[1024], out[1200], out2[1200];
+	/* from F16: the same bytes as llm-compressor (its min-max observer, F16 arithmetic) */
+	static const struct {
+		const char *v, *opts;
+	} req[] = {{"ct-w4a16-g128-sym", "--sym --group-size 128"}, {"ct-w4a16-g32-asym", "--group-size 32"}};
+	for (size_t i = 0; i < sizeof req / sizeof *req; i++) {
+		snprintf(out, sizeof out, "%s/%s/", tmp, req[i].v);
+		snprintf(cmd, sizeof cmd, "%s %s/hf/tiny-llama/fp16 %s --to ct-int %s >/dev/null 2>&1", qconvert(), root, out,
+			 req[i].opts);
+		CHECK(system(cmd) == 0, "%s", cmd);
+		snprintf(fx, sizeof fx, "%s/hf/ct/%s", root, req[i].v);
+		same_parts(out, fx, req[i].v);
+		check_variant_dir(out, root, req[i].v);
+	}
+	/* AutoAWQ <-> compressed-tensors and GPTQ (act-order) <-> compressed-tensors, --exact */
+	static const struct {
+		const char *v, *mid;
+	} rt[] = {{"ct-w4a16-g32-asym", "awq"}, {"ct-w4a16-g32-asym", "gptq-v2"}, {"ct-w4a16-g128-actorder", "gptq"}};
+	for (size_t i = 0; i < sizeof rt / sizeof *rt; i++) {
+		snprintf(fx, sizeof fx, "%s/hf/ct/%s", root, rt[i].v);
+		snprintf(out, sizeof out, "%s/rt%zu-%s/", tmp, i, rt[i].mid);
+		snprintf(out2, sizeof out2, "%s/rt%zu-back/", tmp, i);
+		snprintf(cmd, sizeof cmd, "%s %s %s --to %s --exact >/dev/null 2>&1 && %s %s %s --to ct-int --exact >/dev/null 2>&1",
+			 qconvert(), fx, out, rt[i].mid, qconvert(), out, out2);
+		CHECK(system(cmd) == 0, "%s", cmd);
+		char what[200];
+		snprintf(what, sizeof what, "%s -> %s -> ct-int", rt[i].v, rt[i].mid);
+		same_parts(out2, fx, what);
+	}
+	/* ct-int into GGUF with auto-exact: q4_0 / q5_0 / q8_0, --exact holds */
+	static const char *const gg[] = {"ct-w4a16-g128-sym", "ct-w4a16-g32-asym", "ct-w8a8-int8-channel"};
+	for (size_t i = 0; i < sizeof gg / sizeof *gg; i++) {
+		snprintf(cmd, sizeof cmd, "%s %s/hf/ct/%s %s/%s.gguf --to auto-exact --exact >/dev/null 2>&1", qconvert(),
+			 root, gg[i], tmp, gg[i]);
+		CHECK(system(cmd) == 0, "%s", cmd);
+	}
+	snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
+	CHECK(system(cmd) == 0, "cleanup");
 }
 
 /* ---- synthesized checkpoints: decode and hostile inputs ---------------------------------- */
@@ -252,6 +353,45 @@ static int try_open(const char *dir, float *y, qtk_err *err)
 	return rc;
 }
 
+/* Encode, decode and integer-group round trips of a ct-int layout built in memory. */
+static void codec_in_memory(void)
+{
+	for (int sym = 0; sym < 2; sym++)
+		for (unsigned bits = 2; bits <= 8; bits *= 2) {
+			enum { O = 48, I = 64 };
+			qtk_layout l = {.kind = QTK_LAYOUT_CT_INT, .type = QTK_T_I32, .bits = (uint8_t)bits, .group_size = 32,
+					.sym = sym, .strategy = QTK_SCHEME_PER_GROUP};
+			qtk_tensor t;
+			char why[300];
+			memset(&t, 0, sizeof t);
+			CHECK(!qtk_scheme_describe(&t, &l, O, I, true, why, sizeof why), "describe: %s", why);
+			CHECK(t.nparts == (sym ? 3 : 4), "parts: %d", t.nparts);
+			void *pp[QTK_MAX_PARTS] = {NULL}, *p2[QTK_MAX_PARTS] = {NULL};
+			for (int k = 0; k < t.nparts; k++)
+				pp[k] = calloc(1, (size_t)t.parts[k].nbytes), p2[k] = calloc(1, (size_t)t.parts[k].nbytes);
+			float *x = malloc(O * I * sizeof *x), *y = malloc(O * I * sizeof *y);
+			for (int i = 0; i < O * I; i++)
+				x[i] = qtk_fp16_to_f32(qtk_f32_to_fp16((float)((i * 7919) % 1001 - 400) / 1000.0f));
+			CHECK(!qtk_scheme_encode_rows(&t, x, 0, 16, pp) && !qtk_scheme_encode_rows(&t, x + 16 * I, 16, 32, pp),
+			      "encode in two slices");
+			CHECK(!qtk_scheme_decode_rows(&t, (const void *const *)pp, 0, O, y), "decode");
+			double worst = 0;
+			for (int i = 0; i < O * I; i++)
+				worst = fabs(y[i] - x[i]) > worst ? fabs(y[i] - x[i]) : worst;
+			double step = (sym ? 0.601 * 2 : 1.0) / ((1u << bits) - 1u);
+			CHECK(worst <= step * 0.51 + 1e-3, "%u-bit %s: max error %g (step %g)", bits, sym ? "sym" : "asym", worst, step);
+			qgroups g;
+			CHECK(!qtk_scheme_to_groups(&t, (const void *const *)pp, &g) && !qtk_scheme_from_groups(&g, &t, false, p2),
+			      "integer groups round trip");
+			for (int k = 0; k < t.nparts; k++)
+				CHECK(!memcmp(pp[k], p2[k], (size_t)t.parts[k].nbytes), "%u-bit part %d the same", bits, k);
+			qg_free(&g);
+			for (int k = 0; k < t.nparts; k++)
+				free(pp[k]), free(p2[k]);
+			free(x), free(y);
+		}
+}
+
 static void synthesized(void)
 {
 	char dir[] = "/tmp/qtk-ct-XXXXXX";
@@ -331,10 +471,9 @@ static void synthesized(void)
 		CHECK(rc == QTK_E_DATA && strstr(all, bad[b].needle), "%s: rc %d (%s)", bad[b].what, rc, all);
 	}
 	/* the CLI: exit 3 on a hostile checkpoint, nothing written */
-	char cmd[1400], out[1100];
+	char cmd[2400], out[1100];
 	snprintf(out, sizeof out, "%s/out.gguf", dir);
-	snprintf(cmd, sizeof cmd, "%s/../bin/qconvert %s %s --to auto-exact >/dev/null 2>&1",
-		 getenv("QTK_BUILD") ? getenv("QTK_BUILD") : "build", dir, out);
+	snprintf(cmd, sizeof cmd, "%s %s %s --to auto-exact >/dev/null 2>&1", qconvert(), dir, out);
 	int st = system(cmd);
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 3 && access(out, F_OK) != 0, "qconvert exits 3: %d", st);
 	char rm[1200];
@@ -345,11 +484,13 @@ static void synthesized(void)
 
 int main(void)
 {
+	codec_in_memory();
 	synthesized();
 	const char *root = t_fixtures();
 	if (root) {
 		fixtures(root);
 		exact_paths(root);
+		writing(root);
 	}
 	else
 		T_SKIP("fixtures (set QTK_FIXTURES)");

@@ -66,8 +66,9 @@ int qtk_qcfg_from_desc(const qtk_model *d, const char *path, qtk_err *err, qtk_q
 		if (!s->config_write) {
 			char subj[256];
 			snprintf(subj, sizeof subj, "tensor '%.200s'", t->name);
-			return qtk_err_set(err, QTK_E_USAGE, path, -1, subj,
-					   "qtk cannot write %s layers; convert them (--to auto-exact, awq, gptq or a ggml type)",
+			return qtk_err_set(err, QTK_E_DATA, path, -1, subj,
+					   "qtk cannot write %s layers; convert them (--to auto-exact, ct-int, awq, gptq or a "
+					   "ggml type)",
 					   s->title);
 		}
 		if (first) {
