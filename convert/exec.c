@@ -364,7 +364,7 @@ static int run_rows(qtk_model *in, qtk_writer *w, const plan *p, int threads, te
 	const qtk_scheme *ss = qtk_scheme_of(t);
 	/* integer groups of the source when it has them (compressed-tensors: F16 scales only) */
 	if (ss && ss->to_groups && ggml_int_type(win.out_type) &&
-	    (!ss->part_specs || !t->layout.scale_type || t->layout.scale_type == QTK_T_F16)) {
+	    (!ss->part_specs || t->layout.scale_type == QTK_T_F16)) {
 		if (load_groups(in, t, &g, err))
 			return err->code;
 		if (p->perm_heads && permute_groups(&g, p, err)) {

@@ -205,7 +205,7 @@ static int out_ct(qtk_tensor *o, const qtk_tensor *t, uint32_t group, unsigned b
 		  qtk_err *err)
 {
 	qtk_layout l = {.kind = QTK_LAYOUT_CT_INT, .type = QTK_T_I32, .bits = (uint8_t)bits, .group_size = group,
-			.sym = sym, .act_order = act_order, .strategy = QTK_SCHEME_PER_GROUP};
+			.sym = sym, .act_order = act_order, .strategy = QTK_SCHEME_PER_GROUP, .scale_type = QTK_T_F16};
 	return out_packed(o, t, &l, err);
 }
 

@@ -104,6 +104,7 @@ static void fixtures(const char *root)
 		{"ct-w4a16-g128-sym", QTK_LAYOUT_CT_INT}, {"ct-w4a16-g32-asym", QTK_LAYOUT_CT_INT},
 		{"ct-w4a16-g128-actorder", QTK_LAYOUT_CT_INT}, {"ct-w8a8-int8-channel", QTK_LAYOUT_CT_INT},
 		{"ct-fp8-channel", QTK_LAYOUT_FP8}, {"ct-fp8-block", QTK_LAYOUT_FP8}, {"ct-nvfp4", QTK_LAYOUT_NVFP4},
+		{"ds-fp8-block", QTK_LAYOUT_FP8}, {"modelopt-nvfp4", QTK_LAYOUT_NVFP4},
 	};
 	for (size_t i = 0; i < sizeof vs / sizeof *vs; i++)
 		check_variant(root, vs[i].v, vs[i].k);
@@ -360,7 +361,7 @@ static void codec_in_memory(void)
 		for (unsigned bits = 2; bits <= 8; bits *= 2) {
 			enum { O = 48, I = 64 };
 			qtk_layout l = {.kind = QTK_LAYOUT_CT_INT, .type = QTK_T_I32, .bits = (uint8_t)bits, .group_size = 32,
-					.sym = sym, .strategy = QTK_SCHEME_PER_GROUP};
+					.sym = sym, .strategy = QTK_SCHEME_PER_GROUP, .scale_type = QTK_T_F16};
 			qtk_tensor t;
 			char why[300];
 			memset(&t, 0, sizeof t);
@@ -482,8 +483,83 @@ static void synthesized(void)
 	free(s);
 }
 
+/* DeepSeek FP8 and ModelOpt NVFP4 checkpoints made here: one good, the hostile ones exit 3. */
+static void side_formats(void)
+{
+	char dir[] = "/tmp/qtk-ct2-XXXXXX";
+	if (!mkdtemp(dir)) {
+		CHECK(0, "mkdtemp");
+		return;
+	}
+	static uint8_t w8[OUT * IN], u8[OUT * IN / 2], s8[OUT * IN / 16];
+	static float sinv[1 * 1], s2 = 0.5f, sbad[2 * 1];
+	for (int i = 0; i < OUT * IN; i++)
+		w8[i] = (uint8_t)((i * 37) % 0x7E); /* no NaN codes */
+	for (int i = 0; i < OUT * IN / 2; i++)
+		u8[i] = (uint8_t)(i * 11);
+	for (int i = 0; i < OUT * IN / 16; i++)
+		s8[i] = 0x38; /* 1.0 */
+	sinv[0] = 0.25f;
+	const char *ds = "{\"quant_method\":\"fp8\",\"fmt\":\"e4m3\",\"weight_block_size\":[64,64]}";
+	stt fp8[3] = {{"model.layers.0.mlp.down_proj.weight", "F8_E4M3", 2, {OUT, IN}, w8, sizeof w8},
+		      {"model.layers.0.mlp.down_proj.weight_scale_inv", "F32", 2, {1, 1}, sinv, sizeof sinv}};
+	float y[OUT * IN];
+	qtk_err err;
+	write_ckpt(dir, ds, fp8, 2);
+	qtk_model *m = qtk_open(dir, &err);
+	const qtk_tensor *t = m ? qtk_tensor_find(m, "model.layers.0.mlp.down_proj.weight") : NULL;
+	CHECK(t && t->layout.kind == QTK_LAYOUT_FP8 && !qtk_decode_tensor(m, t, y) && y[1] == 0.25f * 0.203125f, /* code 0x25: 1.625 * 2^-3 */
+	      "ds fp8 decodes: %s", err.msg);
+	qtk_close(m);
+	const char *mo = "{\"quant_method\":\"modelopt\",\"quant_algo\":\"NVFP4\",\"ignore\":[\"lm_head\"]}";
+	stt nv[3] = {{"model.layers.0.mlp.down_proj.weight", "U8", 2, {OUT, IN / 2}, u8, sizeof u8},
+		     {"model.layers.0.mlp.down_proj.weight_scale", "F8_E4M3", 2, {OUT, IN / 16}, s8, sizeof s8},
+		     {"model.layers.0.mlp.down_proj.weight_scale_2", "F32", 0, {0, 0}, &s2, 4}};
+	write_ckpt(dir, mo, nv, 3);
+	m = qtk_open(dir, &err);
+	t = m ? qtk_tensor_find(m, "model.layers.0.mlp.down_proj.weight") : NULL;
+	/* byte 1 = 11: element 2 code 11 (-1.5), element 3 code 0 */
+	CHECK(t && t->layout.kind == QTK_LAYOUT_NVFP4 && !qtk_decode_tensor(m, t, y) && y[2] == -0.75f && y[3] == 0.0f,
+	      "modelopt nvfp4 decodes: %s", err.msg);
+	qtk_close(m);
+	struct {
+		const char *what, *cfg, *needle;
+		int which; /* 0 fp8, 1 nvfp4 */
+		int patch;  /* 1 scale shape, 2 drop the scale, 3 scale dtype */
+	} bad[] = {
+		{"fp8 scale_inv shape", "{\"quant_method\":\"fp8\",\"weight_block_size\":[64,64]}", "shape", 0, 1},
+		{"fp8 without scale_inv", "{\"quant_method\":\"fp8\",\"weight_block_size\":[64,64]}", "weight_scale_inv", 0, 2},
+		{"fp8 per-tensor config", "{\"quant_method\":\"fp8\"}", "weight_block_size", 0, 0},
+		{"fp8 e5m2", "{\"quant_method\":\"fp8\",\"fmt\":\"e5m2\",\"weight_block_size\":[64,64]}", "fmt", 0, 0},
+		{"modelopt FP8 algorithm", "{\"quant_method\":\"modelopt\",\"quant_algo\":\"FP8\"}", "quant_algo", 1, 0},
+		{"modelopt excluded module", "{\"quant_method\":\"modelopt\",\"quant_algo\":\"NVFP4\",\"ignore\":[\"*down_proj\"]}",
+		 "excluded", 1, 0},
+		{"modelopt scale dtype", "{\"quant_method\":\"modelopt\",\"quant_algo\":\"NVFP4\"}", "type", 1, 3},
+	};
+	for (size_t b = 0; b < sizeof bad / sizeof *bad; b++) {
+		stt ts[3];
+		memcpy(ts, bad[b].which ? nv : fp8, sizeof ts);
+		int nt = bad[b].which ? 3 : 2;
+		if (bad[b].patch == 1)
+			ts[1].shape[0] = 2, ts[1].data = sbad, ts[1].n = sizeof sbad;
+		if (bad[b].patch == 2)
+			nt = 1;
+		if (bad[b].patch == 3)
+			ts[1].dtype = "U8";
+		write_ckpt(dir, bad[b].cfg, ts, nt);
+		int rc = try_open(dir, NULL, &err);
+		char all[1200];
+		snprintf(all, sizeof all, "%s %s", err.subject, err.msg);
+		CHECK(rc == QTK_E_DATA && strstr(all, bad[b].needle), "%s: rc %d (%s)", bad[b].what, rc, all);
+	}
+	char rm[1200];
+	snprintf(rm, sizeof rm, "rm -rf %s", dir);
+	CHECK(system(rm) == 0, "cleanup");
+}
+
 int main(void)
 {
+	side_formats();
 	codec_in_memory();
 	synthesized();
 	const char *root = t_fixtures();

@@ -27,6 +27,7 @@
 #include "json.h"
 #include "qgroups.h"
 #include <math.h>
+#include <fnmatch.h>
 #include <regex.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -71,7 +72,7 @@ static float scale_at(const void *part, unsigned type, uint64_t k)
 	}
 }
 
-static unsigned scale_type(const qtk_layout *l) { return l->scale_type ? l->scale_type : QTK_T_F16; }
+static unsigned scale_type(const qtk_layout *l) { return l->scale_type; }
 
 static bool scale_type_ok(unsigned t) { return t == QTK_T_F16 || t == QTK_T_BF16 || t == QTK_T_F32; }
 
@@ -361,7 +362,8 @@ static const char *ct_suffix(const char *role)
 {
 	static const char *const map[][2] = {{"packed", "weight_packed"}, {"scale", "weight_scale"},
 					     {"zero", "weight_zero_point"}, {"g_idx", "weight_g_idx"},
-					     {"shape", "weight_shape"}, {"gscale", "weight_global_scale"}};
+					     {"shape", "weight_shape"}, {"gscale", "weight_global_scale"},
+					     {"scale2", "weight_scale_2"}};
 	for (size_t i = 0; i < sizeof map / sizeof *map; i++)
 		if (!strcmp(role, map[i][0]))
 			return map[i][1];
@@ -464,13 +466,22 @@ const qtk_scheme qtk_scheme_fp8 = {
 
 /* ---- nvfp4 ------------------------------------------------------------------------------- */
 
+/* NVFP4 layouts: scale_type 0 is compressed-tensors' (weight_global_scale F32 [1] divides the
+ * block scales), 1 ModelOpt's (weight_scale_2 F32 [] multiplies the products). */
+#define NV_MODELOPT 1
+static bool nv_modelopt(const qtk_layout *l) { return l->scale_type == NV_MODELOPT; }
+
 static int nvfp4_specs(const qtk_layout *l, const qtk_scheme_dims *d, qtk_part p[QTK_MAX_PARTS],
 		       bool opt[QTK_MAX_PARTS])
 {
-	(void)l, (void)opt;
-	set_part(&p[0], "packed", QTK_DT_U8, 2, d->out, d->in / 2);
+	(void)opt;
+	bool mo = nv_modelopt(l);
+	set_part(&p[0], mo ? "weight" : "packed", QTK_DT_U8, 2, d->out, d->in / 2);
 	set_part(&p[1], "scale", QTK_DT_F8_E4M3, 2, d->out, d->ngroups);
-	set_part(&p[2], "gscale", QTK_T_F32, 1, 1, 0);
+	if (mo)
+		set_part(&p[2], "scale2", QTK_T_F32, 0, 0, 0);
+	else
+		set_part(&p[2], "gscale", QTK_T_F32, 1, 1, 0);
 	return 3;
 }
 
@@ -479,11 +490,38 @@ static int nvfp4_check(const qtk_tensor *t, char *why, size_t wn)
 	const qtk_layout *l = &t->layout;
 	if (l->gptq_version || l->act_order || !l->sym || l->group_size != 16 || l->type != QTK_DT_U8)
 		return qtk_why(why, wn, "nvfp4 layout must be symmetric groups of 16 in U8 bytes");
+	if (l->scale_type > NV_MODELOPT)
+		return qtk_why(why, wn, "nvfp4 scale convention %u is neither 0 nor 1", l->scale_type);
+	return 0;
+}
+
+/* ModelOpt as llama.cpp reads it: ggml's NVFP4 product e2m1 * ue4m3 (code 8 is +0, the scale's
+ * sign bit ignored, 0x7F is 0), exact in F32, then times weight_scale_2: one rounding. */
+static int nvfp4_decode_mo(const qtk_tensor *t, const void *const *pp, uint64_t o0, uint64_t n, float *dst)
+{
+	uint64_t in = t->shape[1], ng = in / 16;
+	const uint8_t *w = pp[0], *sc = pp[1];
+	float s2 = f32_at(pp[2]);
+	for (uint64_t r = 0; r < n; r++) {
+		uint64_t o = o0 + r;
+		for (uint64_t g = 0; g < ng; g++) {
+			uint8_t b = sc[o * ng + g] & 0x7F;
+			float s = b == 0x7F ? 0.0f : e4m3(b);
+			for (uint64_t j = 0; j < 16; j++) {
+				uint64_t i = g * 16 + j;
+				uint8_t c = w[o * (in / 2) + i / 2];
+				c = i % 2 ? c >> 4 : c & 15;
+				dst[r * in + i] = (c == 8 ? 0.0f : e2m1_val[c]) * s * s2;
+			}
+		}
+	}
 	return 0;
 }
 
 static int nvfp4_decode(const qtk_tensor *t, const void *const *pp, uint64_t o0, uint64_t n, float *dst)
 {
+	if (nv_modelopt(&t->layout))
+		return nvfp4_decode_mo(t, pp, o0, n, dst);
 	uint64_t in = t->shape[1], ng = in / 16;
 	const uint8_t *w = pp[0], *sc = pp[1];
 	float gs = f32_at(pp[2]);
@@ -1132,4 +1170,194 @@ cJSON *qtk_ct_config_json(const qtk_qcfg *q)
 		return NULL;
 	}
 	return o;
+}
+
+/* ---- DeepSeek-style FP8 (quant_method "fp8") and ModelOpt NVFP4 (quant_method "modelopt") ---- */
+
+/* Each quantized module is found by its marking tensor <prefix>.<mark>; parts[k] are its tensors
+ * <prefix>.<suffix[k]>, the logical tensor takes the first one's place. */
+typedef struct side_fold {
+	const char *mark;
+	const char *suffix[3];
+	const char *role[3];
+	qtk_layout l;
+	const cJSON *skip; /* ModelOpt's ignore / exclude_modules (fnmatch patterns) */
+} side_fold;
+
+static int side_module(ct_fold *f, const side_fold *sf, const char *mod, size_t plen, long *c, qtk_tensor *out)
+{
+	qtk_model *m = f->m;
+	int pl = (int)(plen > 200 ? 200 : plen);
+	for (int k = 0; k < 3 && sf->suffix[k]; k++) {
+		c[k] = find_t(f, mod, plen, sf->suffix[k]);
+		if (c[k] < 0)
+			return tfail(f, m->tensors[find_t(f, mod, plen, sf->mark)].name, "no '%.*s.%s' beside it", pl, mod,
+				     sf->suffix[k]);
+		const qtk_tensor *pt = &m->tensors[c[k]];
+		if (pt->nparts != 1 || pt->layout.kind != QTK_LAYOUT_PLAIN)
+			return tfail(f, pt->name, "not a stored tensor");
+	}
+	const qtk_tensor *w = &m->tensors[c[0]];
+	if (w->ndim != 2)
+		return tfail(f, w->name, "must be a 2-D tensor");
+	memset(out, 0, sizeof *out);
+	out->ndim = 2;
+	out->shape[0] = w->shape[0];
+	out->shape[1] = sf->l.kind == QTK_LAYOUT_NVFP4 ? w->shape[1] * 2 : w->shape[1];
+	out->layout = sf->l;
+	for (int k = 0; k < 3 && sf->suffix[k]; k++) {
+		out->parts[k] = m->tensors[c[k]].parts[0];
+		snprintf(out->parts[k].role, sizeof out->parts[k].role, "%s", sf->role[k]);
+		out->nparts = k + 1;
+	}
+	qtk_tensor_finish(out);
+	char why[300];
+	int bad = -1;
+	if (out->shape[1] % sf->l.group_size)
+		return tfail(f, w->name, "in_features %llu is not a multiple of the block %u (partial blocks are refused)",
+			     (unsigned long long)out->shape[1], sf->l.group_size);
+	if (qtk_scheme_check(out, &bad, why, sizeof why))
+		return tfail(f, m->tensors[c[bad >= 0 && bad < out->nparts ? bad : 0]].name, "%s", why);
+	char *name = qtk_malloc(plen + 8);
+	if (!name)
+		return qtk_err_set(&m->err, QTK_E_IO, m->path, -1, NULL, "out of memory");
+	memcpy(name, mod, plen);
+	memcpy(name + plen, ".weight", 8);
+	out->name = name;
+	return 0;
+}
+
+static int side_run(ct_fold *f, const side_fold *sf)
+{
+	qtk_model *m = f->m;
+	size_t n = m->ntensors, nmod = 0, k = 0;
+	long *gid = qtk_malloc(n * sizeof *gid);
+	qtk_tensor *mods = qtk_calloc(n + 1, sizeof *mods), *nt = qtk_calloc(n + 1, sizeof *nt);
+	bool *emitted = qtk_calloc(n + 1, 1);
+	int rc = gid && mods && nt && emitted ? 0 : qtk_err_set(&m->err, QTK_E_IO, m->path, -1, NULL, "out of memory");
+	for (size_t i = 0; i < n && !rc; i++)
+		gid[i] = -1;
+	for (size_t i = 0; i < n && !rc; i++) {
+		const char *nm = m->tensors[i].name;
+		size_t plen;
+		if (!ends_with(nm, strlen(nm), sf->mark, &plen))
+			continue;
+		char mod[QTK_CAP_NAME + 1];
+		snprintf(mod, sizeof mod, "%.*s", (int)plen, nm);
+		const cJSON *e;
+		cJSON_ArrayForEach(e, sf->skip)
+		{
+			if (cJSON_IsString(e) && fnmatch(e->valuestring, mod, 0) == 0) {
+				rc = tfail(f, nm, "module '%.200s' is excluded by the config ('%.60s') but stored quantized", mod,
+					   e->valuestring);
+				break;
+			}
+		}
+		long c[3] = {-1, -1, -1};
+		if (rc || (rc = side_module(f, sf, mod, plen, c, &mods[nmod])))
+			break;
+		for (int x = 0; x < 3; x++)
+			if (c[x] >= 0)
+				gid[c[x]] = (long)nmod;
+		nmod++;
+	}
+	/* codes of the scheme's dtype that no module claimed */
+	for (size_t i = 0; i < n && !rc; i++) {
+		const qtk_tensor *t = &m->tensors[i];
+		size_t plen;
+		if (gid[i] < 0 && t->layout.kind == QTK_LAYOUT_PLAIN && t->layout.type == sf->l.type && t->ndim == 2 &&
+		    ends_with(t->name, strlen(t->name), sf->suffix[0], &plen))
+			rc = tfail(f, t->name, "%s codes without '.%s'", qtk_type(t->layout.type)->upper, sf->mark);
+	}
+	if (!rc) {
+		for (size_t i = 0; i < n; i++) {
+			if (gid[i] < 0) {
+				nt[k++] = m->tensors[i];
+				continue;
+			}
+			if (!emitted[gid[i]]) {
+				nt[k++] = mods[gid[i]];
+				emitted[gid[i]] = true;
+			}
+			qtk_free(m->tensors[i].name);
+		}
+		qtk_free(m->tensors);
+		m->tensors = nt;
+		m->ntensors = k;
+		m->cap_tensors = n + 1;
+		nt = NULL;
+		nmod = 0;
+	}
+	for (size_t i = 0; i < nmod; i++)
+		qtk_free(mods[i].name);
+	qtk_free(gid);
+	qtk_free(mods);
+	qtk_free(nt);
+	qtk_free(emitted);
+	return rc;
+}
+
+static int side_fold_run(qtk_model *m, const char *cfgfile, side_fold *sf, const cJSON *qc, bool modelopt)
+{
+	ct_fold *f = qtk_calloc(1, sizeof *f);
+	if (!f)
+		return qtk_err_set(&m->err, QTK_E_IO, m->path, -1, NULL, "out of memory");
+	f->m = m;
+	f->cfgfile = cfgfile;
+	int rc = 0;
+	if (modelopt) {
+		const cJSON *alg = item(qc, "quant_algo");
+		if (!cJSON_IsString(alg) || strcmp(alg->valuestring, "NVFP4"))
+			rc = cfail(f, "quant_algo", "unsupported ModelOpt algorithm '%.40s' (only NVFP4)",
+				   cJSON_IsString(alg) ? alg->valuestring : "?");
+	} else {
+		const cJSON *bs = item(qc, "weight_block_size"), *fmt = item(qc, "fmt");
+		int64_t br = 0, bc = 0;
+		if (!cJSON_IsArray(bs) || cJSON_GetArraySize(bs) != 2 || !qtk_json_i64(cJSON_GetArrayItem(bs, 0), &br) ||
+		    !qtk_json_i64(cJSON_GetArrayItem(bs, 1), &bc) || br < 1 || bc < 1 || br > (1 << 20))
+			rc = cfail(f, "weight_block_size", "must be [rows, columns] (per-tensor FP8 is not supported)");
+		else if (br != bc)
+			rc = cfail(f, "weight_block_size", "only square blocks are supported");
+		else if (fmt && (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "e4m3")))
+			rc = cfail(f, "fmt", "only e4m3 weights are supported");
+		sf->l.group_size = (uint32_t)br;
+	}
+	const cJSON *skip = sf->skip;
+	if (!rc && skip && !cJSON_IsNull(skip) && !cJSON_IsArray(skip))
+		rc = cfail(f, "ignore", "must be an array of strings");
+	if (!rc && m->ntensors) {
+		f->by = qtk_malloc(m->ntensors * sizeof *f->by);
+		if (!f->by)
+			rc = qtk_err_set(&m->err, QTK_E_IO, m->path, -1, NULL, "out of memory");
+		for (size_t i = 0; !rc && i < m->ntensors; i++)
+			f->by[i] = (struct byname){m->tensors[i].name, i};
+		if (!rc) {
+			qsort(f->by, m->ntensors, sizeof *f->by, cmp_by);
+			rc = side_run(f, sf);
+		}
+	}
+	qtk_free(f->by);
+	qtk_free(f);
+	return rc;
+}
+
+int qtk_fp8_fold(qtk_model *m, const cJSON *qc, const char *cfgfile)
+{
+	side_fold sf = {.mark = "weight_scale_inv",
+			.suffix = {"weight", "weight_scale_inv"},
+			.role = {"weight", "scale"},
+			.l = {.kind = QTK_LAYOUT_FP8, .type = QTK_DT_F8_E4M3, .bits = 8, .sym = true,
+			      .strategy = QTK_SCHEME_PER_BLOCK, .scale_type = QTK_T_F32}};
+	return side_fold_run(m, cfgfile, &sf, qc, false);
+}
+
+int qtk_modelopt_fold(qtk_model *m, const cJSON *qc, const char *cfgfile)
+{
+	side_fold sf = {.mark = "weight_scale_2",
+			.suffix = {"weight", "weight_scale", "weight_scale_2"},
+			.role = {"weight", "scale", "scale2"},
+			.l = {.kind = QTK_LAYOUT_NVFP4, .type = QTK_DT_U8, .bits = 4, .sym = true, .group_size = 16,
+			      .scale_type = NV_MODELOPT},
+			.skip = item(qc, "ignore")};
+	return side_fold_run(m, cfgfile, &sf, qc, true);
 }

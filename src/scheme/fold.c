@@ -27,6 +27,8 @@ void qtk_qcfg_read(const cJSON *o, const char *def_method, qtk_qcfg *q)
 	const cJSON *mth = get(o, "quant_method", "method");
 	const char *meth = cJSON_IsString(mth) ? mth->valuestring : def_method;
 	const qtk_scheme *s = meth ? qtk_scheme_by_method(meth) : NULL;
+	if (!s && meth && (!qtk_strcasecmp(meth, "fp8") || !qtk_strcasecmp(meth, "modelopt")))
+		s = qtk_scheme_by_kind(qtk_strcasecmp(meth, "fp8") ? QTK_LAYOUT_NVFP4 : QTK_LAYOUT_FP8); /* read per module */
 	if (!s)
 		return; /* no method, or another one: tensors stay plain */
 	q->kind = s->kind;
@@ -406,6 +408,10 @@ int qtk_scheme_fold(qtk_model *m, const cJSON *qc, const char *def_method, const
 	const cJSON *mth = get(qc, "quant_method", NULL);
 	if (cJSON_IsString(mth) && !qtk_strcasecmp(mth->valuestring, "compressed-tensors"))
 		return qtk_ct_fold(m, qc, cfgfile);
+	if (cJSON_IsString(mth) && !qtk_strcasecmp(mth->valuestring, "fp8"))
+		return qtk_fp8_fold(m, qc, cfgfile);
+	if (cJSON_IsString(mth) && !qtk_strcasecmp(mth->valuestring, "modelopt"))
+		return qtk_modelopt_fold(m, qc, cfgfile);
 	qtk_qcfg q;
 	qtk_qcfg_read(qc, def_method, &q);
 	if (!q.scheme || !m->ntensors)

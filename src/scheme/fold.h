@@ -41,6 +41,11 @@ int qtk_scheme_fold(qtk_model *m, const struct cJSON *qc, const char *def_method
 /* compressed-tensors (ct.c): fold m by quantization config qc, whose quant_method is
  * "compressed-tensors", module by module (config_groups targets, ignore). */
 int qtk_ct_fold(qtk_model *m, const struct cJSON *qc, const char *cfgfile);
+/* DeepSeek-style block FP8 (quant_method "fp8": weight F8_E4M3, weight_scale_inv F32 per
+ * weight_block_size tile) and ModelOpt NVFP4 (quant_method "modelopt", quant_algo NVFP4: weight
+ * U8, weight_scale F8_E4M3, weight_scale_2 F32 []), folded into fp8 / nvfp4 layouts (ct.c). */
+int qtk_fp8_fold(qtk_model *m, const struct cJSON *qc, const char *cfgfile);
+int qtk_modelopt_fold(qtk_model *m, const struct cJSON *qc, const char *cfgfile);
 /* llm-compressor's quantization_config for q (pack-quantized ct-int layers); NULL when out of
  * memory. */
 struct cJSON *qtk_ct_config_json(const qtk_qcfg *q);
