@@ -438,6 +438,7 @@ static void synthesized(void)
 		{"scale of the wrong dtype", "pack-quantized", "", "4", "false", "null", "weight_scale dtype", 5, 3},
 		{"zero point shape", "pack-quantized", "", "4", "false", "null", "zero", 5, 4},
 		{"g_idx out of range", "pack-quantized", "", "4", "false", "\"group\"", "outside", 6, 5},
+		{"g_idx too short", "pack-quantized", "", "4", "false", "\"group\"", "weight_g_idx must be", 6, 6},
 		{"symmetric config with zero points", "pack-quantized", "", "4", "true", "null", "zero point", 5, 0},
 		{"g_idx without actorder", "pack-quantized", "", "4", "false", "null", "actorder", 6, 0},
 		{"actorder without g_idx", "pack-quantized", "", "4", "false", "\"group\"", "g_idx", 5, 0},
@@ -464,6 +465,8 @@ static void synthesized(void)
 		g2[7] = 5;
 		if (bad[b].patch == 5)
 			ts[5].data = g2;
+		if (bad[b].patch == 6)
+			ts[5].shape[0] = 8, ts[5].n = 32;
 		snprintf(cfg, sizeof cfg, cfg_fmt, bad[b].fmt, bad[b].ignore, bad[b].bits, bad[b].sym, bad[b].actorder);
 		write_ckpt(dir, cfg, ts, bad[b].nt);
 		int rc = try_open(dir, NULL, &err);

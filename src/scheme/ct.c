@@ -866,6 +866,8 @@ static int check_gidx(ct_fold *f, const qtk_tensor *gt, uint64_t in, uint64_t gr
 {
 	uint64_t ng = in / group;
 	const qtk_part *p = &gt->parts[0];
+	if (gt->nparts != 1 || p->type != QTK_T_I32 || p->ndim != 1 || p->shape[0] != in || p->nbytes != in * 4)
+		return tfail(f, gt->name, "weight_g_idx must be I32 [%llu]", (unsigned long long)in);
 	uint8_t *b = qtk_malloc((size_t)p->nbytes + 1);
 	uint32_t *cnt = qtk_calloc((size_t)ng + 1, sizeof *cnt);
 	int rc = b && cnt ? 0 : qtk_err_set(&f->m->err, QTK_E_IO, f->m->path, -1, NULL, "out of memory");
@@ -1025,6 +1027,10 @@ static int fold_modules(ct_fold *f)
 		size_t plen;
 		if (!ends_with(nm, strlen(nm), "weight_scale", &plen))
 			continue;
+		if (plen > QTK_CAP_NAME) {
+			rc = tfail(f, nm, "name too long");
+			break;
+		}
 		char mod[QTK_CAP_NAME + 1];
 		snprintf(mod, sizeof mod, "%.*s", (int)plen, nm);
 		bool hit;
@@ -1242,6 +1248,10 @@ static int side_run(ct_fold *f, const side_fold *sf)
 		size_t plen;
 		if (!ends_with(nm, strlen(nm), sf->mark, &plen))
 			continue;
+		if (plen > QTK_CAP_NAME) {
+			rc = tfail(f, nm, "name too long");
+			break;
+		}
 		char mod[QTK_CAP_NAME + 1];
 		snprintf(mod, sizeof mod, "%.*s", (int)plen, nm);
 		const cJSON *e;
