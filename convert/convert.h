@@ -5,7 +5,7 @@
 
 enum { NAMES_DEFAULT = 0, NAMES_KEEP, NAMES_HF, NAMES_GGUF };
 
-typedef enum { TGT_KEEP = 0, TGT_TYPE, TGT_MIX, TGT_AWQ, TGT_GPTQ, TGT_AUTO_EXACT, TGT_MLX } target_kind;
+typedef enum { TGT_KEEP = 0, TGT_TYPE, TGT_MIX, TGT_AWQ, TGT_GPTQ, TGT_AUTO_EXACT, TGT_MLX, TGT_CT } target_kind;
 
 typedef struct conv_target {
 	target_kind kind;

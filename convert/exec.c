@@ -279,7 +279,7 @@ static bool ggml_int_type(unsigned t)
 /* Read an AWQ/GPTQ tensor as integer groups. */
 static int load_groups(qtk_model *in, const qtk_tensor *t, qgroups *g, qtk_err *err)
 {
-	uint8_t *pp[4] = {NULL, NULL, NULL, NULL};
+	uint8_t *pp[QTK_MAX_PARTS] = {NULL};
 	int rc = 0;
 	for (int k = 0; k < t->nparts && !rc; k++)
 		if (qtk_read_part_alloc(in, t, k, &pp[k])) {
@@ -290,7 +290,7 @@ static int load_groups(qtk_model *in, const qtk_tensor *t, qgroups *g, qtk_err *
 		if (qtk_scheme_to_groups(t, (const void *const *)pp, g))
 			rc = qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "inconsistent quantized components");
 	}
-	for (int k = 0; k < 4; k++)
+	for (int k = 0; k < QTK_MAX_PARTS; k++)
 		qtk_free(pp[k]);
 	return rc;
 }
@@ -363,7 +363,10 @@ static int run_rows(qtk_model *in, qtk_writer *w, const plan *p, int threads, te
 		}
 		win.mem_src = mem;
 	}
-	if (t->layout.kind != QTK_LAYOUT_PLAIN && ggml_int_type(win.out_type)) {
+	const qtk_scheme *ss = qtk_scheme_of(t);
+	/* integer groups of the source when it has them (compressed-tensors: F16 scales only) */
+	if (ss && ss->to_groups && ggml_int_type(win.out_type) &&
+	    (!ss->part_specs || t->layout.scale_type == QTK_T_F16)) {
 		if (load_groups(in, t, &g, err))
 			return err->code;
 		if (p->perm_heads && permute_groups(&g, p, err)) {
@@ -374,7 +377,7 @@ static int run_rows(qtk_model *in, qtk_writer *w, const plan *p, int threads, te
 	}
 	/* AWQ/GPTQ sources: the packed parts (about half a byte per weight) are held and each
 	 * window's rows decoded from them, in whole heads when Q/K rows are permuted */
-	uint8_t *packed[4] = {NULL, NULL, NULL, NULL};
+	uint8_t *packed[QTK_MAX_PARTS] = {NULL};
 	float *tmp = NULL;
 	uint64_t hd = p->perm_heads ? rows / (uint64_t)p->perm_heads : 1;
 	if (t->layout.kind != QTK_LAYOUT_PLAIN) {
@@ -397,7 +400,7 @@ static int run_rows(qtk_model *in, qtk_writer *w, const plan *p, int threads, te
 		if (!rc0 && (!whole || (p->perm_heads && !tmp)))
 			rc0 = qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
 		if (rc0) {
-			for (int k = 0; k < 4; k++)
+			for (int k = 0; k < QTK_MAX_PARTS; k++)
 				qtk_free(packed[k]);
 			qtk_free(whole);
 			qtk_free(tmp);
@@ -446,7 +449,7 @@ static int run_rows(qtk_model *in, qtk_writer *w, const plan *p, int threads, te
 	qtk_free(win.errs);
 	qtk_free(whole);
 	qtk_free(tmp);
-	for (int k = 0; k < 4; k++)
+	for (int k = 0; k < QTK_MAX_PARTS; k++)
 		qtk_free(packed[k]);
 	qtk_free(mem);
 	qtk_free(stmp);
@@ -505,7 +508,7 @@ typedef struct rowsrc {
 	uint64_t rb;        /* plain: bytes per row */
 	uint8_t *raw;       /* plain: a window of encoded rows */
 	uint8_t *rawtmp;    /* plain with Q/K permutation: the rows before permuting */
-	uint8_t *packed[4]; /* AWQ/GPTQ: the source's parts */
+	uint8_t *packed[QTK_MAX_PARTS]; /* AWQ/GPTQ: the source's parts */
 	float *tmp;         /* AWQ/GPTQ with Q/K permutation: rows before permuting */
 	uint64_t hd;        /* rows per head when permuting, else 1 */
 	uint32_t win;       /* rows per window */
@@ -516,7 +519,7 @@ static void rowsrc_close(rowsrc *s)
 	qtk_free(s->raw);
 	qtk_free(s->rawtmp);
 	qtk_free(s->tmp);
-	for (int k = 0; k < 4; k++)
+	for (int k = 0; k < QTK_MAX_PARTS; k++)
 		qtk_free(s->packed[k]);
 	memset(s, 0, sizeof *s);
 }
@@ -613,7 +616,7 @@ static int run_groups(qtk_model *in, qtk_writer *w, const plan *p, int threads, 
 {
 	const qtk_tensor *t = p->src, *o = &p->out;
 	uint32_t out = (uint32_t)t->shape[0], inf = (uint32_t)t->shape[1];
-	uint8_t *pp[4] = {NULL, NULL, NULL, NULL};
+	uint8_t *pp[QTK_MAX_PARTS] = {NULL};
 	float *x = NULL;
 	qgroups g;
 	memset(&g, 0, sizeof g);
@@ -629,10 +632,12 @@ static int run_groups(qtk_model *in, qtk_writer *w, const plan *p, int threads, 
 	/* the source's own integers, when it has them */
 	bool have = false;
 	if (!rc && t->layout.kind != QTK_LAYOUT_PLAIN) {
-		int q = qtk_scheme_to_groups(t, (const void *const *)s.packed, &g);
-		if (q)
+		const qtk_scheme *ss = qtk_scheme_of(t);
+		int q = ss && ss->to_groups ? qtk_scheme_to_groups(t, (const void *const *)s.packed, &g) : -1;
+		/* compressed-tensors layers without integer groups (FP8, NVFP4, non-F16 scales) re-fit */
+		if (q && !(ss && ss->part_specs))
 			rc = qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "inconsistent quantized components");
-		have = !rc;
+		have = !rc && !q;
 	} else if (!rc && (t->layout.type == QTK_T_Q4_0 || t->layout.type == QTK_T_Q8_0 || t->layout.type == QTK_T_Q4_1)) {
 		uint8_t *raw;
 		bool mlx = o->layout.kind == QTK_LAYOUT_MLX;
@@ -665,7 +670,7 @@ static int run_groups(qtk_model *in, qtk_writer *w, const plan *p, int threads, 
 	for (int k = 0; k < o->nparts && !rc; k++)
 		rc = qtk_writer_put(w, pp[k], (size_t)o->parts[k].nbytes);
 	rowsrc_close(&s);
-	for (int k = 0; k < 4; k++)
+	for (int k = 0; k < QTK_MAX_PARTS; k++)
 		qtk_free(pp[k]);
 	qtk_free(x);
 	return rc;

@@ -17,6 +17,7 @@ int conv_parse_target(const char *s, conv_target *t)
 	static const struct { const char *name; target_kind kind; int version; } named[] = {
 		{"awq", TGT_AWQ, 0}, {"gptq", TGT_GPTQ, 0}, {"gptq-v1", TGT_GPTQ, 1},
 		{"gptq-v2", TGT_GPTQ, 2}, {"auto-exact", TGT_AUTO_EXACT, 0}, {"mlx", TGT_MLX, 0},
+		{"ct-int", TGT_CT, 0},
 	};
 	for (size_t i = 0; i < sizeof named / sizeof *named; i++)
 		if (!qtk_strcasecmp(s, named[i].name)) {
@@ -202,6 +203,15 @@ static int out_awq(qtk_tensor *o, const qtk_tensor *t, uint32_t group, qtk_err *
 	return out_packed(o, t, &l, err);
 }
 
+/* compressed-tensors pack-quantized, per group (F16 scales) */
+static int out_ct(qtk_tensor *o, const qtk_tensor *t, uint32_t group, unsigned bits, bool sym, bool act_order,
+		  qtk_err *err)
+{
+	qtk_layout l = {.kind = QTK_LAYOUT_CT_INT, .type = QTK_T_I32, .bits = (uint8_t)bits, .group_size = group,
+			.sym = sym, .act_order = act_order, .strategy = QTK_SCHEME_PER_GROUP, .scale_type = QTK_T_F16};
+	return out_packed(o, t, &l, err);
+}
+
 static int out_gptq(qtk_tensor *o, const qtk_tensor *t, uint32_t group, unsigned bits, int version, bool sym,
 		    bool act_order, qtk_err *err)
 {
@@ -259,6 +269,30 @@ static int probe_groups(qtk_model *in, const qtk_tensor *t, src_groups *sg)
 		}
 		return 0;
 	}
+	const qtk_scheme *s = qtk_scheme_of(t);
+	if (s && s->to_groups && t->ndim == 2) { /* other integer schemes (compressed-tensors): their groups */
+		uint8_t *pp[QTK_MAX_PARTS] = {NULL};
+		qgroups g;
+		int rc = 0, ok = -1;
+		for (int k = 0; k < t->nparts && !rc; k++)
+			rc = qtk_read_part_alloc(in, t, k, &pp[k]);
+		if (!rc && !(ok = qtk_scheme_to_groups(t, (const void *const *)pp, &g))) {
+			sg->ok = true;
+			sg->bits = g.bits;
+			sg->group = g.group;
+			sg->ngroups = g.ngroups;
+			sg->sym = l->sym;
+			sg->act_order = qg_act_order(&g);
+			for (uint64_t i = 0; i < (uint64_t)g.out * g.ngroups; i++) {
+				sg->zero0 |= g.z[i] == 0;
+				sg->zero_top |= g.z[i] == 1 << g.bits;
+			}
+			qg_free(&g);
+		}
+		for (int k = 0; k < QTK_MAX_PARTS; k++)
+			qtk_free(pp[k]);
+		return rc ? -1 : 0; /* not representable (BF16 scales): no integer groups, a re-fit */
+	}
 	if (l->kind == QTK_LAYOUT_PLAIN && t->ndim == 2 && (l->type == QTK_T_Q4_0 || l->type == QTK_T_Q8_0)) {
 		sg->ok = true;
 		sg->bits = l->type == QTK_T_Q4_0 ? 4 : 8;
@@ -292,8 +326,10 @@ static int plan_groups(qtk_model *in, const conv_opts *o, const qtk_tensor *t, p
 		*err = in->err;
 		return err->code;
 	}
-	bool awq = o->target.kind == TGT_AWQ;
+	bool awq = o->target.kind == TGT_AWQ, ct = o->target.kind == TGT_CT;
 	unsigned bits = awq ? 4 : o->bits ? o->bits : sg.ok ? sg.bits : 4;
+	if (ct && bits != 2 && bits != 4 && bits != 8)
+		return qtk_err_set(err, QTK_E_USAGE, NULL, -1, t->name, "ct-int packs 2, 4 or 8 bits, not %u", bits);
 	uint32_t group = o->group_size;
 	if (!group)
 		group = sg.ok && (!sg.act_order || !awq) ? sg.group
@@ -313,6 +349,13 @@ static int plan_groups(qtk_model *in, const conv_opts *o, const qtk_tensor *t, p
 		if (out_awq(&p->out, t, group, err))
 			return err->code;
 		p->note = transcode ? "repack" : "requantize";
+		return 0;
+	}
+	if (ct) {
+		bool act = transcode && sg.act_order;
+		if (out_ct(&p->out, t, act ? sg.group : group, bits, transcode ? sg.sym : o->sym, act, err))
+			return err->code;
+		p->note = !transcode ? "requantize" : sg.zero_top ? "repack (zero out of range: inexact)" : "repack";
 		return 0;
 	}
 	int version = o->target.gptq_version; /* resolved for the whole model by conv_plan */
@@ -484,7 +527,10 @@ static int plan_auto_exact(qtk_model *in, const conv_opts *o, const qtk_tensor *
 		p->method = M_ROWS; /* norms and biases are F32 in GGUF: a widening, always exact */
 		return out_plain(&p->out, t, QTK_T_F32) ? QTK_E_DATA : 0;
 	}
-	if (to_gguf ? !can_store(o, in, t, NULL) : t->layout.kind != QTK_LAYOUT_PLAIN || !qtk_type(t->layout.type)->is_quant) {
+	const qtk_scheme *ts = qtk_scheme_of(t);
+	bool writable = !ts || ts->config_write; /* qtk writes no compressed-tensors layers (yet) */
+	if (to_gguf ? !can_store(o, in, t, NULL)
+		    : writable && (t->layout.kind != QTK_LAYOUT_PLAIN || !qtk_type(t->layout.type)->is_quant)) {
 		p->method = M_COPY; /* the source layout itself is the smallest exact one */
 		p->out = *t;
 		return 0;
@@ -610,10 +656,10 @@ static int plan_tensor(qtk_model *in, const conv_opts *o, qtk_mix_state *ms, con
 		p->note = "lossy";
 		return out_plain(&p->out, t, QTK_T_F16) ? qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "size overflows") : 0;
 	}
-	if (o->target.kind == TGT_AWQ || o->target.kind == TGT_GPTQ) {
+	if (o->target.kind == TGT_AWQ || o->target.kind == TGT_GPTQ || o->target.kind == TGT_CT) {
 		if (to_gguf)
 			return qtk_err_set(err, QTK_E_USAGE, o->output, -1, NULL,
-					   "GGUF cannot hold AWQ or GPTQ layers; write a .safetensors file or a directory");
+					   "GGUF cannot hold AWQ, GPTQ or compressed-tensors layers; write a .safetensors file or a directory");
 		if (is_block_linear(t))
 			return plan_groups(in, o, t, p, err);
 		/* everything else stays float; quantized embeddings become F16 */

@@ -283,7 +283,8 @@ static int prepare_blobs(qtk_writer *w, hf_w *h)
 					 b->name);
 			break;
 		}
-		bool qfile = strcmp(b->name, "quantize_config.json") == 0 || strcmp(b->name, "quant_config.json") == 0;
+		bool qfile = strcmp(b->name, "quantize_config.json") == 0 || strcmp(b->name, "quant_config.json") == 0 ||
+			     strcmp(b->name, "hf_quant_config.json") == 0; /* ModelOpt's */
 		if (qfile && (patch || want_q.kind == QTK_LAYOUT_PLAIN)) {
 			/* stale: rewrite quantize_config.json for gptq, drop otherwise */
 			if (want_q.kind == QTK_LAYOUT_GPTQ && strcmp(b->name, "quantize_config.json") == 0) {

@@ -502,13 +502,14 @@ char *qtk_st_part_name(const qtk_tensor *t, int p)
 	size_t n = strlen(t->name);
 	if (n > 7 && strcmp(t->name + n - 7, ".weight") == 0)
 		n -= 7;
-	size_t r = strlen(t->parts[p].role);
+	const char *suf = qtk_scheme_part_suffix(t, p);
+	size_t r = strlen(suf);
 	char *s = qtk_malloc(n + r + 2);
 	if (!s)
 		return NULL;
 	memcpy(s, t->name, n);
 	s[n] = '.';
-	memcpy(s + n + 1, t->parts[p].role, r + 1);
+	memcpy(s + n + 1, suf, r + 1);
 	return s;
 }
 

@@ -114,6 +114,11 @@ typedef struct qtk_layout {
 	bool sym;            /* symmetric quantization */
 	bool act_order;      /* g_idx is not i/group */
 	uint32_t group_size; /* AWQ/GPTQ group; ggml block size for quants; 0 = none */
+	uint8_t strategy;    /* CT_INT/FP8: how scales are shared (qtk_scheme_strategy: 0 per tensor,
+			      * 2 per group (a channel is one group of in), 3 per block) */
+	uint16_t scale_type; /* CT_INT/FP8: storage type of the scales (QTK_T_F16, QTK_T_BF16, QTK_T_F32);
+			      * NVFP4: 0 compressed-tensors (the global scale divides), 1 ModelOpt
+			      * (weight_scale_2 multiplies) */
 } qtk_layout;
 
 /* "ggml:q4_k", "f16", "awq", "gptq-v1", ... */
@@ -124,7 +129,7 @@ const char *qtk_layout_type_name(const qtk_layout *l);
 /* ---- Tensor model ----------------------------------------------------- */
 
 #define QTK_MAX_DIMS 8
-#define QTK_MAX_PARTS 4
+#define QTK_MAX_PARTS 5
 
 /* A stored component of a logical tensor ("qweight", "qzeros", "scales",
  * "g_idx" for AWQ/GPTQ; "" for a plain tensor). */

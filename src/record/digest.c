@@ -275,7 +275,7 @@ static int thash_new(const qtk_model *m, const qtk_tensor *t, int qk_heads, bool
 		if (!rc && t->layout.kind == QTK_LAYOUT_PLAIN) {
 			rc = plain_setup(h);
 		} else if (!rc) {
-			if (t->nparts < 3 || t->ndim != 2 || t->shape[0] > UINT32_MAX || t->shape[1] > UINT32_MAX)
+			if (t->nparts < 2 || t->ndim != 2 || t->shape[0] > UINT32_MAX || t->shape[1] > UINT32_MAX)
 				rc = qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "bad quantized layer description");
 			for (int i = 0; i < t->nparts && !rc; i++)
 				if (t->parts[i].nbytes > SIZE_MAX / 2 ||

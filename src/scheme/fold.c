@@ -27,6 +27,8 @@ void qtk_qcfg_read(const cJSON *o, const char *def_method, qtk_qcfg *q)
 	const cJSON *mth = get(o, "quant_method", "method");
 	const char *meth = cJSON_IsString(mth) ? mth->valuestring : def_method;
 	const qtk_scheme *s = meth ? qtk_scheme_by_method(meth) : NULL;
+	if (!s && meth && (!qtk_strcasecmp(meth, "fp8") || !qtk_strcasecmp(meth, "modelopt")))
+		s = qtk_scheme_by_kind(qtk_strcasecmp(meth, "fp8") ? QTK_LAYOUT_NVFP4 : QTK_LAYOUT_FP8); /* read per module */
 	if (!s)
 		return; /* no method, or another one: tensors stay plain */
 	q->kind = s->kind;
@@ -63,6 +65,14 @@ int qtk_qcfg_from_desc(const qtk_model *d, const char *path, qtk_err *err, qtk_q
 		if (!s)
 			continue;
 		int version = s->has_version ? (l->gptq_version == 2 ? 2 : 1) : 0;
+		if (!s->config_write) {
+			char subj[256];
+			snprintf(subj, sizeof subj, "tensor '%.200s'", t->name);
+			return qtk_err_set(err, QTK_E_DATA, path, -1, subj,
+					   "qtk cannot write %s layers; convert them (--to auto-exact, ct-int, awq, gptq or a "
+					   "ggml type)",
+					   s->title);
+		}
 		if (first) {
 			q->kind = l->kind;
 			q->scheme = s;
@@ -108,6 +118,8 @@ bool qtk_qcfg_same(const qtk_qcfg *a, const qtk_qcfg *b)
 cJSON *qtk_qcfg_json(const qtk_qcfg *q)
 {
 	const qtk_scheme *s = q->scheme ? q->scheme : qtk_scheme_by_kind(q->kind);
+	if (s && s->kind == QTK_LAYOUT_CT_INT)
+		return qtk_ct_config_json(q);
 	cJSON *o = s ? cJSON_CreateObject() : NULL;
 	if (!o)
 		return NULL;
@@ -437,6 +449,13 @@ out:
 
 int qtk_scheme_fold(qtk_model *m, const cJSON *qc, const char *def_method, const char *cfgfile)
 {
+	const cJSON *mth = get(qc, "quant_method", NULL);
+	if (cJSON_IsString(mth) && !qtk_strcasecmp(mth->valuestring, "compressed-tensors"))
+		return qtk_ct_fold(m, qc, cfgfile);
+	if (cJSON_IsString(mth) && !qtk_strcasecmp(mth->valuestring, "fp8"))
+		return qtk_fp8_fold(m, qc, cfgfile);
+	if (cJSON_IsString(mth) && !qtk_strcasecmp(mth->valuestring, "modelopt"))
+		return qtk_modelopt_fold(m, qc, cfgfile);
 	qtk_qcfg q;
 	qtk_qcfg_read(qc, def_method, &q);
 	if (!q.scheme || !m->ntensors)

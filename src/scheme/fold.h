@@ -38,6 +38,17 @@ struct cJSON *qtk_qcfg_json(const qtk_qcfg *q);
 
 /* Fold m's packed parts by the config object qc (cfgfile names it in errors). */
 int qtk_scheme_fold(qtk_model *m, const struct cJSON *qc, const char *def_method, const char *cfgfile);
+/* compressed-tensors (ct.c): fold m by quantization config qc, whose quant_method is
+ * "compressed-tensors", module by module (config_groups targets, ignore). */
+int qtk_ct_fold(qtk_model *m, const struct cJSON *qc, const char *cfgfile);
+/* DeepSeek-style block FP8 (quant_method "fp8": weight F8_E4M3, weight_scale_inv F32 per
+ * weight_block_size tile) and ModelOpt NVFP4 (quant_method "modelopt", quant_algo NVFP4: weight
+ * U8, weight_scale F8_E4M3, weight_scale_2 F32 []), folded into fp8 / nvfp4 layouts (ct.c). */
+int qtk_fp8_fold(qtk_model *m, const struct cJSON *qc, const char *cfgfile);
+int qtk_modelopt_fold(qtk_model *m, const struct cJSON *qc, const char *cfgfile);
+/* llm-compressor's quantization_config for q (pack-quantized ct-int layers); NULL when out of
+ * memory. */
+struct cJSON *qtk_ct_config_json(const qtk_qcfg *q);
 /* Fold by the quantization config of a model directory: config.json's quantization_config
  * (`cfg` is config.json's parsed root when the caller has it, else it is read), else
  * quantize_config.json, else quant_config.json. No config: nothing to do. */

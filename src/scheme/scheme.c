@@ -10,8 +10,10 @@
 extern const qtk_scheme qtk_scheme_awq;
 extern const qtk_scheme qtk_scheme_gptq;
 extern const qtk_scheme qtk_scheme_mlx;
+extern const qtk_scheme qtk_scheme_ct_int, qtk_scheme_fp8, qtk_scheme_nvfp4; /* ct.c */
 
-static const qtk_scheme *const schemes[] = {&qtk_scheme_awq, &qtk_scheme_gptq, &qtk_scheme_mlx};
+static const qtk_scheme *const schemes[] = {&qtk_scheme_awq,    &qtk_scheme_gptq, &qtk_scheme_mlx,
+					    &qtk_scheme_ct_int, &qtk_scheme_fp8,  &qtk_scheme_nvfp4};
 
 #define NSCHEMES (sizeof schemes / sizeof *schemes)
 
@@ -44,6 +46,12 @@ const qtk_scheme *qtk_scheme_by_method(const char *quant_method)
 }
 
 const qtk_scheme *qtk_scheme_of(const qtk_tensor *t) { return qtk_scheme_by_kind(t->layout.kind); }
+
+const char *qtk_scheme_part_suffix(const qtk_tensor *t, int p)
+{
+	const qtk_scheme *s = qtk_scheme_of(t);
+	return s && s->suffix ? s->suffix(t->parts[p].role) : t->parts[p].role;
+}
 
 int qtk_scheme_part_index(const qtk_scheme *s, const char *role)
 {
@@ -110,6 +118,58 @@ static int check_layout(const qtk_scheme *s, const qtk_tensor *t, qtk_scheme_dim
 	return rc ? rc : s->check_layout(t, why, wn);
 }
 
+static int part_mismatch(const qtk_part *want, const qtk_part *q, char *why, size_t wn)
+{
+	if (q->type != want->type)
+		return qtk_why(why, wn, "part '%.8s' type %s, expected %s", want->role,
+			       qtk_type(q->type) ? qtk_type(q->type)->upper : "?", qtk_type(want->type)->upper);
+	bool same = q->ndim == want->ndim;
+	for (int i = 0; same && i < want->ndim; i++)
+		same = q->shape[i] == want->shape[i];
+	if (!same) {
+		char got[100], exp[100];
+		qtk_shape_text(got, sizeof got, q->ndim < 0 || q->ndim > QTK_MAX_DIMS ? 0 : q->ndim, q->shape);
+		qtk_shape_text(exp, sizeof exp, want->ndim, want->shape);
+		return qtk_why(why, wn, "part '%.8s' shape %.99s does not match the layout: expected %.99s", want->role, got,
+			       exp);
+	}
+	return 0;
+}
+
+/* The parts of t against the scheme's list for its layout, in order; absent optional parts are
+ * skipped. */
+static int check_specs(const qtk_scheme *s, const qtk_tensor *t, const qtk_scheme_dims *d, int *bad_part, char *why,
+		       size_t wn)
+{
+	qtk_part want[QTK_MAX_PARTS];
+	bool opt[QTK_MAX_PARTS] = {false};
+	memset(want, 0, sizeof want);
+	int n = s->part_specs(&t->layout, d, want, opt), j = 0;
+	if (t->nparts < 1 || t->nparts > QTK_MAX_PARTS)
+		return qtk_why(why, wn, "nparts %d", t->nparts);
+	for (int k = 0; k < n; k++) {
+		bool match = j < t->nparts && !strncmp(t->parts[j].role, want[k].role, sizeof want[k].role);
+		if (!match) {
+			if (opt[k])
+				continue;
+			*bad_part = j < t->nparts ? j : -1;
+			return qtk_why(why, wn, "%s layout needs a part '%.8s'%s", s->name, want[k].role,
+				       j < t->nparts ? " here" : "");
+		}
+		*bad_part = j;
+		int rc = part_mismatch(&want[k], &t->parts[j], why, wn);
+		if (rc)
+			return rc;
+		j++;
+	}
+	if (j != t->nparts) {
+		*bad_part = j;
+		return qtk_why(why, wn, "part %d '%.8s' is not a part of a %s layout", j, t->parts[j].role, s->name);
+	}
+	*bad_part = -1;
+	return 0;
+}
+
 int qtk_scheme_check(const qtk_tensor *t, int *bad_part, char *why, size_t wn)
 {
 	const qtk_scheme *s = qtk_scheme_of(t);
@@ -120,6 +180,8 @@ int qtk_scheme_check(const qtk_tensor *t, int *bad_part, char *why, size_t wn)
 	int rc = check_layout(s, t, &d, why, wn);
 	if (rc)
 		return rc;
+	if (s->part_specs)
+		return check_specs(s, t, &d, bad_part, why, wn);
 	int req = required_parts(s);
 	if (t->nparts < req || t->nparts > s->nparts) {
 		char roles[128];
@@ -179,7 +241,27 @@ int qtk_scheme_describe(qtk_tensor *t, const qtk_layout *l, uint64_t out, uint64
 	t->layout = *l;
 	t->nparts = with_optional ? s->nparts : required_parts(s);
 	memset(t->parts, 0, sizeof t->parts);
+	if (s->part_specs) {
+		qtk_part want[QTK_MAX_PARTS];
+		bool opt[QTK_MAX_PARTS] = {false};
+		memset(want, 0, sizeof want);
+		int n = s->part_specs(l, &d, want, opt);
+		t->nparts = 0;
+		for (int k = 0; k < n; k++)
+			if (!opt[k] || with_optional)
+				t->parts[t->nparts++] = want[k];
+	}
 	for (int k = 0; k < t->nparts; k++) {
+		if (s->part_specs) {
+			qtk_part *p = &t->parts[k];
+			uint64_t n = 1;
+			for (int i = 0; i < p->ndim; i++)
+				if (!qtk_mul_u64(n, p->shape[i], &n))
+					return qtk_why(why, wn, "part '%.8s' is too large", p->role);
+			if (qtk_type_nbytes(p->type, n, &p->nbytes))
+				return qtk_why(why, wn, "part '%.8s' is too large", p->role);
+			continue;
+		}
 		const qtk_scheme_part *sp = &s->parts[k];
 		qtk_part *p = &t->parts[k];
 		snprintf(p->role, sizeof p->role, "%s", sp->role);
@@ -221,8 +303,9 @@ int qtk_scheme_bytes(const qtk_layout *l, uint64_t out, uint64_t in, bool with_o
  * never went through qtk_scheme_check from dividing by zero or running past the group count. */
 static bool dims_ok(const qtk_tensor *t)
 {
+	const qtk_scheme *s = qtk_scheme_of(t);
 	return t->ndim == 2 && t->shape[0] <= UINT32_MAX && t->shape[1] <= UINT32_MAX && t->layout.group_size &&
-	       t->shape[1] % t->layout.group_size == 0 && t->nparts >= 3;
+	       t->shape[1] % t->layout.group_size == 0 && t->nparts >= (s && s->part_specs ? 2 : 3);
 }
 
 static bool rows_ok(const qtk_scheme *s, const qtk_tensor *t, uint64_t o0, uint64_t n)

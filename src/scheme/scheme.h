@@ -31,6 +31,7 @@ typedef enum {
 	QTK_SCHEME_PER_TENSOR, /* one scale (and zero) for the matrix */
 	QTK_SCHEME_PER_CHANNEL,/* one per output feature */
 	QTK_SCHEME_PER_GROUP,  /* one per output feature and group of `group` inputs */
+	QTK_SCHEME_PER_BLOCK,  /* one per tile of `group` x `group` (FP8 block) */
 } qtk_scheme_strategy;
 
 /* What a code is. */
@@ -106,7 +107,20 @@ struct qtk_scheme {
 	 * says why it cannot be used), and add q's keys to a new object o. */
 	void (*config_read)(const struct cJSON *o, qtk_qcfg *q);
 	bool (*config_write)(const qtk_qcfg *q, struct cJSON *o);
+	/* Schemes whose parts depend on the layout beyond the shape functions (which parts exist,
+	 * their dtypes: compressed-tensors, FP8, NVFP4): every part of layout l on d in storage
+	 * order (role, type, ndim, shape) into p, whether each is optional into opt; returns the
+	 * count. qtk_scheme_check matches a tensor's parts against this list in order (an absent
+	 * optional part is skipped), qtk_scheme_describe takes the optional ones when asked. */
+	int (*part_specs)(const qtk_layout *l, const qtk_scheme_dims *d, qtk_part p[QTK_MAX_PARTS],
+			  bool opt[QTK_MAX_PARTS]);
+	/* The checkpoint suffix of a role when it is not the role itself (roles have 7 bytes at
+	 * most); NULL: the roles are the suffixes. */
+	const char *(*suffix)(const char *role);
 };
+
+/* The checkpoint suffix of part p of packed tensor t ("<prefix>.<suffix>"). */
+const char *qtk_scheme_part_suffix(const qtk_tensor *t, int p);
 
 /* ---- lookup ---------------------------------------------------------------------------- */
 

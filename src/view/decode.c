@@ -72,7 +72,7 @@ int qtk_decode_tensor(qtk_model *m, const qtk_tensor *t, float *dst)
 		}
 		return 0;
 	}
-	uint8_t *p[4] = {NULL, NULL, NULL, NULL};
+	uint8_t *p[QTK_MAX_PARTS] = {NULL};
 	int rc = 0;
 	for (int i = 0; i < t->nparts && !rc; i++)
 		rc = qtk_read_part_alloc(m, t, i, &p[i]);
@@ -81,7 +81,7 @@ int qtk_decode_tensor(qtk_model *m, const qtk_tensor *t, float *dst)
 		if (r)
 			rc = qtk_err_set(&m->err, QTK_E_DATA, NULL, -1, t->name, "inconsistent quantized components");
 	}
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < QTK_MAX_PARTS; i++)
 		qtk_free(p[i]);
 	return rc;
 }

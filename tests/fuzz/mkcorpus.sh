@@ -65,7 +65,8 @@ $Q "$W/kq.gguf" "$C/safetensors/kq-f32.safetensors" --to f32
 # HF directories: plain, AWQ, GPTQ v1/v2, 8-bit, symmetric; sharded with an index
 for v in "f16 --to f16" "awq --to awq --group-size 32" "gptq --to gptq --group-size 32" \
 	"gptq-v2 --to gptq-v2 --group-size 32" "gptq8 --to gptq --bits 8 --group-size 32" \
-	"gptq-sym --to gptq --sym --group-size 32" "mlx --to mlx --group-size 32" "mlx3 --to mlx --bits 3 --group-size 32"; do
+	"gptq-sym --to gptq --sym --group-size 32" "mlx --to mlx --group-size 32" "mlx3 --to mlx --bits 3 --group-size 32" \
+	"ct-int --to ct-int --group-size 32" "ct-int-sym --to ct-int --sym --group-size 32"; do
 	set -- $v; name=$1; shift
 	$Q "$W/tiny.gguf" "$W/hf-$name/" "$@"
 	frame_dir "$C/hfdir/hf-$name" "$W/hf-$name" config.json
@@ -170,6 +171,20 @@ le64 18446744073709551615 >"$C/safetensors/hostile-header-len"
   printf '\n#QF#model.safetensors\n'
   stj '{"l.biases":{"dtype":"F16","shape":[4,2],"data_offsets":[0,16]},"l.scales":{"dtype":"F16","shape":[4,2],"data_offsets":[16,32]},"l.weight":{"dtype":"U32","shape":[4,7],"data_offsets":[32,144]}}'
   head -c 144 /dev/zero; } >"$C/hfdir/hostile-mlx-words"
+# compressed-tensors: FP8 per channel, NVFP4, and a weight_shape that lies
+CT='{"model_type":"llama","quantization_config":{"quant_method":"compressed-tensors","ignore":["lm_head"],"config_groups":{"g":{"targets":["re:.*proj$"],"format":'
+{ printf '%s' "$CT"'"float-quantized","weights":{"num_bits":8,"type":"float","strategy":"channel"}}}}}'
+  printf '\n#QF#model.safetensors\n'
+  stj '{"m.q_proj.weight":{"dtype":"F8_E4M3","shape":[8,32],"data_offsets":[0,256]},"m.q_proj.weight_scale":{"dtype":"F16","shape":[8,1],"data_offsets":[256,272]}}'
+  head -c 256 /dev/urandom | tr '\177\377' '\1\2'; head -c 16 /dev/zero | tr '\0' '\74'; } >"$C/hfdir/ct-fp8"
+{ printf '%s' "$CT"'"nvfp4-pack-quantized","weights":{"num_bits":4,"type":"float","strategy":"tensor_group","group_size":16}}}}}'
+  printf '\n#QF#model.safetensors\n'
+  stj '{"m.q_proj.weight_packed":{"dtype":"U8","shape":[8,16],"data_offsets":[0,128]},"m.q_proj.weight_scale":{"dtype":"F8_E4M3","shape":[8,2],"data_offsets":[128,144]},"m.q_proj.weight_global_scale":{"dtype":"F32","shape":[1],"data_offsets":[144,148]}}'
+  head -c 144 /dev/urandom | tr '\177\377' '\1\2'; printf '\0\0\200\77'; } >"$C/hfdir/ct-nvfp4"
+{ printf '%s' "$CT"'"pack-quantized","weights":{"num_bits":4,"type":"int","strategy":"group","group_size":32,"actorder":"group"}}}}}'
+  printf '\n#QF#model.safetensors\n'
+  stj '{"m.q_proj.weight_packed":{"dtype":"I32","shape":[8,4],"data_offsets":[0,128]},"m.q_proj.weight_scale":{"dtype":"F16","shape":[8,1],"data_offsets":[128,144]},"m.q_proj.weight_shape":{"dtype":"I64","shape":[2],"data_offsets":[144,160]},"m.q_proj.weight_g_idx":{"dtype":"I32","shape":[32],"data_offsets":[160,288]}}'
+  head -c 144 /dev/zero; le64 8; le64 40; head -c 128 /dev/zero | tr '\0' '\7'; } >"$C/hfdir/hostile-ct-shape"
 (cd "$W" && mkdir -p evil && printf 'x' >evil/f && ln -sf /etc/passwd evil/link &&
 	tar --format=ustar --owner=0 --group=0 --mtime=@0 -cf sym.tar -C evil link f &&
 	tar --format=gnu --owner=0 --group=0 --mtime=@0 -cf dotdot.tar --transform 's,^f,../f,' -C evil f) &&
