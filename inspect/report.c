@@ -3,6 +3,36 @@
 #include <cJSON.h>
 #include <string.h>
 
+/* A packed tensor's scheme parameters beyond bits and group: how scales are shared (the
+ * schemes that vary it) and every stored part (role, storage type, shape, bytes). */
+static void json_scheme(cJSON *j, const qtk_tensor *t)
+{
+	static const char *const strategies[] = {"tensor", "channel", "group", "block"};
+	qtk_layout_kind k = t->layout.kind;
+	if ((k == QTK_LAYOUT_CT_INT || k == QTK_LAYOUT_FP8) && t->layout.strategy < 4)
+		cJSON_AddStringToObject(j, "strategy",
+					t->layout.strategy == 2 && t->layout.group_size && t->ndim >= 2 &&
+							t->layout.group_size == t->shape[t->ndim - 1]
+						? "channel"
+						: strategies[t->layout.strategy]);
+	if (k == QTK_LAYOUT_NVFP4)
+		cJSON_AddStringToObject(j, "global_scale", t->layout.scale_type ? "multiplies (ModelOpt weight_scale_2)"
+									       : "divides (compressed-tensors weight_global_scale)");
+	cJSON *parts = cJSON_AddArrayToObject(j, "parts");
+	for (int p = 0; parts && p < t->nparts; p++) {
+		const qtk_part *q = &t->parts[p];
+		cJSON *o = cJSON_CreateObject();
+		const qtk_type_info *ti = qtk_type(q->type);
+		cJSON_AddStringToObject(o, "role", q->role);
+		cJSON_AddStringToObject(o, "type", ti ? ti->name : "unknown");
+		cJSON *sh = cJSON_AddArrayToObject(o, "shape");
+		for (int d = 0; d < q->ndim; d++)
+			cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)q->shape[d]));
+		cJSON_AddNumberToObject(o, "n_bytes", (double)q->nbytes);
+		cJSON_AddItemToArray(parts, o);
+	}
+}
+
 void compute_totals(const qtk_model *m, totals *t)
 {
 	memset(t, 0, sizeof *t);
@@ -195,6 +225,7 @@ int report_json(qtk_model *m, FILE *out, const insp_opts *o)
 		if (t->layout.kind != QTK_LAYOUT_PLAIN) {
 			cJSON_AddBoolToObject(j, "sym", t->layout.sym);
 			cJSON_AddBoolToObject(j, "act_order", t->layout.act_order);
+			json_scheme(j, t);
 		}
 		cJSON_AddNumberToObject(j, "n_params", (double)t->n_params);
 		cJSON_AddNumberToObject(j, "n_bytes", (double)t->n_bytes);

@@ -368,5 +368,12 @@ else
 	echo "skipped: fixtures absent (qconvert/qinspect interop cases)"
 fi
 
+# qinspect --json lists a packed tensor's parts and scheme parameters
+run "awq from the sample" 0 "$BIN/qconvert" -q "$G" "$T/parts.safetensors" --to awq --group-size 32
+run "json of packed parts" 0 "$BIN/qinspect" --json "$T/parts.safetensors"
+out_has "parts listed" '"parts":'
+out_has "a qweight part" '"role":[[:space:]]*"qweight"'
+out_has "a scales part" '"role":[[:space:]]*"scales"'
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
