@@ -118,7 +118,11 @@ typedef struct qtk_layout {
 			      * 2 per group (a channel is one group of in), 3 per block) */
 	uint16_t scale_type; /* CT_INT/FP8: storage type of the scales (QTK_T_F16, QTK_T_BF16, QTK_T_F32);
 			      * NVFP4: 0 compressed-tensors (the global scale divides), 1 ModelOpt
-			      * (weight_scale_2 multiplies) */
+			      * (weight_scale_2 multiplies); BNB4: the quant_state dtype the values are
+			      * rounded to (QTK_T_F16, QTK_T_BF16, QTK_T_F32) */
+	uint8_t code_kind;   /* BNB4: 0 nf4, 1 fp4 (which quant_state tensor it has) */
+	uint16_t meta_len;   /* BNB4: bytes of the quant_state JSON part */
+	uint32_t nested_group;/* BNB4: block size of the double quantization of absmax; 0: none */
 } qtk_layout;
 
 /* "ggml:q4_k", "f16", "awq", "gptq-v1", ... */
@@ -129,10 +133,11 @@ const char *qtk_layout_type_name(const qtk_layout *l);
 /* ---- Tensor model ----------------------------------------------------- */
 
 #define QTK_MAX_DIMS 8
-#define QTK_MAX_PARTS 5
+#define QTK_MAX_PARTS 8
 
 /* A stored component of a logical tensor ("qweight", "qzeros", "scales",
- * "g_idx" for AWQ/GPTQ; "" for a plain tensor). */
+ * "g_idx" for AWQ/GPTQ; "" for a plain tensor). Roles have 7 bytes at most; a scheme maps
+ * longer checkpoint suffixes to them (qtk_scheme.suffix). */
 typedef struct qtk_part {
 	char role[8];
 	unsigned type;                /* storage type of this component */

@@ -364,6 +364,19 @@ if [ -n "$FX" ]; then
 	run "awq bpw" 0 "$BIN/qinspect" --json "$FX/hf/tiny-llama/awq-g128"
 	out_has "awq bpw 4.15625" '"bits_per_weight":	4.15625'
 	out_has "awq logical tensor" '"name":	"model.layers.0.self_attn.q_proj.weight"'
+	# bitsandbytes 4-bit: read, verify, convert from (re-fit); a quant_state lie is exit 3 naming the tensor
+	if [ -d "$FX/hf/more/bnb-nf4-dq" ]; then
+		run "bnb inspect" 0 "$BIN/qinspect" "$FX/hf/more/bnb-nf4-dq/"; out_has "bnb4 layout" "bnb4"
+		run "bnb verify" 0 "$BIN/qverify" "$FX/hf/more/bnb-fp4/"
+		run "bnb -> q4_k" 0 "$BIN/qconvert" "$FX/hf/more/bnb-nf4-dq/" "$T/bnb.gguf" --to q4_k
+		run "bnb -> auto-exact --exact" 0 "$BIN/qconvert" --exact "$FX/hf/more/bnb-fp4/" "$T/bnb-ae.gguf" --to auto-exact
+		out_has "bnb auto-exact" "21 exact, 0 requantized"
+		run "bnb -> awq" 0 "$BIN/qconvert" -q "$FX/hf/more/bnb-fp4/" "$T/bnb-awq/" --to awq
+		mkdir -p "$T/bnb-lie" && cp "$FX/hf/more/bnb-fp4/config.json" "$T/bnb-lie/" &&
+			sed 's/"blocksize": 64/"blocksize": 32/' "$FX/hf/more/bnb-fp4/model.safetensors" >"$T/bnb-lie/model.safetensors"
+		run "bnb quant_state lie" 3 "$BIN/qinspect" "$T/bnb-lie/"
+		err_has "bnb lie names the tensor" "tensor .model.layers.0.mlp.down_proj.weight.absmax.*blocksize 32"
+	fi
 else
 	echo "skipped: fixtures absent (qconvert/qinspect interop cases)"
 fi

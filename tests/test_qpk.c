@@ -226,7 +226,7 @@ static qtk_tensor *awq(qtk_model *m, const char *name, uint64_t out, uint64_t in
 	t->ndim = 2;
 	t->shape[0] = out;
 	t->shape[1] = in;
-	t->layout = (qtk_layout){QTK_LAYOUT_AWQ, QTK_T_I32, 4, 0, false, false, g, 0, 0};
+	t->layout = (qtk_layout){QTK_LAYOUT_AWQ, QTK_T_I32, 4, 0, false, false, g, 0, 0, 0, 0, 0};
 	set_part(t, 0, "qweight", QTK_T_I32, 2, in, out / 8);
 	set_part(t, 1, "qzeros", QTK_T_I32, 2, in / g, out / 8);
 	set_part(t, 2, "scales", QTK_T_F16, 2, in / g, out);
@@ -241,7 +241,7 @@ static qtk_tensor *gptq(qtk_model *m, const char *name, uint64_t out, uint64_t i
 	t->ndim = 2;
 	t->shape[0] = out;
 	t->shape[1] = in;
-	t->layout = (qtk_layout){QTK_LAYOUT_GPTQ, QTK_T_I32, bits, ver, !act, act, g, 0, 0};
+	t->layout = (qtk_layout){QTK_LAYOUT_GPTQ, QTK_T_I32, bits, ver, !act, act, g, 0, 0, 0, 0, 0};
 	set_part(t, 0, "qweight", QTK_T_I32, 2, in * bits / 32, out);
 	set_part(t, 1, "qzeros", QTK_T_I32, 2, in / g, out * bits / 32);
 	set_part(t, 2, "scales", QTK_T_F16, 2, in / g, out);

@@ -46,6 +46,9 @@ int qtk_ct_fold(qtk_model *m, const struct cJSON *qc, const char *cfgfile);
  * U8, weight_scale F8_E4M3, weight_scale_2 F32 []), folded into fp8 / nvfp4 layouts (ct.c). */
 int qtk_fp8_fold(qtk_model *m, const struct cJSON *qc, const char *cfgfile);
 int qtk_modelopt_fold(qtk_model *m, const struct cJSON *qc, const char *cfgfile);
+/* bitsandbytes 4-bit (quant_method "bitsandbytes", load_in_4bit): each module's weight,
+ * absmax, quant_map, nested parts and quant_state JSON folded into a bnb4 layout (bnb.c). */
+int qtk_bnb_fold(qtk_model *m, const struct cJSON *qc, const char *cfgfile);
 /* llm-compressor's quantization_config for q (pack-quantized ct-int layers); NULL when out of
  * memory. */
 struct cJSON *qtk_ct_config_json(const qtk_qcfg *q);

@@ -11,9 +11,11 @@ extern const qtk_scheme qtk_scheme_awq;
 extern const qtk_scheme qtk_scheme_gptq;
 extern const qtk_scheme qtk_scheme_mlx;
 extern const qtk_scheme qtk_scheme_ct_int, qtk_scheme_fp8, qtk_scheme_nvfp4; /* ct.c */
+extern const qtk_scheme qtk_scheme_bnb4; /* bnb.c */
 
 static const qtk_scheme *const schemes[] = {&qtk_scheme_awq,    &qtk_scheme_gptq, &qtk_scheme_mlx,
-					    &qtk_scheme_ct_int, &qtk_scheme_fp8,  &qtk_scheme_nvfp4};
+					    &qtk_scheme_ct_int, &qtk_scheme_fp8,  &qtk_scheme_nvfp4,
+					    &qtk_scheme_bnb4};
 
 #define NSCHEMES (sizeof schemes / sizeof *schemes)
 

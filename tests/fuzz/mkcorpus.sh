@@ -171,6 +171,16 @@ le64 18446744073709551615 >"$C/safetensors/hostile-header-len"
   printf '\n#QF#model.safetensors\n'
   stj '{"l.biases":{"dtype":"F16","shape":[4,2],"data_offsets":[0,16]},"l.scales":{"dtype":"F16","shape":[4,2],"data_offsets":[16,32]},"l.weight":{"dtype":"U32","shape":[4,7],"data_offsets":[32,144]}}'
   head -c 144 /dev/zero; } >"$C/hfdir/hostile-mlx-words"
+# bitsandbytes NF4: one module [2, 64] in blocks of 64, and its quant_state lying about the shape
+BNB='{"model_type":"llama","quantization_config":{"quant_method":"bitsandbytes","load_in_4bit":true,"bnb_4bit_quant_type":"nf4"}}'
+nf4map() { for v in 3212836864 3207739825 3204868912 3200922272 3197215309 3191682367 3183114353 0 \
+	1034091263 1042598627 1048315101 1051525946 1054975160 1058015147 1060705203 1065353216; do le32 $v; done; }
+for bq in "2, 64:bnb-nf4" "4, 64:hostile-bnb-shape"; do
+	QS='{"quant_type": "nf4", "blocksize": 64, "dtype": "float16", "shape": ['"${bq%%:*}"']}'
+	{ printf '%s' "$BNB"; printf '\n#QF#model.safetensors\n'
+	  stj '{"l.weight":{"dtype":"U8","shape":[64,1],"data_offsets":[0,64]},"l.weight.absmax":{"dtype":"F32","shape":[2],"data_offsets":[64,72]},"l.weight.quant_map":{"dtype":"F32","shape":[16],"data_offsets":[72,136]},"l.weight.quant_state.bitsandbytes__nf4":{"dtype":"U8","shape":['${#QS}'],"data_offsets":[136,'$((136 + ${#QS}))']}}'
+	  head -c 64 /dev/urandom; le32 1065353216; le32 1056964608; nf4map; printf '%s' "$QS"; } >"$C/hfdir/${bq#*:}"
+done
 # compressed-tensors: FP8 per channel, NVFP4, and a weight_shape that lies
 CT='{"model_type":"llama","quantization_config":{"quant_method":"compressed-tensors","ignore":["lm_head"],"config_groups":{"g":{"targets":["re:.*proj$"],"format":'
 { printf '%s' "$CT"'"float-quantized","weights":{"num_bits":8,"type":"float","strategy":"channel"}}}}}'
