@@ -46,6 +46,9 @@ int qtk_ct_fold(qtk_model *m, const struct cJSON *qc, const char *cfgfile);
  * U8, weight_scale F8_E4M3, weight_scale_2 F32 []), folded into fp8 / nvfp4 layouts (ct.c). */
 int qtk_fp8_fold(qtk_model *m, const struct cJSON *qc, const char *cfgfile);
 int qtk_modelopt_fold(qtk_model *m, const struct cJSON *qc, const char *cfgfile);
+/* gpt-oss MXFP4 (quant_method "mxfp4", mxfp4.c): <prefix>_blocks and <prefix>_scales into one
+ * logical tensor <prefix>; modules_to_not_convert (globs) must hold no such pair. */
+int qtk_mxfp4_fold(qtk_model *m, const struct cJSON *qc, const char *cfgfile);
 /* llm-compressor's quantization_config for q (pack-quantized ct-int layers); NULL when out of
  * memory. */
 struct cJSON *qtk_ct_config_json(const qtk_qcfg *q);
