@@ -80,6 +80,7 @@ typedef struct window {
 	const qgroups *qg;        /* the source as integer groups, for exact transcodes */
 	const uint8_t *mem_src;   /* the encoded source in memory (row-permuted), else read from the file */
 	bool rows_transcode;      /* source and target are ggml blocks qgroups can map */
+	uint8_t *const *packed;   /* the whole parts of a packed source its scheme shuffles into out_type */
 	const float *imatrix;
 	uint64_t imatrix_rows;    /* > 0: imatrix holds a vector per this many rows (experts) */
 	uint64_t row0, rows_end, cols, chunk_rows;
@@ -151,7 +152,9 @@ static void chunk_job(void *ctx, size_t i)
 	uint8_t *dst = w->out + (r0 - w->row0) * w->out_row_bytes;
 	/* an exact transcode when the integers fit the target; else encode the values */
 	bool done = false;
-	if (w->qg)
+	if (w->packed)
+		done = qtk_scheme_to_ggml_rows(t, (const void *const *)w->packed, r0, nr, w->out_type, dst) == 0;
+	else if (w->qg)
 		done = qg_to_ggml(w->qg, w->out_type, (uint32_t)r0, (uint32_t)nr, dst) == 0;
 	else if (w->rows_transcode && raw) {
 		qgroups g;
@@ -408,6 +411,11 @@ static int run_rows(qtk_model *in, qtk_writer *w, const plan *p, int threads, te
 			return rc0;
 		}
 		win.whole = whole;
+		/* blocks the target holds as they are (gpt-oss MXFP4 -> MXFP4): a byte shuffle */
+		if (ss && ss->to_ggml_rows && !p->perm_heads &&
+		    qtk_scheme_exact_ggml(t->layout.kind, t->layout.bits, t->layout.sym, t->layout.group_size, win.cols) ==
+			    win.out_type)
+			win.packed = packed;
 	}
 	size_t max_chunks = (size_t)((win_rows + win.chunk_rows - 1) / win.chunk_rows);
 	win.out = qtk_malloc((size_t)(win_rows * win.out_row_bytes));

@@ -31,7 +31,7 @@ int conv_parse_target(const char *s, conv_target *t)
 	}
 	static const unsigned types[] = {QTK_T_F32, QTK_T_F16, QTK_T_BF16, QTK_T_Q4_0, QTK_T_Q4_1, QTK_T_Q5_0,
 					 QTK_T_Q5_1, QTK_T_Q8_0, QTK_T_Q2_K, QTK_T_Q3_K, QTK_T_Q4_K, QTK_T_Q5_K,
-					 QTK_T_Q6_K, QTK_T_IQ4_NL, QTK_T_IQ4_XS};
+					 QTK_T_Q6_K, QTK_T_IQ4_NL, QTK_T_IQ4_XS, QTK_T_MXFP4};
 	for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
 		const qtk_type_info *ti = qtk_type(types[i]);
 		/* floats in any case; quant types in lower case (upper case names the mixes) */
@@ -429,6 +429,15 @@ static unsigned mlx_exact_type(qtk_model *in, const qtk_tensor *t)
 	return found;
 }
 
+/* A packed source whose blocks a ggml type holds as they are (gpt-oss MXFP4 -> MXFP4): that
+ * type, or 0. */
+static unsigned shuffle_type(const qtk_tensor *t)
+{
+	const qtk_scheme *s = qtk_scheme_of(t);
+	const qtk_layout *l = &t->layout;
+	return s && s->to_ggml_rows ? qtk_scheme_exact_ggml(l->kind, l->bits, l->sym, l->group_size, qtk_tensor_cols(t)) : 0;
+}
+
 /* ---- MLX targets ----------------------------------------------------------------------- */
 
 /* What mlx-lm's quantize_model quantizes: every linear and embedding matrix (norms, routers and
@@ -536,6 +545,8 @@ static int plan_auto_exact(qtk_model *in, const conv_opts *o, const qtk_tensor *
 		return 0;
 	}
 	unsigned mty = to_gguf && t->layout.kind == QTK_LAYOUT_MLX ? mlx_exact_type(in, t) : 0;
+	if (to_gguf && !mty)
+		mty = shuffle_type(t);
 	if (mty) {
 		p->method = M_ROWS;
 		return out_plain(&p->out, t, mty) ? QTK_E_DATA : 0;
@@ -672,7 +683,9 @@ static int plan_tensor(qtk_model *in, const conv_opts *o, qtk_mix_state *ms, con
 	unsigned ty = o->target.type;
 	const qtk_type_info *ti = qtk_type(ty);
 	if (!ti->is_float) {
-		if (!qtk_mix_quantizable(t)) {
+		if (shuffle_type(t) == ty) {
+			/* blocks the target holds as they are (gpt-oss MXFP4 experts): kept, whatever the name */
+		} else if (!qtk_mix_quantizable(t)) {
 			/* norms, biases and the like stay float: F32 in GGUF */
 			if (!to_gguf || (plain && t->layout.type == QTK_T_F32))
 				return to_gguf && !plain ? can_store(o, in, t, err) : 0;
@@ -682,7 +695,7 @@ static int plan_tensor(qtk_model *in, const conv_opts *o, qtk_mix_state *ms, con
 		} else {
 			ty = qtk_mix_fallback(t, ty);
 		}
-		if (!o->dry_run && !qtk_type(ty)->is_float && !qtk_quant_supported(ty))
+		if (!o->dry_run && !qtk_type(ty)->is_float && !qtk_quant_supported(ty) && shuffle_type(t) != ty)
 			return qtk_err_set(err, QTK_E_USAGE, in->path, -1, t->name, "no encoder for %s", qtk_type(ty)->name);
 	} else if (to_gguf && t->ndim <= 1 && ty != QTK_T_F32) {
 		ty = QTK_T_F32; /* norms and biases stay F32 in GGUF, as llama.cpp keeps them */

@@ -123,6 +123,11 @@ static int setup_mapping(qtk_model *in, const conv_opts *o, qtk_hfmap **map, qtk
 		rc = names == NAMES_GGUF ? qtk_hfmap_hf_to_gguf(in, *meta, map, err) : qtk_hfmap_gguf_to_hf(in, *meta, map, err);
 		if (!rc && names == NAMES_HF && qtk_model_set_kv_str(*meta, "format", "pt"))
 			rc = qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");
+		/* a family qtk cannot name (gpt-oss ...): the tensors can still go under their own names */
+		if (rc == QTK_E_DATA && o->names == NAMES_DEFAULT && !strncmp(err->msg, "unsupported architecture", 24)) {
+			size_t l = strlen(err->msg);
+			snprintf(err->msg + l, sizeof err->msg - l, "; --names keep writes the tensors under their own names");
+		}
 		if (!rc && *map && qtk_hfmap_warning(*map))
 			cli_warn("%s", qtk_hfmap_warning(*map));
 	}

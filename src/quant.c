@@ -483,6 +483,45 @@ static void qrow_q5_1(const float *x, const float *w, uint8_t *dst, uint64_t nb)
 /* ---- dispatch ---------------------------------------------------------- */
 
 /* Row encoders: called once per row with that row's blocks. */
+/* MXFP4 (ggml's quantize_row_mxfp4_ref arithmetic): e = floor(log2 amax) - 2 + 127 (0 for an
+ * all-zero block; clamped to 0..255 where ggml's cast would be undefined), d = 2^(e-128), each
+ * value the nearest of the doubled E2M1 table times d, the lowest code on a tie. Element j in
+ * the low nibble of byte j, element j+16 in the high nibble. The importance vector is unused. */
+static const int8_t mx_kv[16] = { 0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12 };
+
+static uint8_t mx_nearest(float x, float d)
+{
+    uint8_t best = 0;
+    float err = fabsf((float)mx_kv[0] * d - x);
+    for (uint8_t i = 1; i < 16; i++) {
+        float e = fabsf((float)mx_kv[i] * d - x);
+        if (e < err) {
+            best = i;
+            err = e;
+        }
+    }
+    return best;
+}
+
+static void qrow_mxfp4(const float *x, const float *w, uint8_t *dst, uint64_t nb)
+{
+    (void)w;
+    for (uint64_t b = 0; b < nb; b++, x += 32, dst += 17) {
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++)
+            if (amax < fabsf(x[j]))
+                amax = fabsf(x[j]);
+        float fe = amax > 0.0f ? floorf(log2f(amax)) - 2 + 127 : 0.0f;
+        uint8_t e = fe <= 0.0f ? 0 : fe >= 255.0f ? 255 : (uint8_t)fe;
+        uint32_t bits = e < 2 ? UINT32_C(0x00200000) << e : (uint32_t)(e - 1) << 23;
+        float d;
+        memcpy(&d, &bits, 4);
+        dst[0] = e;
+        for (int j = 0; j < 16; j++)
+            dst[1 + j] = (uint8_t)(mx_nearest(x[j], d) | mx_nearest(x[j + 16], d) << 4);
+    }
+}
+
 static const struct {
     unsigned type;
     qtk_qrow_fn fn;
@@ -497,6 +536,7 @@ static const struct {
     { QTK_T_Q4_K, qtk_qrow_q4_k },
     { QTK_T_Q5_K, qtk_qrow_q5_k },
     { QTK_T_Q6_K, qtk_qrow_q6_k },
+    { QTK_T_MXFP4, qrow_mxfp4 },
 };
 
 /* Whole-matrix encoders with qtk_quant_ggml's own signature (quant_iq4.c). */

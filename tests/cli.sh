@@ -377,6 +377,19 @@ if [ -n "$FX" ]; then
 		run "bnb quant_state lie" 3 "$BIN/qinspect" "$T/bnb-lie/"
 		err_has "bnb lie names the tensor" "tensor .model.layers.0.mlp.down_proj.weight.absmax.*blocksize 32"
 	fi
+	# gpt-oss MXFP4 experts: GGUF needs --names keep; the blocks move to ggml's MXFP4 (sign of zero only)
+	OSS=$FX/hf/more/gptoss-mxfp4
+	run "gpt-oss -> gguf without --names keep" 3 "$BIN/qconvert" "$OSS" "$T/oss0.gguf" --to auto-exact
+	err_has "gpt-oss names hint" "names keep"
+	no_file "gpt-oss refused: nothing written" "$T/oss0.gguf"
+	run "gpt-oss -> gguf auto-exact" 0 "$BIN/qconvert" -v --names keep --max-error 200 "$OSS" "$T/oss.gguf" --to auto-exact
+	err_has "gpt-oss experts shuffled" "mxfp4 -> ggml:mxfp4 .*SQNR inf dB"
+	run "gpt-oss mxfp4 gguf inspect" 0 "$BIN/qinspect" "$T/oss.gguf"
+	out_has "gpt-oss experts in ggml mxfp4" "gate_up_proj .*ggml:mxfp4"
+	run "gpt-oss --exact refuses the sign of zero" 1 "$BIN/qconvert" --exact --names keep "$OSS" "$T/oss1.gguf" --to mxfp4
+	run "gpt-oss against" 0 "$BIN/qverify" --against "$OSS" "$T/oss.gguf"
+	run "gpt-oss inspect" 0 "$BIN/qinspect" "$OSS"
+	out_has "gpt-oss 4.25 bpw" "experts.down_proj .*mxfp4 .*4.250"
 else
 	echo "skipped: fixtures absent (qconvert/qinspect interop cases)"
 fi

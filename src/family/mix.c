@@ -75,7 +75,7 @@ bool qtk_mix_quantizable(const qtk_tensor *t)
 		return false;
 	static const char *const skip[] = {"_norm.weight", "norm.weight", "ffn_gate_inp.weight", "pos_embd",
 					   "token_types", "ssm_conv1d", "attn_rel_b", "layernorm.weight",
-					   "mlp.gate.weight", "block_sparse_moe.gate.weight"};
+					   "mlp.gate.weight", "block_sparse_moe.gate.weight", "mlp.router.weight"};
 	for (size_t i = 0; i < sizeof skip / sizeof *skip; i++)
 		if (strstr(n, skip[i]))
 			return false;

@@ -275,7 +275,9 @@ static int thash_new(const qtk_model *m, const qtk_tensor *t, int qk_heads, bool
 		if (!rc && t->layout.kind == QTK_LAYOUT_PLAIN) {
 			rc = plain_setup(h);
 		} else if (!rc) {
-			if (t->nparts < 2 || t->ndim != 2 || t->shape[0] > UINT32_MAX || t->shape[1] > UINT32_MAX)
+			/* a matrix, or a stack of them (gpt-oss MXFP4 experts): E * out rows */
+			if (t->nparts < 2 || (t->ndim != 2 && !(t->ndim == 3 && qk_heads <= 0)) ||
+			    qtk_tensor_rows(t) > UINT32_MAX || qtk_tensor_cols(t) > UINT32_MAX)
 				rc = qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "bad quantized layer description");
 			for (int i = 0; i < t->nparts && !rc; i++)
 				if (t->parts[i].nbytes > SIZE_MAX / 2 ||
@@ -401,7 +403,7 @@ int qtk_thash_put(qtk_thash *h, const void *bytes, size_t n)
 static int quant_values_sliced(qtk_thash *h)
 {
 	const qtk_tensor *t = &h->t;
-	uint32_t out = (uint32_t)t->shape[0], in = (uint32_t)t->shape[1];
+	uint32_t out = (uint32_t)qtk_tensor_rows(t), in = (uint32_t)qtk_tensor_cols(t);
 	uint32_t rows = (uint32_t)(((uint64_t)4 << 20) / (in ? in : 1) / 32 * 32); /* ~16 MiB of F32 */
 	if (rows < 32)
 		rows = 32;
@@ -427,14 +429,14 @@ static int quant_values(qtk_thash *h)
 	const qtk_scheme *sc = qtk_scheme_of(t);
 	if (!sc)
 		return qtk_err_set(h->err, QTK_E_INTERNAL, NULL, -1, h->stored, "not a packed tensor");
-	if (h->qk_heads <= 0 && t->shape[0] % sc->row_align == 0)
+	if (h->qk_heads <= 0 && qtk_tensor_rows(t) % sc->row_align == 0)
 		return quant_values_sliced(h);
 	if (t->n_params > SIZE_MAX / sizeof(float))
 		return oom(h->err, h->stored);
 	h->vals = qtk_malloc(t->n_params ? (size_t)t->n_params * sizeof(float) : 1);
 	if (!h->vals)
 		return oom(h->err, h->stored);
-	uint32_t out = (uint32_t)t->shape[0], in = (uint32_t)t->shape[1];
+	uint32_t out = (uint32_t)qtk_tensor_rows(t), in = (uint32_t)qtk_tensor_cols(t);
 	int r = qtk_scheme_decode_rows(t, (const void *const *)h->pbuf, 0, out, h->vals);
 	if (r)
 		return qtk_err_set(h->err, QTK_E_DATA, NULL, -1, h->stored, "inconsistent quantized components");

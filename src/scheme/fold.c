@@ -458,6 +458,8 @@ int qtk_scheme_fold(qtk_model *m, const cJSON *qc, const char *def_method, const
 		return qtk_modelopt_fold(m, qc, cfgfile);
 	if (cJSON_IsString(mth) && !qtk_strcasecmp(mth->valuestring, "bitsandbytes"))
 		return qtk_bnb_fold(m, qc, cfgfile);
+	if (cJSON_IsString(mth) && !qtk_strcasecmp(mth->valuestring, "mxfp4"))
+		return qtk_mxfp4_fold(m, qc, cfgfile);
 	qtk_qcfg q;
 	qtk_qcfg_read(qc, def_method, &q);
 	if (!q.scheme || !m->ntensors)

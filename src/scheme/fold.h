@@ -49,6 +49,9 @@ int qtk_modelopt_fold(qtk_model *m, const struct cJSON *qc, const char *cfgfile)
 /* bitsandbytes 4-bit (quant_method "bitsandbytes", load_in_4bit): each module's weight,
  * absmax, quant_map, nested parts and quant_state JSON folded into a bnb4 layout (bnb.c). */
 int qtk_bnb_fold(qtk_model *m, const struct cJSON *qc, const char *cfgfile);
+/* gpt-oss MXFP4 (quant_method "mxfp4", mxfp4.c): <prefix>_blocks and <prefix>_scales into one
+ * logical tensor <prefix>; modules_to_not_convert (globs) must hold no such pair. */
+int qtk_mxfp4_fold(qtk_model *m, const struct cJSON *qc, const char *cfgfile);
 /* llm-compressor's quantization_config for q (pack-quantized ct-int layers); NULL when out of
  * memory. */
 struct cJSON *qtk_ct_config_json(const qtk_qcfg *q);

@@ -11,11 +11,12 @@ extern const qtk_scheme qtk_scheme_awq;
 extern const qtk_scheme qtk_scheme_gptq;
 extern const qtk_scheme qtk_scheme_mlx;
 extern const qtk_scheme qtk_scheme_ct_int, qtk_scheme_fp8, qtk_scheme_nvfp4; /* ct.c */
-extern const qtk_scheme qtk_scheme_bnb4; /* bnb.c */
+extern const qtk_scheme qtk_scheme_bnb4;  /* bnb.c */
+extern const qtk_scheme qtk_scheme_mxfp4; /* mxfp4.c */
 
 static const qtk_scheme *const schemes[] = {&qtk_scheme_awq,    &qtk_scheme_gptq, &qtk_scheme_mlx,
 					    &qtk_scheme_ct_int, &qtk_scheme_fp8,  &qtk_scheme_nvfp4,
-					    &qtk_scheme_bnb4};
+					    &qtk_scheme_bnb4,   &qtk_scheme_mxfp4};
 
 #define NSCHEMES (sizeof schemes / sizeof *schemes)
 
@@ -172,12 +173,22 @@ static int check_specs(const qtk_scheme *s, const qtk_tensor *t, const qtk_schem
 	return 0;
 }
 
+static bool expert_of(const qtk_tensor *t, const void *const *parts, uint64_t e, qtk_tensor *sub, const void **sp);
+
 int qtk_scheme_check(const qtk_tensor *t, int *bad_part, char *why, size_t wn)
 {
 	const qtk_scheme *s = qtk_scheme_of(t);
 	*bad_part = -1;
 	if (!s)
 		return qtk_why(why, wn, "layout kind %u is not a packed scheme", (unsigned)t->layout.kind);
+	if (t->ndim == 3 && s->part_specs) { /* stacked experts (gpt-oss): every part stacked alike */
+		const void *none[QTK_MAX_PARTS] = {NULL}, *sp[QTK_MAX_PARTS];
+		qtk_tensor sub;
+		if (t->nparts < 1 || !expert_of(t, none, 0, &sub, sp))
+			return qtk_why(why, wn, "shape: the parts of a 3-D %s tensor must be stacked along its first dimension (%llu)",
+				       s->name, (unsigned long long)t->shape[0]);
+		return qtk_scheme_check(&sub, bad_part, why, wn);
+	}
 	qtk_scheme_dims d;
 	int rc = check_layout(s, t, &d, why, wn);
 	if (rc)
@@ -366,6 +377,32 @@ int qtk_scheme_decode_rows(const qtk_tensor *t, const void *const *parts, uint64
 		return 0;
 	}
 	return rows_ok(s, t, o0, n) ? s->decode_rows(t, parts, o0, n, dst) : -1;
+}
+
+int qtk_scheme_to_ggml_rows(const qtk_tensor *t, const void *const *parts, uint64_t o0, uint64_t n, unsigned type,
+			    void *dst)
+{
+	const qtk_scheme *s = qtk_scheme_of(t);
+	uint64_t rb;
+	if (!s || !s->to_ggml_rows || (t->ndim != 2 && t->ndim != 3) || qtk_type_nbytes(type, t->shape[t->ndim - 1], &rb))
+		return -1;
+	if (t->ndim == 2)
+		return rows_ok(s, t, o0, n) ? s->to_ggml_rows(t, parts, o0, n, type, dst) : -1;
+	uint64_t out = t->shape[1], total;
+	if (!out || !qtk_mul_u64(out, t->shape[0], &total) || o0 > total || n > total - o0)
+		return -1;
+	uint8_t *d = dst;
+	while (n) { /* stacked experts: rows run through them in order */
+		uint64_t e = o0 / out, a = o0 % out, k = out - a < n ? out - a : n;
+		qtk_tensor sub;
+		const void *sp[QTK_MAX_PARTS] = {NULL};
+		if (!expert_of(t, parts, e, &sub, sp) || !rows_ok(s, &sub, a, k) || s->to_ggml_rows(&sub, sp, a, k, type, d))
+			return -1;
+		d += k * rb;
+		o0 += k;
+		n -= k;
+	}
+	return 0;
 }
 
 int qtk_scheme_encode_rows(const qtk_tensor *t, const float *x, uint64_t o0, uint64_t n, void *const *parts)

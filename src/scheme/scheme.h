@@ -117,6 +117,10 @@ struct qtk_scheme {
 	/* The checkpoint suffix of a role when it is not the role itself (roles have 7 bytes at
 	 * most); NULL: the roles are the suffixes. */
 	const char *(*suffix)(const char *role);
+	/* Rows o0 .. o0+n-1 of a valid 2-D tensor t as blocks of ggml type `type` with the same
+	 * codes and scales (a byte shuffle: MXFP4), into dst; 0, or -1 when it has no such form. */
+	int (*to_ggml_rows)(const qtk_tensor *t, const void *const *parts, uint64_t o0, uint64_t n, unsigned type,
+			    void *dst);
 };
 
 /* The checkpoint suffix of part p of packed tensor t ("<prefix>.<suffix>"). */
@@ -167,6 +171,10 @@ int qtk_scheme_bytes(const qtk_layout *l, uint64_t out, uint64_t in, bool with_o
  * s->row_align, n too unless the rows reach the last one): 0, or -1 on bad arguments /
  * inconsistent parts / out of memory. */
 int qtk_scheme_decode_rows(const qtk_tensor *t, const void *const *parts, uint64_t o0, uint64_t n, float *dst);
+/* Rows o0 .. o0+n-1 of packed tensor t (3-D: expert after expert) as ggml blocks of `type` by
+ * the scheme's byte shuffle (to_ggml_rows): 0, or -1 when it has none for type. */
+int qtk_scheme_to_ggml_rows(const qtk_tensor *t, const void *const *parts, uint64_t o0, uint64_t n, unsigned type,
+			    void *dst);
 /* Fit rows o0 .. o0+n-1 (values x [n][in]) into the whole parts of t: 0 or -1. */
 int qtk_scheme_encode_rows(const qtk_tensor *t, const float *x, uint64_t o0, uint64_t n, void *const *parts);
 

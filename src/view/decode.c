@@ -77,7 +77,7 @@ int qtk_decode_tensor(qtk_model *m, const qtk_tensor *t, float *dst)
 	for (int i = 0; i < t->nparts && !rc; i++)
 		rc = qtk_read_part_alloc(m, t, i, &p[i]);
 	if (!rc) {
-		int r = qtk_scheme_decode_rows(t, (const void *const *)p, 0, t->shape[0], dst);
+		int r = qtk_scheme_decode_rows(t, (const void *const *)p, 0, qtk_tensor_rows(t), dst); /* 3-D: E * out */
 		if (r)
 			rc = qtk_err_set(&m->err, QTK_E_DATA, NULL, -1, t->name, "inconsistent quantized components");
 	}
