@@ -241,6 +241,42 @@ static void prov_free(prov_state *p)
 	memset(p, 0, sizeof *p);
 }
 
+/* Layouts GGUF has no type for (FP8, NVFP4 with a per-tensor scale, bitsandbytes): say so
+ * once per layout, with what the chosen target costs. */
+static void note_no_ggml_type(const qtk_model *in, const qtk_model *d, const size_t *order, size_t nout)
+{
+	static const qtk_layout_kind kinds[] = {QTK_LAYOUT_FP8, QTK_LAYOUT_NVFP4, QTK_LAYOUT_BNB4};
+	for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
+		size_t n = 0;
+		uint64_t bin = 0, bout = 0;
+		char to[48] = "";
+		bool mixed = false;
+		for (size_t j = 0; j < nout; j++) {
+			const qtk_tensor *t = &in->tensors[order[j]];
+			if (t->layout.kind != kinds[k])
+				continue;
+			char id[48];
+			qtk_layout_id(&d->tensors[j].layout, id, sizeof id);
+			if (n && strcmp(id, to))
+				mixed = true;
+			snprintf(to, sizeof to, "%s", id);
+			n++;
+			bin += t->n_bytes;
+			bout += d->tensors[j].n_bytes;
+		}
+		if (!n)
+			continue;
+		char lid[48];
+		qtk_layout l = {.kind = kinds[k]};
+		qtk_layout_id(&l, lid, sizeof lid);
+		cli_warn("%zu %s tensor%s: GGUF has no type that holds %s values exactly; writing %s (%.2fx the "
+			 "bytes: %llu -> %llu)%s",
+			 n, lid, n == 1 ? "" : "s", lid, mixed ? "several types" : to, bin ? (double)bout / (double)bin : 0.0,
+			 (unsigned long long)bin, (unsigned long long)bout,
+			 kinds[k] == QTK_LAYOUT_NVFP4 ? "; only ggml's NVFP4 without a per-tensor scale would be exact" : "");
+	}
+}
+
 int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 {
 	prov_state prov;
@@ -318,6 +354,8 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 		res->bytes_out += r->bytes_out;
 		res->params += in->tensors[i].n_params;
 	}
+	if (o->out_kind == QTK_OUT_GGUF)
+		note_no_ggml_type(in, d, order, nout);
 	if (o->dry_run) {
 		for (size_t k = 0; k < nout; k++)
 			plan_line(stdout, k, nout, &in->tensors[order[k]], &d->tensors[k], plans[order[k]].note);

@@ -394,6 +394,12 @@ else
 	echo "skipped: fixtures absent (qconvert/qinspect interop cases)"
 fi
 
+# FP8 into GGUF: said plainly that no ggml type holds it, with the cost of the chosen target
+if [ -n "$FX" ] && [ -d "$FX/hf/ct/ct-fp8-channel" ]; then
+	run "fp8 -> gguf auto-exact" 0 "$BIN/qconvert" "$FX/hf/ct/ct-fp8-channel/" "$T/fp8.gguf" --to auto-exact
+	err_has "no ggml type for fp8" "14 fp8 tensors: GGUF has no type that holds fp8 values exactly; writing f32 (3.97x"
+fi
+
 # qinspect --json lists a packed tensor's parts and scheme parameters
 run "awq from the sample" 0 "$BIN/qconvert" -q "$G" "$T/parts.safetensors" --to awq --group-size 32
 run "json of packed parts" 0 "$BIN/qinspect" --json "$T/parts.safetensors"
