@@ -195,6 +195,14 @@ CT='{"model_type":"llama","quantization_config":{"quant_method":"compressed-tens
   printf '\n#QF#model.safetensors\n'
   stj '{"m.q_proj.weight_packed":{"dtype":"I32","shape":[8,4],"data_offsets":[0,128]},"m.q_proj.weight_scale":{"dtype":"F16","shape":[8,1],"data_offsets":[128,144]},"m.q_proj.weight_shape":{"dtype":"I64","shape":[2],"data_offsets":[144,160]},"m.q_proj.weight_g_idx":{"dtype":"I32","shape":[32],"data_offsets":[160,288]}}'
   head -c 144 /dev/zero; le64 8; le64 40; head -c 128 /dev/zero | tr '\0' '\7'; } >"$C/hfdir/hostile-ct-shape"
+# gpt-oss MXFP4 experts (2 experts, 2 outputs, 32 inputs), and scales that disagree with the blocks
+OSS='{"architectures":["GptOssForCausalLM"],"quantization_config":{"quant_method":"mxfp4","modules_to_not_convert":["model.layers.*.mlp.router"]}}'
+{ printf '%s' "$OSS"; printf '\n#QF#model.safetensors\n'
+  stj '{"m.experts.down_proj_blocks":{"dtype":"U8","shape":[2,2,1,16],"data_offsets":[0,64]},"m.experts.down_proj_scales":{"dtype":"U8","shape":[2,2,1],"data_offsets":[64,68]}}'
+  head -c 64 /dev/urandom; printf '\177\200\176\201'; } >"$C/hfdir/gptoss-mxfp4"
+{ printf '%s' "$OSS"; printf '\n#QF#model.safetensors\n'
+  stj '{"m.experts.down_proj_blocks":{"dtype":"U8","shape":[2,2,1,16],"data_offsets":[0,64]},"m.experts.down_proj_scales":{"dtype":"U8","shape":[2,3,1],"data_offsets":[64,70]}}'
+  head -c 70 /dev/zero; } >"$C/hfdir/hostile-mxfp4-scales"
 (cd "$W" && mkdir -p evil && printf 'x' >evil/f && ln -sf /etc/passwd evil/link &&
 	tar --format=ustar --owner=0 --group=0 --mtime=@0 -cf sym.tar -C evil link f &&
 	tar --format=gnu --owner=0 --group=0 --mtime=@0 -cf dotdot.tar --transform 's,^f,../f,' -C evil f) &&
