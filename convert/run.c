@@ -241,11 +241,12 @@ static void prov_free(prov_state *p)
 	memset(p, 0, sizeof *p);
 }
 
-/* Layouts GGUF has no type for (FP8, NVFP4 with a per-tensor scale, bitsandbytes): say so
+/* Layouts GGUF has no type for (FP8, NVFP4 with a per-tensor scale, bitsandbytes 4- and 8-bit;
+ * q8_0 has one F16 scale per 32 codes, LLM.int8 an F32 SCB / 127 per row): say so
  * once per layout, with what the chosen target costs. */
 static void note_no_ggml_type(const qtk_model *in, const qtk_model *d, const size_t *order, size_t nout)
 {
-	static const qtk_layout_kind kinds[] = {QTK_LAYOUT_FP8, QTK_LAYOUT_NVFP4, QTK_LAYOUT_BNB4};
+	static const qtk_layout_kind kinds[] = {QTK_LAYOUT_FP8, QTK_LAYOUT_NVFP4, QTK_LAYOUT_BNB4, QTK_LAYOUT_BNB8};
 	for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
 		size_t n = 0;
 		uint64_t bin = 0, bout = 0;

@@ -377,6 +377,28 @@ if [ -n "$FX" ]; then
 		run "bnb quant_state lie" 3 "$BIN/qinspect" "$T/bnb-lie/"
 		err_has "bnb lie names the tensor" "tensor .model.layers.0.mlp.down_proj.weight.absmax.*blocksize 32"
 	fi
+	# bitsandbytes LLM.int8 (made here): I8 codes 1 with SCB 127 decode to 1.0; SCB of the wrong length is exit 3
+	mkbnb8() {
+		mkdir -p "$1"
+		printf '%s' '{"model_type":"llama","quantization_config":{"quant_method":"bitsandbytes","load_in_8bit":true,"llm_int8_threshold":6.0}}' >"$1/config.json"
+		e=$((64 + 4 * $2))
+		h="{\"model.layers.0.mlp.down_proj.weight\":{\"dtype\":\"I8\",\"shape\":[2,32],\"data_offsets\":[0,64]},\"model.layers.0.mlp.down_proj.SCB\":{\"dtype\":\"F32\",\"shape\":[$2],\"data_offsets\":[64,$e]},\"model.layers.0.mlp.down_proj.weight_format\":{\"dtype\":\"U8\",\"shape\":[],\"data_offsets\":[$e,$((e + 1))]}}"
+		n=$(printf '%s' "$h" | wc -c)
+		{
+			printf "\\$(printf %03o $((n % 256)))\\$(printf %03o $((n / 256)))\\000\\000\\000\\000\\000\\000"
+			printf '%s' "$h"
+			head -c 64 /dev/zero | tr '\000' '\001'
+			i=0; while [ $i -lt "$2" ]; do printf '\000\000\376\102'; i=$((i + 1)); done
+			printf '\000'
+		} >"$1/model.safetensors"
+	}
+	mkbnb8 "$T/bnb8" 2
+	run "bnb8 inspect" 0 "$BIN/qinspect" "$T/bnb8/"; out_has "bnb8 layout" "bnb8"
+	run "bnb8 bpw" 0 "$BIN/qinspect" --json "$T/bnb8/"; out_has "bnb8 bpw 9" '"bits_per_weight":	9'
+	run "bnb8 -> f16 safetensors" 0 "$BIN/qconvert" "$T/bnb8/" "$T/bnb8-f16/" --to f16
+	mkbnb8 "$T/bnb8-bad" 3
+	run "bnb8 SCB length" 3 "$BIN/qinspect" "$T/bnb8-bad/"
+	err_has "bnb8 SCB names the tensor" "tensor .model.layers.0.mlp.down_proj.SCB.*F32 \[2\]"
 	# gpt-oss MXFP4 experts: GGUF needs --names keep; the blocks move to ggml's MXFP4 (sign of zero only)
 	OSS=$FX/hf/more/gptoss-mxfp4
 	run "gpt-oss -> gguf without --names keep" 3 "$BIN/qconvert" "$OSS" "$T/oss0.gguf" --to auto-exact

@@ -512,7 +512,7 @@ static void test_hostile(void)
 	hostile("no absmax", false, c, m_no_absmax, QTK_E_DATA, false);
 	hostile("parts without a quant_state", false, c, m_orphan, QTK_E_DATA, false);
 	hostile("config says fp4", false, CFG4("fp4"), m_none, QTK_E_DATA, false);
-	hostile("load_in_8bit",  false,
+	hostile("load_in_8bit with 4-bit parts", false,
 		"{\"quantization_config\":{\"quant_method\":\"bitsandbytes\",\"load_in_8bit\":true}}", m_none, QTK_E_DATA,
 		false);
 	hostile("nested_absmax wrong length", true, c, m_nested_absmax_len, QTK_E_DATA, false);
@@ -521,6 +521,222 @@ static void test_hostile(void)
 	hostile("nested_offset a string", true, c, m_nested_offset, QTK_E_DATA, false);
 	hostile("nested_dtype float16", true, c, m_nested_dtype, QTK_E_DATA, false);
 	hostile("nested_quant_map missing", true, c, m_nested_missing_tensor, QTK_E_DATA, false);
+}
+
+/* ---- LLM.int8 (bnb8) ------------------------------------------------------------------------ */
+
+#define CFG8 "{\"model_type\":\"llama\",\"quantization_config\":{\"quant_method\":\"bitsandbytes\",\"load_in_8bit\":true," \
+	     "\"llm_int8_threshold\":6.0,\"llm_int8_skip_modules\":null,\"llm_int8_has_fp16_weight\":false}}"
+#define O8 3
+#define I8N 40
+
+typedef struct synth8 {
+	int8_t w[O8 * I8N];
+	float scb[O8 + 1];
+	float bias[O8];
+	uint8_t fmt[2];
+} synth8;
+
+static void synth8_init(synth8 *s)
+{
+	memset(s, 0, sizeof *s);
+	for (int k = 0; k < O8 * I8N; k++)
+		s->w[k] = (int8_t)((k * 37 + 11) % 255 - 127); /* -127 .. 127 */
+	s->w[0] = 127;
+	s->scb[0] = 2.0f;
+	s->scb[1] = 0.0123456789f;
+	s->scb[2] = 3.14159265f;
+	for (int k = 0; k < O8; k++)
+		s->bias[k] = (float)k;
+}
+
+/* weight, SCB, bias and (with_fmt) a 0-D weight_format; returns the count */
+static int synth8_tensors(synth8 *s, stens *ts, bool with_fmt)
+{
+	int n = 0;
+	ts[n++] = (stens){"weight", "I8", "", s->w, sizeof s->w};
+	snprintf(ts[n - 1].shape, sizeof ts[0].shape, "[%d,%d]", O8, I8N);
+	ts[n++] = (stens){"SCB", "F32", "[3]", s->scb, 4 * O8};
+	ts[n++] = (stens){"bias", "F32", "[3]", s->bias, sizeof s->bias};
+	if (with_fmt)
+		ts[n++] = (stens){"weight_format", "U8", "[]", s->fmt, 1};
+	return n;
+}
+
+/* bitsandbytes' int8_vectorwise_dequant: A * stats * 7.874015718698502e-3 in float32 */
+static float expect8(int8_t w, float scb)
+{
+	float p = (float)w * scb;
+	return p * 7.874015718698502e-3f;
+}
+
+static void test_int8_known(void)
+{
+	float inv = (float)(1.0 / 127.0);
+	uint32_t ib;
+	memcpy(&ib, &inv, 4);
+	CHECK(inv == 7.874015718698502e-3f && (double)inv == 7.874015718698502e-3 && ib == 0x3c010204u,
+	      "1/127 in float32 is bitsandbytes' constant (0x%08x)", ib);
+	for (int with_fmt = 0; with_fmt < 2; with_fmt++) {
+		synth8 s;
+		stens ts[8];
+		synth8_init(&s);
+		int nt = synth8_tensors(&s, ts, with_fmt);
+		qtk_model *m = NULL;
+		qtk_err e;
+		int rc = open_synth(NULL, CFG8, ts, nt, &m, &e);
+		CHECK(rc == 0, "int8 %d: open (%s)", with_fmt, e.msg);
+		const qtk_tensor *t = m ? qtk_tensor_find(m, "l.weight") : NULL;
+		CHECK(t && t->layout.kind == QTK_LAYOUT_BNB8 && t->shape[0] == O8 && t->shape[1] == I8N && t->nparts == 2 &&
+			      m->ntensors == 2 && qtk_tensor_find(m, "l.bias") && !qtk_tensor_find(m, "l.SCB") &&
+			      !qtk_tensor_find(m, "l.weight_format"),
+		      "int8 %d: weight and SCB folded into one bnb8 tensor, bias plain, weight_format dropped", with_fmt);
+		if (!t) {
+			qtk_close(m);
+			continue;
+		}
+		char id[48];
+		qtk_layout_id(&t->layout, id, sizeof id);
+		CHECK(!strcmp(id, "bnb8"), "int8 %d: layout id %s", with_fmt, id);
+		/* bits per weight: 8 for the code plus 32 / in for the row's SCB */
+		CHECK(t->n_bytes == O8 * I8N + 4u * O8, "int8 %d: %llu bytes (codes and SCB counted)", with_fmt,
+		      (unsigned long long)t->n_bytes);
+		float y[O8 * I8N];
+		CHECK(qtk_decode_tensor(m, t, y) == 0, "int8 %d: decode", with_fmt);
+		unsigned bad = 0, differ = 0;
+		for (int k = 0; k < O8 * I8N; k++) {
+			float want = expect8(s.w[k], s.scb[k / I8N]), div = (float)s.w[k] * s.scb[k / I8N] / 127.0f;
+			bad += memcmp(&want, &y[k], 4) != 0;
+			differ += memcmp(&want, &div, 4) != 0;
+		}
+		CHECK(bad == 0, "int8 %d: %u of %d values differ from bitsandbytes' arithmetic", with_fmt, bad, O8 * I8N);
+		if (!with_fmt)
+			printf("  int8: %u of %d values of w * SCB / 127 differ from w * SCB * f32(1/127)\n", differ, O8 * I8N);
+		CHECK(y[0] == 2.0f && y[I8N] == expect8(s.w[I8N], 0.0123456789f), "int8 %d: spot values %g", with_fmt,
+		      (double)y[0]);
+		const qtk_scheme *sc = qtk_scheme_of(t);
+		CHECK(sc && !strcmp(sc->name, "bnb8") && sc->decode_rows, "int8: scheme bnb8");
+		qtk_close(m);
+	}
+}
+
+typedef void (*mutate8)(synth8 *s, stens *ts, int *nt);
+
+static void n8_none(synth8 *s, stens *ts, int *nt) { (void)s, (void)ts, (void)nt; }
+static void n8_scb_long(synth8 *s, stens *ts, int *nt)
+{
+	(void)nt;
+	ts[1] = (stens){"SCB", "F32", "[4]", s->scb, 16};
+}
+static void n8_scb_short(synth8 *s, stens *ts, int *nt)
+{
+	(void)nt;
+	ts[1] = (stens){"SCB", "F32", "[2]", s->scb, 8};
+}
+static void n8_scb_f16(synth8 *s, stens *ts, int *nt)
+{
+	(void)nt;
+	ts[1] = (stens){"SCB", "F16", "[6]", s->scb, 12};
+}
+static void n8_scb_2d(synth8 *s, stens *ts, int *nt)
+{
+	(void)nt;
+	ts[1] = (stens){"SCB", "F32", "[3,1]", s->scb, 12};
+}
+static void n8_weight_u8(synth8 *s, stens *ts, int *nt)
+{
+	(void)s, (void)nt;
+	ts[0].dtype = "U8";
+}
+static void n8_weight_1d(synth8 *s, stens *ts, int *nt)
+{
+	(void)s, (void)nt;
+	snprintf(ts[0].shape, sizeof ts[0].shape, "[%d]", O8 * I8N);
+}
+static void n8_no_weight(synth8 *s, stens *ts, int *nt)
+{
+	(void)s;
+	ts[0] = ts[--*nt];
+}
+static void n8_scb_nan(synth8 *s, stens *ts, int *nt)
+{
+	(void)ts, (void)nt;
+	s->scb[1] = NAN;
+}
+static void n8_scb_neg(synth8 *s, stens *ts, int *nt)
+{
+	(void)ts, (void)nt;
+	s->scb[2] = -1.0f;
+}
+static void n8_fmt_tiled(synth8 *s, stens *ts, int *nt)
+{
+	(void)ts, (void)nt;
+	s->fmt[0] = 2;
+}
+static void n8_fmt_two(synth8 *s, stens *ts, int *nt)
+{
+	(void)s;
+	ts[*nt - 1].n = 2;
+	snprintf(ts[*nt - 1].shape, sizeof ts[0].shape, "[2]");
+}
+static void n8_fmt_orphan(synth8 *s, stens *ts, int *nt)
+{
+	(void)s;
+	ts[1] = ts[--*nt]; /* weight_format instead of SCB */
+}
+static void n8_4bit_part(synth8 *s, stens *ts, int *nt)
+{
+	(void)s;
+	ts[(*nt)++] = (stens){"weight.absmax", "F32", "[1]", s->bias, 4};
+}
+
+static void hostile8(const char *what, const char *cfg, mutate8 fn, int want, bool at_decode)
+{
+	synth8 s;
+	stens ts[8];
+	synth8_init(&s);
+	int nt = synth8_tensors(&s, ts, true);
+	fn(&s, ts, &nt);
+	qtk_model *m = NULL;
+	qtk_err e;
+	int rc = open_synth(NULL, cfg, ts, nt, &m, &e);
+	if (at_decode && m) {
+		const qtk_tensor *t = qtk_tensor_find(m, "l.weight");
+		float y[O8 * I8N];
+		rc = t ? qtk_decode_tensor(m, t, y) : -1;
+		e = m->err;
+	}
+	CHECK(rc == want, "int8 %s: code %d, want %d (%s)", what, rc, want, e.msg);
+	if (want)
+		CHECK(strstr(e.subject, "l.") || strstr(e.subject, "key '"), "int8 %s: names the tensor or key (%s)", what,
+		      e.subject);
+	qtk_close(m);
+}
+
+static void test_int8_hostile(void)
+{
+	hostile8("valid", CFG8, n8_none, 0, false);
+	hostile8("valid, decoded", CFG8, n8_none, 0, true);
+	hostile8("SCB too long", CFG8, n8_scb_long, QTK_E_DATA, false);
+	hostile8("SCB too short", CFG8, n8_scb_short, QTK_E_DATA, false);
+	hostile8("SCB F16", CFG8, n8_scb_f16, QTK_E_DATA, false);
+	hostile8("SCB 2-D", CFG8, n8_scb_2d, QTK_E_DATA, false);
+	hostile8("weight U8", CFG8, n8_weight_u8, QTK_E_DATA, false);
+	hostile8("weight 1-D", CFG8, n8_weight_1d, QTK_E_DATA, false);
+	hostile8("no weight", CFG8, n8_no_weight, QTK_E_DATA, false);
+	hostile8("SCB NaN (at decode)", CFG8, n8_scb_nan, QTK_E_DATA, true);
+	hostile8("SCB negative (at decode)", CFG8, n8_scb_neg, QTK_E_DATA, true);
+	hostile8("weight_format tiled", CFG8, n8_fmt_tiled, QTK_E_DATA, false);
+	hostile8("weight_format two bytes", CFG8, n8_fmt_two, QTK_E_DATA, false);
+	hostile8("weight_format without SCB", CFG8, n8_fmt_orphan, QTK_E_DATA, false);
+	hostile8("4-bit part in an 8-bit checkpoint", CFG8, n8_4bit_part, QTK_E_DATA, false);
+	hostile8("SCB under load_in_4bit", CFG4("nf4"), n8_none, QTK_E_DATA, false);
+	hostile8("load_in_8bit and load_in_4bit",
+		 "{\"quantization_config\":{\"quant_method\":\"bitsandbytes\",\"load_in_8bit\":true,\"load_in_4bit\":true}}",
+		 n8_none, QTK_E_DATA, false);
+	hostile8("load_in_8bit a string",
+		 "{\"quantization_config\":{\"quant_method\":\"bitsandbytes\",\"load_in_8bit\":\"yes\"}}", n8_none,
+		 QTK_E_DATA, false);
 }
 
 static void test_parse(void)
@@ -544,6 +760,8 @@ int main(void)
 	test_parse();
 	test_known();
 	test_hostile();
+	test_int8_known();
+	test_int8_hostile();
 	test_fixtures();
 	return T_DONE();
 }

@@ -533,6 +533,11 @@ static int bnb_run(bfold *f)
 				gid[c[x]] = (long)nmod;
 		nmod++;
 	}
+	for (size_t i = 0; i < n && !rc; i++) {
+		size_t len = strlen(m->tensors[i].name);
+		if (len > 4 && !strcmp(m->tensors[i].name + len - 4, ".SCB"))
+			rc = tfail(f, m->tensors[i].name, "an LLM.int8 SCB in a checkpoint whose config is not load_in_8bit");
+	}
 	for (size_t i = 0; i < n && !rc; i++)
 		if (gid[i] < 0 && bnb_component(m->tensors[i].name))
 			rc = tfail(f, m->tensors[i].name,
@@ -571,10 +576,14 @@ int qtk_bnb_fold(qtk_model *m, const cJSON *qc, const char *cfgfile)
 	const cJSON *l8 = cJSON_GetObjectItemCaseSensitive(qc, "load_in_8bit");
 	const cJSON *l4 = cJSON_GetObjectItemCaseSensitive(qc, "load_in_4bit");
 	const cJSON *qt = cJSON_GetObjectItemCaseSensitive(qc, "bnb_4bit_quant_type");
-	if (cJSON_IsTrue(l8))
-		return cfail(&f, "load_in_8bit", "bitsandbytes LLM.int8 (8-bit) checkpoints are not supported yet");
 	if (l4 && !cJSON_IsBool(l4))
 		return cfail(&f, "load_in_4bit", "must be true or false");
+	if (l8 && !cJSON_IsBool(l8))
+		return cfail(&f, "load_in_8bit", "must be true or false");
+	if (cJSON_IsTrue(l8) && cJSON_IsTrue(l4))
+		return cfail(&f, "load_in_8bit", "load_in_8bit and load_in_4bit are both true");
+	if (cJSON_IsTrue(l8))
+		return qtk_bnb8_fold(m, cfgfile); /* bnb8.c */
 	if (qt && (!cJSON_IsString(qt) || (strcmp(qt->valuestring, "nf4") && strcmp(qt->valuestring, "fp4"))))
 		return cfail(&f, "bnb_4bit_quant_type", "must be \"nf4\" or \"fp4\"");
 	if (qt)

@@ -1,4 +1,4 @@
-/* bnb.h - bitsandbytes 4-bit (NF4 / FP4) pieces the tests use directly. */
+/* bnb.h - bitsandbytes 4-bit (NF4 / FP4) and LLM.int8 pieces the tests use directly. */
 #ifndef QTK_SCHEME_BNB_H
 #define QTK_SCHEME_BNB_H
 
@@ -23,5 +23,9 @@ const uint32_t *qtk_bnb_code_table(int fp4);
  * dtype (bitsandbytes' output), else the float32 product. 0, or -1 on bad arguments or a
  * non-finite absmax. */
 int qtk_bnb_decode(const qtk_tensor *t, const void *const *parts, bool cast, uint64_t o0, uint64_t n, float *dst);
+/* Rows o0 .. o0+n-1 of bnb8 (LLM.int8) tensor t from its parts (weight I8, SCB F32):
+ * f32(f32(w * SCB) * f32(1/127)), bitsandbytes' int8_vectorwise_dequant. 0, or -1 on bad
+ * arguments or a non-finite or negative SCB. */
+int qtk_bnb8_decode(const qtk_tensor *t, const void *const *parts, uint64_t o0, uint64_t n, float *dst);
 
 #endif

@@ -49,6 +49,9 @@ int qtk_modelopt_fold(qtk_model *m, const struct cJSON *qc, const char *cfgfile)
 /* bitsandbytes 4-bit (quant_method "bitsandbytes", load_in_4bit): each module's weight,
  * absmax, quant_map, nested parts and quant_state JSON folded into a bnb4 layout (bnb.c). */
 int qtk_bnb_fold(qtk_model *m, const struct cJSON *qc, const char *cfgfile);
+/* bitsandbytes LLM.int8 (load_in_8bit): each module's I8 weight and F32 SCB folded into a bnb8
+ * layout, its weight_format (0: row-major) checked and dropped (bnb8.c; called by qtk_bnb_fold). */
+int qtk_bnb8_fold(qtk_model *m, const char *cfgfile);
 /* gpt-oss MXFP4 (quant_method "mxfp4", mxfp4.c): <prefix>_blocks and <prefix>_scales into one
  * logical tensor <prefix>; modules_to_not_convert (globs) must hold no such pair. */
 int qtk_mxfp4_fold(qtk_model *m, const struct cJSON *qc, const char *cfgfile);

@@ -12,11 +12,12 @@ extern const qtk_scheme qtk_scheme_gptq;
 extern const qtk_scheme qtk_scheme_mlx;
 extern const qtk_scheme qtk_scheme_ct_int, qtk_scheme_fp8, qtk_scheme_nvfp4; /* ct.c */
 extern const qtk_scheme qtk_scheme_bnb4;  /* bnb.c */
+extern const qtk_scheme qtk_scheme_bnb8;  /* bnb8.c (after bnb4: both are "bitsandbytes") */
 extern const qtk_scheme qtk_scheme_mxfp4; /* mxfp4.c */
 
 static const qtk_scheme *const schemes[] = {&qtk_scheme_awq,    &qtk_scheme_gptq, &qtk_scheme_mlx,
 					    &qtk_scheme_ct_int, &qtk_scheme_fp8,  &qtk_scheme_nvfp4,
-					    &qtk_scheme_bnb4,   &qtk_scheme_mxfp4};
+					    &qtk_scheme_bnb4,   &qtk_scheme_mxfp4, &qtk_scheme_bnb8};
 
 #define NSCHEMES (sizeof schemes / sizeof *schemes)
 

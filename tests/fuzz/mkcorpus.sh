@@ -181,6 +181,14 @@ for bq in "2, 64:bnb-nf4" "4, 64:hostile-bnb-shape"; do
 	  stj '{"l.weight":{"dtype":"U8","shape":[64,1],"data_offsets":[0,64]},"l.weight.absmax":{"dtype":"F32","shape":[2],"data_offsets":[64,72]},"l.weight.quant_map":{"dtype":"F32","shape":[16],"data_offsets":[72,136]},"l.weight.quant_state.bitsandbytes__nf4":{"dtype":"U8","shape":['${#QS}'],"data_offsets":[136,'$((136 + ${#QS}))']}}'
 	  head -c 64 /dev/urandom; le32 1065353216; le32 1056964608; nf4map; printf '%s' "$QS"; } >"$C/hfdir/${bq#*:}"
 done
+# bitsandbytes LLM.int8: one module [2, 32] with its SCB and weight_format, and one whose SCB has 3 rows
+B8='{"model_type":"llama","quantization_config":{"quant_method":"bitsandbytes","load_in_8bit":true,"llm_int8_threshold":6.0}}'
+for rq in "2:bnb8" "3:hostile-bnb8-scb"; do
+	r=${rq%%:*}; e=$((64 + 4 * r))
+	{ printf '%s' "$B8"; printf '\n#QF#model.safetensors\n'
+	  stj '{"l.weight":{"dtype":"I8","shape":[2,32],"data_offsets":[0,64]},"l.SCB":{"dtype":"F32","shape":['$r'],"data_offsets":[64,'$e']},"l.weight_format":{"dtype":"U8","shape":[],"data_offsets":['$e','$((e + 1))']}}'
+	  head -c 64 /dev/urandom; i=0; while [ $i -lt $r ]; do le32 1056964608; i=$((i + 1)); done; printf '\0'; } >"$C/hfdir/${rq#*:}"
+done
 # compressed-tensors: FP8 per channel, NVFP4, and a weight_shape that lies
 CT='{"model_type":"llama","quantization_config":{"quant_method":"compressed-tensors","ignore":["lm_head"],"config_groups":{"g":{"targets":["re:.*proj$"],"format":'
 { printf '%s' "$CT"'"float-quantized","weights":{"num_bits":8,"type":"float","strategy":"channel"}}}}}'
