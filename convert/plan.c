@@ -767,6 +767,8 @@ int conv_plan(qtk_model *in, const conv_opts *opts, const void *imatrix, const q
 	}
 	qtk_mix_state ms;
 	qtk_mix_init(&ms, in, o->target.ftype);
+	size_t unmapped = 0;
+	const char *first_unmapped = NULL;
 	for (size_t i = 0; i < in->ntensors; i++) {
 		plans[i].out_name = NULL;
 		plans[i].perm_heads = 0;
@@ -780,9 +782,8 @@ int conv_plan(qtk_model *in, const conv_opts *opts, const void *imatrix, const q
 				plans[i].perm_inverse = mo->inverse;
 				plans[i].force_f32 = mo->force_f32;
 				plans[i].map_otype = mo->otype;
-				if (mo->unmapped)
-					cli_warn("%s: no %s name for this tensor; keeping its name", in->tensors[i].name,
-						 o->out_kind == QTK_OUT_GGUF ? "GGUF" : "Hugging Face");
+				if (mo->unmapped && !unmapped++)
+					first_unmapped = in->tensors[i].name;
 			}
 			plans[i].out_name = in->tensors[i].name;
 		}
@@ -790,5 +791,12 @@ int conv_plan(qtk_model *in, const conv_opts *opts, const void *imatrix, const q
 		if (rc)
 			return rc;
 	}
+	/* one line for all of them (compressed-tensors' activation scales come per layer) */
+	if (unmapped == 1)
+		cli_warn("%s: no %s name for this tensor; keeping its name", first_unmapped,
+			 o->out_kind == QTK_OUT_GGUF ? "GGUF" : "Hugging Face");
+	else if (unmapped > 1)
+		cli_warn("%zu tensors have no %s name (the first: %s); keeping their names", unmapped,
+			 o->out_kind == QTK_OUT_GGUF ? "GGUF" : "Hugging Face", first_unmapped);
 	return 0;
 }
