@@ -649,6 +649,16 @@ static void tv_detail_build(tui *t, tv_lines *L, long ti)
 	tv_printf(s, L->n++, 1, w, R_NORMAL, "%llu params  %s  %.4f bits/weight  %.2f%% of file",
 		  (unsigned long long)q->n_params, by, tv_bpw(q->n_bytes, q->n_params),
 		  t->tt.n_bytes ? 100.0 * (double)q->n_bytes / (double)t->tt.n_bytes : 0.0);
+	qtk_layout_kind lk = q->layout.kind;
+	if ((lk == QTK_LAYOUT_CT_INT || lk == QTK_LAYOUT_FP8) && q->layout.strategy < 4) {
+		static const char *const strat[] = {"tensor", "channel", "group", "block"};
+		bool chan = q->layout.strategy == 2 && q->ndim >= 2 && q->layout.group_size == q->shape[q->ndim - 1];
+		tv_printf(s, L->n++, 1, w, R_NORMAL, "scales per %s, %s", chan ? "channel" : strat[q->layout.strategy],
+			  q->layout.sym ? "symmetric" : "with zero points");
+	} else if (lk == QTK_LAYOUT_NVFP4) {
+		tv_printf(s, L->n++, 1, w, R_NORMAL, "E4M3 scale per 16, global scale %s",
+			  q->layout.scale_type ? "multiplies (ModelOpt)" : "divides (compressed-tensors)");
+	}
 	for (int p = 0; p < q->nparts && q->nparts > 1; p++) {
 		const qtk_type_info *ti2 = qtk_type(q->parts[p].type);
 		char pb[32];

@@ -280,9 +280,43 @@ static void run_template(const char *gguf)
 	qtk_close(m);
 }
 
+/* The detail pane names how a compressed-tensors / NVFP4 layer shares its scales. */
+static void run_schemes(void)
+{
+	const char *fx = t_fixtures();
+	if (!fx) {
+		T_SKIP("scheme lines of the detail pane (no fixtures)");
+		return;
+	}
+	static const struct { const char *dir, *must; } cases[] = {
+		{"hf/ct/ct-fp8-block", "scales per block, symmetric"},
+		{"hf/ct/ct-w4a16-g32-asym", "scales per group, with zero points"},
+		{"hf/ct/ct-nvfp4", "global scale divides (compressed-tensors)"},
+		{"hf/ct/modelopt-nvfp4", "global scale multiplies (ModelOpt)"},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		char path[1024];
+		snprintf(path, sizeof path, "%s/%s", fx, cases[i].dir);
+		qtk_err e;
+		qtk_model *m = qtk_open(path, &e);
+		CHECK(m != NULL, "open %s: %s", path, m ? "" : e.msg);
+		if (!m)
+			continue;
+		tui t;
+		tui_init(&t, m, 120, 40, true, false);
+		play(&t, "/down_proj<Enter><Enter>");
+		char *got = render(&t, 120, 40);
+		CHECK(got && strstr(got, cases[i].must), "%s: detail lacks '%s'", cases[i].dir, cases[i].must);
+		free(got);
+		tui_free(&t);
+		qtk_close(m);
+	}
+}
+
 int main(void)
 {
 	char dir[] = "/tmp/qtk-tui-XXXXXX", cmd[512], gguf[256];
+	run_schemes();
 	if (t_samples(dir))
 		return T_DONE();
 	snprintf(gguf, sizeof gguf, "%s/tiny-llama-f32.gguf", dir);
