@@ -499,11 +499,10 @@ static bool bnb_component(const char *nm)
 static int bnb_run(bfold *f)
 {
 	qtk_model *m = f->m;
-	size_t n = m->ntensors, nmod = 0, k = 0;
+	size_t n = m->ntensors, nmod = 0;
 	long *gid = qtk_malloc(n * sizeof *gid);
-	qtk_tensor *mods = qtk_calloc(n + 1, sizeof *mods), *nt = qtk_calloc(n + 1, sizeof *nt);
-	bool *emitted = qtk_calloc(n + 1, 1);
-	int rc = gid && mods && nt && emitted ? 0 : qtk_err_set(&m->err, QTK_E_IO, m->path, -1, NULL, "out of memory");
+	qtk_tensor *mods = qtk_calloc(n + 1, sizeof *mods);
+	int rc = gid && mods ? 0 : qtk_err_set(&m->err, QTK_E_IO, m->path, -1, NULL, "out of memory");
 	for (size_t i = 0; i < n && !rc; i++)
 		gid[i] = -1;
 	static const char *const marks[2] = {".weight.quant_state.bitsandbytes__nf4",
@@ -542,31 +541,12 @@ static int bnb_run(bfold *f)
 		if (gid[i] < 0 && bnb_component(m->tensors[i].name))
 			rc = tfail(f, m->tensors[i].name,
 				   "bitsandbytes component without its module's quant_state.bitsandbytes__nf4 or __fp4");
-	if (!rc) {
-		for (size_t i = 0; i < n; i++) {
-			if (gid[i] < 0) {
-				nt[k++] = m->tensors[i];
-				continue;
-			}
-			if (!emitted[gid[i]]) {
-				nt[k++] = mods[gid[i]];
-				emitted[gid[i]] = true;
-			}
-			qtk_free(m->tensors[i].name);
-		}
-		qtk_free(m->tensors);
-		m->tensors = nt;
-		m->ntensors = k;
-		m->cap_tensors = n + 1;
-		nt = NULL;
-		nmod = 0;
-	}
+	if (!rc)
+		rc = qtk_fold_replace(m, gid, NULL, mods, &nmod);
 	for (size_t i = 0; i < nmod; i++)
 		qtk_free(mods[i].name);
 	qtk_free(gid);
 	qtk_free(mods);
-	qtk_free(nt);
-	qtk_free(emitted);
 	return rc;
 }
 

@@ -248,11 +248,11 @@ static int b8_module(b8fold *f, const char *mod, size_t plen, long si, long c[3]
 static int b8_run(b8fold *f)
 {
 	qtk_model *m = f->m;
-	size_t n = m->ntensors, nmod = 0, k = 0;
+	size_t n = m->ntensors, nmod = 0;
 	long *gid = qtk_malloc(n * sizeof *gid);
-	qtk_tensor *mods = qtk_calloc(n + 1, sizeof *mods), *nt = qtk_calloc(n + 1, sizeof *nt);
-	bool *emitted = qtk_calloc(n + 1, 1), *drop = qtk_calloc(n + 1, 1);
-	int rc = gid && mods && nt && emitted && drop ? 0 : qtk_err_set(&m->err, QTK_E_IO, m->path, -1, NULL, "out of memory");
+	qtk_tensor *mods = qtk_calloc(n + 1, sizeof *mods);
+	bool *drop = qtk_calloc(n + 1, 1);
+	int rc = gid && mods && drop ? 0 : qtk_err_set(&m->err, QTK_E_IO, m->path, -1, NULL, "out of memory");
 	for (size_t i = 0; i < n && !rc; i++)
 		gid[i] = -1;
 	for (size_t i = 0; i < n && !rc; i++) {
@@ -287,35 +287,12 @@ static int b8_run(b8fold *f)
 		if (!drop[i] && ends_with(m->tensors[i].name, ".weight_format", &plen))
 			rc = tfail8(f, m->tensors[i].name, "weight_format without its module's SCB");
 	}
-	if (!rc) {
-		for (size_t i = 0; i < n; i++) {
-			if (drop[i]) {
-				qtk_free(m->tensors[i].name);
-				continue;
-			}
-			if (gid[i] < 0) {
-				nt[k++] = m->tensors[i];
-				continue;
-			}
-			if (!emitted[gid[i]]) {
-				nt[k++] = mods[gid[i]];
-				emitted[gid[i]] = true;
-			}
-			qtk_free(m->tensors[i].name);
-		}
-		qtk_free(m->tensors);
-		m->tensors = nt;
-		m->ntensors = k;
-		m->cap_tensors = n + 1;
-		nt = NULL;
-		nmod = 0;
-	}
+	if (!rc)
+		rc = qtk_fold_replace(m, gid, drop, mods, &nmod);
 	for (size_t i = 0; i < nmod; i++)
 		qtk_free(mods[i].name);
 	qtk_free(gid);
 	qtk_free(mods);
-	qtk_free(nt);
-	qtk_free(emitted);
 	qtk_free(drop);
 	return rc;
 }

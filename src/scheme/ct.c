@@ -1015,11 +1015,10 @@ static bool ends_with(const char *s, size_t len, const char *suf, size_t *plen)
 static int fold_modules(ct_fold *f)
 {
 	qtk_model *m = f->m;
-	size_t n = m->ntensors, nmod = 0, k = 0;
+	size_t n = m->ntensors, nmod = 0;
 	long *gid = qtk_malloc(n * sizeof *gid);
-	qtk_tensor *mods = qtk_calloc(n + 1, sizeof *mods), *nt = qtk_calloc(n + 1, sizeof *nt);
-	bool *emitted = qtk_calloc(n + 1, 1);
-	int rc = gid && mods && nt && emitted ? 0 : qtk_err_set(&m->err, QTK_E_IO, m->path, -1, NULL, "out of memory");
+	qtk_tensor *mods = qtk_calloc(n + 1, sizeof *mods);
+	int rc = gid && mods ? 0 : qtk_err_set(&m->err, QTK_E_IO, m->path, -1, NULL, "out of memory");
 	for (size_t i = 0; i < n && !rc; i++)
 		gid[i] = -1;
 	for (size_t i = 0; i < n && !rc; i++) {
@@ -1078,31 +1077,12 @@ static int fold_modules(ct_fold *f)
 			if (gid[i] < 0 && ends_with(nm, strlen(nm), marks[j], &plen))
 				rc = tfail(f, nm, "no matching '.weight_scale' for this quantization component");
 	}
-	if (!rc) {
-		for (size_t i = 0; i < n; i++) {
-			if (gid[i] < 0) {
-				nt[k++] = m->tensors[i];
-				continue;
-			}
-			if (!emitted[gid[i]]) {
-				nt[k++] = mods[gid[i]];
-				emitted[gid[i]] = true;
-			}
-			qtk_free(m->tensors[i].name);
-		}
-		qtk_free(m->tensors);
-		m->tensors = nt;
-		m->ntensors = k;
-		m->cap_tensors = n + 1;
-		nt = NULL;
-		nmod = 0;
-	}
+	if (!rc)
+		rc = qtk_fold_replace(m, gid, NULL, mods, &nmod);
 	for (size_t i = 0; i < nmod; i++)
 		qtk_free(mods[i].name);
 	qtk_free(gid);
 	qtk_free(mods);
-	qtk_free(nt);
-	qtk_free(emitted);
 	return rc;
 }
 
@@ -1236,11 +1216,10 @@ static int side_module(ct_fold *f, const side_fold *sf, const char *mod, size_t 
 static int side_run(ct_fold *f, const side_fold *sf)
 {
 	qtk_model *m = f->m;
-	size_t n = m->ntensors, nmod = 0, k = 0;
+	size_t n = m->ntensors, nmod = 0;
 	long *gid = qtk_malloc(n * sizeof *gid);
-	qtk_tensor *mods = qtk_calloc(n + 1, sizeof *mods), *nt = qtk_calloc(n + 1, sizeof *nt);
-	bool *emitted = qtk_calloc(n + 1, 1);
-	int rc = gid && mods && nt && emitted ? 0 : qtk_err_set(&m->err, QTK_E_IO, m->path, -1, NULL, "out of memory");
+	qtk_tensor *mods = qtk_calloc(n + 1, sizeof *mods);
+	int rc = gid && mods ? 0 : qtk_err_set(&m->err, QTK_E_IO, m->path, -1, NULL, "out of memory");
 	for (size_t i = 0; i < n && !rc; i++)
 		gid[i] = -1;
 	for (size_t i = 0; i < n && !rc; i++) {
@@ -1279,31 +1258,12 @@ static int side_run(ct_fold *f, const side_fold *sf)
 		    ends_with(t->name, strlen(t->name), sf->suffix[0], &plen))
 			rc = tfail(f, t->name, "%s codes without '.%s'", qtk_type(t->layout.type)->upper, sf->mark);
 	}
-	if (!rc) {
-		for (size_t i = 0; i < n; i++) {
-			if (gid[i] < 0) {
-				nt[k++] = m->tensors[i];
-				continue;
-			}
-			if (!emitted[gid[i]]) {
-				nt[k++] = mods[gid[i]];
-				emitted[gid[i]] = true;
-			}
-			qtk_free(m->tensors[i].name);
-		}
-		qtk_free(m->tensors);
-		m->tensors = nt;
-		m->ntensors = k;
-		m->cap_tensors = n + 1;
-		nt = NULL;
-		nmod = 0;
-	}
+	if (!rc)
+		rc = qtk_fold_replace(m, gid, NULL, mods, &nmod);
 	for (size_t i = 0; i < nmod; i++)
 		qtk_free(mods[i].name);
 	qtk_free(gid);
 	qtk_free(mods);
-	qtk_free(nt);
-	qtk_free(emitted);
 	return rc;
 }
 

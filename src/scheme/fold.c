@@ -305,11 +305,6 @@ static int make_logical(fold *f, const char *prefix, size_t plen, const long *c,
 	return rc;
 }
 
-typedef struct group_ent {
-	qtk_tensor t;   /* the logical tensor */
-	bool emitted;
-} group_ent;
-
 /* mlx-lm writes per-module settings into its quantization object, keyed by the module path:
  * {"group_size": G, "bits": B}. local->scheme stays NULL when the module has none. */
 static int module_override(fold *f, const char *prefix, size_t plen, qtk_qcfg *local)
@@ -342,6 +337,40 @@ static int module_override(fold *f, const char *prefix, size_t plen, qtk_qcfg *l
 	return 0;
 }
 
+int qtk_fold_replace(qtk_model *m, const long *gid, const bool *drop, qtk_tensor *mods, size_t *nmods)
+{
+	size_t n = m->ntensors, k = 0;
+	qtk_tensor *nt = qtk_calloc(n + 1, sizeof *nt);
+	bool *emitted = qtk_calloc(*nmods + 1, 1);
+	if (!nt || !emitted) {
+		qtk_free(nt);
+		qtk_free(emitted);
+		return oom(m);
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (drop && drop[i]) {
+			qtk_free(m->tensors[i].name);
+			continue;
+		}
+		if (gid[i] < 0) {
+			nt[k++] = m->tensors[i];
+			continue;
+		}
+		if (!emitted[gid[i]]) { /* a logical tensor takes the place of its first component */
+			nt[k++] = mods[gid[i]];
+			emitted[gid[i]] = true;
+		}
+		qtk_free(m->tensors[i].name);
+	}
+	qtk_free(emitted);
+	qtk_free(m->tensors);
+	m->tensors = nt;
+	m->ntensors = k;
+	m->cap_tensors = n + 1;
+	*nmods = 0;
+	return 0;
+}
+
 static int fold_run(fold *f)
 {
 	qtk_model *m = f->m;
@@ -349,11 +378,10 @@ static int fold_run(fold *f)
 	const char *first = s->parts[0].role;
 	size_t n = m->ntensors, flen = strlen(first);
 	long *gid = qtk_malloc(n * sizeof *gid);
-	group_ent *g = qtk_calloc(n, sizeof *g);
-	qtk_tensor *nt = qtk_calloc(n, sizeof *nt);
-	size_t ng = 0, k = 0;
+	qtk_tensor *g = qtk_calloc(n, sizeof *g); /* the logical tensors */
+	size_t ng = 0;
 	int rc = 0;
-	if (!gid || !g || !nt) {
+	if (!gid || !g) {
 		rc = oom(m);
 		goto out;
 	}
@@ -401,7 +429,7 @@ static int fold_run(fold *f)
 		const qtk_qcfg *shared = f->q;
 		if (!rc && (rc = module_override(f, nm, plen, &local)) == 0 && local.scheme)
 			f->q = &local;
-		if (rc || (rc = make_logical(f, nm, plen, c, &g[ng].t))) {
+		if (rc || (rc = make_logical(f, nm, plen, c, &g[ng]))) {
 			f->q = shared;
 			break;
 		}
@@ -419,31 +447,12 @@ static int fold_run(fold *f)
 	}
 	if (rc)
 		goto out;
-	/* new order: a logical tensor takes the place of its first component */
-	for (size_t i = 0; i < n; i++) {
-		if (gid[i] < 0) {
-			nt[k++] = m->tensors[i];
-			continue;
-		}
-		group_ent *e = &g[gid[i]];
-		if (!e->emitted) {
-			nt[k++] = e->t;
-			e->emitted = true;
-		}
-		qtk_free(m->tensors[i].name);
-	}
-	qtk_free(m->tensors);
-	m->tensors = nt;
-	m->ntensors = k;
-	m->cap_tensors = n;
-	nt = NULL;
-	ng = 0;
+	rc = qtk_fold_replace(m, gid, NULL, g, &ng);
 out:
 	for (size_t i = 0; i < ng; i++)
-		qtk_free(g[i].t.name);
+		qtk_free(g[i].name);
 	qtk_free(gid);
 	qtk_free(g);
-	qtk_free(nt);
 	return rc;
 }
 

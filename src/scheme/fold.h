@@ -74,4 +74,11 @@ int qtk_scheme_fold_embedded(qtk_model *m);
  * one config cannot describe. */
 int qtk_scheme_quant_json(const qtk_model *desc, const char *path, qtk_err *err, char **out);
 
+/* Put folded tensors in place of their components: tensor i of m stays when gid[i] < 0 (or is
+ * dropped, its name freed, when drop && drop[i]); otherwise it is a component of mods[gid[i]],
+ * which takes the place of its first component, and its name is freed. m then owns the mods
+ * (their names) and *nmods becomes 0; the caller frees the mods array itself. QTK_E_IO in
+ * m->err (m unchanged) when out of memory. The one reordering of every scheme's fold. */
+int qtk_fold_replace(qtk_model *m, const long *gid, const bool *drop, qtk_tensor *mods, size_t *nmods);
+
 #endif

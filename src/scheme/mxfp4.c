@@ -275,13 +275,13 @@ int qtk_mxfp4_fold(qtk_model *m, const cJSON *qc, const char *cfgfile)
 		if (!cJSON_IsString(e))
 			return cfgfail(m, cfgfile, "must be an array of module names");
 	}
-	size_t n = m->ntensors, k = 0;
+	size_t n = m->ntensors;
 	if (!n)
 		return 0;
 	long *claim = qtk_malloc(n * sizeof *claim); /* -1 plain; else the folded index */
-	qtk_tensor *mods = qtk_calloc(n, sizeof *mods), *nt = qtk_calloc(n + 1, sizeof *nt);
+	qtk_tensor *mods = qtk_calloc(n, sizeof *mods);
 	size_t nmod = 0;
-	int rc = claim && mods && nt ? 0 : qtk_err_set(&m->err, QTK_E_IO, m->path, -1, NULL, "out of memory");
+	int rc = claim && mods ? 0 : qtk_err_set(&m->err, QTK_E_IO, m->path, -1, NULL, "out of memory");
 	for (size_t i = 0; i < n && !rc; i++)
 		claim[i] = -1;
 	for (size_t i = 0; i < n && !rc; i++) {
@@ -318,35 +318,11 @@ int qtk_mxfp4_fold(qtk_model *m, const cJSON *qc, const char *cfgfile)
 			rc = tfail(m, m->tensors[i].name, "mxfp4 scales without '%.*s_blocks' beside them",
 				   (int)(plen > 200 ? 200 : plen), m->tensors[i].name);
 	}
-	if (!rc) {
-		bool *emitted = qtk_calloc(nmod + 1, 1);
-		if (!emitted)
-			rc = qtk_err_set(&m->err, QTK_E_IO, m->path, -1, NULL, "out of memory");
-		for (size_t i = 0; i < n && !rc; i++) {
-			if (claim[i] < 0) {
-				nt[k++] = m->tensors[i];
-				continue;
-			}
-			if (!emitted[claim[i]]) {
-				nt[k++] = mods[claim[i]];
-				emitted[claim[i]] = true;
-			}
-			qtk_free(m->tensors[i].name);
-		}
-		qtk_free(emitted);
-		if (!rc) {
-			qtk_free(m->tensors);
-			m->tensors = nt;
-			m->ntensors = k;
-			m->cap_tensors = n + 1;
-			nt = NULL;
-			nmod = 0;
-		}
-	}
+	if (!rc)
+		rc = qtk_fold_replace(m, claim, NULL, mods, &nmod);
 	for (size_t i = 0; i < nmod; i++)
 		qtk_free(mods[i].name);
 	qtk_free(claim);
 	qtk_free(mods);
-	qtk_free(nt);
 	return rc;
 }
