@@ -9,6 +9,9 @@
 #define QPK_MAJOR 1
 #define QPK_MINOR 0     /* what a file without newer features says */
 #define QPK_MINOR_MLX 1 /* layout kind 7, MLX (formats/qpk.md §8.6) */
+#define QPK_MINOR_PARAMS 2 /* layout kinds 3-6, 8, 9 with their Layout_Params (§8.7-§8.12) */
+#define QPK_PARAMS_SIZE 12u /* Layout_Params: strategy, code kind, scale type, meta len, reserved, nested group */
+#define QPK_WHOLE_MAX 4096u /* the largest part whose content is checked whole (a bnb4 quant_state) */
 #define QPK_HEADER_SIZE 128u
 #define QPK_TRAILER_SIZE 128u
 #define QPK_DEFAULT_ALIGN 64u
@@ -49,6 +52,32 @@ bool qtk_qpk_blob_name_ok(const char *s, size_t len);
 /* Every structural rule on a tensor description (§7.2, §8): 0 or QTK_E_DATA with
  * the problem (naming the field) in why. */
 int qtk_qpk_check_tensor(const qtk_tensor *t, char *why, size_t wn);
+
+/* Does layout kind k carry Layout_Params in its record (§7.2)? */
+static inline bool qpk_has_params(unsigned k)
+{
+	return k == QTK_LAYOUT_CT_INT || k == QTK_LAYOUT_FP8 || k == QTK_LAYOUT_NVFP4 || k == QTK_LAYOUT_MXFP4 ||
+	       k == QTK_LAYOUT_BNB4 || k == QTK_LAYOUT_BNB8;
+}
+/* The minor version a file holding a tensor of layout kind k needs (§16). */
+static inline unsigned qpk_minor_of(unsigned k)
+{
+	return qpk_has_params(k) ? QPK_MINOR_PARAMS : k == QTK_LAYOUT_MLX ? QPK_MINOR_MLX : QPK_MINOR;
+}
+
+/* Content rules (§8.5, §8.13): which parts of a valid tensor description have their bytes
+ * checked when a file is opened and while it is written. */
+typedef enum {
+	QPK_CC_NONE = 0,
+	QPK_CC_GIDX,   /* a g_idx group map (§8.5): gchk below */
+	QPK_CC_WHOLE,  /* a small part (<= QPK_WHOLE_MAX bytes) checked whole: qtk_qpk_check_whole */
+	QPK_CC_VALUES, /* F32 values each checked on its own, in any pieces of whole values */
+} qpk_cc;
+qpk_cc qtk_qpk_content_kind(const qtk_tensor *t, int p);
+/* The bytes of part p (a QPK_CC_WHOLE part; n its size): 0 or QTK_E_DATA with why. */
+int qtk_qpk_check_whole(const qtk_tensor *t, int p, const uint8_t *b, size_t n, char *why, size_t wn);
+/* Bytes [off, off + n) of part p (a QPK_CC_VALUES part; off and n multiples of 4). */
+int qtk_qpk_check_values(const qtk_tensor *t, int p, uint64_t off, const uint8_t *b, size_t n, char *why, size_t wn);
 
 /* Streaming check of g_idx values (C.2 row 41, §8.5): each value is a group
  * index; without act-order it is exactly i / group; with act-order every

@@ -15,7 +15,9 @@
  * is read from its first byte to its last and by qtk_qpk_verify_tensor.
  */
 #include "qpk_int.h"
+#include "scheme/bnb.h"
 #include "scheme/scheme.h"
+#include <math.h>
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -74,11 +76,77 @@ static int want_part(const qtk_tensor *t, int p, const char *role, unsigned type
 	return 0;
 }
 
-/* AWQ / GPTQ / MLX rules (§8.3, §8.4, §8.6, C.2 rows 39 and 40): the packed scheme's one validation. */
+/* AWQ / GPTQ / MLX rules (§8.3, §8.4, §8.6, C.2 rows 39 and 40) and those of the kinds with
+ * Layout_Params (§8.7-§8.12): the packed scheme's one validation. */
 static int check_packed(const qtk_tensor *t, char *why, size_t wn)
 {
 	int part;
 	return qtk_scheme_check(t, &part, why, wn);
+}
+
+static bool float_scale(unsigned t) { return t == QTK_T_F32 || t == QTK_T_F16 || t == QTK_T_BF16; }
+static bool pow2_in(uint64_t v, uint64_t lo, uint64_t hi) { return v >= lo && v <= hi && !(v & (v - 1)); }
+
+/* The Layout_Params of a kind that has them (§7.2, the tables of §8.7-§8.12): every field has
+ * the values the kind gives it a meaning for, and 0 where it gives none. Before the scheme's
+ * own check, so that a field no scheme looks at cannot carry anything. */
+static int check_params(const qtk_tensor *t, char *why, size_t wn)
+{
+	const qtk_layout *l = &t->layout;
+	unsigned st = l->scale_type;
+	switch (l->kind) {
+	case QTK_LAYOUT_CT_INT:
+		if (l->strategy != QTK_SCHEME_PER_TENSOR && l->strategy != QTK_SCHEME_PER_GROUP)
+			return qtk_why(why, wn, "ct-int strategy %u is not 0 (tensor) or 2 (group)", l->strategy);
+		if (!float_scale(st))
+			return qtk_why(why, wn, "ct-int scale type %u is not F32, F16 or BF16", st);
+		break;
+	case QTK_LAYOUT_FP8:
+		if (l->strategy != QTK_SCHEME_PER_TENSOR && l->strategy != QTK_SCHEME_PER_GROUP &&
+		    l->strategy != QTK_SCHEME_PER_BLOCK)
+			return qtk_why(why, wn, "fp8 strategy %u is not 0 (tensor), 2 (group) or 3 (block)", l->strategy);
+		if (!float_scale(st))
+			return qtk_why(why, wn, "fp8 scale type %u is not F32, F16 or BF16", st);
+		break;
+	case QTK_LAYOUT_NVFP4:
+		if (l->strategy != QTK_SCHEME_PER_TENSOR && l->strategy != QTK_SCHEME_PER_GROUP)
+			return qtk_why(why, wn, "nvfp4 strategy %u is not 0 or 2", l->strategy);
+		if (st > 1)
+			return qtk_why(why, wn, "nvfp4 scale type %u is not 0 (global scale divides) or 1 (multiplies)", st);
+		break;
+	case QTK_LAYOUT_MXFP4:
+		if (l->strategy != QTK_SCHEME_PER_GROUP || st)
+			return qtk_why(why, wn, "mxfp4 strategy %u / scale type %u: must be 2 and 0", l->strategy, st);
+		break;
+	case QTK_LAYOUT_BNB4:
+		if (l->strategy != QTK_SCHEME_PER_GROUP)
+			return qtk_why(why, wn, "bnb4 strategy %u is not 2 (group)", l->strategy);
+		if (!float_scale(st))
+			return qtk_why(why, wn, "bnb4 scale type %u is not F32, F16 or BF16", st);
+		if (l->code_kind > 1)
+			return qtk_why(why, wn, "bnb4 code kind %u is not 0 (nf4) or 1 (fp4)", l->code_kind);
+		if (l->meta_len < 2 || l->meta_len > QPK_WHOLE_MAX)
+			return qtk_why(why, wn, "bnb4 quant_state length %u is not in 2..%u", l->meta_len, QPK_WHOLE_MAX);
+		if (l->nested_group && !pow2_in(l->nested_group, 32, 4096))
+			return qtk_why(why, wn, "bnb4 nested group %u is not 0 or a power of two in 32..4096", l->nested_group);
+		if (t->ndim != 2)
+			return qtk_why(why, wn, "shape: a bnb4 tensor has 2 dimensions, not %d", t->ndim);
+		return 0;
+	case QTK_LAYOUT_BNB8:
+		if (l->strategy != QTK_SCHEME_PER_CHANNEL || st != QTK_T_F32)
+			return qtk_why(why, wn, "bnb8 strategy %u / scale type %u: must be 1 (channel) and F32 (0)",
+				       l->strategy, st);
+		break;
+	default:
+		return 0;
+	}
+	if (l->code_kind || l->meta_len || l->nested_group)
+		return qtk_why(why, wn, "code kind %u, meta length %u, nested group %u: must be 0 for this layout",
+			       l->code_kind, l->meta_len, l->nested_group);
+	if (t->ndim != 2 && !(t->ndim == 3 && l->kind == QTK_LAYOUT_MXFP4))
+		return qtk_why(why, wn, "shape: this layout has 2 dimensions%s, not %d",
+			       l->kind == QTK_LAYOUT_MXFP4 ? " (3 for a stack of experts)" : "", t->ndim);
+	return 0;
 }
 
 /* Every structural rule on a tensor description (§7.2, §8): ranks, types, part
@@ -130,6 +198,15 @@ int qtk_qpk_check_tensor(const qtk_tensor *t, char *why, size_t wn)
 	case QTK_LAYOUT_GPTQ:
 	case QTK_LAYOUT_MLX: /* §8.6, minor version 1 */
 		return check_packed(t, why, wn);
+	case QTK_LAYOUT_CT_INT: /* §8.7-§8.12, minor version 2 */
+	case QTK_LAYOUT_FP8:
+	case QTK_LAYOUT_NVFP4:
+	case QTK_LAYOUT_MXFP4:
+	case QTK_LAYOUT_BNB4:
+	case QTK_LAYOUT_BNB8: {
+		int rc = check_params(t, why, wn);
+		return rc ? rc : check_packed(t, why, wn);
+	}
 	default: /* kinds this version of QPK does not describe (formats/qpk.md §8) */
 		break;
 	}
@@ -150,6 +227,93 @@ int qtk_qpk_gchk_feed(gchk *g, const uint8_t *b, size_t n, char *why, size_t wn)
 		if (g->act && ++g->cnt[v] > g->group)
 			return qtk_why(why, wn, "g_idx is not a group map: group %d has more than %u members", v,
 				       g->group);
+	}
+	return 0;
+}
+
+/* ---- content rules (§8.5, §8.13) ------------------------------------------------ */
+
+static bool role_is(const qtk_part *q, const char *role) { return !strncmp(q->role, role, sizeof q->role); }
+
+qpk_cc qtk_qpk_content_kind(const qtk_tensor *t, int p)
+{
+	const qtk_part *q = &t->parts[p];
+	switch (t->layout.kind) {
+	case QTK_LAYOUT_GPTQ:
+		return role_is(q, "g_idx") ? QPK_CC_GIDX : QPK_CC_NONE;
+	case QTK_LAYOUT_CT_INT:
+		return role_is(q, "g_idx") ? QPK_CC_GIDX : role_is(q, "shape") ? QPK_CC_WHOLE : QPK_CC_NONE;
+	case QTK_LAYOUT_BNB4:
+		if (role_is(q, "qs_nf4") || role_is(q, "qs_fp4") || role_is(q, "qmap") || role_is(q, "nqmap"))
+			return QPK_CC_WHOLE;
+		return role_is(q, "nabsmax") ? QPK_CC_VALUES : QPK_CC_NONE;
+	default:
+		return QPK_CC_NONE;
+	}
+}
+
+static float f32_le(const uint8_t *b)
+{
+	uint32_t u = qtk_rd32(b);
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+int qtk_qpk_check_whole(const qtk_tensor *t, int p, const uint8_t *b, size_t n, char *why, size_t wn)
+{
+	const qtk_part *q = &t->parts[p];
+	const qtk_layout *l = &t->layout;
+	if (n != q->nbytes || n > QPK_WHOLE_MAX)
+		return qtk_why(why, wn, "part '%.8s' is %zu bytes, expected %llu", q->role, n, (unsigned long long)q->nbytes);
+	if (role_is(q, "shape")) { /* ct-int weight_shape: I64 [out, in] */
+		int64_t a = (int64_t)qtk_rd64(b), c = (int64_t)qtk_rd64(b + 8);
+		if (n != 16 || a < 0 || c < 0 || (uint64_t)a != t->shape[0] || (uint64_t)c != t->shape[1])
+			return qtk_why(why, wn, "part 'shape' holds [%lld, %lld], not the tensor's shape [%llu, %llu]",
+				       (long long)a, (long long)c, (unsigned long long)t->shape[0],
+				       (unsigned long long)t->shape[1]);
+		return 0;
+	}
+	if (role_is(q, "qmap")) { /* bitsandbytes' code table of the code kind */
+		const uint32_t *tab = qtk_bnb_code_table(l->code_kind == 1);
+		for (int k = 0; k < 16 && n == 64; k++) {
+			uint32_t v = qtk_rd32(b + 4 * k);
+			if (v != tab[k] && !(l->code_kind == 1 && k == 8 && v == 0x80000000u))
+				return qtk_why(why, wn, "part 'qmap': value %d is not bitsandbytes' %s code", k,
+					       l->code_kind == 1 ? "fp4" : "nf4");
+		}
+		return 0;
+	}
+	if (role_is(q, "nqmap")) { /* the nested (signed dynamic) map: values in [-1, 1] */
+		for (size_t k = 0; k + 4 <= n; k += 4) {
+			float v = f32_le(b + k);
+			if (!(v >= -1.0f && v <= 1.0f))
+				return qtk_why(why, wn, "part 'nqmap': value %zu is not in [-1, 1]", k / 4);
+		}
+		return 0;
+	}
+	/* qs_nf4 / qs_fp4: the quant_state JSON, which must say what the layout says */
+	qtk_bnb_state st;
+	char w2[240];
+	if (qtk_bnb_parse_state((const char *)b, n, &st, w2, sizeof w2))
+		return qtk_why(why, wn, "part '%.8s': %s", q->role, w2);
+	if (st.fp4 != (l->code_kind == 1) || st.blocksize != l->group_size || st.dtype != l->scale_type ||
+	    st.out != t->shape[0] || st.in != t->shape[1] || st.nested_blocksize != l->nested_group)
+		return qtk_why(why, wn, "part '%.8s': quant_state (%s, blocksize %u, %s, shape [%llu, %llu], nested blocksize "
+			       "%u) differs from the layout", q->role, st.fp4 ? "fp4" : "nf4", st.blocksize,
+			       qtk_type(st.dtype)->upper, (unsigned long long)st.out, (unsigned long long)st.in,
+			       st.nested_blocksize);
+	return 0;
+}
+
+int qtk_qpk_check_values(const qtk_tensor *t, int p, uint64_t off, const uint8_t *b, size_t n, char *why, size_t wn)
+{
+	(void)t, (void)p;
+	for (size_t k = 0; k + 4 <= n; k += 4) { /* bnb4 nabsmax: finite, not negative */
+		float v = f32_le(b + k);
+		if (!isfinite(v) || v < 0)
+			return qtk_why(why, wn, "part 'nabsmax': value %llu is not a finite non-negative number",
+				       (unsigned long long)((off + k) / 4));
 	}
 	return 0;
 }
@@ -672,7 +836,7 @@ static int parse_tensor(mc *c, qpk_priv *pv, qtk_strset *names, uint32_t align)
 	    (rc = mc_u32(c, &type, "storage type", subj)) || (rc = mc_u32(c, &group, "group size", subj)) ||
 	    (rc = mc_u32(c, &nd, "ndim", subj)) || (rc = mc_u32(c, &np, "nparts", subj)))
 		return rc;
-	if (kind > QTK_LAYOUT_GPTQ && kind != QTK_LAYOUT_MLX)
+	if (kind >= QTK_LAYOUT_KINDS)
 		return cerr(c, at, subj, "layout kind %u is unknown", kind);
 	if (flags & ~(TF_SYM | TF_ACT_ORDER))
 		return cerr(c, at + 3, subj, "flags 0x%02x has unknown bits", flags);
@@ -689,6 +853,19 @@ static int parse_tensor(mc *c, qpk_priv *pv, qtk_strset *names, uint32_t align)
 	t->layout.group_size = group;
 	t->ndim = (int)nd;
 	t->nparts = (int)np;
+	if (qpk_has_params(kind)) { /* Layout_Params (§7.2), minor version 2 */
+		uint64_t pat = c->pos;
+		const uint8_t *lp = mc_take(c, QPK_PARAMS_SIZE, "layout parameters", subj);
+		if (!lp)
+			return QTK_E_DATA;
+		if (qtk_rd16(lp + 6))
+			return cerr(c, pat + 6, subj, "reserved layout parameter bytes are not zero");
+		t->layout.strategy = lp[0];
+		t->layout.code_kind = lp[1];
+		t->layout.scale_type = qtk_rd16(lp + 2);
+		t->layout.meta_len = qtk_rd16(lp + 4);
+		t->layout.nested_group = qtk_rd32(lp + 8);
+	}
 	for (uint32_t d = 0; d < nd; d++)
 		if ((rc = mc_u64(c, &t->shape[d], "dimension", subj)))
 			return rc;
@@ -890,35 +1067,50 @@ static int check_section(rd *r, const char *name, uint64_t at, uint64_t stored, 
 	return 0;
 }
 
-/* g_idx of every GPTQ tensor (C.2 row 41): read through the reader (which
- * also verifies the part digest) and checked as a group map. */
+/* The content rules of every tensor (§8.5, §8.13; C.2 row 41): g_idx group maps, small parts
+ * checked whole, values checked one by one; read through the reader (which also verifies the
+ * part digests). */
 static int qpk_read(qtk_model *m, const qtk_tensor *t, int part, uint64_t off, void *dst, size_t n);
 
-static int check_g_idx_all(rd *r)
+static int check_contents(rd *r)
 {
 	qtk_model *m = r->m;
 	uint8_t *buf = NULL;
 	int rc = 0;
 	for (size_t i = 0; i < m->ntensors && !rc; i++) {
 		const qtk_tensor *t = &m->tensors[i];
-		if (t->layout.kind != QTK_LAYOUT_GPTQ || t->nparts != 4)
-			continue;
-		if (!buf && !(buf = qtk_malloc(1u << 16)))
-			return oom(r);
-		gchk g;
-		if (qtk_qpk_gchk_init(&g, t)) {
-			rc = oom(r);
-			break;
+		for (int p = 0; p < t->nparts && !rc; p++) {
+			qpk_cc cc = qtk_qpk_content_kind(t, p);
+			if (cc == QPK_CC_NONE)
+				continue;
+			if (!buf && !(buf = qtk_malloc(1u << 16)))
+				return oom(r);
+			gchk g = {0};
+			if (cc == QPK_CC_GIDX && qtk_qpk_gchk_init(&g, t)) {
+				rc = oom(r);
+				break;
+			}
+			char why[400] = "";
+			uint64_t n = t->parts[p].nbytes;
+			if (cc == QPK_CC_WHOLE) { /* at most QPK_WHOLE_MAX bytes (§8.13) */
+				if (n > QPK_WHOLE_MAX)
+					rc = qtk_err_set(&m->err, QTK_E_INTERNAL, r->path, -1, t->name, "part too large");
+				else if (!(rc = qpk_read(m, t, p, 0, buf, (size_t)n)) &&
+					 qtk_qpk_check_whole(t, p, buf, (size_t)n, why, sizeof why))
+					rc = QTK_E_DATA;
+			}
+			for (uint64_t off = 0; cc != QPK_CC_WHOLE && off < n && !rc; off += 1u << 16) {
+				size_t k = n - off < (1u << 16) ? (size_t)(n - off) : (1u << 16);
+				if ((rc = qpk_read(m, t, p, off, buf, k)))
+					break;
+				if (cc == QPK_CC_GIDX ? qtk_qpk_gchk_feed(&g, buf, k, why, sizeof why)
+						      : qtk_qpk_check_values(t, p, off, buf, k, why, sizeof why))
+					rc = QTK_E_DATA;
+			}
+			if (rc == QTK_E_DATA && why[0])
+				rc = qtk_err_set(&m->err, QTK_E_DATA, r->path, (int64_t)t->parts[p].offset, t->name, "%s", why);
+			qtk_free(g.cnt);
 		}
-		char why[300];
-		uint64_t n = t->parts[3].nbytes;
-		for (uint64_t off = 0; off < n && !rc; off += 1u << 16) {
-			size_t k = n - off < (1u << 16) ? (size_t)(n - off) : (1u << 16);
-			if (!(rc = qpk_read(m, t, 3, off, buf, k)) && qtk_qpk_gchk_feed(&g, buf, k, why, sizeof why))
-				rc = qtk_err_set(&m->err, QTK_E_DATA, r->path, (int64_t)t->parts[3].offset, t->name, "%s",
-						 why);
-		}
-		qtk_free(g.cnt);
 	}
 	qtk_free(buf);
 	return rc;
@@ -1048,7 +1240,7 @@ static int qpk_open(qtk_model *m)
 	mc ci = {&r, index, g.index_raw, 0, g.index_off, g.index_codec == CODEC_ZSTD, "index"};
 	if ((rc = parse_index(&ci, pv, g.align)) || (rc = check_extents(&r, pv)))
 		goto out;
-	rc = check_g_idx_all(&r);
+	rc = check_contents(&r);
 out:
 	qtk_free(meta);
 	qtk_free(index);

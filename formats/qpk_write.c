@@ -43,6 +43,10 @@ typedef struct qw {
 	int cp;
 	gchk g;               /* g_idx check for the part being written */
 	bool gon;
+	qpk_cc pcc;           /* content rule of the part being written (§8.13) */
+	uint8_t small[QPK_WHOLE_MAX]; /* a QPK_CC_WHOLE part's bytes */
+	size_t slen;
+	uint64_t ppos;        /* bytes of the part being written so far */
 	uint64_t meta_stored; /* metadata section bytes (raw when a record may be patched) */
 	bool meta_raw;
 	unsigned minor;      /* the lowest minor version whose features the file uses */
@@ -244,8 +248,8 @@ static int qpk_w_begin(qtk_writer *w)
 		return rc;
 	s->minor = QPK_MINOR;
 	for (size_t i = 0; i < w->desc->ntensors; i++)
-		if (w->desc->tensors[i].layout.kind == QTK_LAYOUT_MLX)
-			s->minor = QPK_MINOR_MLX;
+		if (qpk_minor_of(w->desc->tensors[i].layout.kind) > s->minor)
+			s->minor = qpk_minor_of(w->desc->tensors[i].layout.kind);
 	s->bcap = maxraw < s->csz ? (size_t)maxraw : s->csz;
 	s->zcap = ZSTD_compressBound(s->bcap);
 	s->parts = qtk_calloc(w->desc->ntensors * QTK_MAX_PARTS + 1, sizeof *s->parts);
@@ -305,10 +309,12 @@ static int emit_chunk(qtk_writer *w)
 	qw *s = w->priv;
 	if (!s->blen)
 		return 0;
-	if (s->gon) {
+	if (s->gon || s->pcc == QPK_CC_VALUES) {
 		char why[300];
-		if (qtk_qpk_gchk_feed(&s->g, s->buf, s->blen, why, sizeof why))
-			return qtk_err_set(w->err, QTK_E_DATA, w->path, -1, w->desc->tensors[s->ct].name, "%s", why);
+		const qtk_tensor *t = &w->desc->tensors[s->ct];
+		if (s->gon ? qtk_qpk_gchk_feed(&s->g, s->buf, s->blen, why, sizeof why)
+			   : qtk_qpk_check_values(t, s->cp, s->ppos - s->blen, s->buf, s->blen, why, sizeof why))
+			return qtk_err_set(w->err, QTK_E_DATA, w->path, -1, t->name, "%s", why);
 	}
 	if (s->nchunks == s->cap_chunks) {
 		size_t nc = s->cap_chunks ? s->cap_chunks * 2 : 256;
@@ -353,6 +359,13 @@ static int close_part(qtk_writer *w)
 	qtk_free(s->g.cnt);
 	s->g.cnt = NULL;
 	s->gon = false;
+	if (!rc && s->pcc == QPK_CC_WHOLE) {
+		char why[400];
+		const qtk_tensor *t = &w->desc->tensors[s->ct];
+		if (qtk_qpk_check_whole(t, s->cp, s->small, s->slen, why, sizeof why))
+			rc = qtk_err_set(w->err, QTK_E_DATA, w->path, -1, t->name, "%s", why);
+	}
+	s->pcc = QPK_CC_NONE;
 	return rc;
 }
 
@@ -373,7 +386,10 @@ static int qpk_w_part_begin(qtk_writer *w)
 	if (EVP_DigestInit_ex(s->md, EVP_sha256(), NULL) != 1)
 		return woom(w);
 	s->open = true;
-	if (t->layout.kind == QTK_LAYOUT_GPTQ && s->cp == 3) {
+	s->pcc = qtk_qpk_content_kind(t, s->cp);
+	s->slen = 0;
+	s->ppos = 0;
+	if (s->pcc == QPK_CC_GIDX) {
 		if (qtk_qpk_gchk_init(&s->g, t))
 			return woom(w);
 		s->gon = true;
@@ -387,10 +403,18 @@ static int qpk_w_put(qtk_writer *w, const void *buf, size_t n)
 	const uint8_t *p = buf;
 	if (EVP_DigestUpdate(s->md, p, n) != 1)
 		return woom(w);
+	if (s->pcc == QPK_CC_WHOLE) { /* the layout bounds these parts by QPK_WHOLE_MAX (§8.13) */
+		if (n > sizeof s->small - s->slen)
+			return qtk_err_set(w->err, QTK_E_INTERNAL, w->path, -1, w->desc->tensors[s->ct].name,
+					   "part larger than its description");
+		memcpy(s->small + s->slen, p, n);
+		s->slen += n;
+	}
 	while (n) {
 		size_t k = s->bcap - s->blen < n ? s->bcap - s->blen : n;
 		memcpy(s->buf + s->blen, p, k);
 		s->blen += k;
+		s->ppos += k;
 		p += k;
 		n -= k;
 		if (s->blen == s->bcap) {
@@ -420,6 +444,13 @@ static int build_index(qtk_writer *w, qtk_buf *b)
 		b32(b, l->group_size);
 		b32(b, (uint32_t)t->ndim);
 		b32(b, (uint32_t)t->nparts);
+		if (qpk_has_params(l->kind)) { /* Layout_Params (§7.2) */
+			uint8_t lp[QPK_PARAMS_SIZE] = {l->strategy, l->code_kind};
+			qtk_wr16(lp + 2, l->scale_type);
+			qtk_wr16(lp + 4, l->meta_len);
+			qtk_wr32(lp + 8, l->nested_group);
+			qtk_buf_put(b, lp, sizeof lp);
+		}
 		for (int k = 0; k < t->ndim; k++)
 			b64(b, t->shape[k]);
 		for (int p = 0; p < t->nparts; p++) {
