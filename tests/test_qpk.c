@@ -2,6 +2,10 @@
  * hostile input (docs/cli.md, "Hostile input"),
  * short reads and allocation failures. */
 #include "internal.h"
+#include "dequant.h"
+#include "scheme/bnb.h"
+#include "scheme/scheme.h"
+#include "view/decode.h"
 #include "t.h"
 #include <dirent.h>
 #include <openssl/evp.h>
@@ -117,7 +121,9 @@ static bool same_desc(const qtk_tensor *x, const qtk_tensor *y)
 	const qtk_layout *a = &x->layout, *b = &y->layout;
 	if (strcmp(x->name, y->name) || x->ndim != y->ndim || x->nparts != y->nparts || a->kind != b->kind ||
 	    a->type != b->type || a->bits != b->bits || a->gptq_version != b->gptq_version || a->sym != b->sym ||
-	    a->act_order != b->act_order || a->group_size != b->group_size || x->n_params != y->n_params ||
+	    a->act_order != b->act_order || a->group_size != b->group_size || a->strategy != b->strategy ||
+	    a->scale_type != b->scale_type || a->code_kind != b->code_kind || a->meta_len != b->meta_len ||
+	    a->nested_group != b->nested_group || x->n_params != y->n_params ||
 	    x->n_bytes != y->n_bytes || memcmp(x->shape, y->shape, sizeof(uint64_t) * (size_t)x->ndim))
 		return false;
 	for (int p = 0; p < x->nparts; p++) {
@@ -596,8 +602,8 @@ typedef struct tpart {
 	char role[8];
 	unsigned type;
 	int ndim;
-	uint64_t shape[2];
-	uint8_t data[1024];
+	uint64_t shape[4];
+	uint8_t data[4096];
 	uint64_t n;        /* raw bytes */
 	uint64_t raw_field;/* Raw_Size written (defaults to n) */
 	int codec;         /* 0 raw; 1 zstd; 2 zstd without checksum; 3 zstd + garbage; 4 zstd, size lies */
@@ -613,10 +619,12 @@ typedef struct ttensor {
 	unsigned type;
 	uint32_t group;
 	int ndim;
-	uint64_t shape[2];
+	uint64_t shape[3];
 	int nparts;
-	tpart p[4];
+	tpart p[8];
 	bool bad_tsha;
+	bool params;      /* Layout_Params written (kinds 3-6, 8, 9) */
+	uint8_t lp[12];   /* their bytes */
 } ttensor;
 
 typedef struct tfile {
@@ -721,9 +729,9 @@ static size_t tf_build(tfile *f, uint8_t **outp)
 	uint64_t meta_end = 128 + f->meta.len, data_off = (meta_end + f->align - 1) / f->align * f->align;
 	/* data */
 	qtk_buf data = {0};
-	uint64_t offs[3][4];
-	size_t sizes[3][4];
-	uint8_t st[3][4][4096];
+	uint64_t offs[3][8];
+	size_t sizes[3][8];
+	static uint8_t st[3][8][4096];
 	for (int i = 0; i < f->nt; i++)
 		for (int p = 0; p < f->t[i].nparts; p++) {
 			for (size_t z = 0; z < f->t[i].p[p].pad_before; z++)
@@ -748,6 +756,8 @@ static size_t tf_build(tfile *f, uint8_t **outp)
 		b32(&idx, t->group);
 		b32(&idx, (uint32_t)t->ndim);
 		b32(&idx, (uint32_t)t->nparts);
+		if (t->params)
+			qtk_buf_put(&idx, t->lp, sizeof t->lp);
 		for (int d = 0; d < t->ndim; d++)
 			b64(&idx, t->shape[d]);
 		for (int p = 0; p < t->nparts; p++) {
@@ -1014,8 +1024,8 @@ static void test_hostile(void)
 	expect_bad_tf("duplicate tensor", &f, "duplicate tensor name");
 	tf_default(&f); f.t[0].flags = 0x80;
 	expect_bad_tf("flags", &f, "flags 0x80");
-	tf_default(&f); f.t[0].kind = 9;
-	expect_bad_tf("kind", &f, "layout kind 9");
+	tf_default(&f); f.t[0].kind = 10;
+	expect_bad_tf("kind", &f, "layout kind 10 is unknown");
 	tf_default(&f); f.t[0].bad_tsha = true;
 	expect_bad_tf("tensor digest", &f, "tensor digest does not match");
 	tf_default(&f); f.t[1].p[0].role[0] = 'x';
@@ -1314,6 +1324,528 @@ static void test_fixtures(void)
 	printf("fixtures: %d models round-tripped through QPK\n", nfiles);
 }
 
+/* ---- the layouts with Layout_Params: compressed-tensors int, FP8, NVFP4, MXFP4, bitsandbytes
+ * 4- and 8-bit (formats/qpk.md §8.7-§8.13); made in memory, no fixtures needed ---- */
+
+static const char *json_of(bool fp4, uint32_t bs, const char *dtype, uint64_t out, uint64_t in, uint32_t nested, char *buf,
+			   size_t n)
+{
+	int k = snprintf(buf, n, "{\"quant_type\": \"%s\", \"blocksize\": %u, \"dtype\": \"%s\", \"shape\": [%llu, %llu]",
+			 fp4 ? "fp4" : "nf4", bs, dtype, (unsigned long long)out, (unsigned long long)in);
+	if (nested)
+		k += snprintf(buf + k, n - (size_t)k, ", \"nested_blocksize\": %u, \"nested_dtype\": \"float32\", "
+			      "\"nested_offset\": 0.125", nested);
+	snprintf(buf + k, n - (size_t)k, "}");
+	return buf;
+}
+
+static qtk_tensor *described(qtk_model *m, const char *name, qtk_layout l, uint64_t out, uint64_t in)
+{
+	qtk_tensor *t = qtk_model_add_tensor(m, name);
+	char *nm = t->name, why[300] = "";
+	int rc = qtk_scheme_describe(t, &l, out, in, true, why, sizeof why);
+	t->name = nm;
+	CHECK(rc == 0, "%s: describe: %s", name, why);
+	return t;
+}
+
+/* Bytes of part p of t that the content rules accept and the decoders turn into finite values. */
+static void fill_new_part(const qtk_tensor *t, int p, uint8_t *b, const char *qs)
+{
+	const qtk_part *q = &t->parts[p];
+	uint64_t n = q->nbytes;
+	const char *r = q->role;
+	if (!strcmp(r, "g_idx")) {
+		fill_gidx(b, t->shape[1], t->layout.group_size, t->layout.act_order);
+	} else if (!strcmp(r, "shape")) {
+		qtk_wr64(b, t->shape[0]);
+		qtk_wr64(b + 8, t->shape[1]);
+	} else if (!strcmp(r, "qmap")) {
+		for (int k = 0; k < 16; k++)
+			qtk_wr32(b + 4 * k, qtk_bnb_code_table(t->layout.code_kind)[k]);
+	} else if (!strncmp(r, "qs_", 3)) {
+		memcpy(b, qs, (size_t)n);
+	} else if (q->type == QTK_T_F32 || q->type == QTK_T_F16 || q->type == QTK_T_BF16) {
+		size_t es = q->type == QTK_T_F32 ? 4 : 2;
+		for (uint64_t k = 0; k < n / es; k++) {
+			float v = !strcmp(r, "nqmap") ? (float)((int)k - 128) / 128.0f
+				  : !strcmp(r, "gscale") || !strcmp(r, "scale2") ? 2.0f
+										 : 0.25f + (float)(k % 7) * 0.125f;
+			uint32_t u;
+			memcpy(&u, &v, 4);
+			if (es == 4)
+				qtk_wr32(b + 4 * k, u);
+			else
+				qtk_wr16(b + 2 * k, q->type == QTK_T_F16 ? qtk_f32_to_fp16(v) : qtk_f32_to_bf16(v));
+		}
+	} else if (q->type == QTK_DT_F8_E4M3 && strcmp(r, "weight")) {
+		for (uint64_t k = 0; k < n; k++) /* e4m3 scales: 0.5 .. 0.9 */
+			b[k] = (uint8_t)(0x30 + k % 8);
+	} else {
+		for (uint64_t k = 0; k < n; k++)
+			b[k] = rnd8();
+	}
+}
+
+enum { NK_CT_ACT, NK_CT_I8, NK_CT_TENSOR, NK_FP8_BLOCK, NK_FP8_TENSOR, NK_NV_CT, NK_NV_MO, NK_MX, NK_MX3,
+       NK_BNB_NF4, NK_BNB_DQ, NK_BNB8, NK_COUNT };
+
+/* One tensor of every new layout (and its variants), each with valid content. */
+static void build_new(mem *mm)
+{
+	memset(mm, 0, sizeof *mm);
+	qtk_model *m = mm->m = qtk_model_new();
+	static char qs[2][300];
+	json_of(false, 64, "float16", 8, 64, 0, qs[0], sizeof qs[0]);
+	json_of(true, 32, "bfloat16", 8, 64, 32, qs[1], sizeof qs[1]);
+	const qtk_layout ct = {.kind = QTK_LAYOUT_CT_INT, .type = QTK_T_I32, .bits = 4, .group_size = 32, .act_order = true,
+			       .strategy = QTK_SCHEME_PER_GROUP, .scale_type = QTK_T_F16};
+	described(m, "ct.asym_act.weight", ct, 16, 64);
+	described(m, "ct.int8_channel.weight",
+		  (qtk_layout){.kind = QTK_LAYOUT_CT_INT, .type = QTK_T_I8, .bits = 8, .sym = true, .group_size = 64,
+			       .strategy = QTK_SCHEME_PER_GROUP, .scale_type = QTK_T_BF16}, 8, 64);
+	described(m, "ct.tensor.weight",
+		  (qtk_layout){.kind = QTK_LAYOUT_CT_INT, .type = QTK_T_I32, .bits = 2, .sym = true, .group_size = 64,
+			       .strategy = QTK_SCHEME_PER_TENSOR, .scale_type = QTK_T_F32}, 8, 64);
+	described(m, "fp8.block.weight",
+		  (qtk_layout){.kind = QTK_LAYOUT_FP8, .type = QTK_DT_F8_E4M3, .bits = 8, .sym = true, .group_size = 32,
+			       .strategy = QTK_SCHEME_PER_BLOCK, .scale_type = QTK_T_F32}, 48, 64);
+	described(m, "fp8.tensor.weight",
+		  (qtk_layout){.kind = QTK_LAYOUT_FP8, .type = QTK_DT_F8_E4M3, .bits = 8, .sym = true, .group_size = 64,
+			       .strategy = QTK_SCHEME_PER_TENSOR, .scale_type = QTK_T_F16}, 8, 64);
+	described(m, "nvfp4.ct.weight",
+		  (qtk_layout){.kind = QTK_LAYOUT_NVFP4, .type = QTK_DT_U8, .bits = 4, .sym = true, .group_size = 16,
+			       .strategy = QTK_SCHEME_PER_GROUP, .scale_type = 0}, 8, 64);
+	described(m, "nvfp4.modelopt.weight",
+		  (qtk_layout){.kind = QTK_LAYOUT_NVFP4, .type = QTK_DT_U8, .bits = 4, .sym = true, .group_size = 16,
+			       .strategy = QTK_SCHEME_PER_TENSOR, .scale_type = 1}, 8, 64);
+	const qtk_layout mx = {.kind = QTK_LAYOUT_MXFP4, .type = QTK_DT_U8, .bits = 4, .sym = true, .group_size = 32,
+			       .strategy = QTK_SCHEME_PER_GROUP};
+	described(m, "mxfp4.down_proj", mx, 8, 64);
+	qtk_tensor *t = described(m, "mxfp4.experts.gate_up_proj", mx, 8, 64); /* a stack of 3 experts */
+	memmove(t->shape + 1, t->shape, 2 * sizeof *t->shape);
+	t->shape[0] = 3;
+	t->ndim = 3;
+	for (int p = 0; p < t->nparts; p++) {
+		qtk_part *q = &t->parts[p];
+		memmove(q->shape + 1, q->shape, (size_t)q->ndim * sizeof *q->shape);
+		q->shape[0] = 3;
+		q->ndim++;
+		q->nbytes *= 3;
+	}
+	qtk_tensor_finish(t);
+	described(m, "bnb.nf4.weight",
+		  (qtk_layout){.kind = QTK_LAYOUT_BNB4, .type = QTK_DT_U8, .bits = 4, .sym = true, .group_size = 64,
+			       .strategy = QTK_SCHEME_PER_GROUP, .scale_type = QTK_T_F16, .code_kind = 0,
+			       .meta_len = (uint16_t)strlen(qs[0])}, 8, 64);
+	described(m, "bnb.fp4_dq.weight",
+		  (qtk_layout){.kind = QTK_LAYOUT_BNB4, .type = QTK_DT_U8, .bits = 4, .sym = true, .group_size = 32,
+			       .strategy = QTK_SCHEME_PER_GROUP, .scale_type = QTK_T_BF16, .code_kind = 1,
+			       .meta_len = (uint16_t)strlen(qs[1]), .nested_group = 32}, 8, 64);
+	described(m, "bnb8.weight",
+		  (qtk_layout){.kind = QTK_LAYOUT_BNB8, .type = QTK_T_I8, .bits = 8, .sym = true, .group_size = 32,
+			       .strategy = QTK_SCHEME_PER_CHANNEL, .scale_type = QTK_T_F32}, 4, 32);
+	CHECK(m->ntensors == NK_COUNT, "%zu new-kind tensors", m->ntensors);
+	for (size_t i = 0; i < m->ntensors; i++) {
+		t = &m->tensors[i];
+		for (int p = 0; p < t->nparts; p++) {
+			mm->data[i][p] = calloc(1, (size_t)t->parts[p].nbytes + 1);
+			fill_new_part(t, p, mm->data[i][p], qs[i == NK_BNB_DQ]);
+		}
+	}
+}
+
+/* The decoded values of tensor t of m against those of its description d over data. */
+static bool same_decode(qtk_model *m, const qtk_tensor *t, const qtk_tensor *d, uint8_t *const *data)
+{
+	uint64_t n = t->n_params, in = t->shape[t->ndim - 1];
+	float *x = malloc((size_t)n * 4 + 4), *y = malloc((size_t)n * 4 + 4);
+	bool ok = x && y && !qtk_decode_tensor(m, t, x) &&
+		  !qtk_scheme_decode_rows(d, (const void *const *)data, 0, n / in, y) && !memcmp(x, y, (size_t)n * 4);
+	free(x);
+	free(y);
+	return ok;
+}
+
+static unsigned minor_of(const char *path)
+{
+	size_t n = 0;
+	uint8_t *b = slurp(path, &n);
+	unsigned v = b && n > 12 ? qtk_rd16(b + 10) : 99;
+	free(b);
+	return v;
+}
+
+static void test_new_kinds(void)
+{
+	mem mm;
+	build_new(&mm);
+	char *p1 = tpath("new.qpk"), *p2 = tpath("new2.qpk");
+	qtk_err e;
+	int rc = write_mem(&mm, p1, 333, &e);
+	CHECK(rc == 0, "new kinds: write: %s", e.msg);
+	CHECK(minor_of(p1) == 2, "new kinds: the file says version 1.%u, not 1.2", minor_of(p1));
+	qtk_model *m = rc ? NULL : qtk_open(p1, &e);
+	CHECK(m != NULL, "new kinds: open: %s", e.msg);
+	int bad = 0;
+	for (size_t i = 0; m && i < m->ntensors && i < mm.m->ntensors; i++) {
+		const qtk_tensor *t = &m->tensors[i], *d = &mm.m->tensors[i];
+		char a[64], b[64];
+		qtk_layout_id(&t->layout, a, sizeof a);
+		qtk_layout_id(&d->layout, b, sizeof b);
+		if (!same_desc(t, d) || strcmp(a, b) || memcmp(&t->layout, &d->layout, sizeof t->layout)) {
+			printf("  %s: description differs (%s / %s)\n", d->name, a, b);
+			bad++;
+		} else if (!same_decode(m, t, d, mm.data[i])) {
+			printf("  %s: decoded values differ (%s)\n", d->name, m->err.msg);
+			bad++;
+		}
+	}
+	CHECK(m && !bad && m->ntensors == NK_COUNT, "new kinds: %d of %d tensors differ", bad, NK_COUNT);
+	if (m)
+		check_mem_data(&mm, m, "new kinds");
+	/* QPK -> QPK is byte-identical */
+	rc = m ? copy_model(m, p2, &e) : -1;
+	CHECK(rc == 0 && same_file(p1, p2), "new kinds: qpk -> qpk differs: %s", e.msg);
+	qtk_close(m);
+	/* a file with only MLX and older kinds stays 1.1 / 1.0; one bnb8 tensor makes it 1.2 */
+	for (int k = 0; k < 2; k++) {
+		mem one;
+		memset(&one, 0, sizeof one);
+		one.m = qtk_model_new();
+		size_t src = k ? NK_BNB8 : 0;
+		if (k) {
+			qtk_tensor *t = qtk_model_add_tensor(one.m, "bnb8.weight");
+			char *nm = t->name;
+			*t = mm.m->tensors[src];
+			t->name = nm;
+			for (int p = 0; p < t->nparts; p++) {
+				one.data[0][p] = malloc((size_t)t->parts[p].nbytes);
+				memcpy(one.data[0][p], mm.data[src][p], (size_t)t->parts[p].nbytes);
+			}
+		} else {
+			plain(one.m, "w", QTK_T_F32, 1, 4, 0);
+			one.data[0][0] = calloc(1, 16);
+		}
+		rc = write_mem(&one, p2, 1 << 20, &e);
+		CHECK(rc == 0 && minor_of(p2) == (k ? 2u : 0u), "minor version of a %s file: %u (%s)", k ? "bnb8" : "plain",
+		      minor_of(p2), e.msg);
+		free_mem(&one);
+	}
+	unlink(p1);
+	unlink(p2);
+	free(p1);
+	free(p2);
+	free_mem(&mm);
+}
+
+/* The writer refuses what the reader would refuse: layout parameters when the description is
+ * opened, part contents while they stream. Nothing is left behind. */
+static void test_new_writer_rejects(void)
+{
+	char *p = tpath("rejnew.qpk");
+	static const struct {
+		int t;
+		const char *what, *want;
+	} cases[] = {
+		{NK_CT_ACT, "ct strategy", "ct-int strategy 3"},
+		{NK_FP8_BLOCK, "fp8 scale type", "fp8 scale type 2"},
+		{NK_BNB_NF4, "bnb4 nested", "nested group 48"},
+		{NK_MX, "mxfp4 code kind", "must be 0 for this layout"},
+		{NK_CT_ACT, "ct 3-D", "this layout has 2 dimensions"},
+		{NK_BNB_DQ, "quant_state", "differs from the layout"},
+		{NK_BNB_DQ, "nabsmax", "part 'nabsmax': value 0"},
+		{NK_CT_ACT, "weight_shape", "part 'shape' holds [16, 65]"},
+		{NK_CT_ACT, "g_idx", "g_idx is not a group map"},
+	};
+	for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+		mem mm;
+		build_new(&mm);
+		qtk_tensor *t = &mm.m->tensors[cases[c].t];
+		int nt = cases[c].t;
+		switch (c) {
+		case 0: t->layout.strategy = 3; break;
+		case 1: t->layout.scale_type = 2; break;
+		case 2: t->layout.nested_group = 48; break;
+		case 3: t->layout.code_kind = 1; break;
+		case 4: t->ndim = 3; t->shape[2] = 1; break;
+		case 5: memcpy(mm.data[nt][5] + strlen("{\"quant_type\": \"fp4\", \"blocksize\": "), "64", 2); break;
+		case 6: qtk_wr32(mm.data[nt][3], 0xbf800000u); break; /* -1.0 */
+		case 7: qtk_wr64(mm.data[nt][4] + 8, 65); break;
+		case 8: qtk_wr32(mm.data[nt][3], 1); break; /* group 1 gets 33 members */
+		}
+		qtk_err e;
+		int rc = write_mem(&mm, p, 4096, &e);
+		CHECK(rc == QTK_E_DATA && strstr(e.msg, cases[c].want), "writer %s: %d %s", cases[c].what, rc, e.msg);
+		CHECK(!qtk_path_exists(p), "writer %s: no output left behind", cases[c].what);
+		unlink(p);
+		free_mem(&mm);
+	}
+	free(p);
+}
+
+/* A tfile whose tensor 0 is new-kind tensor k of build_new (with its valid content). */
+static void tf_new(tfile *f, int k)
+{
+	tf_default(f);
+	mem mm;
+	build_new(&mm);
+	const qtk_tensor *t = &mm.m->tensors[k];
+	ttensor *tt = &f->t[0];
+	static char names[NK_COUNT][64];
+	snprintf(names[k], sizeof names[k], "%s", t->name);
+	const qtk_layout *l = &t->layout;
+	*tt = (ttensor){.name = names[k], .kind = (uint8_t)l->kind, .bits = l->bits, .gv = l->gptq_version,
+			.flags = (uint8_t)((l->sym ? 1 : 0) | (l->act_order ? 2 : 0)), .type = l->type,
+			.group = l->group_size, .ndim = t->ndim, .nparts = t->nparts, .params = true};
+	memcpy(tt->shape, t->shape, sizeof tt->shape);
+	tt->lp[0] = l->strategy;
+	tt->lp[1] = l->code_kind;
+	qtk_wr16(tt->lp + 2, l->scale_type);
+	qtk_wr16(tt->lp + 4, l->meta_len);
+	qtk_wr32(tt->lp + 8, l->nested_group);
+	for (int p = 0; p < t->nparts; p++) {
+		tpart *q = &tt->p[p];
+		memset(q, 0, sizeof *q);
+		memcpy(q->role, t->parts[p].role, 8);
+		q->type = t->parts[p].type;
+		q->ndim = t->parts[p].ndim;
+		memcpy(q->shape, t->parts[p].shape, sizeof q->shape);
+		q->n = q->raw_field = t->parts[p].nbytes;
+		CHECK(q->n <= sizeof q->data, "tf_new: part %s fits the builder", q->role);
+		memcpy(q->data, mm.data[k][p], (size_t)(q->n < sizeof q->data ? q->n : sizeof q->data));
+	}
+	free_mem(&mm);
+}
+
+/* Every rule of §8.7-§8.13 broken once in a file built from the spec: exit 3 with its message. */
+static void test_new_hostile(void)
+{
+	tfile f;
+	for (int k = 0; k < NK_COUNT; k++) { /* the unbroken files open, verify and decode */
+		if (k == NK_MX3)
+			continue;
+		tf_new(&f, k);
+		uint8_t *b;
+		size_t n = tf_build(&f, &b);
+		char *p = tpath("newok.qpk");
+		spit(p, b, n);
+		qtk_err e;
+		qtk_model *m = qtk_open(p, &e);
+		float *y = m ? malloc((size_t)m->tensors[0].n_params * 4) : NULL;
+		CHECK(m && !qtk_qpk_verify_tensor(m, 0) && y && !qtk_decode_tensor(m, &m->tensors[0], y), "builder %d: %s", k,
+		      m ? m->err.msg : e.msg);
+		free(y);
+		qtk_close(m);
+		unlink(p);
+		free(p);
+		free(b);
+		qtk_buf_free(&f.meta);
+	}
+	/* layout parameters */
+	tf_new(&f, NK_CT_ACT); qtk_wr16(f.t[0].lp + 6, 1);
+	expect_bad_tf("params reserved", &f, "reserved layout parameter bytes are not zero");
+	tf_new(&f, NK_CT_ACT); f.t[0].params = false; /* the record is 12 bytes short of its parameters */
+	expect_bad_tf("params missing", &f, "tensor 'ct.asym_act.weight'");
+	tf_new(&f, NK_CT_ACT); f.t[0].lp[0] = 1;
+	expect_bad_tf("ct strategy", &f, "ct-int strategy 1 is not 0 (tensor) or 2 (group)");
+	tf_new(&f, NK_CT_ACT); f.t[0].lp[0] = 200;
+	expect_bad_tf("ct strategy unknown", &f, "ct-int strategy 200");
+	tf_new(&f, NK_CT_I8); qtk_wr16(f.t[0].lp + 2, QTK_T_Q4_0);
+	expect_bad_tf("ct scale type", &f, "ct-int scale type 2 is not F32, F16 or BF16");
+	tf_new(&f, NK_CT_ACT); f.t[0].lp[1] = 1;
+	expect_bad_tf("ct code kind", &f, "code kind 1, meta length 0, nested group 0: must be 0");
+	tf_new(&f, NK_CT_TENSOR); qtk_wr32(f.t[0].lp + 8, 32);
+	expect_bad_tf("ct nested group", &f, "nested group 32: must be 0");
+	tf_new(&f, NK_FP8_BLOCK); f.t[0].lp[0] = 1;
+	expect_bad_tf("fp8 strategy", &f, "fp8 strategy 1 is not 0 (tensor), 2 (group) or 3 (block)");
+	tf_new(&f, NK_FP8_TENSOR); qtk_wr16(f.t[0].lp + 2, QTK_DT_F8_E4M3);
+	expect_bad_tf("fp8 scale type", &f, "fp8 scale type 69");
+	tf_new(&f, NK_NV_CT); qtk_wr16(f.t[0].lp + 2, 2);
+	expect_bad_tf("nvfp4 scale type", &f, "nvfp4 scale type 2 is not 0");
+	tf_new(&f, NK_NV_MO); f.t[0].lp[0] = 3;
+	expect_bad_tf("nvfp4 strategy", &f, "nvfp4 strategy 3");
+	tf_new(&f, NK_MX); f.t[0].lp[0] = 0;
+	expect_bad_tf("mxfp4 strategy", &f, "mxfp4 strategy 0 / scale type 0: must be 2 and 0");
+	tf_new(&f, NK_BNB_NF4); f.t[0].lp[0] = 1;
+	expect_bad_tf("bnb4 strategy", &f, "bnb4 strategy 1");
+	tf_new(&f, NK_BNB_NF4); qtk_wr16(f.t[0].lp + 2, QTK_T_I8);
+	expect_bad_tf("bnb4 scale type", &f, "bnb4 scale type 24");
+	tf_new(&f, NK_BNB_NF4); f.t[0].lp[1] = 2;
+	expect_bad_tf("bnb4 code kind", &f, "bnb4 code kind 2");
+	tf_new(&f, NK_BNB_NF4); qtk_wr16(f.t[0].lp + 4, 5000);
+	expect_bad_tf("bnb4 meta_len cap", &f, "bnb4 quant_state length 5000");
+	tf_new(&f, NK_BNB_NF4); qtk_wr16(f.t[0].lp + 4, (uint16_t)(f.t[0].p[3].n + 10)); /* meta_len lies */
+	expect_bad_tf("bnb4 meta_len lie", &f, "part 'qs_nf4' shape");
+	tf_new(&f, NK_BNB_DQ); qtk_wr32(f.t[0].lp + 8, 48);
+	expect_bad_tf("bnb4 nested group", &f, "bnb4 nested group 48");
+	tf_new(&f, NK_BNB8); f.t[0].lp[0] = 2;
+	expect_bad_tf("bnb8 strategy", &f, "bnb8 strategy 2 / scale type 0");
+	tf_new(&f, NK_BNB8); qtk_wr16(f.t[0].lp + 4, 7);
+	expect_bad_tf("bnb8 meta length", &f, "meta length 7");
+	/* the record's own fields against the kind */
+	tf_new(&f, NK_CT_ACT); f.t[0].group = 48;
+	expect_bad_tf("ct group", &f, "group_size 48 does not divide in_features 64");
+	tf_new(&f, NK_CT_ACT); f.t[0].bits = 3;
+	expect_bad_tf("ct bits", &f, "bits 3 is not one of 2, 4, 8");
+	tf_new(&f, NK_CT_ACT); f.t[0].gv = 1;
+	expect_bad_tf("ct gptq version", &f, "gptq_version set");
+	tf_new(&f, NK_FP8_TENSOR); f.t[0].flags = 0;
+	expect_bad_tf("fp8 asym", &f, "fp8 layout must be symmetric");
+	tf_new(&f, NK_MX); f.t[0].type = QTK_DT_U16;
+	expect_bad_tf("mxfp4 storage type", &f, "mxfp4 layout must be symmetric blocks of 32 in U8 bytes");
+	tf_new(&f, NK_NV_CT); f.t[0].ndim = 3; f.t[0].shape[2] = 1;
+	expect_bad_tf("nvfp4 3-D", &f, "this layout has 2 dimensions, not 3");
+	/* parts: count, roles, types, shapes */
+	tf_new(&f, NK_CT_ACT); f.t[0].nparts = 4;
+	expect_bad_tf("ct part count", &f, "needs a part 'shape'");
+	tf_new(&f, NK_CT_ACT); f.t[0].flags = 0; /* asymmetric without act-order: g_idx is one part too many */
+	expect_bad_tf("ct extra part", &f, "needs a part 'shape' here");
+	tf_new(&f, NK_BNB_NF4); memcpy(f.t[0].p[1].role, "absmin\0", 8);
+	expect_bad_tf("bnb4 role", &f, "needs a part 'absmax' here");
+	tf_new(&f, NK_CT_I8); f.t[0].p[1].type = QTK_T_F16;
+	expect_bad_tf("ct scale dtype", &f, "part 'scale' type F16, expected BF16");
+	tf_new(&f, NK_MX); f.t[0].p[1].shape[1] = 1; f.t[0].p[1].n = f.t[0].p[1].raw_field = 8;
+	expect_bad_tf("mxfp4 scales shape", &f, "part 'scales' shape [8, 1] does not match the layout: expected [8, 2]");
+	tf_new(&f, NK_BNB8); f.t[0].p[1].type = QTK_T_F16; f.t[0].p[1].n = f.t[0].p[1].raw_field = 8;
+	expect_bad_tf("bnb8 SCB dtype", &f, "part 'SCB' type F16, expected F32");
+	/* content (§8.13) */
+	tf_new(&f, NK_CT_ACT); qtk_wr64(f.t[0].p[4].data, 17);
+	expect_bad_tf("ct weight_shape", &f, "part 'shape' holds [17, 64], not the tensor's shape [16, 64]");
+	tf_new(&f, NK_CT_ACT); qtk_wr32(f.t[0].p[3].data, 7);
+	expect_bad_tf("ct g_idx range", &f, "g_idx[0] = 7 is outside [0, 2)");
+	tf_new(&f, NK_CT_ACT);
+	for (int i = 0; i < 64; i++)
+		qtk_wr32(f.t[0].p[3].data + 4 * i, i < 40 ? 0 : 1);
+	expect_bad_tf("ct g_idx group map", &f, "g_idx is not a group map");
+	tf_new(&f, NK_BNB_NF4); f.t[0].p[3].data[0] = '[';
+	expect_bad_tf("bnb4 quant_state JSON", &f, "part 'qs_nf4': quant_state");
+	tf_new(&f, NK_BNB_NF4); memcpy(strstr((char *)f.t[0].p[3].data, "[8, 64]"), "[4, 64]", 7);
+	expect_bad_tf("bnb4 quant_state shape", &f, "shape [4, 64], nested blocksize 0) differs from the layout");
+	tf_new(&f, NK_BNB_NF4); memcpy(strstr((char *)f.t[0].p[3].data, "nf4"), "fp4", 3);
+	expect_bad_tf("bnb4 quant_state type", &f, "quant_state (fp4, blocksize 64");
+	tf_new(&f, NK_BNB_DQ); memcpy(strstr((char *)f.t[0].p[5].data, "\"bfloat16\""), "\"float16\" ", 10);
+	expect_bad_tf("bnb4 quant_state dtype", &f, "quant_state (fp4, blocksize 32, F16");
+	tf_new(&f, NK_BNB_NF4); qtk_wr32(f.t[0].p[2].data + 4, 0x3f000000u);
+	expect_bad_tf("bnb4 quant_map", &f, "part 'qmap': value 1 is not bitsandbytes' nf4 code");
+	tf_new(&f, NK_BNB_DQ); qtk_wr32(f.t[0].p[4].data + 40, 0x40000000u); /* 2.0 */
+	expect_bad_tf("bnb4 nested map", &f, "part 'nqmap': value 10 is not in [-1, 1]");
+	tf_new(&f, NK_BNB_DQ); qtk_wr32(f.t[0].p[3].data, 0x7fc00000u); /* NaN */
+	expect_bad_tf("bnb4 nested absmax", &f, "part 'nabsmax': value 0 is not a finite non-negative number");
+	tf_new(&f, NK_BNB_DQ); f.t[0].p[5].bad_sha = true; /* content parts are read (and verified) at open */
+	expect_bad_tf("bnb4 quant_state digest", &f, "part 5 ('qs_fp4') digest mismatch");
+}
+
+/* Fixture checkpoints of every new layout (and MLX): HF -> QPK keeps every part, layout and
+ * decoded value (the reference digests), qverify's check passes, and where qtk writes the
+ * layout to a Hugging Face directory, QPK -> HF gives the same tensors again. */
+static int ref_digests(qtk_model *m, const char *tsv, const char *label)
+{
+	size_t len = 0;
+	char *txt = (char *)slurp(tsv, &len), *save = NULL;
+	if (txt)
+		txt[len] = 0; /* slurp leaves room for it */
+	int rows = 0, good = 0;
+	for (char *line = txt ? strtok_r(txt, "\n", &save) : NULL; line; line = strtok_r(NULL, "\n", &save)) {
+		char name[300], hex[80];
+		unsigned long long n;
+		if (sscanf(line, "%250s %llu %70s", name, &n, hex) != 3 || !strcmp(name, "name"))
+			continue;
+		rows++;
+		const qtk_tensor *t = qtk_tensor_find(m, name);
+		if (!t) {
+			strcat(name, ".weight");
+			t = qtk_tensor_find(m, name);
+		}
+		float *y = t && t->n_params == n ? malloc((size_t)n * 4) : NULL;
+		uint8_t d[32];
+		char got[65] = "";
+		if (y && !qtk_decode_tensor(m, t, y) && (sha(y, (size_t)n * 4, NULL, 0, d), true))
+			qtk_hex(d, 32, got);
+		free(y);
+		if (!strcmp(got, hex))
+			good++;
+		else
+			printf("  %s: %s digest %s, want %s\n", label, name, got, hex);
+	}
+	free(txt);
+	CHECK(rows > 0 && good == rows, "%s: %d/%d reference digests", label, good, rows);
+	return good;
+}
+
+static void test_new_fixtures(void)
+{
+	const char *fx = t_fixtures();
+	if (!fx) {
+		T_SKIP("fixtures not found: new-layout QPK round trips");
+		return;
+	}
+	static const struct {
+		const char *dir, *ref; /* under hf/; the reference digests qtk's decoder matches */
+		bool hf_back;          /* qtk writes the layout to a Hugging Face directory */
+	} fxs[] = {
+		{"ct/ct-fp8-block", "ct/ref/ct-fp8-block", false},
+		{"ct/ct-fp8-channel", "ct/ref/ct-fp8-channel", false},
+		{"ct/ct-nvfp4", "ct/ref/ct-nvfp4", false},
+		{"ct/ct-w4a16-g128-actorder", "ct/ref/ct-w4a16-g128-actorder", true},
+		{"ct/ct-w4a16-g128-sym", "ct/ref/ct-w4a16-g128-sym", true},
+		{"ct/ct-w4a16-g32-asym", "ct/ref/ct-w4a16-g32-asym", true},
+		{"ct/ct-w8a8-int8-channel", "ct/ref/ct-w8a8-int8-channel", false}, /* see the report: int-quantized */
+		{"ct/ds-fp8-block", "ct/ref/ds-fp8-block", false},
+		{"ct/modelopt-nvfp4", "ct/ref/modelopt-nvfp4", false},
+		{"more/bnb-fp4", "more/ref/bnb-fp4", false},
+		{"more/bnb-nf4-dq", "more/ref/bnb-nf4-dq", false},
+		{"more/gptoss-mxfp4", "more/ref/gptoss-mxfp4", false},
+		{"more/mlx-3bit-g32", "more/ref/mlx-3bit-g32.f32", true},
+		{"more/mlx-4bit-g32", "more/ref/mlx-4bit-g32.f32", true},
+		{"more/mlx-4bit-g64", "more/ref/mlx-4bit-g64.f32", true},
+		{"more/mlx-8bit-g64", "more/ref/mlx-8bit-g64.f32", true},
+	};
+	int nmod = 0, ndig = 0, nback = 0;
+	for (size_t k = 0; k < sizeof fxs / sizeof *fxs; k++) {
+		char dir[1024], tsv[1100], *pa = tpath("fx.qpk"), *pb = tpath("fx-hf/");
+		snprintf(dir, sizeof dir, "%s/hf/%s", fx, fxs[k].dir);
+		snprintf(tsv, sizeof tsv, "%s/hf/%s.digest.tsv", fx, fxs[k].ref);
+		const char *label = strrchr(fxs[k].dir, '/') + 1;
+		qtk_err e;
+		qtk_model *s = qtk_open(dir, &e), *a = NULL, *b = NULL;
+		CHECK(s != NULL, "%s: open: %s", label, e.msg);
+		int rc = s ? copy_model(s, pa, &e) : -1;
+		CHECK(rc == 0, "%s: write qpk: %s", label, e.msg);
+		if (!rc && !(a = qtk_open(pa, &e)))
+			CHECK(0, "%s: reopen qpk: %s", label, e.msg);
+		if (a) {
+			check_same(s, a, label, CMP_ALL);
+			int vbad = 0;
+			for (size_t i = 0; i < a->ntensors; i++)
+				vbad += qtk_qpk_verify_tensor(a, i) != 0;
+			CHECK(!vbad, "%s: %d tensors fail verification", label, vbad);
+			ndig += ref_digests(a, tsv, label);
+			nmod++;
+		}
+		if (a && fxs[k].hf_back) {
+			rc = copy_model(a, pb, &e);
+			CHECK(rc == 0, "%s: qpk -> hf: %s", label, e.msg);
+			if (!rc && !(b = qtk_open(pb, &e)))
+				CHECK(0, "%s: reopen hf: %s", label, e.msg);
+			if (b) {
+				check_same(s, b, label, CMP_LAYOUT);
+				ref_digests(b, tsv, label);
+				nback++;
+			}
+		}
+		qtk_close(s);
+		qtk_close(a);
+		qtk_close(b);
+		char cmd[1200];
+		snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", pa, pb);
+		CHECK(system(cmd) == 0, "cleanup");
+		free(pa);
+		free(pb);
+	}
+	printf("new layouts: %d fixture models through QPK (%d reference digests), %d back to HF\n", nmod, ndig, nback);
+}
+
 /* Writer under allocation failure: a clean error, no temporary left. */
 static void test_writer_alloc(void)
 {
@@ -1359,8 +1891,12 @@ int main(void)
 	test_hostile();
 	test_mutations();
 	test_writer_alloc();
+	test_new_kinds();
+	test_new_writer_rejects();
+	test_new_hostile();
 	test_samples();
 	test_fixtures();
+	test_new_fixtures();
 	char cmd[128];
 	snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
 	if (system(cmd) != 0)
