@@ -81,13 +81,16 @@ for d in hf-split hf-split-awq; do
 	frame "$@"
 done
 
-# QPK: plain, awq, gptq, k-quant
+# QPK: plain, awq, gptq, k-quant, mlx; compressed-tensors int layers kept as they are (layout
+# kind 3 with its Layout_Params and weight_shape / zero parts: a version 1.2 file)
 $Q "$W/tiny.gguf" "$C/qpk/tiny-f16.qpk" --to f16
 $Q "$W/tiny.gguf" "$C/qpk/tiny-q4_0.qpk" --to q4_0
 $Q "$W/tiny.gguf" "$C/qpk/tiny.awq" --group-size 32
 $Q "$W/tiny.gguf" "$C/qpk/tiny.gptq" --group-size 32
 $Q "$W/kq.gguf" "$C/qpk/kq-q4_k.qpk" --to q4_k
 $Q "$W/tiny.gguf" "$C/qpk/tiny-mlx.qpk" --to mlx --group-size 32
+$Q "$W/hf-ct-int/" "$C/qpk/tiny-ct-int.qpk"
+$Q "$W/hf-ct-int-sym/" "$C/qpk/tiny-ct-int-sym.qpk"
 
 # archives: deployment bundles, and tar/tar.gz/zip made with the system tools
 $Q "$W/tiny.gguf" "$C/archive/bundle-q4_0.tar" --to q4_0
