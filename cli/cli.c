@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 cli g_cli;
@@ -125,46 +126,211 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static double last_draw;
-static bool drawn;
+/* ---- progress ------------------------------------------------------------------------- */
 
-void cli_progress(const char *label, uint64_t done, uint64_t total)
+static struct {
+	double start, last, interval;   /* clock of the first update, of the last draw */
+	uint64_t done0;                 /* units done at the first update */
+	bool started, drawn;
+	int width;                      /* cells of the last line drawn */
+	/* cli_progress_item's run */
+	char item[128];
+	uint64_t k, n, base, bytes, total;
+} pg = {.interval = -1};
+
+static double pg_interval(void)
+{
+	if (pg.interval < 0) {
+		const char *e = getenv("QTK_PROGRESS_INTERVAL");
+		char *end = NULL;
+		double v = e && *e ? strtod(e, &end) : 0.25;
+		pg.interval = e && *e && end && !*end && v >= 0 && v < 3600 ? v : 0.25;
+	}
+	return pg.interval;
+}
+
+static int term_width(void)
+{
+	struct winsize ws;
+	if (ioctl(2, TIOCGWINSZ, &ws) == 0 && ws.ws_col >= 40)
+		return ws.ws_col < 300 ? ws.ws_col : 300;
+	return 80;
+}
+
+static void fmt_eta(double s, char *buf, size_t n)
+{
+	if (!(s >= 0) || s > 99 * 3600.0) {
+		snprintf(buf, n, "--:--");
+		return;
+	}
+	unsigned long v = (unsigned long)(s + 0.5);
+	if (v >= 3600)
+		snprintf(buf, n, "%lu:%02lu:%02lu", v / 3600, v / 60 % 60, v % 60);
+	else
+		snprintf(buf, n, "%lu:%02lu", v / 60, v % 60);
+}
+
+/* Draw one line: bar, percent, count (k/n), rate, ETA, then the item and its own percent. */
+static void pg_draw(uint64_t done, uint64_t total, bool bytes, const char *count, const char *item, double within)
 {
 	if (!cli_progress_enabled())
 		return;
 	double t = now_s();
-	if (done < total && t - last_draw < 0.25)
+	if (!pg.started) {
+		pg.started = true;
+		pg.start = t;
+		pg.done0 = done;
+		pg.last = -1e9;
+	}
+	if (done < total && t - pg.last < pg_interval())
 		return;
-	last_draw = t;
-	int width = 30;
+	pg.last = t;
+	char line[512], bar[64], rate[32] = "", eta[32] = "";
+	int w = term_width() - 1, bw = w >= 119 ? 30 : 16;
 	double f = total ? (double)done / (double)total : 1.0;
-	int fill = (int)(f * width);
-	char bar[64];
-	for (int i = 0; i < width; i++)
+	f = f > 1 ? 1 : f;
+	int fill = (int)(f * bw);
+	for (int i = 0; i < bw; i++)
 		bar[i] = i < fill ? '#' : '.';
-	bar[width] = 0;
-	fprintf(stderr, "\r%-40.40s [%s] %5.1f%%", cli_safe(label), bar, 100.0 * f);
+	bar[bw] = 0;
+	double el = t - pg.start;
+	if (el >= 0.5 && done > pg.done0) {
+		double r = (double)(done - pg.done0) / el;
+		if (bytes)
+			snprintf(rate, sizeof rate, "  %.1f MB/s", r / 1e6);
+		else
+			snprintf(rate, sizeof rate, "  %.1f/s", r);
+		char e[24];
+		fmt_eta((double)(total - done) / r, e, sizeof e);
+		snprintf(eta, sizeof eta, "  ETA %s", e);
+	}
+	int k = snprintf(line, sizeof line, "[%s] %5.1f%%%s%s%s%s", bar, 100.0 * f, count ? "  " : "", count ? count : "",
+			 rate, eta);
+	k = k < 0 ? 0 : (size_t)k < sizeof line ? k : (int)sizeof line - 1;
+	/* then the item and its own percent; a name too long for the terminal keeps its end */
+	if (item && *item) {
+		const char *nm = cli_safe(item);
+		char tail[16] = "";
+		if (within >= 0)
+			snprintf(tail, sizeof tail, " %.0f%%", 100.0 * within);
+		int room = w - k - 2 - (int)strlen(tail), nl = (int)strlen(nm);
+		if (room >= 8) {
+			if (nl > room)
+				k += snprintf(line + k, sizeof line - (size_t)k, "  ~%s%s", nm + nl - (room - 1), tail);
+			else
+				k += snprintf(line + k, sizeof line - (size_t)k, "  %s%s", nm, tail);
+		}
+	}
+	/* fit the terminal; blank what a longer previous line left */
+	int len = k < 0 ? 0 : (size_t)k < sizeof line ? k : (int)sizeof line - 1;
+	if (len > w)
+		len = w;
+	fprintf(stderr, "\r%.*s%*s", len, line, pg.width > len ? pg.width - len : 0, "");
 	fflush(stderr);
-	drawn = true;
+	pg.width = len;
+	pg.drawn = true;
+}
+
+void cli_progress(const char *label, uint64_t done, uint64_t total)
+{
+	char count[48];
+	snprintf(count, sizeof count, "%llu/%llu", (unsigned long long)done, (unsigned long long)total);
+	pg_draw(done, total, false, count, label, -1);
+}
+
+void cli_progress_bytes(const char *item, uint64_t done, uint64_t total)
+{
+	pg_draw(done, total, true, NULL, item, -1);
+}
+
+void cli_progress_item(const char *name, uint64_t k, uint64_t n, uint64_t bytes, uint64_t total_bytes)
+{
+	if (k == 0 || k < pg.k)
+		pg.base = 0;
+	else if (k > pg.k)
+		pg.base += pg.bytes;
+	snprintf(pg.item, sizeof pg.item, "%s", name ? name : "");
+	pg.k = k;
+	pg.n = n;
+	pg.bytes = k < n ? bytes : 0;
+	pg.total = total_bytes;
+	cli_progress_within(0, 1);
+}
+
+void cli_progress_within(uint64_t done, uint64_t total)
+{
+	double f = total ? (double)done / (double)total : 1.0;
+	f = f > 1 ? 1 : f;
+	uint64_t at = pg.base + (uint64_t)((double)pg.bytes * f);
+	if (pg.k >= pg.n)
+		at = pg.total;
+	char count[48];
+	snprintf(count, sizeof count, "%llu/%llu", (unsigned long long)(pg.k < pg.n ? pg.k + 1 : pg.n),
+		 (unsigned long long)pg.n);
+	pg_draw(at, pg.total, true, count, pg.k < pg.n ? pg.item : NULL, pg.k < pg.n ? f : -1);
 }
 
 void cli_progress_end(void)
 {
-	if (drawn)
-		fprintf(stderr, "\r%*s\r", 80, "");
-	drawn = false;
+	if (pg.drawn)
+		fprintf(stderr, "\r%*s\r", pg.width, "");
+	pg.drawn = false;
+	pg.started = false;
+	pg.width = 0;
 }
 
+/* ---- signals ---------------------------------------------------------------------------- */
+
+static char sig_what[512];
+static volatile sig_atomic_t sig_progress; /* a progress line may be on screen */
+
+void cli_set_activity(const char *fmt, ...)
+{
+	char *txt = NULL;
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vasprintf(&txt, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	/* formatted now: the handler may only write(2) */
+	snprintf(sig_what, sizeof sig_what, "%s", cli_safe(txt));
+	free(txt);
+}
+
+static void put_raw(const char *s)
+{
+	size_t n = strlen(s);
+	while (n) {
+		ssize_t w = write(2, s, n);
+		if (w <= 0)
+			return;
+		s += w;
+		n -= (size_t)w;
+	}
+}
+
+/* Async-signal-safe: unlink the temporaries, one line, _exit. */
 static void on_signal(int sig)
 {
 	qtk_cleanup_run();
-	signal(sig, SIG_DFL);
-	raise(sig);
+	sig_progress = pg.drawn;
+	if (sig_progress)
+		put_raw("\r\n");
+	put_raw(g_cli.prog ? g_cli.prog : "qtk");
+	put_raw(sig == SIGINT ? ": interrupted: " : ": terminated: ");
+	put_raw(sig_what[0] ? sig_what : "stopped");
+	put_raw(", nothing written\n");
+	_exit(128 + sig);
 }
 
 void cli_install_signals(void)
 {
-	signal(SIGINT, on_signal);
-	signal(SIGTERM, on_signal);
-	signal(SIGHUP, on_signal);
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_signal;
+	sigfillset(&sa.sa_mask); /* one handler at a time */
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
 }

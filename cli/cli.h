@@ -28,9 +28,23 @@ bool cli_common_flag(const char *arg);
  * eight rotating buffers (valid until eight more calls): for the arguments of one printf. */
 const char *cli_safe(const char *s);
 bool cli_progress_enabled(void);
-/* Draw a progress line at most a few times a second (done of total units). */
+/* Progress on stderr (only when cli_progress_enabled), redrawn at most four times a second
+ * (QTK_PROGRESS_INTERVAL=SECONDS changes that; 0 draws every update, for tests):
+ *   [##########....................]  34.2%  5/21  63.1 MB/s  ETA 0:07  blk.3.ffn_up.weight 40%
+ * Rates and the ETA are measured from the first update after cli_progress_end.
+ * cli_progress: done of total items (items/s). */
 void cli_progress(const char *label, uint64_t done, uint64_t total);
+/* Bytes done of total (MB/s), `item` the tensor being read (NULL: none). */
+void cli_progress_bytes(const char *item, uint64_t done, uint64_t total);
+/* A run of items measured in bytes (qconvert): cli_progress_item starts item k of n, which
+ * holds `bytes` of the total; cli_progress_within reports done of total units inside it
+ * (rows, groups or bytes: any unit, the fraction counts). Main thread only. */
+void cli_progress_item(const char *name, uint64_t k, uint64_t n, uint64_t bytes, uint64_t total_bytes);
+void cli_progress_within(uint64_t done, uint64_t total);
 void cli_progress_end(void);
-/* Install SIGINT/SIGTERM handlers that remove registered temporaries. */
+/* Install SIGINT/SIGTERM/SIGHUP handlers: remove registered temporaries, print
+ * "PROG: interrupted: WHAT, nothing written" and exit 128 + the signal (130 for SIGINT). */
 void cli_install_signals(void);
+/* What the program is doing, for that line ("converting a.gguf to b.gguf"); names escaped. */
+void cli_set_activity(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 #endif

@@ -251,6 +251,7 @@ static int copy_parts(qtk_model *in, qtk_writer *w, const plan *p, qtk_err *err)
 			uint64_t n = rows - r0 < step ? rows - r0 : step;
 			rc = stage_rows(in, p, b, tmp, r0, n, rb, err);
 			rc = rc ? rc : qtk_writer_put(w, b, (size_t)(n * rb));
+			cli_progress_within(r0 + n, rows);
 		}
 		qtk_free(b);
 		qtk_free(tmp);
@@ -260,6 +261,7 @@ static int copy_parts(qtk_model *in, qtk_writer *w, const plan *p, qtk_err *err)
 	if (!buf)
 		return qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
 	int rc = 0;
+	uint64_t done = 0;
 	for (int k = 0; k < t->nparts && !rc; k++)
 		for (uint64_t off = 0; off < t->parts[k].nbytes && !rc; off += CHUNK_BYTES) {
 			uint64_t left = t->parts[k].nbytes - off;
@@ -269,6 +271,8 @@ static int copy_parts(qtk_model *in, qtk_writer *w, const plan *p, qtk_err *err)
 				*err = in->err;
 			else
 				rc = qtk_writer_put(w, buf, n);
+			done += n;
+			cli_progress_within(done, t->n_bytes);
 		}
 	qtk_free(buf);
 	return rc;
@@ -450,6 +454,7 @@ static int run_rows(qtk_model *in, qtk_writer *w, const plan *p, int threads, te
 		}
 		if (!rc)
 			rc = qtk_writer_put(w, win.out, (size_t)((win.rows_end - r0) * win.out_row_bytes));
+		cli_progress_within(win.rows_end, rows); /* a large tensor moves the bar window by window */
 	}
 	errstat_finish(&total, r);
 	qtk_free(win.out);
@@ -613,6 +618,7 @@ static int fit_groups(rowsrc *s, float *x, uint8_t **pp, bool refit, int threads
 			break;
 		}
 		errstat_add(total, x, y, (uint64_t)nr * inf);
+		cli_progress_within(o0 + nr, out);
 	}
 	qtk_free(y);
 	return rc;

@@ -218,6 +218,7 @@ int main(int argc, char **argv)
 		else if (ol > 5 && !qtk_strcasecmp(o.output + ol - 5, ".gptq"))
 			o.target.kind = TGT_GPTQ;
 	}
+	cli_set_activity("converting %s to %s", o.input, o.output);
 	double t0 = now_s();
 	qtk_err err;
 	qtk_model *in = qtk_open(o.input, &err);

@@ -398,7 +398,7 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 	for (size_t k = 0; k < nout && !rc; k++) {
 		size_t i = order[k];
 		tensor_result *r = &res->t[k];
-		cli_progress(in->tensors[i].name, k, nout);
+		cli_progress_item(in->tensors[i].name, k, nout, in->tensors[i].n_bytes, res->bytes_in);
 		rc = conv_tensor(in, w, &plans[i], threads, r, &err);
 		if (rc)
 			break;
@@ -420,7 +420,7 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 			plan_line(stderr, k, nout, &in->tensors[i], &d->tensors[k], note);
 		}
 	}
-	cli_progress(o->output, nout, nout);
+	cli_progress_item(NULL, nout, nout, 0, res->bytes_in);
 	cli_progress_end();
 	if (rc)
 		goto done;

@@ -5,6 +5,7 @@
 #ifndef QTK_INSPECT_TUI_H
 #define QTK_INSPECT_TUI_H
 #include "inspect.h"
+#include <regex.h>
 
 /* ---- Screen: a grid of cells, one code point each ----------------------- */
 
@@ -39,7 +40,8 @@ void grid_dump(const tui_screen *s, FILE *out);
 /* Printable keys are their character; special keys: */
 enum {
 	TK_UP = 0x110000, TK_DOWN, TK_LEFT, TK_RIGHT, TK_PGUP, TK_PGDN, TK_HOME, TK_END,
-	TK_ENTER, TK_TAB, TK_BTAB, TK_ESC, TK_BS, TK_RESIZE
+	TK_ENTER, TK_TAB, TK_BTAB, TK_ESC, TK_BS, TK_RESIZE, TK_WHEEL_UP, TK_WHEEL_DOWN,
+	TK_MOUSE /* the curses side only: a mouse event to read */
 };
 
 /* What a key did (htop-style): the loop decides what to repaint. */
@@ -54,7 +56,9 @@ typedef struct tui_group {
 	size_t prefix_len;    /* length of "blk.N." in member names */
 	bool open;
 	size_t n, first;      /* members (all), index of the first in file order */
-	uint64_t n_params, n_bytes;
+	uint64_t n_params, n_bytes;   /* all members */
+	size_t vn;                    /* members that pass the filter, and their sums: */
+	uint64_t v_params, v_bytes;   /* what the group row shows */
 } tui_group;
 
 typedef struct tui_row {
@@ -83,11 +87,19 @@ typedef struct tui {
 	tui_row *rows;
 	size_t cur, top;
 	int sort;             /* index into the sort table */
+	bool reverse;         /* the sort order reversed */
 	int filter;           /* -1 all, else index into tt.types */
-	/* search */
+	size_t vtensors;      /* tensors that pass the filter, and their sums */
+	uint64_t v_params, v_bytes;
+	int list_y;           /* screen line of the first list row (set by the view) */
+	/* search: a POSIX extended regular expression, case-insensitive */
 	bool searching;
 	char query[128];
 	size_t qlen;
+	regex_t re;           /* compiled query, valid when re_ok */
+	bool re_ok;
+	char re_err[96];      /* why the query being typed does not compile, "" when it does */
+	size_t nmatch, match_at; /* matches of the query in the pane searched; the cursor's is match_at (1-based, 0 none) */
 	char msg[200];        /* one-line status message, "" none */
 	/* detail */
 	qtk_tstats **stats;       /* per tensor, NULL until computed */
@@ -96,6 +108,7 @@ typedef struct tui {
 	int dscroll, dlines;  /* scroll position and line count (set by the view) */
 	/* metadata */
 	bool *kv_open, *blob_open;
+	uint8_t (*kv_sha)[32], (*blob_sha)[32]; /* SHA-256 of large values (tui_kv_large, tui_blob_large) */
 	size_t nmrows, mcur, mtop;
 	tui_mrow *mrows;
 	/* provenance and memory: pre-rendered text lines */
@@ -120,6 +133,18 @@ long tui_cur_tensor(const tui *t);
 const char *tui_sort_name(const tui *t);
 /* Arrays and multi-line strings open with Enter in the metadata pane. */
 bool tui_kv_expandable(const qtk_kv *kv);
+/* Values over TUI_LARGE bytes (and binary blobs) show as their size and SHA-256, not their text. */
+#define TUI_LARGE ((uint64_t)64 << 10)
+uint64_t tui_kv_bytes(const qtk_kv *kv);
+bool tui_kv_large(const qtk_kv *kv);
+bool tui_blob_binary(const qtk_blob *b);
+bool tui_blob_large(const qtk_blob *b);
+/* A mouse click at screen cell (y, x) (button 1); returns TUI_* flags like tui_key.
+ * The wheel arrives as the keys TK_WHEEL_UP / TK_WHEEL_DOWN. */
+unsigned tui_click(tui *t, int y, int x);
+extern const char *const tui_pane_names[P_COUNT];
+/* The tab under column x of the tab line, or -1 (the view's layout). */
+int tui_tab_at(const tui *t, int x);
 
 /* ---- View ----------------------------------------------------------------- */
 

@@ -88,6 +88,7 @@ static int tc_key(int ch)
 	case 27: return TK_ESC;
 	case KEY_BACKSPACE: case 127: case 8: return TK_BS;
 	case KEY_RESIZE: return TK_RESIZE;
+	case KEY_MOUSE: return TK_MOUSE;
 	default: return ch >= 0x20 && ch < 0x7f ? ch : -1;
 	}
 }
@@ -130,6 +131,9 @@ int tui_run(qtk_model *m, const insp_opts *o)
 	cbreak();
 	noecho();
 	keypad(stdscr, TRUE);
+	/* clicks select, the wheel scrolls (buttons 4 and 5); no drag reports */
+	mousemask(BUTTON1_CLICKED | BUTTON1_PRESSED | BUTTON4_PRESSED | BUTTON5_PRESSED, NULL);
+	mouseinterval(0);
 	set_escdelay(25);
 	curs_set(0);
 	tc_colors(o->color);
@@ -160,7 +164,22 @@ int tui_run(qtk_model *m, const insp_opts *o)
 			tui_resize(&t, w, h);
 			clear();
 		}
-		unsigned r = tui_key(&t, key);
+		unsigned r;
+		if (key == TK_MOUSE) {
+			MEVENT ev;
+			if (getmouse(&ev) != OK)
+				continue;
+			if (ev.bstate & BUTTON4_PRESSED)
+				r = tui_key(&t, TK_WHEEL_UP);
+			else if (ev.bstate & BUTTON5_PRESSED)
+				r = tui_key(&t, TK_WHEEL_DOWN);
+			else if (ev.bstate & (BUTTON1_CLICKED | BUTTON1_PRESSED))
+				r = tui_click(&t, ev.y, ev.x);
+			else
+				continue;
+		} else {
+			r = tui_key(&t, key);
+		}
 		if (r & TUI_QUIT)
 			break;
 		if (r & TUI_COMPUTE) {

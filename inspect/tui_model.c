@@ -1,6 +1,7 @@
 /* tui_model.c - the browser's state and what keys do to it (no curses). */
 #include "tui.h"
 #include <cJSON.h>
+#include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,7 +9,8 @@
 
 enum tm_req {
 	RQ_NONE, RQ_UP, RQ_DOWN, RQ_PGUP, RQ_PGDN, RQ_TOP, RQ_BOTTOM, RQ_ENTER, RQ_BACK, RQ_LEFT, RQ_RIGHT,
-	RQ_NEXT_PANE, RQ_PREV_PANE, RQ_SEARCH, RQ_NEXT, RQ_PREV, RQ_SORT, RQ_FILTER, RQ_HELP, RQ_QUIT
+	RQ_NEXT_PANE, RQ_PREV_PANE, RQ_SEARCH, RQ_NEXT, RQ_PREV, RQ_SORT, RQ_SORT_PREV, RQ_REVERSE, RQ_FILTER,
+	RQ_HELP, RQ_QUIT, RQ_WHEEL_UP, RQ_WHEEL_DOWN, RQ_PANE /* + pane number */
 };
 
 static const struct {
@@ -21,8 +23,16 @@ static const struct {
 	{TK_ESC, RQ_BACK},    {TK_BS, RQ_BACK},      {TK_LEFT, RQ_LEFT},     {'h', RQ_LEFT},
 	{TK_RIGHT, RQ_RIGHT}, {'l', RQ_RIGHT},       {TK_TAB, RQ_NEXT_PANE}, {TK_BTAB, RQ_PREV_PANE},
 	{'/', RQ_SEARCH},     {'n', RQ_NEXT},        {'N', RQ_PREV},         {'s', RQ_SORT},
-	{'f', RQ_FILTER},     {'?', RQ_HELP},        {'q', RQ_QUIT},
+	{'f', RQ_FILTER},     {'?', RQ_HELP},        {'q', RQ_QUIT},         {'S', RQ_SORT_PREV},
+	{'r', RQ_REVERSE},    {TK_WHEEL_UP, RQ_WHEEL_UP}, {TK_WHEEL_DOWN, RQ_WHEEL_DOWN},
+	{'1', RQ_PANE + 0},   {'2', RQ_PANE + 1},    {'3', RQ_PANE + 2},     {'4', RQ_PANE + 3},
+	{'5', RQ_PANE + 4},
 };
+
+/* Rows the mouse wheel moves. */
+#define TM_WHEEL 3
+/* Screen line of the first row of a list (title, tabs, types, header above it). */
+#define TM_LIST_Y 4
 
 /* ---- Sorting -------------------------------------------------------------- */
 
@@ -48,19 +58,26 @@ static double tm_group_key(const tui *t, size_t g)
 {
 	const tui_group *x = &t->groups[g];
 	switch (t->sort) {
-	case 2: return (double)x->n_bytes;
-	case 3: return (double)x->n_params;
-	case 4: return x->n_params ? 8.0 * (double)x->n_bytes / (double)x->n_params : 0;
+	case 2: return (double)x->v_bytes;
+	case 3: return (double)x->v_params;
+	case 4: return x->v_params ? 8.0 * (double)x->v_bytes / (double)x->v_params : 0;
 	default: return 0;
 	}
 }
 
 static size_t tm_first(const tui *t, const tui_row *r) { return r->group_row ? t->groups[r->idx].first : r->idx; }
 
+static int tm_cmp_fwd(const tui *t, const tui_row *a, const tui_row *b);
+
+/* The sort order, reversed by r. */
 static int tm_cmp(const void *pa, const void *pb)
 {
-	const tui *t = tm_sorting;
-	const tui_row *a = pa, *b = pb;
+	int c = tm_cmp_fwd(tm_sorting, pa, pb);
+	return tm_sorting->reverse ? -c : c;
+}
+
+static int tm_cmp_fwd(const tui *t, const tui_row *a, const tui_row *b)
+{
 	size_t fa = tm_first(t, a), fb = tm_first(t, b);
 	if (t->sort == 1 || t->sort == 5) {
 		int c;
@@ -111,6 +128,27 @@ static void tm_rebuild(tui *t)
 		qtk_free(members);
 		qtk_free(top);
 		return;
+	}
+	/* what the filter lets through: the group rows and the header show these sums */
+	t->vtensors = 0;
+	t->v_params = t->v_bytes = 0;
+	for (size_t g = 0; g < t->ngroups; g++) {
+		t->groups[g].vn = 0;
+		t->groups[g].v_params = t->groups[g].v_bytes = 0;
+	}
+	for (size_t i = 0; i < t->m->ntensors; i++) {
+		if (!tm_passes(t, i))
+			continue;
+		const qtk_tensor *x = &t->m->tensors[i];
+		t->vtensors++;
+		t->v_params += x->n_params;
+		t->v_bytes += x->n_bytes;
+		if (t->tgroup[i] >= 0) {
+			tui_group *gr = &t->groups[t->tgroup[i]];
+			gr->vn++;
+			gr->v_params += x->n_params;
+			gr->v_bytes += x->n_bytes;
+		}
 	}
 	for (size_t i = 0; i < t->m->ntensors; i++) {
 		int g = t->tgroup[i];
@@ -169,6 +207,82 @@ bool tui_kv_expandable(const qtk_kv *kv)
 	if (kv->val.type == QTK_V_ARR)
 		return kv->val.elem == QTK_V_STR || qtk_value_size(kv->val.elem) > 0;
 	return (kv->val.type == QTK_V_STR && tm_multiline(kv->val.v.str.s, kv->val.v.str.len));
+}
+
+/* A value's size as GGUF stores it: strings as their bytes (in arrays each with a u64 length),
+ * numbers as their width; nested arrays count 0 (they have no flat form). */
+uint64_t tui_kv_bytes(const qtk_kv *kv)
+{
+	const qtk_value *v = &kv->val;
+	if (v->type == QTK_V_STR)
+		return v->v.str.len;
+	if (v->type != QTK_V_ARR)
+		return qtk_value_size(v->type);
+	if (v->elem == QTK_V_STR) {
+		const qtk_str *sv = v->arr;
+		uint64_t n = 0;
+		for (uint64_t e = 0; e < v->n; e++)
+			n += 8 + sv[e].len;
+		return n;
+	}
+	return v->n * qtk_value_size(v->elem);
+}
+
+bool tui_kv_large(const qtk_kv *kv) { return tui_kv_bytes(kv) > TUI_LARGE; }
+
+/* Binary: a NUL byte or a byte sequence that is not UTF-8 in the first 64 KiB. */
+bool tui_blob_binary(const qtk_blob *b)
+{
+	size_t n = b->len < TUI_LARGE ? b->len : (size_t)TUI_LARGE;
+	const char *p = (const char *)b->data;
+	if (n && memchr(p, 0, n))
+		return true;
+	for (size_t i = 0; i < n;) {
+		uint32_t cp;
+		int k = qtk_utf8_decode(p + i, n - i, &cp);
+		if (!k)
+			return n - i >= 4 || n == b->len; /* a sequence cut by the 64 KiB window is not evidence */
+		i += (size_t)k;
+	}
+	return false;
+}
+
+bool tui_blob_large(const qtk_blob *b) { return b->len > TUI_LARGE || tui_blob_binary(b); }
+
+/* SHA-256 of a value's bytes as tui_kv_bytes counts them (each array string as a u64
+ * little-endian length and its bytes, numbers little-endian as stored). 0 or -1. */
+static int tm_sha_kv(const qtk_kv *kv, uint8_t out[32])
+{
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	const qtk_value *v = &kv->val;
+	int ok = md && EVP_DigestInit_ex(md, EVP_sha256(), NULL) == 1;
+	if (v->type == QTK_V_STR) {
+		ok = ok && EVP_DigestUpdate(md, v->v.str.s, (size_t)v->v.str.len) == 1;
+	} else if (v->type == QTK_V_ARR && v->elem == QTK_V_STR) {
+		const qtk_str *sv = v->arr;
+		for (uint64_t e = 0; ok && e < v->n; e++) {
+			uint8_t len[8];
+			for (int k = 0; k < 8; k++)
+				len[k] = (uint8_t)(sv[e].len >> (8 * k));
+			ok = EVP_DigestUpdate(md, len, 8) == 1 && EVP_DigestUpdate(md, sv[e].s, (size_t)sv[e].len) == 1;
+		}
+	} else if (v->type == QTK_V_ARR) {
+		ok = ok && EVP_DigestUpdate(md, v->arr, (size_t)tui_kv_bytes(kv)) == 1;
+	}
+	unsigned dl = 0;
+	ok = ok && EVP_DigestFinal_ex(md, out, &dl) == 1 && dl == 32;
+	EVP_MD_CTX_free(md);
+	return ok ? 0 : -1;
+}
+
+static int tm_sha_bytes(const void *p, size_t n, uint8_t out[32])
+{
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	unsigned dl = 0;
+	int ok = md && EVP_DigestInit_ex(md, EVP_sha256(), NULL) == 1 && EVP_DigestUpdate(md, p, n) == 1 &&
+		 EVP_DigestFinal_ex(md, out, &dl) == 1 && dl == 32;
+	EVP_MD_CTX_free(md);
+	return ok ? 0 : -1;
 }
 
 /* Append one row per line of text (offsets of line starts). */
@@ -273,6 +387,83 @@ static int tm_add_text(char ***lines, size_t *n, const char *s)
 	return 0;
 }
 
+static const char *tm_jstr(const cJSON *o, const char *key)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+	return cJSON_IsString(v) && v->valuestring[0] ? v->valuestring : NULL;
+}
+
+/* A stored encoding id that holds quantized values (not a float type). */
+static bool tm_enc_quant(const char *id) { return strcmp(id, "f32") && strcmp(id, "f16") && strcmp(id, "bf16") && strcmp(id, "f64"); }
+
+/* One tensor of the record's transform: 1 exact (kept as stored, widened to F32, decoded to F32,
+ * or the same decoded digest as the source record's), 0 re-fitted (quantized or narrowed),
+ * -1 not recorded (one quantized layout to another: a repack is exact, a re-fit is not). */
+static int tm_prov_exact(const char *name, const char *from, const char *to, const cJSON *src_tensors,
+			 const cJSON *out_tensors)
+{
+	if (!strcmp(from, to))
+		return 1;
+	/* the source was written by qconvert too: its record has the decoded digest */
+	const char *dsrc = NULL, *dout = NULL;
+	for (const cJSON *c = cJSON_IsArray(src_tensors) ? src_tensors->child : NULL; c; c = c->next)
+		if (tm_jstr(c, "name") && !strcmp(tm_jstr(c, "name"), name))
+			dsrc = tm_jstr(c, "decoded");
+	for (const cJSON *c = cJSON_IsArray(out_tensors) ? out_tensors->child : NULL; c; c = c->next)
+		if (tm_jstr(c, "name") && !strcmp(tm_jstr(c, "name"), name))
+			dout = tm_jstr(c, "decoded");
+	if (dsrc && dout && !strchr(dout, '~'))
+		return !strcmp(dsrc, dout);
+	if (!strcmp(to, "f32") || (!strcmp(to, "f64") && !tm_enc_quant(from)))
+		return 1;
+	if (!tm_enc_quant(to))
+		return 0; /* to F16/BF16: rounded unless it already was that width */
+	return tm_enc_quant(from) ? -1 : 0;
+}
+
+/* The record in one line: "quantized by qtk 0.1.0 from NAME on DATE, N tensors exact, M re-fitted". */
+static void tm_prov_summary(const cJSON *j, char *out, size_t n)
+{
+	const cJSON *tool = cJSON_GetObjectItemCaseSensitive(j, "tool");
+	const cJSON *src = cJSON_GetObjectItemCaseSensitive(j, "source");
+	const cJSON *tr = cJSON_GetObjectItemCaseSensitive(j, "transform");
+	const char *kind = tm_jstr(tr, "kind");
+	static const char *const verbs[][2] = {
+		{"quantize", "quantized"}, {"repack", "repacked"}, {"convert", "converted"}, {"dequantize", "dequantized"}};
+	const char *verb = tr ? "written" : "recorded";
+	for (size_t k = 0; kind && k < sizeof verbs / sizeof *verbs; k++)
+		if (!strcmp(kind, verbs[k][0]))
+			verb = verbs[k][1];
+	const char *from = tm_jstr(src, "name");
+	const cJSON *files = cJSON_GetObjectItemCaseSensitive(src, "files");
+	if (!from && cJSON_IsArray(files) && files->child)
+		from = tm_jstr(files->child, "path");
+	if (!from)
+		from = tm_jstr(src, "container");
+	const char *time = tm_jstr(j, "time");
+	size_t at = (size_t)snprintf(out, n, "%s by %s %s", verb, tm_jstr(tool, "name") ? tm_jstr(tool, "name") : "?",
+				     tm_jstr(tool, "version") ? tm_jstr(tool, "version") : "");
+	if (from && at < n)
+		at += (size_t)snprintf(out + at, n - at, " from %s", from);
+	if (time && at < n)
+		at += (size_t)snprintf(out + at, n - at, " on %.10s", time);
+	const cJSON *tens = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(tr, "params"), "tensors");
+	if (!cJSON_IsObject(tens) || at >= n)
+		return;
+	const cJSON *src_t = cJSON_GetObjectItemCaseSensitive(
+		cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(src, "record"), "output"), "tensors");
+	const cJSON *out_t = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "output"), "tensors");
+	size_t cnt[3] = {0, 0, 0}; /* not recorded, re-fitted, exact */
+	for (const cJSON *c = tens->child; c; c = c->next) {
+		const char *f = tm_jstr(c, "from"), *to = tm_jstr(c, "to");
+		if (f && to && c->string)
+			cnt[tm_prov_exact(c->string, f, to, src_t, out_t) + 1]++;
+	}
+	at += (size_t)snprintf(out + at, n - at, ", %zu tensor%s exact, %zu re-fitted", cnt[2], cnt[2] == 1 ? "" : "s", cnt[1]);
+	if (cnt[0] && at < n)
+		snprintf(out + at, n - at, ", %zu repacked (exactness not recorded)", cnt[0]);
+}
+
 static int tm_prov_build(tui *t)
 {
 	const qtk_kv *kv = qtk_kv_find(t->m, "qtk.provenance");
@@ -293,6 +484,11 @@ static int tm_prov_build(tui *t)
 		tm_add_line(&t->prov, &t->nprov, "Files written by qconvert carry one (GGUF key qtk.provenance,");
 		tm_add_line(&t->prov, &t->nprov, "safetensors __metadata__, qtk-provenance.json in HF directories).");
 		return 0;
+	}
+	char sum[512];
+	if (j && cJSON_IsObject(j)) {
+		tm_prov_summary(j, sum, sizeof sum);
+		tm_add_line(&t->prov, &t->nprov, sum);
 	}
 	snprintf(line, sizeof line, "record from %s; Enter: check the tensors against it (reads them all)", where);
 	tm_add_line(&t->prov, &t->nprov, line);
@@ -426,8 +622,18 @@ int tui_init(tui *t, qtk_model *m, int w, int h, bool utf8, bool color)
 	t->stats = qtk_calloc(nt + 1, sizeof *t->stats);
 	t->kv_open = qtk_calloc(m->nkv + 1, sizeof *t->kv_open);
 	t->blob_open = qtk_calloc(m->nblobs + 1, sizeof *t->blob_open);
-	if (!t->groups || !t->tgroup || !t->rows || !t->stats || !t->kv_open || !t->blob_open)
+	t->kv_sha = qtk_calloc(m->nkv + 1, sizeof *t->kv_sha);
+	t->blob_sha = qtk_calloc(m->nblobs + 1, sizeof *t->blob_sha);
+	if (!t->groups || !t->tgroup || !t->rows || !t->stats || !t->kv_open || !t->blob_open || !t->kv_sha ||
+	    !t->blob_sha)
 		return -1;
+	/* large values show as a size and a digest: computed once */
+	for (size_t i = 0; i < m->nkv; i++)
+		if (tui_kv_large(&m->kv[i]) && tm_sha_kv(&m->kv[i], t->kv_sha[i]))
+			return -1;
+	for (size_t i = 0; i < m->nblobs; i++)
+		if (tui_blob_large(&m->blobs[i]) && tm_sha_bytes(m->blobs[i].data, m->blobs[i].len, t->blob_sha[i]))
+			return -1;
 	for (size_t i = 0; i < nt; i++) {
 		size_t pl;
 		int b = block_of(m->tensors[i].name, &pl);
@@ -474,7 +680,11 @@ void tui_free(tui *t)
 	qtk_free(t->rows);
 	qtk_free(t->kv_open);
 	qtk_free(t->blob_open);
+	qtk_free(t->kv_sha);
+	qtk_free(t->blob_sha);
 	qtk_free(t->mrows);
+	if (t->re_ok)
+		regfree(&t->re);
 	tm_free_lines(t->prov, t->nprov);
 	tm_free_lines(t->mem, t->nmem);
 	memset(t, 0, sizeof *t);
@@ -543,25 +753,104 @@ static void tm_scroll(int *pos, int lines, enum tm_req rq, int page)
 
 /* ---- Search ---------------------------------------------------------------------- */
 
-static bool tm_match(const char *hay, const char *needle)
+/* The query compiled as a POSIX extended regular expression, case-insensitive; an invalid
+ * one leaves re_ok false and says why in re_err. */
+static void tm_compile(tui *t)
 {
-	size_t n = strlen(needle);
-	for (const char *p = hay; *p; p++) {
-		size_t k = 0;
-		while (k < n && p[k]) {
-			char a = p[k], b = needle[k];
-			if (a >= 'A' && a <= 'Z')
-				a = (char)(a - 'A' + 'a');
-			if (b >= 'A' && b <= 'Z')
-				b = (char)(b - 'A' + 'a');
-			if (a != b)
-				break;
-			k++;
-		}
-		if (k == n)
-			return true;
+	if (t->re_ok)
+		regfree(&t->re);
+	t->re_ok = false;
+	t->re_err[0] = 0;
+	if (!t->qlen)
+		return;
+	int rc = regcomp(&t->re, t->query, REG_EXTENDED | REG_ICASE | REG_NOSUB);
+	if (rc) {
+		regerror(rc, &t->re, t->re_err, sizeof t->re_err);
+		return;
 	}
-	return false;
+	t->re_ok = true;
+}
+
+static bool tm_match(const tui *t, const char *hay) { return t->re_ok && regexec(&t->re, hay, 0, NULL, 0) == 0; }
+
+/* Tensor indices in display order, every group open (what a search walks). *no receives
+ * the count; NULL when out of memory. */
+static size_t *tm_order(const tui *t, size_t *no)
+{
+	size_t nt = t->m->ntensors;
+	size_t *order = qtk_calloc(nt + 1, sizeof *order);
+	*no = 0;
+	if (!order)
+		return NULL;
+	for (size_t r = 0; r < t->nrows; r++) {
+		if (!t->rows[r].group_row) {
+			order[(*no)++] = t->rows[r].idx;
+			continue;
+		}
+		if (t->groups[t->rows[r].idx].open)
+			continue;
+		/* members of a closed group, in the order they take when it opens */
+		size_t first = *no;
+		for (size_t i = 0; i < nt; i++)
+			if (t->tgroup[i] == (int)t->rows[r].idx && tm_passes(t, i))
+				order[(*no)++] = i;
+		tui_row *tmp = qtk_calloc(*no - first + 1, sizeof *tmp);
+		if (tmp) {
+			for (size_t k = first; k < *no; k++)
+				tmp[k - first] = (tui_row){0, (uint32_t)order[k]};
+			tm_sorting = t;
+			qsort(tmp, *no - first, sizeof *tmp, tm_cmp);
+			for (size_t k = first; k < *no; k++)
+				order[k] = tmp[k - first].idx;
+			qtk_free(tmp);
+		}
+	}
+	return order;
+}
+
+static bool tm_meta_hit(const tui *t, const tui_mrow *r)
+{
+	if (r->kind == 0)
+		return tm_match(t, t->m->kv[r->idx].key);
+	return r->kind == 1 && tm_match(t, t->m->blobs[r->idx].name);
+}
+
+/* Count the matches of the query in the pane searched (t->nmatch); t->match_at is the
+ * rank of the match under the cursor (1-based), 0 when the cursor is on none. */
+static void tm_count(tui *t)
+{
+	t->nmatch = t->match_at = 0;
+	if (!t->re_ok)
+		return;
+	if (t->pane == P_META) {
+		for (size_t r = 0; r < t->nmrows; r++)
+			if (tm_meta_hit(t, &t->mrows[r])) {
+				t->nmatch++;
+				if (r == t->mcur)
+					t->match_at = t->nmatch;
+			}
+		return;
+	}
+	size_t no;
+	size_t *order = tm_order(t, &no);
+	long cur = tui_cur_tensor(t);
+	for (size_t k = 0; order && k < no; k++)
+		if (tm_match(t, t->m->tensors[order[k]].name)) {
+			t->nmatch++;
+			if ((long)order[k] == cur)
+				t->match_at = t->nmatch;
+		}
+	qtk_free(order);
+}
+
+/* "match 2 of 5: QUERY" (or why there is none) into the status message. */
+static void tm_match_msg(tui *t)
+{
+	tm_count(t);
+	if (t->nmatch)
+		snprintf(t->msg, sizeof t->msg, "match %zu of %zu: %.120s", t->match_at, t->nmatch, t->query);
+	else
+		snprintf(t->msg, sizeof t->msg, "not found: %.120s", t->query);
 }
 
 /* Find the next (dir 1) or previous (-1) match after the cursor; opens groups. */
@@ -571,55 +860,42 @@ static void tm_find(tui *t, int dir)
 		snprintf(t->msg, sizeof t->msg, "no search yet: press / to search");
 		return;
 	}
+	if (!t->re_ok) {
+		snprintf(t->msg, sizeof t->msg, "invalid regex: %.80s: %.90s", t->re_err, t->query);
+		return;
+	}
 	if (t->pane == P_META) {
 		size_t n = t->nmrows;
 		for (size_t k = 1; k <= n; k++) {
 			size_t r = dir > 0 ? (t->mcur + k) % n : (t->mcur + n - k % n) % n;
-			if (t->mrows[r].kind == 0 && tm_match(t->m->kv[t->mrows[r].idx].key, t->query)) {
+			if (tm_meta_hit(t, &t->mrows[r])) {
 				t->mcur = r;
-				t->msg[0] = 0;
-				return;
-			}
-			if (t->mrows[r].kind == 1 && tm_match(t->m->blobs[t->mrows[r].idx].name, t->query)) {
-				t->mcur = r;
-				t->msg[0] = 0;
+				tm_match_msg(t);
 				return;
 			}
 		}
-		snprintf(t->msg, sizeof t->msg, "not found: %s", t->query);
+		snprintf(t->msg, sizeof t->msg, "not found: %.120s", t->query);
 		return;
 	}
 	/* tensors, in display order with every group open */
 	long cur = tui_cur_tensor(t);
-	size_t nt = t->m->ntensors;
 	size_t start = cur >= 0 ? (size_t)cur : (t->cur < t->nrows ? t->groups[t->rows[t->cur].idx].first : 0);
-	/* walk the tensor indices in display order: build it once */
-	size_t *order = qtk_calloc(nt + 1, sizeof *order), no = 0, pos = 0;
+	size_t no, pos = 0;
+	size_t *order = tm_order(t, &no);
 	if (!order)
 		return;
-	for (size_t r = 0; r < t->nrows; r++) {
-		if (!t->rows[r].group_row) {
-			order[no++] = t->rows[r].idx;
-			continue;
-		}
-		if (t->groups[t->rows[r].idx].open)
-			continue;
-		for (size_t i = 0; i < nt; i++)
-			if (t->tgroup[i] == (int)t->rows[r].idx && tm_passes(t, i))
-				order[no++] = i;
-	}
 	for (size_t k = 0; k < no; k++)
 		if (order[k] == start)
 			pos = k;
 	long hit = -1;
 	for (size_t k = 1; k <= no && hit < 0; k++) {
 		size_t r = dir > 0 ? (pos + k) % no : (pos + no - k % no) % no;
-		if (tm_match(t->m->tensors[order[r]].name, t->query))
+		if (tm_match(t, t->m->tensors[order[r]].name))
 			hit = (long)order[r];
 	}
 	qtk_free(order);
 	if (hit < 0) {
-		snprintf(t->msg, sizeof t->msg, "not found: %s", t->query);
+		snprintf(t->msg, sizeof t->msg, "not found: %.120s", t->query);
 		return;
 	}
 	int g = t->tgroup[hit];
@@ -630,10 +906,10 @@ static void tm_find(tui *t, int dir)
 	for (size_t r = 0; r < t->nrows; r++)
 		if (!t->rows[r].group_row && t->rows[r].idx == (uint32_t)hit)
 			t->cur = r;
-	t->msg[0] = 0;
+	tm_match_msg(t);
 }
 
-/* Keys while the search prompt is open. */
+/* Keys while the search prompt is open: the query compiles and counts as it is typed. */
 static unsigned tm_search_key(tui *t, int key)
 {
 	if (key == TK_ESC) {
@@ -643,6 +919,7 @@ static unsigned tm_search_key(tui *t, int key)
 	} else if (key == TK_ENTER) {
 		t->searching = false;
 		tm_find(t, 1);
+		return TUI_REDRAW;
 	} else if (key == TK_BS) {
 		if (t->qlen)
 			t->query[--t->qlen] = 0;
@@ -650,6 +927,8 @@ static unsigned tm_search_key(tui *t, int key)
 		t->query[t->qlen++] = (char)key;
 		t->query[t->qlen] = 0;
 	}
+	tm_compile(t);
+	tm_count(t);
 	return TUI_REDRAW;
 }
 
@@ -699,18 +978,25 @@ static unsigned tm_tensors_key(tui *t, enum tm_req rq)
 			return tm_enter_tensors(t);
 		}
 		return TUI_REDRAW;
-	case RQ_SORT:
-		t->sort = (t->sort + 1) % TM_NSORT;
+	case RQ_SORT: case RQ_SORT_PREV: case RQ_REVERSE:
+		if (rq == RQ_REVERSE)
+			t->reverse = !t->reverse;
+		else
+			t->sort = (t->sort + (rq == RQ_SORT ? 1 : TM_NSORT - 1)) % TM_NSORT;
 		tm_rebuild(t);
-		snprintf(t->msg, sizeof t->msg, "sorted by %s", tm_sort_names[t->sort]);
+		/* the status line then says how the table is sorted and filtered, with the filtered totals */
+		if (!t->sort && !t->reverse && t->filter < 0)
+			snprintf(t->msg, sizeof t->msg, "sorted by %s", tm_sort_names[t->sort]);
+		return TUI_REDRAW;
+	case RQ_WHEEL_UP: case RQ_WHEEL_DOWN:
+		for (int k = 0; k < TM_WHEEL; k++)
+			tm_move(&t->cur, t->nrows, rq == RQ_WHEEL_UP ? RQ_UP : RQ_DOWN, 1);
 		return TUI_REDRAW;
 	case RQ_FILTER:
 		t->filter = t->filter + 1 >= (int)t->tt.ntypes ? -1 : t->filter + 1;
 		tm_rebuild(t);
-		if (t->filter < 0)
+		if (t->filter < 0 && !t->sort && !t->reverse)
 			snprintf(t->msg, sizeof t->msg, "showing all types");
-		else
-			snprintf(t->msg, sizeof t->msg, "showing %s only", t->tt.types[t->filter].type);
 		return TUI_REDRAW;
 	default:
 		tm_move(&t->cur, t->nrows, rq, tm_page(t) - 1);
@@ -725,9 +1011,15 @@ static unsigned tm_meta_key(tui *t, enum tm_req rq)
 			return 0;
 		tui_mrow r = t->mrows[t->mcur];
 		bool *open = r.kind == 1 || r.kind == 4 ? &t->blob_open[r.idx] : &t->kv_open[r.idx];
-		bool can = r.kind == 1 || r.kind == 4 || tui_kv_expandable(&t->m->kv[r.idx]);
-		if (!can)
+		bool blob = r.kind == 1 || r.kind == 4;
+		bool can = blob ? !tui_blob_binary(&t->m->blobs[r.idx]) : tui_kv_expandable(&t->m->kv[r.idx]);
+		if (!can) {
+			if (blob && rq == RQ_ENTER) {
+				snprintf(t->msg, sizeof t->msg, "binary file: shown as its size and SHA-256, not as text");
+				return TUI_REDRAW;
+			}
 			return 0;
+		}
 		bool want = rq == RQ_ENTER ? !*open : rq == RQ_RIGHT;
 		if (want == *open)
 			return 0;
@@ -739,7 +1031,8 @@ static unsigned tm_meta_key(tui *t, enum tm_req rq)
 				t->mcur = k;
 		return TUI_REDRAW;
 	}
-	tm_move(&t->mcur, t->nmrows, rq, tm_page(t) - 1);
+	for (int k = 0; k < (rq == RQ_WHEEL_UP || rq == RQ_WHEEL_DOWN ? TM_WHEEL : 1); k++)
+		tm_move(&t->mcur, t->nmrows, rq == RQ_WHEEL_UP ? RQ_UP : rq == RQ_WHEEL_DOWN ? RQ_DOWN : rq, tm_page(t) - 1);
 	return TUI_REDRAW;
 }
 
@@ -770,15 +1063,31 @@ unsigned tui_key(tui *t, int key)
 		t->searching = true;
 		t->qlen = 0;
 		t->query[0] = 0;
+		tm_compile(t);
+		tm_count(t);
 		return TUI_REDRAW;
 	case RQ_NEXT: case RQ_PREV:
 		if (t->pane != P_TENSORS && t->pane != P_META)
 			t->pane = P_TENSORS;
 		tm_find(t, rq == RQ_NEXT ? 1 : -1);
 		return TUI_REDRAW;
-	default: break;
+	default:
+		if (rq >= RQ_PANE && rq < RQ_PANE + P_COUNT) {
+			t->pane = (int)(rq - RQ_PANE);
+			return TUI_REDRAW;
+		}
+		break;
 	}
 	int page = (int)tm_page(t);
+	if (rq == RQ_WHEEL_UP || rq == RQ_WHEEL_DOWN) { /* text panes scroll a few lines */
+		int *pos = t->pane == P_DETAIL ? &t->dscroll : t->pane == P_PROV ? &t->pscroll : &t->mscroll;
+		if (t->pane == P_DETAIL || t->pane == P_PROV || t->pane == P_MEMORY) {
+			*pos += rq == RQ_WHEEL_UP ? -TM_WHEEL : TM_WHEEL;
+			if (*pos < 0)
+				*pos = 0;
+			return TUI_REDRAW;
+		}
+	}
 	switch (t->pane) {
 	case P_TENSORS: return tm_tensors_key(t, rq);
 	case P_META: return tm_meta_key(t, rq);
@@ -832,5 +1141,59 @@ int tui_compute(tui *t, qtk_stats_progress cb, void *ctx)
 		return -1;
 	}
 	t->stats[i] = s;
+	return 0;
+}
+
+
+/* ---- Mouse ------------------------------------------------------------------------- */
+
+const char *const tui_pane_names[P_COUNT] = {"Tensors", "Detail", "Metadata", "Provenance", "Memory"};
+
+/* The tab line: " 1 Tensors " at x = 1, one blank between tabs (tv_title draws the same). */
+int tui_tab_at(const tui *t, int x)
+{
+	(void)t;
+	int at = 1;
+	for (int p = 0; p < P_COUNT; p++) {
+		int w = (int)strlen(tui_pane_names[p]) + 4;
+		if (x >= at && x < at + w)
+			return p;
+		at += w + 1;
+	}
+	return -1;
+}
+
+unsigned tui_click(tui *t, int y, int x)
+{
+	if (t->help) {
+		t->help = false;
+		return TUI_REDRAW;
+	}
+	if (t->searching)
+		return 0;
+	t->msg[0] = 0;
+	if (y == 1) {
+		int p = tui_tab_at(t, x);
+		if (p < 0)
+			return 0;
+		t->pane = p;
+		return TUI_REDRAW;
+	}
+	if (y < TM_LIST_Y || y >= TM_LIST_Y + (int)tm_page(t))
+		return 0;
+	size_t row = (size_t)(y - TM_LIST_Y);
+	if (t->pane == P_TENSORS && t->top + row < t->nrows) {
+		/* a click on the selected row acts as Enter (opens a group, shows the detail) */
+		if (t->top + row == t->cur)
+			return tm_enter_tensors(t);
+		t->cur = t->top + row;
+		return TUI_REDRAW;
+	}
+	if (t->pane == P_META && t->mtop + row < t->nmrows) {
+		if (t->mtop + row == t->mcur)
+			return tm_meta_key(t, RQ_ENTER);
+		t->mcur = t->mtop + row;
+		return TUI_REDRAW;
+	}
 	return 0;
 }

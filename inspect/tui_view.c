@@ -180,8 +180,6 @@ static const char *tv_name(const char *s, char *buf, size_t n) { return qtk_text
 
 /* ---- Frame: title, tabs, type bar, status ------------------------------------ */
 
-static const char *const tv_tabs[P_COUNT] = {"Tensors", "Detail", "Metadata", "Provenance", "Memory"};
-
 static void tv_title(tui *t, tui_screen *s)
 {
 	const tv_glyphs *g = tv_g(t);
@@ -237,11 +235,11 @@ static void tv_title(tui *t, tui_screen *s)
 		e++;
 	}
 
-	/* tabs */
+	/* tabs, numbered by the key that selects them (tui_tab_at maps a click back) */
 	int x = 1;
 	for (int p = 0; p < P_COUNT; p++) {
 		char lab[32];
-		snprintf(lab, sizeof lab, " %s ", tv_tabs[p]);
+		snprintf(lab, sizeof lab, " %d %s ", p + 1, tui_pane_names[p]);
 		x += grid_put(s, 1, x, lab, s->w - x, p == t->pane ? R_TAB_ON : R_TAB);
 		x += 1;
 	}
@@ -273,25 +271,33 @@ static void tv_title(tui *t, tui_screen *s)
 	}
 }
 
-static void tv_status(tui *t, tui_screen *s, const char *pos)
+static void tv_status_hint(tui *t, tui_screen *s, const char *pos, const char *hint);
+static void tv_status(tui *t, tui_screen *s, const char *pos) { tv_status_hint(t, s, pos, NULL); }
+
+/* The status line: the search prompt, a message, or the pane's hint (or `hint`), and pos. */
+static void tv_status_hint(tui *t, tui_screen *s, const char *pos, const char *hint)
 {
 	int y = s->h - 1;
 	grid_fill(s, y, 0, s->w, " ", R_STATUS);
-	if (t->searching) {
-		tv_printf(s, y, 1, s->w - 2, R_STATUS, "/%s_", t->query);
+	if (t->searching) { /* the query as typed, and what it finds so far */
+		int n = tv_printf(s, y, 1, s->w - 2, R_STATUS, "/%s_", t->query);
+		if (t->re_err[0])
+			tv_printf(s, y, 3 + n, s->w - 4 - n, R_STATUS, "(invalid regex: %s)", t->re_err);
+		else if (t->qlen)
+			tv_printf(s, y, 3 + n, s->w - 4 - n, R_STATUS, "(%zu match%s)", t->nmatch, t->nmatch == 1 ? "" : "es");
 		return;
 	}
 	if (t->msg[0]) {
 		grid_put(s, y, 1, t->msg, s->w - 2, R_STATUS);
 	} else {
 		static const char *const hints[P_COUNT] = {
-			"Enter detail  Tab pane  / search  s sort  f filter",
+			"Enter detail  1-5 pane  / search  s/r sort  f filter",
 			"j/k scroll  Enter compute  Esc back  Tab pane",
 			"Enter expand  / search  Tab pane",
 			"j/k scroll  Tab pane",
 			"j/k scroll  Tab pane",
 		};
-		grid_put(s, y, 1, hints[t->pane], s->w - 2, R_STATUS);
+		grid_put(s, y, 1, hint ? hint : hints[t->pane], s->w - 2, R_STATUS);
 	}
 	if (pos)
 		tv_right(s, y, 0, s->w - 1, pos, R_STATUS);
@@ -360,10 +366,15 @@ static void tv_tensor_row(tui *t, tui_screen *s, int y, const tui_row *r, const 
 		grid_put(s, y, x, gr->open ? g->open : g->closed, 1, rr);
 		char nm[96];
 		const char *first = t->m->tensors[gr->first].name;
-		snprintf(nm, sizeof nm, "%.*s  (%zu)", (int)(gr->prefix_len ? gr->prefix_len - 1 : 0), first, gr->n);
+		/* members and sums of what the filter shows: "(3 of 9)" when it hides some */
+		if (gr->vn == gr->n)
+			snprintf(nm, sizeof nm, "%.*s  (%zu)", (int)(gr->prefix_len ? gr->prefix_len - 1 : 0), first, gr->n);
+		else
+			snprintf(nm, sizeof nm, "%.*s  (%zu of %zu)", (int)(gr->prefix_len ? gr->prefix_len - 1 : 0), first,
+				 gr->vn, gr->n);
 		grid_put(s, y, x + 2, nm, name_w - 2, rr);
-		bytes = gr->n_bytes;
-		params = gr->n_params;
+		bytes = gr->v_bytes;
+		params = gr->v_params;
 		role = rr;
 	} else {
 		const qtk_tensor *q = &t->m->tensors[r->idx];
@@ -441,16 +452,28 @@ static void tv_tensors(tui *t, tui_screen *s)
 			grid_put(s, y0, x, tv_cols[c].name, tv_cols[c].w, R_HEAD);
 		x += tv_cols[c].w + 1;
 	}
-	if (t->sort || t->filter >= 0) {
-		char info[96];
-		snprintf(info, sizeof info, "[%s%s%s%s%s]", t->sort ? "sort: " : "", t->sort ? tui_sort_name(t) : "",
-			 t->sort && t->filter >= 0 ? ", " : "", t->filter >= 0 ? "only " : "",
-			 t->filter >= 0 ? t->tt.types[t->filter].type : "");
-		grid_put(s, y0, 11, info, name_w - 11, R_HEAD);
+	/* sort and filter: in short on the header, in full (with the filtered totals) on the status line */
+	char full[200] = "";
+	if (t->sort || t->reverse || t->filter >= 0) {
+		char info[96], fb[32];
+		snprintf(info, sizeof info, "[%s%s%s%s%s]", t->sort || t->reverse ? "sort: " : "",
+			 t->sort || t->reverse ? tui_sort_name(t) : "", t->reverse ? " rev" : "",
+			 (t->sort || t->reverse) && t->filter >= 0 ? ", " : "", t->filter >= 0 ? t->tt.types[t->filter].type : "");
+		tv_put_cut(t, s, y0, 11, info, name_w - 11, R_HEAD);
+		size_t k = 0;
+		if (t->sort || t->reverse)
+			k = (size_t)snprintf(full, sizeof full, "sorted by %s%s; ", tui_sort_name(t), t->reverse ? ", reversed" : "");
+		if (t->filter >= 0 && k < sizeof full) {
+			fmt_bytes(t->v_bytes, fb, sizeof fb);
+			snprintf(full + k, sizeof full - k, "only %s: %zu tensors, %s, %.3f bpw", t->tt.types[t->filter].type,
+				 t->vtensors, fb, tv_bpw(t->v_bytes, t->v_params));
+		} else if (k >= 2 && k < sizeof full) {
+			full[k - 2] = 0; /* no "; " after the sort alone */
+		}
 	}
 	uint64_t bar_max = 0; /* one scale for every row: the largest item shown */
 	for (size_t r = 0; r < t->nrows; r++) {
-		uint64_t b = t->rows[r].group_row ? t->groups[t->rows[r].idx].n_bytes : t->m->tensors[t->rows[r].idx].n_bytes;
+		uint64_t b = t->rows[r].group_row ? t->groups[t->rows[r].idx].v_bytes : t->m->tensors[t->rows[r].idx].n_bytes;
 		bar_max = b > bar_max ? b : bar_max;
 	}
 	size_t page_n = page > 0 ? (size_t)page : 1;
@@ -473,7 +496,7 @@ static void tv_tensors(tui *t, tui_screen *s)
 			 s->w - 4, R_DIM);
 	char pos[48];
 	snprintf(pos, sizeof pos, "%zu/%zu", t->nrows ? t->cur + 1 : 0, t->nrows);
-	tv_status(t, s, pos);
+	tv_status_hint(t, s, pos, full[0] ? full : NULL);
 }
 
 /* ---- Detail pane: built as lines, then scrolled ----------------------------- */
@@ -750,6 +773,16 @@ static void tv_value(const tui *t, const qtk_value *v, char *out, size_t n)
 	}
 }
 
+/* A large value in one cell run: its size and SHA-256 ("2.1 MiB  sha256:1a2b..."). */
+static void tv_digest(uint64_t bytes, const uint8_t sha[32], char *out, size_t n)
+{
+	char by[32], hex[65];
+	fmt_bytes(bytes, by, sizeof by);
+	for (int i = 0; i < 32; i++)
+		snprintf(hex + 2 * i, 3, "%02x", sha[i]);
+	snprintf(out, n, "%s  sha256:%s", by, hex);
+}
+
 static void tv_meta_row(tui *t, tui_screen *s, int y, const tui_mrow *r, int kw, bool sel)
 {
 	const tv_glyphs *g = tv_g(t);
@@ -771,17 +804,25 @@ static void tv_meta_row(tui *t, tui_screen *s, int y, const tui_mrow *r, int kw,
 		else
 			snprintf(ty, sizeof ty, "%s", qtk_value_type_name(v->type));
 		grid_put(s, y, 3 + kw + 1, ty, 14, sel ? R_SEL : R_DIM);
-		tv_value(t, v, val, sizeof val);
+		if (tui_kv_large(kv))
+			tv_digest(tui_kv_bytes(kv), t->kv_sha[r->idx], val, sizeof val);
+		else
+			tv_value(t, v, val, sizeof val);
 		tv_put_cut(t, s, y, vx, val, s->w - vx - 1, role);
 		break;
 	}
 	case 1: {
 		const qtk_blob *b = &m->blobs[r->idx];
-		grid_put(s, y, 1, t->blob_open[r->idx] ? g->open : g->closed, 1, sel ? R_SEL : R_GROUP);
+		bool bin = tui_blob_binary(b);
+		if (!bin)
+			grid_put(s, y, 1, t->blob_open[r->idx] ? g->open : g->closed, 1, sel ? R_SEL : R_GROUP);
 		tv_put_cut(t, s, y, 3, tv_name(b->name, val, sizeof val), kw, role);
-		grid_put(s, y, 3 + kw + 1, "file", 14, sel ? R_SEL : R_DIM);
-		fmt_bytes(b->len, val, sizeof val);
-		grid_put(s, y, vx, val, s->w - vx - 1, role);
+		grid_put(s, y, 3 + kw + 1, bin ? "binary file" : "file", 14, sel ? R_SEL : R_DIM);
+		if (tui_blob_large(b))
+			tv_digest(b->len, t->blob_sha[r->idx], val, sizeof val);
+		else
+			fmt_bytes(b->len, val, sizeof val);
+		tv_put_cut(t, s, y, vx, val, s->w - vx - 1, role);
 		break;
 	}
 	case 2: {
@@ -849,23 +890,45 @@ static void tv_meta(tui *t, tui_screen *s)
 	}
 	if (!t->nmrows)
 		grid_put(s, y0 + 2, 3, "no metadata", s->w, R_DIM);
-	char pos[48];
+	char pos[48], hint[128] = "";
 	snprintf(pos, sizeof pos, "%zu/%zu", t->nmrows ? t->mcur + 1 : 0, t->nmrows);
-	tv_status(t, s, pos);
+	/* a large value under the cursor: its whole digest on the status line */
+	const tui_mrow *cr = t->mcur < t->nmrows ? &t->mrows[t->mcur] : NULL;
+	if (cr && cr->kind == 0 && tui_kv_large(&t->m->kv[cr->idx]))
+		tv_digest(tui_kv_bytes(&t->m->kv[cr->idx]), t->kv_sha[cr->idx], hint, sizeof hint);
+	else if (cr && cr->kind == 1 && tui_blob_large(&t->m->blobs[cr->idx]))
+		tv_digest(t->m->blobs[cr->idx].len, t->blob_sha[cr->idx], hint, sizeof hint);
+	tv_status_hint(t, s, pos, hint[0] ? hint : NULL);
 }
 
 /* ---- Text panes (provenance, memory) ---------------------------------------------- */
 
-static void tv_text(tui *t, tui_screen *s, char **lines, size_t n, int *scroll, int first_role)
+static void tv_text(tui *t, tui_screen *s, char **lines, size_t n0, int *scroll, int first_role)
 {
 	int y0 = 3, page = s->h - 4;
+	/* the first line (a summary) wraps at a blank instead of being cut */
+	char w1[1024] = "", w2[1024] = "";
+	size_t n = n0, extra = 0;
+	if (n0 && (int)strlen(lines[0]) > s->w - 2 && s->w > 12) {
+		size_t cut = (size_t)(s->w - 2);
+		while (cut > 0 && lines[0][cut] != ' ')
+			cut--;
+		if (cut > 0) {
+			snprintf(w1, sizeof w1, "%.*s", (int)cut, lines[0]);
+			snprintf(w2, sizeof w2, "  %s", lines[0] + cut + 1);
+			extra = 1;
+			n++;
+		}
+	}
 	if (*scroll > (int)n - page)
 		*scroll = (int)n - page;
 	if (*scroll < 0)
 		*scroll = 0;
 	for (int i = 0; i < page && (size_t)(*scroll + i) < n; i++) {
-		int role = *scroll + i == 0 ? first_role : R_NORMAL;
-		grid_put(s, y0 + i, 1, lines[*scroll + i], s->w - 2, role);
+		size_t k = (size_t)(*scroll + i);
+		int role = k <= extra ? first_role : R_NORMAL;
+		const char *txt = extra && k == 0 ? w1 : extra && k == 1 ? w2 : lines[k - extra];
+		grid_put(s, y0 + i, 1, txt, s->w - 2, role);
 	}
 	char pos[48];
 	snprintf(pos, sizeof pos, "%d/%zu lines", n ? *scroll + 1 : 0, n);
@@ -882,9 +945,12 @@ static const char *const tv_help[][2] = {
 	{"Left/Right h/l", "close / open a block group"},
 	{"Esc", "back to the table"},
 	{"Tab / S-Tab", "next / previous pane"},
-	{"/  n  N", "search names and keys, next, previous"},
-	{"s", "sort by file/name/bytes/params/bpw/layout"},
-	{"f", "cycle filter by type"},
+	{"1 .. 5", "Tensors Detail Metadata Provenance Memory"},
+	{"/  n  N", "search by regex (any case), next, previous"},
+	{"s / S", "sort by file/name/bytes/params/bpw/layout"},
+	{"r", "reverse the sort order"},
+	{"f", "cycle filter by type (group sums follow it)"},
+	{"mouse", "click selects (again: open), wheel scrolls"},
 	{"?", "this help"},
 	{"q", "quit"},
 };

@@ -162,6 +162,8 @@ for sig in INT TERM; do
 	interrupt $sig "$I/out.gguf"
 	if [ $saw -eq 1 ]; then ok; else bad "SIG$sig: the temporary never grew (conversion too fast?)"; fi
 	if [ $rc -eq $want ]; then ok; else bad "SIG$sig: exit $rc, expected $want"; fi
+	case $sig in INT) what=interrupted ;; TERM) what=terminated ;; esac
+	err_has "SIG$sig line" "^qconvert: $what: converting .*bench20.gguf to .*out.gguf, nothing written\$"
 	no_file "SIG$sig" "$I/out.gguf"
 	no_temps "SIG$sig" "$I"
 done
@@ -171,6 +173,21 @@ interrupt INT "$I/prev.gguf"
 if [ $rc -eq 130 ]; then ok; else bad "SIGINT over existing: exit $rc"; fi
 if cmp -s "$I/prev.gguf" "$T/prev.copy"; then ok; else bad "SIGINT over existing: OUTPUT changed"; fi
 no_temps "SIGINT over existing" "$I"
+# the progress line (forced with --progress, drawn on every update): throughput, ETA, the tensor
+# and how far into it a conversion is (token_embd is 32000 x 1024: four windows of rows)
+SOURCE_DATE_EPOCH=1 QTK_PROGRESS_INTERVAL=0 "$BIN/qconvert" --progress --threads 2 "$BIG" "$I/p.gguf" --to q8_0 >"$T/out" 2>"$T/err"
+tr '\r' '\n' <"$T/err" >"$T/lines"
+if grep -Eq '^\[#*\.*\] +[0-9.]+%  1/12  .*MB/s  ETA [0-9]+:[0-9]+  token_embd\.weight ([1-9]|[1-9][0-9])%' "$T/lines"; then ok
+else bad "progress inside token_embd.weight"; head -c 600 "$T/lines"; fi
+if grep -q 'token_embd.weight 0%' "$T/lines" && grep -q '100.0%  12/12' "$T/lines"; then ok; else bad "progress start and end"; fi
+SOURCE_DATE_EPOCH=1 "$BIN/qconvert" --no-progress --threads 1 "$BIG" "$I/np.gguf" --to q8_0 >"$T/out2" 2>"$T/err2"
+if cmp -s "$I/p.gguf" "$I/np.gguf" && [ ! -s "$T/err2" ]; then ok; else bad "progress changed the output or --no-progress printed"; fi
+# qverify: bytes read of the digests, with the tensor being read
+QTK_PROGRESS_INTERVAL=0 "$BIN/qverify" --progress "$I/p.gguf" >"$T/out" 2>"$T/err"
+if tr '\r' '\n' <"$T/err" | grep -Eq '^\[#*\.*\] +[0-9.]+%  .*(token_embd|output)\.weight'; then ok; else bad "qverify progress names the tensor"; fi
+"$BIN/qverify" "$I/p.gguf" >"$T/out" 2>"$T/err"
+if [ ! -s "$T/err" ]; then ok; else bad "qverify: progress without a terminal"; fi
+rm -f "$I/p.gguf" "$I/np.gguf"
 # SIGKILL cannot be caught: OUTPUT must not exist; a hidden temporary may remain (expected)
 interrupt KILL "$I/k.gguf"
 if [ $rc -eq 137 ]; then ok; else bad "SIGKILL: exit $rc, expected 137"; fi

@@ -145,6 +145,10 @@ static const scene scenes[] = {
 	{"memory-80x24", 80, 24, true, "<BTab>", "KV q8_0"},
 	{"memory-120x40", 120, 40, true, "<BTab>", "<- trained"},
 	{"help-80x24", 80, 24, true, "?", "any key closes"},
+	{"search-regex-prompt-80x24", 80, 24, true, "/attn_(q|k)", "(4 matches)"},
+	{"search-invalid-prompt-80x24", 80, 24, true, "/attn_(q", "(invalid regex: "},
+	{"pane-keys-80x24", 80, 24, true, "4", "no provenance record"},
+	{"sort-reverse-80x24", 80, 24, true, "sr", "[sort: name rev]"},
 	{"too-small-30x8", 30, 8, true, "", "terminal too small"},
 };
 
@@ -228,6 +232,171 @@ static void run_checks(qtk_model *m)
 	free(sb);
 	tui_free(&a);
 	tui_free(&b);
+}
+
+/* Item by item, what a user coming from llama.cpp's tools expects of the browser. */
+static void run_browse(qtk_model *m)
+{
+	tui t;
+	tui_init(&t, m, 80, 24, true, false);
+	/* number keys select the panes in the order the tabs show them */
+	static const int panes[] = {P_META, P_MEMORY, P_DETAIL, P_PROV, P_TENSORS};
+	for (int k = 0; k < 5; k++) {
+		char key[2] = {(char)('1' + panes[k]), 0};
+		play(&t, key);
+		CHECK(t.pane == panes[k], "key %s: pane %d (want %d)", key, t.pane, panes[k]);
+	}
+	/* reverse sort: the last row first; S steps back through the sort columns */
+	size_t last_top = t.rows[t.nrows - 1].idx;
+	play(&t, "r");
+	CHECK(t.reverse && !t.rows[0].group_row && t.rows[0].idx == last_top && !t.msg[0],
+	      "r reverses file order (first row %u)", t.rows[0].idx);
+	play(&t, "rS");
+	CHECK(!t.reverse && t.sort == 5, "S steps back (sort %d)", t.sort);
+	play(&t, "s");
+	/* search: an extended regex, any case, with a count */
+	play(&t, "/ATTN_(Q|K)\\.<Enter>");
+	CHECK(strstr(t.msg, "match 1 of 4"), "regex search count: %s", t.msg);
+	play(&t, "n");
+	CHECK(strstr(t.msg, "match 2 of 4"), "n advances the count: %s", t.msg);
+	play(&t, "N");
+	CHECK(strstr(t.msg, "match 1 of 4"), "N goes back: %s", t.msg);
+	long ti = tui_cur_tensor(&t);
+	CHECK(ti >= 0 && !strcmp(m->tensors[ti].name, "blk.0.attn_q.weight"), "first match");
+	/* an invalid regex says so and the browser goes on */
+	CHECK(play(&t, "/attn_(q<Enter>"), "invalid regex does not quit");
+	CHECK(!t.searching && strstr(t.msg, "invalid regex"), "invalid regex message: %s", t.msg);
+	CHECK(tui_cur_tensor(&t) == ti, "cursor stays on an invalid regex");
+	play(&t, "/^output<Enter>");
+	ti = tui_cur_tensor(&t);
+	CHECK(ti >= 0 && !strncmp(m->tensors[ti].name, "output", 6) && strstr(t.msg, "of 2"), "anchored regex: %s", t.msg);
+	/* mouse: a click on a tab, on a row, on the selected row; the wheel */
+	play(&t, "g");
+	int x3 = -1;
+	for (int x = 0; x < 80 && x3 < 0; x++)
+		if (tui_tab_at(&t, x) == P_META)
+			x3 = x;
+	char *scr = render(&t, 80, 24);
+	const char *line2 = scr ? strchr(scr, '\n') + 1 : NULL;
+	CHECK(x3 > 0 && line2 && !strncmp(line2 + 1 + x3, " 3 Metadata", 11), "tab 3 drawn where a click finds it");
+	free(scr);
+	CHECK(tui_click(&t, 1, x3 + 3) && t.pane == P_META, "click on a tab");
+	tui_click(&t, 1, 2);
+	CHECK(t.pane == P_TENSORS, "click on tab 1");
+	tui_click(&t, 4 + 3, 10);
+	CHECK(t.cur == 3, "click selects the row (cur %zu)", t.cur);
+	unsigned r = tui_click(&t, 4 + 3, 10);
+	CHECK((r & TUI_COMPUTE) && t.pane == P_DETAIL, "click on the selected row opens it");
+	if (r & TUI_COMPUTE)
+		tui_compute(&t, NULL, NULL);
+	play(&t, "1");
+	tui_key(&t, TK_WHEEL_DOWN);
+	CHECK(t.cur == 6, "wheel down moves three rows (%zu)", t.cur);
+	tui_key(&t, TK_WHEEL_UP);
+	tui_key(&t, TK_WHEEL_UP);
+	CHECK(t.cur == 0, "wheel up (%zu)", t.cur);
+	play(&t, "4");
+	tui_key(&t, TK_WHEEL_DOWN);
+	CHECK(t.pscroll == 3, "wheel scrolls a text pane (%d)", t.pscroll);
+	tui_free(&t);
+}
+
+/* A mixed-type conversion of the sample: filtered group sums and the provenance summary. */
+static void run_converted(const char *dir)
+{
+	char cmd[1024], out[512];
+	snprintf(out, sizeof out, "%s/q4km.gguf", dir);
+	snprintf(cmd, sizeof cmd, "SOURCE_DATE_EPOCH=1700000000 bin/qconvert -q %s/tiny-llama-f32.gguf %s --to Q4_K_M", dir,
+		 out);
+	if (system(cmd) != 0) {
+		T_SKIP("filtered group sums (bin/qconvert not built)");
+		return;
+	}
+	qtk_err e;
+	qtk_model *m = qtk_open(out, &e);
+	CHECK(m != NULL, "open %s", out);
+	if (!m)
+		return;
+	tui t;
+	tui_init(&t, m, 80, 24, true, false);
+	int want = -1;
+	for (size_t k = 0; k < t.tt.ntypes; k++)
+		if (!strcmp(t.tt.types[k].type, "Q4_K"))
+			want = (int)k;
+	while (t.filter != want && t.filter + 1 < (int)t.tt.ntypes)
+		play(&t, "f");
+	CHECK(want >= 0 && t.filter == want, "filter on Q4_K");
+	/* every group row shows the sums of its members the filter lets through */
+	bool ok = true;
+	for (size_t g = 0; g < t.ngroups; g++) {
+		uint64_t by = 0, pa = 0;
+		size_t n = 0;
+		for (size_t i = 0; i < m->ntensors; i++)
+			if (t.tgroup[i] == (int)g && !strcmp(qtk_layout_type_name(&m->tensors[i].layout), "Q4_K")) {
+				by += m->tensors[i].n_bytes;
+				pa += m->tensors[i].n_params;
+				n++;
+			}
+		ok &= t.groups[g].vn == n && t.groups[g].v_bytes == by && t.groups[g].v_params == pa && n < t.groups[g].n;
+	}
+	CHECK(ok && t.ngroups == 2, "group sums follow the filter");
+	char *scr = render(&t, 80, 24);
+	CHECK(scr && strstr(scr, "blk.0  (7 of 9)"), "group row counts the filtered members");
+	if (scr)
+		snapshot("filter-q4k-80x24", scr);
+	free(scr);
+	/* the provenance pane opens on a one-line summary of the record */
+	play(&t, "4");
+	scr = render(&t, 80, 24);
+	CHECK(scr && strstr(scr, "quantized by qtk 0.1.0 from qtk sample tiny-llama on 2023-11-14,") &&
+			  strstr(scr, "5 tensors\n") && strstr(scr, "exact, 16 re-fitted"),
+	      "provenance summary: %s", scr ? scr : "");
+	if (scr)
+		snapshot("provenance-summary-80x24", scr);
+	free(scr);
+	tui_free(&t);
+	qtk_close(m);
+}
+
+/* Large values show as a size and a SHA-256; binary files are not dumped as text. */
+static void run_large(const char *gguf)
+{
+	qtk_err e;
+	qtk_model *m = qtk_open(gguf, &e);
+	if (!m) {
+		CHECK(0, "open");
+		return;
+	}
+	char *big = malloc(70001);
+	if (!big) {
+		qtk_close(m);
+		return;
+	}
+	memset(big, 'a', 70000);
+	big[70000] = 0;
+	qtk_model_set_kv_str(m, "x.big", big);
+	free(big);
+	uint8_t blob[102400];
+	for (size_t i = 0; i < sizeof blob; i++)
+		blob[i] = (uint8_t)i;
+	qtk_model_add_blob(m, "tokenizer.model", blob, sizeof blob);
+	tui t;
+	tui_init(&t, m, 160, 30, true, false);
+	play(&t, "3/x\\.big<Enter>");
+	char *s = render(&t, 160, 30);
+	static const char want_a[] = "68.4 KiB  sha256:66915c0872933db504e7578828dd85b7e74a4e0a061f9756793b89c4151bd4b5";
+	CHECK(s && strstr(s, want_a) && !strstr(s, "aaaaaaaa"), "large string as size and digest: %s", s ? s : "");
+	free(s);
+	play(&t, "/tokenizer\\.model<Enter>");
+	s = render(&t, 160, 30);
+	static const char want_b[] = "100.0 KiB  sha256:27783e87963a4efb6829b531c9ba57b44f45797f6770bd637fbf0d807cbdbae0";
+	CHECK(s && strstr(s, "binary file") && strstr(s, want_b), "binary blob as size and digest: %s", s ? s : "");
+	free(s);
+	size_t before = t.nmrows;
+	play(&t, "<Enter>");
+	CHECK(t.nmrows == before && strstr(t.msg, "binary"), "Enter does not dump a binary file");
+	tui_free(&t);
+	qtk_close(m);
 }
 
 /* Metadata safety: a chat template is shown escaped, never interpreted. */
@@ -326,8 +495,11 @@ int main(void)
 	if (m) {
 		run_scenes(m);
 		run_checks(m);
+		run_browse(m);
 		qtk_close(m);
 		run_template(gguf);
+		run_large(gguf);
+		run_converted(dir);
 	}
 	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
 	if (system(cmd) != 0)

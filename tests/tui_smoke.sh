@@ -48,6 +48,12 @@ check "memory pane" "KV cache"
 tm send-keys -t smoke '?'
 check "help" "any key closes"
 tm send-keys -t smoke Escape
+tm send-keys -t smoke 4
+check "key 4: provenance pane" "no provenance record"
+tm send-keys -t smoke / 'attn_(q'
+check "invalid regex in the prompt" "invalid regex"
+tm send-keys -t smoke Escape 5
+check "key 5: memory pane" "KV cache"
 tm send-keys -t smoke Tab
 if tm resize-window -t smoke -x 100 -y 30 2>/dev/null; then
 	check "resized to 100x30: the full title" "1.84M params"

@@ -52,9 +52,11 @@ vtensor *qv_tensor(vstate *s, const char *name, const char *stored, const char *
 
 static int oom(vstate *s) { return qtk_err_set(&s->err, QTK_E_IO, NULL, -1, NULL, "out of memory"); }
 
-static void progress(void *ctx, uint64_t done, uint64_t total)
+/* Digest progress: bytes read of the total, with the tensor being read. */
+static void progress(void *ctx, const char *tensor, uint64_t done, uint64_t total)
 {
-	cli_progress((const char *)ctx, done, total);
+	(void)ctx;
+	cli_progress_bytes(tensor, done, total);
 }
 
 static const char *jstr(const cJSON *o, const char *k)
@@ -201,7 +203,7 @@ static int chk_digests(vstate *s)
 		threads--;
 	qtk_digest_opts o = {.threads = threads, .enc_only = s->o->mode != MODE_EMIT,
 			     .keep_going = s->o->mode != MODE_EMIT,
-			     .progress = cli_progress_enabled() ? progress : NULL, .progress_ctx = (void *)"digests"};
+			     .progress_named = cli_progress_enabled() ? progress : NULL, .progress_ctx = (void *)"digests"};
 	int rc = qtk_digest_model(s->m, &o, &s->d, &s->err);
 	cli_progress_end();
 	if (rc)
@@ -237,7 +239,7 @@ static int decoded_where_needed(vstate *s, const cJSON *ts)
 	if (need) {
 		qtk_digests d2;
 		qtk_digest_opts o = {.threads = s->o->threads, .select = sel,
-				     .progress = cli_progress_enabled() ? progress : NULL,
+				     .progress_named = cli_progress_enabled() ? progress : NULL,
 				     .progress_ctx = (void *)"decoded digests"};
 		rc = qtk_digest_model(s->m, &o, &d2, &s->err);
 		cli_progress_end();
@@ -346,7 +348,7 @@ static int chk_tensors(vstate *s)
 static int full_decoded(vstate *s)
 {
 	qtk_digests d2;
-	qtk_digest_opts o = {.threads = s->o->threads, .progress = cli_progress_enabled() ? progress : NULL,
+	qtk_digest_opts o = {.threads = s->o->threads, .progress_named = cli_progress_enabled() ? progress : NULL,
 			     .progress_ctx = (void *)"decoded digests"};
 	int rc = qtk_digest_model(s->m, &o, &d2, &s->err);
 	cli_progress_end();
@@ -710,7 +712,7 @@ static int chk_source_link(vstate *s)
 	if (!root)
 		return 0;
 	qtk_digests sd;
-	qtk_digest_opts o = {.threads = s->o->threads, .progress = cli_progress_enabled() ? progress : NULL,
+	qtk_digest_opts o = {.threads = s->o->threads, .progress_named = cli_progress_enabled() ? progress : NULL,
 			     .progress_ctx = (void *)"source digests"};
 	rc = qtk_digest_model(s->src, &o, &sd, &s->err);
 	cli_progress_end();

@@ -114,11 +114,13 @@ static int parse_args(int argc, char **argv, vopts *o)
 int main(int argc, char **argv)
 {
 	cli_init("qverify");
+	cli_install_signals();
 	vopts o;
 	memset(&o, 0, sizeof o);
 	int rc = parse_args(argc, argv, &o);
 	if (rc)
 		return rc < 0 ? 0 : rc;
+	cli_set_activity("verifying %s", o.file ? o.file : "");
 	vstate s;
 	memset(&s, 0, sizeof s);
 	s.o = &o;

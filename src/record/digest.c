@@ -596,7 +596,9 @@ static int read_chunk(djob *j, const qtk_tensor *t, int p, uint64_t off, uint8_t
 	rc = rc ? rc : qtk_read_part_to(j->m, t, p, off, buf, k, e);
 	if (!rc) {
 		j->done += k;
-		if (j->o && j->o->progress)
+		if (j->o && j->o->progress_named)
+			j->o->progress_named(j->o->progress_ctx, t->name, j->done, j->total);
+		else if (j->o && j->o->progress)
 			j->o->progress(j->o->progress_ctx, j->done, j->total);
 	}
 	pthread_mutex_unlock(&j->mu);

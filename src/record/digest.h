@@ -59,6 +59,10 @@ typedef struct qtk_digest_opts {
 	bool keep_going;     /* a tensor that fails with QTK_E_DATA becomes a leaf marked bad, no error */
 	/* Optional progress (bytes done of total), called with an internal lock held. */
 	void (*progress)(void *ctx, uint64_t done, uint64_t total);
+	/* Optional, instead of progress: the same, naming the tensor the bytes just read belong to
+	 * (tensors are read in parallel: the one whose chunk came last). Called per read (4 MiB),
+	 * under the same lock, so a large tensor reports progress inside itself. */
+	void (*progress_named)(void *ctx, const char *tensor, uint64_t done, uint64_t total);
 	void *progress_ctx;
 	/* Optional: when *cancel becomes nonzero (read atomically) the remaining reads fail with
 	 * QTK_E_IO "cancelled" (a caller giving up on a background digest). */
