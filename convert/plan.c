@@ -31,7 +31,7 @@ int conv_parse_target(const char *s, conv_target *t)
 	}
 	static const unsigned types[] = {QTK_T_F32, QTK_T_F16, QTK_T_BF16, QTK_T_Q4_0, QTK_T_Q4_1, QTK_T_Q5_0,
 					 QTK_T_Q5_1, QTK_T_Q8_0, QTK_T_Q2_K, QTK_T_Q3_K, QTK_T_Q4_K, QTK_T_Q5_K,
-					 QTK_T_Q6_K, QTK_T_IQ4_NL, QTK_T_IQ4_XS, QTK_T_MXFP4};
+					 QTK_T_Q6_K, QTK_T_IQ4_NL, QTK_T_IQ4_XS, QTK_T_MXFP4, QTK_T_NVFP4};
 	for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
 		const qtk_type_info *ti = qtk_type(types[i]);
 		/* floats in any case; quant types in lower case (upper case names the mixes) */

@@ -522,6 +522,67 @@ static void qrow_mxfp4(const float *x, const float *w, uint8_t *dst, uint64_t nb
     }
 }
 
+/* NVFP4 (ggml's quantize_row_nvfp4_ref arithmetic): 64 elements in four sub-blocks of 16, each
+ * with the UE4M3 scale byte of amax/6 (ggml_fp32_to_ue4m3: clamped to 448, the fourth mantissa
+ * bit rounds half up, subnormals man = (int)(x*512 + 0.5), 0 for x <= 0 or NaN), the scale the
+ * byte decodes to (halved, as ggml's doubled E2M1 table wants) and each value the nearest table
+ * entry, as MXFP4. Block: d[4], then qs[32]; sub-block s puts element 16s+j (j < 8) in the low
+ * nibble of qs[8s+j] and element 16s+8+j in its high nibble. No importance weighting. */
+static uint8_t f32_to_ue4m3(float x)
+{
+    if (!(x > 0.0f))
+        return 0;
+    if (x > 448.0f)
+        x = 448.0f;
+    uint32_t bits;
+    memcpy(&bits, &x, 4);
+    const int ex = (int)((bits >> 23) & 0xFF) - 127 + 7;
+    if (ex <= 0) {
+        int man = (int)(x * 512.0f + 0.5f);
+        if (man > 7)
+            man = 7;
+        return man < 1 ? 0 : (uint8_t)man;
+    }
+    if (ex >= 15)
+        return 0x7E;
+    int man = (int)((bits >> 20) & 0x7) + (int)((bits >> 19) & 1);
+    int e = ex;
+    if (man > 7) {
+        man = 0;
+        if (++e >= 15)
+            return 0x7E;
+    }
+    return (uint8_t)(e << 3 | man);
+}
+
+static float ue4m3_half_q(uint8_t x)
+{
+    if (x == 0 || x == 0x7F)
+        return 0.0f;
+    const int ex = (x >> 3) & 0xF, man = x & 0x7;
+    const float raw = ex == 0 ? ldexpf((float)man, -9) : ldexpf(1.0f + (float)man / 8.0f, ex - 7);
+    return raw * 0.5f;
+}
+
+static void qrow_nvfp4(const float *x, const float *w, uint8_t *dst, uint64_t nb)
+{
+    (void)w;
+    for (uint64_t b = 0; b < nb; b++, x += 64, dst += 36) {
+        for (int s = 0; s < 4; s++) {
+            const float *xb = x + 16 * s;
+            float amax = 0.0f;
+            for (int j = 0; j < 16; j++)
+                if (amax < fabsf(xb[j]))
+                    amax = fabsf(xb[j]);
+            const uint8_t ue = f32_to_ue4m3(amax / 6.0f);
+            const float d = ue4m3_half_q(ue);
+            dst[s] = ue;
+            for (int j = 0; j < 8; j++)
+                dst[4 + 8 * s + j] = (uint8_t)(mx_nearest(xb[j], d) | mx_nearest(xb[j + 8], d) << 4);
+        }
+    }
+}
+
 static const struct {
     unsigned type;
     qtk_qrow_fn fn;
@@ -537,6 +598,7 @@ static const struct {
     { QTK_T_Q5_K, qtk_qrow_q5_k },
     { QTK_T_Q6_K, qtk_qrow_q6_k },
     { QTK_T_MXFP4, qrow_mxfp4 },
+    { QTK_T_NVFP4, qrow_nvfp4 },
 };
 
 /* Whole-matrix encoders with qtk_quant_ggml's own signature (quant_iq4.c). */

@@ -314,6 +314,17 @@ if [ -n "$FX" ]; then
 	for f in "$FX"/gguf/*.gguf "$FX"/gguf/split-*/*.gguf "$FX"/vocab/*.gguf "$FX"/hf/tiny-llama/[a-z]*-*/ "$FX"/hf/tiny-llama/fp16/; do
 		run "qinspect $f" 0 "$BIN/qinspect" --json "$f"
 	done
+	# ggml's FP4 quantizers, pure: the same tensors as ggml's own (gguf/fp4), file type 38/39
+	if [ -f "$FX/gguf/fp4/tiny-nvfp4.gguf" ]; then
+		for t in mxfp4 nvfp4; do
+			run "tiny-f32 -> $t" 0 "$BIN/qconvert" -q "$FX/gguf/tiny-f32.gguf" "$T/fp4-$t.gguf" --to $t
+			run "$t against ggml's" 0 "$BIN/qinspect" --diff "$FX/gguf/fp4/tiny-$t.gguf" "$T/fp4-$t.gguf"
+			n=$(grep -c " exact " "$T/out")
+			if [ "$n" -eq 21 ]; then ok; else bad "$t: $n of 21 tensors equal ggml's"; fi
+			run "$t file type" 0 "$BIN/qinspect" --json "$T/fp4-$t.gguf"
+			if grep -q "\"general.file_type\":.*$([ $t = mxfp4 ] && echo 38 || echo 39)" "$T/out"; then ok; else bad "$t: general.file_type"; fi
+		done
+	fi
 	# llama.cpp's per-tensor mix rules: the plan must pick exactly the types llama-quantize chose
 	for mix in Q2_K Q3_K_S Q3_K_M Q4_K_S Q4_K_M Q5_K_M Q6_K Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 IQ4_NL IQ4_XS; do
 		"$BIN/qconvert" --dry-run "$FX/gguf/tiny-f32.gguf" "$T/mix.gguf" --to $mix 2>"$T/err" |

@@ -26,7 +26,7 @@ typedef struct mix_info {
 
 enum { F_Q4_0 = 2, F_Q4_1 = 3, F_Q8_0 = 7, F_Q5_0 = 8, F_Q5_1 = 9, F_Q2_K = 10, F_Q3_K_S = 11, F_Q3_K_M = 12,
        F_Q3_K_L = 13, F_Q4_K_S = 14, F_Q4_K_M = 15, F_Q5_K_S = 16, F_Q5_K_M = 17, F_Q6_K = 18, F_IQ4_NL = 25,
-       F_IQ4_XS = 30 };
+       F_IQ4_XS = 30, F_MXFP4_MOE = 38, F_NVFP4 = 39 };
 
 static const mix_info mixes[] = {
 	{"Q4_0", F_Q4_0, QTK_T_Q4_0},       {"Q4_1", F_Q4_1, QTK_T_Q4_1},
@@ -57,7 +57,7 @@ int qtk_mix_ftype_for_type(unsigned type)
 		{QTK_T_F32, 0}, {QTK_T_F16, 1}, {QTK_T_BF16, 32}, {QTK_T_Q4_0, F_Q4_0}, {QTK_T_Q4_1, F_Q4_1},
 		{QTK_T_Q5_0, F_Q5_0}, {QTK_T_Q5_1, F_Q5_1}, {QTK_T_Q8_0, F_Q8_0}, {QTK_T_Q2_K, F_Q2_K},
 		{QTK_T_Q3_K, F_Q3_K_M}, {QTK_T_Q4_K, F_Q4_K_M}, {QTK_T_Q5_K, F_Q5_K_M}, {QTK_T_Q6_K, F_Q6_K},
-		{QTK_T_IQ4_NL, F_IQ4_NL}, {QTK_T_IQ4_XS, F_IQ4_XS},
+		{QTK_T_IQ4_NL, F_IQ4_NL}, {QTK_T_IQ4_XS, F_IQ4_XS}, {QTK_T_MXFP4, F_MXFP4_MOE}, {QTK_T_NVFP4, F_NVFP4},
 	};
 	for (size_t i = 0; i < sizeof pure / sizeof *pure; i++)
 		if (pure[i].type == type)

@@ -539,6 +539,48 @@ static int nvfp4_decode(const qtk_tensor *t, const void *const *pp, uint64_t o0,
 	return 0;
 }
 
+/* Rows as ggml NVFP4 blocks (the layout llama.cpp's converter writes for ModelOpt, _nvfp4_pack):
+ * per 64 inputs, the four scale bytes with the sign bit cleared (ggml reads them as UE4M3), then
+ * 32 bytes where sub-block s puts input 16s+j (j < 8) in the low nibble of byte 8s+j and input
+ * 16s+8+j in its high nibble. The per-tensor scale is not part of the blocks: the caller keeps it
+ * (ModelOpt's weight_scale_2; for compressed-tensors, 1/weight_global_scale). A byte shuffle;
+ * whether the values survive is the caller's check (qtk_nvfp4_ggml_scale). */
+static int nvfp4_to_ggml(const qtk_tensor *t, const void *const *pp, uint64_t o0, uint64_t n, unsigned type, void *dst)
+{
+	uint64_t in = t->shape[1], ng = in / 16;
+	if (type != QTK_T_NVFP4 || in % 64)
+		return -1;
+	const uint8_t *w = pp[0], *sc = pp[1];
+	uint8_t *d = dst;
+	for (uint64_t r = 0; r < n; r++) {
+		uint64_t o = o0 + r;
+		const uint8_t *wr = w + o * (in / 2), *sr = sc + o * ng;
+		for (uint64_t b = 0; b < in / 64; b++, d += 36) {
+			for (unsigned s = 0; s < 4; s++) {
+				d[s] = sr[4 * b + s] & 0x7F;
+				/* inputs 16(4b+s) .. +15 are bytes 8(4b+s) .. +7 of the row, two per byte */
+				const uint8_t *src = wr + 8 * (4 * b + s);
+				for (unsigned j = 0; j < 8; j++) {
+					unsigned lo = j % 2 ? src[j / 2] >> 4 : src[j / 2] & 15;
+					unsigned k = 8 + j, hi = k % 2 ? src[k / 2] >> 4 : src[k / 2] & 15;
+					d[4 + 8 * s + j] = (uint8_t)(lo | hi << 4);
+				}
+			}
+		}
+	}
+	return 0;
+}
+
+/* The F32 per-tensor multiplier that goes beside the ggml blocks as `<name>.scale`. */
+int qtk_nvfp4_ggml_scale(const qtk_tensor *t, const void *const *parts, float *scale)
+{
+	if (t->layout.kind != QTK_LAYOUT_NVFP4 || t->nparts < 3 || !parts[2])
+		return -1;
+	float v = f32_at(parts[2]);
+	*scale = nv_modelopt(&t->layout) ? v : 1.0f / v;
+	return 0;
+}
+
 const qtk_scheme qtk_scheme_nvfp4 = {
 	.name = "nvfp4",
 	.title = "nvfp4",
@@ -552,6 +594,7 @@ const qtk_scheme qtk_scheme_nvfp4 = {
 	.check_layout = nvfp4_check,
 	.infer = no_infer,
 	.decode_rows = nvfp4_decode,
+	.to_ggml_rows = nvfp4_to_ggml,
 	.suffix = ct_suffix,
 	.config_read = ct_config_read,
 	.part_specs = nvfp4_specs,

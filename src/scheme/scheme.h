@@ -123,6 +123,11 @@ struct qtk_scheme {
 			    void *dst);
 };
 
+/* NVFP4 (ct.c): the per-tensor F32 multiplier llama.cpp keeps beside the ggml NVFP4 blocks of
+ * qtk_scheme_to_ggml_rows as `<name>.scale`: ModelOpt's weight_scale_2, compressed-tensors'
+ * 1/weight_global_scale (in F32, as llama.cpp's converter computes it). 0, or -1. */
+int qtk_nvfp4_ggml_scale(const qtk_tensor *t, const void *const *parts, float *scale);
+
 /* The checkpoint suffix of part p of packed tensor t ("<prefix>.<suffix>"). */
 const char *qtk_scheme_part_suffix(const qtk_tensor *t, int p);
 

@@ -1,0 +1,191 @@
+/* test_fp4.c - the GGUF FP4 paths: ggml's NVFP4 encoder (synthetic blocks and byte identity with
+ * ggml's quantize_nvfp4 on the fixture). */
+#include "internal.h"
+#include "dequant.h"
+#include "quant.h"
+#include "scheme/scheme.h"
+#include "view/decode.h"
+#include "t.h"
+#include <math.h>
+#include <openssl/evp.h>
+#include <stdint.h>
+
+/* E2M1 values (ggml's doubled table halved) */
+static const float e2m1[8] = { 0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f };
+
+static void nvfp4_encoder(void)
+{
+	/* a block of 64 values each an E2M1 value times a power of two per 16: amax/6 is the scale
+	 * exactly, so the block decodes to its input bit for bit */
+	float x[128], y[128];
+	uint8_t q[72];
+	for (int i = 0; i < 128; i++) {
+		const int s = i / 16;
+		float v = e2m1[(i * 5 + 3) % 8] * ldexpf(1.0f, s - 4);
+		if (i % 16 == 0)
+			v = 6.0f * ldexpf(1.0f, s - 4);
+		x[i] = (i % 3) ? v : -v;
+	}
+	CHECK(!qtk_quant_ggml(QTK_T_NVFP4, x, q, 2, 64, NULL), "encode 2 rows");
+	CHECK(!qtk_dequant_ggml(QTK_T_NVFP4, q, y, 128), "decode");
+	int same = 0;
+	for (int i = 0; i < 128; i++)
+		same += x[i] == y[i];
+	CHECK(same == 128, "E2M1 x 2^k round-trips: %d/128", same);
+	/* sub-block 0 of row 0: amax 6 * 2^-4 = 0.375, /6 = 2^-4 -> UE4M3 exp 3, man 0 */
+	CHECK(q[0] == (3 << 3), "scale byte %#x", q[0]);
+	/* nibble order: qs[8s+j] low = element 16s+j, high = 16s+8+j */
+	CHECK((q[4] & 0x0F) == 0x8 + 7 && (q[4] >> 4) == 3, "qs[0] = %#x (elements 0 and 8)", q[4]);
+
+	/* zeros, a large value (scale clamped to 448 -> 0x7E), NaN (ignored by amax, code 0), and a
+	 * tiny block (subnormal scale, then 0) */
+	float z[64] = { 0 };
+	z[16] = 5000.0f;
+	z[17] = -5000.0f;
+	z[32] = NAN;
+	z[33] = 1.0f;
+	z[48] = 1e-6f;
+	CHECK(!qtk_quant_ggml(QTK_T_NVFP4, z, q, 1, 64, NULL), "encode edge block");
+	CHECK(q[0] == 0 && q[1] == 0x7E && q[3] == 0, "scales %#x %#x %#x", q[0], q[1], q[3]);
+	CHECK(q[4] == 0 && (q[12] & 0x0F) == 7 && (q[13] & 0x0F) == 15, "clamped codes %#x %#x", q[12], q[13]);
+	CHECK((q[20] & 0x0F) == 0 && (q[21] & 0x0F) == 7, "NaN code 0, 1.0 the block's maximum");
+	/* 1/6 = 0.1667 -> UE4M3 exp 4 man 3 (round half up on the 4th mantissa bit: 1.333 -> 1.375) */
+	CHECK(q[2] == (4 << 3 | 3), "scale of amax 1: %#x", q[2]);
+	/* subnormal: 1e-6/6 * 512 + 0.5 < 1 -> scale 0 */
+	CHECK(q[3] == 0, "tiny scale");
+	CHECK(qtk_quant_ggml(QTK_T_NVFP4, z, q, 1, 32, NULL) != 0, "row of 32 refused (block of 64)");
+	CHECK(qtk_quant_supported(QTK_T_NVFP4), "nvfp4 encoder listed");
+}
+
+/* Every NVFP4 tensor of gguf/fp4/tiny-nvfp4.gguf is what the encoder makes of tiny-f32's values. */
+static void nvfp4_fixture(const char *root)
+{
+	char a[1024], b[1024];
+	snprintf(a, sizeof a, "%s/gguf/tiny-f32.gguf", root);
+	snprintf(b, sizeof b, "%s/gguf/fp4/tiny-nvfp4.gguf", root);
+	qtk_err e1 = { 0 }, e2 = { 0 };
+	qtk_model *src = qtk_open(a, &e1), *ref = qtk_open(b, &e2);
+	CHECK(src && ref, "fixtures open: %s %s", e1.msg, e2.msg);
+	int n = 0, same = 0;
+	for (size_t i = 0; src && ref && i < ref->ntensors; i++) {
+		const qtk_tensor *r = &ref->tensors[i], *s = qtk_tensor_find(src, r->name);
+		if (r->layout.type != QTK_T_NVFP4 || !s)
+			continue;
+		n++;
+		float *x = malloc(s->n_params * 4);
+		uint8_t *want = NULL, *got = malloc(r->parts[0].nbytes);
+		if (!qtk_decode_tensor(src, s, x) && !qtk_read_part_alloc(ref, r, 0, &want) &&
+		    !qtk_quant_ggml(QTK_T_NVFP4, x, got, qtk_tensor_rows(s), qtk_tensor_cols(s), NULL))
+			same += !memcmp(want, got, (size_t)r->parts[0].nbytes);
+		free(x), free(got);
+		qtk_free(want);
+	}
+	CHECK(n == 16 && same == n, "NVFP4 encoder: %d/%d tensors byte-identical to ggml's", same, n);
+	printf("NVFP4 encoder: %d/%d tensors byte-identical to ggml's quantize_nvfp4\n", same, n);
+	qtk_close(src);
+	qtk_close(ref);
+}
+
+/* Every NVFP4 layer of an HF fixture shuffled into ggml NVFP4 blocks: decoded by ggml's NVFP4
+ * and multiplied by the `.scale` value, against the checkpoint's own decode. Counts the tensors
+ * that are bit-exact, differ only in the sign of zero, or differ in value. */
+static void shuffle_fixture(const char *root, const char *variant, int want_exact, int want_zero)
+{
+	char dir[1024];
+	snprintf(dir, sizeof dir, "%s/hf/ct/%s", root, variant);
+	qtk_err e = { 0 };
+	qtk_model *m = qtk_open(dir, &e);
+	CHECK(m != NULL, "%s opens: %s", variant, e.msg);
+	int n = 0, exact = 0, zero = 0, differ = 0;
+	for (size_t i = 0; m && i < m->ntensors; i++) {
+		const qtk_tensor *t = &m->tensors[i];
+		if (t->layout.kind != QTK_LAYOUT_NVFP4)
+			continue;
+		n++;
+		uint8_t *pp[QTK_MAX_PARTS] = { 0 };
+		int ok = 1;
+		for (int k = 0; k < t->nparts; k++)
+			ok &= !qtk_read_part_alloc(m, t, k, &pp[k]);
+		const uint64_t rows = t->shape[0], nb = t->n_params / 64 * 36;
+		float *y = malloc(t->n_params * 4), *z = malloc(t->n_params * 4), s2 = 0;
+		uint8_t *g = malloc(nb);
+		ok = ok && y && z && g && !qtk_decode_tensor(m, t, y) &&
+		     !qtk_scheme_to_ggml_rows(t, (const void *const *)pp, 0, rows, QTK_T_NVFP4, g) &&
+		     !qtk_nvfp4_ggml_scale(t, (const void *const *)pp, &s2) && !qtk_dequant_ggml(QTK_T_NVFP4, g, z, t->n_params);
+		CHECK(ok, "%s: %s shuffled and decoded", variant, t->name);
+		uint64_t d = 0, zs = 0;
+		for (uint64_t k = 0; ok && k < t->n_params; k++) {
+			float v = z[k] * s2;
+			if (memcmp(&v, &y[k], 4))
+				(v == 0.0f && y[k] == 0.0f) ? zs++ : d++;
+		}
+		exact += ok && !d && !zs;
+		zero += ok && !d && zs;
+		differ += !ok || d;
+		free(y), free(z), free(g);
+		for (int k = 0; k < QTK_MAX_PARTS; k++)
+			qtk_free(pp[k]);
+	}
+	printf("%s -> ggml NVFP4 x .scale: %d layers, %d bit-exact, %d only the sign of zero, %d differ\n", variant, n,
+	       exact, zero, differ);
+	CHECK(n > 0 && exact == want_exact && zero == want_zero, "%s: %d exact, %d sign of zero", variant, exact, zero);
+	qtk_close(m);
+}
+
+static void sha_hex(const void *p, size_t n, char hex[65])
+{
+	unsigned char md[32];
+	unsigned len = 0;
+	EVP_Digest(p, n, md, &len, EVP_sha256(), NULL);
+	for (int i = 0; i < 32; i++)
+		snprintf(hex + 2 * i, 3, "%02x", md[i]);
+}
+
+/* gguf/fp4/<stem>.digest.tsv: every stored tensor (the `.scale` tensors of the scaled file have
+ * their own rows; the NVFP4 rows are before the multiply) decodes to its digest. */
+static void gguf_digests(const char *root, const char *stem)
+{
+	char path[1024], tsv[1024], line[1024];
+	snprintf(path, sizeof path, "%s/gguf/fp4/%s.gguf", root, stem);
+	snprintf(tsv, sizeof tsv, "%s/gguf/fp4/%s.digest.tsv", root, stem);
+	qtk_err e = { 0 };
+	qtk_model *m = qtk_open(path, &e);
+	FILE *f = fopen(tsv, "r");
+	CHECK(m && f, "%s opens: %s", stem, e.msg);
+	int rows = 0, good = 0;
+	while (m && f && fgets(line, sizeof line, f)) {
+		char name[256], type[32], dims[64], digest[65];
+		if (sscanf(line, "%255s %31s %63s %*s %64s", name, type, dims, digest) != 4)
+			continue;
+		rows++;
+		const qtk_tensor *t = qtk_tensor_find(m, name);
+		float *y = t ? malloc(t->n_params * 4 + 4) : NULL;
+		char hex[65] = "";
+		if (y && !qtk_decode_tensor(m, t, y))
+			sha_hex(y, t->n_params * 4, hex);
+		good += !strcmp(hex, digest);
+		free(y);
+	}
+	CHECK(rows > 0 && good == rows, "%s: %d/%d digests", stem, good, rows);
+	printf("%s: %d/%d reference digests\n", stem, good, rows);
+	if (f)
+		fclose(f);
+	qtk_close(m);
+}
+
+int main(void)
+{
+	nvfp4_encoder();
+	const char *root = t_fixtures();
+	if (root) {
+		nvfp4_fixture(root);
+		shuffle_fixture(root, "modelopt-nvfp4", 14, 0);
+		shuffle_fixture(root, "ct-nvfp4", 0, 3);
+		gguf_digests(root, "tiny-nvfp4");
+		gguf_digests(root, "tiny-mxfp4");
+		gguf_digests(root, "tiny-nvfp4-scaled");
+	}
+	else
+		T_SKIP("fixtures (set QTK_FIXTURES)");
+	return T_DONE();
+}
