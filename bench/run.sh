@@ -43,10 +43,10 @@ printf '|%s|%s|%s|\n' "----------------------------------------------" "--------
 measure "cp (same bytes)" cp "$M" "$D/copy.gguf"
 measure "cp + fsync (same bytes, durable)" sh -c "cp '$M' '$D/copy2.gguf' && sync '$D/copy2.gguf'"
 measure "qinspect --json (header only)" bin/qinspect --json "$M"
-measure "qconvert F16 -> q4_k" bin/qconvert -q --threads "$TH" "$M" "$D/q4k.gguf" --to q4_k
+measure "qconvert F16 -> q4_k" bin/qconvert -q --threads "$TH" "$M" "$D/q4k.gguf" --to q4_k --pure
 measure "qconvert F16 -> Q4_K_M" bin/qconvert -q --threads "$TH" "$M" "$D/q4km.gguf" --to Q4_K_M
-measure "qconvert F16 -> q8_0" bin/qconvert -q --threads "$TH" "$M" "$D/q8.gguf" --to q8_0
-measure "qconvert F16 -> q4_0" bin/qconvert -q --threads "$TH" "$M" "$D/q40.gguf" --to q4_0
+measure "qconvert F16 -> q8_0" bin/qconvert -q --threads "$TH" "$M" "$D/q8.gguf" --to q8_0 --pure
+measure "qconvert F16 -> q4_0" bin/qconvert -q --threads "$TH" "$M" "$D/q40.gguf" --to q4_0 --pure
 measure "qconvert q4_k -> f32 (dequantize)" bin/qconvert -q --threads "$TH" "$D/q4k.gguf" "$D/f32.gguf" --to f32
 measure "qconvert GGUF -> GGUF (copy, keep)" bin/qconvert -q "$M" "$D/keep.gguf"
 if bin/qconvert --help | grep -q qpk; then
@@ -57,7 +57,7 @@ rm -rf "$D/awq" "$D/gptq" "$D/awq-fit"
 bin/qconvert -q --threads "$TH" "$D/q40.gguf" "$D/awq/" --to awq >/dev/null 2>&1
 measure "qconvert AWQ -> GPTQ (exact repack)" bin/qconvert -q --exact "$D/awq/" "$D/gptq/" --to gptq
 measure "qconvert F16 -> AWQ (re-fit, 4-bit g128)" bin/qconvert -q --threads "$TH" "$M" "$D/awq-fit/" --to awq
-measure "qconvert AWQ -> q4_k (decode, encode)" bin/qconvert -q --threads "$TH" "$D/awq-fit/" "$D/x.gguf" --to q4_k
+measure "qconvert AWQ -> q4_k (decode, encode)" bin/qconvert -q --threads "$TH" "$D/awq-fit/" "$D/x.gguf" --to q4_k --pure
 if [ -n "$LQ" ] && [ -x "$LQ" ]; then
 	measure "llama-quantize F16 -> q4_k (--pure)" "$LQ" --pure "$M" "$D/lq-q4k.gguf" Q4_K_M "$TH"
 	measure "llama-quantize F16 -> Q4_K_M" "$LQ" "$M" "$D/lq-q4km.gguf" Q4_K_M "$TH"
@@ -68,7 +68,7 @@ if [ -n "$LQ" ] && [ -x "$LQ" ]; then
 	i=0
 	while [ "$i" -lt "${BENCH_REPEAT:-3}" ]; do
 		i=$((i + 1))
-		/usr/bin/time -f "%e" -o "$D/t1" bin/qconvert -q --threads "$TH" "$M" "$D/q4k.gguf" --to q4_k >/dev/null 2>&1
+		/usr/bin/time -f "%e" -o "$D/t1" bin/qconvert -q --threads "$TH" "$M" "$D/q4k.gguf" --to q4_k --pure >/dev/null 2>&1
 		/usr/bin/time -f "%e" -o "$D/t2" "$LQ" --pure "$M" "$D/lq-q4k.gguf" Q4_K_M "$TH" >/dev/null 2>&1
 		echo "$(tail -n 1 "$D/t1") $(tail -n 1 "$D/t2")" >>"$D/pairs"
 	done

@@ -48,6 +48,18 @@ int cli_usage_error(const char *fmt, ...)
 	return 2;
 }
 
+void cli_note(const char *fmt, ...)
+{
+	if (g_cli.verbose < 0)
+		return;
+	va_list ap;
+	fprintf(stderr, "%s: note: ", g_cli.prog);
+	va_start(ap, fmt);
+	put_msg(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
 void cli_warn(const char *fmt, ...)
 {
 	va_list ap;
@@ -333,4 +345,54 @@ void cli_install_signals(void)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
+}
+
+static char lower_ascii(char c)
+{
+	return (char)(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+}
+
+/* Levenshtein distance of two short strings (at most 63 bytes each; longer: SIZE_MAX). */
+static size_t edit_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	if (la > 63 || lb > 63)
+		return SIZE_MAX;
+	size_t row[64];
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		size_t diag = row[0];
+		row[0] = i;
+		for (size_t j = 1; j <= lb; j++) {
+			size_t up = row[j];
+			size_t cost = lower_ascii(a[i - 1]) == lower_ascii(b[j - 1]) ? 0 : 1;
+			size_t best = diag + cost;
+			if (row[j] + 1 < best)
+				best = row[j] + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			row[j] = best;
+			diag = up;
+		}
+	}
+	return row[lb];
+}
+
+const char *cli_nearest(const char *s, const char *const *cands, size_t n)
+{
+	const char *best = NULL;
+	size_t bd = SIZE_MAX;
+	for (size_t i = 0; i < n; i++) {
+		size_t d = edit_distance(s, cands[i]);
+		size_t la = strlen(s), lb = strlen(cands[i]);
+		size_t lim = (la > lb ? la : lb) / 3;
+		if (lim < 2)
+			lim = 2;
+		if (d <= lim && d < bd) {
+			bd = d;
+			best = cands[i];
+		}
+	}
+	return best;
 }

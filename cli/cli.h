@@ -21,12 +21,17 @@ int cli_fail(const qtk_err *e);
 /* Usage error: message to stderr, exit status 2. */
 int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* "prog: note: ..." on stderr unless -q: what the run chose for the user. */
+void cli_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void cli_verbose(const char *fmt, ...) __attribute__((format(printf, 1, 2))); /* only -v */
 /* Handle a common flag (-q -v --progress --no-progress). Returns true when handled. */
 bool cli_common_flag(const char *arg);
 /* s for printing: itself when it needs no escape, else its escaped form (text.h) in one of
  * eight rotating buffers (valid until eight more calls): for the arguments of one printf. */
 const char *cli_safe(const char *s);
+/* The candidate nearest to s by edit distance (case-insensitive), or NULL when none is close
+ * (distance above a third of the longer name, at least 2): for "did you mean". */
+const char *cli_nearest(const char *s, const char *const *cands, size_t n);
 bool cli_progress_enabled(void);
 /* Progress on stderr (only when cli_progress_enabled), redrawn at most four times a second
  * (QTK_PROGRESS_INTERVAL=SECONDS changes that; 0 draws every update, for tests):

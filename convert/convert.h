@@ -20,7 +20,7 @@ typedef struct conv_opts {
 	const char *input, *output;
 	qtk_out_kind out_kind;
 	conv_target target;
-	bool exact, dry_run, has_max_error, sym;
+	bool exact, dry_run, has_max_error, sym, pure;
 	unsigned bits;       /* --bits (gptq, mlx), 0 = default */
 	uint32_t group_size; /* --group-size, 0 = default */
 	const char *imatrix_path;
@@ -81,7 +81,13 @@ typedef struct plan {
 	const char *note;    /* for the plan line: "exact", "lossy", "repack" ... */
 } plan;
 
+enum { CONV_TARGET_UNKNOWN = -1, CONV_TARGET_READ_ONLY = -2 };
+/* 0, CONV_TARGET_UNKNOWN or CONV_TARGET_READ_ONLY (a type qtk reads but cannot write). */
 int conv_parse_target(const char *s, conv_target *t);
+/* --pure: a mix becomes its base type for every matrix; -1 when the target is not a ggml mix/type. */
+int conv_apply_pure(conv_target *t);
+/* Every name --to accepts (up to cap); returns the count. */
+size_t conv_target_names(const char **names, size_t cap);
 /* Decide every tensor's method and output; fills plans[] (in->ntensors). */
 int conv_plan(qtk_model *in, const conv_opts *o, const void *imatrix, const qtk_hfmap *map, plan *plans,
 	      qtk_err *err);

@@ -8,11 +8,13 @@
 static const char usage[] =
 	"usage: qconvert [options] INPUT OUTPUT\n"
 	"\n"
-	"  -t, --to LAYOUT        target layout: keep (default); f32 f16 bf16; ggml types q4_0 q4_1 q5_0\n"
-	"                         q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs; llama.cpp mixes Q2_K\n"
-	"                         Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M Q6_K (also Q4_0 ... Q8_0,\n"
-	"                         IQ4_NL, IQ4_XS); awq; gptq, gptq-v1, gptq-v2; mlx; ct-int;\n"
-	"                         auto-exact\n"
+	"  -t, --to LAYOUT        target layout (case does not matter): keep (default, also copy);\n"
+	"                         f32 f16 bf16; llama-quantize's types Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K\n"
+	"                         Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M Q6_K IQ4_NL IQ4_XS\n"
+	"                         (Q3_K, Q4_K, Q5_K mean the _M mixes), with llama-quantize's rules per\n"
+	"                         tensor; mxfp4, nvfp4 (every matrix); awq; gptq, gptq-v1, gptq-v2; mlx;\n"
+	"                         ct-int; auto-exact\n"
+	"  --pure                 one type for every matrix: the mix's base type (llama-quantize --pure)\n"
 	"  --bits N               bits for gptq (2, 3, 4, 8), mlx (2, 3, 4, 5, 6, 8) and ct-int (2, 4, 8)\n"
 	"                         targets (default: the source's, else 4)\n"
 	"  --group-size N         group size for awq/gptq/mlx/ct-int targets (32, 64, 128; default: the\n"
@@ -77,6 +79,25 @@ static int parse_size(const char *s, uint64_t *out)
 	return -1;
 }
 
+/* An unknown --to name: the nearest known one, then the list. */
+static int unknown_target(const char *val)
+{
+	const char *names[64];
+	size_t n = conv_target_names(names, sizeof names / sizeof *names);
+	const char *near = cli_nearest(val, names, n);
+	char list[512] = "";
+	size_t at = 0;
+	for (size_t i = 0; i < n && at + 1 < sizeof list; i++) {
+		int k = snprintf(list + at, sizeof list - at, "%s%s", i ? " " : "", names[i]);
+		if (k < 0 || (size_t)k >= sizeof list - at)
+			break;
+		at += (size_t)k;
+	}
+	if (near)
+		return cli_usage_error("unknown layout '%s' for --to; did you mean '%s'? (known: %s)", val, near, list);
+	return cli_usage_error("unknown layout '%s' for --to (known: %s)", val, list);
+}
+
 static int parse_args(int argc, char **argv, conv_opts *o)
 {
 	const char *pos[2] = {NULL, NULL};
@@ -117,6 +138,10 @@ static int parse_args(int argc, char **argv, conv_opts *o)
 			o->sym = true;
 			continue;
 		}
+		if (!strcmp(a, "--pure")) {
+			o->pure = true;
+			continue;
+		}
 		/* options with a value: "--opt VALUE" or "--opt=VALUE" */
 		static const char *const with_val[] = {"-t", "--to", "--set", "--max-error", "--report", "--threads",
 						       "--bits", "--group-size", "--imatrix", "--names", "--split-max-size"};
@@ -140,8 +165,13 @@ static int parse_args(int argc, char **argv, conv_opts *o)
 			return cli_usage_error("unknown option '%s'", a);
 		if (!strcmp(name, "-t") || !strcmp(name, "--to")) {
 			o->target_name = val;
-			if (conv_parse_target(val, &o->target))
-				return cli_usage_error("unknown layout '%s' for --to", val);
+			int tr = conv_parse_target(val, &o->target);
+			if (tr == CONV_TARGET_READ_ONLY)
+				return cli_usage_error("--to %s: qtk can read %s but not write it (yet); writable ggml "
+						       "types: q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs mxfp4 nvfp4",
+						       val, val);
+			if (tr)
+				return unknown_target(val);
 		} else if (!strcmp(name, "--set")) {
 			if (!strchr(val, '=') || val[0] == '=')
 				return cli_usage_error("--set takes KEY=VALUE, not '%s'", val);
@@ -187,10 +217,44 @@ static int parse_args(int argc, char **argv, conv_opts *o)
 			o->threads = (int)n;
 		}
 	}
+	if (o->pure && conv_apply_pure(&o->target))
+		return cli_usage_error("--pure applies to llama.cpp's types and mixes (--to q4_k_m --pure), not to '%s'",
+				       o->target_name ? o->target_name : "keep");
 	if (npos != 2)
 		return cli_usage_error("need INPUT and OUTPUT");
 	o->input = pos[0];
 	o->output = pos[1];
+	return 0;
+}
+
+/* Options the chosen target or output cannot honour are usage errors, not silently ignored. */
+static int check_options(const conv_opts *o)
+{
+	target_kind k = o->target.kind;
+	const char *tn = o->target_name ? o->target_name : k == TGT_AWQ ? "awq" : k == TGT_GPTQ ? "gptq" : "keep";
+	bool packed = k == TGT_AWQ || k == TGT_GPTQ || k == TGT_MLX || k == TGT_CT;
+	bool ggml_quant = (k == TGT_TYPE || k == TGT_MIX) && !qtk_type(o->target.type)->is_float;
+	if (o->bits && !packed)
+		return cli_usage_error("--bits applies to gptq, mlx and ct-int targets, not --to %s%s", tn,
+				       ggml_quant ? " (a ggml type's bits are in its name: q8_0, q5_k_m ...)" : "");
+	if (o->bits && k == TGT_AWQ && o->bits != 4)
+		return cli_usage_error("--bits %u: AWQ (GEMM) packs 4 bits only; for %u bits use --to gptq, mlx or ct-int",
+				       o->bits, o->bits);
+	if (o->bits && k == TGT_GPTQ && o->bits != 2 && o->bits != 3 && o->bits != 4 && o->bits != 8)
+		return cli_usage_error("--bits %u: gptq packs 2, 3, 4 or 8 bits (5 and 6 are for mlx)", o->bits);
+	if (o->bits && k == TGT_CT && o->bits != 2 && o->bits != 4 && o->bits != 8)
+		return cli_usage_error("--bits %u: ct-int packs 2, 4 or 8 bits", o->bits);
+	if (o->group_size && !packed)
+		return cli_usage_error("--group-size applies to awq, gptq, mlx and ct-int targets, not --to %s%s", tn,
+				       ggml_quant ? " (ggml types have fixed blocks)" : "");
+	if (o->sym && k != TGT_GPTQ && k != TGT_CT)
+		return cli_usage_error("--sym applies to gptq and ct-int targets, not --to %s%s", tn,
+				       k == TGT_AWQ || k == TGT_MLX ? " (its zero points are part of the format)" : "");
+	if (o->imatrix_path && !ggml_quant)
+		return cli_usage_error("--imatrix weighs ggml quantized types (q4_k_m, iq4_xs, ...), not --to %s", tn);
+	if (o->split_max_size && o->out_kind != QTK_OUT_GGUF && o->out_kind != QTK_OUT_HF)
+		return cli_usage_error("--split-max-size shards a .gguf or a Hugging Face directory (a path ending in "
+				       "'/'), not '%s'", o->output);
 	return 0;
 }
 
@@ -218,6 +282,8 @@ int main(int argc, char **argv)
 		else if (ol > 5 && !qtk_strcasecmp(o.output + ol - 5, ".gptq"))
 			o.target.kind = TGT_GPTQ;
 	}
+	if ((r = check_options(&o)))
+		return r;
 	cli_set_activity("converting %s to %s", o.input, o.output);
 	double t0 = now_s();
 	qtk_err err;

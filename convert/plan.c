@@ -4,46 +4,95 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Target layouts: keep; f32/f16/bf16; ggml types (lower case); llama.cpp's
- * mixes (upper case: Q4_K_M is a mix, q4_k a single type). */
+/* Target layouts, by llama-quantize's table of names (case does not matter, as there):
+ * a name of that table is its mix (Q4_K_M; the aliases Q3_K, Q4_K, Q5_K mean the _M mixes;
+ * COPY means keep), and --pure makes it the mix's base type for every matrix
+ * (conv_apply_pure). ggml type names the table lacks (mxfp4) are that type for every
+ * matrix. The names llama-quantize has and qtk cannot write yet answer CONV_TARGET_READ_ONLY. */
+static const char *const read_only_names[] = {
+	"IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ2_M", "IQ1_S", "IQ1_M", "IQ3_XXS", "IQ3_XS", "IQ3_S", "IQ3_M",
+	"TQ1_0", "TQ2_0", "Q2_K_S", "MXFP4_MOE",
+};
+
+static const struct { const char *name; target_kind kind; int version; } named_targets[] = {
+	{"keep", TGT_KEEP, 0}, {"copy", TGT_KEEP, 0}, {"awq", TGT_AWQ, 0}, {"gptq", TGT_GPTQ, 0},
+	{"gptq-v1", TGT_GPTQ, 1}, {"gptq-v2", TGT_GPTQ, 2}, {"auto-exact", TGT_AUTO_EXACT, 0},
+	{"mlx", TGT_MLX, 0}, {"ct-int", TGT_CT, 0},
+};
+
+static const struct { const char *alias, *mix; } mix_aliases[] = {
+	{"Q3_K", "Q3_K_M"}, {"Q4_K", "Q4_K_M"}, {"Q5_K", "Q5_K_M"},
+};
+
+/* ggml types written as one type for every matrix when no mix has the name */
+static const unsigned single_types[] = {QTK_T_F32, QTK_T_F16, QTK_T_BF16, QTK_T_MXFP4, QTK_T_NVFP4};
+
 int conv_parse_target(const char *s, conv_target *t)
 {
-	if (!qtk_strcasecmp(s, "keep")) {
-		t->kind = TGT_KEEP;
-		return 0;
-	}
 	t->ftype = -1;
 	t->gptq_version = 0;
-	static const struct { const char *name; target_kind kind; int version; } named[] = {
-		{"awq", TGT_AWQ, 0}, {"gptq", TGT_GPTQ, 0}, {"gptq-v1", TGT_GPTQ, 1},
-		{"gptq-v2", TGT_GPTQ, 2}, {"auto-exact", TGT_AUTO_EXACT, 0}, {"mlx", TGT_MLX, 0},
-		{"ct-int", TGT_CT, 0},
-	};
-	for (size_t i = 0; i < sizeof named / sizeof *named; i++)
-		if (!qtk_strcasecmp(s, named[i].name)) {
-			t->kind = named[i].kind;
-			t->gptq_version = named[i].version;
+	for (size_t i = 0; i < sizeof named_targets / sizeof *named_targets; i++)
+		if (!qtk_strcasecmp(s, named_targets[i].name)) {
+			t->kind = named_targets[i].kind;
+			t->gptq_version = named_targets[i].version;
 			return 0;
 		}
-	if (!qtk_mix_lookup(s, &t->type, &t->ftype)) {
+	char up[32];
+	size_t n = strlen(s);
+	if (n >= sizeof up)
+		return CONV_TARGET_UNKNOWN;
+	for (size_t i = 0; i <= n; i++)
+		up[i] = (char)(s[i] >= 'a' && s[i] <= 'z' ? s[i] - 'a' + 'A' : s[i]);
+	for (size_t i = 0; i < sizeof mix_aliases / sizeof *mix_aliases; i++)
+		if (!strcmp(up, mix_aliases[i].alias))
+			memcpy(up, mix_aliases[i].mix, strlen(mix_aliases[i].mix) + 1);
+	if (!qtk_mix_lookup(up, &t->type, &t->ftype)) {
 		t->kind = TGT_MIX;
 		return 0;
 	}
-	static const unsigned types[] = {QTK_T_F32, QTK_T_F16, QTK_T_BF16, QTK_T_Q4_0, QTK_T_Q4_1, QTK_T_Q5_0,
-					 QTK_T_Q5_1, QTK_T_Q8_0, QTK_T_Q2_K, QTK_T_Q3_K, QTK_T_Q4_K, QTK_T_Q5_K,
-					 QTK_T_Q6_K, QTK_T_IQ4_NL, QTK_T_IQ4_XS, QTK_T_MXFP4, QTK_T_NVFP4};
-	for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
-		const qtk_type_info *ti = qtk_type(types[i]);
-		/* floats in any case; quant types in lower case (upper case names the mixes) */
-		bool match = ti->is_float ? !qtk_strcasecmp(s, ti->name) : (!qtk_strcasecmp(s, ti->name) && s[0] >= 'a');
-		if (match) {
+	for (size_t i = 0; i < sizeof single_types / sizeof *single_types; i++) {
+		const qtk_type_info *ti = qtk_type(single_types[i]);
+		if (!qtk_strcasecmp(s, ti->name)) {
 			t->kind = TGT_TYPE;
-			t->type = types[i];
-			t->ftype = qtk_mix_ftype_for_type(types[i]);
+			t->type = single_types[i];
+			t->ftype = qtk_mix_ftype_for_type(single_types[i]);
 			return 0;
 		}
 	}
-	return -1;
+	for (size_t i = 0; i < sizeof read_only_names / sizeof *read_only_names; i++)
+		if (!strcmp(up, read_only_names[i]))
+			return CONV_TARGET_READ_ONLY;
+	return CONV_TARGET_UNKNOWN;
+}
+
+/* --pure: a mix becomes its base type for every matrix (general.file_type stays the mix's). */
+int conv_apply_pure(conv_target *t)
+{
+	if (t->kind == TGT_TYPE)
+		return 0;
+	if (t->kind != TGT_MIX)
+		return -1;
+	t->kind = TGT_TYPE;
+	return 0;
+}
+
+/* Every name --to accepts, for the usage message and "did you mean". */
+size_t conv_target_names(const char **names, size_t cap)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < sizeof named_targets / sizeof *named_targets && n < cap; i++)
+		names[n++] = named_targets[i].name;
+	for (size_t i = 0; i < sizeof single_types / sizeof *single_types && n < cap; i++)
+		names[n++] = qtk_type(single_types[i])->name;
+	for (size_t i = 0; n < cap; i++) {
+		const char *m = qtk_mix_name(i);
+		if (!m)
+			break;
+		names[n++] = m;
+	}
+	for (size_t i = 0; i < sizeof mix_aliases / sizeof *mix_aliases && n < cap; i++)
+		names[n++] = mix_aliases[i].alias;
+	return n;
 }
 
 static bool is_int_dtype(unsigned type)
@@ -587,6 +636,15 @@ static int plan_keep(qtk_model *in, const conv_opts *o, const qtk_hfmap *map, co
 {
 	unsigned mapped = p->map_otype;
 	bool plain = t->layout.kind == QTK_LAYOUT_PLAIN;
+	if (!plain && o->out_kind == QTK_OUT_GGUF) {
+		char lid[48];
+		qtk_layout_id(&t->layout, lid, sizeof lid);
+		return qtk_err_set(err, QTK_E_USAGE, o->output, -1, qtk_tensor_stored_name(t),
+				   "GGUF has no layout for %s layers: choose one with --to (auto-exact: ggml types that "
+				   "hold the values exactly where they exist; Q4_K_M, q8_0, f16 ...), or keep them in a "
+				   "directory or .qpk",
+				   lid);
+	}
 	int rc = can_store(o, in, t, err);
 	if (rc)
 		return rc;
@@ -627,6 +685,12 @@ static void plan_imatrix(const qtk_imatrix *im, const qtk_tensor *t, plan *p)
 	}
 }
 
+/* A Hugging Face directory or a .safetensors file: no ggml block types. */
+static bool hf_out(const conv_opts *o)
+{
+	return o->out_kind == QTK_OUT_SAFETENSORS || o->out_kind == QTK_OUT_HF;
+}
+
 static int plan_tensor(qtk_model *in, const conv_opts *o, qtk_mix_state *ms, const qtk_imatrix *im, const qtk_hfmap *map,
 		       const qtk_tensor *t, plan *p, qtk_err *err)
 {
@@ -649,6 +713,13 @@ static int plan_tensor(qtk_model *in, const conv_opts *o, qtk_mix_state *ms, con
 	bool plain = t->layout.kind == QTK_LAYOUT_PLAIN;
 	if (to_gguf && p->force_f32 && plain && qtk_type(t->layout.type)->is_float && t->layout.type != QTK_T_F32) {
 		p->method = M_ROWS; /* MoE routers: F32 whatever the target, as llama.cpp writes them */
+		return out_plain(&p->out, t, QTK_T_F32) ? qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "size overflows") : 0;
+	}
+	if (o->target.kind == TGT_KEEP && hf_out(o) && plain && !qtk_type(t->layout.type)->st_name) {
+		/* ggml blocks have no safetensors dtype: dequantized to F32, as transformers loads a GGUF
+		 * (every decoded value is an F32, so this is exact; conv_plan says so in one line) */
+		p->method = M_ROWS;
+		p->note = "dequantized";
 		return out_plain(&p->out, t, QTK_T_F32) ? qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "size overflows") : 0;
 	}
 	if (o->target.kind == TGT_KEEP || (plain && is_int_dtype(t->layout.type)))
@@ -765,6 +836,14 @@ int conv_plan(qtk_model *in, const conv_opts *opts, const void *imatrix, const q
 		return qtk_err_set(err, QTK_E_USAGE, NULL, -1, NULL, "--bits %u is for mlx targets (gptq takes 2, 3, 4 or 8)",
 				   o->bits);
 	}
+	if ((o->target.kind == TGT_TYPE || o->target.kind == TGT_MIX) && hf_out(o) &&
+	    !qtk_type(o->target.type)->st_name)
+		return qtk_err_set(err, QTK_E_USAGE, o->output, -1, NULL,
+				   "%s cannot hold ggml's %s blocks: write a .gguf or .qpk for that, or choose a layout "
+				   "safetensors holds: --to f16|bf16|f32, or a packed checkpoint transformers and vLLM load "
+				   "(--to awq|gptq|ct-int|mlx)",
+				   o->out_kind == QTK_OUT_HF ? "a Hugging Face directory" : "safetensors",
+				   qtk_type(o->target.type)->upper);
 	qtk_mix_state ms;
 	qtk_mix_init(&ms, in, o->target.ftype);
 	size_t unmapped = 0;
@@ -791,6 +870,22 @@ int conv_plan(qtk_model *in, const conv_opts *opts, const void *imatrix, const q
 		if (rc)
 			return rc;
 	}
+	size_t ndeq = 0;
+	char deq_types[96] = "";
+	for (size_t i = 0; i < in->ntensors; i++) {
+		if (strcmp(plans[i].note, "dequantized"))
+			continue;
+		const char *tn = qtk_type(in->tensors[i].layout.type)->upper;
+		if (!strstr(deq_types, tn) && strlen(deq_types) + strlen(tn) + 3 < sizeof deq_types)
+			snprintf(deq_types + strlen(deq_types), sizeof deq_types - strlen(deq_types), "%s%s",
+				 deq_types[0] ? ", " : "", tn);
+		ndeq++;
+	}
+	if (ndeq)
+		cli_note("%zu %s tensor%s (%s) dequantized to F32, exactly, as transformers loads a GGUF; for a "
+			 "smaller checkpoint use --to f16|bf16 (rounded) or --to awq|gptq|ct-int|mlx (packed), or keep "
+			 "the blocks in a .gguf or .qpk",
+			 ndeq, "ggml", ndeq == 1 ? "" : "s", deq_types);
 	/* one line for all of them (compressed-tensors' activation scales come per layer) */
 	if (unmapped == 1)
 		cli_warn("%s: no %s name for this tensor; keeping its name", first_unmapped,

@@ -287,6 +287,7 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 	qtk_err err;
 	qtk_err_clear(&err);
 	int status = 0, rc = 0;
+	bool early = false;
 	plan *plans = NULL;
 	qtk_model *d = qtk_model_new();
 	qtk_writer *w = NULL;
@@ -357,7 +358,10 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 	}
 	if (o->out_kind == QTK_OUT_GGUF)
 		note_no_ggml_type(in, d, order, nout);
-	if (o->dry_run) {
+	/* --dry-run with --exact or --max-error: the tensors are converted and verified as a run would
+	 * (the outcome decides the exit status), and nothing is written */
+	bool measure = o->dry_run && (o->exact || o->has_max_error);
+	if (o->dry_run && !measure) {
 		for (size_t k = 0; k < nout; k++)
 			plan_line(stdout, k, nout, &in->tensors[order[k]], &d->tensors[k], plans[order[k]].note);
 		printf("plan: %zu tensors, %llu -> %llu bytes, %.4f -> %.4f bits per weight\n", in->ntensors,
@@ -370,7 +374,7 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 	wo.split_max_size = o->split_max_size;
 	int threads = o->threads > 0 ? o->threads : qtk_cpu_count();
 	/* every output carries a record; an explicit --set qtk.provenance=... is the user's choice */
-	bool with_prov = true;
+	bool with_prov = !measure;
 	for (int i = 0; i < o->nsets; i++)
 		if (!strncmp(o->sets[i], QTK_PROV_KEY "=", sizeof QTK_PROV_KEY))
 			with_prov = false;
@@ -410,6 +414,18 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 			res->worst_sqnr = r->sqnr_db;
 			res->worst_name = r->name;
 		}
+		if (measure) {
+			char note[64];
+			snprintf(note, sizeof note, r->exact ? "exact" : "SQNR %.1f dB", r->sqnr_db);
+			cli_progress_end();
+			plan_line(stdout, k, nout, &in->tensors[i], &d->tensors[k], note);
+		}
+		/* a check the run cannot pass any more ends it here: nothing is written either way */
+		if (!measure && ((o->exact && !r->exact) || (o->has_max_error && !r->exact && !(r->sqnr_db >= o->max_error_db)))) {
+			res->n = k + 1;
+			early = true;
+			break;
+		}
 		if (g_cli.verbose > 0) {
 			char note[64];
 			if (r->exact)
@@ -430,8 +446,12 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 			if (!res->t[i].exact)
 				fprintf(stderr, "qconvert: not exact: %s (%s -> %s, SQNR %.1f dB)\n", cli_safe(res->t[i].name),
 					res->t[i].from, res->t[i].to, res->t[i].sqnr_db);
-		fprintf(stderr, "qconvert: --exact: %zu of %zu tensors do not convert exactly; nothing written\n",
-			res->n_requant, res->n);
+		if (early)
+			fprintf(stderr, "qconvert: --exact: stopped at tensor %zu of %zu, the first that does not convert "
+				"exactly; nothing written\n", res->n, nout);
+		else
+			fprintf(stderr, "qconvert: --exact: %zu of %zu tensors do not convert exactly; nothing written\n",
+				res->n_requant, res->n);
 		status = 1;
 	}
 	if (o->has_max_error && res->n_requant) {
@@ -442,16 +462,20 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 				status = 1;
 			}
 		if (status)
-			fprintf(stderr, "qconvert: --max-error exceeded; nothing written\n");
+			fprintf(stderr, "qconvert: --max-error exceeded%s; nothing written\n",
+				early ? " (stopped at the first tensor below it)" : "");
 	}
 	if (o->report) {
 		rc = write_report(o, res, &err);
 		if (rc)
 			goto done;
 	}
-	if (status) {
+	if (status || measure) {
 		qtk_writer_abort(w);
 		w = NULL;
+		if (measure)
+			printf("plan: %zu tensors, %zu exact, %zu requantized%s; --dry-run: nothing written\n", res->n,
+			       res->n_exact, res->n_requant, status ? "; the run would fail its checks" : "");
 		goto done;
 	}
 	if (with_prov && (rc = prov_end(&prov, w)))

@@ -98,7 +98,7 @@ if same_tail "$G" "$T/same.gguf" 7345152 && [ "$(json_sans_prov "$G" qtk.provena
 run "gguf -> gguf has a record" 0 "$BIN/qverify" "$T/same.gguf"; out_has "record verifies" "tensors: ok: 21 tensors match"
 run "gguf -> gguf exact against the source" 0 "$BIN/qverify" --against "$G" "$T/same.gguf"
 run "--exact fails on a lossy conversion" 1 "$BIN/qconvert" --exact "$G" "$T/lossy.gguf" --to bf16
-err_has "--exact" "do not convert exactly"; err_has "--exact" "not exact: blk.0.attn_q.weight"
+err_has "--exact" "the first that does not convert exactly"; err_has "--exact" "not exact: token_embd.weight"
 no_file "--exact leaves no output" "$T/lossy.gguf"
 run "--max-error fails" 1 "$BIN/qconvert" --max-error 200 "$G" "$T/lossy.gguf" --to f16
 no_file "--max-error leaves no output" "$T/lossy.gguf"
@@ -129,8 +129,8 @@ err_has "unwritable output" "cannot create output"
 no_temps "no temporaries" "$T"
 
 # --- quantization: determinism, mixes, layouts
-run "q4_k 1 thread" 0 "$BIN/qconvert" -q --threads 1 "$G" "$T/q4k-1.gguf" --to q4_k
-run "q4_k 2 threads" 0 "$BIN/qconvert" -q --threads 2 "$G" "$T/q4k-2.gguf" --to q4_k
+run "q4_k 1 thread" 0 "$BIN/qconvert" -q --threads 1 "$G" "$T/q4k-1.gguf" --to q4_k --pure
+run "q4_k 2 threads" 0 "$BIN/qconvert" -q --threads 2 "$G" "$T/q4k-2.gguf" --to q4_k --pure
 if cmp -s "$T/q4k-1.gguf" "$T/q4k-2.gguf"; then ok; else bad "q4_k output depends on the thread count"; fi
 run "Q4_K_M 1 thread" 0 "$BIN/qconvert" -q --threads 1 "$G" "$T/m1.gguf" --to Q4_K_M
 run "Q4_K_M 3 threads" 0 "$BIN/qconvert" -q --threads 3 "$G" "$T/m3.gguf" --to Q4_K_M
@@ -155,8 +155,8 @@ run "awq -> gptq repack exact" 0 "$BIN/qconvert" -q --exact "$T/awq/" "$T/gptq/"
 run "gptq -> awq repack exact" 0 "$BIN/qconvert" -q --exact "$T/gptq/" "$T/awq2/" --to awq
 if cmp -s "$T/awq/model.safetensors" "$T/awq2/model.safetensors"; then ok; else bad "awq -> gptq -> awq is not byte-identical"; fi
 run "awq -> auto-exact gguf" 0 "$BIN/qconvert" -q --exact "$T/awq/" "$T/ae.gguf" --to auto-exact
-run "awq -> gguf keep refused" 3 "$BIN/qconvert" "$T/awq/" "$T/no.gguf"
-err_has "awq -> gguf keep" "cannot be stored in GGUF"
+run "awq -> gguf keep refused" 2 "$BIN/qconvert" "$T/awq/" "$T/no.gguf"
+err_has "awq -> gguf keep" "GGUF has no layout for awq layers"
 run "gguf cannot hold awq" 2 "$BIN/qconvert" "$G" "$T/no.gguf" --to awq
 run "hf -> gguf" 0 "$BIN/qconvert" -q "$H" "$T/hf.gguf"
 "$BIN/qinspect" --json "$T/hf.gguf" >"$T/out"
@@ -195,7 +195,7 @@ run "qinspect gguf bundle" 0 "$BIN/qinspect" --summary "$T/bundle-out.tar"
 out_has "qinspect gguf bundle" "total: 21 tensors, 1836288 params"
 run "qconvert hf bundle" 0 "$BIN/qconvert" "$H" "$T/hf-bundle.zip"
 run "qinspect hf bundle" 0 "$BIN/qinspect" --json "$T/hf-bundle.zip"; out_has "qinspect hf bundle" '"format":	"hf"'
-run "qconvert q8_0 bundle" 0 "$BIN/qconvert" "$H" "$T/q8-bundle.tar.zst" --to q8_0
+run "qconvert q8_0 bundle" 0 "$BIN/qconvert" "$H" "$T/q8-bundle.tar.zst" --to q8_0 --pure
 run "qverify q8_0 bundle" 0 "$BIN/qverify" "$T/q8-bundle.tar.zst"
 out_has "bundle record verifies" "tensors: ok: 21 tensors match"
 run "qverify gguf bundle" 0 "$BIN/qverify" "$T/bundle-out.tar"
@@ -259,14 +259,14 @@ run "escaped name: qverify" 0 "$BIN/qverify" -v "$T/spoof.safetensors"; inert "e
 run "escaped name: qverify fails visibly" 1 "$BIN/qverify" --record "$T/esc-rec.json" "$T/spoof.safetensors"
 inert "escaped name: qverify fails visibly"; out_has "escaped name: verdict" "spoof.safetensors: FAILED$"
 out_has "escaped name: qverify" "tensor 'blk.0.x\\\\r\\\\x1b\[2Kspoof.gguf: ok\\\\x1b\[8m.weight': extra"
-run "escaped name: qconvert -v" 0 "$BIN/qconvert" -v --to q4_0 "$T/spoof.safetensors" "$T/spoof.gguf"
+run "escaped name: qconvert -v" 0 "$BIN/qconvert" -v --to q4_0 --pure "$T/spoof.safetensors" "$T/spoof.gguf"
 inert "escaped name: qconvert -v"; out_has "escaped name: worst SQNR" 'worst SQNR .* (blk.0.x\\r\\x1b\[2Kspoof.gguf: ok\\x1b\[8m.weight)'
 err_has "escaped name: plan line" '\] blk.0.x\\r\\x1b\[2Kspoof.gguf: ok\\x1b\[8m.weight  \[2, 32\]'
-run "escaped name: qconvert --dry-run" 0 "$BIN/qconvert" --dry-run --to q4_0 "$T/spoof.safetensors" "$T/spoof2.gguf"
+run "escaped name: qconvert --dry-run" 0 "$BIN/qconvert" --dry-run --to q4_0 --pure "$T/spoof.safetensors" "$T/spoof2.gguf"
 inert "escaped name: qconvert --dry-run"
-run "escaped name: qconvert --exact" 1 "$BIN/qconvert" --exact --to q4_0 "$T/spoof.safetensors" "$T/spoof3.gguf"
+run "escaped name: qconvert --exact" 1 "$BIN/qconvert" --exact --to q4_0 --pure "$T/spoof.safetensors" "$T/spoof3.gguf"
 inert "escaped name: qconvert --exact"; err_has "escaped name: --exact" 'not exact: blk.0.x\\r\\x1b'
-run "escaped name: qconvert --max-error" 1 "$BIN/qconvert" --max-error 200 --to q4_0 "$T/spoof.safetensors" "$T/spoof4.gguf"
+run "escaped name: qconvert --max-error" 1 "$BIN/qconvert" --max-error 200 --to q4_0 --pure "$T/spoof.safetensors" "$T/spoof4.gguf"
 inert "escaped name: qconvert --max-error"; err_has "escaped name: --max-error" 'qconvert: blk.0.x\\r\\x1b.*below --max-error'
 
 # --- an HF directory with only a tokenizer.json: tokenizer.ggml.pre named from its pre_tokenizer
@@ -379,7 +379,7 @@ if [ -n "$FX" ]; then
 	if [ -d "$FX/hf/more/bnb-nf4-dq" ]; then
 		run "bnb inspect" 0 "$BIN/qinspect" "$FX/hf/more/bnb-nf4-dq/"; out_has "bnb4 layout" "bnb4"
 		run "bnb verify" 0 "$BIN/qverify" "$FX/hf/more/bnb-fp4/"
-		run "bnb -> q4_k" 0 "$BIN/qconvert" "$FX/hf/more/bnb-nf4-dq/" "$T/bnb.gguf" --to q4_k
+		run "bnb -> q4_k" 0 "$BIN/qconvert" "$FX/hf/more/bnb-nf4-dq/" "$T/bnb.gguf" --to q4_k --pure
 		run "bnb -> auto-exact --exact" 0 "$BIN/qconvert" --exact "$FX/hf/more/bnb-fp4/" "$T/bnb-ae.gguf" --to auto-exact
 		out_has "bnb auto-exact" "21 exact, 0 requantized"
 		run "bnb -> awq" 0 "$BIN/qconvert" -q "$FX/hf/more/bnb-fp4/" "$T/bnb-awq/" --to awq

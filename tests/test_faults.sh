@@ -168,7 +168,7 @@ for sig in INT TERM; do
 	no_temps "SIG$sig" "$I"
 done
 # SIGINT with a previous complete OUTPUT: it is left as it was
-"$BIN/qconvert" -q "$G" "$I/prev.gguf" --to q4_0 && cp "$I/prev.gguf" "$T/prev.copy"
+"$BIN/qconvert" -q "$G" "$I/prev.gguf" --to q4_0 --pure && cp "$I/prev.gguf" "$T/prev.copy"
 interrupt INT "$I/prev.gguf"
 if [ $rc -eq 130 ]; then ok; else bad "SIGINT over existing: exit $rc"; fi
 if cmp -s "$I/prev.gguf" "$T/prev.copy"; then ok; else bad "SIGINT over existing: OUTPUT changed"; fi
@@ -199,7 +199,7 @@ for f in $(find "$I" -name '.*.qtk-*'); do
 	rm -rf "$f"
 done
 # SIGKILL over a previous OUTPUT: still the previous version
-"$BIN/qconvert" -q "$G" "$I/prev2.gguf" --to q4_0 && cp "$I/prev2.gguf" "$T/prev2.copy"
+"$BIN/qconvert" -q "$G" "$I/prev2.gguf" --to q4_0 --pure && cp "$I/prev2.gguf" "$T/prev2.copy"
 interrupt KILL "$I/prev2.gguf"
 if cmp -s "$I/prev2.gguf" "$T/prev2.copy"; then ok; else bad "SIGKILL over existing: OUTPUT changed"; fi
 find "$I" -name '.*.qtk-*' -exec rm -rf {} +

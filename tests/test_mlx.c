@@ -701,7 +701,7 @@ static void test_fixture_paths(const char *root)
 		}
 		/* MLX -> q4_1 (2-, 3-, 4-bit) exact, proven by qconvert's decoding of both sides */
 		if (v[i].bits <= 4) {
-			snprintf(cmd, sizeof cmd, "bin/qconvert -q %s/ %s/q41-%zu.gguf --to q4_1 --exact", fx, tmp, i);
+			snprintf(cmd, sizeof cmd, "bin/qconvert -q %s/ %s/q41-%zu.gguf --to q4_1 --pure --exact", fx, tmp, i);
 			CHECK(run(cmd) == 0, "%s", cmd);
 			snprintf(cmd, sizeof cmd, "bin/qconvert -q %s/ %s/ae-%zu.gguf --to auto-exact --exact", fx, tmp, i);
 			CHECK(run(cmd) == 0, "%s", cmd);

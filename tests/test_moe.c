@@ -501,7 +501,7 @@ static void test_imatrix_experts(void)
 	if (f)
 		fclose(f);
 	CHECK(wr, "write the imatrix");
-	CHECK(prog(NULL, "qconvert -q %s %s --to q4_k --imatrix %s", src, out, imf) == 0, "qconvert --imatrix");
+	CHECK(prog(NULL, "qconvert -q %s %s --to q4_k --pure --imatrix %s", src, out, imf) == 0, "qconvert --imatrix");
 	qtk_err e;
 	qtk_model *sm = qtk_open(src, &e), *om = qtk_open(out, &e);
 	const qtk_tensor *st = sm ? qtk_tensor_find(sm, name) : NULL, *ot = om ? qtk_tensor_find(om, name) : NULL;

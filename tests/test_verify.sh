@@ -134,7 +134,7 @@ run "qpk flip emit" 1 "$V" --emit-record "$T/xf.qpk"; out_lacks "qpk flip emit" 
 # --- --against: exact, lossy, --max-error
 run "to f16 gguf" 0 "$Q" "$H/" "$T/hf16.gguf"
 run "against exact" 0 "$V" --against "$H/" "$T/hf16.gguf"; out_has "against exact" "21 exact, 0 lossy, 0 failing"
-run "to q8_0" 0 "$Q" --to q8_0 "$G" "$T/q8.gguf"
+run "to q8_0" 0 "$Q" --to q8_0 --pure "$G" "$T/q8.gguf"
 run "against lossy" 0 "$V" --against "$G" "$T/q8.gguf"; out_has "against lossy" "lossy: SQNR"
 run "against max-error ok" 0 "$V" --against "$G" --max-error 20 "$T/q8.gguf"
 run "against max-error fails" 1 "$V" --against "$G" --max-error 60 "$T/q8.gguf"

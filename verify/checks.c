@@ -605,8 +605,29 @@ static int against_one(vstate *s, const qtk_tensor *ft, const qtk_tensor *st, vt
 		char d[160];
 		snprintf(d, sizeof d, "SQNR %.2f dB is below --max-error %.2f dB", q, s->o->max_error_db);
 		fail_tensor(s, t, "below", d);
+	} else if (!s->o->has_max_error) {
+		double bpw = ft->n_params ? (double)ft->n_bytes * 8.0 / (double)ft->n_params : 0.0;
+		double bar = qv_default_bar_db(bpw);
+		if (!(q >= bar)) {
+			char d[200];
+			snprintf(d, sizeof d, "SQNR %.2f dB is below the default bar %.2f dB for %.2f bits per weight "
+				 "(--max-error sets another)", q, bar, bpw);
+			fail_tensor(s, t, "below", d);
+		}
 	}
 	return 0;
+}
+
+/* The bar a lossy tensor must clear when --max-error is not given: what a working quantizer
+ * reaches with b bits per weight, less a wide margin. Uniform quantization of well-scaled weights
+ * gives about 6.02 dB per bit; real k-quants land within a few dB of it (Q4_K about 20 dB at
+ * 4.5 bpw, Q8_0 about 40 dB). The bar is 6.02 b - 15 dB, at least 1 dB (a zeroed, transposed, shuffled
+ * or sign-flipped tensor has noise as large as its signal or larger: 0 dB or less) and at most
+ * 30 dB (float narrowing such as F32 -> F16 is far above it). */
+double qv_default_bar_db(double bpw)
+{
+	double bar = 6.02 * bpw - 15.0;
+	return bar < 1.0 ? 1.0 : bar > 30.0 ? 30.0 : bar;
 }
 
 static int chk_against_names(vstate *s);
@@ -692,8 +713,13 @@ static int chk_against_names(vstate *s)
 	char w[300] = "";
 	if (worst_name)
 		snprintf(w, sizeof w, ", worst SQNR %.2f dB (%s)", worst, worst_name);
-	qv_result(s, "against", n_bad ? "failed" : "ok", "%zu exact, %zu lossy, %zu failing of %zu tensors%s", n_exact,
-		  n_lossy, n_bad, n_exact + n_lossy + n_bad, w);
+	char bar[96];
+	if (s->o->has_max_error)
+		snprintf(bar, sizeof bar, "; bar: SQNR >= %.2f dB (--max-error)", s->o->max_error_db);
+	else
+		snprintf(bar, sizeof bar, "; bar: SQNR >= 6.02 dB per bit per weight - 15 dB, 1 to 30 dB");
+	qv_result(s, "against", n_bad ? "failed" : "ok", "%zu exact, %zu lossy, %zu failing of %zu tensors%s%s", n_exact,
+		  n_lossy, n_bad, n_exact + n_lossy + n_bad, w, n_lossy || n_bad ? bar : "");
 	return 0;
 }
 

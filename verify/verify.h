@@ -76,6 +76,8 @@ void qv_result(vstate *s, const char *check, const char *status, const char *fmt
 /* Append a per-tensor line; returns it (NULL when out of memory). */
 vtensor *qv_tensor(vstate *s, const char *name, const char *stored, const char *status, bool failed);
 
+/* --against without --max-error: the SQNR a lossy tensor of bpw bits per weight must reach. */
+double qv_default_bar_db(double bpw);
 /* Print the report (human or JSON) to stdout. */
 void qv_report(vstate *s);
 void qv_free(vstate *s);

@@ -50,6 +50,11 @@ int qtk_mix_lookup(const char *name, unsigned *base, int *ftype)
 	return -1;
 }
 
+const char *qtk_mix_name(size_t i)
+{
+	return i < sizeof mixes / sizeof *mixes ? mixes[i].name : NULL;
+}
+
 /* general.file_type for a single-type target (llama-quantize --pure); -1 when none. */
 int qtk_mix_ftype_for_type(unsigned type)
 {

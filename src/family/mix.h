@@ -18,6 +18,8 @@ typedef struct qtk_mix_state {
 int qtk_mix_lookup(const char *name, unsigned *base, int *ftype);
 /* general.file_type for a single-type target (llama-quantize --pure); -1 when none. */
 int qtk_mix_ftype_for_type(unsigned type);
+/* The i-th mix name ("Q4_0" ... "IQ4_XS"), NULL past the last. */
+const char *qtk_mix_name(size_t i);
 /* llama.cpp's tensor_allows_quantization (GGUF and HF names). */
 bool qtk_mix_quantizable(const qtk_tensor *t);
 /* Counters and model numbers (heads, experts, layers, the family's 70B rule) for qtk_mix_type.
