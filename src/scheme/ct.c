@@ -446,6 +446,88 @@ static int fp8_decode(const qtk_tensor *t, const void *const *pp, uint64_t o0, u
 	return 0;
 }
 
+/* A result rounded to the scale type: llm-compressor computes in the model dtype, every
+ * operation rounded to it (F16, BF16), or F32. */
+static float round_to(unsigned st, float x)
+{
+	if (st == QTK_T_F16)
+		return qtk_fp16_to_f32(qtk_f32_to_fp16(x));
+	if (st == QTK_T_BF16)
+		return qtk_bf16_to_f32(qtk_f32_to_bf16(x));
+	return x;
+}
+
+static void scale_put(void *part, unsigned st, uint64_t k, float v)
+{
+	uint8_t *b = part;
+	if (st == QTK_T_F32) {
+		uint32_t u;
+		memcpy(&u, &v, 4);
+		qtk_wr32(b + 4 * k, u);
+	} else {
+		qtk_wr16(b + 2 * k, st == QTK_T_BF16 ? qtk_f32_to_bf16(v) : qtk_f32_to_fp16(v));
+	}
+}
+
+/* The nearest E4M3 code of a finite x with |x| <= 448, ties to even (c10's
+ * fp8e4m3fn_from_fp32_value); the sign of zero is kept. */
+static uint8_t e4m3_enc(float x)
+{
+	uint8_t s = signbit(x) ? 0x80 : 0;
+	float a = fabsf(x);
+	if (a < 0x1p-6f) /* subnormal steps of 2^-9; 8 steps is the smallest normal, code 0x08 */
+		return (uint8_t)(s | (uint8_t)rne(a * 0x1p9f));
+	int e;
+	float m = frexpf(a, &e); /* a = m * 2^e, m in [0.5, 1) */
+	int man = (int)rne((2.0f * m - 1.0f) * 8.0f), ex = e - 1 + 7;
+	if (man == 8)
+		man = 0, ex++;
+	return (uint8_t)(s | (uint8_t)(ex << 3) | (uint8_t)man);
+}
+
+/* compressed-tensors' FP8 weight quantization (float-quantized, symmetric, memoryless min-max)
+ * of rows o0 .. o0+n-1, in the arithmetic of the scale type (the model dtype): per channel
+ * (one group of `in`) or per block of group x group (o0 a multiple of the block, n whole
+ * blocks unless the rows reach the end). s = amax / 448 (amax of the values rounded to the
+ * dtype, at least F32's epsilon as calculate_qparams clamps), q = e4m3(clamp(x / s + 0, +-448))
+ * (the zero point 0 is added: -0 becomes +0). Non-finite values: -1. */
+static int fp8_encode(const qtk_tensor *t, const float *x, uint64_t o0, uint64_t n, void *const *pp)
+{
+	const qtk_layout *l = &t->layout;
+	unsigned st = scale_type(l);
+	uint64_t out = t->shape[0], in = t->shape[1], G = l->group_size, ng = in / G;
+	bool block = l->strategy == QTK_SCHEME_PER_BLOCK;
+	if (l->strategy == QTK_SCHEME_PER_TENSOR || !scale_type_ok(st) || !G || in % G ||
+	    (block && (o0 % G || ((o0 + n) % G && o0 + n != out))))
+		return -1;
+	uint8_t *w = pp[0];
+	uint64_t rows = block ? G : 1; /* rows sharing one scale */
+	for (uint64_t r0 = 0; r0 < n; r0 += rows) {
+		uint64_t nr = n - r0 < rows ? n - r0 : rows, o = o0 + r0;
+		for (uint64_t k = 0; k < ng; k++) {
+			float amax = 0;
+			for (uint64_t r = r0; r < r0 + nr; r++)
+				for (uint64_t i = k * G; i < (k + 1) * G; i++) {
+					float v = round_to(st, x[r * in + i]);
+					if (!isfinite(v))
+						return -1;
+					amax = fabsf(v) > amax ? fabsf(v) : amax;
+				}
+			float s = round_to(st, amax / 448.0f);
+			if (s < 0x1p-23f)
+				s = 0x1p-23f;
+			scale_put(pp[1], st, block ? o / G * ng + k : o * ng + k, s);
+			for (uint64_t r = r0; r < r0 + nr; r++)
+				for (uint64_t i = k * G; i < (k + 1) * G; i++) {
+					float q = round_to(st, round_to(st, x[r * in + i]) / s) + 0.0f;
+					q = q < -448.0f ? -448.0f : q > 448.0f ? 448.0f : q;
+					w[(o0 + r) * in + i] = e4m3_enc(q);
+				}
+		}
+	}
+	return 0;
+}
+
 const qtk_scheme qtk_scheme_fp8 = {
 	.name = "fp8",
 	.title = "fp8 e4m3",
@@ -459,6 +541,8 @@ const qtk_scheme qtk_scheme_fp8 = {
 	.check_layout = fp8_check,
 	.infer = no_infer,
 	.decode_rows = fp8_decode,
+	.encode_rows = fp8_encode,
+	.config_write = ct_config_write,
 	.suffix = ct_suffix,
 	.config_read = ct_config_read,
 	.part_specs = fp8_specs,
@@ -1116,25 +1200,51 @@ int qtk_ct_fold(qtk_model *m, const cJSON *qc, const char *cfgfile)
 
 static bool add_null(cJSON *o, const char *k) { return cJSON_AddNullToObject(o, k) != NULL; }
 
-/* llm-compressor's quantization_config for pack-quantized layers (keys in its sorted order):
- * one group targeting Linear, every other 2-D float linear weight in `ignore`. */
+/* One QuantizationArgs object as compressed-tensors serializes it (keys sorted): `strategy`,
+ * `group` (< 0: null), `block` (0: null), `observer` (NULL: null); symmetric unless asym. */
+static cJSON *qargs(cJSON *parent, const char *key, const char *type, int bits, const char *strategy, int64_t group,
+		    int block, bool dynamic, const char *observer, bool act_order, bool asym)
+{
+	cJSON *w = cJSON_AddObjectToObject(parent, key), *bs = NULL;
+	bool ok = w && (act_order ? cJSON_AddStringToObject(w, "actorder", "group") != NULL : add_null(w, "actorder")) &&
+		  (block ? (bs = cJSON_AddArrayToObject(w, "block_structure")) != NULL &&
+				   cJSON_AddItemToArray(bs, cJSON_CreateNumber(block)) &&
+				   cJSON_AddItemToArray(bs, cJSON_CreateNumber(block))
+			 : add_null(w, "block_structure")) &&
+		  cJSON_AddBoolToObject(w, "dynamic", dynamic) &&
+		  (group < 0 ? add_null(w, "group_size") : cJSON_AddNumberToObject(w, "group_size", (double)group) != NULL) &&
+		  cJSON_AddNumberToObject(w, "num_bits", bits) &&
+		  (observer ? cJSON_AddStringToObject(w, "observer", observer) != NULL : add_null(w, "observer")) &&
+		  cJSON_AddObjectToObject(w, "observer_kwargs") && add_null(w, "scale_dtype") &&
+		  cJSON_AddStringToObject(w, "strategy", strategy) && cJSON_AddBoolToObject(w, "symmetric", !asym) &&
+		  cJSON_AddStringToObject(w, "type", type) &&
+		  (asym ? cJSON_AddStringToObject(w, "zp_dtype", "torch.int8") != NULL : add_null(w, "zp_dtype"));
+	return ok ? w : NULL;
+}
+
+/* llm-compressor's quantization_config (keys in its sorted order), one group targeting Linear,
+ * every other 2-D float linear weight in `ignore`: pack-quantized ct-int layers (weights only,
+ * per channel or group), or float-quantized FP8 as its presets FP8_DYNAMIC (per channel,
+ * dynamic per-token activations) and FP8_BLOCK (128 x 128 blocks, dynamic activations in
+ * groups of 128). */
 cJSON *qtk_ct_config_json(const qtk_qcfg *q)
 {
-	cJSON *o = cJSON_CreateObject(), *cg = NULL, *g0 = NULL, *w = NULL, *tg = NULL, *ign = NULL;
+	bool fp8 = q->kind == QTK_LAYOUT_FP8, block = fp8 && q->strategy == QTK_SCHEME_PER_BLOCK;
+	const char *fmt = fp8 ? "float-quantized" : "pack-quantized";
+	cJSON *o = cJSON_CreateObject(), *cg = NULL, *g0 = NULL, *tg = NULL, *ign = NULL;
+	bool channel = q->group < 0 || (fp8 && !block);
 	bool ok = o && (cg = cJSON_AddObjectToObject(o, "config_groups")) && (g0 = cJSON_AddObjectToObject(cg, "group_0")) &&
-		  cJSON_AddStringToObject(g0, "format", "pack-quantized") && add_null(g0, "input_activations") &&
+		  cJSON_AddStringToObject(g0, "format", fmt) &&
+		  (fp8 ? qargs(g0, "input_activations", "float", 8, block ? "group" : "token", block ? 128 : -1, 0, true, NULL,
+			       false, false) != NULL
+		       : add_null(g0, "input_activations")) &&
 		  add_null(g0, "output_activations") && (tg = cJSON_AddArrayToObject(g0, "targets")) &&
-		  cJSON_AddItemToArray(tg, cJSON_CreateString("Linear")) && (w = cJSON_AddObjectToObject(g0, "weights"));
-	bool channel = q->group < 0;
-	ok = ok && (q->desc_act ? cJSON_AddStringToObject(w, "actorder", "group") != NULL : add_null(w, "actorder")) &&
-	     add_null(w, "block_structure") && cJSON_AddFalseToObject(w, "dynamic") &&
-	     (channel ? add_null(w, "group_size") : cJSON_AddNumberToObject(w, "group_size", (double)q->group) != NULL) &&
-	     cJSON_AddNumberToObject(w, "num_bits", q->bits) && cJSON_AddStringToObject(w, "observer", "minmax") &&
-	     cJSON_AddObjectToObject(w, "observer_kwargs") && add_null(w, "scale_dtype") &&
-	     cJSON_AddStringToObject(w, "strategy", channel ? "channel" : "group") &&
-	     cJSON_AddBoolToObject(w, "symmetric", q->sym) && cJSON_AddStringToObject(w, "type", "int") &&
-	     (q->sym ? add_null(w, "zp_dtype") : cJSON_AddStringToObject(w, "zp_dtype", "torch.int8") != NULL) &&
-	     cJSON_AddStringToObject(o, "format", "pack-quantized") && add_null(o, "global_compression_ratio") &&
+		  cJSON_AddItemToArray(tg, cJSON_CreateString("Linear"));
+	ok = ok && (fp8 ? qargs(g0, "weights", "float", 8, block ? "block" : "channel", -1, block ? (int)q->group : 0, false,
+				"memoryless_minmax", false, false)
+			: qargs(g0, "weights", "int", q->bits, channel ? "channel" : "group", channel ? -1 : q->group, 0, false,
+				"memoryless_minmax", q->desc_act, !q->sym)) != NULL;
+	ok = ok && cJSON_AddStringToObject(o, "format", fmt) && add_null(o, "global_compression_ratio") &&
 	     (ign = cJSON_AddArrayToObject(o, "ignore"));
 	for (size_t i = 0; ok && q->desc && i < q->desc->ntensors; i++) {
 		const qtk_tensor *t = &q->desc->tensors[i];
