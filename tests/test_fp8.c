@@ -50,6 +50,12 @@ static char *slurp(const char *path)
 	return b;
 }
 
+static int run(const char *cmd)
+{
+	int st = system(cmd);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
 /* The E4M3 value of a code (no NaN codes asked). */
 static float e4m3_val(uint8_t c)
 {
@@ -120,6 +126,204 @@ static void encoder(void)
 	CHECK(s == 0x1p-23f, "an all-zero block gets F32's epsilon as its scale: %g", (double)s);
 	free(bx);
 	free(bw);
+}
+
+/* ---- readers: ModelOpt FP8 and per-tensor "fp8" checkpoints made here ------------------ */
+
+typedef struct stt {
+	const char *name, *dtype;
+	int nd;
+	uint64_t shape[4];
+	const void *data;
+	size_t n;
+} stt;
+
+static void write_ckpt(const char *dir, const char *qcfg, const stt *ts, int nt)
+{
+	char path[1200], hdr[8192];
+	size_t at = 0, off = 0;
+	at += (size_t)snprintf(hdr + at, sizeof hdr - at, "{");
+	for (int i = 0; i < nt; i++) {
+		at += (size_t)snprintf(hdr + at, sizeof hdr - at, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[", i ? "," : "",
+				       ts[i].name, ts[i].dtype);
+		for (int d = 0; d < ts[i].nd; d++)
+			at += (size_t)snprintf(hdr + at, sizeof hdr - at, "%s%llu", d ? "," : "", (unsigned long long)ts[i].shape[d]);
+		at += (size_t)snprintf(hdr + at, sizeof hdr - at, "],\"data_offsets\":[%zu,%zu]}", off, off + ts[i].n);
+		off += ts[i].n;
+	}
+	at += (size_t)snprintf(hdr + at, sizeof hdr - at, "}");
+	while (at % 8)
+		hdr[at++] = ' ';
+	snprintf(path, sizeof path, "%s/model.safetensors", dir);
+	FILE *f = fopen(path, "wb");
+	uint64_t hl = at;
+	fwrite(&hl, 8, 1, f);
+	fwrite(hdr, 1, at, f);
+	for (int i = 0; i < nt; i++)
+		fwrite(ts[i].data, 1, ts[i].n, f);
+	fclose(f);
+	snprintf(path, sizeof path, "%s/config.json", dir);
+	f = fopen(path, "w");
+	fprintf(f, "{\"architectures\":[\"LlamaForCausalLM\"],\"model_type\":\"llama\",\"quantization_config\":%s}", qcfg);
+	fclose(f);
+}
+
+#define RO 128
+#define RI 256
+#define MOD "model.layers.0.mlp.down_proj."
+
+/* Open dir: 0 and the module decoded into y (when y) with its strategy, else the error code. */
+static int try_open(const char *dir, float *y, int *strategy, qtk_err *err)
+{
+	memset(err, 0, sizeof *err);
+	qtk_model *m = qtk_open(dir, err);
+	if (!m)
+		return err->code ? err->code : -1;
+	const qtk_tensor *t = qtk_tensor_find(m, MOD "weight");
+	int rc = t && t->layout.kind == QTK_LAYOUT_FP8 && t->shape[0] == RO && t->shape[1] == RI ? 0 : -2;
+	if (!rc && strategy)
+		*strategy = t->layout.strategy;
+	if (!rc && y)
+		rc = qtk_decode_tensor(m, t, y);
+	/* activation and kv cache scales stay plain tensors */
+	if (!rc && (!qtk_tensor_find(m, MOD "input_scale") || !qtk_tensor_find(m, "model.layers.0.self_attn.k_proj.k_scale")))
+		rc = -4;
+	qtk_close(m);
+	return rc;
+}
+
+static void readers(void)
+{
+	char dir[] = "/tmp/qtk-fp8r-XXXXXX";
+	if (!mkdtemp(dir)) {
+		CHECK(0, "mkdtemp");
+		return;
+	}
+	static uint8_t w[RO * RI];
+	static float y[RO * RI], chan[RO + 1], blk4[2], one = 0.5f, in_s = 0.02f, kv = 1.0f, bad1;
+	for (int i = 0; i < RO * RI; i++)
+		w[i] = (uint8_t)((i * 37) % 0x7E | (i & 0x80)); /* no NaN codes */
+	for (int o = 0; o < RO + 1; o++)
+		chan[o] = 0.001f * (float)(o + 1);
+	blk4[0] = 0.25f, blk4[1] = 0.75f;
+	stt base[4] = {{MOD "weight", "F8_E4M3", 2, {RO, RI}, w, sizeof w},
+		       {MOD "weight_scale", "F32", 0, {0}, &one, 4},
+		       {MOD "input_scale", "F32", 0, {0}, &in_s, 4},
+		       {"model.layers.0.self_attn.k_proj.k_scale", "F32", 0, {0}, &kv, 4}};
+	static const struct {
+		const char *what, *cfg;
+		int scale; /* 0 scalar, 1 per channel [out], 2 per channel [out, 1], 3 block [1, 1, 2, 1], 4 block [1, 2] */
+		int strategy;
+	} good[] = {
+		{"modelopt FP8 per tensor", "{\"quant_method\":\"modelopt\",\"quant_algo\":\"FP8\",\"kv_cache_scheme\":{\"num_bits\":8,\"type\":\"float\"},\"ignore\":[\"lm_head\"]}", 0, QTK_SCHEME_PER_TENSOR},
+		{"modelopt FP8 per channel [out]", "{\"quant_method\":\"modelopt\",\"quant_algo\":\"FP8_PER_CHANNEL_PER_TOKEN\"}", 1, QTK_SCHEME_PER_GROUP},
+		{"modelopt FP8 per channel [out, 1]", "{\"quant_method\":\"modelopt\",\"quant_algo\":\"FP8_PER_CHANNEL_PER_TOKEN\"}", 2, QTK_SCHEME_PER_GROUP},
+		{"modelopt FP8_PB_WO 4-D scale", "{\"quant_method\":\"modelopt\",\"quant_algo\":\"fp8_pb_wo\"}", 3, QTK_SCHEME_PER_BLOCK},
+		{"modelopt FP8_PB_WO 2-D scale", "{\"quant_method\":\"modelopt\",\"quant_algo\":\"FP8_PB_WO\"}", 4, QTK_SCHEME_PER_BLOCK},
+		{"fp8 per tensor, static activations", "{\"quant_method\":\"fp8\",\"activation_scheme\":\"static\"}", 0, QTK_SCHEME_PER_TENSOR},
+	};
+	for (size_t g = 0; g < sizeof good / sizeof *good; g++) {
+		stt ts[4];
+		memcpy(ts, base, sizeof ts);
+		if (good[g].scale == 1 || good[g].scale == 2)
+			ts[1] = (stt){MOD "weight_scale", "F32", good[g].scale, {RO, 1}, chan, RO * 4};
+		if (good[g].scale == 3)
+			ts[1] = (stt){MOD "weight_scale", "F32", 4, {1, 1, 2, 1}, blk4, 8};
+		if (good[g].scale == 4)
+			ts[1] = (stt){MOD "weight_scale", "F32", 2, {1, 2}, blk4, 8};
+		write_ckpt(dir, good[g].cfg, ts, 4);
+		qtk_err err;
+		int st = -1, bad = 0;
+		int rc = try_open(dir, y, &st, &err);
+		for (int o = 0; !rc && o < RO; o++)
+			for (int i = 0; i < RI; i++) {
+				float s = good[g].scale == 0 ? one : good[g].scale <= 2 ? chan[o] : blk4[i / 128];
+				bad += y[o * RI + i] != e4m3_val(w[o * RI + i]) * s;
+			}
+		CHECK(rc == 0 && st == good[g].strategy && !bad, "%s decodes: rc %d strategy %d, %d values differ (%s)",
+		      good[g].what, rc, st, bad, err.msg);
+	}
+	/* kept into a directory (compressed-tensors float-quantized, per tensor) and read back */
+	{
+		write_ckpt(dir, good[0].cfg, base, 4);
+		char out[1200], cmd[3000];
+		snprintf(out, sizeof out, "%s/kept/", dir);
+		snprintf(cmd, sizeof cmd, "%s %s %s --exact -q", qconvert(), dir, out);
+		qtk_err err;
+		static float y2[RO * RI];
+		int rc = run(cmd) == 0 ? try_open(out, y2, NULL, &err) : -9;
+		CHECK(rc == 0 && !memcmp(y, y2, 0) && !try_open(dir, y, NULL, &err) && !memcmp(y, y2, sizeof y),
+		      "modelopt FP8 kept as compressed-tensors reads back the same values: %d", rc);
+		snprintf(cmd, sizeof cmd, "%s %s %s/fp8.safetensors --to ct-fp8 -q", qconvert(), dir, dir);
+		CHECK(run(cmd) == 0, "modelopt FP8 -> ct-fp8 per channel");
+	}
+	/* hostile: each refused as bad data, the message naming the problem */
+	float nanv = NAN, infv = INFINITY, neg = -0.5f;
+	static const char *const mo = "{\"quant_method\":\"modelopt\",\"quant_algo\":\"FP8\"}";
+	static const char *const pc = "{\"quant_method\":\"modelopt\",\"quant_algo\":\"FP8_PER_CHANNEL_PER_TOKEN\"}";
+	static const char *const pb = "{\"quant_method\":\"modelopt\",\"quant_algo\":\"FP8_PB_WO\"}";
+	struct {
+		const char *what, *cfg, *needle;
+		int patch; /* 1 F16 scale, 2 scale [2], 3 [out+1], 4 NaN, 5 inf, 6 negative, 7 block [1,1,1,1], 8 no scale,
+			    * 9 scale [out, 4] under a per-tensor config, 10 scale_inv instead of scale */
+	} bad[] = {
+		{"scale of the wrong dtype", mo, "expected F32", 1},
+		{"per-tensor scale of two values", mo, "not one value", 2},
+		{"per-channel scale one too long", pc, "one value per output feature", 3},
+		{"NaN scale", mo, "finite", 4},
+		{"infinite scale", mo, "finite", 5},
+		{"negative scale", mo, "not negative", 6},
+		{"block scale of too few blocks", pb, "weight_scale", 7},
+		{"codes without a scale", mo, "codes without", 8},
+		{"config says per tensor, scale is per block", mo, "not one value", 9},
+		{"modelopt module excluded but quantized", "{\"quant_method\":\"modelopt\",\"quant_algo\":\"FP8\",\"ignore\":[\"*down_proj\"]}", "excluded", 0},
+		{"fp8 block size zero", "{\"quant_method\":\"fp8\",\"weight_block_size\":[0,0]}", "weight_block_size", 10},
+		{"fp8 block size not dividing", "{\"quant_method\":\"fp8\",\"weight_block_size\":[96,96]}", "multiple of the block", 10},
+		{"fp8 block size not square", "{\"quant_method\":\"fp8\",\"weight_block_size\":[128,64]}", "square", 10},
+		{"fp8 unknown activation scheme", "{\"quant_method\":\"fp8\",\"activation_scheme\":\"smooth\"}", "activation_scheme", 0},
+		{"fp8 per-tensor config on scale_inv", "{\"quant_method\":\"fp8\"}", "codes without", 10},
+		{"fp8 per-tensor scale NaN", "{\"quant_method\":\"fp8\"}", "finite", 4},
+	};
+	uint16_t h = 0x3800;
+	for (size_t b = 0; b < sizeof bad / sizeof *bad; b++) {
+		stt ts[4];
+		memcpy(ts, base, sizeof ts);
+		int p = bad[b].patch;
+		if (p == 1)
+			ts[1].dtype = "F16", ts[1].data = &h, ts[1].n = 2;
+		if (p == 2)
+			ts[1] = (stt){MOD "weight_scale", "F32", 1, {2}, blk4, 8};
+		if (p == 3)
+			ts[1] = (stt){MOD "weight_scale", "F32", 1, {RO + 1}, chan, (RO + 1) * 4};
+		if (p == 4)
+			ts[1].data = &nanv;
+		if (p == 5)
+			ts[1].data = &infv;
+		if (p == 6)
+			ts[1].data = &neg;
+		if (p == 7)
+			ts[1] = (stt){MOD "weight_scale", "F32", 4, {1, 1, 1, 1}, blk4, 4};
+		if (p == 8)
+			ts[1] = (stt){MOD "weight_zz", "F32", 0, {0}, &one, 4};
+		if (p == 9)
+			ts[1] = (stt){MOD "weight_scale", "F32", 2, {1, 2}, blk4, 8};
+		if (p == 10)
+			ts[1] = (stt){MOD "weight_scale_inv", "F32", 2, {1, 2}, blk4, 8};
+		(void)bad1;
+		write_ckpt(dir, bad[b].cfg, ts, 4);
+		qtk_err err;
+		int rc = try_open(dir, NULL, NULL, &err);
+		char all[1200];
+		snprintf(all, sizeof all, "%s %s", err.subject, err.msg);
+		CHECK(rc == QTK_E_DATA && strstr(all, bad[b].needle), "%s: rc %d (%s)", bad[b].what, rc, all);
+	}
+	/* the CLI: exit 3 on the last one (a NaN scale), nothing written */
+	char out[1200], cmd[3000];
+	snprintf(out, sizeof out, "%s/out/", dir);
+	snprintf(cmd, sizeof cmd, "%s %s %s --to ct-fp8 2>/dev/null", qconvert(), dir, out);
+	CHECK(run(cmd) == 3 && access(out, F_OK) != 0, "qconvert exits 3 on a NaN scale, nothing written");
+	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	CHECK(system(cmd) == 0, "cleanup");
 }
 
 /* ---- writing, against the fixtures ------------------------------------------------------ */
@@ -215,12 +419,6 @@ static void digests(const char *dir, const char *root, const char *v)
 	qtk_close(m);
 }
 
-static int run(const char *cmd)
-{
-	int st = system(cmd);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 static void writing(const char *root)
 {
 	char tmp[] = "/tmp/qtk-fp8w-XXXXXX";
@@ -272,6 +470,7 @@ static void writing(const char *root)
 int main(void)
 {
 	encoder();
+	readers();
 	const char *root = t_fixtures();
 	if (root)
 		writing(root);
