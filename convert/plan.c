@@ -566,7 +566,9 @@ static int plan_auto_exact(qtk_model *in, const conv_opts *o, const qtk_tensor *
 		return out_plain(&p->out, t, QTK_T_F32) ? QTK_E_DATA : 0;
 	}
 	const qtk_scheme *ts = qtk_scheme_of(t);
-	bool writable = !ts || ts->config_write; /* qtk writes no compressed-tensors layers (yet) */
+	bool writable = !ts || ts->config_write; /* layouts qtk writes a quantization config for */
+	if (writable && ts && o->out_kind == QTK_OUT_QPK) /* and the container holds (QPK: no FP8) */
+		writable = qtk_out_can_store(o->out_kind, t, false, in->path, qtk_tensor_stored_name(t), NULL) == 0;
 	if (to_gguf ? !can_store(o, in, t, NULL)
 		    : writable && (t->layout.kind != QTK_LAYOUT_PLAIN || !qtk_type(t->layout.type)->is_quant)) {
 		p->method = M_COPY; /* the source layout itself is the smallest exact one */

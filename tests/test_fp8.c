@@ -459,6 +459,16 @@ static void writing(const char *root)
 	CHECK(run(cmd) == 0, "%s", cmd);
 	snprintf(fx, sizeof fx, "%s/hf/ct/ct-fp8-block", root);
 	same_tensors(out, fx, "ct-fp8-block copied", true);
+	/* auto-exact keeps the FP8 layers in a directory (the same bytes); QPK, which has no FP8
+	 * layout, gets floats instead */
+	snprintf(out, sizeof out, "%s/ae/", tmp);
+	snprintf(cmd, sizeof cmd, "%s %s/hf/ct/ct-fp8-channel %s --to auto-exact --exact -q", qconvert(), root, out);
+	CHECK(run(cmd) == 0, "%s", cmd);
+	snprintf(fx, sizeof fx, "%s/hf/ct/ct-fp8-channel", root);
+	same_tensors(out, fx, "ct-fp8-channel auto-exact", true);
+	snprintf(out, sizeof out, "%s/ae.qpk", tmp);
+	snprintf(cmd, sizeof cmd, "%s %s/hf/ct/ct-fp8-channel %s --to auto-exact --exact -q", qconvert(), root, out);
+	CHECK(run(cmd) == 0, "%s", cmd);
 	/* GGUF has no FP8 type: refused before anything is written */
 	snprintf(out, sizeof out, "%s/x.gguf", tmp);
 	snprintf(cmd, sizeof cmd, "%s %s/hf/tiny-llama/fp16 %s --to ct-fp8 2>/dev/null", qconvert(), root, out);
