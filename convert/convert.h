@@ -5,7 +5,7 @@
 
 enum { NAMES_DEFAULT = 0, NAMES_KEEP, NAMES_HF, NAMES_GGUF };
 
-typedef enum { TGT_KEEP = 0, TGT_TYPE, TGT_MIX, TGT_AWQ, TGT_GPTQ, TGT_AUTO_EXACT, TGT_MLX, TGT_CT } target_kind;
+typedef enum { TGT_KEEP = 0, TGT_TYPE, TGT_MIX, TGT_AWQ, TGT_GPTQ, TGT_AUTO_EXACT, TGT_MLX, TGT_CT, TGT_CT_FP8 } target_kind;
 
 typedef struct conv_target {
 	target_kind kind;
@@ -23,6 +23,8 @@ typedef struct conv_opts {
 	bool exact, dry_run, has_max_error, sym, pure;
 	unsigned bits;       /* --bits (gptq, mlx), 0 = default */
 	uint32_t group_size; /* --group-size, 0 = default */
+	bool fp8_block;      /* --strategy block: ct-fp8 in 128 x 128 blocks (else per channel) */
+	bool has_strategy;   /* --strategy given */
 	const char *imatrix_path;
 	const char *target_name; /* the --to value as given, NULL = keep */
 	int names;           /* NAMES_* (--names), NAMES_DEFAULT from the output's form */

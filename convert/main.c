@@ -13,13 +13,15 @@ static const char usage[] =
 	"                         Q3_K_S Q3_K_M Q3_K_L Q4_K_S Q4_K_M Q5_K_S Q5_K_M Q6_K IQ4_NL IQ4_XS\n"
 	"                         (Q3_K, Q4_K, Q5_K mean the _M mixes), with llama-quantize's rules per\n"
 	"                         tensor; mxfp4, nvfp4 (every matrix); awq; gptq, gptq-v1, gptq-v2; mlx;\n"
-	"                         ct-int; auto-exact\n"
+	"                         ct-int; ct-fp8; auto-exact\n"
 	"  --pure                 one type for every matrix: the mix's base type (llama-quantize --pure)\n"
 	"  --bits N               bits for gptq (2, 3, 4, 8), mlx (2, 3, 4, 5, 6, 8) and ct-int (2, 4, 8)\n"
 	"                         targets (default: the source's, else 4)\n"
 	"  --group-size N         group size for awq/gptq/mlx/ct-int targets (32, 64, 128; default: the\n"
 	"                         source's when exact, 32 from k-quants, else 128; mlx 64)\n"
 	"  --sym                  symmetric gptq or ct-int target\n"
+	"  --strategy channel|block  ct-fp8 scales per output channel (default; llm-compressor's\n"
+	"                         FP8_DYNAMIC) or per 128 x 128 block (FP8_BLOCK)\n"
 	"  --imatrix FILE         llama.cpp importance matrix for importance-weighted quantization\n"
 	"  --split-max-size SIZE  shard the output: GGUF splits (-00001-of-0000N.gguf) or safetensors\n"
 	"                         shards in a Hugging Face directory (500M, 4G, 2GiB, ...)\n"
@@ -144,7 +146,8 @@ static int parse_args(int argc, char **argv, conv_opts *o)
 		}
 		/* options with a value: "--opt VALUE" or "--opt=VALUE" */
 		static const char *const with_val[] = {"-t", "--to", "--set", "--max-error", "--report", "--threads",
-						       "--bits", "--group-size", "--imatrix", "--names", "--split-max-size"};
+						       "--bits", "--group-size", "--imatrix", "--names", "--split-max-size",
+						       "--strategy"};
 		const char *name = NULL;
 		for (size_t k = 0; k < sizeof with_val / sizeof *with_val; k++) {
 			size_t n = strlen(with_val[k]);
@@ -208,6 +211,11 @@ static int parse_args(int argc, char **argv, conv_opts *o)
 				o->names = NAMES_KEEP;
 			else
 				return cli_usage_error("--names takes hf, gguf or keep, not '%s'", val);
+		} else if (!strcmp(name, "--strategy")) {
+			if (strcmp(val, "channel") && strcmp(val, "block"))
+				return cli_usage_error("--strategy takes channel or block, not '%s'", val);
+			o->fp8_block = !strcmp(val, "block");
+			o->has_strategy = true;
 		} else if (!strcmp(name, "--imatrix")) {
 			o->imatrix_path = val;
 		} else if (!strcmp(name, "--threads")) {
@@ -222,6 +230,8 @@ static int parse_args(int argc, char **argv, conv_opts *o)
 				       o->target_name ? o->target_name : "keep");
 	if (npos != 2)
 		return cli_usage_error("need INPUT and OUTPUT");
+	if (o->has_strategy && o->target.kind != TGT_CT_FP8)
+		return cli_usage_error("--strategy is for --to ct-fp8");
 	o->input = pos[0];
 	o->output = pos[1];
 	return 0;

@@ -17,7 +17,7 @@ static const char *const read_only_names[] = {
 static const struct { const char *name; target_kind kind; int version; } named_targets[] = {
 	{"keep", TGT_KEEP, 0}, {"copy", TGT_KEEP, 0}, {"awq", TGT_AWQ, 0}, {"gptq", TGT_GPTQ, 0},
 	{"gptq-v1", TGT_GPTQ, 1}, {"gptq-v2", TGT_GPTQ, 2}, {"auto-exact", TGT_AUTO_EXACT, 0},
-	{"mlx", TGT_MLX, 0}, {"ct-int", TGT_CT, 0},
+	{"mlx", TGT_MLX, 0}, {"ct-int", TGT_CT, 0}, {"ct-fp8", TGT_CT_FP8, 0},
 };
 
 static const struct { const char *alias, *mix; } mix_aliases[] = {
@@ -259,6 +259,35 @@ static int out_ct(qtk_tensor *o, const qtk_tensor *t, uint32_t group, unsigned b
 	qtk_layout l = {.kind = QTK_LAYOUT_CT_INT, .type = QTK_T_I32, .bits = (uint8_t)bits, .group_size = group,
 			.sym = sym, .act_order = act_order, .strategy = QTK_SCHEME_PER_GROUP, .scale_type = QTK_T_F16};
 	return out_packed(o, t, &l, err);
+}
+
+static int fail_dims(qtk_err *err, const qtk_tensor *t, const char *what, uint64_t v, uint64_t m);
+
+/* compressed-tensors float-quantized FP8 (llm-compressor's FP8_DYNAMIC per channel, FP8_BLOCK
+ * in 128 x 128 blocks): scales in the source's float type (the model dtype llm-compressor
+ * computes in), F16 for quantized sources. The same FP8 layout is copied. */
+static int plan_fp8(const conv_opts *o, const qtk_tensor *t, plan *p, qtk_err *err)
+{
+	const qtk_layout *sl = &t->layout;
+	uint64_t in = t->shape[1];
+	if (o->fp8_block && in % 128)
+		return fail_dims(err, t, "input features", in, 128);
+	unsigned st = sl->kind == QTK_LAYOUT_PLAIN && (sl->type == QTK_T_BF16 || sl->type == QTK_T_F32) ? sl->type : QTK_T_F16;
+	if (sl->kind == QTK_LAYOUT_FP8)
+		st = sl->scale_type;
+	qtk_layout l = {.kind = QTK_LAYOUT_FP8, .type = QTK_DT_F8_E4M3, .bits = 8, .sym = true,
+			.strategy = o->fp8_block ? QTK_SCHEME_PER_BLOCK : QTK_SCHEME_PER_GROUP,
+			.group_size = o->fp8_block ? 128 : (uint32_t)in, .scale_type = (uint16_t)st};
+	if (in > UINT32_MAX)
+		return fail_dims(err, t, "input features", in, 1);
+	if (sl->kind == QTK_LAYOUT_FP8 && sl->strategy == l.strategy && sl->group_size == l.group_size &&
+	    !p->perm_heads)
+		return 0; /* copied */
+	if (out_packed(&p->out, t, &l, err))
+		return err->code;
+	p->method = M_GROUPS;
+	p->note = "requantize";
+	return 0;
 }
 
 static int out_gptq(qtk_tensor *o, const qtk_tensor *t, uint32_t group, unsigned bits, int version, bool sym,
@@ -586,7 +615,9 @@ static int plan_auto_exact(qtk_model *in, const conv_opts *o, const qtk_tensor *
 		return out_plain(&p->out, t, QTK_T_F32) ? QTK_E_DATA : 0;
 	}
 	const qtk_scheme *ts = qtk_scheme_of(t);
-	bool writable = !ts || ts->config_write; /* qtk writes no compressed-tensors layers (yet) */
+	bool writable = !ts || ts->config_write; /* layouts qtk writes a quantization config for */
+	if (writable && ts && o->out_kind == QTK_OUT_QPK) /* and the container holds (QPK: no FP8) */
+		writable = qtk_out_can_store(o->out_kind, t, false, in->path, qtk_tensor_stored_name(t), NULL) == 0;
 	if (to_gguf ? !can_store(o, in, t, NULL)
 		    : writable && (t->layout.kind != QTK_LAYOUT_PLAIN || !qtk_type(t->layout.type)->is_quant)) {
 		p->method = M_COPY; /* the source layout itself is the smallest exact one */
@@ -738,12 +769,13 @@ static int plan_tensor(qtk_model *in, const conv_opts *o, qtk_mix_state *ms, con
 		p->note = "lossy";
 		return out_plain(&p->out, t, QTK_T_F16) ? qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "size overflows") : 0;
 	}
-	if (o->target.kind == TGT_AWQ || o->target.kind == TGT_GPTQ || o->target.kind == TGT_CT) {
+	if (o->target.kind == TGT_AWQ || o->target.kind == TGT_GPTQ || o->target.kind == TGT_CT ||
+	    o->target.kind == TGT_CT_FP8) {
 		if (to_gguf)
 			return qtk_err_set(err, QTK_E_USAGE, o->output, -1, NULL,
 					   "GGUF cannot hold AWQ, GPTQ or compressed-tensors layers; write a .safetensors file or a directory");
 		if (is_block_linear(t))
-			return plan_groups(in, o, t, p, err);
+			return o->target.kind == TGT_CT_FP8 ? plan_fp8(o, t, p, err) : plan_groups(in, o, t, p, err);
 		/* everything else stays float; quantized embeddings become F16 */
 		if (plain && qtk_type(t->layout.type)->is_float)
 			return 0;

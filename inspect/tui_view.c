@@ -676,8 +676,12 @@ static void tv_detail_build(tui *t, tv_lines *L, long ti)
 	if ((lk == QTK_LAYOUT_CT_INT || lk == QTK_LAYOUT_FP8) && q->layout.strategy < 4) {
 		static const char *const strat[] = {"tensor", "channel", "group", "block"};
 		bool chan = q->layout.strategy == 2 && q->ndim >= 2 && q->layout.group_size == q->shape[q->ndim - 1];
-		tv_printf(s, L->n++, 1, w, R_NORMAL, "scales per %s, %s", chan ? "channel" : strat[q->layout.strategy],
-			  q->layout.sym ? "symmetric" : "with zero points");
+		const qtk_type_info *sti = qtk_type(q->layout.scale_type);
+		char blk[48] = "";
+		if (q->layout.strategy == 3)
+			snprintf(blk, sizeof blk, " of %u x %u", q->layout.group_size, q->layout.group_size);
+		tv_printf(s, L->n++, 1, w, R_NORMAL, "scales per %s, %s; %s scales%s", chan ? "channel" : strat[q->layout.strategy],
+			  q->layout.sym ? "symmetric" : "with zero points", sti ? sti->upper : "?", blk);
 	} else if (lk == QTK_LAYOUT_NVFP4) {
 		tv_printf(s, L->n++, 1, w, R_NORMAL, "E4M3 scale per 16, global scale %s",
 			  q->layout.scale_type ? "multiplies (ModelOpt)" : "divides (compressed-tensors)");

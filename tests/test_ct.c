@@ -532,9 +532,11 @@ static void side_formats(void)
 	} bad[] = {
 		{"fp8 scale_inv shape", "{\"quant_method\":\"fp8\",\"weight_block_size\":[64,64]}", "shape", 0, 1},
 		{"fp8 without scale_inv", "{\"quant_method\":\"fp8\",\"weight_block_size\":[64,64]}", "weight_scale_inv", 0, 2},
-		{"fp8 per-tensor config", "{\"quant_method\":\"fp8\"}", "weight_block_size", 0, 0},
+		/* per tensor (no weight_block_size) is weight_scale, not weight_scale_inv */
+		{"fp8 per-tensor config on block scales", "{\"quant_method\":\"fp8\"}", "codes without '.weight_scale'", 0, 0},
 		{"fp8 e5m2", "{\"quant_method\":\"fp8\",\"fmt\":\"e5m2\",\"weight_block_size\":[64,64]}", "fmt", 0, 0},
-		{"modelopt FP8 algorithm", "{\"quant_method\":\"modelopt\",\"quant_algo\":\"FP8\"}", "quant_algo", 1, 0},
+		{"modelopt FP8 config on NVFP4 tensors", "{\"quant_method\":\"modelopt\",\"quant_algo\":\"FP8\"}", "expected F32", 1, 0},
+		{"modelopt unknown algorithm", "{\"quant_method\":\"modelopt\",\"quant_algo\":\"W4A8_AWQ\"}", "quant_algo", 1, 0},
 		{"modelopt excluded module", "{\"quant_method\":\"modelopt\",\"quant_algo\":\"NVFP4\",\"ignore\":[\"*down_proj\"]}",
 		 "excluded", 1, 0},
 		{"modelopt scale dtype", "{\"quant_method\":\"modelopt\",\"quant_algo\":\"NVFP4\"}", "type", 1, 3},

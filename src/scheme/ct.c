@@ -440,8 +440,94 @@ static int fp8_decode(const qtk_tensor *t, const void *const *pp, uint64_t o0, u
 	unsigned st = scale_type(l);
 	for (uint64_t r = 0; r < n; r++) {
 		uint64_t o = o0 + r;
-		for (uint64_t i = 0; i < in; i++)
-			dst[r * in + i] = e4m3(w[o * in + i]) * scale_at(pp[1], st, scale_index(t, o, i / l->group_size));
+		for (uint64_t i = 0; i < in; i++) {
+			float s = scale_at(pp[1], st, scale_index(t, o, i / l->group_size));
+			if (!(s >= 0) || isinf(s)) /* NaN, infinite or negative scales are refused */
+				return -1;
+			dst[r * in + i] = e4m3(w[o * in + i]) * s;
+		}
+	}
+	return 0;
+}
+
+/* A result rounded to the scale type: llm-compressor computes in the model dtype, every
+ * operation rounded to it (F16, BF16), or F32. */
+static float round_to(unsigned st, float x)
+{
+	if (st == QTK_T_F16)
+		return qtk_fp16_to_f32(qtk_f32_to_fp16(x));
+	if (st == QTK_T_BF16)
+		return qtk_bf16_to_f32(qtk_f32_to_bf16(x));
+	return x;
+}
+
+static void scale_put(void *part, unsigned st, uint64_t k, float v)
+{
+	uint8_t *b = part;
+	if (st == QTK_T_F32) {
+		uint32_t u;
+		memcpy(&u, &v, 4);
+		qtk_wr32(b + 4 * k, u);
+	} else {
+		qtk_wr16(b + 2 * k, st == QTK_T_BF16 ? qtk_f32_to_bf16(v) : qtk_f32_to_fp16(v));
+	}
+}
+
+/* The nearest E4M3 code of a finite x with |x| <= 448, ties to even (c10's
+ * fp8e4m3fn_from_fp32_value); the sign of zero is kept. */
+static uint8_t e4m3_enc(float x)
+{
+	uint8_t s = signbit(x) ? 0x80 : 0;
+	float a = fabsf(x);
+	if (a < 0x1p-6f) /* subnormal steps of 2^-9; 8 steps is the smallest normal, code 0x08 */
+		return (uint8_t)(s | (uint8_t)rne(a * 0x1p9f));
+	int e;
+	float m = frexpf(a, &e); /* a = m * 2^e, m in [0.5, 1) */
+	int man = (int)rne((2.0f * m - 1.0f) * 8.0f), ex = e - 1 + 7;
+	if (man == 8)
+		man = 0, ex++;
+	return (uint8_t)(s | (uint8_t)(ex << 3) | (uint8_t)man);
+}
+
+/* compressed-tensors' FP8 weight quantization (float-quantized, symmetric, memoryless min-max)
+ * of rows o0 .. o0+n-1, in the arithmetic of the scale type (the model dtype): per channel
+ * (one group of `in`) or per block of group x group (o0 a multiple of the block, n whole
+ * blocks unless the rows reach the end). s = amax / 448 (amax of the values rounded to the
+ * dtype, at least F32's epsilon as calculate_qparams clamps), q = e4m3(clamp(x / s + 0, +-448))
+ * (the zero point 0 is added: -0 becomes +0). Non-finite values: -1. */
+static int fp8_encode(const qtk_tensor *t, const float *x, uint64_t o0, uint64_t n, void *const *pp)
+{
+	const qtk_layout *l = &t->layout;
+	unsigned st = scale_type(l);
+	uint64_t out = t->shape[0], in = t->shape[1], G = l->group_size, ng = in / G;
+	bool block = l->strategy == QTK_SCHEME_PER_BLOCK;
+	if (l->strategy == QTK_SCHEME_PER_TENSOR || !scale_type_ok(st) || !G || in % G ||
+	    (block && (o0 % G || ((o0 + n) % G && o0 + n != out))))
+		return -1;
+	uint8_t *w = pp[0];
+	uint64_t rows = block ? G : 1; /* rows sharing one scale */
+	for (uint64_t r0 = 0; r0 < n; r0 += rows) {
+		uint64_t nr = n - r0 < rows ? n - r0 : rows, o = o0 + r0;
+		for (uint64_t k = 0; k < ng; k++) {
+			float amax = 0;
+			for (uint64_t r = r0; r < r0 + nr; r++)
+				for (uint64_t i = k * G; i < (k + 1) * G; i++) {
+					float v = round_to(st, x[r * in + i]);
+					if (!isfinite(v))
+						return -1;
+					amax = fabsf(v) > amax ? fabsf(v) : amax;
+				}
+			float s = round_to(st, amax / 448.0f);
+			if (s < 0x1p-23f)
+				s = 0x1p-23f;
+			scale_put(pp[1], st, block ? o / G * ng + k : o * ng + k, s);
+			for (uint64_t r = r0; r < r0 + nr; r++)
+				for (uint64_t i = k * G; i < (k + 1) * G; i++) {
+					float q = round_to(st, round_to(st, x[r * in + i]) / s) + 0.0f;
+					q = q < -448.0f ? -448.0f : q > 448.0f ? 448.0f : q;
+					w[(o0 + r) * in + i] = e4m3_enc(q);
+				}
+		}
 	}
 	return 0;
 }
@@ -459,6 +545,8 @@ const qtk_scheme qtk_scheme_fp8 = {
 	.check_layout = fp8_check,
 	.infer = no_infer,
 	.decode_rows = fp8_decode,
+	.encode_rows = fp8_encode,
+	.config_write = ct_config_write,
 	.suffix = ct_suffix,
 	.config_read = ct_config_read,
 	.part_specs = fp8_specs,
@@ -1159,25 +1247,51 @@ int qtk_ct_fold(qtk_model *m, const cJSON *qc, const char *cfgfile)
 
 static bool add_null(cJSON *o, const char *k) { return cJSON_AddNullToObject(o, k) != NULL; }
 
-/* llm-compressor's quantization_config for pack-quantized layers (keys in its sorted order):
- * one group targeting Linear, every other 2-D float linear weight in `ignore`. */
+/* One QuantizationArgs object as compressed-tensors serializes it (keys sorted): `strategy`,
+ * `group` (< 0: null), `block` (0: null), `observer` (NULL: null); symmetric unless asym. */
+static cJSON *qargs(cJSON *parent, const char *key, const char *type, int bits, const char *strategy, int64_t group,
+		    int block, bool dynamic, const char *observer, bool act_order, bool asym)
+{
+	cJSON *w = cJSON_AddObjectToObject(parent, key), *bs = NULL;
+	bool ok = w && (act_order ? cJSON_AddStringToObject(w, "actorder", "group") != NULL : add_null(w, "actorder")) &&
+		  (block ? (bs = cJSON_AddArrayToObject(w, "block_structure")) != NULL &&
+				   cJSON_AddItemToArray(bs, cJSON_CreateNumber(block)) &&
+				   cJSON_AddItemToArray(bs, cJSON_CreateNumber(block))
+			 : add_null(w, "block_structure")) &&
+		  cJSON_AddBoolToObject(w, "dynamic", dynamic) &&
+		  (group < 0 ? add_null(w, "group_size") : cJSON_AddNumberToObject(w, "group_size", (double)group) != NULL) &&
+		  cJSON_AddNumberToObject(w, "num_bits", bits) &&
+		  (observer ? cJSON_AddStringToObject(w, "observer", observer) != NULL : add_null(w, "observer")) &&
+		  cJSON_AddObjectToObject(w, "observer_kwargs") && add_null(w, "scale_dtype") &&
+		  cJSON_AddStringToObject(w, "strategy", strategy) && cJSON_AddBoolToObject(w, "symmetric", !asym) &&
+		  cJSON_AddStringToObject(w, "type", type) &&
+		  (asym ? cJSON_AddStringToObject(w, "zp_dtype", "torch.int8") != NULL : add_null(w, "zp_dtype"));
+	return ok ? w : NULL;
+}
+
+/* llm-compressor's quantization_config (keys in its sorted order), one group targeting Linear,
+ * every other 2-D float linear weight in `ignore`: pack-quantized ct-int layers (weights only,
+ * per channel or group), or float-quantized FP8 as its presets FP8_DYNAMIC (per channel,
+ * dynamic per-token activations) and FP8_BLOCK (128 x 128 blocks, dynamic activations in
+ * groups of 128). */
 cJSON *qtk_ct_config_json(const qtk_qcfg *q)
 {
-	cJSON *o = cJSON_CreateObject(), *cg = NULL, *g0 = NULL, *w = NULL, *tg = NULL, *ign = NULL;
+	bool fp8 = q->kind == QTK_LAYOUT_FP8, block = fp8 && q->strategy == QTK_SCHEME_PER_BLOCK;
+	bool tensor = fp8 && q->strategy == QTK_SCHEME_PER_TENSOR, channel = !block && !tensor && q->group < 0;
+	const char *fmt = fp8 ? "float-quantized" : "pack-quantized";
+	const char *wst = block ? "block" : tensor ? "tensor" : channel ? "channel" : "group";
+	cJSON *o = cJSON_CreateObject(), *cg = NULL, *g0 = NULL, *tg = NULL, *ign = NULL;
+	/* activations: FP8_DYNAMIC's per token, FP8_BLOCK's groups of 128; weight-only otherwise */
 	bool ok = o && (cg = cJSON_AddObjectToObject(o, "config_groups")) && (g0 = cJSON_AddObjectToObject(cg, "group_0")) &&
-		  cJSON_AddStringToObject(g0, "format", "pack-quantized") && add_null(g0, "input_activations") &&
+		  cJSON_AddStringToObject(g0, "format", fmt) &&
+		  (fp8 && (block || channel) ? qargs(g0, "input_activations", "float", 8, block ? "group" : "token",
+						     block ? 128 : -1, 0, true, NULL, false, false) != NULL
+					     : add_null(g0, "input_activations")) &&
 		  add_null(g0, "output_activations") && (tg = cJSON_AddArrayToObject(g0, "targets")) &&
-		  cJSON_AddItemToArray(tg, cJSON_CreateString("Linear")) && (w = cJSON_AddObjectToObject(g0, "weights"));
-	bool channel = q->group < 0;
-	ok = ok && (q->desc_act ? cJSON_AddStringToObject(w, "actorder", "group") != NULL : add_null(w, "actorder")) &&
-	     add_null(w, "block_structure") && cJSON_AddFalseToObject(w, "dynamic") &&
-	     (channel ? add_null(w, "group_size") : cJSON_AddNumberToObject(w, "group_size", (double)q->group) != NULL) &&
-	     cJSON_AddNumberToObject(w, "num_bits", q->bits) && cJSON_AddStringToObject(w, "observer", "minmax") &&
-	     cJSON_AddObjectToObject(w, "observer_kwargs") && add_null(w, "scale_dtype") &&
-	     cJSON_AddStringToObject(w, "strategy", channel ? "channel" : "group") &&
-	     cJSON_AddBoolToObject(w, "symmetric", q->sym) && cJSON_AddStringToObject(w, "type", "int") &&
-	     (q->sym ? add_null(w, "zp_dtype") : cJSON_AddStringToObject(w, "zp_dtype", "torch.int8") != NULL) &&
-	     cJSON_AddStringToObject(o, "format", "pack-quantized") && add_null(o, "global_compression_ratio") &&
+		  cJSON_AddItemToArray(tg, cJSON_CreateString("Linear"));
+	ok = ok && qargs(g0, "weights", fp8 ? "float" : "int", fp8 ? 8 : q->bits, wst, block || tensor || channel ? -1 : q->group,
+			 block ? (int)q->group : 0, false, "memoryless_minmax", q->desc_act, !q->sym) != NULL;
+	ok = ok && cJSON_AddStringToObject(o, "format", fmt) && add_null(o, "global_compression_ratio") &&
 	     (ign = cJSON_AddArrayToObject(o, "ignore"));
 	for (size_t i = 0; ok && q->desc && i < q->desc->ntensors; i++) {
 		const qtk_tensor *t = &q->desc->tensors[i];
@@ -1213,6 +1327,56 @@ typedef struct side_fold {
 	const cJSON *skip; /* ModelOpt's ignore / exclude_modules (fnmatch patterns) */
 } side_fold;
 
+/* The scale of an FP8 module as the layout describes it, from the shapes the checkpoint families
+ * store: a per-tensor scale [] or [1] (ModelOpt FP8, per-tensor "fp8") becomes [1]; a
+ * per-channel [out] or [out, 1] (ModelOpt FP8_PER_CHANNEL_PER_TOKEN) [out, 1]; ModelOpt
+ * FP8_PB_WO's [out/b, 1, in/b, 1] [out/b, in/b]. Any other shape is left for the scheme
+ * check to refuse. Only F32 scales: these families store no other. */
+static int fp8_scale_shape(ct_fold *f, const char *sname, const qtk_tensor *t, qtk_part *p)
+{
+	uint64_t n = 1;
+	for (int i = 0; i < p->ndim; i++)
+		n = p->shape[i] && n <= UINT64_MAX / p->shape[i] ? n * p->shape[i] : 0;
+	if (p->type != QTK_T_F32)
+		return tfail(f, sname, "scale dtype %s, expected F32", qtk_type(p->type) ? qtk_type(p->type)->upper : "?");
+	uint8_t st = t->layout.strategy;
+	if (st == QTK_SCHEME_PER_TENSOR && n == 1 && p->ndim <= 1) {
+		p->ndim = 1, p->shape[0] = 1;
+	} else if (st == QTK_SCHEME_PER_GROUP && n == t->shape[0] && p->shape[0] == n && p->ndim >= 1 && p->ndim <= 2) {
+		p->ndim = 2, p->shape[1] = 1;
+	} else if (st == QTK_SCHEME_PER_BLOCK && p->ndim == 4 && p->shape[1] == 1 && p->shape[3] == 1) {
+		p->ndim = 2, p->shape[1] = p->shape[2];
+		p->shape[2] = p->shape[3] = 0;
+	} else if (st != QTK_SCHEME_PER_BLOCK || p->ndim != 2) {
+		char dims[96] = "";
+		for (int i = 0, at = 0; i < p->ndim && i < 4 && at < 80; i++)
+			at += snprintf(dims + at, sizeof dims - (size_t)at, "%s%llu", i ? ", " : "", (unsigned long long)p->shape[i]);
+		return tfail(f, sname, "scale of shape [%s] is not %s", dims,
+			     st == QTK_SCHEME_PER_TENSOR ? "one value"
+			     : st == QTK_SCHEME_PER_GROUP ? "one value per output feature" : "one value per block");
+	}
+	return 0;
+}
+
+/* Every F32 scale of an FP8 module finite and not negative (a multiplier; 0 only zeroes). */
+static int fp8_scale_values(ct_fold *f, const char *sname, const qtk_part *p)
+{
+	if (p->nbytes > ((uint64_t)1 << 28) || p->nbytes % 4)
+		return tfail(f, sname, "scale of %llu bytes", (unsigned long long)p->nbytes);
+	uint8_t *b = qtk_malloc((size_t)p->nbytes + 1);
+	int rc = b ? 0 : qtk_err_set(&f->m->err, QTK_E_IO, f->m->path, -1, NULL, "out of memory");
+	if (!rc)
+		rc = qtk_pread_full(f->m->fds[p->file], f->m->files[p->file], b, (size_t)p->nbytes, p->offset, &f->m->err);
+	for (uint64_t k = 0; !rc && k < p->nbytes / 4; k++) {
+		float v = f32_at(b + 4 * k);
+		if (!isfinite(v) || v < 0)
+			rc = tfail(f, sname, "scale %llu is %g (scales must be finite and not negative)", (unsigned long long)k,
+				   (double)v);
+	}
+	qtk_free(b);
+	return rc;
+}
+
 static int side_module(ct_fold *f, const side_fold *sf, const char *mod, size_t plen, long *c, qtk_tensor *out)
 {
 	qtk_model *m = f->m;
@@ -1239,12 +1403,23 @@ static int side_module(ct_fold *f, const side_fold *sf, const char *mod, size_t 
 		snprintf(out->parts[k].role, sizeof out->parts[k].role, "%s", sf->role[k]);
 		out->nparts = k + 1;
 	}
+	if (sf->l.kind == QTK_LAYOUT_FP8) {
+		int rc = fp8_scale_shape(f, m->tensors[c[1]].name, out, &out->parts[1]);
+		if (!rc)
+			rc = fp8_scale_values(f, m->tensors[c[1]].name, &out->parts[1]);
+		if (rc)
+			return rc;
+	}
 	qtk_tensor_finish(out);
 	char why[300];
 	int bad = -1;
-	if (out->shape[1] % sf->l.group_size)
+	if (!out->layout.group_size)
+		out->layout.group_size = out->shape[1] > UINT32_MAX ? 0 : (uint32_t)out->shape[1];
+	if (!out->layout.group_size)
+		return tfail(f, w->name, "in_features %llu is too large", (unsigned long long)out->shape[1]);
+	if (out->shape[1] % out->layout.group_size)
 		return tfail(f, w->name, "in_features %llu is not a multiple of the block %u (partial blocks are refused)",
-			     (unsigned long long)out->shape[1], sf->l.group_size);
+			     (unsigned long long)out->shape[1], out->layout.group_size);
 	if (qtk_scheme_check(out, &bad, why, sizeof why))
 		return tfail(f, m->tensors[c[bad >= 0 && bad < out->nparts ? bad : 0]].name, "%s", why);
 	char *name = qtk_malloc(plen + 8);
@@ -1319,21 +1494,28 @@ static int side_fold_run(qtk_model *m, const char *cfgfile, side_fold *sf, const
 	f->cfgfile = cfgfile;
 	int rc = 0;
 	if (modelopt) {
-		const cJSON *alg = item(qc, "quant_algo");
-		if (!cJSON_IsString(alg) || strcmp(alg->valuestring, "NVFP4"))
-			rc = cfail(f, "quant_algo", "unsupported ModelOpt algorithm '%.40s' (only NVFP4)",
-				   cJSON_IsString(alg) ? alg->valuestring : "?");
+		/* the algorithm was matched to the layout by qtk_modelopt_fold */
 	} else {
-		const cJSON *bs = item(qc, "weight_block_size"), *fmt = item(qc, "fmt");
+		const cJSON *bs = item(qc, "weight_block_size"), *fmt = item(qc, "fmt"), *as = item(qc, "activation_scheme");
 		int64_t br = 0, bc = 0;
-		if (!cJSON_IsArray(bs) || cJSON_GetArraySize(bs) != 2 || !qtk_json_i64(cJSON_GetArrayItem(bs, 0), &br) ||
-		    !qtk_json_i64(cJSON_GetArrayItem(bs, 1), &bc) || br < 1 || bc < 1 || br > (1 << 20))
-			rc = cfail(f, "weight_block_size", "must be [rows, columns] (per-tensor FP8 is not supported)");
+		if (fmt && (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "e4m3")))
+			rc = cfail(f, "fmt", "only e4m3 weights are supported");
+		else if (as && !cJSON_IsNull(as) &&
+			 (!cJSON_IsString(as) || (strcmp(as->valuestring, "dynamic") && strcmp(as->valuestring, "static"))))
+			rc = cfail(f, "activation_scheme", "must be \"dynamic\" or \"static\"");
+		else if (!bs || cJSON_IsNull(bs)) { /* per tensor: weight_scale F32 [] (input_scale stays plain) */
+			sf->mark = "weight_scale";
+			sf->suffix[1] = "weight_scale";
+			sf->l.strategy = QTK_SCHEME_PER_TENSOR;
+			sf->l.group_size = 0;
+		} else if (!cJSON_IsArray(bs) || cJSON_GetArraySize(bs) != 2 ||
+			   !qtk_json_i64(cJSON_GetArrayItem(bs, 0), &br) || !qtk_json_i64(cJSON_GetArrayItem(bs, 1), &bc) ||
+			   br < 1 || bc < 1 || br > (1 << 20) || bc > (1 << 20))
+			rc = cfail(f, "weight_block_size", "must be [rows, columns] of positive sizes");
 		else if (br != bc)
 			rc = cfail(f, "weight_block_size", "only square blocks are supported");
-		else if (fmt && (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "e4m3")))
-			rc = cfail(f, "fmt", "only e4m3 weights are supported");
-		sf->l.group_size = (uint32_t)br;
+		else
+			sf->l.group_size = (uint32_t)br;
 	}
 	const cJSON *skip = sf->skip;
 	if (!rc && skip && !cJSON_IsNull(skip) && !cJSON_IsArray(skip))
@@ -1364,6 +1546,10 @@ int qtk_fp8_fold(qtk_model *m, const cJSON *qc, const char *cfgfile)
 	return side_fold_run(m, cfgfile, &sf, qc, false);
 }
 
+/* ModelOpt (quant_method "modelopt"): quant_algo NVFP4, or FP8 in its three forms (weight
+ * F8_E4M3, weight_scale F32): FP8 one scale [] per tensor, FP8_PER_CHANNEL_PER_TOKEN one per
+ * output feature [out], FP8_PB_WO one per 128 x 128 block [out/128, 1, in/128, 1].
+ * input_scale and the kv cache's k_scale / v_scale stay plain tensors. */
 int qtk_modelopt_fold(qtk_model *m, const cJSON *qc, const char *cfgfile)
 {
 	side_fold sf = {.mark = "weight_scale_2",
@@ -1372,5 +1558,33 @@ int qtk_modelopt_fold(qtk_model *m, const cJSON *qc, const char *cfgfile)
 			.l = {.kind = QTK_LAYOUT_NVFP4, .type = QTK_DT_U8, .bits = 4, .sym = true, .group_size = 16,
 			      .scale_type = NV_MODELOPT},
 			.skip = item(qc, "ignore")};
+	static const struct {
+		const char *algo;
+		uint8_t strategy;
+		uint32_t block;
+	} fp8[] = {{"FP8", QTK_SCHEME_PER_TENSOR, 0},
+		   {"FP8_PER_CHANNEL_PER_TOKEN", QTK_SCHEME_PER_GROUP, 0},
+		   {"FP8_PB_WO", QTK_SCHEME_PER_BLOCK, 128}};
+	const cJSON *alg = item(qc, "quant_algo");
+	const char *a = cJSON_IsString(alg) ? alg->valuestring : NULL;
+	bool found = a && !strcmp(a, "NVFP4");
+	for (size_t i = 0; a && !found && i < sizeof fp8 / sizeof *fp8; i++)
+		if (!qtk_strcasecmp(a, fp8[i].algo)) {
+			sf = (side_fold){.mark = "weight_scale",
+					 .suffix = {"weight", "weight_scale"},
+					 .role = {"weight", "scale"},
+					 .l = {.kind = QTK_LAYOUT_FP8, .type = QTK_DT_F8_E4M3, .bits = 8, .sym = true,
+					       .strategy = fp8[i].strategy, .group_size = fp8[i].block,
+					       .scale_type = QTK_T_F32},
+					 .skip = item(qc, "ignore")};
+			found = true;
+		}
+	if (!found) {
+		char subj[64];
+		snprintf(subj, sizeof subj, "key 'quant_algo'");
+		return qtk_err_set(&m->err, QTK_E_DATA, cfgfile, -1, subj,
+				   "unsupported ModelOpt algorithm '%.40s' (NVFP4, FP8, FP8_PER_CHANNEL_PER_TOKEN, FP8_PB_WO)",
+				   a ? a : "?");
+	}
 	return side_fold_run(m, cfgfile, &sf, qc, true);
 }

@@ -79,9 +79,11 @@ int qtk_qcfg_from_desc(const qtk_model *d, const char *path, qtk_err *err, qtk_q
 			q->bits = l->bits;
 			q->sym = l->sym;
 			q->version = version;
+			q->strategy = l->strategy;
 			g0 = l->group_size;
 			first = false;
-		} else if (l->kind != q->kind || l->bits != q->bits || l->sym != q->sym || version != q->version) {
+		} else if (l->kind != q->kind || l->bits != q->bits || l->sym != q->sym || version != q->version ||
+			   (l->kind == QTK_LAYOUT_FP8 && l->strategy != q->strategy)) {
 			char subj[256];
 			snprintf(subj, sizeof subj, "tensor '%.200s'", t->name);
 			return qtk_err_set(err, QTK_E_DATA, path, -1, subj,
@@ -118,7 +120,7 @@ bool qtk_qcfg_same(const qtk_qcfg *a, const qtk_qcfg *b)
 cJSON *qtk_qcfg_json(const qtk_qcfg *q)
 {
 	const qtk_scheme *s = q->scheme ? q->scheme : qtk_scheme_by_kind(q->kind);
-	if (s && s->kind == QTK_LAYOUT_CT_INT)
+	if (s && (s->kind == QTK_LAYOUT_CT_INT || s->kind == QTK_LAYOUT_FP8))
 		return qtk_ct_config_json(q);
 	cJSON *o = s ? cJSON_CreateObject() : NULL;
 	if (!o)

@@ -20,6 +20,7 @@ struct qtk_qcfg {
 	bool desc_act;
 	bool one_group;           /* every layer is a single group (group -1 fits) */
 	int version;              /* GPTQ checkpoint format 1 or 2; 0 for schemes without versions */
+	uint8_t strategy;         /* compressed-tensors: how scales are shared (qtk_scheme_strategy) */
 	char bad[160];            /* why this config cannot be used ("" when it can) */
 	const qtk_model *desc;    /* qtk_qcfg_from_desc: the description (borrowed), for the modules
 				   * left in float (modules_to_not_convert) */
@@ -55,8 +56,8 @@ int qtk_bnb8_fold(qtk_model *m, const char *cfgfile);
 /* gpt-oss MXFP4 (quant_method "mxfp4", mxfp4.c): <prefix>_blocks and <prefix>_scales into one
  * logical tensor <prefix>; modules_to_not_convert (globs) must hold no such pair. */
 int qtk_mxfp4_fold(qtk_model *m, const struct cJSON *qc, const char *cfgfile);
-/* llm-compressor's quantization_config for q (pack-quantized ct-int layers); NULL when out of
- * memory. */
+/* llm-compressor's quantization_config for q (pack-quantized ct-int layers, float-quantized
+ * FP8 per channel or 128 x 128 block); NULL when out of memory. */
 struct cJSON *qtk_ct_config_json(const qtk_qcfg *q);
 /* Fold by the quantization config of a model directory: config.json's quantization_config
  * (`cfg` is config.json's parsed root when the caller has it, else it is read), else
