@@ -155,7 +155,9 @@ void print_stats_text(FILE *out, const qtk_tensor *t, const qtk_tstats *s)
 /* ---- --tensor: "did you mean", JSON ------------------------------------------------------ */
 
 /* Edit distance (insertions, deletions, substitutions) of a[0..na) and b[0..nb), stopping
- * at `cap` (returned when the distance is at least cap). Names are at most 512 bytes. */
+ * at `cap` (returned when the distance is at least cap): only the band of cells within cap
+ * of the diagonal is computed, so a file of many long names costs names x length x 2 cap.
+ * Names are at most 512 bytes. */
 static size_t tx_edit(const char *a, size_t na, const char *b, size_t nb, size_t cap)
 {
 	size_t row[513];
@@ -164,21 +166,24 @@ static size_t tx_edit(const char *a, size_t na, const char *b, size_t nb, size_t
 	if ((na > nb ? na - nb : nb - na) >= cap)
 		return cap;
 	for (size_t j = 0; j <= nb; j++)
-		row[j] = j;
+		row[j] = j < cap ? j : cap;
 	for (size_t i = 1; i <= na; i++) {
-		size_t diag = row[0], best = i;
-		row[0] = i;
-		for (size_t j = 1; j <= nb; j++) {
+		size_t lo = i > cap ? i - cap : 1, hi = i + cap < nb ? i + cap : nb;
+		size_t diag = row[lo - 1], best = cap;
+		row[lo - 1] = lo == 1 && i < cap ? i : cap;
+		for (size_t j = lo; j <= hi; j++) {
 			size_t up = row[j];
 			size_t v = diag + (a[i - 1] != b[j - 1]);
 			if (up + 1 < v)
 				v = up + 1;
 			if (row[j - 1] + 1 < v)
 				v = row[j - 1] + 1;
-			row[j] = v;
+			row[j] = v < cap ? v : cap;
 			diag = up;
-			best = v < best ? v : best;
+			best = row[j] < best ? row[j] : best;
 		}
+		if (hi < nb)
+			row[hi + 1] = cap;
 		if (best >= cap)
 			return cap;
 	}
@@ -192,7 +197,7 @@ static int tx_no_tensor(qtk_model *m, const char *name)
 {
 	enum { K = 3 };
 	size_t best[K], nb = 0, idx[K];
-	size_t nl = strlen(name), cap = nl / 3 > 3 ? nl / 3 + 1 : 4;
+	size_t nl = strlen(name), cap = nl / 3 > 3 ? (nl / 3 < 16 ? nl / 3 + 1 : 17) : 4;
 	char cin[QTK_CAP_NAME + 64], ct[QTK_CAP_NAME + 64];
 	int qk;
 	bool in_mapped = nl < 512 && qtk_canon_name(m, name, cin, sizeof cin, &qk) == 1;

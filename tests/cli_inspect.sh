@@ -95,6 +95,10 @@ err_has "tensor gguf name on hf" "did you mean 'model.layers.1.mlp.down_proj.wei
 run "tensor nothing near" 2 "$BIN/qinspect" --tensor zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz "$G"
 err_has "tensor nothing near" "no such tensor$"
 
+long=$(printf 'blk.0.attn_q.weight%0600d' 0)
+run "tensor name too long to compare" 2 "$BIN/qinspect" --tensor "$long" "$G"
+err_has "tensor name too long to compare" "no such tensor$"
+
 # --tensor and --diff with --json (the man page's synopsis)
 run "tensor json" 0 "$BIN/qinspect" --tensor blk.0.attn_q.weight --json "$G"; json_ok "tensor json"
 json_is "tensor json: shape" 'd["tensor"]["name"] == "blk.0.attn_q.weight" and d["tensor"]["shape"] == [256, 256]'
