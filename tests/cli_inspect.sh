@@ -114,6 +114,21 @@ run "json with markdown" 2 "$BIN/qinspect" --markdown --json "$G"
 run "stats with tensor" 2 "$BIN/qinspect" --stats --json --tensor blk.0.attn_q.weight "$G"
 run "two modes" 2 "$BIN/qinspect" --metadata --tensor blk.0.attn_q.weight "$G"
 
+# untrusted text in the new outputs never reaches the terminal raw: metadata keys and values,
+# suggested names
+inert() {
+	for f in "$T/out" "$T/err"; do
+		if [ "$(tr -d '\033\015\007\233' <"$f" | wc -c)" -eq "$(wc -c <"$f")" ]; then ok; else bad "$1: raw control bytes in ${f##*/}"; fi
+	done
+}
+h='{"__metadata__":{"k\u001b[31m":"v\u001b[2Jx\r"},"\u001b[31mRED":{"dtype":"F32","shape":[2,32],"data_offsets":[0,256]}}'
+n=$(printf '%s' "$h" | wc -c)
+{ printf "\\$(printf %03o "$n")\\000\\000\\000\\000\\000\\000\\000"; printf '%s' "$h"; head -c 256 /dev/zero | tr '\000' '\077'; } >"$T/esc.safetensors"
+run "escaped metadata" 0 "$BIN/qinspect" --metadata "$T/esc.safetensors"; inert "escaped metadata"
+out_has "escaped metadata: shown" 'k\\x1b\[31m  *string  *v\\x1b\[2Jx\\r$'
+run "escaped suggestion" 2 "$BIN/qinspect" --tensor "$(printf '\033[31mREX')" "$T/esc.safetensors"; inert "escaped suggestion"
+err_has "escaped suggestion: shown" "did you mean '\\\\x1b\[31mRED'?"
+
 # ---- item 9: --memory --------------------------------------------------------------------
 
 run "ctx list" 0 "$BIN/qinspect" --memory --ctx 4k,32k,128K,131072 "$G"
