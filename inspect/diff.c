@@ -7,6 +7,7 @@
  * same row chunks, so memory stays bounded. */
 #include "inspect.h"
 #include <math.h>
+#include <cJSON.h>
 #include <string.h>
 
 typedef struct df_acc {
@@ -130,6 +131,9 @@ static void df_free(char **c, size_t n)
 
 static int report_diff_pair(qtk_model *mo, qtk_model *mf, FILE *out, const insp_opts *o);
 
+/* Text lines of --diff; nothing with --json. */
+#define TXT(...) ((void)(txt ? fprintf(txt, __VA_ARGS__) : 0))
+
 /* A GGUF with stacked experts or generated tensors against an HF checkpoint: compared as its
  * family splits it (each expert against its HF tensor). */
 int report_diff(qtk_model *mo, qtk_model *mf, FILE *out, const insp_opts *o)
@@ -150,10 +154,37 @@ int report_diff(qtk_model *mo, qtk_model *mf, FILE *out, const insp_opts *o)
 	return rc;
 }
 
+/* --diff --json: one object per compared tensor. */
+static cJSON *df_row(cJSON *arr, const qtk_tensor *tf, const qtk_tensor *to, const char *lf, const char *lo,
+		     const char *status)
+{
+	if (!arr)
+		return NULL;
+	cJSON *e = cJSON_CreateObject();
+	cJSON_AddItemToObject(e, "name", json_str_n(tf->name, strlen(tf->name)));
+	cJSON_AddItemToObject(e, "reference_name", json_str_n(to->name, strlen(to->name)));
+	cJSON_AddStringToObject(e, "layout", lf);
+	cJSON_AddStringToObject(e, "reference_layout", lo);
+	cJSON_AddStringToObject(e, "status", status);
+	cJSON_AddItemToArray(arr, e);
+	return e;
+}
+
+static cJSON *df_num(double v) { return isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull(); }
+
 static int report_diff_pair(qtk_model *mo, qtk_model *mf, FILE *out, const insp_opts *o)
 {
-	(void)o;
 	int rc = 0;
+	cJSON *doc = NULL, *jrows = NULL;
+	FILE *txt = out;
+	if (o->json) {
+		doc = cJSON_CreateObject();
+		cJSON_AddNumberToObject(doc, "schema_version", 1);
+		cJSON_AddItemToObject(doc, "file", json_str_n(mf->path, strlen(mf->path)));
+		cJSON_AddItemToObject(doc, "reference", json_str_n(mo->path, strlen(mo->path)));
+		jrows = cJSON_AddArrayToObject(doc, "tensors");
+		txt = NULL;
+	}
 	char sb[512];
 	int *go = qtk_calloc(mo->ntensors + 1, sizeof *go), *gf = qtk_calloc(mf->ntensors + 1, sizeof *gf);
 	bool *used = qtk_calloc(mo->ntensors + 1, sizeof *used), *got = qtk_calloc(mf->ntensors + 1, sizeof *got);
@@ -166,14 +197,14 @@ static int report_diff_pair(qtk_model *mo, qtk_model *mf, FILE *out, const insp_
 	bool have_f = hparams_load(mf, &hf) == 0, have_o = hparams_load(mo, &ho) == 0;
 	/* the family of each side: does its GGUF naming come with permuted Q/K rows? */
 	const qtk_family *fam_f = qtk_family_of_model(mf), *fam_o = qtk_family_of_model(mo);
-	size_t w = 24;
+	size_t w = 24, wmax = o->width > 96 ? (size_t)o->width - 80 : o->width ? 16 : 48;
 	for (size_t i = 0; i < mf->ntensors; i++)
 		if (strlen(mf->tensors[i].name) > w)
 			w = strlen(mf->tensors[i].name);
-	if (w > 48)
-		w = 48;
-	fprintf(out, "%s against %s (the reference)\n\n", mf->path, mo->path);
-	fprintf(out, "%-*s  %-12s %-12s %11s %11s %9s %10s\n", (int)w, "tensor", "layout", "reference", "rmse", "max_abs",
+	if (w > wmax)
+		w = wmax;
+	TXT( "%s against %s (the reference)\n\n", mf->path, mo->path);
+	TXT( "%-*s  %-12s %-12s %11s %11s %9s %10s\n", (int)w, "tensor", "layout", "reference", "rmse", "max_abs",
 		"sqnr_db", "cosine");
 	size_t matched = 0, by_name = 0, permuted = 0, unmatched_f = 0, exact = 0;
 	double worst = INFINITY;
@@ -202,13 +233,15 @@ static int report_diff_pair(qtk_model *mo, qtk_model *mf, FILE *out, const insp_
 		char lf[32], lo[32];
 		qtk_layout_id(&tf->layout, lf, sizeof lf);
 		qtk_layout_id(&to->layout, lo, sizeof lo);
-		fprintf(out, "%-*.*s  %-12s %-12s ", (int)w, (int)w, insp_safe(tf->name, sb, sizeof sb), lf, lo);
+		TXT( "%-*.*s  %-12s %-12s ", (int)w, (int)w, insp_safe(tf->name, sb, sizeof sb), lf, lo);
 		if (!df_same_shape(tf, to)) {
-			fprintf(out, "shape differs\n");
+			TXT( "shape differs\n");
+			df_row(jrows, tf, to, lf, lo, "shape differs");
 			continue;
 		}
 		if (!qtk_can_decode(tf) || !qtk_can_decode(to)) {
-			fprintf(out, "no decoder for this layout\n");
+			TXT( "no decoder for this layout\n");
+			df_row(jrows, tf, to, lf, lo, "no decoder");
 			continue;
 		}
 		/* Q/K: un-permute the GGUF-named side when the other has HF names */
@@ -221,7 +254,8 @@ static int report_diff_pair(qtk_model *mo, qtk_model *mf, FILE *out, const insp_
 			const hparams *hp = perm_side == 1 ? (have_f ? &hf : have_o ? &ho : NULL) : (have_o ? &ho : have_f ? &hf : NULL);
 			uint64_t nh = hp ? (qk == 1 ? hp->n_head : hp->n_head_kv) : 0;
 			if (!nh || tf->ndim != 2 || tf->shape[0] % nh || (tf->shape[0] / nh) % 2) {
-				fprintf(out, "head count unknown: cannot un-permute Q/K rows\n");
+				TXT( "head count unknown: cannot un-permute Q/K rows\n");
+				df_row(jrows, tf, to, lf, lo, "head count unknown");
 				continue;
 			}
 			hd = tf->shape[0] / nh;
@@ -235,40 +269,80 @@ static int report_diff_pair(qtk_model *mo, qtk_model *mf, FILE *out, const insp_
 		}
 		double rmse = a.n ? sqrt(a.d2 / (double)a.n) : 0;
 		double cosv = a.x2 > 0 && a.r2 > 0 ? a.xr / sqrt(a.x2 * a.r2) : (a.x2 == a.r2 ? 1.0 : 0.0);
+		cJSON *jr = df_row(jrows, tf, to, lf, lo, a.d2 == 0 ? "exact" : "lossy");
+		if (jr) {
+			cJSON_AddBoolToObject(jr, "by_canonical_name", via_canon);
+			cJSON_AddBoolToObject(jr, "qk_unpermuted", perm_side != 0);
+			cJSON_AddNumberToObject(jr, "n_values", (double)a.n);
+			cJSON_AddItemToObject(jr, "rmse", df_num(a.d2 == 0 ? 0.0 : rmse));
+			cJSON_AddItemToObject(jr, "max_abs", df_num(a.d2 == 0 ? 0.0 : a.maxabs));
+			cJSON_AddItemToObject(jr, "cosine", df_num(cosv));
+		}
 		if (a.d2 == 0) {
 			exact++;
-			fprintf(out, "%11.4g %11.4g %9s %10.7f\n", 0.0, 0.0, "exact", cosv);
+			TXT( "%11.4g %11.4g %9s %10.7f\n", 0.0, 0.0, "exact", cosv);
+			if (jr)
+				cJSON_AddNullToObject(jr, "sqnr_db");
 			continue;
 		}
 		double sq = a.r2 > 0 ? 10.0 * log10(a.r2 / a.d2) : -INFINITY;
-		fprintf(out, "%11.4g %11.4g %9.2f %10.7f\n", rmse, a.maxabs, sq, cosv);
+		TXT( "%11.4g %11.4g %9.2f %10.7f\n", rmse, a.maxabs, sq, cosv);
+		if (jr)
+			cJSON_AddItemToObject(jr, "sqnr_db", df_num(sq));
 		if (sq < worst) {
 			worst = sq;
 			worst_name = tf->name;
 		}
 	}
-	fprintf(out, "\nmatched %zu of %zu tensors (%zu by GGUF<->HF name, %zu with Q/K rows un-permuted), %zu exact\n",
+	TXT( "\nmatched %zu of %zu tensors (%zu by GGUF<->HF name, %zu with Q/K rows un-permuted), %zu exact\n",
 		matched, mf->ntensors, by_name, permuted, exact);
 	if (worst_name)
-		fprintf(out, "worst: %s at %.2f dB SQNR\n", insp_safe(worst_name, sb, sizeof sb), worst);
+		TXT( "worst: %s at %.2f dB SQNR\n", insp_safe(worst_name, sb, sizeof sb), worst);
 	if (unmatched_f) {
-		fprintf(out, "only in %s:", mf->path);
+		TXT( "only in %s:", mf->path);
 		for (size_t i = 0, shown = 0; i < mf->ntensors; i++)
 			if (!got[i] && shown++ < 50)
-				fprintf(out, " %s", insp_safe(mf->tensors[i].name, sb, sizeof sb));
-		fputc('\n', out);
+				TXT( " %s", insp_safe(mf->tensors[i].name, sb, sizeof sb));
+		TXT("\n");
+	}
+	if (doc) {
+		cJSON *sm = cJSON_AddObjectToObject(doc, "summary");
+		cJSON_AddNumberToObject(sm, "n_tensors", (double)mf->ntensors);
+		cJSON_AddNumberToObject(sm, "matched", (double)matched);
+		cJSON_AddNumberToObject(sm, "by_canonical_name", (double)by_name);
+		cJSON_AddNumberToObject(sm, "qk_unpermuted", (double)permuted);
+		cJSON_AddNumberToObject(sm, "exact", (double)exact);
+		if (worst_name) {
+			cJSON *wj = cJSON_AddObjectToObject(sm, "worst");
+			cJSON_AddItemToObject(wj, "name", json_str_n(worst_name, strlen(worst_name)));
+			cJSON_AddItemToObject(wj, "sqnr_db", df_num(worst));
+		} else {
+			cJSON_AddNullToObject(sm, "worst");
+		}
+		cJSON *of = cJSON_AddArrayToObject(doc, "only_in_file"), *oo = cJSON_AddArrayToObject(doc, "only_in_reference");
+		for (size_t i = 0; i < mf->ntensors; i++)
+			if (!got[i])
+				cJSON_AddItemToArray(of, json_str_n(mf->tensors[i].name, strlen(mf->tensors[i].name)));
+		for (size_t j = 0; j < mo->ntensors; j++)
+			if (!used[j])
+				cJSON_AddItemToArray(oo, json_str_n(mo->tensors[j].name, strlen(mo->tensors[j].name)));
 	}
 	size_t only_o = 0;
 	for (size_t j = 0; j < mo->ntensors; j++)
 		only_o += !used[j];
 	if (only_o) {
-		fprintf(out, "only in %s:", mo->path);
+		TXT( "only in %s:", mo->path);
 		for (size_t j = 0, shown = 0; j < mo->ntensors; j++)
 			if (!used[j] && shown++ < 50)
-				fprintf(out, " %s", insp_safe(mo->tensors[j].name, sb, sizeof sb));
-		fputc('\n', out);
+				TXT( " %s", insp_safe(mo->tensors[j].name, sb, sizeof sb));
+		TXT("\n");
+	}
+	if (doc) {
+		rc = json_emit(mf, doc, out);
+		doc = NULL;
 	}
 done:
+	cJSON_Delete(doc);
 	df_free(co, mo->ntensors);
 	df_free(cf, mf->ntensors);
 	qtk_free(go);

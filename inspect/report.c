@@ -2,6 +2,13 @@
 #include "inspect.h"
 #include <cJSON.h>
 #include <string.h>
+#include <stdlib.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+static void summary_header(const qtk_model *m, FILE *out);
+static int width_of(const insp_opts *o);
+static const char *path_name(const char *path, char *buf, size_t n);
 
 /* A packed tensor's scheme parameters beyond bits and group: how scales are shared (the
  * schemes that vary it) and every stored part (role, storage type, shape, bytes). */
@@ -195,6 +202,47 @@ static int json_stats(qtk_model *m, const qtk_tensor *t, cJSON *j, const insp_op
 	return 0;
 }
 
+cJSON *json_tensor(const qtk_tensor *t)
+{
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddItemToObject(j, "name", json_str(t->name, strlen(t->name)));
+	cJSON *sh = cJSON_AddArrayToObject(j, "shape");
+	for (int d = 0; d < t->ndim; d++)
+		cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)t->shape[d]));
+	char lid[64];
+	qtk_layout_id(&t->layout, lid, sizeof lid);
+	cJSON_AddStringToObject(j, "layout", lid);
+	cJSON_AddStringToObject(j, "type", qtk_layout_type_name(&t->layout));
+	cJSON_AddNumberToObject(j, "bits", t->layout.bits);
+	if (t->layout.group_size)
+		cJSON_AddNumberToObject(j, "group_size", t->layout.group_size);
+	else
+		cJSON_AddNullToObject(j, "group_size");
+	if (t->layout.kind != QTK_LAYOUT_PLAIN) {
+		cJSON_AddBoolToObject(j, "sym", t->layout.sym);
+		cJSON_AddBoolToObject(j, "act_order", t->layout.act_order);
+		json_scheme(j, t);
+	}
+	cJSON_AddNumberToObject(j, "n_params", (double)t->n_params);
+	cJSON_AddNumberToObject(j, "n_bytes", (double)t->n_bytes);
+	cJSON_AddNumberToObject(j, "bits_per_weight", bpw(t->n_bytes, t->n_params));
+	return j;
+}
+
+cJSON *json_str_n(const char *s, uint64_t len) { return json_str(s, len); }
+
+int json_emit(qtk_model *m, cJSON *doc, FILE *out)
+{
+	char *txt = cJSON_Print(doc);
+	cJSON_Delete(doc);
+	if (!txt)
+		return qtk_err_set(&m->err, QTK_E_IO, NULL, -1, NULL, "out of memory");
+	fputs(txt, out);
+	fputc('\n', out);
+	cJSON_free(txt);
+	return 0;
+}
+
 int report_json(qtk_model *m, FILE *out, const insp_opts *o)
 {
 	cJSON *root = cJSON_CreateObject();
@@ -208,28 +256,7 @@ int report_json(qtk_model *m, FILE *out, const insp_opts *o)
 	cJSON *ts = cJSON_AddArrayToObject(root, "tensors");
 	for (size_t i = 0; i < m->ntensors; i++) {
 		const qtk_tensor *t = &m->tensors[i];
-		cJSON *j = cJSON_CreateObject();
-		cJSON_AddItemToObject(j, "name", json_str(t->name, strlen(t->name)));
-		cJSON *sh = cJSON_AddArrayToObject(j, "shape");
-		for (int d = 0; d < t->ndim; d++)
-			cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)t->shape[d]));
-		char lid[64];
-		qtk_layout_id(&t->layout, lid, sizeof lid);
-		cJSON_AddStringToObject(j, "layout", lid);
-		cJSON_AddStringToObject(j, "type", qtk_layout_type_name(&t->layout));
-		cJSON_AddNumberToObject(j, "bits", t->layout.bits);
-		if (t->layout.group_size)
-			cJSON_AddNumberToObject(j, "group_size", t->layout.group_size);
-		else
-			cJSON_AddNullToObject(j, "group_size");
-		if (t->layout.kind != QTK_LAYOUT_PLAIN) {
-			cJSON_AddBoolToObject(j, "sym", t->layout.sym);
-			cJSON_AddBoolToObject(j, "act_order", t->layout.act_order);
-			json_scheme(j, t);
-		}
-		cJSON_AddNumberToObject(j, "n_params", (double)t->n_params);
-		cJSON_AddNumberToObject(j, "n_bytes", (double)t->n_bytes);
-		cJSON_AddNumberToObject(j, "bits_per_weight", bpw(t->n_bytes, t->n_params));
+		cJSON *j = json_tensor(t);
 		cJSON_AddItemToArray(ts, j);
 		if (o->stats && json_stats(m, t, j, o, i)) {
 			cJSON_Delete(root);
@@ -274,25 +301,22 @@ static const char *kv_str(const qtk_model *m, const char *key)
 
 int report_summary(qtk_model *m, FILE *out, const insp_opts *o)
 {
-	(void)o;
 	totals tt;
 	compute_totals(m, &tt);
-	size_t w = 4;
+	size_t w = 4, wmax = width_of(o) > 96 ? (size_t)width_of(o) - 80 : 16;
 	for (size_t i = 0; i < m->ntensors; i++) {
 		size_t n = qtk_text_len(m->tensors[i].name, strlen(m->tensors[i].name), 0); /* as shown */
 		if (n > w)
 			w = n;
 	}
-	if (w > 48)
-		w = 48;
+	if (w > wmax)
+		w = wmax;
 	const char *arch = kv_str(m, "general.architecture");
-	const char *name = kv_str(m, "general.name");
 	char sb[512], pb[2048], ab[512];
 	fprintf(out, "%s: %s%s%s%s%s\n", insp_safe(m->path, pb, sizeof pb), qtk_model_format(m),
 		m->format_version ? " v" : "", m->format_version ? (m->format_version == 3 ? "3" : "2") : "",
 		arch ? ", " : "", arch ? insp_safe(arch, ab, sizeof ab) : "");
-	if (name)
-		fprintf(out, "name: %s\n", insp_safe(name, sb, sizeof sb));
+	summary_header(m, out);
 	fprintf(out, "\n%-*s  %-14s %-12s %4s %5s %12s %11s %6s %6s\n", (int)w, "tensor", "shape", "layout",
 		"bits", "group", "params", "bytes", "bpw", "share");
 	for (size_t i = 0; i < m->ntensors; i++) {
@@ -330,8 +354,9 @@ int report_markdown(qtk_model *m, FILE *out, const insp_opts *o)
 	compute_totals(m, &tt);
 	char by[24];
 	fmt_bytes(tt.n_bytes, by, sizeof by);
-	char pb[2048];
-	fprintf(out, "## Model file: `%s`\n\n", qtk_text_safe(qtk_path_base(m->path), QTK_TEXT_MD_CODE, pb, sizeof pb));
+	char pb[2048], nb[1024];
+	fprintf(out, "## Model file: `%s`\n\n",
+		qtk_text_safe(path_name(m->path, nb, sizeof nb), QTK_TEXT_MD_CODE, pb, sizeof pb));
 	fprintf(out, "- Format: %s%s\n", qtk_model_format(m),
 		m->format_version == 3 ? " v3" : m->format_version == 2 ? " v2" : "");
 	fprintf(out, "- Tensors: %zu\n- Parameters: %llu\n- Size: %s (%llu bytes)\n- Bits per weight: %.4f\n\n",
@@ -359,6 +384,350 @@ int report_markdown(qtk_model *m, FILE *out, const insp_opts *o)
 			fprintf(out, "-");
 		fprintf(out, " | %llu | %llu | %.4f |\n", (unsigned long long)t->n_params,
 			(unsigned long long)t->n_bytes, bpw(t->n_bytes, t->n_params));
+	}
+	return 0;
+}
+
+/* ---- names, widths, headers ------------------------------------------------------------- */
+
+int insp_term_width(int fd)
+{
+	if (!isatty(fd))
+		return INSP_WIDTH_DEFAULT;
+	int w = 0;
+	const char *c = getenv("COLUMNS");
+	uint64_t v;
+	if (c && qtk_parse_u64(c, &v) && v > 0 && v < 100000)
+		w = (int)v;
+	struct winsize ws;
+	if (!w && ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+		w = ws.ws_col;
+	if (!w)
+		w = 80;
+	return w < 40 ? 40 : w > 1000 ? 1000 : w;
+}
+
+static int width_of(const insp_opts *o) { return o && o->width ? o->width : INSP_WIDTH_DEFAULT; }
+
+/* The last component of a path, trailing slashes ignored ("a/b/" -> "b"). */
+static const char *path_name(const char *path, char *buf, size_t n)
+{
+	size_t len = strlen(path);
+	while (len > 1 && path[len - 1] == '/')
+		len--;
+	size_t b = len;
+	while (b > 0 && path[b - 1] != '/')
+		b--;
+	size_t k = len - b < n - 1 ? len - b : n - 1;
+	memcpy(buf, path + b, k);
+	buf[k] = 0;
+	return buf;
+}
+
+const char *insp_model_name(const qtk_model *m, char *buf, size_t n)
+{
+	const qtk_kv *kv = qtk_kv_find(m, "general.name");
+	if (kv && kv->val.type == QTK_V_STR && kv->val.v.str.len) {
+		snprintf(buf, n, "%s", kv->val.v.str.s);
+		return buf;
+	}
+	return path_name(m->path, buf, n);
+}
+
+/* The first `cells` characters of s (UTF-8, already escaped); "..." marks a cut. */
+static void cut_cells(char *s, size_t cells)
+{
+	size_t c = 0, i = 0;
+	for (; s[i]; i++) {
+		if (((unsigned char)s[i] & 0xC0) == 0x80)
+			continue;
+		if (c == cells) {
+			break;
+		}
+		c++;
+	}
+	if (!s[i])
+		return;
+	/* step back 3 characters for the mark */
+	size_t back = 0;
+	while (i > 0 && back < 3) {
+		i--;
+		if (((unsigned char)s[i] & 0xC0) != 0x80)
+			back++;
+	}
+	memcpy(s + i, "...", 4);
+}
+
+/* The architecture and the quantization a Hugging Face config.json declares. */
+static void hf_header(const qtk_model *m, FILE *out)
+{
+	const qtk_blob *b = qtk_blob_find(m, "config.json");
+	if (!b)
+		return;
+	cJSON *root = cJSON_ParseWithLength((const char *)b->data, b->len);
+	if (!root)
+		return;
+	char sb[512], sb2[512];
+	const cJSON *ar = cJSON_GetObjectItemCaseSensitive(root, "architectures");
+	const cJSON *a0 = cJSON_IsArray(ar) ? cJSON_GetArrayItem(ar, 0) : NULL;
+	const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+	if (cJSON_IsString(a0) || cJSON_IsString(mt))
+		fprintf(out, "architecture: %s%s%s%s\n", cJSON_IsString(a0) ? insp_safe(a0->valuestring, sb, sizeof sb) : "",
+			cJSON_IsString(a0) && cJSON_IsString(mt) ? " (" : "",
+			cJSON_IsString(mt) ? insp_safe(mt->valuestring, sb2, sizeof sb2) : "",
+			cJSON_IsString(a0) && cJSON_IsString(mt) ? ")" : "");
+	const cJSON *q = cJSON_GetObjectItemCaseSensitive(root, "quantization_config");
+	if (!cJSON_IsObject(q))
+		q = cJSON_GetObjectItemCaseSensitive(root, "compression_config");
+	const cJSON *mlx = cJSON_GetObjectItemCaseSensitive(root, "quantization");
+	const char *method = NULL;
+	if (cJSON_IsObject(q)) {
+		const cJSON *qm = cJSON_GetObjectItemCaseSensitive(q, "quant_method");
+		method = cJSON_IsString(qm) ? qm->valuestring : cJSON_IsObject(mlx) ? "mlx" : "unnamed";
+	} else if (cJSON_IsObject(mlx)) {
+		q = mlx;
+		method = "mlx";
+	}
+	if (!method) {
+		fprintf(out, "quantization: none declared in config.json\n");
+		cJSON_Delete(root);
+		return;
+	}
+	fprintf(out, "quantization: %s", insp_safe(method, sb, sizeof sb));
+	/* the details the schemes name differently; for compressed-tensors the first group's weights */
+	const cJSON *w = q, *cg = cJSON_GetObjectItemCaseSensitive(q, "config_groups");
+	if (cJSON_IsObject(cg) && cg->child && cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(cg->child, "weights")))
+		w = cJSON_GetObjectItemCaseSensitive(cg->child, "weights");
+	static const char *const strs[] = {"format", "quant_algo", "bnb_4bit_quant_type", "strategy", "type", "fmt"};
+	for (size_t i = 0; i < sizeof strs / sizeof *strs; i++) {
+		const cJSON *x = cJSON_GetObjectItemCaseSensitive(i < 3 ? q : w, strs[i]);
+		if (cJSON_IsString(x))
+			fprintf(out, ", %s %s", strs[i], insp_safe(x->valuestring, sb, sizeof sb));
+	}
+	static const char *const bits[] = {"bits", "w_bit", "num_bits"}, *const grp[] = {"group_size", "q_group_size"};
+	for (size_t i = 0; i < 3; i++) {
+		const cJSON *x = cJSON_GetObjectItemCaseSensitive(w, bits[i]);
+		if (cJSON_IsNumber(x)) {
+			fprintf(out, ", %g-bit", x->valuedouble);
+			break;
+		}
+	}
+	for (size_t i = 0; i < 2; i++) {
+		const cJSON *x = cJSON_GetObjectItemCaseSensitive(w, grp[i]);
+		if (cJSON_IsNumber(x)) {
+			fprintf(out, ", group %g", x->valuedouble);
+			break;
+		}
+	}
+	const cJSON *l4 = cJSON_GetObjectItemCaseSensitive(q, "load_in_4bit"), *l8 = cJSON_GetObjectItemCaseSensitive(q, "load_in_8bit");
+	if (cJSON_IsTrue(l4))
+		fprintf(out, ", 4-bit");
+	else if (cJSON_IsTrue(l8))
+		fprintf(out, ", 8-bit");
+	fputc('\n', out);
+	cJSON_Delete(root);
+}
+
+/* The header lines of --summary: name, file type (GGUF) or architecture and quantization
+ * (a config.json). */
+static void summary_header(const qtk_model *m, FILE *out)
+{
+	char nb[512], sb[1024], fb[64];
+	fprintf(out, "name: %s\n", insp_safe(insp_model_name(m, nb, sizeof nb), sb, sizeof sb));
+	const qtk_kv *ft = qtk_kv_find(m, "general.file_type");
+	uint64_t v;
+	if (ft && qtk_value_as_u64(&ft->val, &v)) {
+		const char *fn = ftype_name(v, fb, sizeof fb);
+		fprintf(out, "file type: %s (general.file_type %llu)\n", fn ? fn : "unknown to llama.cpp", (unsigned long long)v);
+	}
+	hf_header(m, out);
+}
+
+/* ---- --metadata ------------------------------------------------------------------------- */
+
+/* A value as one line of text: scalars as they are, arrays as their first items. */
+static void md_value(const qtk_value *v, qtk_buf *b)
+{
+	char tmp[64], sb[1024];
+	if (v->type == QTK_V_STR) {
+		qtk_buf_puts(b, qtk_text_safe(v->v.str.s, QTK_TEXT_NARROW, sb, sizeof sb));
+		return;
+	}
+	if (v->type != QTK_V_ARR) {
+		qtk_value x = *v;
+		if (x.type == QTK_V_BOOL)
+			snprintf(tmp, sizeof tmp, "%s", x.v.u ? "true" : "false");
+		else if (x.type == QTK_V_F32 || x.type == QTK_V_F64)
+			snprintf(tmp, sizeof tmp, "%.9g", x.v.f);
+		else if (x.type == QTK_V_I8 || x.type == QTK_V_I16 || x.type == QTK_V_I32 || x.type == QTK_V_I64)
+			snprintf(tmp, sizeof tmp, "%lld", (long long)x.v.i);
+		else
+			snprintf(tmp, sizeof tmp, "%llu", (unsigned long long)x.v.u);
+		qtk_buf_puts(b, tmp);
+		return;
+	}
+	qtk_buf_puts(b, "[");
+	size_t es = qtk_value_size(v->elem);
+	for (uint64_t k = 0; k < v->n && k < 8 && b->len < 1024; k++) {
+		if (k)
+			qtk_buf_puts(b, ", ");
+		if (v->elem == QTK_V_STR) {
+			const qtk_str *s = v->arr;
+			qtk_buf_puts(b, "\"");
+			qtk_buf_puts(b, qtk_text_safe(s[k].s, QTK_TEXT_NARROW, sb, 256));
+			qtk_buf_puts(b, "\"");
+		} else if (v->elem == QTK_V_ARR) {
+			qtk_buf_puts(b, "[...]");
+		} else {
+			qtk_value x = {0};
+			qtk_value_from_le(&x, v->elem, (const uint8_t *)v->arr + k * es);
+			md_value(&x, b);
+		}
+	}
+	if (v->n > 8 || (v->n && b->len >= 1024))
+		qtk_buf_puts(b, ", ...");
+	qtk_buf_puts(b, "]");
+}
+
+static void md_type(const qtk_value *v, char *buf, size_t n)
+{
+	if (v->type == QTK_V_ARR)
+		snprintf(buf, n, "%s[%llu]", qtk_value_type_name(v->elem), (unsigned long long)v->n);
+	else
+		snprintf(buf, n, "%s", qtk_value_type_name(v->type));
+}
+
+static const char *json_type(const cJSON *j, char *buf, size_t n)
+{
+	if (cJSON_IsArray(j))
+		snprintf(buf, n, "array[%d]", cJSON_GetArraySize(j));
+	else if (cJSON_IsObject(j))
+		snprintf(buf, n, "object{%d}", cJSON_GetArraySize(j));
+	else
+		snprintf(buf, n, "%s", cJSON_IsString(j) ? "string" : cJSON_IsNumber(j) ? "number" : cJSON_IsBool(j) ? "bool" : "null");
+	return buf;
+}
+
+/* One listing line: index, key, type, value cut to the width. */
+static void md_line(FILE *out, size_t idx, const char *key, int kw, const char *type, int tw, char *val, int width)
+{
+	char kb[1024];
+	int room = width - 6 - kw - 2 - tw - 2;
+	if (room < 16)
+		room = 16;
+	cut_cells(val, (size_t)room);
+	const char *k = qtk_text_safe(key, QTK_TEXT_NARROW, kb, sizeof kb);
+	fprintf(out, "%4zu  %-*s  %-*s  %s\n", idx, kw, k, tw, type, val);
+}
+
+static bool md_side_file(const qtk_blob *b)
+{
+	size_t n = strlen(b->name);
+	return n >= 5 && !strcmp(b->name + n - 5, ".json") && strncmp(b->name, "tokenizer", 9) && strcmp(b->name, "vocab.json");
+}
+
+static int metadata_json(qtk_model *m, FILE *out)
+{
+	cJSON *r = cJSON_CreateObject();
+	cJSON_AddNumberToObject(r, "schema_version", 1);
+	cJSON_AddItemToObject(r, "file", json_str(m->path, strlen(m->path)));
+	cJSON_AddStringToObject(r, "format", qtk_model_format(m));
+	cJSON *keys = cJSON_AddArrayToObject(r, "keys");
+	for (size_t i = 0; i < m->nkv; i++) {
+		const qtk_kv *kv = &m->kv[i];
+		cJSON *e = cJSON_CreateObject();
+		cJSON_AddItemToObject(e, "key", json_str(kv->key, strlen(kv->key)));
+		cJSON_AddStringToObject(e, "type", qtk_value_type_name(kv->val.type));
+		if (kv->val.type == QTK_V_ARR) {
+			cJSON_AddStringToObject(e, "elem_type", qtk_value_type_name(kv->val.elem));
+			cJSON_AddNumberToObject(e, "count", (double)kv->val.n);
+		}
+		cJSON_AddItemToObject(e, "value", json_value(&kv->val));
+		uint64_t v;
+		char fb[64];
+		if (!strcmp(kv->key, "general.file_type") && qtk_value_as_u64(&kv->val, &v) && ftype_name(v, fb, sizeof fb))
+			cJSON_AddStringToObject(e, "file_type_name", fb);
+		cJSON_AddItemToArray(keys, e);
+	}
+	cJSON *files = cJSON_AddObjectToObject(r, "files");
+	for (size_t i = 0; i < m->nblobs; i++) {
+		const qtk_blob *b = &m->blobs[i];
+		if (!md_side_file(b))
+			continue;
+		cJSON *j = cJSON_ParseWithLength((const char *)b->data, b->len);
+		if (j)
+			cJSON_AddItemToObject(files, b->name, j);
+	}
+	return json_emit(m, r, out);
+}
+
+int report_metadata(qtk_model *m, FILE *out, const insp_opts *o)
+{
+	if (o->json)
+		return metadata_json(m, out);
+	int width = width_of(o);
+	char pb[2048], tb[64], fb[64];
+	int kw = 3, tw = 4;
+	for (size_t i = 0; i < m->nkv; i++) {
+		int n = (int)qtk_text_len(m->kv[i].key, strlen(m->kv[i].key), QTK_TEXT_NARROW);
+		kw = n > kw ? n : kw;
+		md_type(&m->kv[i].val, tb, sizeof tb);
+		tw = (int)strlen(tb) > tw ? (int)strlen(tb) : tw;
+	}
+	if (kw > width / 3)
+		kw = width / 3;
+	fprintf(out, "%s: %s, %zu metadata keys\n\n", insp_safe(m->path, pb, sizeof pb), qtk_model_format(m), m->nkv);
+	fprintf(out, "%4s  %-*s  %-*s  %s\n", "#", kw, "key", tw, "type", "value");
+	for (size_t i = 0; i < m->nkv; i++) {
+		const qtk_kv *kv = &m->kv[i];
+		qtk_buf b = {0};
+		md_value(&kv->val, &b);
+		uint64_t v;
+		if (!strcmp(kv->key, "general.file_type") && qtk_value_as_u64(&kv->val, &v) && ftype_name(v, fb, sizeof fb)) {
+			qtk_buf_puts(&b, " (");
+			qtk_buf_puts(&b, fb);
+			qtk_buf_puts(&b, ")");
+		}
+		md_type(&kv->val, tb, sizeof tb);
+		char *val = b.p ? (char *)b.p : NULL;
+		if (!val) {
+			qtk_buf_puts(&b, "");
+			val = b.p ? (char *)b.p : "";
+		}
+		if (b.p)
+			md_line(out, i + 1, kv->key, kw, tb, tw, val, width);
+		qtk_buf_free(&b);
+	}
+	/* the JSON side files of a Hugging Face directory: their top-level keys */
+	for (size_t i = 0; i < m->nblobs; i++) {
+		const qtk_blob *bl = &m->blobs[i];
+		if (!md_side_file(bl))
+			continue;
+		cJSON *j = cJSON_ParseWithLength((const char *)bl->data, bl->len);
+		if (!cJSON_IsObject(j)) {
+			cJSON_Delete(j);
+			continue;
+		}
+		fprintf(out, "\n%s (%d keys)\n", insp_safe(bl->name, pb, sizeof pb), cJSON_GetArraySize(j));
+		int jkw = 3, jtw = 4;
+		const cJSON *e;
+		cJSON_ArrayForEach(e, j) {
+			int n = (int)qtk_text_len(e->string, strlen(e->string), QTK_TEXT_NARROW);
+			jkw = n > jkw ? n : jkw;
+			jtw = (int)strlen(json_type(e, tb, sizeof tb)) > jtw ? (int)strlen(tb) : jtw;
+		}
+		if (jkw > width / 3)
+			jkw = width / 3;
+		size_t k = 0;
+		cJSON_ArrayForEach(e, j) {
+			char *txt = cJSON_PrintUnformatted(e);
+			char *safe = txt ? qtk_text_dup(txt, strlen(txt), QTK_TEXT_NARROW) : NULL;
+			if (safe)
+				md_line(out, ++k, e->string, jkw, json_type(e, tb, sizeof tb), jtw, safe, width);
+			qtk_free(safe);
+			cJSON_free(txt);
+		}
+		cJSON_Delete(j);
 	}
 	return 0;
 }

@@ -152,16 +152,199 @@ void print_stats_text(FILE *out, const qtk_tensor *t, const qtk_tstats *s)
 	}
 }
 
+/* ---- --tensor: "did you mean", JSON ------------------------------------------------------ */
+
+/* Edit distance (insertions, deletions, substitutions) of a[0..na) and b[0..nb), stopping
+ * at `cap` (returned when the distance is at least cap): only the band of cells within cap
+ * of the diagonal is computed, so a file of many long names costs names x length x 2 cap.
+ * Names are at most 512 bytes. */
+static size_t tx_edit(const char *a, size_t na, const char *b, size_t nb, size_t cap)
+{
+	size_t row[513];
+	if (na > 512 || nb > 512)
+		return cap;
+	if ((na > nb ? na - nb : nb - na) >= cap)
+		return cap;
+	for (size_t j = 0; j <= nb; j++)
+		row[j] = j < cap ? j : cap;
+	for (size_t i = 1; i <= na; i++) {
+		size_t lo = i > cap ? i - cap : 1, hi = i + cap < nb ? i + cap : nb;
+		size_t diag = row[lo - 1], best = cap;
+		row[lo - 1] = lo == 1 && i < cap ? i : cap;
+		for (size_t j = lo; j <= hi; j++) {
+			size_t up = row[j];
+			size_t v = diag + (a[i - 1] != b[j - 1]);
+			if (up + 1 < v)
+				v = up + 1;
+			if (row[j - 1] + 1 < v)
+				v = row[j - 1] + 1;
+			row[j] = v < cap ? v : cap;
+			diag = up;
+			best = row[j] < best ? row[j] : best;
+		}
+		if (hi < nb)
+			row[hi + 1] = cap;
+		if (best >= cap)
+			return cap;
+	}
+	return row[nb] < cap ? row[nb] : cap;
+}
+
+/* The error for a tensor name that is not in m, with up to three names it may have meant:
+ * the same tensor under the other naming (GGUF <-> Hugging Face), else the nearest names by
+ * edit distance (at most a third of the name's length, and 3 at least). */
+static int tx_no_tensor(qtk_model *m, const char *name)
+{
+	enum { K = 3 };
+	size_t best[K], nb = 0, idx[K];
+	size_t nl = strlen(name), cap = nl / 3 > 3 ? (nl / 3 < 16 ? nl / 3 + 1 : 17) : 4;
+	char cin[QTK_CAP_NAME + 64], ct[QTK_CAP_NAME + 64];
+	int qk;
+	bool in_mapped = nl < 512 && qtk_canon_name(m, name, cin, sizeof cin, &qk) == 1;
+	for (size_t i = 0; i < m->ntensors; i++) {
+		const char *tn = m->tensors[i].name;
+		size_t d;
+		bool t_mapped = qtk_canon_name(m, tn, ct, sizeof ct, &qk) == 1;
+		if ((t_mapped && !strcmp(ct, name)) || (in_mapped && !strcmp(cin, tn)))
+			d = 0; /* the same tensor, named the other way */
+		else
+			d = tx_edit(name, nl, tn, strlen(tn), cap);
+		if (d >= cap)
+			continue;
+		size_t k = nb < K ? nb++ : K;
+		if (k == K) {
+			if (d >= best[K - 1])
+				continue;
+			k = K - 1;
+		}
+		while (k > 0 && best[k - 1] > d) {
+			best[k] = best[k - 1];
+			idx[k] = idx[k - 1];
+			k--;
+		}
+		best[k] = d;
+		idx[k] = i;
+	}
+	char subj[300], msg[480], sb[512];
+	snprintf(subj, sizeof subj, "tensor '%.280s'", insp_safe(name, sb, sizeof sb));
+	size_t at = (size_t)snprintf(msg, sizeof msg, "no such tensor");
+	for (size_t k = 0; k < nb && at < sizeof msg; k++)
+		at += (size_t)snprintf(msg + at, sizeof msg - at, "%s'%.120s'%s", k == 0 ? "; did you mean " : k + 1 == nb ? " or " : ", ",
+				       insp_safe(m->tensors[idx[k]].name, sb, sizeof sb), k + 1 == nb ? "?" : "");
+	return qtk_err_set(&m->err, QTK_E_USAGE, m->path, -1, subj, "%s", msg);
+}
+
+static cJSON *tx_num(double v) { return isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull(); }
+
+static cJSON *tx_hist_json(const qtk_hist *h)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddNumberToObject(o, "n", (double)h->n);
+	cJSON_AddItemToObject(o, "lo", tx_num(h->lo));
+	cJSON_AddItemToObject(o, "hi", tx_num(h->hi));
+	cJSON *c = cJSON_AddArrayToObject(o, "counts");
+	for (int k = 0; k < QTK_ST_BINS; k++)
+		cJSON_AddItemToArray(c, cJSON_CreateNumber((double)h->counts[k]));
+	return o;
+}
+
+static cJSON *tx_counts(const uint64_t *c, int n)
+{
+	cJSON *a = cJSON_CreateArray();
+	for (int i = 0; i < n; i++)
+		cJSON_AddItemToArray(a, cJSON_CreateNumber((double)c[i]));
+	return a;
+}
+
+/* --tensor NAME --json: the tensor as --json lists it, its parts, and its statistics with
+ * what the text shows beyond --json --stats. */
+static int tx_tensor_json(qtk_model *m, const qtk_tensor *t, FILE *out)
+{
+	totals tt;
+	compute_totals(m, &tt);
+	cJSON *r = cJSON_CreateObject();
+	cJSON_AddNumberToObject(r, "schema_version", 1);
+	cJSON_AddItemToObject(r, "file", json_str_n(m->path, strlen(m->path)));
+	cJSON *j = json_tensor(t);
+	cJSON_AddItemToObject(r, "tensor", j);
+	cJSON_AddNumberToObject(j, "share_of_file", tt.n_bytes ? (double)t->n_bytes / (double)tt.n_bytes : 0.0);
+	if (!cJSON_GetObjectItemCaseSensitive(j, "parts")) {
+		cJSON *parts = cJSON_AddArrayToObject(j, "parts");
+		for (int p = 0; p < t->nparts; p++) {
+			const qtk_part *q = &t->parts[p];
+			const qtk_type_info *ti = qtk_type(q->type);
+			cJSON *o = cJSON_CreateObject();
+			cJSON_AddStringToObject(o, "role", q->role[0] ? q->role : "data");
+			cJSON_AddStringToObject(o, "type", ti ? ti->name : "unknown");
+			cJSON *sh = cJSON_AddArrayToObject(o, "shape");
+			for (int d = 0; d < q->ndim; d++)
+				cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)q->shape[d]));
+			cJSON_AddNumberToObject(o, "n_bytes", (double)q->nbytes);
+			cJSON_AddItemToArray(parts, o);
+		}
+	}
+	if (!qtk_can_decode(t)) {
+		cJSON_AddNullToObject(j, "stats");
+		return json_emit(m, r, out);
+	}
+	qtk_tstats s;
+	int rc = qtk_stats_compute(m, t, &s, NULL, NULL);
+	if (rc) {
+		cJSON_Delete(r);
+		return rc;
+	}
+	cJSON *st = qtk_stats_json(&s);
+	cJSON_AddItemToObject(j, "stats", st);
+	cJSON_AddNumberToObject(st, "n", (double)s.n);
+	cJSON_AddNumberToObject(st, "n_nonfinite", (double)s.n_nonfinite);
+	cJSON_AddNumberToObject(st, "group", s.group);
+	cJSON_AddNumberToObject(st, "n_groups", (double)s.n_groups);
+	if (t->ndim >= 2 && s.n_top) {
+		cJSON_AddItemToObject(st, "channel_median_absmax", tx_num(s.channel_median));
+		cJSON *sal = cJSON_AddArrayToObject(st, "salient_channels");
+		for (int k = 0; k < s.n_top; k++) {
+			cJSON *e = cJSON_CreateObject();
+			cJSON_AddNumberToObject(e, "channel", (double)s.top_idx[k]);
+			cJSON_AddItemToObject(e, "absmax", tx_num((double)s.top_val[k]));
+			cJSON_AddItemToArray(sal, e);
+		}
+	} else {
+		cJSON_AddNullToObject(st, "channel_median_absmax");
+		cJSON_AddNullToObject(st, "salient_channels");
+	}
+	if (s.has_scales) {
+		cJSON *h = tx_hist_json(&s.scales);
+		cJSON_AddStringToObject(h, "what", s.scale_what ? s.scale_what : "scale");
+		cJSON_AddItemToObject(st, "scales", h);
+	} else {
+		cJSON_AddNullToObject(st, "scales");
+	}
+	if (s.has_mins)
+		cJSON_AddItemToObject(st, "mins", tx_hist_json(&s.mins));
+	else
+		cJSON_AddNullToObject(st, "mins");
+	if (s.zero_levels)
+		cJSON_AddItemToObject(st, "zero_points", tx_counts(s.zeros, s.zero_levels));
+	else
+		cJSON_AddNullToObject(st, "zero_points");
+	if (s.code_bits) {
+		cJSON *c = cJSON_AddObjectToObject(st, "codes");
+		cJSON_AddNumberToObject(c, "bits", s.code_bits);
+		cJSON_AddNumberToObject(c, "used", s.codes_used);
+		cJSON_AddItemToObject(c, "counts", tx_counts(s.codes, 1 << s.code_bits));
+	} else {
+		cJSON_AddNullToObject(st, "codes");
+	}
+	return json_emit(m, r, out);
+}
+
 int report_tensor(qtk_model *m, const char *name, FILE *out, const insp_opts *o)
 {
-	(void)o;
 	const qtk_tensor *t = qtk_tensor_find(m, name);
 	if (!t)
-	{
-		char subj[300];
-		snprintf(subj, sizeof subj, "tensor '%.280s'", name);
-		return qtk_err_set(&m->err, QTK_E_USAGE, m->path, -1, subj, "no such tensor");
-	}
+		return tx_no_tensor(m, name);
+	if (o->json)
+		return tx_tensor_json(m, t, out);
 	tx_header(out, m, t);
 	if (!qtk_can_decode(t)) {
 		fprintf(out, "\nvalues: no decoder for this layout\n");
@@ -177,13 +360,16 @@ int report_tensor(qtk_model *m, const char *name, FILE *out, const insp_opts *o)
 
 /* ---- --memory ------------------------------------------------------------ */
 
-/* The contexts of the sweep: powers of two 2k..32k, the model's maximum and
- * --ctx, ascending and unique. Returns the count. */
-size_t memory_contexts(const hparams *hp, uint64_t extra, uint64_t *ctx, size_t cap)
+/* The contexts of the sweep: powers of two 2k..32k, the model's maximum and the
+ * contexts asked for, ascending and unique. Returns the count. */
+size_t memory_contexts_list(const hparams *hp, const uint64_t *more, size_t nmore, uint64_t *ctx, size_t cap)
 {
-	uint64_t c[8] = {2048, 4096, 8192, 16384, 32768, hp->ctx_max, extra};
+	uint64_t c[6 + INSP_MAX_CTX + 1] = {2048, 4096, 8192, 16384, 32768, hp->ctx_max};
+	size_t nc = 6;
+	for (size_t i = 0; i < nmore && nc < sizeof c / sizeof *c; i++)
+		c[nc++] = more[i];
 	size_t n = 0;
-	for (size_t i = 0; i < 7; i++) {
+	for (size_t i = 0; i < nc; i++) {
 		if (!c[i])
 			continue;
 		size_t k = 0;
@@ -200,9 +386,121 @@ size_t memory_contexts(const hparams *hp, uint64_t extra, uint64_t *ctx, size_t 
 	return n;
 }
 
+size_t memory_contexts(const hparams *hp, uint64_t extra, uint64_t *ctx, size_t cap)
+{
+	return memory_contexts_list(hp, &extra, 1, ctx, cap);
+}
+
+bool parse_ctx(const char *s, uint64_t *v)
+{
+	char num[24];
+	size_t n = strlen(s);
+	uint64_t mul = 1;
+	if (n && (s[n - 1] == 'k' || s[n - 1] == 'K')) {
+		mul = 1024;
+		n--;
+	}
+	if (n == 0 || n >= sizeof num)
+		return false;
+	memcpy(num, s, n);
+	num[n] = 0;
+	uint64_t x;
+	if (!qtk_parse_u64(num, &x) || x == 0 || x > (1ull << 32) / mul)
+		return false;
+	*v = x * mul;
+	return true;
+}
+
 static void tx_fmt_size(double b, char *buf, size_t n) { fmt_bytes((uint64_t)(b + 0.5), buf, n); }
 
 static const char *const tx_kv_names[] = {"f16", "q8_0", "q4_0"};
+
+/* Everything --memory works out once: the KV types, the compute dimensions and the split of
+ * the weights and the KV cache between RAM and VRAM (--gpu-layers). */
+typedef struct tx_mem {
+	const char *kt, *vt;  /* K and V cache types */
+	double ek, ev;        /* their bytes per element */
+	bool fa;              /* flash attention assumed */
+	compute_in cd;
+	/* --gpu-layers */
+	bool split;
+	uint64_t n_off;       /* repeating layers offloaded: the last n_off */
+	bool out_off;         /* the output layer too (N > n_layer) */
+	double w_ram, w_vram, w_dup; /* weights; w_dup: token embeddings copied as the output */
+	bool kv_split_known;
+	uint64_t heads[QTK_HP_MAX_LAYERS];
+} tx_mem;
+
+static void tx_mem_init(tx_mem *x, qtk_model *m, const hparams *hp, bool have, const insp_opts *o)
+{
+	memset(x, 0, sizeof *x);
+	const char *kvt = o->kv_type ? o->kv_type : "f16";
+	x->kt = o->kv_type_k ? o->kv_type_k : kvt;
+	x->vt = o->kv_type_v ? o->kv_type_v : kvt;
+	x->ek = kv_type_bytes(x->kt);
+	x->ev = kv_type_bytes(x->vt);
+	/* llama.cpp needs flash attention for a quantized V cache */
+	x->fa = o->flash_attn || kv_type_quantized(x->vt);
+	if (have)
+		compute_dims(m, hp, &x->cd);
+	if (!o->gpu_split)
+		return;
+	x->split = true;
+	uint64_t L = have ? hp->n_layer : 0;
+	x->n_off = o->gpu_layers < L ? o->gpu_layers : L;
+	x->out_off = have && o->gpu_layers > L;
+	uint64_t start = L - x->n_off;
+	bool has_out = false;
+	double embd = 0;
+	for (size_t i = 0; i < m->ntensors; i++) {
+		const qtk_tensor *t = &m->tensors[i];
+		int blk;
+		int pl = tensor_place(t->name, &blk);
+		bool gpu = have && ((pl == 'b' && (uint64_t)blk >= start) || (pl == 'o' && x->out_off));
+		if (gpu)
+			x->w_vram += (double)t->n_bytes;
+		else
+			x->w_ram += (double)t->n_bytes;
+		if (!strcmp(t->name, "output.weight") || !strcmp(t->name, "lm_head.weight"))
+			has_out = true;
+		if (!strcmp(t->name, "token_embd.weight") || !strcmp(t->name, "model.embed_tokens.weight"))
+			embd = (double)t->n_bytes;
+	}
+	/* tied embeddings: llama.cpp loads the token embeddings a second time as the output */
+	if (x->out_off && !has_out)
+		x->w_dup = embd;
+	x->kv_split_known = have && !hp->kv_unknown[0] && kv_layer_heads(m, hp, x->heads) == 0;
+}
+
+/* KV bytes on the GPU at context ctx (the offloaded layers'). */
+static double tx_kv_vram(const tx_mem *x, const hparams *hp, uint64_t ctx)
+{
+	double v = 0;
+	for (uint64_t l = hp->n_layer - x->n_off; l < hp->n_layer; l++)
+		v += kv_layer_bytes(hp, l, x->heads[l], ctx, x->ek, x->ev);
+	return v;
+}
+
+/* One row of the sweep. */
+typedef struct tx_row {
+	double kv, compute, total, ram, vram; /* ram, vram < 0: unknown */
+} tx_row;
+
+static tx_row tx_row_at(const tx_mem *x, const hparams *hp, const totals *tt, uint64_t ctx)
+{
+	tx_row r;
+	r.kv = kv_cache_bytes_kv(hp, ctx, x->ek, x->ev);
+	r.compute = compute_buffer_bytes(&x->cd, ctx, x->fa);
+	r.total = (double)tt->n_bytes + x->w_dup + r.kv + r.compute;
+	r.ram = r.vram = -1;
+	if (x->split && x->kv_split_known) {
+		double kg = tx_kv_vram(x, hp, ctx);
+		bool gpu_any = x->n_off || x->out_off, cpu_any = x->n_off < hp->n_layer || !x->out_off;
+		r.vram = x->w_vram + x->w_dup + kg + (gpu_any ? r.compute : 0);
+		r.ram = x->w_ram + (r.kv - kg) + (cpu_any ? r.compute : 0);
+	}
+	return r;
+}
 
 /* The sliding layers as a JSON array of layer numbers (only for n_layer <= the per-layer cap). */
 static void tx_json_swa(cJSON *a, const hparams *hp)
@@ -246,14 +544,35 @@ static void tx_json_experts(cJSON *r, const hparams *hp, bool have, const qtk_ac
 		cJSON_AddNullToObject(e, "unknown");
 }
 
-static int tx_memory_json(qtk_model *m, FILE *out, const totals *tt, const hparams *hp, bool have,
-			  const qtk_active *act, const char *kvt, double eb, const uint64_t *ctx, size_t nc)
+static void tx_json_gpu(cJSON *r, const tx_mem *x, const insp_opts *o)
 {
+	if (!x->split) {
+		cJSON_AddNullToObject(r, "gpu");
+		return;
+	}
+	cJSON *g = cJSON_AddObjectToObject(r, "gpu");
+	cJSON_AddNumberToObject(g, "gpu_layers", (double)o->gpu_layers);
+	cJSON_AddNumberToObject(g, "layers_offloaded", (double)x->n_off);
+	cJSON_AddBoolToObject(g, "output_offloaded", x->out_off);
+	cJSON_AddNumberToObject(g, "weights_ram_bytes", x->w_ram);
+	cJSON_AddNumberToObject(g, "weights_vram_bytes", x->w_vram + x->w_dup);
+	cJSON_AddNumberToObject(g, "output_copy_bytes", x->w_dup);
+	cJSON_AddBoolToObject(g, "kv_split_known", x->kv_split_known);
+}
+
+static int tx_memory_json(qtk_model *m, FILE *out, const totals *tt, const hparams *hp, bool have,
+			  const qtk_active *act, const tx_mem *x, const insp_opts *o, const uint64_t *ctx, size_t nc)
+{
+	double eb = x->ek;
+	char kvt[40];
+	snprintf(kvt, sizeof kvt, "%s%s%s", x->kt, strcmp(x->kt, x->vt) ? "/" : "", strcmp(x->kt, x->vt) ? x->vt : "");
 	cJSON *r = cJSON_CreateObject();
 	cJSON_AddNumberToObject(r, "schema_version", 1);
-	cJSON_AddStringToObject(r, "file", m->path);
+	cJSON_AddItemToObject(r, "file", json_str_n(m->path, strlen(m->path)));
 	cJSON_AddNumberToObject(r, "weights_bytes", (double)tt->n_bytes);
 	cJSON_AddStringToObject(r, "kv_type", kvt);
+	cJSON_AddStringToObject(r, "kv_type_k", x->kt);
+	cJSON_AddStringToObject(r, "kv_type_v", x->vt);
 	cJSON_AddNumberToObject(r, "params_total", (double)tt->n_params);
 	if (act->unknown[0]) {
 		cJSON_AddNullToObject(r, "params_active");
@@ -277,33 +596,49 @@ static int tx_memory_json(qtk_model *m, FILE *out, const totals *tt, const hpara
 		cJSON_AddNumberToObject(a, "n_head_kv_min", (double)hp->n_head_kv_min);
 		cJSON_AddNumberToObject(a, "kv_heads_total", (double)(hp->kv_heads_full + hp->kv_heads_swa));
 		tx_json_swa(a, hp);
+		cJSON *c = cJSON_AddObjectToObject(r, "compute");
+		cJSON_AddNumberToObject(c, "ubatch", COMPUTE_UBATCH);
+		cJSON_AddBoolToObject(c, "flash_attn", x->fa);
+		cJSON_AddNumberToObject(c, "n_embd", (double)x->cd.n_embd);
+		cJSON_AddNumberToObject(c, "n_head", (double)x->cd.n_head);
+		cJSON_AddNumberToObject(c, "head_dim", (double)x->cd.head_dim);
+		cJSON_AddNumberToObject(c, "n_ff", (double)x->cd.n_ff);
+		cJSON_AddNumberToObject(c, "n_vocab", (double)x->cd.n_vocab);
+		tx_json_gpu(r, x, o);
 		if (hp->kv_unknown[0]) {
 			cJSON_AddStringToObject(r, "kv_unknown", hp->kv_unknown);
 		} else {
-			cJSON_AddNumberToObject(r, "kv_bytes_per_token", kv_cache_bytes(hp, 1, eb));
+			cJSON_AddNumberToObject(r, "kv_bytes_per_token", kv_cache_bytes_kv(hp, 1, x->ek, x->ev));
 			if (hp->n_layer_swa)
 				cJSON_AddNumberToObject(r, "kv_bytes_per_token_beyond_window",
-							(double)hp->kv_heads_full * (double)(hp->head_dim + hp->head_dim_v) * eb);
+							(double)hp->kv_heads_full *
+								((double)hp->head_dim * x->ek + (double)hp->head_dim_v * x->ev));
 			cJSON *arr = cJSON_AddArrayToObject(r, "contexts");
 			for (size_t i = 0; i < nc; i++) {
 				cJSON *e = cJSON_CreateObject();
-				double kv = kv_cache_bytes(hp, ctx[i], eb);
+				tx_row row = tx_row_at(x, hp, tt, ctx[i]);
 				cJSON_AddNumberToObject(e, "ctx", (double)ctx[i]);
-				cJSON_AddNumberToObject(e, "kv_bytes", kv);
-				cJSON_AddNumberToObject(e, "total_bytes", kv + (double)tt->n_bytes);
+				cJSON_AddNumberToObject(e, "kv_bytes", row.kv);
+				cJSON_AddNumberToObject(e, "total_bytes", row.kv + (double)tt->n_bytes);
+				cJSON_AddNumberToObject(e, "compute_bytes", row.compute);
+				cJSON_AddNumberToObject(e, "estimate_bytes", row.total);
+				if (x->split && row.ram >= 0) {
+					cJSON_AddNumberToObject(e, "ram_bytes", row.ram);
+					cJSON_AddNumberToObject(e, "vram_bytes", row.vram);
+				} else if (x->split) {
+					cJSON_AddNullToObject(e, "ram_bytes");
+					cJSON_AddNullToObject(e, "vram_bytes");
+				}
 				cJSON_AddItemToArray(arr, e);
 			}
 		}
 	} else {
 		cJSON_AddNullToObject(r, "architecture");
+		cJSON_AddNullToObject(r, "compute");
+		tx_json_gpu(r, x, o);
 	}
-	char *txt = cJSON_Print(r);
-	cJSON_Delete(r);
-	if (!txt)
-		return qtk_err_set(&m->err, QTK_E_IO, NULL, -1, NULL, "out of memory");
-	fprintf(out, "%s\n", txt);
-	cJSON_free(txt);
-	return 0;
+	(void)eb;
+	return json_emit(m, r, out);
 }
 
 /* Weights read per token and the experts, for a mixture of experts. */
@@ -349,11 +684,15 @@ static void tx_swa_unused(FILE *out, const hparams *hp)
 }
 
 /* The KV cache lines: the plain product for a uniform model, else what each layer holds. */
-static void tx_memory_kv(FILE *out, const hparams *hp, const char *kvt, double eb)
+static void tx_memory_kv(FILE *out, const hparams *hp, const tx_mem *x)
 {
-	char kb[32], kb2[32], sb[512];
-	tx_fmt_size(kv_cache_bytes(hp, 1, eb), kb, sizeof kb);
-	if (kv_uniform(hp)) {
+	char kb[32], kb2[32], sb[512], kvt[40];
+	double eb = x->ek;
+	snprintf(kvt, sizeof kvt, "%s%s%s", x->kt, strcmp(x->kt, x->vt) ? " K, " : "", strcmp(x->kt, x->vt) ? x->vt : "");
+	if (strcmp(x->kt, x->vt))
+		snprintf(kvt, sizeof kvt, "K %s, V %.8s: %.4g B", x->kt, x->vt, x->ev);
+	tx_fmt_size(kv_cache_bytes_kv(hp, 1, x->ek, x->ev), kb, sizeof kb);
+	if (kv_uniform(hp) && !strcmp(x->kt, x->vt)) {
 		fprintf(out, "\nKV cache    2 x %llu layers x %llu KV heads x %llu x context x %.4g B (%s)\n",
 			(unsigned long long)hp->n_layer, (unsigned long long)hp->n_head_kv, (unsigned long long)hp->head_dim,
 			eb, kvt);
@@ -376,13 +715,52 @@ static void tx_memory_kv(FILE *out, const hparams *hp, const char *kvt, double e
 			hp->swa_note ? insp_safe(hp->swa_note, sb, sizeof sb) : "");
 		fprintf(out, "            they hold min(context, %llu) tokens, as llama.cpp's SWA cache does\n",
 			(unsigned long long)hp->swa_window);
-		tx_fmt_size((double)hp->kv_heads_full * (double)(hp->head_dim + hp->head_dim_v) * eb, kb2, sizeof kb2);
+		tx_fmt_size((double)hp->kv_heads_full * ((double)hp->head_dim * x->ek + (double)hp->head_dim_v * x->ev), kb2,
+			    sizeof kb2);
 		fprintf(out, "            = %s per token up to %llu tokens, %s per token beyond\n\n", kb,
 			(unsigned long long)hp->swa_window, kb2);
 		return;
 	}
 	tx_swa_unused(out, hp);
 	fprintf(out, "            = %s per token\n\n", kb);
+}
+
+/* How the compute buffer and the offload were worked out. */
+static void tx_memory_notes(FILE *out, const hparams *hp, const tx_mem *x)
+{
+	const compute_in *c = &x->cd;
+	fprintf(out, "compute     estimated for a micro-batch of %d tokens: inputs + the largest of\n", COMPUTE_UBATCH);
+	if (x->fa)
+		fprintf(out, "            attention (flash%s), FFN %llu wide, logits %llu x %d x 4 B\n",
+			kv_type_quantized(x->vt) ? ": a quantized V cache needs it" : "", (unsigned long long)c->n_ff,
+			(unsigned long long)c->n_vocab, COMPUTE_UBATCH);
+	else
+		fprintf(out, "            attention (KQ scores context x %d x %llu heads x 4 B), FFN %llu wide,\n"
+			     "            logits %llu x %d x 4 B\n",
+			COMPUTE_UBATCH, (unsigned long long)c->n_head, (unsigned long long)c->n_ff,
+			(unsigned long long)c->n_vocab, COMPUTE_UBATCH);
+	if (!x->split)
+		return;
+	char wr[32], wv[32], wd[32];
+	fmt_bytes((uint64_t)x->w_ram, wr, sizeof wr);
+	fmt_bytes((uint64_t)(x->w_vram + x->w_dup), wv, sizeof wv);
+	fprintf(out, "GPU layers  %llu of %llu repeating layers offloaded", (unsigned long long)x->n_off,
+		(unsigned long long)hp->n_layer);
+	if (x->n_off == 1)
+		fprintf(out, " (layer %llu, weights and KV cache)", (unsigned long long)(hp->n_layer - 1));
+	else if (x->n_off)
+		fprintf(out, " (layers %llu-%llu, weights and KV cache)", (unsigned long long)(hp->n_layer - x->n_off),
+			(unsigned long long)(hp->n_layer - 1));
+	fprintf(out, ",\n            output layer %s; token embeddings stay in RAM\n",
+		x->out_off ? "offloaded (--gpu-layers above the layer count)" : "in RAM");
+	fprintf(out, "            weights: RAM %s, VRAM %s", wr, wv);
+	if (x->w_dup) {
+		fmt_bytes((uint64_t)x->w_dup, wd, sizeof wd);
+		fprintf(out, " (with a %s copy of the tied token embeddings as the output)", wd);
+	}
+	fputc('\n', out);
+	if (!x->kv_split_known)
+		fprintf(out, "            the per-layer KV split is unknown (the per-layer head counts cannot be read)\n");
 }
 
 int report_memory(qtk_model *m, FILE *out, const insp_opts *o)
@@ -393,24 +771,35 @@ int report_memory(qtk_model *m, FILE *out, const insp_opts *o)
 	bool have = hparams_load(m, &hp) == 0;
 	qtk_active act;
 	qtk_family_active(m, have ? &hp : NULL, &act);
-	const char *kvt = o->kv_type ? o->kv_type : "f16";
-	double eb = kv_type_bytes(kvt);
-	uint64_t ctx[8];
-	size_t nc = have ? memory_contexts(&hp, o->ctx, ctx, 8) : 0;
-	if (o->json)
-		return tx_memory_json(m, out, &tt, &hp, have, &act, kvt, eb, ctx, nc);
+	tx_mem *x = qtk_malloc(sizeof *x);
+	if (!x)
+		return qtk_err_set(&m->err, QTK_E_IO, NULL, -1, NULL, "out of memory");
+	tx_mem_init(x, m, &hp, have, o);
+	uint64_t ctx[32], more[INSP_MAX_CTX + 1];
+	size_t nmore = 0;
+	if (o->ctx)
+		more[nmore++] = o->ctx;
+	for (size_t i = 0; i < o->nctx && nmore < INSP_MAX_CTX + 1; i++)
+		more[nmore++] = o->ctxs[i];
+	size_t nc = have ? memory_contexts_list(&hp, more, nmore, ctx, 32) : 0;
+	int rc = 0;
+	if (o->json) {
+		rc = tx_memory_json(m, out, &tt, &hp, have, &act, x, o, ctx, nc);
+		qtk_free(x);
+		return rc;
+	}
 	char w[32];
 	fmt_bytes(tt.n_bytes, w, sizeof w);
 	char sb[2048];
 	fprintf(out, "%s: memory estimate\n\n", insp_safe(m->path, sb, sizeof sb));
 	fprintf(out, "weights     %s (%llu bytes as stored, %.4f bits/weight)\n", w, (unsigned long long)tt.n_bytes,
 		tx_bpw(tt.n_bytes, tt.n_params));
+	tx_memory_experts(out, &tt, &hp, have, &act);
 	if (!have) {
-		tx_memory_experts(out, &tt, &hp, have, &act);
 		fprintf(out, "KV cache    unknown: the file has no architecture keys or config.json\n");
+		qtk_free(x);
 		return 0;
 	}
-	tx_memory_experts(out, &tt, &hp, have, &act);
 	fprintf(out, "model       %s (%s): %llu layers, %llu heads, %llu KV heads\n",
 		hp.arch[0] ? insp_safe(hp.arch, sb, sizeof sb) : "?",
 		hp.source, (unsigned long long)hp.n_layer, (unsigned long long)hp.n_head, (unsigned long long)hp.n_head_kv);
@@ -420,23 +809,68 @@ int report_memory(qtk_model *m, FILE *out, const insp_opts *o)
 		fprintf(out, ", trained context %llu", (unsigned long long)hp.ctx_max);
 	if (hp.kv_unknown[0]) {
 		fprintf(out, "\nKV cache    unknown: %s\n", insp_safe(hp.kv_unknown, sb, sizeof sb));
+		qtk_free(x);
 		return 0;
 	}
-	tx_memory_kv(out, &hp, kvt, eb);
-	fprintf(out, "%9s  %11s  %11s  %11s  %13s\n", "context", "KV f16", "KV q8_0", "KV q4_0", "total");
+	tx_memory_kv(out, &hp, x);
+	tx_memory_notes(out, &hp, x);
+	/* the chosen type as a column of its own unless it is one of the three compared */
+	bool own = strcmp(x->kt, x->vt) != 0;
+	bool listed = false;
+	for (int k = 0; k < 3; k++)
+		listed |= !strcmp(x->kt, tx_kv_names[k]);
+	own |= !listed;
+	char own_h[40];
+	if (strcmp(x->kt, x->vt))
+		snprintf(own_h, sizeof own_h, "KV %s/%s", x->kt, x->vt);
+	else
+		snprintf(own_h, sizeof own_h, "KV %s", x->kt);
+	fprintf(out, "\n%9s  %11s  %11s  %11s", "context", "KV f16", "KV q8_0", "KV q4_0");
+	if (own)
+		fprintf(out, "  %13s", own_h);
+	fprintf(out, "  %11s  %13s", "compute", "total");
+	if (x->split)
+		fprintf(out, "  %11s  %11s", "RAM", "VRAM");
+	fputc('\n', out);
 	bool beyond = false;
 	for (size_t i = 0; i < nc; i++) {
-		char cells[3][32], tot[32];
+		char cells[3][32], cell[32], tot[32], cp[32], ram[32], vram[32];
 		for (int k = 0; k < 3; k++)
 			tx_fmt_size(kv_cache_bytes(&hp, ctx[i], kv_type_bytes(tx_kv_names[k])), cells[k], sizeof cells[k]);
-		tx_fmt_size(kv_cache_bytes(&hp, ctx[i], eb) + (double)tt.n_bytes, tot, sizeof tot);
+		tx_row r = tx_row_at(x, &hp, &tt, ctx[i]);
+		tx_fmt_size(r.kv, cell, sizeof cell);
+		tx_fmt_size(r.compute, cp, sizeof cp);
+		tx_fmt_size(r.total, tot, sizeof tot);
 		bool b = hp.ctx_max && ctx[i] > hp.ctx_max;
 		beyond |= b;
-		fprintf(out, "%8llu%c  %11s  %11s  %11s  %13s%s\n", (unsigned long long)ctx[i], b ? '*' : ' ', cells[0],
-			cells[1], cells[2], tot, ctx[i] == o->ctx ? "  <- --ctx" : ctx[i] == hp.ctx_max ? "  <- trained" : "");
+		bool asked = ctx[i] == o->ctx;
+		for (size_t k = 0; k < o->nctx; k++)
+			asked |= ctx[i] == o->ctxs[k];
+		fprintf(out, "%8llu%c  %11s  %11s  %11s", (unsigned long long)ctx[i], b ? '*' : ' ', cells[0], cells[1], cells[2]);
+		if (own)
+			fprintf(out, "  %13s", cell);
+		fprintf(out, "  %11s  %13s", cp, tot);
+		if (x->split) {
+			if (r.ram >= 0) {
+				tx_fmt_size(r.ram, ram, sizeof ram);
+				tx_fmt_size(r.vram, vram, sizeof vram);
+			} else {
+				snprintf(ram, sizeof ram, "?");
+				snprintf(vram, sizeof vram, "?");
+			}
+			fprintf(out, "  %11s  %11s", ram, vram);
+		}
+		fprintf(out, "%s\n", asked ? "  <- --ctx" : ctx[i] == hp.ctx_max ? "  <- trained" : "");
 	}
-	fprintf(out, "\ntotal = weights + KV cache (%s); compute buffers and runtime\noverhead are not included.\n", kvt);
+	fprintf(out, "\ntotal = weights + KV cache (%s) + compute buffer, an estimate:\n"
+		     "runtime overhead, the output buffer and padding are not included.\n",
+		own ? own_h + 3 : x->kt);
+	if (x->split)
+		fprintf(out, "RAM, VRAM: what llama.cpp puts where with --gpu-layers %llu; a partial offload keeps\n"
+			     "a compute buffer on each side.\n",
+			(unsigned long long)o->gpu_layers);
 	if (beyond)
 		fprintf(out, "* beyond the model's trained context\n");
-	return 0;
+	qtk_free(x);
+	return rc;
 }

@@ -507,8 +507,62 @@ static void check_fixtures(void)
 	}
 }
 
+/* ---- --gpu-layers --------------------------------------------------------------------- */
+
+static char *memory_gpu(qtk_model *m, uint64_t ngl)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	insp_opts o = {.json = true, .ctx = 1000, .gpu_split = true, .gpu_layers = ngl};
+	report_memory(m, f, &o);
+	fclose(f);
+	return buf;
+}
+
+/* The KV split follows the per-layer head counts (OpenELM-style 1, 2, 4 heads of K 8 + V 8):
+ * one layer offloaded is the last, 4 x 16 x 2 B x 1000 = 128000 B of VRAM, 96000 B of RAM.
+ * Tied embeddings: with the output layer offloaded llama.cpp loads the token embeddings again
+ * as the output (10 x 32 F16 = 640 B). */
+static void check_gpu_split(void)
+{
+	static const int64_t heads[] = {4, 4, 8}, kvh[] = {1, 2, 4};
+	qtk_model *m = mk("openelm");
+	kv_u32(m, "openelm.block_count", 3);
+	kv_arr(m, "openelm.attention.head_count", QTK_V_I32, heads, 3);
+	kv_arr(m, "openelm.attention.head_count_kv", QTK_V_I32, kvh, 3);
+	kv_u32(m, "openelm.attention.key_length", 8);
+	kv_u32(m, "openelm.attention.value_length", 8);
+	tensor(m, "token_embd.weight", QTK_T_F16, 2, 10, 32, 0);
+	tensor(m, "blk.2.attn_k.weight", QTK_T_F16, 2, 32, 32, 0);
+	char *j = memory_gpu(m, 1);
+	hparams hp;
+	uint64_t h[3] = {0};
+	CHECK(hparams_load(m, &hp) == 0 && kv_layer_heads(m, &hp, h) == 0 && h[0] == 1 && h[1] == 2 && h[2] == 4,
+	      "per-layer heads read again");
+	CHECK(fabs(kv_layer_bytes(&hp, 2, 4, 1000, 2.0, 2.0) - 128000.0) < 1e-6, "layer 2 KV bytes");
+	CHECK(HAS(j, "\"kv_split_known\":\ttrue") && HAS(j, "\"weights_vram_bytes\":\t2048") &&
+		      HAS(j, "\"output_copy_bytes\":\t0"),
+	      "gpu split JSON: %s", j ? j : "");
+	/* ram = 640 weights + 96000 KV + compute; vram = 2048 + 128000 + compute */
+	const char *c = j ? strstr(j, "\"ctx\":\t1000") : NULL;
+	double comp = c && strstr(c, "\"compute_bytes\":\t") ? atof(strstr(c, "\"compute_bytes\":\t") + 17) : -1;
+	double ram = c && strstr(c, "\"ram_bytes\":\t") ? atof(strstr(c, "\"ram_bytes\":\t") + 13) : -1;
+	double vram = c && strstr(c, "\"vram_bytes\":\t") ? atof(strstr(c, "\"vram_bytes\":\t") + 14) : -1;
+	CHECK(comp > 0 && ram == 640 + 96000 + comp && vram == 2048 + 128000 + comp, "gpu split at 1000: %g %g %g", comp,
+	      ram, vram);
+	free(j);
+	j = memory_gpu(m, 4);
+	CHECK(HAS(j, "\"output_offloaded\":\ttrue") && HAS(j, "\"output_copy_bytes\":\t640") &&
+		      HAS(j, "\"weights_vram_bytes\":\t2688"),
+	      "tied output copied: %s", j ? j : "");
+	free(j);
+	qtk_close(m);
+}
+
 int main(void)
 {
+	check_gpu_split();
 	check_moe();
 	check_hf_experts();
 	check_per_layer_kv();
