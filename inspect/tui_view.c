@@ -192,7 +192,12 @@ static void tv_title(tui *t, tui_screen *s)
 	const qtk_kv *a = qtk_kv_find(m, "general.architecture");
 	char ab[256], pb[512];
 	const char *arch = a && a->val.type == QTK_V_STR ? tv_name(a->val.v.str.s, ab, sizeof ab) : NULL;
-	const char *base = tv_name(qtk_path_base(m->path), pb, sizeof pb);
+	/* "dir/" and "dir//" are titled "dir", not "" */
+	char trimmed[512];
+	snprintf(trimmed, sizeof trimmed, "%s", m->path ? m->path : "");
+	for (size_t tl = strlen(trimmed); tl > 1 && trimmed[tl - 1] == '/'; tl--)
+		trimmed[tl - 1] = 0;
+	const char *base = tv_name(qtk_path_base(trimmed), pb, sizeof pb);
 	grid_fill(s, 0, 0, s->w, " ", R_TITLE);
 	/* the fullest title that fits: drop params, then the tensor count, then the program name */
 	char fmtv[48], tens[32], pp[48], bpws[32], line[512];

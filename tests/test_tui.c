@@ -482,6 +482,29 @@ static void run_schemes(void)
 	}
 }
 
+/* A directory given as "dir/" is titled by its name, not by the empty string after the slash. */
+static void run_dir_title(const char *dir)
+{
+	char path[512];
+	snprintf(path, sizeof path, "%s/tiny-llama//", dir);
+	qtk_err e;
+	qtk_model *m = qtk_open(path, &e);
+	CHECK(m != NULL, "open %s", path);
+	if (!m)
+		return;
+	tui t;
+	CHECK(tui_init(&t, m, 100, 24, true, false) == 0, "dir title: init");
+	char *got = render(&t, 100, 24);
+	size_t first = got ? strcspn(got, "\n") : 0;
+	if (got && !(strstr(got, "tiny-llama") && (size_t)(strstr(got, "tiny-llama") - got) < first))
+		printf("  first line: %.*s\n", (int)first, got);
+	CHECK(got && strstr(got, "tiny-llama") && (size_t)(strstr(got, "tiny-llama") - got) < first,
+	      "dir title: the first line names tiny-llama");
+	free(got);
+	tui_free(&t);
+	qtk_close(m);
+}
+
 int main(void)
 {
 	char dir[] = "/tmp/qtk-tui-XXXXXX", cmd[512], gguf[256];
@@ -500,6 +523,7 @@ int main(void)
 		run_template(gguf);
 		run_large(gguf);
 		run_converted(dir);
+		run_dir_title(dir);
 	}
 	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
 	if (system(cmd) != 0)
