@@ -139,8 +139,9 @@ clean:
 # regression inputs by tests/fuzz_replay.sh (`make fuzz-replay`). libFuzzer binaries (clang):
 # `make fuzz` builds build-fuzz/fuzz/fuzz_<target> with ASan+UBSan and runs each for
 # FUZZ_TIME seconds (tests/fuzz/run.sh; FUZZ_JOBS, FUZZ_TARGETS override).
-FUZZ_TARGETS := gguf safetensors st_index hfdir qpk archive zst spm imatrix prov hfmap
-FUZZ_DEPS    := tests/fuzz/fuzz_common.c tests/fuzz/fuzz.h $(B)/libqtk.a
+FUZZ_TARGETS := gguf safetensors st_index hfdir qpk archive zst spm imatrix prov hfmap ct mlx bnb mxfp4
+FUZZ_COMMON  := tests/fuzz/fuzz_common.c tests/fuzz/scheme_common.c
+FUZZ_DEPS    := $(FUZZ_COMMON) tests/fuzz/fuzz.h $(B)/libqtk.a
 FUZZ_CFLAGS  := -Itests/fuzz
 FUZZ_B       ?= build-fuzz
 FUZZ_CC      ?= clang
@@ -152,7 +153,7 @@ fuzz-drivers: $(FUZZ_TARGETS:%=$(B)/fuzz/replay_%)
 
 $(B)/fuzz/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(FUZZ_DEPS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $(FUZZ_CFLAGS) -o $@ $< tests/fuzz/fuzz_common.c tests/fuzz/replay.c \
+	$(CC) $(CFLAGS_ALL) $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_COMMON) tests/fuzz/replay.c \
 		$(B)/libqtk.a $(LDLIBS_ALL)
 
 $(B)/fuzz/mkseed: tests/fuzz/mkseed.c $(B)/libqtk.a
@@ -170,7 +171,7 @@ fuzz-libfuzzer: $(FUZZ_TARGETS:%=$(B)/fuzz/fuzz_%)
 
 $(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_DEPS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< tests/fuzz/fuzz_common.c \
+	$(CC) $(CFLAGS_ALL) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(FUZZ_COMMON) \
 		$(B)/libqtk.a $(LDLIBS_ALL) -fsanitize=fuzzer
 
 fuzz-build:

@@ -8,7 +8,7 @@
 # (saying whether they still crash the replay driver), never counted as failures.
 B=${QTK_BUILD:-build}
 F=tests/fuzz
-TARGETS="gguf safetensors st_index hfdir qpk archive zst spm imatrix prov hfmap"
+TARGETS="gguf safetensors st_index hfdir qpk archive zst spm imatrix prov hfmap ct mlx bnb mxfp4"
 pass=0; fail=0
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT

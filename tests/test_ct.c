@@ -8,6 +8,7 @@
 #include "scheme/qgroups.h"
 #include "scheme/scheme.h"
 #include "view/decode.h"
+#include "view/stats.h"
 #include "t.h"
 #include <math.h>
 #include <openssl/evp.h>
@@ -514,6 +515,16 @@ static void side_formats(void)
 	CHECK(t && t->layout.kind == QTK_LAYOUT_FP8 && !qtk_decode_tensor(m, t, y) && y[1] == 0.25f * 0.203125f, /* code 0x25: 1.625 * 2^-3 */
 	      "ds fp8 decodes: %s", err.msg);
 	qtk_close(m);
+	/* statistics (qinspect --stats) read AWQ/GPTQ side data only from AWQ/GPTQ parts: an FP8
+	 * or NVFP4 tensor's parts are not qweight, qzeros, scales (found by fuzzing: reads past
+	 * the scale part) */
+	qtk_tstats st;
+	m = qtk_open(dir, &err);
+	t = m ? qtk_tensor_find(m, "model.layers.0.mlp.down_proj.weight") : NULL;
+	CHECK(t && !qtk_stats_compute(m, t, &st, NULL, NULL) && st.n == OUT * IN && !st.has_scales && !st.zero_levels &&
+		      !st.code_bits,
+	      "fp8 stats without AWQ/GPTQ side data");
+	qtk_close(m);
 	const char *mo = "{\"quant_method\":\"modelopt\",\"quant_algo\":\"NVFP4\",\"ignore\":[\"lm_head\"]}";
 	stt nv[3] = {{"model.layers.0.mlp.down_proj.weight", "U8", 2, {OUT, IN / 2}, u8, sizeof u8},
 		     {"model.layers.0.mlp.down_proj.weight_scale", "F8_E4M3", 2, {OUT, IN / 16}, s8, sizeof s8},
@@ -524,6 +535,8 @@ static void side_formats(void)
 	/* byte 1 = 11: element 2 code 11 (-1.5), element 3 code 0 */
 	CHECK(t && t->layout.kind == QTK_LAYOUT_NVFP4 && !qtk_decode_tensor(m, t, y) && y[2] == -0.75f && y[3] == 0.0f,
 	      "modelopt nvfp4 decodes: %s", err.msg);
+	CHECK(t && !qtk_stats_compute(m, t, &st, NULL, NULL) && st.n == OUT * IN && !st.zero_levels && !st.code_bits,
+	      "nvfp4 stats without AWQ/GPTQ side data");
 	qtk_close(m);
 	struct {
 		const char *what, *cfg, *needle;

@@ -546,7 +546,8 @@ int qtk_stats_compute(qtk_model *m, const qtk_tensor *t, qtk_tstats *s, qtk_stat
 		goto done;
 	double var = s->n ? u.m2 / (double)s->n : 0;
 	s->kurtosis = var > 0 ? u.m4 / (double)s->n / (var * var) : 0;
-	if (t->layout.kind != QTK_LAYOUT_PLAIN)
+	/* parts qweight, qzeros, scales: AWQ and GPTQ only (other schemes store other parts) */
+	if (t->layout.kind == QTK_LAYOUT_AWQ || t->layout.kind == QTK_LAYOUT_GPTQ)
 		st_packed(s, &u.r);
 	if (s->code_bits) {
 		size_t nc = (size_t)1 << s->code_bits;

@@ -47,4 +47,26 @@ void fz_exercise(qtk_model *m);
  * the input. */
 void fz_check_rc(int rc, const qtk_err *e, const char *what);
 
+/* Scheme targets (ct, mlx, bnb, mxfp4; scheme_common.c). One input is an HF directory whose
+ * model.safetensors is built from structured sections:
+ *
+ *   config.json text
+ *   \n#QF#header\n  a safetensors header as JSON text, without the length prefix
+ *   \n#QF#data\n    bytes that fill the tensor data, repeated (zeros when absent)
+ *   [\n#QF#name\n   any further file of the directory] ...
+ *
+ * When the header parses as a JSON object, each tensor entry without "data_offsets" gets
+ * them from its dtype and shape (in order, 1 MiB in all), so mutated shapes stay consistent;
+ * an entry may carry "fz": a string (its bytes) or an array of numbers (written in the
+ * entry's dtype; "dtype" defaults to U8 and "shape" to the count) that fills the tensor,
+ * repeated, instead of the data bytes; "fz" is removed from the file. A header that does not
+ * parse is written as given, followed by the data bytes. The directory is opened with qtk_open
+ * and read by fz_exercise, then every tensor of at most 65536 values takes the paths of
+ * qinspect --json --stats (layout, scheme, parts, bits per weight, statistics), qverify (the
+ * value cursor) and qconvert's exact transcodes (integer groups and their ggml blocks, MXFP4
+ * blocks), with these properties: every folded tensor passes qtk_scheme_check; the value
+ * cursor, the whole decode, rows decoded in chunks and MXFP4 blocks give the same values;
+ * content digests do not depend on the thread count. */
+void fz_scheme_run(const uint8_t *data, size_t size);
+
 #endif

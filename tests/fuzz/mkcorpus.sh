@@ -34,7 +34,7 @@ frame_dir() {
 }
 
 rm -rf "$C"
-for t in gguf safetensors st_index hfdir qpk archive zst spm imatrix prov hfmap; do mkdir -p "$C/$t"; done
+for t in gguf safetensors st_index hfdir qpk archive zst spm imatrix prov hfmap ct mlx bnb mxfp4; do mkdir -p "$C/$t"; done
 
 $SEED tiny "$W/tiny.gguf"
 $SEED kq "$W/kq.gguf"
@@ -252,5 +252,97 @@ hfm gemma2 "{\"architectures\": [\"Gemma2ForCausalLM\"], $BASE, \"head_dim\": 16
 hfm phi3 "{\"architectures\": [\"Phi3ForCausalLM\"], $BASE, \"max_position_embeddings\": 4096, \"original_max_position_embeddings\": 4096, \"sliding_window\": 2047}" $(split "$NORMS|$L.self_attn.qkv_proj.weight 128 64|$L.self_attn.o_proj.weight 64 64|$L.mlp.gate_up_proj.weight 64 64|$L.mlp.down_proj.weight 64 32")
 IFS=$IFS_OLD
 printf '%s' '{"architectures": ["MixtralForCausalLM"], "hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4, "num_local_experts": 65536, "num_experts_per_tok": 65536}' >"$C/hfmap/hostile-experts"
+
+# ---- scheme targets (ct, mlx, bnb, mxfp4): structured inputs (tests/fuzz/fuzz.h, "Scheme targets"):
+# config.json, then "#QF#header" (a safetensors header as JSON, data_offsets filled in by the
+# harness), then "#QF#data" (bytes that fill the tensors); "fz" fills one tensor with values
+# sc OUT CONFIG HEADER [DATA-BYTES-FILE] [NAME FILE]...
+sc() {
+	o=$1; { printf '%s' "$2"; printf '\n#QF#header\n%s' "$3"; } >"$o"
+	if [ $# -ge 4 ] && [ -n "$4" ]; then printf '\n#QF#data\n' >>"$o"; cat "$4" >>"$o"; fi
+	[ $# -ge 4 ] && shift 4 || shift $#
+	while [ $# -ge 2 ]; do printf '\n#QF#%s\n' "$1" >>"$o"; cat "$2" >>"$o"; shift 2; done
+}
+# sc_split OUT DIR: a one-file HF directory written by qconvert in that form (data_offsets
+# dropped: qconvert writes the data in header order, so the harness gives the same offsets)
+sc_split() {
+	st=$2/model.safetensors
+	hl=$(od -An -tu8 -N8 "$st" | tr -d ' ')
+	{ cat "$2/config.json"; printf '\n#QF#header\n'
+	  tail -c +9 "$st" | head -c "$hl" | sed -E 's/,"data_offsets":\[[0-9]+,[0-9]+\]//g; s/"data_offsets":\[[0-9]+,[0-9]+\],//g; s/ +$//'
+	  printf '\n#QF#data\n'; tail -c +$((9 + hl)) "$st"; } >"$1"
+}
+head -c 4096 /dev/urandom | tr '\177\377' '\1\2' >"$W/rnd"
+for n in ct-int ct-int-sym; do sc_split "$C/ct/hf-$n" "$W/hf-$n"; done
+$Q "$W/tiny.gguf" "$W/hf-ct8/" --to ct-int --bits 8 --group-size 32 2>/dev/null && sc_split "$C/ct/hf-ct-int8" "$W/hf-ct8"
+LL='"model_type":"llama","architectures":["LlamaForCausalLM"]'
+ctc() { printf '%s' "{$LL,\"quantization_config\":{\"quant_method\":\"compressed-tensors\",\"format\":\"$1\",\"quantization_status\":\"compressed\",\"ignore\":[\"lm_head\",\"re:.*gate$\"],\"config_groups\":{\"group_0\":{\"targets\":[\"Linear\"],\"weights\":$2${3:-}}}}}"; }
+HEAD='"lm_head.weight":{"dtype":"F16","shape":[16,32]}'
+# FP8: per channel, per tensor, per group, per block; activations quantized too (input_scale)
+sc "$C/ct/fp8-channel" "$(ctc float-quantized '{"num_bits":8,"type":"float","symmetric":true,"strategy":"channel","dynamic":false}' ',"input_activations":{"num_bits":8,"type":"float","strategy":"tensor","dynamic":false}')" \
+	'{"m.q_proj.weight":{"dtype":"F8_E4M3","shape":[8,32]},"m.q_proj.weight_scale":{"dtype":"F16","shape":[8,1],"fz":[0.01,0.5,2]},"m.q_proj.input_scale":{"dtype":"F32","shape":[1],"fz":[0.25]},'"$HEAD"'}' "$W/rnd"
+sc "$C/ct/fp8-tensor" "$(ctc float-quantized '{"num_bits":8,"type":"float","strategy":"tensor"}')" \
+	'{"m.k_proj.weight":{"dtype":"F8_E4M3","shape":[4,32]},"m.k_proj.weight_scale":{"dtype":"F32","shape":[1],"fz":[0.125]}}' "$W/rnd"
+sc "$C/ct/fp8-group" "$(ctc float-quantized '{"num_bits":8,"type":"float","strategy":"group","group_size":16}')" \
+	'{"m.v_proj.weight":{"dtype":"F8_E4M3","shape":[4,32]},"m.v_proj.weight_scale":{"dtype":"BF16","shape":[4,2],"fz":[0.5,1]}}' "$W/rnd"
+sc "$C/ct/fp8-block" "$(ctc float-quantized '{"num_bits":8,"type":"float","strategy":"block","block_structure":[16,16]}')" \
+	'{"m.o_proj.weight":{"dtype":"F8_E4M3","shape":[20,32]},"m.o_proj.weight_scale":{"dtype":"F32","shape":[2,2],"fz":[0.5,1,2,4]}}' "$W/rnd"
+# NVFP4 (compressed-tensors): codes, E4M3 block scales, the global scale that divides them
+sc "$C/ct/nvfp4" "$(ctc nvfp4-pack-quantized '{"num_bits":4,"type":"float","symmetric":true,"strategy":"tensor_group","group_size":16}' ',"input_activations":{"num_bits":4,"type":"float","strategy":"tensor_group","group_size":16,"dynamic":"local"}')" \
+	'{"m.q_proj.weight_packed":{"dtype":"U8","shape":[8,16]},"m.q_proj.weight_scale":{"dtype":"F8_E4M3","shape":[8,2],"fz":[56,64,72,48]},"m.q_proj.weight_global_scale":{"dtype":"F32","shape":[1],"fz":[2688]},"m.q_proj.input_global_scale":{"dtype":"F32","shape":[1],"fz":[100]}}' "$W/rnd"
+# int-quantized (I8), and pack-quantized asymmetric with act-order (zero points, g_idx)
+sc "$C/ct/int8" "$(ctc int-quantized '{"num_bits":8,"type":"int","symmetric":true,"strategy":"channel"}')" \
+	'{"m.up_proj.weight":{"dtype":"I8","shape":[8,32]},"m.up_proj.weight_scale":{"dtype":"F16","shape":[8,1],"fz":[0.01]}}' "$W/rnd"
+sc "$C/ct/pack-asym-actorder" "$(ctc pack-quantized '{"num_bits":4,"type":"int","symmetric":false,"strategy":"group","group_size":16,"actorder":"group"}')" \
+	'{"m.down_proj.weight_g_idx":{"dtype":"I32","shape":[32],"fz":[1,0]},"m.down_proj.weight_packed":{"dtype":"I32","shape":[8,4]},"m.down_proj.weight_scale":{"dtype":"F16","shape":[8,2],"fz":[0.1,0.2]},"m.down_proj.weight_shape":{"dtype":"I64","shape":[2],"fz":[8,32]},"m.down_proj.weight_zero_point":{"dtype":"I32","shape":[1,2],"fz":[1985229328]}}' "$W/rnd"
+sc "$C/ct/pack2-tensor" "$(ctc pack-quantized '{"num_bits":2,"type":"int","strategy":"tensor"}')" \
+	'{"m.gate_up.weight_packed":{"dtype":"I32","shape":[4,2]},"m.gate_up.weight_scale":{"dtype":"F32","shape":[1],"fz":[0.5]},"m.gate_up.weight_shape":{"dtype":"I64","shape":[2],"fz":[4,32]}}' "$W/rnd"
+# two config groups (FP8 and pack-quantized) targeting modules by regex and by name
+sc "$C/ct/two-groups" "{$LL,\"quantization_config\":{\"quant_method\":\"compressed-tensors\",\"format\":\"mixed-precision\",\"ignore\":[\"lm_head\"],\"config_groups\":{\"a\":{\"format\":\"float-quantized\",\"targets\":[\"re:.*self_attn\\\\.(q|k)_proj\$\"],\"weights\":{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"channel\"}},\"b\":{\"format\":\"pack-quantized\",\"targets\":[\"model.layers.0.mlp.down_proj\"],\"weights\":{\"num_bits\":8,\"type\":\"int\",\"strategy\":\"group\",\"group_size\":32}},\"c\":{\"targets\":[\"Linear\"],\"input_activations\":{\"num_bits\":8,\"type\":\"int\",\"strategy\":\"token\",\"dynamic\":true}}}}}" \
+	'{"model.layers.0.self_attn.q_proj.weight":{"dtype":"F8_E4M3","shape":[4,32]},"model.layers.0.self_attn.q_proj.weight_scale":{"dtype":"F16","shape":[4,1],"fz":[0.03]},"model.layers.0.self_attn.k_proj.weight":{"dtype":"F8_E4M3","shape":[4,32]},"model.layers.0.self_attn.k_proj.weight_scale":{"dtype":"F16","shape":[4,1],"fz":[0.02]},"model.layers.0.mlp.down_proj.weight_packed":{"dtype":"I32","shape":[4,8]},"model.layers.0.mlp.down_proj.weight_scale":{"dtype":"F16","shape":[4,1],"fz":[0.01]},"model.layers.0.mlp.down_proj.weight_shape":{"dtype":"I64","shape":[2],"fz":[4,32]},'"$HEAD"'}' "$W/rnd"
+# DeepSeek block FP8 (weight_scale_inv per 16x16 tile, a partial last row of tiles)
+sc "$C/ct/deepseek-fp8" "{$LL,\"quantization_config\":{\"quant_method\":\"fp8\",\"fmt\":\"e4m3\",\"activation_scheme\":\"dynamic\",\"weight_block_size\":[16,16]}}" \
+	'{"model.layers.0.mlp.gate_proj.weight":{"dtype":"F8_E4M3","shape":[20,32]},"model.layers.0.mlp.gate_proj.weight_scale_inv":{"dtype":"F32","shape":[2,2],"fz":[0.001,0.002,0.5,1]},"model.norm.weight":{"dtype":"BF16","shape":[32],"fz":[1]}}' "$W/rnd"
+# ModelOpt NVFP4 (weight_scale_2 multiplies; input_scale stays plain), with hf_quant_config.json
+printf '%s' '{"producer":{"name":"modelopt","version":"0.29.0"},"quantization":{"quant_algo":"NVFP4","kv_cache_quant_algo":null,"group_size":16,"exclude_modules":["lm_head"]}}' >"$W/hfq.json"
+sc "$C/ct/modelopt-nvfp4" "{$LL,\"quantization_config\":{\"quant_method\":\"modelopt\",\"quant_algo\":\"NVFP4\",\"kv_cache_scheme\":null,\"group_size\":16,\"ignore\":[\"lm_head\",\"model.layers.*.mlp.gate\"]}}" \
+	'{"model.layers.0.self_attn.o_proj.weight":{"dtype":"U8","shape":[8,16]},"model.layers.0.self_attn.o_proj.weight_scale":{"dtype":"F8_E4M3","shape":[8,2],"fz":[56,64,200,48]},"model.layers.0.self_attn.o_proj.weight_scale_2":{"dtype":"F32","shape":[],"fz":[0.0003]},"model.layers.0.self_attn.o_proj.input_scale":{"dtype":"F32","shape":[],"fz":[0.01]},'"$HEAD"'}' "$W/rnd" hf_quant_config.json "$W/hfq.json"
+
+# MLX: qconvert's 4-, 3-, 2- and 8-bit directories, and per-module overrides by hand
+for n in mlx mlx3; do sc_split "$C/mlx/hf-$n" "$W/hf-$n"; done
+for v in "mlx2 --bits 2 --group-size 32" "mlx8 --bits 8 --group-size 32" "mlx6 --bits 6 --group-size 32"; do
+	set -- $v; n=$1; shift
+	$Q "$W/tiny.gguf" "$W/hf-$n/" --to mlx "$@" 2>/dev/null && sc_split "$C/mlx/hf-$n" "$W/hf-$n"
+done
+sc "$C/mlx/override" "{$LL,\"quantization\":{\"group_size\":64,\"bits\":4,\"model.layers.0.mlp.down_proj\":{\"group_size\":32,\"bits\":8}},\"quantization_config\":{\"group_size\":64,\"bits\":4,\"model.layers.0.mlp.down_proj\":{\"group_size\":32,\"bits\":8}}}" \
+	'{"model.layers.0.mlp.down_proj.biases":{"dtype":"F16","shape":[4,2],"fz":[-0.5]},"model.layers.0.mlp.down_proj.scales":{"dtype":"F16","shape":[4,2],"fz":[0.01]},"model.layers.0.mlp.down_proj.weight":{"dtype":"U32","shape":[4,16]},"model.layers.0.mlp.up_proj.biases":{"dtype":"BF16","shape":[4,2],"fz":[-1]},"model.layers.0.mlp.up_proj.scales":{"dtype":"BF16","shape":[4,2],"fz":[0.1]},"model.layers.0.mlp.up_proj.weight":{"dtype":"U32","shape":[4,16]},"model.norm.weight":{"dtype":"BF16","shape":[128],"fz":[1]}}' "$W/rnd"
+sc "$C/mlx/f32-scales" "{$LL,\"quantization\":{\"group_size\":32,\"bits\":3}}" \
+	'{"l.biases":{"dtype":"F32","shape":[2,2],"fz":[0.5]},"l.scales":{"dtype":"F32","shape":[2,2],"fz":[0.25]},"l.weight":{"dtype":"U32","shape":[2,6]}}' "$W/rnd"
+
+# bitsandbytes 4-bit: NF4 and FP4, float16 / bfloat16 / float32 quant states, double quant
+NF4M='[-1,-0.6961928,-0.52507305,-0.3949175,-0.28444138,-0.18477343,-0.091050036,0,0.0795803,0.1609302,0.2461123,0.33791524,0.44070983,0.562617,0.72295684,1]'
+FP4M='[0,0.0052083335,0.6666667,1,0.33333334,0.5,0.16666667,0.25,0,-0.0052083335,-0.6666667,-1,-0.33333334,-0.5,-0.16666667,-0.25]'
+bnbc() { printf '%s' "{$LL,\"quantization_config\":{\"quant_method\":\"bitsandbytes\",\"_load_in_4bit\":true,\"load_in_4bit\":true,\"bnb_4bit_quant_type\":\"$1\",\"bnb_4bit_compute_dtype\":\"bfloat16\",\"bnb_4bit_use_double_quant\":$2,\"llm_int8_skip_modules\":null}}"; }
+for v in "nf4:float16:$NF4M" "fp4:bfloat16:$FP4M" "nf4:float32:$NF4M"; do
+	qt=${v%%:*}; r=${v#*:}; dt=${r%%:*}; map=${r#*:}
+	sc "$C/bnb/bnb4-$qt-$dt" "$(bnbc $qt false)" \
+		'{"m.q_proj.weight":{"dtype":"U8","shape":[64,1]},"m.q_proj.weight.absmax":{"dtype":"F32","shape":[2],"fz":[1,0.5]},"m.q_proj.weight.quant_map":{"dtype":"F32","shape":[16],"fz":'"$map"'},"m.q_proj.weight.quant_state.bitsandbytes__'$qt'":{"fz":"{\"quant_type\": \"'$qt'\", \"blocksize\": 64, \"dtype\": \"'$dt'\", \"shape\": [2, 64]}"},"m.norm.weight":{"dtype":"F16","shape":[64],"fz":[1]}}' "$W/rnd"
+done
+# double quant: U8 absmax codes, nested absmax per 256 blocks, the 256-entry signed map
+NQM=$(awk 'BEGIN { printf "["; for (i = 0; i < 256; i++) printf "%s%.6f", i ? "," : "", (i - 127.5) / 128; printf "]" }')
+sc "$C/bnb/bnb4-nested" "$(bnbc nf4 true)" \
+	'{"m.v_proj.weight":{"dtype":"U8","shape":[128,1]},"m.v_proj.weight.absmax":{"dtype":"U8","shape":[4],"fz":[0,100,200,255]},"m.v_proj.weight.nested_absmax":{"dtype":"F32","shape":[1],"fz":[0.01]},"m.v_proj.weight.nested_quant_map":{"dtype":"F32","shape":[256],"fz":'"$NQM"'},"m.v_proj.weight.quant_map":{"dtype":"F32","shape":[16],"fz":'"$NF4M"'},"m.v_proj.weight.quant_state.bitsandbytes__nf4":{"fz":"{\"quant_type\": \"nf4\", \"blocksize\": 64, \"dtype\": \"bfloat16\", \"shape\": [4, 64], \"nested_blocksize\": 256, \"nested_dtype\": \"float32\", \"nested_offset\": 0.031}"}}' "$W/rnd"
+# LLM.int8: I8 weight, F32 SCB per row, weight_format 0 (and a module left in float)
+sc "$C/bnb/bnb8" "{$LL,\"quantization_config\":{\"quant_method\":\"bitsandbytes\",\"load_in_8bit\":true,\"llm_int8_threshold\":6.0,\"llm_int8_skip_modules\":[\"lm_head\"]}}" \
+	'{"m.o_proj.SCB":{"dtype":"F32","shape":[4],"fz":[127,63.5,1,0]},"m.o_proj.weight":{"dtype":"I8","shape":[4,32]},"m.o_proj.weight_format":{"dtype":"U8","shape":[],"fz":[0]},'"$HEAD"'}' "$W/rnd"
+for f in bnb-nf4 bnb8; do cp "$C/hfdir/$f" "$C/bnb/raw-$f"; done # as whole files
+
+# gpt-oss MXFP4: stacked experts [E, out, in/32, 16] and a 2-D linear, a bias and a router left plain
+OSSC="{\"architectures\":[\"GptOssForCausalLM\"],\"model_type\":\"gpt_oss\",\"quantization_config\":{\"quant_method\":\"mxfp4\",\"modules_to_not_convert\":[\"model.layers.*.self_attn\",\"model.layers.*.mlp.router\",\"model.embed_tokens\",\"lm_head\"]}}"
+sc "$C/mxfp4/experts" "$OSSC" \
+	'{"model.layers.0.mlp.experts.down_proj_bias":{"dtype":"BF16","shape":[2,4],"fz":[0.5]},"model.layers.0.mlp.experts.down_proj_blocks":{"dtype":"U8","shape":[2,4,2,16]},"model.layers.0.mlp.experts.down_proj_scales":{"dtype":"U8","shape":[2,4,2],"fz":[127,128,120,130]},"model.layers.0.mlp.experts.gate_up_proj_blocks":{"dtype":"U8","shape":[2,8,1,16]},"model.layers.0.mlp.experts.gate_up_proj_scales":{"dtype":"U8","shape":[2,8,1],"fz":[126,127]},"model.layers.0.mlp.router.weight":{"dtype":"BF16","shape":[2,32],"fz":[0.1]}}' "$W/rnd"
+sc "$C/mxfp4/linear-2d" "$OSSC" \
+	'{"m.proj_blocks":{"dtype":"U8","shape":[4,1,16]},"m.proj_scales":{"dtype":"U8","shape":[4,1],"fz":[0,127,254,255]}}' "$W/rnd"
+cp "$C/hfdir/gptoss-mxfp4" "$C/mxfp4/raw-gptoss-mxfp4"
 
 du -sh "$C"/* | sort -k2
