@@ -29,6 +29,8 @@ static const char usage[] =
 	"  --report FILE          write the per-tensor conversion report (JSON)\n"
 	"  --threads N            worker threads (default: all cores); output is identical for any N\n"
 	"  --dry-run              print the plan and write nothing\n"
+	"  --force                replace an existing OUTPUT directory even if it holds files qtk did\n"
+	"                         not write (they are removed with it)\n"
 	"  --progress, --no-progress   force the progress bar on or off (default: on a terminal)\n"
 	"  -q, --quiet            only errors on stderr\n"
 	"  -v, --verbose          a plan line per tensor\n"
@@ -115,6 +117,10 @@ static int parse_args(int argc, char **argv, conv_opts *o)
 		}
 		if (!strcmp(a, "--sym")) {
 			o->sym = true;
+			continue;
+		}
+		if (!strcmp(a, "--force")) {
+			o->force = true;
 			continue;
 		}
 		/* options with a value: "--opt VALUE" or "--opt=VALUE" */
