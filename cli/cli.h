@@ -21,6 +21,8 @@ int cli_fail(const qtk_err *e);
 /* Usage error: message to stderr, exit status 2. */
 int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A library error reported as a warning (same shape as cli_fail's line, "warning:"). */
+void cli_warn_err(const qtk_err *e);
 void cli_verbose(const char *fmt, ...) __attribute__((format(printf, 1, 2))); /* only -v */
 /* Handle a common flag (-q -v --progress --no-progress). Returns true when handled. */
 bool cli_common_flag(const char *arg);

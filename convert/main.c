@@ -229,6 +229,10 @@ int main(int argc, char **argv)
 	qtk_model *in = qtk_open(o.input, &err);
 	if (!in)
 		return cli_fail(&err);
+	if (qtk_scheme_unexplained(in, &err)) { /* packed parts are never written as weights */
+		qtk_close(in);
+		return cli_fail(&err);
+	}
 	conv_result res;
 	int status = conv_run(in, &o, &res);
 	if (status == 0) {

@@ -132,6 +132,8 @@ int main(int argc, char **argv)
 	qtk_model *m = qtk_open(file, &err);
 	if (!m)
 		return cli_fail(&err);
+	if (qtk_scheme_unexplained(m, &err)) /* shown as they are stored, with the warning */
+		cli_warn_err(&err);
 	int rc, status = 0;
 	qtk_model *om = NULL;
 	switch (mode) {
