@@ -193,6 +193,7 @@ typedef struct hf_w {
 	char **done;    /* files committed into tmp (removed on an interrupt) */
 	size_t ndone, outs0; /* outs0: the output list's length before this writer */
 	bool existed;   /* OUTPUT existed (empty, or a directory qtk wrote, or --force) */
+	bool inplace;   /* OUTPUT is a mount point: tmp is inside it, its files are moved in one by one */
 	bool mlx;       /* MLX tensors: config.json and the index as mlx-lm writes them */
 } hf_w;
 
@@ -491,12 +492,15 @@ static int prepare_dir(qtk_writer *w, hf_w *h)
 	}
 	char *parent = qtk_path_dir(h->real);
 	const char *base = qtk_path_base(h->real);
-	size_t n = (parent ? strlen(parent) : 0) + strlen(base) + 32;
+	size_t n = strlen(h->real) + strlen(base) + 32;
 	if (!parent || !(h->tmp = qtk_malloc(n))) {
 		qtk_free(parent);
 		return werr(w, QTK_E_IO, "out of memory%s", "");
 	}
-	snprintf(h->tmp, n, "%s/.%s.qtk-XXXXXX", parent, base);
+	/* a mount point (a container's volume) cannot be renamed: write inside it instead */
+	struct stat ps;
+	h->inplace = h->existed && stat(parent, &ps) == 0 && ps.st_dev != st.st_dev;
+	snprintf(h->tmp, n, "%s/.%s.qtk-XXXXXX", h->inplace ? h->real : parent, base);
 	qtk_free(parent);
 	if (!mkdtemp(h->tmp)) {
 		int rc = qtk_err_sys(w->err, h->dir, "cannot create directory");
@@ -539,6 +543,40 @@ static void forget_done(hf_w *h)
 	h->ndone = 0;
 }
 
+/* A mount point: its old entries go, then the new files are moved in one by one (not atomic:
+ * an interrupt here can leave a mixture, which qverify reports). */
+static int move_in(qtk_writer *w, hf_w *h)
+{
+	const char *tb = qtk_path_base(h->tmp);
+	int dfd = open(h->real, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+	if (!d) {
+		if (dfd >= 0)
+			close(dfd);
+		return qtk_err_sys(w->err, h->dir, "cannot read directory");
+	}
+	struct dirent *e;
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strcmp(e->d_name, tb) &&
+		    unlinkat(dfd, e->d_name, 0) != 0 && (errno == EISDIR || errno == EPERM))
+			rm_tree_at(dfd, e->d_name, 1);
+	int tfd = openat(dfd, tb, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *t = tfd >= 0 ? fdopendir(tfd) : NULL;
+	int rc = t ? 0 : qtk_err_sys(w->err, h->dir, "cannot read directory");
+	while (t && !rc && (e = readdir(t)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && renameat(tfd, e->d_name, dfd, e->d_name) != 0)
+			rc = qtk_err_sys(w->err, h->dir, "cannot move a file into place");
+	if (t)
+		closedir(t);
+	else if (tfd >= 0)
+		close(tfd);
+	if (!rc)
+		(void)unlinkat(dfd, tb, AT_REMOVEDIR);
+	(void)fsync(dfd);
+	closedir(d);
+	return rc;
+}
+
 /* Put the finished temporary directory in OUTPUT's place: one exchange when OUTPUT exists
  * (its old contents then go), one rename when it does not. */
 static int swap_in(qtk_writer *w, hf_w *h)
@@ -546,7 +584,16 @@ static int swap_in(qtk_writer *w, hf_w *h)
 	fsync_dir(h->tmp);
 	forget_done(h); /* from here on the files are the output's, not temporaries */
 	qtk_cleanup_unregister(h->tmp);
-	if (!h->existed) {
+	if (h->inplace) {
+		int rc = move_in(w, h);
+		if (!rc) {
+			qtk_free(h->tmp);
+			h->tmp = NULL;
+			h->existed = false; /* nothing left to remove */
+		}
+		if (rc)
+			return rc;
+	} else if (!h->existed) {
 		if (rename(h->tmp, h->real) != 0)
 			return qtk_err_sys(w->err, h->dir, "cannot rename the new directory into place");
 	} else if (renameat2(AT_FDCWD, h->tmp, AT_FDCWD, h->real, RENAME_EXCHANGE) != 0) {
@@ -576,7 +623,7 @@ static int swap_in(qtk_writer *w, hf_w *h)
 	if (parent)
 		fsync_dir(parent);
 	qtk_free(parent);
-	if (h->existed)
+	if (h->existed && h->tmp)
 		rm_tree(h->tmp); /* the old directory, now under the temporary name */
 	qtk_free(h->tmp);
 	h->tmp = NULL;

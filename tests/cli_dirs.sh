@@ -6,7 +6,7 @@
 B=${QTK_BUILD:-build}
 BIN=${QTK_BIN:-bin}
 T=$(mktemp -d /tmp/qtk-dirs-XXXXXX)
-trap 'rm -rf "$T"' EXIT
+trap 'umount "$T/mnt" 2>/dev/null; rm -rf "$T"' EXIT
 pass=0; fail=0
 SOURCE_DATE_EPOCH=1700000000; export SOURCE_DATE_EPOCH
 
@@ -31,7 +31,7 @@ S=$T/samples
 "$B/samples/gen" "$S" >/dev/null || bad "sample generator"
 G=$S/tiny-llama-f32.gguf
 H=$S/tiny-llama
-ONE="config.json generation_config.json model.safetensors qtk-provenance.json "
+ONE="config.json generation_config.json model.safetensors qtk-provenance.json tokenizer.model tokenizer_config.json "
 
 # --- sharded, then one file into the same directory: the shards go with their index
 run "shards" 0 "$BIN/qconvert" -q "$H" "$T/sh/" --split-max-size 1M
@@ -84,6 +84,21 @@ no_temps "failed run" "$T"
 run "failed run, new dir" 1 "$BIN/qconvert" -q --exact --to awq "$H" "$T/new/"
 if [ ! -e "$T/new" ]; then ok; else bad "failed run, new dir: '$T/new' exists"; fi
 no_temps "failed run, new dir" "$T"
+
+# --- a mount point (a container's volume) cannot be renamed: its files are replaced in place
+mkdir -p "$T/mnt"
+if mount -t tmpfs -o size=64m tmpfs "$T/mnt" 2>/dev/null; then
+	run "mount point: shards" 0 "$BIN/qconvert" -q "$H" "$T/mnt/" --split-max-size 1M
+	run "mount point: one file over shards" 0 "$BIN/qconvert" -q "$H" "$T/mnt/"
+	same_listing "mount point: one file over shards" "$T/mnt" "$ONE"
+	snap "$T/mnt" >"$T/mnt.before"
+	run "mount point: failed run" 1 "$BIN/qconvert" -q --exact --to awq "$H" "$T/mnt/"
+	if snap "$T/mnt" | cmp -s - "$T/mnt.before"; then ok; else bad "mount point: failed run changed it"; fi
+	no_temps "mount point: failed run" "$T/mnt"
+	umount "$T/mnt"
+else
+	echo "skipped: output directory that is a mount point (cannot mount a tmpfs: needs root)"
+fi
 
 # --- qverify DIR: weight files that are not part of the model
 run "stray: setup" 0 "$BIN/qconvert" -q "$H" "$T/st/" --split-max-size 1M
