@@ -364,6 +364,22 @@ static int plan_shards(qtk_writer *w, hf_w *h)
  * it was. An existing OUTPUT must be empty or hold only what qtk writes into
  * a directory (below), unless the caller forces it (qconvert --force). */
 
+/* model-00001-of-00003.safetensors: qtk's shard names, five digits each, 1 <= k <= n. */
+static bool shard_name(const char *n)
+{
+	if (strlen(n) != 32 || strncmp(n, "model-", 6) || strncmp(n + 11, "-of-", 4) || strcmp(n + 20, ".safetensors"))
+		return false;
+	unsigned k = 0, t = 0;
+	for (int i = 0; i < 5; i++) {
+		char c = n[6 + i], d = n[15 + i];
+		if (c < '0' || c > '9' || d < '0' || d > '9')
+			return false;
+		k = k * 10 + (unsigned)(c - '0');
+		t = t * 10 + (unsigned)(d - '0');
+	}
+	return k >= 1 && k <= t;
+}
+
 /* What qtk writes into a directory: its weights, its index and the side files it carries. */
 static bool qtk_file_name(const char *n)
 {
@@ -373,12 +389,7 @@ static bool qtk_file_name(const char *n)
 	if (!strcmp(n, "model.safetensors") || !strcmp(n, "model.safetensors.index.json") ||
 	    !strcmp(n, "hf_quant_config.json"))
 		return true;
-	unsigned a, b;
-	char tail[16];
-	int used = 0;
-	/* model-00001-of-00003.safetensors (qtk's shards are always five digits each) */
-	if (strlen(n) == 32 && sscanf(n, "model-%5u-of-%5u%n%15s", &a, &b, &used, tail) == 3 && used == 20 &&
-	    !strcmp(tail, ".safetensors") && a >= 1 && a <= b)
+	if (shard_name(n))
 		return true;
 	/* a temporary of an interrupted qtk run: .NAME.qtk-XXXXXX */
 	size_t l = strlen(n);
