@@ -99,13 +99,15 @@ samples: $(B)/samples/gen
 test: all $(TEST_BIN) fuzz-drivers $(B)/plain/qconvert $(B)/tests/simd_digest $(B)/tests/simd_digest_src $(B)/tests/simd_digest_plain
 	@QTK_BUILD=$(B) sh tests/run.sh
 
-# Quick start: install missing build dependencies, build, convert a sample, inspect it.
+# Quick start: install missing build dependencies, build, convert a sample, inspect it. The
+# sample's Hugging Face directory has a SentencePiece tokenizer (samples/gen.c), so the Q4_K_M
+# GGUF carries its vocabulary; the AWQ directory uses the usual groups of 128.
 demo:
 	@sh tests/deps.sh
 	@$(MAKE) --no-print-directory all
 	@$(B)/samples/gen $(B)/samples >/dev/null
 	bin/qconvert $(B)/samples/tiny-llama/ $(B)/samples/tiny-llama-Q4_K_M.gguf --to Q4_K_M
-	bin/qconvert $(B)/samples/tiny-llama-Q4_K_M.gguf $(B)/samples/tiny-llama-awq/ --to awq
+	bin/qconvert $(B)/samples/tiny-llama/ $(B)/samples/tiny-llama-awq/ --to awq --group-size 128
 	bin/qinspect --summary $(B)/samples/tiny-llama-awq/
 
 deps:

@@ -27,6 +27,22 @@ int cli_fail(const qtk_err *e)
 	return qtk_err_exit(e->code ? e->code : QTK_E_INTERNAL);
 }
 
+void cli_warn_err(const qtk_err *e)
+{
+	char buf[2048], head[2048];
+	qtk_err_format(e, g_cli.prog, buf, sizeof buf);
+	/* where the label is: the same line without subject and message ends in it */
+	qtk_err h = *e;
+	h.subject[0] = h.msg[0] = 0;
+	qtk_err_format(&h, g_cli.prog, head, sizeof head);
+	const char *tail = "error: unknown error";
+	size_t at = strlen(head) >= strlen(tail) ? strlen(head) - strlen(tail) : 0;
+	if (at && !strncmp(buf + at, "error: ", 7))
+		fprintf(stderr, "%.*swarning: %s\n", (int)at, buf, buf + at + 7);
+	else
+		fprintf(stderr, "%s\n", buf);
+}
+
 /* A formatted message with untrusted parts (names, paths) printed through the sanitiser. */
 static void put_msg(FILE *f, const char *fmt, va_list ap)
 {

@@ -23,6 +23,8 @@ int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* "prog: note: ..." on stderr unless -q: what the run chose for the user. */
 void cli_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A library error reported as a warning (same shape as cli_fail's line, "warning:"). */
+void cli_warn_err(const qtk_err *e);
 void cli_verbose(const char *fmt, ...) __attribute__((format(printf, 1, 2))); /* only -v */
 /* Handle a common flag (-q -v --progress --no-progress). Returns true when handled. */
 bool cli_common_flag(const char *arg);

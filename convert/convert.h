@@ -21,6 +21,7 @@ typedef struct conv_opts {
 	qtk_out_kind out_kind;
 	conv_target target;
 	bool exact, dry_run, has_max_error, sym, pure;
+	bool force;          /* --force: replace a directory OUTPUT whatever it holds */
 	unsigned bits;       /* --bits (gptq, mlx), 0 = default */
 	uint32_t group_size; /* --group-size, 0 = default */
 	bool fp8_block;      /* --strategy block: ct-fp8 in 128 x 128 blocks (else per channel) */

@@ -33,16 +33,21 @@ static const char usage[] =
 	"  --report FILE          write the per-tensor conversion report (JSON)\n"
 	"  --threads N            worker threads (default: all cores); output is identical for any N\n"
 	"  --dry-run              print the plan and write nothing\n"
+	"  --force                replace an existing OUTPUT directory even if it holds files qtk did\n"
+	"                         not write (they are removed with it)\n"
 	"  --progress, --no-progress   force the progress bar on or off (default: on a terminal)\n"
+	"  --no-color             no colour (also NO_COLOR)\n"
 	"  -q, --quiet            only errors on stderr\n"
 	"  -v, --verbose          a plan line per tensor\n"
 	"  -h, --help             this help\n"
 	"  --version              print the version\n"
 	"\n"
 	"INPUT: a .gguf file (or any shard of a split set), a .safetensors file, a\n"
-	"model.safetensors.index.json or a Hugging Face directory; detected from content.\n"
-	"OUTPUT: *.gguf, *.safetensors, *.qpk (qtk's packed-group container; *.awq and *.gptq are QPK\n"
-	"files defaulting to that layout), a directory (path ending in '/') for a Hugging Face directory,\n"
+	"model.safetensors.index.json, a Hugging Face directory, a QPK file, a .tar, .tar.gz, .tar.zst\n"
+	"or .zip archive holding one of these, or a .zst-compressed model file; detected from content.\n"
+	"OUTPUT: *.gguf (split sets with --split-max-size), *.safetensors, *.qpk (QPK, qtk's\n"
+	"packed-group container; *.awq and *.gptq are QPK files defaulting to that layout), a directory\n"
+	"(path ending in '/', or an existing one) for a Hugging Face directory, replaced as a whole,\n"
 	"or *.tar, *.tar.zst, *.zip for a deployment bundle (the model plus its provenance record).\n"
 	"Exact conversions are found and used (AWQ <-> GPTQ repacks, int4 -> q4_0/q5_0/q8_0, ...), and every\n"
 	"tensor is verified by decoding it again.\n"
@@ -142,6 +147,10 @@ static int parse_args(int argc, char **argv, conv_opts *o)
 		}
 		if (!strcmp(a, "--pure")) {
 			o->pure = true;
+			continue;
+		}
+		if (!strcmp(a, "--force")) {
+			o->force = true;
 			continue;
 		}
 		/* options with a value: "--opt VALUE" or "--opt=VALUE" */
@@ -300,6 +309,10 @@ int main(int argc, char **argv)
 	qtk_model *in = qtk_open(o.input, &err);
 	if (!in)
 		return cli_fail(&err);
+	if (qtk_scheme_unexplained(in, &err)) { /* packed parts are never written as weights */
+		qtk_close(in);
+		return cli_fail(&err);
+	}
 	conv_result res;
 	int status = conv_run(in, &o, &res);
 	if (status == 0) {

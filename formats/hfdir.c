@@ -5,7 +5,11 @@
  */
 #include "st_json.h"
 #include "scheme/mlx.h"
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -183,9 +187,14 @@ typedef struct hf_w {
 	size_t nouts, cur;
 	hf_out_blob *blobs;
 	size_t nblobs;
-	char *dir;
-	bool created; /* we made the directory: removed again on failure */
-	bool mlx;     /* MLX tensors: config.json and the index as mlx-lm writes them */
+	char *dir;      /* OUTPUT as given, without the trailing '/' (for messages and the file list) */
+	char *real;     /* the directory to replace: OUTPUT resolved when it exists */
+	char *tmp;      /* the sibling temporary directory every file is written into */
+	char **done;    /* files committed into tmp (removed on an interrupt) */
+	size_t ndone, outs0; /* outs0: the output list's length before this writer */
+	bool existed;   /* OUTPUT existed (empty, or a directory qtk wrote, or --force) */
+	bool inplace;   /* OUTPUT is a mount point: tmp is inside it, its files are moved in one by one */
+	bool mlx;       /* MLX tensors: config.json and the index as mlx-lm writes them */
 } hf_w;
 
 static int werr(qtk_writer *w, int code, const char *fmt, const char *a)
@@ -342,8 +351,301 @@ static int plan_shards(qtk_writer *w, hf_w *h)
 		else
 			snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", s + 1, n);
 		h->outs[s].of.fd = -1;
-		if (!(h->outs[s].path = qtk_path_join(h->dir, name)))
+		if (!(h->outs[s].path = qtk_path_join(h->tmp, name)))
 			return werr(w, QTK_E_IO, "out of memory%s", "");
+	}
+	return 0;
+}
+
+/* ---- replacing a directory as a whole ----------------------------------
+ * The files are written into a sibling temporary directory .NAME.qtk-XXXXXX
+ * and swapped with OUTPUT by one rename at the very end: the new model's
+ * files appear together, the old ones go, and a failed run leaves OUTPUT as
+ * it was. An existing OUTPUT must be empty or hold only what qtk writes into
+ * a directory (below), unless the caller forces it (qconvert --force). */
+
+/* model-00001-of-00003.safetensors: qtk's shard names, five digits each, 1 <= k <= n. */
+static bool shard_name(const char *n)
+{
+	if (strlen(n) != 32 || strncmp(n, "model-", 6) || strncmp(n + 11, "-of-", 4) || strcmp(n + 20, ".safetensors"))
+		return false;
+	unsigned k = 0, t = 0;
+	for (int i = 0; i < 5; i++) {
+		char c = n[6 + i], d = n[15 + i];
+		if (c < '0' || c > '9' || d < '0' || d > '9')
+			return false;
+		k = k * 10 + (unsigned)(c - '0');
+		t = t * 10 + (unsigned)(d - '0');
+	}
+	return k >= 1 && k <= t;
+}
+
+/* What qtk writes into a directory: its weights, its index and the side files it carries. */
+static bool qtk_file_name(const char *n)
+{
+	for (size_t i = 0; i < sizeof side_files / sizeof *side_files; i++)
+		if (!strcmp(n, side_files[i]))
+			return true;
+	if (!strcmp(n, "model.safetensors") || !strcmp(n, "model.safetensors.index.json") ||
+	    !strcmp(n, "hf_quant_config.json"))
+		return true;
+	if (shard_name(n))
+		return true;
+	/* a temporary of an interrupted qtk run: .NAME.qtk-XXXXXX */
+	size_t l = strlen(n);
+	return n[0] == '.' && l > 12 && !memcmp(n + l - 11, ".qtk-", 5);
+}
+
+typedef struct own_scan {
+	size_t n;           /* entries */
+	bool prov;          /* qtk-provenance.json is one of them */
+	size_t foreign;     /* entries qtk did not write */
+	char first[128];    /* the first of them (in listing order) */
+} own_scan;
+
+static int own_one(void *arg, const char *n, bool is_dir)
+{
+	own_scan *o = arg;
+	o->n++;
+	if (!is_dir && !strcmp(n, "qtk-provenance.json"))
+		o->prov = true;
+	if ((is_dir || !qtk_file_name(n)) && !o->foreign++)
+		snprintf(o->first, sizeof o->first, "%s%s", n, is_dir ? "/" : "");
+	return 0;
+}
+
+/* May OUTPUT (an existing directory) be replaced? When it is empty, or holds qtk's own
+ * output: a qtk-provenance.json and nothing but the names qtk writes. */
+static int check_replace(qtk_writer *w, hf_w *h)
+{
+	own_scan o = {0};
+	int rc = qtk_dir_list(h->real, own_one, &o, w->err);
+	if (rc || w->opts.force || !o.n)
+		return rc;
+	if (o.foreign)
+		return qtk_err_set(w->err, QTK_E_USAGE, w->path, -1, NULL,
+				   "output directory holds %zu file%s qtk did not write ('%s'%s); --force replaces the "
+				   "directory and everything in it",
+				   o.foreign, o.foreign == 1 ? "" : "s", o.first, o.foreign > 1 ? ", ..." : "");
+	if (!o.prov) /* the names qtk writes, but no record: another tool's model */
+		return qtk_err_set(w->err, QTK_E_USAGE, w->path, -1, NULL,
+				   "output directory holds a model qtk did not write (no qtk-provenance.json); --force "
+				   "replaces the directory and everything in it");
+	return 0;
+}
+
+/* Remove directory `name` under dfd and everything in it, never following a symbolic link.
+ * Best effort: what cannot be removed stays. */
+static void rm_tree_at(int dfd, const char *name, int depth)
+{
+	int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		if (unlinkat(fd, e->d_name, 0) != 0 && (errno == EISDIR || errno == EPERM) && depth < 64)
+			rm_tree_at(fd, e->d_name, depth + 1);
+	}
+	closedir(d);
+	(void)unlinkat(dfd, name, AT_REMOVEDIR);
+}
+
+static void rm_tree(const char *path)
+{
+	rm_tree_at(AT_FDCWD, path, 0);
+}
+
+static void fsync_dir(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd >= 0) {
+		(void)fsync(fd);
+		close(fd);
+	}
+}
+
+/* The sibling temporary directory, and what to replace. */
+static int prepare_dir(qtk_writer *w, hf_w *h)
+{
+	struct stat st;
+	if (stat(h->dir, &st) == 0) {
+		if (!S_ISDIR(st.st_mode))
+			return qtk_err_set(w->err, QTK_E_IO, h->dir, -1, NULL, "output exists and is not a directory");
+		char *r = realpath(h->dir, NULL);
+		if (!r)
+			return qtk_err_sys(w->err, h->dir, "cannot resolve the output directory");
+		h->real = qtk_strdup(r);
+		free(r);
+		if (!h->real)
+			return werr(w, QTK_E_IO, "out of memory%s", "");
+		h->existed = true;
+		char cwd[PATH_MAX];
+		size_t rl = strlen(h->real);
+		if (!strcmp(h->real, "/"))
+			return qtk_err_set(w->err, QTK_E_USAGE, w->path, -1, NULL, "cannot replace the root directory");
+		if (getcwd(cwd, sizeof cwd) && !strncmp(cwd, h->real, rl) && (cwd[rl] == 0 || cwd[rl] == '/'))
+			return qtk_err_set(w->err, QTK_E_USAGE, w->path, -1, NULL,
+					   "output directory is the current directory or holds it; it is replaced as a "
+					   "whole: run from outside it");
+		int rc = check_replace(w, h);
+		if (rc)
+			return rc;
+	} else if (errno != ENOENT) {
+		return qtk_err_sys(w->err, h->dir, "cannot create directory");
+	} else if (!(h->real = qtk_strdup(h->dir))) {
+		return werr(w, QTK_E_IO, "out of memory%s", "");
+	}
+	char *parent = qtk_path_dir(h->real);
+	const char *base = qtk_path_base(h->real);
+	size_t n = strlen(h->real) + strlen(base) + 32;
+	if (!parent || !(h->tmp = qtk_malloc(n))) {
+		qtk_free(parent);
+		return werr(w, QTK_E_IO, "out of memory%s", "");
+	}
+	/* a mount point (a container's volume) cannot be renamed: write inside it instead */
+	struct stat ps;
+	h->inplace = h->existed && stat(parent, &ps) == 0 && ps.st_dev != st.st_dev;
+	snprintf(h->tmp, n, "%s/.%s.qtk-XXXXXX", h->inplace ? h->real : parent, base);
+	qtk_free(parent);
+	if (!mkdtemp(h->tmp)) {
+		int rc = qtk_err_sys(w->err, h->dir, "cannot create directory");
+		qtk_free(h->tmp);
+		h->tmp = NULL;
+		return rc;
+	}
+	if (chmod(h->tmp, 0755) != 0) { /* mkdtemp makes it 0700; the output is an ordinary directory */
+		int rc = qtk_err_sys(w->err, h->dir, "cannot create directory");
+		rmdir(h->tmp);
+		qtk_free(h->tmp);
+		h->tmp = NULL;
+		return rc;
+	}
+	qtk_cleanup_register(h->tmp); /* an interrupted run removes it (after its files) */
+	return 0;
+}
+
+/* A file committed into the temporary directory: removed again if the run is interrupted. */
+static int note_done(qtk_writer *w, hf_w *h, const char *path)
+{
+	char **d = qtk_realloc(h->done, (h->ndone + 1) * sizeof *d);
+	if (!d)
+		return werr(w, QTK_E_IO, "out of memory%s", "");
+	h->done = d;
+	if (!(d[h->ndone] = qtk_strdup(path)))
+		return werr(w, QTK_E_IO, "out of memory%s", "");
+	qtk_cleanup_register(d[h->ndone++]);
+	return 0;
+}
+
+static void forget_done(hf_w *h)
+{
+	for (size_t i = 0; i < h->ndone; i++) {
+		qtk_cleanup_unregister(h->done[i]);
+		qtk_free(h->done[i]);
+	}
+	qtk_free(h->done);
+	h->done = NULL;
+	h->ndone = 0;
+}
+
+/* A mount point: its old entries go, then the new files are moved in one by one (not atomic:
+ * an interrupt here can leave a mixture, which qverify reports). */
+static int move_in(qtk_writer *w, hf_w *h)
+{
+	const char *tb = qtk_path_base(h->tmp);
+	int dfd = open(h->real, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+	if (!d) {
+		if (dfd >= 0)
+			close(dfd);
+		return qtk_err_sys(w->err, h->dir, "cannot read directory");
+	}
+	struct dirent *e;
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strcmp(e->d_name, tb) &&
+		    unlinkat(dfd, e->d_name, 0) != 0 && (errno == EISDIR || errno == EPERM))
+			rm_tree_at(dfd, e->d_name, 1);
+	int tfd = openat(dfd, tb, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *t = tfd >= 0 ? fdopendir(tfd) : NULL;
+	int rc = t ? 0 : qtk_err_sys(w->err, h->dir, "cannot read directory");
+	while (t && !rc && (e = readdir(t)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && renameat(tfd, e->d_name, dfd, e->d_name) != 0)
+			rc = qtk_err_sys(w->err, h->dir, "cannot move a file into place");
+	if (t)
+		closedir(t);
+	else if (tfd >= 0)
+		close(tfd);
+	if (!rc)
+		(void)unlinkat(dfd, tb, AT_REMOVEDIR);
+	(void)fsync(dfd);
+	closedir(d);
+	return rc;
+}
+
+/* Put the finished temporary directory in OUTPUT's place: one exchange when OUTPUT exists
+ * (its old contents then go), one rename when it does not. */
+static int swap_in(qtk_writer *w, hf_w *h)
+{
+	fsync_dir(h->tmp);
+	forget_done(h); /* from here on the files are the output's, not temporaries */
+	qtk_cleanup_unregister(h->tmp);
+	if (h->inplace) {
+		int rc = move_in(w, h);
+		if (!rc) {
+			qtk_free(h->tmp);
+			h->tmp = NULL;
+			h->existed = false; /* nothing left to remove */
+		}
+		if (rc)
+			return rc;
+	} else if (!h->existed) {
+		if (rename(h->tmp, h->real) != 0)
+			return qtk_err_sys(w->err, h->dir, "cannot rename the new directory into place");
+	} else if (renameat2(AT_FDCWD, h->tmp, AT_FDCWD, h->real, RENAME_EXCHANGE) != 0) {
+		if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
+			return qtk_err_sys(w->err, h->dir, "cannot swap the new directory into place");
+		/* no atomic exchange on this file system: move the old one aside first */
+		char *old = qtk_strdup(h->tmp);
+		if (!old)
+			return werr(w, QTK_E_IO, "out of memory%s", "");
+		memcpy(old + strlen(old) - 6, "XXXXXX", 6);
+		if (!mkdtemp(old) || rename(h->real, old) != 0) {
+			int rc = qtk_err_sys(w->err, h->dir, "cannot move the old directory aside");
+			rmdir(old);
+			qtk_free(old);
+			return rc;
+		}
+		if (rename(h->tmp, h->real) != 0) {
+			int rc = qtk_err_sys(w->err, h->dir, "cannot rename the new directory into place");
+			(void)rename(old, h->real);
+			qtk_free(old);
+			return rc;
+		}
+		qtk_free(h->tmp);
+		h->tmp = old;
+	}
+	char *parent = qtk_path_dir(h->real);
+	if (parent)
+		fsync_dir(parent);
+	qtk_free(parent);
+	if (h->existed && h->tmp)
+		rm_tree(h->tmp); /* the old directory, now under the temporary name */
+	qtk_free(h->tmp);
+	h->tmp = NULL;
+	/* the committed files' names in OUTPUT as given */
+	qtk_outlist *ol = w->opts.outs;
+	for (size_t i = h->outs0; ol && i < ol->n; i++) {
+		char *p = qtk_path_join(h->dir, qtk_path_base(ol->f[i].path));
+		if (p) {
+			qtk_free(ol->f[i].path);
+			ol->f[i].path = p;
+		}
 	}
 	return 0;
 }
@@ -359,21 +661,14 @@ static int hfw_begin(qtk_writer *w)
 		n--;
 	if (!(h->dir = qtk_strndup(w->path, n)))
 		return werr(w, QTK_E_IO, "out of memory%s", "");
+	h->outs0 = w->opts.outs ? w->opts.outs->n : 0;
 	int rc = qtk_st_check_desc(w->desc, w->path, w->err);
 	if (!rc)
 		rc = prepare_blobs(w, h);
-	if (rc)
-		return rc;
-	if (mkdir(h->dir, 0755) == 0) {
-		h->created = true;
-		qtk_cleanup_register(h->dir); /* an interrupted run leaves no empty directory */
-	} else if (errno != EEXIST) {
-		return qtk_err_sys(w->err, h->dir, "cannot create directory");
-	}
-	if (!qtk_is_dir(h->dir))
-		return qtk_err_set(w->err, QTK_E_IO, h->dir, -1, NULL, "output exists and is not a directory");
-	if ((rc = plan_shards(w, h)))
-		return rc;
+	if (!rc)
+		rc = prepare_dir(w, h);
+	if (!rc)
+		rc = plan_shards(w, h);
 	for (size_t s = 0; s < h->nouts && !rc; s++) {
 		rc = qtk_st_out_open(&h->outs[s], w->desc, w->err);
 		h->outs[s].of.outs = w->opts.outs;
@@ -496,7 +791,7 @@ static int write_index(qtk_writer *w, hf_w *h)
 		qtk_buf_free(&b);
 		return werr(w, QTK_E_IO, "out of memory%s", "");
 	}
-	char *p = qtk_path_join(h->dir, "model.safetensors.index.json");
+	char *p = qtk_path_join(h->tmp, "model.safetensors.index.json");
 	qtk_ofile of;
 	rc = p ? qtk_ofile_open(&of, p, w->err) : werr(w, QTK_E_IO, "out of memory%s", "");
 	if (!rc) {
@@ -505,6 +800,8 @@ static int write_index(qtk_writer *w, hf_w *h)
 			rc = qtk_ofile_commit(&of);
 		if (rc)
 			qtk_ofile_abort(&of);
+		else
+			rc = note_done(w, h, p);
 	}
 	qtk_free(p);
 	qtk_buf_free(&b);
@@ -513,7 +810,7 @@ static int write_index(qtk_writer *w, hf_w *h)
 
 static int write_blob(qtk_writer *w, hf_w *h, const hf_out_blob *b)
 {
-	char *p = qtk_path_join(h->dir, b->name);
+	char *p = qtk_path_join(h->tmp, b->name);
 	if (!p)
 		return werr(w, QTK_E_IO, "out of memory%s", "");
 	qtk_ofile of;
@@ -525,45 +822,38 @@ static int write_blob(qtk_writer *w, hf_w *h, const hf_out_blob *b)
 			rc = qtk_ofile_commit(&of);
 		if (rc)
 			qtk_ofile_abort(&of);
+		else
+			rc = note_done(w, h, p);
 	}
 	qtk_free(p);
 	return rc;
 }
 
-static int remove_stale(qtk_writer *w, hf_w *h, const char *name)
-{
-	char *p = qtk_path_join(h->dir, name);
-	if (!p)
-		return werr(w, QTK_E_IO, "out of memory%s", "");
-	int rc = 0;
-	if (unlink(p) != 0 && errno != ENOENT)
-		rc = qtk_err_sys(w->err, p, "cannot remove stale file");
-	qtk_free(p);
-	return rc;
-}
-
-/* Commit the data files, then the index, then the side files, config.json
- * last: a directory is only recognised once config.json is in place. */
+/* Commit the data files, then the index, then the side files, config.json last, into the
+ * temporary directory; then swap it into OUTPUT's place. */
 static int hfw_finish(qtk_writer *w)
 {
 	hf_w *h = w->priv;
 	int rc = 0;
 	for (size_t s = 0; s < h->nouts && !rc; s++) {
 		rc = qtk_ofile_commit(&h->outs[s].of);
-		if (!rc)
+		if (!rc) {
 			h->outs[s].opened = false;
+			rc = note_done(w, h, h->outs[s].path);
+		}
 	}
 	if (!rc && (h->nouts > 1 || h->mlx)) /* mlx-lm writes the index even for one file */
 		rc = write_index(w, h);
-	if (!rc && (h->nouts > 1 || !h->mlx)) /* a stale single file or index from an earlier run would shadow or contradict this one */
-		rc = remove_stale(w, h, h->nouts > 1 ? "model.safetensors" : "model.safetensors.index.json");
 	for (size_t i = 1; i < h->nblobs && !rc; i++)
 		rc = write_blob(w, h, &h->blobs[i]);
 	if (!rc && h->nblobs)
 		rc = write_blob(w, h, &h->blobs[0]);
+	if (!rc)
+		rc = swap_in(w, h);
 	return rc;
 }
 
+/* Free everything; a temporary directory still there (a failed run) goes with what is in it. */
 static void hfw_abort(qtk_writer *w)
 {
 	hf_w *h = w->priv;
@@ -580,10 +870,15 @@ static void hfw_abort(qtk_writer *w)
 		cJSON_free(h->blobs[i].owned);
 	}
 	qtk_free(h->blobs);
-	if (h->created) {
-		qtk_cleanup_unregister(h->dir);
-		(void)rmdir(h->dir); /* only succeeds when nothing was committed into it */
+	if (h->tmp) {
+		for (size_t i = 0; i < h->ndone; i++)
+			(void)unlink(h->done[i]);
+		rm_tree(h->tmp);
+		qtk_cleanup_unregister(h->tmp);
+		qtk_free(h->tmp);
 	}
+	forget_done(h);
+	qtk_free(h->real);
 	qtk_free(h->dir);
 	qtk_free(h);
 	w->priv = NULL;
@@ -592,13 +887,8 @@ static void hfw_abort(qtk_writer *w)
 static int hfw_finish_free(qtk_writer *w)
 {
 	int rc = hfw_finish(w);
-	hf_w *h = w->priv;
-	if (!rc && h && h->created) { /* the directory is the output now */
-		qtk_cleanup_unregister(h->dir);
-		h->created = false;
-	}
 	if (!rc)
-		hfw_abort(w); /* everything is committed: this only frees */
+		hfw_abort(w); /* everything is in place: this only frees */
 	return rc;
 }
 

@@ -24,13 +24,15 @@ static const char usage[] =
 	"  --gpu-layers N   with --memory: RAM and VRAM with N layers offloaded (-ngl)\n"
 	"  --flash-attn     with --memory: compute estimate with flash attention (-fa)\n"
 	"  --no-color       monochrome output (also NO_COLOR)\n"
+	"  --progress, --no-progress   progress on stderr (default: when it is a terminal)\n"
 	"  -q, --quiet      only errors on stderr\n"
 	"  -v, --verbose    more detail on stderr\n"
 	"  -h, --help       this help\n"
 	"  --version        print the version\n"
 	"\n"
 	"FILE may be a .gguf file (or any shard of a split set), a .safetensors file,\n"
-	"a model.safetensors.index.json or a Hugging Face model directory.\n"
+	"a model.safetensors.index.json, a Hugging Face model directory, a QPK file, a .tar,\n"
+	".tar.gz, .tar.zst or .zip archive holding one of these, or a .zst-compressed model file.\n"
 	"Without a mode and with a terminal on stdout, qinspect opens the browser\n"
 	"(press ? there for its keys); otherwise it prints the summary.\n"
 	"Exit status: 0 ok, 2 usage, 3 bad input data, 4 I/O error, 5 internal error.\n";
@@ -199,6 +201,8 @@ int main(int argc, char **argv)
 	qtk_model *m = qtk_open(file, &err);
 	if (!m)
 		return cli_fail(&err);
+	if (qtk_scheme_unexplained(m, &err)) /* shown as they are stored, with the warning */
+		cli_warn_err(&err);
 	int rc, status = 0;
 	qtk_model *om = NULL;
 	switch (mode) {

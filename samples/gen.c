@@ -1,11 +1,13 @@
 /* gen.c - the project's deterministic sample generator.
  *
  * Writes a tiny llama-shaped model (2 blocks, n_embd 256, n_ff 768, 4 heads,
- * 2 KV heads, a 512-token vocabulary) with the outlier structure real LLM
- * weights show (a few salient input channels, rare large spikes):
- *   OUT/tiny-llama-f32.gguf    GGUF v3, llama architecture, F32
+ * 2 KV heads, a 512-token SentencePiece vocabulary) with the outlier structure
+ * real LLM weights show (a few salient input channels, rare large spikes):
+ *   OUT/tiny-llama-f32.gguf    GGUF v3, llama architecture, F32, vocabulary
  *   OUT/tiny-llama/            Hugging Face directory: config.json,
- *                              generation_config.json, model.safetensors (F16)
+ *                              generation_config.json, model.safetensors (F16),
+ *                              tokenizer.model and tokenizer_config.json (the
+ *                              same vocabulary: a GGUF made from it has one)
  * With --bench MPARAMS FILE.gguf it writes a llama-shaped F16 GGUF of about
  * MPARAMS million parameters for `make bench` (n_embd 1024, n_ff 2816,
  * 16 heads, 8 KV heads, vocab 32000; as many blocks as fit), streaming;
@@ -15,6 +17,7 @@
  * +,-,* (no libm), built with -ffp-contract=off.
  */
 #include "dequant.h"
+#include "family/spm.h"
 #include "internal.h"
 #include <errno.h>
 #include <stdio.h>
@@ -152,14 +155,14 @@ static void set_f32(qtk_model *m, const char *k, float v)
 	kv->val.v.f = v;
 }
 
-static void add_vocab(qtk_model *m)
+/* The sample's SentencePiece vocabulary (llama.cpp's "llama" kind): <unk>, <s>, </s>, the 256
+ * byte pieces <0x00>..<0xFF>, then words of two or three syllables with descending scores. */
+static qtk_str vocab_tok[N_VOCAB];
+static float vocab_score[N_VOCAB];
+static int32_t vocab_type[N_VOCAB];
+
+static void make_vocab(void)
 {
-	qtk_model_set_kv_str(m, "tokenizer.ggml.model", "llama");
-	qtk_kv *tok = qtk_model_add_kv(m, "tokenizer.ggml.tokens");
-	qtk_kv *sc = qtk_model_add_kv(m, "tokenizer.ggml.scores");
-	qtk_kv *ty = qtk_model_add_kv(m, "tokenizer.ggml.token_type");
-	qtk_str *s = calloc(N_VOCAB, sizeof *s);
-	uint8_t *scores = calloc(N_VOCAB, 4), *types = calloc(N_VOCAB, 4);
 	static const char *const syll[] = {"ka", "lo", "mi", "ne", "ru", "ta", "vo", "zi"};
 	for (int i = 0; i < N_VOCAB; i++) {
 		char b[32];
@@ -175,12 +178,28 @@ static void add_vocab(qtk_model *m)
 			if (k >= 64)
 				snprintf(b + strlen(b), sizeof b - strlen(b), "%s", syll[(k / 64) % 8]);
 		}
-		s[i].len = strlen(b);
-		s[i].s = qtk_strdup(b);
+		vocab_tok[i].len = strlen(b);
+		vocab_tok[i].s = qtk_strdup(b);
+		vocab_score[i] = score;
+		vocab_type[i] = type;
+	}
+}
+
+static void add_vocab(qtk_model *m)
+{
+	qtk_model_set_kv_str(m, "tokenizer.ggml.model", "llama");
+	qtk_kv *tok = qtk_model_add_kv(m, "tokenizer.ggml.tokens");
+	qtk_kv *sc = qtk_model_add_kv(m, "tokenizer.ggml.scores");
+	qtk_kv *ty = qtk_model_add_kv(m, "tokenizer.ggml.token_type");
+	qtk_str *s = calloc(N_VOCAB, sizeof *s);
+	uint8_t *scores = calloc(N_VOCAB, 4), *types = calloc(N_VOCAB, 4);
+	for (int i = 0; i < N_VOCAB; i++) {
+		s[i].len = vocab_tok[i].len;
+		s[i].s = qtk_strdup(vocab_tok[i].s);
 		uint32_t u;
-		memcpy(&u, &score, 4);
+		memcpy(&u, &vocab_score[i], 4);
 		qtk_wr32(scores + 4 * i, u);
-		qtk_wr32(types + 4 * i, (uint32_t)type);
+		qtk_wr32(types + 4 * i, (uint32_t)vocab_type[i]);
 	}
 	tok->val.type = QTK_V_ARR; tok->val.elem = QTK_V_STR; tok->val.n = N_VOCAB; tok->val.arr = s;
 	sc->val.type = QTK_V_ARR; sc->val.elem = QTK_V_F32; sc->val.n = N_VOCAB; sc->val.arr = scores;
@@ -188,6 +207,32 @@ static void add_vocab(qtk_model *m)
 	set_u32(m, "tokenizer.ggml.bos_token_id", 1);
 	set_u32(m, "tokenizer.ggml.eos_token_id", 2);
 	set_u32(m, "tokenizer.ggml.unknown_token_id", 0);
+}
+
+/* The same vocabulary as the HF directory's tokenizer.model (a SentencePiece ModelProto, BPE
+ * with byte fallback, as Llama 2's), and its tokenizer_config.json: converted to GGUF it gives
+ * the GGUF sample's tokenizer.ggml.* keys back. */
+static int add_hf_tokenizer(qtk_model *h, qtk_err *err)
+{
+	static const char tokconf[] =
+		"{\n  \"add_bos_token\": true,\n  \"add_eos_token\": false,\n  \"bos_token\": \"<s>\",\n"
+		"  \"eos_token\": \"</s>\",\n  \"unk_token\": \"<unk>\",\n  \"model_max_length\": 256,\n"
+		"  \"tokenizer_class\": \"LlamaTokenizer\"\n}\n";
+	qtk_spm_build_opts o = {.model_type = 2, .unk_id = 0, .bos_id = 1, .eos_id = 2, .pad_id = -1,
+				.add_dummy_prefix = true, .remove_extra_whitespaces = false};
+	qtk_spm_model sp;
+	int rc = qtk_spm_build(&sp, N_VOCAB, vocab_tok, vocab_score, vocab_type, &o, err);
+	if (rc)
+		return rc;
+	qtk_buf b = {0};
+	rc = qtk_spm_write(&sp, &b);
+	if (!rc && !b.failed)
+		rc = qtk_model_add_blob(h, "tokenizer.model", b.p, b.len);
+	if (!rc)
+		rc = qtk_model_add_blob(h, "tokenizer_config.json", tokconf, sizeof tokconf - 1);
+	qtk_buf_free(&b);
+	qtk_spm_free(&sp);
+	return rc ? qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "cannot build tokenizer.model") : 0;
 }
 
 static void describe(qtk_tensor *t, int rows, int cols, unsigned type)
@@ -305,8 +350,44 @@ static int gen_bench(uint64_t mparams, const char *path, uint64_t E, uint64_t FF
 	return 0;
 }
 
+static const char usage[] =
+	"usage: gen [OUT]\n"
+	"       gen --bench MPARAMS FILE.gguf [EMBD FF]\n"
+	"\n"
+	"The project's deterministic sample generator (same bytes on every machine).\n"
+	"  OUT                    directory to write into (default build/samples), created when missing:\n"
+	"                         OUT/tiny-llama-f32.gguf  GGUF v3, llama, F32, with a SentencePiece vocabulary\n"
+	"                         OUT/tiny-llama/          Hugging Face directory: config.json,\n"
+	"                                                  generation_config.json, model.safetensors (F16),\n"
+	"                                                  tokenizer.model, tokenizer_config.json\n"
+	"                         (2 blocks, hidden size 256, feed-forward 768, 4 heads, 2 KV heads,\n"
+	"                         a 512-token vocabulary; OUT/tiny-llama/ is replaced as a whole)\n"
+	"  --bench MPARAMS FILE   a llama-shaped F16 GGUF of about MPARAMS million parameters for\n"
+	"                         `make bench` (hidden 1024, feed-forward 2816; EMBD FF give others)\n"
+	"  -h, --help             this help\n";
+
 int main(int argc, char **argv)
 {
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+			fputs(usage, stdout);
+			return 0;
+		}
+		if (i == 1 && !strcmp(argv[i], "--bench"))
+			continue;
+		if (argv[i][0] == '-' && !(i > 1 && !strcmp(argv[1], "--bench"))) {
+			fprintf(stderr, "gen: unknown option '%s'\nTry 'gen --help' for more information.\n", argv[i]);
+			return 2;
+		}
+	}
+	if (argc > 1 && !strcmp(argv[1], "--bench") && argc != 4 && argc != 6) {
+		fprintf(stderr, "gen: --bench takes MPARAMS FILE.gguf [EMBD FF]\nTry 'gen --help' for more information.\n");
+		return 2;
+	}
+	if (argc > 2 && strcmp(argv[1], "--bench")) {
+		fprintf(stderr, "gen: unexpected argument '%s'\nTry 'gen --help' for more information.\n", argv[2]);
+		return 2;
+	}
 	if ((argc == 4 || argc == 6) && !strcmp(argv[1], "--bench")) {
 		uint64_t mp, e = 1024, ff = 2816;
 		if (!qtk_parse_u64(argv[2], &mp) || mp < 1 || mp > 100000) {
@@ -326,6 +407,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	layout_model();
+	make_vocab();
 	float *vals[64];
 	rng_state = 0x71746B2D73616D70ull; /* "qtk-samp" */
 	for (int i = 0; i < nw; i++)
@@ -392,10 +474,13 @@ int main(int argc, char **argv)
 	qtk_model_add_blob(h, "config.json", config, sizeof config - 1);
 	qtk_model_add_blob(h, "generation_config.json", genconf, sizeof genconf - 1);
 	qtk_model_set_kv_str(h, "format", "pt");
+	if (add_hf_tokenizer(h, &err))
+		return fail(&err);
 	for (int i = 0; i < nw; i++)
 		describe(qtk_model_add_tensor(h, ws[i].hf), ws[i].rows, ws[i].cols, QTK_T_F16);
 	char *dir = qtk_path_join(out, "tiny-llama/");
-	w = qtk_writer_open(dir, QTK_OUT_HF, h, NULL, &err);
+	qtk_write_opts wo = {.force = true}; /* the generator's own directory, whatever an older one held */
+	w = qtk_writer_open(dir, QTK_OUT_HF, h, &wo, &err);
 	if (!w)
 		return fail(&err);
 	for (int i = 0; i < nw; i++) {

@@ -387,7 +387,7 @@ int qtk_cur_skip(qtk_cur *c, uint64_t n, const char *field)
 
 /* ---- temporaries removed on signals ------------------------------------ */
 
-#define MAX_TMP 64
+#define MAX_TMP 1024
 static char *volatile tmp_paths[MAX_TMP];
 
 void qtk_cleanup_register(const char *p)

@@ -318,6 +318,8 @@ typedef struct qtk_write_opts {
 	/* the caller will call qtk_writer_patch_header: files whose header is patched are hashed
 	 * once, after the patch, instead of while writing and again after it */
 	bool patch_pending;
+	/* a directory OUTPUT (replaced as a whole) may hold files qtk did not write: they go too */
+	bool force;
 } qtk_write_opts;
 
 /* Kind of output: the public handle of a writing container. Each value belongs to one

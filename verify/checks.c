@@ -1,5 +1,6 @@
 /* checks.c - qverify's checks: one function each, run in table order for the chosen mode. */
 #include "verify.h"
+#include <dirent.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -758,12 +759,101 @@ static int chk_source_link(vstate *s)
 	return 0;
 }
 
+/* ---- weight files beside the model ------------------------------------------------------- */
+
+/* File name suffixes of model weights, and whether a loader of the directory may take the file
+ * for part of the model: many (vLLM's among them) load every *.safetensors of a directory that
+ * has no index; the other forms are only read when there are no safetensors weights. */
+static const struct {
+	const char *suf;
+	bool loaded;
+} weight_sufs[] = {
+	{".safetensors", true}, {".gguf", false}, {".bin", false}, {".pt", false}, {".pth", false},
+	{".ckpt", false}, {".pkl", false}, {".pickle", false}, {".npz", false}, {".h5", false},
+	{".msgpack", false}, {".onnx", false}, {".qpk", false},
+};
+
+static int weight_kind(const char *n)
+{
+	size_t l = strlen(n);
+	for (size_t i = 0; i < sizeof weight_sufs / sizeof *weight_sufs; i++) {
+		size_t k = strlen(weight_sufs[i].suf);
+		if (l > k && !qtk_strcasecmp(n + l - k, weight_sufs[i].suf))
+			return weight_sufs[i].loaded ? 2 : 1;
+	}
+	return 0;
+}
+
+/* A Hugging Face directory (FILE, or the directory of FILE when it is an index) must hold one
+ * model: a weight file that is not one the model was read from (not the single model file, not
+ * named by the index) fails the check when a loader could take it for part of the model (a
+ * *.safetensors file where there is no index), and is a note otherwise. */
+static int chk_stray(vstate *s)
+{
+	const char *f = s->o->file;
+	bool via_index = qtk_str_ends(f, ".safetensors.index.json");
+	char *dir = qtk_is_dir(f) ? qtk_strdup(f) : via_index ? qtk_path_dir(f) : NULL;
+	if (!dir)
+		return qtk_is_dir(f) || via_index ? oom(s) : 0;
+	DIR *d = opendir(dir);
+	if (!d) {
+		qtk_free(dir);
+		return 0; /* an archive member or a directory that went away: the reader has spoken */
+	}
+	size_t nbad = 0, nnote = 0;
+	char bad[200] = "", note[200] = "";
+	bool index = via_index, single = false;
+	struct dirent *e;
+	while ((e = readdir(d)))
+		if (!strcmp(e->d_name, "model.safetensors.index.json"))
+			index = true;
+		else if (!strcmp(e->d_name, "model.safetensors"))
+			single = true;
+	if (single && !via_index)
+		index = false; /* the reader takes model.safetensors before an index */
+	rewinddir(d);
+	while ((e = readdir(d))) {
+		const char *n = e->d_name;
+		int k = n[0] == '.' ? 0 : weight_kind(n);
+		if (!k)
+			continue;
+		bool used = false;
+		for (uint32_t i = 0; i < s->m->nfiles && !used; i++)
+			used = !strcmp(qtk_path_base(s->m->files[i]), n);
+		if (used)
+			continue;
+		bool fails = k == 2 && !index;
+		size_t *cnt = fails ? &nbad : &nnote;
+		char *list = fails ? bad : note;
+		size_t len = strlen(list);
+		if (*cnt < 3 && len + strlen(n) + 3 < sizeof bad)
+			snprintf(list + len, sizeof bad - len, "%s%s", len ? ", " : "", n);
+		else if (*cnt == 3)
+			snprintf(list + len, sizeof bad - len, ", ...");
+		(*cnt)++;
+	}
+	closedir(d);
+	if (nbad)
+		qv_result(s, "stray_files", "failed",
+			  "%zu weight file%s beside the model that %s not part of it (%s): a loader that takes every "
+			  "*.safetensors of a directory without an index would mix %s in",
+			  nbad, nbad == 1 ? "" : "s", nbad == 1 ? "is" : "are", bad, nbad == 1 ? "it" : "them");
+	if (nnote) {
+		qv_result(s, "stray_files", "note", "%zu weight file%s beside the model that %s not part of it (%s)", nnote,
+			  nnote == 1 ? "" : "s", nnote == 1 ? "is" : "are", note);
+		cli_warn("%s: %zu weight file%s not part of the model (%s)", dir, nnote, nnote == 1 ? "" : "s", note);
+	}
+	qtk_free(dir);
+	return 0;
+}
+
 /* ---- the table -------------------------------------------------------------------------------- */
 
 #define M_ALL (MODE_EMBEDDED | MODE_EMIT | MODE_RECORD | MODE_AGAINST)
 
 const vcheck qv_checks[] = {
 	{"structure", M_ALL, chk_structure},
+	{"stray_files", MODE_EMBEDDED | MODE_RECORD, chk_stray},
 	{"part_digests", MODE_EMBEDDED | MODE_EMIT | MODE_RECORD, chk_container_digests},
 	{"provenance", MODE_EMBEDDED | MODE_EMIT | MODE_RECORD, chk_embedded},
 	{"record", MODE_RECORD, chk_record},

@@ -23,9 +23,13 @@ static const char usage[] =
 	"  -q, --quiet          print nothing; the exit status tells\n"
 	"  -v, --verbose        list every tensor\n"
 	"  --progress, --no-progress   progress on stderr (default: when it is a terminal)\n"
+	"  --no-color           no colour (also NO_COLOR)\n"
 	"  -h, --help           this help\n"
 	"  --version            print the version\n"
 	"\n"
+	"FILE and SOURCE may be a .gguf file (or any shard of a split set), a .safetensors file, a\n"
+	"model.safetensors.index.json, a Hugging Face directory, a QPK file, a .tar, .tar.gz,\n"
+	".tar.zst or .zip archive holding one of these, or a .zst-compressed model file.\n"
 	"Exit status: 0 ok, 1 a check failed, 2 usage, 3 bad input data, 4 I/O error, 5 internal error.\n";
 
 /* The value of an option that takes one ("--record X" or "--record=X"). */
@@ -54,9 +58,12 @@ static int set_mode(vopts *o, vmode m)
 
 static int parse_args(int argc, char **argv, vopts *o)
 {
+	bool done = false;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v;
-		if (a[0] != '-' || !a[1]) {
+		if (!done && !strcmp(a, "--")) {
+			done = true; /* everything after it is a file name */
+		} else if (done || a[0] != '-' || !a[1]) {
 			if (o->file)
 				return cli_usage_error("more than one FILE given");
 			o->file = a;

@@ -138,4 +138,5 @@ const qtk_scheme qtk_scheme_awq = {
 	.ntranscodes = QTK_SCHEME_INT_NTRANSCODES,
 	.config_read = config_read,
 	.config_write = config_write,
+	.config_hint = "\"quantization_config\": {\"quant_method\": \"awq\", \"bits\": 4, \"group_size\": G, \"version\": \"gemm\"}",
 };

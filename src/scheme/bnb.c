@@ -307,6 +307,10 @@ const qtk_scheme qtk_scheme_bnb4 = {
 	.suffix = bnb_suffix,
 	.config_read = bnb_config_read,
 	.part_specs = bnb_specs,
+	.forms = (const qtk_scheme_form[]){{{"weight", "absmax", "qmap", NULL}, QTK_DT_U8}},
+	.nforms = 1,
+	.config_hint = "\"quantization_config\": {\"quant_method\": \"bitsandbytes\", \"load_in_4bit\": true, "
+		       "\"bnb_4bit_quant_type\": T}",
 };
 
 /* ---- folding ------------------------------------------------------------------------------- */

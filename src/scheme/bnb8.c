@@ -117,6 +117,9 @@ const qtk_scheme qtk_scheme_bnb8 = {
 	.decode_rows = bnb8_decode,
 	.config_read = bnb8_config_read,
 	.part_specs = bnb8_specs,
+	.forms = (const qtk_scheme_form[]){{{"weight", "SCB", NULL}, QTK_T_I8}},
+	.nforms = 1,
+	.config_hint = "\"quantization_config\": {\"quant_method\": \"bitsandbytes\", \"load_in_8bit\": true}",
 };
 
 /* ---- folding ------------------------------------------------------------------------------- */

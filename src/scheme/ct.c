@@ -406,6 +406,11 @@ const qtk_scheme qtk_scheme_ct_int = {
 	.ntranscodes = QTK_SCHEME_INT_NTRANSCODES,
 	.config_read = ct_config_read,
 	.part_specs = ct_int_specs,
+	/* pack-quantized; int-quantized (8-bit, unpacked) */
+	.forms = (const qtk_scheme_form[]){{{"packed", "scale", NULL}, QTK_T_I32}, {{"weight", "scale", NULL}, QTK_T_I8}},
+	.nforms = 2,
+	.config_hint = "llm-compressor's \"quantization_config\" (\"quant_method\": \"compressed-tensors\", "
+		       "\"config_groups\")",
 };
 
 /* ---- fp8 --------------------------------------------------------------------------------- */
@@ -550,6 +555,12 @@ const qtk_scheme qtk_scheme_fp8 = {
 	.suffix = ct_suffix,
 	.config_read = ct_config_read,
 	.part_specs = fp8_specs,
+	/* compressed-tensors' weight_scale; DeepSeek's weight_scale_inv */
+	.forms = (const qtk_scheme_form[]){{{"weight", "scale", NULL}, QTK_DT_F8_E4M3},
+					   {{"weight", "weight_scale_inv", NULL}, QTK_DT_F8_E4M3}},
+	.nforms = 2,
+	.config_hint = "\"quantization_config\": {\"quant_method\": \"fp8\", \"fmt\": \"e4m3\", "
+		       "\"weight_block_size\": [B, B]} (weight_scale_inv) or llm-compressor's (weight_scale)",
 };
 
 /* ---- nvfp4 ------------------------------------------------------------------------------- */
@@ -686,6 +697,12 @@ const qtk_scheme qtk_scheme_nvfp4 = {
 	.suffix = ct_suffix,
 	.config_read = ct_config_read,
 	.part_specs = nvfp4_specs,
+	/* compressed-tensors' nvfp4-pack-quantized; ModelOpt's */
+	.forms = (const qtk_scheme_form[]){{{"packed", "scale", "gscale", NULL}, QTK_DT_U8},
+					   {{"weight", "scale", "scale2", NULL}, QTK_DT_U8}},
+	.nforms = 2,
+	.config_hint = "\"quantization_config\": {\"quant_method\": \"modelopt\", \"quant_algo\": \"NVFP4\"} "
+		       "(weight_scale_2) or llm-compressor's (weight_global_scale)",
 };
 
 /* ---- the quantization config and folding ------------------------------------------------- */

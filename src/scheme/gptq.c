@@ -178,4 +178,6 @@ const qtk_scheme qtk_scheme_gptq = {
 	.ntranscodes = QTK_SCHEME_INT_NTRANSCODES,
 	.config_read = config_read,
 	.config_write = config_write,
+	.config_hint = "\"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": B, \"group_size\": G, \"sym\": S, "
+		       "\"desc_act\": D}",
 };

@@ -314,6 +314,7 @@ const qtk_scheme qtk_scheme_mlx = {
 	.ntranscodes = (int)(sizeof transcodes / sizeof *transcodes),
 	.config_read = config_read,
 	.config_write = config_write,
+	.config_hint = "\"quantization\": {\"group_size\": G, \"bits\": B, \"mode\": \"affine\"}",
 };
 
 /* ---- config.json as mlx-lm writes it ------------------------------------------------------

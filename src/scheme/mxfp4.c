@@ -144,6 +144,9 @@ const qtk_scheme qtk_scheme_mxfp4 = {
 	.suffix = mx_suffix,
 	.config_read = mx_config_read,
 	.part_specs = mx_specs,
+	.forms = (const qtk_scheme_form[]){{{"blocks", "scales", NULL}, QTK_DT_U8}},
+	.nforms = 1,
+	.config_hint = "\"quantization_config\": {\"quant_method\": \"mxfp4\"}",
 };
 
 /* ---- folding: <prefix>_blocks + <prefix>_scales -> <prefix> ---------------------------- */

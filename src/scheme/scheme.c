@@ -5,6 +5,7 @@
 #include "qgroups.h"
 #include "internal.h"
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
 extern const qtk_scheme qtk_scheme_awq;
@@ -47,6 +48,134 @@ const qtk_scheme *qtk_scheme_by_method(const char *quant_method)
 		if (!qtk_strcasecmp(schemes[i]->quant_method, quant_method))
 			return schemes[i];
 	return NULL;
+}
+
+/* ---- packed parts without their config ------------------------------------------------------ */
+
+static int cmp_cstr(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+/* The checkpoint name of role r of the module `prefix` (suffixes starting with '_' join without
+ * a dot: gpt-oss's <prefix>_blocks). */
+static bool form_name(const qtk_scheme *s, const char *prefix, size_t plen, const char *r, char *out, size_t n)
+{
+	const char *suf = s->suffix ? s->suffix(r) : r;
+	int k = snprintf(out, n, "%.*s%s%s", (int)plen, prefix, suf[0] == '_' ? "" : ".", suf);
+	return k > 0 && (size_t)k < n;
+}
+
+/* The forms of s: its own list, or its required parts. */
+static int scheme_forms(const qtk_scheme *s, qtk_scheme_form *buf)
+{
+	if (s->forms) {
+		for (int i = 0; i < s->nforms; i++)
+			buf[i] = s->forms[i];
+		return s->nforms;
+	}
+	memset(buf, 0, sizeof *buf);
+	int k = 0;
+	for (int p = 0; p < s->nparts && k < 3; p++)
+		if (!s->parts[p].optional)
+			buf->role[k++] = s->parts[p].role;
+	buf->type = s->nparts ? s->parts[0].type : 0;
+	return k ? 1 : 0;
+}
+
+/* Does plain tensor t head a module of form f of s (all of f's parts present)? */
+static bool form_match(const qtk_scheme *s, const qtk_scheme_form *f, const qtk_tensor *t, const char *const *names,
+		       size_t n)
+{
+	if (t->layout.kind != QTK_LAYOUT_PLAIN || t->nparts != 1 || (f->type && t->parts[0].type != f->type))
+		return false;
+	const char *first = s->suffix ? s->suffix(f->role[0]) : f->role[0];
+	size_t tl = strlen(t->name), fl = strlen(first), join = first[0] == '_' ? 0 : 1;
+	if (tl <= fl + join || strcmp(t->name + tl - fl, first) || (join && t->name[tl - fl - 1] != '.'))
+		return false;
+	size_t plen = tl - fl - join;
+	for (int r = 1; r < 4 && f->role[r]; r++) {
+		char nm[QTK_CAP_NAME + 64];
+		const char *key = nm;
+		if (!form_name(s, t->name, plen, f->role[r], nm, sizeof nm) ||
+		    !bsearch(&key, names, n, sizeof *names, cmp_cstr))
+			return false;
+	}
+	return true;
+}
+
+int qtk_scheme_unexplained(const qtk_model *m, qtk_err *err)
+{
+	if (!m->ntensors)
+		return 0;
+	const char **names = qtk_malloc(m->ntensors * sizeof *names);
+	if (!names)
+		return qtk_err_set(err, QTK_E_IO, m->path, -1, NULL, "out of memory");
+	for (size_t i = 0; i < m->ntensors; i++)
+		names[i] = m->tensors[i].name;
+	qsort(names, m->ntensors, sizeof *names, cmp_cstr);
+	const qtk_tensor *first = NULL;
+	size_t modules = 0;
+	bool hit[NSCHEMES] = {0};
+	const qtk_scheme_form *hform[NSCHEMES] = {0};
+	qtk_scheme_form forms[NSCHEMES][4];
+	int nf[NSCHEMES];
+	for (size_t k = 0; k < NSCHEMES; k++)
+		nf[k] = scheme_forms(schemes[k], forms[k]);
+	for (size_t i = 0; i < m->ntensors; i++) {
+		const qtk_tensor *t = &m->tensors[i];
+		bool any = false;
+		for (size_t k = 0; k < NSCHEMES; k++)
+			for (int f = 0; f < nf[k]; f++)
+				if (form_match(schemes[k], &forms[k][f], t, names, m->ntensors)) {
+					any = true;
+					if (!first || first == t) { /* the schemes the first module looks like */
+						hit[k] = true;
+						hform[k] = hform[k] ? hform[k] : &forms[k][f];
+					}
+				}
+		if (any) {
+			modules++;
+			if (!first)
+				first = t;
+		}
+	}
+	qtk_free(names);
+	if (!first)
+		return 0;
+	/* "AWQ or GPTQ (qweight, qzeros, scales)" and the configs that would explain them */
+	char what[256] = "", parts[160] = "", hints[768] = "";
+	size_t wl = 0, pl = 0, hl = 0, nh = 0;
+	for (size_t k = 0; k < NSCHEMES; k++) {
+		if (!hit[k])
+			continue;
+		const qtk_scheme *s = schemes[k];
+		size_t left = 0;
+		for (size_t j = k + 1; j < NSCHEMES; j++)
+			left += hit[j];
+		wl += (size_t)snprintf(what + wl, wl < sizeof what ? sizeof what - wl : 0, "%s%s", nh ? (left ? ", " : " or ") : "",
+				       s->title);
+		if (wl >= sizeof what)
+			wl = sizeof what - 1;
+		if (!pl)
+			for (int r = 0; r < 4 && hform[k]->role[r]; r++) {
+				const char *suf = s->suffix ? s->suffix(hform[k]->role[r]) : hform[k]->role[r];
+				pl += (size_t)snprintf(parts + pl, pl < sizeof parts ? sizeof parts - pl : 0, "%s%s", r ? ", " : "", suf);
+				if (pl >= sizeof parts)
+					pl = sizeof parts - 1;
+			}
+		if (s->config_hint) {
+			hl += (size_t)snprintf(hints + hl, hl < sizeof hints ? sizeof hints - hl : 0, "%s%s", nh ? " or " : "",
+					       s->config_hint);
+			if (hl >= sizeof hints)
+				hl = sizeof hints - 1;
+		}
+		nh++;
+	}
+	char subject[QTK_CAP_NAME + 16];
+	snprintf(subject, sizeof subject, "tensor '%s'", first->name);
+	return qtk_err_set(err, QTK_E_DATA, m->path, -1, subject,
+			   "%zu module%s look%s like %s (%s) but no quantization config explains %s, and packed parts are "
+			   "not weights: put the file in the directory of its config.json, or add to config.json %s",
+			   modules, modules == 1 ? "" : "s", modules == 1 ? "s" : "", what, parts,
+			   modules == 1 ? "it" : "them", hints);
 }
 
 const qtk_scheme *qtk_scheme_of(const qtk_tensor *t) { return qtk_scheme_by_kind(t->layout.kind); }

@@ -71,6 +71,15 @@ typedef struct qtk_scheme_transcode {
 typedef struct qtk_qcfg qtk_qcfg;
 typedef struct qtk_scheme qtk_scheme;
 
+/* A checkpoint form of a scheme: the part roles (checkpoint suffixes through the scheme's
+ * suffix map) that together mark one packed module, and the storage type the first must have
+ * (0: any). Used to recognise packed parts when the quantization config that would fold them is
+ * missing (qtk_scheme_unexplained). */
+typedef struct qtk_scheme_form {
+	const char *role[4]; /* NULL-terminated */
+	unsigned type;
+} qtk_scheme_form;
+
 struct qtk_scheme {
 	const char *name;         /* "awq-gemm", "gptq" */
 	const char *title;        /* in messages: "awq (gemm)", "gptq" */
@@ -121,6 +130,13 @@ struct qtk_scheme {
 	 * codes and scales (a byte shuffle: MXFP4), into dst; 0, or -1 when it has no such form. */
 	int (*to_ggml_rows)(const qtk_tensor *t, const void *const *parts, uint64_t o0, uint64_t n, unsigned type,
 			    void *dst);
+	/* The checkpoint forms of its modules; NULL: one form, the required parts (parts[], the
+	 * first one's type). */
+	const qtk_scheme_form *forms;
+	int nforms;
+	/* The quantization config that explains its parts, for messages: where it lives and the
+	 * keys it needs, e.g. `config.json "quantization_config": {"quant_method": "awq", ...}`. */
+	const char *config_hint;
 };
 
 /* NVFP4 (ct.c): the per-tensor F32 multiplier llama.cpp keeps beside the ggml NVFP4 blocks of
@@ -146,6 +162,15 @@ const qtk_scheme *qtk_scheme_of(const qtk_tensor *t);
 int qtk_scheme_part_index(const qtk_scheme *s, const char *role);
 /* "2, 3, 4 or 8", "4": the bits a scheme supports. */
 void qtk_scheme_bits_text(const qtk_scheme *s, char *buf, size_t n);
+
+/* Packed parts that no quantization config explained: a plain tensor of m that, with the
+ * tensors named beside it, has the parts of a checkpoint form of some scheme (a bare AWQ
+ * model.safetensors without its config.json: qweight, qzeros and scales stay I32/F16 tensors).
+ * 0 when there is none; else QTK_E_DATA with a message in err (file m's path, subject the first
+ * such tensor) that names the scheme(s) it looks like, the parts found, the modules so affected
+ * and the config that would explain them. Readers fold first; programs then ask here (qconvert
+ * refuses, qinspect warns). */
+int qtk_scheme_unexplained(const qtk_model *m, qtk_err *err);
 
 /* ---- shapes, validation, bytes ---------------------------------------------------------- */
 

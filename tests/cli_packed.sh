@@ -1,0 +1,83 @@
+#!/bin/sh
+# cli_packed.sh - packed parts without the quantization config that explains them (docs/cli.md,
+# "Input formats"): qconvert refuses (exit 3) naming the scheme the tensors look like and the
+# config to supply, and writes nothing; qinspect shows the file with a warning. Samples made by
+# qconvert itself; the real checkpoints of ../shared/fixtures when present.
+B=${QTK_BUILD:-build}
+BIN=${QTK_BIN:-bin}
+T=$(mktemp -d /tmp/qtk-packed-XXXXXX)
+trap 'rm -rf "$T"' EXIT
+pass=0; fail=0
+FX=${QTK_FIXTURES:-../shared/fixtures}
+[ -f "$FX/README.md" ] || FX=""
+
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+run() {
+	name=$1; want=$2; shift 2
+	"$@" >"$T/out" 2>"$T/err"
+	got=$?
+	if [ "$got" -eq "$want" ]; then ok; else bad "$name: exit $got, expected $want"; sed 's/^/  stderr: /' "$T/err" | head -5; fi
+}
+out_has() { if grep -q -- "$2" "$T/out"; then ok; else bad "$1: stdout lacks '$2'"; head -5 "$T/out"; fi; }
+err_has() { if grep -q -- "$2" "$T/err"; then ok; else bad "$1: stderr lacks '$2'"; head -5 "$T/err"; fi; }
+no_file() { if [ ! -e "$2" ]; then ok; else bad "$1: '$2' exists"; fi; }
+
+S=$T/samples
+"$B/samples/gen" "$S" >/dev/null || bad "sample generator"
+H=$S/tiny-llama
+
+# bare NAME FILE LOOKS PARTS HINT: FILE alone (no config.json beside it) is refused by qconvert
+# and flagged by qinspect
+bare() {
+	bn=$1; src=$2; looks=$3; parts=$4; hint=$5
+	mkdir -p "$T/bare/$bn" && cp "$src" "$T/bare/$bn/model.safetensors"
+	f=$T/bare/$bn/model.safetensors
+	for out in o.gguf o.safetensors o/; do
+		run "$bn -> $out" 3 "$BIN/qconvert" "$f" "$T/bare/$bn/$out" --names keep
+		err_has "$bn -> $out" "look.* like $looks ($parts) but no quantization config explains"
+		no_file "$bn -> $out" "$T/bare/$bn/$out"
+	done
+	err_has "$bn: names the tensor" "error: tensor '"
+	err_has "$bn: the config to supply" "$hint"
+	err_has "$bn: where the config goes" "directory of its config.json"
+	run "$bn --to f32" 3 "$BIN/qconvert" "$f" "$T/bare/$bn/f.gguf" --to f32 --names keep
+	run "$bn --dry-run" 3 "$BIN/qconvert" --dry-run "$f" "$T/bare/$bn/f.gguf" --names keep
+	run "$bn qinspect" 0 "$BIN/qinspect" --summary "$f"
+	err_has "$bn qinspect" "qinspect: .*: warning: tensor '.*look.* like $looks"
+	run "$bn qinspect --json" 0 "$BIN/qinspect" --json "$f"
+	err_has "$bn qinspect --json" "warning: "
+}
+
+for to in awq gptq mlx ct-int; do
+	run "make $to" 0 "$BIN/qconvert" -q "$H" "$T/$to/" --to $to
+done
+bare awq "$T/awq/model.safetensors" "awq (gemm) or gptq" "qweight, qzeros, scales" '"quant_method": "awq"'
+err_has "awq: both schemes' configs" '"quant_method": "gptq"'
+bare gptq "$T/gptq/model.safetensors" "awq (gemm) or gptq" "qweight, qzeros, scales" '"quant_method": "gptq"'
+bare mlx "$T/mlx/model.safetensors" "mlx affine" "weight, scales, biases" '"quantization": {"group_size"'
+bare ct-int "$T/ct-int/model.safetensors" "compressed-tensors int" "weight_packed, weight_scale" 'compressed-tensors'
+
+# with its config beside it, the same file folds and converts
+run "awq with config" 0 "$BIN/qconvert" -q "$T/awq/model.safetensors" "$T/awq-f16.gguf" --to f16 --names keep
+# a .safetensors qtk wrote carries its config in __metadata__: not flagged
+run "awq bare file by qtk" 0 "$BIN/qconvert" -q "$H" "$T/own.safetensors" --to awq
+run "awq bare file by qtk reads back" 0 "$BIN/qconvert" -q "$T/own.safetensors" "$T/own.gguf" --to f16 --names keep
+run "plain model not flagged" 0 "$BIN/qinspect" --summary "$H"
+if [ -s "$T/err" ]; then bad "plain model not flagged: $(head -c 200 "$T/err")"; else ok; fi
+
+# the real checkpoints of the other schemes
+if [ -n "$FX" ]; then
+	bare bnb4 "$FX/hf/more/bnb-nf4-dq/model.safetensors" "bitsandbytes 4-bit" "weight, weight.absmax, weight.quant_map" '"load_in_4bit": true'
+	bare fp8-ct "$FX/hf/ct/ct-fp8-block/model.safetensors" "fp8 e4m3" "weight, weight_scale" '"quant_method": "fp8"'
+	bare fp8-ds "$FX/hf/ct/ds-fp8-block/model.safetensors" "fp8 e4m3" "weight, weight_scale_inv" '"weight_block_size"'
+	bare nvfp4-ct "$FX/hf/ct/ct-nvfp4/model.safetensors" "nvfp4" "weight_packed, weight_scale, weight_global_scale" 'NVFP4'
+	bare nvfp4-mo "$FX/hf/ct/modelopt-nvfp4/model.safetensors" "nvfp4" "weight, weight_scale, weight_scale_2" '"quant_method": "modelopt"'
+	bare int8-ct "$FX/hf/ct/ct-w8a8-int8-channel/model.safetensors" "compressed-tensors int" "weight, weight_scale" 'compressed-tensors'
+	bare mxfp4 "$FX/hf/more/gptoss-mxfp4/model.safetensors" "mxfp4" "_blocks, _scales" '"quant_method": "mxfp4"'
+else
+	echo "skipped: fixture checkpoints (bitsandbytes, FP8, NVFP4, MXFP4): no fixtures"
+fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
