@@ -20,7 +20,7 @@ static const char usage[] =
 	"  --group-size N         group size for awq/gptq/mlx/ct-int targets (32, 64, 128; default: the\n"
 	"                         source's when exact, 32 from k-quants, else 128; mlx 64)\n"
 	"  --sym                  symmetric gptq or ct-int target\n"
-	"  --strategy channel|block  ct-fp8 scales per output channel (default; llm-compressor's\n"
+	"  --strategy channel|block   ct-fp8 scales per output channel (default; llm-compressor's\n"
 	"                         FP8_DYNAMIC) or per 128 x 128 block (FP8_BLOCK)\n"
 	"  --imatrix FILE         llama.cpp importance matrix for importance-weighted quantization\n"
 	"  --split-max-size SIZE  shard the output: GGUF splits (-00001-of-0000N.gguf) or safetensors\n"

@@ -27,7 +27,9 @@ help_opts() { "$BIN/$1" --help | sed -n 's/^  \(-.*\)/\1/p' | sed 's/   .*//' | 
 man_opts() {
 	sed -n "$2" "$MAN/$1.1" | grep -o 'Fl [-a-zA-Z][-a-zA-Z]*' | sed 's/^Fl //' |
 		while read -r f; do
-			case $f in -*) echo "-$f" ;; ?) echo "-$f" ;; *) echo "$f" | sed 's/./-&\n/g' | grep . ;; esac
+			# "Fl qv" is -q -v; "Fl ngl" is llama.cpp's one option -ngl when --help lists it
+			case $f in -*) echo "-$f" ;; ?) echo "-$f" ;;
+			*) if grep -qx -- "-$f" "$T/help.$1" 2>/dev/null; then echo "-$f"; else echo "$f" | sed 's/./-&\n/g' | grep .; fi ;; esac
 		done | sort -u
 }
 for p in qconvert qinspect qverify; do
