@@ -22,6 +22,7 @@ typedef struct hent {
 	bool expert;    /* HF -> GGUF: one expert's matrix, a piece of the stacked tensor out */
 	uint32_t ei;    /* ... its expert number */
 	unsigned char rflags; /* QTK_RULE_* of the name rule */
+	bool scalar1;   /* a 0-D scalar written as [1] */
 } hent;
 
 /* One output tensor of the view (qtk_hfmap_view). */
@@ -35,6 +36,7 @@ typedef struct vent {
 	unsigned mem_type;   /* MEM: F32 */
 	int ndim;
 	uint64_t shape[QTK_MAX_DIMS];
+	bool scalar1;        /* SLICE: a 0-D scalar seen as [1] */
 } vent;
 
 struct qtk_hfmap {
@@ -305,6 +307,29 @@ static int add_piece(qtk_hfmap *m, size_t i, qtk_err *err)
 	return 0;
 }
 
+/* A quantized layer's activation scale (ModelOpt's `PREFIX.input_scale`, F32 []) goes where
+ * llama.cpp's converter puts it: `<GGUF name of PREFIX.weight minus .weight>.input_scale`,
+ * F32 [1] (the view gives the scalar that one dimension; GGUF has no 0-D tensors). */
+static int map_input_scale(const qtk_family *f, const qtk_tensor *t, hent *e, int *kind, qtk_err *err)
+{
+	size_t l = strlen(t->name);
+	char wn[512], nb[512];
+	if (l < 12 || l > 400 || strcmp(t->name + l - 12, ".input_scale") || t->layout.kind != QTK_LAYOUT_PLAIN ||
+	    t->layout.type != QTK_T_F32 || t->n_params != 1 || t->ndim > 1)
+		return 0;
+	snprintf(wn, sizeof wn, "%.*s.weight", (int)(l - 12), t->name);
+	if (qtk_family_map_name(f, wn, true, nb, sizeof nb, kind) != 1 || !qtk_str_ends(nb, ".weight"))
+		return 0;
+	*kind = 0; /* a scalar: nothing to permute */
+	size_t nl = strlen(nb) - 7;
+	if (!(e->out = qtk_malloc(nl + 13)))
+		return oom(err);
+	memcpy(e->out, nb, nl);
+	memcpy(e->out + nl, ".input_scale", 13);
+	e->scalar1 = true;
+	return 0;
+}
+
 static int build_entries(qtk_hfmap *m, qtk_model *src, qtk_err *err)
 {
 	const qtk_family *f = m->fam;
@@ -392,6 +417,7 @@ static int build_entries(qtk_hfmap *m, qtk_model *src, qtk_err *err)
 		v->info.force_f32 = m->to_gguf && (e->rflags & QTK_RULE_F32);
 		v->info.copy = true;
 		v->info.unmapped = !e->out;
+		v->scalar1 = e->scalar1 && t->ndim == 0;
 	}
 	return 0;
 }
@@ -458,6 +484,10 @@ static int view_tensor(qtk_hfmap *m, qtk_model *src, const vent *v, qtk_view *vw
 				q->ndim--;
 				q->nbytes /= v->n;
 			}
+		}
+		if (v->scalar1 && t->ndim == 0 && t->nparts == 1) {
+			t->ndim = t->parts[0].ndim = 1;
+			t->shape[0] = t->parts[0].shape[0] = 1;
 		}
 		m->pptr[m->npieces + (size_t)(v - m->v)] = s0;
 		vw->pieces = m->pptr + m->npieces + (size_t)(v - m->v);
@@ -1758,6 +1788,8 @@ int qtk_hfmap_hf_to_gguf(const qtk_model *hf, qtk_model *meta, qtk_hfmap **mapp,
 			rc = oom(err);
 			goto out;
 		}
+		if (!e->out && (rc = map_input_scale(f, t, e, &kind, err)))
+			goto out;
 		const qtk_name_rule *rule = qtk_family_rule(f, t->name, true);
 		e->rflags = rule ? rule->flags : 0;
 		if ((rc = check_shape(f, &hp, t, e->out, kind, err)))
