@@ -759,7 +759,8 @@ static int plan_tensor(qtk_model *in, const conv_opts *o, qtk_mix_state *ms, con
 		p->method = M_ROWS; /* MoE routers: F32 whatever the target, as llama.cpp writes them */
 		return out_plain(&p->out, t, QTK_T_F32) ? qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "size overflows") : 0;
 	}
-	if (o->target.kind == TGT_KEEP && hf_out(o) && plain && !qtk_type(t->layout.type)->st_name) {
+	bool gguf_pair = t->layout.kind == QTK_LAYOUT_NVFP4 && t->layout.scale_type == 2; /* GGUF NVFP4 + .scale */
+	if (o->target.kind == TGT_KEEP && hf_out(o) && ((plain && !qtk_type(t->layout.type)->st_name) || gguf_pair)) {
 		/* ggml blocks have no safetensors dtype: dequantized to F32, as transformers loads a GGUF
 		 * (every decoded value is an F32, so this is exact; conv_plan says so in one line) */
 		p->method = M_ROWS;
@@ -926,7 +927,8 @@ int conv_plan(qtk_model *in, const conv_opts *opts, const void *imatrix, const q
 	for (size_t i = 0; i < in->ntensors; i++) {
 		if (strcmp(plans[i].note, "dequantized"))
 			continue;
-		const char *tn = qtk_type(in->tensors[i].layout.type)->upper;
+		const char *tn = in->tensors[i].layout.kind == QTK_LAYOUT_PLAIN ? qtk_type(in->tensors[i].layout.type)->upper
+										 : "NVFP4 x .scale";
 		if (!strstr(deq_types, tn) && strlen(deq_types) + strlen(tn) + 3 < sizeof deq_types)
 			snprintf(deq_types + strlen(deq_types), sizeof deq_types - strlen(deq_types), "%s%s",
 				 deq_types[0] ? ", " : "", tn);

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* E2M1 values (ggml's doubled table halved) */
@@ -240,6 +241,26 @@ static void modelopt_gguf(const char *root)
 	printf("ModelOpt -> GGUF NVFP4 + .scale: %d/%d layers with a .scale, %d/%d reference digests\n", scales, rows,
 	       good, rows);
 	CHECK(rows == 14 && scales == rows && good == rows, "%d/%d digests", good, rows);
+	/* hostile: a non-finite .scale makes the pair unreadable as one layer (exit 3, nothing
+	 * written); the stored tensors still list and decode as they are */
+	const qtk_tensor *st = m ? qtk_tensor_find(m, "blk.0.attn_q.scale") : NULL;
+	uint64_t off = st ? st->parts[0].offset : 0;
+	char bad[700], hfo[700];
+	snprintf(bad, sizeof bad, "%s/nan.gguf", tmp);
+	snprintf(hfo, sizeof hfo, "%s/hf", tmp);
+	snprintf(cmd, sizeof cmd, "cp %s %s", out, bad);
+	CHECK(st && system(cmd) == 0, "copy");
+	FILE *bf = fopen(bad, "r+b");
+	static const unsigned char nan_le[4] = { 0, 0, 0xc0, 0x7f };
+	CHECK(bf && fseek(bf, (long)off, SEEK_SET) == 0 && fwrite(nan_le, 1, 4, bf) == 4, "patch");
+	if (bf)
+		fclose(bf);
+	snprintf(cmd, sizeof cmd, "bin/qconvert -q %s %s/ 2>/dev/null", bad, hfo);
+	int r = system(cmd);
+	CHECK(WIFEXITED(r) && WEXITSTATUS(r) == 3 && access(hfo, F_OK) != 0, "NaN .scale: exit %d", WEXITSTATUS(r));
+	snprintf(cmd, sizeof cmd, "bin/qinspect %s >/dev/null 2>&1", bad);
+	CHECK(system(cmd) == 0, "NaN .scale: qinspect lists the stored tensors");
+	unlink(bad);
 	if (f)
 		fclose(f);
 	qtk_close(m);
