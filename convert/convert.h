@@ -22,6 +22,9 @@ typedef struct conv_opts {
 	conv_target target;
 	bool exact, dry_run, has_max_error, sym, pure;
 	bool force;          /* --force: replace a directory OUTPUT whatever it holds */
+	bool nv_scale_ok;    /* the run can add <name>.scale tensors beside NVFP4 blocks (conv_nvfp4_scaled) */
+	const bool *nv_pick; /* per input tensor: shuffled into NVFP4 blocks (conv_nvfp4_scaled), or NULL */
+	const float *nv_scales; /* ... with this per-tensor multiplier */
 	unsigned bits;       /* --bits (gptq, mlx), 0 = default */
 	uint32_t group_size; /* --group-size, 0 = default */
 	bool fp8_block;      /* --strategy block: ct-fp8 in 128 x 128 blocks (else per channel) */
@@ -82,6 +85,9 @@ typedef struct plan {
 	uint64_t imatrix_rows; /* > 0: a vector of importance per this many rows (one per expert of a
 				* 3-D tensor), consecutive in imatrix; 0: one vector for every row */
 	const char *note;    /* for the plan line: "exact", "lossy", "repack" ... */
+	bool nv_scaled;      /* NVFP4 layer into ggml NVFP4 blocks by a byte shuffle; the values are the
+			      * blocks times nv_scale (written beside as <name>.scale unless it is 1) */
+	float nv_scale;
 } plan;
 
 enum { CONV_TARGET_UNKNOWN = -1, CONV_TARGET_READ_ONLY = -2 };
@@ -91,6 +97,10 @@ int conv_parse_target(const char *s, conv_target *t);
 int conv_apply_pure(conv_target *t);
 /* Every name --to accepts (up to cap); returns the count. */
 size_t conv_target_names(const char **names, size_t cap);
+/* An NVFP4 layer (ModelOpt, compressed-tensors) that goes into a GGUF as ggml NVFP4 blocks (a
+ * byte shuffle) with the per-tensor multiplier llama.cpp keeps beside them as `<name>.scale`:
+ * 1 (*scale its F32 value), 0 when it goes another way, or an error status. */
+int conv_nvfp4_scaled(qtk_model *in, const conv_opts *o, const qtk_tensor *t, float *scale, qtk_err *err);
 /* Decide every tensor's method and output; fills plans[] (in->ntensors). */
 int conv_plan(qtk_model *in, const conv_opts *o, const void *imatrix, const qtk_hfmap *map, plan *plans,
 	      qtk_err *err);

@@ -81,6 +81,8 @@ typedef struct window {
 	const uint8_t *mem_src;   /* the encoded source in memory (row-permuted), else read from the file */
 	bool rows_transcode;      /* source and target are ggml blocks qgroups can map */
 	uint8_t *const *packed;   /* the whole parts of a packed source its scheme shuffles into out_type */
+	bool scaled;              /* NVFP4 blocks whose values are times scale (the .scale beside them) */
+	float scale;
 	const float *imatrix;
 	uint64_t imatrix_rows;    /* > 0: imatrix holds a vector per this many rows (experts) */
 	uint64_t row0, rows_end, cols, chunk_rows;
@@ -171,6 +173,9 @@ static void chunk_job(void *ctx, size_t i)
 		qtk_err_set(e, QTK_E_INTERNAL, NULL, -1, t->name, "cannot decode the output");
 		goto out;
 	}
+	if (w->scaled) /* as llama.cpp applies <name>.scale: one F32 multiply */
+		for (uint64_t k = 0; k < n; k++)
+			back[k] *= w->scale;
 	errstat_add(&w->es[i], x, back, n);
 	goto out;
 oom:
@@ -402,9 +407,17 @@ static int run_rows(qtk_model *in, qtk_writer *w, const plan *p, int threads, te
 		for (int k = 0; k < t->nparts && !rc0; k++)
 			if ((rc0 = qtk_read_part_alloc(in, t, k, &packed[k])))
 				*err = in->err;
+		/* NVFP4 blocks shuffled with Q/K permutation: the rows of codes and block scales are
+		 * permuted once, here (as llama.cpp's converter permutes both before packing) */
+		bool preperm = !rc0 && p->nv_scaled && p->perm_heads;
+		if (preperm && (permute_inplace(packed[0], rows, t->parts[0].nbytes / rows, p->perm_heads, p->perm_inverse,
+						t->name, err) ||
+				permute_inplace(packed[1], rows, t->parts[1].nbytes / rows, p->perm_heads, p->perm_inverse,
+						t->name, err)))
+			rc0 = err->code;
 		whole = rc0 ? NULL : qtk_malloc((size_t)(win_rows * win.cols) * sizeof(float));
-		tmp = !whole || !p->perm_heads ? NULL : qtk_malloc((size_t)(win_rows * win.cols) * sizeof(float));
-		if (!rc0 && (!whole || (p->perm_heads && !tmp)))
+		tmp = !whole || !p->perm_heads || preperm ? NULL : qtk_malloc((size_t)(win_rows * win.cols) * sizeof(float));
+		if (!rc0 && (!whole || (p->perm_heads && !preperm && !tmp)))
 			rc0 = qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
 		if (rc0) {
 			for (int k = 0; k < QTK_MAX_PARTS; k++)
@@ -420,6 +433,11 @@ static int run_rows(qtk_model *in, qtk_writer *w, const plan *p, int threads, te
 		    qtk_scheme_exact_ggml(t->layout.kind, t->layout.bits, t->layout.sym, t->layout.group_size, win.cols) ==
 			    win.out_type)
 			win.packed = packed;
+		if (p->nv_scaled && win.out_type == QTK_T_NVFP4) {
+			win.packed = packed;
+			win.scaled = true;
+			win.scale = p->nv_scale;
+		}
 	}
 	size_t max_chunks = (size_t)((win_rows + win.chunk_rows - 1) / win.chunk_rows);
 	win.out = qtk_malloc((size_t)(win_rows * win.out_row_bytes));

@@ -1,6 +1,7 @@
 /* plan.c - qconvert's plan: what each tensor becomes, and the output's metadata. */
 #include "cli.h"
 #include "convert.h"
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -516,6 +517,45 @@ static unsigned shuffle_type(const qtk_tensor *t)
 	return s && s->to_ggml_rows ? qtk_scheme_exact_ggml(l->kind, l->bits, l->sym, l->group_size, qtk_tensor_cols(t)) : 0;
 }
 
+/* NVFP4 layers into a GGUF (docs/exactness.md): llama.cpp's converter keeps the blocks (a byte
+ * shuffle, to_ggml_rows) and puts the per-tensor multiplier beside them as `<name>.scale`, F32 [1].
+ * For ModelOpt (scale_type 1) blocks x scale is the checkpoint's value bit for bit, so auto-exact
+ * takes it; compressed-tensors' division by its global scale is not (blocks x fl(1/gs)), so only an
+ * explicit --to nvfp4 takes it there (its error is measured and reported). A scale of exactly 1
+ * needs no tensor; any other needs the run to be able to add one (a name mapping's view, a
+ * `.weight` name whose `.scale` name is free). */
+int conv_nvfp4_scaled(qtk_model *in, const conv_opts *o, const qtk_tensor *t, float *scale, qtk_err *err)
+{
+	const qtk_scheme *s = qtk_scheme_of(t);
+	*scale = 1.0f;
+	if (o->out_kind != QTK_OUT_GGUF || t->layout.kind != QTK_LAYOUT_NVFP4 || t->ndim != 2 || t->shape[1] % 64 ||
+	    t->nparts != 3 || !s || !s->to_ggml_rows || t->parts[2].nbytes != 4)
+		return 0;
+	bool chosen = o->target.kind == TGT_TYPE && o->target.type == QTK_T_NVFP4;
+	if (!chosen && !(o->target.kind == TGT_AUTO_EXACT && t->layout.scale_type == 1))
+		return 0;
+	uint8_t *p2 = NULL;
+	if (qtk_read_part_alloc(in, t, 2, &p2)) {
+		*err = in->err;
+		return err->code ? err->code : QTK_E_IO;
+	}
+	const void *pp[3] = {NULL, NULL, p2};
+	int r = qtk_nvfp4_ggml_scale(t, pp, scale);
+	qtk_free(p2);
+	if (r || !isfinite(*scale))
+		return 0; /* decoded as any layer (the values say what a non-finite scale makes) */
+	if (*scale == 1.0f)
+		return 1;
+	if (!o->nv_scale_ok || !qtk_str_ends(t->name, ".weight") || strlen(t->name) > QTK_CAP_NAME)
+		return 0;
+	char sn[QTK_CAP_NAME + 8];
+	snprintf(sn, sizeof sn, "%.*s.scale", (int)(strlen(t->name) - 7), t->name);
+	for (size_t i = 0; i < in->ntensors; i++)
+		if (!strcmp(in->tensors[i].name, sn))
+			return 0; /* the name is taken: no second tensor under it */
+	return 1;
+}
+
 /* ---- MLX targets ----------------------------------------------------------------------- */
 
 /* What mlx-lm's quantize_model quantizes: every linear and embedding matrix (norms, routers and
@@ -729,7 +769,11 @@ static int plan_tensor(qtk_model *in, const conv_opts *o, qtk_mix_state *ms, con
 	int heads = p->perm_heads;
 	bool inv = p->perm_inverse, f32 = p->force_f32;
 	unsigned mapped = p->map_otype;
+	bool nv = p->nv_scaled;
+	float nvs = p->nv_scale;
 	memset(p, 0, sizeof *p);
+	p->nv_scaled = nv;
+	p->nv_scale = nvs;
 	p->src = t;
 	p->out_name = oname ? oname : t->name;
 	p->perm_heads = heads;
@@ -746,12 +790,18 @@ static int plan_tensor(qtk_model *in, const conv_opts *o, qtk_mix_state *ms, con
 		p->method = M_ROWS; /* MoE routers: F32 whatever the target, as llama.cpp writes them */
 		return out_plain(&p->out, t, QTK_T_F32) ? qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "size overflows") : 0;
 	}
-	if (o->target.kind == TGT_KEEP && hf_out(o) && plain && !qtk_type(t->layout.type)->st_name) {
+	bool gguf_pair = t->layout.kind == QTK_LAYOUT_NVFP4 && t->layout.scale_type == 2; /* GGUF NVFP4 + .scale */
+	if (o->target.kind == TGT_KEEP && hf_out(o) && ((plain && !qtk_type(t->layout.type)->st_name) || gguf_pair)) {
 		/* ggml blocks have no safetensors dtype: dequantized to F32, as transformers loads a GGUF
 		 * (every decoded value is an F32, so this is exact; conv_plan says so in one line) */
 		p->method = M_ROWS;
 		p->note = "dequantized";
 		return out_plain(&p->out, t, QTK_T_F32) ? qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "size overflows") : 0;
+	}
+	if (p->nv_scaled) { /* conv_plan: blocks shuffled, the multiplier beside them */
+		p->method = M_ROWS;
+		p->note = t->layout.scale_type == 1 ? "exact" : "shuffle";
+		return out_plain(&p->out, t, QTK_T_NVFP4) ? qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "size overflows") : 0;
 	}
 	if (o->target.kind == TGT_KEEP || (plain && is_int_dtype(t->layout.type)))
 		return plan_keep(in, o, map, t, p, err);
@@ -886,6 +936,8 @@ int conv_plan(qtk_model *in, const conv_opts *opts, const void *imatrix, const q
 		plans[i].perm_inverse = false;
 		plans[i].force_f32 = false;
 		plans[i].map_otype = QTK_T_MAX;
+		plans[i].nv_scaled = o->nv_pick && o->nv_pick[i];
+		plans[i].nv_scale = plans[i].nv_scaled ? o->nv_scales[i] : 1.0f;
 		if (map) { /* in is the mapping's view: tensors carry their output names */
 			const qtk_hfmap_out *mo = qtk_hfmap_view_out(map, i);
 			if (mo) {
@@ -907,7 +959,8 @@ int conv_plan(qtk_model *in, const conv_opts *opts, const void *imatrix, const q
 	for (size_t i = 0; i < in->ntensors; i++) {
 		if (strcmp(plans[i].note, "dequantized"))
 			continue;
-		const char *tn = qtk_type(in->tensors[i].layout.type)->upper;
+		const char *tn = in->tensors[i].layout.kind == QTK_LAYOUT_PLAIN ? qtk_type(in->tensors[i].layout.type)->upper
+										 : "NVFP4 x .scale";
 		if (!strstr(deq_types, tn) && strlen(deq_types) + strlen(tn) + 3 < sizeof deq_types)
 			snprintf(deq_types + strlen(deq_types), sizeof deq_types - strlen(deq_types), "%s%s",
 				 deq_types[0] ? ", " : "", tn);

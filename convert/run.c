@@ -244,7 +244,8 @@ static void prov_free(prov_state *p)
 /* Layouts GGUF has no type for (FP8, NVFP4 with a per-tensor scale, bitsandbytes 4- and 8-bit;
  * q8_0 has one F16 scale per 32 codes, LLM.int8 an F32 SCB / 127 per row): say so
  * once per layout, with what the chosen target costs. */
-static void note_no_ggml_type(const qtk_model *in, const qtk_model *d, const size_t *order, size_t nout)
+static void note_no_ggml_type(const qtk_model *in, const qtk_model *d, const plan *plans, const size_t *order,
+			      size_t nout)
 {
 	static const qtk_layout_kind kinds[] = {QTK_LAYOUT_FP8, QTK_LAYOUT_NVFP4, QTK_LAYOUT_BNB4, QTK_LAYOUT_BNB8};
 	for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++) {
@@ -254,8 +255,8 @@ static void note_no_ggml_type(const qtk_model *in, const qtk_model *d, const siz
 		bool mixed = false;
 		for (size_t j = 0; j < nout; j++) {
 			const qtk_tensor *t = &in->tensors[order[j]];
-			if (t->layout.kind != kinds[k])
-				continue;
+			if (t->layout.kind != kinds[k] || plans[order[j]].nv_scaled)
+				continue; /* NVFP4 blocks with their .scale: exact or measured, not a re-fit */
 			char id[48];
 			qtk_layout_id(&d->tensors[j].layout, id, sizeof id);
 			if (n && strcmp(id, to))
@@ -274,8 +275,92 @@ static void note_no_ggml_type(const qtk_model *in, const qtk_model *d, const siz
 			 "bytes: %llu -> %llu)%s",
 			 n, lid, n == 1 ? "" : "s", lid, mixed ? "several types" : to, bin ? (double)bout / (double)bin : 0.0,
 			 (unsigned long long)bin, (unsigned long long)bout,
-			 kinds[k] == QTK_LAYOUT_NVFP4 ? "; only ggml's NVFP4 without a per-tensor scale would be exact" : "");
+			 kinds[k] == QTK_LAYOUT_NVFP4 ? "; --to nvfp4 keeps the blocks with their .scale (exact for ModelOpt)" : "");
 	}
+}
+
+/* The .scale tensors added to the view for NVFP4 layers shuffled into ggml blocks. */
+typedef struct nv_scales {
+	size_t n0;          /* tensors of the view before the additions */
+	bool *pick;         /* per tensor: shuffled (conv_nvfp4_scaled) */
+	float *scale;       /* its multiplier */
+	size_t *scale_of;   /* per tensor: the index of its added .scale, or SIZE_MAX */
+	qtk_view *views;    /* the added tensors' in-memory views */
+	uint8_t *bytes;     /* their F32 values */
+} nv_scales;
+
+static void nv_scales_free(nv_scales *nv)
+{
+	qtk_free(nv->pick);
+	qtk_free(nv->scale);
+	qtk_free(nv->scale_of);
+	qtk_free(nv->views);
+	qtk_free(nv->bytes);
+	memset(nv, 0, sizeof *nv);
+}
+
+/* Decide which NVFP4 layers are shuffled (ro->nv_pick) and add `<name>.scale`, F32 [1], for each
+ * whose multiplier is not exactly 1 (llama.cpp's converter omits scales within 1e-6 of 1; qtk
+ * only the ones that change nothing). */
+static int add_nvfp4_scales(qtk_model *in, conv_opts *ro, nv_scales *nv, qtk_err *err)
+{
+	size_t n0 = in->ntensors, nadd = 0;
+	bool any = false;
+	for (size_t i = 0; i < n0 && !any; i++)
+		any = in->tensors[i].layout.kind == QTK_LAYOUT_NVFP4;
+	if (!any)
+		return 0;
+	nv->n0 = n0;
+	nv->pick = qtk_calloc(2 * n0 + 1, sizeof *nv->pick);
+	nv->scale = qtk_calloc(2 * n0 + 1, sizeof *nv->scale);
+	nv->scale_of = qtk_calloc(2 * n0 + 1, sizeof *nv->scale_of);
+	nv->views = qtk_calloc(n0 + 1, sizeof *nv->views);
+	nv->bytes = qtk_calloc(n0 + 1, 4);
+	if (!nv->pick || !nv->scale || !nv->scale_of || !nv->views || !nv->bytes)
+		return qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");
+	for (size_t i = 0; i < 2 * n0 + 1; i++)
+		nv->scale_of[i] = SIZE_MAX;
+	for (size_t i = 0; i < n0; i++) {
+		int r = conv_nvfp4_scaled(in, ro, &in->tensors[i], &nv->scale[i], err);
+		if (r < 0 || r > 1)
+			return r < 0 ? r : QTK_E_INTERNAL;
+		nv->pick[i] = r == 1;
+	}
+	for (size_t i = 0; i < n0; i++) {
+		if (!nv->pick[i] || nv->scale[i] == 1.0f)
+			continue;
+		const char *wn = in->tensors[i].name;
+		char sn[QTK_CAP_NAME + 8];
+		snprintf(sn, sizeof sn, "%.*s.scale", (int)(strlen(wn) - 7), wn); /* conv_nvfp4_scaled: ".weight" */
+		qtk_tensor *t = qtk_model_add_tensor(in, sn); /* may move in->tensors: wn is not used after */
+		if (!t)
+			return qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");
+		uint32_t u;
+		memcpy(&u, &nv->scale[i], 4);
+		qtk_wr32(nv->bytes + 4 * nadd, u);
+		qtk_view *v = &nv->views[nadd];
+		v->kind = QTK_VIEW_MEM;
+		v->mem = nv->bytes + 4 * nadd;
+		char *name = t->name;
+		memset(t, 0, sizeof *t);
+		t->name = name;
+		t->ndim = 1;
+		t->shape[0] = 1;
+		t->layout.kind = QTK_LAYOUT_PLAIN;
+		t->layout.type = QTK_T_F32;
+		t->layout.bits = (uint8_t)qtk_type(QTK_T_F32)->code_bits;
+		t->nparts = 1;
+		t->parts[0].type = QTK_T_F32;
+		t->parts[0].ndim = 1;
+		t->parts[0].shape[0] = 1;
+		t->parts[0].nbytes = 4;
+		t->view = v;
+		qtk_tensor_finish(t);
+		nv->scale_of[i] = n0 + nadd++;
+	}
+	ro->nv_pick = nv->pick;
+	ro->nv_scales = nv->scale;
+	return 0;
 }
 
 int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
@@ -295,6 +380,9 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 	qtk_hfmap *map = NULL;
 	qtk_model *mapmeta = NULL, *view = NULL;
 	size_t *order = NULL, nout = 0;
+	conv_opts ro;
+	nv_scales nv;
+	memset(&nv, 0, sizeof nv);
 	/* in: the tensors as the output names them; with a name mapping, the mapping's view of the
 	 * source (experts stacked or split, generated tensors), else the source itself */
 	qtk_model *in = source;
@@ -315,6 +403,10 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 	}
 	if (rc)
 		goto done;
+	ro = *o;
+	ro.nv_scale_ok = view != NULL; /* the view takes the added .scale tensors, never the source */
+	if (o->out_kind == QTK_OUT_GGUF && (rc = add_nvfp4_scales(in, &ro, &nv, &err)))
+		goto done;
 	nout = in->ntensors;
 	plans = qtk_calloc(nout ? nout : 1, sizeof *plans);
 	res->t = qtk_calloc(nout ? nout : 1, sizeof *res->t);
@@ -323,10 +415,14 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 		rc = qtk_err_set(&err, QTK_E_IO, NULL, -1, NULL, "out of memory");
 		goto done;
 	}
-	for (size_t i = 0; i < nout; i++)
-		order[i] = i;
+	/* each added .scale right after its weight, as llama.cpp's converter writes them */
+	for (size_t i = 0, k = 0, nbase = nv.n0 ? nv.n0 : nout; i < nbase; i++) {
+		order[k++] = i;
+		if (nv.scale_of && nv.scale_of[i] != SIZE_MAX)
+			order[k++] = nv.scale_of[i];
+	}
 	if (!rc)
-		rc = conv_plan(in, o, im, map, plans, &err);
+		rc = conv_plan(in, &ro, im, map, plans, &err);
 	for (size_t k = 0; k < nout && !rc; k++) {
 		size_t i = order[k];
 		qtk_tensor *n = qtk_model_add_tensor(d, plans[i].out_name);
@@ -357,7 +453,7 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 		res->params += in->tensors[i].n_params;
 	}
 	if (o->out_kind == QTK_OUT_GGUF)
-		note_no_ggml_type(in, d, order, nout);
+		note_no_ggml_type(in, d, plans, order, nout);
 	/* --dry-run with --exact or --max-error: the tensors are converted and verified as a run would
 	 * (the outcome decides the exit status), and nothing is written */
 	bool measure = o->dry_run && (o->exact || o->has_max_error);
@@ -488,6 +584,7 @@ done:
 	prov_free(&prov);
 	qtk_imatrix_free(im);
 	qtk_close(view);
+	nv_scales_free(&nv);
 	qtk_hfmap_free(map);
 	qtk_close(mapmeta);
 	qtk_free(order);

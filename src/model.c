@@ -378,8 +378,8 @@ const char *qtk_model_format(const qtk_model *m) { return m->fmt ? m->fmt->name 
 const char *qtk_tensor_stored_name(const qtk_tensor *t)
 {
 	const qtk_view *v = t->view;
-	if (v && v->kind == QTK_VIEW_SLICE && v->n == 1 && v->pieces && v->pieces[0])
-		return qtk_tensor_stored_name(v->pieces[0]);
+	if (v && (v->kind == QTK_VIEW_JOIN || (v->kind == QTK_VIEW_SLICE && v->n == 1)) && v->pieces && v->pieces[0])
+		return qtk_tensor_stored_name(v->pieces[0]); /* JOIN: the weight's */
 	return t->name;
 }
 
@@ -396,6 +396,12 @@ static int view_read(const qtk_tensor *t, int p, uint64_t off, uint8_t *dst, siz
 	}
 	if (!v->m || !v->pieces || !v->n || (v->kind == QTK_VIEW_SLICE && v->index >= v->n))
 		return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "malformed tensor view");
+	if (v->kind == QTK_VIEW_JOIN) {
+		const qtk_tensor *src = (uint32_t)p < v->n ? v->pieces[p] : NULL;
+		if (!src || src->nparts < 1 || src->parts[0].nbytes != pt->nbytes)
+			return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "join does not match its tensors");
+		return qtk_read_part_to(v->m, src, 0, off, dst, n, err);
+	}
 	if (v->kind == QTK_VIEW_SLICE) {
 		const qtk_tensor *src = v->pieces[0];
 		if (p >= src->nparts || src->parts[p].nbytes % v->n || src->parts[p].nbytes / v->n != pt->nbytes)

@@ -168,16 +168,19 @@ typedef struct qtk_tensor {
  * of such a stack along that dimension, or bytes held in memory (values a model family
  * computes, as llama.cpp's rope factors). The tensor's own parts give the shapes and sizes;
  * part p of a STACK is part p of every piece in order; part p of a SLICE is the index-th of
- * n equal ranges of piece part p; part p of a MEM tensor is mem + parts[p].offset. */
-typedef enum { QTK_VIEW_STACK = 1, QTK_VIEW_SLICE, QTK_VIEW_MEM } qtk_view_kind;
+ * n equal ranges of piece part p; part p of a MEM tensor is mem + parts[p].offset; part p of a
+ * JOIN (a packed layer whose parts a file stores as separate tensors: GGUF's NVFP4 blocks and
+ * their `.scale`) is part 0 of piece p. */
+typedef enum { QTK_VIEW_STACK = 1, QTK_VIEW_SLICE, QTK_VIEW_MEM, QTK_VIEW_JOIN } qtk_view_kind;
 /* The name a file stores t under: a whole stored tensor seen under another name (a one-slice
- * view) gives its own name, anything else t->name. For messages about the input. */
+ * view) gives its own name, a JOIN its first piece's, anything else t->name. For messages about
+ * the input. */
 const char *qtk_tensor_stored_name(const qtk_tensor *t);
 struct qtk_view {
 	qtk_view_kind kind;
 	qtk_model *m;                    /* STACK, SLICE: the model the pieces belong to */
-	const qtk_tensor *const *pieces; /* STACK: n pieces; SLICE: pieces[0] */
-	uint32_t n;                      /* STACK: number of pieces; SLICE: number of slices */
+	const qtk_tensor *const *pieces; /* STACK, JOIN: n pieces; SLICE: pieces[0] */
+	uint32_t n;                      /* STACK, JOIN: number of pieces; SLICE: number of slices */
 	uint32_t index;                  /* SLICE: which slice */
 	const uint8_t *mem;              /* MEM */
 };

@@ -2,6 +2,7 @@
  * ggml's quantize_nvfp4 on the fixture). */
 #include "internal.h"
 #include "dequant.h"
+#include "family/family.h"
 #include "quant.h"
 #include "scheme/scheme.h"
 #include "view/decode.h"
@@ -9,6 +10,10 @@
 #include <math.h>
 #include <openssl/evp.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 /* E2M1 values (ggml's doubled table halved) */
 static const float e2m1[8] = { 0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f };
@@ -173,6 +178,96 @@ static void gguf_digests(const char *root, const char *stem)
 	qtk_close(m);
 }
 
+/* qconvert ModelOpt NVFP4 -> GGUF: every layer is NVFP4 blocks plus `<name>.scale`, and read the
+ * way llama.cpp reads it (ggml's dequantize_row_nvfp4, times the .scale in F32, Q/K rows put back
+ * in HF order) it hashes to the ModelOpt reference digest (hf/ct/ref). */
+static void modelopt_gguf(const char *root)
+{
+	char tmp[] = "/tmp/qtk-fp4-XXXXXX", out[600], cmd[2048], tsv[1024], line[1024];
+	if (!mkdtemp(tmp)) {
+		CHECK(0, "mkdtemp");
+		return;
+	}
+	snprintf(out, sizeof out, "%s/mo.gguf", tmp);
+	snprintf(cmd, sizeof cmd, "bin/qconvert -q %s/hf/ct/modelopt-nvfp4 %s --to auto-exact --exact", root, out);
+	CHECK(system(cmd) == 0, "%s", cmd);
+	snprintf(tsv, sizeof tsv, "%s/hf/ct/ref/modelopt-nvfp4.digest.tsv", root);
+	qtk_err e = { 0 };
+	qtk_model *m = qtk_open(out, &e);
+	FILE *f = fopen(tsv, "r");
+	CHECK(m && f, "mo.gguf and the reference open: %s", e.msg);
+	const qtk_kv *hk = m ? qtk_kv_find(m, "llama.attention.head_count") : NULL;
+	const qtk_kv *kk = m ? qtk_kv_find(m, "llama.attention.head_count_kv") : NULL;
+	uint64_t h64 = 0, kv64 = 0;
+	if (hk)
+		qtk_value_as_u64(&hk->val, &h64);
+	if (kk)
+		qtk_value_as_u64(&kk->val, &kv64);
+	int nh = (int)h64, nkv = kk ? (int)kv64 : nh;
+	static const char *const map[][2] = { { "self_attn.q_proj", "attn_q" }, { "self_attn.k_proj", "attn_k" },
+					      { "self_attn.v_proj", "attn_v" }, { "self_attn.o_proj", "attn_output" },
+					      { "mlp.gate_proj", "ffn_gate" },  { "mlp.up_proj", "ffn_up" },
+					      { "mlp.down_proj", "ffn_down" } };
+	int rows = 0, good = 0, scales = 0;
+	while (m && f && fgets(line, sizeof line, f)) {
+		char name[256], digest[65], stem[64] = "", wn[128], sn[128];
+		int blk = -1;
+		if (sscanf(line, "%255s %*s %64s", name, digest) != 2 || sscanf(name, "model.layers.%d.", &blk) != 1)
+			continue;
+		const char *rest = strchr(name + 13, '.');
+		for (size_t k = 0; rest && k < sizeof map / sizeof *map; k++)
+			if (!strcmp(rest + 1, map[k][0]))
+				snprintf(stem, sizeof stem, "%s", map[k][1]);
+		rows++;
+		snprintf(wn, sizeof wn, "blk.%d.%s.weight", blk, stem);
+		snprintf(sn, sizeof sn, "blk.%d.%s.scale", blk, stem);
+		const qtk_tensor *w = qtk_tensor_find(m, wn), *st = qtk_tensor_find(m, sn);
+		if (!w || w->layout.type != QTK_T_NVFP4 || !st || st->layout.type != QTK_T_F32 || st->n_params != 1)
+			continue;
+		scales++;
+		float s = 0, *y = malloc(w->n_params * 4), *z = malloc(w->n_params * 4);
+		char hex[65] = "";
+		if (y && z && !qtk_decode_tensor(m, w, y) && !qtk_decode_tensor(m, st, &s)) {
+			for (uint64_t i = 0; i < w->n_params; i++)
+				y[i] *= s;
+			int heads = !strcmp(stem, "attn_q") ? nh : !strcmp(stem, "attn_k") ? nkv : 0;
+			if (heads)
+				qtk_family_permute_rows((const uint8_t *)y, (uint8_t *)z, w->shape[0], w->shape[1] * 4, heads, true);
+			sha_hex(heads ? z : y, w->n_params * 4, hex);
+		}
+		good += !strcmp(hex, digest);
+		free(y), free(z);
+	}
+	printf("ModelOpt -> GGUF NVFP4 + .scale: %d/%d layers with a .scale, %d/%d reference digests\n", scales, rows,
+	       good, rows);
+	CHECK(rows == 14 && scales == rows && good == rows, "%d/%d digests", good, rows);
+	/* hostile: a non-finite .scale makes the pair unreadable as one layer (exit 3, nothing
+	 * written); the stored tensors still list and decode as they are */
+	const qtk_tensor *st = m ? qtk_tensor_find(m, "blk.0.attn_q.scale") : NULL;
+	uint64_t off = st ? st->parts[0].offset : 0;
+	char bad[700], hfo[700];
+	snprintf(bad, sizeof bad, "%s/nan.gguf", tmp);
+	snprintf(hfo, sizeof hfo, "%s/hf", tmp);
+	snprintf(cmd, sizeof cmd, "cp %s %s", out, bad);
+	CHECK(st && system(cmd) == 0, "copy");
+	FILE *bf = fopen(bad, "r+b");
+	static const unsigned char nan_le[4] = { 0, 0, 0xc0, 0x7f };
+	CHECK(bf && fseek(bf, (long)off, SEEK_SET) == 0 && fwrite(nan_le, 1, 4, bf) == 4, "patch");
+	if (bf)
+		fclose(bf);
+	snprintf(cmd, sizeof cmd, "bin/qconvert -q %s %s/ 2>/dev/null", bad, hfo);
+	int r = system(cmd);
+	CHECK(WIFEXITED(r) && WEXITSTATUS(r) == 3 && access(hfo, F_OK) != 0, "NaN .scale: exit %d", WEXITSTATUS(r));
+	snprintf(cmd, sizeof cmd, "bin/qinspect %s >/dev/null 2>&1", bad);
+	CHECK(system(cmd) == 0, "NaN .scale: qinspect lists the stored tensors");
+	unlink(bad);
+	if (f)
+		fclose(f);
+	qtk_close(m);
+	unlink(out);
+	rmdir(tmp);
+}
+
 int main(void)
 {
 	nvfp4_encoder();
@@ -184,6 +279,7 @@ int main(void)
 		gguf_digests(root, "tiny-nvfp4");
 		gguf_digests(root, "tiny-mxfp4");
 		gguf_digests(root, "tiny-nvfp4-scaled");
+		modelopt_gguf(root);
 	}
 	else
 		T_SKIP("fixtures (set QTK_FIXTURES)");

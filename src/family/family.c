@@ -252,6 +252,20 @@ static int map_name(const qtk_family *f, const char *name, bool to_gguf, char *b
 int qtk_canon_name(const qtk_model *m, const char *name, char *buf, size_t n, int *qk)
 {
 	*qk = 0;
+	/* a quantized layer's activation scale (ModelOpt's input_scale; llama.cpp's converter keeps it
+	 * beside the GGUF weight under the same suffix): its weight's canonical name, suffix swapped */
+	size_t l = strlen(name);
+	if (l > 12 && l < 400 && !strcmp(name + l - 12, ".input_scale")) {
+		char wn[512];
+		snprintf(wn, sizeof wn, "%.*s.weight", (int)(l - 12), name);
+		int rc = qtk_canon_name(m, wn, buf, n, qk);
+		*qk = 0;
+		size_t bl = rc < 0 ? 0 : strlen(buf);
+		if (rc < 0 || bl < 7 || strcmp(buf + bl - 7, ".weight") || bl + 6 >= n)
+			return rc < 0 ? rc : put(n, snprintf(buf, n, "%s", name)) < 0 ? QTK_E_DATA : 0;
+		memcpy(buf + bl - 7, ".input_scale", 13);
+		return rc;
+	}
 	const qtk_kv *a = m ? qtk_kv_find(m, "general.architecture") : NULL;
 	const qtk_family *own = a && a->val.type == QTK_V_STR ? qtk_family_by_gguf_arch(a->val.v.str.s) : NULL;
 	if (own) {

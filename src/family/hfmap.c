@@ -22,6 +22,9 @@ typedef struct hent {
 	bool expert;    /* HF -> GGUF: one expert's matrix, a piece of the stacked tensor out */
 	uint32_t ei;    /* ... its expert number */
 	unsigned char rflags; /* QTK_RULE_* of the name rule */
+	bool scalar1;   /* a 0-D scalar written as [1] */
+	bool scalar0;   /* a [1] written as a 0-D scalar */
+	size_t join;    /* GGUF -> HF: 1 + the index of this NVFP4 weight's `.scale`, 0 when none */
 } hent;
 
 /* One output tensor of the view (qtk_hfmap_view). */
@@ -35,6 +38,8 @@ typedef struct vent {
 	unsigned mem_type;   /* MEM: F32 */
 	int ndim;
 	uint64_t shape[QTK_MAX_DIMS];
+	bool scalar1;        /* SLICE: a 0-D scalar seen as [1] */
+	bool scalar0;        /* SLICE: a [1] seen as a 0-D scalar */
 } vent;
 
 struct qtk_hfmap {
@@ -305,6 +310,30 @@ static int add_piece(qtk_hfmap *m, size_t i, qtk_err *err)
 	return 0;
 }
 
+/* A quantized layer's activation scale (ModelOpt's `PREFIX.input_scale`, F32 []) goes where
+ * llama.cpp's converter puts it: `<GGUF name of PREFIX.weight minus .weight>.input_scale`,
+ * F32 [1] (the view gives the scalar that one dimension; GGUF has no 0-D tensors). */
+static int map_input_scale(const qtk_family *f, const qtk_tensor *t, bool to_gguf, hent *e, int *kind, qtk_err *err)
+{
+	size_t l = strlen(t->name);
+	char wn[512], nb[512];
+	if (l < 12 || l > 400 || strcmp(t->name + l - 12, ".input_scale") || t->layout.kind != QTK_LAYOUT_PLAIN ||
+	    t->layout.type != QTK_T_F32 || t->n_params != 1 || t->ndim > 1)
+		return 0;
+	snprintf(wn, sizeof wn, "%.*s.weight", (int)(l - 12), t->name);
+	if (qtk_family_map_name(f, wn, to_gguf, nb, sizeof nb, kind) != 1 || !qtk_str_ends(nb, ".weight"))
+		return 0;
+	*kind = 0; /* a scalar: nothing to permute */
+	size_t nl = strlen(nb) - 7;
+	if (!(e->out = qtk_malloc(nl + 13)))
+		return oom(err);
+	memcpy(e->out, nb, nl);
+	memcpy(e->out + nl, ".input_scale", 13);
+	e->scalar1 = to_gguf;  /* GGUF: [1]; back in HF: [] as ModelOpt stores it */
+	e->scalar0 = !to_gguf;
+	return 0;
+}
+
 static int build_entries(qtk_hfmap *m, qtk_model *src, qtk_err *err)
 {
 	const qtk_family *f = m->fam;
@@ -375,6 +404,28 @@ static int build_entries(qtk_hfmap *m, qtk_model *src, qtk_err *err)
 		}
 		if (!(v = vadd(m, name, err)))
 			return err->code;
+		if (e->join && !m->to_gguf) { /* NVFP4 blocks and their .scale: one layer */
+			const qtk_tensor *sc = &src->tensors[e->join - 1];
+			uint8_t *b = NULL;
+			if (qtk_read_part_alloc(src, sc, 0, &b)) {
+				*err = src->err;
+				return err->code ? err->code : QTK_E_IO;
+			}
+			float x = rd_float(b, QTK_T_F32);
+			qtk_free(b);
+			if (!isfinite(x))
+				return qtk_err_set(err, QTK_E_DATA, src->path, -1, sc->name,
+						   "the per-tensor scale is not a finite number");
+			v->kind = QTK_VIEW_JOIN;
+			v->src = m->npieces;
+			v->n = 2;
+			if (add_piece(m, i, err) || add_piece(m, e->join - 1, err))
+				return err->code;
+			v->info.heads = e->heads;
+			v->info.inverse = true;
+			v->info.otype = QTK_T_MAX;
+			continue;
+		}
 		if (e->rflags & QTK_RULE_PLUS1) {
 			int rc = shifted_norm(src, t, m->to_gguf, v, err);
 			if (rc)
@@ -392,6 +443,8 @@ static int build_entries(qtk_hfmap *m, qtk_model *src, qtk_err *err)
 		v->info.force_f32 = m->to_gguf && (e->rflags & QTK_RULE_F32);
 		v->info.copy = true;
 		v->info.unmapped = !e->out;
+		v->scalar1 = e->scalar1 && t->ndim == 0;
+		v->scalar0 = e->scalar0 && t->ndim == 1 && t->shape[0] == 1;
 	}
 	return 0;
 }
@@ -418,6 +471,27 @@ static int view_tensor(qtk_hfmap *m, qtk_model *src, const vent *v, qtk_view *vw
 		o.parts[0].nbytes = o.n_params * 4;
 		*t = o;
 		vw->mem = v->mem;
+	} else if (v->kind == QTK_VIEW_JOIN) {
+		const qtk_tensor *w = &src->tensors[m->pieces[v->src]], *sc = &src->tensors[m->pieces[v->src + 1]];
+		qtk_tensor o;
+		memset(&o, 0, sizeof o);
+		o.ndim = 2;
+		o.shape[0] = w->shape[0];
+		o.shape[1] = w->shape[1];
+		o.layout = (qtk_layout){.kind = QTK_LAYOUT_NVFP4, .type = QTK_DT_U8, .bits = 4, .sym = true,
+					.group_size = 16, .scale_type = 2};
+		o.nparts = 2;
+		o.parts[0] = w->parts[0];
+		o.parts[1] = sc->parts[0];
+		snprintf(o.parts[0].role, sizeof o.parts[0].role, "weight");
+		snprintf(o.parts[1].role, sizeof o.parts[1].role, "scale");
+		o.parts[0].offset = o.parts[1].offset = 0;
+		*t = o;
+		qtk_tensor_finish(t);
+		for (uint32_t k = 0; k < 2; k++)
+			m->pptr[v->src + k] = &src->tensors[m->pieces[v->src + k]];
+		vw->pieces = m->pptr + v->src;
+		vw->n = 2;
 	} else if (v->kind == QTK_VIEW_STACK) {
 		const qtk_tensor *p0 = &src->tensors[m->pieces[v->src]];
 		*t = *p0;
@@ -458,6 +532,14 @@ static int view_tensor(qtk_hfmap *m, qtk_model *src, const vent *v, qtk_view *vw
 				q->ndim--;
 				q->nbytes /= v->n;
 			}
+		}
+		if (v->scalar1 && t->ndim == 0 && t->nparts == 1) {
+			t->ndim = t->parts[0].ndim = 1;
+			t->shape[0] = t->parts[0].shape[0] = 1;
+		}
+		if (v->scalar0 && t->ndim == 1 && t->shape[0] == 1 && t->nparts == 1) {
+			t->ndim = t->parts[0].ndim = 0;
+			t->shape[0] = t->parts[0].shape[0] = 0;
 		}
 		m->pptr[m->npieces + (size_t)(v - m->v)] = s0;
 		vw->pieces = m->pptr + m->npieces + (size_t)(v - m->v);
@@ -512,6 +594,11 @@ bool qtk_hfmap_restructured(const qtk_model *g)
 		const char *n = g->tensors[i].name;
 		if (qtk_str_ends(n, "_exps.weight") || !strcmp(n, "rope_freqs.weight") || !strncmp(n, "rope_factors_", 13))
 			return true;
+		size_t l = strlen(n);
+		char wn[512];
+		if (l > 6 && l < 400 && qtk_str_ends(n, ".scale") &&
+		    (snprintf(wn, sizeof wn, "%.*s.weight", (int)(l - 6), n), qtk_tensor_find(g, wn)))
+			return true; /* an NVFP4 weight and its .scale: one layer (qtk_hfmap_gguf_to_hf) */
 	}
 	return false;
 }
@@ -1758,6 +1845,8 @@ int qtk_hfmap_hf_to_gguf(const qtk_model *hf, qtk_model *meta, qtk_hfmap **mapp,
 			rc = oom(err);
 			goto out;
 		}
+		if (!e->out && (rc = map_input_scale(f, t, true, e, &kind, err)))
+			goto out;
 		const qtk_name_rule *rule = qtk_family_rule(f, t->name, true);
 		e->rflags = rule ? rule->flags : 0;
 		if ((rc = check_shape(f, &hp, t, e->out, kind, err)))
@@ -2143,6 +2232,42 @@ static void jchat_template(qtk_buf *b, bool *first, const qtk_model *g)
 	}
 }
 
+/* llama.cpp's layout for NVFP4 checkpoints: `X.weight` in ggml's NVFP4 and `X.scale`, the F32
+ * per-tensor multiplier it applies to the product. The weight's values are blocks x scale, so
+ * the view joins the two into one nvfp4 layer (scale_type 2); the stored tensors stay as they are.
+ * 1 when tensor i is such a `.scale` (its weight's entry gets the join), 0 when not a `.scale` or
+ * no `X.weight` is beside it (kept as stored), or an error (exit 3) for a pair qtk cannot value. */
+static int nvfp4_scale_pair(const qtk_model *g, size_t i, qtk_hfmap *m, qtk_err *err)
+{
+	const qtk_tensor *t = &g->tensors[i];
+	size_t l = strlen(t->name);
+	if (l < 7 || l > 400 || strcmp(t->name + l - 6, ".scale"))
+		return 0;
+	char wn[512];
+	snprintf(wn, sizeof wn, "%.*s.weight", (int)(l - 6), t->name);
+	const qtk_tensor *w = qtk_tensor_find(g, wn);
+	if (!w)
+		return 0;
+	size_t wi = (size_t)(w - g->tensors);
+	if (w->layout.kind != QTK_LAYOUT_PLAIN || w->layout.type != QTK_T_NVFP4)
+		return qtk_err_set(err, QTK_E_DATA, g->path, -1, t->name,
+				   "a per-tensor scale beside a weight that is not NVFP4 ('%.200s'): qtk applies "
+				   "`.scale` tensors only to NVFP4 weights", wn);
+	if (w->ndim != 2)
+		return qtk_err_set(err, QTK_E_DATA, g->path, -1, t->name,
+				   "per-expert NVFP4 scales (a 3-D weight) are not supported yet");
+	if (t->layout.kind != QTK_LAYOUT_PLAIN || t->layout.type != QTK_T_F32 || t->ndim != 1 || t->shape[0] != 1 ||
+	    t->nparts != 1 || t->parts[0].nbytes != 4)
+		return qtk_err_set(err, QTK_E_DATA, g->path, -1, t->name,
+				   "the per-tensor scale of an NVFP4 weight must be F32 [1]");
+	if (w->shape[1] % 64)
+		return qtk_err_set(err, QTK_E_DATA, g->path, -1, wn, "NVFP4 rows must be whole blocks of 64");
+	if (wi >= m->n || m->e[wi].join)
+		return qtk_err_set(err, QTK_E_DATA, g->path, -1, t->name, "a second scale for '%.200s'", wn);
+	m->e[wi].join = i + 1;
+	return 1;
+}
+
 int qtk_hfmap_gguf_to_hf(const qtk_model *g, qtk_model *meta, qtk_hfmap **mapp, qtk_err *err)
 {
 	*mapp = NULL;
@@ -2240,6 +2365,15 @@ int qtk_hfmap_gguf_to_hf(const qtk_model *g, qtk_model *meta, qtk_hfmap **mapp, 
 			e->drop = true;
 			continue;
 		}
+		int sp = nvfp4_scale_pair(g, i, m, err);
+		if (sp < 0) {
+			qtk_hfmap_free(m);
+			return sp;
+		}
+		if (sp) {
+			e->drop = true; /* joined to its weight */
+			continue;
+		}
 		if (m->n_expert && qtk_family_expert_to_hf(f, t->name, 0, nb, sizeof nb) == 1) {
 			if (t->ndim != 3 || t->shape[0] != (uint64_t)n_expert) {
 				qtk_hfmap_free(m);
@@ -2262,6 +2396,11 @@ int qtk_hfmap_gguf_to_hf(const qtk_model *g, qtk_model *meta, qtk_hfmap **mapp, 
 		if (qtk_family_map_name(f, t->name, false, nb, sizeof nb, &kind) == 1 && !(e->out = qtk_strdup(nb))) {
 			qtk_hfmap_free(m);
 			return oom(err);
+		}
+		int isr = e->out ? 0 : map_input_scale(f, t, false, e, &kind, err);
+		if (isr) {
+			qtk_hfmap_free(m);
+			return isr;
 		}
 		if (!strcmp(t->name, "output.weight"))
 			tied = false;

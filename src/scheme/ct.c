@@ -566,14 +566,22 @@ const qtk_scheme qtk_scheme_fp8 = {
 /* ---- nvfp4 ------------------------------------------------------------------------------- */
 
 /* NVFP4 layouts: scale_type 0 is compressed-tensors' (weight_global_scale F32 [1] divides the
- * block scales), 1 ModelOpt's (weight_scale_2 F32 [] multiplies the products). */
+ * block scales), 1 ModelOpt's (weight_scale_2 F32 [] multiplies the products), 2 the pair
+ * llama.cpp's converter writes into a GGUF (ggml NVFP4 blocks `X.weight` and the F32 [1]
+ * multiplier `X.scale`, joined by the family layer's view: qtk_hfmap). */
 #define NV_MODELOPT 1
+#define NV_GGUF 2
 static bool nv_modelopt(const qtk_layout *l) { return l->scale_type == NV_MODELOPT; }
 
 static int nvfp4_specs(const qtk_layout *l, const qtk_scheme_dims *d, qtk_part p[QTK_MAX_PARTS],
 		       bool opt[QTK_MAX_PARTS])
 {
 	(void)opt;
+	if (l->scale_type == NV_GGUF) {
+		set_part(&p[0], "weight", QTK_T_NVFP4, 2, d->out, d->in);
+		set_part(&p[1], "scale", QTK_T_F32, 1, 1, 0);
+		return 2;
+	}
 	bool mo = nv_modelopt(l);
 	set_part(&p[0], mo ? "weight" : "packed", QTK_DT_U8, 2, d->out, d->in / 2);
 	set_part(&p[1], "scale", QTK_DT_F8_E4M3, 2, d->out, d->ngroups);
@@ -589,8 +597,8 @@ static int nvfp4_check(const qtk_tensor *t, char *why, size_t wn)
 	const qtk_layout *l = &t->layout;
 	if (l->gptq_version || l->act_order || !l->sym || l->group_size != 16 || l->type != QTK_DT_U8)
 		return qtk_why(why, wn, "nvfp4 layout must be symmetric groups of 16 in U8 bytes");
-	if (l->scale_type > NV_MODELOPT)
-		return qtk_why(why, wn, "nvfp4 scale convention %u is neither 0 nor 1", l->scale_type);
+	if (l->scale_type > NV_GGUF)
+		return qtk_why(why, wn, "nvfp4 scale convention %u is not 0, 1 or 2", l->scale_type);
 	return 0;
 }
 
@@ -617,8 +625,23 @@ static int nvfp4_decode_mo(const qtk_tensor *t, const void *const *pp, uint64_t 
 	return 0;
 }
 
+/* The GGUF pair as llama.cpp computes it: ggml's dequantize_row_nvfp4 (exact), then one F32
+ * multiply by the scale (ggml_mul on the product; the same rounding on the weights). */
+static int nvfp4_decode_gguf(const qtk_tensor *t, const void *const *pp, uint64_t o0, uint64_t n, float *dst)
+{
+	uint64_t in = t->shape[1], rb = in / 64 * 36;
+	float s = f32_at(pp[1]);
+	if (in % 64 || qtk_dequant_ggml(QTK_T_NVFP4, (const uint8_t *)pp[0] + o0 * rb, dst, n * in))
+		return -1;
+	for (uint64_t i = 0; i < n * in; i++)
+		dst[i] *= s;
+	return 0;
+}
+
 static int nvfp4_decode(const qtk_tensor *t, const void *const *pp, uint64_t o0, uint64_t n, float *dst)
 {
+	if (t->layout.scale_type == NV_GGUF)
+		return nvfp4_decode_gguf(t, pp, o0, n, dst);
 	if (nv_modelopt(&t->layout))
 		return nvfp4_decode_mo(t, pp, o0, n, dst);
 	uint64_t in = t->shape[1], ng = in / 16;
@@ -649,6 +672,10 @@ static int nvfp4_to_ggml(const qtk_tensor *t, const void *const *pp, uint64_t o0
 	uint64_t in = t->shape[1], ng = in / 16;
 	if (type != QTK_T_NVFP4 || in % 64)
 		return -1;
+	if (t->layout.scale_type == NV_GGUF) { /* already ggml blocks */
+		memcpy(dst, (const uint8_t *)pp[0] + o0 * (in / 64 * 36), (size_t)(n * (in / 64 * 36)));
+		return 0;
+	}
 	const uint8_t *w = pp[0], *sc = pp[1];
 	uint8_t *d = dst;
 	for (uint64_t r = 0; r < n; r++) {
@@ -673,6 +700,10 @@ static int nvfp4_to_ggml(const qtk_tensor *t, const void *const *pp, uint64_t o0
 /* The F32 per-tensor multiplier that goes beside the ggml blocks as `<name>.scale`. */
 int qtk_nvfp4_ggml_scale(const qtk_tensor *t, const void *const *parts, float *scale)
 {
+	if (t->layout.kind == QTK_LAYOUT_NVFP4 && t->layout.scale_type == NV_GGUF && t->nparts == 2 && parts[1]) {
+		*scale = f32_at(parts[1]);
+		return 0;
+	}
 	if (t->layout.kind != QTK_LAYOUT_NVFP4 || t->nparts < 3 || !parts[2])
 		return -1;
 	float v = f32_at(parts[2]);
