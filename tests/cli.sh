@@ -428,6 +428,16 @@ else
 fi
 
 # FP8 into GGUF: said plainly that no ggml type holds it, with the cost of the chosen target
+if [ -n "$FX" ] && [ -d "$FX/hf/ct/ct-w8a8-int8-channel" ]; then
+	# int8 W8A8 kept as it is goes back out as llm-compressor's int-quantized, config included
+	run "w8a8 -> dir keep" 0 "$BIN/qconvert" -q "$FX/hf/ct/ct-w8a8-int8-channel/" "$T/w8a8/"
+	run "w8a8 dir reads back exact" 0 "$BIN/qverify" --against "$FX/hf/ct/ct-w8a8-int8-channel/" "$T/w8a8/"
+	out_has "w8a8 dir reads back exact" "21 exact, 0 lossy"
+	if grep -q '"format": "int-quantized"' "$T/w8a8/config.json" && grep -q '"strategy": "token"' "$T/w8a8/config.json"; then ok
+	else bad "w8a8 dir: config is not int-quantized W8A8"; fi
+else
+	echo "skipped: compressed-tensors W8A8 round trip (no fixtures)"
+fi
 if [ -n "$FX" ] && [ -d "$FX/hf/ct/ct-fp8-channel" ]; then
 	run "fp8 -> gguf auto-exact" 0 "$BIN/qconvert" "$FX/hf/ct/ct-fp8-channel/" "$T/fp8.gguf" --to auto-exact
 	err_has "no ggml type for fp8" "14 fp8 tensors: GGUF has no type that holds fp8 values exactly; writing f32 (3.97x"

@@ -1326,7 +1326,10 @@ cJSON *qtk_ct_config_json(const qtk_qcfg *q)
 {
 	bool fp8 = q->kind == QTK_LAYOUT_FP8, block = fp8 && q->strategy == QTK_SCHEME_PER_BLOCK;
 	bool tensor = fp8 && q->strategy == QTK_SCHEME_PER_TENSOR, channel = !block && !tensor && q->group < 0;
-	const char *fmt = fp8 ? "float-quantized" : "pack-quantized";
+	/* int8 kept unpacked (I8 weights) is llm-compressor's int-quantized W8A8: dynamic per-token
+	 * int8 activations */
+	bool w8a8 = !fp8 && q->unpacked;
+	const char *fmt = fp8 ? "float-quantized" : w8a8 ? "int-quantized" : "pack-quantized";
 	const char *wst = block ? "block" : tensor ? "tensor" : channel ? "channel" : "group";
 	cJSON *o = cJSON_CreateObject(), *cg = NULL, *g0 = NULL, *tg = NULL, *ign = NULL;
 	/* activations: FP8_DYNAMIC's per token, FP8_BLOCK's groups of 128; weight-only otherwise */
@@ -1334,7 +1337,8 @@ cJSON *qtk_ct_config_json(const qtk_qcfg *q)
 		  cJSON_AddStringToObject(g0, "format", fmt) &&
 		  (fp8 && (block || channel) ? qargs(g0, "input_activations", "float", 8, block ? "group" : "token",
 						     block ? 128 : -1, 0, true, NULL, false, false) != NULL
-					     : add_null(g0, "input_activations")) &&
+		   : w8a8 ? qargs(g0, "input_activations", "int", 8, "token", -1, 0, true, NULL, false, false) != NULL
+			  : add_null(g0, "input_activations")) &&
 		  add_null(g0, "output_activations") && (tg = cJSON_AddArrayToObject(g0, "targets")) &&
 		  cJSON_AddItemToArray(tg, cJSON_CreateString("Linear"));
 	ok = ok && qargs(g0, "weights", fp8 ? "float" : "int", fp8 ? 8 : q->bits, wst, block || tensor || channel ? -1 : q->group,

@@ -80,10 +80,12 @@ int qtk_qcfg_from_desc(const qtk_model *d, const char *path, qtk_err *err, qtk_q
 			q->sym = l->sym;
 			q->version = version;
 			q->strategy = l->strategy;
+			q->unpacked = l->kind == QTK_LAYOUT_CT_INT && l->type == QTK_T_I8;
 			g0 = l->group_size;
 			first = false;
 		} else if (l->kind != q->kind || l->bits != q->bits || l->sym != q->sym || version != q->version ||
-			   (l->kind == QTK_LAYOUT_FP8 && l->strategy != q->strategy)) {
+			   (l->kind == QTK_LAYOUT_FP8 && l->strategy != q->strategy) ||
+			   (l->kind == QTK_LAYOUT_CT_INT && (l->type == QTK_T_I8) != q->unpacked)) {
 			char subj[256];
 			snprintf(subj, sizeof subj, "tensor '%.200s'", t->name);
 			return qtk_err_set(err, QTK_E_DATA, path, -1, subj,
