@@ -433,7 +433,7 @@ if [ -n "$FX" ] && [ -d "$FX/hf/ct/ct-w8a8-int8-channel" ]; then
 	run "w8a8 -> dir keep" 0 "$BIN/qconvert" -q "$FX/hf/ct/ct-w8a8-int8-channel/" "$T/w8a8/"
 	run "w8a8 dir reads back exact" 0 "$BIN/qverify" --against "$FX/hf/ct/ct-w8a8-int8-channel/" "$T/w8a8/"
 	out_has "w8a8 dir reads back exact" "21 exact, 0 lossy"
-	if grep -q '"format": "int-quantized"' "$T/w8a8/config.json" && grep -q '"strategy": "token"' "$T/w8a8/config.json"; then ok
+	if grep -q '"format":[[:space:]]*"int-quantized"' "$T/w8a8/config.json" && grep -q '"strategy":[[:space:]]*"token"' "$T/w8a8/config.json"; then ok
 	else bad "w8a8 dir: config is not int-quantized W8A8"; fi
 else
 	echo "skipped: compressed-tensors W8A8 round trip (no fixtures)"
