@@ -92,6 +92,7 @@ static void bw_rmtmp(bw *b)
 		closedir(d);
 	}
 	rmdir(b->tmpdir);
+	qtk_cleanup_unregister(b->tmpdir);
 	qtk_free(b->tmpdir);
 	b->tmpdir = NULL;
 }
@@ -145,6 +146,7 @@ static int bw_begin(qtk_writer *w)
 		b->tmpdir = NULL;
 		return rc;
 	}
+	qtk_cleanup_register_dir(b->tmpdir); /* a signal removes it with what the inner writer left */
 	char *ip = qtk_path_join(b->tmpdir, b->gguf ? "model.gguf" : "");
 	if (!ip)
 		return bw_oom(w);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <openssl/evp.h>
 #include <pthread.h>
@@ -389,15 +390,20 @@ int qtk_cur_skip(qtk_cur *c, uint64_t n, const char *field)
 
 #define MAX_TMP 64
 static char *volatile tmp_paths[MAX_TMP];
+static volatile bool tmp_tree[MAX_TMP]; /* a directory whose entries are all ours */
 
-void qtk_cleanup_register(const char *p)
+static void cleanup_add(const char *p, bool tree)
 {
 	for (int i = 0; i < MAX_TMP; i++)
 		if (!tmp_paths[i]) {
+			tmp_tree[i] = tree;
 			tmp_paths[i] = (char *)p;
 			return;
 		}
 }
+
+void qtk_cleanup_register(const char *p) { cleanup_add(p, false); }
+void qtk_cleanup_register_dir(const char *p) { cleanup_add(p, true); }
 
 void qtk_cleanup_unregister(const char *p)
 {
@@ -406,12 +412,55 @@ void qtk_cleanup_unregister(const char *p)
 			tmp_paths[i] = NULL;
 }
 
+/* Unlink the entries of directory p (one level), with system calls only (async-signal-safe). */
+static void empty_dir(const char *p)
+{
+#ifdef SYS_getdents64
+	int fd = open(p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	char buf[4096] __attribute__((aligned(8)));
+	for (int round = 0; round < 64; round++) {
+		long n = syscall(SYS_getdents64, fd, buf, sizeof buf);
+		if (n <= 0)
+			break;
+		for (long at = 0; at < n;) {
+			/* struct linux_dirent64: u64 ino, s64 off, u16 reclen, u8 type, char name[] */
+			unsigned short reclen;
+			memcpy(&reclen, buf + at + 16, sizeof reclen);
+			const char *name = buf + at + 19;
+			if (!reclen)
+				break;
+			if (strcmp(name, ".") && strcmp(name, ".."))
+				(void)unlinkat(fd, name, 0);
+			at += reclen;
+		}
+	}
+	close(fd);
+#else
+	DIR *d = opendir(p); /* not strictly async-signal-safe: the best this system offers */
+	if (!d)
+		return;
+	struct dirent *e;
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			(void)unlinkat(dirfd(d), e->d_name, 0);
+	closedir(d);
+#endif
+}
+
 void qtk_cleanup_run(void)
 {
 	/* newest first: files before the directories that hold them */
-	for (int i = MAX_TMP - 1; i >= 0; i--)
-		if (tmp_paths[i] && unlink(tmp_paths[i]) != 0)
-			(void)rmdir(tmp_paths[i]);
+	for (int i = MAX_TMP - 1; i >= 0; i--) {
+		const char *p = tmp_paths[i];
+		if (!p)
+			continue;
+		if (tmp_tree[i])
+			empty_dir(p);
+		if (unlink(p) != 0)
+			(void)rmdir(p);
+	}
 }
 
 /* ---- atomic output ------------------------------------------------------ */

@@ -110,6 +110,9 @@ void qtk_ofile_abort(qtk_ofile *f);
 /* Register a temporary path to unlink from a signal handler (async-safe list). */
 void qtk_cleanup_register(const char *tmp_path);
 void qtk_cleanup_unregister(const char *tmp_path);
+/* Register a temporary directory whose every entry is ours: on a signal its files (one level)
+ * are unlinked, then the directory removed. Unregister with qtk_cleanup_unregister. */
+void qtk_cleanup_register_dir(const char *tmp_dir);
 /* Unlink all registered temporaries (async-signal-safe). */
 void qtk_cleanup_run(void);
 
