@@ -1,8 +1,10 @@
 /* main.c - qconvert: command line, plan, execution and summary. */
 #include "cli.h"
 #include "convert.h"
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 static const char usage[] =
@@ -258,6 +260,120 @@ static int check_options(const conv_opts *o)
 	return 0;
 }
 
+/* ---- outputs that would destroy an input ---------------------------------------------- */
+
+static bool same_node(const struct stat *a, const struct stat *b) { return a->st_dev == b->st_dev && a->st_ino == b->st_ino; }
+
+/* stat of the directory that holds path. */
+static int stat_dir_of(const char *path, struct stat *st)
+{
+	char *d = qtk_path_dir(path);
+	int r = d ? stat(d, st) : -1;
+	qtk_free(d);
+	return r;
+}
+
+/* True when directory `dir` (st) holds `file` at any depth (or is it). */
+static bool dir_holds(const struct stat *dir, const char *file)
+{
+	char real[PATH_MAX];
+	if (!realpath(file, real))
+		return false;
+	for (int depth = 0; depth < 256; depth++) {
+		struct stat st;
+		if (stat(real, &st) == 0 && same_node(&st, dir))
+			return true;
+		char *slash = strrchr(real, '/');
+		if (!slash)
+			return false;
+		if (slash == real) {
+			if (!real[1])
+				return false;
+			real[1] = 0;
+		} else {
+			*slash = 0;
+		}
+	}
+	return false;
+}
+
+/* A name of the split set OUTPUT would write (<stem>-NNNNN-of-NNNNN.gguf beside it)? */
+static bool split_name_of(const char *output, const char *file)
+{
+	const char *ob = qtk_path_base(output), *fb = qtk_path_base(file);
+	size_t ol = strlen(ob), stem = ol >= 5 && !qtk_strcasecmp(ob + ol - 5, ".gguf") ? ol - 5 : ol;
+	if (strncmp(ob, fb, stem) || strlen(fb) != stem + 20 || qtk_strcasecmp(fb + stem + 15, ".gguf"))
+		return false;
+	const char *t = fb + stem;
+	for (int i = 0; i < 15; i++) {
+		bool digit = t[i] >= '0' && t[i] <= '9';
+		if ((i == 0 || (i >= 6 && i <= 9)) ? digit : !digit)
+			return false;
+	}
+	if (t[0] != '-' || strncmp(t + 6, "-of-", 4))
+		return false;
+	struct stat a, b;
+	return stat_dir_of(output, &a) == 0 && stat_dir_of(file, &b) == 0 && same_node(&a, &b);
+}
+
+/* Refuse (usage error, exit 2, both paths named) any output that resolves to an input: the
+ * model file or each shard it may write, an HF output directory that holds an input, the report.
+ * The inputs are also recorded for qtk_ofile_open, which refuses them for every file written. */
+static int check_paths(const qtk_model *in, const conv_opts *o)
+{
+	size_t nin = 0;
+	const char *ins[4];
+	ins[nin++] = o->input;
+	if (o->imatrix_path)
+		ins[nin++] = o->imatrix_path;
+	for (size_t i = 0; i < nin; i++)
+		if (qtk_protect_input(ins[i]))
+			return cli_fail(&(qtk_err){.code = QTK_E_IO, .offset = -1, .msg = "out of memory"});
+	for (uint32_t i = 0; i < in->nfiles; i++)
+		qtk_protect_input(in->files[i]);
+	struct stat ist;
+	if (stat(o->input, &ist) == 0 && S_ISDIR(ist.st_mode))
+		for (size_t i = 0; i < in->nblobs; i++) { /* the side files read from the input directory */
+			char *p = qtk_path_join(o->input, in->blobs[i].name);
+			if (p)
+				qtk_protect_input(p);
+			qtk_free(p);
+		}
+	const char *hit;
+	if (o->out_kind == QTK_OUT_HF) {
+		struct stat dst;
+		if (stat(o->output, &dst) == 0) {
+			for (size_t i = 0; i < nin + in->nfiles; i++) {
+				const char *f = i < nin ? ins[i] : in->files[i - nin];
+				if (dir_holds(&dst, f))
+					return cli_usage_error("the output directory '%s' holds the input '%s': "
+							       "choose another directory", o->output, f);
+			}
+		}
+	} else if ((hit = qtk_protected_input(o->output))) {
+		return cli_usage_error("the output '%s' is the input '%s': choose another name", o->output, hit);
+	}
+	if (o->out_kind == QTK_OUT_GGUF && o->split_max_size)
+		for (size_t i = 0; i < nin + in->nfiles; i++) {
+			const char *f = i < nin ? ins[i] : in->files[i - nin];
+			if (split_name_of(o->output, f))
+				return cli_usage_error("the output '%s' would be split into shards named like the input '%s': "
+						       "choose another name", o->output, f);
+		}
+	if (o->report) {
+		struct stat a, b;
+		if ((hit = qtk_protected_input(o->report)))
+			return cli_usage_error("the report '%s' is the input '%s': choose another name", o->report, hit);
+		bool same = stat(o->report, &a) == 0 && stat(o->output, &b) == 0 && same_node(&a, &b);
+		if (!same && !strcmp(qtk_path_base(o->report), qtk_path_base(o->output)) && stat_dir_of(o->report, &a) == 0 &&
+		    stat_dir_of(o->output, &b) == 0 && same_node(&a, &b))
+			same = true;
+		if (same)
+			return cli_usage_error("the report '%s' is the output '%s': choose another name", o->report, o->output);
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	cli_init("qconvert");
@@ -290,6 +406,10 @@ int main(int argc, char **argv)
 	qtk_model *in = qtk_open(o.input, &err);
 	if (!in)
 		return cli_fail(&err);
+	if ((r = check_paths(in, &o))) {
+		qtk_close(in);
+		return r;
+	}
 	conv_result res;
 	int status = conv_run(in, &o, &res);
 	if (status == 0) {

@@ -463,6 +463,74 @@ void qtk_cleanup_run(void)
 	}
 }
 
+/* ---- inputs no output may replace ------------------------------------------- */
+
+static struct prot {
+	dev_t dev;
+	ino_t ino;
+	char *path;
+} *prot;
+static size_t nprot, cap_prot;
+static pthread_mutex_t prot_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int qtk_protect_input(const char *path)
+{
+	struct stat st;
+	if (!path || stat(path, &st) != 0)
+		return 0;
+	pthread_mutex_lock(&prot_lock);
+	int rc = 0;
+	for (size_t i = 0; i < nprot; i++)
+		if (prot[i].dev == st.st_dev && prot[i].ino == st.st_ino)
+			goto out;
+	if (nprot == cap_prot) {
+		size_t nc = cap_prot ? 2 * cap_prot : 16;
+		struct prot *np = qtk_realloc(prot, nc * sizeof *np);
+		if (!np) {
+			rc = QTK_E_IO;
+			goto out;
+		}
+		prot = np;
+		cap_prot = nc;
+	}
+	prot[nprot].path = qtk_strdup(path);
+	if (!prot[nprot].path) {
+		rc = QTK_E_IO;
+		goto out;
+	}
+	prot[nprot].dev = st.st_dev;
+	prot[nprot].ino = st.st_ino;
+	nprot++;
+out:
+	pthread_mutex_unlock(&prot_lock);
+	return rc;
+}
+
+const char *qtk_protected_input(const char *path)
+{
+	struct stat st;
+	if (!path || stat(path, &st) != 0)
+		return NULL;
+	const char *hit = NULL;
+	pthread_mutex_lock(&prot_lock);
+	for (size_t i = 0; i < nprot && !hit; i++)
+		if (prot[i].dev == st.st_dev && prot[i].ino == st.st_ino)
+			hit = prot[i].path;
+	pthread_mutex_unlock(&prot_lock);
+	return hit;
+}
+
+void qtk_protect_clear(void)
+{
+	pthread_mutex_lock(&prot_lock);
+	for (size_t i = 0; i < nprot; i++)
+		qtk_free(prot[i].path);
+	qtk_free(prot);
+	prot = NULL;
+	nprot = cap_prot = 0;
+	pthread_mutex_unlock(&prot_lock);
+}
+
 /* ---- atomic output ------------------------------------------------------ */
 
 #define OBUF (1u << 20)
@@ -472,6 +540,9 @@ int qtk_ofile_open(qtk_ofile *f, const char *path, qtk_err *err)
 	memset(f, 0, sizeof *f);
 	f->fd = -1;
 	f->err = err;
+	const char *in = qtk_protected_input(path);
+	if (in)
+		return qtk_err_set(err, QTK_E_USAGE, path, -1, NULL, "this output would replace the input %s", in);
 	char *dir = qtk_path_dir(path);
 	const char *base = qtk_path_base(path);
 	size_t n = (dir ? strlen(dir) : 0) + strlen(base) + 32;

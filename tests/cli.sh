@@ -215,6 +215,30 @@ run "hf -> one file" 0 "$BIN/qconvert" -q "$H" "$T/one2.safetensors"
 if same_tail "$T/unshard.safetensors" "$T/one2.safetensors" 3672576; then ok; else bad "re-sharding changed the tensors"; fi
 run "bad split size" 2 "$BIN/qconvert" "$G" "$T/x.gguf" --split-max-size 12Q
 
+# --- no output may replace an input: exit 2 naming both, the input untouched, nothing written
+cp "$G" "$T/self.gguf"; ln -s "$T/self.gguf" "$T/self-link.gguf"
+s0=$(sha256sum <"$T/self.gguf")
+run "output is the input" 2 "$BIN/qconvert" "$T/self.gguf" "$T/self.gguf" --to q8_0
+err_has "output is the input" "the output '$T/self.gguf' is the input '$T/self.gguf'"
+run "output is a link to the input" 2 "$BIN/qconvert" "$T/self.gguf" "$T/self-link.gguf" --to q8_0
+run "--report is the input" 2 "$BIN/qconvert" "$T/self.gguf" "$T/self-out.gguf" --report "$T/self.gguf"
+err_has "--report is the input" "the report '$T/self.gguf' is the input"; no_file "--report is the input" "$T/self-out.gguf"
+run "--report is the output" 2 "$BIN/qconvert" "$T/self.gguf" "$T/self-out.gguf" --report "$T/self-out.gguf"
+if [ "$(sha256sum <"$T/self.gguf")" = "$s0" ]; then ok; else bad "an input was changed"; fi
+s1=$(cat "$T"/sp-0000?-of-00003.gguf | sha256sum)
+run "output is a shard of the input's set" 2 "$BIN/qconvert" "$T/sp-00002-of-00003.gguf" "$T/sp-00001-of-00003.gguf" --to q8_0
+err_has "output is a shard of the input's set" "is the input '$T/sp-00001-of-00003.gguf'"
+run "split output over the input's set" 2 "$BIN/qconvert" "$T/sp-00002-of-00003.gguf" "$T/sp.gguf" --split-max-size 2M
+err_has "split output over the input's set" "would be split into shards named like the input"
+run "--report is a shard of the input's set" 2 "$BIN/qconvert" "$T/sp-00001-of-00003.gguf" "$T/x.gguf" --report "$T/sp-00003-of-00003.gguf"
+if [ "$(cat "$T"/sp-0000?-of-00003.gguf | sha256sum)" = "$s1" ]; then ok; else bad "the split set was changed"; fi
+mkdir -p "$T/selfdir" && cp "$H"/* "$T/selfdir/"
+run "HF output is the input directory" 2 "$BIN/qconvert" "$T/selfdir" "$T/selfdir/" --to f16
+err_has "HF output is the input directory" "the output directory '$T/selfdir/' holds the input"
+run "HF output holds the input" 2 "$BIN/qconvert" "$T/selfdir/model.safetensors" "$T/" --to f16
+run "output is an input file of a directory" 2 "$BIN/qconvert" "$T/selfdir" "$T/selfdir/model.safetensors"
+if cmp -s "$H/model.safetensors" "$T/selfdir/model.safetensors"; then ok; else bad "the input directory was changed"; fi
+
 # --- man pages are clean mdoc
 if command -v mandoc >/dev/null 2>&1; then
 	if mandoc -Tlint -W warning man/*.1 >"$T/lint" 2>&1; then ok; else bad "mandoc -Tlint"; cat "$T/lint"; fi
