@@ -28,6 +28,8 @@ static const char usage[] =
 	"  --names hf|gguf|keep   tensor naming of the output (default: HF names in a directory, GGUF\n"
 	"                         names (with llama.cpp's Q/K row order) in .gguf, else the source's)\n"
 	"  --set KEY=VALUE        set or override a metadata key in the output (repeatable)\n"
+	"  --carry FILE           carry side file FILE of the input though it is not a known one\n"
+	"                         (code such as modeling_x.py, a pickle): never without it (repeatable)\n"
 	"  --exact                fail (exit 1) unless every tensor converts bit-exactly\n"
 	"  --max-error DB         fail (exit 1) if any tensor's SQNR falls below DB decibels\n"
 	"  --report FILE          write the per-tensor conversion report (JSON)\n"
@@ -146,7 +148,8 @@ static int parse_args(int argc, char **argv, conv_opts *o)
 		}
 		/* options with a value: "--opt VALUE" or "--opt=VALUE" */
 		static const char *const with_val[] = {"-t", "--to", "--set", "--max-error", "--report", "--threads",
-						       "--bits", "--group-size", "--imatrix", "--names", "--split-max-size"};
+						       "--bits", "--group-size", "--imatrix", "--names", "--split-max-size",
+						       "--carry"};
 		const char *name = NULL;
 		for (size_t k = 0; k < sizeof with_val / sizeof *with_val; k++) {
 			size_t n = strlen(with_val[k]);
@@ -174,6 +177,12 @@ static int parse_args(int argc, char **argv, conv_opts *o)
 						       val, val);
 			if (tr)
 				return unknown_target(val);
+		} else if (!strcmp(name, "--carry")) {
+			if (!val[0] || val[0] == '.' || strchr(val, '/') || strchr(val, '\\'))
+				return cli_usage_error("--carry takes a side file's name (no directory), not '%s'", val);
+			if (o->ncarry == CONV_MAX_SETS)
+				return cli_usage_error("too many --carry options (limit %d)", CONV_MAX_SETS);
+			o->carry[o->ncarry++] = val;
 		} else if (!strcmp(name, "--set")) {
 			if (!strchr(val, '=') || val[0] == '=')
 				return cli_usage_error("--set takes KEY=VALUE, not '%s'", val);
@@ -410,6 +419,14 @@ int main(int argc, char **argv)
 		qtk_close(in);
 		return r;
 	}
+	/* --carry: a side file the reader holds (QPK, bundle) or one of the input directory */
+	for (size_t i = 0; i < o.ncarry; i++)
+		if (!qtk_blob_find(in, o.carry[i]) && qtk_hf_load_side_file(in, o.carry[i], &err)) {
+			qtk_close(in);
+			if (err.code == QTK_E_USAGE)
+				return cli_usage_error("--carry %s: no such side file in '%s'", o.carry[i], o.input);
+			return cli_fail(&err);
+		}
 	conv_result res;
 	int status = conv_run(in, &o, &res);
 	if (status == 0) {

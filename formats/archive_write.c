@@ -242,6 +242,10 @@ static int bw_list(qtk_writer *w, bw *b)
 		const char *nm = d->blobs[i].name;
 		if (nm[0] == '.' || strchr(nm, '/') || strchr(nm, '\\') || !strcmp(nm, "model.gguf"))
 			continue;
+		if (!qtk_side_file_allowed(nm, &w->opts)) {
+			rc = qtk_err_set(w->err, QTK_E_USAGE, w->path, -1, nm, "not a known side file and not asked for: not carried");
+			break;
+		}
 		rc = bw_add_data(w, b, nm, (const char *)d->blobs[i].data, d->blobs[i].len);
 		prov |= !strcmp(nm, "qtk-provenance.json");
 	}

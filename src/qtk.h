@@ -318,7 +318,24 @@ typedef struct qtk_write_opts {
 	/* the caller will call qtk_writer_patch_header: files whose header is patched are hashed
 	 * once, after the patch, instead of while writing and again after it */
 	bool patch_pending;
+	/* side files outside the known list (qtk_side_file_known) that the caller asked to carry
+	 * by name (qconvert --carry); every writer refuses any other unknown side file */
+	const char *const *carry;
+	size_t ncarry;
 } qtk_write_opts;
+
+/* Side files. A model's side files are carried into outputs that hold them (HF directories,
+ * QPK, bundles) only when their name is on the known list (config.json, tokenizer files, ...:
+ * the names the HF directory reader reads), or when the caller names them (qtk_write_opts.carry).
+ * Code (*.py) and pickles (*.bin, *.pt, *.pth, *.pkl, *.pickle, *.ckpt) are never on the list. */
+bool qtk_side_file_known(const char *name);
+/* Python code or a pickle: what runs when a model is loaded. */
+bool qtk_side_file_executable(const char *name);
+/* Known, or in o's carry list. */
+bool qtk_side_file_allowed(const char *name, const qtk_write_opts *o);
+/* Add the file `name` of HF directory m (opened by the hf reader) to m's blobs: a plain file
+ * name, read with the side-file cap. QTK_E_USAGE when m is not a directory or the file is absent. */
+int qtk_hf_load_side_file(qtk_model *m, const char *name, qtk_err *err);
 
 /* Kind of output: the public handle of a writing container. Each value belongs to one
  * container descriptor (src/container.c), which holds its path forms, name and capability. */

@@ -246,6 +246,35 @@ else
 	echo "skipped: mandoc absent (man page lint)"
 fi
 
+# --- side files: only the known ones are carried; code, pickles and other names only with --carry
+mkdir -p "$T/evil" && cp "$H"/* "$T/evil/"
+echo 'import os' >"$T/evil/modeling_evil.py"; echo 'rm -rf ~' >"$T/evil/run.sh"; echo pickle >"$T/evil/pytorch_model.bin"
+sed 's/^{/{"auto_map": {"AutoModelForCausalLM": "modeling_evil.EvilModel"},/' "$H/config.json" >"$T/evil/config.json"
+run "--carry into a QPK" 0 "$BIN/qconvert" "$T/evil" "$T/evil.qpk" --carry modeling_evil.py --carry run.sh --carry pytorch_model.bin
+err_has "--carry reported" "note: carrying side file 'modeling_evil.py' (asked for with --carry): code or a pickle"
+err_has "--carry keeps auto_map" "auto_map kept"
+run "QPK side files not carried" 0 "$BIN/qconvert" "$T/evil.qpk" "$T/evil-hf/"
+err_has "QPK side files not carried" "side file 'modeling_evil.py' not carried: code or a pickle"
+err_has "QPK side files not carried: run.sh" "side file 'run.sh' not carried: not a known side file"
+err_has "auto_map dropped" "config.json: auto_map dropped: it names modeling_evil.py"
+for f in modeling_evil.py run.sh pytorch_model.bin; do no_file "not carried: $f" "$T/evil-hf/$f"; done
+if grep -q auto_map "$T/evil-hf/config.json"; then bad "auto_map left in config.json"; else ok; fi
+for o in tar zip; do
+	run "QPK side files not carried: .$o" 0 "$BIN/qconvert" -q "$T/evil.qpk" "$T/evil.$o"
+	case $o in tar) list="tar -tf" ;; zip) list="unzip -Z1" ;; esac
+	if ! command -v ${list%% *} >/dev/null 2>&1; then echo "skipped: ${list%% *} absent (evil.$o listing)"
+	elif $list "$T/evil.$o" >"$T/list" && grep -q config.json "$T/list" && ! grep -Eq '\.(py|sh|bin)$' "$T/list"; then ok
+	else bad "evil.$o carries code"; cat "$T/list"; fi
+done
+run "HF side files not carried" 0 "$BIN/qconvert" "$T/evil" "$T/evil-hf2/"
+no_file "HF: not carried" "$T/evil-hf2/modeling_evil.py"
+run "--carry from a QPK" 0 "$BIN/qconvert" "$T/evil.qpk" "$T/evil-hf3/" --carry modeling_evil.py
+if [ -f "$T/evil-hf3/modeling_evil.py" ] && grep -q auto_map "$T/evil-hf3/config.json" && [ ! -e "$T/evil-hf3/run.sh" ]; then ok
+else bad "--carry modeling_evil.py from a QPK"; ls "$T/evil-hf3"; fi
+run "--carry absent" 2 "$BIN/qconvert" "$T/evil" "$T/evil2.qpk" --carry nope.py
+err_has "--carry absent" "carry nope.py: no such side file"
+run "--carry a path" 2 "$BIN/qconvert" "$T/evil" "$T/evil2.qpk" --carry ../x.py
+
 # --- untrusted names never reach the terminal raw (one sanitiser, src/text.c)
 # mkst FILE NAME: a safetensors file with one F32 [2, 32] tensor; NAME is JSON string text
 mkst() {
