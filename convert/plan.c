@@ -301,6 +301,21 @@ int conv_build_meta(qtk_model *in, const conv_opts *o, qtk_model *d, qtk_err *er
 		if (rc)
 			return rc;
 	}
+	/* a GGUF qtk would refuse to read is never written: a --set key that breaks the reader's
+	 * rules is a usage error (the writer checks the same again for everything else) */
+	if (o->nsets && o->out_kind == QTK_OUT_GGUF && qtk_gguf_check_meta(d, o->output, err)) {
+		for (int i = 0; i < o->nsets; i++) {
+			size_t kl = (size_t)(strchr(o->sets[i], '=') - o->sets[i]);
+			if (strlen(err->subject) == kl && !strncmp(err->subject, o->sets[i], kl)) {
+				err->code = QTK_E_USAGE;
+				char msg[sizeof err->msg + 8];
+				snprintf(msg, sizeof msg, "--set: %s", err->msg);
+				snprintf(err->msg, sizeof err->msg, "%.*s", (int)sizeof err->msg - 1, msg);
+				break;
+			}
+		}
+		return err->code;
+	}
 	return 0;
 }
 

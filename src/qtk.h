@@ -324,6 +324,12 @@ typedef struct qtk_write_opts {
 	size_t ncarry;
 } qtk_write_opts;
 
+/* The metadata a GGUF writer is about to write (d's keys and counts), checked with the GGUF
+ * reader's own rules: key syntax, split.* reserved to the writer, the types of well-known keys,
+ * general.alignment a power of two, block counts, token ids below the vocabulary size, the
+ * vocabulary arrays' lengths. QTK_E_DATA naming the key; the GGUF writer runs it first. */
+int qtk_gguf_check_meta(const qtk_model *d, const char *path, qtk_err *err);
+
 /* Side files. A model's side files are carried into outputs that hold them (HF directories,
  * QPK, bundles) only when their name is on the known list (config.json, tokenizer files, ...:
  * the names the HF directory reader reads), or when the caller names them (qtk_write_opts.carry).

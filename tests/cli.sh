@@ -246,6 +246,15 @@ else
 	echo "skipped: mandoc absent (man page lint)"
 fi
 
+# --- qconvert writes no GGUF qtk would refuse: --set values that break the reader's rules are exit 2
+for kv in general.alignment=64 split.count=5 tokenizer.ggml.bos_token_id=999999 llama.block_count=100000 \
+	tokenizer.ggml.tokens=abc "$(printf 'ev\033[1mil=1')"; do
+	run "--set ${kv%%=*} refused" 2 "$BIN/qconvert" "$G" "$T/set-bad.gguf" --set "$kv"; no_file "--set ${kv%%=*}" "$T/set-bad.gguf"
+done
+err_has "--set key with ESC" 'ev\\x1b\[1mil: --set: a GGUF key is printable ASCII'
+run "--set a fine key" 0 "$BIN/qconvert" -q "$G" "$T/set-ok.gguf" --set general.name=fine
+run "--set a fine key verifies" 0 "$BIN/qverify" "$T/set-ok.gguf"
+
 # --- side files: only the known ones are carried; code, pickles and other names only with --carry
 mkdir -p "$T/evil" && cp "$H"/* "$T/evil/"
 echo 'import os' >"$T/evil/modeling_evil.py"; echo 'rm -rf ~' >"$T/evil/run.sh"; echo pickle >"$T/evil/pytorch_model.bin"
@@ -286,13 +295,17 @@ mkst() {
 inert() {
 	for f in "$T/out" "$T/err"; do
 		if [ "$(tr -d '\033\015\007\233' <"$f" | wc -c)" -eq "$(wc -c <"$f")" ]; then ok; else bad "$1: raw control bytes in ${f##*/}"; fi
+		# UTF-8-encoded C1 controls and bidi controls (U+0080-009F, U+200E/F, U+202A-202E, U+2066-2069, U+061C)
+		if LC_ALL=C grep -q "$U8CTL" "$f"; then bad "$1: UTF-8 C1 or bidi control in ${f##*/}"; else ok; fi
 	done
 }
+U8CTL=$(printf '\302[\200-\237]\\|\342\200[\216\217\252-\256]\\|\342\201[\246-\251]\\|\330\234')
 mkst "$T/esc.safetensors" '\u001b[31mRED' 256
 mkst "$T/spoof.safetensors" 'blk.0.x\r\u001b[2Kspoof.gguf: ok\u001b[8m.weight' 256
 mkst "$T/bidi.safetensors" 'a\u202eb\u009bc\u0007.weight' 256
 mkst "$T/md.safetensors" 'a|b`<img src=x>[l](http://e)' 256
 mkst "$T/short.safetensors" '\u001b[31mRED' 512
+mkst "$T/osc.safetensors" 'a\u001b]0;pwned\u0007b\u2066c\u061cd.weight' 256
 for m in "" --summary --markdown --json; do
 	run "escaped name: qinspect $m" 0 "$BIN/qinspect" $m "$T/esc.safetensors"; inert "escaped name: qinspect $m"
 done
@@ -315,6 +328,23 @@ out_has "escaped name: qverify" "tensor 'blk.0.x\\\\r\\\\x1b\[2Kspoof.gguf: ok\\
 run "escaped name: qconvert -v" 0 "$BIN/qconvert" -v --to q4_0 --pure "$T/spoof.safetensors" "$T/spoof.gguf"
 inert "escaped name: qconvert -v"; out_has "escaped name: worst SQNR" 'worst SQNR .* (blk.0.x\\r\\x1b\[2Kspoof.gguf: ok\\x1b\[8m.weight)'
 err_has "escaped name: plan line" '\] blk.0.x\\r\\x1b\[2Kspoof.gguf: ok\\x1b\[8m.weight  \[2, 32\]'
+# every text mode on OSC, UTF-8 C1 and bidi names, and a hostile file name (paths are shown escaped too)
+hp="$T/$(printf 'p\033]0;t\007\342\200\256q\302\233x').safetensors"
+cp "$T/bidi.safetensors" "$hp"
+for x in "$T/osc.safetensors" "$T/bidi.safetensors" "$hp"; do
+	for m in "" --summary --markdown --memory "--diff $T/esc.safetensors"; do
+		run "escaped: qinspect $m ${x##*/}" 0 "$BIN/qinspect" $m "$x"; inert "escaped: qinspect $m ${x##*/}"
+	done
+	run "escaped: qinspect --diff (reference) ${x##*/}" 0 "$BIN/qinspect" --diff "$x" "$T/esc.safetensors"
+	inert "escaped: qinspect --diff (reference) ${x##*/}"
+	run "escaped: qverify ${x##*/}" 0 "$BIN/qverify" -v "$x"; inert "escaped: qverify ${x##*/}"
+	run "escaped: qconvert -v ${x##*/}" 0 "$BIN/qconvert" -v --to q8_0 --pure "$x" "$T/escv.gguf"; inert "escaped: qconvert -v ${x##*/}"
+	run "escaped: --dry-run ${x##*/}" 0 "$BIN/qconvert" --dry-run --to q8_0 --pure "$x" "$T/escd.gguf"; inert "escaped: --dry-run ${x##*/}"
+	"$BIN/qinspect" --json "$x" >"$T/j.json"
+	if python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$T/j.json" 2>/dev/null || ! command -v python3 >/dev/null; then ok
+	else bad "escaped: qinspect --json ${x##*/} is not valid JSON"; fi
+done
+run "escaped: missing hostile path" 4 "$BIN/qinspect" "$hp.nope"; inert "escaped: missing hostile path"
 run "escaped name: qconvert --dry-run" 0 "$BIN/qconvert" --dry-run --to q4_0 --pure "$T/spoof.safetensors" "$T/spoof2.gguf"
 inert "escaped name: qconvert --dry-run"
 run "escaped name: qconvert --exact" 1 "$BIN/qconvert" --exact --to q4_0 --pure "$T/spoof.safetensors" "$T/spoof3.gguf"
