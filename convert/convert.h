@@ -38,6 +38,8 @@ typedef struct conv_opts {
 	int threads;
 	int nsets;
 	const char *sets[CONV_MAX_SETS];
+	size_t ncarry;                      /* --carry NAME: side files carried though not known */
+	const char *carry[CONV_MAX_SETS];
 } conv_opts;
 
 /* Error of a converted tensor against its decoded source. */

@@ -1,8 +1,10 @@
 /* main.c - qconvert: command line, plan, execution and summary. */
 #include "cli.h"
 #include "convert.h"
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 static const char usage[] =
@@ -28,6 +30,8 @@ static const char usage[] =
 	"  --names hf|gguf|keep   tensor naming of the output (default: HF names in a directory, GGUF\n"
 	"                         names (with llama.cpp's Q/K row order) in .gguf, else the source's)\n"
 	"  --set KEY=VALUE        set or override a metadata key in the output (repeatable)\n"
+	"  --carry FILE           carry side file FILE of the input though it is not a known one\n"
+	"                         (code such as modeling_x.py, a pickle): never without it (repeatable)\n"
 	"  --exact                fail (exit 1) unless every tensor converts bit-exactly\n"
 	"  --max-error DB         fail (exit 1) if any tensor's SQNR falls below DB decibels\n"
 	"  --report FILE          write the per-tensor conversion report (JSON)\n"
@@ -156,7 +160,7 @@ static int parse_args(int argc, char **argv, conv_opts *o)
 		/* options with a value: "--opt VALUE" or "--opt=VALUE" */
 		static const char *const with_val[] = {"-t", "--to", "--set", "--max-error", "--report", "--threads",
 						       "--bits", "--group-size", "--imatrix", "--names", "--split-max-size",
-						       "--strategy"};
+						       "--strategy", "--carry"};
 		const char *name = NULL;
 		for (size_t k = 0; k < sizeof with_val / sizeof *with_val; k++) {
 			size_t n = strlen(with_val[k]);
@@ -184,6 +188,12 @@ static int parse_args(int argc, char **argv, conv_opts *o)
 						       val, val);
 			if (tr)
 				return unknown_target(val);
+		} else if (!strcmp(name, "--carry")) {
+			if (!val[0] || val[0] == '.' || strchr(val, '/') || strchr(val, '\\'))
+				return cli_usage_error("--carry takes a side file's name (no directory), not '%s'", val);
+			if (o->ncarry == CONV_MAX_SETS)
+				return cli_usage_error("too many --carry options (limit %d)", CONV_MAX_SETS);
+			o->carry[o->ncarry++] = val;
 		} else if (!strcmp(name, "--set")) {
 			if (!strchr(val, '=') || val[0] == '=')
 				return cli_usage_error("--set takes KEY=VALUE, not '%s'", val);
@@ -277,6 +287,120 @@ static int check_options(const conv_opts *o)
 	return 0;
 }
 
+/* ---- outputs that would destroy an input ---------------------------------------------- */
+
+static bool same_node(const struct stat *a, const struct stat *b) { return a->st_dev == b->st_dev && a->st_ino == b->st_ino; }
+
+/* stat of the directory that holds path. */
+static int stat_dir_of(const char *path, struct stat *st)
+{
+	char *d = qtk_path_dir(path);
+	int r = d ? stat(d, st) : -1;
+	qtk_free(d);
+	return r;
+}
+
+/* True when directory `dir` (st) holds `file` at any depth (or is it). */
+static bool dir_holds(const struct stat *dir, const char *file)
+{
+	char real[PATH_MAX];
+	if (!realpath(file, real))
+		return false;
+	for (int depth = 0; depth < 256; depth++) {
+		struct stat st;
+		if (stat(real, &st) == 0 && same_node(&st, dir))
+			return true;
+		char *slash = strrchr(real, '/');
+		if (!slash)
+			return false;
+		if (slash == real) {
+			if (!real[1])
+				return false;
+			real[1] = 0;
+		} else {
+			*slash = 0;
+		}
+	}
+	return false;
+}
+
+/* A name of the split set OUTPUT would write (<stem>-NNNNN-of-NNNNN.gguf beside it)? */
+static bool split_name_of(const char *output, const char *file)
+{
+	const char *ob = qtk_path_base(output), *fb = qtk_path_base(file);
+	size_t ol = strlen(ob), stem = ol >= 5 && !qtk_strcasecmp(ob + ol - 5, ".gguf") ? ol - 5 : ol;
+	if (strncmp(ob, fb, stem) || strlen(fb) != stem + 20 || qtk_strcasecmp(fb + stem + 15, ".gguf"))
+		return false;
+	const char *t = fb + stem;
+	for (int i = 0; i < 15; i++) {
+		bool digit = t[i] >= '0' && t[i] <= '9';
+		if ((i == 0 || (i >= 6 && i <= 9)) ? digit : !digit)
+			return false;
+	}
+	if (t[0] != '-' || strncmp(t + 6, "-of-", 4))
+		return false;
+	struct stat a, b;
+	return stat_dir_of(output, &a) == 0 && stat_dir_of(file, &b) == 0 && same_node(&a, &b);
+}
+
+/* Refuse (usage error, exit 2, both paths named) any output that resolves to an input: the
+ * model file or each shard it may write, an HF output directory that holds an input, the report.
+ * The inputs are also recorded for qtk_ofile_open, which refuses them for every file written. */
+static int check_paths(const qtk_model *in, const conv_opts *o)
+{
+	size_t nin = 0;
+	const char *ins[4];
+	ins[nin++] = o->input;
+	if (o->imatrix_path)
+		ins[nin++] = o->imatrix_path;
+	for (size_t i = 0; i < nin; i++)
+		if (qtk_protect_input(ins[i]))
+			return cli_fail(&(qtk_err){.code = QTK_E_IO, .offset = -1, .msg = "out of memory"});
+	for (uint32_t i = 0; i < in->nfiles; i++)
+		qtk_protect_input(in->files[i]);
+	struct stat ist;
+	if (stat(o->input, &ist) == 0 && S_ISDIR(ist.st_mode))
+		for (size_t i = 0; i < in->nblobs; i++) { /* the side files read from the input directory */
+			char *p = qtk_path_join(o->input, in->blobs[i].name);
+			if (p)
+				qtk_protect_input(p);
+			qtk_free(p);
+		}
+	const char *hit;
+	if (o->out_kind == QTK_OUT_HF) {
+		struct stat dst;
+		if (stat(o->output, &dst) == 0) {
+			for (size_t i = 0; i < nin + in->nfiles; i++) {
+				const char *f = i < nin ? ins[i] : in->files[i - nin];
+				if (dir_holds(&dst, f))
+					return cli_usage_error("the output directory '%s' holds the input '%s': "
+							       "choose another directory", o->output, f);
+			}
+		}
+	} else if ((hit = qtk_protected_input(o->output))) {
+		return cli_usage_error("the output '%s' is the input '%s': choose another name", o->output, hit);
+	}
+	if (o->out_kind == QTK_OUT_GGUF && o->split_max_size)
+		for (size_t i = 0; i < nin + in->nfiles; i++) {
+			const char *f = i < nin ? ins[i] : in->files[i - nin];
+			if (split_name_of(o->output, f))
+				return cli_usage_error("the output '%s' would be split into shards named like the input '%s': "
+						       "choose another name", o->output, f);
+		}
+	if (o->report) {
+		struct stat a, b;
+		if ((hit = qtk_protected_input(o->report)))
+			return cli_usage_error("the report '%s' is the input '%s': choose another name", o->report, hit);
+		bool same = stat(o->report, &a) == 0 && stat(o->output, &b) == 0 && same_node(&a, &b);
+		if (!same && !strcmp(qtk_path_base(o->report), qtk_path_base(o->output)) && stat_dir_of(o->report, &a) == 0 &&
+		    stat_dir_of(o->output, &b) == 0 && same_node(&a, &b))
+			same = true;
+		if (same)
+			return cli_usage_error("the report '%s' is the output '%s': choose another name", o->report, o->output);
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	cli_init("qconvert");
@@ -309,6 +433,18 @@ int main(int argc, char **argv)
 	qtk_model *in = qtk_open(o.input, &err);
 	if (!in)
 		return cli_fail(&err);
+	if ((r = check_paths(in, &o))) {
+		qtk_close(in);
+		return r;
+	}
+	/* --carry: a side file the reader holds (QPK, bundle) or one of the input directory */
+	for (size_t i = 0; i < o.ncarry; i++)
+		if (!qtk_blob_find(in, o.carry[i]) && qtk_hf_load_side_file(in, o.carry[i], &err)) {
+			qtk_close(in);
+			if (err.code == QTK_E_USAGE)
+				return cli_usage_error("--carry %s: no such side file in '%s'", o.carry[i], o.input);
+			return cli_fail(&err);
+		}
 	if (qtk_scheme_unexplained(in, &err)) { /* packed parts are never written as weights */
 		qtk_close(in);
 		return cli_fail(&err);

@@ -1,6 +1,7 @@
 /* plan.c - qconvert's plan: what each tensor becomes, and the output's metadata. */
 #include "cli.h"
 #include "convert.h"
+#include <cJSON.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -157,6 +158,100 @@ static int apply_set(qtk_model *d, const char *kv, qtk_err *err)
 	return rc;
 }
 
+/* The module file an auto_map entry names ("modeling_x.XModel" -> "modeling_x.py"), or NULL
+ * when it names code of another repository ("org/repo--modeling_x.XModel"), or no module. */
+static char *auto_map_file(const char *v)
+{
+	const char *dot = strrchr(v, '.');
+	if (!dot || dot == v || strstr(v, "--") || strchr(v, '/'))
+		return NULL;
+	size_t n = (size_t)(dot - v);
+	char *f = qtk_malloc(n + 4);
+	if (f) {
+		memcpy(f, v, n);
+		memcpy(f + n, ".py", 4);
+	}
+	return f;
+}
+
+/* Is every module file config.json's auto_map names carried (a side file of the input that
+ * wo allows)? Sets *why to the first that is not (caller frees). */
+static bool auto_map_carried(const qtk_model *in, const qtk_write_opts *wo, const cJSON *am, char **why)
+{
+	const cJSON *e;
+	cJSON_ArrayForEach(e, am)
+	{
+		const cJSON *v = e;
+		const cJSON *items = cJSON_IsArray(e) ? e : NULL;
+		for (int k = 0; items ? k < cJSON_GetArraySize(items) : k < 1; k++) {
+			if (items)
+				v = cJSON_GetArrayItem(items, k);
+			if (cJSON_IsNull(v))
+				continue;
+			char *f = cJSON_IsString(v) ? auto_map_file(v->valuestring) : NULL;
+			if (!f || !qtk_blob_find(in, f) || !qtk_side_file_allowed(f, wo)) {
+				*why = f ? f : qtk_strdup(cJSON_IsString(v) ? v->valuestring : e->string ? e->string : "?");
+				return false;
+			}
+			qtk_free(f);
+		}
+	}
+	return true;
+}
+
+/* config.json for the output: its auto_map (code run by trust_remote_code) is kept only when the
+ * module files it names are carried too; else dropped, with a warning. */
+static int carry_config(const qtk_model *in, const qtk_write_opts *wo, qtk_model *d, const qtk_blob *b, qtk_err *err)
+{
+	cJSON *cfg = cJSON_ParseWithLength((const char *)b->data, b->len);
+	cJSON *am = cJSON_IsObject(cfg) ? cJSON_GetObjectItemCaseSensitive(cfg, "auto_map") : NULL;
+	char *why = NULL;
+	int rc = 0;
+	if (!am || auto_map_carried(in, wo, am, &why)) {
+		if (am)
+			cli_note("config.json: auto_map kept: the code it names is carried (--carry)");
+		rc = qtk_model_add_blob(d, b->name, b->data, b->len);
+	} else {
+		cli_warn("%s: config.json: auto_map dropped: it names %s, which is not carried (trust_remote_code would run "
+			 "it; --carry NAME.py carries a module file)", in->path, why ? why : "code");
+		cJSON_DeleteItemFromObjectCaseSensitive(cfg, "auto_map");
+		char *txt = cJSON_Print(cfg);
+		rc = txt ? qtk_model_add_blob(d, b->name, txt, strlen(txt)) : QTK_E_IO;
+		cJSON_free(txt);
+	}
+	qtk_free(why);
+	cJSON_Delete(cfg);
+	return rc ? qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory") : 0;
+}
+
+/* The side files carried: the known ones and those asked for with --carry (reported); the
+ * others (code, pickles, any unknown name) are left out with a warning. */
+static int carry_side_files(const qtk_model *in, const conv_opts *o, qtk_model *d, qtk_err *err)
+{
+	qtk_write_opts wo = {0};
+	wo.carry = o->carry;
+	wo.ncarry = o->ncarry;
+	for (size_t i = 0; i < in->nblobs; i++) {
+		const qtk_blob *b = &in->blobs[i];
+		bool cfg = !strcmp(b->name, "config.json");
+		if (!qtk_side_file_allowed(b->name, &wo)) {
+			cli_warn("%s: side file '%s' not carried: %s (--carry %s carries it)", in->path, b->name,
+				 qtk_side_file_executable(b->name) ? "code or a pickle, which runs when a model is loaded"
+								   : "not a known side file",
+				 b->name);
+			continue;
+		}
+		if (!qtk_side_file_known(b->name))
+			cli_note("carrying side file '%s' (asked for with --carry)%s", b->name,
+				 qtk_side_file_executable(b->name) ? ": code or a pickle, which runs when a model is loaded"
+								   : "");
+		int rc = cfg ? carry_config(in, &wo, d, b, err) : qtk_model_add_blob(d, b->name, b->data, b->len);
+		if (rc)
+			return cfg ? rc : qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");
+	}
+	return 0;
+}
+
 /* The output's metadata: the source's, fitted to the output container. */
 int conv_build_meta(qtk_model *in, const conv_opts *o, qtk_model *d, qtk_err *err)
 {
@@ -179,10 +274,9 @@ int conv_build_meta(qtk_model *in, const conv_opts *o, qtk_model *d, qtk_err *er
 	if (dropped)
 		cli_verbose("%s: %zu typed metadata values (numbers, arrays) have no place in %s and are left out", in->path,
 			    dropped, o->output);
-	if (o->out_kind == QTK_OUT_HF || o->out_kind == QTK_OUT_ARCHIVE || o->out_kind == QTK_OUT_QPK)
-		for (size_t i = 0; i < in->nblobs; i++)
-			if (qtk_model_add_blob(d, in->blobs[i].name, in->blobs[i].data, in->blobs[i].len))
-				return qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");
+	if ((o->out_kind == QTK_OUT_HF || o->out_kind == QTK_OUT_ARCHIVE || o->out_kind == QTK_OUT_QPK) &&
+	    carry_side_files(in, o, d, err))
+		return err->code;
 	if (o->target.kind == TGT_MLX && qtk_model_set_kv_str(d, "format", "mlx")) /* as mlx-lm's files say */
 		return qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");
 	if (o->out_kind == QTK_OUT_GGUF && o->target.kind != TGT_KEEP && o->target.ftype >= 0) {
@@ -207,6 +301,21 @@ int conv_build_meta(qtk_model *in, const conv_opts *o, qtk_model *d, qtk_err *er
 		int rc = apply_set(d, o->sets[i], err);
 		if (rc)
 			return rc;
+	}
+	/* a GGUF qtk would refuse to read is never written: a --set key that breaks the reader's
+	 * rules is a usage error (the writer checks the same again for everything else) */
+	if (o->nsets && o->out_kind == QTK_OUT_GGUF && qtk_gguf_check_meta(d, o->output, err)) {
+		for (int i = 0; i < o->nsets; i++) {
+			size_t kl = (size_t)(strchr(o->sets[i], '=') - o->sets[i]);
+			if (strlen(err->subject) == kl && !strncmp(err->subject, o->sets[i], kl)) {
+				err->code = QTK_E_USAGE;
+				char msg[sizeof err->msg + 8];
+				snprintf(msg, sizeof msg, "--set: %s", err->msg);
+				snprintf(err->msg, sizeof err->msg, "%.*s", (int)sizeof err->msg - 1, msg);
+				break;
+			}
+		}
+		return err->code;
 	}
 	return 0;
 }

@@ -469,6 +469,8 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 	wo.outs = &res->outs;
 	wo.split_max_size = o->split_max_size;
 	wo.force = o->force;
+	wo.carry = o->carry;
+	wo.ncarry = o->ncarry;
 	int threads = o->threads > 0 ? o->threads : qtk_cpu_count();
 	/* every output carries a record; an explicit --set qtk.provenance=... is the user's choice */
 	bool with_prov = !measure;

@@ -92,6 +92,7 @@ static void bw_rmtmp(bw *b)
 		closedir(d);
 	}
 	rmdir(b->tmpdir);
+	qtk_cleanup_unregister(b->tmpdir);
 	qtk_free(b->tmpdir);
 	b->tmpdir = NULL;
 }
@@ -145,6 +146,7 @@ static int bw_begin(qtk_writer *w)
 		b->tmpdir = NULL;
 		return rc;
 	}
+	qtk_cleanup_register_dir(b->tmpdir); /* a signal removes it with what the inner writer left */
 	char *ip = qtk_path_join(b->tmpdir, b->gguf ? "model.gguf" : "");
 	if (!ip)
 		return bw_oom(w);
@@ -240,6 +242,10 @@ static int bw_list(qtk_writer *w, bw *b)
 		const char *nm = d->blobs[i].name;
 		if (nm[0] == '.' || strchr(nm, '/') || strchr(nm, '\\') || !strcmp(nm, "model.gguf"))
 			continue;
+		if (!qtk_side_file_allowed(nm, &w->opts)) {
+			rc = qtk_err_set(w->err, QTK_E_USAGE, w->path, -1, nm, "not a known side file and not asked for: not carried");
+			break;
+		}
 		rc = bw_add_data(w, b, nm, (const char *)d->blobs[i].data, d->blobs[i].len);
 		prov |= !strcmp(nm, "qtk-provenance.json");
 	}

@@ -210,7 +210,7 @@ static const key_rule key_rules[] = {
 	{"tokenizer.chat_template", QTK_V_STR, 0},
 };
 
-static int check_key_type(gp *g, uint64_t at, const char *key, const qtk_value *v)
+static int check_key_type(qtk_err *err, const char *path, uint64_t at, const char *key, const qtk_value *v)
 {
 	for (size_t i = 0; i < sizeof key_rules / sizeof *key_rules; i++) {
 		const key_rule *r = &key_rules[i];
@@ -228,7 +228,7 @@ static int check_key_type(gp *g, uint64_t at, const char *key, const qtk_value *
 				snprintf(want, sizeof want, "an array of %s", qtk_value_type_name((unsigned)r->elem));
 			else
 				snprintf(want, sizeof want, "%s", qtk_value_type_name((unsigned)r->type));
-			return qtk_err_set(g->c.err, QTK_E_DATA, g->path, (int64_t)at, key,
+			return qtk_err_set(err, QTK_E_DATA, path, (int64_t)at, key,
 					   "wrong type %s%s%s, expected %s", qtk_value_type_name(v->type),
 					   v->type == QTK_V_ARR ? " of " : "",
 					   v->type == QTK_V_ARR ? qtk_value_type_name(v->elem) : "", want);
@@ -250,15 +250,14 @@ static bool gguf_int(const qtk_value *v, int64_t *x)
 }
 
 /* Cross-key checks after all KVs are read (C.2 rows 28, 30, 31). */
-static int check_kvs(gp *g, uint64_t kv_start)
+static int check_kvs(const qtk_model *m, qtk_err *err, const char *path, uint64_t kv_start)
 {
-	qtk_model *m = g->m;
 	for (size_t i = 0; i < m->nkv; i++) {
 		const qtk_kv *kv = &m->kv[i];
 		int64_t x;
 		if (qtk_str_ends(kv->key, ".block_count") && gguf_int(&kv->val, &x) &&
 		    (x < 0 || x > GGUF_MAX_BLOCKS))
-			return qtk_err_set(g->c.err, QTK_E_DATA, g->path, (int64_t)kv_start, kv->key,
+			return qtk_err_set(err, QTK_E_DATA, path, (int64_t)kv_start, kv->key,
 					   "block count %lld out of range (0..%u)", (long long)x, GGUF_MAX_BLOCKS);
 	}
 	const qtk_kv *tok = qtk_kv_find(m, "tokenizer.ggml.tokens");
@@ -267,7 +266,7 @@ static int check_kvs(gp *g, uint64_t kv_start)
 	for (size_t i = 0; i < 2; i++) {
 		const qtk_kv *p = qtk_kv_find(m, parallel[i]);
 		if (p && (!tok || p->val.n != nvocab))
-			return qtk_err_set(g->c.err, QTK_E_DATA, g->path, (int64_t)kv_start, parallel[i],
+			return qtk_err_set(err, QTK_E_DATA, path, (int64_t)kv_start, parallel[i],
 					   "has %llu entries but tokenizer.ggml.tokens has %llu",
 					   (unsigned long long)p->val.n, (unsigned long long)nvocab);
 	}
@@ -278,7 +277,7 @@ static int check_kvs(gp *g, uint64_t kv_start)
 		const qtk_kv *p = qtk_kv_find(m, ids[i]);
 		int64_t x;
 		if (p && gguf_int(&p->val, &x) && (x < -1 || (x >= 0 && (uint64_t)x >= nvocab)))
-			return qtk_err_set(g->c.err, QTK_E_DATA, g->path, (int64_t)kv_start, ids[i],
+			return qtk_err_set(err, QTK_E_DATA, path, (int64_t)kv_start, ids[i],
 					   "token id %lld out of range (vocab has %llu tokens)", (long long)x,
 					   (unsigned long long)nvocab);
 	}
@@ -299,11 +298,21 @@ static int check_kvs(gp *g, uint64_t kv_start)
 			if (!ok) {
 				char subj[64];
 				snprintf(subj, sizeof subj, "tokenizer.ggml.tokens[%llu]", (unsigned long long)i);
-				return qtk_err_set(g->c.err, QTK_E_DATA, g->path, (int64_t)kv_start, subj,
+				return qtk_err_set(err, QTK_E_DATA, path, (int64_t)kv_start, subj,
 						   "malformed byte token (expected <0xHH>)");
 			}
 		}
 	}
+	return 0;
+}
+
+static int check_alignment(qtk_err *err, const char *path, uint64_t at, const qtk_value *v)
+{
+	uint64_t a = v->v.u;
+	if (a < 8 || a > QTK_CAP_ALIGN || (a & (a - 1)))
+		return qtk_err_set(err, QTK_E_DATA, path, (int64_t)at, "general.alignment",
+				   "alignment %llu is not a power of two between 8 and %u", (unsigned long long)a,
+				   QTK_CAP_ALIGN);
 	return 0;
 }
 
@@ -325,7 +334,7 @@ static int read_kvs(gp *g, uint64_t n_kv, bool keep, qtk_strset *seen)
 		memset(&v, 0, sizeof v);
 		rc = read_value(g, &v, key.s);
 		if (!rc)
-			rc = check_key_type(g, at, key.s, &v);
+			rc = check_key_type(g->c.err, g->path, at, key.s, &v);
 		if (rc) {
 			qtk_value_free(&v);
 			qtk_free(key.s);
@@ -339,15 +348,12 @@ static int read_kvs(gp *g, uint64_t n_kv, bool keep, qtk_strset *seen)
 		else if (strcmp(key.s, "split.tensors.count") == 0 && gguf_int(&v, &x))
 			g->split_tensors = x;
 		if (strcmp(key.s, "general.alignment") == 0) {
-			uint64_t a = v.v.u;
-			if (a < 8 || a > QTK_CAP_ALIGN || (a & (a - 1))) {
+			if ((rc = check_alignment(g->c.err, g->path, at, &v))) {
 				qtk_value_free(&v);
 				qtk_free(key.s);
-				return qtk_err_set(g->c.err, QTK_E_DATA, g->path, (int64_t)at, "general.alignment",
-						   "alignment %llu is not a power of two between 8 and %u",
-						   (unsigned long long)a, QTK_CAP_ALIGN);
+				return rc;
 			}
-			g->alignment = (uint32_t)a;
+			g->alignment = (uint32_t)v.v.u;
 		}
 		bool is_split = strncmp(key.s, "split.", 6) == 0;
 		if (!keep || is_split) {
@@ -368,7 +374,7 @@ static int read_kvs(gp *g, uint64_t n_kv, bool keep, qtk_strset *seen)
 		if (rc == 0)
 			return qtk_err_set(g->c.err, QTK_E_DATA, g->path, (int64_t)at, kv->key, "duplicate key");
 	}
-	return keep ? check_kvs(g, kv_start) : 0;
+	return keep ? check_kvs(g->m, g->c.err, g->path, kv_start) : 0;
 }
 
 typedef struct tinfo {
@@ -796,6 +802,35 @@ static int gguf_w_patch(qtk_writer *w, int (*fn)(void *ctx, uint8_t *buf, size_t
 	return qtk_ofile_patch(&s->f[0], 0, s->head_len, fn, ctx);
 }
 
+/* What the writer is about to write, checked with the reader's own rules (keys, the types of
+ * well-known keys, alignment, block counts, token ids and vocabulary arrays, counts), so that
+ * no GGUF qtk writes is one qtk refuses to read. split.* keys are the writer's own. */
+int qtk_gguf_check_meta(const qtk_model *d, const char *path, qtk_err *err)
+{
+	if (d->nkv + 3 > QTK_CAP_KV)
+		return qtk_err_set(err, QTK_E_DATA, path, -1, NULL, "%zu metadata keys: readers accept at most %u", d->nkv,
+				   (unsigned)QTK_CAP_KV - 3);
+	if (d->ntensors > QTK_CAP_TENSORS)
+		return qtk_err_set(err, QTK_E_DATA, path, -1, NULL, "%zu tensors: readers accept at most %llu", d->ntensors,
+				   (unsigned long long)QTK_CAP_TENSORS);
+	for (size_t i = 0; i < d->nkv; i++) {
+		const qtk_kv *kv = &d->kv[i];
+		qtk_str k = {strlen(kv->key), kv->key};
+		int rc;
+		if (!key_ok(&k) || k.len > QTK_CAP_KEY)
+			return qtk_err_set(err, QTK_E_DATA, path, -1, kv->key,
+					   "a GGUF key is printable ASCII without spaces, 1 to %u bytes", (unsigned)QTK_CAP_KEY);
+		if (!strncmp(kv->key, "split.", 6))
+			return qtk_err_set(err, QTK_E_DATA, path, -1, kv->key,
+					   "split.* keys are written by the writer for a split set (--split-max-size)");
+		if ((rc = check_key_type(err, path, (uint64_t)-1, kv->key, &kv->val)))
+			return rc;
+		if (!strcmp(kv->key, "general.alignment") && (rc = check_alignment(err, path, (uint64_t)-1, &kv->val)))
+			return rc;
+	}
+	return check_kvs(d, err, path, (uint64_t)-1);
+}
+
 /* Cut the tensors into shards of at most max bytes of data (at least one tensor each). */
 static int plan_shards(qtk_writer *w, gw *s)
 {
@@ -817,8 +852,10 @@ static int plan_shards(qtk_writer *w, gw *s)
 	}
 	s->nshards = n + 1;
 	s->first[s->nshards] = d->ntensors;
-	if (s->nshards > 99999)
-		return qtk_err_set(w->err, QTK_E_USAGE, w->path, -1, NULL, "--split-max-size gives more than 99999 shards");
+	if (s->nshards > QTK_CAP_FILES)
+		return qtk_err_set(w->err, QTK_E_USAGE, w->path, -1, NULL,
+				   "--split-max-size gives %u shards: readers accept at most %u (a larger size gives fewer)",
+				   s->nshards, QTK_CAP_FILES);
 	return 0;
 }
 
@@ -833,7 +870,9 @@ static int gguf_w_begin(qtk_writer *w)
 	const qtk_kv *al = qtk_kv_find(d, "general.alignment");
 	if (al && al->val.type == QTK_V_U32)
 		s->align = (uint32_t)al->val.v.u;
-	int rc = plan_shards(w, s); /* what GGUF cannot store was refused by gguf_can_store */
+	int rc = qtk_gguf_check_meta(d, w->path, w->err);
+	if (!rc)
+		rc = plan_shards(w, s); /* what GGUF cannot store was refused by gguf_can_store */
 	if (rc)
 		return rc;
 	s->f = qtk_calloc(s->nshards, sizeof *s->f);

@@ -34,6 +34,52 @@ static bool is_pickle_name(const char *n)
 	       qtk_str_ends(n, ".pkl") || qtk_str_ends(n, ".pickle");
 }
 
+/* The allow-list governs every path that carries side files: this reader reads only these, and
+ * every writer (HF directory, QPK, bundle) writes only these and the names its caller asked for. */
+bool qtk_side_file_known(const char *name)
+{
+	for (size_t i = 0; i < sizeof side_files / sizeof *side_files; i++)
+		if (!strcmp(name, side_files[i]))
+			return true;
+	return false;
+}
+
+bool qtk_side_file_executable(const char *name) { return qtk_str_ends(name, ".py") || is_pickle_name(name); }
+
+bool qtk_side_file_allowed(const char *name, const qtk_write_opts *o)
+{
+	if (qtk_side_file_known(name))
+		return true;
+	for (size_t i = 0; o && i < o->ncarry; i++)
+		if (!strcmp(o->carry[i], name))
+			return true;
+	return false;
+}
+
+int qtk_hf_load_side_file(qtk_model *m, const char *name, qtk_err *err)
+{
+	if (!name[0] || name[0] == '.' || strchr(name, '/') || strchr(name, '\\') || qtk_str_ends(name, ".safetensors"))
+		return qtk_err_set(err, QTK_E_USAGE, NULL, -1, name, "not a side file name");
+	if (strcmp(qtk_model_format(m), "hf") || !qtk_is_dir(m->path))
+		return qtk_err_set(err, QTK_E_USAGE, m->path, -1, name, "no such side file in the input");
+	char *p = qtk_path_join(m->path, name);
+	if (!p)
+		return qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");
+	int rc = 0;
+	if (!qtk_path_exists(p) || qtk_is_dir(p)) {
+		rc = qtk_err_set(err, QTK_E_USAGE, m->path, -1, name, "no such side file in the input");
+	} else {
+		uint8_t *b = NULL;
+		size_t n = 0;
+		rc = qtk_slurp(p, QTK_CAP_BLOB, &b, &n, err);
+		if (!rc && qtk_model_add_blob(m, name, b, n))
+			rc = qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");
+		qtk_free(b);
+	}
+	qtk_free(p);
+	return rc;
+}
+
 typedef struct dir_scan {
 	bool single, index, pickle;
 	size_t nst;      /* other *.safetensors files */
@@ -290,6 +336,11 @@ static int prepare_blobs(qtk_writer *w, hf_w *h)
 		if (!plain_file_name(b->name)) {
 			rc = qtk_err_set(w->err, QTK_E_DATA, w->path, -1, NULL, "side file name '%.200s' is not a plain file name",
 					 b->name);
+			break;
+		}
+		if (!qtk_side_file_allowed(b->name, &w->opts)) {
+			rc = qtk_err_set(w->err, QTK_E_USAGE, w->path, -1, b->name,
+					 "not a known side file and not asked for: not carried");
 			break;
 		}
 		bool qfile = strcmp(b->name, "quantize_config.json") == 0 || strcmp(b->name, "quant_config.json") == 0 ||

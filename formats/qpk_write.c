@@ -156,6 +156,9 @@ static int build_meta(qtk_writer *w, qtk_buf *b)
 		for (size_t k = 0; k < i; k++)
 			if (strcmp(d->blobs[k].name, bl->name) == 0)
 				return qtk_err_set(w->err, QTK_E_DATA, w->path, -1, bl->name, "duplicate side file");
+		if (!qtk_side_file_allowed(bl->name, &w->opts))
+			return qtk_err_set(w->err, QTK_E_USAGE, w->path, -1, bl->name,
+					   "not a known side file and not asked for: not carried");
 		bstr(b, bl->name, strlen(bl->name));
 		bstr(b, bl->data, bl->len);
 	}

@@ -199,11 +199,12 @@ static int report_diff_pair(qtk_model *mo, qtk_model *mf, FILE *out, const insp_
 	const qtk_family *fam_f = qtk_family_of_model(mf), *fam_o = qtk_family_of_model(mo);
 	size_t w = 24, wmax = o->width > 96 ? (size_t)o->width - 80 : o->width ? 16 : 48;
 	for (size_t i = 0; i < mf->ntensors; i++)
-		if (strlen(mf->tensors[i].name) > w)
-			w = strlen(mf->tensors[i].name);
+		if (qtk_text_len(mf->tensors[i].name, strlen(mf->tensors[i].name), 0) > w) /* as shown */
+			w = qtk_text_len(mf->tensors[i].name, strlen(mf->tensors[i].name), 0);
 	if (w > wmax)
 		w = wmax;
-	TXT( "%s against %s (the reference)\n\n", mf->path, mo->path);
+	char pf[2048], po[2048];
+	TXT( "%s against %s (the reference)\n\n", insp_safe(mf->path, pf, sizeof pf), insp_safe(mo->path, po, sizeof po));
 	TXT( "%-*s  %-12s %-12s %11s %11s %9s %10s\n", (int)w, "tensor", "layout", "reference", "rmse", "max_abs",
 		"sqnr_db", "cosine");
 	size_t matched = 0, by_name = 0, permuted = 0, unmatched_f = 0, exact = 0;
@@ -299,7 +300,7 @@ static int report_diff_pair(qtk_model *mo, qtk_model *mf, FILE *out, const insp_
 	if (worst_name)
 		TXT( "worst: %s at %.2f dB SQNR\n", insp_safe(worst_name, sb, sizeof sb), worst);
 	if (unmatched_f) {
-		TXT( "only in %s:", mf->path);
+		TXT( "only in %s:", insp_safe(mf->path, pf, sizeof pf));
 		for (size_t i = 0, shown = 0; i < mf->ntensors; i++)
 			if (!got[i] && shown++ < 50)
 				TXT( " %s", insp_safe(mf->tensors[i].name, sb, sizeof sb));
@@ -331,7 +332,7 @@ static int report_diff_pair(qtk_model *mo, qtk_model *mf, FILE *out, const insp_
 	for (size_t j = 0; j < mo->ntensors; j++)
 		only_o += !used[j];
 	if (only_o) {
-		TXT( "only in %s:", mo->path);
+		TXT( "only in %s:", insp_safe(mo->path, po, sizeof po));
 		for (size_t j = 0, shown = 0; j < mo->ntensors; j++)
 			if (!used[j] && shown++ < 50)
 				TXT( " %s", insp_safe(mo->tensors[j].name, sb, sizeof sb));

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <openssl/evp.h>
 #include <pthread.h>
@@ -389,15 +390,20 @@ int qtk_cur_skip(qtk_cur *c, uint64_t n, const char *field)
 
 #define MAX_TMP 1024
 static char *volatile tmp_paths[MAX_TMP];
+static volatile bool tmp_tree[MAX_TMP]; /* a directory whose entries are all ours */
 
-void qtk_cleanup_register(const char *p)
+static void cleanup_add(const char *p, bool tree)
 {
 	for (int i = 0; i < MAX_TMP; i++)
 		if (!tmp_paths[i]) {
+			tmp_tree[i] = tree;
 			tmp_paths[i] = (char *)p;
 			return;
 		}
 }
+
+void qtk_cleanup_register(const char *p) { cleanup_add(p, false); }
+void qtk_cleanup_register_dir(const char *p) { cleanup_add(p, true); }
 
 void qtk_cleanup_unregister(const char *p)
 {
@@ -406,12 +412,123 @@ void qtk_cleanup_unregister(const char *p)
 			tmp_paths[i] = NULL;
 }
 
+/* Unlink the entries of directory p (one level), with system calls only (async-signal-safe). */
+static void empty_dir(const char *p)
+{
+#ifdef SYS_getdents64
+	int fd = open(p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	char buf[4096] __attribute__((aligned(8)));
+	for (int round = 0; round < 64; round++) {
+		long n = syscall(SYS_getdents64, fd, buf, sizeof buf);
+		if (n <= 0)
+			break;
+		for (long at = 0; at < n;) {
+			/* struct linux_dirent64: u64 ino, s64 off, u16 reclen, u8 type, char name[] */
+			unsigned short reclen;
+			memcpy(&reclen, buf + at + 16, sizeof reclen);
+			const char *name = buf + at + 19;
+			if (!reclen)
+				break;
+			if (strcmp(name, ".") && strcmp(name, ".."))
+				(void)unlinkat(fd, name, 0);
+			at += reclen;
+		}
+	}
+	close(fd);
+#else
+	DIR *d = opendir(p); /* not strictly async-signal-safe: the best this system offers */
+	if (!d)
+		return;
+	struct dirent *e;
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			(void)unlinkat(dirfd(d), e->d_name, 0);
+	closedir(d);
+#endif
+}
+
 void qtk_cleanup_run(void)
 {
 	/* newest first: files before the directories that hold them */
-	for (int i = MAX_TMP - 1; i >= 0; i--)
-		if (tmp_paths[i] && unlink(tmp_paths[i]) != 0)
-			(void)rmdir(tmp_paths[i]);
+	for (int i = MAX_TMP - 1; i >= 0; i--) {
+		const char *p = tmp_paths[i];
+		if (!p)
+			continue;
+		if (tmp_tree[i])
+			empty_dir(p);
+		if (unlink(p) != 0)
+			(void)rmdir(p);
+	}
+}
+
+/* ---- inputs no output may replace ------------------------------------------- */
+
+static struct prot {
+	dev_t dev;
+	ino_t ino;
+	char *path;
+} *prot;
+static size_t nprot, cap_prot;
+static pthread_mutex_t prot_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int qtk_protect_input(const char *path)
+{
+	struct stat st;
+	if (!path || stat(path, &st) != 0)
+		return 0;
+	pthread_mutex_lock(&prot_lock);
+	int rc = 0;
+	for (size_t i = 0; i < nprot; i++)
+		if (prot[i].dev == st.st_dev && prot[i].ino == st.st_ino)
+			goto out;
+	if (nprot == cap_prot) {
+		size_t nc = cap_prot ? 2 * cap_prot : 16;
+		struct prot *np = qtk_realloc(prot, nc * sizeof *np);
+		if (!np) {
+			rc = QTK_E_IO;
+			goto out;
+		}
+		prot = np;
+		cap_prot = nc;
+	}
+	prot[nprot].path = qtk_strdup(path);
+	if (!prot[nprot].path) {
+		rc = QTK_E_IO;
+		goto out;
+	}
+	prot[nprot].dev = st.st_dev;
+	prot[nprot].ino = st.st_ino;
+	nprot++;
+out:
+	pthread_mutex_unlock(&prot_lock);
+	return rc;
+}
+
+const char *qtk_protected_input(const char *path)
+{
+	struct stat st;
+	if (!path || stat(path, &st) != 0)
+		return NULL;
+	const char *hit = NULL;
+	pthread_mutex_lock(&prot_lock);
+	for (size_t i = 0; i < nprot && !hit; i++)
+		if (prot[i].dev == st.st_dev && prot[i].ino == st.st_ino)
+			hit = prot[i].path;
+	pthread_mutex_unlock(&prot_lock);
+	return hit;
+}
+
+void qtk_protect_clear(void)
+{
+	pthread_mutex_lock(&prot_lock);
+	for (size_t i = 0; i < nprot; i++)
+		qtk_free(prot[i].path);
+	qtk_free(prot);
+	prot = NULL;
+	nprot = cap_prot = 0;
+	pthread_mutex_unlock(&prot_lock);
 }
 
 /* ---- atomic output ------------------------------------------------------ */
@@ -423,6 +540,9 @@ int qtk_ofile_open(qtk_ofile *f, const char *path, qtk_err *err)
 	memset(f, 0, sizeof *f);
 	f->fd = -1;
 	f->err = err;
+	const char *in = qtk_protected_input(path);
+	if (in)
+		return qtk_err_set(err, QTK_E_USAGE, path, -1, NULL, "this output would replace the input %s", in);
 	char *dir = qtk_path_dir(path);
 	const char *base = qtk_path_base(path);
 	size_t n = (dir ? strlen(dir) : 0) + strlen(base) + 32;

@@ -323,7 +323,30 @@ typedef struct qtk_write_opts {
 	bool patch_pending;
 	/* a directory OUTPUT (replaced as a whole) may hold files qtk did not write: they go too */
 	bool force;
+	/* side files outside the known list (qtk_side_file_known) that the caller asked to carry
+	 * by name (qconvert --carry); every writer refuses any other unknown side file */
+	const char *const *carry;
+	size_t ncarry;
 } qtk_write_opts;
+
+/* The metadata a GGUF writer is about to write (d's keys and counts), checked with the GGUF
+ * reader's own rules: key syntax, split.* reserved to the writer, the types of well-known keys,
+ * general.alignment a power of two, block counts, token ids below the vocabulary size, the
+ * vocabulary arrays' lengths. QTK_E_DATA naming the key; the GGUF writer runs it first. */
+int qtk_gguf_check_meta(const qtk_model *d, const char *path, qtk_err *err);
+
+/* Side files. A model's side files are carried into outputs that hold them (HF directories,
+ * QPK, bundles) only when their name is on the known list (config.json, tokenizer files, ...:
+ * the names the HF directory reader reads), or when the caller names them (qtk_write_opts.carry).
+ * Code (*.py) and pickles (*.bin, *.pt, *.pth, *.pkl, *.pickle, *.ckpt) are never on the list. */
+bool qtk_side_file_known(const char *name);
+/* Python code or a pickle: what runs when a model is loaded. */
+bool qtk_side_file_executable(const char *name);
+/* Known, or in o's carry list. */
+bool qtk_side_file_allowed(const char *name, const qtk_write_opts *o);
+/* Add the file `name` of HF directory m (opened by the hf reader) to m's blobs: a plain file
+ * name, read with the side-file cap. QTK_E_USAGE when m is not a directory or the file is absent. */
+int qtk_hf_load_side_file(qtk_model *m, const char *name, qtk_err *err);
 
 /* Kind of output: the public handle of a writing container. Each value belongs to one
  * container descriptor (src/container.c), which holds its path forms, name and capability. */

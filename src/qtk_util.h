@@ -107,9 +107,19 @@ int qtk_ofile_sync(qtk_ofile *f);
 int qtk_ofile_commit(qtk_ofile *f);
 /* Close and unlink the temporary. Safe on a zeroed or committed ofile. */
 void qtk_ofile_abort(qtk_ofile *f);
+/* Inputs no output may replace: qtk_protect_input records the file's identity (st_dev, st_ino;
+ * a path that does not exist is ignored); qtk_ofile_open then refuses, with QTK_E_USAGE naming
+ * both paths, an output that resolves to any of them. qtk_protected_input: the recorded path
+ * of the input that path resolves to, or NULL. qtk_protect_clear forgets them all. */
+int qtk_protect_input(const char *path);
+const char *qtk_protected_input(const char *path);
+void qtk_protect_clear(void);
 /* Register a temporary path to unlink from a signal handler (async-safe list). */
 void qtk_cleanup_register(const char *tmp_path);
 void qtk_cleanup_unregister(const char *tmp_path);
+/* Register a temporary directory whose every entry is ours: on a signal its files (one level)
+ * are unlinked, then the directory removed. Unregister with qtk_cleanup_unregister. */
+void qtk_cleanup_register_dir(const char *tmp_dir);
 /* Unlink all registered temporaries (async-signal-safe). */
 void qtk_cleanup_run(void);
 

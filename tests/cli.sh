@@ -215,12 +215,74 @@ run "hf -> one file" 0 "$BIN/qconvert" -q "$H" "$T/one2.safetensors"
 if same_tail "$T/unshard.safetensors" "$T/one2.safetensors" 3672576; then ok; else bad "re-sharding changed the tensors"; fi
 run "bad split size" 2 "$BIN/qconvert" "$G" "$T/x.gguf" --split-max-size 12Q
 
+# --- no output may replace an input: exit 2 naming both, the input untouched, nothing written
+cp "$G" "$T/self.gguf"; ln -s "$T/self.gguf" "$T/self-link.gguf"
+s0=$(sha256sum <"$T/self.gguf")
+run "output is the input" 2 "$BIN/qconvert" "$T/self.gguf" "$T/self.gguf" --to q8_0
+err_has "output is the input" "the output '$T/self.gguf' is the input '$T/self.gguf'"
+run "output is a link to the input" 2 "$BIN/qconvert" "$T/self.gguf" "$T/self-link.gguf" --to q8_0
+run "--report is the input" 2 "$BIN/qconvert" "$T/self.gguf" "$T/self-out.gguf" --report "$T/self.gguf"
+err_has "--report is the input" "the report '$T/self.gguf' is the input"; no_file "--report is the input" "$T/self-out.gguf"
+run "--report is the output" 2 "$BIN/qconvert" "$T/self.gguf" "$T/self-out.gguf" --report "$T/self-out.gguf"
+if [ "$(sha256sum <"$T/self.gguf")" = "$s0" ]; then ok; else bad "an input was changed"; fi
+s1=$(cat "$T"/sp-0000?-of-00003.gguf | sha256sum)
+run "output is a shard of the input's set" 2 "$BIN/qconvert" "$T/sp-00002-of-00003.gguf" "$T/sp-00001-of-00003.gguf" --to q8_0
+err_has "output is a shard of the input's set" "is the input '$T/sp-00001-of-00003.gguf'"
+run "split output over the input's set" 2 "$BIN/qconvert" "$T/sp-00002-of-00003.gguf" "$T/sp.gguf" --split-max-size 2M
+err_has "split output over the input's set" "would be split into shards named like the input"
+run "--report is a shard of the input's set" 2 "$BIN/qconvert" "$T/sp-00001-of-00003.gguf" "$T/x.gguf" --report "$T/sp-00003-of-00003.gguf"
+if [ "$(cat "$T"/sp-0000?-of-00003.gguf | sha256sum)" = "$s1" ]; then ok; else bad "the split set was changed"; fi
+mkdir -p "$T/selfdir" && cp "$H"/* "$T/selfdir/"
+run "HF output is the input directory" 2 "$BIN/qconvert" "$T/selfdir" "$T/selfdir/" --to f16
+err_has "HF output is the input directory" "the output directory '$T/selfdir/' holds the input"
+run "HF output holds the input" 2 "$BIN/qconvert" "$T/selfdir/model.safetensors" "$T/" --to f16
+run "output is an input file of a directory" 2 "$BIN/qconvert" "$T/selfdir" "$T/selfdir/model.safetensors"
+if cmp -s "$H/model.safetensors" "$T/selfdir/model.safetensors"; then ok; else bad "the input directory was changed"; fi
+
 # --- man pages are clean mdoc
 if command -v mandoc >/dev/null 2>&1; then
 	if mandoc -Tlint -W warning man/*.1 >"$T/lint" 2>&1; then ok; else bad "mandoc -Tlint"; cat "$T/lint"; fi
 else
 	echo "skipped: mandoc absent (man page lint)"
 fi
+
+# --- qconvert writes no GGUF qtk would refuse: --set values that break the reader's rules are exit 2
+for kv in general.alignment=64 split.count=5 tokenizer.ggml.bos_token_id=999999 llama.block_count=100000 \
+	tokenizer.ggml.tokens=abc "$(printf 'ev\033[1mil=1')"; do
+	run "--set ${kv%%=*} refused" 2 "$BIN/qconvert" "$G" "$T/set-bad.gguf" --set "$kv"; no_file "--set ${kv%%=*}" "$T/set-bad.gguf"
+done
+err_has "--set key with ESC" 'ev\\x1b\[1mil: --set: a GGUF key is printable ASCII'
+run "--set a fine key" 0 "$BIN/qconvert" -q "$G" "$T/set-ok.gguf" --set general.name=fine
+run "--set a fine key verifies" 0 "$BIN/qverify" "$T/set-ok.gguf"
+
+# --- side files: only the known ones are carried; code, pickles and other names only with --carry
+mkdir -p "$T/evil" && cp "$H"/* "$T/evil/"
+echo 'import os' >"$T/evil/modeling_evil.py"; echo 'rm -rf ~' >"$T/evil/run.sh"; echo pickle >"$T/evil/pytorch_model.bin"
+sed 's/^{/{"auto_map": {"AutoModelForCausalLM": "modeling_evil.EvilModel"},/' "$H/config.json" >"$T/evil/config.json"
+run "--carry into a QPK" 0 "$BIN/qconvert" "$T/evil" "$T/evil.qpk" --carry modeling_evil.py --carry run.sh --carry pytorch_model.bin
+err_has "--carry reported" "note: carrying side file 'modeling_evil.py' (asked for with --carry): code or a pickle"
+err_has "--carry keeps auto_map" "auto_map kept"
+run "QPK side files not carried" 0 "$BIN/qconvert" "$T/evil.qpk" "$T/evil-hf/"
+err_has "QPK side files not carried" "side file 'modeling_evil.py' not carried: code or a pickle"
+err_has "QPK side files not carried: run.sh" "side file 'run.sh' not carried: not a known side file"
+err_has "auto_map dropped" "config.json: auto_map dropped: it names modeling_evil.py"
+for f in modeling_evil.py run.sh pytorch_model.bin; do no_file "not carried: $f" "$T/evil-hf/$f"; done
+if grep -q auto_map "$T/evil-hf/config.json"; then bad "auto_map left in config.json"; else ok; fi
+for o in tar zip; do
+	run "QPK side files not carried: .$o" 0 "$BIN/qconvert" -q "$T/evil.qpk" "$T/evil.$o"
+	case $o in tar) list="tar -tf" ;; zip) list="unzip -Z1" ;; esac
+	if ! command -v ${list%% *} >/dev/null 2>&1; then echo "skipped: ${list%% *} absent (evil.$o listing)"
+	elif $list "$T/evil.$o" >"$T/list" && grep -q config.json "$T/list" && ! grep -Eq '\.(py|sh|bin)$' "$T/list"; then ok
+	else bad "evil.$o carries code"; cat "$T/list"; fi
+done
+run "HF side files not carried" 0 "$BIN/qconvert" "$T/evil" "$T/evil-hf2/"
+no_file "HF: not carried" "$T/evil-hf2/modeling_evil.py"
+run "--carry from a QPK" 0 "$BIN/qconvert" "$T/evil.qpk" "$T/evil-hf3/" --carry modeling_evil.py
+if [ -f "$T/evil-hf3/modeling_evil.py" ] && grep -q auto_map "$T/evil-hf3/config.json" && [ ! -e "$T/evil-hf3/run.sh" ]; then ok
+else bad "--carry modeling_evil.py from a QPK"; ls "$T/evil-hf3"; fi
+run "--carry absent" 2 "$BIN/qconvert" "$T/evil" "$T/evil2.qpk" --carry nope.py
+err_has "--carry absent" "carry nope.py: no such side file"
+run "--carry a path" 2 "$BIN/qconvert" "$T/evil" "$T/evil2.qpk" --carry ../x.py
 
 # --- untrusted names never reach the terminal raw (one sanitiser, src/text.c)
 # mkst FILE NAME: a safetensors file with one F32 [2, 32] tensor; NAME is JSON string text
@@ -233,13 +295,17 @@ mkst() {
 inert() {
 	for f in "$T/out" "$T/err"; do
 		if [ "$(tr -d '\033\015\007\233' <"$f" | wc -c)" -eq "$(wc -c <"$f")" ]; then ok; else bad "$1: raw control bytes in ${f##*/}"; fi
+		# UTF-8-encoded C1 controls and bidi controls (U+0080-009F, U+200E/F, U+202A-202E, U+2066-2069, U+061C)
+		if LC_ALL=C grep -q "$U8CTL" "$f"; then bad "$1: UTF-8 C1 or bidi control in ${f##*/}"; else ok; fi
 	done
 }
+U8CTL=$(printf '\302[\200-\237]\\|\342\200[\216\217\252-\256]\\|\342\201[\246-\251]\\|\330\234')
 mkst "$T/esc.safetensors" '\u001b[31mRED' 256
 mkst "$T/spoof.safetensors" 'blk.0.x\r\u001b[2Kspoof.gguf: ok\u001b[8m.weight' 256
 mkst "$T/bidi.safetensors" 'a\u202eb\u009bc\u0007.weight' 256
 mkst "$T/md.safetensors" 'a|b`<img src=x>[l](http://e)' 256
 mkst "$T/short.safetensors" '\u001b[31mRED' 512
+mkst "$T/osc.safetensors" 'a\u001b]0;pwned\u0007b\u2066c\u061cd.weight' 256
 for m in "" --summary --markdown --json; do
 	run "escaped name: qinspect $m" 0 "$BIN/qinspect" $m "$T/esc.safetensors"; inert "escaped name: qinspect $m"
 done
@@ -262,6 +328,23 @@ out_has "escaped name: qverify" "tensor 'blk.0.x\\\\r\\\\x1b\[2Kspoof.gguf: ok\\
 run "escaped name: qconvert -v" 0 "$BIN/qconvert" -v --to q4_0 --pure "$T/spoof.safetensors" "$T/spoof.gguf"
 inert "escaped name: qconvert -v"; out_has "escaped name: worst SQNR" 'worst SQNR .* (blk.0.x\\r\\x1b\[2Kspoof.gguf: ok\\x1b\[8m.weight)'
 err_has "escaped name: plan line" '\] blk.0.x\\r\\x1b\[2Kspoof.gguf: ok\\x1b\[8m.weight  \[2, 32\]'
+# every text mode on OSC, UTF-8 C1 and bidi names, and a hostile file name (paths are shown escaped too)
+hp="$T/$(printf 'p\033]0;t\007\342\200\256q\302\233x').safetensors"
+cp "$T/bidi.safetensors" "$hp"
+for x in "$T/osc.safetensors" "$T/bidi.safetensors" "$hp"; do
+	for m in "" --summary --markdown --memory "--diff $T/esc.safetensors"; do
+		run "escaped: qinspect $m ${x##*/}" 0 "$BIN/qinspect" $m "$x"; inert "escaped: qinspect $m ${x##*/}"
+	done
+	run "escaped: qinspect --diff (reference) ${x##*/}" 0 "$BIN/qinspect" --diff "$x" "$T/esc.safetensors"
+	inert "escaped: qinspect --diff (reference) ${x##*/}"
+	run "escaped: qverify ${x##*/}" 0 "$BIN/qverify" -v "$x"; inert "escaped: qverify ${x##*/}"
+	run "escaped: qconvert -v ${x##*/}" 0 "$BIN/qconvert" -v --to q8_0 --pure "$x" "$T/escv.gguf"; inert "escaped: qconvert -v ${x##*/}"
+	run "escaped: --dry-run ${x##*/}" 0 "$BIN/qconvert" --dry-run --to q8_0 --pure "$x" "$T/escd.gguf"; inert "escaped: --dry-run ${x##*/}"
+	"$BIN/qinspect" --json "$x" >"$T/j.json"
+	if python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$T/j.json" 2>/dev/null || ! command -v python3 >/dev/null; then ok
+	else bad "escaped: qinspect --json ${x##*/} is not valid JSON"; fi
+done
+run "escaped: missing hostile path" 4 "$BIN/qinspect" "$hp.nope"; inert "escaped: missing hostile path"
 run "escaped name: qconvert --dry-run" 0 "$BIN/qconvert" --dry-run --to q4_0 --pure "$T/spoof.safetensors" "$T/spoof2.gguf"
 inert "escaped name: qconvert --dry-run"
 run "escaped name: qconvert --exact" 1 "$BIN/qconvert" --exact --to q4_0 --pure "$T/spoof.safetensors" "$T/spoof3.gguf"

@@ -995,6 +995,54 @@ static void test_samples(void)
 	qtk_close(gg);
 }
 
+/* Every writer that carries side files refuses one that is neither known nor asked for
+ * (code, pickles, unknown names), and writes it when asked for by name (opts.carry). */
+static void test_side_files(void)
+{
+	static const char *const outs[] = {"sf.zip", "sf.tar", "sf.qpk", "sf-hf/"};
+	static const char *const evil[] = {"modeling_evil.py", "pytorch_model.bin", "run.sh"};
+	for (size_t k = 0; k < 3; k++)
+		for (size_t i = 0; i < 4; i++) {
+			for (int carry = 0; carry < 2; carry++) {
+				bool hf = i == 3;
+				qtk_model *d = qtk_model_new();
+				qtk_tensor *t = qtk_model_add_tensor(d, "model.layers.0.mlp.up_proj.weight");
+				t->ndim = 2;
+				t->shape[0] = t->shape[1] = 32;
+				t->layout.kind = QTK_LAYOUT_PLAIN;
+				t->layout.type = hf ? QTK_T_F32 : QTK_T_Q8_0;
+				t->nparts = 1;
+				t->parts[0].type = t->layout.type;
+				t->parts[0].ndim = 2;
+				memcpy(t->parts[0].shape, t->shape, sizeof t->shape);
+				t->parts[0].nbytes = hf ? 32 * 32 * 4 : 32 * 34;
+				qtk_tensor_finish(t);
+				qtk_model_add_blob(d, "config.json", "{\"model_type\":\"llama\"}", 22);
+				qtk_model_add_blob(d, evil[k], "x", 1);
+				uint8_t buf[32 * 32 * 4];
+				fill(buf, sizeof buf, 7);
+				qtk_write_opts o = {.carry = carry ? &evil[k] : NULL, .ncarry = carry ? 1 : 0};
+				qtk_err e;
+				qtk_err_clear(&e);
+				char path[1100];
+				snprintf(path, sizeof path, "%s/%d-%s", tmpdir, carry, outs[i]);
+				qtk_writer *w = qtk_writer_open(path, qtk_out_kind_for_path(path), d, &o, &e);
+				int rc = w ? qtk_writer_put(w, buf, (size_t)t->parts[0].nbytes) : e.code;
+				if (w && rc)
+					qtk_writer_abort(w);
+				else if (w)
+					rc = qtk_writer_finish(w);
+				if (carry)
+					CHECK(rc == 0, "%s with %s asked for: %s", outs[i], evil[k], e.msg);
+				else
+					CHECK(rc == QTK_E_USAGE && strstr(e.msg, "not carried") && !strcmp(e.subject, evil[k]) &&
+						      access(path, F_OK) != 0,
+					      "%s carried %s: rc %d %s", outs[i], evil[k], rc, e.msg);
+				qtk_close(d);
+			}
+		}
+}
+
 int main(void)
 {
 	if (!mkdtemp(tmpdir))
@@ -1017,6 +1065,7 @@ int main(void)
 		test_alloc_failures();
 		test_split_fixture();
 		test_samples();
+		test_side_files();
 	}
 	qtk_close(ref_gguf);
 	qtk_close(ref_hf);

@@ -331,6 +331,42 @@ static void test_list_tar(void)
 	qtk_close(m);
 }
 
+/* qtk_ofile_open refuses an output that resolves to a protected input (same file, a hard
+ * link, a symlink), naming both paths, and leaves the input as it was. */
+static void test_protect(void)
+{
+	FILE *f = fopen(tp("in.bin"), "wb");
+	CHECK(f != NULL, "create");
+	if (!f)
+		return;
+	fputs("input", f);
+	fclose(f);
+	CHECK(link(tp("in.bin"), tp("hard.bin")) == 0, "link");
+	CHECK(symlink(tp("in.bin"), tp("sym.bin")) == 0, "symlink");
+	CHECK(qtk_protect_input(tp("in.bin")) == 0, "protect");
+	CHECK(qtk_protect_input(tp("absent.bin")) == 0, "an absent path is ignored");
+	const char *outs[] = {"in.bin", "hard.bin", "sym.bin"};
+	for (int i = 0; i < 3; i++) {
+		qtk_err e;
+		qtk_err_clear(&e);
+		qtk_ofile of;
+		int rc = qtk_ofile_open(&of, tp(outs[i]), &e);
+		CHECK(rc == QTK_E_USAGE, "%s: rc %d", outs[i], rc);
+		CHECK(strstr(e.msg, "in.bin") && strstr(e.file, outs[i]), "%s: %s: %s", outs[i], e.file, e.msg);
+	}
+	qtk_err e;
+	qtk_err_clear(&e);
+	qtk_ofile of;
+	CHECK(qtk_ofile_open(&of, tp("other.bin"), &e) == 0, "another name: %s", e.msg);
+	qtk_ofile_abort(&of);
+	struct stat st;
+	CHECK(stat(tp("in.bin"), &st) == 0 && st.st_size == 5, "the input is intact");
+	qtk_protect_clear();
+	qtk_err_clear(&e);
+	CHECK(qtk_ofile_open(&of, tp("in.bin"), &e) == 0, "cleared: %s", e.msg);
+	qtk_ofile_abort(&of);
+}
+
 int main(void)
 {
 	snprintf(tmp, sizeof tmp, "/tmp/qtk-containers-XXXXXX");
@@ -341,6 +377,7 @@ int main(void)
 	test_list_fs();
 	test_list_mount();
 	test_list_tar();
+	test_protect();
 	char cmd[300];
 	snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
 	if (system(cmd) != 0)

@@ -149,7 +149,7 @@ interrupt() {
 	pid=$!
 	saw=0; i=0
 	while [ $i -lt 400 ]; do
-		tmp=$(find "$I" -name '.*.qtk-*' -size +0 2>/dev/null | head -n 1)
+		tmp=$(find "$I" -name '.*.qtk-*' -type f -size +0 2>/dev/null | head -n 1)
 		if [ -n "$tmp" ]; then saw=1; break; fi
 		kill -0 $pid 2>/dev/null || break
 		sleep 0.05; i=$((i + 1))
@@ -211,6 +211,18 @@ no_temps "SIGINT hf dir" "$I"
 if [ ! -e "$I/hf" ]; then ok
 elif [ -d "$I/hf" ] && [ -z "$(ls -A "$I/hf")" ]; then known "SIGINT hf dir" "an empty OUTPUT directory is left behind"
 else bad "SIGINT hf dir: partial OUTPUT: $(ls -A "$I/hf" | tr '\n' ' ')"; fi
+
+# interrupting a bundle: its hidden temporary directory goes with what the inner writer left in it
+for b in INT:b.tar TERM:b.tar.zst HUP:b.zip; do
+	sig=${b%%:*}; o=${b#*:}
+	case $sig in INT) want=130 ;; TERM) want=143 ;; HUP) want=129 ;; esac
+	interrupt $sig "$I/$o"
+	if [ $saw -eq 1 ]; then ok; else bad "SIG$sig $o: the temporary never grew"; fi
+	if [ $rc -eq $want ]; then ok; else bad "SIG$sig $o: exit $rc, expected $want"; fi
+	no_file "SIG$sig $o" "$I/$o"
+	no_temps "SIG$sig $o" "$I"
+	find "$I" -name '.*.qtk-*' -exec rm -rf {} + 2>/dev/null
+done
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

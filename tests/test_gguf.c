@@ -543,10 +543,112 @@ static void test_writer_atomic(void)
 	qtk_buf_free(&g.b);
 }
 
+/* The writer checks what it is about to write with the reader's rules: no GGUF it writes is
+ * one the reader refuses (and nothing is written when it would be). */
+static void test_writer_validates(void)
+{
+	struct {
+		const char *key;
+		int type; /* QTK_V_STR with text, else an integer type with num */
+		const char *text;
+		uint64_t num;
+		const char *why;
+	} cases[] = {
+		{"general.alignment", QTK_V_STR, "64", 0, "wrong type"},
+		{"general.alignment", QTK_V_U32, NULL, 48, "power of two"},
+		{"split.count", QTK_V_U16, NULL, 5, "split.*"},
+		{"tokenizer.ggml.bos_token_id", QTK_V_U32, NULL, 999999, "out of range"},
+		{"llama.block_count", QTK_V_U32, NULL, 100000, "block count"},
+		{"tokenizer.ggml.tokens", QTK_V_STR, "abc", 0, "wrong type"},
+		{"ev\x1b[1mil", QTK_V_STR, "x", 0, "printable ASCII"},
+		{"general.name", QTK_V_STR, "fine", 0, NULL},
+	};
+	for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+		qtk_model *d = qtk_model_new();
+		qtk_tensor *t = qtk_model_add_tensor(d, "w");
+		t->ndim = 1;
+		t->shape[0] = 4;
+		t->layout.kind = QTK_LAYOUT_PLAIN;
+		t->layout.type = t->parts[0].type = QTK_T_F32;
+		t->nparts = 1;
+		t->parts[0].ndim = 1;
+		t->parts[0].shape[0] = 4;
+		t->parts[0].nbytes = 16;
+		qtk_tensor_finish(t);
+		qtk_model_set_kv_str(d, "general.architecture", "llama");
+		qtk_kv *tok = qtk_model_add_kv(d, "tokenizer.ggml.tokens");
+		static qtk_str toks[2] = {{1, (char *)"a"}, {1, (char *)"b"}};
+		qtk_value tv = {.type = QTK_V_ARR, .elem = QTK_V_STR, .n = 2, .arr = toks};
+		qtk_value_copy(&tok->val, &tv);
+		if (cases[c].type == QTK_V_STR) {
+			qtk_model_set_kv_str(d, cases[c].key, cases[c].text);
+		} else {
+			qtk_kv *kv = qtk_model_add_kv(d, cases[c].key);
+			kv->val.type = (uint8_t)cases[c].type;
+			kv->val.v.u = cases[c].num;
+		}
+		char out[64];
+		snprintf(out, sizeof out, "valid-%zu.gguf", c);
+		char *p = qtk_path_join(tmpdir, out);
+		qtk_err e;
+		qtk_err_clear(&e);
+		qtk_writer *w = qtk_writer_open(p, QTK_OUT_GGUF, d, NULL, &e);
+		float x[4] = {1, 2, 3, 4};
+		int rc = w ? qtk_writer_put(w, x, 16) : e.code;
+		if (w && !rc)
+			rc = qtk_writer_finish(w);
+		else if (w)
+			qtk_writer_abort(w);
+		if (cases[c].why) {
+			CHECK(rc == QTK_E_DATA && strstr(e.msg, cases[c].why) && !qtk_path_exists(p), "%s: rc %d: %s", cases[c].key,
+			      rc, e.msg);
+		} else {
+			qtk_model *m = rc ? NULL : qtk_open(p, &e);
+			CHECK(m != NULL, "%s: written and read back: %s", cases[c].key, e.msg);
+			qtk_close(m);
+		}
+		free(p);
+		qtk_close(d);
+	}
+	/* more shards than a reader accepts: refused before anything is written */
+	qtk_model *d = qtk_model_new();
+	char name[32];
+	for (unsigned i = 0; i < QTK_CAP_FILES + 2; i++) {
+		snprintf(name, sizeof name, "t%u", i);
+		qtk_tensor *t = qtk_model_add_tensor(d, name);
+		t->ndim = 1;
+		t->shape[0] = 8;
+		t->layout.kind = QTK_LAYOUT_PLAIN;
+		t->layout.type = t->parts[0].type = QTK_T_F32;
+		t->nparts = 1;
+		t->parts[0].ndim = 1;
+		t->parts[0].shape[0] = 8;
+		t->parts[0].nbytes = 32;
+		qtk_tensor_finish(t);
+	}
+	char *p = qtk_path_join(tmpdir, "many.gguf");
+	qtk_write_opts o = {.split_max_size = 1};
+	qtk_err e;
+	qtk_err_clear(&e);
+	qtk_writer *w = qtk_writer_open(p, QTK_OUT_GGUF, d, &o, &e);
+	CHECK(!w && e.code == QTK_E_USAGE && strstr(e.msg, "at most 4096"), "4098 shards: %s", e.msg);
+	qtk_writer_abort(w);
+	DIR *dd = opendir(tmpdir);
+	struct dirent *de;
+	int left = 0;
+	while (dd && (de = readdir(dd)))
+		left += strstr(de->d_name, "many") != NULL;
+	closedir(dd);
+	CHECK(left == 0, "%d shards or temporaries left", left);
+	free(p);
+	qtk_close(d);
+}
+
 int main(void)
 {
 	if (!mkdtemp(tmpdir))
 		return 1;
+	test_writer_validates();
 	test_valid();
 	test_hostile();
 	test_writer_atomic();

@@ -332,7 +332,7 @@ static void build_mem(mem *mm)
 	for (size_t i = 0; i < sizeof tok; i++)
 		tok[i] = "{\"vocab\": [\"a\", \"b\"]}\n"[i % 23];
 	qtk_model_add_blob(m, "tokenizer.json", tok, sizeof tok);
-	qtk_model_add_blob(m, "empty.txt", "", 0);
+	qtk_model_add_blob(m, "LICENSE", "", 0);
 	plain(m, "token_embd.weight", QTK_T_F16, 2, 64, 64);
 	plain(m, "norm.weight", QTK_T_F32, 1, 64, 0);
 	plain(m, "blk.0.attn_q.weight", QTK_T_Q4_0, 2, 8, 64);
