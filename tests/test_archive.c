@@ -1025,7 +1025,7 @@ static void test_side_files(void)
 				qtk_err e;
 				qtk_err_clear(&e);
 				char path[1100];
-				snprintf(path, sizeof path, "%s/%d-%s", tmpdir, carry, outs[i]);
+				snprintf(path, sizeof path, "%s/%d-%d-%s", tmpdir, carry, (int)k, outs[i]); /* a fresh output each */
 				qtk_writer *w = qtk_writer_open(path, qtk_out_kind_for_path(path), d, &o, &e);
 				int rc = w ? qtk_writer_put(w, buf, (size_t)t->parts[0].nbytes) : e.code;
 				if (w && rc)
