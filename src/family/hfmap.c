@@ -548,6 +548,7 @@ qtk_model *qtk_hfmap_hf_shaped(qtk_model *g, qtk_hfmap **map, qtk_err *err)
 			v->tensors[i].name = n;
 		}
 	}
+	qtk_model_reindex(v);
 	return v;
 }
 
