@@ -361,10 +361,11 @@ static bool is_block_linear(const qtk_tensor *t)
 	       !strstr(t->name, "shared_expert_gate.") && !strstr(t->name, "ffn_gate_inp");
 }
 
-static int fail_dims(qtk_err *err, const qtk_tensor *t, const char *what, uint64_t v, uint64_t m)
+/* A shape rule that failed, named: what (value v) is not a multiple of m, and why it must be. */
+static int fail_dims(qtk_err *err, const qtk_tensor *t, const char *what, uint64_t v, uint64_t m, const char *why)
 {
-	return qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "%s %llu is not a multiple of %llu", what,
-			   (unsigned long long)v, (unsigned long long)m);
+	return qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "%s %llu is not a multiple of %llu (%s)", what,
+			   (unsigned long long)v, (unsigned long long)m, why);
 }
 
 /* AWQ/GPTQ targets. */
@@ -386,11 +387,16 @@ static int plan_groups(qtk_model *in, const conv_opts *o, const qtk_tensor *t, p
 											: 128;
 	uint64_t out = t->shape[0], inf = t->shape[1];
 	if (inf % group)
-		return fail_dims(err, t, "input features", inf, group);
+		return fail_dims(err, t, "input features", inf, group, "the group size");
 	if (awq && out % 8)
-		return fail_dims(err, t, "output features", out, 8);
-	if (!awq && (inf % 32 || (out * bits) % 32))
-		return fail_dims(err, t, "input features", inf, 32);
+		return fail_dims(err, t, "output features", out, 8, "AWQ packs 8 output features in a 32-bit word");
+	if (!awq && inf % 32)
+		return fail_dims(err, t, "input features", inf, 32, "the weights pack input features in 32-bit words");
+	if (!awq && (out * bits) % 32) {
+		char why[96];
+		snprintf(why, sizeof why, "output features x %u bits: the zero points pack in 32-bit words", bits);
+		return fail_dims(err, t, "output features x bits", out * bits, 32, why);
+	}
 	bool transcode = sg.ok && sg.bits == bits && (sg.group == group || sg.act_order) && !(awq && sg.act_order) &&
 			 (!o->sym || sg.sym);
 	p->method = M_GROUPS;
