@@ -6,8 +6,6 @@
  * and the GGUF side's family permutes them. Both tensors are decoded in the
  * same row chunks, so memory stays bounded. */
 #include "inspect.h"
-#include "qtk_util.h"
-#include "record/digest.h"
 #include <math.h>
 #include <string.h>
 
