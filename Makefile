@@ -123,10 +123,10 @@ bench: all
 # Sanitizer builds go entirely into their build directory, programs included ($(B)/bin, see
 # san-test below), so they never replace the programs in bin/.
 asan:
-	$(MAKE) B=build-asan OPT="-O1 -g" SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" san-test
+	$(MAKE) B=build-asan OPT="-O1 -g" SAN="-fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all -fno-omit-frame-pointer" san-test
 
 ubsan:
-	$(MAKE) B=build-ubsan OPT="-O1 -g" SAN="-fsanitize=undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" san-test
+	$(MAKE) B=build-ubsan OPT="-O1 -g" SAN="-fsanitize=undefined,float-cast-overflow -fno-sanitize-recover=all -fno-omit-frame-pointer" san-test
 
 # data races in the threaded paths (pool workers, the writer's tee thread, source hashing beside
 # the conversion): the suite under ThreadSanitizer

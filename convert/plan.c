@@ -371,7 +371,7 @@ static int out_ct(qtk_tensor *o, const qtk_tensor *t, uint32_t group, unsigned b
 	return out_packed(o, t, &l, err);
 }
 
-static int fail_dims(qtk_err *err, const qtk_tensor *t, const char *what, uint64_t v, uint64_t m);
+static int fail_dims(qtk_err *err, const qtk_tensor *t, const char *what, uint64_t v, uint64_t m, const char *why);
 
 /* compressed-tensors float-quantized FP8 (llm-compressor's FP8_DYNAMIC per channel, FP8_BLOCK
  * in 128 x 128 blocks): scales in the source's float type (the model dtype llm-compressor
@@ -381,7 +381,7 @@ static int plan_fp8(const conv_opts *o, const qtk_tensor *t, plan *p, qtk_err *e
 	const qtk_layout *sl = &t->layout;
 	uint64_t in = t->shape[1];
 	if (o->fp8_block && in % 128)
-		return fail_dims(err, t, "input features", in, 128);
+		return fail_dims(err, t, "input features", in, 128, "FP8 blocks are 128 x 128");
 	unsigned st = sl->kind == QTK_LAYOUT_PLAIN && (sl->type == QTK_T_BF16 || sl->type == QTK_T_F32) ? sl->type : QTK_T_F16;
 	if (sl->kind == QTK_LAYOUT_FP8)
 		st = sl->scale_type;
@@ -389,7 +389,8 @@ static int plan_fp8(const conv_opts *o, const qtk_tensor *t, plan *p, qtk_err *e
 			.strategy = o->fp8_block ? QTK_SCHEME_PER_BLOCK : QTK_SCHEME_PER_GROUP,
 			.group_size = o->fp8_block ? 128 : (uint32_t)in, .scale_type = (uint16_t)st};
 	if (in > UINT32_MAX)
-		return fail_dims(err, t, "input features", in, 1);
+		return qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "input features %llu: more than a layout holds",
+				   (unsigned long long)in);
 	if (sl->kind == QTK_LAYOUT_FP8 && sl->strategy == l.strategy && sl->group_size == l.group_size &&
 	    !p->perm_heads)
 		return 0; /* copied */
@@ -500,10 +501,11 @@ static bool is_block_linear(const qtk_tensor *t)
 	       !strstr(t->name, "shared_expert_gate.") && !strstr(t->name, "ffn_gate_inp");
 }
 
-static int fail_dims(qtk_err *err, const qtk_tensor *t, const char *what, uint64_t v, uint64_t m)
+/* A shape rule that failed, named: what (value v) is not a multiple of m, and why it must be. */
+static int fail_dims(qtk_err *err, const qtk_tensor *t, const char *what, uint64_t v, uint64_t m, const char *why)
 {
-	return qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "%s %llu is not a multiple of %llu", what,
-			   (unsigned long long)v, (unsigned long long)m);
+	return qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "%s %llu is not a multiple of %llu (%s)", what,
+			   (unsigned long long)v, (unsigned long long)m, why);
 }
 
 /* AWQ/GPTQ targets. */
@@ -525,11 +527,16 @@ static int plan_groups(qtk_model *in, const conv_opts *o, const qtk_tensor *t, p
 											: 128;
 	uint64_t out = t->shape[0], inf = t->shape[1];
 	if (inf % group)
-		return fail_dims(err, t, "input features", inf, group);
+		return fail_dims(err, t, "input features", inf, group, "the group size");
 	if (awq && out % 8)
-		return fail_dims(err, t, "output features", out, 8);
-	if (!awq && (inf % 32 || (out * bits) % 32))
-		return fail_dims(err, t, "input features", inf, 32);
+		return fail_dims(err, t, "output features", out, 8, "AWQ packs 8 output features in a 32-bit word");
+	if (!awq && inf % 32)
+		return fail_dims(err, t, "input features", inf, 32, "the weights pack input features in 32-bit words");
+	if (!awq && (out * bits) % 32) {
+		char why[96];
+		snprintf(why, sizeof why, "output features x %u bits: the zero points pack in 32-bit words", bits);
+		return fail_dims(err, t, "output features x bits", out * bits, 32, why);
+	}
 	bool transcode = sg.ok && sg.bits == bits && (sg.group == group || sg.act_order) && !(awq && sg.act_order) &&
 			 (!o->sym || sg.sym);
 	p->method = M_GROUPS;

@@ -188,6 +188,12 @@ static int prov_begin(prov_state *p, qtk_model *in, qtk_model *d, const conv_opt
 	 * digests as placeholders); one read through its format's reader (QPK, archives) first */
 	int rc = qtk_model_streamed(in) ? 0 : qtk_prov_start_source(&p->b, err);
 	rc = rc ? rc : qtk_prov_build(&p->b, &p->ph, err);
+	/* the reserved record has the final one's size: one over its cap is refused now, before
+	 * the conversion's work rather than after it */
+	if (!rc && strlen(p->ph) > QTK_PROV_CAP)
+		rc = qtk_err_set(err, QTK_E_DATA, NULL, -1, NULL,
+				 "the provenance record of %zu tensors would take %zu bytes, over its limit of %u",
+				 d->ntensors, strlen(p->ph), QTK_PROV_CAP);
 	if (!rc && p->b.note[0])
 		cli_warn("%s", p->b.note);
 	if (!rc && o->out_kind == QTK_OUT_HF) {

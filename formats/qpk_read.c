@@ -338,13 +338,27 @@ typedef struct rd {
 	uint64_t meta_bytes; /* metadata bytes held (QTK_CAP_META_TOTAL) */
 } rd;
 
+/* A section is read through a window: the whole section when stored raw (its bytes are the
+ * file's), else the bytes decoded so far, decoded as the parser asks for them (zstd streaming),
+ * so memory follows what the parser takes and a section declaring more than it holds, or a
+ * field over its limit, is refused before the rest is decoded. */
+#define MC_CHUNK ((size_t)1 << 20)
+
 typedef struct mc {
 	rd *r;
-	const uint8_t *p;
+	const uint8_t *p; /* the window: section bytes [wpos, wpos + wlen) */
 	uint64_t n, pos;
 	uint64_t base;    /* file offset of the section */
 	bool z;           /* decompressed: positions are not file offsets */
 	const char *sect; /* "metadata", "index" */
+	uint64_t wpos, wlen;
+	uint64_t keep;    /* the window keeps bytes from here on (UINT64_MAX: from pos on) */
+	uint8_t *wbuf;    /* zstd: the window's buffer */
+	size_t wcap;
+	ZSTD_DCtx *dc;
+	ZSTD_inBuffer in;
+	bool zend;        /* the frame's end was reached */
+	uint8_t *own;     /* the stored bytes (raw: the window; zstd: the decoder's input) */
 } mc;
 
 static int cerr(mc *c, uint64_t pos, const char *subject, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
@@ -365,6 +379,89 @@ static int oom(rd *r) { return qtk_err_set(&r->m->err, QTK_E_IO, r->path, -1, NU
 
 static uint64_t mc_left(const mc *c) { return c->n - c->pos; }
 
+/* Decode until the window holds section bytes up to `end` (<= n). */
+static int mc_fill(mc *c, uint64_t end, const char *subject)
+{
+	if (end <= c->wpos + c->wlen)
+		return 0;
+	if (!c->dc)
+		return cerr(c, c->pos, subject, "internal: section window");
+	uint64_t lo = c->keep < c->pos ? c->keep : c->pos;
+	if (lo > c->wpos) { /* drop what the parser is done with */
+		uint64_t drop = lo - c->wpos < c->wlen ? lo - c->wpos : c->wlen;
+		memmove(c->wbuf, c->wbuf + drop, (size_t)(c->wlen - drop));
+		c->wpos += drop;
+		c->wlen -= drop;
+	}
+	uint64_t need = end - c->wpos, room = c->n - c->wpos;
+	if (need > c->wcap || (c->wcap < MC_CHUNK && room > c->wcap)) {
+		uint64_t nc = need > MC_CHUNK ? need : MC_CHUNK;
+		if (nc > room)
+			nc = room;
+		if (nc > SIZE_MAX)
+			return oom(c->r);
+		uint8_t *b = qtk_realloc(c->wbuf, (size_t)nc ? (size_t)nc : 1);
+		if (!b)
+			return oom(c->r);
+		c->wbuf = b;
+		c->wcap = (size_t)nc;
+	}
+	c->p = c->wbuf;
+	size_t lim = (size_t)(room < c->wcap ? room : c->wcap);
+	ZSTD_outBuffer out = {c->wbuf, lim, (size_t)c->wlen};
+	while (c->wpos + out.pos < end) {
+		if (c->zend)
+			return cerr(c, c->wpos + out.pos, subject, "zstd frame decodes to %llu bytes, the %s section declares %llu",
+				    (unsigned long long)(c->wpos + out.pos), c->sect, (unsigned long long)c->n);
+		size_t in0 = c->in.pos, out0 = out.pos;
+		size_t ret = ZSTD_decompressStream(c->dc, &out, &c->in);
+		if (ZSTD_isError(ret))
+			return cerr(c, c->wpos + out.pos, subject, "zstd: %s", ZSTD_getErrorName(ret));
+		if (ret == 0)
+			c->zend = true;
+		else if (c->in.pos == in0 && out.pos == out0)
+			return cerr(c, c->wpos + out.pos, subject, "zstd frame is truncated or larger than declared");
+	}
+	c->wlen = out.pos;
+	return 0;
+}
+
+/* All of the section taken: the frame must end there, its checksum right. */
+static int mc_finish(mc *c)
+{
+	if (!c->dc)
+		return 0;
+	int rc = mc_fill(c, c->n, NULL);
+	if (rc)
+		return rc;
+	uint8_t extra;
+	while (!c->zend) {
+		ZSTD_outBuffer out = {&extra, 1, 0};
+		size_t in0 = c->in.pos;
+		size_t ret = ZSTD_decompressStream(c->dc, &out, &c->in);
+		if (ZSTD_isError(ret))
+			return cerr(c, c->n, NULL, "zstd: %s", ZSTD_getErrorName(ret));
+		if (out.pos)
+			return cerr(c, c->n, NULL, "zstd frame decodes to more than the %llu bytes the %s section declares",
+				    (unsigned long long)c->n, c->sect);
+		if (ret == 0)
+			c->zend = true;
+		else if (c->in.pos == in0)
+			return cerr(c, c->n, NULL, "zstd frame is truncated");
+	}
+	if (c->in.pos != c->in.size)
+		return cerr(c, c->n, NULL, "%zu bytes of trailing garbage after the zstd frame", c->in.size - c->in.pos);
+	return 0;
+}
+
+static void mc_free(mc *c)
+{
+	qtk_free(c->wbuf);
+	qtk_free(c->own);
+	c->wbuf = c->own = NULL;
+	c->p = NULL;
+}
+
 static const uint8_t *mc_take(mc *c, uint64_t n, const char *field, const char *subject)
 {
 	if (n > mc_left(c)) {
@@ -372,7 +469,9 @@ static const uint8_t *mc_take(mc *c, uint64_t n, const char *field, const char *
 		     (unsigned long long)n, field, c->sect, (unsigned long long)mc_left(c));
 		return NULL;
 	}
-	const uint8_t *p = c->p + c->pos;
+	if (mc_fill(c, c->pos + n, subject))
+		return NULL;
+	const uint8_t *p = c->p + (c->pos - c->wpos);
 	c->pos += n;
 	return p;
 }
@@ -414,7 +513,7 @@ static int mc_str(mc *c, uint64_t cap, const char *field, const char *subject, c
 		return cerr(c, at, subject, "%s length %llu exceeds the %llu bytes left in the %s section", field,
 			    (unsigned long long)*len, (unsigned long long)mc_left(c), c->sect);
 	*s = mc_take(c, *len, field, subject);
-	return 0;
+	return *s ? 0 : QTK_E_DATA;
 }
 
 static int hold(mc *c, uint64_t at, uint64_t n, const char *subject)
@@ -486,7 +585,10 @@ static int read_array(mc *c, qtk_value *v, const char *key)
 		return oom(c->r);
 	v->n = n;
 	uint64_t data_at = c->pos;
-	memcpy(v->arr, mc_take(c, need, "array data", key), (size_t)need);
+	const uint8_t *data = mc_take(c, need, "array data", key);
+	if (!data)
+		return QTK_E_DATA;
+	memcpy(v->arr, data, (size_t)need);
 	if (et == QTK_V_BOOL)
 		for (uint64_t i = 0; i < n; i++)
 			if (((uint8_t *)v->arr)[i] > 1)
@@ -617,7 +719,8 @@ static int parse_meta(mc *c)
 /* Decode one zstd frame of exactly `raw` bytes from src[0..n) into dst.
  * Enforces: one frame, declared content size == raw, content checksum on,
  * no dictionary, window <= 2^27, no trailing bytes. why gets the problem. */
-static int unzstd(ZSTD_DCtx *dc, const uint8_t *src, size_t n, uint8_t *dst, size_t raw, char *why, size_t wn)
+/* The frame rules that need no decoding (one frame of n bytes declaring raw). */
+static int zframe_check(const uint8_t *src, size_t n, uint64_t raw, char *why, size_t wn)
 {
 	if (n < 6 || qtk_rd32(src) != QPK_ZSTD_MAGIC)
 		return qtk_why(why, wn, "not a zstd frame (bad frame magic)");
@@ -630,12 +733,19 @@ static int unzstd(ZSTD_DCtx *dc, const uint8_t *src, size_t n, uint8_t *dst, siz
 	if (cs == ZSTD_CONTENTSIZE_UNKNOWN || cs == ZSTD_CONTENTSIZE_ERROR)
 		return qtk_why(why, wn, "zstd frame does not declare its content size");
 	if (cs != raw)
-		return qtk_why(why, wn, "zstd frame declares %llu bytes, the index says %zu", cs, raw);
+		return qtk_why(why, wn, "zstd frame declares %llu bytes, the index says %llu", cs, (unsigned long long)raw);
 	size_t fs = ZSTD_findFrameCompressedSize(src, n);
 	if (ZSTD_isError(fs))
 		return qtk_why(why, wn, "bad zstd frame: %s", ZSTD_getErrorName(fs));
 	if (fs != n)
 		return qtk_why(why, wn, "%zu bytes of trailing garbage after the zstd frame", n - fs);
+	return 0;
+}
+
+static int unzstd(ZSTD_DCtx *dc, const uint8_t *src, size_t n, uint8_t *dst, size_t raw, char *why, size_t wn)
+{
+	if (zframe_check(src, n, raw, why, wn))
+		return QTK_E_DATA;
 	ZSTD_DCtx_reset(dc, ZSTD_reset_session_only);
 	ZSTD_inBuffer in = {src, n, 0};
 	ZSTD_outBuffer out = {dst, raw, 0};
@@ -810,6 +920,7 @@ static int parse_tensor(mc *c, qpk_priv *pv, qtk_strset *names, uint32_t align)
 	rd *r = c->r;
 	uint64_t rec = c->pos, at = c->pos, nlen;
 	const uint8_t *nm = NULL;
+	c->keep = rec; /* the description is hashed whole below */
 	int rc = mc_str(c, QTK_CAP_NAME, "tensor name", NULL, &nm, &nlen);
 	if (rc)
 		return rc;
@@ -882,8 +993,9 @@ static int parse_tensor(mc *c, qpk_priv *pv, qtk_strset *names, uint32_t align)
 	if (!tsha)
 		return QTK_E_DATA;
 	uint8_t calc[32];
-	if (qtk_qpk_sha256(tensor_tag, sizeof tensor_tag, c->p + rec, (size_t)(desc_end - rec), calc))
+	if (qtk_qpk_sha256(tensor_tag, sizeof tensor_tag, c->p + (rec - c->wpos), (size_t)(desc_end - rec), calc))
 		return oom(r);
+	c->keep = UINT64_MAX;
 	if (memcmp(calc, tsha, 32) != 0)
 		return cerr(c, desc_end, subj, "tensor digest does not match the tensor's description");
 	memcpy(pv->tsha[ti], tsha, 32);
@@ -1013,12 +1125,18 @@ static bool all_zero(const uint8_t *p, size_t n)
 	return true;
 }
 
-/* Load a section (§4): check its digest over the stored bytes, then
- * decompress. *out is a new buffer of raw bytes. */
+/* Load a section (§4): check its digest over the stored bytes and set c to read it (a zstd
+ * section is decoded as it is read: mc_fill, mc_finish). */
 static int load_section(rd *r, qpk_priv *pv, const char *name, uint64_t off, uint64_t stored, uint64_t raw,
-			unsigned codec, const uint8_t sha[32], uint8_t **out)
+			unsigned codec, const uint8_t sha[32], mc *c)
 {
-	*out = NULL;
+	memset(c, 0, sizeof *c);
+	c->r = r;
+	c->n = raw;
+	c->base = off;
+	c->z = codec == CODEC_ZSTD;
+	c->sect = name;
+	c->keep = UINT64_MAX;
 	uint8_t *s = qtk_malloc((size_t)stored ? (size_t)stored : 1), calc[32];
 	if (!s)
 		return oom(r);
@@ -1028,25 +1146,25 @@ static int load_section(rd *r, qpk_priv *pv, const char *name, uint64_t off, uin
 	if (!rc && memcmp(calc, sha, 32) != 0)
 		rc = ferr(r, off, "%s digest mismatch: the stored bytes do not hash to the SHA-256 the %s records", name,
 			  strcmp(name, "index") == 0 ? "trailer" : "header");
-	if (rc || codec == CODEC_RAW) {
-		if (rc)
-			qtk_free(s);
-		else
-			*out = s;
+	if (rc) {
+		qtk_free(s);
 		return rc;
 	}
-	uint8_t *d = qtk_malloc((size_t)raw ? (size_t)raw : 1);
+	c->own = s;
+	if (codec == CODEC_RAW) {
+		c->p = s;
+		c->wlen = raw;
+		return 0;
+	}
 	char why[300];
-	if (!d || (!pv->dc && !(pv->dc = new_dctx())))
-		rc = oom(r);
-	else if (unzstd(pv->dc, s, (size_t)stored, d, (size_t)raw, why, sizeof why))
-		rc = ferr(r, off, "%s section: %s", name, why);
-	qtk_free(s);
-	if (rc)
-		qtk_free(d);
-	else
-		*out = d;
-	return rc;
+	if (!pv->dc && !(pv->dc = new_dctx()))
+		return oom(r);
+	if (zframe_check(s, (size_t)stored, raw, why, sizeof why))
+		return ferr(r, off, "%s section: %s", name, why);
+	ZSTD_DCtx_reset(pv->dc, ZSTD_reset_session_only);
+	c->dc = pv->dc;
+	c->in = (ZSTD_inBuffer){s, (size_t)stored, 0};
+	return 0;
 }
 
 /* Section size rules shared by metadata and index (§4, §12 items 6 and 8). */
@@ -1202,7 +1320,9 @@ static int qpk_open(qtk_model *m)
 {
 	rd r = {m, m->path, 0, 0};
 	uint8_t h[QPK_HEADER_SIZE], tr[QPK_TRAILER_SIZE];
-	uint8_t *meta = NULL, *index = NULL;
+	mc c, ci;
+	memset(&c, 0, sizeof c);
+	memset(&ci, 0, sizeof ci);
 	qpk_priv *pv = qtk_calloc(1, sizeof *pv);
 	if (!pv)
 		return oom(&r);
@@ -1227,23 +1347,19 @@ static int qpk_open(qtk_model *m)
 	pv->index_off = g.index_off;
 	pv->align = g.align;
 	/* metadata (§6) */
-	rc = load_section(&r, pv, "metadata", QPK_HEADER_SIZE, g.meta_stored, g.meta_raw, g.meta_codec, h + 40, &meta);
-	if (rc)
+	rc = load_section(&r, pv, "metadata", QPK_HEADER_SIZE, g.meta_stored, g.meta_raw, g.meta_codec, h + 40, &c);
+	if (rc || (rc = parse_meta(&c)) || (rc = mc_finish(&c)))
 		goto out;
-	mc c = {&r, meta, g.meta_raw, 0, QPK_HEADER_SIZE, g.meta_codec == CODEC_ZSTD, "metadata"};
-	if ((rc = parse_meta(&c)))
-		goto out;
+	mc_free(&c);
 	/* index (§7) */
-	rc = load_section(&r, pv, "index", g.index_off, g.index_stored, g.index_raw, g.index_codec, tr + 40, &index);
-	if (rc)
+	rc = load_section(&r, pv, "index", g.index_off, g.index_stored, g.index_raw, g.index_codec, tr + 40, &ci);
+	if (rc || (rc = parse_index(&ci, pv, g.align)) || (rc = mc_finish(&ci)) || (rc = check_extents(&r, pv)))
 		goto out;
-	mc ci = {&r, index, g.index_raw, 0, g.index_off, g.index_codec == CODEC_ZSTD, "index"};
-	if ((rc = parse_index(&ci, pv, g.align)) || (rc = check_extents(&r, pv)))
-		goto out;
+	mc_free(&ci);
 	rc = check_contents(&r);
 out:
-	qtk_free(meta);
-	qtk_free(index);
+	mc_free(&c);
+	mc_free(&ci);
 	return rc;
 }
 

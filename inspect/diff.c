@@ -189,10 +189,27 @@ static int report_diff_pair(qtk_model *mo, qtk_model *mf, FILE *out, const insp_
 	int *go = qtk_calloc(mo->ntensors + 1, sizeof *go), *gf = qtk_calloc(mf->ntensors + 1, sizeof *gf);
 	bool *used = qtk_calloc(mo->ntensors + 1, sizeof *used), *got = qtk_calloc(mf->ntensors + 1, sizeof *got);
 	char **co = go ? df_canon(mo, go) : NULL, **cf = gf ? df_canon(mf, gf) : NULL;
+	qtk_strmap name_ix = {0}, canon_ix = {0};
 	if (!co || !cf || !used || !got) {
 		rc = qtk_err_set(&mf->err, QTK_E_IO, NULL, -1, NULL, "out of memory");
 		goto done;
 	}
+	/* pairing by canonical name needs the names unique, as qverify and qconvert require */
+	if ((rc = qtk_canon_unique(mo, &mo->err)) || (rc = qtk_canon_unique(mf, &mf->err))) {
+		if (mo->err.code && !mo->err.file[0] && mo->path)
+			snprintf(mo->err.file, sizeof mo->err.file, "%s", mo->path);
+		if (mf->err.code && !mf->err.file[0] && mf->path)
+			snprintf(mf->err.file, sizeof mf->err.file, "%s", mf->path);
+		if (mo->err.code && !mf->err.code)
+			mf->err = mo->err;
+		goto done;
+	}
+	for (size_t j = 0; j < mo->ntensors; j++) /* first of each name: the earlier scan's choice */
+		if (qtk_strmap_put(&name_ix, mo->tensors[j].name, j, NULL) < 0 ||
+		    qtk_strmap_put(&canon_ix, co[j], j, NULL) < 0) {
+			rc = qtk_err_set(&mf->err, QTK_E_IO, NULL, -1, NULL, "out of memory");
+			goto done;
+		}
 	hparams hf, ho;
 	bool have_f = hparams_load(mf, &hf) == 0, have_o = hparams_load(mo, &ho) == 0;
 	/* the family of each side: does its GGUF naming come with permuted Q/K rows? */
@@ -213,15 +230,14 @@ static int report_diff_pair(qtk_model *mo, qtk_model *mf, FILE *out, const insp_
 	for (size_t i = 0; i < mf->ntensors; i++) {
 		const qtk_tensor *tf = &mf->tensors[i];
 		long k = -1;
-		for (size_t j = 0; j < mo->ntensors && k < 0; j++)
-			if (!used[j] && strcmp(mo->tensors[j].name, tf->name) == 0)
-				k = (long)j;
+		size_t j;
+		if (qtk_strmap_get(&name_ix, tf->name, &j) && !used[j])
+			k = (long)j;
 		bool via_canon = false;
-		for (size_t j = 0; j < mo->ntensors && k < 0; j++)
-			if (!used[j] && strcmp(co[j], cf[i]) == 0) {
-				k = (long)j;
-				via_canon = true;
-			}
+		if (k < 0 && qtk_strmap_get(&canon_ix, cf[i], &j) && !used[j]) {
+			k = (long)j;
+			via_canon = true;
+		}
 		if (k < 0) {
 			unmatched_f++;
 			continue;
@@ -344,6 +360,8 @@ static int report_diff_pair(qtk_model *mo, qtk_model *mf, FILE *out, const insp_
 	}
 done:
 	cJSON_Delete(doc);
+	qtk_strmap_free(&name_ix);
+	qtk_strmap_free(&canon_ix);
 	df_free(co, mo->ntensors);
 	df_free(cf, mf->ntensors);
 	qtk_free(go);

@@ -411,7 +411,14 @@ bool parse_ctx(const char *s, uint64_t *v)
 	return true;
 }
 
-static void tx_fmt_size(double b, char *buf, size_t n) { fmt_bytes((uint64_t)(b + 0.5), buf, n); }
+/* Range checked before the conversion: a value past 2^64 (or not a number) cannot be one. */
+static void tx_fmt_size(double b, char *buf, size_t n)
+{
+	if (!(b >= 0) || b + 0.5 >= 18446744073709551616.0)
+		snprintf(buf, n, "out of range");
+	else
+		fmt_bytes((uint64_t)(b + 0.5), buf, n);
+}
 
 static const char *const tx_kv_names[] = {"f16", "q8_0", "q4_0"};
 

@@ -1,7 +1,20 @@
 /* alloc.c - allocation wrappers; tests can make the Nth allocation fail. */
 #include "qtk.h"
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Test hook: the largest single request seen since the hook was last reset. */
+static atomic_size_t max_req;
+size_t qtk_test_max_alloc(bool reset) { return reset ? atomic_exchange(&max_req, 0) : atomic_load(&max_req); }
+
+static void note(size_t n)
+{
+	size_t m = atomic_load_explicit(&max_req, memory_order_relaxed);
+	while (n > m && !atomic_compare_exchange_weak_explicit(&max_req, &m, n, memory_order_relaxed,
+							       memory_order_relaxed))
+		;
+}
 
 static long fail_at; /* 0: never; else countdown to the failing call */
 
@@ -20,6 +33,7 @@ void *qtk_malloc(size_t n)
 {
 	if (should_fail())
 		return NULL;
+	note(n);
 	return malloc(n ? n : 1);
 }
 
@@ -27,6 +41,7 @@ void *qtk_calloc(size_t a, size_t b)
 {
 	if (should_fail())
 		return NULL;
+	note(b && a > SIZE_MAX / b ? SIZE_MAX : a * b);
 	return calloc(a ? a : 1, b ? b : 1);
 }
 
@@ -34,6 +49,7 @@ void *qtk_realloc(void *p, size_t n)
 {
 	if (should_fail())
 		return NULL;
+	note(n);
 	return realloc(p, n ? n : 1);
 }
 

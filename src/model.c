@@ -31,6 +31,62 @@ static void *grow(void *p, size_t *cap, size_t need, size_t elem, size_t limit)
 	return q;
 }
 
+/* ---- name indexes ------------------------------------------------------------------------------ */
+
+static void index_drop(qtk_strmap **map, size_t *indexed)
+{
+	if (*map) {
+		qtk_strmap_free(*map); /* never looks at the keys: they may be freed already */
+		qtk_free(*map);
+		*map = NULL;
+	}
+	*indexed = 0;
+}
+
+/* Index name `name` at position i; names[0..i) must be indexed already, else all of them are
+ * indexed afresh (get(k) gives the k-th name). Out of memory leaves no index: lookups scan. */
+static void index_put(qtk_strmap **map, size_t *indexed, size_t i, const char *(*get)(const qtk_model *, size_t),
+		      const qtk_model *m)
+{
+	if (!*map || *indexed != i) {
+		index_drop(map, indexed);
+		if (!(*map = qtk_calloc(1, sizeof **map)))
+			return;
+		for (size_t k = 0; k < i; k++) {
+			const char *n = get(m, k);
+			if (n && qtk_strmap_put(*map, n, k, NULL) < 0) {
+				index_drop(map, indexed);
+				return;
+			}
+		}
+	}
+	const char *n = get(m, i);
+	if (n && qtk_strmap_put(*map, n, i, NULL) < 0) {
+		index_drop(map, indexed);
+		return;
+	}
+	*indexed = i + 1;
+}
+
+static const char *tensor_name_at(const qtk_model *m, size_t i) { return m->tensors[i].name; }
+static const char *kv_key_at(const qtk_model *m, size_t i) { return m->kv[i].key; }
+
+void qtk_model_reindex(qtk_model *m)
+{
+	index_drop(&m->t_index, &m->t_indexed);
+	index_drop(&m->kv_index, &m->kv_indexed);
+	if (m->ntensors)
+		index_put(&m->t_index, &m->t_indexed, m->ntensors - 1, tensor_name_at, m);
+	if (m->nkv)
+		index_put(&m->kv_index, &m->kv_indexed, m->nkv - 1, kv_key_at, m);
+}
+
+static void index_free(qtk_model *m)
+{
+	index_drop(&m->t_index, &m->t_indexed);
+	index_drop(&m->kv_index, &m->kv_indexed);
+}
+
 qtk_tensor *qtk_model_add_tensor(qtk_model *m, const char *name)
 {
 	qtk_tensor *t = grow(m->tensors, &m->cap_tensors, m->ntensors + 1, sizeof *t, QTK_CAP_TENSORS);
@@ -42,6 +98,7 @@ qtk_tensor *qtk_model_add_tensor(qtk_model *m, const char *name)
 	t->name = qtk_strdup(name);
 	if (!t->name)
 		return NULL;
+	index_put(&m->t_index, &m->t_indexed, m->ntensors, tensor_name_at, m);
 	m->ntensors++;
 	return t;
 }
@@ -57,19 +114,17 @@ qtk_kv *qtk_model_add_kv(qtk_model *m, const char *key)
 	kv->key = qtk_strdup(key);
 	if (!kv->key)
 		return NULL;
+	index_put(&m->kv_index, &m->kv_indexed, m->nkv, kv_key_at, m);
 	m->nkv++;
 	return kv;
 }
 
 int qtk_model_set_kv_str(qtk_model *m, const char *key, const char *s)
 {
-	qtk_kv *kv = NULL;
-	for (size_t i = 0; i < m->nkv; i++)
-		if (strcmp(m->kv[i].key, key) == 0) {
-			kv = &m->kv[i];
-			qtk_value_free(&kv->val);
-		}
-	if (!kv)
+	qtk_kv *kv = (qtk_kv *)qtk_kv_find(m, key);
+	if (kv)
+		qtk_value_free(&kv->val);
+	else
 		kv = qtk_model_add_kv(m, key);
 	if (!kv)
 		return QTK_E_IO;
@@ -81,12 +136,16 @@ int qtk_model_set_kv_str(qtk_model *m, const char *key, const char *s)
 
 int qtk_kv_remove(qtk_model *m, const char *key)
 {
-	for (size_t i = 0; i < m->nkv; i++)
+	const qtk_kv *f = qtk_kv_find(m, key);
+	for (size_t i = f ? (size_t)(f - m->kv) : m->nkv; i < m->nkv; i++)
 		if (strcmp(m->kv[i].key, key) == 0) {
 			qtk_free(m->kv[i].key);
 			qtk_value_free(&m->kv[i].val);
 			memmove(&m->kv[i], &m->kv[i + 1], (m->nkv - i - 1) * sizeof *m->kv);
 			m->nkv--;
+			index_drop(&m->kv_index, &m->kv_indexed);
+			if (m->nkv)
+				index_put(&m->kv_index, &m->kv_indexed, m->nkv - 1, kv_key_at, m);
 			return 1;
 		}
 	return 0;
@@ -248,6 +307,7 @@ void qtk_tensor_finish(qtk_tensor *t)
 
 void qtk_fmt_reset_model(qtk_model *m)
 {
+	index_free(m);
 	for (size_t i = 0; i < m->ntensors; i++)
 		qtk_free(m->tensors[i].name);
 	m->ntensors = 0;
@@ -266,6 +326,7 @@ void qtk_fmt_reset_model(qtk_model *m)
 
 static void model_free(qtk_model *m)
 {
+	index_free(m);
 	for (size_t i = 0; i < m->ntensors; i++)
 		qtk_free(m->tensors[i].name);
 	qtk_free(m->tensors);
@@ -471,11 +532,21 @@ int qtk_read_part_alloc(qtk_model *m, const qtk_tensor *t, int p, uint8_t **out)
 	return 0;
 }
 
+/* Through the index when it covers every entry, else a scan. */
 const qtk_kv *qtk_kv_find(const qtk_model *m, const char *key)
 {
-	for (size_t i = 0; i < m->nkv; i++)
+	if (m->kv_index && m->kv_indexed == m->nkv) {
+		size_t i;
+		if (!qtk_strmap_get(m->kv_index, key, &i))
+			return NULL;
+		if (i < m->nkv && m->kv[i].key && strcmp(m->kv[i].key, key) == 0)
+			return &m->kv[i];
+	}
+	for (size_t i = 0; i < m->nkv; i++) {
+		atomic_fetch_add_explicit(&qtk_lookup_steps, 1, memory_order_relaxed);
 		if (strcmp(m->kv[i].key, key) == 0)
 			return &m->kv[i];
+	}
 	return NULL;
 }
 
@@ -489,8 +560,17 @@ const qtk_blob *qtk_blob_find(const qtk_model *m, const char *name)
 
 const qtk_tensor *qtk_tensor_find(const qtk_model *m, const char *name)
 {
-	for (size_t i = 0; i < m->ntensors; i++)
-		if (strcmp(m->tensors[i].name, name) == 0)
+	if (m->t_index && m->t_indexed == m->ntensors) {
+		size_t i;
+		if (!qtk_strmap_get(m->t_index, name, &i))
+			return NULL;
+		if (i < m->ntensors && m->tensors[i].name && strcmp(m->tensors[i].name, name) == 0)
 			return &m->tensors[i];
+	}
+	for (size_t i = 0; i < m->ntensors; i++) {
+		atomic_fetch_add_explicit(&qtk_lookup_steps, 1, memory_order_relaxed);
+		if (m->tensors[i].name && strcmp(m->tensors[i].name, name) == 0)
+			return &m->tensors[i];
+	}
 	return NULL;
 }

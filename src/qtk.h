@@ -245,6 +245,11 @@ struct qtk_model {
 	qtk_err err;
 	/* capacity bookkeeping */
 	size_t cap_tensors, cap_kv, cap_blobs;
+	/* name -> index of tensors[] and kv[] (qtk_tensor_find, qtk_kv_find): valid while it covers
+	 * exactly the first t_indexed / kv_indexed entries; code that renames, reorders or drops
+	 * entries in place calls qtk_model_reindex. */
+	struct qtk_strmap *t_index, *kv_index;
+	size_t t_indexed, kv_indexed;
 };
 
 /* Open any supported input (format detected from content). On failure
@@ -264,6 +269,9 @@ int qtk_read_part_alloc(qtk_model *m, const qtk_tensor *t, int p, uint8_t **out)
 int qtk_read_part_to(qtk_model *m, const qtk_tensor *t, int p, uint64_t off, void *dst, size_t n, qtk_err *err);
 
 const qtk_kv *qtk_kv_find(const qtk_model *m, const char *key);
+/* Rebuild m's name indexes after tensors[] or kv[] were changed other than by the model's own
+ * adders (renamed, reordered, replaced). Lookups stay correct without it only if counts differ. */
+void qtk_model_reindex(qtk_model *m);
 const qtk_blob *qtk_blob_find(const qtk_model *m, const char *name);
 /* Find a tensor by logical name; NULL when absent. */
 const qtk_tensor *qtk_tensor_find(const qtk_model *m, const char *name);
@@ -411,6 +419,9 @@ char *qtk_strndup(const char *s, size_t n);
 void qtk_free(void *p);
 /* 0 disables; otherwise the Nth allocation from now fails. */
 void qtk_test_fail_alloc_at(long n);
+/* Test hook: the largest single allocation request (bytes) since the last reset; reset: return it
+ * and start again from 0. */
+size_t qtk_test_max_alloc(bool reset);
 /* 0 disables; otherwise reads return at most n bytes at a time. */
 void qtk_test_max_read(size_t n);
 

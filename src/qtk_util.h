@@ -8,6 +8,7 @@
 
 #include "qtk.h"
 #include <stdio.h>
+#include <stdatomic.h>
 
 /* ---- Caps (hostile input) -------------------------------------------- */
 #define QTK_CAP_TENSORS      (1u << 20)          /* tensors in one model */
@@ -124,6 +125,8 @@ void qtk_cleanup_register_dir(const char *tmp_dir);
 void qtk_cleanup_run(void);
 
 /* ---- String set: duplicate detection (stores pointers, not copies) ---- */
+/* Hashing is keyed with a per-process random key (SipHash-1-3), so names an input chooses
+ * cannot be made to collide: adding and finding are O(1) expected whatever the input. */
 typedef struct qtk_strset {
 	const char **slots;
 	size_t cap, n;
@@ -131,6 +134,27 @@ typedef struct qtk_strset {
 /* 1 when added, 0 when already present, QTK_E_IO when out of memory. */
 int qtk_strset_add(qtk_strset *set, const char *s);
 void qtk_strset_free(qtk_strset *set);
+/* The keyed hash of the n bytes at s. */
+uint64_t qtk_str_hash(const void *s, size_t n);
+
+/* ---- String map: string (pointer, not copied) -> index ---- */
+typedef struct qtk_strmap_slot {
+	const char *key;
+	size_t val;
+} qtk_strmap_slot;
+typedef struct qtk_strmap {
+	qtk_strmap_slot *slots;
+	size_t cap, n;
+} qtk_strmap;
+/* Add key -> val; 1 when added, 0 when key was present (its value kept, *old set when old is
+ * not NULL), QTK_E_IO when out of memory. */
+int qtk_strmap_put(qtk_strmap *map, const char *key, size_t val, size_t *old);
+/* True with *val set when key is present. */
+bool qtk_strmap_get(const qtk_strmap *map, const char *key, size_t *val);
+void qtk_strmap_free(qtk_strmap *map);
+/* Test hook: the number of key comparisons (strcmp) lookups made, and of linear-scan steps the
+ * model's finders took without an index (counted only in this process, never reset). */
+extern atomic_size_t qtk_lookup_steps;
 
 /* A scalar metadata value from its little-endian bytes (qtk_value_size(type) of them;
  * bools are taken as stored: callers check 0/1). */

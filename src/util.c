@@ -1,8 +1,12 @@
 /* util.c - small helpers: capped growable buffers, UTF-8, parsing. */
 #include "internal.h"
 #include "text.h"
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 
 #define BUF_CAP ((size_t)1 << 34)
 
@@ -107,15 +111,62 @@ bool qtk_parse_u64(const char *s, uint64_t *out)
 	return true;
 }
 
-/* ---- string set (duplicate detection) ---------------------------------- */
+/* ---- keyed string hashing, string set and string map -------------------- */
 
-static uint64_t str_hash(const char *s, size_t n)
+atomic_size_t qtk_lookup_steps;
+
+static pthread_once_t hash_once = PTHREAD_ONCE_INIT;
+static uint64_t hash_k0 = 0x0706050403020100ull, hash_k1 = 0x0f0e0d0c0b0a0908ull;
+
+static void hash_seed(void)
 {
-	uint64_t h = 1469598103934665603ull; /* FNV-1a */
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
-	return h;
+	uint64_t k[2];
+	if (getrandom(k, sizeof k, GRND_NONBLOCK) == (ssize_t)sizeof k) {
+		hash_k0 = k[0];
+		hash_k1 = k[1];
+	} else { /* no entropy yet: the clock and an address still vary per process */
+		hash_k0 ^= (uint64_t)time(NULL) * 0x9e3779b97f4a7c15ull;
+		hash_k1 ^= (uint64_t)(uintptr_t)&hash_k0;
+	}
 }
+
+#define ROTL(x, b) (((x) << (b)) | ((x) >> (64 - (b))))
+#define SIPROUND                                                                         \
+	do {                                                                             \
+		v0 += v1; v1 = ROTL(v1, 13); v1 ^= v0; v0 = ROTL(v0, 32);                \
+		v2 += v3; v3 = ROTL(v3, 16); v3 ^= v2;                                   \
+		v0 += v3; v3 = ROTL(v3, 21); v3 ^= v0;                                   \
+		v2 += v1; v1 = ROTL(v1, 17); v1 ^= v2; v2 = ROTL(v2, 32);                \
+	} while (0)
+
+/* SipHash-1-3 under the process key. */
+uint64_t qtk_str_hash(const void *s, size_t n)
+{
+	pthread_once(&hash_once, hash_seed);
+	const uint8_t *p = s;
+	uint64_t v0 = hash_k0 ^ 0x736f6d6570736575ull, v1 = hash_k1 ^ 0x646f72616e646f6dull;
+	uint64_t v2 = hash_k0 ^ 0x6c7967656e657261ull, v3 = hash_k1 ^ 0x7465646279746573ull;
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		uint64_t w = qtk_rd64(p + i);
+		v3 ^= w;
+		SIPROUND;
+		v0 ^= w;
+	}
+	uint64_t b = (uint64_t)n << 56;
+	for (size_t k = 0; i + k < n; k++)
+		b |= (uint64_t)p[i + k] << (8 * k);
+	v3 ^= b;
+	SIPROUND;
+	v0 ^= b;
+	v2 ^= 0xff;
+	SIPROUND;
+	SIPROUND;
+	SIPROUND;
+	return v0 ^ v1 ^ v2 ^ v3;
+}
+#undef SIPROUND
+#undef ROTL
 
 int qtk_strset_add(qtk_strset *set, const char *s)
 {
@@ -127,7 +178,7 @@ int qtk_strset_add(qtk_strset *set, const char *s)
 		for (size_t i = 0; i < set->cap; i++) {
 			if (!set->slots[i])
 				continue;
-			size_t j = (size_t)str_hash(set->slots[i], strlen(set->slots[i])) & (nc - 1);
+			size_t j = (size_t)qtk_str_hash(set->slots[i], strlen(set->slots[i])) & (nc - 1);
 			while (ns[j])
 				j = (j + 1) & (nc - 1);
 			ns[j] = set->slots[i];
@@ -136,8 +187,9 @@ int qtk_strset_add(qtk_strset *set, const char *s)
 		set->slots = ns;
 		set->cap = nc;
 	}
-	size_t j = (size_t)str_hash(s, strlen(s)) & (set->cap - 1);
+	size_t j = (size_t)qtk_str_hash(s, strlen(s)) & (set->cap - 1);
 	while (set->slots[j]) {
+		atomic_fetch_add_explicit(&qtk_lookup_steps, 1, memory_order_relaxed);
 		if (strcmp(set->slots[j], s) == 0)
 			return 0;
 		j = (j + 1) & (set->cap - 1);
@@ -151,6 +203,63 @@ void qtk_strset_free(qtk_strset *set)
 {
 	qtk_free(set->slots);
 	memset(set, 0, sizeof *set);
+}
+
+int qtk_strmap_put(qtk_strmap *map, const char *key, size_t val, size_t *old)
+{
+	if ((map->n + 1) * 2 > map->cap) {
+		size_t nc = map->cap ? map->cap * 2 : 64;
+		qtk_strmap_slot *ns = qtk_calloc(nc, sizeof *ns);
+		if (!ns)
+			return QTK_E_IO;
+		for (size_t i = 0; i < map->cap; i++) {
+			if (!map->slots[i].key)
+				continue;
+			size_t j = (size_t)qtk_str_hash(map->slots[i].key, strlen(map->slots[i].key)) & (nc - 1);
+			while (ns[j].key)
+				j = (j + 1) & (nc - 1);
+			ns[j] = map->slots[i];
+		}
+		qtk_free(map->slots);
+		map->slots = ns;
+		map->cap = nc;
+	}
+	size_t j = (size_t)qtk_str_hash(key, strlen(key)) & (map->cap - 1);
+	while (map->slots[j].key) {
+		atomic_fetch_add_explicit(&qtk_lookup_steps, 1, memory_order_relaxed);
+		if (strcmp(map->slots[j].key, key) == 0) {
+			if (old)
+				*old = map->slots[j].val;
+			return 0;
+		}
+		j = (j + 1) & (map->cap - 1);
+	}
+	map->slots[j].key = key;
+	map->slots[j].val = val;
+	map->n++;
+	return 1;
+}
+
+bool qtk_strmap_get(const qtk_strmap *map, const char *key, size_t *val)
+{
+	if (!map->cap)
+		return false;
+	size_t j = (size_t)qtk_str_hash(key, strlen(key)) & (map->cap - 1);
+	while (map->slots[j].key) {
+		atomic_fetch_add_explicit(&qtk_lookup_steps, 1, memory_order_relaxed);
+		if (strcmp(map->slots[j].key, key) == 0) {
+			*val = map->slots[j].val;
+			return true;
+		}
+		j = (j + 1) & (map->cap - 1);
+	}
+	return false;
+}
+
+void qtk_strmap_free(qtk_strmap *map)
+{
+	qtk_free(map->slots);
+	memset(map, 0, sizeof *map);
 }
 
 void qtk_shape_text(char *b, size_t n, int nd, const uint64_t *shape)

@@ -36,7 +36,7 @@ if [ -f tests/cli.sh ]; then
 	echo "== cli: $p passed, $f failed${s:+, $s skipped}"
 	grep -E '^(FAIL|skipped)' "$out" | head -50
 fi
-for extra in tests/cli_*.sh tests/test_layers.sh tests/tui_smoke.sh tests/test_verify.sh tests/fuzz_replay.sh tests/test_faults.sh tests/test_simd.sh; do
+for extra in tests/cli_*.sh tests/test_limits.sh tests/test_layers.sh tests/tui_smoke.sh tests/test_verify.sh tests/fuzz_replay.sh tests/test_faults.sh tests/test_simd.sh; do
 	[ -f "$extra" ] || continue
 	QTK_BUILD=$B sh "$extra" >"$out" 2>&1
 	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -n 1)

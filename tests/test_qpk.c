@@ -637,6 +637,7 @@ typedef struct tfile {
 	uint8_t chunk_log;
 	bool index_garbage;
 	bool index_gap;  /* 128 zero bytes between the data and the index */
+	bool meta_zstd;  /* the metadata section stored as one zstd frame */
 } tfile;
 
 static void b64(qtk_buf *b, uint64_t v) { uint8_t x[8]; qtk_wr64(x, v); qtk_buf_put(b, x, 8); }
@@ -726,7 +727,21 @@ static size_t tf_build(tfile *f, uint8_t **outp)
 {
 	qtk_buf file = {0}, idx = {0};
 	uint8_t h[128] = {0}, tr[128] = {0};
-	uint64_t meta_end = 128 + f->meta.len, data_off = (meta_end + f->align - 1) / f->align * f->align;
+	const uint8_t *ms = f->meta.p;
+	size_t mlen = f->meta.len;
+	uint8_t *mz = NULL;
+	if (f->meta_zstd) {
+		ZSTD_CCtx *c = ZSTD_createCCtx();
+		ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, 1);
+		ZSTD_CCtx_setParameter(c, ZSTD_c_compressionLevel, 1);
+		size_t cap = ZSTD_compressBound(f->meta.len);
+		mz = malloc(cap);
+		mlen = ZSTD_compress2(c, mz, cap, f->meta.p, f->meta.len);
+		ZSTD_freeCCtx(c);
+		ms = mz;
+		h[21] = 1;
+	}
+	uint64_t meta_end = 128 + mlen, data_off = (meta_end + f->align - 1) / f->align * f->align;
 	/* data */
 	qtk_buf data = {0};
 	uint64_t offs[3][8];
@@ -795,12 +810,13 @@ static size_t tf_build(tfile *f, uint8_t **outp)
 	qtk_wr32(h + 12, 128);
 	qtk_wr32(h + 16, f->align);
 	h[20] = f->chunk_log;
-	qtk_wr64(h + 24, f->meta.len);
+	qtk_wr64(h + 24, mlen);
 	qtk_wr64(h + 32, f->meta.len);
-	sha(f->meta.p, f->meta.len, NULL, 0, h + 40);
+	sha(ms, mlen, NULL, 0, h + 40);
 	/* file */
 	qtk_buf_put(&file, h, 128);
-	qtk_buf_put(&file, f->meta.p, f->meta.len);
+	qtk_buf_put(&file, ms, mlen);
+	free(mz);
 	while (file.len < data_off)
 		qtk_buf_putc(&file, 0);
 	qtk_buf_put(&file, data.p, data.len);
@@ -848,6 +864,48 @@ static void expect_bad_tf(const char *what, tfile *f, const char *want)
 	expect_bad(what, b, n, want);
 	free(b);
 	qtk_buf_free(&f->meta);
+}
+
+/* A zstd metadata section declaring far more than the parser takes before it refuses a field:
+ * decoded as read, so the reader never holds the declared size (it allocated all of it). */
+static void test_meta_stream(void)
+{
+	tfile f;
+	tf_default(&f);
+	f.meta_zstd = true;
+	uint8_t *b;
+	size_t n = tf_build(&f, &b); /* valid: a zstd metadata section reads back */
+	char *p = tpath("zmeta.qpk");
+	spit(p, b, n);
+	free(b);
+	qtk_err e;
+	qtk_model *m = qtk_open(p, &e);
+	const qtk_kv *kv = m ? qtk_kv_find(m, "general.architecture") : NULL;
+	CHECK(m && kv && !strcmp(kv->val.v.str.s, "llama") && qtk_blob_find(m, "config.json"),
+	      "zstd metadata reads back: %s", m ? "" : e.msg);
+	qtk_close(m);
+	/* a string longer than the limit, then 192 MiB of zeros and 256 KiB of noise (the ratio
+	 * limit passes) */
+	f.meta.len = 8;
+	b64(&f.meta, 1);
+	bstr(&f.meta, "k");
+	b32(&f.meta, QTK_V_STR);
+	b64(&f.meta, QTK_CAP_STR + 1);
+	size_t zeros = (size_t)192 << 20, noise = (size_t)256 << 10;
+	uint8_t *z = calloc(1, zeros);
+	qtk_buf_put(&f.meta, z, zeros);
+	free(z);
+	for (size_t i = 0; i < noise; i++)
+		qtk_buf_putc(&f.meta, (char)rnd8());
+	n = tf_build(&f, &b);
+	CHECK(n < (size_t)2 << 20, "hostile file is small: %zu bytes", n);
+	qtk_test_max_alloc(true);
+	expect_bad("declared metadata", b, n, "exceeds the limit");
+	size_t peak = qtk_test_max_alloc(false);
+	CHECK(peak < (size_t)16 << 20, "largest allocation %zu bytes for a refused 192 MiB section", peak);
+	free(b);
+	qtk_buf_free(&f.meta);
+	free(p);
 }
 
 static void test_builder_valid(void)
@@ -1888,6 +1946,7 @@ int main(void)
 	test_memory_roundtrip();
 	test_writer_rejects();
 	test_builder_valid();
+	test_meta_stream();
 	test_hostile();
 	test_mutations();
 	test_writer_alloc();

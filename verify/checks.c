@@ -218,24 +218,39 @@ static int decoded_where_needed(vstate *s, const cJSON *ts)
 {
 	size_t n = s->m->ntensors, need = 0;
 	bool *sel = qtk_calloc(n ? n : 1, sizeof *sel);
-	if (!sel)
+	/* leaf -> its tensor (+1, 0: none) and whether the record named it already: one pass over
+	 * the tensors and one over the record, each name found by binary search */
+	size_t *tensor_of = qtk_calloc(s->d.n ? s->d.n : 1, sizeof *tensor_of);
+	bool *done = qtk_calloc(s->d.n ? s->d.n : 1, sizeof *done);
+	if (!sel || !tensor_of || !done) {
+		qtk_free(sel);
+		qtk_free(tensor_of);
+		qtk_free(done);
 		return oom(s);
+	}
 	for (size_t i = 0; i < n; i++) {
 		char b[QTK_CAP_NAME + 64];
 		int qk;
 		qtk_canon_name(s->m, s->m->tensors[i].name, b, sizeof b, &qk);
 		const qtk_leaf *l = qtk_digests_find(&s->d, b);
-		for (const cJSON *c = ts->child; l && c; c = c->next) {
-			uint8_t enc[32];
-			if (strcmp(jstr(c, "name"), b) || !qtk_prov_unhex(jstr(c, "encoded"), enc))
-				continue;
-			if (!l->bad && memcmp(enc, l->enc, 32) && !l->has_dec) {
-				sel[i] = true;
-				need++;
-			}
-			break;
+		if (l && !tensor_of[l - s->d.leaf])
+			tensor_of[l - s->d.leaf] = i + 1;
+	}
+	for (const cJSON *c = ts->child; c; c = c->next) {
+		const char *name = jstr(c, "name");
+		uint8_t enc[32];
+		const qtk_leaf *l = name ? qtk_digests_find(&s->d, name) : NULL;
+		if (!l || done[l - s->d.leaf] || !tensor_of[l - s->d.leaf] || !qtk_prov_unhex(jstr(c, "encoded"), enc))
+			continue;
+		done[l - s->d.leaf] = true;
+		size_t i = tensor_of[l - s->d.leaf] - 1;
+		if (!l->bad && memcmp(enc, l->enc, 32) && !l->has_dec && !sel[i]) {
+			sel[i] = true;
+			need++;
 		}
 	}
+	qtk_free(tensor_of);
+	qtk_free(done);
 	int rc = 0;
 	if (need) {
 		qtk_digests d2;

@@ -461,11 +461,18 @@ static void hp_kv_sums(qtk_hparams *hp, const hp_layers *ly)
 		for (uint64_t l = 0; l < L; l++) {
 			uint64_t h = ly->heads_listed ? ly->heads[l] : hp->n_head_kv;
 			mn = h < mn ? h : mn;
+			bool ok;
 			if (qtk_family_layer_swa(hp, l)) {
-				hp->kv_heads_swa += h;
+				ok = qtk_add_u64(hp->kv_heads_swa, h, &hp->kv_heads_swa);
 				hp->n_layer_swa++;
 			} else {
-				hp->kv_heads_full += h;
+				ok = qtk_add_u64(hp->kv_heads_full, h, &hp->kv_heads_full);
+			}
+			if (!ok) {
+				hp->kv_heads_full = hp->kv_heads_swa = 0;
+				snprintf(hp->kv_unknown, sizeof hp->kv_unknown, "the KV heads of %llu layers are too many",
+					 (unsigned long long)L);
+				return;
 			}
 		}
 		hp->n_head_kv_min = L ? mn : 0;
@@ -482,6 +489,25 @@ static void hp_kv_sums(qtk_hparams *hp, const hp_layers *ly)
 		return;
 	}
 	hp->n_layer_swa = nswa;
+}
+
+/* A KV cache over QTK_HP_KV_TOKEN_MAX bytes a token (at 4 bytes an element) is no real model's:
+ * it is reported as unknown rather than estimated, so every estimate (per token, times any
+ * context up to 2^32 tokens) stays well inside the range the estimate's arithmetic holds. */
+static void hp_kv_range(qtk_hparams *hp)
+{
+	if (hp->kv_unknown[0])
+		return;
+	uint64_t heads, dims, b;
+	if (!qtk_add_u64(hp->kv_heads_full, hp->kv_heads_swa, &heads) ||
+	    !qtk_add_u64(hp->head_dim, hp->head_dim_v, &dims) || !qtk_mul_u64(heads, dims, &b) ||
+	    !qtk_mul_u64(b, 4, &b) || b > QTK_HP_KV_TOKEN_MAX) {
+		snprintf(hp->kv_unknown, sizeof hp->kv_unknown,
+			 "%llu KV heads x head size %llu + %llu is out of range (over %llu GiB a token)",
+			 (unsigned long long)heads, (unsigned long long)hp->head_dim, (unsigned long long)hp->head_dim_v,
+			 (unsigned long long)(QTK_HP_KV_TOKEN_MAX >> 30));
+		hp->kv_heads_full = hp->kv_heads_swa = 0;
+	}
 }
 
 /* llama.cpp's sliding-layer period for an architecture (GGUF general.architecture or
@@ -773,6 +799,8 @@ int qtk_family_hparams(const qtk_model *m, qtk_hparams *hp)
 	}
 	if (!rc)
 		hp_kv_sums(hp, ly);
+	if (!rc)
+		hp_kv_range(hp);
 	qtk_free(ly);
 	return rc;
 }

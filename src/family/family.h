@@ -251,6 +251,7 @@ typedef struct qtk_hparams {
 	uint64_t kv_heads_swa;      /* sum of n_head_kv(l) over the sliding layers */
 	uint64_t n_head_kv_min;     /* the smallest n_head_kv(l) */
 	bool kv_per_layer;          /* head_count_kv (num_key_value_heads) was a per-layer list */
+#define QTK_HP_KV_TOKEN_MAX (1ull << 40) /* KV cache bytes a token beyond which it is not estimated */
 	char kv_unknown[160];       /* non-empty: why the KV cache cannot be computed (then the sums are 0) */
 	/* Sliding-window attention. swa_window is the declared window (0: none); the layers in
 	 * n_layer_swa hold min(context, swa_window) tokens (llama.cpp's SWA cache). swa_note says

@@ -300,6 +300,43 @@ static int shifted_norm(qtk_model *src, const qtk_tensor *t, bool plus, vent *v,
 	return 0;
 }
 
+/* The expert entries grouped by the stack they go into (their output name), in one pass:
+ * next[i] is the next entry of i's stack (SIZE_MAX: none), head[i] its first. Entries that are
+ * not experts get SIZE_MAX in both. */
+static int expert_groups(const qtk_hfmap *m, size_t **nextp, size_t **headp, qtk_err *err)
+{
+	size_t *next = qtk_malloc((m->n ? m->n : 1) * sizeof *next), *head = qtk_malloc((m->n ? m->n : 1) * sizeof *head);
+	size_t *tail = qtk_malloc((m->n ? m->n : 1) * sizeof *tail);
+	qtk_strmap first = {0};
+	int rc = next && head && tail ? 0 : oom(err);
+	for (size_t i = 0; i < m->n && !rc; i++) {
+		next[i] = head[i] = SIZE_MAX;
+		if (!m->e[i].expert || !m->e[i].out)
+			continue;
+		size_t h;
+		int added = qtk_strmap_put(&first, m->e[i].out, i, &h);
+		if (added < 0) {
+			rc = oom(err);
+		} else if (added) {
+			head[i] = tail[i] = i;
+		} else {
+			head[i] = h;
+			next[tail[h]] = i;
+			tail[h] = i;
+		}
+	}
+	qtk_strmap_free(&first);
+	qtk_free(tail);
+	if (rc) {
+		qtk_free(next);
+		qtk_free(head);
+		return rc;
+	}
+	*nextp = next;
+	*headp = head;
+	return 0;
+}
+
 static int add_piece(qtk_hfmap *m, size_t i, qtk_err *err)
 {
 	size_t *np = qtk_realloc(m->pieces, (m->npieces + 1) * sizeof *np);
@@ -334,7 +371,7 @@ static int map_input_scale(const qtk_family *f, const qtk_tensor *t, bool to_ggu
 	return 0;
 }
 
-static int build_entries(qtk_hfmap *m, qtk_model *src, qtk_err *err)
+static int build_entries_in(qtk_hfmap *m, qtk_model *src, qtk_err *err, size_t **gn, size_t **gh)
 {
 	const qtk_family *f = m->fam;
 	vent *v;
@@ -361,21 +398,32 @@ static int build_entries(qtk_hfmap *m, qtk_model *src, qtk_err *err)
 			continue;
 		const char *name = e->out ? e->out : t->name;
 		if (e->expert && m->to_gguf) {
+			if (!*gn && expert_groups(m, gn, gh, err))
+				return err->code;
+			const size_t *gnext = *gn, *ghead = *gh;
 			/* the stack goes where its last expert is */
-			bool last = true;
-			for (size_t j = i + 1; j < m->n && last; j++)
-				last = !(m->e[j].expert && !strcmp(m->e[j].out, e->out));
-			if (!last)
+			if (gnext[i] != SIZE_MAX)
 				continue;
 			if (!(v = vadd(m, name, err)))
 				return err->code;
 			v->kind = QTK_VIEW_STACK;
 			v->src = m->npieces;
 			v->n = m->n_expert;
+			/* expert k's entry (the first of the stack with that index), in expert order */
+			size_t *slot = qtk_malloc((m->n_expert ? m->n_expert : 1) * sizeof *slot);
+			if (!slot)
+				return oom(err);
 			for (uint32_t k = 0; k < m->n_expert; k++)
-				for (size_t j = 0; j < m->n; j++)
-					if (m->e[j].expert && m->e[j].ei == k && !strcmp(m->e[j].out, e->out) && add_piece(m, j, err))
-						return err->code;
+				slot[k] = SIZE_MAX;
+			for (size_t j = ghead[i]; j != SIZE_MAX; j = gnext[j])
+				if (m->e[j].ei < m->n_expert && slot[m->e[j].ei] == SIZE_MAX)
+					slot[m->e[j].ei] = j;
+			for (uint32_t k = 0; k < m->n_expert; k++)
+				if (slot[k] != SIZE_MAX && add_piece(m, slot[k], err)) {
+					qtk_free(slot);
+					return err->code;
+				}
+			qtk_free(slot);
 			if (m->npieces - v->src != m->n_expert)
 				return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, name, "experts missing from a stack");
 			v->info.otype = e->otype;
@@ -447,6 +495,15 @@ static int build_entries(qtk_hfmap *m, qtk_model *src, qtk_err *err)
 		v->scalar0 = e->scalar0 && t->ndim == 1 && t->shape[0] == 1;
 	}
 	return 0;
+}
+
+static int build_entries(qtk_hfmap *m, qtk_model *src, qtk_err *err)
+{
+	size_t *gnext = NULL, *ghead = NULL;
+	int rc = build_entries_in(m, src, err, &gnext, &ghead);
+	qtk_free(gnext);
+	qtk_free(ghead);
+	return rc;
 }
 
 /* The tensor of view entry v. */
@@ -635,6 +692,7 @@ qtk_model *qtk_hfmap_hf_shaped(qtk_model *g, qtk_hfmap **map, qtk_err *err)
 			v->tensors[i].name = n;
 		}
 	}
+	qtk_model_reindex(v);
 	return v;
 }
 
@@ -1588,21 +1646,15 @@ static int check_experts(qtk_hfmap *m, const qtk_model *hf, qtk_err *err)
 	size_t *first = qtk_calloc(m->n_expert, sizeof *first);
 	if (!first)
 		return oom(err);
-	int rc = 0;
+	size_t *gnext = NULL, *ghead = NULL;
+	int rc = expert_groups(m, &gnext, &ghead, err);
 	for (size_t i = 0; i < m->n && !rc; i++) {
-		if (!m->e[i].expert)
-			continue;
-		bool seen = false;
-		for (size_t j = 0; j < i && !seen; j++)
-			seen = m->e[j].expert && !strcmp(m->e[j].out, m->e[i].out);
-		if (seen)
+		if (!m->e[i].expert || ghead[i] != i) /* each stack once, from its first entry */
 			continue;
 		m->nout++;
 		for (uint32_t k = 0; k < m->n_expert; k++)
 			first[k] = SIZE_MAX;
-		for (size_t j = i; j < m->n && !rc; j++) {
-			if (!m->e[j].expert || strcmp(m->e[j].out, m->e[i].out))
-				continue;
+		for (size_t j = i; j != SIZE_MAX && !rc; j = gnext[j]) {
 			const qtk_tensor *a = &hf->tensors[i], *b = &hf->tensors[j];
 			if (first[m->e[j].ei] != SIZE_MAX)
 				rc = qtk_err_set(err, QTK_E_DATA, NULL, -1, b->name, "expert %u appears twice (also as %s)",
@@ -1620,6 +1672,8 @@ static int check_experts(qtk_hfmap *m, const qtk_model *hf, qtk_err *err)
 						 "expert %u of %u is missing (config.json has %u experts)", k, m->n_expert,
 						 m->n_expert);
 	}
+	qtk_free(gnext);
+	qtk_free(ghead);
 	qtk_free(first);
 	return rc;
 }

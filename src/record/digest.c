@@ -522,6 +522,39 @@ static int root_of(const qtk_digests *d, const char *tag, bool dec, uint8_t out[
 	return ok ? 0 : -1;
 }
 
+/* The collision message, one for every caller. */
+static int canon_collision(qtk_err *err, const char *canon, const char *a, const char *b)
+{
+	return qtk_err_set(err, QTK_E_DATA, NULL, -1, canon, "two tensors have this canonical name ('%s' and '%s')", a,
+			   b);
+}
+
+int qtk_canon_unique(const qtk_model *m, qtk_err *err)
+{
+	qtk_leaf *l = qtk_calloc(m->ntensors ? m->ntensors : 1, sizeof *l);
+	if (!l)
+		return oom(err, NULL);
+	int rc = 0;
+	for (size_t i = 0; i < m->ntensors && !rc; i++) {
+		char canon[QTK_CAP_NAME + 64];
+		int qk;
+		if (qtk_canon_name(m, m->tensors[i].name, canon, sizeof canon, &qk) < 0)
+			rc = qtk_err_set(err, QTK_E_DATA, NULL, -1, m->tensors[i].name, "name too long");
+		else if (!(l[i].name = qtk_strdup(canon)))
+			rc = oom(err, NULL);
+		l[i].stored = m->tensors[i].name; /* borrowed */
+	}
+	if (!rc && m->ntensors)
+		qsort(l, m->ntensors, sizeof *l, leaf_cmp);
+	for (size_t i = 1; i < m->ntensors && !rc; i++)
+		if (!strcmp(l[i].name, l[i - 1].name))
+			rc = canon_collision(err, l[i].name, l[i - 1].stored, l[i].stored);
+	for (size_t i = 0; i < m->ntensors; i++)
+		qtk_free(l[i].name);
+	qtk_free(l);
+	return rc;
+}
+
 int qtk_digests_finish(qtk_digests *d, qtk_err *err)
 {
 	if (d->n)
@@ -533,9 +566,7 @@ int qtk_digests_finish(qtk_digests *d, qtk_err *err)
 		if (!d->leaf[i].name)
 			return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, NULL, "leaf %zu not computed", i);
 		if (i && !strcmp(d->leaf[i].name, d->leaf[i - 1].name))
-			return qtk_err_set(err, QTK_E_DATA, NULL, -1, d->leaf[i].name,
-					   "two tensors have this canonical name ('%s' and '%s')", d->leaf[i - 1].stored,
-					   d->leaf[i].stored);
+			return canon_collision(err, d->leaf[i].name, d->leaf[i - 1].stored, d->leaf[i].stored);
 		d->bytes += d->leaf[i].n_bytes;
 		d->complete = d->complete && d->leaf[i].has_enc && d->leaf[i].has_dec;
 		d->n_permuted += d->leaf[i].qk_heads > 0;

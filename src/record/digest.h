@@ -78,6 +78,10 @@ void qtk_digests_free(qtk_digests *d);
 /* Sort the leaves by canonical name, reject duplicates (QTK_E_DATA) and compute both roots.
  * For callers that fill leaves themselves (qconvert's output, via qtk_thash). */
 int qtk_digests_finish(qtk_digests *d, qtk_err *err);
+/* Refuse (QTK_E_DATA) a model two of whose tensors have one canonical name (a GGUF name and
+ * the HF name it maps to, say): the rule qverify's and qconvert's digests apply, for callers
+ * that pair tensors by canonical name without digests (qinspect --diff). */
+int qtk_canon_unique(const qtk_model *m, qtk_err *err);
 /* Leaf by canonical name (after finish); NULL when absent. */
 const qtk_leaf *qtk_digests_find(const qtk_digests *d, const char *canon);
 

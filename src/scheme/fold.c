@@ -372,6 +372,7 @@ int qtk_fold_replace(qtk_model *m, const long *gid, const bool *drop, qtk_tensor
 	m->ntensors = k;
 	m->cap_tensors = n + 1;
 	*nmods = 0;
+	qtk_model_reindex(m);
 	return 0;
 }
 

@@ -1,0 +1,77 @@
+#!/bin/sh
+# Resource limits (docs/security.md): work grows with the names an input holds, not with their
+# square; absurd sizes are refused or reported, not converted. Each large case runs under a
+# generous timeout: the quadratic paths these guard took minutes.
+B=${QTK_BUILD:-build}
+BIN=${QTK_BIN:-bin}
+T=$(mktemp -d /tmp/qtk-limits-XXXXXX)
+trap 'rm -rf "$T"' EXIT
+pass=0; fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+run() {
+	name=$1; want=$2; shift 2
+	"$@" >"$T/out" 2>"$T/err"
+	got=$?
+	if [ "$got" -eq "$want" ]; then ok; else bad "$name: exit $got, expected $want"; sed 's/^/  stderr: /' "$T/err" | head -5; fi
+}
+out_has() { if grep -q -- "$2" "$T/out"; then ok; else bad "$1: stdout lacks '$2'"; head -5 "$T/out"; fi; }
+out_lacks() { if grep -q -- "$2" "$T/out"; then bad "$1: stdout has '$2'"; else ok; fi; }
+err_has() { if grep -q -- "$2" "$T/err"; then ok; else bad "$1: stderr lacks '$2'"; head -5 "$T/err"; fi; }
+
+# st FILE: a safetensors file from the JSON header in FILE.json (padded to 8 bytes) and
+# DATA zero bytes of tensor data
+st() {
+	n=$(wc -c <"$1.json")
+	pad=$(( (8 - n % 8) % 8 )); n=$((n + pad))
+	{
+		i=0; v=$n
+		while [ $i -lt 8 ]; do printf "\\$(printf %03o $((v % 256)))"; v=$((v / 256)); i=$((i + 1)); done
+		cat "$1.json"
+		printf '%*s' "$pad" ''
+		head -c "$2" /dev/zero
+	} >"$1"
+}
+
+# --- 200,000 __metadata__ keys: read back in seconds (a scan per key took minutes)
+awk 'BEGIN { printf "{\"__metadata__\":{"; for (i = 0; i < 200000; i++) printf "%s\"key.%d\":\"%d\"", i ? "," : "", i, i;
+	printf "},\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}" }' >"$T/meta.safetensors.json"
+st "$T/meta.safetensors" 4
+run "200k metadata keys" 0 timeout 20 "$BIN/qinspect" --json "$T/meta.safetensors"
+out_has "200k metadata keys" '"key.199999"'
+run "200k metadata keys to GGUF" 0 timeout 20 "$BIN/qconvert" "$T/meta.safetensors" "$T/meta.gguf"
+run "200k metadata keys back" 0 timeout 20 "$BIN/qconvert" "$T/meta.gguf" "$T/meta2.safetensors"
+
+# --- 20,000 tensors: qverify against the embedded record, and --diff pairing, in seconds
+awk 'BEGIN { printf "{"; for (i = 0; i < 20000; i++)
+	printf "%s\"model.layers.%d.w.weight\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[%d,%d]}", i ? "," : "", i, 4 * i, 4 * i + 4;
+	printf "}" }' >"$T/many.safetensors.json"
+st "$T/many.safetensors" 80000
+run "20k tensors convert" 0 timeout 60 "$BIN/qconvert" "$T/many.safetensors" "$T/many.gguf"
+run "20k tensors verify" 0 timeout 20 "$BIN/qverify" "$T/many.gguf"
+run "20k tensors diff" 0 timeout 20 "$BIN/qinspect" --diff "$T/many.safetensors" "$T/many.gguf"
+
+# --- two tensors with one canonical name: --diff refuses as qverify and qconvert do
+printf '{"model.norm.weight":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"output_norm.weight":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}' >"$T/coll.safetensors.json"
+st "$T/coll.safetensors" 8
+printf '{"model.norm.weight":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}' >"$T/ref.safetensors.json"
+st "$T/ref.safetensors" 4
+run "diff collision" 3 "$BIN/qinspect" --diff "$T/ref.safetensors" "$T/coll.safetensors"
+err_has "diff collision" "two tensors have this canonical name"
+run "verify collision" 3 "$BIN/qverify" --emit-record "$T/coll.safetensors"
+err_has "verify collision" "two tensors have this canonical name"
+run "convert collision" 3 "$BIN/qconvert" "$T/coll.safetensors" "$T/coll.gguf"
+
+# --- an absurd KV cache: reported as out of range, never "0 B per token"
+"$B/samples/gen" "$T/s" >/dev/null || bad "sample generator"
+sed -e 's/"num_key_value_heads": 2/"num_key_value_heads": 4000000000000, "head_dim": 4000000/' \
+	-e 's/"num_attention_heads": 4,/"num_attention_heads": 4000000000000,/' "$T/s/tiny-llama/config.json" >"$T/cfg"
+cp "$T/cfg" "$T/s/tiny-llama/config.json"
+run "memory absurd heads" 0 "$BIN/qinspect" --memory "$T/s/tiny-llama"
+out_has "memory absurd heads" "KV cache    unknown: .* out of range"
+out_lacks "memory absurd heads" " 0 B per token"
+run "memory absurd heads json" 0 "$BIN/qinspect" --memory --json "$T/s/tiny-llama"
+out_has "memory absurd heads json" '"kv_unknown":.*out of range'
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
