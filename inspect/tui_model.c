@@ -464,8 +464,24 @@ static void tm_prov_summary(const cJSON *j, char *out, size_t n)
 		snprintf(out + at, n - at, ", %zu repacked (exactness not recorded)", cnt[0]);
 }
 
+static int tm_audit_line(void *arg, const char *line)
+{
+	tui *t = arg;
+	return tm_add_line(&t->prov, &t->nprov, line);
+}
+
+/* The audit section on top of the provenance pane: executable content, chat templates. */
+static int tm_audit_build(tui *t)
+{
+	if (audit_lines(t->m, tm_audit_line, t) < 0)
+		return tm_add_line(&t->prov, &t->nprov, "audit: could not run (out of memory)");
+	return tm_add_line(&t->prov, &t->nprov, "");
+}
+
 static int tm_prov_build(tui *t)
 {
+	if (tm_audit_build(t))
+		return -1;
 	const qtk_kv *kv = qtk_kv_find(t->m, "qtk.provenance");
 	const qtk_blob *b = qtk_blob_find(t->m, "qtk-provenance.json");
 	cJSON *j = NULL;

@@ -764,6 +764,7 @@ static int chk_source_link(vstate *s)
 
 const vcheck qv_checks[] = {
 	{"structure", M_ALL, chk_structure},
+	{"audit", M_ALL, qv_chk_audit},
 	{"part_digests", MODE_EMBEDDED | MODE_EMIT | MODE_RECORD, chk_container_digests},
 	{"provenance", MODE_EMBEDDED | MODE_EMIT | MODE_RECORD, chk_embedded},
 	{"record", MODE_RECORD, chk_record},
