@@ -197,6 +197,7 @@ static void scan_bytes(tctx *t)
 	const char *s = t->s;
 	size_t n = t->n;
 	size_t b64_start = 0, b64_len = 0, hex_len = 0, escs = 0, esc_start = 0;
+	bool hex_dig = false, hex_done = false;
 	bool b64_dig = false, b64_up = false, b64_lo = false, b64_done = false;
 	for (size_t i = 0; i < n && !t->rc;) {
 		unsigned char c = (unsigned char)s[i];
@@ -210,9 +211,15 @@ static void scan_bytes(tctx *t)
 			b64_dig |= isdigit(c) != 0;
 			b64_up |= isupper(c) != 0;
 			b64_lo |= islower(c) != 0;
-			hex_len = isxdigit(c) ? hex_len + 1 : 0;
-			if (hex_len == 40)
-				flag(t, K_ENC, i + 1 - 40, "hex run", s + i + 1 - 40, 40);
+			if (!isxdigit(c))
+				hex_len = 0;
+			else if (!hex_len++)
+				hex_dig = hex_done = false;
+			hex_dig |= isdigit(c) != 0;
+			if (hex_len >= 40 && hex_dig && !hex_done) {
+				hex_done = true;
+				flag(t, K_ENC, i + 1 - hex_len, "hex run", s + i + 1 - hex_len, 40);
+			}
 			if (b64_len >= 64 && !b64_done && b64_dig && b64_up && b64_lo) {
 				b64_done = true;
 				flag(t, K_ENC, b64_start, "base64-like run", s + b64_start, 64);
