@@ -49,6 +49,11 @@ static void test_benign(void)
 		"{% for content in message['content'] %}{% if content['type'] == 'image' %}<|image|>{% elif content['type'] == 'text' %}"
 		"{{ content['text'] }}{% endif %}{% endfor %}",
 		"{% if '\\n' in message['content'] %}{% endif %}{% if add_generation_prompt %}<|assistant|>{% endif %}",
+		"{% if content['type'] == 'image' or 'image' in content or 'image_url' in content %}<|vision_start|>{% endif %}",
+		"{%- set content = message['content'] -%}{%- if '/think' in content -%}{%- elif '/no_think' in content -%}{%- endif -%}"
+		"{%- if content and '</think>' in content -%}{%- endif -%}",
+		"{%- if message[\"role\"] not in [\"tool\", \"tool_results\"] and not message.get(\"tool_calls\") %}{% endif %}"
+		"{%- if messages and messages[0]['role']|lower == 'system' %}{% endif %}",
 	};
 	for (size_t i = 0; i < sizeof ok / sizeof *ok; i++)
 		CHECK(tpl(ok[i], strlen(ok[i]), NULL) == 0, "benign template %zu flagged", i);

@@ -371,7 +371,9 @@ static bool lit_known(const char *s, size_t n)
 					"model", "human", "bot", "text", "image", "image_url", "video", "video_url", "audio",
 					"input_audio", "input_text", "output_text", "tool_call", "tool_calls", "tool_use",
 					"tool_result", "tool_response", "thinking", "reasoning", "reasoning_content", "file",
-					"document", "json", "json_object", "json_schema", "none", NULL};
+					"document", "json", "json_object", "json_schema", "none",
+					/* reasoning switches in the user's message (Qwen 3, Nemotron, GLM) */
+					"/think", "/no_think", "/nothink", NULL};
 	for (const char *const *p = w; *p; p++)
 		if (strlen(*p) == n && !memcmp(*p, s, n))
 			return true;
@@ -435,8 +437,8 @@ static void check_clause(tctx *t, const tok *k, size_t lo, size_t hi)
 				tc |= id_has(t, &k[q], "content");
 				tm |= id_has(t, &k[q], "message");
 			}
-			if (tc)
-				ok = lit_special(l, ln);
+			if (tc) /* a substring of the content, or a part type ('image' in content) */
+				ok = lit_special(l, ln) || lit_known(l, ln);
 			else if (tm)
 				ok = lit_ident(l, ln) || lit_special(l, ln);
 			else

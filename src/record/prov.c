@@ -94,6 +94,8 @@ void qtk_prov_builder_free(qtk_prov_builder *b)
 	qtk_digests_free(&b->src_meta);
 	qtk_digests_free(&b->src_cache);
 	qtk_filelist_free(&b->files_cache);
+	cJSON_Delete(b->audit_cache);
+	b->audit_cache = NULL;
 	b->cached = false;
 }
 
@@ -1144,11 +1146,16 @@ int qtk_prov_build(qtk_prov_builder *b, char **json, qtk_err *err)
 		cJSON_AddBoolToObject(det, "threads_invariant", 1);
 		cJSON_AddStringToObject(det, "decode", "bit-exact with the reference dequantizers");
 		cJSON_AddItemToObject(r, "determinism", det);
-		/* what the source carried that can run code or looks like a template backdoor */
-		qtk_audit au;
-		rc = qtk_audit_model(b->src, &au, err);
-		cJSON *aj = rc ? NULL : qtk_audit_json(&au);
-		qtk_audit_free(&au);
+		/* what the source carried that can run code or looks like a template backdoor: taken
+		 * once, by the first build, so the final record keeps the reserved length even when the
+		 * output is written into the source's directory */
+		if (!b->audit_cache) {
+			qtk_audit au;
+			rc = qtk_audit_model(b->src, &au, err);
+			b->audit_cache = rc ? NULL : qtk_audit_json(&au);
+			qtk_audit_free(&au);
+		}
+		cJSON *aj = b->audit_cache ? cJSON_Duplicate(b->audit_cache, 1) : NULL;
 		if (aj)
 			cJSON_AddItemToObject(r, "audit", aj);
 		else if (!rc)
