@@ -108,6 +108,11 @@ int conv_plan(qtk_model *in, const conv_opts *o, const void *imatrix, const qtk_
 	      qtk_err *err);
 /* The output's metadata and side files. */
 int conv_build_meta(qtk_model *in, const conv_opts *o, qtk_model *d, qtk_err *err);
+/* card.c: the README.md of a Hugging Face directory output (front matter base_model: the
+ * source's hub id, base_model_relation: quantized), set as d's side file. */
+int conv_model_card(const qtk_model *in, qtk_model *d, const conv_opts *o, qtk_err *err);
+/* A hub repository id owner/name (letters, digits, . _ -; no "--" or ".."). */
+bool conv_repo_id_ok(const char *s);
 /* Produce one tensor into the writer; measures the error against the decoded source. */
 int conv_tensor(qtk_model *in, qtk_writer *w, const plan *p, int threads, tensor_result *r, qtk_err *err);
 /* Plan, write and verify. Returns the exit status (0, 1, or an error status). */

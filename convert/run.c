@@ -443,6 +443,8 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 	}
 	if (!rc)
 		rc = conv_build_meta(mapmeta ? mapmeta : source, o, d, &err);
+	if (!rc && o->out_kind == QTK_OUT_HF)
+		rc = conv_model_card(source, d, o, &err);
 	if (rc)
 		goto done;
 	res->n = nout;

@@ -62,6 +62,11 @@ struct cJSON *json_str_n(const char *s, uint64_t len);
 /* Print a cJSON document and free it; 0, or an error in m->err. */
 int json_emit(qtk_model *m, struct cJSON *doc, FILE *out);
 
+/* The audit of m (src/record/audit.h) as text lines: a verdict line, then one line per finding
+ * (escaped ASCII). fn's nonzero return stops; -1 when the audit could not run. */
+typedef int (*audit_line_fn)(void *arg, const char *line);
+int audit_lines(const qtk_model *m, audit_line_fn fn, void *arg);
+
 /* ---- modelinfo.c --------------------------------------------------------- */
 
 /* Architecture numbers needed for memory estimates and Q/K permutation (the family layer's). */

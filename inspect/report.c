@@ -173,6 +173,59 @@ static cJSON *json_metadata(const qtk_model *m)
 	return md;
 }
 
+/* "audit": executable content and chat-template findings (docs/json.md); null when the audit
+ * could not run (out of memory). */
+static cJSON *json_audit(const qtk_model *m)
+{
+	qtk_audit a;
+	qtk_err e;
+	qtk_err_clear(&e);
+	if (qtk_audit_model(m, &a, &e))
+		return cJSON_CreateNull();
+	cJSON *j = qtk_audit_json(&a);
+	qtk_audit_free(&a);
+	return j ? j : cJSON_CreateNull();
+}
+
+int audit_lines(const qtk_model *m, audit_line_fn fn, void *arg)
+{
+	qtk_audit a;
+	qtk_err e;
+	qtk_err_clear(&e);
+	if (qtk_audit_model(m, &a, &e))
+		return -1;
+	char line[640];
+	size_t ntpl = a.n + a.dropped - (a.ncode > a.n + a.dropped ? a.n + a.dropped : a.ncode);
+	if (!a.ncode && !ntpl)
+		snprintf(line, sizeof line, "audit: no executable content%s; %zu chat template%s without findings",
+			 a.listed ? " in the directory" : "", a.ntemplates, a.ntemplates == 1 ? "" : "s");
+	else
+		snprintf(line, sizeof line,
+			 "audit: %zu finding%s that can run code (qverify refuses them), %zu chat-template finding%s "
+			 "(%zu template%s examined)",
+			 a.ncode, a.ncode == 1 ? "" : "s", ntpl, ntpl == 1 ? "" : "s", a.ntemplates,
+			 a.ntemplates == 1 ? "" : "s");
+	int rc = fn(arg, line);
+	for (size_t i = 0; i < a.n && !rc; i++) {
+		snprintf(line, sizeof line, "  %-8s %s: %s: %s", a.f[i].code ? "code" : "template", a.f[i].where,
+			 a.f[i].kind, a.f[i].detail);
+		rc = fn(arg, line);
+	}
+	if (!rc && a.dropped) {
+		snprintf(line, sizeof line, "  ... and %zu more", a.dropped);
+		rc = fn(arg, line);
+	}
+	qtk_audit_free(&a);
+	return rc;
+}
+
+static int audit_print(void *arg, const char *line)
+{
+	char b[2600];
+	fprintf(arg, "%s\n", insp_safe(line, b, sizeof b));
+	return 0;
+}
+
 static cJSON *json_provenance(const qtk_model *m)
 {
 	const qtk_kv *kv = qtk_kv_find(m, "qtk.provenance");
@@ -283,6 +336,7 @@ int report_json(qtk_model *m, FILE *out, const insp_opts *o)
 	}
 	cJSON_AddItemToObject(root, "metadata", json_metadata(m));
 	cJSON_AddItemToObject(root, "provenance", json_provenance(m));
+	cJSON_AddItemToObject(root, "audit", json_audit(m));
 	char *txt = cJSON_Print(root);
 	cJSON_Delete(root);
 	if (!txt)
@@ -344,6 +398,8 @@ int report_summary(qtk_model *m, FILE *out, const insp_opts *o)
 		fprintf(out, "%-10s %8llu %14llu %14llu %8.4f\n", x->type, (unsigned long long)x->n_tensors,
 			(unsigned long long)x->n_params, (unsigned long long)x->n_bytes, bpw(x->n_bytes, x->n_params));
 	}
+	fputc('\n', out);
+	audit_lines(m, audit_print, out);
 	return 0;
 }
 

@@ -464,6 +464,21 @@ static void tm_prov_summary(const cJSON *j, char *out, size_t n)
 		snprintf(out + at, n - at, ", %zu repacked (exactness not recorded)", cnt[0]);
 }
 
+static int tm_audit_line(void *arg, const char *line)
+{
+	tui *t = arg;
+	return tm_add_line(&t->prov, &t->nprov, line);
+}
+
+/* The audit section of the provenance pane (after the record's summary lines, before its
+ * text): executable content, chat templates. */
+static int tm_audit_build(tui *t)
+{
+	if (audit_lines(t->m, tm_audit_line, t) < 0)
+		return tm_add_line(&t->prov, &t->nprov, "audit: could not run (out of memory)");
+	return tm_add_line(&t->prov, &t->nprov, "");
+}
+
 static int tm_prov_build(tui *t)
 {
 	const qtk_kv *kv = qtk_kv_find(t->m, "qtk.provenance");
@@ -483,7 +498,8 @@ static int tm_prov_build(tui *t)
 		tm_add_line(&t->prov, &t->nprov, "");
 		tm_add_line(&t->prov, &t->nprov, "Files written by qconvert carry one (GGUF key qtk.provenance,");
 		tm_add_line(&t->prov, &t->nprov, "safetensors __metadata__, qtk-provenance.json in HF directories).");
-		return 0;
+		tm_add_line(&t->prov, &t->nprov, "");
+		return tm_audit_build(t);
 	}
 	char sum[512];
 	if (j && cJSON_IsObject(j)) {
@@ -493,6 +509,8 @@ static int tm_prov_build(tui *t)
 	snprintf(line, sizeof line, "record from %s; Enter: check the tensors against it (reads them all)", where);
 	tm_add_line(&t->prov, &t->nprov, line);
 	tm_add_line(&t->prov, &t->nprov, "");
+	if (tm_audit_build(t))
+		return -1;
 	if (!j)
 		return tm_add_line(&t->prov, &t->nprov, "the record is not valid JSON");
 	char *txt = cJSON_Print(j);

@@ -16,6 +16,7 @@
  *             view/stats.h      value statistics of any tensor, in row chunks
  *   records   record/digest.h   content digests (two tiers) of every tensor
  *             record/prov.h     provenance records
+ *             record/audit.h    executable content and chat-template audit
  *
  * Containers are reached only through qtk.h (qtk_open, qtk_writer_*, the
  * output kinds). */
@@ -38,5 +39,6 @@
 #include "view/stats.h"
 #include "record/digest.h"
 #include "record/prov.h"
+#include "record/audit.h"
 
 #endif

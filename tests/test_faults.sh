@@ -106,7 +106,7 @@ case $rc in
 *) bad "existing dir named *.gguf: exit $rc (expected 0: an HF directory, or 4)" ;;
 esac
 no_temps "existing dir named *.gguf" "$T"
-if [ -z "$(ls -A "$T/d.gguf" | grep -v -e config.json -e '\.json$' -e '\.safetensors$' -e tokenizer)" ]; then ok
+if [ -z "$(ls -A "$T/d.gguf" | grep -v -e config.json -e '\.json$' -e '\.safetensors$' -e tokenizer -e '^README.md$')" ]; then ok
 else bad "existing dir named *.gguf: unexpected entries"; fi
 # OUTPUT = INPUT: refused, or rewritten atomically; never a truncated input
 cp "$S/tiny-llama-f32.gguf" "$T/same.gguf"

@@ -869,6 +869,7 @@ static int chk_stray(vstate *s)
 const vcheck qv_checks[] = {
 	{"structure", M_ALL, chk_structure},
 	{"stray_files", MODE_EMBEDDED | MODE_RECORD, chk_stray},
+	{"audit", M_ALL, qv_chk_audit},
 	{"part_digests", MODE_EMBEDDED | MODE_EMIT | MODE_RECORD, chk_container_digests},
 	{"provenance", MODE_EMBEDDED | MODE_EMIT | MODE_RECORD, chk_embedded},
 	{"record", MODE_RECORD, chk_record},

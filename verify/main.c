@@ -9,6 +9,7 @@ static const char usage[] =
 	"       qverify --emit-record FILE\n"
 	"       qverify --record REC.json [--files] FILE\n"
 	"       qverify --against SOURCE [--max-error DB] FILE\n"
+	"       qverify --emit-bom cyclonedx|spdx FILE\n"
 	"\n"
 	"  (no mode)            validate the structure and check the embedded provenance record:\n"
 	"                       recompute every tensor's content digests and compare\n"
@@ -18,6 +19,8 @@ static const char usage[] =
 	"  --files              with --record: also require the file-level SHA-256 to match\n"
 	"  --against SOURCE     check FILE derives from SOURCE: per tensor exact, or its SQNR\n"
 	"  --max-error DB       with --against: fail when a tensor's SQNR is below DB decibels\n"
+	"  --emit-bom FORMAT    print an AI-BOM of FILE: cyclonedx (CycloneDX 1.6) or spdx (SPDX 3.0.1)\n"
+	"  --allow-code         report executable content (pickles, Python, auto_map) instead of failing\n"
 	"  --json               machine-readable report\n"
 	"  --threads N          hashing threads (default: all cores); results do not depend on it\n"
 	"  -q, --quiet          print nothing; the exit status tells\n"
@@ -51,7 +54,7 @@ static const char *opt_value(int argc, char **argv, int *i, const char *name)
 static int set_mode(vopts *o, vmode m)
 {
 	if (o->mode && o->mode != m)
-		return cli_usage_error("--emit-record, --record and --against exclude each other");
+		return cli_usage_error("--emit-record, --emit-bom, --record and --against exclude each other");
 	o->mode = m;
 	return 0;
 }
@@ -68,8 +71,20 @@ static int parse_args(int argc, char **argv, vopts *o)
 				return cli_usage_error("more than one FILE given");
 			o->file = a;
 		} else if (!strcmp(a, "--emit-record")) {
+			if (o->bom)
+				return cli_usage_error("--emit-record and --emit-bom exclude each other");
 			if (set_mode(o, MODE_EMIT))
 				return 2;
+		} else if ((v = opt_value(argc, argv, &i, "--emit-bom"))) {
+			if (strcmp(v, "cyclonedx") && strcmp(v, "spdx"))
+				return cli_usage_error("--emit-bom needs cyclonedx or spdx, not '%s'", v);
+			if (o->mode == MODE_EMIT && !o->bom)
+				return cli_usage_error("--emit-record and --emit-bom exclude each other");
+			if (set_mode(o, MODE_EMIT))
+				return 2;
+			o->bom = v;
+		} else if (!strcmp(a, "--allow-code")) {
+			o->allow_code = true;
 		} else if ((v = opt_value(argc, argv, &i, "--record"))) {
 			if (!*v)
 				return cli_usage_error("--record needs a file");
@@ -113,6 +128,8 @@ static int parse_args(int argc, char **argv, vopts *o)
 		o->mode = MODE_EMBEDDED;
 	if (o->has_max_error && o->mode != MODE_AGAINST)
 		return cli_usage_error("--max-error needs --against");
+	if (o->bom && o->json)
+		return cli_usage_error("--json does not apply to --emit-bom (the BOM is JSON)");
 	if (o->files && o->mode != MODE_RECORD)
 		return cli_usage_error("--files needs --record (a file cannot carry its own hash)");
 	return 0;
@@ -141,6 +158,8 @@ int main(int argc, char **argv)
 		if (!s.err.code)
 			s.err.code = rc;
 		status = cli_fail(&s.err);
+	} else if (o.bom && !s.status) {
+		status = qv_emit_bom(&s) ? cli_fail(&s.err) : 0;
 	} else {
 		qv_report(&s);
 		status = s.status;

@@ -58,6 +58,8 @@ static void report_json(vstate *s)
 		}
 		cJSON_AddItemToArray(ts, c);
 	}
+	if (s->have_audit)
+		cJSON_AddItemToObject(r, "audit", qtk_audit_json(&s->audit));
 	if (s->have_digests) {
 		char h[65];
 		cJSON *root = cJSON_AddObjectToObject(r, "tensor_root");
@@ -130,6 +132,7 @@ void qv_free(vstate *s)
 		cJSON_Delete(s->rec);
 	cJSON_Delete(s->embedded);
 	qtk_free(s->emitted);
+	qtk_audit_free(&s->audit);
 	qtk_digests_free(&s->d);
 	qtk_filelist_free(&s->files);
 	qtk_close(s->m);

@@ -16,6 +16,8 @@ typedef struct vopts {
 	bool has_max_error;
 	double max_error_db;
 	int threads;
+	bool allow_code;        /* --allow-code: executable content is reported, not refused */
+	const char *bom;        /* --emit-bom cyclonedx|spdx (mode MODE_EMIT) */
 } vopts;
 
 /* One line of the per-tensor report. */
@@ -52,6 +54,8 @@ typedef struct vstate {
 	cJSON *embedded;         /* FILE's embedded record (parsed), or NULL */
 	const char *embedded_where;
 	char *emitted;           /* --emit-record text */
+	qtk_audit audit;         /* executable content and chat templates (audit.c) */
+	bool have_audit;
 	vtensor *t;
 	size_t nt, capt;
 	vresult r[16];
@@ -75,6 +79,11 @@ void qv_result(vstate *s, const char *check, const char *status, const char *fmt
 	__attribute__((format(printf, 4, 5)));
 /* Append a per-tensor line; returns it (NULL when out of memory). */
 vtensor *qv_tensor(vstate *s, const char *name, const char *stored, const char *status, bool failed);
+
+/* The audit check (audit.c): executable content fails unless --allow-code. */
+int qv_chk_audit(vstate *s);
+/* --emit-bom (bom.c): write the AI-BOM of FILE to stdout. 0 or a QTK_E_* error in s->err. */
+int qv_emit_bom(vstate *s);
 
 /* --against without --max-error: the SQNR a lossy tensor of bpw bits per weight must reach. */
 double qv_default_bar_db(double bpw);

@@ -1,6 +1,7 @@
 /* prov.c - provenance records: canonical JSON, strict validation, building, patching. */
 #include "record/prov.h"
 #include "json.h"
+#include "record/audit.h"
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -93,6 +94,8 @@ void qtk_prov_builder_free(qtk_prov_builder *b)
 	qtk_digests_free(&b->src_meta);
 	qtk_digests_free(&b->src_cache);
 	qtk_filelist_free(&b->files_cache);
+	cJSON_Delete(b->audit_cache);
+	b->audit_cache = NULL;
 	b->cached = false;
 }
 
@@ -465,6 +468,43 @@ static int check_tool(vctx *v, const cJSON *j, const char *path)
 	return check_obj(v, j, path, fs, sizeof fs / sizeof *fs, false);
 }
 
+static int check_finding(vctx *v, const cJSON *j, const char *path)
+{
+	static const field fs[] = {
+		{"kind", F_STR, true, NULL}, {"code", F_BOOL, true, NULL},
+		{"where", F_STR, true, NULL}, {"detail", F_STR, true, NULL},
+	};
+	return check_obj(v, j, path, fs, sizeof fs / sizeof *fs, false);
+}
+
+static int check_findings(vctx *v, const cJSON *j, const char *path)
+{
+	char sub[256];
+	int i = 0;
+	for (const cJSON *c = j->child; c; c = c->next, i++) {
+		snprintf(sub, sizeof sub, "%s[%d]", path, i);
+		int rc = check_finding(v, c, sub);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static int check_audit_scheme(vctx *v, const cJSON *j, const char *path)
+{
+	return strcmp(j->valuestring, QTK_AUDIT_SCHEME) ? bad(v, path, "unknown audit scheme") : 0;
+}
+
+static int check_audit(vctx *v, const cJSON *j, const char *path)
+{
+	static const field fs[] = {
+		{"scheme", F_STR, true, check_audit_scheme}, {"templates", F_UINT, true, NULL},
+		{"code", F_UINT, true, NULL}, {"findings", F_ARR, true, check_findings},
+		{"more", F_UINT, false, NULL},
+	};
+	return check_obj(v, j, path, fs, sizeof fs / sizeof *fs, false);
+}
+
 static int check_version(vctx *v, const cJSON *j, const char *path)
 {
 	uint64_t u = 0;
@@ -524,6 +564,7 @@ static int check_record_rec(vctx *v, const cJSON *j, const char *path)
 		{"imatrix", F_STR_OR_OBJ, false, check_none_or_digest},
 		{"tool", F_OBJ, true, check_tool},
 		{"determinism", F_OBJ, false, NULL},
+		{"audit", F_OBJ, false, check_audit},
 		{"time", F_STR, false, NULL},
 		{"embedded", F_OBJ_OR_NULL, false, check_parent},
 	};
@@ -1105,12 +1146,30 @@ int qtk_prov_build(qtk_prov_builder *b, char **json, qtk_err *err)
 		cJSON_AddBoolToObject(det, "threads_invariant", 1);
 		cJSON_AddStringToObject(det, "decode", "bit-exact with the reference dequantizers");
 		cJSON_AddItemToObject(r, "determinism", det);
+		/* what the source carried that can run code or looks like a template backdoor: taken
+		 * once, by the first build, so the final record keeps the reserved length even when the
+		 * output is written into the source's directory */
+		if (!b->audit_cache) {
+			qtk_audit au;
+			rc = qtk_audit_model(b->src, &au, err);
+			b->audit_cache = rc ? NULL : qtk_audit_json(&au);
+			qtk_audit_free(&au);
+		}
+		cJSON *aj = b->audit_cache ? cJSON_Duplicate(b->audit_cache, 1) : NULL;
+		if (aj)
+			cJSON_AddItemToObject(r, "audit", aj);
+		else if (!rc)
+			rc = qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");
 		char tm[32];
 		qtk_prov_time(b->time, tm, sizeof tm);
 		cJSON_AddStringToObject(r, "time", tm);
-		*json = finish_json(r, err);
-		if (!*json)
-			rc = err->code ? err->code : QTK_E_IO;
+		if (rc) {
+			cJSON_Delete(r);
+		} else {
+			*json = finish_json(r, err);
+			if (!*json)
+				rc = err->code ? err->code : QTK_E_IO;
+		}
 	}
 	qtk_digests_free(&od_meta);
 	qtk_filelist_free(&meta_files);

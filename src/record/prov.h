@@ -81,6 +81,7 @@ typedef struct qtk_prov_builder {
 	/* private: the source's digests and file hashes, computed by the first build */
 	qtk_digests src_cache;
 	qtk_filelist files_cache;
+	cJSON *audit_cache;     /* the source's audit (record/audit.h), taken by the first build */
 	bool cached;
 	pthread_t src_th;
 	bool src_th_live;
