@@ -35,6 +35,7 @@ frame_dir() {
 
 rm -rf "$C"
 for t in gguf safetensors st_index hfdir qpk archive zst spm imatrix prov hfmap; do mkdir -p "$C/$t"; done
+mkdir -p "$C/sigbundle"
 
 $SEED tiny "$W/tiny.gguf"
 $SEED kq "$W/kq.gguf"
@@ -252,5 +253,14 @@ hfm gemma2 "{\"architectures\": [\"Gemma2ForCausalLM\"], $BASE, \"head_dim\": 16
 hfm phi3 "{\"architectures\": [\"Phi3ForCausalLM\"], $BASE, \"max_position_embeddings\": 4096, \"original_max_position_embeddings\": 4096, \"sliding_window\": 2047}" $(split "$NORMS|$L.self_attn.qkv_proj.weight 128 64|$L.self_attn.o_proj.weight 64 64|$L.mlp.gate_up_proj.weight 64 64|$L.mlp.down_proj.weight 64 32")
 IFS=$IFS_OLD
 printf '%s' '{"architectures": ["MixtralForCausalLM"], "hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4, "num_local_experts": 65536, "num_experts_per_tok": 65536}' >"$C/hfmap/hostile-experts"
+
+# sigbundle: model_signing's own key-signed bundle, a qtk-signed one (Ed25519, when openssl is
+# installed), and bare statements
+cp tests/data/oms-v1.1.0-key/model.sig "$C/sigbundle/oms-v1.1.0-key.sig"
+if command -v openssl >/dev/null 2>&1 && [ -x bin/qverify ] &&
+	openssl genpkey -algorithm ed25519 -out "$W/seed-ed.pem" 2>/dev/null; then
+	bin/qverify -q --sign "$W/seed-ed.pem" --signature "$C/sigbundle/tiny-ed25519.sig" "$W/tiny.gguf" || true
+fi
+printf '%s' '{"_type":"https://in-toto.io/Statement/v1","predicate":{"resources":[],"serialization":{"allow_symlinks":false,"hash_type":"sha256","method":"files"}},"predicateType":"https://model_signing/signature/v1.0","subject":[{"digest":{"sha256":"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},"name":"m"}]}' >"$C/sigbundle/statement-empty.json"
 
 du -sh "$C"/* | sort -k2
