@@ -772,11 +772,13 @@ const vcheck qv_checks[] = {
 	{"digests", MODE_EMBEDDED | MODE_EMIT | MODE_RECORD | M_SIG, chk_digests},
 	{"tensors", MODE_EMBEDDED | MODE_RECORD | MODE_SIGVERIFY, chk_tensors},
 	{"tensor_root", MODE_EMBEDDED | MODE_RECORD | MODE_SIGVERIFY, chk_roots},
+	{"metadata", MODE_EMBEDDED | MODE_RECORD | MODE_SIGVERIFY, qv_chk_metadata},
 	{"signed_record", MODE_SIGVERIFY, qv_chk_sigrecord},
 	{"files", MODE_EMIT | MODE_RECORD | MODE_SIGN, chk_files},
 	{"emit", MODE_EMIT | MODE_SIGN, chk_emit},
 	{"sign", MODE_SIGN, qv_chk_sign},
 	{"source_link", MODE_AGAINST, chk_source_link},
 	{"against", MODE_AGAINST, chk_against},
+	{"against_metadata", MODE_AGAINST, qv_chk_against_metadata},
 };
 const size_t qv_nchecks = sizeof qv_checks / sizeof *qv_checks;

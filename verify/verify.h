@@ -94,4 +94,7 @@ char *qv_sig_path(const vopts *o);
 int qv_chk_sign(vstate *s);
 int qv_chk_sigverify(vstate *s);
 int qv_chk_sigrecord(vstate *s);
+/* meta.c: metadata digests against the record, and --against */
+int qv_chk_metadata(vstate *s);
+int qv_chk_against_metadata(vstate *s);
 #endif
