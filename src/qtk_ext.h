@@ -38,5 +38,7 @@
 #include "view/stats.h"
 #include "record/digest.h"
 #include "record/prov.h"
+#include "record/meta.h"
+#include "record/sign.h"
 
 #endif

@@ -2,8 +2,6 @@
  * (chat templates, tokenizer, special tokens, rope and context: a change fails and is named;
  * other keys are notes), and --against: FILE's behaviour-relevant metadata against SOURCE's. */
 #include "verify.h"
-#include "family/hfmap.h"
-#include "record/meta.h"
 #include <string.h>
 
 static int oom(vstate *s) { return qtk_err_set(&s->err, QTK_E_IO, NULL, -1, NULL, "out of memory"); }

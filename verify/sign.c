@@ -3,7 +3,6 @@
  * model_signing's own verifier checks; the tensor-level part runs through the record checks
  * (checks.c) with the signed deployment record as the record. */
 #include "verify.h"
-#include "record/sign.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -89,13 +88,18 @@ static int local_manifest(vstate *s, const qtk_sig_manifest *like, const char *s
 		return oom(s);
 	if (is_dir(path)) {
 		if (like) {
-			out->ignore = qtk_calloc(like->nignore + 2, sizeof *out->ignore);
-			for (size_t i = 0; out->ignore && i < like->nignore; i++)
-				if (!(out->ignore[out->nignore++] = qtk_strdup(like->ignore[i])))
-					return oom(s);
-			/* model_signing always leaves out its own signature file when verifying in place */
+			/* the signature's ignore_paths, the git files (model_signing's verifier always leaves
+			 * them out) and the signature file itself when it lies inside */
+			static const char *const git[] = {".git", ".gitattributes", ".github", ".gitignore"};
+			out->ignore = qtk_calloc(like->nignore + 6, sizeof *out->ignore);
 			if (!out->ignore)
 				return oom(s);
+			for (size_t i = 0; i < like->nignore; i++)
+				if (!(out->ignore[out->nignore++] = qtk_strdup(like->ignore[i])))
+					return oom(s);
+			for (size_t i = 0; i < 4; i++)
+				if (!(out->ignore[out->nignore++] = qtk_strdup(git[i])))
+					return oom(s);
 			size_t dl = strlen(path);
 			while (dl > 1 && path[dl - 1] == '/')
 				dl--;
