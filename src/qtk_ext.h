@@ -40,5 +40,7 @@
 #include "record/digest.h"
 #include "record/prov.h"
 #include "record/audit.h"
+#include "record/meta.h"
+#include "record/sign.h"
 
 #endif

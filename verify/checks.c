@@ -191,9 +191,9 @@ static void *hash_files(void *arg)
  * SHA-256 (--record, --emit-record) is computed at the same time on another thread. */
 static int chk_digests(vstate *s)
 {
-	if (s->o->mode == MODE_EMBEDDED && !s->rec)
+	if ((s->o->mode & (MODE_EMBEDDED | MODE_SIGVERIFY)) && !s->rec)
 		return 0;
-	if (s->o->mode & (MODE_RECORD | MODE_EMIT)) {
+	if (s->o->mode & (MODE_RECORD | MODE_EMIT | MODE_SIGN)) {
 		qtk_err_clear(&s->ferr);
 		s->fthread_on = pthread_create(&s->fthread, NULL, hash_files, s) == 0;
 	}
@@ -202,8 +202,8 @@ static int chk_digests(vstate *s)
 	int threads = s->o->threads > 0 ? s->o->threads : qtk_cpu_count();
 	if (s->fthread_on && threads > 1)
 		threads--;
-	qtk_digest_opts o = {.threads = threads, .enc_only = s->o->mode != MODE_EMIT,
-			     .keep_going = s->o->mode != MODE_EMIT,
+	bool full = s->o->mode & (MODE_EMIT | MODE_SIGN); /* a record is written: both tiers, every tensor */
+	qtk_digest_opts o = {.threads = threads, .enc_only = !full, .keep_going = !full,
 			     .progress_named = cli_progress_enabled() ? progress : NULL, .progress_ctx = (void *)"digests"};
 	int rc = qtk_digest_model(s->m, &o, &s->d, &s->err);
 	cli_progress_end();
@@ -864,21 +864,27 @@ static int chk_stray(vstate *s)
 
 /* ---- the table -------------------------------------------------------------------------------- */
 
-#define M_ALL (MODE_EMBEDDED | MODE_EMIT | MODE_RECORD | MODE_AGAINST)
+#define M_ALL (MODE_EMBEDDED | MODE_EMIT | MODE_RECORD | MODE_AGAINST | MODE_SIGN | MODE_SIGVERIFY)
+#define M_SIG (MODE_SIGN | MODE_SIGVERIFY)
 
 const vcheck qv_checks[] = {
+	{"signature", MODE_SIGVERIFY, qv_chk_sigverify},
 	{"structure", M_ALL, chk_structure},
 	{"stray_files", MODE_EMBEDDED | MODE_RECORD, chk_stray},
 	{"audit", M_ALL, qv_chk_audit},
-	{"part_digests", MODE_EMBEDDED | MODE_EMIT | MODE_RECORD, chk_container_digests},
-	{"provenance", MODE_EMBEDDED | MODE_EMIT | MODE_RECORD, chk_embedded},
+	{"part_digests", MODE_EMBEDDED | MODE_EMIT | MODE_RECORD | M_SIG, chk_container_digests},
+	{"provenance", MODE_EMBEDDED | MODE_EMIT | MODE_RECORD | M_SIG, chk_embedded},
 	{"record", MODE_RECORD, chk_record},
-	{"digests", MODE_EMBEDDED | MODE_EMIT | MODE_RECORD, chk_digests},
-	{"tensors", MODE_EMBEDDED | MODE_RECORD, chk_tensors},
-	{"tensor_root", MODE_EMBEDDED | MODE_RECORD, chk_roots},
-	{"files", MODE_EMIT | MODE_RECORD, chk_files},
-	{"emit", MODE_EMIT, chk_emit},
+	{"digests", MODE_EMBEDDED | MODE_EMIT | MODE_RECORD | M_SIG, chk_digests},
+	{"tensors", MODE_EMBEDDED | MODE_RECORD | MODE_SIGVERIFY, chk_tensors},
+	{"tensor_root", MODE_EMBEDDED | MODE_RECORD | MODE_SIGVERIFY, chk_roots},
+	{"metadata", MODE_EMBEDDED | MODE_RECORD | MODE_SIGVERIFY, qv_chk_metadata},
+	{"signed_record", MODE_SIGVERIFY, qv_chk_sigrecord},
+	{"files", MODE_EMIT | MODE_RECORD | MODE_SIGN, chk_files},
+	{"emit", MODE_EMIT | MODE_SIGN, chk_emit},
+	{"sign", MODE_SIGN, qv_chk_sign},
 	{"source_link", MODE_AGAINST, chk_source_link},
 	{"against", MODE_AGAINST, chk_against},
+	{"against_metadata", MODE_AGAINST, qv_chk_against_metadata},
 };
 const size_t qv_nchecks = sizeof qv_checks / sizeof *qv_checks;

@@ -15,6 +15,8 @@ static const char *mode_name(vmode m)
 	case MODE_EMIT: return "emit-record";
 	case MODE_RECORD: return "record";
 	case MODE_AGAINST: return "against";
+	case MODE_SIGN: return "sign";
+	case MODE_SIGVERIFY: return "verify-signature";
 	default: return "embedded";
 	}
 }

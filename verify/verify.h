@@ -4,7 +4,8 @@
 #include "cli.h"
 #include <pthread.h>
 
-typedef enum { MODE_EMBEDDED = 1, MODE_EMIT = 2, MODE_RECORD = 4, MODE_AGAINST = 8 } vmode;
+typedef enum { MODE_EMBEDDED = 1, MODE_EMIT = 2, MODE_RECORD = 4, MODE_AGAINST = 8, MODE_SIGN = 16,
+	       MODE_SIGVERIFY = 32 } vmode;
 
 typedef struct vopts {
 	vmode mode;
@@ -18,6 +19,11 @@ typedef struct vopts {
 	int threads;
 	bool allow_code;        /* --allow-code: executable content is reported, not refused */
 	const char *bom;        /* --emit-bom cyclonedx|spdx (mode MODE_EMIT) */
+	const char *sign_key;   /* --sign PRIVATE.pem */
+	const char *verify_key; /* --verify-signature PUBLIC.pem */
+	const char *signature;  /* --signature SIG */
+	uint64_t shard_size;    /* --shard-size N (with --sign) */
+	bool sig_content;       /* --content: the signed tensor content decides */
 } vopts;
 
 /* One line of the per-tensor report. */
@@ -61,6 +67,7 @@ typedef struct vstate {
 	vresult r[16];
 	size_t nr;
 	int status;              /* exit status so far: 0, or 1 (a check failed) */
+	bool stop;               /* a check decided the outcome: run no further checks */
 	qtk_err err;             /* an error that stops the run (exit 3/4/5) */
 } vstate;
 
@@ -90,4 +97,13 @@ double qv_default_bar_db(double bpw);
 /* Print the report (human or JSON) to stdout. */
 void qv_report(vstate *s);
 void qv_free(vstate *s);
+
+/* sign.c: --sign and --verify-signature (checks of the table) */
+char *qv_sig_path(const vopts *o);
+int qv_chk_sign(vstate *s);
+int qv_chk_sigverify(vstate *s);
+int qv_chk_sigrecord(vstate *s);
+/* meta.c: metadata digests against the record, and --against */
+int qv_chk_metadata(vstate *s);
+int qv_chk_against_metadata(vstate *s);
 #endif

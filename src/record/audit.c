@@ -73,7 +73,7 @@ static const char *const python_ext[] = {".py", ".pyc", ".pyo", ".pyw", NULL};
 static const char *const exec_ext[] = {".so", ".dll", ".dylib", ".exe", ".sh", ".bash", ".bat", ".cmd", ".ps1",
 				       ".ipynb", ".h5", ".hdf5", ".keras", ".jar", NULL};
 /* inert data: what a model directory may carry without vouching for code */
-static const char *const data_ext[] = {".safetensors", ".gguf", ".qpk", ".json", ".jinja", ".txt", ".md", ".model",
+static const char *const data_ext[] = {".safetensors", ".gguf", ".qpk", ".json", ".sig", ".jinja", ".txt", ".md", ".model",
 				       ".tiktoken", ".msgpack", ".onnx", ".imatrix", ".png", ".jpg", ".jpeg", ".gif",
 				       ".svg", ".webp", ".csv", ".tsv", ".yaml", ".yml", ".zst", NULL};
 static const char *const data_prefix[] = {"LICENSE", "LICENCE", "NOTICE", "COPYING", "README", "USE_POLICY",

@@ -1,5 +1,6 @@
 /* prov.c - provenance records: canonical JSON, strict validation, building, patching. */
 #include "record/prov.h"
+#include "record/meta.h"
 #include "json.h"
 #include "record/audit.h"
 #include <openssl/evp.h>
@@ -512,11 +513,41 @@ static int check_version(vctx *v, const cJSON *j, const char *path)
 	return u != QTK_PROV_VERSION ? bad(v, path, "unknown record_version (this qtk reads version 1)") : 0;
 }
 
+/* "metadata": {"scheme": "qtk-meta-v1", "keys": {key: digest}, "other": {key: digest}} */
+static int check_meta_map(vctx *v, const cJSON *j, const char *path)
+{
+	char sub[256];
+	size_t n = 0;
+	for (const cJSON *c = j->child; c; c = c->next, n++) {
+		snprintf(sub, sizeof sub, "%s.%.160s", path, c->string);
+		if (!type_ok(c, F_HEX))
+			return bad(v, sub, "must be 64 lower-case hex digits");
+	}
+	return n > 100000 ? bad(v, path, "more than 100000 keys") : 0;
+}
+
+static int check_meta_scheme(vctx *v, const cJSON *j, const char *path)
+{
+	return strcmp(j->valuestring, QTK_META_SCHEME) ? bad(v, path, "unknown metadata scheme (this qtk reads "
+							 QTK_META_SCHEME ")") : 0;
+}
+
+static int check_meta(vctx *v, const cJSON *j, const char *path)
+{
+	static const field fs[] = {
+		{"scheme", F_STR, true, check_meta_scheme},
+		{"keys", F_OBJ, true, check_meta_map},
+		{"other", F_OBJ, false, check_meta_map},
+	};
+	return check_obj(v, j, path, fs, sizeof fs / sizeof *fs, false);
+}
+
 static int check_output(vctx *v, const cJSON *j, const char *path)
 {
 	static const field fs[] = {
 		{"container", F_STR, true, NULL},  {"files", F_ARR, false, check_files},
 		{"tensor_root", F_OBJ, false, check_root}, {"tensors", F_ARR, false, check_tensors},
+		{"metadata", F_OBJ, false, check_meta},
 	};
 	int rc = check_obj(v, j, path, fs, sizeof fs / sizeof *fs, false);
 	const cJSON *ts = cJSON_GetObjectItemCaseSensitive(j, "tensors");
@@ -1127,8 +1158,14 @@ int qtk_prov_build(qtk_prov_builder *b, char **json, qtk_err *err)
 	if (!rc) {
 		cJSON *r = cJSON_CreateObject();
 		cJSON_AddNumberToObject(r, "record_version", QTK_PROV_VERSION);
-		cJSON_AddItemToObject(r, "output", output_json(qtk_out_kind_name(b->out_kind), &od_meta, b->out_digests,
-								b->out_files ? outfiles_json(b->out_files) : NULL));
+		cJSON *oj = output_json(qtk_out_kind_name(b->out_kind), &od_meta, b->out_digests,
+					b->out_files ? outfiles_json(b->out_files) : NULL);
+		qtk_metad md;
+		if (!(rc = qtk_meta_digests(b->out, b->out_kind == QTK_OUT_HF, &md, err))) {
+			cJSON_AddItemToObject(oj, "metadata", qtk_meta_json(&md));
+			qtk_metad_free(&md);
+		}
+		cJSON_AddItemToObject(r, "output", oj);
 		cJSON_AddItemToObject(r, "source", source_json(b, sf, sd, pending));
 		cJSON_AddItemToObject(r, "transform", transform_json(b, sd, &od_meta));
 		cJSON_AddStringToObject(r, "calibration", "none");
@@ -1222,7 +1259,17 @@ int qtk_prov_emit(qtk_model *m, const qtk_digests *d, const qtk_filelist *files,
 	meta.leaf = d->leaf; /* borrowed: output_json only reads */
 	cJSON *r = cJSON_CreateObject();
 	cJSON_AddNumberToObject(r, "record_version", QTK_PROV_VERSION);
-	cJSON_AddItemToObject(r, "output", output_json(qtk_model_format(m), &meta, d, files_json(files->f, files->n, false)));
+	cJSON *oj = output_json(qtk_model_format(m), &meta, d, files_json(files->f, files->n, false));
+	qtk_metad md;
+	int rc = qtk_meta_digests(m, !strcmp(qtk_model_format(m), "hf"), &md, err);
+	if (rc) {
+		cJSON_Delete(oj);
+		cJSON_Delete(r);
+		return rc;
+	}
+	cJSON_AddItemToObject(oj, "metadata", qtk_meta_json(&md));
+	qtk_metad_free(&md);
+	cJSON_AddItemToObject(r, "output", oj);
 	cJSON_AddItemToObject(r, "embedded", embedded ? cJSON_Duplicate(embedded, 1) : cJSON_CreateNull());
 	cJSON_AddItemToObject(r, "tool", tool_json());
 	char tm[32];

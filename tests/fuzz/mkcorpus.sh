@@ -35,6 +35,7 @@ frame_dir() {
 
 rm -rf "$C"
 for t in gguf safetensors st_index hfdir qpk archive zst spm imatrix prov hfmap ct mlx bnb mxfp4; do mkdir -p "$C/$t"; done
+mkdir -p "$C/sigbundle"
 
 $SEED tiny "$W/tiny.gguf"
 $SEED kq "$W/kq.gguf"
@@ -344,5 +345,14 @@ sc "$C/mxfp4/experts" "$OSSC" \
 sc "$C/mxfp4/linear-2d" "$OSSC" \
 	'{"m.proj_blocks":{"dtype":"U8","shape":[4,1,16]},"m.proj_scales":{"dtype":"U8","shape":[4,1],"fz":[0,127,254,255]}}' "$W/rnd"
 cp "$C/hfdir/gptoss-mxfp4" "$C/mxfp4/raw-gptoss-mxfp4"
+
+# sigbundle: model_signing's own key-signed bundle, a qtk-signed one (Ed25519, when openssl is
+# installed), and bare statements
+cp tests/data/oms-v1.1.0-key/model.sig "$C/sigbundle/oms-v1.1.0-key.sig"
+if command -v openssl >/dev/null 2>&1 && [ -x bin/qverify ] &&
+	openssl genpkey -algorithm ed25519 -out "$W/seed-ed.pem" 2>/dev/null; then
+	bin/qverify -q --sign "$W/seed-ed.pem" --signature "$C/sigbundle/tiny-ed25519.sig" "$W/tiny.gguf" || true
+fi
+printf '%s' '{"_type":"https://in-toto.io/Statement/v1","predicate":{"resources":[],"serialization":{"allow_symlinks":false,"hash_type":"sha256","method":"files"}},"predicateType":"https://model_signing/signature/v1.0","subject":[{"digest":{"sha256":"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"},"name":"m"}]}' >"$C/sigbundle/statement-empty.json"
 
 du -sh "$C"/* | sort -k2

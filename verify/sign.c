@@ -1,0 +1,379 @@
+/* sign.c - qverify --sign / --verify-signature: OpenSSF model signing bundles with qtk's content
+ * digests in the predicate (docs/provenance.md, section 5). The file-level part is what
+ * model_signing's own verifier checks; the tensor-level part runs through the record checks
+ * (checks.c) with the signed deployment record as the record. */
+#include "verify.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int oom(vstate *s) { return qtk_err_set(&s->err, QTK_E_IO, NULL, -1, NULL, "out of memory"); }
+
+static bool is_dir(const char *p)
+{
+	struct stat st;
+	return !stat(p, &st) && S_ISDIR(st.st_mode);
+}
+
+/* The signature's path: --signature, else DIR/model.sig or FILE.sig. New string. */
+char *qv_sig_path(const vopts *o)
+{
+	if (o->signature)
+		return qtk_strdup(o->signature);
+	size_t n = strlen(o->file);
+	while (n > 1 && o->file[n - 1] == '/')
+		n--;
+	char *p = qtk_malloc(n + sizeof "/" QTK_SIG_FILE);
+	if (p)
+		snprintf(p, n + sizeof "/" QTK_SIG_FILE, "%.*s%s", (int)n, o->file, is_dir(o->file) ? "/" QTK_SIG_FILE : ".sig");
+	return p;
+}
+
+/* The model's name: the last component of its path (model_signing's subject name). */
+static char *model_name(const char *path)
+{
+	char *c = qtk_strdup(path);
+	if (!c)
+		return NULL;
+	size_t n = strlen(c);
+	while (n > 1 && c[n - 1] == '/')
+		c[--n] = 0;
+	const char *b = strrchr(c, '/');
+	char *r = qtk_strdup(b && b[1] ? b + 1 : c);
+	qtk_free(c);
+	return r;
+}
+
+/* A directory model: the default ignore list of model_signing (git files) and the signature
+ * itself when it lies inside. */
+static int set_ignores(qtk_sig_manifest *m, const char *dir, const char *sig)
+{
+	static const char *const git[] = {".git", ".gitattributes", ".github", ".gitignore"};
+	m->ignore = qtk_calloc(6, sizeof *m->ignore);
+	if (!m->ignore)
+		return QTK_E_IO;
+	size_t dl = strlen(dir);
+	while (dl > 1 && dir[dl - 1] == '/')
+		dl--;
+	if (!strncmp(sig, dir, dl) && sig[dl] == '/' && sig[dl + 1])
+		m->ignore[m->nignore++] = qtk_strdup(sig + dl + 1);
+	else if (!strchr(sig, '/') && !strcmp(dir, "."))
+		m->ignore[m->nignore++] = qtk_strdup(sig);
+	for (size_t i = 0; i < 4; i++)
+		m->ignore[m->nignore++] = qtk_strdup(git[i]);
+	for (size_t i = 0; i < m->nignore; i++)
+		if (!m->ignore[i])
+			return QTK_E_IO;
+	return 0;
+}
+
+/* The model's resources: a directory walked; one file as "."; a split set as its files' base
+ * names (all beside the first). */
+static int local_manifest(vstate *s, const qtk_sig_manifest *like, const char *sig, qtk_sig_manifest *out)
+{
+	memset(out, 0, sizeof *out);
+	const char *path = s->o->file;
+	int rc;
+	if (like) {
+		out->shards = like->shards;
+		out->shard_size = like->shard_size;
+	} else if (s->o->shard_size) {
+		out->shards = true;
+		out->shard_size = s->o->shard_size;
+	}
+	if (!(out->model_name = model_name(path)))
+		return oom(s);
+	if (is_dir(path)) {
+		if (like) {
+			/* the signature's ignore_paths, the git files (model_signing's verifier always leaves
+			 * them out) and the signature file itself when it lies inside */
+			static const char *const git[] = {".git", ".gitattributes", ".github", ".gitignore"};
+			out->ignore = qtk_calloc(like->nignore + 6, sizeof *out->ignore);
+			if (!out->ignore)
+				return oom(s);
+			for (size_t i = 0; i < like->nignore; i++)
+				if (!(out->ignore[out->nignore++] = qtk_strdup(like->ignore[i])))
+					return oom(s);
+			for (size_t i = 0; i < 4; i++)
+				if (!(out->ignore[out->nignore++] = qtk_strdup(git[i])))
+					return oom(s);
+			size_t dl = strlen(path);
+			while (dl > 1 && path[dl - 1] == '/')
+				dl--;
+			if (!strncmp(sig, path, dl) && sig[dl] == '/' && sig[dl + 1] &&
+			    !(out->ignore[out->nignore++] = qtk_strdup(sig + dl + 1)))
+				return oom(s);
+		} else if (set_ignores(out, path, sig)) {
+			return oom(s);
+		}
+		return qtk_sig_hash(path, NULL, 0, out, &s->err);
+	}
+	const char *one = ".";
+	if (like && !(like->n && !strncmp(like->it[0].name, ".", 1) && (!like->it[0].name[1] || like->it[0].name[1] == ':'))) {
+		/* a split set: the files the signature names, beside FILE */
+		char **rel = qtk_calloc(like->n ? like->n : 1, sizeof *rel);
+		const char **have = qtk_calloc(like->n ? like->n : 1, sizeof *have);
+		size_t nr = 0, nh = 0;
+		rc = rel && have ? 0 : oom(s);
+		for (size_t i = 0; !rc && i < like->n; i++) {
+			const char *nm = like->it[i].name, *c = like->shards ? strchr(nm, ':') : NULL;
+			size_t l = c ? (size_t)(c - nm) : strlen(nm);
+			if (nr && strlen(rel[nr - 1]) == l && !strncmp(rel[nr - 1], nm, l))
+				continue;
+			if (memchr(nm, '/', l) || (l == 2 && !strncmp(nm, "..", 2)))
+				rc = qtk_err_set(&s->err, QTK_E_DATA, sig, -1, "predicate.resources",
+						 "signature: resource '%.100s' is not a file beside the model", nm);
+			else if (!(rel[nr++] = qtk_strndup(nm, l)))
+				rc = oom(s);
+		}
+		/* missing files are reported by the comparison, not as errors */
+		char base[4096];
+		const char *sl = strrchr(path, '/');
+		snprintf(base, sizeof base, "%.*s", sl ? (int)(sl - path) : 1, sl ? path : ".");
+		for (size_t i = 0; !rc && i < nr; i++) {
+			char full[8200];
+			snprintf(full, sizeof full, "%s/%s", base, rel[i]);
+			if (!access(full, R_OK))
+				have[nh++] = rel[i];
+		}
+		rc = rc ? rc : qtk_sig_hash(path, have, nh, out, &s->err);
+		for (size_t i = 0; rel && i < nr; i++)
+			qtk_free(rel[i]);
+		qtk_free(have);
+		qtk_free(rel);
+		return rc;
+	}
+	if (!like && s->m && s->m->nfiles > 1) {
+		const char **rel = qtk_calloc(s->m->nfiles, sizeof *rel);
+		if (!rel)
+			return oom(s);
+		for (uint32_t i = 0; i < s->m->nfiles; i++) {
+			const char *b = strrchr(s->m->files[i], '/');
+			rel[i] = b ? b + 1 : s->m->files[i];
+		}
+		rc = qtk_sig_hash(path, rel, s->m->nfiles, out, &s->err);
+		qtk_free(rel);
+		return rc;
+	}
+	return qtk_sig_hash(path, &one, 1, out, &s->err);
+}
+
+/* Write text to path atomically (a temporary beside it, then rename). */
+static int write_atomic(vstate *s, const char *path, const char *text)
+{
+	size_t n = strlen(path) + 16;
+	char *tmp = qtk_malloc(n);
+	if (!tmp)
+		return oom(s);
+	snprintf(tmp, n, "%s.tmp%ld", path, (long)getpid());
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	int rc = 0;
+	if (fd < 0) {
+		rc = qtk_err_set(&s->err, QTK_E_IO, path, -1, NULL, "cannot write: %s", strerror(errno));
+		qtk_free(tmp);
+		return rc;
+	}
+	size_t len = strlen(text), done = 0;
+	while (done < len) {
+		ssize_t w = write(fd, text + done, len - done);
+		if (w <= 0) {
+			rc = qtk_err_set(&s->err, QTK_E_IO, path, -1, NULL, "write failed: %s", strerror(errno));
+			break;
+		}
+		done += (size_t)w;
+	}
+	if (!rc && (write(fd, "\n", 1) != 1 || fsync(fd)))
+		rc = qtk_err_set(&s->err, QTK_E_IO, path, -1, NULL, "write failed: %s", strerror(errno));
+	close(fd);
+	if (!rc && rename(tmp, path))
+		rc = qtk_err_set(&s->err, QTK_E_IO, path, -1, NULL, "cannot rename into place: %s", strerror(errno));
+	if (rc)
+		unlink(tmp);
+	qtk_free(tmp);
+	return rc;
+}
+
+/* --sign: after the digests, file hashes and the deployment record (s->emitted). */
+int qv_chk_sign(vstate *s)
+{
+	char *sig = qv_sig_path(s->o), *stmt = NULL, *bundle = NULL;
+	qtk_sig_key *k = NULL;
+	qtk_sig_manifest m;
+	cJSON *rec = NULL;
+	uint8_t *pae = NULL, *sv = NULL;
+	size_t npae = 0, nsv = 0;
+	char hint[65];
+	memset(&m, 0, sizeof m);
+	int rc = sig ? 0 : oom(s);
+	rc = rc ? rc : qtk_sig_key_load(s->o->sign_key, true, &k, &s->err);
+	rc = rc ? rc : local_manifest(s, NULL, sig, &m);
+	rc = rc ? rc : qtk_prov_parse(s->emitted, strlen(s->emitted), s->o->file, &rec, &s->err);
+	rc = rc ? rc : qtk_sig_statement(&m, rec, &stmt, &s->err);
+	rc = rc ? rc : qtk_sig_pae((const uint8_t *)stmt, strlen(stmt), &pae, &npae) ? oom(s) : 0;
+	rc = rc ? rc : qtk_sig_sign(k, pae, npae, &sv, &nsv, &s->err);
+	rc = rc ? rc : qtk_sig_key_hint(k, hint) ? oom(s) : 0;
+	if (!rc && qtk_sig_verify(k, pae, npae, sv, nsv))
+		rc = qtk_err_set(&s->err, QTK_E_INTERNAL, NULL, -1, NULL, "the new signature does not verify");
+	rc = rc ? rc : qtk_sig_bundle_render((const uint8_t *)stmt, strlen(stmt), sv, nsv, hint, &bundle, &s->err);
+	rc = rc ? rc : write_atomic(s, sig, bundle);
+	if (!rc) {
+		char root[65];
+		qtk_hex(m.root, 32, root);
+		qv_result(s, "signature", "ok", "wrote %s: %s key %.16s..., %zu %s, %zu tensors, subject digest %s", sig,
+			  qtk_sig_key_kind(k), hint, m.n, m.shards ? "shards" : m.n == 1 ? "file" : "files", s->d.n, root);
+	}
+	qtk_sig_key_free(k);
+	qtk_sig_manifest_free(&m);
+	cJSON_Delete(rec);
+	qtk_free(sig);
+	qtk_free(stmt);
+	qtk_free(bundle);
+	qtk_free(pae);
+	qtk_free(sv);
+	return rc;
+}
+
+/* Compare the signed resources with the model's: each difference named. */
+static void compare_files(vstate *s, const qtk_sig_manifest *want, const qtk_sig_manifest *have)
+{
+	char list[512] = "";
+	size_t nl = 0, nbad = 0;
+	const char *fail = s->o->sig_content ? "note" : "failed";
+	for (size_t i = 0; i < want->n; i++) {
+		const qtk_sig_item *w = &want->it[i], *h = NULL;
+		for (size_t j = 0; j < have->n && !h; j++)
+			if (!strcmp(have->it[j].name, w->name))
+				h = &have->it[j];
+		if (h && !memcmp(h->digest, w->digest, 32))
+			continue;
+		char one[300];
+		if (!h) {
+			snprintf(one, sizeof one, "'%.120s' missing", w->name);
+		} else {
+			const qtk_sig_item *o = NULL;
+			for (size_t j = 0; j < want->n && !o; j++)
+				if (j != i && !memcmp(want->it[j].digest, h->digest, 32))
+					o = &want->it[j];
+			if (o)
+				snprintf(one, sizeof one, "'%.120s' holds the content signed for '%.120s' (reordered)", w->name,
+					 o->name);
+			else
+				snprintf(one, sizeof one, "'%.120s' content differs from the signed digest", w->name);
+		}
+		nbad++;
+		if (nl < 3)
+			snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", nl ? "; " : "", one);
+		nl++;
+	}
+	for (size_t j = 0; j < have->n; j++) {
+		bool found = false;
+		for (size_t i = 0; i < want->n && !found; i++)
+			found = !strcmp(have->it[j].name, want->it[i].name);
+		if (found)
+			continue;
+		nbad++;
+		if (nl < 3)
+			snprintf(list + strlen(list), sizeof list - strlen(list), "%s'%.120s' not in the signature", nl ? "; " : "",
+				 have->it[j].name);
+		nl++;
+	}
+	if (nbad)
+		qv_result(s, "signed_files", fail, "%zu of %zu signed %s differ: %s%s", nbad, want->n,
+			  want->shards ? "shards" : "files", list, nl > 3 ? "; ..." : "");
+	else
+		qv_result(s, "signed_files", "ok", "%zu %s the signed SHA-256 digests", want->n,
+			  want->shards ? "shards match" : want->n == 1 ? "file matches" : "files match");
+}
+
+/* --verify-signature: the bundle, the key, the signature over PAE(payload), the statement, the
+ * files; then the signed deployment record becomes the record the tensor checks use. */
+int qv_chk_sigverify(vstate *s)
+{
+	char *sig = qv_sig_path(s->o);
+	qtk_sig_key *k = NULL;
+	qtk_sig_bundle b;
+	qtk_sig_manifest want, have;
+	uint8_t *buf = NULL, *pae = NULL;
+	size_t n = 0, npae = 0;
+	char hint[65];
+	memset(&b, 0, sizeof b);
+	memset(&want, 0, sizeof want);
+	memset(&have, 0, sizeof have);
+	int rc = sig ? 0 : oom(s);
+	rc = rc ? rc : qtk_sig_key_load(s->o->verify_key, false, &k, &s->err);
+	rc = rc ? rc : qtk_slurp(sig, QTK_SIG_CAP, &buf, &n, &s->err);
+	rc = rc ? rc : qtk_sig_bundle_parse(buf, n, sig, &b, &s->err);
+	rc = rc ? rc : qtk_sig_key_hint(k, hint) ? oom(s) : 0;
+	if (rc)
+		goto done;
+	if (b.hint[0] && strcmp(b.hint, hint)) {
+		qv_result(s, "signature", "failed", "key mismatch: %s was made with the key %.16s..., %s is %.16s...", sig,
+			  b.hint, s->o->verify_key, hint);
+		s->stop = true;
+		goto done;
+	}
+	if ((rc = qtk_sig_pae(b.payload, b.npayload, &pae, &npae) ? oom(s) : 0))
+		goto done;
+	if (qtk_sig_verify(k, pae, npae, b.sig, b.nsig)) {
+		qv_result(s, "signature", "failed", "%s does not verify with %s (%s): the signed statement was altered%s", sig,
+			  s->o->verify_key, qtk_sig_key_kind(k), b.hint[0] ? "" : " or the key is not the signer's");
+		s->stop = true;
+		goto done;
+	}
+	if ((rc = qtk_sig_statement_parse(b.payload, b.npayload, sig, &want, &s->err)))
+		goto done;
+	qv_result(s, "signature", "ok", "%s: %s signature by key %.16s... over '%s' (%zu %s%s)", sig, qtk_sig_key_kind(k),
+		  hint, want.model_name, want.n, want.shards ? "shards" : want.n == 1 ? "file" : "files",
+		  want.qtk_record ? ", with qtk content digests" : "");
+	if ((rc = local_manifest(s, &want, sig, &have)))
+		goto done;
+	compare_files(s, &want, &have);
+	if (want.qtk_record) {
+		s->rec = want.qtk_record;
+		want.qtk_record = NULL;
+		s->rec_name = "the signature";
+	} else {
+		/* signed by another tool: its verdict is the file level, as model_signing's own */
+		qv_result(s, "signed_content", "note", "the signature carries no qtk content digests (signed by another "
+			  "tool): checked file by file");
+		s->stop = true;
+	}
+done:
+	qtk_sig_key_free(k);
+	qtk_sig_bundle_free(&b);
+	qtk_sig_manifest_free(&want);
+	qtk_sig_manifest_free(&have);
+	qtk_free(buf);
+	qtk_free(pae);
+	qtk_free(sig);
+	return rc;
+}
+
+/* After the tensor checks: the embedded provenance record as signed. */
+int qv_chk_sigrecord(vstate *s)
+{
+	if (!s->rec || s->rec == s->embedded)
+		return 0;
+	const cJSON *se = cJSON_GetObjectItemCaseSensitive(s->rec, "embedded");
+	uint8_t a[32], b[32];
+	bool signed_has = cJSON_IsObject(se), has = s->embedded != NULL;
+	if (!signed_has && !has)
+		return 0;
+	if (signed_has != has) {
+		qv_result(s, "signed_record", s->o->sig_content ? "note" : "failed", "%s",
+			  has ? "the model carries a provenance record; the signed model had none"
+			      : "the signed model carried a provenance record; this one has none");
+		return 0;
+	}
+	if (qtk_prov_sha256(se, a) || qtk_prov_sha256(s->embedded, b))
+		return oom(s);
+	if (memcmp(a, b, 32))
+		qv_result(s, "signed_record", s->o->sig_content ? "note" : "failed",
+			  "the embedded provenance record (%s) differs from the one signed", s->embedded_where);
+	else
+		qv_result(s, "signed_record", "ok", "the embedded provenance record is the one signed");
+	return 0;
+}
