@@ -231,7 +231,7 @@ static int prepare_blobs(qtk_writer *w, hf_w *h)
 	int rc = qtk_qcfg_from_desc(w->desc, w->path, w->err, &want_q);
 	if (rc)
 		return rc;
-	h->blobs = qtk_calloc(d->nblobs + 2, sizeof *h->blobs);
+	h->blobs = qtk_calloc(d->nblobs + 3, sizeof *h->blobs);
 	if (!h->blobs)
 		return werr(w, QTK_E_IO, "out of memory%s", "");
 	const qtk_blob *cb = qtk_blob_find(d, "config.json");
@@ -249,6 +249,14 @@ static int prepare_blobs(qtk_writer *w, hf_w *h)
 	if (cJSON_IsObject(qc))
 		qtk_qcfg_read(qc, NULL, &have);
 	bool patch = !cb || (want_q.kind == QTK_LAYOUT_PLAIN ? have.kind != QTK_LAYOUT_PLAIN : !qtk_qcfg_same(&have, &want_q));
+	/* ModelOpt NVFP4 kept from a ModelOpt checkpoint: its config.json and hf_quant_config.json
+	 * as they are (their producer is the one that made the weights) */
+	bool nv = want_q.kind == QTK_LAYOUT_NVFP4;
+	if (nv && cb && qtk_blob_find(d, "hf_quant_config.json")) {
+		const cJSON *m = cJSON_GetObjectItemCaseSensitive(qc, "quant_method"), *a = cJSON_GetObjectItemCaseSensitive(qc, "quant_algo");
+		patch = !(cJSON_IsString(m) && !strcmp(m->valuestring, "modelopt") && cJSON_IsString(a) &&
+			  !strcmp(a->valuestring, "NVFP4"));
+	}
 	cJSON *newq = NULL;
 	if (want_q.kind != QTK_LAYOUT_PLAIN && !(newq = qtk_qcfg_json(&want_q))) {
 		qtk_json_doc_free(&cfg);
@@ -281,6 +289,13 @@ static int prepare_blobs(qtk_writer *w, hf_w *h)
 		}
 	} else {
 		rc = add_out_blob(h, "config.json", cb->data, cb->len, NULL);
+	}
+	if (!rc && nv && patch) { /* ModelOpt's own description beside config.json */
+		char *txt = qtk_modelopt_hf_quant_text(&want_q), *copy = txt ? cJSON_malloc(strlen(txt) + 1) : NULL;
+		if (copy)
+			memcpy(copy, txt, strlen(txt) + 1);
+		rc = copy ? add_out_blob(h, "hf_quant_config.json", NULL, 0, copy) : QTK_E_IO;
+		qtk_free(txt);
 	}
 	for (size_t i = 0; i < d->nblobs && !rc; i++) {
 		const qtk_blob *b = &d->blobs[i];
