@@ -21,7 +21,7 @@ static int oom(qtk_model *m) { return qtk_err_set(&m->err, QTK_E_IO, m->path, -1
 
 /* Side files carried along as blobs. */
 static const char *const side_files[] = {
-	"config.json", "generation_config.json", "quantize_config.json", "quant_config.json",
+	"config.json", "generation_config.json", "quantize_config.json", "quant_config.json", "hf_quant_config.json",
 	"tokenizer.json", "tokenizer_config.json", "tokenizer.model", "special_tokens_map.json",
 	"added_tokens.json", "vocab.json", "vocab.txt", "merges.txt", "spiece.model",
 	"preprocessor_config.json", "chat_template.json", "chat_template.jinja", "qtk-provenance.json",
