@@ -757,13 +757,14 @@ static void plan_imatrix(const qtk_imatrix *im, const qtk_tensor *t, plan *p)
 }
 
 /* ggml NVFP4 blocks (with their .scale, or without: times 1) into a directory keep ModelOpt's
- * NVFP4 layout (weight, weight_scale, weight_scale_2 = the .scale): a byte shuffle, exact
- * whenever every block scale byte has an E4M3 form (qtk_nvfp4_from_ggml; checked here, as the
- * layout must be known before anything is written). 0: planned; 1: the values stay F32. */
+ * NVFP4 layout for linear layers (weight, weight_scale, weight_scale_2 = the .scale): a byte
+ * shuffle, exact whenever every block scale byte has an E4M3 form (qtk_nvfp4_from_ggml; checked
+ * here, as the layout must be known before anything is written). 0: planned; 1: the values stay
+ * F32 (or auto-exact's choice). */
 static int plan_modelopt(qtk_model *in, const qtk_tensor *t, plan *p, qtk_err *err)
 {
-	if (t->ndim != 2 || t->shape[1] % 64)
-		return 1;
+	if (t->ndim != 2 || t->shape[1] % 64 || strstr(t->name, "embed"))
+		return 1; /* ModelOpt quantizes Linear modules: an NVFP4 embedding table stays F32 */
 	uint8_t *blk = NULL;
 	if (qtk_read_part_alloc(in, t, 0, &blk)) {
 		*err = in->err;
