@@ -685,7 +685,35 @@ static int run_groups(qtk_model *in, qtk_writer *w, const plan *p, int threads, 
 	}
 	if (!rc && have && p->perm_heads)
 		rc = permute_groups(&g, p, err);
-	bool packed = false;
+	/* ggml NVFP4 blocks (and their .scale) into ModelOpt's parts: a byte shuffle, rows permuted
+	 * back as whole rows of codes and block scales (plan_modelopt) */
+	bool nvs = o->layout.kind == QTK_LAYOUT_NVFP4 && o->layout.scale_type == 1 &&
+		   ((t->layout.kind == QTK_LAYOUT_NVFP4 && t->layout.scale_type == 2) ||
+		    (t->layout.kind == QTK_LAYOUT_PLAIN && t->layout.type == QTK_T_NVFP4));
+	if (!rc && nvs) {
+		uint8_t *blk = s.packed[0], *own = NULL;
+		float sc = 1.0f;
+		if (!blk && qtk_read_part_alloc(in, t, 0, &own)) {
+			*err = in->err;
+			rc = err->code;
+		}
+		blk = blk ? blk : own;
+		if (!rc && t->layout.kind == QTK_LAYOUT_NVFP4 && qtk_nvfp4_ggml_scale(t, (const void *const *)s.packed, &sc))
+			rc = qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "inconsistent quantized components");
+		if (!rc && qtk_nvfp4_from_ggml(blk, out, inf, pp[0], pp[1]))
+			rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "NVFP4 blocks do not fit ModelOpt's layout");
+		qtk_free(own);
+		if (!rc) {
+			uint32_t bits;
+			memcpy(&bits, &sc, 4);
+			qtk_wr32(pp[2], bits);
+		}
+		if (!rc && p->perm_heads &&
+		    (permute_inplace(pp[0], out, inf / 2, p->perm_heads, p->perm_inverse, t->name, err) ||
+		     permute_inplace(pp[1], out, inf / 16, p->perm_heads, p->perm_inverse, t->name, err)))
+			rc = err->code;
+	}
+	bool packed = nvs;
 	/* MLX takes the integers whenever its codes and groups hold them (its from_groups checks) */
 	if (!rc && have && (o->layout.kind == QTK_LAYOUT_MLX ||
 			    (g.bits == o->layout.bits && (g.group == o->layout.group_size || qg_act_order(&g)))))
@@ -699,6 +727,8 @@ static int run_groups(qtk_model *in, qtk_writer *w, const plan *p, int threads, 
 	rc = rc ? rc : fit_groups(&s, x, pp, !packed, threads, &e, err);
 	if (!rc)
 		errstat_finish(&e, r);
+	if (!rc && nvs && !r->exact) /* the shuffle promises every bit (plan_modelopt) */
+		rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "NVFP4 blocks in ModelOpt's layout decode differently");
 	for (int k = 0; k < o->nparts && !rc; k++)
 		rc = qtk_writer_put(w, pp[k], (size_t)o->parts[k].nbytes);
 	rowsrc_close(&s);

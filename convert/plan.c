@@ -872,6 +872,33 @@ static void plan_imatrix(const qtk_imatrix *im, const qtk_tensor *t, plan *p)
 	}
 }
 
+/* ggml NVFP4 blocks (with their .scale, or without: times 1) into a directory keep ModelOpt's
+ * NVFP4 layout for linear layers (weight, weight_scale, weight_scale_2 = the .scale): a byte
+ * shuffle, exact whenever every block scale byte has an E4M3 form (qtk_nvfp4_from_ggml; checked
+ * here, as the layout must be known before anything is written). 0: planned; 1: the values stay
+ * F32 (or auto-exact's choice). */
+static int plan_modelopt(qtk_model *in, const qtk_tensor *t, plan *p, qtk_err *err)
+{
+	if (t->ndim != 2 || t->shape[1] % 64 || strstr(t->name, "embed"))
+		return 1; /* ModelOpt quantizes Linear modules: an NVFP4 embedding table stays F32 */
+	uint8_t *blk = NULL;
+	if (qtk_read_part_alloc(in, t, 0, &blk)) {
+		*err = in->err;
+		return err->code;
+	}
+	int fits = qtk_nvfp4_from_ggml(blk, t->shape[0], t->shape[1], NULL, NULL) == 0;
+	qtk_free(blk);
+	if (!fits)
+		return 1;
+	qtk_layout l = {.kind = QTK_LAYOUT_NVFP4, .type = QTK_DT_U8, .bits = 4, .sym = true, .group_size = 16,
+			.scale_type = 1};
+	if (out_packed(&p->out, t, &l, err))
+		return err->code;
+	p->method = M_GROUPS;
+	p->note = "exact";
+	return 0;
+}
+
 /* A Hugging Face directory or a .safetensors file: no ggml block types. */
 static bool hf_out(const conv_opts *o)
 {
@@ -907,6 +934,12 @@ static int plan_tensor(qtk_model *in, const conv_opts *o, qtk_mix_state *ms, con
 		return out_plain(&p->out, t, QTK_T_F32) ? qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "size overflows") : 0;
 	}
 	bool gguf_pair = t->layout.kind == QTK_LAYOUT_NVFP4 && t->layout.scale_type == 2; /* GGUF NVFP4 + .scale */
+	if ((gguf_pair || (plain && t->layout.type == QTK_T_NVFP4)) && o->out_kind == QTK_OUT_HF &&
+	    (o->target.kind == TGT_KEEP || o->target.kind == TGT_AUTO_EXACT)) {
+		int r = plan_modelopt(in, t, p, err);
+		if (r <= 0)
+			return r; /* 1: F32 below (keep) or auto-exact's choice */
+	}
 	if (o->target.kind == TGT_KEEP && hf_out(o) && ((plain && !qtk_type(t->layout.type)->st_name) || gguf_pair)) {
 		/* ggml blocks have no safetensors dtype: dequantized to F32, as transformers loads a GGUF
 		 * (every decoded value is an F32, so this is exact; conv_plan says so in one line) */

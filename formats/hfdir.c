@@ -21,7 +21,7 @@ static int oom(qtk_model *m) { return qtk_err_set(&m->err, QTK_E_IO, m->path, -1
 
 /* Side files carried along as blobs. */
 static const char *const side_files[] = {
-	"config.json", "generation_config.json", "quantize_config.json", "quant_config.json",
+	"config.json", "generation_config.json", "quantize_config.json", "quant_config.json", "hf_quant_config.json",
 	"tokenizer.json", "tokenizer_config.json", "tokenizer.model", "special_tokens_map.json",
 	"added_tokens.json", "vocab.json", "vocab.txt", "merges.txt", "spiece.model",
 	"preprocessor_config.json", "chat_template.json", "chat_template.jinja", "qtk-provenance.json",
@@ -277,7 +277,7 @@ static int prepare_blobs(qtk_writer *w, hf_w *h)
 	int rc = qtk_qcfg_from_desc(w->desc, w->path, w->err, &want_q);
 	if (rc)
 		return rc;
-	h->blobs = qtk_calloc(d->nblobs + 2, sizeof *h->blobs);
+	h->blobs = qtk_calloc(d->nblobs + 3, sizeof *h->blobs);
 	if (!h->blobs)
 		return werr(w, QTK_E_IO, "out of memory%s", "");
 	const qtk_blob *cb = qtk_blob_find(d, "config.json");
@@ -295,6 +295,14 @@ static int prepare_blobs(qtk_writer *w, hf_w *h)
 	if (cJSON_IsObject(qc))
 		qtk_qcfg_read(qc, NULL, &have);
 	bool patch = !cb || (want_q.kind == QTK_LAYOUT_PLAIN ? have.kind != QTK_LAYOUT_PLAIN : !qtk_qcfg_same(&have, &want_q));
+	/* ModelOpt NVFP4 kept from a ModelOpt checkpoint: its config.json and hf_quant_config.json
+	 * as they are (their producer is the one that made the weights) */
+	bool nv = want_q.kind == QTK_LAYOUT_NVFP4;
+	if (nv && cb && qtk_blob_find(d, "hf_quant_config.json")) {
+		const cJSON *m = cJSON_GetObjectItemCaseSensitive(qc, "quant_method"), *a = cJSON_GetObjectItemCaseSensitive(qc, "quant_algo");
+		patch = !(cJSON_IsString(m) && !strcmp(m->valuestring, "modelopt") && cJSON_IsString(a) &&
+			  !strcmp(a->valuestring, "NVFP4"));
+	}
 	cJSON *newq = NULL;
 	if (want_q.kind != QTK_LAYOUT_PLAIN && !(newq = qtk_qcfg_json(&want_q))) {
 		qtk_json_doc_free(&cfg);
@@ -327,6 +335,13 @@ static int prepare_blobs(qtk_writer *w, hf_w *h)
 		}
 	} else {
 		rc = add_out_blob(h, "config.json", cb->data, cb->len, NULL);
+	}
+	if (!rc && nv && patch) { /* ModelOpt's own description beside config.json */
+		char *txt = qtk_modelopt_hf_quant_text(&want_q), *copy = txt ? cJSON_malloc(strlen(txt) + 1) : NULL;
+		if (copy)
+			memcpy(copy, txt, strlen(txt) + 1);
+		rc = copy ? add_out_blob(h, "hf_quant_config.json", NULL, 0, copy) : QTK_E_IO;
+		qtk_free(txt);
 	}
 	for (size_t i = 0; i < d->nblobs && !rc; i++) {
 		const qtk_blob *b = &d->blobs[i];

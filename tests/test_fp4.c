@@ -1,5 +1,8 @@
 /* test_fp4.c - the GGUF FP4 paths: ggml's NVFP4 encoder (synthetic blocks and byte identity with
- * ggml's quantize_nvfp4 on the fixture). */
+ * ggml's quantize_nvfp4 on the fixture), ModelOpt NVFP4 -> GGUF -> directory (ModelOpt's layout
+ * again, by byte shuffles). */
+#include "scheme/fold.h"
+#include "json.h"
 #include "internal.h"
 #include "dequant.h"
 #include "family/family.h"
@@ -137,6 +140,49 @@ static void shuffle_fixture(const char *root, const char *variant, int want_exac
 	qtk_close(m);
 }
 
+/* ggml NVFP4 blocks -> ModelOpt's parts (qtk_nvfp4_from_ggml): every scale byte but 0xFF, random
+ * codes; the ModelOpt layout decodes to ggml's values times weight_scale_2 bit for bit, scale
+ * bytes are written without the sign bit (0x7F as 0), and 0xFF (ggml: 480) has no E4M3 form. */
+static void nvfp4_from_ggml_synth(void)
+{
+	enum { ROWS = 64, IN = 64 };
+	static uint8_t blk[ROWS * 36], codes[ROWS * IN / 2], sc[ROWS * IN / 16];
+	static float ref[ROWS * IN], got[ROWS * IN];
+	uint32_t x = 12345;
+	for (int r = 0; r < ROWS; r++)
+		for (int b = 0; b < 36; b++) {
+			x = x * 1103515245u + 12345u;
+			blk[r * 36 + b] = b < 4 ? (uint8_t)((r * 4 + b) % 255) : (uint8_t)(x >> 16);
+		}
+	blk[36 * 3 + 1] = 0x7F, blk[36 * 5 + 2] = 0x80, blk[36 * 7] = 0xFE, blk[36 * 9 + 3] = 0xC1;
+	CHECK(qtk_nvfp4_from_ggml(blk, ROWS, IN, codes, sc) == 0, "shuffle");
+	CHECK(sc[3 * 4 + 1] == 0 && sc[5 * 4 + 2] == 0 && sc[7 * 4] == 0x7E && sc[9 * 4 + 3] == 0x41, "scale bytes");
+	qtk_tensor t;
+	memset(&t, 0, sizeof t);
+	t.name = (char *)"synthetic";
+	qtk_layout l = { .kind = QTK_LAYOUT_NVFP4, .type = QTK_DT_U8, .bits = 4, .sym = true, .group_size = 16,
+			 .scale_type = 1 };
+	char why[200] = "";
+	CHECK(qtk_scheme_describe(&t, &l, ROWS, IN, true, why, sizeof why) == 0, "describe: %s", why);
+	static const float s2v[] = { 1.0f, 0.3711f, -2.5f };
+	int good = 0;
+	for (size_t k = 0; k < sizeof s2v / sizeof *s2v; k++) {
+		uint8_t s2[4];
+		memcpy(s2, &s2v[k], 4);
+		const void *parts[3] = { codes, sc, s2 };
+		CHECK(qtk_dequant_ggml(QTK_T_NVFP4, blk, ref, ROWS * IN) == 0, "ggml decode");
+		for (int i = 0; i < ROWS * IN; i++)
+			ref[i] *= s2v[k];
+		CHECK(qtk_scheme_decode_rows(&t, parts, 0, ROWS, got) == 0, "ModelOpt decode");
+		good += memcmp(ref, got, sizeof ref) == 0;
+	}
+	CHECK(good == 3, "ModelOpt layout decodes as ggml x scale: %d/3", good);
+	blk[36 * 11 + 2] = 0xFF;
+	CHECK(qtk_nvfp4_from_ggml(blk, ROWS, IN, NULL, NULL) == -1, "0xFF has no E4M3 form");
+	CHECK(qtk_nvfp4_from_ggml(blk, ROWS, 32, NULL, NULL) == -1, "in %% 64");
+	printf("ggml NVFP4 -> ModelOpt: %d/3 multipliers bit-exact over 255 scale bytes\n", good);
+}
+
 static void sha_hex(const void *p, size_t n, char hex[65])
 {
 	unsigned char md[32];
@@ -176,6 +222,89 @@ static void gguf_digests(const char *root, const char *stem)
 	if (f)
 		fclose(f);
 	qtk_close(m);
+}
+
+/* Part k of tensor `name` in a and b: the same bytes? */
+static int same_part(qtk_model *a, qtk_model *b, const char *name, int k)
+{
+	const qtk_tensor *ta = qtk_tensor_find(a, name), *tb = qtk_tensor_find(b, name);
+	uint8_t *pa = NULL, *pb = NULL;
+	int same = ta && tb && k < ta->nparts && k < tb->nparts && ta->parts[k].nbytes == tb->parts[k].nbytes &&
+		   ta->parts[k].type == tb->parts[k].type && !qtk_read_part_alloc(a, ta, k, &pa) &&
+		   !qtk_read_part_alloc(b, tb, k, &pb) && !memcmp(pa, pb, (size_t)ta->parts[k].nbytes);
+	qtk_free(pa);
+	qtk_free(pb);
+	return same;
+}
+
+/* ModelOpt -> GGUF (gguf) -> directory under keep: every NVFP4 layer is ModelOpt's layout again
+ * with the checkpoint's weight, weight_scale and weight_scale_2 bytes (Q/K rows put back), its
+ * input_scale too; qverify --against the checkpoint says exact; config.json's
+ * quantization_config is ModelOpt's but for the producer, and hf_quant_config.json ModelOpt's
+ * text with producer qtk. */
+static void modelopt_back(const char *root, const char *gguf, const char *tmp)
+{
+	char dir[700], cmd[2048], src[700];
+	snprintf(dir, sizeof dir, "%s/back", tmp);
+	snprintf(src, sizeof src, "%s/hf/ct/modelopt-nvfp4", root);
+	snprintf(cmd, sizeof cmd, "bin/qconvert -q %s %s/ --exact", gguf, dir);
+	CHECK(system(cmd) == 0, "%s", cmd);
+	qtk_err e = { 0 };
+	qtk_model *a = qtk_open(src, &e), *b = qtk_open(dir, &e);
+	CHECK(a && b, "open: %s", e.msg);
+	int layers = 0, same = 0, inscale = 0;
+	for (size_t i = 0; a && b && i < a->ntensors; i++) {
+		const qtk_tensor *t = &a->tensors[i];
+		if (t->layout.kind == QTK_LAYOUT_NVFP4) {
+			const qtk_tensor *u = qtk_tensor_find(b, t->name);
+			layers++;
+			same += u && u->layout.kind == QTK_LAYOUT_NVFP4 && u->layout.scale_type == 1 && u->nparts == 3 &&
+				same_part(a, b, t->name, 0) && same_part(a, b, t->name, 1) && same_part(a, b, t->name, 2);
+		} else if (strstr(t->name, ".input_scale")) {
+			inscale += same_part(a, b, t->name, 0) && qtk_tensor_find(b, t->name)->ndim == 0;
+		}
+	}
+	printf("ModelOpt -> GGUF -> directory: %d/%d NVFP4 layers byte-identical, %d input_scale\n", same, layers,
+	       inscale);
+	CHECK(layers == 14 && same == layers && inscale == 14, "%d/%d layers, %d input_scale", same, layers, inscale);
+	qtk_close(a);
+	qtk_close(b);
+	snprintf(cmd, sizeof cmd, "bin/qverify %s --against %s 2>&1 | grep -q 'against: ok: 35 exact, 0 lossy'", dir, src);
+	CHECK(system(cmd) == 0, "qverify --against: exact");
+	/* configs: ModelOpt's quantization_config but the producer; hf_quant_config.json's text */
+	char p1[800], p2[800];
+	snprintf(p1, sizeof p1, "%s/config.json", src);
+	snprintf(p2, sizeof p2, "%s/config.json", dir);
+	qtk_json_doc c1 = { 0 }, c2 = { 0 };
+	int ok = !qtk_json_load(p1, 1 << 20, 0, &e, &c1, NULL, NULL) && !qtk_json_load(p2, 1 << 20, 0, &e, &c2, NULL, NULL);
+	cJSON *q1 = ok ? cJSON_GetObjectItemCaseSensitive(c1.root, "quantization_config") : NULL;
+	cJSON *q2 = ok ? cJSON_GetObjectItemCaseSensitive(c2.root, "quantization_config") : NULL;
+	cJSON *pr = q2 ? cJSON_GetObjectItemCaseSensitive(q2, "producer") : NULL;
+	cJSON *nm = pr ? cJSON_GetObjectItemCaseSensitive(pr, "name") : NULL;
+	CHECK(cJSON_IsString(nm) && !strcmp(nm->valuestring, "qtk"), "producer qtk");
+	if (q1 && q2 && pr)
+		cJSON_ReplaceItemInObjectCaseSensitive(q2, "producer",
+						       cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(q1, "producer"), 1));
+	char *t1 = q1 ? cJSON_PrintUnformatted(q1) : NULL, *t2 = q2 ? cJSON_PrintUnformatted(q2) : NULL;
+	CHECK(t1 && t2 && !strcmp(t1, t2), "quantization_config (keys in order):\n%s\n%s", t1 ? t1 : "", t2 ? t2 : "");
+	cJSON_free(t1);
+	cJSON_free(t2);
+	qtk_json_doc_free(&c1);
+	qtk_json_doc_free(&c2);
+	snprintf(p1, sizeof p1, "%s/hf_quant_config.json", dir);
+	static const char want[] = "{\n    \"producer\": {\n        \"name\": \"qtk\",\n        \"version\": \"" QTK_VERSION
+				   "\"\n    },\n    \"quantization\": {\n        \"quant_algo\": \"NVFP4\",\n        "
+				   "\"kv_cache_quant_algo\": null,\n        \"group_size\": 16,\n        "
+				   "\"exclude_modules\": [\n            \"lm_head\"\n        ]\n    }\n}";
+	char got[1024] = "";
+	FILE *f = fopen(p1, "rb");
+	size_t n = f ? fread(got, 1, sizeof got - 1, f) : 0;
+	got[n] = 0;
+	if (f)
+		fclose(f);
+	CHECK(!strcmp(got, want), "hf_quant_config.json:\n%s", got);
+	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	CHECK(system(cmd) == 0, "rm");
 }
 
 /* qconvert ModelOpt NVFP4 -> GGUF: every layer is NVFP4 blocks plus `<name>.scale`, and read the
@@ -264,6 +393,7 @@ static void modelopt_gguf(const char *root)
 	if (f)
 		fclose(f);
 	qtk_close(m);
+	modelopt_back(root, out, tmp);
 	unlink(out);
 	rmdir(tmp);
 }
@@ -271,6 +401,7 @@ static void modelopt_gguf(const char *root)
 int main(void)
 {
 	nvfp4_encoder();
+	nvfp4_from_ggml_synth();
 	const char *root = t_fixtures();
 	if (root) {
 		nvfp4_fixture(root);

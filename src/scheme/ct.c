@@ -711,6 +711,42 @@ int qtk_nvfp4_ggml_scale(const qtk_tensor *t, const void *const *parts, float *s
 	return 0;
 }
 
+/* ggml NVFP4 blocks (rows of in / 64 blocks) back into ModelOpt's parts: codes [rows, in/2], two
+ * per byte with the even input in the low nibble, and the block scales [rows, in/16] as E4M3 bytes;
+ * the inverse of nvfp4_to_ggml. ggml reads a scale byte without its sign bit except that 0x7F
+ * gives 0 (ggml_ue4m3_to_fp32), so the byte written is x & 0x7F, and 0 for 0x7F (E4M3's NaN,
+ * which torch would read as one); every value decodes as ggml's then. 0xFF alone has no such
+ * byte (ggml reads it as 480, past E4M3's 448): -1, the layer stays F32. */
+int qtk_nvfp4_from_ggml(const uint8_t *blocks, uint64_t rows, uint64_t in, uint8_t *codes, uint8_t *scales)
+{
+	if (!in || in % 64)
+		return -1;
+	for (uint64_t r = 0; r < rows; r++) {
+		const uint8_t *b = blocks + r * (in / 64 * 36);
+		uint8_t *cr = codes ? codes + r * (in / 2) : NULL, *sr = scales ? scales + r * (in / 16) : NULL;
+		for (uint64_t k = 0; k < in / 64; k++, b += 36) {
+			for (unsigned s = 0; s < 4; s++) {
+				uint8_t x = b[s];
+				if (x == 0xFF)
+					return -1;
+				if (sr)
+					sr[4 * k + s] = x == 0x7F ? 0 : x & 0x7F;
+				if (!cr)
+					continue;
+				/* inputs 16(4k+s) + j: j < 8 low nibble of byte 4+8s+j, else high nibble of j-8 */
+				uint8_t *dst = cr + 8 * (4 * k + s);
+				const uint8_t *q = b + 4 + 8 * s;
+				for (unsigned e = 0; e < 16; e += 2) {
+					unsigned c0 = e < 8 ? q[e] & 15 : q[e - 8] >> 4;
+					unsigned c1 = e + 1 < 8 ? q[e + 1] & 15 : q[e + 1 - 8] >> 4;
+					dst[e / 2] = (uint8_t)(c0 | c1 << 4);
+				}
+			}
+		}
+	}
+	return 0;
+}
+
 const qtk_scheme qtk_scheme_nvfp4 = {
 	.name = "nvfp4",
 	.title = "nvfp4",
@@ -1365,6 +1401,84 @@ cJSON *qtk_ct_config_json(const qtk_qcfg *q)
 		return NULL;
 	}
 	return o;
+}
+
+/* ---- ModelOpt NVFP4 configs, as ModelOpt's export writes them ------------------------------- */
+
+/* Module i of desc that ModelOpt lists as excluded: a 2-D float linear weight left plain (the
+ * embeddings are not Linear modules and are not listed); its module name into mod. */
+static bool modelopt_excluded(const qtk_model *d, size_t i, char *mod, size_t n)
+{
+	const qtk_tensor *t = &d->tensors[i];
+	size_t len = strlen(t->name), wl = strlen(".weight");
+	if (t->ndim != 2 || t->layout.kind != QTK_LAYOUT_PLAIN || !qtk_type(t->layout.type) ||
+	    !qtk_type(t->layout.type)->is_float || len <= wl || strcmp(t->name + len - wl, ".weight") ||
+	    strstr(t->name, "embed"))
+		return false;
+	snprintf(mod, n, "%.*s", (int)(len - wl), t->name);
+	return true;
+}
+
+static cJSON *nv_args(cJSON *g, const char *key, int64_t group)
+{
+	cJSON *a = cJSON_AddObjectToObject(g, key);
+	bool ok = a && cJSON_AddBoolToObject(a, "dynamic", 0) && cJSON_AddNumberToObject(a, "num_bits", 4) &&
+		  cJSON_AddStringToObject(a, "type", "float") && cJSON_AddNumberToObject(a, "group_size", (double)group);
+	return ok ? a : NULL;
+}
+
+/* config.json's quantization_config of ModelOpt's NVFP4 export (convert_hf_quant_config_format):
+ * config_groups.group_0 {input_activations, weights: 4-bit float in groups, targets [Linear]},
+ * ignore (the excluded modules), quant_algo, producer, quant_method "modelopt", in that order.
+ * The producer is qtk: which ModelOpt version made the weights is not known here. */
+cJSON *qtk_modelopt_config_json(const qtk_qcfg *q)
+{
+	cJSON *o = cJSON_CreateObject(), *cg = NULL, *g0 = NULL, *tg = NULL, *ign = NULL, *pr = NULL;
+	bool ok = o && (cg = cJSON_AddObjectToObject(o, "config_groups")) && (g0 = cJSON_AddObjectToObject(cg, "group_0")) &&
+		  nv_args(g0, "input_activations", q->group) && nv_args(g0, "weights", q->group) &&
+		  (tg = cJSON_AddArrayToObject(g0, "targets")) && cJSON_AddItemToArray(tg, cJSON_CreateString("Linear")) &&
+		  (ign = cJSON_AddArrayToObject(o, "ignore"));
+	for (size_t i = 0; ok && q->desc && i < q->desc->ntensors; i++) {
+		char mod[QTK_CAP_NAME + 1];
+		if (modelopt_excluded(q->desc, i, mod, sizeof mod))
+			ok = cJSON_AddItemToArray(ign, cJSON_CreateString(mod));
+	}
+	ok = ok && cJSON_AddStringToObject(o, "quant_algo", "NVFP4") && (pr = cJSON_AddObjectToObject(o, "producer")) &&
+	     cJSON_AddStringToObject(pr, "name", "qtk") && cJSON_AddStringToObject(pr, "version", QTK_VERSION) &&
+	     cJSON_AddStringToObject(o, "quant_method", "modelopt");
+	if (!ok) {
+		cJSON_Delete(o);
+		return NULL;
+	}
+	return o;
+}
+
+/* hf_quant_config.json as ModelOpt writes it (Python's json.dump, indent 4, no newline at the
+ * end): producer, then quantization {quant_algo, kv_cache_quant_algo null (qtk writes no KV
+ * cache scales), group_size, exclude_modules}. A new string (qtk_free), NULL when out of memory. */
+char *qtk_modelopt_hf_quant_text(const qtk_qcfg *q)
+{
+	qtk_buf b = {0};
+	qtk_buf_puts(&b, "{\n    \"producer\": {\n        \"name\": \"qtk\",\n        \"version\": \"" QTK_VERSION
+			 "\"\n    },\n    \"quantization\": {\n        \"quant_algo\": \"NVFP4\",\n"
+			 "        \"kv_cache_quant_algo\": null,\n");
+	qtk_buf_printf(&b, "        \"group_size\": %lld,\n        \"exclude_modules\": [", (long long)q->group);
+	size_t n = 0;
+	for (size_t i = 0; q->desc && i < q->desc->ntensors; i++) {
+		char mod[QTK_CAP_NAME + 1];
+		if (!modelopt_excluded(q->desc, i, mod, sizeof mod))
+			continue;
+		qtk_buf_puts(&b, n++ ? ",\n            " : "\n            ");
+		if (qtk_json_put_str(&b, mod, strlen(mod)))
+			b.failed = 1;
+	}
+	qtk_buf_puts(&b, n ? "\n        ]\n    }\n}" : "]\n    }\n}");
+	qtk_buf_putc(&b, 0);
+	if (b.failed) {
+		qtk_buf_free(&b);
+		return NULL;
+	}
+	return (char *)b.p;
 }
 
 /* ---- DeepSeek-style FP8 (quant_method "fp8") and ModelOpt NVFP4 (quant_method "modelopt") ---- */

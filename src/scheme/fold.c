@@ -65,7 +65,8 @@ int qtk_qcfg_from_desc(const qtk_model *d, const char *path, qtk_err *err, qtk_q
 		if (!s)
 			continue;
 		int version = s->has_version ? (l->gptq_version == 2 ? 2 : 1) : 0;
-		if (!s->config_write) {
+		/* NVFP4: ModelOpt's layout only (its config is qtk_modelopt_config_json) */
+		if (l->kind == QTK_LAYOUT_NVFP4 ? l->scale_type != 1 : !s->config_write) {
 			char subj[256];
 			snprintf(subj, sizeof subj, "tensor '%.200s'", t->name);
 			return qtk_err_set(err, QTK_E_DATA, path, -1, subj,
@@ -124,6 +125,8 @@ cJSON *qtk_qcfg_json(const qtk_qcfg *q)
 	const qtk_scheme *s = q->scheme ? q->scheme : qtk_scheme_by_kind(q->kind);
 	if (s && (s->kind == QTK_LAYOUT_CT_INT || s->kind == QTK_LAYOUT_FP8))
 		return qtk_ct_config_json(q);
+	if (s && s->kind == QTK_LAYOUT_NVFP4)
+		return qtk_modelopt_config_json(q);
 	cJSON *o = s ? cJSON_CreateObject() : NULL;
 	if (!o)
 		return NULL;

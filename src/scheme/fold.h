@@ -60,6 +60,11 @@ int qtk_mxfp4_fold(qtk_model *m, const struct cJSON *qc, const char *cfgfile);
 /* llm-compressor's quantization_config for q (pack-quantized ct-int layers, float-quantized
  * FP8 per channel or 128 x 128 block); NULL when out of memory. */
 struct cJSON *qtk_ct_config_json(const qtk_qcfg *q);
+/* ModelOpt's NVFP4 export (ct.c): config.json's quantization_config (NULL when out of memory)
+ * and the text of hf_quant_config.json (new string, qtk_free; NULL when out of memory), for q
+ * of kind NVFP4 (ModelOpt's layout, scale_type 1). */
+struct cJSON *qtk_modelopt_config_json(const qtk_qcfg *q);
+char *qtk_modelopt_hf_quant_text(const qtk_qcfg *q);
 /* Fold by the quantization config of a model directory: config.json's quantization_config
  * (`cfg` is config.json's parsed root when the caller has it, else it is read), else
  * quantize_config.json, else quant_config.json. No config: nothing to do. */

@@ -144,6 +144,11 @@ struct qtk_scheme {
  * 1/weight_global_scale (in F32, as llama.cpp's converter computes it). 0, or -1. */
 int qtk_nvfp4_ggml_scale(const qtk_tensor *t, const void *const *parts, float *scale);
 
+/* ggml NVFP4 blocks of `rows` rows of `in` inputs as ModelOpt's codes [rows, in/2] and E4M3 block
+ * scales [rows, in/16] (either may be NULL: only checked), a byte shuffle that decodes (ModelOpt as
+ * llama.cpp reads it) to ggml's values bit for bit; -1 when in % 64 or a scale byte has no E4M3
+ * form (0xFF, which ggml reads as 480). */
+int qtk_nvfp4_from_ggml(const uint8_t *blocks, uint64_t rows, uint64_t in, uint8_t *codes, uint8_t *scales);
 /* The checkpoint suffix of part p of packed tensor t ("<prefix>.<suffix>"). */
 const char *qtk_scheme_part_suffix(const qtk_tensor *t, int p);
 
