@@ -172,8 +172,10 @@ static inline float sym_pass(const float *x, const float *w, const float *wx, bo
 }
 
 /* Alternate least-squares d (fp16) and rounded codes, starting from codes q / scale *d with
- * error *e and least-squares sums *sxl, *sll; keeps the best state (and its sums). */
-static inline void sym_lloyd(const float *x, const float *w, const float *wx, bool uni, float lo,
+ * error *e and least-squares sums *sxl, *sll; keeps the best state (and its sums). Returns
+ * false when it stopped at a fixed point (another call from that state would change nothing),
+ * true when it ran out of iterations. */
+static inline bool sym_lloyd(const float *x, const float *w, const float *wx, bool uni, float lo,
                              float hi, int iters, float *q, float *d, float *e, float *sxl,
                              float *sll)
 {
@@ -181,20 +183,21 @@ static inline void sym_lloyd(const float *x, const float *w, const float *wx, bo
     for (int it = 0; it < iters; it++) {
         const double dxl = *sxl, dll = *sll;
         if (!(dll > 0))
-            return;
+            return false;
         const float dn = qh16((float)(dxl / dll));
         if (dn == *d && it > 0)
-            return;
+            return false;
         float nxl, nll;
         const float en = sym_pass(x, w, wx, uni, dn, lo, hi, t, &nxl, &nll);
         if (!(en < *e))
-            return;
+            return false;
         *e = en;
         *d = dn;
         *sxl = nxl;
         *sll = nll;
         memcpy(q, t, sizeof t);
     }
+    return true;
 }
 
 #define SYM_MAXC 16 /* candidate scales per block (2 orientations x nstep) */
@@ -314,6 +317,7 @@ static inline float sym_block_impl(const sym_type *T, const float *x, const floa
     }
     double best_score = -1.0;
     int bc = -1;
+    bool done = false;
     for (int c = 0; c < nc; c++) {
         const double sxl = cxl[c], sll = cll[c];
         if (sll > 0) {
@@ -330,8 +334,11 @@ static inline float sym_block_impl(const sym_type *T, const float *x, const floa
         for (int i = 0; i < QB; i += 4)
             qv_st(lb + i, qv_round(qv_min(qv_max(qv_mul(vis, qv_ld(x + i)), vlo), vhi)));
         float d = 0.f, e = FLT_MAX, sxl = cxl[bc], sll = cll[bc];
-        sym_lloyd(x, w, wx, uni, flo, fhi, 4, lb, &d, &e, &sxl, &sll);
+        const bool more = sym_lloyd(x, w, wx, uni, flo, fhi, 4, lb, &d, &e, &sxl, &sll);
         if (e < best_e) {
+            /* from a fixed point the refinement below would only repeat the last step */
+            if (!more)
+                done = true;
             best_e = e;
             best_d = d;
             rxl = sxl;
@@ -339,7 +346,8 @@ static inline float sym_block_impl(const sym_type *T, const float *x, const floa
             memcpy(q, lb, sizeof lb);
         }
     }
-    sym_lloyd(x, w, wx, uni, flo, fhi, 3, q, &best_d, &best_e, &rxl, &rll);
+    if (!done)
+        sym_lloyd(x, w, wx, uni, flo, fhi, 3, q, &best_d, &best_e, &rxl, &rll);
     return best_d;
 }
 
