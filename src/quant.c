@@ -573,8 +573,8 @@ static void pack_q8_0(const float *q, float d, uint8_t *dst)
         dst[2 + i] = (uint8_t)(int8_t)(int)q[i];
 }
 
-static const sym_type k_q4_0 = { -8, 7, 8, 8, -0.3f, 0.15f };
-static const sym_type k_q5_0 = { -16, 15, 16, 8, -0.3f, 0.15f };
+static const sym_type k_q4_0 = { -8, 7, 8, 4, -0.3f, 0.3f };
+static const sym_type k_q5_0 = { -16, 15, 16, 4, -0.3f, 0.3f };
 static const sym_type k_q8_0 = { -128, 127, 0, 1, 0.f, 0.f };
 
 static void qrow_q4_0(const float *x, const float *w, uint8_t *dst, uint64_t nb)
