@@ -6,6 +6,9 @@
 #   LLAMA_QUANTIZE path to llama.cpp's llama-quantize, for side-by-side figures
 #   BENCH_REPEAT   with LLAMA_QUANTIZE: q4_k runs of each, interleaved, for a median ratio
 #                  that a busy machine disturbs less (default 3)
+# Besides the table, every figure goes to $BENCH_DIR/results.json: seconds, peak RSS and, where
+# it has one, the ratio to its anchor (cp + fsync for copies and repacks, llama-quantize's run
+# for each type), plus the interleaved pairs.
 set -u
 B=${QTK_BUILD:-build}
 MP=${BENCH_MPARAMS:-300}
@@ -35,6 +38,7 @@ measure() {
 secs_of() { awk -v l="$1" 'index($0, l " ") == 1 { v = $(NF - 1) } END { print v }' "$D/results"; }
 
 : >"$D/results"
+: >"$D/pairs"
 echo "model: $M, $(( BYTES / 1048576 )) MiB, ~${MP}M parameters, $TH threads; $(nproc) cores, $(uname -m)"
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 echo
@@ -98,5 +102,50 @@ if [ -n "$LQ" ] && [ -x "$LQ" ]; then
 			l="$ours" "$D/d1" "$D/d2"
 	done
 fi
+# results.json: every figure, with its anchor and ratio where there is one
+anchor_of() {
+	case $1 in
+	"qconvert GGUF -> GGUF (copy, keep)" | "qconvert GGUF -> QPK (repack)" | "qconvert QPK -> GGUF (repack)" | \
+		"qconvert AWQ -> GPTQ (exact repack)" | "cp (same bytes)") echo "cp + fsync (same bytes, durable)" ;;
+	"qconvert F16 -> q4_k") echo "llama-quantize F16 -> q4_k (--pure)" ;;
+	"qconvert F16 -> Q4_K_M") echo "llama-quantize F16 -> Q4_K_M" ;;
+	"qconvert F16 -> q8_0") echo "llama-quantize F16 -> q8_0 (--pure)" ;;
+	"qconvert F16 -> q4_0") echo "llama-quantize F16 -> q4_0 (--pure)" ;;
+	"qconvert F16 -> AWQ (re-fit, 4-bit g128)") echo "qconvert F16 -> q4_k" ;;
+	esac
+}
+J=$D/results.json
+{
+	printf '{\n  "model": {"file": "%s", "bytes": %s, "mparams": %s, "threads": %s, "cores": %s, "machine": "%s"},\n' \
+		"$M" "$BYTES" "$MP" "$TH" "$(nproc)" "$(uname -m)"
+	printf '  "load_average": "%s",\n' "$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)"
+	printf '  "operations": [\n'
+	first=1
+	set -f
+	while read -r line; do
+		set -- $line
+		n=$#
+		eval "secs=\${$((n - 1))}; rss=\${$n}"
+		label=$(echo "$line" | awk '{ NF -= 2; print }')
+		a=$(anchor_of "$label")
+		as=""
+		[ -n "$a" ] && as=$(secs_of "$a")
+		[ "$rss" = "?" ] && rss=null
+		[ $first -eq 1 ] || printf ',\n'
+		first=0
+		printf '    {"operation": "%s", "seconds": %s, "rss_mib": %s' "$label" "$secs" "$rss"
+		if [ -n "$as" ]; then
+			awk -v a="$a" -v s="$secs" -v b="$as" 'BEGIN { printf ", \"anchor\": \"%s\", \"anchor_seconds\": %s, \"ratio\": %s", a, b, (b > 0) ? sprintf("%.4f", s / b) : "null" }'
+		fi
+		printf '}'
+	done <"$D/results"
+	printf '\n  ],\n  "q4_k_pairs": ['
+	if [ -s "$D/pairs" ]; then
+		awk 'BEGIN { n = 0 } { printf "%s{\"qtk\": %s, \"llama_quantize\": %s, \"ratio\": %.4f}", (n++ ? ", " : ""), $1, $2, ($2 > 0 ? $1 / $2 : 0) }' "$D/pairs"
+	fi
+	printf ']\n}\n'
+} >"$J"
+echo "figures: $J"
+
 rm -f "$D/copy2.gguf" "$D/copy.gguf" "$D/keep.gguf" "$D/f32.gguf" "$D/x.gguf" "$D/back.gguf"
 rm -rf "$D/awq-fit"

@@ -19,7 +19,45 @@
 
 /* ---- shared helpers -------------------------------------------------- */
 
-float qtk_qh16(float f)
+static inline uint32_t fbits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static inline float bitsf(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* qtk_f32_to_fp16 and qtk_fp16_to_f32 (dequant.c) operation for operation, inlined for the
+ * per-block scale rounding: same bits. */
+static inline uint16_t to_h16(float f)
+{
+    float base = (fabsf(f) * 0x1.0p+112f) * 0x1.0p-110f;
+    const uint32_t w = fbits(f), shl1_w = w + w, sign = w & UINT32_C(0x80000000);
+    uint32_t bias = shl1_w & UINT32_C(0xFF000000);
+    if (bias < UINT32_C(0x71000000))
+        bias = UINT32_C(0x71000000);
+    base = bitsf((bias >> 1) + UINT32_C(0x07800000)) + base;
+    const uint32_t bits = fbits(base);
+    const uint32_t nonsign = ((bits >> 13) & UINT32_C(0x00007C00)) + (bits & UINT32_C(0x00000FFF));
+    return (uint16_t)((sign >> 16) | (shl1_w > UINT32_C(0xFF000000) ? UINT32_C(0x7E00) : nonsign));
+}
+
+static inline float from_h16(uint16_t h)
+{
+    const uint32_t w = (uint32_t)h << 16, sign = w & UINT32_C(0x80000000), two_w = w + w;
+    const float normalized = bitsf((two_w >> 4) + (UINT32_C(0xE0) << 23)) * 0x1.0p-112f;
+    const float denormalized = bitsf((two_w >> 17) | (UINT32_C(126) << 23)) - 0.5f;
+    const uint32_t is_den = (uint32_t)0 - (uint32_t)(two_w < (UINT32_C(1) << 27));
+    return bitsf(sign | (fbits(denormalized) & is_den) | (fbits(normalized) & ~is_den));
+}
+
+static inline float qh16(float f)
 {
     if (!(f == f))
         return 0.f;
@@ -27,12 +65,14 @@ float qtk_qh16(float f)
         f = 65504.f;
     if (f < -65504.f)
         f = -65504.f;
-    return qtk_fp16_to_f32(qtk_f32_to_fp16(f));
+    return from_h16(to_h16(f));
 }
+
+float qtk_qh16(float f) { return qh16(f); }
 
 static inline void put16(uint8_t *p, float v)
 {
-    const uint16_t h = qtk_f32_to_fp16(v);
+    const uint16_t h = to_h16(v);
     p[0] = (uint8_t)(h & 0xFF);
     p[1] = (uint8_t)(h >> 8);
 }
@@ -90,118 +130,255 @@ static inline float lsum2(const float *a, const float *b)
     return qv_sum(t);
 }
 
-/* Exact decoded error of codes q (floats) with y = q*d. */
-static float sym_err(const float *x, const float *w, const float *q, float d)
+/* The symmetric search runs the same code with and without an importance vector: `uni` (all
+ * weights 1) drops the multiplications by w, which are exact (w*v == v), so both give the same
+ * bits. Every pass sums in 4 lanes (element i in lane i%4) in index order. */
+
+/* Least-squares sums of codes t: sxl = sum wx*t, sll = sum (w*t)*t. */
+static inline void sym_sums(const float *w, const float *wx, bool uni, const float *t, float *sxl,
+                            float *sll)
 {
-    const qv4 vd = qv_set(d);
-    qv4 a = qv_set(0.f);
+    qv4 a = qv_set(0.f), b = a;
     for (int i = 0; i < QB; i += 4) {
-        const qv4 diff = qv_sub(qv_mul(qv_ld(q + i), vd), qv_ld(x + i));
-        a = qv_add(a, qv_mul(qv_mul(qv_ld(w + i), diff), diff));
+        const qv4 l = qv_ld(t + i);
+        a = qv_add(a, qv_mul(qv_ld(wx + i), l));
+        b = qv_add(b, qv_mul(uni ? l : qv_mul(qv_ld(w + i), l), l));
     }
-    return qv_sum(a);
+    *sxl = qv_sum(a);
+    *sll = qv_sum(b);
 }
 
-/* Codes round(x/d) clamped to [lo, hi] (via the reciprocal), into q. */
-static void sym_codes(const float *x, float d, float lo, float hi, float *q)
+/* One pass for scale d: codes t = round(x/d) clamped to [lo, hi] (via the reciprocal; 0 when
+ * d is 0), their exact decoded error sum w*(t*d - x)^2 (returned), and their least-squares sums
+ * for the next step. */
+static inline float sym_pass(const float *x, const float *w, const float *wx, bool uni, float d,
+                             float lo, float hi, float *t, float *sxl, float *sll)
 {
-    if (d == 0.f) {
-        memset(q, 0, QB * sizeof *q);
-        return;
+    const qv4 vd = qv_set(d), id = qv_set(d != 0.f ? 1.f / d : 0.f), vlo = qv_set(lo),
+              vhi = qv_set(hi);
+    qv4 e = qv_set(0.f), a = e, b = e;
+    for (int i = 0; i < QB; i += 4) {
+        const qv4 xv = qv_ld(x + i);
+        const qv4 l = d != 0.f ? qv_round(qv_min(qv_max(qv_mul(xv, id), vlo), vhi)) : qv_set(0.f);
+        qv_st(t + i, l);
+        const qv4 diff = qv_sub(qv_mul(l, vd), xv);
+        e = qv_add(e, qv_mul(uni ? diff : qv_mul(qv_ld(w + i), diff), diff));
+        a = qv_add(a, qv_mul(qv_ld(wx + i), l));
+        b = qv_add(b, qv_mul(uni ? l : qv_mul(qv_ld(w + i), l), l));
     }
-    const qv4 id = qv_set(1.f / d), vlo = qv_set(lo), vhi = qv_set(hi);
-    for (int i = 0; i < QB; i += 4)
-        qv_st(q + i, qv_round(qv_min(qv_max(qv_mul(qv_ld(x + i), id), vlo), vhi)));
+    *sxl = qv_sum(a);
+    *sll = qv_sum(b);
+    return qv_sum(e);
 }
 
 /* Alternate least-squares d (fp16) and rounded codes, starting from codes q / scale *d with
- * error *e; keeps the best state in q, *d, *e. wx = w*x. */
-static void sym_lloyd(const float *x, const float *w, const float *wx, float lo, float hi,
-                      int iters, float *q, float *d, float *e)
+ * error *e and least-squares sums *sxl, *sll; keeps the best state (and its sums). Returns
+ * false when it stopped at a fixed point (another call from that state would change nothing),
+ * true when it ran out of iterations. */
+static inline bool sym_lloyd(const float *x, const float *w, const float *wx, bool uni, float lo,
+                             float hi, int iters, float *q, float *d, float *e, float *sxl,
+                             float *sll)
 {
-    float t[QB], wq[QB];
-    memcpy(t, q, sizeof t);
+    float t[QB];
     for (int it = 0; it < iters; it++) {
-        for (int i = 0; i < QB; i++)
-            wq[i] = w[i] * t[i];
-        const double sxl = lsum2(wx, t), sll = lsum2(wq, t);
-        if (!(sll > 0))
-            return;
-        const float dn = qtk_qh16((float)(sxl / sll));
+        const double dxl = *sxl, dll = *sll;
+        if (!(dll > 0))
+            return false;
+        const float dn = qh16((float)(dxl / dll));
         if (dn == *d && it > 0)
-            return;
-        sym_codes(x, dn, lo, hi, t);
-        const float en = sym_err(x, w, t, dn);
+            return false;
+        float nxl, nll;
+        const float en = sym_pass(x, w, wx, uni, dn, lo, hi, t, &nxl, &nll);
         if (!(en < *e))
-            return;
+            return false;
         *e = en;
         *d = dn;
+        *sxl = nxl;
+        *sll = nll;
         memcpy(q, t, sizeof t);
     }
+    return true;
 }
 
-/* Best symmetric encoding of one block. ref_d/ref_q: ggml's choice (d already fp16-exact).
+#define SYM_MAXC 16 /* candidate scales per block (2 orientations x nstep) */
+
+/* Largest |x| of a block and the first value attaining it (0 for an all-zero block). */
+static inline float block_amax(const float *x, float *max)
+{
+    qv4 m = qv_set(0.f);
+    for (int i = 0; i < QB; i += 4)
+        m = qv_max(m, qv_abs(qv_ld(x + i)));
+    float t[4];
+    qv_st(t, m);
+    const float a01 = t[0] > t[1] ? t[0] : t[1], a23 = t[2] > t[3] ? t[2] : t[3];
+    const float amax = a01 > a23 ? a01 : a23;
+    *max = 0.f;
+    if (amax > 0.f)
+        for (int i = 0; i < QB; i++)
+            if (fabsf(x[i]) == amax) {
+                *max = x[i];
+                break;
+            }
+    return amax;
+}
+
+/* Symmetric block types: code range [lo, hi] and ggml's reference rule (half > 0: q4_0/q5_0,
+ * d = max/-half and truncation; half = 0: q8_0, d = amax/127 and roundf), nstep candidate
+ * scales per orientation as in sym_block_impl. */
+typedef struct {
+    int lo, hi, half, nstep;
+    float d0, step;
+} sym_type;
+
+/* ggml's reference choice (quantize_row_*_ref formulas) into q, with its exact decoded error
+ * (fp16 d) and least-squares sums, in one pass. Returns the fp16 d. */
+static inline float sym_ref(const sym_type *T, const float *x, const float *w, const float *wx,
+                            bool uni, float amax, float max, float *q, float *err, float *sxl,
+                            float *sll)
+{
+    const float d = T->half ? max / (float)-T->half : amax / 127.f;
+    const float id = d != 0.f ? 1.f / d : 0.f, dh = qh16(d);
+    const qv4 vid = qv_set(id), vd = qv_set(dh);
+    const qv4 off = qv_set((float)T->half + 0.5f), z = qv_set(0.f);
+    const qv4 top = qv_set((float)(2 * T->half - 1)), vh = qv_set((float)T->half);
+    const qv4 lo = qv_set(-127.f), hi = qv_set(127.f);
+    qv4 e = qv_set(0.f), a = e, b = e;
+    for (int i = 0; i < QB; i += 4) {
+        const qv4 xv = qv_ld(x + i);
+        const qv4 l = T->half
+                          ? qv_sub(qv_trunc(qv_min(qv_max(qv_add(qv_mul(xv, vid), off), z), top)), vh)
+                          : qv_roundf(qv_min(qv_max(qv_mul(xv, vid), lo), hi));
+        qv_st(q + i, l);
+        const qv4 diff = qv_sub(qv_mul(l, vd), xv);
+        e = qv_add(e, qv_mul(uni ? diff : qv_mul(qv_ld(w + i), diff), diff));
+        a = qv_add(a, qv_mul(qv_ld(wx + i), l));
+        b = qv_add(b, qv_mul(uni ? l : qv_mul(qv_ld(w + i), l), l));
+    }
+    float r[4];
+    qv_sum4(e, a, b, b, r);
+    *err = r[0];
+    *sxl = r[1];
+    *sll = r[2];
+    return dh;
+}
+
+/* Best symmetric encoding of one block (x sanitised, w its weights unless uni): ggml's choice;
  * nstep scale candidates per orientation (largest |x| mapped near lo, or near hi), spaced
  * `step` levels apart from `d0` levels inside the end level, ranked by the continuous
- * least-squares error; the best and ggml's are refined by sym_lloyd. Output q, returns d. */
-static float sym_block(const float *x, const float *w, int lo, int hi, int nstep, float d0,
-                       float step, float ref_d, const float *ref_q, float *q)
+ * least-squares error; the best and the better of it and ggml's are refined by sym_lloyd.
+ * Every candidate is scored by its exact decoded error. Output q, returns d. */
+static inline float sym_block_impl(const sym_type *T, const float *x, const float *w, bool uni,
+                                   float *q)
 {
-    float amax = 0.f, max = 0.f;
-    for (int i = 0; i < QB; i++) {
-        const float a = fabsf(x[i]);
-        if (a > amax) {
-            amax = a;
-            max = x[i];
-        }
+    float max;
+    const float amax = block_amax(x, &max);
+    float wxb[QB];
+    const float *wx = x;
+    if (!uni) {
+        for (int i = 0; i < QB; i++)
+            wxb[i] = w[i] * x[i];
+        wx = wxb;
     }
-    memcpy(q, ref_q, QB * sizeof *q);
-    float best_d = ref_d, best_e = sym_err(x, w, ref_q, ref_d);
+    float best_e, rxl, rll;
+    float best_d = sym_ref(T, x, w, wx, uni, amax, max, q, &best_e, &rxl, &rll);
     if (amax == 0.f || best_e == 0.f)
         return best_d;
-    float wx[QB];
-    for (int i = 0; i < QB; i++)
-        wx[i] = w[i] * x[i];
-    const float flo = (float)lo, fhi = (float)hi;
+    const float flo = (float)T->lo, fhi = (float)T->hi;
     const qv4 vlo = qv_set(flo), vhi = qv_set(fhi);
-    double best_score = -1.0;
-    float best_is = 0.f;
-    for (int o = 0; o < 2; o++) {
-        for (int k = 0; k < nstep; k++) {
-            const float tgt = o == 0 ? flo - (d0 + step * (float)k) : fhi + (d0 + step * (float)k);
-            const float is = tgt / max;
-            const qv4 vis = qv_set(is);
-            qv4 a = qv_set(0.f), b = a;
-            for (int i = 0; i < QB; i += 4) {
-                const qv4 l = qv_round(qv_min(qv_max(qv_mul(vis, qv_ld(x + i)), vlo), vhi));
-                a = qv_add(a, qv_mul(qv_ld(wx + i), l));
-                b = qv_add(b, qv_mul(qv_mul(qv_ld(w + i), l), l));
+    /* candidate inverse scales, four evaluated per pass over the block */
+    const int nstep = T->nstep, nc = 2 * nstep;
+    float cis[SYM_MAXC], cxl[SYM_MAXC], cll[SYM_MAXC];
+    for (int o = 0, c = 0; o < 2; o++)
+        for (int k = 0; k < nstep; k++, c++)
+            cis[c] = (o == 0 ? flo - (T->d0 + T->step * (float)k)
+                             : fhi + (T->d0 + T->step * (float)k)) / max;
+    for (int c = 0; c < nc; c += 4) {
+        const int m = nc - c < 4 ? nc - c : 4;
+        qv4 vis[4], a[4], b[4];
+        for (int k = 0; k < 4; k++) {
+            vis[k] = qv_set(cis[c + (k < m ? k : 0)]);
+            a[k] = b[k] = qv_set(0.f);
+        }
+        for (int i = 0; i < QB; i += 4) {
+            const qv4 xv = qv_ld(x + i), wxv = qv_ld(wx + i);
+            for (int k = 0; k < 4; k++) {
+                const qv4 l = qv_round(qv_min(qv_max(qv_mul(vis[k], xv), vlo), vhi));
+                a[k] = qv_add(a[k], qv_mul(wxv, l));
+                b[k] = qv_add(b[k], qv_mul(uni ? l : qv_mul(qv_ld(w + i), l), l));
             }
-            const double sxl = qv_sum(a), sll = qv_sum(b);
-            if (sll > 0) {
-                const double sc = sxl * sxl / sll;
-                if (sc > best_score) {
-                    best_score = sc;
-                    best_is = is;
-                }
+        }
+        float sa[4], sb[4];
+        qv_sum4(a[0], a[1], a[2], a[3], sa);
+        qv_sum4(b[0], b[1], b[2], b[3], sb);
+        for (int k = 0; k < m; k++) {
+            cxl[c + k] = sa[k];
+            cll[c + k] = sb[k];
+        }
+    }
+    double best_score = -1.0;
+    int bc = -1;
+    bool done = false;
+    for (int c = 0; c < nc; c++) {
+        const double sxl = cxl[c], sll = cll[c];
+        if (sll > 0) {
+            const double sc = sxl * sxl / sll;
+            if (sc > best_score) {
+                best_score = sc;
+                bc = c;
             }
         }
     }
     if (best_score > 0) {
         float lb[QB];
-        const qv4 vis = qv_set(best_is);
+        const qv4 vis = qv_set(cis[bc]);
         for (int i = 0; i < QB; i += 4)
             qv_st(lb + i, qv_round(qv_min(qv_max(qv_mul(vis, qv_ld(x + i)), vlo), vhi)));
-        float d = 0.f, e = FLT_MAX;
-        sym_lloyd(x, w, wx, flo, fhi, 4, lb, &d, &e);
+        float d = 0.f, e = FLT_MAX, sxl = cxl[bc], sll = cll[bc];
+        const bool more = sym_lloyd(x, w, wx, uni, flo, fhi, 4, lb, &d, &e, &sxl, &sll);
         if (e < best_e) {
+            /* from a fixed point the refinement below would only repeat the last step */
+            if (!more)
+                done = true;
             best_e = e;
             best_d = d;
+            rxl = sxl;
+            rll = sll;
             memcpy(q, lb, sizeof lb);
         }
     }
-    sym_lloyd(x, w, wx, flo, fhi, 3, q, &best_d, &best_e);
+    if (!done)
+        sym_lloyd(x, w, wx, uni, flo, fhi, 3, q, &best_d, &best_e, &rxl, &rll);
     return best_d;
+}
+
+/* Sanitised copy of a block (qtk_qprep's rule) and its weights; true when uniform (ws unset:
+ * the search never reads it then). */
+static inline bool sym_prep(const float *x, const float *w, float *xs, float *ws)
+{
+    if (!w) {
+        bool ok = true;
+        for (int i = 0; i < QB; i++)
+            ok &= x[i] >= -QX_MAX && x[i] <= QX_MAX;
+        if (ok) {
+            memcpy(xs, x, QB * sizeof *xs);
+            return true;
+        }
+    }
+    return qtk_qprep(x, w, QB, xs, ws);
+}
+
+/* Encode nb blocks of a symmetric type: d (fp16) and codes per block, handed to pack. */
+static inline void sym_rows(const sym_type *T, const float *x, const float *w, uint8_t *dst,
+                            uint64_t nb, size_t bsize,
+                            void (*pack)(const float *q, float d, uint8_t *dst))
+{
+    float xs[QB], ws[QB], q[QB];
+    for (uint64_t b = 0; b < nb; b++, x += QB, dst += bsize) {
+        const float d = sym_prep(x, w ? w + b * QB : NULL, xs, ws)
+                            ? sym_block_impl(T, xs, NULL, true, q)
+                            : sym_block_impl(T, xs, ws, false, q);
+        pack(q, d, dst);
+    }
 }
 
 /* ---- asymmetric types: y = q*d + m, q in [0, nmax] ---------------------- */
@@ -263,7 +440,7 @@ static void asym_lloyd(const float *x, const float *w, const float *wx, const as
         double s, mm;
         if (!asym_ls(T, w, wx, t, &s, &mm, NULL))
             return;
-        const float dn = qtk_qh16((float)s), mn = qtk_qh16((float)mm);
+        const float dn = qh16((float)s), mn = qh16((float)mm);
         if (it > 0 && dn == *d && mn == *m)
             return;
         asym_codes(x, dn, mn, nmax, t);
@@ -325,41 +502,6 @@ static void asym_block(const float *x, const float *w, int nmax, int nstep, floa
 
 /* ---- ggml reference choices (formulas of quantize_row_*_ref) ----------- */
 
-/* q4_0 / q5_0: d = max/-half, code = min(2*half-1, trunc(x/d + half + 0.5)) - half. */
-static float ref_sym_half(const float *x, int half, float *q)
-{
-    float amax = 0.f, max = 0.f;
-    for (int i = 0; i < QB; i++) {
-        if (amax < fabsf(x[i])) {
-            amax = fabsf(x[i]);
-            max = x[i];
-        }
-    }
-    const float d = max / (float)-half;
-    const float id = d != 0.f ? 1.f / d : 0.f;
-    const qv4 vid = qv_set(id), off = qv_set((float)half + 0.5f), z = qv_set(0.f);
-    const qv4 top = qv_set((float)(2 * half - 1)), vh = qv_set((float)half);
-    for (int i = 0; i < QB; i += 4) {
-        const qv4 v = qv_add(qv_mul(qv_ld(x + i), vid), off);
-        qv_st(q + i, qv_sub(qv_trunc(qv_min(qv_max(v, z), top)), vh));
-    }
-    return qtk_qh16(d);
-}
-
-/* q8_0: d = amax/127, code = roundf(x/d). */
-static float ref_q8_0(const float *x, float *q)
-{
-    float amax = 0.f;
-    for (int i = 0; i < QB; i++)
-        amax = amax > fabsf(x[i]) ? amax : fabsf(x[i]);
-    const float d = amax / 127.f;
-    const float id = d != 0.f ? 1.f / d : 0.f;
-    const qv4 vid = qv_set(id), lo = qv_set(-127.f), hi = qv_set(127.f);
-    for (int i = 0; i < QB; i += 4)
-        qv_st(q + i, qv_roundf(qv_min(qv_max(qv_mul(qv_ld(x + i), vid), lo), hi)));
-    return qtk_qh16(d);
-}
-
 /* q4_1 / q5_1: d = (max-min)/nmax, m = min, code = min(nmax, trunc((x-min)/d + 0.5)). */
 static void ref_asym(const float *x, int nmax, float *q, float *dout, float *mout)
 {
@@ -378,8 +520,8 @@ static void ref_asym(const float *x, int nmax, float *q, float *dout, float *mou
         const qv4 v = qv_add(qv_mul(qv_sub(qv_ld(x + i), vmn), vid), h);
         qv_st(q + i, qv_trunc(qv_min(qv_max(v, z), top)));
     }
-    *dout = qtk_qh16(d);
-    *mout = qtk_qh16(mn);
+    *dout = qh16(d);
+    *mout = qh16(mn);
 }
 
 /* ---- row encoders ------------------------------------------------------ */
@@ -407,46 +549,47 @@ static void pack_qh(const uint8_t *u, uint8_t *qh)
     qh[3] = (uint8_t)(h >> 24);
 }
 
+static void pack_q4_0(const float *q, float d, uint8_t *dst)
+{
+    uint8_t u[QB];
+    to_u8(q, 8, u);
+    put16(dst, d);
+    pack_nib(u, dst + 2);
+}
+
+static void pack_q5_0(const float *q, float d, uint8_t *dst)
+{
+    uint8_t u[QB];
+    to_u8(q, 16, u);
+    put16(dst, d);
+    pack_qh(u, dst + 2);
+    pack_nib(u, dst + 6);
+}
+
+static void pack_q8_0(const float *q, float d, uint8_t *dst)
+{
+    put16(dst, d);
+    for (int i = 0; i < QB; i++)
+        dst[2 + i] = (uint8_t)(int8_t)(int)q[i];
+}
+
+static const sym_type k_q4_0 = { -8, 7, 8, 4, -0.3f, 0.3f };
+static const sym_type k_q5_0 = { -16, 15, 16, 4, -0.3f, 0.3f };
+static const sym_type k_q8_0 = { -128, 127, 0, 1, 0.f, 0.f };
+
 static void qrow_q4_0(const float *x, const float *w, uint8_t *dst, uint64_t nb)
 {
-    float xs[QB], ws[QB], rq[QB], q[QB];
-    uint8_t u[QB];
-    for (uint64_t b = 0; b < nb; b++, x += QB, dst += 18) {
-        qtk_qprep(x, w ? w + b * QB : NULL, QB, xs, ws);
-        const float rd = ref_sym_half(xs, 8, rq);
-        const float d = sym_block(xs, ws, -8, 7, 8, -0.3f, 0.15f, rd, rq, q);
-        to_u8(q, 8, u);
-        put16(dst, d);
-        pack_nib(u, dst + 2);
-    }
+    sym_rows(&k_q4_0, x, w, dst, nb, 18, pack_q4_0);
 }
 
 static void qrow_q5_0(const float *x, const float *w, uint8_t *dst, uint64_t nb)
 {
-    float xs[QB], ws[QB], rq[QB], q[QB];
-    uint8_t u[QB];
-    for (uint64_t b = 0; b < nb; b++, x += QB, dst += 22) {
-        qtk_qprep(x, w ? w + b * QB : NULL, QB, xs, ws);
-        const float rd = ref_sym_half(xs, 16, rq);
-        const float d = sym_block(xs, ws, -16, 15, 8, -0.3f, 0.15f, rd, rq, q);
-        to_u8(q, 16, u);
-        put16(dst, d);
-        pack_qh(u, dst + 2);
-        pack_nib(u, dst + 6);
-    }
+    sym_rows(&k_q5_0, x, w, dst, nb, 22, pack_q5_0);
 }
 
 static void qrow_q8_0(const float *x, const float *w, uint8_t *dst, uint64_t nb)
 {
-    float xs[QB], ws[QB], rq[QB], q[QB];
-    for (uint64_t b = 0; b < nb; b++, x += QB, dst += 34) {
-        qtk_qprep(x, w ? w + b * QB : NULL, QB, xs, ws);
-        const float rd = ref_q8_0(xs, rq);
-        const float d = sym_block(xs, ws, -128, 127, 1, 0.f, 0.f, rd, rq, q);
-        put16(dst, d);
-        for (int i = 0; i < QB; i++)
-            dst[2 + i] = (uint8_t)(int8_t)(int)q[i];
-    }
+    sym_rows(&k_q8_0, x, w, dst, nb, 34, pack_q8_0);
 }
 
 static void qrow_q4_1(const float *x, const float *w, uint8_t *dst, uint64_t nb)

@@ -72,47 +72,98 @@ typedef struct gfit {
     int z;
 } gfit;
 
-/* Error of (s, z) with per-element nearest codes; stops early (returning a value >= limit)
- * once the partial sum reaches `limit`. codes may be NULL. */
+/* Four-lane vectors (GCC/Clang vector extensions: SSE2/NEON where available, otherwise
+ * lowered to scalar code; every operation is element-wise IEEE, so results never depend on
+ * the lanes). */
+typedef float ev_f4 __attribute__((vector_size(16)));
+typedef int32_t ev_i4 __attribute__((vector_size(16)));
+typedef double ev_d4 __attribute__((vector_size(32)));
+
+static inline ev_f4 ev_sel(ev_i4 m, ev_f4 a, ev_f4 b)
+{
+    return (ev_f4)((m & (ev_i4)a) | (~m & (ev_i4)b));
+}
+
+/* Per element of four: q = round(x/s) + z clamped to [0, maxq], then the neighbour on the side
+ * of the residual when it decodes closer (x/s rounding can pick the wrong side of a midpoint);
+ * returns the codes (as floats) and the squared differences (double) of the decoded values. */
+typedef struct {
+    ev_f4 inv, s, z, m;
+} ev_par;
+
+static inline ev_f4 ev_codes(const ev_par *P, ev_f4 x, ev_d4 *d2)
+{
+    const ev_f4 v0 = { 0.f, 0.f, 0.f, 0.f }, v1 = { 1.f, 1.f, 1.f, 1.f };
+    const ev_f4 big = { 4194303.f, 4194303.f, 4194303.f, 4194303.f };
+    const ev_f4 magic = { 12582912.f, 12582912.f, 12582912.f, 12582912.f };
+    ev_f4 t = x * P->inv;
+    t = ev_sel(t < -big, -big, t);
+    t = ev_sel(t > big, big, t);
+    ev_f4 q = ((t + magic) - magic) + P->z; /* ties to even, as rint_i */
+    q = ev_sel(q < v0, v0, q);
+    q = ev_sel(q > P->m, P->m, q);
+    const ev_f4 e = x - (q - P->z) * P->s;
+    const ev_i4 up = (e > v0) & (q < P->m), dn = (e < v0) & (q > v0);
+    const ev_f4 dir = ev_sel(up, v1, ev_sel(dn, -v1, v0));
+    const ev_f4 e2 = x - ((q + dir) - P->z) * P->s;
+    q = q + ev_sel(e2 * e2 < e * e, dir, v0);
+    const ev_f4 y = (q - P->z) * P->s;
+    const ev_d4 d = __builtin_convertvector(x, ev_d4) - __builtin_convertvector(y, ev_d4);
+    *d2 = d * d;
+    return q;
+}
+
+/* Codes (as floats) and squared differences of elements j0 .. j0+15 (zeros past n). */
+static inline void ev_chunk(const ev_par *P, const gfit *g, uint32_t j0, float *qb, double *ed)
+{
+    float xb[16];
+    const uint32_t m = g->n - j0 < 16 ? g->n - j0 : 16;
+    if (m < 16)
+        memset(xb, 0, sizeof xb);
+    memcpy(xb, g->x + j0, m * sizeof *xb);
+    for (uint32_t k = 0; k < 16; k += 4) {
+        ev_f4 x;
+        ev_d4 d2;
+        memcpy(&x, xb + k, sizeof x);
+        const ev_f4 q = ev_codes(P, x, &d2);
+        memcpy(ed + k, &d2, sizeof d2);
+        memcpy(qb + k, &q, sizeof q);
+    }
+}
+
+/* Error of (s, z) with per-element nearest codes (ev_codes), the squares summed in double in
+ * element order (the same sum as element by element); stops early, returning a value >= limit,
+ * once a partial sum reaches `limit`. codes, when not NULL, get the codes (the sum is then not
+ * computed: 0; callers that want codes ignore it). */
 static double eval_sz(const gfit *g, float s, int z, double limit, uint8_t *codes)
 {
-    const int maxq = g->maxq;
+    const uint32_t n = g->n;
     double err = 0;
     if (s == 0.f) {
-        for (uint32_t j = 0; j < g->n; j++) {
+        for (uint32_t j = 0; j < n; j++) {
             err += (double)g->x[j] * (double)g->x[j];
             if (codes)
                 codes[j] = (uint8_t)z;
         }
         return err;
     }
-    const float inv = 1.f / s;
-    for (uint32_t j = 0; j < g->n; j++) {
-        const float x = g->x[j];
-        int q = rint_i(x * inv) + z;
-        q = q < 0 ? 0 : q > maxq ? maxq : q;
-        float y = (float)(q - z) * s;
-        float e = x - y;
-        /* x/s rounding can pick the wrong side of a midpoint: check the neighbour */
-        if (e > 0.f && q < maxq) {
-            const float e2 = x - (float)(q + 1 - z) * s;
-            if (e2 * e2 < e * e) {
-                q++;
-                e = e2;
-            }
-        } else if (e < 0.f && q > 0) {
-            const float e2 = x - (float)(q - 1 - z) * s;
-            if (e2 * e2 < e * e) {
-                q--;
-                e = e2;
-            }
+    const float inv = 1.f / s, zf = (float)z, mf = (float)g->maxq;
+    const ev_par P = { { inv, inv, inv, inv }, { s, s, s, s }, { zf, zf, zf, zf }, { mf, mf, mf, mf } };
+    float qb[16];
+    double ed[16];
+    if (codes) {
+        for (uint32_t j = 0; j < n; j += 16) {
+            ev_chunk(&P, g, j, qb, ed);
+            for (uint32_t k = 0; k < 16 && j + k < n; k++)
+                codes[j + k] = (uint8_t)(int)qb[k];
         }
-        y = (float)(q - z) * s;
-        const double ed = (double)x - (double)y;
-        err += ed * ed;
-        if (codes)
-            codes[j] = (uint8_t)q;
-        else if (err >= limit)
+        return 0;
+    }
+    for (uint32_t j = 0; j < n; j += 16) {
+        ev_chunk(&P, g, j, qb, ed);
+        for (uint32_t k = 0; k < 16 && j + k < n; k++)
+            err += ed[k];
+        if (err >= limit)
             return err;
     }
     return err;
