@@ -887,7 +887,9 @@ static cJSON *source_json(qtk_prov_builder *b, const qtk_filelist *files, const 
 
 static bool is_quant_layout(const char *id)
 {
-	return !strncmp(id, "ggml:", 5) || !strncmp(id, "awq", 3) || !strncmp(id, "gptq", 4);
+	/* ggml block types, and every packed layout (AWQ, GPTQ, compressed-tensors, FP8, NVFP4,
+	 * MXFP4, MLX, bitsandbytes): whatever is not a plain float or integer type */
+	return !strncmp(id, "ggml:", 5) || qtk_type_by_name(id) < 0;
 }
 
 /* The quantizer family of an encoding id: what "method" says when the caller gives none. */
@@ -898,6 +900,14 @@ static const char *family_of(const char *id)
 		return "awq-rtn";
 	if (!strncmp(id, "gptq", 4))
 		return "gptq-rtn";
+	if (!strncmp(id, "ct-", 3) || !strncmp(id, "fp8", 3))
+		return "compressed-tensors-minmax";
+	if (!strncmp(id, "mlx", 3))
+		return "mlx-affine";
+	if (!strncmp(id, "nvfp4", 5) || !strncmp(id, "mxfp4", 5) || !strcmp(id, "ggml:nvfp4") || !strcmp(id, "ggml:mxfp4"))
+		return "fp4";
+	if (!strncmp(id, "bnb", 3))
+		return "bitsandbytes";
 	if (!strncmp(id, "ggml:iq", 7))
 		return "ggml-iquant";
 	if (!strncmp(id, "ggml:", 5) && n > 2 && id[n - 2] == '_' && id[n - 1] == 'k')
