@@ -315,63 +315,12 @@ const qtk_scheme qtk_scheme_bnb4 = {
 
 /* ---- folding ------------------------------------------------------------------------------- */
 
-struct byname {
-	const char *name;
-	size_t i;
-};
-
 typedef struct bfold {
 	qtk_model *m;
 	const char *cfgfile;
 	int want_fp4; /* the config's bnb_4bit_quant_type: -1 not given */
-	struct byname *by;
+	qtk_fold_name *by;
 } bfold;
-
-static int tfail(bfold *f, const char *tensor, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int tfail(bfold *f, const char *tensor, const char *fmt, ...)
-{
-	char msg[400], subj[256];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
-	snprintf(subj, sizeof subj, "tensor '%.200s'", tensor);
-	const qtk_tensor *t = qtk_tensor_find(f->m, tensor);
-	const char *file = t && t->nparts && t->parts[0].file < f->m->nfiles ? f->m->files[t->parts[0].file] : f->m->path;
-	return qtk_err_set(&f->m->err, QTK_E_DATA, file, -1, subj, "%s", msg);
-}
-
-static int cfail(bfold *f, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int cfail(bfold *f, const char *key, const char *fmt, ...)
-{
-	char msg[300], subj[200];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
-	snprintf(subj, sizeof subj, "key '%.180s'", key);
-	return qtk_err_set(&f->m->err, QTK_E_DATA, f->cfgfile, -1, subj, "%s", msg);
-}
-
-static int cmp_by(const void *a, const void *b) { return strcmp(((const struct byname *)a)->name, ((const struct byname *)b)->name); }
-
-static long find_t(const bfold *f, const char *prefix, size_t plen, const char *suffix)
-{
-	char name[QTK_CAP_NAME + 64];
-	if (plen + strlen(suffix) + 2 > sizeof name)
-		return -1;
-	snprintf(name, sizeof name, "%.*s.%s", (int)plen, prefix, suffix);
-	struct byname key = {name, 0}, *hit = bsearch(&key, f->by, f->m->ntensors, sizeof *f->by, cmp_by);
-	return hit ? (long)hit->i : -1;
-}
-
-static int read_small(bfold *f, const qtk_tensor *t, uint8_t *buf, size_t n)
-{
-	const qtk_part *p = &t->parts[0];
-	if (p->nbytes != n)
-		return tfail(f, t->name, "%llu bytes, expected %zu", (unsigned long long)p->nbytes, n);
-	return qtk_pread_full(f->m->fds[p->file], f->m->files[p->file], buf, n, p->offset, &f->m->err);
-}
 
 static const char *const sfx[5] = {"weight", "weight.absmax", "weight.quant_map", "weight.nested_absmax",
 				   "weight.nested_quant_map"};
@@ -383,39 +332,39 @@ static int bnb_module(bfold *f, const char *mod, size_t plen, long qi, bool fp4,
 	const qtk_tensor *qt = &m->tensors[qi];
 	int pl = (int)(plen > 200 ? 200 : plen);
 	if (qt->nparts != 1 || qt->layout.kind != QTK_LAYOUT_PLAIN || qt->layout.type != QTK_DT_U8 || qt->ndim != 1)
-		return tfail(f, qt->name, "quant_state must be a 1-D U8 tensor");
+		return qtk_fold_terr(f->m, qt->name, "quant_state must be a 1-D U8 tensor");
 	if (qt->parts[0].nbytes < 2 || qt->parts[0].nbytes > QS_MAX)
-		return tfail(f, qt->name, "quant_state is %llu bytes (2..%d)", (unsigned long long)qt->parts[0].nbytes, QS_MAX);
+		return qtk_fold_terr(f->m, qt->name, "quant_state is %llu bytes (2..%d)", (unsigned long long)qt->parts[0].nbytes, QS_MAX);
 	char text[QS_MAX], why[300];
 	size_t len = (size_t)qt->parts[0].nbytes;
-	int rc = read_small(f, qt, (uint8_t *)text, len);
+	int rc = qtk_fold_read_small(f->m, qt, (uint8_t *)text, len);
 	if (rc)
 		return rc;
 	qtk_bnb_state s;
 	if (qtk_bnb_parse_state(text, len, &s, why, sizeof why))
-		return tfail(f, qt->name, "%s", why);
+		return qtk_fold_terr(f->m, qt->name, "%s", why);
 	if (s.fp4 != fp4)
-		return tfail(f, qt->name, "quant_state says quant_type %s but the tensor is named for %s",
+		return qtk_fold_terr(f->m, qt->name, "quant_state says quant_type %s but the tensor is named for %s",
 			     s.fp4 ? "fp4" : "nf4", fp4 ? "fp4" : "nf4");
 	if (f->want_fp4 >= 0 && s.fp4 != (f->want_fp4 == 1))
-		return tfail(f, qt->name, "quant_type %s differs from the config's bnb_4bit_quant_type (%s)",
+		return qtk_fold_terr(f->m, qt->name, "quant_type %s differs from the config's bnb_4bit_quant_type (%s)",
 			     s.fp4 ? "fp4" : "nf4", f->cfgfile);
 	bool nested = s.nested_blocksize != 0;
 	for (int k = 0; k < 5; k++) {
-		c[k] = find_t(f, mod, plen, sfx[k]);
+		c[k] = qtk_fold_lookup(f->by, f->m->ntensors, mod, plen, sfx[k]);
 		if (c[k] < 0 && (k < 3 || nested))
-			return tfail(f, qt->name, "no '%.*s.%s' beside it", pl, mod, sfx[k]);
+			return qtk_fold_terr(f->m, qt->name, "no '%.*s.%s' beside it", pl, mod, sfx[k]);
 		if (c[k] >= 0 && k >= 3 && !nested)
-			return tfail(f, m->tensors[c[k]].name, "nested tensor without nested fields in the quant_state");
+			return qtk_fold_terr(f->m, m->tensors[c[k]].name, "nested tensor without nested fields in the quant_state");
 		if (c[k] >= 0) {
 			const qtk_tensor *pt = &m->tensors[c[k]];
 			if (pt->nparts != 1 || pt->layout.kind != QTK_LAYOUT_PLAIN)
-				return tfail(f, pt->name, "not a stored tensor");
+				return qtk_fold_terr(f->m, pt->name, "not a stored tensor");
 		}
 	}
 	c[5] = qi;
 	if (s.in % s.blocksize)
-		return tfail(f, qt->name, "in_features %llu is not a multiple of the blocksize %u (blocks across rows are "
+		return qtk_fold_terr(f->m, qt->name, "in_features %llu is not a multiple of the blocksize %u (blocks across rows are "
 			     "not supported)", (unsigned long long)s.in, s.blocksize);
 	memset(out, 0, sizeof *out);
 	out->ndim = 2;
@@ -440,19 +389,19 @@ static int bnb_module(bfold *f, const char *mod, size_t plen, long qi, bool fp4,
 		for (int k = 0; k < 6; k++)
 			if (c[k] >= 0 && j++ == bad)
 				ci = k;
-		return tfail(f, m->tensors[c[bad >= 0 ? ci : 5]].name, "%s (quant_state shape [%llu, %llu], blocksize %u)",
+		return qtk_fold_terr(f->m, m->tensors[c[bad >= 0 ? ci : 5]].name, "%s (quant_state shape [%llu, %llu], blocksize %u)",
 			     why, (unsigned long long)s.out, (unsigned long long)s.in, s.blocksize);
 	}
 	/* the small parts: the code map must be bitsandbytes' table for the quant type (its CUDA
 	 * kernels use their own copy, the CPU path the stored one), the nested ones finite */
 	uint8_t qm[64];
-	if ((rc = read_small(f, &m->tensors[c[2]], qm, sizeof qm)))
+	if ((rc = qtk_fold_read_small(f->m, &m->tensors[c[2]], qm, sizeof qm)))
 		return rc;
 	const uint32_t *tab = qtk_bnb_code_table(fp4);
 	for (int k = 0; k < 16; k++) {
 		uint32_t b = qtk_rd32(qm + 4 * k);
 		if (b != tab[k] && !(fp4 && k == 8 && b == 0x80000000u))
-			return tfail(f, m->tensors[c[2]].name, "quant_map[%d] is not bitsandbytes' %s value", k,
+			return qtk_fold_terr(f->m, m->tensors[c[2]].name, "quant_map[%d] is not bitsandbytes' %s value", k,
 				     fp4 ? "fp4" : "nf4");
 	}
 	if (nested) {
@@ -460,18 +409,18 @@ static int bnb_module(bfold *f, const char *mod, size_t plen, long qi, bool fp4,
 		if (!nb)
 			return qtk_err_set(&m->err, QTK_E_IO, m->path, -1, NULL, "out of memory");
 		size_t nn = (size_t)m->tensors[c[3]].parts[0].nbytes;
-		rc = read_small(f, &m->tensors[c[4]], nb, 1024);
+		rc = qtk_fold_read_small(f->m, &m->tensors[c[4]], nb, 1024);
 		for (int k = 0; k < 256 && !rc; k++) {
 			float v = f32_at(nb, (uint64_t)k);
 			if (!(v >= -1.0f && v <= 1.0f))
-				rc = tfail(f, m->tensors[c[4]].name, "nested_quant_map[%d] is not in [-1, 1]", k);
+				rc = qtk_fold_terr(f->m, m->tensors[c[4]].name, "nested_quant_map[%d] is not in [-1, 1]", k);
 		}
 		if (!rc)
-			rc = read_small(f, &m->tensors[c[3]], nb, nn);
+			rc = qtk_fold_read_small(f->m, &m->tensors[c[3]], nb, nn);
 		for (size_t k = 0; k < nn / 4 && !rc; k++) {
 			float v = f32_at(nb, k);
 			if (!isfinite(v) || v < 0)
-				rc = tfail(f, m->tensors[c[3]].name, "nested_absmax[%zu] is not a finite non-negative number", k);
+				rc = qtk_fold_terr(f->m, m->tensors[c[3]].name, "nested_absmax[%zu] is not a finite non-negative number", k);
 		}
 		qtk_free(nb);
 		if (rc)
@@ -525,7 +474,7 @@ static int bnb_run(bfold *f)
 		if (fp4 < 0)
 			continue;
 		if (plen > QTK_CAP_NAME) {
-			rc = tfail(f, nm, "name too long");
+			rc = qtk_fold_terr(f->m, nm, "name too long");
 			break;
 		}
 		long c[6] = {-1, -1, -1, -1, -1, -1};
@@ -539,11 +488,11 @@ static int bnb_run(bfold *f)
 	for (size_t i = 0; i < n && !rc; i++) {
 		size_t len = strlen(m->tensors[i].name);
 		if (len > 4 && !strcmp(m->tensors[i].name + len - 4, ".SCB"))
-			rc = tfail(f, m->tensors[i].name, "an LLM.int8 SCB in a checkpoint whose config is not load_in_8bit");
+			rc = qtk_fold_terr(f->m, m->tensors[i].name, "an LLM.int8 SCB in a checkpoint whose config is not load_in_8bit");
 	}
 	for (size_t i = 0; i < n && !rc; i++)
 		if (gid[i] < 0 && bnb_component(m->tensors[i].name))
-			rc = tfail(f, m->tensors[i].name,
+			rc = qtk_fold_terr(f->m, m->tensors[i].name,
 				   "bitsandbytes component without its module's quant_state.bitsandbytes__nf4 or __fp4");
 	if (!rc)
 		rc = qtk_fold_replace(m, gid, NULL, mods, &nmod);
@@ -561,25 +510,22 @@ int qtk_bnb_fold(qtk_model *m, const cJSON *qc, const char *cfgfile)
 	const cJSON *l4 = cJSON_GetObjectItemCaseSensitive(qc, "load_in_4bit");
 	const cJSON *qt = cJSON_GetObjectItemCaseSensitive(qc, "bnb_4bit_quant_type");
 	if (l4 && !cJSON_IsBool(l4))
-		return cfail(&f, "load_in_4bit", "must be true or false");
+		return qtk_fold_cerr(f.m, f.cfgfile, "load_in_4bit", "must be true or false");
 	if (l8 && !cJSON_IsBool(l8))
-		return cfail(&f, "load_in_8bit", "must be true or false");
+		return qtk_fold_cerr(f.m, f.cfgfile, "load_in_8bit", "must be true or false");
 	if (cJSON_IsTrue(l8) && cJSON_IsTrue(l4))
-		return cfail(&f, "load_in_8bit", "load_in_8bit and load_in_4bit are both true");
+		return qtk_fold_cerr(f.m, f.cfgfile, "load_in_8bit", "load_in_8bit and load_in_4bit are both true");
 	if (cJSON_IsTrue(l8))
 		return qtk_bnb8_fold(m, cfgfile); /* bnb8.c */
 	if (qt && (!cJSON_IsString(qt) || (strcmp(qt->valuestring, "nf4") && strcmp(qt->valuestring, "fp4"))))
-		return cfail(&f, "bnb_4bit_quant_type", "must be \"nf4\" or \"fp4\"");
+		return qtk_fold_cerr(f.m, f.cfgfile, "bnb_4bit_quant_type", "must be \"nf4\" or \"fp4\"");
 	if (qt)
 		f.want_fp4 = !strcmp(qt->valuestring, "fp4");
 	if (!m->ntensors)
 		return 0;
-	f.by = qtk_malloc(m->ntensors * sizeof *f.by);
+	f.by = qtk_fold_index(m);
 	if (!f.by)
 		return qtk_err_set(&m->err, QTK_E_IO, m->path, -1, NULL, "out of memory");
-	for (size_t i = 0; i < m->ntensors; i++)
-		f.by[i] = (struct byname){m->tensors[i].name, i};
-	qsort(f.by, m->ntensors, sizeof *f.by, cmp_by);
 	int rc = bnb_run(&f);
 	qtk_free(f.by);
 	return rc;

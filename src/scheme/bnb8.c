@@ -21,7 +21,6 @@
 #include "internal.h"
 #include "json.h"
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -124,45 +123,11 @@ const qtk_scheme qtk_scheme_bnb8 = {
 
 /* ---- folding ------------------------------------------------------------------------------- */
 
-struct byname8 {
-	const char *name;
-	size_t i;
-};
-
 typedef struct b8fold {
 	qtk_model *m;
 	const char *cfgfile;
-	struct byname8 *by;
+	qtk_fold_name *by;
 } b8fold;
-
-static int tfail8(b8fold *f, const char *tensor, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int tfail8(b8fold *f, const char *tensor, const char *fmt, ...)
-{
-	char msg[400], subj[256];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
-	snprintf(subj, sizeof subj, "tensor '%.200s'", tensor);
-	const qtk_tensor *t = qtk_tensor_find(f->m, tensor);
-	const char *file = t && t->nparts && t->parts[0].file < f->m->nfiles ? f->m->files[t->parts[0].file] : f->m->path;
-	return qtk_err_set(&f->m->err, QTK_E_DATA, file, -1, subj, "%s", msg);
-}
-
-static int cmp_by8(const void *a, const void *b)
-{
-	return strcmp(((const struct byname8 *)a)->name, ((const struct byname8 *)b)->name);
-}
-
-static long find8(const b8fold *f, const char *prefix, size_t plen, const char *suffix)
-{
-	char name[QTK_CAP_NAME + 64];
-	if (plen + strlen(suffix) + 2 > sizeof name)
-		return -1;
-	snprintf(name, sizeof name, "%.*s.%s", (int)plen, prefix, suffix);
-	struct byname8 key = {name, 0}, *hit = bsearch(&key, f->by, f->m->ntensors, sizeof *f->by, cmp_by8);
-	return hit ? (long)hit->i : -1;
-}
 
 static bool plain1(const qtk_tensor *t) { return t->nparts == 1 && t->layout.kind == QTK_LAYOUT_PLAIN; }
 
@@ -196,28 +161,28 @@ static int b8_module(b8fold *f, const char *mod, size_t plen, long si, long c[3]
 	qtk_model *m = f->m;
 	const qtk_tensor *st = &m->tensors[si];
 	int pl = (int)(plen > 200 ? 200 : plen);
-	c[0] = find8(f, mod, plen, "weight");
+	c[0] = qtk_fold_lookup(f->by, f->m->ntensors, mod, plen, "weight");
 	c[1] = si;
-	c[2] = find8(f, mod, plen, "weight_format");
+	c[2] = qtk_fold_lookup(f->by, f->m->ntensors, mod, plen, "weight_format");
 	if (c[0] < 0)
-		return tfail8(f, st->name, "no '%.*s.weight' beside it", pl, mod);
+		return qtk_fold_terr(f->m, st->name, "no '%.*s.weight' beside it", pl, mod);
 	const qtk_tensor *wt = &m->tensors[c[0]];
 	if (!plain1(wt) || wt->layout.type != QTK_T_I8 || wt->ndim != 2)
-		return tfail8(f, wt->name, "an LLM.int8 weight must be a 2-D I8 tensor [out, in]");
+		return qtk_fold_terr(f->m, wt->name, "an LLM.int8 weight must be a 2-D I8 tensor [out, in]");
 	if (!plain1(st) || st->layout.type != QTK_T_F32 || st->ndim != 1 || st->shape[0] != wt->shape[0])
-		return tfail8(f, st->name, "SCB must be F32 [%llu] (one absmax per output row of the weight)",
+		return qtk_fold_terr(f->m, st->name, "SCB must be F32 [%llu] (one absmax per output row of the weight)",
 			      (unsigned long long)wt->shape[0]);
 	if (c[2] >= 0) {
 		const qtk_tensor *ft = &m->tensors[c[2]];
 		uint8_t v = 0xff;
 		if (!plain1(ft) || ft->layout.type != QTK_DT_U8 || ft->n_params != 1 || ft->parts[0].nbytes != 1)
-			return tfail8(f, ft->name, "weight_format must be one U8 value");
+			return qtk_fold_terr(f->m, ft->name, "weight_format must be one U8 value");
 		int rc = qtk_pread_full(m->fds[ft->parts[0].file], m->files[ft->parts[0].file], &v, 1, ft->parts[0].offset,
 					&m->err);
 		if (rc)
 			return rc;
 		if (v != 0)
-			return tfail8(f, ft->name, "weight_format %u is a tiled GPU layout; only 0 (row-major) is supported", v);
+			return qtk_fold_terr(f->m, ft->name, "weight_format %u is a tiled GPU layout; only 0 (row-major) is supported", v);
 	}
 	memset(out, 0, sizeof *out);
 	out->ndim = 2;
@@ -227,7 +192,7 @@ static int b8_module(b8fold *f, const char *mod, size_t plen, long si, long c[3]
 				   .group_size = (uint32_t)wt->shape[1], .strategy = QTK_SCHEME_PER_CHANNEL,
 				   .scale_type = QTK_T_F32};
 	if (wt->shape[1] == 0 || wt->shape[1] > UINT32_MAX)
-		return tfail8(f, wt->name, "in_features %llu out of range", (unsigned long long)wt->shape[1]);
+		return qtk_fold_terr(f->m, wt->name, "in_features %llu out of range", (unsigned long long)wt->shape[1]);
 	static const char *const roles[2] = {"weight", "SCB"};
 	for (int k = 0; k < 2; k++) {
 		qtk_part *p = &out->parts[out->nparts++];
@@ -238,7 +203,7 @@ static int b8_module(b8fold *f, const char *mod, size_t plen, long si, long c[3]
 	int bad = -1;
 	char why[300];
 	if (qtk_scheme_check(out, &bad, why, sizeof why))
-		return tfail8(f, m->tensors[c[bad == 1 ? 1 : 0]].name, "%s", why);
+		return qtk_fold_terr(f->m, m->tensors[c[bad == 1 ? 1 : 0]].name, "%s", why);
 	char *name = qtk_malloc(plen + 8);
 	if (!name)
 		return qtk_err_set(&m->err, QTK_E_IO, m->path, -1, NULL, "out of memory");
@@ -262,13 +227,13 @@ static int b8_run(b8fold *f)
 		const char *nm = m->tensors[i].name;
 		size_t plen = 0;
 		if (four_bit_part(nm)) {
-			rc = tfail8(f, nm, "a bitsandbytes 4-bit part in a load_in_8bit checkpoint (%s)", f->cfgfile);
+			rc = qtk_fold_terr(f->m, nm, "a bitsandbytes 4-bit part in a load_in_8bit checkpoint (%s)", f->cfgfile);
 			break;
 		}
 		if (!ends_with(nm, ".SCB", &plen))
 			continue;
 		if (plen > QTK_CAP_NAME) {
-			rc = tfail8(f, nm, "name too long");
+			rc = qtk_fold_terr(f->m, nm, "name too long");
 			break;
 		}
 		long c[3] = {-1, -1, -1};
@@ -276,7 +241,7 @@ static int b8_run(b8fold *f)
 			break;
 		for (int x = 0; x < 2; x++) {
 			if (gid[c[x]] >= 0) {
-				rc = tfail8(f, m->tensors[c[x]].name, "belongs to two LLM.int8 modules");
+				rc = qtk_fold_terr(f->m, m->tensors[c[x]].name, "belongs to two LLM.int8 modules");
 				break;
 			}
 			gid[c[x]] = (long)nmod;
@@ -288,7 +253,7 @@ static int b8_run(b8fold *f)
 	for (size_t i = 0; i < n && !rc; i++) {
 		size_t plen = 0;
 		if (!drop[i] && ends_with(m->tensors[i].name, ".weight_format", &plen))
-			rc = tfail8(f, m->tensors[i].name, "weight_format without its module's SCB");
+			rc = qtk_fold_terr(f->m, m->tensors[i].name, "weight_format without its module's SCB");
 	}
 	if (!rc)
 		rc = qtk_fold_replace(m, gid, drop, mods, &nmod);
@@ -305,12 +270,8 @@ int qtk_bnb8_fold(qtk_model *m, const char *cfgfile)
 	b8fold f = {.m = m, .cfgfile = cfgfile};
 	if (!m->ntensors)
 		return 0;
-	f.by = qtk_malloc(m->ntensors * sizeof *f.by);
-	if (!f.by)
+	if (!(f.by = qtk_fold_index(m)))
 		return qtk_err_set(&m->err, QTK_E_IO, m->path, -1, NULL, "out of memory");
-	for (size_t i = 0; i < m->ntensors; i++)
-		f.by[i] = (struct byname8){m->tensors[i].name, i};
-	qsort(f.by, m->ntensors, sizeof *f.by, cmp_by8);
 	int rc = b8_run(&f);
 	qtk_free(f.by);
 	return rc;

@@ -29,7 +29,6 @@
 #include <math.h>
 #include <fnmatch.h>
 #include <regex.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -796,37 +795,8 @@ typedef struct ct_fold {
 		regex_t re;
 	} pat[CT_MAX_PATS];
 	size_t npat;
-	struct byname {
-		const char *name;
-		size_t i;
-	} *by;
+	qtk_fold_name *by;
 } ct_fold;
-
-static int cfail(ct_fold *f, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int cfail(ct_fold *f, const char *key, const char *fmt, ...)
-{
-	char msg[300], subj[200];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
-	snprintf(subj, sizeof subj, "key '%.180s'", key);
-	return qtk_err_set(&f->m->err, QTK_E_DATA, f->cfgfile, -1, subj, "%s", msg);
-}
-
-static int tfail(ct_fold *f, const char *tensor, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int tfail(ct_fold *f, const char *tensor, const char *fmt, ...)
-{
-	char msg[400], subj[256];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
-	snprintf(subj, sizeof subj, "tensor '%.200s'", tensor);
-	const qtk_tensor *t = qtk_tensor_find(f->m, tensor);
-	const char *file = t && t->nparts && t->parts[0].file < f->m->nfiles ? f->m->files[t->parts[0].file] : f->m->path;
-	return qtk_err_set(&f->m->err, QTK_E_DATA, file, -1, subj, "%s", msg);
-}
 
 /* Python re.match (anchored at the start) through POSIX extended syntax: \d \w \s become
  * classes; constructs POSIX lacks ((?...), lazy quantifiers) are refused. */
@@ -838,10 +808,10 @@ static int compile_pat(ct_fold *f, const char *key, const char *pat, regex_t **o
 			return 0;
 		}
 	if (f->npat == CT_MAX_PATS)
-		return cfail(f, key, "more than %d distinct patterns", CT_MAX_PATS);
+		return qtk_fold_cerr(f->m, f->cfgfile, key, "more than %d distinct patterns", CT_MAX_PATS);
 	size_t n = strlen(pat);
 	if (n > 1000)
-		return cfail(f, key, "pattern of %zu characters", n);
+		return qtk_fold_cerr(f->m, f->cfgfile, key, "pattern of %zu characters", n);
 	char buf[8192];
 	size_t at = 0;
 	buf[at++] = '^';
@@ -857,19 +827,19 @@ static int compile_pat(ct_fold *f, const char *key, const char *pat, regex_t **o
 			}
 		} else if ((pat[i] == '(' && i + 1 < n && pat[i + 1] == '?') ||
 			   ((pat[i] == '*' || pat[i] == '+' || pat[i] == '?' || pat[i] == '}') && i + 1 < n && pat[i + 1] == '?')) {
-			return cfail(f, key, "pattern '%.100s' uses Python-only syntax", pat);
+			return qtk_fold_cerr(f->m, f->cfgfile, key, "pattern '%.100s' uses Python-only syntax", pat);
 		} else {
 			rep = one;
 		}
 		size_t r = strlen(rep);
 		if (at + r + 1 >= sizeof buf)
-			return cfail(f, key, "pattern too long");
+			return qtk_fold_cerr(f->m, f->cfgfile, key, "pattern too long");
 		memcpy(buf + at, rep, r);
 		at += r;
 	}
 	buf[at] = 0;
 	if (regcomp(&f->pat[f->npat].re, buf, REG_EXTENDED | REG_NOSUB))
-		return cfail(f, key, "pattern '%.100s' does not compile", pat);
+		return qtk_fold_cerr(f->m, f->cfgfile, key, "pattern '%.100s' does not compile", pat);
 	f->pat[f->npat].src = pat;
 	*out = &f->pat[f->npat++].re;
 	return 0;
@@ -881,7 +851,7 @@ static int target_match(ct_fold *f, const char *key, const cJSON *tg, const char
 {
 	*hit = false;
 	if (!cJSON_IsString(tg))
-		return cfail(f, key, "targets must be strings");
+		return qtk_fold_cerr(f->m, f->cfgfile, key, "targets must be strings");
 	const char *s = tg->valuestring;
 	if (!strncmp(s, "re:", 3)) {
 		regex_t *re;
@@ -901,7 +871,7 @@ static int list_match(ct_fold *f, const char *key, const cJSON *list, const char
 	if (!list || cJSON_IsNull(list))
 		return 0;
 	if (!cJSON_IsArray(list))
-		return cfail(f, key, "must be an array of strings");
+		return qtk_fold_cerr(f->m, f->cfgfile, key, "must be an array of strings");
 	const cJSON *e;
 	cJSON_ArrayForEach(e, list)
 	{
@@ -924,20 +894,20 @@ static int parse_weights(ct_fold *f, ct_group *g, const cJSON *w, const char *gf
 		    *ao = item(w, "actorder"), *dy = item(w, "dynamic");
 	int64_t bits, group = 0;
 	if (!qtk_json_i64(nb, &bits) || bits < 1 || bits > 8)
-		return cfail(f, KEY("num_bits"), "must be an integer from 1 to 8");
+		return qtk_fold_cerr(f->m, f->cfgfile, KEY("num_bits"), "must be an integer from 1 to 8");
 	if (!cJSON_IsString(ty) || (strcmp(ty->valuestring, "int") && strcmp(ty->valuestring, "float")))
-		return cfail(f, KEY("type"), "must be \"int\" or \"float\"");
+		return qtk_fold_cerr(f->m, f->cfgfile, KEY("type"), "must be \"int\" or \"float\"");
 	bool isfloat = !strcmp(ty->valuestring, "float");
 	if (sy && !cJSON_IsBool(sy))
-		return cfail(f, KEY("symmetric"), "must be true or false");
+		return qtk_fold_cerr(f->m, f->cfgfile, KEY("symmetric"), "must be true or false");
 	g->l.sym = !sy || cJSON_IsTrue(sy);
 	if (dy && !cJSON_IsFalse(dy) && !cJSON_IsNull(dy))
-		return cfail(f, KEY("dynamic"), "dynamic weight quantization has no stored weights");
+		return qtk_fold_cerr(f->m, f->cfgfile, KEY("dynamic"), "dynamic weight quantization has no stored weights");
 	if (!cJSON_IsString(st))
-		return cfail(f, KEY("strategy"), "must be a string");
+		return qtk_fold_cerr(f->m, f->cfgfile, KEY("strategy"), "must be a string");
 	const char *s = st->valuestring;
 	if (gs && !cJSON_IsNull(gs) && (!qtk_json_i64(gs, &group) || group < 1 || group > (1 << 24)))
-		return cfail(f, KEY("group_size"), "must be a positive integer");
+		return qtk_fold_cerr(f->m, f->cfgfile, KEY("group_size"), "must be a positive integer");
 	if (!strcmp(s, "tensor")) {
 		g->l.strategy = QTK_SCHEME_PER_TENSOR;
 	} else if (!strcmp(s, "channel")) {
@@ -946,19 +916,19 @@ static int parse_weights(ct_fold *f, ct_group *g, const cJSON *w, const char *gf
 	} else if (!strcmp(s, "group") || !strcmp(s, "tensor_group")) {
 		g->l.strategy = QTK_SCHEME_PER_GROUP;
 		if (!group)
-			return cfail(f, KEY("group_size"), "strategy '%s' needs a group_size", s);
+			return qtk_fold_cerr(f->m, f->cfgfile, KEY("group_size"), "strategy '%s' needs a group_size", s);
 	} else if (!strcmp(s, "block")) {
 		g->l.strategy = QTK_SCHEME_PER_BLOCK;
 		const cJSON *r = cJSON_GetArrayItem(bs, 0), *c = cJSON_GetArrayItem(bs, 1);
 		int64_t br, bc;
 		if (!cJSON_IsArray(bs) || cJSON_GetArraySize(bs) != 2 || !qtk_json_i64(r, &br) || !qtk_json_i64(c, &bc) ||
 		    br < 1 || bc < 1 || br > (1 << 20))
-			return cfail(f, KEY("block_structure"), "must be [rows, columns]");
+			return qtk_fold_cerr(f->m, f->cfgfile, KEY("block_structure"), "must be [rows, columns]");
 		if (br != bc)
-			return cfail(f, KEY("block_structure"), "only square blocks are supported");
+			return qtk_fold_cerr(f->m, f->cfgfile, KEY("block_structure"), "only square blocks are supported");
 		group = br;
 	} else {
-		return cfail(f, KEY("strategy"), "unknown strategy '%.40s'", s);
+		return qtk_fold_cerr(f->m, f->cfgfile, KEY("strategy"), "unknown strategy '%.40s'", s);
 	}
 	g->l.group_size = (uint32_t)group;
 	g->gidx = false;
@@ -967,14 +937,14 @@ static int parse_weights(ct_fold *f, ct_group *g, const cJSON *w, const char *gf
 		if (!strcmp(a, "group") || !strcmp(a, "dynamic"))
 			g->gidx = true;
 		else if (strcmp(a, "weight") && strcmp(a, "static"))
-			return cfail(f, KEY("actorder"), "unknown actorder '%.40s'", a);
+			return qtk_fold_cerr(f->m, f->cfgfile, KEY("actorder"), "unknown actorder '%.40s'", a);
 		if (g->gidx && strcmp(s, "group"))
-			return cfail(f, KEY("actorder"), "actorder \"group\" needs strategy \"group\"");
+			return qtk_fold_cerr(f->m, f->cfgfile, KEY("actorder"), "actorder \"group\" needs strategy \"group\"");
 	}
 	const char *fmt = g->format = gfmt;
 	g->l.bits = (uint8_t)bits;
 	if (!fmt)
-		return cfail(f, "format", "no format for config group '%.60s'", g->name);
+		return qtk_fold_cerr(f->m, f->cfgfile, "format", "no format for config group '%.60s'", g->name);
 	bool ok;
 	if (!strcmp(fmt, "pack-quantized")) {
 		g->l.kind = QTK_LAYOUT_CT_INT;
@@ -995,10 +965,10 @@ static int parse_weights(ct_fold *f, ct_group *g, const cJSON *w, const char *gf
 		g->l.type = QTK_DT_U8;
 		ok = isfloat && bits == 4 && g->l.sym && !strcmp(s, "tensor_group") && group == 16 && !g->gidx;
 	} else {
-		return cfail(f, "format", "unsupported compressed-tensors format '%.60s'", fmt);
+		return qtk_fold_cerr(f->m, f->cfgfile, "format", "unsupported compressed-tensors format '%.60s'", fmt);
 	}
 	if (!ok)
-		return cfail(f, KEY("num_bits"), "%s %s %d-bit %s weights with strategy '%s' are not a layout of format %s",
+		return qtk_fold_cerr(f->m, f->cfgfile, KEY("num_bits"), "%s %s %d-bit %s weights with strategy '%s' are not a layout of format %s",
 			     g->l.sym ? "symmetric" : "asymmetric", isfloat ? "float" : "int", (int)bits,
 			     g->gidx ? "act-order" : "", s, fmt);
 	return 0;
@@ -1010,42 +980,42 @@ static int parse_config(ct_fold *f, const cJSON *qc)
 	const cJSON *fmt = item(qc, "format"), *st = item(qc, "quantization_status"), *sp = item(qc, "sparsity_config"),
 		    *tr = item(qc, "transform_config"), *cg = item(qc, "config_groups");
 	if (fmt && !cJSON_IsNull(fmt) && !cJSON_IsString(fmt))
-		return cfail(f, "format", "must be a string");
+		return qtk_fold_cerr(f->m, f->cfgfile, "format", "must be a string");
 	if (st && !cJSON_IsNull(st) && (!cJSON_IsString(st) || strcmp(st->valuestring, "compressed")))
-		return cfail(f, "quantization_status", "only compressed checkpoints are stored quantized");
+		return qtk_fold_cerr(f->m, f->cfgfile, "quantization_status", "only compressed checkpoints are stored quantized");
 	if (sp && !cJSON_IsNull(sp) && (!cJSON_IsObject(sp) || sp->child))
-		return cfail(f, "sparsity_config", "sparse compression is not supported");
+		return qtk_fold_cerr(f->m, f->cfgfile, "sparsity_config", "sparse compression is not supported");
 	if (tr && !cJSON_IsNull(tr) && (!cJSON_IsObject(tr) || tr->child))
-		return cfail(f, "transform_config", "transforms are not supported");
+		return qtk_fold_cerr(f->m, f->cfgfile, "transform_config", "transforms are not supported");
 	f->ignore = item(qc, "ignore");
 	if (f->ignore && !cJSON_IsNull(f->ignore) && !cJSON_IsArray(f->ignore))
-		return cfail(f, "ignore", "must be an array of strings");
+		return qtk_fold_cerr(f->m, f->cfgfile, "ignore", "must be an array of strings");
 	if (!cJSON_IsObject(cg))
-		return cfail(f, "config_groups", "must be an object");
+		return qtk_fold_cerr(f->m, f->cfgfile, "config_groups", "must be an object");
 	const cJSON *e;
 	cJSON_ArrayForEach(e, cg)
 	{
 		if (f->ng == CT_MAX_GROUPS)
-			return cfail(f, "config_groups", "more than %d groups", CT_MAX_GROUPS);
+			return qtk_fold_cerr(f->m, f->cfgfile, "config_groups", "more than %d groups", CT_MAX_GROUPS);
 		ct_group *g = &f->g[f->ng];
 		memset(g, 0, sizeof *g);
 		snprintf(g->name, sizeof g->name, "%s", e->string ? e->string : "?");
 		char key[160];
 		if (!cJSON_IsObject(e))
-			return cfail(f, "config_groups", "group '%.60s' is not an object", g->name);
+			return qtk_fold_cerr(f->m, f->cfgfile, "config_groups", "group '%.60s' is not an object", g->name);
 		g->targets = item(e, "targets");
 		snprintf(key, sizeof key, "config_groups.%.60s.targets", g->name);
 		if (!cJSON_IsArray(g->targets))
-			return cfail(f, key, "must be an array of strings");
+			return qtk_fold_cerr(f->m, f->cfgfile, key, "must be an array of strings");
 		const cJSON *w = item(e, "weights"), *gf = item(e, "format");
 		if (!w || cJSON_IsNull(w))
 			continue; /* activations only: the weights stay as they are */
 		snprintf(key, sizeof key, "config_groups.%.60s.weights", g->name);
 		if (!cJSON_IsObject(w))
-			return cfail(f, key, "must be an object");
+			return qtk_fold_cerr(f->m, f->cfgfile, key, "must be an object");
 		if (gf && !cJSON_IsNull(gf) && !cJSON_IsString(gf)) {
 			snprintf(key, sizeof key, "config_groups.%.60s.format", g->name);
-			return cfail(f, key, "must be a string");
+			return qtk_fold_cerr(f->m, f->cfgfile, key, "must be a string");
 		}
 		const char *fs = cJSON_IsString(gf) ? gf->valuestring : cJSON_IsString(fmt) ? fmt->valuestring : NULL;
 		int rc = parse_weights(f, g, w, fs);
@@ -1056,33 +1026,13 @@ static int parse_config(ct_fold *f, const cJSON *qc)
 	return 0;
 }
 
-static int cmp_by(const void *a, const void *b) { return strcmp(((const struct byname *)a)->name, ((const struct byname *)b)->name); }
-
-static long find_t(const ct_fold *f, const char *prefix, size_t plen, const char *suffix)
-{
-	char name[QTK_CAP_NAME + 64];
-	if (plen + strlen(suffix) + 2 > sizeof name)
-		return -1;
-	snprintf(name, sizeof name, "%.*s.%s", (int)plen, prefix, suffix);
-	struct byname key = {name, 0}, *hit = bsearch(&key, f->by, f->m->ntensors, sizeof *f->by, cmp_by);
-	return hit ? (long)hit->i : -1;
-}
-
-static int read_small(ct_fold *f, const qtk_tensor *t, uint8_t *buf, size_t n)
-{
-	const qtk_part *p = &t->parts[0];
-	if (p->nbytes != n)
-		return tfail(f, t->name, "%llu bytes, expected %zu", (unsigned long long)p->nbytes, n);
-	return qtk_pread_full(f->m->fds[p->file], f->m->files[p->file], buf, n, p->offset, &f->m->err);
-}
-
 /* g_idx: every entry a group, every group exactly `group` members; act-order when not i/group. */
 static int check_gidx(ct_fold *f, const qtk_tensor *gt, uint64_t in, uint64_t group, bool *act)
 {
 	uint64_t ng = in / group;
 	const qtk_part *p = &gt->parts[0];
 	if (gt->nparts != 1 || p->type != QTK_T_I32 || p->ndim != 1 || p->shape[0] != in || p->nbytes != in * 4)
-		return tfail(f, gt->name, "weight_g_idx must be I32 [%llu]", (unsigned long long)in);
+		return qtk_fold_terr(f->m, gt->name, "weight_g_idx must be I32 [%llu]", (unsigned long long)in);
 	uint8_t *b = qtk_malloc((size_t)p->nbytes + 1);
 	uint32_t *cnt = qtk_calloc((size_t)ng + 1, sizeof *cnt);
 	int rc = b && cnt ? 0 : qtk_err_set(&f->m->err, QTK_E_IO, f->m->path, -1, NULL, "out of memory");
@@ -1092,10 +1042,10 @@ static int check_gidx(ct_fold *f, const qtk_tensor *gt, uint64_t in, uint64_t gr
 	for (uint64_t i = 0; i < in && !rc; i++) {
 		int32_t g = (int32_t)qtk_rd32(b + 4 * i);
 		if (g < 0 || (uint64_t)g >= ng)
-			rc = tfail(f, gt->name, "weight_g_idx[%llu] = %d is outside [0, %llu)", (unsigned long long)i, g,
+			rc = qtk_fold_terr(f->m, gt->name, "weight_g_idx[%llu] = %d is outside [0, %llu)", (unsigned long long)i, g,
 				   (unsigned long long)ng);
 		else if (++cnt[g] > group)
-			rc = tfail(f, gt->name, "group %d has more than %llu members", g, (unsigned long long)group);
+			rc = qtk_fold_terr(f->m, gt->name, "group %d has more than %llu members", g, (unsigned long long)group);
 		else if ((uint64_t)g != i / group)
 			*act = true;
 	}
@@ -1111,49 +1061,49 @@ static int make_module(ct_fold *f, const ct_group *g, const char *mod, size_t pl
 	const qtk_layout *gl = &g->l;
 	bool packed = gl->kind == QTK_LAYOUT_CT_INT && gl->type == QTK_T_I32, nv = gl->kind == QTK_LAYOUT_NVFP4;
 	int pl = (int)(plen > 200 ? 200 : plen);
-	long w = find_t(f, mod, plen, packed || nv ? "weight_packed" : "weight"), s = find_t(f, mod, plen, "weight_scale");
-	long z = find_t(f, mod, plen, "weight_zero_point"), gi = find_t(f, mod, plen, "weight_g_idx");
-	long sh = find_t(f, mod, plen, "weight_shape"), gs = find_t(f, mod, plen, "weight_global_scale");
-	long other = find_t(f, mod, plen, packed || nv ? "weight" : "weight_packed");
+	long w = qtk_fold_lookup(f->by, f->m->ntensors, mod, plen, packed || nv ? "weight_packed" : "weight"), s = qtk_fold_lookup(f->by, f->m->ntensors, mod, plen, "weight_scale");
+	long z = qtk_fold_lookup(f->by, f->m->ntensors, mod, plen, "weight_zero_point"), gi = qtk_fold_lookup(f->by, f->m->ntensors, mod, plen, "weight_g_idx");
+	long sh = qtk_fold_lookup(f->by, f->m->ntensors, mod, plen, "weight_shape"), gs = qtk_fold_lookup(f->by, f->m->ntensors, mod, plen, "weight_global_scale");
+	long other = qtk_fold_lookup(f->by, f->m->ntensors, mod, plen, packed || nv ? "weight" : "weight_packed");
 	const char *sname = m->tensors[s].name;
 	if (w < 0)
-		return tfail(f, sname, "format %s: no '%.*s.%s'", g->format, pl, mod, packed || nv ? "weight_packed" : "weight");
+		return qtk_fold_terr(f->m, sname, "format %s: no '%.*s.%s'", g->format, pl, mod, packed || nv ? "weight_packed" : "weight");
 	if (other >= 0)
-		return tfail(f, m->tensors[other].name, "format %s has no such tensor beside '%s'", g->format,
+		return qtk_fold_terr(f->m, m->tensors[other].name, "format %s has no such tensor beside '%s'", g->format,
 			     m->tensors[w].name);
 	if (z >= 0 && (gl->sym || gl->kind != QTK_LAYOUT_CT_INT))
-		return tfail(f, m->tensors[z].name, "zero point of symmetric weights (config group %.60s)", g->name);
+		return qtk_fold_terr(f->m, m->tensors[z].name, "zero point of symmetric weights (config group %.60s)", g->name);
 	if (z < 0 && !gl->sym)
-		return tfail(f, sname, "asymmetric weights without '%.*s.weight_zero_point'", pl, mod);
+		return qtk_fold_terr(f->m, sname, "asymmetric weights without '%.*s.weight_zero_point'", pl, mod);
 	if (gi >= 0 && !g->gidx)
-		return tfail(f, m->tensors[gi].name, "config group %.60s has no actorder \"group\"", g->name);
+		return qtk_fold_terr(f->m, m->tensors[gi].name, "config group %.60s has no actorder \"group\"", g->name);
 	if (gi < 0 && g->gidx)
-		return tfail(f, sname, "actorder \"group\" without '%.*s.weight_g_idx'", pl, mod);
+		return qtk_fold_terr(f->m, sname, "actorder \"group\" without '%.*s.weight_g_idx'", pl, mod);
 	if (packed != (sh >= 0))
-		return tfail(f, sh >= 0 ? m->tensors[sh].name : sname, packed ? "pack-quantized weights without weight_shape"
+		return qtk_fold_terr(f->m, sh >= 0 ? m->tensors[sh].name : sname, packed ? "pack-quantized weights without weight_shape"
 									   : "weight_shape belongs to pack-quantized weights");
 	if (nv != (gs >= 0))
-		return tfail(f, gs >= 0 ? m->tensors[gs].name : sname,
+		return qtk_fold_terr(f->m, gs >= 0 ? m->tensors[gs].name : sname,
 			     nv ? "nvfp4 weights without weight_global_scale" : "weight_global_scale belongs to nvfp4 weights");
 	const qtk_tensor *wt = &m->tensors[w];
 	if (wt->nparts != 1 || wt->ndim != 2)
-		return tfail(f, wt->name, "must be a 2-D tensor");
+		return qtk_fold_terr(f->m, wt->name, "must be a 2-D tensor");
 	uint64_t o_ = wt->shape[0], in = nv ? wt->shape[1] * 2 : wt->shape[1];
 	if (packed) {
 		const qtk_tensor *st = &m->tensors[sh];
 		uint8_t b[16];
 		if (st->layout.type != QTK_T_I64 || st->ndim != 1 || st->shape[0] != 2)
-			return tfail(f, st->name, "weight_shape must be I64 [2]");
-		int rc = read_small(f, st, b, 16);
+			return qtk_fold_terr(f->m, st->name, "weight_shape must be I64 [2]");
+		int rc = qtk_fold_read_small(f->m, st, b, 16);
 		if (rc)
 			return rc;
 		o_ = qtk_rd64(b);
 		in = qtk_rd64(b + 8);
 		if (o_ != wt->shape[0])
-			return tfail(f, st->name, "weight_shape [%lld, %lld] does not match weight_packed rows %llu",
+			return qtk_fold_terr(f->m, st->name, "weight_shape [%lld, %lld] does not match weight_packed rows %llu",
 				     (long long)o_, (long long)in, (unsigned long long)wt->shape[0]);
 		if (!in || in > (1ull << 40) || in * gl->bits != wt->shape[1] * 32)
-			return tfail(f, st->name, "weight_shape [%lld, %lld] does not match weight_packed columns %llu at %u bits",
+			return qtk_fold_terr(f->m, st->name, "weight_shape [%lld, %lld] does not match weight_packed columns %llu at %u bits",
 				     (long long)o_, (long long)in, (unsigned long long)wt->shape[1], gl->bits);
 	}
 	memset(out, 0, sizeof *out);
@@ -1165,7 +1115,7 @@ static int make_module(ct_fold *f, const ct_group *g, const char *mod, size_t pl
 		out->layout.group_size = in > UINT32_MAX ? 0 : (uint32_t)in;
 	out->layout.scale_type = nv ? 0 : (uint16_t)m->tensors[s].layout.type;
 	if (!nv && !scale_type_ok(out->layout.scale_type))
-		return tfail(f, sname, "weight_scale dtype %s, expected F16, BF16 or F32",
+		return qtk_fold_terr(f->m, sname, "weight_scale dtype %s, expected F16, BF16 or F32",
 			     qtk_type(out->layout.scale_type) ? qtk_type(out->layout.scale_type)->upper : "?");
 	long parts[QTK_MAX_PARTS];
 	int np = 0;
@@ -1190,7 +1140,7 @@ static int make_module(ct_fold *f, const ct_group *g, const char *mod, size_t pl
 	for (int k = 0; k < np; k++) {
 		const qtk_tensor *pt = &m->tensors[parts[k]];
 		if (pt->nparts != 1 || pt->layout.kind != QTK_LAYOUT_PLAIN)
-			return tfail(f, pt->name, "not a stored tensor");
+			return qtk_fold_terr(f->m, pt->name, "not a stored tensor");
 		out->parts[k] = pt->parts[0];
 		const char *role = parts[k] == z	? "zero"
 				   : parts[k] == gi ? "g_idx"
@@ -1208,7 +1158,7 @@ static int make_module(ct_fold *f, const ct_group *g, const char *mod, size_t pl
 	out->layout.act_order = act;
 	qtk_tensor_finish(out);
 	if (qtk_scheme_check(out, &bad, why, sizeof why))
-		return tfail(f, m->tensors[parts[bad >= 0 && bad < np ? bad : 0]].name, "%s", why);
+		return qtk_fold_terr(f->m, m->tensors[parts[bad >= 0 && bad < np ? bad : 0]].name, "%s", why);
 	char *name = qtk_malloc(plen + 8);
 	if (!name)
 		return qtk_err_set(&m->err, QTK_E_IO, m->path, -1, NULL, "out of memory");
@@ -1242,7 +1192,7 @@ static int fold_modules(ct_fold *f)
 		if (!ends_with(nm, strlen(nm), "weight_scale", &plen))
 			continue;
 		if (plen > QTK_CAP_NAME) {
-			rc = tfail(f, nm, "name too long");
+			rc = qtk_fold_terr(f->m, nm, "name too long");
 			break;
 		}
 		char mod[QTK_CAP_NAME + 1];
@@ -1251,7 +1201,7 @@ static int fold_modules(ct_fold *f)
 		if ((rc = list_match(f, "ignore", f->ignore, mod, &hit)))
 			break;
 		if (hit) {
-			rc = tfail(f, nm, "module '%.200s' is in the config's ignore list but is stored quantized", mod);
+			rc = qtk_fold_terr(f->m, nm, "module '%.200s' is in the config's ignore list but is stored quantized", mod);
 			break;
 		}
 		const ct_group *g = NULL;
@@ -1263,13 +1213,13 @@ static int fold_modules(ct_fold *f)
 			if (!g)
 				g = &f->g[j];
 			else if (memcmp(&g->l, &f->g[j].l, sizeof g->l) || g->gidx != f->g[j].gidx)
-				rc = tfail(f, nm, "config groups %.60s and %.60s both target module '%.200s' differently", g->name,
+				rc = qtk_fold_terr(f->m, nm, "config groups %.60s and %.60s both target module '%.200s' differently", g->name,
 					   f->g[j].name, mod);
 		}
 		if (rc)
 			break;
 		if (!g) {
-			rc = tfail(f, nm, "no config group with weights targets module '%.200s'", mod);
+			rc = qtk_fold_terr(f->m, nm, "no config group with weights targets module '%.200s'", mod);
 			break;
 		}
 		long c[QTK_MAX_PARTS + 2];
@@ -1290,7 +1240,7 @@ static int fold_modules(ct_fold *f)
 		size_t plen;
 		for (size_t j = 0; j < sizeof marks / sizeof *marks && !rc; j++)
 			if (gid[i] < 0 && ends_with(nm, strlen(nm), marks[j], &plen))
-				rc = tfail(f, nm, "no matching '.weight_scale' for this quantization component");
+				rc = qtk_fold_terr(f->m, nm, "no matching '.weight_scale' for this quantization component");
 	}
 	if (!rc)
 		rc = qtk_fold_replace(m, gid, NULL, mods, &nmod);
@@ -1310,15 +1260,8 @@ int qtk_ct_fold(qtk_model *m, const cJSON *qc, const char *cfgfile)
 	f->cfgfile = cfgfile;
 	int rc = parse_config(f, qc);
 	if (!rc && m->ntensors) {
-		f->by = qtk_malloc(m->ntensors * sizeof *f->by);
-		if (!f->by)
-			rc = qtk_err_set(&m->err, QTK_E_IO, m->path, -1, NULL, "out of memory");
-		for (size_t i = 0; !rc && i < m->ntensors; i++)
-			f->by[i] = (struct byname){m->tensors[i].name, i};
-		if (!rc) {
-			qsort(f->by, m->ntensors, sizeof *f->by, cmp_by);
-			rc = fold_modules(f);
-		}
+		f->by = qtk_fold_index(m);
+		rc = f->by ? fold_modules(f) : qtk_err_set(&m->err, QTK_E_IO, m->path, -1, NULL, "out of memory");
 	}
 	for (size_t i = 0; i < f->npat; i++)
 		regfree(&f->pat[i].re);
@@ -1504,7 +1447,7 @@ static int fp8_scale_shape(ct_fold *f, const char *sname, const qtk_tensor *t, q
 	for (int i = 0; i < p->ndim; i++)
 		n = p->shape[i] && n <= UINT64_MAX / p->shape[i] ? n * p->shape[i] : 0;
 	if (p->type != QTK_T_F32)
-		return tfail(f, sname, "scale dtype %s, expected F32", qtk_type(p->type) ? qtk_type(p->type)->upper : "?");
+		return qtk_fold_terr(f->m, sname, "scale dtype %s, expected F32", qtk_type(p->type) ? qtk_type(p->type)->upper : "?");
 	uint8_t st = t->layout.strategy;
 	if (st == QTK_SCHEME_PER_TENSOR && n == 1 && p->ndim <= 1) {
 		p->ndim = 1, p->shape[0] = 1;
@@ -1517,7 +1460,7 @@ static int fp8_scale_shape(ct_fold *f, const char *sname, const qtk_tensor *t, q
 		char dims[96] = "";
 		for (int i = 0, at = 0; i < p->ndim && i < 4 && at < 80; i++)
 			at += snprintf(dims + at, sizeof dims - (size_t)at, "%s%llu", i ? ", " : "", (unsigned long long)p->shape[i]);
-		return tfail(f, sname, "scale of shape [%s] is not %s", dims,
+		return qtk_fold_terr(f->m, sname, "scale of shape [%s] is not %s", dims,
 			     st == QTK_SCHEME_PER_TENSOR ? "one value"
 			     : st == QTK_SCHEME_PER_GROUP ? "one value per output feature" : "one value per block");
 	}
@@ -1528,7 +1471,7 @@ static int fp8_scale_shape(ct_fold *f, const char *sname, const qtk_tensor *t, q
 static int fp8_scale_values(ct_fold *f, const char *sname, const qtk_part *p)
 {
 	if (p->nbytes > ((uint64_t)1 << 28) || p->nbytes % 4)
-		return tfail(f, sname, "scale of %llu bytes", (unsigned long long)p->nbytes);
+		return qtk_fold_terr(f->m, sname, "scale of %llu bytes", (unsigned long long)p->nbytes);
 	uint8_t *b = qtk_malloc((size_t)p->nbytes + 1);
 	int rc = b ? 0 : qtk_err_set(&f->m->err, QTK_E_IO, f->m->path, -1, NULL, "out of memory");
 	if (!rc)
@@ -1536,7 +1479,7 @@ static int fp8_scale_values(ct_fold *f, const char *sname, const qtk_part *p)
 	for (uint64_t k = 0; !rc && k < p->nbytes / 4; k++) {
 		float v = f32_at(b + 4 * k);
 		if (!isfinite(v) || v < 0)
-			rc = tfail(f, sname, "scale %llu is %g (scales must be finite and not negative)", (unsigned long long)k,
+			rc = qtk_fold_terr(f->m, sname, "scale %llu is %g (scales must be finite and not negative)", (unsigned long long)k,
 				   (double)v);
 	}
 	qtk_free(b);
@@ -1548,17 +1491,17 @@ static int side_module(ct_fold *f, const side_fold *sf, const char *mod, size_t 
 	qtk_model *m = f->m;
 	int pl = (int)(plen > 200 ? 200 : plen);
 	for (int k = 0; k < 3 && sf->suffix[k]; k++) {
-		c[k] = find_t(f, mod, plen, sf->suffix[k]);
+		c[k] = qtk_fold_lookup(f->by, f->m->ntensors, mod, plen, sf->suffix[k]);
 		if (c[k] < 0)
-			return tfail(f, m->tensors[find_t(f, mod, plen, sf->mark)].name, "no '%.*s.%s' beside it", pl, mod,
+			return qtk_fold_terr(f->m, m->tensors[qtk_fold_lookup(f->by, f->m->ntensors, mod, plen, sf->mark)].name, "no '%.*s.%s' beside it", pl, mod,
 				     sf->suffix[k]);
 		const qtk_tensor *pt = &m->tensors[c[k]];
 		if (pt->nparts != 1 || pt->layout.kind != QTK_LAYOUT_PLAIN)
-			return tfail(f, pt->name, "not a stored tensor");
+			return qtk_fold_terr(f->m, pt->name, "not a stored tensor");
 	}
 	const qtk_tensor *w = &m->tensors[c[0]];
 	if (w->ndim != 2)
-		return tfail(f, w->name, "must be a 2-D tensor");
+		return qtk_fold_terr(f->m, w->name, "must be a 2-D tensor");
 	memset(out, 0, sizeof *out);
 	out->ndim = 2;
 	out->shape[0] = w->shape[0];
@@ -1582,12 +1525,12 @@ static int side_module(ct_fold *f, const side_fold *sf, const char *mod, size_t 
 	if (!out->layout.group_size)
 		out->layout.group_size = out->shape[1] > UINT32_MAX ? 0 : (uint32_t)out->shape[1];
 	if (!out->layout.group_size)
-		return tfail(f, w->name, "in_features %llu is too large", (unsigned long long)out->shape[1]);
+		return qtk_fold_terr(f->m, w->name, "in_features %llu is too large", (unsigned long long)out->shape[1]);
 	if (out->shape[1] % out->layout.group_size)
-		return tfail(f, w->name, "in_features %llu is not a multiple of the block %u (partial blocks are refused)",
+		return qtk_fold_terr(f->m, w->name, "in_features %llu is not a multiple of the block %u (partial blocks are refused)",
 			     (unsigned long long)out->shape[1], out->layout.group_size);
 	if (qtk_scheme_check(out, &bad, why, sizeof why))
-		return tfail(f, m->tensors[c[bad >= 0 && bad < out->nparts ? bad : 0]].name, "%s", why);
+		return qtk_fold_terr(f->m, m->tensors[c[bad >= 0 && bad < out->nparts ? bad : 0]].name, "%s", why);
 	char *name = qtk_malloc(plen + 8);
 	if (!name)
 		return qtk_err_set(&m->err, QTK_E_IO, m->path, -1, NULL, "out of memory");
@@ -1612,7 +1555,7 @@ static int side_run(ct_fold *f, const side_fold *sf)
 		if (!ends_with(nm, strlen(nm), sf->mark, &plen))
 			continue;
 		if (plen > QTK_CAP_NAME) {
-			rc = tfail(f, nm, "name too long");
+			rc = qtk_fold_terr(f->m, nm, "name too long");
 			break;
 		}
 		char mod[QTK_CAP_NAME + 1];
@@ -1621,7 +1564,7 @@ static int side_run(ct_fold *f, const side_fold *sf)
 		cJSON_ArrayForEach(e, sf->skip)
 		{
 			if (cJSON_IsString(e) && fnmatch(e->valuestring, mod, 0) == 0) {
-				rc = tfail(f, nm, "module '%.200s' is excluded by the config ('%.60s') but stored quantized", mod,
+				rc = qtk_fold_terr(f->m, nm, "module '%.200s' is excluded by the config ('%.60s') but stored quantized", mod,
 					   e->valuestring);
 				break;
 			}
@@ -1640,7 +1583,7 @@ static int side_run(ct_fold *f, const side_fold *sf)
 		size_t plen;
 		if (gid[i] < 0 && t->layout.kind == QTK_LAYOUT_PLAIN && t->layout.type == sf->l.type && t->ndim == 2 &&
 		    ends_with(t->name, strlen(t->name), sf->suffix[0], &plen))
-			rc = tfail(f, t->name, "%s codes without '.%s'", qtk_type(t->layout.type)->upper, sf->mark);
+			rc = qtk_fold_terr(f->m, t->name, "%s codes without '.%s'", qtk_type(t->layout.type)->upper, sf->mark);
 	}
 	if (!rc)
 		rc = qtk_fold_replace(m, gid, NULL, mods, &nmod);
@@ -1665,10 +1608,10 @@ static int side_fold_run(qtk_model *m, const char *cfgfile, side_fold *sf, const
 		const cJSON *bs = item(qc, "weight_block_size"), *fmt = item(qc, "fmt"), *as = item(qc, "activation_scheme");
 		int64_t br = 0, bc = 0;
 		if (fmt && (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "e4m3")))
-			rc = cfail(f, "fmt", "only e4m3 weights are supported");
+			rc = qtk_fold_cerr(f->m, f->cfgfile, "fmt", "only e4m3 weights are supported");
 		else if (as && !cJSON_IsNull(as) &&
 			 (!cJSON_IsString(as) || (strcmp(as->valuestring, "dynamic") && strcmp(as->valuestring, "static"))))
-			rc = cfail(f, "activation_scheme", "must be \"dynamic\" or \"static\"");
+			rc = qtk_fold_cerr(f->m, f->cfgfile, "activation_scheme", "must be \"dynamic\" or \"static\"");
 		else if (!bs || cJSON_IsNull(bs)) { /* per tensor: weight_scale F32 [] (input_scale stays plain) */
 			sf->mark = "weight_scale";
 			sf->suffix[1] = "weight_scale";
@@ -1677,25 +1620,18 @@ static int side_fold_run(qtk_model *m, const char *cfgfile, side_fold *sf, const
 		} else if (!cJSON_IsArray(bs) || cJSON_GetArraySize(bs) != 2 ||
 			   !qtk_json_i64(cJSON_GetArrayItem(bs, 0), &br) || !qtk_json_i64(cJSON_GetArrayItem(bs, 1), &bc) ||
 			   br < 1 || bc < 1 || br > (1 << 20) || bc > (1 << 20))
-			rc = cfail(f, "weight_block_size", "must be [rows, columns] of positive sizes");
+			rc = qtk_fold_cerr(f->m, f->cfgfile, "weight_block_size", "must be [rows, columns] of positive sizes");
 		else if (br != bc)
-			rc = cfail(f, "weight_block_size", "only square blocks are supported");
+			rc = qtk_fold_cerr(f->m, f->cfgfile, "weight_block_size", "only square blocks are supported");
 		else
 			sf->l.group_size = (uint32_t)br;
 	}
 	const cJSON *skip = sf->skip;
 	if (!rc && skip && !cJSON_IsNull(skip) && !cJSON_IsArray(skip))
-		rc = cfail(f, "ignore", "must be an array of strings");
+		rc = qtk_fold_cerr(f->m, f->cfgfile, "ignore", "must be an array of strings");
 	if (!rc && m->ntensors) {
-		f->by = qtk_malloc(m->ntensors * sizeof *f->by);
-		if (!f->by)
-			rc = qtk_err_set(&m->err, QTK_E_IO, m->path, -1, NULL, "out of memory");
-		for (size_t i = 0; !rc && i < m->ntensors; i++)
-			f->by[i] = (struct byname){m->tensors[i].name, i};
-		if (!rc) {
-			qsort(f->by, m->ntensors, sizeof *f->by, cmp_by);
-			rc = side_run(f, sf);
-		}
+		f->by = qtk_fold_index(m);
+		rc = f->by ? side_run(f, sf) : qtk_err_set(&m->err, QTK_E_IO, m->path, -1, NULL, "out of memory");
 	}
 	qtk_free(f->by);
 	qtk_free(f);

@@ -157,54 +157,37 @@ cJSON *qtk_qcfg_json(const qtk_qcfg *q)
 
 /* ---- folding parts into logical tensors --------------------------------- */
 
-struct byname {
-	const char *name;
-	size_t i;
-};
-
-typedef struct fold {
-	qtk_model *m;
-	const qtk_qcfg *q;
-	const cJSON *qc;       /* the config object (per-module overrides) */
-	const char *cfgfile;
-	struct byname *byname; /* tensors sorted by name */
-} fold;
-
-static int qfail(fold *f, const char *tensor, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int qfail(fold *f, const char *tensor, const char *fmt, ...)
-{
-	char msg[400], subj[256];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
-	snprintf(subj, sizeof subj, "tensor '%.200s'", tensor);
-	const qtk_tensor *t = qtk_tensor_find(f->m, tensor);
-	const char *file = t && t->nparts && t->parts[0].file < f->m->nfiles ? f->m->files[t->parts[0].file] : f->m->path;
-	return qtk_err_set(&f->m->err, QTK_E_DATA, file, -1, subj, "%s", msg);
-}
-
 static int cmp_by_name(const void *a, const void *b)
 {
-	return strcmp(((const struct byname *)a)->name, ((const struct byname *)b)->name);
+	return strcmp(((const qtk_fold_name *)a)->name, ((const qtk_fold_name *)b)->name);
 }
 
-/* Index of the tensor named prefix + "." + role, or -1. */
-static long find(const fold *f, const char *prefix, size_t plen, const char *role)
+qtk_fold_name *qtk_fold_index(const qtk_model *m)
 {
-	size_t lo = 0, hi = f->m->ntensors, rlen = strlen(role);
+	qtk_fold_name *ix = qtk_malloc((m->ntensors ? m->ntensors : 1) * sizeof *ix);
+	if (!ix)
+		return NULL;
+	for (size_t i = 0; i < m->ntensors; i++)
+		ix[i] = (qtk_fold_name){m->tensors[i].name, i};
+	qsort(ix, m->ntensors, sizeof *ix, cmp_by_name);
+	return ix;
+}
+
+long qtk_fold_lookup(const qtk_fold_name *ix, size_t n, const char *prefix, size_t plen, const char *suffix)
+{
+	size_t lo = 0, hi = n, rlen = strlen(suffix);
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		const char *n = f->byname[mid].name;
-		int c = strncmp(n, prefix, plen);
+		const char *nm = ix[mid].name;
+		int c = strncmp(nm, prefix, plen);
 		if (!c)
-			c = (unsigned char)n[plen] - (unsigned char)'.';
+			c = (unsigned char)nm[plen] - (unsigned char)'.';
 		if (!c)
-			c = strcmp(n + plen + 1, role);
-		if (!c && strlen(n) != plen + 1 + rlen)
+			c = strcmp(nm + plen + 1, suffix);
+		if (!c && strlen(nm) != plen + 1 + rlen)
 			c = 1;
 		if (!c)
-			return (long)f->byname[mid].i;
+			return (long)ix[mid].i;
 		if (c < 0)
 			lo = mid + 1;
 		else
@@ -212,6 +195,46 @@ static long find(const fold *f, const char *prefix, size_t plen, const char *rol
 	}
 	return -1;
 }
+
+int qtk_fold_terr(qtk_model *m, const char *tensor, const char *fmt, ...)
+{
+	char msg[400], subj[256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	snprintf(subj, sizeof subj, "tensor '%.200s'", tensor);
+	const qtk_tensor *t = qtk_tensor_find(m, tensor);
+	const char *file = t && t->nparts && t->parts[0].file < m->nfiles ? m->files[t->parts[0].file] : m->path;
+	return qtk_err_set(&m->err, QTK_E_DATA, file, -1, subj, "%s", msg);
+}
+
+int qtk_fold_cerr(qtk_model *m, const char *cfgfile, const char *key, const char *fmt, ...)
+{
+	char msg[300], subj[200];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	snprintf(subj, sizeof subj, "key '%.180s'", key);
+	return qtk_err_set(&m->err, QTK_E_DATA, cfgfile, -1, subj, "%s", msg);
+}
+
+int qtk_fold_read_small(qtk_model *m, const qtk_tensor *t, uint8_t *buf, size_t n)
+{
+	const qtk_part *p = &t->parts[0];
+	if (p->nbytes != n)
+		return qtk_fold_terr(m, t->name, "%llu bytes, expected %zu", (unsigned long long)p->nbytes, n);
+	return qtk_pread_full(m->fds[p->file], m->files[p->file], buf, n, p->offset, &m->err);
+}
+
+typedef struct fold {
+	qtk_model *m;
+	const qtk_qcfg *q;
+	const cJSON *qc;       /* the config object (per-module overrides) */
+	const char *cfgfile;
+	qtk_fold_name *byname; /* tensors sorted by name */
+} fold;
 
 /* Does any scheme have a marking part with this role? */
 static bool marking_role(const char *role)
@@ -239,7 +262,7 @@ static int check_g_idx(fold *f, const qtk_tensor *gt, uint64_t in, uint64_t grou
 	for (uint64_t i = 0; i < in && !rc; i++) {
 		int32_t g = (int32_t)qtk_rd32(b + 4 * i);
 		if (g < 0 || (uint64_t)g >= ngroups)
-			rc = qfail(f, gt->name, "g_idx[%llu] = %d is outside [0, %llu)", (unsigned long long)i, g,
+			rc = qtk_fold_terr(f->m, gt->name, "g_idx[%llu] = %d is outside [0, %llu)", (unsigned long long)i, g,
 				   (unsigned long long)ngroups);
 		else if ((uint64_t)g != i / group)
 			*act_order = true;
@@ -268,10 +291,10 @@ static int make_logical(fold *f, const char *prefix, size_t plen, const long *c,
 	char why[300];
 	memset(out, 0, sizeof *out);
 	if (s->infer(parts, present, (unsigned)q->bits, &out_, &in, &bad, why, sizeof why))
-		return qfail(f, m->tensors[c[bad]].name, "%s", why);
+		return qtk_fold_terr(f->m, m->tensors[c[bad]].name, "%s", why);
 	uint64_t group = q->group < 0 ? in : (uint64_t)q->group;
 	if (group > UINT32_MAX)
-		return qfail(f, m->tensors[c[0]].name, "group size too large");
+		return qtk_fold_terr(f->m, m->tensors[c[0]].name, "group size too large");
 	char *name = qtk_malloc(plen + 8);
 	if (!name)
 		return oom(m);
@@ -303,7 +326,7 @@ static int make_logical(fold *f, const char *prefix, size_t plen, const long *c,
 			rc = check_g_idx(f, &m->tensors[c[gk]], in, group, in / group, &act);
 		out->layout.act_order = act;
 	} else {
-		rc = qfail(f, m->tensors[c[bad >= 0 ? bad : 0]].name, "%s", why);
+		rc = qtk_fold_terr(f->m, m->tensors[c[bad >= 0 ? bad : 0]].name, "%s", why);
 	}
 	if (rc) {
 		qtk_free(out->name);
@@ -325,22 +348,22 @@ static int module_override(fold *f, const char *prefix, size_t plen, qtk_qcfg *l
 	if (!o)
 		return 0;
 	if (!cJSON_IsObject(o))
-		return qfail(f, key, "quantization setting for this module is not an object (%s)", f->cfgfile);
+		return qtk_fold_terr(f->m, key, "quantization setting for this module is not an object (%s)", f->cfgfile);
 	*local = *f->q;
 	local->bad[0] = 0;
 	int64_t v;
 	const cJSON *b = cJSON_GetObjectItemCaseSensitive(o, "bits"), *g = cJSON_GetObjectItemCaseSensitive(o, "group_size");
 	if (b && (!qtk_json_i64(b, &v) || v < 1 || v >= 32 || !((f->q->scheme->bits_mask >> v) & 1u)))
-		return qfail(f, key, "module override has invalid 'bits' (%s)", f->cfgfile);
+		return qtk_fold_terr(f->m, key, "module override has invalid 'bits' (%s)", f->cfgfile);
 	if (b)
 		local->bits = (int)v;
 	if (g && (!qtk_json_i64(g, &v) || v < 1 || v > UINT32_MAX))
-		return qfail(f, key, "module override has invalid 'group_size' (%s)", f->cfgfile);
+		return qtk_fold_terr(f->m, key, "module override has invalid 'group_size' (%s)", f->cfgfile);
 	if (g)
 		local->group = v;
 	f->q->scheme->config_read(o, local);
 	if (local->bad[0])
-		return qfail(f, key, "%s (%s)", local->bad, f->cfgfile);
+		return qtk_fold_terr(f->m, key, "%s (%s)", local->bad, f->cfgfile);
 	return 0;
 }
 
@@ -403,23 +426,23 @@ static int fold_run(fold *f)
 		size_t plen = len - flen - 1;
 		int pl = (int)(plen > 200 ? 200 : plen);
 		if (f->q->bad[0]) {
-			rc = qfail(f, nm, "%s (%s)", f->q->bad, f->cfgfile);
+			rc = qtk_fold_terr(f->m, nm, "%s (%s)", f->q->bad, f->cfgfile);
 			break;
 		}
 		long c[QTK_MAX_PARTS];
 		for (int p = 0; p < QTK_MAX_PARTS; p++)
-			c[p] = p >= s->nparts ? -1 : p ? find(f, nm, plen, s->parts[p].role) : (long)i;
+			c[p] = p >= s->nparts ? -1 : p ? qtk_fold_lookup(f->byname, f->m->ntensors, nm, plen, s->parts[p].role) : (long)i;
 		/* a scheme whose codes are "<m>.weight" (mlx): a weight without scales is plain */
 		bool codes_weight = !strcmp(first, "weight");
 		if (codes_weight && c[1] < 0)
 			continue;
 		for (int p = 0; p < s->nparts && !rc; p++)
 			if (c[p] < 0 && !s->parts[p].optional)
-				rc = qfail(f, nm, "quantized layer has no '%.*s.%s'", pl, nm, s->parts[p].role);
+				rc = qtk_fold_terr(f->m, nm, "quantized layer has no '%.*s.%s'", pl, nm, s->parts[p].role);
 		if (rc)
 			break;
-		if (!codes_weight && find(f, nm, plen, "weight") >= 0) {
-			rc = qfail(f, nm, "quantized layer also has a plain '%.*s.weight'", pl, nm);
+		if (!codes_weight && qtk_fold_lookup(f->byname, f->m->ntensors, nm, plen, "weight") >= 0) {
+			rc = qtk_fold_terr(f->m, nm, "quantized layer also has a plain '%.*s.weight'", pl, nm);
 			break;
 		}
 		/* parts of another scheme beside this layer */
@@ -428,8 +451,8 @@ static int fold_run(fold *f)
 			for (int p = 0; p < o->nparts && !rc; p++) {
 				long x;
 				if (o->parts[p].marks && qtk_scheme_part_index(s, o->parts[p].role) < 0 &&
-				    (x = find(f, nm, plen, o->parts[p].role)) >= 0)
-					rc = qfail(f, m->tensors[x].name, "%s layers have no %s", s->quant_method,
+				    (x = qtk_fold_lookup(f->byname, f->m->ntensors, nm, plen, o->parts[p].role)) >= 0)
+					rc = qtk_fold_terr(f->m, m->tensors[x].name, "%s layers have no %s", s->quant_method,
 						   o->parts[p].role);
 			}
 		}
@@ -451,7 +474,7 @@ static int fold_run(fold *f)
 		const char *nm = m->tensors[i].name;
 		const char *dot = strrchr(nm, '.');
 		if (gid[i] < 0 && dot && marking_role(dot + 1))
-			rc = qfail(f, nm, "no matching '.%s' for this quantization component", first);
+			rc = qtk_fold_terr(f->m, nm, "no matching '.%s' for this quantization component", first);
 	}
 	if (rc)
 		goto out;
@@ -482,12 +505,8 @@ int qtk_scheme_fold(qtk_model *m, const cJSON *qc, const char *def_method, const
 	if (!q.scheme || !m->ntensors)
 		return 0;
 	fold f = {.m = m, .q = &q, .qc = qc, .cfgfile = cfgfile};
-	f.byname = qtk_malloc(m->ntensors * sizeof *f.byname);
-	if (!f.byname)
+	if (!(f.byname = qtk_fold_index(m)))
 		return oom(m);
-	for (size_t i = 0; i < m->ntensors; i++)
-		f.byname[i] = (struct byname){m->tensors[i].name, i};
-	qsort(f.byname, m->ntensors, sizeof *f.byname, cmp_by_name);
 	int rc = fold_run(&f);
 	qtk_free(f.byname);
 	return rc;

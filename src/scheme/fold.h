@@ -38,6 +38,25 @@ bool qtk_qcfg_same(const qtk_qcfg *have, const qtk_qcfg *want);
 /* New cJSON object for q (kind not PLAIN), NULL when out of memory. */
 struct cJSON *qtk_qcfg_json(const qtk_qcfg *q);
 
+/* ---- what every scheme's fold shares ---- */
+/* m's tensors sorted by name, to find a module's parts PREFIX.SUFFIX. */
+typedef struct qtk_fold_name {
+	const char *name;
+	size_t i;
+} qtk_fold_name;
+/* New index of m's tensors (qtk_free), NULL when out of memory. */
+qtk_fold_name *qtk_fold_index(const qtk_model *m);
+/* The tensor named prefix[0..plen) + "." + suffix among the n of ix, or -1. */
+long qtk_fold_lookup(const qtk_fold_name *ix, size_t n, const char *prefix, size_t plen, const char *suffix);
+/* A fold refuses a tensor: QTK_E_DATA in m->err naming the file of its first part (else the
+ * model's path) and the tensor; returns QTK_E_DATA. */
+int qtk_fold_terr(qtk_model *m, const char *tensor, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* A fold refuses a config key of cfgfile. */
+int qtk_fold_cerr(qtk_model *m, const char *cfgfile, const char *key, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+/* Read t's one part, which must be exactly n bytes (a scale, a quant_state ...). */
+int qtk_fold_read_small(qtk_model *m, const qtk_tensor *t, uint8_t *buf, size_t n);
+
 /* Fold m's packed parts by the config object qc (cfgfile names it in errors). */
 int qtk_scheme_fold(qtk_model *m, const struct cJSON *qc, const char *def_method, const char *cfgfile);
 /* compressed-tensors (ct.c): fold m by quantization config qc, whose quant_method is

@@ -162,18 +162,6 @@ static int cfgfail(qtk_model *m, const char *cfgfile, const char *fmt, ...)
 	return qtk_err_set(&m->err, QTK_E_DATA, cfgfile, -1, "key 'modules_to_not_convert'", "%s", msg);
 }
 
-static int tfail(qtk_model *m, const char *tensor, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int tfail(qtk_model *m, const char *tensor, const char *fmt, ...)
-{
-	char msg[400], subj[300];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof msg, fmt, ap);
-	va_end(ap);
-	snprintf(subj, sizeof subj, "tensor '%.250s'", tensor);
-	return qtk_err_set(&m->err, QTK_E_DATA, m->path, -1, subj, "%s", msg);
-}
-
 /* The length of name's prefix when it ends with suf. */
 static bool has_suffix(const char *name, const char *suf, size_t *plen)
 {
@@ -216,16 +204,16 @@ static const char *excluded(const cJSON *skip, const char *mod)
 static int make_one(qtk_model *m, const qtk_tensor *b, const qtk_tensor *s, size_t plen, qtk_tensor *out)
 {
 	if (b->nparts != 1 || b->layout.kind != QTK_LAYOUT_PLAIN || s->nparts != 1 || s->layout.kind != QTK_LAYOUT_PLAIN)
-		return tfail(m, b->name, "not a stored tensor");
+		return qtk_fold_terr(m, b->name, "not a stored tensor");
 	if (b->layout.type != QTK_DT_U8)
-		return tfail(m, b->name, "mxfp4 blocks must be U8, not %s", qtk_type(b->layout.type)->upper);
+		return qtk_fold_terr(m, b->name, "mxfp4 blocks must be U8, not %s", qtk_type(b->layout.type)->upper);
 	if (s->layout.type != QTK_DT_U8)
-		return tfail(m, s->name, "mxfp4 scales must be U8 (E8M0 exponents), not %s", qtk_type(s->layout.type)->upper);
+		return qtk_fold_terr(m, s->name, "mxfp4 scales must be U8 (E8M0 exponents), not %s", qtk_type(s->layout.type)->upper);
 	if (b->ndim != 3 && b->ndim != 4)
-		return tfail(m, b->name, "mxfp4 blocks must be [out, in/32, 16] or [experts, out, in/32, 16], not %d-D",
+		return qtk_fold_terr(m, b->name, "mxfp4 blocks must be [out, in/32, 16] or [experts, out, in/32, 16], not %d-D",
 			     b->ndim);
 	if (b->shape[b->ndim - 1] != MX_BYTES)
-		return tfail(m, b->name, "mxfp4 blocks must have 16 bytes (32 codes) in the last dimension, not %llu",
+		return qtk_fold_terr(m, b->name, "mxfp4 blocks must have 16 bytes (32 codes) in the last dimension, not %llu",
 			     (unsigned long long)b->shape[b->ndim - 1]);
 	bool same = s->ndim == b->ndim - 1;
 	for (int d = 0; same && d < s->ndim; d++)
@@ -234,14 +222,14 @@ static int make_one(qtk_model *m, const qtk_tensor *b, const qtk_tensor *s, size
 		char bs[100], ss[100];
 		qtk_shape_text(bs, sizeof bs, b->ndim, b->shape);
 		qtk_shape_text(ss, sizeof ss, s->ndim, s->shape);
-		return tfail(m, s->name, "scales shape %s does not match blocks %s (one scale per block of 32)", ss, bs);
+		return qtk_fold_terr(m, s->name, "scales shape %s does not match blocks %s (one scale per block of 32)", ss, bs);
 	}
 	memset(out, 0, sizeof *out);
 	out->ndim = b->ndim - 1;
 	for (int d = 0; d < out->ndim - 1; d++)
 		out->shape[d] = b->shape[d];
 	if (!qtk_mul_u64(b->shape[b->ndim - 2], MX_BLOCK, &out->shape[out->ndim - 1]) || !out->shape[out->ndim - 1])
-		return tfail(m, b->name, "mxfp4 blocks have no inputs");
+		return qtk_fold_terr(m, b->name, "mxfp4 blocks have no inputs");
 	out->layout = (qtk_layout){.kind = QTK_LAYOUT_MXFP4, .type = QTK_DT_U8, .bits = 4, .sym = true,
 				   .group_size = MX_BLOCK, .strategy = QTK_SCHEME_PER_GROUP};
 	out->parts[0] = b->parts[0];
@@ -253,7 +241,7 @@ static int make_one(qtk_model *m, const qtk_tensor *b, const qtk_tensor *s, size
 	char why[300];
 	int bad = -1;
 	if (qtk_scheme_check(out, &bad, why, sizeof why))
-		return tfail(m, bad == 1 ? s->name : b->name, "%s", why);
+		return qtk_fold_terr(m, bad == 1 ? s->name : b->name, "%s", why);
 	out->name = qtk_malloc(plen + 1);
 	if (!out->name)
 		return qtk_err_set(&m->err, QTK_E_IO, m->path, -1, NULL, "out of memory");
@@ -262,7 +250,7 @@ static int make_one(qtk_model *m, const qtk_tensor *b, const qtk_tensor *s, size
 	if (find_named(m, out->name, plen, "") >= 0) {
 		qtk_free(out->name);
 		out->name = NULL;
-		return tfail(m, b->name, "a tensor '%.*s' is stored beside it", (int)(plen > 200 ? 200 : plen), b->name);
+		return qtk_fold_terr(m, b->name, "a tensor '%.*s' is stored beside it", (int)(plen > 200 ? 200 : plen), b->name);
 	}
 	return 0;
 }
@@ -293,19 +281,19 @@ int qtk_mxfp4_fold(qtk_model *m, const cJSON *qc, const char *cfgfile)
 		if (!has_suffix(nm, "_blocks", &plen))
 			continue;
 		if (plen > QTK_CAP_NAME) {
-			rc = tfail(m, nm, "name too long");
+			rc = qtk_fold_terr(m, nm, "name too long");
 			break;
 		}
 		long s = find_named(m, nm, plen, "_scales");
 		if (s < 0) {
-			rc = tfail(m, nm, "mxfp4 blocks without '%.*s_scales' beside them", (int)(plen > 200 ? 200 : plen), nm);
+			rc = qtk_fold_terr(m, nm, "mxfp4 blocks without '%.*s_scales' beside them", (int)(plen > 200 ? 200 : plen), nm);
 			break;
 		}
 		char mod[QTK_CAP_NAME + 1];
 		snprintf(mod, sizeof mod, "%.*s", (int)plen, nm);
 		const char *pat = cJSON_IsArray(skip) ? excluded(skip, mod) : NULL;
 		if (pat) {
-			rc = tfail(m, nm, "module '%.200s' is left unquantized by the config ('%.60s') but stored as mxfp4",
+			rc = qtk_fold_terr(m, nm, "module '%.200s' is left unquantized by the config ('%.60s') but stored as mxfp4",
 				   mod, pat);
 			break;
 		}
@@ -318,7 +306,7 @@ int qtk_mxfp4_fold(qtk_model *m, const cJSON *qc, const char *cfgfile)
 		size_t plen;
 		if (claim[i] < 0 && has_suffix(m->tensors[i].name, "_scales", &plen) &&
 		    m->tensors[i].layout.kind == QTK_LAYOUT_PLAIN && m->tensors[i].layout.type == QTK_DT_U8)
-			rc = tfail(m, m->tensors[i].name, "mxfp4 scales without '%.*s_blocks' beside them",
+			rc = qtk_fold_terr(m, m->tensors[i].name, "mxfp4 scales without '%.*s_blocks' beside them",
 				   (int)(plen > 200 ? 200 : plen), m->tensors[i].name);
 	}
 	if (!rc)
