@@ -713,7 +713,24 @@ static int run_groups(qtk_model *in, qtk_writer *w, const plan *p, int threads, 
 		     permute_inplace(pp[1], out, inf / 16, p->perm_heads, p->perm_inverse, t->name, err)))
 			rc = err->code;
 	}
-	bool packed = nvs;
+	/* ggml MXFP4 blocks into compressed-tensors' parts: a byte shuffle (plan_ct_mxfp4) */
+	bool mxs = o->layout.kind == QTK_LAYOUT_MXFP4 && o->layout.scale_type == QTK_MXFP4_CT &&
+		   t->layout.kind == QTK_LAYOUT_PLAIN && t->layout.type == QTK_T_MXFP4;
+	if (!rc && mxs) {
+		uint8_t *blk = NULL;
+		if (qtk_read_part_alloc(in, t, 0, &blk)) {
+			*err = in->err;
+			rc = err->code;
+		}
+		if (!rc && qtk_mxfp4_from_ggml(blk, out, inf, pp[0], pp[1]))
+			rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "MXFP4 blocks do not fit compressed-tensors' layout");
+		qtk_free(blk);
+		if (!rc && p->perm_heads &&
+		    (permute_inplace(pp[0], out, inf / 2, p->perm_heads, p->perm_inverse, t->name, err) ||
+		     permute_inplace(pp[1], out, inf / 32, p->perm_heads, p->perm_inverse, t->name, err)))
+			rc = err->code;
+	}
+	bool packed = nvs || mxs;
 	/* MLX takes the integers whenever its codes and groups hold them (its from_groups checks) */
 	if (!rc && have && (o->layout.kind == QTK_LAYOUT_MLX ||
 			    (g.bits == o->layout.bits && (g.group == o->layout.group_size || qg_act_order(&g)))))
@@ -729,6 +746,9 @@ static int run_groups(qtk_model *in, qtk_writer *w, const plan *p, int threads, 
 		errstat_finish(&e, r);
 	if (!rc && nvs && !r->exact) /* the shuffle promises every bit (plan_modelopt) */
 		rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "NVFP4 blocks in ModelOpt's layout decode differently");
+	if (!rc && mxs && !r->exact) /* likewise (plan_ct_mxfp4) */
+		rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name,
+				 "MXFP4 blocks in compressed-tensors' layout decode differently");
 	for (int k = 0; k < o->nparts && !rc; k++)
 		rc = qtk_writer_put(w, pp[k], (size_t)o->parts[k].nbytes);
 	rowsrc_close(&s);

@@ -899,6 +899,24 @@ static int plan_modelopt(qtk_model *in, const qtk_tensor *t, plan *p, qtk_err *e
 	return 0;
 }
 
+/* ggml MXFP4 blocks into a directory keep compressed-tensors' mxfp4-pack-quantized layout for
+ * linear layers (weight_packed, weight_scale): a byte shuffle that every block survives
+ * (qtk_mxfp4_from_ggml). Embedding tables and lm_head are no Linear module llm-compressor
+ * quantizes (vLLM would not load them packed): they stay F32. 0: planned; 1: F32. */
+static int plan_ct_mxfp4(const qtk_tensor *t, plan *p, qtk_err *err)
+{
+	const char *nm = p->out_name ? p->out_name : t->name;
+	if (t->ndim != 2 || t->shape[1] % 32 || strstr(nm, "embed") || strstr(nm, "lm_head") || !strcmp(nm, "output.weight"))
+		return 1;
+	qtk_layout l = {.kind = QTK_LAYOUT_MXFP4, .type = QTK_DT_U8, .bits = 4, .sym = true, .group_size = 32,
+			.strategy = QTK_SCHEME_PER_GROUP, .scale_type = QTK_MXFP4_CT};
+	if (out_packed(&p->out, t, &l, err))
+		return err->code;
+	p->method = M_GROUPS;
+	p->note = "exact";
+	return 0;
+}
+
 /* A Hugging Face directory or a .safetensors file: no ggml block types. */
 static bool hf_out(const conv_opts *o)
 {
@@ -937,6 +955,12 @@ static int plan_tensor(qtk_model *in, const conv_opts *o, qtk_mix_state *ms, con
 	if ((gguf_pair || (plain && t->layout.type == QTK_T_NVFP4)) && o->out_kind == QTK_OUT_HF &&
 	    (o->target.kind == TGT_KEEP || o->target.kind == TGT_AUTO_EXACT)) {
 		int r = plan_modelopt(in, t, p, err);
+		if (r <= 0)
+			return r; /* 1: F32 below (keep) or auto-exact's choice */
+	}
+	if (plain && t->layout.type == QTK_T_MXFP4 && o->out_kind == QTK_OUT_HF &&
+	    (o->target.kind == TGT_KEEP || o->target.kind == TGT_AUTO_EXACT)) {
+		int r = plan_ct_mxfp4(t, p, err);
 		if (r <= 0)
 			return r; /* 1: F32 below (keep) or auto-exact's choice */
 	}

@@ -115,8 +115,9 @@ static int check_params(const qtk_tensor *t, char *why, size_t wn)
 			return qtk_why(why, wn, "nvfp4 scale type %u is not 0 (global scale divides) or 1 (multiplies)", st);
 		break;
 	case QTK_LAYOUT_MXFP4:
-		if (l->strategy != QTK_SCHEME_PER_GROUP || st)
-			return qtk_why(why, wn, "mxfp4 strategy %u / scale type %u: must be 2 and 0", l->strategy, st);
+		if (l->strategy != QTK_SCHEME_PER_GROUP || st > 1)
+			return qtk_why(why, wn, "mxfp4 strategy %u / scale type %u: must be 2 and 0 (gpt-oss) or 1 "
+					  "(compressed-tensors)", l->strategy, st);
 		break;
 	case QTK_LAYOUT_BNB4:
 		if (l->strategy != QTK_SCHEME_PER_GROUP)

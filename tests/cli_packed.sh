@@ -66,6 +66,24 @@ run "awq bare file by qtk reads back" 0 "$BIN/qconvert" -q "$T/own.safetensors" 
 run "plain model not flagged" 0 "$BIN/qinspect" --summary "$H"
 if [ -s "$T/err" ]; then bad "plain model not flagged: $(head -c 200 "$T/err")"; else ok; fi
 
+# MXFP4 GGUF -> HF directory keeps compressed-tensors' mxfp4-pack-quantized layout (a byte
+# shuffle), exact, and goes back to the same GGUF bytes; the bare packed file is flagged
+run "mxfp4 gguf" 0 "$BIN/qconvert" -q "$H" "$T/mx.gguf" --to mxfp4 --pure
+run "mxfp4 gguf -> hf" 0 "$BIN/qconvert" "$T/mx.gguf" "$T/mxhf/" --exact
+out_has "mxfp4 gguf -> hf" " 0 requantized"
+if grep -q '"format":[[:space:]]*"mxfp4-pack-quantized"' "$T/mxhf/config.json"; then ok; else bad "mxfp4 hf: config format"; fi
+run "mxfp4 hf inspect" 0 "$BIN/qinspect" "$T/mxhf"
+out_has "mxfp4 hf inspect" "self_attn.q_proj.weight .* mxfp4 .* 4 .* 32"
+run "mxfp4 hf verify" 0 "$BIN/qverify" "$T/mxhf" --against "$T/mx.gguf"
+out_has "mxfp4 hf verify" "against: ok: .* exact, 0 lossy"
+run "mxfp4 hf -> gguf" 0 "$BIN/qconvert" -q "$T/mxhf" "$T/mx2.gguf" --to mxfp4 --pure --exact
+run "mxfp4 round trip" 0 "$BIN/qinspect" --diff "$T/mx.gguf" "$T/mx2.gguf"
+out_has "mxfp4 round trip" "exact$"
+run "mxfp4 hf -> qpk" 0 "$BIN/qconvert" -q "$T/mxhf" "$T/mx.qpk"
+run "mxfp4 qpk -> hf" 0 "$BIN/qconvert" -q "$T/mx.qpk" "$T/mxhf2/"
+if cmp -s "$T/mxhf/model.safetensors" "$T/mxhf2/model.safetensors"; then ok; else bad "mxfp4 hf -> qpk -> hf: safetensors differ"; fi
+bare ct-mxfp4 "$T/mxhf/model.safetensors" "mxfp4" "weight_packed, weight_scale" 'mxfp4-pack-quantized'
+
 # the real checkpoints of the other schemes
 if [ -n "$FX" ]; then
 	bare bnb4 "$FX/hf/more/bnb-nf4-dq/model.safetensors" "bitsandbytes 4-bit" "weight, weight.absmax, weight.quant_map" '"load_in_4bit": true'

@@ -570,6 +570,64 @@ static void side_formats(void)
 		snprintf(all, sizeof all, "%s %s", err.subject, err.msg);
 		CHECK(rc == QTK_E_DATA && strstr(all, bad[b].needle), "%s: rc %d (%s)", bad[b].what, rc, all);
 	}
+	/* compressed-tensors mxfp4-pack-quantized: weight_packed U8 [out, in/2], weight_scale U8
+	 * (E8M0) [out, in/32], no global scale */
+	static uint8_t e8[OUT * IN / 32], e8bad[OUT * IN / 16];
+	for (int i = 0; i < OUT * IN / 32; i++)
+		e8[i] = (uint8_t)(125 + i % 4); /* 2^-2 .. 2^1 */
+	char mxcfg[600];
+	snprintf(mxcfg, sizeof mxcfg,
+		 "{\"quant_method\":\"compressed-tensors\",\"format\":\"mxfp4-pack-quantized\",\"config_groups\":"
+		 "{\"group_0\":{\"targets\":[\"Linear\"],\"weights\":{\"num_bits\":4,\"type\":\"float\","
+		 "\"symmetric\":true,\"strategy\":\"group\",\"group_size\":%d}}}}", 32);
+	stt mx[2] = {{"model.layers.0.mlp.down_proj.weight_packed", "U8", 2, {OUT, IN / 2}, u8, sizeof u8},
+		     {"model.layers.0.mlp.down_proj.weight_scale", "U8", 2, {OUT, IN / 32}, e8, sizeof e8}};
+	write_ckpt(dir, mxcfg, mx, 2);
+	m = qtk_open(dir, &err);
+	t = m ? qtk_tensor_find(m, "model.layers.0.mlp.down_proj.weight") : NULL;
+	/* byte 1 = 11: element 2 code 11 (-1.5), element 3 code 0; group 0 of row 0 has 2^(125-127);
+	 * byte 4 = 44 = 0x2C: element 8 code 12 (-2), element 9 code 2 (1.0); byte 17 = 0xBB:
+	 * element 34 code 11 in group 1 (2^-1) */
+	CHECK(t && t->layout.kind == QTK_LAYOUT_MXFP4 && t->layout.scale_type == QTK_MXFP4_CT && t->nparts == 2 &&
+		      !qtk_decode_tensor(m, t, y) && y[2] == -0.375f && y[3] == 0.0f && y[8] == -0.5f && y[9] == 0.25f &&
+		      y[32] == 0.0f && y[34] == -0.75f,
+	      "ct mxfp4 decodes: %s (%g %g %g %g %g)", err.msg, y[2], y[3], y[8], y[9], y[34]);
+	qtk_close(m);
+	struct {
+		const char *what, *needle;
+		int patch; /* 1 scale shape, 2 scale dtype, 3 packed shape, 4 group 16, 5 int type, 6 no scale */
+	} mbad[] = {
+		{"mxfp4 scale shape", "shape", 1}, {"mxfp4 scale dtype", "U8", 2}, {"mxfp4 packed shape", "shape", 3},
+		{"mxfp4 group 16", "not a layout", 4}, {"mxfp4 int codes", "not a layout", 5},
+		{"mxfp4 packed without scale", "scale", 6},
+	};
+	for (size_t b = 0; b < sizeof mbad / sizeof *mbad; b++) {
+		stt ts[2];
+		memcpy(ts, mx, sizeof ts);
+		char cfg[600];
+		snprintf(cfg, sizeof cfg, "%s", mxcfg);
+		int nt = 2;
+		if (mbad[b].patch == 1)
+			ts[1].shape[1] = IN / 16, ts[1].data = e8bad, ts[1].n = sizeof e8bad;
+		if (mbad[b].patch == 2)
+			ts[1].dtype = "F8_E4M3";
+		if (mbad[b].patch == 3)
+			ts[0].shape[0] = OUT / 2, ts[0].shape[1] = IN;
+		if (mbad[b].patch == 4)
+			*strstr(cfg, "32}") = '1', *(strstr(cfg, "12}") + 1) = '6';
+		if (mbad[b].patch == 5)
+			memcpy(strstr(cfg, "\"float\""), "\"int\"  ", 7);
+		if (mbad[b].patch == 6) {
+			/* a packed part without its scale: the module is not folded and the parts are
+			 * refused as packed without their config (qtk_scheme_unexplained) */
+			nt = 1;
+		}
+		write_ckpt(dir, cfg, ts, nt);
+		int rc = try_open(dir, NULL, &err);
+		char all[1200];
+		snprintf(all, sizeof all, "%s %s", err.subject, err.msg);
+		CHECK(rc == QTK_E_DATA && strstr(all, mbad[b].needle), "%s: rc %d (%s)", mbad[b].what, rc, all);
+	}
 	char rm[1200];
 	snprintf(rm, sizeof rm, "rm -rf %s", dir);
 	CHECK(system(rm) == 0, "cleanup");

@@ -183,6 +183,103 @@ static void nvfp4_from_ggml_synth(void)
 	printf("ggml NVFP4 -> ModelOpt: %d/3 multipliers bit-exact over 255 scale bytes\n", good);
 }
 
+/* ggml MXFP4 blocks -> compressed-tensors' parts (qtk_mxfp4_from_ggml): every scale byte 0..255,
+ * random codes (code 8 among them); the compressed-tensors layout decodes to ggml's values bit
+ * for bit (code 8, ggml's +0.0, is written as code 0: compressed-tensors reads 8 as -0.0). */
+static int same_part(qtk_model *a, qtk_model *b, const char *name, int k);
+
+static void mxfp4_from_ggml_synth(void)
+{
+	enum { ROWS = 32, IN = 256, NB = IN / 32 };
+	static uint8_t blk[ROWS * NB * 17], codes[ROWS * IN / 2], sc[ROWS * NB];
+	static float ref[ROWS * IN], got[ROWS * IN];
+	uint32_t x = 777;
+	int eights = 0;
+	for (int r = 0; r < ROWS; r++)
+		for (int b = 0; b < NB * 17; b++) {
+			x = x * 1103515245u + 12345u;
+			uint8_t v = (uint8_t)(x >> 16);
+			blk[r * NB * 17 + b] = b % 17 == 0 ? (uint8_t)((r * NB + b / 17) % 256) : v;
+			eights += b % 17 && ((v & 15) == 8 || v >> 4 == 8);
+		}
+	CHECK(qtk_mxfp4_from_ggml(blk, ROWS, IN, codes, sc) == 0, "shuffle");
+	int e8 = 0;
+	for (size_t i = 0; i < sizeof codes; i++)
+		e8 += (codes[i] & 15) == 8 || codes[i] >> 4 == 8;
+	qtk_tensor t;
+	memset(&t, 0, sizeof t);
+	t.name = (char *)"synthetic";
+	qtk_layout l = { .kind = QTK_LAYOUT_MXFP4, .type = QTK_DT_U8, .bits = 4, .sym = true, .group_size = 32,
+			 .strategy = QTK_SCHEME_PER_GROUP, .scale_type = QTK_MXFP4_CT };
+	char why[200] = "";
+	CHECK(qtk_scheme_describe(&t, &l, ROWS, IN, true, why, sizeof why) == 0, "describe: %s", why);
+	const void *parts[2] = { codes, sc };
+	CHECK(qtk_dequant_ggml(QTK_T_MXFP4, blk, ref, ROWS * IN) == 0, "ggml decode");
+	CHECK(qtk_scheme_decode_rows(&t, parts, 0, ROWS, got) == 0, "compressed-tensors decode");
+	CHECK(!memcmp(ref, got, sizeof ref), "compressed-tensors layout decodes as ggml");
+	CHECK(eights > 0 && e8 == 0, "code 8 (%d in the blocks) written as code 0", eights);
+	/* and back: the compressed-tensors parts as ggml blocks give the same values */
+	static uint8_t back[ROWS * NB * 17];
+	CHECK(qtk_scheme_to_ggml_rows(&t, parts, 0, ROWS, QTK_T_MXFP4, back) == 0, "to ggml");
+	CHECK(qtk_dequant_ggml(QTK_T_MXFP4, back, got, ROWS * IN) == 0 && !memcmp(ref, got, sizeof ref), "round trip");
+	CHECK(qtk_mxfp4_from_ggml(blk, ROWS, 48, NULL, NULL) == -1, "in %% 32");
+	printf("ggml MXFP4 -> compressed-tensors: %d rows over 256 scale bytes bit-exact, %d code-8 nibbles\n", ROWS,
+	       eights);
+}
+
+/* tiny-mxfp4.gguf -> HF directory (keep): every linear layer is compressed-tensors MXFP4 with the
+ * config llm-compressor writes, embeddings and lm_head F32; qverify --against says exact; back to
+ * GGUF with --to mxfp4 --pure every tensor has the fixture's bytes. */
+static void mxfp4_ct_back(const char *root)
+{
+	char tmp[] = "/tmp/qtk-mx-XXXXXX", dir[600], back[600], cmd[2048], src[700];
+	if (!mkdtemp(tmp)) {
+		CHECK(0, "mkdtemp");
+		return;
+	}
+	snprintf(src, sizeof src, "%s/gguf/fp4/tiny-mxfp4.gguf", root);
+	snprintf(dir, sizeof dir, "%s/hf", tmp);
+	snprintf(back, sizeof back, "%s/back.gguf", tmp);
+	snprintf(cmd, sizeof cmd, "bin/qconvert -q %s %s/ --exact", src, dir);
+	CHECK(system(cmd) == 0, "%s", cmd);
+	qtk_err e = { 0 };
+	qtk_model *h = qtk_open(dir, &e);
+	int mx = 0, f32 = 0;
+	for (size_t i = 0; h && i < h->ntensors; i++) {
+		const qtk_tensor *t = &h->tensors[i];
+		mx += t->layout.kind == QTK_LAYOUT_MXFP4 && t->layout.scale_type == QTK_MXFP4_CT;
+		f32 += t->ndim == 2 && t->layout.kind == QTK_LAYOUT_PLAIN && t->layout.type == QTK_T_F32;
+	}
+	CHECK(h && mx == 14 && f32 == 2, "HF: %d mxfp4 layers, %d F32 matrices: %s", mx, f32, e.msg);
+	qtk_close(h);
+	char p[800];
+	snprintf(p, sizeof p, "%s/config.json", dir);
+	qtk_json_doc c = { 0 };
+	const cJSON *q = !qtk_json_load(p, 1 << 20, 0, &e, &c, NULL, NULL)
+				 ? cJSON_GetObjectItemCaseSensitive(c.root, "quantization_config")
+				 : NULL;
+	const cJSON *fm = q ? cJSON_GetObjectItemCaseSensitive(q, "format") : NULL;
+	const cJSON *qm = q ? cJSON_GetObjectItemCaseSensitive(q, "quant_method") : NULL;
+	CHECK(cJSON_IsString(fm) && !strcmp(fm->valuestring, "mxfp4-pack-quantized") && cJSON_IsString(qm) &&
+		      !strcmp(qm->valuestring, "compressed-tensors"),
+	      "quantization_config");
+	qtk_json_doc_free(&c);
+	snprintf(cmd, sizeof cmd, "bin/qverify %s --against %s 2>&1 | grep -q 'against: ok: 21 exact, 0 lossy'", dir, src);
+	CHECK(system(cmd) == 0, "qverify --against: exact");
+	snprintf(cmd, sizeof cmd, "bin/qconvert -q %s %s --to mxfp4 --pure --exact", dir, back);
+	CHECK(system(cmd) == 0, "%s", cmd);
+	qtk_model *a = qtk_open(src, &e), *b = qtk_open(back, &e);
+	int same = 0, n = 0;
+	for (size_t i = 0; a && b && i < a->ntensors; i++, n++)
+		same += same_part(a, b, a->tensors[i].name, 0);
+	printf("GGUF MXFP4 -> compressed-tensors -> GGUF: %d/%d tensors byte-identical\n", same, n);
+	CHECK(n == 21 && same == n, "%d/%d tensors byte-identical", same, n);
+	qtk_close(a);
+	qtk_close(b);
+	snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
+	CHECK(system(cmd) == 0, "rm");
+}
+
 static void sha_hex(const void *p, size_t n, char hex[65])
 {
 	unsigned char md[32];
@@ -402,6 +499,7 @@ int main(void)
 {
 	nvfp4_encoder();
 	nvfp4_from_ggml_synth();
+	mxfp4_from_ggml_synth();
 	const char *root = t_fixtures();
 	if (root) {
 		nvfp4_fixture(root);
@@ -411,6 +509,7 @@ int main(void)
 		gguf_digests(root, "tiny-mxfp4");
 		gguf_digests(root, "tiny-nvfp4-scaled");
 		modelopt_gguf(root);
+		mxfp4_ct_back(root);
 	}
 	else
 		T_SKIP("fixtures (set QTK_FIXTURES)");

@@ -964,6 +964,11 @@ static int parse_weights(ct_fold *f, ct_group *g, const cJSON *w, const char *gf
 		g->l.kind = QTK_LAYOUT_NVFP4;
 		g->l.type = QTK_DT_U8;
 		ok = isfloat && bits == 4 && g->l.sym && !strcmp(s, "tensor_group") && group == 16 && !g->gidx;
+	} else if (!strcmp(fmt, "mxfp4-pack-quantized")) {
+		g->l.kind = QTK_LAYOUT_MXFP4;
+		g->l.type = QTK_DT_U8;
+		g->l.scale_type = QTK_MXFP4_CT;
+		ok = isfloat && bits == 4 && g->l.sym && !strcmp(s, "group") && group == 32 && !g->gidx;
 	} else {
 		return qtk_fold_cerr(f->m, f->cfgfile, "format", "unsupported compressed-tensors format '%.60s'", fmt);
 	}
@@ -1060,14 +1065,15 @@ static int make_module(ct_fold *f, const ct_group *g, const char *mod, size_t pl
 	qtk_model *m = f->m;
 	const qtk_layout *gl = &g->l;
 	bool packed = gl->kind == QTK_LAYOUT_CT_INT && gl->type == QTK_T_I32, nv = gl->kind == QTK_LAYOUT_NVFP4;
+	bool mx = gl->kind == QTK_LAYOUT_MXFP4, fp4 = nv || mx; /* weight_packed: two E2M1 codes per byte */
 	int pl = (int)(plen > 200 ? 200 : plen);
-	long w = qtk_fold_lookup(f->by, f->m->ntensors, mod, plen, packed || nv ? "weight_packed" : "weight"), s = qtk_fold_lookup(f->by, f->m->ntensors, mod, plen, "weight_scale");
+	long w = qtk_fold_lookup(f->by, f->m->ntensors, mod, plen, packed || fp4 ? "weight_packed" : "weight"), s = qtk_fold_lookup(f->by, f->m->ntensors, mod, plen, "weight_scale");
 	long z = qtk_fold_lookup(f->by, f->m->ntensors, mod, plen, "weight_zero_point"), gi = qtk_fold_lookup(f->by, f->m->ntensors, mod, plen, "weight_g_idx");
 	long sh = qtk_fold_lookup(f->by, f->m->ntensors, mod, plen, "weight_shape"), gs = qtk_fold_lookup(f->by, f->m->ntensors, mod, plen, "weight_global_scale");
-	long other = qtk_fold_lookup(f->by, f->m->ntensors, mod, plen, packed || nv ? "weight" : "weight_packed");
+	long other = qtk_fold_lookup(f->by, f->m->ntensors, mod, plen, packed || fp4 ? "weight" : "weight_packed");
 	const char *sname = m->tensors[s].name;
 	if (w < 0)
-		return qtk_fold_terr(f->m, sname, "format %s: no '%.*s.%s'", g->format, pl, mod, packed || nv ? "weight_packed" : "weight");
+		return qtk_fold_terr(f->m, sname, "format %s: no '%.*s.%s'", g->format, pl, mod, packed || fp4 ? "weight_packed" : "weight");
 	if (other >= 0)
 		return qtk_fold_terr(f->m, m->tensors[other].name, "format %s has no such tensor beside '%s'", g->format,
 			     m->tensors[w].name);
@@ -1088,7 +1094,7 @@ static int make_module(ct_fold *f, const ct_group *g, const char *mod, size_t pl
 	const qtk_tensor *wt = &m->tensors[w];
 	if (wt->nparts != 1 || wt->ndim != 2)
 		return qtk_fold_terr(f->m, wt->name, "must be a 2-D tensor");
-	uint64_t o_ = wt->shape[0], in = nv ? wt->shape[1] * 2 : wt->shape[1];
+	uint64_t o_ = wt->shape[0], in = fp4 ? wt->shape[1] * 2 : wt->shape[1];
 	if (packed) {
 		const qtk_tensor *st = &m->tensors[sh];
 		uint8_t b[16];
@@ -1113,8 +1119,11 @@ static int make_module(ct_fold *f, const ct_group *g, const char *mod, size_t pl
 	out->layout = *gl;
 	if (!gl->group_size || gl->strategy == QTK_SCHEME_PER_TENSOR)
 		out->layout.group_size = in > UINT32_MAX ? 0 : (uint32_t)in;
-	out->layout.scale_type = nv ? 0 : (uint16_t)m->tensors[s].layout.type;
-	if (!nv && !scale_type_ok(out->layout.scale_type))
+	out->layout.scale_type = nv ? 0 : mx ? QTK_MXFP4_CT : (uint16_t)m->tensors[s].layout.type;
+	if (mx && m->tensors[s].layout.type != QTK_DT_U8)
+		return qtk_fold_terr(f->m, sname, "mxfp4 weight_scale must be U8 (E8M0 exponents), not %s",
+			     qtk_type(m->tensors[s].layout.type) ? qtk_type(m->tensors[s].layout.type)->upper : "?");
+	if (!nv && !mx && !scale_type_ok(out->layout.scale_type))
 		return qtk_fold_terr(f->m, sname, "weight_scale dtype %s, expected F16, BF16 or F32",
 			     qtk_type(out->layout.scale_type) ? qtk_type(out->layout.scale_type)->upper : "?");
 	long parts[QTK_MAX_PARTS];
@@ -1147,7 +1156,7 @@ static int make_module(ct_fold *f, const ct_group *g, const char *mod, size_t pl
 				   : parts[k] == gs ? "gscale"
 				   : parts[k] == sh ? "shape"
 						    : roles_int[k];
-		if (k == 0 && !packed && !nv)
+		if (k == 0 && !packed && !fp4)
 			role = "weight";
 		snprintf(out->parts[k].role, sizeof out->parts[k].role, "%s", role);
 		c[k] = parts[k];
@@ -1277,7 +1286,7 @@ static bool add_null(cJSON *o, const char *k) { return cJSON_AddNullToObject(o, 
 /* One QuantizationArgs object as compressed-tensors serializes it (keys sorted): `strategy`,
  * `group` (< 0: null), `block` (0: null), `observer` (NULL: null); symmetric unless asym. */
 static cJSON *qargs(cJSON *parent, const char *key, const char *type, int bits, const char *strategy, int64_t group,
-		    int block, bool dynamic, const char *observer, bool act_order, bool asym)
+		    int block, bool dynamic, const char *observer, bool act_order, bool asym, const char *u8dtype)
 {
 	cJSON *w = cJSON_AddObjectToObject(parent, key), *bs = NULL;
 	bool ok = w && (act_order ? cJSON_AddStringToObject(w, "actorder", "group") != NULL : add_null(w, "actorder")) &&
@@ -1289,10 +1298,13 @@ static cJSON *qargs(cJSON *parent, const char *key, const char *type, int bits, 
 		  (group < 0 ? add_null(w, "group_size") : cJSON_AddNumberToObject(w, "group_size", (double)group) != NULL) &&
 		  cJSON_AddNumberToObject(w, "num_bits", bits) &&
 		  (observer ? cJSON_AddStringToObject(w, "observer", observer) != NULL : add_null(w, "observer")) &&
-		  cJSON_AddObjectToObject(w, "observer_kwargs") && add_null(w, "scale_dtype") &&
+		  cJSON_AddObjectToObject(w, "observer_kwargs") &&
+		  (u8dtype ? cJSON_AddStringToObject(w, "scale_dtype", u8dtype) != NULL : add_null(w, "scale_dtype")) &&
 		  cJSON_AddStringToObject(w, "strategy", strategy) && cJSON_AddBoolToObject(w, "symmetric", !asym) &&
 		  cJSON_AddStringToObject(w, "type", type) &&
-		  (asym ? cJSON_AddStringToObject(w, "zp_dtype", "torch.int8") != NULL : add_null(w, "zp_dtype"));
+		  (asym	     ? cJSON_AddStringToObject(w, "zp_dtype", "torch.int8") != NULL
+		   : u8dtype ? cJSON_AddStringToObject(w, "zp_dtype", u8dtype) != NULL
+			     : add_null(w, "zp_dtype"));
 	return ok ? w : NULL;
 }
 
@@ -1301,8 +1313,13 @@ static cJSON *qargs(cJSON *parent, const char *key, const char *type, int bits, 
  * per channel or group), or float-quantized FP8 as its presets FP8_DYNAMIC (per channel,
  * dynamic per-token activations) and FP8_BLOCK (128 x 128 blocks, dynamic activations in
  * groups of 128). */
+static bool ct_config_tail(const qtk_qcfg *q, cJSON *o, cJSON *ign);
+static cJSON *mxfp4_config_json(const qtk_qcfg *q);
+
 cJSON *qtk_ct_config_json(const qtk_qcfg *q)
 {
+	if (q->kind == QTK_LAYOUT_MXFP4)
+		return mxfp4_config_json(q);
 	bool fp8 = q->kind == QTK_LAYOUT_FP8, block = fp8 && q->strategy == QTK_SCHEME_PER_BLOCK;
 	bool tensor = fp8 && q->strategy == QTK_SCHEME_PER_TENSOR, channel = !block && !tensor && q->group < 0;
 	/* int8 kept unpacked (I8 weights) is llm-compressor's int-quantized W8A8: dynamic per-token
@@ -1315,15 +1332,28 @@ cJSON *qtk_ct_config_json(const qtk_qcfg *q)
 	bool ok = o && (cg = cJSON_AddObjectToObject(o, "config_groups")) && (g0 = cJSON_AddObjectToObject(cg, "group_0")) &&
 		  cJSON_AddStringToObject(g0, "format", fmt) &&
 		  (fp8 && (block || channel) ? qargs(g0, "input_activations", "float", 8, block ? "group" : "token",
-						     block ? 128 : -1, 0, true, NULL, false, false) != NULL
-		   : w8a8 ? qargs(g0, "input_activations", "int", 8, "token", -1, 0, true, NULL, false, false) != NULL
+						     block ? 128 : -1, 0, true, NULL, false, false, NULL) != NULL
+		   : w8a8 ? qargs(g0, "input_activations", "int", 8, "token", -1, 0, true, NULL, false, false, NULL) != NULL
 			  : add_null(g0, "input_activations")) &&
 		  add_null(g0, "output_activations") && (tg = cJSON_AddArrayToObject(g0, "targets")) &&
 		  cJSON_AddItemToArray(tg, cJSON_CreateString("Linear"));
 	ok = ok && qargs(g0, "weights", fp8 ? "float" : "int", fp8 ? 8 : q->bits, wst, block || tensor || channel ? -1 : q->group,
-			 block ? (int)q->group : 0, false, "memoryless_minmax", q->desc_act, !q->sym) != NULL;
+			 block ? (int)q->group : 0, false, "memoryless_minmax", q->desc_act, !q->sym, NULL) != NULL;
 	ok = ok && cJSON_AddStringToObject(o, "format", fmt) && add_null(o, "global_compression_ratio") &&
 	     (ign = cJSON_AddArrayToObject(o, "ignore"));
+	ok = ok && ct_config_tail(q, o, ign);
+	if (!ok) {
+		cJSON_Delete(o);
+		return NULL;
+	}
+	return o;
+}
+
+/* The `ignore` list (every 2-D float `.weight` but embeddings: the linear layers left unquantized)
+ * and the keys after it, shared by the writers above and below. */
+static bool ct_config_tail(const qtk_qcfg *q, cJSON *o, cJSON *ign)
+{
+	bool ok = true;
 	for (size_t i = 0; ok && q->desc && i < q->desc->ntensors; i++) {
 		const qtk_tensor *t = &q->desc->tensors[i];
 		size_t len = strlen(t->name), wl = strlen(".weight");
@@ -1339,6 +1369,22 @@ cJSON *qtk_ct_config_json(const qtk_qcfg *q)
 	     cJSON_AddStringToObject(o, "quantization_status", "compressed") &&
 	     cJSON_AddObjectToObject(o, "sparsity_config") && cJSON_AddObjectToObject(o, "transform_config") &&
 	     cJSON_AddStringToObject(o, "version", "0.18.0");
+	return ok;
+}
+
+/* compressed-tensors' MXFP4A16 preset (weights only): float 4-bit, strategy group, groups of 32,
+ * E8M0 scales as uint8, format mxfp4-pack-quantized, one group targeting Linear. */
+static cJSON *mxfp4_config_json(const qtk_qcfg *q)
+{
+	cJSON *o = cJSON_CreateObject(), *cg = NULL, *g0 = NULL, *tg = NULL, *ign = NULL;
+	const char *fmt = "mxfp4-pack-quantized";
+	bool ok = o && (cg = cJSON_AddObjectToObject(o, "config_groups")) && (g0 = cJSON_AddObjectToObject(cg, "group_0")) &&
+		  cJSON_AddStringToObject(g0, "format", fmt) && add_null(g0, "input_activations") &&
+		  add_null(g0, "output_activations") && (tg = cJSON_AddArrayToObject(g0, "targets")) &&
+		  cJSON_AddItemToArray(tg, cJSON_CreateString("Linear")) &&
+		  qargs(g0, "weights", "float", 4, "group", 32, 0, false, "memoryless_minmax", false, false, "torch.uint8") &&
+		  cJSON_AddStringToObject(o, "format", fmt) && add_null(o, "global_compression_ratio") &&
+		  (ign = cJSON_AddArrayToObject(o, "ignore")) && ct_config_tail(q, o, ign);
 	if (!ok) {
 		cJSON_Delete(o);
 		return NULL;

@@ -65,8 +65,11 @@ int qtk_qcfg_from_desc(const qtk_model *d, const char *path, qtk_err *err, qtk_q
 		if (!s)
 			continue;
 		int version = s->has_version ? (l->gptq_version == 2 ? 2 : 1) : 0;
-		/* NVFP4: ModelOpt's layout only (its config is qtk_modelopt_config_json) */
-		if (l->kind == QTK_LAYOUT_NVFP4 ? l->scale_type != 1 : !s->config_write) {
+		/* NVFP4: ModelOpt's layout only (its config is qtk_modelopt_config_json); MXFP4:
+		 * compressed-tensors' form only (qtk_ct_config_json) */
+		if (l->kind == QTK_LAYOUT_NVFP4	  ? l->scale_type != 1
+		    : l->kind == QTK_LAYOUT_MXFP4 ? l->scale_type != QTK_MXFP4_CT
+						  : !s->config_write) {
 			char subj[256];
 			snprintf(subj, sizeof subj, "tensor '%.200s'", t->name);
 			return qtk_err_set(err, QTK_E_DATA, path, -1, subj,
@@ -123,7 +126,7 @@ bool qtk_qcfg_same(const qtk_qcfg *a, const qtk_qcfg *b)
 cJSON *qtk_qcfg_json(const qtk_qcfg *q)
 {
 	const qtk_scheme *s = q->scheme ? q->scheme : qtk_scheme_by_kind(q->kind);
-	if (s && (s->kind == QTK_LAYOUT_CT_INT || s->kind == QTK_LAYOUT_FP8))
+	if (s && (s->kind == QTK_LAYOUT_CT_INT || s->kind == QTK_LAYOUT_FP8 || s->kind == QTK_LAYOUT_MXFP4))
 		return qtk_ct_config_json(q);
 	if (s && s->kind == QTK_LAYOUT_NVFP4)
 		return qtk_modelopt_config_json(q);

@@ -1,6 +1,8 @@
-/* mxfp4.c - gpt-oss MXFP4 experts (quant_method "mxfp4", QTK_LAYOUT_MXFP4).
+/* mxfp4.c - MXFP4 layers (QTK_LAYOUT_MXFP4) in their two checkpoint forms: gpt-oss experts
+ * (quant_method "mxfp4", layout.scale_type 0) and compressed-tensors' mxfp4-pack-quantized
+ * (layout.scale_type 1, folded by ct.c).
  *
- * A linear (in gpt-oss: a stack of expert matrices) is stored as two tensors beside each other,
+ * gpt-oss: a linear (in gpt-oss: a stack of expert matrices) is stored as two tensors beside each other,
  * joined to their prefix by an underscore, not a dot:
  *   <prefix>_blocks  U8 [E, out, in/32, 16]  FP4 E2M1 codes, 32 per block: byte j of a block
  *                    holds element 2j in its low nibble and 2j+1 in its high nibble (bit 3 is
@@ -14,7 +16,12 @@
  * ggml's MXFP4 block (17 bytes: E8M0 e, 16 bytes) holds the same 32 codes with element j in
  * the low nibble of byte j and element j+16 in the high one; it decodes kvalues[code] *
  * 2^(e - 128) with kvalues the doubled E2M1 table, so e = s and the codes carry over: a byte
- * shuffle. Code 8 is +0.0 there. */
+ * shuffle. Code 8 is +0.0 there.
+ *
+ * compressed-tensors (llm-compressor's MXFP4 preset: float, 4 bits, strategy group, group 32,
+ * scale_dtype uint8): <module>.weight_packed U8 [out, in/2] and <module>.weight_scale U8
+ * [out, in/32] -- the same bytes as gpt-oss's blocks and scales of one matrix, only shaped
+ * differently, so one decoder serves both (code 8 is -0.0 there too). */
 #include "fold.h"
 #include "internal.h"
 #include "json.h"
@@ -43,7 +50,12 @@ static void set_part(qtk_part *p, const char *role, int ndim, uint64_t a, uint64
 
 static int mx_specs(const qtk_layout *l, const qtk_scheme_dims *d, qtk_part p[QTK_MAX_PARTS], bool opt[QTK_MAX_PARTS])
 {
-	(void)l, (void)opt;
+	(void)opt;
+	if (l->scale_type == QTK_MXFP4_CT) {
+		set_part(&p[0], "packed", 2, d->out, d->in / 2, 0);
+		set_part(&p[1], "scale", 2, d->out, d->ngroups, 0);
+		return 2;
+	}
 	set_part(&p[0], "blocks", 3, d->out, d->ngroups, MX_BYTES);
 	set_part(&p[1], "scales", 2, d->out, d->ngroups, 0);
 	return 2;
@@ -53,8 +65,10 @@ static int mx_check(const qtk_tensor *t, char *why, size_t wn)
 {
 	const qtk_layout *l = &t->layout;
 	if (l->gptq_version || l->act_order || !l->sym || l->group_size != MX_BLOCK || l->type != QTK_DT_U8 ||
-	    l->scale_type || l->strategy != QTK_SCHEME_PER_GROUP)
+	    l->scale_type > QTK_MXFP4_CT || l->strategy != QTK_SCHEME_PER_GROUP)
 		return qtk_why(why, wn, "mxfp4 layout must be symmetric blocks of 32 in U8 bytes");
+	if (l->scale_type == QTK_MXFP4_CT && t->ndim != 2)
+		return qtk_why(why, wn, "compressed-tensors mxfp4 layers are 2-D, not %d-D", t->ndim);
 	return 0;
 }
 
@@ -112,7 +126,41 @@ static int mx_to_ggml(const qtk_tensor *t, const void *const *pp, uint64_t o0, u
 
 static const char *mx_suffix(const char *role)
 {
-	return !strcmp(role, "blocks") ? "_blocks" : !strcmp(role, "scales") ? "_scales" : role;
+	return !strcmp(role, "blocks")	 ? "_blocks"
+	       : !strcmp(role, "scales") ? "_scales"
+	       : !strcmp(role, "packed") ? "weight_packed"
+	       : !strcmp(role, "scale")	 ? "weight_scale"
+					 : role;
+}
+
+/* ggml MXFP4 blocks (rows of in / 32 blocks of 17 bytes) into compressed-tensors' parts: codes
+ * [rows, in/2] with the even input in the low nibble, and the E8M0 scales [rows, in/32] as they
+ * are (ggml's 2^(e-128) times its doubled table is 2^(e-127) times E2M1). Code 8 (ggml's +0.0)
+ * becomes code 0, which is +0.0 in compressed-tensors too (its code 8 is -0.0): every value then
+ * decodes to ggml's bits. NULL codes or scales: that part is not written. */
+int qtk_mxfp4_from_ggml(const uint8_t *blocks, uint64_t rows, uint64_t in, uint8_t *codes, uint8_t *scales)
+{
+	if (!in || in % MX_BLOCK)
+		return -1;
+	uint64_t ng = in / MX_BLOCK;
+	for (uint64_t r = 0; r < rows; r++) {
+		const uint8_t *b = blocks + r * ng * (1 + MX_BYTES);
+		for (uint64_t g = 0; g < ng; g++, b += 1 + MX_BYTES) {
+			if (scales)
+				scales[r * ng + g] = b[0];
+			if (!codes)
+				continue;
+			uint8_t *d = codes + r * (in / 2) + g * MX_BYTES;
+			for (unsigned e = 0; e < MX_BLOCK; e += 2) {
+				unsigned c0 = e < 16 ? b[1 + e] & 15u : b[1 + e - 16] >> 4;
+				unsigned c1 = e + 1 < 16 ? b[2 + e] & 15u : b[2 + e - 16] >> 4;
+				c0 = c0 == 8 ? 0 : c0;
+				c1 = c1 == 8 ? 0 : c1;
+				d[e / 2] = (uint8_t)(c0 | c1 << 4);
+			}
+		}
+	}
+	return 0;
 }
 
 static void mx_config_read(const cJSON *o, qtk_qcfg *q)
@@ -144,9 +192,11 @@ const qtk_scheme qtk_scheme_mxfp4 = {
 	.suffix = mx_suffix,
 	.config_read = mx_config_read,
 	.part_specs = mx_specs,
-	.forms = (const qtk_scheme_form[]){{{"blocks", "scales", NULL}, QTK_DT_U8}},
-	.nforms = 1,
-	.config_hint = "\"quantization_config\": {\"quant_method\": \"mxfp4\"}",
+	/* gpt-oss; compressed-tensors' mxfp4-pack-quantized */
+	.forms = (const qtk_scheme_form[]){{{"blocks", "scales", NULL}, QTK_DT_U8}, {{"packed", "scale", NULL}, QTK_DT_U8}},
+	.nforms = 2,
+	.config_hint = "\"quantization_config\": {\"quant_method\": \"mxfp4\"} (gpt-oss) or llm-compressor's "
+		       "(format mxfp4-pack-quantized)",
 };
 
 /* ---- folding: <prefix>_blocks + <prefix>_scales -> <prefix> ---------------------------- */

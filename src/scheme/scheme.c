@@ -80,6 +80,14 @@ static int scheme_forms(const qtk_scheme *s, qtk_scheme_form *buf)
 	return k ? 1 : 0;
 }
 
+static int form_roles(const qtk_scheme_form *f)
+{
+	int n = 0;
+	while (n < 4 && f->role[n])
+		n++;
+	return n;
+}
+
 /* Does plain tensor t head a module of form f of s (all of f's parts present)? */
 static bool form_match(const qtk_scheme *s, const qtk_scheme_form *f, const qtk_tensor *t, const char *const *names,
 		       size_t n)
@@ -128,7 +136,8 @@ int qtk_scheme_unexplained(const qtk_model *m, qtk_err *err)
 					any = true;
 					if (!first || first == t) { /* the schemes the first module looks like */
 						hit[k] = true;
-						hform[k] = hform[k] ? hform[k] : &forms[k][f];
+						if (!hform[k] || form_roles(&forms[k][f]) > form_roles(hform[k]))
+							hform[k] = &forms[k][f];
 					}
 				}
 		if (any) {
@@ -140,6 +149,14 @@ int qtk_scheme_unexplained(const qtk_model *m, qtk_err *err)
 	qtk_free(names);
 	if (!first)
 		return 0;
+	/* a form whose parts are all in another's is not what the module is (compressed-tensors'
+	 * NVFP4 parts hold MXFP4's weight_packed and weight_scale) */
+	int most = 0;
+	for (size_t k = 0; k < NSCHEMES; k++)
+		if (hit[k] && form_roles(hform[k]) > most)
+			most = form_roles(hform[k]);
+	for (size_t k = 0; k < NSCHEMES; k++)
+		hit[k] = hit[k] && form_roles(hform[k]) == most;
 	/* "AWQ or GPTQ (qweight, qzeros, scales)" and the configs that would explain them */
 	char what[256] = "", parts[160] = "", hints[768] = "";
 	size_t wl = 0, pl = 0, hl = 0, nh = 0;

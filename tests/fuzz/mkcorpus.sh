@@ -291,6 +291,9 @@ sc "$C/ct/fp8-block" "$(ctc float-quantized '{"num_bits":8,"type":"float","strat
 # NVFP4 (compressed-tensors): codes, E4M3 block scales, the global scale that divides them
 sc "$C/ct/nvfp4" "$(ctc nvfp4-pack-quantized '{"num_bits":4,"type":"float","symmetric":true,"strategy":"tensor_group","group_size":16}' ',"input_activations":{"num_bits":4,"type":"float","strategy":"tensor_group","group_size":16,"dynamic":"local"}')" \
 	'{"m.q_proj.weight_packed":{"dtype":"U8","shape":[8,16]},"m.q_proj.weight_scale":{"dtype":"F8_E4M3","shape":[8,2],"fz":[56,64,72,48]},"m.q_proj.weight_global_scale":{"dtype":"F32","shape":[1],"fz":[2688]},"m.q_proj.input_global_scale":{"dtype":"F32","shape":[1],"fz":[100]}}' "$W/rnd"
+# MXFP4 (compressed-tensors): codes and E8M0 scales, no global scale
+sc "$C/ct/mxfp4" "$(ctc mxfp4-pack-quantized '{"num_bits":4,"type":"float","symmetric":true,"strategy":"group","group_size":32,"scale_dtype":"torch.uint8"}')" \
+	'{"m.q_proj.weight_packed":{"dtype":"U8","shape":[8,32]},"m.q_proj.weight_scale":{"dtype":"U8","shape":[8,2],"fz":[127,126,200,0]},'"$HEAD"'}' "$W/rnd"
 # int-quantized (I8), and pack-quantized asymmetric with act-order (zero points, g_idx)
 sc "$C/ct/int8" "$(ctc int-quantized '{"num_bits":8,"type":"int","symmetric":true,"strategy":"channel"}')" \
 	'{"m.up_proj.weight":{"dtype":"I8","shape":[8,32]},"m.up_proj.weight_scale":{"dtype":"F16","shape":[8,1],"fz":[0.01]}}' "$W/rnd"
