@@ -642,11 +642,63 @@ static int fit_groups(rowsrc *s, float *x, uint8_t **pp, bool refit, int threads
 	return rc;
 }
 
+/* ggml MXFP4 blocks (2-D or an expert stack) into gpt-oss's blocks and scales: one byte shuffle
+ * over every row (plan_gptoss_mxfp4), then every row of the output decoded and compared with the
+ * source's, window by window. */
+static int run_mxfp4_gptoss(qtk_model *in, qtk_writer *w, const plan *p, tensor_result *r, qtk_err *err)
+{
+	const qtk_tensor *t = p->src, *o = &p->out;
+	uint64_t inf = t->shape[t->ndim - 1], rows = qtk_tensor_rows(t), rb = inf / 32 * 17;
+	uint8_t *blk = NULL, *pp[2] = {NULL, NULL};
+	float *x = NULL, *y = NULL;
+	int rc = 0;
+	if (qtk_read_part_alloc(in, t, 0, &blk)) {
+		*err = in->err;
+		return err->code;
+	}
+	uint64_t win = WINDOW_ELEMS / inf ? WINDOW_ELEMS / inf : 1;
+	win = win > rows ? rows : win;
+	pp[0] = qtk_malloc((size_t)o->parts[0].nbytes + 1);
+	pp[1] = qtk_malloc((size_t)o->parts[1].nbytes + 1);
+	x = qtk_malloc((size_t)(win * inf) * sizeof *x);
+	y = qtk_malloc((size_t)(win * inf) * sizeof *y);
+	if (!pp[0] || !pp[1] || !x || !y)
+		rc = qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
+	if (!rc && qtk_mxfp4_from_ggml(blk, rows, inf, pp[0], pp[1]))
+		rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "MXFP4 blocks do not fit gpt-oss's layout");
+	errstat e;
+	memset(&e, 0, sizeof e);
+	for (uint64_t r0 = 0; r0 < rows && !rc; r0 += win) {
+		uint64_t n = rows - r0 < win ? rows - r0 : win;
+		if (qtk_dequant_ggml(QTK_T_MXFP4, blk + r0 * rb, x, n * inf) ||
+		    qtk_scheme_decode_rows(o, (const void *const *)pp, r0, n, y))
+			rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "cannot decode the output");
+		else
+			errstat_add(&e, x, y, n * inf);
+		cli_progress_within(r0 + n, rows);
+	}
+	if (!rc)
+		errstat_finish(&e, r);
+	if (!rc && r->max_abs_err != 0) /* the shuffle promises every value (up to the sign of zero: code 8) */
+		rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "MXFP4 blocks in gpt-oss's layout decode differently");
+	for (int k = 0; k < 2 && !rc; k++)
+		rc = qtk_writer_put(w, pp[k], (size_t)o->parts[k].nbytes);
+	qtk_free(blk);
+	qtk_free(pp[0]);
+	qtk_free(pp[1]);
+	qtk_free(x);
+	qtk_free(y);
+	return rc;
+}
+
 /* A tensor to AWQ/GPTQ: repack the source's integers when they fit the target, else fit every
  * group to the decoded values. */
 static int run_groups(qtk_model *in, qtk_writer *w, const plan *p, int threads, tensor_result *r, qtk_err *err)
 {
 	const qtk_tensor *t = p->src, *o = &p->out;
+	if (o->layout.kind == QTK_LAYOUT_MXFP4 && o->layout.scale_type == 0 && t->layout.kind == QTK_LAYOUT_PLAIN &&
+	    t->layout.type == QTK_T_MXFP4)
+		return run_mxfp4_gptoss(in, w, p, r, err);
 	uint32_t out = (uint32_t)t->shape[0], inf = (uint32_t)t->shape[1];
 	uint8_t *pp[QTK_MAX_PARTS] = {NULL};
 	float *x = NULL;
@@ -746,7 +798,7 @@ static int run_groups(qtk_model *in, qtk_writer *w, const plan *p, int threads, 
 		errstat_finish(&e, r);
 	if (!rc && nvs && !r->exact) /* the shuffle promises every bit (plan_modelopt) */
 		rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "NVFP4 blocks in ModelOpt's layout decode differently");
-	if (!rc && mxs && !r->exact) /* likewise (plan_ct_mxfp4) */
+	if (!rc && mxs && r->max_abs_err != 0) /* likewise, up to the sign of zero (plan_ct_mxfp4) */
 		rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name,
 				 "MXFP4 blocks in compressed-tensors' layout decode differently");
 	for (int k = 0; k < o->nparts && !rc; k++)

@@ -917,6 +917,42 @@ static int plan_ct_mxfp4(const qtk_tensor *t, plan *p, qtk_err *err)
 	return 0;
 }
 
+/* ggml MXFP4 blocks of a tensor named as gpt-oss names its experts (no `.weight`: a GGUF made
+ * from gpt-oss with --names keep) go into a directory as gpt-oss's <prefix>_blocks and
+ * <prefix>_scales again, [E, out, in/32, 16] and [E, out, in/32] for a stack (run_mxfp4_gptoss):
+ * the same byte shuffle. 0: planned; 1: not such a tensor. */
+static int plan_gptoss_mxfp4(const qtk_tensor *t, plan *p, qtk_err *err)
+{
+	const char *nm = p->out_name ? p->out_name : t->name;
+	size_t n = strlen(nm);
+	if ((t->ndim != 2 && t->ndim != 3) || t->shape[t->ndim - 1] % 32 || (n > 7 && !strcmp(nm + n - 7, ".weight")) ||
+	    p->perm_heads)
+		return 1;
+	uint64_t out = t->shape[t->ndim - 2], in = t->shape[t->ndim - 1], e = t->ndim == 3 ? t->shape[0] : 1;
+	qtk_layout l = {.kind = QTK_LAYOUT_MXFP4, .type = QTK_DT_U8, .bits = 4, .sym = true, .group_size = 32,
+			.strategy = QTK_SCHEME_PER_GROUP};
+	char why[300];
+	memset(&p->out, 0, sizeof p->out);
+	p->out.name = t->name;
+	if (qtk_scheme_describe(&p->out, &l, out, in, true, why, sizeof why))
+		return qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "%s", why);
+	if (t->ndim == 3) { /* every part gets the leading expert dimension */
+		p->out.ndim = 3;
+		p->out.shape[0] = e, p->out.shape[1] = out, p->out.shape[2] = in;
+		for (int k = 0; k < p->out.nparts; k++) {
+			qtk_part *pt = &p->out.parts[k];
+			memmove(pt->shape + 1, pt->shape, (size_t)pt->ndim * sizeof *pt->shape);
+			pt->shape[0] = e;
+			pt->ndim++;
+			if (!qtk_mul_u64(pt->nbytes, e, &pt->nbytes))
+				return qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "size overflows");
+		}
+	}
+	p->method = M_GROUPS;
+	p->note = "exact";
+	return 0;
+}
+
 /* A Hugging Face directory or a .safetensors file: no ggml block types. */
 static bool hf_out(const conv_opts *o)
 {
@@ -960,7 +996,9 @@ static int plan_tensor(qtk_model *in, const conv_opts *o, qtk_mix_state *ms, con
 	}
 	if (plain && t->layout.type == QTK_T_MXFP4 && o->out_kind == QTK_OUT_HF &&
 	    (o->target.kind == TGT_KEEP || o->target.kind == TGT_AUTO_EXACT)) {
-		int r = plan_ct_mxfp4(t, p, err);
+		int r = plan_gptoss_mxfp4(t, p, err);
+		if (r == 1)
+			r = plan_ct_mxfp4(t, p, err);
 		if (r <= 0)
 			return r; /* 1: F32 below (keep) or auto-exact's choice */
 	}

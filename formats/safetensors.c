@@ -503,13 +503,13 @@ char *qtk_st_part_name(const qtk_tensor *t, int p)
 	if (n > 7 && strcmp(t->name + n - 7, ".weight") == 0)
 		n -= 7;
 	const char *suf = qtk_scheme_part_suffix(t, p);
-	size_t r = strlen(suf);
+	size_t r = strlen(suf), dot = suf[0] != '_'; /* gpt-oss's <prefix>_blocks join without a dot */
 	char *s = qtk_malloc(n + r + 2);
 	if (!s)
 		return NULL;
 	memcpy(s, t->name, n);
 	s[n] = '.';
-	memcpy(s + n + 1, suf, r + 1);
+	memcpy(s + n + dot, suf, r + 1);
 	return s;
 }
 

@@ -504,6 +504,22 @@ if [ -n "$FX" ]; then
 	out_has "gpt-oss experts in ggml mxfp4" "gate_up_proj .*ggml:mxfp4"
 	run "gpt-oss --exact refuses the sign of zero" 1 "$BIN/qconvert" --exact --names keep "$OSS" "$T/oss1.gguf" --to mxfp4
 	run "gpt-oss against" 0 "$BIN/qverify" --against "$OSS" "$T/oss.gguf"
+	# and back: the GGUF's MXFP4 stacks become gpt-oss's _blocks/_scales again, the same bytes
+	run "gpt-oss gguf -> dir" 0 "$BIN/qconvert" -q --names keep "$T/oss.gguf" "$T/oss-back/"
+	if grep -q '"quant_method":[[:space:]]*"mxfp4"' "$T/oss-back/config.json"; then ok; else bad "gpt-oss back: config"; fi
+	for part in model.layers.0.mlp.experts.gate_up_proj_blocks model.layers.1.mlp.experts.down_proj_scales; do
+		a=$(python3 -c 'import json,struct,sys,hashlib
+b=open(sys.argv[1],"rb").read(); n=struct.unpack("<Q",b[:8])[0]; h=json.loads(b[8:8+n]); o=h[sys.argv[2]]["data_offsets"]
+print(hashlib.sha256(b[8+n+o[0]:8+n+o[1]]).hexdigest(), h[sys.argv[2]]["shape"])' "$OSS/model.safetensors" "$part" 2>/dev/null)
+		b=$(python3 -c 'import json,struct,sys,hashlib
+b=open(sys.argv[1],"rb").read(); n=struct.unpack("<Q",b[:8])[0]; h=json.loads(b[8:8+n]); o=h[sys.argv[2]]["data_offsets"]
+print(hashlib.sha256(b[8+n+o[0]:8+n+o[1]]).hexdigest(), h[sys.argv[2]]["shape"])' "$T/oss-back/model.safetensors" "$part" 2>/dev/null)
+		if [ -n "$a" ] && [ "$a" = "$b" ]; then ok; else bad "gpt-oss back: $part differs ($a / $b)"; fi
+	done
+	run "gpt-oss back against" 0 "$BIN/qinspect" --diff "$OSS" "$T/oss-back/"
+	out_has "gpt-oss back against" "12 exact"
+	run "gpt-oss dir keep" 0 "$BIN/qconvert" -q --names keep "$OSS" "$T/oss-keep/"
+	if cmp -s "$OSS/model.safetensors" "$T/oss-keep/model.safetensors"; then ok; else bad "gpt-oss keep: weights differ"; fi
 	run "gpt-oss inspect" 0 "$BIN/qinspect" "$OSS"
 	out_has "gpt-oss 4.25 bpw" "experts.down_proj .*mxfp4 .*4.250"
 else

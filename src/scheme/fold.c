@@ -66,10 +66,8 @@ int qtk_qcfg_from_desc(const qtk_model *d, const char *path, qtk_err *err, qtk_q
 			continue;
 		int version = s->has_version ? (l->gptq_version == 2 ? 2 : 1) : 0;
 		/* NVFP4: ModelOpt's layout only (its config is qtk_modelopt_config_json); MXFP4:
-		 * compressed-tensors' form only (qtk_ct_config_json) */
-		if (l->kind == QTK_LAYOUT_NVFP4	  ? l->scale_type != 1
-		    : l->kind == QTK_LAYOUT_MXFP4 ? l->scale_type != QTK_MXFP4_CT
-						  : !s->config_write) {
+		 * compressed-tensors' form (qtk_ct_config_json) or gpt-oss's (qtk_qcfg_json) */
+		if (l->kind == QTK_LAYOUT_NVFP4 ? l->scale_type != 1 : l->kind != QTK_LAYOUT_MXFP4 && !s->config_write) {
 			char subj[256];
 			snprintf(subj, sizeof subj, "tensor '%.200s'", t->name);
 			return qtk_err_set(err, QTK_E_DATA, path, -1, subj,
@@ -85,10 +83,12 @@ int qtk_qcfg_from_desc(const qtk_model *d, const char *path, qtk_err *err, qtk_q
 			q->version = version;
 			q->strategy = l->strategy;
 			q->unpacked = l->kind == QTK_LAYOUT_CT_INT && l->type == QTK_T_I8;
+			q->form = l->kind == QTK_LAYOUT_MXFP4 ? l->scale_type : 0;
 			g0 = l->group_size;
 			first = false;
 		} else if (l->kind != q->kind || l->bits != q->bits || l->sym != q->sym || version != q->version ||
 			   (l->kind == QTK_LAYOUT_FP8 && l->strategy != q->strategy) ||
+			   (l->kind == QTK_LAYOUT_MXFP4 && l->scale_type != q->form) ||
 			   (l->kind == QTK_LAYOUT_CT_INT && (l->type == QTK_T_I8) != q->unpacked)) {
 			char subj[256];
 			snprintf(subj, sizeof subj, "tensor '%.200s'", t->name);
@@ -123,11 +123,37 @@ bool qtk_qcfg_same(const qtk_qcfg *a, const qtk_qcfg *b)
 	       (!a->scheme || !a->scheme->has_version || a->version == b->version);
 }
 
+/* gpt-oss's quantization_config: {"modules_to_not_convert": [...], "quant_method": "mxfp4"},
+ * the modules every 2-D float weight belongs to (attention, routers, embeddings, lm_head). */
+static cJSON *gptoss_config_json(const qtk_qcfg *q)
+{
+	cJSON *o = cJSON_CreateObject(), *skip = o ? cJSON_AddArrayToObject(o, "modules_to_not_convert") : NULL;
+	bool ok = skip != NULL;
+	for (size_t i = 0; ok && q->desc && i < q->desc->ntensors; i++) {
+		const qtk_tensor *t = &q->desc->tensors[i];
+		size_t l = strlen(t->name), w = strlen(".weight");
+		if (t->ndim != 2 || t->layout.kind != QTK_LAYOUT_PLAIN || !qtk_type(t->layout.type)->is_float || l <= w ||
+		    strcmp(t->name + l - w, ".weight"))
+			continue;
+		char mod[QTK_CAP_NAME + 1];
+		snprintf(mod, sizeof mod, "%.*s", (int)(l - w), t->name);
+		ok = cJSON_AddItemToArray(skip, cJSON_CreateString(mod));
+	}
+	if (!ok || !cJSON_AddStringToObject(o, "quant_method", "mxfp4")) {
+		cJSON_Delete(o);
+		return NULL;
+	}
+	return o;
+}
+
 cJSON *qtk_qcfg_json(const qtk_qcfg *q)
 {
 	const qtk_scheme *s = q->scheme ? q->scheme : qtk_scheme_by_kind(q->kind);
-	if (s && (s->kind == QTK_LAYOUT_CT_INT || s->kind == QTK_LAYOUT_FP8 || s->kind == QTK_LAYOUT_MXFP4))
+	if (s && (s->kind == QTK_LAYOUT_CT_INT || s->kind == QTK_LAYOUT_FP8 ||
+		  (s->kind == QTK_LAYOUT_MXFP4 && q->form == QTK_MXFP4_CT)))
 		return qtk_ct_config_json(q);
+	if (s && s->kind == QTK_LAYOUT_MXFP4)
+		return gptoss_config_json(q);
 	if (s && s->kind == QTK_LAYOUT_NVFP4)
 		return qtk_modelopt_config_json(q);
 	cJSON *o = s ? cJSON_CreateObject() : NULL;

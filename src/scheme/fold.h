@@ -22,6 +22,7 @@ struct qtk_qcfg {
 	int version;              /* GPTQ checkpoint format 1 or 2; 0 for schemes without versions */
 	uint8_t strategy;         /* compressed-tensors: how scales are shared (qtk_scheme_strategy) */
 	bool unpacked;            /* compressed-tensors int8 stored as I8 (int-quantized), not packed in I32 */
+	uint16_t form;            /* MXFP4: layout.scale_type (0 gpt-oss, QTK_MXFP4_CT compressed-tensors) */
 	char bad[160];            /* why this config cannot be used ("" when it can) */
 	const qtk_model *desc;    /* qtk_qcfg_from_desc: the description (borrowed), for the modules
 				   * left in float (modules_to_not_convert) */

@@ -133,11 +133,12 @@ static const char *mx_suffix(const char *role)
 					 : role;
 }
 
-/* ggml MXFP4 blocks (rows of in / 32 blocks of 17 bytes) into compressed-tensors' parts: codes
- * [rows, in/2] with the even input in the low nibble, and the E8M0 scales [rows, in/32] as they
- * are (ggml's 2^(e-128) times its doubled table is 2^(e-127) times E2M1). Code 8 (ggml's +0.0)
- * becomes code 0, which is +0.0 in compressed-tensors too (its code 8 is -0.0): every value then
- * decodes to ggml's bits. NULL codes or scales: that part is not written. */
+/* ggml MXFP4 blocks (rows of in / 32 blocks of 17 bytes) into compressed-tensors' parts, which
+ * are gpt-oss's blocks too: codes [rows, in/2] with the even input in the low nibble, and the
+ * E8M0 scales [rows, in/32] as they are (ggml's 2^(e-128) times its doubled table is 2^(e-127)
+ * times E2M1). Every code is kept, so a checkpoint shuffled into a GGUF comes back byte for byte;
+ * code 8 is +0.0 in ggml and -0.0 in both checkpoint forms (ggml's quantizer never writes it).
+ * NULL codes or scales: that part is not written. */
 int qtk_mxfp4_from_ggml(const uint8_t *blocks, uint64_t rows, uint64_t in, uint8_t *codes, uint8_t *scales)
 {
 	if (!in || in % MX_BLOCK)
@@ -154,8 +155,6 @@ int qtk_mxfp4_from_ggml(const uint8_t *blocks, uint64_t rows, uint64_t in, uint8
 			for (unsigned e = 0; e < MX_BLOCK; e += 2) {
 				unsigned c0 = e < 16 ? b[1 + e] & 15u : b[1 + e - 16] >> 4;
 				unsigned c1 = e + 1 < 16 ? b[2 + e] & 15u : b[2 + e - 16] >> 4;
-				c0 = c0 == 8 ? 0 : c0;
-				c1 = c1 == 8 ? 0 : c1;
 				d[e / 2] = (uint8_t)(c0 | c1 << 4);
 			}
 		}

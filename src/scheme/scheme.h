@@ -153,9 +153,9 @@ int qtk_nvfp4_from_ggml(const uint8_t *blocks, uint64_t rows, uint64_t in, uint8
 /* MXFP4 (mxfp4.c): layout.scale_type of compressed-tensors' mxfp4-pack-quantized form (0 is
  * gpt-oss's blocks/scales). */
 #define QTK_MXFP4_CT 1
-/* ggml MXFP4 blocks of `rows` rows of `in` inputs as compressed-tensors' codes [rows, in/2] and
- * E8M0 scales [rows, in/32] (either may be NULL), a byte shuffle that decodes to ggml's values bit
- * for bit; -1 when in % 32. */
+/* ggml MXFP4 blocks of `rows` rows of `in` inputs as compressed-tensors' (and gpt-oss's) codes
+ * [rows, in/2] and E8M0 scales [rows, in/32] (either may be NULL), a byte shuffle that decodes to
+ * ggml's values (code 8: -0.0 there, +0.0 in ggml); -1 when in % 32. */
 int qtk_mxfp4_from_ggml(const uint8_t *blocks, uint64_t rows, uint64_t in, uint8_t *codes, uint8_t *scales);
 /* The checkpoint suffix of part p of packed tensor t ("<prefix>.<suffix>"). */
 const char *qtk_scheme_part_suffix(const qtk_tensor *t, int p);
