@@ -228,6 +228,7 @@ static inline float block_amax(const float *x, float *max)
 typedef struct {
     int lo, hi, half, nstep;
     float d0, step;
+    int iters1, iters2; /* sym_lloyd iterations from the best candidate, then from the best */
 } sym_type;
 
 /* ggml's reference choice (quantize_row_*_ref formulas) into q, with its exact decoded error
@@ -334,7 +335,7 @@ static inline float sym_block_impl(const sym_type *T, const float *x, const floa
         for (int i = 0; i < QB; i += 4)
             qv_st(lb + i, qv_round(qv_min(qv_max(qv_mul(vis, qv_ld(x + i)), vlo), vhi)));
         float d = 0.f, e = FLT_MAX, sxl = cxl[bc], sll = cll[bc];
-        const bool more = sym_lloyd(x, w, wx, uni, flo, fhi, 4, lb, &d, &e, &sxl, &sll);
+        const bool more = sym_lloyd(x, w, wx, uni, flo, fhi, T->iters1, lb, &d, &e, &sxl, &sll);
         if (e < best_e) {
             /* from a fixed point the refinement below would only repeat the last step */
             if (!more)
@@ -346,8 +347,8 @@ static inline float sym_block_impl(const sym_type *T, const float *x, const floa
             memcpy(q, lb, sizeof lb);
         }
     }
-    if (!done)
-        sym_lloyd(x, w, wx, uni, flo, fhi, 3, q, &best_d, &best_e, &rxl, &rll);
+    if (!done && T->iters2)
+        sym_lloyd(x, w, wx, uni, flo, fhi, T->iters2, q, &best_d, &best_e, &rxl, &rll);
     return best_d;
 }
 
@@ -573,9 +574,13 @@ static void pack_q8_0(const float *q, float d, uint8_t *dst)
         dst[2 + i] = (uint8_t)(int8_t)(int)q[i];
 }
 
-static const sym_type k_q4_0 = { -8, 7, 8, 4, -0.3f, 0.3f };
-static const sym_type k_q5_0 = { -16, 15, 16, 4, -0.3f, 0.3f };
-static const sym_type k_q8_0 = { -128, 127, 0, 1, 0.f, 0.f };
+/* q8_0 takes one refinement step and no second round: with 255 levels the orientation
+ * candidate (the largest |x| on -128, a level ggml's rule never uses) is most of the gain, and
+ * the further steps cost a fifth of a q8_0 run for 0.4% of RMSE (0.943x ggml's instead of 0.939x
+ * on the bench model); never worse than ggml's, whose choice stays the baseline. */
+static const sym_type k_q4_0 = { -8, 7, 8, 4, -0.3f, 0.3f, 4, 3 };
+static const sym_type k_q5_0 = { -16, 15, 16, 4, -0.3f, 0.3f, 4, 3 };
+static const sym_type k_q8_0 = { -128, 127, 0, 1, 0.f, 0.f, 1, 0 };
 
 static void qrow_q4_0(const float *x, const float *w, uint8_t *dst, uint64_t nb)
 {
