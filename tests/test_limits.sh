@@ -106,5 +106,17 @@ run "tokens past embedding" 3 "$BIN/qconvert" "$T/vq" "$T/vq.gguf"
 err_has "tokens past embedding" "tokenizer.json: error: vocab_size: tokenizer.json has 601 tokens but the embedding table has 512 rows"
 no_file "tokens past embedding" "$T/vq.gguf"
 
+# --- the safetensors and directory writers replay the reader's rules: a __metadata__ key over
+# the reader's key cap (65,535 bytes) is not written (it was, and then could not be read)
+LK=$(head -c 70000 /dev/zero | tr '\0' k)
+run "long metadata key: safetensors" 3 "$BIN/qconvert" -q "$T/v/tiny-llama-f32.gguf" "$T/lk.safetensors" --set "$LK=v"
+err_has "long metadata key: safetensors" "lk.safetensors: error: not written, as qtk would refuse to read it: __metadata__ key too long"
+no_file "long metadata key: safetensors" "$T/lk.safetensors"
+run "long metadata key: directory" 3 "$BIN/qconvert" -q "$T/v/tiny-llama-f32.gguf" "$T/lkdir/" --set "$LK=v"
+err_has "long metadata key: directory" "lkdir/model.safetensors: error: not written"
+no_file "long metadata key: directory" "$T/lkdir"
+n=$(find "$T" -name '.*.qtk-*' | wc -l)
+if [ "$n" -eq 0 ]; then ok; else bad "long metadata key: $n temporaries left"; fi
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
