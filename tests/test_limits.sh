@@ -118,5 +118,26 @@ no_file "long metadata key: directory" "$T/lkdir"
 n=$(find "$T" -name '.*.qtk-*' | wc -l)
 if [ "$n" -eq 0 ]; then ok; else bad "long metadata key: $n temporaries left"; fi
 
+# --- archives: memory held for decompressed members is capped (QTK_ARCHIVE_MAX_MEM); what the
+# members declare is checked before anything is decompressed
+"$BIN/qconvert" -q "$T/v/tiny-llama-f32.gguf" "$T/b.zip" || bad "zip bundle"
+tar -C "$T/v" -czf "$T/b.tar.gz" tiny-llama-f32.gguf
+run "zip over the memory cap" 3 env QTK_ARCHIVE_MAX_MEM=100000 "$BIN/qinspect" "$T/b.zip"
+err_has "zip over the memory cap" "declare more than 100000 bytes in all.*QTK_ARCHIVE_MAX_MEM"
+run "tar.gz over the memory cap" 3 env QTK_ARCHIVE_MAX_MEM=100000 "$BIN/qinspect" "$T/b.tar.gz"
+err_has "tar.gz over the memory cap" "gzip trailer declares .* more than the limit of 100000"
+run "zip within the cap" 0 env QTK_ARCHIVE_MAX_MEM=100000000 "$BIN/qinspect" "$T/b.zip"
+# a tar member whose header declares 8 GiB: refused at once, nothing allocated for it
+tar -C "$T/v" -cf "$T/huge.tar" tiny-llama-f32.gguf
+printf '77777777777\0' | dd of="$T/huge.tar" bs=1 seek=124 conv=notrunc 2>/dev/null
+printf '        ' | dd of="$T/huge.tar" bs=1 seek=148 conv=notrunc 2>/dev/null
+sum=$(head -c 512 "$T/huge.tar" | od -An -v -tu1 | awk '{ for (i = 1; i <= NF; i++) s += $i } END { print s }')
+printf '%06o\0 ' "$sum" | dd of="$T/huge.tar" bs=1 seek=148 conv=notrunc 2>/dev/null
+run "tar member declaring 8 GiB" 3 timeout 20 "$BIN/qinspect" "$T/huge.tar"
+err_has "tar member declaring 8 GiB" "declares 8589934591 bytes"
+gzip -c "$T/huge.tar" >"$T/huge.tar.gz"
+run "tar.gz member declaring 8 GiB" 3 timeout 20 "$BIN/qinspect" "$T/huge.tar.gz"
+err_has "tar.gz member declaring 8 GiB" "declares 8589934591 bytes"
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
