@@ -575,6 +575,7 @@ static int zip_check(ar *a)
 	}
 	rc = qtk_pread_full(a->fd, a->path, cd, (size_t)cdsize, cdoff, &a->m->err);
 	size_t p = 0;
+	uint64_t declared = 0; /* what the members declare, all held in memory once read */
 	for (uint64_t i = 0; i < count && !rc; i++) {
 		if (p + 46 > cdsize || memcmp(cd + p, "PK\x01\x02", 4)) {
 			rc = arerr(a, NULL, "zip: central directory entry %llu is malformed", (unsigned long long)i);
@@ -615,6 +616,11 @@ static int zip_check(ar *a)
 				rc = arerr(a, name, "zip: central directory and local header disagree on sizes or CRC");
 			else if (!qtk_add_u64(dstart, csize, &dend) || dend > cdoff)
 				rc = arerr(a, name, "zip: member data run into the central directory");
+			else if (!qtk_add_u64(declared, usize, &declared) || declared > a->lim->mem)
+				rc = arerr(a, NULL,
+					   "the members declare more than %llu bytes in all (%llu up to '%.200s'), the limit "
+					   "held in memory (QTK_ARCHIVE_MAX_MEM): refused before extracting any",
+					   (unsigned long long)a->lim->mem, (unsigned long long)declared, name);
 			else
 				r[i] = (zrange){loff, dend};
 		}
@@ -742,6 +748,20 @@ static int gunzip(ar *a, int *fdout, uint64_t *sizeout)
 	}
 	if (archive_filter_count(x) != 2 || archive_filter_code(x, 0) != ARCHIVE_FILTER_GZIP) {
 		rc = arerr(a, NULL, "unexpected compression filter '%s'", archive_filter_name(x, 0));
+		goto out;
+	}
+	/* the trailer's ISIZE (the last member's size modulo 2^32) is at most what the stream holds */
+	uint8_t isz[4];
+	if (a->size >= 18 && !qtk_pread_full(a->fd, a->path, isz, 4, a->size - 4, &a->m->err) &&
+	    qtk_rd32(isz) > a->lim->mem) {
+		rc = arerr(a, NULL,
+			   "gzip trailer declares %llu bytes, more than the limit of %llu held in memory "
+			   "(QTK_ARCHIVE_MAX_MEM): refused before decompressing",
+			   (unsigned long long)qtk_rd32(isz), (unsigned long long)a->lim->mem);
+		goto out;
+	}
+	if (a->m->err.code) {
+		rc = a->m->err.code;
 		goto out;
 	}
 	if ((fd = qtk_ar_memfd("qtk-tar-gz", a->path, &a->m->err)) < 0) {

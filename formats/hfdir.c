@@ -241,6 +241,7 @@ typedef struct hf_w {
 	bool existed;   /* OUTPUT existed (empty, or a directory qtk wrote, or --force) */
 	bool inplace;   /* OUTPUT is a mount point: tmp is inside it, its files are moved in one by one */
 	bool mlx;       /* MLX tensors: config.json and the index as mlx-lm writes them */
+	qtk_buf index;  /* model.safetensors.index.json's text (empty: one file, no index) */
 } hf_w;
 
 static int werr(qtk_writer *w, int code, const char *fmt, const char *a)
@@ -716,6 +717,9 @@ static int swap_in(qtk_writer *w, hf_w *h)
 	return 0;
 }
 
+static int check_blobs(qtk_writer *w, hf_w *h);
+static int build_index(qtk_writer *w, hf_w *h);
+
 static int hfw_begin(qtk_writer *w)
 {
 	hf_w *h = qtk_calloc(1, sizeof *h);
@@ -732,13 +736,19 @@ static int hfw_begin(qtk_writer *w)
 	if (!rc)
 		rc = prepare_blobs(w, h);
 	if (!rc)
+		rc = check_blobs(w, h);
+	if (!rc)
 		rc = prepare_dir(w, h);
 	if (!rc)
 		rc = plan_shards(w, h);
 	for (size_t s = 0; s < h->nouts && !rc; s++) {
 		rc = qtk_st_out_open(&h->outs[s], w->desc, w->err);
 		h->outs[s].of.outs = w->opts.outs;
+		if (rc == QTK_E_DATA) /* name the file in OUTPUT, not in the temporary directory */
+			snprintf(w->err->file, sizeof w->err->file, "%s/%s", h->dir, qtk_path_base(h->outs[s].path));
 	}
+	if (!rc && (h->nouts > 1 || h->mlx)) /* mlx-lm writes the index even for one file */
+		rc = build_index(w, h);
 	return rc;
 }
 
@@ -794,8 +804,10 @@ static int cmp_name_file(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* model.safetensors.index.json: sorted weight_map, as transformers writes it. */
-static int write_index(qtk_writer *w, hf_w *h)
+/* model.safetensors.index.json: sorted weight_map, as transformers writes it; made at begin
+ * (the shard plan and the data sizes are known then) so that it is checked before anything is
+ * written, and written at finish. */
+static int build_index(qtk_writer *w, hf_w *h)
 {
 	const qtk_model *d = w->desc;
 	size_t np = 0;
@@ -857,11 +869,33 @@ static int write_index(qtk_writer *w, hf_w *h)
 		qtk_buf_free(&b);
 		return werr(w, QTK_E_IO, "out of memory%s", "");
 	}
+	h->index = b;
+	/* the reader's rules: a side JSON file's size cap, JSON, at most so many tensors */
+	char msg[160];
+	if (b.len > QTK_CAP_JSON) {
+		snprintf(msg, sizeof msg, "model.safetensors.index.json would be %zu bytes: readers accept at most %llu",
+			 b.len, (unsigned long long)QTK_CAP_JSON);
+		return qtk_err_set(w->err, QTK_E_DATA, w->path, -1, NULL, "not written, as qtk would refuse to read it: %s",
+				   msg);
+	}
+	if (k > QTK_CAP_TENSORS)
+		return qtk_err_set(w->err, QTK_E_DATA, w->path, -1, NULL,
+				   "not written, as qtk would refuse to read it: %zu tensors in the index, readers accept "
+				   "at most %u",
+				   k, QTK_CAP_TENSORS);
+	qtk_json_doc doc = {0};
+	rc = qtk_json_parse((const char *)b.p, b.len, 0, "model.safetensors.index.json", 0, w->err, &doc);
+	qtk_json_doc_free(&doc);
+	return rc;
+}
+
+static int write_index(qtk_writer *w, hf_w *h)
+{
 	char *p = qtk_path_join(h->tmp, "model.safetensors.index.json");
 	qtk_ofile of;
-	rc = p ? qtk_ofile_open(&of, p, w->err) : werr(w, QTK_E_IO, "out of memory%s", "");
+	int rc = p ? qtk_ofile_open(&of, p, w->err) : werr(w, QTK_E_IO, "out of memory%s", "");
 	if (!rc) {
-		rc = qtk_ofile_write(&of, b.p, b.len);
+		rc = qtk_ofile_write(&of, h->index.p, h->index.len);
 		if (!rc)
 			rc = qtk_ofile_commit(&of);
 		if (rc)
@@ -870,8 +904,36 @@ static int write_index(qtk_writer *w, hf_w *h)
 			rc = note_done(w, h, p);
 	}
 	qtk_free(p);
-	qtk_buf_free(&b);
 	return rc;
+}
+
+/* The side files as the directory reader reads them: each at most QTK_CAP_BLOB bytes,
+ * config.json a JSON object of at most QTK_CAP_JSON bytes. */
+static int check_blobs(qtk_writer *w, hf_w *h)
+{
+	for (size_t i = 0; i < h->nblobs; i++) {
+		const hf_out_blob *b = &h->blobs[i];
+		bool cfg = !strcmp(b->name, "config.json");
+		uint64_t cap = cfg ? QTK_CAP_JSON : QTK_CAP_BLOB;
+		if (b->len > cap)
+			return qtk_err_set(w->err, QTK_E_DATA, w->path, -1, b->name,
+					   "not written, as qtk would refuse to read it: %zu bytes, readers accept at most %llu",
+					   b->len, (unsigned long long)cap);
+		if (!cfg)
+			continue;
+		qtk_json_doc doc = {0};
+		qtk_err e;
+		qtk_err_clear(&e);
+		int rc = qtk_json_parse((const char *)b->data, b->len, 0, "config.json", 0, &e, &doc);
+		bool obj = !rc && cJSON_IsObject(doc.root);
+		qtk_json_doc_free(&doc);
+		if (rc == QTK_E_IO)
+			return werr(w, QTK_E_IO, "out of memory%s", "");
+		if (!obj)
+			return qtk_err_set(w->err, QTK_E_DATA, w->path, -1, b->name,
+					   "not written, as qtk would refuse to read it: %s", rc ? e.msg : "not a JSON object");
+	}
+	return 0;
 }
 
 static int write_blob(qtk_writer *w, hf_w *h, const hf_out_blob *b)
@@ -908,7 +970,7 @@ static int hfw_finish(qtk_writer *w)
 			rc = note_done(w, h, h->outs[s].path);
 		}
 	}
-	if (!rc && (h->nouts > 1 || h->mlx)) /* mlx-lm writes the index even for one file */
+	if (!rc && h->index.len)
 		rc = write_index(w, h);
 	for (size_t i = 1; i < h->nblobs && !rc; i++)
 		rc = write_blob(w, h, &h->blobs[i]);
@@ -936,6 +998,7 @@ static void hfw_abort(qtk_writer *w)
 		cJSON_free(h->blobs[i].owned);
 	}
 	qtk_free(h->blobs);
+	qtk_buf_free(&h->index);
 	if (h->tmp) {
 		for (size_t i = 0; i < h->ndone; i++)
 			(void)unlink(h->done[i]);

@@ -205,37 +205,15 @@ static int check_coverage(qtk_model *m, const char *file, st_hdr *h, uint64_t da
 	return rc;
 }
 
-/* Read and validate the header of data file `fi` of m. */
-static int parse_header(qtk_model *m, uint32_t fi, st_hdr *h, bool keep_meta)
+/* Validate header JSON buf[0..n) of `file`, whose tensor data (data_size bytes) starts at
+ * file offset 8 + n. The reader's rules, used by the writer too (replay_header). */
+static int parse_header_text(qtk_model *m, const char *file, const char *buf, size_t n, uint64_t data_size, st_hdr *h,
+			     bool keep_meta)
 {
-	const char *file = m->files[fi];
-	uint64_t size = m->file_sizes[fi];
-	uint8_t lb[8];
 	memset(h, 0, sizeof *h);
-	if (size < 8)
-		return qtk_err_set(&m->err, QTK_E_DATA, file, 0, NULL,
-				   "truncated header: file has %llu bytes, the header length needs 8",
-				   (unsigned long long)size);
-	int rc = qtk_pread_full(m->fds[fi], file, lb, 8, 0, &m->err);
-	if (rc)
-		return rc;
-	uint64_t n = qtk_rd64(lb);
-	if (n > QTK_CAP_ST_HEADER)
-		return qtk_err_set(&m->err, QTK_E_DATA, file, 0, NULL, "header length %llu exceeds the limit of %llu",
-				   (unsigned long long)n, (unsigned long long)QTK_CAP_ST_HEADER);
-	if (n > size - 8)
-		return qtk_err_set(&m->err, QTK_E_DATA, file, 0, NULL,
-				   "header length %llu runs past the end of the file (%llu bytes)",
-				   (unsigned long long)n, (unsigned long long)size);
-	h->data_start = 8 + n;
-	char *buf = qtk_malloc((size_t)n + 1);
-	if (!buf)
-		return oom(m);
+	h->data_start = 8 + (uint64_t)n;
 	qtk_json_doc doc = {0};
-	rc = qtk_pread_full(m->fds[fi], file, buf, (size_t)n, 8, &m->err);
-	if (!rc)
-		rc = qtk_json_parse(buf, (size_t)n, QTK_JSON_INTS | QTK_JSON_BRACE_FIRST, file, 8, &m->err, &doc);
-	qtk_free(buf);
+	int rc = qtk_json_parse(buf, n, QTK_JSON_INTS | QTK_JSON_BRACE_FIRST, file, 8, &m->err, &doc);
 	if (rc)
 		return rc;
 	size_t cnt = 0;
@@ -250,7 +228,6 @@ static int parse_header(qtk_model *m, uint32_t fi, st_hdr *h, bool keep_meta)
 		qtk_json_doc_free(&doc);
 		return oom(m);
 	}
-	uint64_t data_size = size - h->data_start;
 	size_t i = 0;
 	for (const cJSON *c = doc.root->child; c && !rc; c = c->next, i++) {
 		int64_t off = qtk_json_key_off(&doc, i, 8);
@@ -277,6 +254,62 @@ static int parse_header(qtk_model *m, uint32_t fi, st_hdr *h, bool keep_meta)
 		rc = check_coverage(m, file, h, data_size);
 	if (rc)
 		hdr_free(h);
+	return rc;
+}
+
+/* Read and validate the header of data file `fi` of m. */
+static int parse_header(qtk_model *m, uint32_t fi, st_hdr *h, bool keep_meta)
+{
+	const char *file = m->files[fi];
+	uint64_t size = m->file_sizes[fi];
+	uint8_t lb[8];
+	memset(h, 0, sizeof *h);
+	if (size < 8)
+		return qtk_err_set(&m->err, QTK_E_DATA, file, 0, NULL,
+				   "truncated header: file has %llu bytes, the header length needs 8",
+				   (unsigned long long)size);
+	int rc = qtk_pread_full(m->fds[fi], file, lb, 8, 0, &m->err);
+	if (rc)
+		return rc;
+	uint64_t n = qtk_rd64(lb);
+	if (n > QTK_CAP_ST_HEADER)
+		return qtk_err_set(&m->err, QTK_E_DATA, file, 0, NULL, "header length %llu exceeds the limit of %llu",
+				   (unsigned long long)n, (unsigned long long)QTK_CAP_ST_HEADER);
+	if (n > size - 8)
+		return qtk_err_set(&m->err, QTK_E_DATA, file, 0, NULL,
+				   "header length %llu runs past the end of the file (%llu bytes)",
+				   (unsigned long long)n, (unsigned long long)size);
+	char *buf = qtk_malloc((size_t)n + 1);
+	if (!buf)
+		return oom(m);
+	rc = qtk_pread_full(m->fds[fi], file, buf, (size_t)n, 8, &m->err);
+	if (!rc)
+		rc = parse_header_text(m, file, buf, (size_t)n, size - 8 - n, h, keep_meta);
+	qtk_free(buf);
+	return rc;
+}
+
+/* The reader's rules on a header the writer is about to write (n bytes, then data_size bytes
+ * of tensor data), before the file is created: a file qtk would refuse to read is never
+ * written. The checks before this one give the common refusals their own words; this one
+ * is the net that keeps writer and reader from drifting apart. */
+static int replay_header(const char *buf, size_t n, uint64_t data_size, const char *path, qtk_err *err)
+{
+	if (n > QTK_CAP_ST_HEADER)
+		return qtk_err_set(err, QTK_E_DATA, path, -1, NULL, "header of %zu bytes exceeds the safetensors limit", n);
+	qtk_model *m = qtk_model_new();
+	if (!m)
+		return qtk_err_set(err, QTK_E_IO, path, -1, NULL, "out of memory");
+	st_hdr h;
+	int rc = parse_header_text(m, path, buf, n, data_size, &h, true);
+	if (!rc)
+		hdr_free(&h);
+	else if (rc == QTK_E_IO)
+		rc = qtk_err_set(err, QTK_E_IO, path, -1, NULL, "out of memory");
+	else
+		rc = qtk_err_set(err, QTK_E_DATA, path, -1, m->err.subject[0] ? m->err.subject : NULL,
+				 "not written, as qtk would refuse to read it: %s", m->err.msg);
+	qtk_close(m);
 	return rc;
 }
 
@@ -702,6 +735,8 @@ int qtk_st_out_open(qtk_st_out *o, const qtk_model *d, qtk_err *err)
 	if (!rc)
 		rc = build_header(d, o->t0, o->t1, qjson, &b, &o->data_bytes, o->path, err);
 	qtk_free(qjson);
+	if (!rc)
+		rc = replay_header((const char *)b.p, b.len, o->data_bytes, o->path, err);
 	if (!rc)
 		rc = qtk_ofile_open(&o->of, o->path, err);
 	if (!rc) {

@@ -734,6 +734,22 @@ static void test_hostile(void)
 	l.entry = l.mem = 2u << 20;
 	qtk_ar_limits_set(&l);
 	expect_refused(tpath("big.tar.zst"), "held in memory", "tar.zst over the memory cap");
+	/* what the members declare together is checked before anything is decompressed: each
+	 * member fits the per-member cap, together they do not */
+	CHECK(build(tpath("big.tar.gz"), A_TGZ, big, 2) == 0, "build");
+	l.entry = 4u << 20;
+	l.mem = 3u << 20;
+	qtk_ar_limits_set(&l);
+	expect_refused(tpath("big.zip"), "declare more than 3145728 bytes in all", "zip members' declared total");
+	expect_refused(tpath("big.tar.gz"), "gzip trailer declares", "tar.gz trailer's declared size");
+	l.mem = 4u << 20;
+	qtk_ar_limits_set(&l);
+	m = qtk_open(tpath("big.zip"), &e);
+	CHECK(m != NULL, "zip within the declared-total cap opens: %s", e.msg);
+	qtk_close(m);
+	m = qtk_open(tpath("big.tar.gz"), &e);
+	CHECK(m != NULL, "tar.gz within the cap opens: %s", e.msg);
+	qtk_close(m);
 	l = *qtk_ar_limits_get();
 	l.mem = l.entry = 1u << 30;
 	l.entries = 1;

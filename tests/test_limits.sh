@@ -18,6 +18,7 @@ run() {
 out_has() { if grep -q -- "$2" "$T/out"; then ok; else bad "$1: stdout lacks '$2'"; head -5 "$T/out"; fi; }
 out_lacks() { if grep -q -- "$2" "$T/out"; then bad "$1: stdout has '$2'"; else ok; fi; }
 err_has() { if grep -q -- "$2" "$T/err"; then ok; else bad "$1: stderr lacks '$2'"; head -5 "$T/err"; fi; }
+no_file() { if [ -e "$2" ]; then bad "$1: '$2' was written"; else ok; fi; }
 
 # st FILE: a safetensors file from the JSON header in FILE.json (padded to 8 bytes) and
 # DATA zero bytes of tensor data
@@ -72,6 +73,71 @@ out_has "memory absurd heads" "KV cache    unknown: .* out of range"
 out_lacks "memory absurd heads" " 0 B per token"
 run "memory absurd heads json" 0 "$BIN/qinspect" --memory --json "$T/s/tiny-llama"
 out_has "memory absurd heads json" '"kv_unknown":.*out of range'
+
+# --- vocab_size past the embedding rows: refused before a single padding token is made (a
+# 2^24 vocab_size with a one-token tokenizer wrote a ~400 MB GGUF of [PAD] tokens)
+"$B/samples/gen" "$T/v" >/dev/null || bad "sample generator"
+V=$T/v/tiny-llama
+mkdir "$T/vbig" "$T/vtok" "$T/vq"
+for f in config.json model.safetensors; do cp "$V/$f" "$T/vtok/"; cp "$V/$f" "$T/vq/"; done
+cp "$V"/* "$T/vbig/"
+sed 's/"vocab_size": 512/"vocab_size": 16777216/' "$V/config.json" >"$T/vbig/config.json"
+run "vocab_size past embedding (spm)" 3 timeout 20 "$BIN/qconvert" "$T/vbig" "$T/vbig.gguf"
+err_has "vocab_size past embedding (spm)" "vbig/config.json: error: vocab_size: .* 512 rows"
+no_file "vocab_size past embedding (spm)" "$T/vbig.gguf"
+cat >"$T/vtok/tokenizer.json" <<'TOK'
+{"version": "1.0", "normalizer": null,
+ "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true},
+ "added_tokens": [], "model": {"type": "BPE", "byte_fallback": false, "vocab": {"a": 0}, "merges": []}}
+TOK
+run "one token padded to the embedding rows" 0 "$BIN/qconvert" -q "$T/vtok" "$T/vtok.gguf"
+run "one token padded: read back" 0 "$BIN/qinspect" --json "$T/vtok.gguf"
+grep -A3 '"tokenizer.ggml.tokens"' "$T/out" >"$T/tk"; cp "$T/tk" "$T/out"
+out_has "one token padded: 512 tokens" '"count":	512$'
+cp "$T/vbig/config.json" "$T/vtok/config.json"
+run "vocab_size past embedding (bpe)" 3 timeout 20 "$BIN/qconvert" "$T/vtok" "$T/vtok2.gguf"
+err_has "vocab_size past embedding (bpe)" "config.json: error: vocab_size: 'vocab_size' is 16777216 but the embedding table has 512 rows"
+no_file "vocab_size past embedding (bpe)" "$T/vtok2.gguf"
+# a family without vocab_size (Qwen2): the tokenizer's own ids past the embedding rows
+sed -e 's/LlamaForCausalLM/Qwen2ForCausalLM/' -e 's/"llama"/"qwen2"/' -e '/vocab_size/d' "$V/config.json" >"$T/vq/config.json"
+sed 's/"added_tokens": \[\]/"added_tokens": [{"id": 600, "content": "<|endoftext|>", "special": true}]/' \
+	"$T/vtok/tokenizer.json" >"$T/vq/tokenizer.json"
+run "tokens past embedding" 3 "$BIN/qconvert" "$T/vq" "$T/vq.gguf"
+err_has "tokens past embedding" "tokenizer.json: error: vocab_size: tokenizer.json has 601 tokens but the embedding table has 512 rows"
+no_file "tokens past embedding" "$T/vq.gguf"
+
+# --- the safetensors and directory writers replay the reader's rules: a __metadata__ key over
+# the reader's key cap (65,535 bytes) is not written (it was, and then could not be read)
+LK=$(head -c 70000 /dev/zero | tr '\0' k)
+run "long metadata key: safetensors" 3 "$BIN/qconvert" -q "$T/v/tiny-llama-f32.gguf" "$T/lk.safetensors" --set "$LK=v"
+err_has "long metadata key: safetensors" "lk.safetensors: error: not written, as qtk would refuse to read it: __metadata__ key too long"
+no_file "long metadata key: safetensors" "$T/lk.safetensors"
+run "long metadata key: directory" 3 "$BIN/qconvert" -q "$T/v/tiny-llama-f32.gguf" "$T/lkdir/" --set "$LK=v"
+err_has "long metadata key: directory" "lkdir/model.safetensors: error: not written"
+no_file "long metadata key: directory" "$T/lkdir"
+n=$(find "$T" -name '.*.qtk-*' | wc -l)
+if [ "$n" -eq 0 ]; then ok; else bad "long metadata key: $n temporaries left"; fi
+
+# --- archives: memory held for decompressed members is capped (QTK_ARCHIVE_MAX_MEM); what the
+# members declare is checked before anything is decompressed
+"$BIN/qconvert" -q "$T/v/tiny-llama-f32.gguf" "$T/b.zip" || bad "zip bundle"
+tar -C "$T/v" -czf "$T/b.tar.gz" tiny-llama-f32.gguf
+run "zip over the memory cap" 3 env QTK_ARCHIVE_MAX_MEM=100000 "$BIN/qinspect" "$T/b.zip"
+err_has "zip over the memory cap" "declare more than 100000 bytes in all.*QTK_ARCHIVE_MAX_MEM"
+run "tar.gz over the memory cap" 3 env QTK_ARCHIVE_MAX_MEM=100000 "$BIN/qinspect" "$T/b.tar.gz"
+err_has "tar.gz over the memory cap" "gzip trailer declares .* more than the limit of 100000"
+run "zip within the cap" 0 env QTK_ARCHIVE_MAX_MEM=100000000 "$BIN/qinspect" "$T/b.zip"
+# a tar member whose header declares 8 GiB: refused at once, nothing allocated for it
+tar -C "$T/v" -cf "$T/huge.tar" tiny-llama-f32.gguf
+printf '77777777777\0' | dd of="$T/huge.tar" bs=1 seek=124 conv=notrunc 2>/dev/null
+printf '        ' | dd of="$T/huge.tar" bs=1 seek=148 conv=notrunc 2>/dev/null
+sum=$(head -c 512 "$T/huge.tar" | od -An -v -tu1 | awk '{ for (i = 1; i <= NF; i++) s += $i } END { print s }')
+printf '%06o\0 ' "$sum" | dd of="$T/huge.tar" bs=1 seek=148 conv=notrunc 2>/dev/null
+run "tar member declaring 8 GiB" 3 timeout 20 "$BIN/qinspect" "$T/huge.tar"
+err_has "tar member declaring 8 GiB" "declares 8589934591 bytes"
+gzip -c "$T/huge.tar" >"$T/huge.tar.gz"
+run "tar.gz member declaring 8 GiB" 3 timeout 20 "$BIN/qinspect" "$T/huge.tar.gz"
+err_has "tar.gz member declaring 8 GiB" "declares 8589934591 bytes"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

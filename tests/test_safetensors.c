@@ -779,6 +779,80 @@ static void test_round_trip(void)
 	qtk_close(m);
 }
 
+/* count files in dir whose name starts with '.' and holds ".qtk-" (temporaries) */
+static int temporaries(const char *dir)
+{
+	char cmd[512];
+	snprintf(cmd, sizeof cmd, "find '%s' -name '.*.qtk-*' | grep -q .", dir);
+	return system(cmd) == 0;
+}
+
+/* What a writer would write but the reader refuses is not written: the safetensors writer and
+ * the directory writer replay the reader's rules on what they are about to write (exit 3,
+ * nothing left behind). Each case passes the writers' own earlier checks. */
+static void test_write_replay(void)
+{
+	qtk_err e;
+	make_valid(tp("rp.safetensors"));
+	qtk_model *m = qtk_open(tp("rp.safetensors"), &e);
+	CHECK(m, "valid file opens: %s", e.msg);
+	if (!m)
+		return;
+	mkdir_p(tp("rp"));
+	/* a __metadata__ key longer than the reader's key cap */
+	size_t kl = QTK_CAP_KEY + 1;
+	char *key = malloc(kl + 1);
+	memset(key, 'k', kl);
+	key[kl] = 0;
+	CHECK(qtk_model_set_kv_str(m, key, "v") == 0, "long key set");
+	int rc = write_model(m, tp("rp/long.safetensors"), QTK_OUT_SAFETENSORS, 0, &e);
+	CHECK(rc == QTK_E_DATA && strstr(e.msg, "would refuse to read") && strstr(e.msg, "key too long"),
+	      "over-long metadata key refused: %d %s", rc, e.msg);
+	CHECK(access(tp("rp/long.safetensors"), F_OK) != 0 && !temporaries(tp("rp")), "nothing written");
+	rc = write_model(m, tp("rp/long_hf"), QTK_OUT_HF, 0, &e);
+	CHECK(rc == QTK_E_DATA && strstr(e.msg, "key too long"), "... in a directory too: %d %s", rc, e.msg);
+	CHECK(access(tp("rp/long_hf"), F_OK) != 0 && !temporaries(tp("rp")), "no directory written");
+	qtk_kv_remove(m, key);
+	free(key);
+	/* one metadata entry too many once the writer adds its own types key: CAP_KV - 3 strings
+	 * plus a typed value read back as CAP_KV + 1 entries */
+	char k[32];
+	for (size_t i = m->nkv; i + 1 < QTK_CAP_KV; i++) {
+		snprintf(k, sizeof k, "m%zu", i);
+		if (qtk_model_set_kv_str(m, k, ""))
+			break;
+	}
+	qtk_kv *u = qtk_model_add_kv(m, "typed");
+	CHECK(u && m->nkv == QTK_CAP_KV, "%zu metadata entries", m->nkv);
+	if (u) {
+		u->val.type = QTK_V_U32;
+		u->val.v.u = 7;
+	}
+	rc = write_model(m, tp("rp/many.safetensors"), QTK_OUT_SAFETENSORS, 0, &e);
+	CHECK(rc == QTK_E_DATA && strstr(e.msg, "too many __metadata__ entries"), "too many entries refused: %d %s", rc,
+	      e.msg);
+	CHECK(access(tp("rp/many.safetensors"), F_OK) != 0 && !temporaries(tp("rp")), "nothing written");
+	qtk_close(m);
+	/* a directory's config.json the directory reader refuses: too large, not an object */
+	m = qtk_open(tp("rp.safetensors"), &e);
+	if (!m)
+		return;
+	size_t cl = QTK_CAP_JSON + 16;
+	char *cfg = malloc(cl + 1);
+	memset(cfg, ' ', cl);
+	memcpy(cfg, "{\"a\":\"", 6);
+	memset(cfg + 6, 'x', cl - 8);
+	memcpy(cfg + cl - 2, "\"}", 2);
+	cfg[cl] = 0;
+	CHECK(qtk_model_add_blob(m, "config.json", cfg, cl) == 0, "config.json added");
+	rc = write_model(m, tp("rp/bigcfg"), QTK_OUT_HF, 0, &e);
+	CHECK(rc == QTK_E_DATA && strstr(e.msg, "would refuse to read") && !strcmp(e.subject, "config.json"),
+	      "config.json over the cap refused: %d %s %s", rc, e.subject, e.msg);
+	CHECK(access(tp("rp/bigcfg"), F_OK) != 0 && !temporaries(tp("rp")), "no directory written");
+	free(cfg);
+	qtk_close(m);
+}
+
 /* Allocation failures while writing: a clean QTK_E_IO, no temporaries left. */
 static void test_write_alloc_sweep(const char *src, qtk_out_kind kind, const char *out, uint64_t split)
 {
@@ -981,6 +1055,7 @@ int main(void)
 	test_quant();
 	test_hf_dir();
 	test_round_trip();
+	test_write_replay();
 	make_valid(tp("v2.safetensors"));
 	const char *paths[] = {tp("v2.safetensors"), tp("idx_ok/model.safetensors.index.json"), tp("q_act"),
 			       tp("awq_ok")};

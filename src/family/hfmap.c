@@ -876,6 +876,7 @@ typedef struct hparams {
 	const qtk_family *fam;
 	int64_t n_layer, n_ctx, n_embd, n_ff, n_head, n_head_kv, head_dim, vocab;
 	bool has_ctx, has_embd, has_ff, has_head, has_head_kv, has_head_dim, has_vocab;
+	const char *vocab_key; /* config.json's name for the vocabulary size (messages) */
 	double rope_theta, rms_eps, norm_eps;
 	bool has_theta, has_rms, has_norm_eps;
 	int64_t n_expert, n_expert_used;
@@ -1041,8 +1042,9 @@ static int parse_config(const qtk_model *hf, hparams *hp, qtk_json_doc *doc, qtk
 	}
 	if ((rc = cfg_int(&c, cfg_key(&c, &fk->head_dim), 2, DIM_MAX, false, &hp->head_dim, &hp->has_head_dim)))
 		return rc;
-	if ((rc = cfg_int(&c, cfg_key(&c, &fk->vocab), 1, 1 << 24, (hp->fam->flags & QTK_FAM_VOCAB_KEY) != 0,
-			  &hp->vocab, &hp->has_vocab)))
+	hp->vocab_key = cfg_key(&c, &fk->vocab);
+	if ((rc = cfg_int(&c, hp->vocab_key, 1, 1 << 24, (hp->fam->flags & QTK_FAM_VOCAB_KEY) != 0, &hp->vocab,
+			  &hp->has_vocab)))
 		return rc;
 	if (hp->has_head_kv && hp->n_head % hp->n_head_kv != 0)
 		return cfg_bad(&c, fk->n_head_kv.hf, "does not divide num_attention_heads");
@@ -1853,7 +1855,7 @@ int qtk_hfmap_hf_to_gguf(const qtk_model *hf, qtk_model *meta, qtk_hfmap **mapp,
 	const qtk_family *f = m->fam = hp.fam;
 	const qtk_family_keys *fk = f->keys;
 	int64_t n_head_kv = hp.has_head_kv ? hp.n_head_kv : hp.n_head;
-	uint64_t total = 0, expert_params = 0;
+	uint64_t total = 0, expert_params = 0, embd_rows = 0;
 	bool all_f32 = true, any_bf16 = false;
 	m->n_expert = (uint32_t)hp.n_experts;
 	for (size_t i = 0; i < m->n; i++) {
@@ -2049,6 +2051,24 @@ int qtk_hfmap_hf_to_gguf(const qtk_model *hf, qtk_model *meta, qtk_hfmap **mapp,
 		goto out;
 	}
 tokenizer:
+	/* The vocabulary is padded with [PAD<i>] tokens up to vocab_size, as llama.cpp's converter
+	 * does; a vocabulary longer than the embedding table names tokens no row embeds (and a
+	 * hostile vocab_size would make qtk write millions of padding tokens). */
+	for (size_t i = 0; i < m->n; i++) {
+		const qtk_tensor *t = &hf->tensors[i];
+		if (m->e[i].out && !strcmp(m->e[i].out, "token_embd.weight") && t->ndim == 2) {
+			embd_rows = t->shape[0];
+			break;
+		}
+	}
+	if (embd_rows && hp.has_vocab && (uint64_t)hp.vocab > embd_rows) {
+		char pbuf[512];
+		rc = qtk_err_set(err, QTK_E_DATA, side_path(hf, "config.json", pbuf, sizeof pbuf), -1, hp.vocab_key,
+				 "'%s' is %lld but the embedding table has %" PRIu64
+				 " rows: the vocabulary may be padded up to the embedding rows, not past them",
+				 hp.vocab_key, (long long)hp.vocab, embd_rows);
+		goto out;
+	}
 	if (qtk_blob_find(hf, "tokenizer.model")) {
 		rc = emit_spm(hf, &hp, doc.root, meta, err);
 	} else if (qtk_blob_find(hf, "tokenizer.json")) {
@@ -2070,6 +2090,15 @@ tokenizer:
 	}
 	if (rc)
 		goto out;
+	const qtk_kv *vtk = embd_rows ? qtk_kv_find(meta, "tokenizer.ggml.tokens") : NULL;
+	if (vtk && vtk->val.n > embd_rows) {
+		const char *tf = qtk_blob_find(hf, "tokenizer.model") ? "tokenizer.model" : "tokenizer.json";
+		char pbuf[512];
+		rc = qtk_err_set(err, QTK_E_DATA, side_path(hf, tf, pbuf, sizeof pbuf), -1, "vocab_size",
+				 "%s has %" PRIu64 " tokens but the embedding table has %" PRIu64 " rows", tf,
+				 (uint64_t)vtk->val.n, embd_rows);
+		goto out;
+	}
 	if ((f->flags & QTK_FAM_SPM_PREFIX) && qtk_blob_find(hf, "tokenizer.model")) {
 		qtk_json_doc tc = {0};
 		bool present;
