@@ -116,7 +116,7 @@ deps:
 man-lint:
 	mandoc -Tlint -W warning man/*.1
 
-# Benchmarks (not tests): BENCH_MPARAMS, BENCH_THREADS, LLAMA_QUANTIZE; see docs/benchmarks.md.
+# Benchmarks (not tests): BENCH_MPARAMS, BENCH_THREADS, LLAMA_QUANTIZE, LLAMA_PERPLEXITY; see docs/benchmarks.md.
 bench: all
 	@QTK_BUILD=$(B) sh bench/run.sh
 

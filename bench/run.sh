@@ -6,6 +6,10 @@
 #   LLAMA_QUANTIZE path to llama.cpp's llama-quantize, for side-by-side figures
 #   BENCH_REPEAT   with LLAMA_QUANTIZE: q4_k runs of each, interleaved, for a median ratio
 #                  that a busy machine disturbs less (default 3)
+#   LLAMA_PERPLEXITY path to llama.cpp's llama-perplexity: with LLAMA_QUANTIZE, the output
+#                  divergence (KLD) table of bench/kld.sh, qtk's quantizations against
+#                  llama-quantize's, type by type (KLD_TYPES, KLD_MODELS, KLD_CHUNKS there)
+#   BENCH_KLD_ONLY=1 only that table (no timings, no 300M model)
 # Besides the table, every figure goes to $BENCH_DIR/results.json: seconds, peak RSS and, where
 # it has one, the ratio to its anchor (cp + fsync for copies and repacks, llama-quantize's run
 # for each type), plus the interleaved pairs.
@@ -15,7 +19,23 @@ MP=${BENCH_MPARAMS:-300}
 TH=${BENCH_THREADS:-$(nproc)}
 D=${BENCH_DIR:-$B/bench}
 LQ=${LLAMA_QUANTIZE:-}
+LP=${LLAMA_PERPLEXITY:-}
 mkdir -p "$D"
+# kld_json: the rows of bench/kld.sh as a JSON array
+kld_json() {
+	printf '['
+	[ -s "$D/kld.tsv" ] && awk -F '\t' 'function num(x) { return (x ~ /^[0-9.e+-]+$/) ? x : "null" }
+		{ printf "%s\n    {\"model\": \"%s\", \"type\": \"%s\", \"kld_qtk\": %s, \"kld_llama\": %s, \"kld_ratio\": %s, \"same_top_qtk\": %s, \"same_top_llama\": %s, \"rmse_ratio_mean\": %s, \"rmse_ratio_max\": %s, \"tensors_rmse_le\": %s, \"tensors\": %s, \"types_differ\": %s}",
+		  (NR > 1 ? "," : ""), $1, $2, num($3), num($4), num($5), num($6), num($7), num($8), num($9), num($10), num($11), ($12 == "differ" ? "true" : "false") }' "$D/kld.tsv"
+	printf '\n  ]'
+}
+: >"$D/kld.tsv"
+if [ "${BENCH_KLD_ONLY:-0}" = 1 ]; then
+	QTK_BUILD=$B BENCH_DIR=$D BENCH_THREADS=$TH sh bench/kld.sh || exit 1
+	printf '{\n  "kld": %s\n}\n' "$(kld_json)" >"$D/results.json"
+	echo "figures: $D/results.json"
+	exit 0
+fi
 M=$D/model-f16.gguf
 [ -f "$M.$MP" ] && [ -f "$M" ] || { "$B/samples/gen" --bench "$MP" "$M" >/dev/null && touch "$M.$MP"; } || exit 1
 BYTES=$(wc -c <"$M")
@@ -102,6 +122,10 @@ if [ -n "$LQ" ] && [ -x "$LQ" ]; then
 			l="$ours" "$D/d1" "$D/d2"
 	done
 fi
+if [ -n "$LP" ] && [ -n "$LQ" ]; then
+	echo
+	QTK_BUILD=$B BENCH_DIR=$D BENCH_THREADS=$TH sh bench/kld.sh
+fi
 # results.json: every figure, with its anchor and ratio where there is one
 anchor_of() {
 	case $1 in
@@ -143,7 +167,7 @@ J=$D/results.json
 	if [ -s "$D/pairs" ]; then
 		awk 'BEGIN { n = 0 } { printf "%s{\"qtk\": %s, \"llama_quantize\": %s, \"ratio\": %.4f}", (n++ ? ", " : ""), $1, $2, ($2 > 0 ? $1 / $2 : 0) }' "$D/pairs"
 	fi
-	printf ']\n}\n'
+	printf '],\n  "kld": %s\n}\n' "$(kld_json)"
 } >"$J"
 echo "figures: $J"
 

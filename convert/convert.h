@@ -53,6 +53,7 @@ typedef struct tensor_result {
 	char from[48], to[48];
 	bool exact, lossy_possible;
 	double rmse, max_abs_err, sqnr_db, cosine;
+	double bias; /* <out, src> / <src, src>: 1 when unbiased, < 1 when the fit shrinks the weights */
 	uint64_t bytes_in, bytes_out;
 } tensor_result;
 

@@ -111,6 +111,7 @@ static void errstat_finish(const errstat *e, tensor_result *r)
 	r->sqnr_db = e->sum_sq_err > 0 ? 10.0 * log10(e->sum_sq_ref / e->sum_sq_err) : INFINITY;
 	double den = sqrt(e->sum_sq_ref) * sqrt(e->sum_sq_out);
 	r->cosine = den > 0 ? e->dot / den : 1.0;
+	r->bias = e->sum_sq_ref > 0 ? e->dot / e->sum_sq_ref : 1.0;
 }
 
 /* Rows are converted in fixed chunks (independent of the thread count),
@@ -863,6 +864,7 @@ int conv_tensor(qtk_model *in, qtk_writer *w, const plan *p, int threads, tensor
 		r->exact = true;
 		r->sqnr_db = INFINITY;
 		r->cosine = 1;
+		r->bias = 1;
 		return copy_parts(in, w, p, err);
 	case M_ROWS:
 		return run_rows(in, w, p, threads, r, err);

@@ -53,6 +53,7 @@ static int write_report(const conv_opts *o, const conv_result *res, qtk_err *err
 		else
 			cJSON_AddNullToObject(j, "sqnr_db"); /* exact: infinite */
 		cJSON_AddNumberToObject(j, "cosine", r->cosine);
+		cJSON_AddNumberToObject(j, "bias", r->bias);
 		cJSON_AddNumberToObject(j, "bytes_in", (double)r->bytes_in);
 		cJSON_AddNumberToObject(j, "bytes_out", (double)r->bytes_out);
 		cJSON_AddItemToArray(ts, j);
@@ -523,7 +524,10 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 		}
 		if (measure) {
 			char note[64];
-			snprintf(note, sizeof note, r->exact ? "exact" : "SQNR %.1f dB", r->sqnr_db);
+			if (r->exact)
+				snprintf(note, sizeof note, "exact");
+			else
+				snprintf(note, sizeof note, "SQNR %.1f dB, bias %.4f", r->sqnr_db, r->bias);
 			cli_progress_end();
 			plan_line(stdout, k, nout, &in->tensors[i], &d->tensors[k], note);
 		}
@@ -538,7 +542,7 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 			if (r->exact)
 				snprintf(note, sizeof note, "exact");
 			else
-				snprintf(note, sizeof note, "SQNR %.1f dB", r->sqnr_db);
+				snprintf(note, sizeof note, "SQNR %.1f dB, bias %.4f", r->sqnr_db, r->bias);
 			cli_progress_end();
 			plan_line(stderr, k, nout, &in->tensors[i], &d->tensors[k], note);
 		}
@@ -618,6 +622,14 @@ void conv_print_summary(const conv_opts *o, const conv_result *res)
 	       (unsigned long long)res->bytes_out, bpw(res->bytes_in, res->params), bpw(res->bytes_out, res->params));
 	if (res->worst_name)
 		printf("  worst SQNR %.2f dB (%s)\n", res->worst_sqnr, cli_safe(res->worst_name));
+	/* shrinkage: the requantized tensor whose bias is farthest from 1 */
+	const tensor_result *wb = NULL;
+	for (size_t i = 0; i < res->n; i++)
+		if (!res->t[i].exact && isfinite(res->t[i].bias) &&
+		    (!wb || fabs(res->t[i].bias - 1.0) > fabs(wb->bias - 1.0)))
+			wb = &res->t[i];
+	if (wb)
+		printf("  bias farthest from 1: %.4f (%s)\n", wb->bias, cli_safe(wb->name));
 	printf("  elapsed %.2f s\n", res->elapsed);
 	for (size_t i = 0; i < res->outs.n; i++) {
 		char hex[65];

@@ -12,7 +12,9 @@
  * MPARAMS million parameters for `make bench` (n_embd 1024, n_ff 2816,
  * 16 heads, 8 KV heads, vocab 32000; as many blocks as fit), streaming;
  * --bench MPARAMS FILE.gguf EMBD FF gives other widths (e.g. 4096 14336, the
- * shape of an 8B model's blocks: memory figures for large matrices).
+ * shape of an 8B model's blocks: memory figures for large matrices); a
+ * vocabulary GGUF after them gives the model its tokenizer.ggml.* keys and its
+ * vocabulary size, so that llama.cpp can run it (the output-divergence bench).
  * Same bytes on every machine: integer PRNG, float arithmetic only in
  * +,-,* (no libm), built with -ffp-contract=off.
  */
@@ -270,9 +272,34 @@ static float fast_normal(void)
 	return (s - 131070.0f) * (1.0f / 37837.0f); /* mean 0, std ~1 */
 }
 
-static int gen_bench(uint64_t mparams, const char *path, uint64_t E, uint64_t FF)
+/* The tokenizer.ggml.* keys of a vocabulary GGUF (hostile input: qtk_open bounds it), and its
+ * token count; NULL with a message when it has no usable vocabulary. */
+static qtk_model *open_vocab(const char *path, uint64_t *nvocab)
 {
-	enum { H = 16, HKV = 8, V = 32000 };
+	qtk_err err;
+	qtk_err_clear(&err);
+	qtk_model *v = qtk_open(path, &err);
+	if (!v) {
+		fail(&err);
+		return NULL;
+	}
+	const qtk_kv *t = qtk_kv_find(v, "tokenizer.ggml.tokens");
+	if (!t || t->val.type != QTK_V_ARR || t->val.elem != QTK_V_STR || t->val.n < 4 || t->val.n > 1000000) {
+		fprintf(stderr, "gen: %s: no tokenizer.ggml.tokens array of 4 to 1000000 strings\n", path);
+		qtk_close(v);
+		return NULL;
+	}
+	*nvocab = t->val.n;
+	return v;
+}
+
+static int gen_bench(uint64_t mparams, const char *path, uint64_t E, uint64_t FF, const char *vocab)
+{
+	enum { H = 16, HKV = 8 };
+	uint64_t V = 32000;
+	qtk_model *vm = NULL;
+	if (vocab && !(vm = open_vocab(vocab, &V)))
+		return 1;
 	uint64_t per_layer = (uint64_t)E * E * 2 + (uint64_t)E * (E / H * HKV) * 2 + 3ull * E * FF + 2 * E;
 	uint64_t fixed = 2ull * V * E + E;
 	uint64_t want = mparams * 1000000ull;
@@ -293,6 +320,16 @@ static int gen_bench(uint64_t mparams, const char *path, uint64_t E, uint64_t FF
 	set_u32(g, "llama.rope.dimension_count", (uint32_t)(E / H));
 	set_f32(g, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
 	set_u32(g, "general.file_type", 1);
+	for (size_t i = 0; vm && i < vm->nkv; i++) {
+		if (strncmp(vm->kv[i].key, "tokenizer.", 10))
+			continue;
+		qtk_kv *n = qtk_model_add_kv(g, vm->kv[i].key);
+		if (!n || qtk_value_copy(&n->val, &vm->kv[i].val)) {
+			fprintf(stderr, "gen: out of memory\n");
+			return 1;
+		}
+	}
+	qtk_close(vm);
 	typedef struct { char name[64]; uint64_t rows, cols; } bt;
 	bt *ts = calloc(16 * nl + 8, sizeof *ts);
 	size_t n = 0;
@@ -352,7 +389,7 @@ static int gen_bench(uint64_t mparams, const char *path, uint64_t E, uint64_t FF
 
 static const char usage[] =
 	"usage: gen [OUT]\n"
-	"       gen --bench MPARAMS FILE.gguf [EMBD FF]\n"
+	"       gen --bench MPARAMS FILE.gguf [EMBD FF [VOCAB.gguf]]\n"
 	"\n"
 	"The project's deterministic sample generator (same bytes on every machine).\n"
 	"  OUT                    directory to write into (default build/samples), created when missing:\n"
@@ -363,7 +400,8 @@ static const char usage[] =
 	"                         (2 blocks, hidden size 256, feed-forward 768, 4 heads, 2 KV heads,\n"
 	"                         a 512-token vocabulary; OUT/tiny-llama/ is replaced as a whole)\n"
 	"  --bench MPARAMS FILE   a llama-shaped F16 GGUF of about MPARAMS million parameters for\n"
-	"                         `make bench` (hidden 1024, feed-forward 2816; EMBD FF give others)\n"
+	"                         `make bench` (hidden 1024, feed-forward 2816; EMBD FF give others;\n"
+	"                         VOCAB.gguf lends its tokenizer.ggml.* keys and vocabulary size)\n"
 	"  -h, --help             this help\n";
 
 int main(int argc, char **argv)
@@ -380,26 +418,26 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (argc > 1 && !strcmp(argv[1], "--bench") && argc != 4 && argc != 6) {
-		fprintf(stderr, "gen: --bench takes MPARAMS FILE.gguf [EMBD FF]\nTry 'gen --help' for more information.\n");
+	if (argc > 1 && !strcmp(argv[1], "--bench") && argc != 4 && argc != 6 && argc != 7) {
+		fprintf(stderr, "gen: --bench takes MPARAMS FILE.gguf [EMBD FF [VOCAB.gguf]]\nTry 'gen --help' for more information.\n");
 		return 2;
 	}
 	if (argc > 2 && strcmp(argv[1], "--bench")) {
 		fprintf(stderr, "gen: unexpected argument '%s'\nTry 'gen --help' for more information.\n", argv[2]);
 		return 2;
 	}
-	if ((argc == 4 || argc == 6) && !strcmp(argv[1], "--bench")) {
+	if ((argc == 4 || argc == 6 || argc == 7) && !strcmp(argv[1], "--bench")) {
 		uint64_t mp, e = 1024, ff = 2816;
 		if (!qtk_parse_u64(argv[2], &mp) || mp < 1 || mp > 100000) {
 			fprintf(stderr, "gen: --bench takes a size in millions of parameters\n");
 			return 2;
 		}
-		if (argc == 6 && (!qtk_parse_u64(argv[4], &e) || !qtk_parse_u64(argv[5], &ff) || e < 64 || e > 65536 ||
+		if (argc >= 6 && (!qtk_parse_u64(argv[4], &e) || !qtk_parse_u64(argv[5], &ff) || e < 64 || e > 65536 ||
 				  e % 64 || ff < 64 || ff > 262144 || ff % 256)) {
 			fprintf(stderr, "gen: --bench EMBD FF: EMBD a multiple of 64 up to 65536, FF a multiple of 256\n");
 			return 2;
 		}
-		return gen_bench(mp, argv[3], e, ff);
+		return gen_bench(mp, argv[3], e, ff, argc == 7 ? argv[6] : NULL);
 	}
 	const char *out = argc > 1 ? argv[1] : "build/samples";
 	if (mkdir(out, 0755) != 0 && errno != EEXIST) {

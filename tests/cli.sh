@@ -105,6 +105,23 @@ no_file "--max-error leaves no output" "$T/lossy.gguf"
 run "--max-error passes" 0 "$BIN/qconvert" -q --max-error 30 "$G" "$T/ok16.gguf" --to f16
 run "--report" 0 "$BIN/qconvert" -q --report "$T/rep.json" "$G" "$T/r16.gguf" --to f16
 if grep -q '"sqnr_db":' "$T/rep.json" && grep -q '"n_requantized":' "$T/rep.json"; then ok; else bad "--report content"; fi
+# bias = <out, src> / <src, src> per tensor: exactly 1 where the output is exact, below 1 (the fit
+# shrinks the weights) somewhere in a 2-bit conversion, and never far from 1
+# bias_check REPORT: prints "n_tensors n_bias n_exact_not_1 n_lossy min_lossy max_lossy"
+bias_check() {
+	awk '/"exact":/ { ex = ($2 ~ /true/) } /"rmse":/ { nt++ }
+	     /"bias":/ { nb++; v = $2 + 0; if (ex && v != 1) bad1++; if (!ex) { nl++; if (nl == 1 || v < mn) mn = v; if (nl == 1 || v > mx) mx = v } }
+	     END { printf "%d %d %d %d %.6f %.6f\n", nt, nb, bad1, nl, mn, mx }' "$1"
+}
+run "--report exact" 0 "$BIN/qconvert" -q --report "$T/rep-x.json" "$G" "$T/rx.gguf" --to f32
+set -- $(bias_check "$T/rep-x.json")
+if [ "$1" -eq 21 ] && [ "$2" -eq 21 ] && [ "$3" -eq 0 ] && [ "$4" -eq 0 ]; then ok; else bad "--report bias (exact): $*"; fi
+run "--report lossy" 0 "$BIN/qconvert" -q --report "$T/rep-l.json" "$G" "$T/rl.gguf" --to q2_k --pure
+set -- $(bias_check "$T/rep-l.json")
+if [ "$1" -eq "$2" ] && [ "$3" -eq 0 ] && [ "$4" -gt 0 ] &&
+	awk -v a="$5" -v b="$6" 'BEGIN { exit !(a < 1 && a > 0.8 && b < 1.2) }'; then ok; else bad "--report bias (q2_k): $*"; fi
+run "summary names the bias" 0 "$BIN/qconvert" "$G" "$T/rl2.gguf" --to q2_k --pure
+out_has "summary names the bias" "bias farthest from 1: 0\.[0-9]* (blk\."
 run "--dry-run" 0 "$BIN/qconvert" --dry-run "$G" "$T/dry.gguf" --to f16
 out_has "--dry-run plan line" "blk.0.attn_q.weight  \[256, 256\]  f32 -> f16"
 out_has "--dry-run total" "plan: 21 tensors"

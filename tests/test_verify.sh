@@ -140,6 +140,14 @@ run "against max-error ok" 0 "$V" --against "$G" --max-error 20 "$T/q8.gguf"
 run "against max-error fails" 1 "$V" --against "$G" --max-error 60 "$T/q8.gguf"
 out_has "against max-error fails" "is below --max-error 60.00 dB"
 run "against json" 1 "$V" --json --against "$G" --max-error 60 "$T/q8.gguf"; out_has "against json" '"sqnr_db":'
+out_has "against json rmse" '"rmse":'
+# bias = <file, source> / <source, source>: 1 for an exact tensor, near 1 and not 1 for a lossy one
+if awk '/"status":/ { st = $2 } /"bias":/ { n++; v = $2 + 0; if (st ~ /exact/ && v != 1) bad++; if (st ~ /lossy|below/) { nl++; if (v == 1 || v < 0.99 || v > 1.01) bad++ } }
+	END { exit !(n > 0 && nl > 0 && !bad) }' "$T/out"; then ok; else bad "against json bias"; fi
+run "against exact json" 0 "$V" --json --against "$H/" "$T/hf16.gguf"
+if grep -q '"bias":	1,\?$' "$T/out" && ! grep '"bias":' "$T/out" | grep -qv '"bias":	1,\?$'; then ok; else bad "against exact json bias"; fi
+run "against lossy text" 0 "$V" -v --against "$G" "$T/q8.gguf"
+if grep -q "bias 0\.99[0-9]*\|bias 1\.00[0-9]*" "$T/out" "$T/err"; then ok; else bad "against lossy text: no bias"; fi
 run "against hf source max-error" 1 "$V" --against "$S/tiny-llama/" --max-error 45 "$T/q8.gguf"
 out_has "against hf source max-error" "tensor 'model.layers.0.self_attn.q_proj.weight' (stored as 'blk.0.attn_q.weight'): below"
 

@@ -45,6 +45,8 @@ vtensor *qv_tensor(vstate *s, const char *name, const char *stored, const char *
 	t->status = status;
 	t->failed = failed;
 	t->sqnr_db = NAN;
+	t->rmse = NAN;
+	t->bias = NAN;
 	s->nt++;
 	if (failed)
 		s->status = 1;
@@ -584,15 +586,20 @@ static int against_one(vstate *s, const qtk_tensor *ft, const qtk_tensor *st, vt
 	rc = a && b ? 0 : oom(s);
 	rc = rc ? rc : qtk_vcursor_open(s->m, ft, &ca, &s->err);
 	rc = rc ? rc : qtk_vcursor_open(s->src, st, &cb, &s->err);
-	double sig = 0, noise = 0, mx = 0;
+	double sig = 0, noise = 0, mx = 0, dot = 0;
+	uint64_t nval = 0;
 	bool same = true;
 	for (uint64_t done = 0; done < ft->n_params && !rc; done += N) {
 		uint64_t k = ft->n_params - done < N ? ft->n_params - done : N;
 		rc = qtk_vcursor_read(ca, a, k);
 		rc = rc ? rc : qtk_vcursor_read(cb, b, k);
+		if (!rc)
+			nval += k;
 		if (rc || !memcmp(a, b, (size_t)k * sizeof *a)) {
-			for (uint64_t x = 0; x < k && !rc; x++)
+			for (uint64_t x = 0; x < k && !rc; x++) {
 				sig += (double)b[x] * (double)b[x];
+				dot += (double)b[x] * (double)b[x];
+			}
 			continue;
 		}
 		same = false;
@@ -600,6 +607,7 @@ static int against_one(vstate *s, const qtk_tensor *ft, const qtk_tensor *st, vt
 			double r = b[x], d = (double)a[x] - r;
 			sig += r * r;
 			noise += d * d;
+			dot += (double)a[x] * r;
 			if (fabs(d) > mx)
 				mx = fabs(d);
 		}
@@ -610,13 +618,17 @@ static int against_one(vstate *s, const qtk_tensor *ft, const qtk_tensor *st, vt
 	qtk_free(b);
 	if (rc || same) {
 		t->status = "exact";
+		t->rmse = 0;
+		t->bias = 1;
 		return rc;
 	}
 	double q = noise > 0 && sig > 0 && isfinite(noise) && isfinite(sig) ? 10.0 * log10(sig / noise)
 		   : noise == 0 ? INFINITY : -INFINITY;
 	t->sqnr_db = q;
+	t->rmse = nval ? sqrt(noise / (double)nval) : NAN;
+	t->bias = sig > 0 && isfinite(sig) && isfinite(dot) ? dot / sig : NAN;
 	t->status = "lossy";
-	snprintf(t->detail, sizeof t->detail, "SQNR %.2f dB, max abs error %.6g", q, mx);
+	snprintf(t->detail, sizeof t->detail, "SQNR %.2f dB, RMSE %.6g, bias %.4f, max abs error %.6g", q, t->rmse, t->bias, mx);
 	if (s->o->has_max_error && !(q >= s->o->max_error_db)) {
 		char d[160];
 		snprintf(d, sizeof d, "SQNR %.2f dB is below --max-error %.2f dB", q, s->o->max_error_db);

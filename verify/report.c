@@ -57,6 +57,14 @@ static void report_json(vstate *s)
 				cJSON_AddNumberToObject(c, "sqnr_db", t->sqnr_db);
 			else
 				cJSON_AddNullToObject(c, "sqnr_db");
+			if (isfinite(t->rmse))
+				cJSON_AddNumberToObject(c, "rmse", t->rmse);
+			else
+				cJSON_AddNullToObject(c, "rmse");
+			if (isfinite(t->bias))
+				cJSON_AddNumberToObject(c, "bias", t->bias);
+			else
+				cJSON_AddNullToObject(c, "bias");
 		}
 		cJSON_AddItemToArray(ts, c);
 	}

@@ -34,6 +34,8 @@ typedef struct vtensor {
 	bool failed;
 	char detail[256];
 	double sqnr_db;    /* --against: NAN when exact or not applicable */
+	double rmse;       /* --against, lossy: root mean square error; NAN otherwise */
+	double bias;       /* --against, lossy: <file, source> / <source, source>; NAN otherwise */
 } vtensor;
 
 /* Outcome of one check. */
