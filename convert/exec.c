@@ -125,6 +125,7 @@ typedef struct window {
 	unsigned out_type;
 	const float *whole;       /* the window's rows of a decoded AWQ/GPTQ source, else NULL */
 	const qgroups *qg;        /* the source as integer groups, for exact transcodes */
+	uint64_t qg0;             /* the source row of qg's first row */
 	const uint8_t *mem_src;   /* the encoded source in memory (row-permuted), else read from the file */
 	bool rows_transcode;      /* source and target are ggml blocks qgroups can map */
 	uint8_t *const *packed;   /* the whole parts of a packed source its scheme shuffles into out_type */
@@ -204,7 +205,7 @@ static void chunk_job(void *ctx, size_t i)
 	if (w->packed)
 		done = qtk_scheme_to_ggml_rows(t, (const void *const *)w->packed, r0, nr, w->out_type, dst) == 0;
 	else if (w->qg)
-		done = qg_to_ggml(w->qg, w->out_type, (uint32_t)r0, (uint32_t)nr, dst) == 0;
+		done = qg_to_ggml(w->qg, w->out_type, (uint32_t)(r0 - w->qg0), (uint32_t)nr, dst) == 0;
 	else if (w->rows_transcode && raw) {
 		qgroups g;
 		if (qg_from_ggml(t->layout.type, raw, (uint32_t)nr, (uint32_t)w->cols, &g) == 0) {
@@ -367,6 +368,41 @@ static int permute_groups(qgroups *g, const plan *p, qtk_err *err)
 	return 0;
 }
 
+/* The integer groups of rows r0 .. r0+n-1 of a 2-D packed source, from only their bytes
+ * (qtk_pwin), row-permuted within the window when Q/K rows are (n whole heads of hd rows). */
+static int window_groups(qtk_pwin *pw, const plan *p, uint64_t r0, uint64_t n, uint64_t hd, qgroups *g, qtk_err *err)
+{
+	const qtk_tensor *t = p->src;
+	uint64_t got;
+	if (qtk_pwin_load(pw, r0, n, &got)) {
+		*err = pw->m->err;
+		return err->code ? err->code : QTK_E_IO;
+	}
+	if (pw->whole && g->q)
+		return 0;
+	qg_free(g);
+	if (got != n)
+		return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "row window out of step");
+	if (!pw->whole && (r0 != pw->w0 || n != pw->wn))
+		return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "row window out of step");
+	/* the loaded window is these rows (or, whole, every row: their groups once) */
+	int q = qtk_scheme_to_groups(&pw->sub, (const void *const *)pw->buf, g);
+	if (q)
+		return qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "inconsistent quantized components");
+	if (p->perm_heads && !pw->whole) {
+		int heads = (int)(n / hd);
+		if (permute_inplace(g->q, g->out, g->in, heads, p->perm_inverse, t->name, err) ||
+		    permute_inplace((uint8_t *)g->z, g->out, (uint64_t)g->ngroups * sizeof *g->z, heads, p->perm_inverse, t->name, err) ||
+		    permute_inplace((uint8_t *)g->s, g->out, (uint64_t)g->ngroups * sizeof *g->s, heads, p->perm_inverse, t->name, err) ||
+		    (g->m && permute_inplace((uint8_t *)g->m, g->out, (uint64_t)g->ngroups * sizeof *g->m, heads,
+					     p->perm_inverse, t->name, err)))
+			return err->code;
+	} else if (p->perm_heads && permute_groups(g, p, err)) {
+		return err->code;
+	}
+	return 0;
+}
+
 /* Row-chunked conversion to a plain type. */
 /* Rows r0 .. r0+n-1 of an AWQ/GPTQ tensor decoded from its packed parts (r0, n multiples of 32). */
 static int decode_rows(const qtk_tensor *t, uint8_t *const *pp, uint64_t r0, uint64_t n, float *dst, qtk_err *err)
@@ -423,8 +459,20 @@ static int run_rows(qtk_model *in, qtk_writer *w, const plan *p, int threads, te
 		win.mem_src = mem;
 	}
 	const qtk_scheme *ss = qtk_scheme_of(t);
+	/* packed sources whose rows are read a window at a time (qtk_pwin): 2-D, no byte shuffle
+	 * into the target, no NVFP4 scale; the others hold their parts */
+	bool shuffle = ss && ss->to_ggml_rows && !p->perm_heads &&
+		       qtk_scheme_exact_ggml(t->layout.kind, t->layout.bits, t->layout.sym, t->layout.group_size, win.cols) ==
+			       win.out_type;
+	bool windowed = ss && t->ndim == 2 && !shuffle && !p->nv_scaled;
+	bool wgroups = false;
+	qtk_pwin pw;
+	memset(&pw, 0, sizeof pw);
 	/* integer groups of the source when it has them (compressed-tensors: F16 scales only) */
 	if (ss && ss->to_groups && ggml_int_type(win.out_type) &&
+	    (!ss->part_specs || t->layout.scale_type == QTK_T_F16) && windowed) {
+		wgroups = true; /* a window's groups at a time */
+	} else if (ss && ss->to_groups && ggml_int_type(win.out_type) &&
 	    (!ss->part_specs || t->layout.scale_type == QTK_T_F16)) {
 		if (load_groups(in, t, &g, err))
 			return err->code;
@@ -451,7 +499,9 @@ static int run_rows(qtk_model *in, qtk_writer *w, const plan *p, int threads, te
 		if (win_rows > rows)
 			win_rows = rows;
 		int rc0 = 0;
-		for (int k = 0; k < t->nparts && !rc0; k++)
+		if (windowed)
+			qtk_pwin_init(&pw, in, t, win_rows);
+		for (int k = 0; k < t->nparts && !rc0 && !windowed; k++)
 			if ((rc0 = qtk_read_part_alloc(in, t, k, &packed[k])))
 				*err = in->err;
 		/* NVFP4 blocks shuffled with Q/K permutation: the rows of codes and block scales are
@@ -500,7 +550,18 @@ static int run_rows(qtk_model *in, qtk_writer *w, const plan *p, int threads, te
 		win.rows_end = rows - r0 < win_rows ? rows : r0 + win_rows;
 		if (staged && (rc = stage_rows(in, p, mem, stmp, r0, win.rows_end - r0, win.in_row_bytes, err)))
 			break;
-		if (whole && (rc = decode_rows(t, packed, r0, win.rows_end - r0, tmp ? tmp : whole, err)))
+		if (wgroups) {
+			if ((rc = window_groups(&pw, p, r0, win.rows_end - r0, hd, &g, err)))
+				break;
+			win.qg = &g;
+			win.qg0 = pw.whole ? 0 : r0;
+		}
+		if (whole && windowed && qtk_pwin_decode(&pw, r0, win.rows_end - r0, tmp ? tmp : whole)) {
+			*err = in->err;
+			rc = err->code ? err->code : QTK_E_DATA;
+			break;
+		}
+		if (whole && !windowed && (rc = decode_rows(t, packed, r0, win.rows_end - r0, tmp ? tmp : whole, err)))
 			break;
 		if (tmp) /* the window holds whole heads: permute within it */
 			qtk_family_permute_rows((const uint8_t *)tmp, (uint8_t *)whole, win.rows_end - r0, win.cols * 4,
@@ -532,6 +593,7 @@ static int run_rows(qtk_model *in, qtk_writer *w, const plan *p, int threads, te
 	qtk_free(mem);
 	qtk_free(stmp);
 	qg_free(&g);
+	qtk_pwin_free(&pw);
 	return rc;
 }
 
@@ -590,6 +652,8 @@ typedef struct rowsrc {
 	float *tmp;         /* AWQ/GPTQ with Q/K permutation: rows before permuting */
 	uint64_t hd;        /* rows per head when permuting, else 1 */
 	uint32_t win;       /* rows per window */
+	bool windowed;      /* packed 2-D source read a window at a time (pw), not held */
+	qtk_pwin pw;
 } rowsrc;
 
 static void rowsrc_close(rowsrc *s)
@@ -599,7 +663,19 @@ static void rowsrc_close(rowsrc *s)
 	qtk_free(s->tmp);
 	for (int k = 0; k < QTK_MAX_PARTS; k++)
 		qtk_free(s->packed[k]);
+	qtk_pwin_free(&s->pw);
 	memset(s, 0, sizeof *s);
+}
+
+/* The source's parts whole (paths that need every row at once). */
+static int rowsrc_whole(rowsrc *s, qtk_err *err)
+{
+	const qtk_tensor *t = s->p->src;
+	int rc = 0;
+	for (int k = 0; k < t->nparts && !rc; k++)
+		if (!s->packed[k] && (rc = qtk_read_part_alloc(s->in, t, k, &s->packed[k])))
+			*err = s->in->err;
+	return rc;
 }
 
 static int rowsrc_open(rowsrc *s, qtk_model *in, const plan *p, qtk_err *err)
@@ -634,7 +710,10 @@ static int rowsrc_open(rowsrc *s, qtk_model *in, const plan *p, qtk_err *err)
 		if (!s->raw || (p->perm_heads && !s->rawtmp))
 			rc = qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
 	} else {
-		for (int k = 0; k < t->nparts && !rc; k++)
+		s->windowed = t->ndim == 2 && t->layout.kind != QTK_LAYOUT_NVFP4;
+		if (s->windowed)
+			qtk_pwin_init(&s->pw, in, t, s->win);
+		for (int k = 0; k < t->nparts && !rc && !s->windowed; k++)
 			if ((rc = qtk_read_part_alloc(in, t, k, &s->packed[k])))
 				*err = in->err;
 		if (!rc && p->perm_heads && !(s->tmp = qtk_malloc((size_t)s->win * inf * sizeof(float))))
@@ -655,7 +734,14 @@ static int rowsrc_get(rowsrc *s, uint32_t o0, uint32_t n, float *x, qtk_err *err
 			rc = qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "cannot decode this type");
 		return rc;
 	}
-	int rc = decode_rows(t, s->packed, o0, n, s->tmp ? s->tmp : x, err);
+	int rc;
+	if (s->windowed) {
+		rc = qtk_pwin_decode(&s->pw, o0, n, s->tmp ? s->tmp : x);
+		if (rc)
+			*err = s->in->err;
+	} else {
+		rc = decode_rows(t, s->packed, o0, n, s->tmp ? s->tmp : x, err);
+	}
 	if (!rc && s->tmp) /* the window holds whole heads: permute within it */
 		qtk_family_permute_rows((const uint8_t *)s->tmp, (uint8_t *)x, n, inf * 4, (int)(n / s->hd), s->p->perm_inverse);
 	return rc;
@@ -738,6 +824,81 @@ static int run_mxfp4_gptoss(qtk_model *in, qtk_writer *w, const plan *p, tensor_
 	return rc;
 }
 
+/* An exact repack window by window of output features: each window's integer groups from only
+ * its source bytes, packed into the output's parts for those rows (qtk_scheme_window) and
+ * copied into the whole output parts pp. *handled false: the windows do not divide (the caller
+ * takes the whole-tensor path); else *packed says whether the integers fit the target (false:
+ * the caller re-fits). */
+static int window_repack(rowsrc *s, const qtk_tensor *o, uint8_t **pp, bool *handled, bool *packed, qtk_err *err)
+{
+	const qtk_tensor *t = s->p->src;
+	const qtk_scheme *ss = qtk_scheme_of(t);
+	uint32_t out = (uint32_t)t->shape[0];
+	uint8_t *sp[QTK_MAX_PARTS] = {NULL};
+	qgroups g;
+	memset(&g, 0, sizeof g);
+	int rc = 0;
+	*handled = *packed = false;
+	if (!ss || !ss->to_groups || s->p->perm_heads)
+		return 0;
+	for (uint32_t o0 = 0; o0 < out && !rc; o0 += s->win) {
+		uint32_t n = out - o0 < s->win ? out - o0 : s->win;
+		uint64_t got;
+		if (qtk_pwin_load(&s->pw, o0, n, &got)) {
+			*err = s->in->err;
+			rc = err->code ? err->code : QTK_E_IO;
+			break;
+		}
+		if (s->pw.whole || got != n || s->pw.w0 != o0 || s->pw.wn != n)
+			break; /* not handled */
+		qg_free(&g);
+		if (qtk_scheme_to_groups(&s->pw.sub, (const void *const *)s->pw.buf, &g)) {
+			if (!o0 && ss->part_specs) { /* no integer groups (FP8, NVFP4, ...): re-fit */
+				*handled = true;
+				break;
+			}
+			rc = qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "inconsistent quantized components");
+			break;
+		}
+		if (!o0 && !(o->layout.kind == QTK_LAYOUT_MLX ||
+			     (g.bits == o->layout.bits && (g.group == o->layout.group_size || qg_act_order(&g))))) {
+			*handled = true; /* the integers do not fit: re-fit */
+			break;
+		}
+		qtk_tensor osub;
+		qtk_scheme_slice sl[QTK_MAX_PARTS];
+		if (qtk_scheme_window(o, o0, n, &osub, sl)) {
+			if (o0)
+				rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "output rows do not split");
+			break;
+		}
+		for (int k = 0; k < osub.nparts && !rc; k++) {
+			qtk_free(sp[k]);
+			if (!(sp[k] = qtk_calloc(1, (size_t)osub.parts[k].nbytes + 8)))
+				rc = qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
+		}
+		if (rc)
+			break;
+		if (qtk_scheme_from_groups(&g, &osub, true, (void *const *)sp)) {
+			if (!o0) { /* values the target cannot hold: re-fit */
+				*handled = true;
+				break;
+			}
+			rc = qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "rows %u.. do not fit the target exactly", o0);
+			break;
+		}
+		for (int k = 0; k < osub.nparts; k++)
+			for (uint64_t i = 0; i < sl[k].count; i++)
+				memcpy(pp[k] + sl[k].off + i * sl[k].stride, sp[k] + i * sl[k].len, (size_t)sl[k].len);
+		if (o0 + n >= out)
+			*handled = *packed = true;
+	}
+	qg_free(&g);
+	for (int k = 0; k < QTK_MAX_PARTS; k++)
+		qtk_free(sp[k]);
+	return rc;
+}
+
 /* A tensor to AWQ/GPTQ: repack the source's integers when they fit the target, else fit every
  * group to the decoded values. */
 static int run_groups(qtk_model *in, qtk_writer *w, const plan *p, int threads, tensor_result *r, qtk_err *err)
@@ -761,8 +922,13 @@ static int run_groups(qtk_model *in, qtk_writer *w, const plan *p, int threads, 
 	if (!rc && !(x = qtk_malloc((size_t)s.win * inf * sizeof *x)))
 		rc = qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
 	/* the source's own integers, when it has them */
-	bool have = false;
-	if (!rc && t->layout.kind != QTK_LAYOUT_PLAIN) {
+	bool have = false, wdone = false, wpacked = false;
+	if (!rc && s.windowed && !(o->layout.kind == QTK_LAYOUT_NVFP4 || o->layout.kind == QTK_LAYOUT_MXFP4))
+		rc = window_repack(&s, o, pp, &wdone, &wpacked, err);
+	if (!rc && s.windowed && !wdone && t->layout.kind != QTK_LAYOUT_PLAIN)
+		rc = rowsrc_whole(&s, err);
+	if (!rc && wdone) {
+	} else if (!rc && t->layout.kind != QTK_LAYOUT_PLAIN) {
 		const qtk_scheme *ss = qtk_scheme_of(t);
 		int q = ss && ss->to_groups ? qtk_scheme_to_groups(t, (const void *const *)s.packed, &g) : -1;
 		/* compressed-tensors layers without integer groups (FP8, NVFP4, non-F16 scales) re-fit */
@@ -829,7 +995,7 @@ static int run_groups(qtk_model *in, qtk_writer *w, const plan *p, int threads, 
 		     permute_inplace(pp[1], out, inf / 32, p->perm_heads, p->perm_inverse, t->name, err)))
 			rc = err->code;
 	}
-	bool packed = nvs || mxs;
+	bool packed = nvs || mxs || wpacked;
 	/* MLX takes the integers whenever its codes and groups hold them (its from_groups checks) */
 	if (!rc && have && (o->layout.kind == QTK_LAYOUT_MLX ||
 			    (g.bits == o->layout.bits && (g.group == o->layout.group_size || qg_act_order(&g)))))

@@ -113,6 +113,7 @@ static void check_chunks(qtk_model *m, const qtk_tensor *t, const char *what)
 		return;
 	}
 	uint64_t saved = qtk_stats_test_chunk(4096);
+	qtk_test_max_alloc(true);
 	qtk_trows r;
 	int rc = qtk_trows_open(&r, m, t, 1);
 	bool same = rc == 0;
@@ -123,6 +124,18 @@ static void check_chunks(qtk_model *m, const qtk_tensor *t, const char *what)
 	}
 	CHECK(same && (r.step < r.rows || r.rows <= 32), "%s %s: chunked decode (step %llu) differs", what, t->name,
 	      (unsigned long long)r.step);
+	/* a packed tensor is read a window of rows at a time, never a whole part (issue 17) */
+	uint64_t big = 0;
+	for (int p = 0; p < t->nparts; p++)
+		big = t->parts[p].nbytes > big ? t->parts[p].nbytes : big;
+	/* (only where a part is well above a chunk of F32, so the two cannot be mistaken) */
+	if (t->layout.kind != QTK_LAYOUT_PLAIN && big > 2 * r.step * r.cstep * sizeof(float)) {
+		qtk_tstats st;
+		qtk_stats_compute(m, t, &st, NULL, NULL);
+		size_t peak = qtk_test_max_alloc(false);
+		CHECK(peak < big, "%s %s: largest allocation %zu bytes, the largest part is %llu", what, t->name, peak,
+		      (unsigned long long)big);
+	}
 	qtk_trows_close(&r);
 	qtk_stats_test_chunk(saved);
 	free(whole);

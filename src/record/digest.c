@@ -986,7 +986,9 @@ struct qtk_vcursor {
 	uint64_t have, off;      /* decoded values in vals, and how many were handed out */
 	uint8_t *raw;
 	float *vals, *perm;
-	bool whole;              /* AWQ/GPTQ: vals holds the whole tensor */
+	bool whole;              /* a packed tensor whose windows did not divide: vals holds it all */
+	bool packed;             /* packed: windows of rows (pw) */
+	qtk_pwin pw;
 };
 
 void qtk_vcursor_close(qtk_vcursor *c)
@@ -996,6 +998,7 @@ void qtk_vcursor_close(qtk_vcursor *c)
 	qtk_free(c->raw);
 	qtk_free(c->vals);
 	qtk_free(c->perm);
+	qtk_pwin_free(&c->pw);
 	qtk_free(c);
 }
 
@@ -1011,7 +1014,27 @@ int qtk_vcursor_open(qtk_model *m, const qtk_tensor *t, qtk_vcursor **out, qtk_e
 	c->t = t;
 	c->err = err;
 	int rc = qtk_family_qk_heads(m, t, &c->heads, err);
-	if (!rc && t->layout.kind != QTK_LAYOUT_PLAIN) {
+	const qtk_scheme *sc = t->layout.kind != QTK_LAYOUT_PLAIN ? qtk_scheme_of(t) : NULL;
+	uint64_t prows = qtk_tensor_rows(t), pin = qtk_tensor_cols(t);
+	if (!rc && sc && prows && pin && (c->heads <= 0 || prows % (2 * (uint64_t)c->heads) == 0) &&
+	    prows % sc->row_align == 0 && pin <= CHUNK_VALUES) {
+		/* packed: windows of whole heads (un-permuted) and whole packed words */
+		uint64_t a = qtk_lcm_u64(sc->row_align, c->heads > 0 ? prows / (uint64_t)c->heads : 1);
+		uint64_t r = CHUNK_VALUES / pin;
+		r = r < a ? a : r / a * a;
+		c->packed = true;
+		c->unit = c->heads > 0 ? prows / (uint64_t)c->heads * pin : pin;
+		c->chunk = r * pin;
+		if (c->unit > MAX_UNIT_VALUES || c->chunk > (uint64_t)SIZE_MAX / sizeof(float) / 2)
+			rc = qtk_err_set(err, QTK_E_DATA, m->path, -1, t->name, "heads cannot be un-permuted");
+		qtk_pwin_init(&c->pw, m, t, 0);
+		if (!rc) {
+			c->vals = qtk_malloc((size_t)c->chunk * sizeof(float));
+			c->perm = c->heads > 0 ? qtk_malloc((size_t)c->chunk * sizeof(float)) : NULL;
+			if (!c->vals || (c->heads > 0 && !c->perm))
+				rc = oom(err, t->name);
+		}
+	} else if (!rc && t->layout.kind != QTK_LAYOUT_PLAIN) {
 		c->whole = true;
 		rc = qtk_tensor_values(m, t, &c->vals, err);
 		c->have = t->n_params;
@@ -1053,13 +1076,21 @@ static int vc_refill(qtk_vcursor *c)
 {
 	const qtk_tensor *t = c->t;
 	uint64_t n = t->n_params - c->pos < c->chunk ? t->n_params - c->pos : c->chunk;
-	uint64_t boff = c->pos / c->blck * c->bpb, nbytes = n / c->blck * c->bpb;
+	if (c->packed) {
+		uint64_t in = qtk_tensor_cols(t);
+		qtk_err_clear(&c->m->err);
+		if (qtk_pwin_decode(&c->pw, c->pos / in, n / in, c->vals)) {
+			*c->err = c->m->err;
+			return c->err->code ? c->err->code : QTK_E_DATA;
+		}
+	}
+	uint64_t boff = c->packed ? 0 : c->pos / c->blck * c->bpb, nbytes = c->packed ? 0 : n / c->blck * c->bpb;
 	qtk_err_clear(&c->m->err);
-	if (qtk_read_part(c->m, t, 0, boff, c->raw, (size_t)nbytes)) {
+	if (!c->packed && qtk_read_part(c->m, t, 0, boff, c->raw, (size_t)nbytes)) {
 		*c->err = c->m->err;
 		return c->err->code ? c->err->code : QTK_E_IO;
 	}
-	if (decode_fast(t->layout.type, c->raw, c->vals, n) && qtk_dequant_ggml(t->layout.type, c->raw, c->vals, n))
+	if (!c->packed && decode_fast(t->layout.type, c->raw, c->vals, n) && qtk_dequant_ggml(t->layout.type, c->raw, c->vals, n))
 		return qtk_err_set(c->err, QTK_E_DATA, c->m->path, -1, t->name, "cannot decode this type");
 	if (c->heads > 0) {
 		unpermute(c->vals, c->perm, n, c->unit, t->n_params / t->shape[0]);

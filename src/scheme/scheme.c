@@ -526,6 +526,88 @@ int qtk_scheme_decode_rows(const qtk_tensor *t, const void *const *parts, uint64
 	return rows_ok(s, t, o0, n) ? s->decode_rows(t, parts, o0, n, dst) : -1;
 }
 
+/* Part k of a window: rows o0 .. o0+n-1 of 2-D packed t keep, of each part, the stretch of the
+ * one dimension that grows with the output features (or the whole part when none does). The
+ * stretch must be proportional to the rows and start on a whole element; anything else (a
+ * rounded-up count, a dimension that is neither) leaves the window undefined. */
+static int window_part(const qtk_part *full, const qtk_part *want, uint64_t out, uint64_t o0, uint64_t n,
+		       qtk_part *q, qtk_scheme_slice *sl)
+{
+	uint64_t numel = 1;
+	for (int i = 0; i < full->ndim; i++)
+		if (!qtk_mul_u64(numel, full->shape[i], &numel))
+			return -1;
+	if (!numel || full->nbytes % numel || want->ndim != full->ndim)
+		return -1;
+	uint64_t es = full->nbytes / numel;
+	int k = -1;
+	for (int i = 0; i < full->ndim; i++)
+		if (want->shape[i] != full->shape[i]) {
+			if (k >= 0)
+				return -1;
+			k = i;
+		}
+	*q = *full;
+	if (k < 0) { /* the same whatever the rows: read whole */
+		*sl = (qtk_scheme_slice){0, full->nbytes, full->nbytes, 1};
+		return 0;
+	}
+	uint64_t a, b;
+	if (!qtk_mul_u64(want->shape[k], out, &a) || !qtk_mul_u64(full->shape[k], n, &b) || a != b ||
+	    !qtk_mul_u64(full->shape[k], o0, &a) || a % out)
+		return -1;
+	uint64_t start = a / out, inner = es, outer = 1;
+	for (int i = k + 1; i < full->ndim; i++)
+		inner *= full->shape[i];
+	for (int i = 0; i < k; i++)
+		outer *= full->shape[i];
+	q->shape[k] = want->shape[k];
+	q->nbytes = outer * want->shape[k] * inner;
+	q->offset = 0;
+	*sl = (qtk_scheme_slice){start * inner, want->shape[k] * inner, full->shape[k] * inner, outer};
+	return 0;
+}
+
+int qtk_scheme_window(const qtk_tensor *t, uint64_t o0, uint64_t n, qtk_tensor *sub, qtk_scheme_slice *sl)
+{
+	const qtk_scheme *s = qtk_scheme_of(t);
+	qtk_tensor whole;
+	uint64_t base = 0; /* 3-D: bytes before the expert, per part */
+	if (!s || t->nparts > QTK_MAX_PARTS)
+		return -1;
+	const qtk_tensor *w = t;
+	if (t->ndim == 3) { /* one expert of a stack: its rows only */
+		uint64_t out = t->shape[1];
+		const void *none[QTK_MAX_PARTS] = {NULL}, *sp[QTK_MAX_PARTS];
+		if (!out || o0 / out != (o0 + n - 1) / out || !expert_of(t, none, o0 / out, &whole, sp))
+			return -1;
+		base = o0 / out;
+		o0 %= out;
+		w = &whole;
+	}
+	if (w->ndim != 2 || !rows_ok(s, w, o0, n))
+		return -1;
+	qtk_tensor d;
+	memset(&d, 0, sizeof d);
+	char why[160];
+	if (qtk_scheme_describe(&d, &w->layout, n, w->shape[1], true, why, sizeof why))
+		return -1;
+	*sub = *w;
+	sub->view = NULL;
+	sub->shape[0] = n;
+	for (int p = 0; p < w->nparts; p++) {
+		const qtk_part *want = NULL;
+		for (int k = 0; k < d.nparts && !want; k++)
+			if (!strcmp(d.parts[k].role, w->parts[p].role))
+				want = &d.parts[k];
+		if (!want || window_part(&w->parts[p], want, w->shape[0], o0, n, &sub->parts[p], &sl[p]))
+			return -1;
+		sl[p].off += base * w->parts[p].nbytes;
+	}
+	qtk_tensor_finish(sub);
+	return 0;
+}
+
 int qtk_scheme_to_ggml_rows(const qtk_tensor *t, const void *const *parts, uint64_t o0, uint64_t n, unsigned type,
 			    void *dst)
 {

@@ -214,6 +214,17 @@ int qtk_scheme_bytes(const qtk_layout *l, uint64_t out, uint64_t in, bool with_o
  * s->row_align, n too unless the rows reach the last one): 0, or -1 on bad arguments /
  * inconsistent parts / out of memory. */
 int qtk_scheme_decode_rows(const qtk_tensor *t, const void *const *parts, uint64_t o0, uint64_t n, float *dst);
+/* Where the bytes of a window of rows sit in one part: `count` runs of `len` bytes, the first
+ * at byte `off` of the part, each `stride` bytes after the one before. */
+typedef struct qtk_scheme_slice {
+	uint64_t off, len, stride, count;
+} qtk_scheme_slice;
+/* Rows o0 .. o0+n-1 of packed t (3-D: within one expert; o0 and n as for decode_rows) as a
+ * 2-D packed tensor of their own: *sub describes them (shape [n, in], each part's shape and
+ * bytes; no file offsets), sl[p] says which bytes of t's part p hold sub's part p, so that
+ * decode_rows, to_groups ... on sub with those bytes give t's rows. Parts that do not depend on
+ * the rows (a g_idx) are read whole. -1 when t's parts do not split by rows that way. */
+int qtk_scheme_window(const qtk_tensor *t, uint64_t o0, uint64_t n, qtk_tensor *sub, qtk_scheme_slice *sl);
 /* Rows o0 .. o0+n-1 of packed tensor t (3-D: expert after expert) as ggml blocks of `type` by
  * the scheme's byte shuffle (to_ggml_rows): 0, or -1 when it has none for type. */
 int qtk_scheme_to_ggml_rows(const qtk_tensor *t, const void *const *parts, uint64_t o0, uint64_t n, unsigned type,

@@ -85,3 +85,119 @@ int qtk_decode_tensor(qtk_model *m, const qtk_tensor *t, float *dst)
 		qtk_free(p[i]);
 	return rc;
 }
+
+/* ---- windows of packed rows --------------------------------------------------------------- */
+
+void qtk_pwin_init(qtk_pwin *w, qtk_model *m, const qtk_tensor *t, uint64_t want)
+{
+	memset(w, 0, sizeof *w);
+	w->m = m;
+	w->t = t;
+	uint64_t in = qtk_tensor_cols(t);
+	w->want = want ? want : ((uint64_t)8 << 20) / (in ? in : 1);
+	const qtk_scheme *sc = qtk_scheme_of(t);
+	uint64_t a = sc && sc->row_align ? sc->row_align : 1;
+	w->want = w->want < a ? a : w->want / a * a;
+}
+
+void qtk_pwin_free(qtk_pwin *w)
+{
+	for (int i = 0; i < QTK_MAX_PARTS; i++)
+		qtk_free(w->buf[i]);
+	memset(w, 0, sizeof *w);
+}
+
+static int pw_grow(qtk_pwin *w, int p, uint64_t n)
+{
+	if (n > SIZE_MAX - 1)
+		return qtk_err_set(&w->m->err, QTK_E_IO, NULL, -1, w->t->name, "tensor too large for memory");
+	if (w->cap[p] >= n && w->buf[p])
+		return 0;
+	qtk_free(w->buf[p]);
+	w->buf[p] = qtk_malloc((size_t)(n ? n : 1));
+	w->cap[p] = w->buf[p] ? (size_t)n : 0;
+	return w->buf[p] ? 0 : qtk_err_set(&w->m->err, QTK_E_IO, NULL, -1, w->t->name, "out of memory");
+}
+
+/* Every part whole, once (schemes whose parts do not split by rows). */
+static int pw_whole(qtk_pwin *w)
+{
+	const qtk_tensor *t = w->t;
+	if (w->whole)
+		return 0;
+	for (int p = 0; p < t->nparts; p++) {
+		int rc = pw_grow(w, p, t->parts[p].nbytes);
+		rc = rc ? rc : qtk_read_part(w->m, t, p, 0, w->buf[p], (size_t)t->parts[p].nbytes);
+		if (rc)
+			return rc;
+	}
+	w->whole = true;
+	w->sub = *t;
+	w->w0 = 0;
+	w->wn = qtk_tensor_rows(t);
+	return 0;
+}
+
+int qtk_pwin_load(qtk_pwin *w, uint64_t o0, uint64_t n, uint64_t *got)
+{
+	const qtk_tensor *t = w->t;
+	uint64_t rows = qtk_tensor_rows(t);
+	if (!n || o0 > rows || n > rows - o0)
+		return qtk_err_set(&w->m->err, QTK_E_INTERNAL, NULL, -1, t->name, "row window out of range");
+	if (w->wn && o0 >= w->w0 && o0 - w->w0 < w->wn) { /* already loaded */
+		uint64_t left = w->w0 + w->wn - o0;
+		*got = n < left ? n : left;
+		return 0;
+	}
+	if (w->whole)
+		return qtk_err_set(&w->m->err, QTK_E_INTERNAL, NULL, -1, t->name, "row window out of range");
+	uint64_t k = n > w->want ? n : w->want, end = rows;
+	if (t->ndim == 3 && t->shape[1]) /* stop at the end of the expert */
+		end = (o0 / t->shape[1] + 1) * t->shape[1];
+	if (k > end - o0)
+		k = end - o0;
+	qtk_scheme_slice sl[QTK_MAX_PARTS];
+	qtk_tensor sub;
+	if (qtk_scheme_window(t, o0, k, &sub, sl)) {
+		int rc = pw_whole(w);
+		*got = n;
+		return rc;
+	}
+	w->wn = 0;
+	for (int p = 0; p < t->nparts; p++) {
+		const qtk_scheme_slice *s = &sl[p];
+		int rc = pw_grow(w, p, sub.parts[p].nbytes);
+		if (rc)
+			return rc;
+		if (s->count == 1 || s->stride == s->len) {
+			rc = qtk_read_part(w->m, t, p, s->off, w->buf[p], (size_t)(s->len * s->count));
+		} else {
+			for (uint64_t i = 0; i < s->count && !rc; i++)
+				rc = qtk_read_part(w->m, t, p, s->off + i * s->stride, w->buf[p] + i * s->len, (size_t)s->len);
+		}
+		if (rc)
+			return rc;
+	}
+	w->sub = sub;
+	w->w0 = o0;
+	w->wn = k;
+	*got = n < k ? n : k;
+	return 0;
+}
+
+int qtk_pwin_decode(qtk_pwin *w, uint64_t o0, uint64_t n, float *dst)
+{
+	uint64_t in = qtk_tensor_cols(w->t);
+	while (n) {
+		uint64_t k;
+		int rc = qtk_pwin_load(w, o0, n, &k);
+		if (rc)
+			return rc;
+		if (qtk_scheme_decode_rows(&w->sub, (const void *const *)w->buf, o0 - w->w0, k, dst))
+			return qtk_err_set(&w->m->err, QTK_E_DATA, NULL, -1, w->t->name, "inconsistent quantized components");
+		o0 += k;
+		n -= k;
+		dst += k * in;
+	}
+	return 0;
+}

@@ -32,6 +32,11 @@ const char *qtk_stats_subject(const qtk_tensor *t)
 
 int qtk_trows_open(qtk_trows *r, qtk_model *m, const qtk_tensor *t, uint64_t align)
 {
+	return qtk_trows_open_cols(r, m, t, align, false);
+}
+
+int qtk_trows_open_cols(qtk_trows *r, qtk_model *m, const qtk_tensor *t, uint64_t align, bool col_chunks)
+{
 	memset(r, 0, sizeof *r);
 	r->m = m;
 	r->t = t;
@@ -39,6 +44,7 @@ int qtk_trows_open(qtk_trows *r, qtk_model *m, const qtk_tensor *t, uint64_t ali
 		return qtk_err_set(&m->err, QTK_E_DATA, NULL, -1, qtk_stats_subject(t), "no decoder for this layout");
 	r->rows = qtk_tensor_rows(t);
 	r->cols = qtk_tensor_cols(t);
+	r->cstep = r->cols;
 	const qtk_scheme *sc = qtk_scheme_of(t);
 	uint64_t base = sc ? sc->row_align : 1;
 	align = qtk_lcm_u64(align ? align : 1, base);
@@ -49,16 +55,25 @@ int qtk_trows_open(qtk_trows *r, qtk_model *m, const qtk_tensor *t, uint64_t ali
 	if (step == 0)
 		step = 1;
 	r->step = step;
+	if (col_chunks && t->layout.kind == QTK_LAYOUT_PLAIN && step == 1 && r->cols > st_chunk_elems) {
+		/* one row is more than a chunk: columns in chunks of whole blocks */
+		uint32_t be = 1, bb;
+		if (qtk_ggml_block_info(t->layout.type, &be, &bb) || !be)
+			be = 1;
+		uint64_t g = t->layout.group_size ? t->layout.group_size : 128, al = qtk_lcm_u64(be, g);
+		uint64_t c = st_chunk_elems < al ? al : st_chunk_elems / al * al;
+		r->cstep = c < r->cols ? c : r->cols;
+	}
 	uint64_t nfl;
-	if (!qtk_mul_u64(step, r->cols, &nfl) || nfl > SIZE_MAX / sizeof(float))
+	if (!qtk_mul_u64(step, r->cstep, &nfl) || nfl > SIZE_MAX / sizeof(float))
 		return qtk_err_set(&m->err, QTK_E_IO, NULL, -1, qtk_stats_subject(t), "tensor rows too large for memory");
 	r->buf = qtk_malloc((size_t)(nfl ? nfl : 1) * sizeof(float));
 	if (!r->buf)
 		return qtk_err_set(&m->err, QTK_E_IO, NULL, -1, qtk_stats_subject(t), "out of memory");
-	int rc = 0;
 	if (t->layout.kind == QTK_LAYOUT_PLAIN) {
-		uint64_t rb;
-		if (qtk_type_nbytes(t->layout.type, r->cols, &rb) || !qtk_mul_u64(rb, step, &nfl) || nfl > SIZE_MAX)
+		uint64_t rb, cb;
+		if (qtk_type_nbytes(t->layout.type, r->cols, &rb) || qtk_type_nbytes(t->layout.type, r->cstep, &cb) ||
+		    !qtk_mul_u64(cb, step, &nfl) || nfl > SIZE_MAX)
 			return qtk_err_set(&m->err, QTK_E_DATA, NULL, -1, qtk_stats_subject(t), "row size does not fit the type");
 		r->row_bytes = rb;
 		r->raw = qtk_malloc((size_t)(nfl ? nfl : 1));
@@ -66,23 +81,37 @@ int qtk_trows_open(qtk_trows *r, qtk_model *m, const qtk_tensor *t, uint64_t ali
 			return qtk_err_set(&m->err, QTK_E_IO, NULL, -1, qtk_stats_subject(t), "out of memory");
 		return 0;
 	}
-	for (int i = 0; i < t->nparts && !rc; i++)
-		rc = qtk_read_part_alloc(m, t, i, &r->part[i]);
-	return rc;
+	qtk_pwin_init(&r->pw, m, t, r->cols ? st_chunk_elems * 8 / r->cols : 0);
+	return 0;
 }
 
 int qtk_trows_read(qtk_trows *r, uint64_t row0, uint64_t n, const float **out)
 {
+	if (r->cstep != r->cols)
+		return qtk_err_set(&r->m->err, QTK_E_INTERNAL, NULL, -1, qtk_stats_subject(r->t), "rows read in column chunks");
+	return qtk_trows_read_cols(r, row0, n, 0, r->cols, out);
+}
+
+int qtk_trows_read_cols(qtk_trows *r, uint64_t row0, uint64_t n, uint64_t c0, uint64_t nc, const float **out)
+{
 	const qtk_tensor *t = r->t;
 	qtk_model *m = r->m;
-	if (n > r->step || row0 > r->rows || n > r->rows - row0)
+	if (n > r->step || row0 > r->rows || n > r->rows - row0 || nc > r->cstep || c0 % r->cstep || c0 > r->cols ||
+	    nc > r->cols - c0 || (r->cstep != r->cols && n != 1))
 		return qtk_err_set(&m->err, QTK_E_INTERNAL, NULL, -1, qtk_stats_subject(t), "row chunk out of range");
 	*out = r->buf;
-	if (t->layout.kind == QTK_LAYOUT_PLAIN)
+	if (t->layout.kind != QTK_LAYOUT_PLAIN)
+		return qtk_pwin_decode(&r->pw, row0, n, r->buf);
+	if (nc == r->cols)
 		return qtk_decode_rows(m, t, row0, n, r->buf, r->raw);
-	int bad = qtk_scheme_decode_rows(t, (const void *const *)r->part, row0, n, r->buf);
-	if (bad)
-		return qtk_err_set(&m->err, QTK_E_DATA, NULL, -1, qtk_stats_subject(t), "inconsistent quantized components");
+	uint64_t boff, nb;
+	if (qtk_type_nbytes(t->layout.type, c0, &boff) || qtk_type_nbytes(t->layout.type, nc, &nb))
+		return qtk_err_set(&m->err, QTK_E_DATA, NULL, -1, qtk_stats_subject(t), "row size does not fit the type");
+	int rc = qtk_read_part(m, t, 0, row0 * r->row_bytes + boff, r->raw, (size_t)nb);
+	if (rc)
+		return rc;
+	if (qtk_dequant_ggml(t->layout.type, r->raw, r->buf, nc) != 0)
+		return qtk_err_set(&m->err, QTK_E_DATA, NULL, -1, qtk_stats_subject(t), "cannot decode this type");
 	return 0;
 }
 
@@ -90,8 +119,7 @@ void qtk_trows_close(qtk_trows *r)
 {
 	qtk_free(r->buf);
 	qtk_free(r->raw);
-	for (int i = 0; i < QTK_MAX_PARTS; i++)
-		qtk_free(r->part[i]);
+	qtk_pwin_free(&r->pw);
 	memset(r, 0, sizeof *r);
 }
 
@@ -288,29 +316,27 @@ static void st_blocks(qtk_tstats *s, const st_blk *bk, const uint8_t *raw, uint6
 	}
 }
 
-/* AWQ/GPTQ side data from the whole components: scales, zero points, codes. */
-static void st_packed(qtk_tstats *s, const qtk_trows *r)
+/* AWQ/GPTQ side data from the parts of a window of rows (sub: those rows as a tensor of their
+ * own): pass 1 the scale range, zero points and codes; pass 2 the scale histogram. */
+static void st_packed(qtk_tstats *s, const qtk_tensor *t, const uint8_t *const *part, int pass, st_side *sd)
 {
-	const qtk_tensor *t = r->t;
 	unsigned bits = t->layout.bits;
 	uint64_t nsc = t->parts[2].nbytes / 2;
-	st_side sd = {0};
-	for (uint64_t i = 0; i < nsc; i++)
-		st_side_add(&sd, st_half(r->part[2] + 2 * i));
-	s->has_scales = sd.n > 0;
-	s->scale_what = "group scale";
-	s->scales.lo = sd.lo;
-	s->scales.hi = sd.hi;
-	for (uint64_t i = 0; i < nsc; i++) {
-		double d = st_half(r->part[2] + 2 * i);
-		if (isfinite(d))
-			st_hist_add(&s->scales, d);
+	if (pass == 2) {
+		for (uint64_t i = 0; i < nsc; i++) {
+			double d = st_half(part[2] + 2 * i);
+			if (isfinite(d))
+				st_hist_add(&s->scales, d);
+		}
+		return;
 	}
+	for (uint64_t i = 0; i < nsc; i++)
+		st_side_add(sd, st_half(part[2] + 2 * i));
 	/* zeros: every bits-wide field of each qzeros row (a packed stream of `out` fields) */
-	uint64_t out = r->rows, ng = t->parts[2].shape[0], zw = out * bits / 32;
+	uint64_t out = t->shape[0], ng = t->parts[2].shape[0], zw = out * bits / 32;
 	int zoff = t->layout.kind == QTK_LAYOUT_GPTQ && t->layout.gptq_version != 2 ? 1 : 0;
 	s->zero_levels = (1 << bits) + zoff;
-	const uint8_t *qz = r->part[1];
+	const uint8_t *qz = part[1];
 	for (uint64_t g = 0; g < ng; g++)
 		for (uint64_t o = 0; o < out; o++) {
 			uint64_t pos = o * bits, wi = pos / 32;
@@ -321,7 +347,7 @@ static void st_packed(qtk_tstats *s, const qtk_trows *r)
 		}
 	/* codes: every field of qweight; 3-bit fields run across the words of a 32-row chunk */
 	s->code_bits = (int)bits;
-	const uint8_t *qw = r->part[0];
+	const uint8_t *qw = part[0];
 	uint64_t nw = t->parts[0].nbytes / 4;
 	if (bits != 3) {
 		for (uint64_t i = 0; i < nw; i++) {
@@ -346,6 +372,37 @@ static void st_packed(qtk_tstats *s, const qtk_trows *r)
 	}
 }
 
+/* Both passes of st_packed over the tensor, a window of rows at a time. */
+static int st_packed_all(qtk_tstats *s, qtk_trows *r)
+{
+	st_side sd = {0};
+	for (int pass = 1; pass <= 2; pass++) {
+		if (pass == 2) {
+			s->has_scales = sd.n > 0;
+			s->scale_what = "group scale";
+			s->scales.lo = sd.lo;
+			s->scales.hi = sd.hi;
+		}
+		for (uint64_t o0 = 0; o0 < r->rows;) {
+			uint64_t got;
+			uint64_t n = r->rows - o0 < r->pw.want ? r->rows - o0 : r->pw.want;
+			int rc = qtk_pwin_load(&r->pw, o0, n, &got);
+			if (rc)
+				return rc;
+			if (r->pw.whole) { /* the parts hold every row */
+				st_packed(s, &r->pw.sub, (const uint8_t *const *)r->pw.buf, pass, &sd);
+				break;
+			}
+			if (o0 == r->pw.w0 && got == r->pw.wn)
+				st_packed(s, &r->pw.sub, (const uint8_t *const *)r->pw.buf, pass, &sd);
+			else /* a window loaded for other rows: load these on their own */
+				return qtk_err_set(&r->m->err, QTK_E_INTERNAL, NULL, -1, qtk_stats_subject(r->t), "window out of step");
+			o0 += got;
+		}
+	}
+	return 0;
+}
+
 /* ---- The two passes ----------------------------------------------------- */
 
 typedef struct st_run {
@@ -363,10 +420,10 @@ typedef struct st_run {
 
 /* Pass 1 over one chunk: range, mean and M2 (two-pass inside the chunk,
  * combined across chunks with Chan's formula), channel absmax, groups, codes. */
-static void st_pass1(st_run *u, const float *x, uint64_t nrows)
+static void st_pass1(st_run *u, const float *x, uint64_t nrows, uint64_t col0, uint64_t cols)
 {
 	qtk_tstats *s = u->s;
-	uint64_t cols = u->r.cols, g = s->group;
+	uint64_t g = s->group;
 	double sum = 0;
 	uint64_t n = 0;
 	for (uint64_t i = 0; i < nrows; i++) {
@@ -391,8 +448,8 @@ static void st_pass1(st_run *u, const float *x, uint64_t nrows)
 					s->max = v;
 				if (a > s->absmax)
 					s->absmax = a;
-				if ((float)a > u->colmax[c])
-					u->colmax[c] = (float)a;
+				if (u->colmax && (float)a > u->colmax[col0 + c])
+					u->colmax[col0 + c] = (float)a;
 				sum += v;
 				n++;
 				sq += v * v;
@@ -423,11 +480,11 @@ static void st_pass1(st_run *u, const float *x, uint64_t nrows)
 }
 
 /* Pass 2 over one chunk: 4th moment, outlier counts, value histogram. */
-static void st_pass2(st_run *u, const float *x, uint64_t nrows)
+static void st_pass2(st_run *u, const float *x, uint64_t nvals)
 {
 	qtk_tstats *s = u->s;
 	double m4 = 0, t3 = 3 * s->std, t6 = 6 * s->std;
-	for (uint64_t k = 0; k < nrows * u->r.cols; k++) {
+	for (uint64_t k = 0; k < nvals; k++) {
 		double v = x[k];
 		if (!isfinite(v))
 			continue;
@@ -447,16 +504,25 @@ static int st_pass(st_run *u, int pass)
 	const qtk_tensor *t = u->r.t;
 	for (uint64_t r0 = 0; r0 < u->r.rows; r0 += u->r.step) {
 		uint64_t n = u->r.rows - r0 < u->r.step ? u->r.rows - r0 : u->r.step;
-		const float *x;
-		int rc = qtk_trows_read(&u->r, r0, n, &x);
-		if (rc)
-			return rc;
-		if (pass == 1)
-			st_pass1(u, x, n);
-		else
-			st_pass2(u, x, n);
-		if (u->bk && t->layout.kind == QTK_LAYOUT_PLAIN)
-			st_blocks(u->s, u->bk, u->r.raw, n * u->r.row_bytes, pass, &u->sd, &u->sm);
+		for (uint64_t c0 = 0; c0 < u->r.cols || (!c0 && !u->r.cols); c0 += u->r.cstep) {
+			uint64_t nc = u->r.cols - c0 < u->r.cstep ? u->r.cols - c0 : u->r.cstep;
+			const float *x;
+			int rc = qtk_trows_read_cols(&u->r, r0, n, c0, nc, &x);
+			if (rc)
+				return rc;
+			if (pass == 1)
+				st_pass1(u, x, n, c0, nc);
+			else
+				st_pass2(u, x, n * nc);
+			if (u->bk && t->layout.kind == QTK_LAYOUT_PLAIN) {
+				uint64_t nb = n * u->r.row_bytes;
+				if (nc != u->r.cols && qtk_type_nbytes(t->layout.type, nc, &nb))
+					nb = 0;
+				st_blocks(u->s, u->bk, u->r.raw, nb, pass, &u->sd, &u->sm);
+			}
+			if (!u->r.cstep)
+				break;
+		}
 		u->done += n;
 		if (u->cb)
 			u->cb(u->ctx, u->done, u->total);
@@ -512,15 +578,18 @@ int qtk_stats_compute(qtk_model *m, const qtk_tensor *t, qtk_tstats *s, qtk_stat
 {
 	memset(s, 0, sizeof *s);
 	st_run u = {.s = s, .cb = cb, .ctx = ctx};
-	int rc = qtk_trows_open(&u.r, m, t, 1);
+	int rc = qtk_trows_open_cols(&u.r, m, t, 1, true);
 	if (rc)
 		goto done;
 	uint64_t cols = u.r.cols;
 	s->group = t->layout.group_size ? t->layout.group_size : 128;
 	if (s->group > cols)
 		s->group = (uint32_t)(cols ? cols : 1);
-	u.colmax = qtk_calloc((size_t)(cols ? cols : 1), sizeof *u.colmax);
-	if (!u.colmax) {
+	/* one row read in column chunks: no per-channel profile (a channel is a value there, and
+	 * the profile would hold the row) */
+	bool chan = u.r.cstep == cols;
+	u.colmax = chan ? qtk_calloc((size_t)(cols ? cols : 1), sizeof *u.colmax) : NULL;
+	if (chan && !u.colmax) {
 		rc = qtk_err_set(&m->err, QTK_E_IO, NULL, -1, qtk_stats_subject(t), "out of memory");
 		goto done;
 	}
@@ -547,8 +616,8 @@ int qtk_stats_compute(qtk_model *m, const qtk_tensor *t, qtk_tstats *s, qtk_stat
 	double var = s->n ? u.m2 / (double)s->n : 0;
 	s->kurtosis = var > 0 ? u.m4 / (double)s->n / (var * var) : 0;
 	/* parts qweight, qzeros, scales: AWQ and GPTQ only (other schemes store other parts) */
-	if (t->layout.kind == QTK_LAYOUT_AWQ || t->layout.kind == QTK_LAYOUT_GPTQ)
-		st_packed(s, &u.r);
+	if ((t->layout.kind == QTK_LAYOUT_AWQ || t->layout.kind == QTK_LAYOUT_GPTQ) && (rc = st_packed_all(s, &u.r)))
+		goto done;
 	if (s->code_bits) {
 		size_t nc = (size_t)1 << s->code_bits;
 		for (size_t i = 0; i < nc; i++) {
@@ -557,7 +626,7 @@ int qtk_stats_compute(qtk_model *m, const qtk_tensor *t, qtk_tstats *s, qtk_stat
 		}
 		s->code_entropy = qtk_stats_entropy(s->codes, nc);
 	}
-	if (st_channels(s, u.colmax, cols))
+	if (chan && st_channels(s, u.colmax, cols))
 		rc = qtk_err_set(&m->err, QTK_E_IO, NULL, -1, qtk_stats_subject(t), "out of memory");
 done:
 	qtk_free(u.colmax);

@@ -7,6 +7,7 @@
 #ifndef QTK_STATS_H
 #define QTK_STATS_H
 #include "qtk_util.h"
+#include "view/decode.h"
 #include <cJSON.h>
 
 #define QTK_ST_BINS 64     /* value histogram bins */
@@ -79,16 +80,23 @@ typedef struct qtk_trows {
 	const qtk_tensor *t;
 	uint64_t rows, cols;     /* logical rows (all but the last dimension) and row length */
 	uint64_t step;           /* rows per chunk */
+	uint64_t cstep;          /* columns per chunk: cols, or less when one row is more than a
+				  * chunk (plain tensors only; then step is 1) */
 	uint64_t row_bytes;      /* plain: encoded bytes per row */
 	uint8_t *raw;            /* plain: encoded bytes of the last chunk read */
-	uint8_t *part[QTK_MAX_PARTS]; /* awq/gptq: whole components */
-	float *buf;              /* step * cols floats */
+	qtk_pwin pw;             /* packed: windows of rows */
+	float *buf;              /* step * cstep floats */
 } qtk_trows;
 
-/* Prepare to read t in chunks of a multiple of `align` rows (0 or 1: any).
- * Returns 0 or an error code (details in m->err). */
+/* Prepare to read t in chunks of a multiple of `align` rows (0 or 1: any); when
+ * `col_chunks`, a plain tensor whose rows are longer than a chunk is read in column chunks
+ * (cstep < cols, whole encoded blocks). Returns 0 or an error code (details in m->err). */
 int qtk_trows_open(qtk_trows *r, qtk_model *m, const qtk_tensor *t, uint64_t align);
+int qtk_trows_open_cols(qtk_trows *r, qtk_model *m, const qtk_tensor *t, uint64_t align, bool col_chunks);
 /* Decode rows [row0, row0 + n), n <= r->step; *out is valid until the next call. */
 int qtk_trows_read(qtk_trows *r, uint64_t row0, uint64_t n, const float **out);
+/* Decode columns [c0, c0 + nc) of rows [row0, row0 + n) (nc <= r->cstep, c0 a multiple of
+ * cstep), [n][nc] into *out. */
+int qtk_trows_read_cols(qtk_trows *r, uint64_t row0, uint64_t n, uint64_t c0, uint64_t nc, const float **out);
 void qtk_trows_close(qtk_trows *r);
 #endif
