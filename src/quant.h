@@ -63,6 +63,10 @@ int qtk_quant_iq4_nl(const float *src, void *dst, uint64_t nrows, uint64_t n_per
                      const float *imatrix);
 int qtk_quant_iq4_xs(const float *src, void *dst, uint64_t nrows, uint64_t n_per_row,
                      const float *imatrix);
+/* The codebook lookup of those encoders (a table by floor(x)) against ggml's binary search, on
+ * a dense sweep, every interval end and tie with their neighbouring floats, infinities and NaN:
+ * the number of inputs where they differ (0). For tests. */
+uint64_t qtk_quant_iq4_index_check(void);
 
 /* AutoAWQ GEMM 4-bit from float W [out][in] (HF orientation): qweight int32 [in][out/8]
  * (columns 0,2,4,6,1,3,5,7 from the LSB), qzeros int32 [in/group][out/8] (same order, real

@@ -264,6 +264,9 @@ static void test_fixture(const char *fx, unsigned type, const char *tname, enc_f
 
 int main(void)
 {
+	uint64_t bad = qtk_quant_iq4_index_check();
+	CHECK(bad == 0, "codebook lookup by table differs from ggml's binary search on %llu inputs",
+	      (unsigned long long)bad);
 	test_synthetic(QTK_T_IQ4_NL, "IQ4_NL", qtk_quant_iq4_nl, 32, 18);
 	test_synthetic(QTK_T_IQ4_XS, "IQ4_XS", qtk_quant_iq4_xs, 256, 136);
 	const char *fx = t_fixtures();
