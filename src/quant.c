@@ -460,6 +460,12 @@ static void asym_lloyd(const float *x, const float *w, const float *wx, const as
     }
 }
 
+/* q4_1/q5_1 candidate ranges: ASYM_NSTEP scales from (max-min)/(nmax - 0.6) to
+ * (max-min)/(nmax + 0.6). Four (0.4 levels apart) instead of nine (0.15 apart) cost 0.4% of RMSE
+ * (q4_1 0.897x ggml's on the bench model instead of 0.894x; 0.903x on the fixtures) and take 30% off a q4_1 run. */
+#define ASYM_NSTEP 4
+#define ASYM_STEP 0.4f
+
 /* Best asymmetric encoding of one block, ggml's choice (ref_d, ref_m, ref_q) included. */
 static void asym_block(const float *x, const float *w, int nmax, int nstep, float r0, float rd,
                        float ref_d, float ref_m, const float *ref_q, float *q, float *dout,
@@ -615,7 +621,7 @@ static void qrow_q4_1(const float *x, const float *w, uint8_t *dst, uint64_t nb)
     for (uint64_t b = 0; b < nb; b++, x += QB, dst += 20) {
         qtk_qprep(x, w ? w + b * QB : NULL, QB, xs, ws);
         ref_asym(xs, 15, rq, &rd, &rm);
-        asym_block(xs, ws, 15, 9, -0.6f, 0.15f, rd, rm, rq, q, &d, &m);
+        asym_block(xs, ws, 15, ASYM_NSTEP, -0.6f, ASYM_STEP, rd, rm, rq, q, &d, &m);
         to_u8(q, 0, u);
         put16(dst, d);
         put16(dst + 2, m);
@@ -630,7 +636,7 @@ static void qrow_q5_1(const float *x, const float *w, uint8_t *dst, uint64_t nb)
     for (uint64_t b = 0; b < nb; b++, x += QB, dst += 24) {
         qtk_qprep(x, w ? w + b * QB : NULL, QB, xs, ws);
         ref_asym(xs, 31, rq, &rd, &rm);
-        asym_block(xs, ws, 31, 9, -0.6f, 0.15f, rd, rm, rq, q, &d, &m);
+        asym_block(xs, ws, 31, ASYM_NSTEP, -0.6f, ASYM_STEP, rd, rm, rq, q, &d, &m);
         to_u8(q, 0, u);
         put16(dst, d);
         put16(dst + 2, m);
