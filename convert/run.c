@@ -145,6 +145,8 @@ typedef struct prov_state {
 	const char *pp[4];
 	qtk_err *err;
 	qtk_err sink_err; /* the sink runs on the writer's tee thread: its own error */
+	bool *select;     /* source tensors hashed by the source's threads (the others: shared copies) */
+	bool *shared;     /* output tensors whose bytes are a source tensor's, hashed once for both */
 } prov_state;
 
 static int prov_tee(void *ctx, size_t tensor, const void *buf, size_t n)
@@ -184,6 +186,7 @@ static int prov_begin(prov_state *p, qtk_model *in, qtk_model *d, const conv_opt
 	p->b.imatrix_sha256 = im ? qtk_imatrix_sha256(im) : NULL;
 	p->b.imatrix_file = o->imatrix_path;
 	p->b.threads = threads;
+	p->b.src_select = p->select;
 	/* a source read with pread is hashed beside the conversion (the record reserves its
 	 * digests as placeholders); one read through its format's reader (QPK, archives) first */
 	int rc = qtk_model_streamed(in) ? 0 : qtk_prov_start_source(&p->b, err);
@@ -232,6 +235,8 @@ static int prov_end(prov_state *p, qtk_writer *w)
 		*p->err = p->sink_err;
 		return rc;
 	}
+	/* copied tensors: the source's leaves are the output's (hashed once, from the bytes copied) */
+	rc = qtk_prov_take_shared(&p->b, &p->od, p->err);
 	p->b.out_digests = &p->od;
 	rc = rc ? rc : qtk_prov_build(&p->b, &p->fin, p->err);
 	return rc ? rc : qtk_writer_patch_header(w, prov_patch, p);
@@ -242,6 +247,8 @@ static void prov_free(prov_state *p)
 	qtk_digest_sink_free(p->sink);
 	qtk_digests_free(&p->od);
 	qtk_prov_builder_free(&p->b);
+	qtk_free(p->select);
+	qtk_free(p->shared);
 	qtk_free(p->ph);
 	qtk_free(p->fin);
 	memset(p, 0, sizeof *p);
@@ -485,6 +492,30 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 	for (int i = 0; i < o->nsets; i++)
 		if (!strncmp(o->sets[i], QTK_PROV_KEY "=", sizeof QTK_PROV_KEY))
 			with_prov = false;
+	/* Byte-for-byte copies from a source read with pread (hashed beside the conversion): the
+	 * bytes the copy reads are hashed once, as they are written, and give both the output's and
+	 * the source's leaves (qtk_digest_same_stream: nothing else enters them differently), so the
+	 * source's threads skip those tensors. The leaves then describe the bytes copied, by
+	 * construction, rather than a second read of the source proven equal by a second hash. */
+	if (with_prov && in == source && !qtk_model_streamed(source) && source->ntensors) {
+		prov.select = qtk_malloc(source->ntensors * sizeof *prov.select);
+		prov.shared = qtk_calloc(nout ? nout : 1, sizeof *prov.shared);
+		if (!prov.select || !prov.shared) {
+			rc = qtk_err_set(&err, QTK_E_IO, NULL, -1, NULL, "out of memory");
+			goto done;
+		}
+		for (size_t i = 0; i < source->ntensors; i++)
+			prov.select[i] = true;
+		for (size_t k = 0; k < nout; k++) {
+			const plan *pl = &plans[order[k]];
+			const qtk_tensor *st = &in->tensors[order[k]];
+			if (pl->method == M_COPY && !pl->perm_heads && pl->src == st && prov.select[order[k]] &&
+			    qtk_digest_same_stream(in, st, d, &d->tensors[k])) {
+				prov.select[order[k]] = false;
+				prov.shared[k] = true;
+			}
+		}
+	}
 	if (with_prov && (rc = prov_begin(&prov, source, d, o, im, threads, &wo, &err)))
 		goto done;
 	/* byte-for-byte copies: only their encoded leaves need hashing (checked against the source) */
@@ -493,7 +524,7 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 		char canon[QTK_CAP_NAME + 64];
 		int qk;
 		const qtk_hfmap_out *mo = map ? qtk_hfmap_view_out(map, order[k]) : NULL;
-		if (plans[order[k]].method != M_COPY || (map && (!mo || !mo->copy)) ||
+		if (plans[order[k]].method != M_COPY || (map && (!mo || !mo->copy)) || (prov.shared && prov.shared[k]) ||
 		    qtk_canon_name(in, st->name, canon, sizeof canon, &qk) < 0)
 			continue;
 		if (prov.b.src_pending)

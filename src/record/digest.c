@@ -153,6 +153,43 @@ int qtk_digest_leaf_meta(const qtk_model *m, const qtk_tensor *t, qtk_leaf *l, q
 	return 0;
 }
 
+static bool same_layout(const qtk_layout *a, const qtk_layout *b)
+{
+	return a->kind == b->kind && a->type == b->type && a->bits == b->bits && a->gptq_version == b->gptq_version &&
+	       a->sym == b->sym && a->act_order == b->act_order && a->group_size == b->group_size &&
+	       a->strategy == b->strategy && a->scale_type == b->scale_type && a->code_kind == b->code_kind &&
+	       a->meta_len == b->meta_len && a->nested_group == b->nested_group;
+}
+
+bool qtk_digest_same_stream(const qtk_model *sm, const qtk_tensor *st, const qtk_model *om, const qtk_tensor *ot)
+{
+	qtk_err e;
+	qtk_leaf a, b;
+	qtk_err_clear(&e);
+	int ra = qtk_digest_leaf_meta(sm, st, &a, &e);
+	int rb = ra ? -1 : qtk_digest_leaf_meta(om, ot, &b, &e);
+	bool same = !ra && !rb && !strcmp(a.name, b.name) && !strcmp(a.enc_id, b.enc_id) && a.ndim == b.ndim &&
+		    !memcmp(a.shape, b.shape, sizeof a.shape) && a.n_bytes == b.n_bytes && a.qk_heads == b.qk_heads &&
+		    a.dec_kind == b.dec_kind && st->nparts == ot->nparts && st->n_params == ot->n_params &&
+		    same_layout(&st->layout, &ot->layout);
+	/* the part headers that enter the encoded leaf: role, storage type name, length */
+	for (int i = 0; same && i < st->nparts; i++) {
+		const qtk_part *p = &st->parts[i], *q = &ot->parts[i];
+		const qtk_type_info *tp = qtk_type(p->type), *tq = qtk_type(q->type);
+		same = p->nbytes == q->nbytes && !strcmp(p->role, q->role) &&
+		       !strcmp(tp ? tp->name : "unknown", tq ? tq->name : "unknown");
+	}
+	if (!ra) {
+		qtk_free(a.name);
+		qtk_free(a.stored);
+	}
+	if (!ra && !rb) {
+		qtk_free(b.name);
+		qtk_free(b.stored);
+	}
+	return same;
+}
+
 void qtk_thash_free(qtk_thash *h)
 {
 	if (!h)

@@ -91,6 +91,13 @@ const qtk_leaf *qtk_digests_find(const qtk_digests *d, const char *canon);
  * Q/K heads from m's metadata). Owned strings go into leaf. */
 int qtk_digest_leaf_meta(const qtk_model *m, const qtk_tensor *t, qtk_leaf *leaf, qtk_err *err);
 
+/* Would tensor st of sm and tensor ot of om, holding the same bytes, hash into the same leaves?
+ * True when everything else that enters both tiers is equal: canonical name, encoding id,
+ * layout, shape, Q/K heads, decoded kind, and every part's role, storage type and length. A
+ * writer that copies st's bytes verbatim into ot may then hash them once and use the leaf
+ * for both (qconvert: the source's leaf of a copied tensor comes from the bytes it wrote). */
+bool qtk_digest_same_stream(const qtk_model *sm, const qtk_tensor *st, const qtk_model *om, const qtk_tensor *ot);
+
 /* Streaming leaf computation for one tensor described by t (layout, shape, parts with nbytes;
  * offsets ignored): feed every part's bytes in order, in pieces of any size. qk_heads from
  * qtk_family_qk_heads (0: none). Memory: a chunk of a few MiB for plain layouts; the whole
