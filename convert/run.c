@@ -139,12 +139,14 @@ static int setup_mapping(qtk_model *in, const conv_opts *o, qtk_hfmap **map, qtk
 typedef struct prov_state {
 	qtk_prov_builder b;
 	char *ph, *fin;        /* the reserved (placeholder) record and the final one */
-	qtk_digest_sink *sink; /* output digests from the bytes handed to the writer */
+	qtk_digest_sink *sink; /* output digests from the bytes handed to the writer: encoded tier */
+	qtk_digest_sink *sink2; /* ... and the decoded tier, on a second tee thread */
 	qtk_digests od;
 	char params[4][48];
 	const char *pp[4];
 	qtk_err *err;
 	qtk_err sink_err; /* the sink runs on the writer's tee thread: its own error */
+	qtk_err sink2_err;
 	bool *select;     /* source tensors hashed by the source's threads (the others: shared copies) */
 	bool *shared;     /* output tensors whose bytes are a source tensor's, hashed once for both */
 } prov_state;
@@ -153,6 +155,12 @@ static int prov_tee(void *ctx, size_t tensor, const void *buf, size_t n)
 {
 	prov_state *p = ctx;
 	return qtk_digest_sink_put(p->sink, tensor, buf, n);
+}
+
+static int prov_tee2(void *ctx, size_t tensor, const void *buf, size_t n)
+{
+	prov_state *p = ctx;
+	return qtk_digest_sink_put(p->sink2, tensor, buf, n);
 }
 
 static int prov_patch(void *ctx, uint8_t *buf, size_t n)
@@ -212,12 +220,19 @@ static int prov_begin(prov_state *p, qtk_model *in, qtk_model *d, const conv_opt
 	} else if (!rc && qtk_model_set_kv_str(d, QTK_PROV_KEY, p->ph)) {
 		rc = qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");
 	}
-	if (!rc && (rc = qtk_digest_sink_new(d, &p->sink, &p->sink_err)))
+	/* two tee threads: the encoded tier on one, the decoded tier (decoding, twice the bytes
+	 * for F16) on the other */
+	if (!rc && (rc = qtk_digest_sink_new_mode(d, QTK_SINK_ENC, &p->sink, &p->sink_err)))
 		*err = p->sink_err;
+	if (!rc && (rc = qtk_digest_sink_new_mode(d, QTK_SINK_DEC, &p->sink2, &p->sink2_err)))
+		*err = p->sink2_err;
 	wo->tee = prov_tee;
 	wo->tee_ctx = p;
 	wo->tee_async = true; /* output digests overlap the conversion */
 	wo->tee_err = &p->sink_err;
+	wo->tee2 = prov_tee2;
+	wo->tee2_ctx = p;
+	wo->tee2_err = &p->sink2_err;
 	wo->patch_pending = true; /* prov_end patches the header: hash the files once, after it */
 	return rc;
 }
@@ -229,8 +244,8 @@ static int prov_end(prov_state *p, qtk_writer *w)
 	rc = rc ? rc : qtk_prov_join_source(&p->b, p->err);
 	if (rc)
 		return rc;
-	rc = qtk_digest_sink_finish_late(p->sink, &p->b.src_cache, &p->od);
-	p->sink = NULL;
+	rc = qtk_digest_sink_finish_pair(p->sink, p->sink2, &p->b.src_cache, &p->od);
+	p->sink = p->sink2 = NULL;
 	if (rc) {
 		*p->err = p->sink_err;
 		return rc;
@@ -245,6 +260,7 @@ static int prov_end(prov_state *p, qtk_writer *w)
 static void prov_free(prov_state *p)
 {
 	qtk_digest_sink_free(p->sink);
+	qtk_digest_sink_free(p->sink2);
 	qtk_digests_free(&p->od);
 	qtk_prov_builder_free(&p->b);
 	qtk_free(p->select);
@@ -527,10 +543,13 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 		if (plans[order[k]].method != M_COPY || (map && (!mo || !mo->copy)) || (prov.shared && prov.shared[k]) ||
 		    qtk_canon_name(in, st->name, canon, sizeof canon, &qk) < 0)
 			continue;
-		if (prov.b.src_pending)
-			qtk_digest_sink_expect_late(prov.sink, k, qtk_digests_find(&prov.b.src_meta, canon));
-		else
-			qtk_digest_sink_expect(prov.sink, k, qtk_digests_find(&prov.b.src_cache, canon));
+		for (int si = 0; si < 2; si++) { /* both sinks: the decoded one skips proven copies */
+			qtk_digest_sink *sk = si ? prov.sink2 : prov.sink;
+			if (prov.b.src_pending)
+				qtk_digest_sink_expect_late(sk, k, qtk_digests_find(&prov.b.src_meta, canon));
+			else
+				qtk_digest_sink_expect(sk, k, qtk_digests_find(&prov.b.src_cache, canon));
+		}
 	}
 	w = qtk_writer_open(o->output, o->out_kind, d, &wo, &err);
 	if (!w) {
