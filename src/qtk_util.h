@@ -93,6 +93,7 @@ typedef struct qtk_ofile {
 	bool synced;         /* flushed, fsynced and closed; only the rename is left */
 	bool rehash;         /* bytes were patched: recompute the SHA-256 from the file */
 	bool defer_hash;     /* a patch will come: no SHA-256 while writing, one pass at sync */
+	void *hq;            /* the hashing thread and its buffers (SHA-256 beside the writes) */
 	uint8_t sha256[32];  /* valid once synced */
 } qtk_ofile;
 
