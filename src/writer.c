@@ -14,6 +14,7 @@ typedef struct teeq_item {
 	struct teeq_item *next;
 	size_t tensor, n;
 	int refs;          /* consumers that have not seen it yet */
+	bool full;         /* room for TEEQ_PIECE bytes: kept for reuse */
 	uint8_t data[];
 } teeq_item;
 
@@ -39,7 +40,23 @@ struct qtk_teeq {
 	bool stop;
 	int ncons;
 	teeq_cons c[2];
+	teeq_item *spare;  /* freed items of TEEQ_PIECE bytes, reused: no fresh pages per put */
+	int nspare;
 };
+
+#define TEEQ_SPARE 6
+
+/* Give an item back (call with q->mu held). */
+static void teeq_release(struct qtk_teeq *q, teeq_item *it)
+{
+	if (it->full && q->nspare < TEEQ_SPARE) {
+		it->next = q->spare;
+		q->spare = it;
+		q->nspare++;
+	} else {
+		qtk_free(it);
+	}
+}
 
 static int teeq_rc(const struct qtk_teeq *q)
 {
@@ -61,9 +78,10 @@ static void *teeq_main(void *arg)
 			break;
 		teeq_item *it = c->cur;
 		c->busy = true;
-		int rc = teeq_rc(q);
+		int rc = 0;
+		bool failed = teeq_rc(q) != 0; /* after a failure items are only released */
 		pthread_mutex_unlock(&q->mu);
-		if (!rc)
+		if (!failed)
 			rc = c->tee(c->ctx, it->tensor, it->data, it->n);
 		pthread_mutex_lock(&q->mu);
 		c->cur = it->next;
@@ -75,7 +93,7 @@ static void *teeq_main(void *arg)
 			if (!q->head)
 				q->tail = NULL;
 			q->bytes -= it->n;
-			qtk_free(it);
+			teeq_release(q, it);
 		}
 		pthread_cond_broadcast(&q->cv);
 	}
@@ -98,9 +116,22 @@ static int teeq_failed(qtk_writer *w, struct qtk_teeq *q)
 static int teeq_push_piece(qtk_writer *w, size_t tensor, const void *buf, size_t n)
 {
 	struct qtk_teeq *q = w->teeq;
-	teeq_item *it = qtk_malloc(sizeof *it + n);
+	teeq_item *it = NULL;
+	const bool full = n >= TEEQ_PIECE / 8; /* small pieces: exactly their size, not kept */
+	if (full) {
+		pthread_mutex_lock(&q->mu);
+		if (q->spare) {
+			it = q->spare;
+			q->spare = it->next;
+			q->nspare--;
+		}
+		pthread_mutex_unlock(&q->mu);
+	}
+	if (!it)
+		it = qtk_malloc(sizeof *it + (full ? TEEQ_PIECE : n));
 	if (!it)
 		return qtk_err_set(w->err, QTK_E_IO, w->path, -1, NULL, "out of memory");
+	it->full = full;
 	it->next = NULL;
 	it->tensor = tensor;
 	it->n = n;
@@ -111,8 +142,8 @@ static int teeq_push_piece(qtk_writer *w, size_t tensor, const void *buf, size_t
 		pthread_cond_wait(&q->cv, &q->mu);
 	int rc = teeq_failed(w, q);
 	if (rc) {
+		teeq_release(q, it);
 		pthread_mutex_unlock(&q->mu);
-		qtk_free(it);
 		return rc;
 	}
 	if (q->tail)
@@ -177,6 +208,11 @@ static void teeq_end(qtk_writer *w)
 	while (q->head) { /* a consumer that never started: nothing else holds these */
 		teeq_item *it = q->head;
 		q->head = it->next;
+		qtk_free(it);
+	}
+	while (q->spare) {
+		teeq_item *it = q->spare;
+		q->spare = it->next;
 		qtk_free(it);
 	}
 	pthread_mutex_destroy(&q->mu);
