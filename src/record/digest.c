@@ -375,19 +375,17 @@ static int decode_fast(unsigned type, const uint8_t *src, float *dst, uint64_t n
 	return 0;
 }
 
-static int flush_chunk(qtk_thash *h)
+/* Decode and hash len bytes of whole blocks at src (the chunk buffer, or the caller's bytes
+ * when a whole chunk arrives at once). */
+static int hash_chunk(qtk_thash *h, const uint8_t *src, size_t len)
 {
-	if (!h->chunk_len)
-		return 0;
-	uint64_t nb = h->chunk_len / h->bpb, nv = nb * h->blck;
-	if (h->chunk_len % h->bpb || nv % h->unit)
+	uint64_t nb = len / h->bpb, nv = nb * h->blck;
+	if (len % h->bpb || nv % h->unit)
 		return qtk_err_set(h->err, QTK_E_DATA, NULL, -1, h->stored, "data ends inside a block");
-	if (h->t.layout.type == QTK_T_F32 && h->qk_heads <= 0) { /* the bytes are the values */
-		h->chunk_len = 0;
-		return md_put(h, h->dec, h->chunk, (size_t)nv * sizeof(float));
-	}
-	if (decode_fast(h->t.layout.type, h->chunk, h->vals, nv) &&
-	    qtk_dequant_ggml(h->t.layout.type, h->chunk, h->vals, nv) != 0)
+	if (h->t.layout.type == QTK_T_F32 && h->qk_heads <= 0) /* the bytes are the values */
+		return md_put(h, h->dec, src, (size_t)nv * sizeof(float));
+	if (decode_fast(h->t.layout.type, src, h->vals, nv) &&
+	    qtk_dequant_ggml(h->t.layout.type, src, h->vals, nv) != 0)
 		return qtk_err_set(h->err, QTK_E_DATA, NULL, -1, h->stored, "cannot decode this type");
 	const float *v = h->vals;
 	if (h->qk_heads > 0) {
@@ -395,8 +393,16 @@ static int flush_chunk(qtk_thash *h)
 		unpermute(h->vals, h->perm, nv, h->unit, row);
 		v = h->perm;
 	}
-	h->chunk_len = 0;
 	return md_put(h, h->dec, v, (size_t)nv * sizeof(float));
+}
+
+static int flush_chunk(qtk_thash *h)
+{
+	if (!h->chunk_len)
+		return 0;
+	size_t len = h->chunk_len;
+	h->chunk_len = 0;
+	return hash_chunk(h, h->chunk, len);
 }
 
 int qtk_thash_put(qtk_thash *h, const void *bytes, size_t n)
@@ -413,6 +419,11 @@ int qtk_thash_put(qtk_thash *h, const void *bytes, size_t n)
 		} else if (h->dk == QTK_DEC_VALUES && h->t.layout.kind == QTK_LAYOUT_PLAIN) {
 			size_t done = 0;
 			while (done < k && !rc) {
+				if (!h->chunk_len && k - done >= h->chunk_cap) { /* a whole chunk: no copy */
+					rc = hash_chunk(h, p + done, h->chunk_cap);
+					done += h->chunk_cap;
+					continue;
+				}
 				size_t c = h->chunk_cap - h->chunk_len;
 				if (c > k - done)
 					c = k - done;
