@@ -685,6 +685,11 @@ static int ohash_end(qtk_ofile *f)
 	return failed ? qtk_err_set(f->err, QTK_E_INTERNAL, f->final_path, -1, NULL, "SHA-256 update failed") : 0;
 }
 
+int qtk_ofile_idle(qtk_ofile *f)
+{
+	return ohash_end(f);
+}
+
 static int ofile_flush(qtk_ofile *f)
 {
 	size_t off = 0;
