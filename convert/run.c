@@ -148,7 +148,6 @@ typedef struct prov_state {
 	qtk_err sink_err; /* the sink runs on the writer's tee thread: its own error */
 	qtk_err sink2_err;
 	bool *select;     /* source tensors hashed by the source's threads (the others: shared copies) */
-	bool *shared;     /* output tensors whose bytes are a source tensor's, hashed once for both */
 } prov_state;
 
 static int prov_tee(void *ctx, size_t tensor, const void *buf, size_t n)
@@ -264,7 +263,6 @@ static void prov_free(prov_state *p)
 	qtk_digests_free(&p->od);
 	qtk_prov_builder_free(&p->b);
 	qtk_free(p->select);
-	qtk_free(p->shared);
 	qtk_free(p->ph);
 	qtk_free(p->fin);
 	memset(p, 0, sizeof *p);
@@ -515,8 +513,7 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 	 * construction, rather than a second read of the source proven equal by a second hash. */
 	if (with_prov && in == source && !qtk_model_streamed(source) && source->ntensors) {
 		prov.select = qtk_malloc(source->ntensors * sizeof *prov.select);
-		prov.shared = qtk_calloc(nout ? nout : 1, sizeof *prov.shared);
-		if (!prov.select || !prov.shared) {
+		if (!prov.select) {
 			rc = qtk_err_set(&err, QTK_E_IO, NULL, -1, NULL, "out of memory");
 			goto done;
 		}
@@ -528,19 +525,19 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 			if (pl->method == M_COPY && !pl->perm_heads && pl->src == st && prov.select[order[k]] &&
 			    qtk_digest_same_stream(in, st, d, &d->tensors[k])) {
 				prov.select[order[k]] = false;
-				prov.shared[k] = true;
 			}
 		}
 	}
 	if (with_prov && (rc = prov_begin(&prov, source, d, o, im, threads, &wo, &err)))
 		goto done;
-	/* byte-for-byte copies: only their encoded leaves need hashing (checked against the source) */
+	/* byte-for-byte copies: only their encoded leaves need hashing (checked against the source);
+	 * not those of shared tensors, whose source leaves come from the output at the end */
 	for (size_t k = 0; with_prov && k < nout; k++) {
 		const qtk_tensor *st = &in->tensors[order[k]];
 		char canon[QTK_CAP_NAME + 64];
 		int qk;
 		const qtk_hfmap_out *mo = map ? qtk_hfmap_view_out(map, order[k]) : NULL;
-		if (plans[order[k]].method != M_COPY || (map && (!mo || !mo->copy)) || (prov.shared && prov.shared[k]) ||
+		if (plans[order[k]].method != M_COPY || (map && (!mo || !mo->copy)) || (prov.select && !prov.select[order[k]]) ||
 		    qtk_canon_name(in, st->name, canon, sizeof canon, &qk) < 0)
 			continue;
 		for (int si = 0; si < 2; si++) { /* both sinks: the decoded one skips proven copies */
