@@ -140,18 +140,27 @@ static int setup_mapping(qtk_model *in, const conv_opts *o, qtk_hfmap **map, qtk
 typedef struct prov_state {
 	qtk_prov_builder b;
 	char *ph, *fin;        /* the reserved (placeholder) record and the final one */
-	qtk_digest_sink *sink; /* output digests from the bytes handed to the writer */
+	qtk_digest_sink *sink; /* output digests from the bytes handed to the writer: encoded tier */
+	qtk_digest_sink *sink2; /* ... and the decoded tier, on a second tee thread */
 	qtk_digests od;
 	char params[4][48];
 	const char *pp[4];
 	qtk_err *err;
 	qtk_err sink_err; /* the sink runs on the writer's tee thread: its own error */
+	qtk_err sink2_err;
+	bool *select;     /* source tensors hashed by the source's threads (the others: shared copies) */
 } prov_state;
 
 static int prov_tee(void *ctx, size_t tensor, const void *buf, size_t n)
 {
 	prov_state *p = ctx;
 	return qtk_digest_sink_put(p->sink, tensor, buf, n);
+}
+
+static int prov_tee2(void *ctx, size_t tensor, const void *buf, size_t n)
+{
+	prov_state *p = ctx;
+	return qtk_digest_sink_put(p->sink2, tensor, buf, n);
 }
 
 static int prov_patch(void *ctx, uint8_t *buf, size_t n)
@@ -185,6 +194,7 @@ static int prov_begin(prov_state *p, qtk_model *in, qtk_model *d, const conv_opt
 	p->b.imatrix_sha256 = im ? qtk_imatrix_sha256(im) : NULL;
 	p->b.imatrix_file = o->imatrix_path;
 	p->b.threads = threads;
+	p->b.src_select = p->select;
 	/* a source read with pread is hashed beside the conversion (the record reserves its
 	 * digests as placeholders); one read through its format's reader (QPK, archives) first */
 	int rc = qtk_model_streamed(in) ? 0 : qtk_prov_start_source(&p->b, err);
@@ -210,12 +220,19 @@ static int prov_begin(prov_state *p, qtk_model *in, qtk_model *d, const conv_opt
 	} else if (!rc && qtk_model_set_kv_str(d, QTK_PROV_KEY, p->ph)) {
 		rc = qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");
 	}
-	if (!rc && (rc = qtk_digest_sink_new(d, &p->sink, &p->sink_err)))
+	/* two tee threads: the encoded tier on one, the decoded tier (decoding, twice the bytes
+	 * for F16) on the other */
+	if (!rc && (rc = qtk_digest_sink_new_mode(d, QTK_SINK_ENC, &p->sink, &p->sink_err)))
 		*err = p->sink_err;
+	if (!rc && (rc = qtk_digest_sink_new_mode(d, QTK_SINK_DEC, &p->sink2, &p->sink2_err)))
+		*err = p->sink2_err;
 	wo->tee = prov_tee;
 	wo->tee_ctx = p;
 	wo->tee_async = true; /* output digests overlap the conversion */
 	wo->tee_err = &p->sink_err;
+	wo->tee2 = prov_tee2;
+	wo->tee2_ctx = p;
+	wo->tee2_err = &p->sink2_err;
 	wo->patch_pending = true; /* prov_end patches the header: hash the files once, after it */
 	return rc;
 }
@@ -227,12 +244,14 @@ static int prov_end(prov_state *p, qtk_writer *w)
 	rc = rc ? rc : qtk_prov_join_source(&p->b, p->err);
 	if (rc)
 		return rc;
-	rc = qtk_digest_sink_finish_late(p->sink, &p->b.src_cache, &p->od);
-	p->sink = NULL;
+	rc = qtk_digest_sink_finish_pair(p->sink, p->sink2, &p->b.src_cache, &p->od);
+	p->sink = p->sink2 = NULL;
 	if (rc) {
 		*p->err = p->sink_err;
 		return rc;
 	}
+	/* copied tensors: the source's leaves are the output's (hashed once, from the bytes copied) */
+	rc = qtk_prov_take_shared(&p->b, &p->od, p->err);
 	p->b.out_digests = &p->od;
 	rc = rc ? rc : qtk_prov_build(&p->b, &p->fin, p->err);
 	return rc ? rc : qtk_writer_patch_header(w, prov_patch, p);
@@ -241,8 +260,10 @@ static int prov_end(prov_state *p, qtk_writer *w)
 static void prov_free(prov_state *p)
 {
 	qtk_digest_sink_free(p->sink);
+	qtk_digest_sink_free(p->sink2);
 	qtk_digests_free(&p->od);
 	qtk_prov_builder_free(&p->b);
+	qtk_free(p->select);
 	qtk_free(p->ph);
 	qtk_free(p->fin);
 	memset(p, 0, sizeof *p);
@@ -486,21 +507,47 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 	for (int i = 0; i < o->nsets; i++)
 		if (!strncmp(o->sets[i], QTK_PROV_KEY "=", sizeof QTK_PROV_KEY))
 			with_prov = false;
+	/* Byte-for-byte copies from a source read with pread (hashed beside the conversion): the
+	 * bytes the copy reads are hashed once, as they are written, and give both the output's and
+	 * the source's leaves (qtk_digest_same_stream: nothing else enters them differently), so the
+	 * source's threads skip those tensors. The leaves then describe the bytes copied, by
+	 * construction, rather than a second read of the source proven equal by a second hash. */
+	if (with_prov && in == source && !qtk_model_streamed(source) && source->ntensors) {
+		prov.select = qtk_malloc(source->ntensors * sizeof *prov.select);
+		if (!prov.select) {
+			rc = qtk_err_set(&err, QTK_E_IO, NULL, -1, NULL, "out of memory");
+			goto done;
+		}
+		for (size_t i = 0; i < source->ntensors; i++)
+			prov.select[i] = true;
+		for (size_t k = 0; k < nout; k++) {
+			const plan *pl = &plans[order[k]];
+			const qtk_tensor *st = &in->tensors[order[k]];
+			if (pl->method == M_COPY && !pl->perm_heads && pl->src == st && prov.select[order[k]] &&
+			    qtk_digest_same_stream(in, st, d, &d->tensors[k])) {
+				prov.select[order[k]] = false;
+			}
+		}
+	}
 	if (with_prov && (rc = prov_begin(&prov, source, d, o, im, threads, &wo, &err)))
 		goto done;
-	/* byte-for-byte copies: only their encoded leaves need hashing (checked against the source) */
+	/* byte-for-byte copies: only their encoded leaves need hashing (checked against the source);
+	 * not those of shared tensors, whose source leaves come from the output at the end */
 	for (size_t k = 0; with_prov && k < nout; k++) {
 		const qtk_tensor *st = &in->tensors[order[k]];
 		char canon[QTK_CAP_NAME + 64];
 		int qk;
 		const qtk_hfmap_out *mo = map ? qtk_hfmap_view_out(map, order[k]) : NULL;
-		if (plans[order[k]].method != M_COPY || (map && (!mo || !mo->copy)) ||
+		if (plans[order[k]].method != M_COPY || (map && (!mo || !mo->copy)) || (prov.select && !prov.select[order[k]]) ||
 		    qtk_canon_name(in, st->name, canon, sizeof canon, &qk) < 0)
 			continue;
-		if (prov.b.src_pending)
-			qtk_digest_sink_expect_late(prov.sink, k, qtk_digests_find(&prov.b.src_meta, canon));
-		else
-			qtk_digest_sink_expect(prov.sink, k, qtk_digests_find(&prov.b.src_cache, canon));
+		for (int si = 0; si < 2; si++) { /* both sinks: the decoded one skips proven copies */
+			qtk_digest_sink *sk = si ? prov.sink2 : prov.sink;
+			if (prov.b.src_pending)
+				qtk_digest_sink_expect_late(sk, k, qtk_digests_find(&prov.b.src_meta, canon));
+			else
+				qtk_digest_sink_expect(sk, k, qtk_digests_find(&prov.b.src_cache, canon));
+		}
 	}
 	w = qtk_writer_open(o->output, o->out_kind, d, &wo, &err);
 	if (!w) {

@@ -788,9 +788,12 @@ static int hfw_patch(qtk_writer *w, int (*fn)(void *ctx, uint8_t *buf, size_t n)
 static int hfw_part_begin(qtk_writer *w)
 {
 	hf_w *h = w->priv;
-	while (h->cur + 1 < h->nouts && w->cur_tensor >= h->outs[h->cur].t1)
+	int rc = 0;
+	while (h->cur + 1 < h->nouts && w->cur_tensor >= h->outs[h->cur].t1) {
+		rc = rc ? rc : qtk_ofile_idle(&h->outs[h->cur].of); /* one hashing thread at a time */
 		h->cur++;
-	return 0;
+	}
+	return rc;
 }
 
 static int hfw_put(qtk_writer *w, const void *buf, size_t n)

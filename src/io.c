@@ -574,10 +574,130 @@ int qtk_ofile_open(qtk_ofile *f, const char *path, qtk_err *err)
 	return 0;
 }
 
+/* The file's SHA-256 runs on a thread of its own: a written buffer is handed to it and the
+ * writer goes on with a free one (OHQ_N buffers in all), so hashing overlaps the next buffer's
+ * copy and write instead of adding to them. The hash sees the buffers in the order written. */
+#define OHQ_N 4
+
+typedef struct ohash_q {
+	pthread_t th;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	uint8_t *buf[OHQ_N];
+	size_t len[OHQ_N];
+	unsigned head, count; /* queued buffers: buf[head], buf[head + 1], ... (mod OHQ_N) */
+	unsigned nfree;
+	uint8_t *freeb[OHQ_N];
+	bool stop, failed;
+	void *md;
+} ohash_q;
+
+static void *ohash_main(void *arg)
+{
+	ohash_q *q = arg;
+	pthread_mutex_lock(&q->mu);
+	for (;;) {
+		while (!q->count && !q->stop)
+			pthread_cond_wait(&q->cv, &q->mu);
+		if (!q->count)
+			break;
+		uint8_t *b = q->buf[q->head];
+		size_t n = q->len[q->head];
+		pthread_mutex_unlock(&q->mu);
+		bool ok = EVP_DigestUpdate(q->md, b, n) == 1;
+		pthread_mutex_lock(&q->mu);
+		q->failed = q->failed || !ok;
+		q->head = (q->head + 1) % OHQ_N;
+		q->count--;
+		q->freeb[q->nfree++] = b;
+		pthread_cond_broadcast(&q->cv);
+	}
+	pthread_mutex_unlock(&q->mu);
+	return NULL;
+}
+
+/* Start the thread; on failure hashing stays on the writing thread (f->hq NULL). */
+static void ohash_start(qtk_ofile *f)
+{
+	ohash_q *q = qtk_calloc(1, sizeof *q);
+	if (!q)
+		return;
+	q->md = f->md;
+	for (int i = 0; i < OHQ_N - 1; i++)
+		if (!(q->freeb[q->nfree] = qtk_malloc(OBUF)))
+			break;
+		else
+			q->nfree++;
+	bool ok = q->nfree == OHQ_N - 1 && !pthread_mutex_init(&q->mu, NULL);
+	if (ok && pthread_cond_init(&q->cv, NULL)) {
+		pthread_mutex_destroy(&q->mu);
+		ok = false;
+	}
+	if (ok && pthread_create(&q->th, NULL, ohash_main, q)) {
+		pthread_cond_destroy(&q->cv);
+		pthread_mutex_destroy(&q->mu);
+		ok = false;
+	}
+	if (!ok) {
+		for (unsigned i = 0; i < q->nfree; i++)
+			qtk_free(q->freeb[i]);
+		qtk_free(q);
+		return;
+	}
+	f->hq = q;
+}
+
+/* Hand f->buf (blen bytes, already written) to the thread and take a free buffer. */
+static int ohash_push(qtk_ofile *f)
+{
+	ohash_q *q = f->hq;
+	pthread_mutex_lock(&q->mu);
+	q->buf[(q->head + q->count) % OHQ_N] = f->buf;
+	q->len[(q->head + q->count) % OHQ_N] = f->blen;
+	q->count++;
+	pthread_cond_broadcast(&q->cv);
+	while (!q->nfree)
+		pthread_cond_wait(&q->cv, &q->mu);
+	f->buf = q->freeb[--q->nfree];
+	bool failed = q->failed;
+	pthread_mutex_unlock(&q->mu);
+	return failed ? qtk_err_set(f->err, QTK_E_INTERNAL, f->final_path, -1, NULL, "SHA-256 update failed") : 0;
+}
+
+/* Wait until every buffer is hashed, stop the thread, free its buffers; 0 or the failure. */
+static int ohash_end(qtk_ofile *f)
+{
+	ohash_q *q = f->hq;
+	if (!q)
+		return 0;
+	pthread_mutex_lock(&q->mu);
+	q->stop = true;
+	pthread_cond_broadcast(&q->cv);
+	pthread_mutex_unlock(&q->mu);
+	pthread_join(q->th, NULL);
+	bool failed = q->failed;
+	for (unsigned i = 0; i < q->nfree; i++)
+		qtk_free(q->freeb[i]);
+	pthread_cond_destroy(&q->cv);
+	pthread_mutex_destroy(&q->mu);
+	qtk_free(q);
+	f->hq = NULL;
+	return failed ? qtk_err_set(f->err, QTK_E_INTERNAL, f->final_path, -1, NULL, "SHA-256 update failed") : 0;
+}
+
+int qtk_ofile_idle(qtk_ofile *f)
+{
+	return ohash_end(f);
+}
+
 static int ofile_flush(qtk_ofile *f)
 {
 	size_t off = 0;
-	if (f->blen && !f->defer_hash && EVP_DigestUpdate(f->md, f->buf, f->blen) != 1)
+	/* a full buffer is hashed on the thread; a last partial one (or without the thread) here */
+	if (f->blen == OBUF && !f->defer_hash && !f->hq)
+		ohash_start(f);
+	const bool async = f->blen && !f->defer_hash && f->hq;
+	if (f->blen && !f->defer_hash && !async && EVP_DigestUpdate(f->md, f->buf, f->blen) != 1)
 		return qtk_err_set(f->err, QTK_E_INTERNAL, f->final_path, -1, NULL, "SHA-256 update failed");
 	while (off < f->blen) {
 		ssize_t w = write(f->fd, f->buf + off, f->blen - off);
@@ -588,8 +708,9 @@ static int ofile_flush(qtk_ofile *f)
 		}
 		off += (size_t)w;
 	}
+	int rc = async ? ohash_push(f) : 0;
 	f->blen = 0;
-	return 0;
+	return rc;
 }
 
 int qtk_ofile_write(qtk_ofile *f, const void *d, size_t n)
@@ -692,6 +813,8 @@ int qtk_ofile_sync(qtk_ofile *f)
 	if (f->synced)
 		return 0;
 	int rc = ofile_flush(f);
+	int rh = ohash_end(f);
+	rc = rc ? rc : rh;
 	if (rc)
 		return rc;
 	/* the hash pass reads the page cache while the fsync writes it back */
@@ -789,6 +912,7 @@ void qtk_hex(const uint8_t *d, size_t n, char *out)
 
 void qtk_ofile_abort(qtk_ofile *f)
 {
+	(void)ohash_end(f);
 	if (f->fd >= 0)
 		close(f->fd);
 	f->fd = -1;

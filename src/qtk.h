@@ -326,6 +326,12 @@ typedef struct qtk_write_opts {
 	 * qtk_writer_drain or by finish, with the message the tee left in *tee_err */
 	bool tee_async;
 	qtk_err *tee_err;
+	/* optional, with tee_async: a second tee on a thread of its own that sees the same bytes in
+	 * the same order (the two run side by side; a queued copy is freed when both have seen
+	 * it); its message goes to *tee2_err */
+	int (*tee2)(void *ctx, size_t tensor, const void *buf, size_t n);
+	void *tee2_ctx;
+	qtk_err *tee2_err;
 	/* the caller will call qtk_writer_patch_header: files whose header is patched are hashed
 	 * once, after the patch, instead of while writing and again after it */
 	bool patch_pending;

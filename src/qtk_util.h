@@ -93,6 +93,7 @@ typedef struct qtk_ofile {
 	bool synced;         /* flushed, fsynced and closed; only the rename is left */
 	bool rehash;         /* bytes were patched: recompute the SHA-256 from the file */
 	bool defer_hash;     /* a patch will come: no SHA-256 while writing, one pass at sync */
+	void *hq;            /* the hashing thread and its buffers (SHA-256 beside the writes) */
 	uint8_t sha256[32];  /* valid once synced */
 } qtk_ofile;
 
@@ -102,6 +103,10 @@ int qtk_ofile_pad(qtk_ofile *f, uint64_t n); /* n zero bytes */
 /* Rewrite bytes [off, off+n) already written: fn gets them in a buffer and may change them. */
 int qtk_ofile_patch(qtk_ofile *f, uint64_t off, uint64_t n, int (*fn)(void *ctx, uint8_t *buf, size_t n),
 		    void *ctx);
+/* Done writing to f for now (a sharded writer moving to its next file): the SHA-256 thread
+ * catches up and ends, freeing its buffers. Writing may go on (hashing restarts as needed).
+ * 0, or the hash's failure. */
+int qtk_ofile_idle(qtk_ofile *f);
 /* Flush, fsync and close (the temporary stays until commit). */
 int qtk_ofile_sync(qtk_ofile *f);
 /* Sync if needed, then rename into place. */

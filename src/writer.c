@@ -13,45 +13,88 @@
 typedef struct teeq_item {
 	struct teeq_item *next;
 	size_t tensor, n;
+	int refs;          /* consumers that have not seen it yet */
+	bool full;         /* room for TEEQ_PIECE bytes: kept for reuse */
 	uint8_t data[];
 } teeq_item;
 
-struct qtk_teeq {
+/* One or two consumers (opts.tee, opts.tee2), each on its own thread with its own cursor into
+ * the one FIFO; an item is freed when the last consumer is done with it. Both take items in
+ * order, so the item whose count reaches zero is always the head. */
+typedef struct teeq_cons {
 	pthread_t th;
+	struct qtk_teeq *q;
+	teeq_item *cur;    /* next item this consumer has not seen; NULL: none queued */
+	bool busy, live;
+	int rc;            /* this consumer's first failure */
+	int (*tee)(void *ctx, size_t tensor, const void *buf, size_t n);
+	void *ctx;
+	qtk_err *err;
+} teeq_cons;
+
+struct qtk_teeq {
 	pthread_mutex_t mu;
 	pthread_cond_t cv; /* items queued, items done, or stop */
 	teeq_item *head, *tail;
-	size_t bytes;      /* queued, not yet handed to the tee */
-	bool busy, stop;
-	int rc;            /* the tee's first failure */
-	int (*tee)(void *ctx, size_t tensor, const void *buf, size_t n);
-	void *ctx;
+	size_t bytes;      /* queued, not yet seen by every consumer */
+	bool stop;
+	int ncons;
+	teeq_cons c[2];
+	teeq_item *spare;  /* freed items of TEEQ_PIECE bytes, reused: no fresh pages per put */
+	int nspare;
 };
+
+#define TEEQ_SPARE 6
+
+/* Give an item back (call with q->mu held). */
+static void teeq_release(struct qtk_teeq *q, teeq_item *it)
+{
+	if (it->full && q->nspare < TEEQ_SPARE) {
+		it->next = q->spare;
+		q->spare = it;
+		q->nspare++;
+	} else {
+		qtk_free(it);
+	}
+}
+
+static int teeq_rc(const struct qtk_teeq *q)
+{
+	for (int i = 0; i < q->ncons; i++)
+		if (q->c[i].rc)
+			return q->c[i].rc;
+	return 0;
+}
 
 static void *teeq_main(void *arg)
 {
-	struct qtk_teeq *q = arg;
+	teeq_cons *c = arg;
+	struct qtk_teeq *q = c->q;
 	pthread_mutex_lock(&q->mu);
 	for (;;) {
-		while (!q->head && !q->stop)
+		while (!c->cur && !q->stop)
 			pthread_cond_wait(&q->cv, &q->mu);
-		if (!q->head)
+		if (!c->cur)
 			break;
-		teeq_item *it = q->head;
-		q->head = it->next;
-		if (!q->head)
-			q->tail = NULL;
-		q->busy = true;
-		int rc = q->rc;
+		teeq_item *it = c->cur;
+		c->busy = true;
+		int rc = 0;
+		bool failed = teeq_rc(q) != 0; /* after a failure items are only released */
 		pthread_mutex_unlock(&q->mu);
-		if (!rc)
-			rc = q->tee(q->ctx, it->tensor, it->data, it->n);
+		if (!failed)
+			rc = c->tee(c->ctx, it->tensor, it->data, it->n);
 		pthread_mutex_lock(&q->mu);
-		q->bytes -= it->n;
-		q->busy = false;
-		if (rc && !q->rc)
-			q->rc = rc;
-		qtk_free(it);
+		c->cur = it->next;
+		c->busy = false;
+		if (rc && !c->rc)
+			c->rc = rc;
+		if (--it->refs == 0) { /* the head: every consumer has seen all items before it */
+			q->head = it->next;
+			if (!q->head)
+				q->tail = NULL;
+			q->bytes -= it->n;
+			teeq_release(q, it);
+		}
 		pthread_cond_broadcast(&q->cv);
 	}
 	pthread_mutex_unlock(&q->mu);
@@ -61,28 +104,46 @@ static void *teeq_main(void *arg)
 /* The tee's failure (its message copied into the writer's error). Call with q->mu held. */
 static int teeq_failed(qtk_writer *w, struct qtk_teeq *q)
 {
-	if (q->rc && w->opts.tee_err && w->opts.tee_err != w->err)
-		*w->err = *w->opts.tee_err;
-	return q->rc;
+	for (int i = 0; i < q->ncons; i++)
+		if (q->c[i].rc) {
+			if (q->c[i].err && q->c[i].err != w->err)
+				*w->err = *q->c[i].err;
+			return q->c[i].rc;
+		}
+	return 0;
 }
 
 static int teeq_push_piece(qtk_writer *w, size_t tensor, const void *buf, size_t n)
 {
 	struct qtk_teeq *q = w->teeq;
-	teeq_item *it = qtk_malloc(sizeof *it + n);
+	teeq_item *it = NULL;
+	const bool full = n >= TEEQ_PIECE / 8; /* small pieces: exactly their size, not kept */
+	if (full) {
+		pthread_mutex_lock(&q->mu);
+		if (q->spare) {
+			it = q->spare;
+			q->spare = it->next;
+			q->nspare--;
+		}
+		pthread_mutex_unlock(&q->mu);
+	}
+	if (!it)
+		it = qtk_malloc(sizeof *it + (full ? TEEQ_PIECE : n));
 	if (!it)
 		return qtk_err_set(w->err, QTK_E_IO, w->path, -1, NULL, "out of memory");
+	it->full = full;
 	it->next = NULL;
 	it->tensor = tensor;
 	it->n = n;
+	it->refs = q->ncons;
 	memcpy(it->data, buf, n);
 	pthread_mutex_lock(&q->mu);
-	while (!q->rc && q->bytes && q->bytes + n > TEEQ_CAP)
+	while (!teeq_rc(q) && q->bytes && q->bytes + n > TEEQ_CAP)
 		pthread_cond_wait(&q->cv, &q->mu);
 	int rc = teeq_failed(w, q);
 	if (rc) {
+		teeq_release(q, it);
 		pthread_mutex_unlock(&q->mu);
-		qtk_free(it);
 		return rc;
 	}
 	if (q->tail)
@@ -90,6 +151,9 @@ static int teeq_push_piece(qtk_writer *w, size_t tensor, const void *buf, size_t
 	else
 		q->head = it;
 	q->tail = it;
+	for (int i = 0; i < q->ncons; i++)
+		if (!q->c[i].cur)
+			q->c[i].cur = it;
 	q->bytes += n;
 	pthread_cond_broadcast(&q->cv);
 	pthread_mutex_unlock(&q->mu);
@@ -115,14 +179,20 @@ int qtk_writer_drain(qtk_writer *w)
 	if (!q)
 		return 0;
 	pthread_mutex_lock(&q->mu);
-	while (q->head || q->busy)
+	for (;;) {
+		bool busy = q->head != NULL;
+		for (int i = 0; i < q->ncons; i++)
+			busy = busy || q->c[i].busy;
+		if (!busy)
+			break;
 		pthread_cond_wait(&q->cv, &q->mu);
+	}
 	int rc = teeq_failed(w, q);
 	pthread_mutex_unlock(&q->mu);
 	return rc;
 }
 
-/* Stop the thread (after the queue has run dry) and free the queue. */
+/* Stop the threads (after the queue has run dry) and free the queue. */
 static void teeq_end(qtk_writer *w)
 {
 	struct qtk_teeq *q = w->teeq;
@@ -132,7 +202,19 @@ static void teeq_end(qtk_writer *w)
 	q->stop = true;
 	pthread_cond_broadcast(&q->cv);
 	pthread_mutex_unlock(&q->mu);
-	pthread_join(q->th, NULL);
+	for (int i = 0; i < q->ncons; i++)
+		if (q->c[i].live)
+			pthread_join(q->c[i].th, NULL);
+	while (q->head) { /* a consumer that never started: nothing else holds these */
+		teeq_item *it = q->head;
+		q->head = it->next;
+		qtk_free(it);
+	}
+	while (q->spare) {
+		teeq_item *it = q->spare;
+		q->spare = it->next;
+		qtk_free(it);
+	}
 	pthread_mutex_destroy(&q->mu);
 	pthread_cond_destroy(&q->cv);
 	qtk_free(q);
@@ -144,8 +226,13 @@ static int teeq_start(qtk_writer *w)
 	struct qtk_teeq *q = qtk_calloc(1, sizeof *q);
 	if (!q)
 		return qtk_err_set(w->err, QTK_E_IO, w->path, -1, NULL, "out of memory");
-	q->tee = w->opts.tee;
-	q->ctx = w->opts.tee_ctx;
+	q->ncons = w->opts.tee2 ? 2 : 1;
+	q->c[0].tee = w->opts.tee;
+	q->c[0].ctx = w->opts.tee_ctx;
+	q->c[0].err = w->opts.tee_err;
+	q->c[1].tee = w->opts.tee2;
+	q->c[1].ctx = w->opts.tee2_ctx;
+	q->c[1].err = w->opts.tee2_err;
 	if (pthread_mutex_init(&q->mu, NULL)) {
 		qtk_free(q);
 		return qtk_err_set(w->err, QTK_E_IO, w->path, -1, NULL, "cannot start the digest thread");
@@ -155,13 +242,15 @@ static int teeq_start(qtk_writer *w)
 		qtk_free(q);
 		return qtk_err_set(w->err, QTK_E_IO, w->path, -1, NULL, "cannot start the digest thread");
 	}
-	if (pthread_create(&q->th, NULL, teeq_main, q)) {
-		pthread_cond_destroy(&q->cv);
-		pthread_mutex_destroy(&q->mu);
-		qtk_free(q);
-		return qtk_err_set(w->err, QTK_E_IO, w->path, -1, NULL, "cannot start the digest thread");
-	}
 	w->teeq = q;
+	for (int i = 0; i < q->ncons; i++) {
+		q->c[i].q = q;
+		if (pthread_create(&q->c[i].th, NULL, teeq_main, &q->c[i])) {
+			teeq_end(w);
+			return qtk_err_set(w->err, QTK_E_IO, w->path, -1, NULL, "cannot start the digest thread");
+		}
+		q->c[i].live = true;
+	}
 	return 0;
 }
 

@@ -588,6 +588,145 @@ static void test_async_tee(void)
 	qtk_close(m);
 }
 
+/* Two tees on two threads (qconvert: the encoded tier on one, the decoded tier on the other)
+ * see the same bytes: the pair of sinks gives the leaves one sink of both tiers gives, with
+ * copies proven by the encoded sink; a failing second tee fails the write with its message. */
+typedef struct {
+	qtk_digest_sink *sk;
+	qtk_err *err;
+	size_t calls, fail_at;
+} pair_ctx;
+
+static int pair_tee(void *ctx, size_t tensor, const void *buf, size_t n)
+{
+	pair_ctx *a = ctx;
+	if (a->fail_at && ++a->calls >= a->fail_at)
+		return qtk_err_set(a->err, QTK_E_INTERNAL, NULL, -1, "tee2", "injected second tee failure");
+	return qtk_digest_sink_put(a->sk, tensor, buf, n);
+}
+
+static void test_tee_pair(void)
+{
+	qtk_err err, e1, e2;
+	qtk_model *m = qtk_open(path_in("a.gguf"), &err);
+	if (!m) {
+		CHECK(0, "open: %s", err.msg);
+		return;
+	}
+	qtk_digests want;
+	CHECK(!qtk_digest_model(m, NULL, &want, &err), "model digests: %s", err.msg);
+	for (int fail = 0; fail < 2; fail++)
+		for (int expect = 0; expect < 2 && !(fail && expect); expect++) {
+			pair_ctx a = {NULL, &e1, 0, 0}, b = {NULL, &e2, 0, fail ? 4 : 0};
+			qtk_err_clear(&e1);
+			qtk_err_clear(&e2);
+			CHECK(!qtk_digest_sink_new_mode(m, QTK_SINK_ENC, &a.sk, &e1), "enc sink");
+			CHECK(!qtk_digest_sink_new_mode(m, QTK_SINK_DEC, &b.sk, &e2), "dec sink");
+			/* every other tensor a copy whose leaves are known (the decoded sink skips it) */
+			for (size_t i = 0; expect && i < m->ntensors; i += 2) {
+				char canon[QTK_CAP_NAME + 64];
+				int qk;
+				if (qtk_canon_name(m, m->tensors[i].name, canon, sizeof canon, &qk) >= 0) {
+					qtk_digest_sink_expect(a.sk, i, qtk_digests_find(&want, canon));
+					qtk_digest_sink_expect(b.sk, i, qtk_digests_find(&want, canon));
+				}
+			}
+			qtk_write_opts o = {0};
+			o.tee = pair_tee;
+			o.tee_ctx = &a;
+			o.tee_err = &e1;
+			o.tee2 = pair_tee;
+			o.tee2_ctx = &b;
+			o.tee2_err = &e2;
+			o.tee_async = true;
+			const char *path = path_in(fail ? "pair-fail.gguf" : "pair.gguf");
+			qtk_writer *w = qtk_writer_open(path, QTK_OUT_GGUF, m, &o, &err);
+			int rc = w ? 0 : -1;
+			for (size_t i = 0; i < m->ntensors && !rc; i++) {
+				uint8_t *whole = NULL;
+				rc = qtk_read_part_alloc(m, &m->tensors[i], 0, &whole);
+				for (size_t off = 0; !rc && off < m->tensors[i].parts[0].nbytes; off += 500) {
+					size_t k = (size_t)m->tensors[i].parts[0].nbytes - off;
+					rc = qtk_writer_put(w, whole + off, k < 500 ? k : 500);
+				}
+				qtk_free(whole);
+			}
+			rc = rc ? rc : qtk_writer_drain(w);
+			if (!fail) {
+				qtk_digests got;
+				CHECK(rc == 0, "tee pair: %s", err.msg);
+				rc = rc ? rc : qtk_writer_finish(w);
+				CHECK(rc == 0 && !qtk_digest_sink_finish_pair(a.sk, b.sk, NULL, &got), "finish pair: %s",
+				      e1.msg);
+				CHECK(got.complete && got.n == want.n && !memcmp(got.enc_root, want.enc_root, 32) &&
+					      !memcmp(got.dec_root, want.dec_root, 32),
+				      "encoded and decoded sinks on two threads == reading the file (copies %d)", expect);
+				qtk_digests_free(&got);
+			} else {
+				if (!rc)
+					rc = qtk_writer_finish(w);
+				else
+					qtk_writer_abort(w);
+				qtk_digest_sink_free(a.sk);
+				qtk_digest_sink_free(b.sk);
+				CHECK(rc == QTK_E_INTERNAL && strstr(err.msg, "injected second tee failure"),
+				      "a failing second tee fails the write with its message: %d %s", rc, err.msg);
+				CHECK(access(path, F_OK) != 0, "no output after a second tee failure");
+			}
+		}
+	qtk_digests_free(&want);
+	qtk_close(m);
+}
+
+static int flip16(void *ctx, uint8_t *buf, size_t n)
+{
+	(void)ctx;
+	for (size_t i = 0; i < n && i < 16; i++)
+		buf[i] ^= 0x5a;
+	return 0;
+}
+
+/* An output file's SHA-256 (hashed on its own thread while writing, or once after a patch)
+ * is the SHA-256 of the bytes on disk, for sizes around the 1 MiB buffers. */
+static void test_ofile_hash(void)
+{
+	const size_t sizes[] = {0, 1, (1u << 20) - 1, 1u << 20, (1u << 20) + 1, (5u << 20) + 12345, 9u << 20};
+	for (int patch = 0; patch < 2; patch++)
+		for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
+			size_t n = sizes[si];
+			uint8_t *d = malloc(n ? n : 1), md[32];
+			uint32_t x = 2463534242u + (uint32_t)si;
+			for (size_t i = 0; i < n; i++) {
+				x ^= x << 13;
+				x ^= x >> 17;
+				x ^= x << 5;
+				d[i] = (uint8_t)x;
+			}
+			qtk_err err;
+			qtk_outlist outs = {0};
+			qtk_ofile f;
+			const char *path = path_in("ofile.bin");
+			int rc = qtk_ofile_open(&f, path, &err);
+			f.outs = &outs;
+			/* pieces of odd sizes, so buffers fill mid-piece */
+			for (size_t off = 0, k = 1; !rc && off < n; off += k, k = k * 3 + 7)
+				rc = qtk_ofile_write(&f, d + off, n - off < k ? n - off : k);
+			if (!rc && patch && n >= 16) {
+				for (int i = 0; i < 16; i++)
+					d[i] ^= 0x5a;
+				rc = qtk_ofile_patch(&f, 0, 16, flip16, NULL);
+			}
+			rc = rc ? rc : qtk_ofile_commit(&f);
+			if (rc)
+				qtk_ofile_abort(&f);
+			SHA256(d, n, md);
+			CHECK(!rc && outs.n == 1 && outs.f[0].size == n && !memcmp(outs.f[0].sha256, md, 32),
+			      "SHA-256 of a %zu-byte output%s: %s", n, patch ? " (patched)" : "", rc ? err.msg : "");
+			qtk_outlist_free(&outs);
+			free(d);
+		}
+}
+
 /* The design qconvert follows (docs/provenance.md §3): the record is reserved with placeholders
  * in the header, the output digests come from the bytes as they are written, and the
  * reserved bytes are patched before commit. Done here by hand for GGUF and safetensors. */
@@ -782,6 +921,8 @@ int main(void)
 	test_records();
 	test_sink();
 	test_async_tee();
+	test_tee_pair();
+	test_ofile_hash();
 	reserve_and_patch(QTK_OUT_GGUF, "patched.gguf");
 	reserve_and_patch(QTK_OUT_SAFETENSORS, "patched.safetensors");
 	test_hostile();

@@ -190,5 +190,38 @@ else
 	echo "skipped: fixtures absent (set QTK_FIXTURES or provide ../shared/fixtures)"
 fi
 
+# Copies hash the bytes they copy once, for the output and the source: the record's source
+# roots and the output's leaves must still be the source's, as qverify computes them from the
+# source itself (GGUF -> GGUF, GGUF -> QPK, safetensors -> GGUF: tensors copied verbatim).
+if command -v python3 >/dev/null 2>&1; then
+	"$Q" -q "$G" "$T/shared.gguf" >/dev/null 2>&1 || bad "copy for the shared-digest check"
+	"$Q" -q "$G" "$T/shared.qpk" >/dev/null 2>&1 || bad "QPK for the shared-digest check"
+	"$Q" -q "$T/shared.gguf" "$T/shared.safetensors" >/dev/null 2>&1 || bad "safetensors for the shared-digest check"
+	"$Q" -q "$T/shared.safetensors" "$T/shared2.gguf" >/dev/null 2>&1 || bad "safetensors -> GGUF for the shared-digest check"
+	for pair in "$G:$T/shared.gguf" "$G:$T/shared.qpk" "$T/shared.gguf:$T/shared.safetensors" "$T/shared.safetensors:$T/shared2.gguf"; do
+		src=${pair%%:*}; dst=${pair#*:}
+		"$V" --emit-record "$src" >"$T/src-rec.json" 2>/dev/null
+		"$V" --emit-record "$dst" >"$T/dst-rec.json" 2>/dev/null
+		if python3 - "$T/src-rec.json" "$T/dst-rec.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))["output"]
+d = json.load(open(sys.argv[2]))
+rec = d["embedded"]
+sr, rr = s["tensor_root"], rec["source"]["tensor_root"]
+assert (sr["encoded"], sr["decoded"], sr["count"]) == (rr["encoded"], rr["decoded"], rr["count"]), "source roots"
+st = {t["name"]: (t["encoded"], t["decoded"]) for t in s["tensors"]}
+ot = {t["name"]: (t["encoded"], t["decoded"]) for t in rec["output"]["tensors"]}
+got = {t["name"]: (t["encoded"], t["decoded"]) for t in d["output"]["tensors"]}
+assert ot == got, "the record's output leaves are the file's"
+same = [n for n in ot if st.get(n) == ot[n]]
+assert same, "no tensor kept its leaves"
+PY
+		then ok; else bad "shared digests of $(basename "$src") -> $(basename "$dst") differ from the source's own"; fi
+		run "qverify $(basename "$dst")" 0 "$V" "$dst"
+	done
+else
+	echo "skipped: shared-digest checks (no python3)"
+fi
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

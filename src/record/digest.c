@@ -57,6 +57,7 @@ struct qtk_thash {
 	int qk_heads;
 	qtk_dec_kind dk;
 	bool want_dec;          /* false: encoded tier only */
+	bool no_enc;            /* true: decoded tier only (a sink of mode QTK_SINK_DEC) */
 	qtk_err *err;
 	EVP_MD_CTX *enc, *dec;
 	int part;               /* current part */
@@ -80,6 +81,8 @@ static int oom(qtk_err *err, const char *subject)
 
 static int md_put(qtk_thash *h, EVP_MD_CTX *md, const void *p, size_t n)
 {
+	if (md == h->enc && h->no_enc)
+		return 0;
 	if (n && EVP_DigestUpdate(md, p, n) != 1)
 		return qtk_err_set(h->err, QTK_E_INTERNAL, NULL, -1, h->stored, "SHA-256 update failed");
 	return 0;
@@ -151,6 +154,43 @@ int qtk_digest_leaf_meta(const qtk_model *m, const qtk_tensor *t, qtk_leaf *l, q
 	l->dec_kind = dec_kind_of(t);
 	l->qk_heads = l->dec_kind == QTK_DEC_VALUES ? heads : 0;
 	return 0;
+}
+
+static bool same_layout(const qtk_layout *a, const qtk_layout *b)
+{
+	return a->kind == b->kind && a->type == b->type && a->bits == b->bits && a->gptq_version == b->gptq_version &&
+	       a->sym == b->sym && a->act_order == b->act_order && a->group_size == b->group_size &&
+	       a->strategy == b->strategy && a->scale_type == b->scale_type && a->code_kind == b->code_kind &&
+	       a->meta_len == b->meta_len && a->nested_group == b->nested_group;
+}
+
+bool qtk_digest_same_stream(const qtk_model *sm, const qtk_tensor *st, const qtk_model *om, const qtk_tensor *ot)
+{
+	qtk_err e;
+	qtk_leaf a, b;
+	qtk_err_clear(&e);
+	int ra = qtk_digest_leaf_meta(sm, st, &a, &e);
+	int rb = ra ? -1 : qtk_digest_leaf_meta(om, ot, &b, &e);
+	bool same = !ra && !rb && !strcmp(a.name, b.name) && !strcmp(a.enc_id, b.enc_id) && a.ndim == b.ndim &&
+		    !memcmp(a.shape, b.shape, sizeof a.shape) && a.n_bytes == b.n_bytes && a.qk_heads == b.qk_heads &&
+		    a.dec_kind == b.dec_kind && st->nparts == ot->nparts && st->n_params == ot->n_params &&
+		    same_layout(&st->layout, &ot->layout);
+	/* the part headers that enter the encoded leaf: role, storage type name, length */
+	for (int i = 0; same && i < st->nparts; i++) {
+		const qtk_part *p = &st->parts[i], *q = &ot->parts[i];
+		const qtk_type_info *tp = qtk_type(p->type), *tq = qtk_type(q->type);
+		same = p->nbytes == q->nbytes && !strcmp(p->role, q->role) &&
+		       !strcmp(tp ? tp->name : "unknown", tq ? tq->name : "unknown");
+	}
+	if (!ra) {
+		qtk_free(a.name);
+		qtk_free(a.stored);
+	}
+	if (!ra && !rb) {
+		qtk_free(b.name);
+		qtk_free(b.stored);
+	}
+	return same;
 }
 
 void qtk_thash_free(qtk_thash *h)
@@ -335,19 +375,17 @@ static int decode_fast(unsigned type, const uint8_t *src, float *dst, uint64_t n
 	return 0;
 }
 
-static int flush_chunk(qtk_thash *h)
+/* Decode and hash len bytes of whole blocks at src (the chunk buffer, or the caller's bytes
+ * when a whole chunk arrives at once). */
+static int hash_chunk(qtk_thash *h, const uint8_t *src, size_t len)
 {
-	if (!h->chunk_len)
-		return 0;
-	uint64_t nb = h->chunk_len / h->bpb, nv = nb * h->blck;
-	if (h->chunk_len % h->bpb || nv % h->unit)
+	uint64_t nb = len / h->bpb, nv = nb * h->blck;
+	if (len % h->bpb || nv % h->unit)
 		return qtk_err_set(h->err, QTK_E_DATA, NULL, -1, h->stored, "data ends inside a block");
-	if (h->t.layout.type == QTK_T_F32 && h->qk_heads <= 0) { /* the bytes are the values */
-		h->chunk_len = 0;
-		return md_put(h, h->dec, h->chunk, (size_t)nv * sizeof(float));
-	}
-	if (decode_fast(h->t.layout.type, h->chunk, h->vals, nv) &&
-	    qtk_dequant_ggml(h->t.layout.type, h->chunk, h->vals, nv) != 0)
+	if (h->t.layout.type == QTK_T_F32 && h->qk_heads <= 0) /* the bytes are the values */
+		return md_put(h, h->dec, src, (size_t)nv * sizeof(float));
+	if (decode_fast(h->t.layout.type, src, h->vals, nv) &&
+	    qtk_dequant_ggml(h->t.layout.type, src, h->vals, nv) != 0)
 		return qtk_err_set(h->err, QTK_E_DATA, NULL, -1, h->stored, "cannot decode this type");
 	const float *v = h->vals;
 	if (h->qk_heads > 0) {
@@ -355,8 +393,16 @@ static int flush_chunk(qtk_thash *h)
 		unpermute(h->vals, h->perm, nv, h->unit, row);
 		v = h->perm;
 	}
-	h->chunk_len = 0;
 	return md_put(h, h->dec, v, (size_t)nv * sizeof(float));
+}
+
+static int flush_chunk(qtk_thash *h)
+{
+	if (!h->chunk_len)
+		return 0;
+	size_t len = h->chunk_len;
+	h->chunk_len = 0;
+	return hash_chunk(h, h->chunk, len);
 }
 
 int qtk_thash_put(qtk_thash *h, const void *bytes, size_t n)
@@ -373,6 +419,11 @@ int qtk_thash_put(qtk_thash *h, const void *bytes, size_t n)
 		} else if (h->dk == QTK_DEC_VALUES && h->t.layout.kind == QTK_LAYOUT_PLAIN) {
 			size_t done = 0;
 			while (done < k && !rc) {
+				if (!h->chunk_len && k - done >= h->chunk_cap) { /* a whole chunk: no copy */
+					rc = hash_chunk(h, p + done, h->chunk_cap);
+					done += h->chunk_cap;
+					continue;
+				}
 				size_t c = h->chunk_cap - h->chunk_len;
 				if (c > k - done)
 					c = k - done;
@@ -478,7 +529,7 @@ int qtk_thash_end(qtk_thash *h, qtk_leaf *leaf)
 		leaf->ndim = h->t.ndim;
 		memcpy(leaf->shape, h->t.shape, sizeof leaf->shape);
 		leaf->n_bytes = h->total;
-		leaf->has_enc = true;
+		leaf->has_enc = !h->no_enc;
 		leaf->dec_kind = h->dk;
 		leaf->has_dec = h->want_dec || h->dk == QTK_DEC_RAW;
 		leaf->qk_heads = h->dk == QTK_DEC_VALUES ? h->qk_heads : 0;
@@ -811,6 +862,8 @@ struct qtk_digest_sink {
 	bool *late;        /* per tensor: expect is the source's metadata; digests come at finish */
 	bool *pending;     /* per tensor: hashed as a late copy, decoded leaf still to take */
 	bool cur_expect;   /* the current tensor hashes the encoded tier only */
+	qtk_sink_mode mode;
+	bool cur_skip;     /* QTK_SINK_DEC: nothing to hash for the current tensor */
 };
 
 void qtk_digest_sink_expect(qtk_digest_sink *s, size_t tensor, const qtk_leaf *src)
@@ -846,9 +899,13 @@ static bool same_tensor(const qtk_leaf *src, const qtk_leaf *meta)
 static int sink_end_cur(qtk_digest_sink *s)
 {
 	qtk_leaf *l = &s->d.leaf[s->cur];
+	if (s->cur_skip) { /* QTK_SINK_DEC: the encoded sink's leaf has (or proves) the decoded one */
+		s->cur_skip = false;
+		return 0;
+	}
 	int rc = qtk_thash_end(s->h, l);
 	s->h = NULL;
-	if (rc || !s->cur_expect)
+	if (rc || !s->cur_expect || s->mode == QTK_SINK_DEC)
 		return rc;
 	if (s->late[s->cur]) { /* the source's digests are not known yet: proven at finish */
 		s->pending[s->cur] = true;
@@ -877,6 +934,11 @@ void qtk_digest_sink_free(qtk_digest_sink *s)
 
 int qtk_digest_sink_new(const qtk_model *desc, qtk_digest_sink **out, qtk_err *err)
 {
+	return qtk_digest_sink_new_mode(desc, QTK_SINK_BOTH, out, err);
+}
+
+int qtk_digest_sink_new_mode(const qtk_model *desc, qtk_sink_mode mode, qtk_digest_sink **out, qtk_err *err)
+{
 	*out = NULL;
 	qtk_digest_sink *s = qtk_calloc(1, sizeof *s);
 	if (!s)
@@ -897,6 +959,7 @@ int qtk_digest_sink_new(const qtk_model *desc, qtk_digest_sink **out, qtk_err *e
 	}
 	s->d.n = desc->ntensors;
 	s->cur = SIZE_MAX;
+	s->mode = mode;
 	*out = s;
 	return 0;
 }
@@ -904,18 +967,25 @@ int qtk_digest_sink_new(const qtk_model *desc, qtk_digest_sink **out, qtk_err *e
 /* Finish the current tensor and start (and finish, when empty) tensors up to `upto`. */
 static int sink_advance(qtk_digest_sink *s, size_t upto)
 {
-	int rc = s->h ? sink_end_cur(s) : 0;
+	int rc = s->h || s->cur_skip ? sink_end_cur(s) : 0;
 	while (!rc && s->next <= upto && s->next < s->desc->ntensors) {
 		const qtk_tensor *t = &s->desc->tensors[s->next];
 		int heads = 0;
 		qtk_leaf meta;
 		rc = qtk_digest_leaf_meta(s->desc, t, &meta, s->err);
 		heads = meta.qk_heads;
+		meta.dec_kind = rc ? QTK_DEC_VALUES : meta.dec_kind;
 		s->cur_expect = !rc && (s->late[s->next] ? same_meta(s->expect[s->next], &meta)
 							 : same_tensor(s->expect[s->next], &meta));
 		qtk_free(meta.name);
 		qtk_free(meta.stored);
-		rc = rc ? rc : thash_new(s->desc, t, heads, !s->cur_expect, &s->h, s->err);
+		if (!rc && s->mode == QTK_SINK_DEC && (s->cur_expect || meta.dec_kind == QTK_DEC_RAW)) {
+			s->cur_skip = true; /* copies and raw leaves: nothing to decode */
+		} else if (!rc) {
+			rc = thash_new(s->desc, t, heads, s->mode != QTK_SINK_ENC && !s->cur_expect, &s->h, s->err);
+			if (!rc && s->mode == QTK_SINK_DEC)
+				s->h->no_enc = true;
+		}
 		s->cur = s->next++;
 		if (!rc && s->cur < upto) /* skipped over: no bytes, or bytes missing */
 			rc = sink_end_cur(s);
@@ -932,7 +1002,7 @@ int qtk_digest_sink_put(qtk_digest_sink *s, size_t tensor, const void *buf, size
 		if (rc)
 			return rc;
 	}
-	return qtk_thash_put(s->h, buf, n);
+	return s->cur_skip ? 0 : qtk_thash_put(s->h, buf, n);
 }
 
 int qtk_digest_sink_finish(qtk_digest_sink *s, qtk_digests *out)
@@ -942,7 +1012,17 @@ int qtk_digest_sink_finish(qtk_digest_sink *s, qtk_digests *out)
 
 int qtk_digest_sink_finish_late(qtk_digest_sink *s, const qtk_digests *src, qtk_digests *out)
 {
-	int rc = sink_advance(s, s->desc->ntensors);
+	return qtk_digest_sink_finish_pair(s, NULL, src, out);
+}
+
+int qtk_digest_sink_finish_pair(qtk_digest_sink *s, qtk_digest_sink *dec, const qtk_digests *src, qtk_digests *out)
+{
+	int rc = 0;
+	if (dec && dec->desc != s->desc)
+		rc = qtk_err_set(s->err, QTK_E_INTERNAL, NULL, -1, NULL, "digest sinks of different outputs");
+	if (!rc && dec && (rc = sink_advance(dec, dec->desc->ntensors)) && dec->err != s->err)
+		*s->err = *dec->err;
+	rc = rc ? rc : sink_advance(s, s->desc->ntensors);
 	/* late copies: the encoded leaf must be the source's; the decoded leaf is then the source's */
 	for (size_t i = 0; !rc && i < s->d.n; i++) {
 		if (!s->pending[i])
@@ -962,6 +1042,12 @@ int qtk_digest_sink_finish_late(qtk_digest_sink *s, const qtk_digests *src, qtk_
 		memcpy(l->dec, sl->dec, 32);
 		l->has_dec = true;
 	}
+	/* the decoded tier hashed beside (QTK_SINK_DEC), same tensor order */
+	for (size_t i = 0; !rc && dec && i < s->d.n; i++)
+		if (!s->d.leaf[i].has_dec && dec->d.leaf[i].has_dec) {
+			memcpy(s->d.leaf[i].dec, dec->d.leaf[i].dec, 32);
+			s->d.leaf[i].has_dec = true;
+		}
 	rc = rc ? rc : qtk_digests_finish(&s->d, s->err);
 	if (!rc) {
 		*out = s->d;
@@ -970,6 +1056,7 @@ int qtk_digest_sink_finish_late(qtk_digest_sink *s, const qtk_digests *src, qtk_
 		memset(out, 0, sizeof *out);
 	}
 	qtk_digest_sink_free(s);
+	qtk_digest_sink_free(dec);
 	return rc;
 }
 

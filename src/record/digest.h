@@ -91,6 +91,13 @@ const qtk_leaf *qtk_digests_find(const qtk_digests *d, const char *canon);
  * Q/K heads from m's metadata). Owned strings go into leaf. */
 int qtk_digest_leaf_meta(const qtk_model *m, const qtk_tensor *t, qtk_leaf *leaf, qtk_err *err);
 
+/* Would tensor st of sm and tensor ot of om, holding the same bytes, hash into the same leaves?
+ * True when everything else that enters both tiers is equal: canonical name, encoding id,
+ * layout, shape, Q/K heads, decoded kind, and every part's role, storage type and length. A
+ * writer that copies st's bytes verbatim into ot may then hash them once and use the leaf
+ * for both (qconvert: the source's leaf of a copied tensor comes from the bytes it wrote). */
+bool qtk_digest_same_stream(const qtk_model *sm, const qtk_tensor *st, const qtk_model *om, const qtk_tensor *ot);
+
 /* Streaming leaf computation for one tensor described by t (layout, shape, parts with nbytes;
  * offsets ignored): feed every part's bytes in order, in pieces of any size. qk_heads from
  * qtk_family_qk_heads (0: none). Memory: a chunk of a few MiB for plain layouts; the whole
@@ -112,6 +119,12 @@ int qtk_tensor_values(qtk_model *m, const qtk_tensor *t, float **out, qtk_err *e
  * tensors in the description's order, parts in order. One tensor is hashed at a time. */
 typedef struct qtk_digest_sink qtk_digest_sink;
 int qtk_digest_sink_new(const qtk_model *desc, qtk_digest_sink **out, qtk_err *err);
+/* A sink may hash one tier only, so that two sinks fed the same bytes on two threads (the
+ * writer's tee and tee2) share the work: QTK_SINK_ENC hashes the encoded tier (and proves
+ * copies, as a BOTH sink does), QTK_SINK_DEC the decoded tier of the tensors that need one
+ * (not copies, not raw leaves). qtk_digest_sink_finish_pair joins them. */
+typedef enum { QTK_SINK_BOTH = 0, QTK_SINK_ENC = 1, QTK_SINK_DEC = 2 } qtk_sink_mode;
+int qtk_digest_sink_new_mode(const qtk_model *desc, qtk_sink_mode mode, qtk_digest_sink **out, qtk_err *err);
 /* Bytes of tensor `tensor` (index into desc->tensors; never decreasing). */
 int qtk_digest_sink_put(qtk_digest_sink *s, size_t tensor, const void *buf, size_t n);
 /* Optional, before tensor `tensor`'s first byte: its bytes are meant to be those of the source
@@ -128,6 +141,9 @@ void qtk_digest_sink_expect_late(qtk_digest_sink *s, size_t tensor, const qtk_le
 int qtk_digest_sink_finish(qtk_digest_sink *s, qtk_digests *out);
 /* The same, proving late copies against src (the source's digests). */
 int qtk_digest_sink_finish_late(qtk_digest_sink *s, const qtk_digests *src, qtk_digests *out);
+/* Finish an ENC sink s and a DEC sink dec fed the same bytes (dec may be NULL): s's leaves take
+ * dec's decoded leaves. Errors go to s's qtk_err. Frees both, also on error. */
+int qtk_digest_sink_finish_pair(qtk_digest_sink *s, qtk_digest_sink *dec, const qtk_digests *src, qtk_digests *out);
 void qtk_digest_sink_free(qtk_digest_sink *s);
 
 /* A tensor's F32 values in canonical order, read in pieces: plain layouts a chunk of about a

@@ -1078,7 +1078,7 @@ static char *finish_json(cJSON *root, qtk_err *err)
 /* The source's content digests (all threads) and, beside them, its files' SHA-256. */
 static int hash_source(qtk_prov_builder *b, qtk_err *err)
 {
-	qtk_digest_opts o = {.threads = b->threads, .cancel = &b->src_cancel};
+	qtk_digest_opts o = {.threads = b->threads, .cancel = &b->src_cancel, .select = b->src_select};
 	files_job fj = {b->src, &b->files_cache, &b->src_cancel, {0}, 0};
 	pthread_t th;
 	int rc = 0;
@@ -1135,6 +1135,27 @@ int qtk_prov_join_source(qtk_prov_builder *b, qtk_err *err)
 	else
 		b->cached = true;
 	return b->src_th_rc;
+}
+
+int qtk_prov_take_shared(qtk_prov_builder *b, const qtk_digests *out, qtk_err *err)
+{
+	if (!b->src_select || !b->cached || b->src_digests)
+		return 0;
+	bool any = false;
+	for (size_t i = 0; i < b->src_cache.n; i++) {
+		qtk_leaf *l = &b->src_cache.leaf[i];
+		if (l->has_enc)
+			continue;
+		const qtk_leaf *o = out ? qtk_digests_find(out, l->name) : NULL;
+		if (!o || !o->has_enc || !o->has_dec || strcmp(o->enc_id, l->enc_id) || o->n_bytes != l->n_bytes)
+			return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, l->stored,
+					   "the output tensor copied from this one has no digests");
+		memcpy(l->enc, o->enc, 32);
+		memcpy(l->dec, o->dec, 32);
+		l->has_enc = l->has_dec = true;
+		any = true;
+	}
+	return any ? qtk_digests_finish(&b->src_cache, err) : 0;
 }
 
 int qtk_prov_build(qtk_prov_builder *b, char **json, qtk_err *err)

@@ -73,6 +73,9 @@ typedef struct qtk_prov_builder {
 	const char *imatrix_file;      /* its base name is recorded */
 	int64_t time;           /* seconds since the epoch; set by qtk_prov_builder_init */
 	int threads;            /* for computing source digests; 0 = all cores */
+	/* optional, src->ntensors flags, set before the source is hashed: false = the tensor is
+	 * not read for its digests; its leaf comes from the output (qtk_prov_take_shared) */
+	const bool *src_select;
 	char note[256];         /* out: set when something was left out (an invalid source record) */
 	/* qtk_prov_start_source: the source is being hashed on threads of its own; until
 	 * qtk_prov_join_source, builds render its digests and file hashes as placeholders */
@@ -97,6 +100,12 @@ typedef struct qtk_prov_builder {
 int qtk_prov_start_source(qtk_prov_builder *b, qtk_err *err);
 /* Wait for qtk_prov_start_source's hashing; its failure, if any. */
 int qtk_prov_join_source(qtk_prov_builder *b, qtk_err *err);
+
+/* After qtk_prov_join_source: the source leaves left out by src_select take their digests from
+ * the output leaf of the same canonical name (out: the output's digests, computed from the
+ * bytes copied verbatim from those source tensors; qtk_digest_same_stream), and the source's
+ * roots are recomputed. QTK_E_INTERNAL when such an output leaf is missing or incomplete. */
+int qtk_prov_take_shared(qtk_prov_builder *b, const qtk_digests *out, qtk_err *err);
 
 /* Zero b and set time from SOURCE_DATE_EPOCH (when a valid integer) or the clock. */
 void qtk_prov_builder_init(qtk_prov_builder *b);
