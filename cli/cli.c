@@ -228,8 +228,10 @@ static void pg_draw(uint64_t done, uint64_t total, bool bytes, const char *count
 	for (int i = 0; i < bw; i++)
 		bar[i] = i < fill ? '#' : '.';
 	bar[bw] = 0;
-	double el = t - pg.start;
-	if (el >= 0.5 && done > pg.done0) {
+	/* the rate and ETA once half a second has passed, or two update intervals when updates are
+	 * asked for more often (QTK_PROGRESS_INTERVAL): a fast run still shows them */
+	double el = t - pg.start, warm = pg_interval() < 0.25 ? 2 * pg_interval() : 0.5;
+	if (el > 0 && el >= warm && done > pg.done0) {
 		double r = (double)(done - pg.done0) / el;
 		if (bytes)
 			snprintf(rate, sizeof rate, "  %.1f MB/s", r / 1e6);

@@ -55,14 +55,18 @@ static const uint8_t k_cell[243] = {
 #define GROUP_MAX_EPS 1e-15f
 #define XCLAMP 1e8f
 #define NTRY 7
-/* The search's sizes trade RMSE for time: with ggml's binary search replaced by a table, the
- * grids below cost less CPU than llama-quantize's own IQ4_NL run (15.2 s against 17.7 s on a
- * 30M-parameter bench model, 2 threads) for 0.975x its RMSE (0.969x with grids of 4 and two
- * fp16 neighbours, at 1.6x the time); IQ4_XS 0.973x at about 1.1x llama's time (0.966x at 2x). */
-#define NL_GRID 1      /* NL scale grid: 2*NL_GRID+1 points per sign orientation ... */
-#define NL_STEP 3.0f   /* ... NL_STEP codebook units apart */
+/* The search's sizes. IQ4_NL keeps grids of 4 (2 levels apart) and two fp16 neighbours: with
+ * ggml's binary search replaced by a table its run costs 1.6x llama-quantize's CPU (27.8 s
+ * against 17.7 s on a 30M-parameter bench model, 2 threads; 48 s before the table); grids of 1
+ * (3 levels apart) and one neighbour took it under llama's (15.2 s) at nearly the same RMSE
+ * (0.975x ggml's against 0.969x), but the fixture model's output divergence went from 0.81x
+ * llama-quantize's to 1.05x, so that trade was not taken. IQ4_XS: one sub-scale target per
+ * orientation, two super-scale candidates and no fp16 neighbours, 0.973x ggml's RMSE at about
+ * 1.1x llama's time (0.966x at 2x), divergence 0.92x llama's. */
+#define NL_GRID 4      /* NL scale grid: 2*NL_GRID+1 points per sign orientation ... */
+#define NL_STEP 2.0f   /* ... NL_STEP codebook units apart */
 #define NL_REFIT 1     /* least-squares refits per grid point */
-#define NL_NEIGH 1     /* fp16 neighbours of the winner tried on each side */
+#define NL_NEIGH 2     /* fp16 neighbours of the winner tried on each side */
 #define XS_SUBTRY 0    /* sub-block scale grid (unconstrained), like NL_GRID ... */
 #define XS_SUBSTEP 3.0f
 #define XS_NCAND 2     /* super-scale candidates per orientation */
