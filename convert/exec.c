@@ -749,6 +749,49 @@ static int rowsrc_get(rowsrc *s, uint32_t o0, uint32_t n, float *x, qtk_err *err
 
 /* Window by window: re-fit every group of the rows into the whole parts pp (refit), or take
  * what an exact repack put there; either way decode pp's rows and compare with the source's. */
+/* Decode output features base .. base+nrows-1 from pp into y and add their error against x, in
+ * slices of GROUP_SLICE rows on the pool; each slice's sums go to its own errstat and are added
+ * to *total in slice order, so the figures do not depend on the thread count. */
+typedef struct cslices {
+	const float *x;
+	float *y;
+	const qtk_tensor *o;
+	uint32_t in, base, nrows;
+	uint8_t **pp;
+	errstat *es; /* per slice */
+	int *rc;     /* per slice */
+} cslices;
+
+static void cslice_job(void *ctx, size_t si)
+{
+	cslices *c = ctx;
+	uint32_t w0 = (uint32_t)si * GROUP_SLICE, n = c->nrows - w0 < GROUP_SLICE ? c->nrows - w0 : GROUP_SLICE;
+	uint64_t at = (uint64_t)w0 * c->in;
+	c->rc[si] = qtk_scheme_decode_rows(c->o, (const void *const *)c->pp, c->base + w0, n, c->y + at);
+	if (!c->rc[si])
+		errstat_add(&c->es[si], c->x + at, c->y + at, (uint64_t)n * c->in);
+}
+
+static int check_groups(const float *x, float *y, const qtk_tensor *o, uint32_t base, uint32_t nrows, uint8_t **pp,
+			int threads, errstat *total)
+{
+	size_t ns = (nrows + GROUP_SLICE - 1) / GROUP_SLICE;
+	int *rc = qtk_calloc(ns, sizeof *rc);
+	errstat *es = qtk_calloc(ns, sizeof *es);
+	int r = rc && es ? 0 : -1;
+	if (!r) {
+		cslices c = {x, y, o, (uint32_t)o->shape[1], base, nrows, pp, es, rc};
+		qtk_parallel_for(threads, ns, cslice_job, &c);
+		for (size_t i = 0; i < ns; i++) {
+			r |= rc[i];
+			errstat_merge(total, &es[i]);
+		}
+	}
+	qtk_free(rc);
+	qtk_free(es);
+	return r;
+}
+
 static int fit_groups(rowsrc *s, float *x, uint8_t **pp, bool refit, int threads, errstat *total, qtk_err *err)
 {
 	const qtk_tensor *t = s->p->src, *o = &s->p->out;
@@ -764,11 +807,10 @@ static int fit_groups(rowsrc *s, float *x, uint8_t **pp, bool refit, int threads
 					 qtk_scheme_of(o) ? qtk_scheme_of(o)->title : "packed");
 			break;
 		}
-		if (decode_rows(o, pp, o0, nr, y, err)) {
+		if (check_groups(x, y, o, o0, nr, pp, threads, total)) {
 			rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "cannot decode the output");
 			break;
 		}
-		errstat_add(total, x, y, (uint64_t)nr * inf);
 		cli_progress_within(o0 + nr, out);
 	}
 	qtk_free(y);
