@@ -872,6 +872,17 @@ static void plan_imatrix(const qtk_imatrix *im, const qtk_tensor *t, plan *p)
 	}
 }
 
+/* A packed output layout l that the executor fills by a byte shuffle of the source's blocks
+ * (run_groups: exact by construction, and checked by decoding). */
+static int plan_shuffle(const qtk_tensor *t, plan *p, const qtk_layout *l, qtk_err *err)
+{
+	if (out_packed(&p->out, t, l, err))
+		return err->code;
+	p->method = M_GROUPS;
+	p->note = "exact";
+	return 0;
+}
+
 /* ggml NVFP4 blocks (with their .scale, or without: times 1) into a directory keep ModelOpt's
  * NVFP4 layout for linear layers (weight, weight_scale, weight_scale_2 = the .scale): a byte
  * shuffle, exact whenever every block scale byte has an E4M3 form (qtk_nvfp4_from_ggml; checked
@@ -892,11 +903,7 @@ static int plan_modelopt(qtk_model *in, const qtk_tensor *t, plan *p, qtk_err *e
 		return 1;
 	qtk_layout l = {.kind = QTK_LAYOUT_NVFP4, .type = QTK_DT_U8, .bits = 4, .sym = true, .group_size = 16,
 			.scale_type = 1};
-	if (out_packed(&p->out, t, &l, err))
-		return err->code;
-	p->method = M_GROUPS;
-	p->note = "exact";
-	return 0;
+	return plan_shuffle(t, p, &l, err);
 }
 
 /* ggml MXFP4 blocks into a directory keep compressed-tensors' mxfp4-pack-quantized layout for
@@ -910,11 +917,7 @@ static int plan_ct_mxfp4(const qtk_tensor *t, plan *p, qtk_err *err)
 		return 1;
 	qtk_layout l = {.kind = QTK_LAYOUT_MXFP4, .type = QTK_DT_U8, .bits = 4, .sym = true, .group_size = 32,
 			.strategy = QTK_SCHEME_PER_GROUP, .scale_type = QTK_MXFP4_CT};
-	if (out_packed(&p->out, t, &l, err))
-		return err->code;
-	p->method = M_GROUPS;
-	p->note = "exact";
-	return 0;
+	return plan_shuffle(t, p, &l, err);
 }
 
 /* ggml MXFP4 blocks of a tensor named as gpt-oss names its experts (no `.weight`: a GGUF made
