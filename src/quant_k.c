@@ -14,6 +14,18 @@
  *     min) is re-chosen among its neighbours and the least-squares value for its codes; then
  *     the superblock d (and dmin) is refitted by least squares over all 256 values, rounded to
  *     fp16, codes re-rounded and sub-blocks re-chosen; kept only when the error drops.
+ * q5_k without an importance matrix skips our own fits (step 1 gives ggml's alone, step 2 has
+ * one encoding): starting from ggml's choice and refining it gave lower output divergence
+ * (llama-perplexity --kl-divergence against the F16 model) on every bench model than starting
+ * from the lower-error fit, whose clipped lowest codes the outputs notice more than the error
+ * does (docs/benchmarks.md, "Output divergence"); it is also the faster search.
+ * q3_k without an importance matrix keeps only what improves on ggml's reference under both
+ * objectives: an encoding of ours, and every refinement step, must lower the squared error,
+ * must not raise the error under ggml's own weights (x^2, make_q3_quants' weighting) above
+ * that of the encoding it replaces, and may not clip (put a value more than half a step outside
+ * the codes' range). The unconstrained least-squares search shrinks scales until the largest
+ * values of a sub-block clip: lower error, and higher output divergence on the bench model with
+ * the heaviest outliers (docs/benchmarks.md, "Output divergence").
  * Errors are always those of the values qtk_dequant_ggml produces (same float operations).
  * The affine search (q2_k, q4_k, q5_k) lives in quant_k_aff.h, built here and again with AVX2
  * (quant_k_avx2.c); the AVX2 build is used when the CPU has it, unless QTK_SIMD=generic. */
@@ -39,11 +51,11 @@ static inline void put16(uint8_t *p, float v)
 #define QK_AFF_BLOCK qtk_aff_block_c
 #include "quant_k_aff.h"
 
-const aff_cfg qtk_aff_q2k = { 16, 16, 3, 15, -0.5f, 0.1f, 15, true, true };
-const aff_cfg qtk_aff_q4k = { 32, 8, 15, 63, -1.f, 0.1f, 20, false, false };
-const aff_cfg qtk_aff_q5k = { 32, 8, 31, 63, -0.5f, 0.1f, 15, false, false };
+const aff_cfg qtk_aff_q2k = { 16, 16, 3, 15, -0.5f, 0.1f, 15, true, true, false };
+const aff_cfg qtk_aff_q4k = { 32, 8, 15, 63, -1.f, 0.1f, 20, false, false, false };
+const aff_cfg qtk_aff_q5k = { 32, 8, 31, 63, -0.5f, 0.1f, 15, false, false, true };
 
-typedef void (*aff_block_fn)(const aff_cfg *, const float *, const float *, aff_st *);
+typedef void (*aff_block_fn)(const aff_cfg *, const float *, const float *, bool, aff_st *);
 
 /* The AVX2 build when the CPU has AVX2 and QTK_SIMD is not "generic"; decided once. */
 static aff_block_fn aff_block_impl(void)
@@ -151,8 +163,8 @@ static void aff_rows(const aff_cfg *c, void (*pack)(const aff_st *, const uint8_
     uint8_t L[QK];
     aff_st st;
     for (uint64_t b = 0; b < nb; b++, x += QK, dst += bsize) {
-        qtk_qprep(x, w ? w + b * QK : NULL, QK, xs, ws);
-        block(c, xs, ws, &st);
+        const bool uniform = qtk_qprep(x, w ? w + b * QK : NULL, QK, xs, ws);
+        block(c, xs, ws, uniform, &st);
         codes_u8(st.L, 0, L);
         pack(&st, L, dst);
     }
@@ -181,16 +193,19 @@ void qtk_qrow_q5_k(const float *x, const float *w, uint8_t *dst, uint64_t nb)
 typedef struct {
     int lo, hi;   /* codes */
     int slo, shi; /* sub-scales */
+    bool noclip;  /* our encodings may not clip a value (see sym_sub) */
 } sym_cfg;
 
-static const sym_cfg k_q3k = { -4, 3, -32, 31 };
-static const sym_cfg k_q6k = { -32, 31, -128, 127 };
+static const sym_cfg k_q3k = { -4, 3, -32, 31, true };
+static const sym_cfg k_q3k_imatrix = { -4, 3, -32, 31, false }; /* its weights decide */
+static const sym_cfg k_q6k = { -32, 31, -128, 127, false };
 
 typedef struct {
     float d;
     int sc[NSUB];
     float e[NSUB];
-    float L[QK]; /* codes, as floats */
+    float r[NSUB]; /* error under ggml's weights x^2 (only with them: q3_k, see sym_block) */
+    float L[QK];   /* codes, as floats */
 } sym_st;
 
 /* Ours: rank candidate codes by the continuous LS residual (sum wxl)^2 / sum wll. */
@@ -367,9 +382,11 @@ static float sym_err(const float *x, const float *w, const float *L, float dl)
     return qv_sum(a);
 }
 
-/* Codes and exact decoded error of one sub-block for sub-scale sc (div: as ggml rounds). */
+/* Codes and exact decoded error of one sub-block for sub-scale sc (div: as ggml rounds).
+ * noclip: FLT_MAX (never chosen) when a value lies more than half a step outside the codes'
+ * range, i.e. the encoding clips it. */
 static float sym_sub(const sym_cfg *c, const float *x, const float *w, float d, int sc, bool div,
-                     float *L)
+                     bool noclip, float *L)
 {
     const float dl = d * (float)sc;
     if (dl == 0.f) {
@@ -378,24 +395,49 @@ static float sym_sub(const sym_cfg *c, const float *x, const float *w, float d, 
     } else {
         const qv4 vdl = qv_set(dl), vid = qv_set(1.f / dl);
         const qv4 vlo = qv_set((float)c->lo), vhi = qv_set((float)c->hi);
+        qv4 mn = qv_set(0.f), mx = mn;
         for (int i = 0; i < SUB; i += 4) {
             const qv4 v = div ? qv_div(qv_ld(x + i), vdl) : qv_mul(qv_ld(x + i), vid);
+            mn = qv_min(mn, v);
+            mx = qv_max(mx, v);
             qv_st(L + i, qv_round(qv_min(qv_max(v, vlo), vhi)));
+        }
+        if (noclip) {
+            float a[4], b[4];
+            qv_st(a, mn);
+            qv_st(b, mx);
+            for (int k = 0; k < 4; k++)
+                if (a[k] < (float)c->lo - 0.5f || b[k] > (float)c->hi + 0.5f)
+                    return FLT_MAX;
         }
     }
     return sym_err(x, w, L, dl);
 }
 
+/* FLT_MAX when a sub-block's encoding is refused (sym_sub's noclip) */
 static float sym_total(const sym_st *st)
 {
     float t = 0;
-    for (int j = 0; j < NSUB; j++)
+    for (int j = 0; j < NSUB; j++) {
+        if (st->e[j] == FLT_MAX)
+            return FLT_MAX;
         t += st->e[j];
+    }
     return t;
 }
 
-/* quantize_row_q3_K_ref / q6_K_ref superblock step: the largest |scale| maps to slo. */
-static void sym_init(const sym_cfg *c, const float *x, const float *w, const float *s, sym_st *st)
+static float sym_rtotal(const sym_st *st)
+{
+    float t = 0;
+    for (int j = 0; j < NSUB; j++)
+        t += st->r[j];
+    return t;
+}
+
+/* quantize_row_q3_K_ref / q6_K_ref superblock step: the largest |scale| maps to slo. noclip
+ * as sym_sub (ggml's own fit is never refused); wr (or NULL): ggml's weights, for st->r. */
+static void sym_init(const sym_cfg *c, const float *x, const float *w, const float *wr,
+                     const float *s, bool noclip, sym_st *st)
 {
     float max_scale = 0, amax = 0;
     for (int j = 0; j < NSUB; j++) {
@@ -415,11 +457,19 @@ static void sym_init(const sym_cfg *c, const float *x, const float *w, const flo
         st->d = qtk_qh16(1 / iscale);
     }
     for (int j = 0; j < NSUB; j++)
-        st->e[j] = sym_sub(c, x + j * SUB, w + j * SUB, st->d, st->sc[j], true, st->L + j * SUB);
+    {
+        st->e[j] = sym_sub(c, x + j * SUB, w + j * SUB, st->d, st->sc[j], true, noclip,
+                           st->L + j * SUB);
+        st->r[j] = wr ? sym_err(x + j * SUB, wr + j * SUB, st->L + j * SUB,
+                                st->d * (float)st->sc[j])
+                      : 0.f;
+    }
 }
 
-static void sym_refine_sub(const sym_cfg *c, const float *x, const float *w, sym_st *st, int j,
-                           int passes)
+/* A change is kept when it lowers the error under w and, with wr, does not take the total
+ * error under wr above *cap (then lowered to the new total). */
+static void sym_refine_sub(const sym_cfg *c, const float *x, const float *w, const float *wr,
+                           float *cap, sym_st *st, int j, int passes)
 {
     const float *xj = x + j * SUB, *wj = w + j * SUB;
     float *Lj = st->L + j * SUB;
@@ -450,24 +500,34 @@ static void sym_refine_sub(const sym_cfg *c, const float *x, const float *w, sym
                 dup = cand[k2] == a;
             if (dup)
                 continue;
-            const float e = sym_sub(c, xj, wj, st->d, a, false, T);
-            if (e < st->e[j]) {
-                st->e[j] = e;
-                st->sc[j] = a;
-                memcpy(Lj, T, sizeof T);
-                changed = true;
+            const float e = sym_sub(c, xj, wj, st->d, a, false, c->noclip, T);
+            if (!(e < st->e[j]))
+                continue;
+            float r = 0.f;
+            if (wr) {
+                r = sym_err(xj, wr + j * SUB, T, st->d * (float)a);
+                if (!(sym_rtotal(st) - st->r[j] + r <= *cap))
+                    continue;
             }
+            st->e[j] = e;
+            st->r[j] = r;
+            if (wr)
+                *cap = sym_rtotal(st);
+            st->sc[j] = a;
+            memcpy(Lj, T, sizeof T);
+            changed = true;
         }
         if (!changed)
             break;
     }
 }
 
-static void sym_refine(const sym_cfg *c, const float *x, const float *w, sym_st *st, int rounds)
+static void sym_refine(const sym_cfg *c, const float *x, const float *w, const float *wr,
+                       float *cap, sym_st *st, int rounds)
 {
     float wl[SUB];
     for (int j = 0; j < NSUB; j++)
-        sym_refine_sub(c, x, w, st, j, 2);
+        sym_refine_sub(c, x, w, wr, cap, st, j, 2);
     for (int r = 0; r < rounds; r++) {
         double num = 0, den = 0;
         for (int j = 0; j < NSUB; j++) {
@@ -486,37 +546,51 @@ static void sym_refine(const sym_cfg *c, const float *x, const float *w, sym_st 
             return;
         memcpy(t.sc, st->sc, sizeof t.sc);
         for (int j = 0; j < NSUB; j++) {
-            t.e[j] = sym_sub(c, x + j * SUB, w + j * SUB, t.d, t.sc[j], false, t.L + j * SUB);
-            sym_refine_sub(c, x, w, &t, j, 1);
+            t.e[j] = sym_sub(c, x + j * SUB, w + j * SUB, t.d, t.sc[j], false, c->noclip,
+                             t.L + j * SUB);
+            t.r[j] = wr ? sym_err(x + j * SUB, wr + j * SUB, t.L + j * SUB, t.d * (float)t.sc[j])
+                        : 0.f;
+            sym_refine_sub(c, x, w, wr, cap, &t, j, 1);
         }
         if (!(sym_total(&t) < sym_total(st)))
+            return;
+        if (wr && !(sym_rtotal(&t) <= *cap))
             return;
         *st = t;
     }
 }
 
-static void sym_block(const sym_cfg *c, bool q6, const float *x, const float *w, sym_st *st)
+/* wr (or NULL): ggml's own weights; with them every encoding kept beyond ggml's has a lower error
+ * under w and no higher total error under wr than the one before it (ggml's objective). */
+static void sym_block(const sym_cfg *c, bool q6, const float *x, const float *w, const float *wr,
+                      sym_st *st)
 {
     float rs[NSUB], os[NSUB];
     for (int j = 0; j < NSUB; j++)
         sym_fits(c, x + j * SUB, w + j * SUB, q6, &rs[j], &os[j]);
     sym_st o;
-    sym_init(c, x, w, rs, st);
-    sym_init(c, x, w, os, &o);
-    if (sym_total(&o) < sym_total(st))
+    sym_init(c, x, w, wr, rs, false, st);
+    sym_init(c, x, w, wr, os, c->noclip, &o);
+    float cap = sym_rtotal(st);
+    if (sym_total(&o) < sym_total(st) && (!wr || sym_rtotal(&o) <= cap)) {
         *st = o;
+        cap = sym_rtotal(st);
+    }
     if (sym_total(st) > 0)
-        sym_refine(c, x, w, st, 2);
+        sym_refine(c, x, w, wr, &cap, st, 2);
 }
 
 void qtk_qrow_q3_k(const float *x, const float *w, uint8_t *dst, uint64_t nb)
 {
-    float xs[QK], ws[QK];
+    float xs[QK], ws[QK], xr[QK];
     uint8_t L[QK];
     sym_st st;
     for (uint64_t b = 0; b < nb; b++, x += QK, dst += 110) {
-        qtk_qprep(x, w ? w + b * QK : NULL, QK, xs, ws);
-        sym_block(&k_q3k, false, xs, ws, &st);
+        const bool uniform = qtk_qprep(x, w ? w + b * QK : NULL, QK, xs, ws);
+        if (uniform)
+            for (int i = 0; i < QK; i++)
+                xr[i] = xs[i] * xs[i];
+        sym_block(uniform ? &k_q3k : &k_q3k_imatrix, false, xs, ws, uniform ? xr : NULL, &st);
         uint8_t *hm = dst, *qs = dst + 32, *sc = dst + 96;
         codes_u8(st.L, 4, L);
         memset(hm, 0, 32);
@@ -547,7 +621,7 @@ void qtk_qrow_q6_k(const float *x, const float *w, uint8_t *dst, uint64_t nb)
     sym_st st;
     for (uint64_t b = 0; b < nb; b++, x += QK, dst += 210) {
         qtk_qprep(x, w ? w + b * QK : NULL, QK, xs, ws);
-        sym_block(&k_q6k, true, xs, ws, &st);
+        sym_block(&k_q6k, true, xs, ws, NULL, &st);
         uint8_t *ql = dst, *qh = dst + 128;
         codes_u8(st.L, 32, L);
         for (int j = 0; j < QK; j += 128, ql += 64, qh += 32) {

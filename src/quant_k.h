@@ -16,6 +16,8 @@ typedef struct {
     int nstep;
     bool mad;                  /* ggml's sweep scores |error| (q2_k) */
     bool wabs;                 /* ggml's weights: |x| (q2_k) or rms + |x| */
+    bool ref_only;             /* without an importance matrix, refine ggml's fit alone (no
+                                * fit of our own: q5_k, see quant_k.c) */
 } aff_cfg;
 
 typedef struct {
@@ -28,10 +30,11 @@ typedef struct {
 /* the search settings of q2_k, q4_k and q5_k */
 extern const aff_cfg qtk_aff_q2k, qtk_aff_q4k, qtk_aff_q5k;
 
-/* One superblock of 256 values x under importance w: the chosen scales, mins and codes. The
- * generic build and the AVX2 build give identical results (quant.h's eight-lane order). */
-void qtk_aff_block_c(const aff_cfg *c, const float *x, const float *w, aff_st *st);
-void qtk_aff_block_avx2(const aff_cfg *c, const float *x, const float *w, aff_st *st);
+/* One superblock of 256 values x under importance w (uniform: no importance matrix, w all 1):
+ * the chosen scales, mins and codes. The generic build and the AVX2 build give identical
+ * results (quant.h's eight-lane order). */
+void qtk_aff_block_c(const aff_cfg *c, const float *x, const float *w, bool uniform, aff_st *st);
+void qtk_aff_block_avx2(const aff_cfg *c, const float *x, const float *w, bool uniform, aff_st *st);
 /* false when this build has no AVX2 variant */
 bool qtk_aff_have_avx2(void);
 

@@ -146,8 +146,8 @@ static inline double lsum2(int n, const float *a, const float *b)
  * weights and criterion, and ours (os, om) under weights wo, from the same candidate codes.
  * ggml's choice is reproduced with lane-ordered sums, so it can differ from ggml's own only
  * where two candidates tie to rounding precision. */
-static void aff_fit(const aff_cfg *c, const float *x, const float *wo, float *rs, float *rm,
-                    float *os, float *om)
+static void aff_fit(const aff_cfg *c, const float *x, const float *wo, bool own, float *rs,
+                    float *rm, float *os, float *om)
 {
     const int n = c->sub;
     const float fn = (float)c->nmax;
@@ -184,7 +184,8 @@ static void aff_fit(const aff_cfg *c, const float *x, const float *wo, float *rs
     float is = fn / range;
     float scale = 1 / is, bmin = min;
     aff_sweep(n, u, wo, wox, wr, wrx, is, fn, S);
-    aff_ours_try(&o, S[0], S[1], S[2]);
+    if (own)
+        aff_ours_try(&o, S[0], S[1], S[2]);
     double best = c->mad ? aff_mad(n, u, x, wr, is, fn, scale, min)
                          : aff_quad(scale, min, S + 3, swr, sxr, sxxr);
     for (int k = 0; k <= c->nstep; k++) {
@@ -194,7 +195,8 @@ static void aff_fit(const aff_cfg *c, const float *x, const float *wo, float *rs
         if (k > 0 && memcmp(S, P, sizeof S) == 0)
             continue;
         memcpy(P, S, sizeof S);
-        aff_ours_try(&o, S[0], S[1], S[2]);
+        if (own)
+            aff_ours_try(&o, S[0], S[1], S[2]);
         double ts, tm, e;
         if (c->mad) {
             /* ggml's q2_k scores the fit by sum wr*|error| */
@@ -224,7 +226,7 @@ static void aff_fit(const aff_cfg *c, const float *x, const float *wo, float *rs
     range = max - min;
     /* ours only: the same with the lowest codes clipped (code 0 starts 1/4 and 1/2 step above
      * the minimum), a coarser sweep */
-    for (int sh = 1; sh <= 2; sh++) {
+    for (int sh = 1; own && sh <= 2; sh++) {
         const float mn2 = min + (float)sh * 0.25f * range / fn;
         for (int i = 0; i < n; i++) {
             const float t = x[i] - mn2;
@@ -440,16 +442,19 @@ static void aff_refine(const aff_cfg *c, const float *x, const float *w, aff_st 
     }
 }
 
-void QK_AFF_BLOCK(const aff_cfg *c, const float *x, const float *w, aff_st *st)
+void QK_AFF_BLOCK(const aff_cfg *c, const float *x, const float *w, bool uniform, aff_st *st)
 {
     float rs[16], rm[16], os[16], om[16];
+    const bool own = !(uniform && c->ref_only);
     for (int j = 0; j < c->nsub; j++)
-        aff_fit(c, x + j * c->sub, w + j * c->sub, &rs[j], &rm[j], &os[j], &om[j]);
-    aff_st o;
+        aff_fit(c, x + j * c->sub, w + j * c->sub, own, &rs[j], &rm[j], &os[j], &om[j]);
     aff_init(c, x, w, rs, rm, st);
-    aff_init(c, x, w, os, om, &o);
-    if (aff_total(c, &o) < aff_total(c, st))
-        *st = o;
+    if (own) {
+        aff_st o;
+        aff_init(c, x, w, os, om, &o);
+        if (aff_total(c, &o) < aff_total(c, st))
+            *st = o;
+    }
     if (aff_total(c, st) > 0)
         aff_refine(c, x, w, st, 1);
 }

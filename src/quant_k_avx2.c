@@ -11,8 +11,8 @@
 bool qtk_aff_have_avx2(void) { return true; }
 #else
 bool qtk_aff_have_avx2(void) { return false; }
-void qtk_aff_block_avx2(const aff_cfg *c, const float *x, const float *w, aff_st *st)
+void qtk_aff_block_avx2(const aff_cfg *c, const float *x, const float *w, bool uniform, aff_st *st)
 {
-    qtk_aff_block_c(c, x, w, st);
+    qtk_aff_block_c(c, x, w, uniform, st);
 }
 #endif
