@@ -15,6 +15,11 @@
  * shape of an 8B model's blocks: memory figures for large matrices); a
  * vocabulary GGUF after them gives the model its tokenizer.ggml.* keys and its
  * vocabulary size, so that llama.cpp can run it (the output-divergence bench).
+ * With --perturb SEED IN.gguf OUT.gguf it copies a GGUF and flips the lowest
+ * mantissa bit of each F16/BF16 weight (of every matrix) with probability 1/2
+ * (F32: the bit an F16 would keep last): a model equal to IN within rounding,
+ * whose quantizations are different draws of equally good encodings (the
+ * output-divergence bench averages over such copies to see past that spread).
  * Same bytes on every machine: integer PRNG, float arithmetic only in
  * +,-,* (no libm), built with -ffp-contract=off.
  */
@@ -22,10 +27,12 @@
 #include "family/spm.h"
 #include "internal.h"
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 enum { N_EMBD = 256, N_FF = 768, N_HEAD = 4, N_HEAD_KV = 2, N_LAYER = 2, N_VOCAB = 512 };
 #define HEAD_DIM (N_EMBD / N_HEAD)
@@ -387,9 +394,92 @@ static int gen_bench(uint64_t mparams, const char *path, uint64_t E, uint64_t FF
 	return 0;
 }
 
+/* --perturb: copy in to out, then flip bits of out's matrices in place. */
+static int gen_perturb(uint64_t seed, const char *in, const char *out)
+{
+	qtk_err err;
+	qtk_err_clear(&err);
+	qtk_model *m = qtk_open(in, &err);
+	if (!m)
+		return fail(&err);
+	if (m->nfiles != 1) {
+		fprintf(stderr, "gen: --perturb takes a single-file GGUF\n");
+		qtk_close(m);
+		return 1;
+	}
+	int rc = 1, fo = -1;
+	const int fi = open(in, O_RDONLY);
+	if (fi < 0 || (fo = open(out, O_RDWR | O_CREAT | O_TRUNC, 0644)) < 0) {
+		perror(fi < 0 ? in : out);
+		goto done;
+	}
+	static uint8_t buf[1 << 20];
+	ssize_t r;
+	while ((r = read(fi, buf, sizeof buf)) > 0)
+		if (write(fo, buf, (size_t)r) != r) {
+			perror(out);
+			goto done;
+		}
+	if (r < 0) {
+		perror(in);
+		goto done;
+	}
+	rng_state = seed * 0x9E3779B97F4A7C15ull + 0x70657274ull;
+	size_t nt = 0;
+	for (size_t i = 0; i < m->ntensors; i++) {
+		const qtk_tensor *t = &m->tensors[i];
+		if (t->view || t->nparts != 1 || t->ndim < 2)
+			continue;
+		const qtk_part *p = &t->parts[0];
+		const unsigned ty = p->type;
+		const size_t esz = ty == QTK_T_F32 ? 4 : 2;
+		const uint32_t bit = ty == QTK_T_F32 ? 1u << 13 : 1u;
+		if (ty != QTK_T_F16 && ty != QTK_T_BF16 && ty != QTK_T_F32)
+			continue;
+		for (uint64_t off = 0; off < p->nbytes; off += sizeof buf) {
+			const size_t n = (size_t)(p->nbytes - off < sizeof buf ? p->nbytes - off : sizeof buf);
+			if (pread(fo, buf, n, (off_t)(p->offset + off)) != (ssize_t)n) {
+				perror(out);
+				goto done;
+			}
+			for (size_t k = 0; k + esz <= n; k += 64 * esz) {
+				uint64_t bits = rng_next();
+				for (size_t j = 0; j < 64 && k + j * esz + esz <= n; j++, bits >>= 1) {
+					uint8_t *e = buf + k + j * esz;
+					if (bits & 1) {
+						e[0] = (uint8_t)(e[0] ^ (bit & 0xFF));
+						e[1] = (uint8_t)(e[1] ^ (bit >> 8));
+					}
+				}
+			}
+			if (pwrite(fo, buf, n, (off_t)(p->offset + off)) != (ssize_t)n) {
+				perror(out);
+				goto done;
+			}
+		}
+		nt++;
+	}
+	const int c = close(fo);
+	fo = -1;
+	if (c != 0) {
+		perror(out);
+		goto done;
+	}
+	printf("%s: %zu matrices perturbed (seed %llu)\n", out, nt, (unsigned long long)seed);
+	rc = 0;
+done:
+	if (fi >= 0)
+		close(fi);
+	if (fo >= 0)
+		close(fo);
+	qtk_close(m);
+	return rc;
+}
+
 static const char usage[] =
 	"usage: gen [OUT]\n"
 	"       gen --bench MPARAMS FILE.gguf [EMBD FF [VOCAB.gguf]]\n"
+	"       gen --perturb SEED IN.gguf OUT.gguf\n"
 	"\n"
 	"The project's deterministic sample generator (same bytes on every machine).\n"
 	"  OUT                    directory to write into (default build/samples), created when missing:\n"
@@ -402,6 +492,10 @@ static const char usage[] =
 	"  --bench MPARAMS FILE   a llama-shaped F16 GGUF of about MPARAMS million parameters for\n"
 	"                         `make bench` (hidden 1024, feed-forward 2816; EMBD FF give others;\n"
 	"                         VOCAB.gguf lends its tokenizer.ggml.* keys and vocabulary size)\n"
+	"  --perturb SEED IN OUT  copy the GGUF IN to OUT with the lowest mantissa bit of each\n"
+	"                         matrix weight (F16/BF16; F32: the last bit F16 keeps) flipped with\n"
+	"                         probability 1/2, from SEED: a copy equal within rounding whose\n"
+	"                         quantizations are other draws of equally good encodings\n"
 	"  -h, --help             this help\n";
 
 int main(int argc, char **argv)
@@ -411,12 +505,20 @@ int main(int argc, char **argv)
 			fputs(usage, stdout);
 			return 0;
 		}
-		if (i == 1 && !strcmp(argv[i], "--bench"))
+		if (i == 1 && (!strcmp(argv[i], "--bench") || !strcmp(argv[i], "--perturb")))
 			continue;
 		if (argv[i][0] == '-' && !(i > 1 && !strcmp(argv[1], "--bench"))) {
 			fprintf(stderr, "gen: unknown option '%s'\nTry 'gen --help' for more information.\n", argv[i]);
 			return 2;
 		}
+	}
+	if (argc > 1 && !strcmp(argv[1], "--perturb")) {
+		uint64_t seed;
+		if (argc != 5 || !qtk_parse_u64(argv[2], &seed)) {
+			fprintf(stderr, "gen: --perturb takes SEED IN.gguf OUT.gguf\nTry 'gen --help' for more information.\n");
+			return 2;
+		}
+		return gen_perturb(seed, argv[3], argv[4]);
 	}
 	if (argc > 1 && !strcmp(argv[1], "--bench") && argc != 4 && argc != 6 && argc != 7) {
 		fprintf(stderr, "gen: --bench takes MPARAMS FILE.gguf [EMBD FF [VOCAB.gguf]]\nTry 'gen --help' for more information.\n");

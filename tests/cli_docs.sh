@@ -94,6 +94,24 @@ for f in tokenizer.model tokenizer_config.json; do
 	if [ -s "$T/samples/tiny-llama/$f" ]; then ok; else bad "gen: tiny-llama/$f missing"; fi
 done
 
+# --perturb: same seed, same bytes; another seed, other bits; same layout, still a readable GGUF
+P="$T/samples/tiny-llama-f32.gguf"
+run "gen --perturb" 0 "$B/samples/gen" --perturb 1 "$P" "$T/p1.gguf"
+out_has "gen --perturb" "matrices perturbed"
+run "gen --perturb again" 0 "$B/samples/gen" --perturb 1 "$P" "$T/p1b.gguf"
+run "gen --perturb, seed 2" 0 "$B/samples/gen" --perturb 2 "$P" "$T/p2.gguf"
+if cmp -s "$T/p1.gguf" "$T/p1b.gguf"; then ok; else bad "gen --perturb: same seed, other bytes"; fi
+if ! cmp -s "$T/p1.gguf" "$T/p2.gguf" && ! cmp -s "$T/p1.gguf" "$P"; then ok
+else bad "gen --perturb: no bits changed, or the same for two seeds"; fi
+if [ "$(wc -c <"$T/p1.gguf")" -eq "$(wc -c <"$P")" ]; then ok; else bad "gen --perturb: size changed"; fi
+# only weights change: the header, metadata and tensor table are byte-identical
+"$BIN/qinspect" --json "$P" | grep -v '"path"\|"file"\|sha256\|"size_bytes"' >"$T/pa.json"
+"$BIN/qinspect" --json "$T/p1.gguf" | grep -v '"path"\|"file"\|sha256\|"size_bytes"' >"$T/pb.json"
+if [ -s "$T/pa.json" ] && cmp -s "$T/pa.json" "$T/pb.json"; then ok; else bad "gen --perturb: qinspect reports differ"; fi
+run "gen --perturb, missing output" 2 "$B/samples/gen" --perturb 1 "$P"
+run "gen --perturb, bad seed" 2 "$B/samples/gen" --perturb x "$P" "$T/p3.gguf"
+run "gen --perturb, not a GGUF" 1 "$B/samples/gen" --perturb 1 "$T/samples/tiny-llama/config.json" "$T/p3.gguf"
+
 # --- the demo: the Makefile's own commands, on a fresh sample directory
 sed -n '/^demo:/,/^$/p' Makefile | sed -n 's/^\t\(bin\/q[a-z]*\)/\1/p' >"$T/demo.cmds"
 if [ "$(wc -l <"$T/demo.cmds")" -ge 2 ]; then ok; else bad "demo: no commands found in the Makefile"; fi
