@@ -25,8 +25,8 @@ mkdir -p "$D"
 kld_json() {
 	printf '['
 	[ -s "$D/kld.tsv" ] && awk -F '\t' 'function num(x) { return (x ~ /^[0-9.e+-]+$/) ? x : "null" }
-		{ printf "%s\n    {\"model\": \"%s\", \"type\": \"%s\", \"kld_qtk\": %s, \"kld_llama\": %s, \"kld_ratio\": %s, \"same_top_qtk\": %s, \"same_top_llama\": %s, \"rmse_ratio_mean\": %s, \"rmse_ratio_max\": %s, \"tensors_rmse_le\": %s, \"tensors\": %s, \"types_differ\": %s}",
-		  (NR > 1 ? "," : ""), $1, $2, num($3), num($4), num($5), num($6), num($7), num($8), num($9), num($10), num($11), ($12 == "differ" ? "true" : "false") }' "$D/kld.tsv"
+		{ printf "%s\n    {\"model\": \"%s\", \"type\": \"%s\", \"kld_qtk\": %s, \"kld_llama\": %s, \"kld_ratio\": %s, \"same_top_qtk\": %s, \"same_top_llama\": %s, \"rmse_ratio_mean\": %s, \"rmse_ratio_max\": %s, \"tensors_rmse_le\": %s, \"tensors\": %s, \"types_differ\": %s, \"ratio_lowest_copy\": %s, \"ratio_highest_copy\": %s, \"copies\": %s}",
+		  (NR > 1 ? "," : ""), $1, $2, num($3), num($4), num($5), num($6), num($7), num($8), num($9), num($10), num($11), ($12 == "differ" ? "true" : "false"), num($13), num($14), num($15) }' "$D/kld.tsv"
 	printf '\n  ]'
 }
 : >"$D/kld.tsv"
