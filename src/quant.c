@@ -284,8 +284,9 @@ static inline float sym_block_impl(const sym_type *T, const float *x, const floa
     float best_d = sym_ref(T, x, w, wx, uni, amax, max, q, &best_e, &rxl, &rll);
     if (amax == 0.f || best_e == 0.f)
         return best_d;
-    if (T->nstep == 0) { /* no candidates: least-squares steps from ggml's choice */
-        if (T->iters1)
+    if (T->nstep == 0) { /* no candidates: least-squares steps from ggml's choice (with an
+                           * importance matrix; without one, ggml's choice stands) */
+        if (T->iters1 && !uni)
             sym_lloyd(x, w, wx, uni, (float)T->lo, (float)T->hi, T->iters1, q, &best_d, &best_e, &rxl, &rll);
         return best_d;
     }
@@ -588,13 +589,16 @@ static void pack_q8_0(const float *q, float d, uint8_t *dst)
 /* q8_0 takes one refinement step and no second round: with 255 levels the orientation
  * candidate (the largest |x| on -128, a level ggml's rule never uses) is most of the gain, and
  * the further steps cost a fifth of a q8_0 run for 0.4% of RMSE (0.943x ggml's instead of 0.939x
- * on the bench model). q5_0 takes ggml's choice and one least-squares step from it (0.989x
- * ggml's RMSE on the fixture's tiny model): with the full search (0.976x) the model's output
- * diverged more from the F16 model's than llama-quantize's (KLD 1.067x), with one step less
- * (0.963x); q4_0 keeps the full search, whose KLD was 0.942x llama-quantize's while one step
- * gave 1.090x and four candidates with one step 1.196x (docs/benchmarks.md). Never worse than
- * ggml's RMSE: its choice is the baseline and a candidate or step is kept only when it lowers
- * the block's error. */
+ * on the bench model). q5_0 without an importance matrix is ggml's choice exactly (the largest
+ * |x| on -16, codes already the nearest for the fp16 scale): every change of scale measured
+ * raised the output divergence on the fixture's heavy-tailed tiny model, averaged over
+ * perturbed copies (one least-squares step 1.07x llama-quantize's KLD at 0.989x its RMSE; the
+ * step only when it grows the scale 1.008x; only when it lowers the x^2-weighted error 1.02x;
+ * the full search 1.07x; docs/benchmarks.md). With an importance matrix it takes one weighted
+ * least-squares step from ggml's choice. q4_0 keeps the full search, whose KLD was 0.96x
+ * llama-quantize's while one step gave 1.090x and four candidates with one step 1.196x. Never
+ * worse than ggml's RMSE: its choice is the baseline and a candidate or step is kept only when
+ * it lowers the block's error. */
 static const sym_type k_q4_0 = { -8, 7, 8, 4, -0.3f, 0.3f, 4, 3 };
 static const sym_type k_q5_0 = { -16, 15, 16, 0, 0.f, 0.f, 1, 0 };
 static const sym_type k_q8_0 = { -128, 127, 0, 1, 0.f, 0.f, 1, 0 };
