@@ -18,6 +18,9 @@
 #                 copies (both tools quantize every copy; KLD always against the original F16
 #                 model's logits) separates an encoder's real difference from that spread, and
 #                 the table prints the lowest and highest per-copy ratio beside the ratio of means
+#   LLAMA_IMATRIX llama.cpp's llama-imatrix: besides each type, a "TYPE+im" row where both tools
+#                 quantize with the same importance matrix (llama-imatrix on the F16 model, the
+#                 same text, KLD_IM_CHUNKS chunks, default 100)
 # The text is the project's own documentation (README.md and docs/*.md), so nothing third-party
 # is needed. Every row goes to $BENCH_DIR/kld.tsv; bench/run.sh puts it into results.json.
 set -u
@@ -26,6 +29,9 @@ D=${BENCH_DIR:-$B/bench}
 TH=${BENCH_THREADS:-$(nproc)}
 LQ=${LLAMA_QUANTIZE:-}
 LP=${LLAMA_PERPLEXITY:-}
+LI=${LLAMA_IMATRIX:-}
+VARIANTS=plain
+[ -n "$LI" ] && { [ -x "$LI" ] || { echo "kld: LLAMA_IMATRIX is not an executable"; exit 1; }; VARIANTS="plain im"; }
 FX=${QTK_FIXTURES:-../shared/fixtures}
 TYPES=${KLD_TYPES:-"q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs Q4_K_M"}
 [ -x "$LQ" ] && [ -x "$LP" ] || { echo "kld: needs LLAMA_QUANTIZE and LLAMA_PERPLEXITY (executables)"; exit 1; }
@@ -83,13 +89,20 @@ rmse_ratio() {
 # layouts FILE: tensor name and layout, one per line
 layouts() { bin/qinspect "$1" 2>/dev/null | awk '$1 ~ /\.weight$/ { for (i = 2; i < NF; i++) if ($i ~ /]$/) { print $1, $(i + 1); break } }' | sort; }
 
-printf '| %-9s | %-7s | %10s | %10s | %6s | %13s | %7s | %7s | %11s |\n' model type "KLD qtk" "KLD llama" ratio "per copy" "top qtk" "top lq" "RMSE ratio"
-printf '|%s|%s|%s|%s|%s|%s|%s|%s|%s|\n' ----------- --------- ------------ ------------ -------- --------------- --------- --------- -------------
+printf '| %-9s | %-9s | %10s | %10s | %6s | %15s | %7s | %7s | %11s |\n' model type "KLD qtk" "KLD llama" ratio "per copy" "top qtk" "top lq" "RMSE ratio"
+printf '|%s|%s|%s|%s|%s|%s|%s|%s|%s|\n' ----------- ----------- ------------ ------------ -------- ----------------- --------- --------- -------------
 for spec in $models; do
 	name=${spec%%:*}; rest=${spec#*:}; f16=${rest%%:*}; rest=${rest#*:}; chunks=${rest%%:*}; seeds=${rest#*:}
 	base=$K/$name.kld
 	"$LP" -m "$f16" -f "$K/text.txt" -c 128 -t "$TH" --chunks "$chunks" --kl-divergence-base "$base" >"$K/lp.out" 2>&1 ||
 		{ echo "kld: llama-perplexity failed on $f16"; tail -3 "$K/lp.out"; continue; }
+	if [ -n "$LI" ]; then
+		"$LI" -m "$f16" -f "$K/text.txt" -c 128 -t "$TH" --chunks "${KLD_IM_CHUNKS:-100}" -o "$K/$name.imatrix" >"$K/li.out" 2>&1 ||
+			{ echo "kld: llama-imatrix failed on $f16"; tail -3 "$K/li.out"; continue; }
+	fi
+	for v in $VARIANTS; do
+	qim=""; lim=""; sfx=""
+	[ "$v" = im ] && { qim="--imatrix $K/$name.imatrix"; lim="--imatrix $K/$name.imatrix"; sfx="+im"; }
 	for t in $TYPES; do
 		ours=$K/$name-qtk-$t.gguf; theirs=$K/$name-lq-$t.gguf
 		s=0 ok=1 note="" acc=""
@@ -99,13 +112,12 @@ for spec in $models; do
 				src=$K/$name-copy.gguf
 				"$B/samples/gen" --perturb "$s" "$f16" "$src" >/dev/null || { ok=0; break; }
 			fi
-			if is_mix "$t"; then
-				bin/qconvert -q --threads "$TH" "$src" "$ours" --to "$t" >/dev/null 2>"$K/err" &&
-					"$LQ" "$src" "$theirs" "$(lq_name "$t")" "$TH" >/dev/null 2>&1
-			else
-				bin/qconvert -q --threads "$TH" "$src" "$ours" --to "$t" --pure >/dev/null 2>"$K/err" &&
-					"$LQ" --pure "$src" "$theirs" "$(lq_name "$t")" "$TH" >/dev/null 2>&1
-			fi || { echo "kld: $name $t: a quantization failed"; cat "$K/err"; ok=0; break; }
+			pure=--pure
+			is_mix "$t" && pure=""
+			# shellcheck disable=SC2086
+			bin/qconvert -q --threads "$TH" $qim "$src" "$ours" --to "$t" $pure >/dev/null 2>"$K/err" &&
+				"$LQ" $lim $pure "$src" "$theirs" "$(lq_name "$t")" "$TH" >/dev/null 2>&1 ||
+				{ echo "kld: $name $t$sfx: a quantization failed"; cat "$K/err"; ok=0; break; }
 			if [ "$s" -eq 0 ]; then
 				[ "$(layouts "$ours")" = "$(layouts "$theirs")" ] || note=" (tensor types differ)"
 				rr=$(rmse_ratio "$f16" "$ours" "$theirs")
@@ -122,12 +134,14 @@ for spec in $models; do
 				(hi < 0 ? "nan" : sprintf("%.3f", lo)), (hi < 0 ? "nan" : sprintf("%.3f", hi)), n }') $rr
 		kq=$1 tq=$2 kl=$3 tl=$4 lo=$5 hi=$6 nc=$7 rm=$8 rx=$9 rle=${10} rn=${11}
 		ratio=$(awk -v a="$kq" -v b="$kl" 'BEGIN { if (b > 0) printf "%.3f", a / b; else print "nan" }')
-		printf '| %-9s | %-7s | %10s | %10s | %6s | %5s-%5s (%d) | %6s%% | %6s%% | %5s/%5s |%s\n' "$name" "$t" "$kq" "$kl" "$ratio" "$lo" "$hi" "$nc" "$tq" "$tl" "$rm" "$rx" "$note"
-		printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$t" "$kq" "$kl" "$ratio" "$tq" "$tl" "$rm" "$rx" "$rle" "$rn" "${note:+differ}" "$lo" "$hi" "$nc" >>"$D/kld.tsv"
+		printf '| %-9s | %-9s | %10s | %10s | %6s | %5s-%5s (%d) | %6s%% | %6s%% | %5s/%5s |%s\n' "$name" "$t$sfx" "$kq" "$kl" "$ratio" "$lo" "$hi" "$nc" "$tq" "$tl" "$rm" "$rx" "$note"
+		printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$t$sfx" "$kq" "$kl" "$ratio" "$tq" "$tl" "$rm" "$rx" "$rle" "$rn" "${note:+differ}" "$lo" "$hi" "$nc" >>"$D/kld.tsv"
 		rm -f "$ours" "$theirs" "$K/$name-copy.gguf"
+	done
 	done
 done
 echo "(KLD: mean over the text's tokens against the F16 model, averaged over the model and its perturbed"
 echo " copies; per copy: the lowest and highest ratio of one copy's pair, and the number of copies;"
 echo " top: the share of tokens whose most likely next token is the F16 model's; RMSE ratio: qtk /"
-echo " llama-quantize per tensor on the model itself, mean/max)"
+echo " llama-quantize per tensor on the model itself, mean/max; +im rows: both with the same importance"
+echo " matrix, whose objective is the importance-weighted error, not this unweighted RMSE)"

@@ -8,7 +8,8 @@
 #                  that a busy machine disturbs less (default 3)
 #   LLAMA_PERPLEXITY path to llama.cpp's llama-perplexity: with LLAMA_QUANTIZE, the output
 #                  divergence (KLD) table of bench/kld.sh, qtk's quantizations against
-#                  llama-quantize's, type by type (KLD_TYPES, KLD_MODELS, KLD_CHUNKS there)
+#                  llama-quantize's, type by type (KLD_TYPES, KLD_MODELS, KLD_CHUNKS, KLD_SEEDS,
+#                  LLAMA_IMATRIX there)
 #   BENCH_KLD_ONLY=1 only that table (no timings, no 300M model)
 # Besides the table, every figure goes to $BENCH_DIR/results.json: seconds, peak RSS and, where
 # it has one, the ratio to its anchor (cp + fsync for copies and repacks, llama-quantize's run
