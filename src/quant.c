@@ -478,11 +478,11 @@ static void asym_lloyd(const float *x, const float *w, const float *wx, const as
 #define ASYM_STEP 0.4f
 
 /* Best asymmetric encoding of one block, ggml's choice (ref_d, ref_m, ref_q) included. With xr
- * (no importance matrix: x^2), every encoding kept beyond ggml's also has an error under xr at
- * or below that of the one it replaces, so never above ggml's: without that rule the search
- * lowered the squared error further but raised the output divergence (q4_1 on the fixture's
- * tiny model 1.009x llama-quantize's KLD over eight perturbed copies, 0.980x with it;
- * docs/benchmarks.md). */
+ * (guard_weights), every encoding kept beyond ggml's also has an error under xr at or below that
+ * of the one it replaces, so never above ggml's: without that rule the search lowered the error
+ * under w further but raised the output divergence (KLD against the F16 model, mean over the
+ * fixture's tiny model and perturbed copies: q4_1 1.009x llama-quantize's, 0.980x with it; with
+ * an importance matrix q5_1 1.023x, 0.957x with it; docs/benchmarks.md). */
 static void asym_block(const float *x, const float *w, const float *xr, int nmax, int nstep,
                        float r0, float rd, float ref_d, float ref_m, const float *ref_q, float *q,
                        float *dout, float *mout)
@@ -636,18 +636,35 @@ static void qrow_q8_0(const float *x, const float *w, uint8_t *dst, uint64_t nb)
     sym_rows(&k_q8_0, x, w, dst, nb, 34, pack_q8_0);
 }
 
+/* The weights of the second error q4_1/q5_1 never raise (asym_block's xr): without an importance
+ * matrix x^2; with one, llama.cpp's own weighting imatrix * sqrt(sigma2 + x^2), sigma2 the mean of
+ * x^2 over the row (quantize_row_q4_1_impl's). */
+static float row_sigma2(const float *x, uint64_t n)
+{
+    double s = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        const float v = x[i] == x[i] && fabsf(x[i]) <= QX_MAX ? x[i] : 0.f;
+        s += (double)v * v;
+    }
+    return (float)(s / (double)n);
+}
+
+static void guard_weights(const float *xs, const float *ws, bool uniform, float sigma2, float *xr)
+{
+    for (int i = 0; i < QB; i++)
+        xr[i] = uniform ? xs[i] * xs[i] : ws[i] * sqrtf(sigma2 + xs[i] * xs[i]);
+}
+
 static void qrow_q4_1(const float *x, const float *w, uint8_t *dst, uint64_t nb)
 {
     float xs[QB], ws[QB], xr[QB], rq[QB], q[QB], rd, rm, d, m;
     uint8_t u[QB];
+    const float sigma2 = w ? row_sigma2(x, nb * QB) : 0.f;
     for (uint64_t b = 0; b < nb; b++, x += QB, dst += 20) {
         const bool uniform = qtk_qprep(x, w ? w + b * QB : NULL, QB, xs, ws);
-        if (uniform)
-            for (int i = 0; i < QB; i++)
-                xr[i] = xs[i] * xs[i];
+        guard_weights(xs, ws, uniform, sigma2, xr);
         ref_asym(xs, 15, rq, &rd, &rm);
-        asym_block(xs, ws, uniform ? xr : NULL, 15, ASYM_NSTEP, -0.6f, ASYM_STEP, rd, rm, rq, q,
-                   &d, &m);
+        asym_block(xs, ws, xr, 15, ASYM_NSTEP, -0.6f, ASYM_STEP, rd, rm, rq, q, &d, &m);
         to_u8(q, 0, u);
         put16(dst, d);
         put16(dst + 2, m);
@@ -659,14 +676,12 @@ static void qrow_q5_1(const float *x, const float *w, uint8_t *dst, uint64_t nb)
 {
     float xs[QB], ws[QB], xr[QB], rq[QB], q[QB], rd, rm, d, m;
     uint8_t u[QB];
+    const float sigma2 = w ? row_sigma2(x, nb * QB) : 0.f;
     for (uint64_t b = 0; b < nb; b++, x += QB, dst += 24) {
         const bool uniform = qtk_qprep(x, w ? w + b * QB : NULL, QB, xs, ws);
-        if (uniform)
-            for (int i = 0; i < QB; i++)
-                xr[i] = xs[i] * xs[i];
+        guard_weights(xs, ws, uniform, sigma2, xr);
         ref_asym(xs, 31, rq, &rd, &rm);
-        asym_block(xs, ws, uniform ? xr : NULL, 31, ASYM_NSTEP, -0.6f, ASYM_STEP, rd, rm, rq, q,
-                   &d, &m);
+        asym_block(xs, ws, xr, 31, ASYM_NSTEP, -0.6f, ASYM_STEP, rd, rm, rq, q, &d, &m);
         to_u8(q, 0, u);
         put16(dst, d);
         put16(dst + 2, m);

@@ -331,6 +331,67 @@ static void test_args(void)
           "iq4_xs dispatch");
 }
 
+/* q4_1/q5_1 keep nothing that raises the second error over ggml's reference choice: under x^2
+ * without an importance matrix, under llama.cpp's weights imatrix * sqrt(sigma2 + x^2) with one
+ * (sigma2: mean x^2 of the row). Checked block by block against ggml's rule computed here. */
+static void test_asym_guard(void)
+{
+    const uint64_t rows = 8, n = 512;
+    float *x = malloc(rows * n * sizeof *x), *y = malloc(rows * n * sizeof *y), imat[512];
+    for (uint64_t i = 0; i < rows * n; i++) {
+        const float g = gauss();
+        x[i] = (i % 37 == 0) ? g * 8.f : g; /* outliers */
+    }
+    for (int i = 0; i < 512; i++) {
+        const float u = unif();
+        imat[i] = u * u * u * 50.f + 0.01f;
+    }
+    static const unsigned ty[] = { QTK_T_Q4_1, QTK_T_Q5_1 };
+    for (int t = 0; t < 2; t++) {
+        const int nmax = t ? 31 : 15;
+        for (int im = 0; im < 2; im++) {
+            if (roundtrip(ty[t], x, rows, n, im ? imat : NULL, NULL, y) < 0) {
+                CHECK(0, "%s: encode", tname(ty[t]));
+                continue;
+            }
+            uint64_t worse = 0, blocks = 0;
+            for (uint64_t r = 0; r < rows; r++) {
+                const float *xr = x + r * n, *yr = y + r * n;
+                double s2 = 0;
+                for (uint64_t i = 0; i < n; i++)
+                    s2 += (double)xr[i] * xr[i];
+                const float sigma2 = (float)(s2 / (double)n);
+                for (uint64_t b = 0; b < n; b += 32, blocks++) {
+                    float mn = xr[b], mx = xr[b];
+                    for (uint64_t i = 1; i < 32; i++) {
+                        mn = xr[b + i] < mn ? xr[b + i] : mn;
+                        mx = xr[b + i] > mx ? xr[b + i] : mx;
+                    }
+                    const float d = (mx - mn) / (float)nmax, id = d != 0.f ? 1.f / d : 0.f;
+                    const float dh = qtk_fp16_to_f32(qtk_f32_to_fp16(d));
+                    const float mh = qtk_fp16_to_f32(qtk_f32_to_fp16(mn));
+                    double eo = 0, er = 0;
+                    for (uint64_t i = 0; i < 32; i++) {
+                        const float v = xr[b + i];
+                        float c = (v - mn) * id + 0.5f;
+                        c = c < 0.f ? 0.f : c > (float)nmax ? (float)nmax : c;
+                        const float yref = (float)(int)c * dh + mh;
+                        const double wgt = im ? (double)imat[b + i] * sqrt((double)sigma2 + (double)v * v)
+                                              : (double)v * v;
+                        eo += wgt * ((double)yr[b + i] - v) * ((double)yr[b + i] - v);
+                        er += wgt * ((double)yref - v) * ((double)yref - v);
+                    }
+                    worse += eo > er * (1 + 1e-5) + 1e-30;
+                }
+            }
+            CHECK(worse == 0, "%s (imatrix %d): %llu of %llu blocks raise the guarded error",
+                  tname(ty[t]), im, (unsigned long long)worse, (unsigned long long)blocks);
+        }
+    }
+    free(x);
+    free(y);
+}
+
 /* ---- fixtures ---- */
 
 struct stat_row {
@@ -459,6 +520,7 @@ int main(void)
     test_determinism();
     test_simd();
     test_imatrix();
+    test_asym_guard();
     test_roundtrip();
     test_fixtures();
     return T_DONE();
