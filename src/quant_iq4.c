@@ -11,7 +11,12 @@
  *      fp16 neighbours of the winner; for IQ4_XS the 6-bit sub-scales are chosen per sub-block
  *      from a window around the ideal value for each candidate super-scale.
  * Since (1) is always a candidate, each block's error is never above llama.cpp's, hence neither
- * is the tensor's.
+ * is the tensor's. IQ4_XS without an importance matrix is (1) alone: the search (2) lowered the
+ * squared error (0.97x llama's) but raised the output divergence on the project's sample model
+ * (llama-perplexity KLD against the F16 model, mean over perturbed copies: 1.078x
+ * llama-quantize's; 1.065x even when every kept candidate also had to keep the x^2-weighted
+ * error, ggml's objective, no higher; docs/benchmarks.md). With an importance matrix the error
+ * is llama.cpp's own weighted one and the search stays.
  *
  * Error: sum of (x - y)^2 without an importance matrix (the per-tensor RMSE is the target);
  * with one, sum of w*(x - y)^2 with llama.cpp's weights w = imatrix[col]*sqrt(sigma2 + x^2)
@@ -682,7 +687,8 @@ int qtk_quant_iq4_xs(const float *src, void *dst, uint64_t nrows, uint64_t n_per
             best.err = xs_eval(x, w, &best);
             if (!(best.err == best.err))
                 best.err = INFINITY;
-            xs_search(x, w, &best);
+            if (qw) /* without an importance matrix llama.cpp's choice stands (see the top) */
+                xs_search(x, w, &best);
             /* pack: d; scales_h (2 high bits per sub-block); scales_l (nibbles); qs */
             qtk_wr16(out, best.d);
             uint16_t sh = 0;
