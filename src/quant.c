@@ -110,6 +110,21 @@ bool qtk_qprep(const float *x, const float *w, int n, float *xs, float *ws)
     return true;
 }
 
+void qtk_llama_weights(const float *x, int n, const float *qw, float *w)
+{
+    if (!qw) {
+        for (int j = 0; j < n; j++)
+            w[j] = 1.f;
+        return;
+    }
+    float sigma2 = 0;
+    for (int j = 0; j < n; ++j)
+        sigma2 += x[j] * x[j];
+    sigma2 *= 2.f / (float)n;
+    for (int j = 0; j < n; j++)
+        w[j] = qw[j] * sqrtf(sigma2 + x[j] * x[j]);
+}
+
 /* ---- symmetric types: y = q*d, q in [lo, hi] --------------------------- */
 
 #define QB 32 /* legacy block size */
@@ -643,7 +658,8 @@ static float row_sigma2(const float *x, uint64_t n)
 {
     double s = 0;
     for (uint64_t i = 0; i < n; i++) {
-        const float v = x[i] == x[i] && fabsf(x[i]) <= QX_MAX ? x[i] : 0.f;
+        /* qtk_qprep's rule: NaN -> 0, clamped to +-QX_MAX */
+        const float v = !(x[i] == x[i]) ? 0.f : x[i] > QX_MAX ? QX_MAX : x[i] < -QX_MAX ? -QX_MAX : x[i];
         s += (double)v * v;
     }
     return (float)(s / (double)n);

@@ -49,6 +49,9 @@ void qtk_qrow_q6_k(const float *x, const float *w, uint8_t *dst, uint64_t nblock
  * to +-1e8, and fills ws with sanitised weights (w NULL or all-zero -> 1). Returns true when the
  * weights are uniform (all 1), so callers may take unweighted fast paths. */
 bool qtk_qprep(const float *x, const float *w, int n, float *xs, float *ws);
+/* llama.cpp's importance weights for n values: qw[j] * sqrt(sigma2 + x[j]^2), sigma2 = 2 mean(x^2)
+ * over the n values (its IQ4 and k-quant quantizers); qw NULL: all 1. */
+void qtk_llama_weights(const float *x, int n, const float *qw, float *w);
 /* Round a float to the nearest fp16 value (saturating at +-65504, NaN -> 0), as a float. */
 float qtk_qh16(float f);
 

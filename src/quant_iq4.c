@@ -398,22 +398,6 @@ static void nl_search(const float *x, const float *w, uint16_t *bd, uint8_t *L, 
     }
 }
 
-/* Block weights for the error (see file comment). */
-static void block_weights(const float *x, int n, const float *qw, float *w)
-{
-    if (!qw) {
-        for (int j = 0; j < n; j++)
-            w[j] = 1.f;
-        return;
-    }
-    float sigma2 = 0;
-    for (int j = 0; j < n; ++j)
-        sigma2 += x[j] * x[j];
-    sigma2 *= 2.f / (float)n;
-    for (int j = 0; j < n; j++)
-        w[j] = qw[j] * sqrtf(sigma2 + x[j] * x[j]);
-}
-
 static bool all_zero(const float *x, int n)
 {
     for (int j = 0; j < n; j++)
@@ -488,7 +472,7 @@ int qtk_quant_iq4_nl(const float *src, void *dst, uint64_t nrows, uint64_t n_per
             uint8_t L[32], ls[8];
             uint16_t dh;
             llama_ref(32, x, qw, &dh, L, ls);
-            block_weights(x, 32, qw, w);
+            qtk_llama_weights(x, 32, qw, w);
             double err = eval_codes(x, w, 32, qtk_fp16_to_f32(dh), L);
             if (!(err == err)) /* non-finite reference (overflowing scale): any candidate */
                 err = INFINITY;
@@ -673,22 +657,15 @@ int qtk_quant_iq4_xs(const float *src, void *dst, uint64_t nrows, uint64_t n_per
             const float *qw = imatrix ? copy_qw(imatrix + b * 256, 256, qwc) : NULL;
             xs_state best;
             llama_ref(256, x, qw, &best.d, best.L, best.ls);
-            /* llama's weights are computed per 32-block with the super-block's sigma2 */
+            /* without an importance matrix llama.cpp's choice stands (see the top); with one,
+             * its weights use the super-block's sigma2 */
             if (qw) {
-                float sigma2 = 0;
-                for (int j = 0; j < 256; ++j)
-                    sigma2 += x[j] * x[j];
-                sigma2 *= 2.f / 256.f;
-                for (int j = 0; j < 256; j++)
-                    w[j] = qw[j] * sqrtf(sigma2 + x[j] * x[j]);
-            } else {
-                block_weights(x, 256, NULL, w);
-            }
-            best.err = xs_eval(x, w, &best);
-            if (!(best.err == best.err))
-                best.err = INFINITY;
-            if (qw) /* without an importance matrix llama.cpp's choice stands (see the top) */
+                qtk_llama_weights(x, 256, qw, w);
+                best.err = xs_eval(x, w, &best);
+                if (!(best.err == best.err))
+                    best.err = INFINITY;
                 xs_search(x, w, &best);
+            }
             /* pack: d; scales_h (2 high bits per sub-block); scales_l (nibbles); qs */
             qtk_wr16(out, best.d);
             uint16_t sh = 0;

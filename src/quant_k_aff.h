@@ -474,13 +474,8 @@ void QK_AFF_BLOCK(const aff_cfg *c, const float *x, const float *w, bool uniform
     if (aff_total(c, st) > 0)
         aff_refine(c, x, w, st, 1);
     if (!uniform && c->im_guard) {
-        const int n = c->nsub * c->sub;
-        float xr[256], s2 = 0;
-        for (int i = 0; i < n; i++)
-            s2 += x[i] * x[i];
-        s2 = 2.f * s2 / (float)n;
-        for (int i = 0; i < n; i++)
-            xr[i] = w[i] * sqrtf(s2 + x[i] * x[i]);
+        float xr[256];
+        qtk_llama_weights(x, c->nsub * c->sub, w, xr);
         if (aff_werr(c, x, xr, st) > aff_werr(c, x, xr, &g0))
             *st = g0;
     }
