@@ -274,6 +274,56 @@ static void test_simd(void)
 #endif
 }
 
+/* q4_k with an importance matrix falls back to ggml's fit when the search raises the error under
+ * llama.cpp's weights: never a higher such error than the search without the fallback, on some
+ * outlier-heavy superblocks a different (the fallback) encoding, and no effect without an
+ * importance matrix. */
+static double aff_llama_err(const aff_cfg *c, const float *x, const float *w, const aff_st *st)
+{
+    float lw[QK];
+    qtk_llama_weights(x, QK, w, lw);
+    double e = 0;
+    for (int j = 0; j < c->nsub; j++)
+        for (int i = 0; i < c->sub; i++) {
+            const int k = j * c->sub + i;
+            const double y = (double)(st->d * (float)st->ls[j] * st->L[k] -
+                                      st->dmin * (float)st->lm[j]) - (double)x[k];
+            e += (double)lw[k] * y * y;
+        }
+    return e;
+}
+
+static void test_q4k_guard(void)
+{
+    aff_cfg off = qtk_aff_q4k;
+    off.im_guard = false;
+    float x[QK], w[QK];
+    int higher = 0, changed = 0, uni_changed = 0;
+    for (int b = 0; b < 300; b++) {
+        for (int i = 0; i < QK; i++) {
+            const float g = gauss();
+            x[i] = i % 37 == b % 37 ? g * 30.f : (i % 64 < 4 ? g * 6.f : g); /* spikes, channels */
+            const float u = unif();
+            w[i] = u * u * u * 50.f + 0.01f;
+        }
+        aff_st a, o;
+        qtk_aff_block_c(&qtk_aff_q4k, x, w, false, &a);
+        qtk_aff_block_c(&off, x, w, false, &o);
+        higher += aff_llama_err(&qtk_aff_q4k, x, w, &a) > aff_llama_err(&qtk_aff_q4k, x, w, &o);
+        changed += memcmp(a.L, o.L, sizeof a.L) != 0 || a.d != o.d || a.dmin != o.dmin;
+        for (int i = 0; i < QK; i++)
+            w[i] = 1.f;
+        qtk_aff_block_c(&qtk_aff_q4k, x, w, true, &a);
+        qtk_aff_block_c(&off, x, w, true, &o);
+        uni_changed += memcmp(a.L, o.L, sizeof a.L) != 0 || a.d != o.d || a.dmin != o.dmin;
+    }
+    CHECK(higher == 0, "q4_k fallback: %d of 300 superblocks have a higher error under llama's "
+                       "weights than without it", higher);
+    CHECK(changed > 0, "q4_k fallback: no superblock of 300 fell back to ggml's fit");
+    CHECK(uni_changed == 0, "q4_k fallback acted without an importance matrix (%d)", uni_changed);
+    printf("q4_k fallback to ggml's fit (imatrix): %d of 300 outlier-heavy superblocks\n", changed);
+}
+
 static void test_imatrix(void)
 {
     const uint64_t rows = 32, n = 512;
@@ -521,6 +571,7 @@ int main(void)
     test_simd();
     test_imatrix();
     test_asym_guard();
+    test_q4k_guard();
     test_roundtrip();
     test_fixtures();
     return T_DONE();
