@@ -87,6 +87,7 @@ typedef struct plan {
 	const float *imatrix;/* per-column importance, or NULL */
 	uint64_t imatrix_rows; /* > 0: a vector of importance per this many rows (one per expert of a
 				* 3-D tensor), consecutive in imatrix; 0: one vector for every row */
+	bool imatrix_run;    /* the conversion uses an importance matrix (imatrix may still be NULL) */
 	const char *note;    /* for the plan line: "exact", "lossy", "repack" ... */
 	bool nv_scaled;      /* NVFP4 layer into ggml NVFP4 blocks by a byte shuffle; the values are the
 			      * blocks times nv_scale (written beside as <name>.scale unless it is 1) */

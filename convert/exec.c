@@ -133,6 +133,7 @@ typedef struct window {
 	float scale;
 	const float *imatrix;
 	uint64_t imatrix_rows;    /* > 0: imatrix holds a vector per this many rows (experts) */
+	unsigned qflags;          /* qtk_quant_ggml_ex's flags */
 	uint64_t row0, rows_end, cols, chunk_rows;
 	uint64_t in_row_bytes, out_row_bytes;
 	uint8_t *out;             /* output bytes of the window */
@@ -142,14 +143,14 @@ typedef struct window {
 
 /* Encode n floats to type (a whole number of rows). */
 static int encode_rows(unsigned type, const float *x, uint64_t nrows, uint64_t cols, uint8_t *out,
-		       const float *imatrix)
+		       const float *imatrix, unsigned qflags)
 {
 	const qtk_type_info *ti = qtk_type(type);
 	if (ti->is_float) {
 		encode_float(type, x, nrows * cols, out);
 		return 0;
 	}
-	return qtk_quant_ggml(type, x, out, nrows, cols, imatrix);
+	return qtk_quant_ggml_ex(type, x, out, nrows, cols, imatrix, qflags);
 }
 
 /* Encode rows r0 .. r0+nr-1 of the window's tensor (values x) into dst, each row with its own
@@ -157,11 +158,11 @@ static int encode_rows(unsigned type, const float *x, uint64_t nrows, uint64_t c
 static int encode_window_rows(const window *w, const float *x, uint64_t r0, uint64_t nr, uint8_t *dst)
 {
 	if (!w->imatrix || !w->imatrix_rows)
-		return encode_rows(w->out_type, x, nr, w->cols, dst, w->imatrix);
+		return encode_rows(w->out_type, x, nr, w->cols, dst, w->imatrix, w->qflags);
 	for (uint64_t r = 0; r < nr;) {
 		uint64_t e = (r0 + r) / w->imatrix_rows, end = (e + 1) * w->imatrix_rows - r0;
 		uint64_t n = (end < nr ? end : nr) - r;
-		if (encode_rows(w->out_type, x + r * w->cols, n, w->cols, dst + r * w->out_row_bytes, w->imatrix + e * w->cols))
+		if (encode_rows(w->out_type, x + r * w->cols, n, w->cols, dst + r * w->out_row_bytes, w->imatrix + e * w->cols, w->qflags))
 			return -1;
 		r += n;
 	}
@@ -422,6 +423,7 @@ static int run_rows(qtk_model *in, qtk_writer *w, const plan *p, int threads, te
 	win.out_type = p->out.layout.type;
 	win.imatrix = imatrix;
 	win.imatrix_rows = p->imatrix_rows;
+	win.qflags = p->imatrix_run ? QTK_QUANT_IMATRIX_RUN : 0;
 	win.cols = qtk_tensor_cols(t);
 	uint64_t rows = qtk_tensor_rows(t);
 	win.chunk_rows = CHUNK_ELEMS / win.cols ? CHUNK_ELEMS / win.cols : 1;

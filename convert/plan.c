@@ -1081,8 +1081,10 @@ static int plan_tensor(qtk_model *in, const conv_opts *o, qtk_mix_state *ms, con
 				   (unsigned long long)qtk_tensor_cols(t), qtk_type(ty)->name);
 	p->method = M_ROWS;
 	p->note = ty == QTK_T_F32 ? "exact" : "lossy";
-	if (im && !qtk_type(ty)->is_float)
+	if (im && !qtk_type(ty)->is_float) {
+		p->imatrix_run = true;
 		plan_imatrix(im, t, p);
+	}
 	return out_plain(&p->out, t, ty) ? qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "size overflows") : 0;
 }
 

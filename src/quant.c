@@ -862,10 +862,18 @@ bool qtk_quant_supported(unsigned type)
 int qtk_quant_ggml(unsigned type, const float *src, void *dst, uint64_t nrows, uint64_t n_per_row,
                    const float *imatrix)
 {
+    return qtk_quant_ggml_ex(type, src, dst, nrows, n_per_row, imatrix, 0);
+}
+
+int qtk_quant_ggml_ex(unsigned type, const float *src, void *dst, uint64_t nrows,
+                      uint64_t n_per_row, const float *imatrix, unsigned flags)
+{
     const qtk_qmat_fn mfn = find_mat_encoder(type);
     if (mfn)
         return mfn(src, dst, nrows, n_per_row, imatrix);
-    const qtk_qrow_fn fn = find_row_encoder(type);
+    qtk_qrow_fn fn = find_row_encoder(type);
+    if (type == QTK_T_Q6_K && (flags & QTK_QUANT_IMATRIX_RUN))
+        fn = qtk_qrow_q6_k_ref;
     uint32_t be, bb;
     if (!fn || qtk_ggml_block_info(type, &be, &bb) != 0 || be == 0 || n_per_row % be != 0)
         return -1;

@@ -28,6 +28,13 @@
 int qtk_quant_ggml(unsigned type, const float *src, void *dst, uint64_t nrows, uint64_t n_per_row,
                    const float *imatrix);
 
+/* qtk_quant_ggml with flags. QTK_QUANT_IMATRIX_RUN: the conversion uses an importance matrix,
+ * which may have no entry for this tensor (imatrix NULL); q6_k then gives llama.cpp's own choice
+ * for it too, as it does for every tensor the matrix covers (quant_k.c, qtk_qrow_q6_k). */
+#define QTK_QUANT_IMATRIX_RUN 1u
+int qtk_quant_ggml_ex(unsigned type, const float *src, void *dst, uint64_t nrows,
+                      uint64_t n_per_row, const float *imatrix, unsigned flags);
+
 /* true when qtk_quant_ggml supports type */
 bool qtk_quant_supported(unsigned type);
 
@@ -44,6 +51,9 @@ void qtk_qrow_q3_k(const float *x, const float *w, uint8_t *dst, uint64_t nblock
 void qtk_qrow_q4_k(const float *x, const float *w, uint8_t *dst, uint64_t nblocks);
 void qtk_qrow_q5_k(const float *x, const float *w, uint8_t *dst, uint64_t nblocks);
 void qtk_qrow_q6_k(const float *x, const float *w, uint8_t *dst, uint64_t nblocks);
+/* llama.cpp's q6_k choice (quantize_row_q6_K_impl with w, quantize_row_q6_K_ref without), bit
+ * for bit */
+void qtk_qrow_q6_k_ref(const float *x, const float *w, uint8_t *dst, uint64_t nblocks);
 
 /* Shared helpers (quant.c). qtk_qprep copies n values into xs with NaN -> 0 and values clamped
  * to +-1e8, and fills ws with sanitised weights (w NULL or all-zero -> 1). Returns true when the

@@ -324,6 +324,105 @@ static void test_q4k_guard(void)
     printf("q4_k fallback to ggml's fit (imatrix): %d of 300 outlier-heavy superblocks\n", changed);
 }
 
+/* q6_k with an importance matrix is llama.cpp's choice: per sub-block of 16 the scale of the
+ * best of 19 candidate grids -(32 + 0.1k)/max (k = 0, then -9..9 without 0) by the weighted
+ * least-squares criterion (the raw importances as weights, float sums in element order); the
+ * superblock's fp16 d maps the largest |scale| to -128; codes round x/(d*sc). Written here from
+ * that description, values compared with the encoder's decoded output. */
+static float q6_ref_scale(const float *x, const float *qw)
+{
+    float max = 0, amax = 0;
+    for (int i = 0; i < 16; i++)
+        if (fabsf(x[i]) > amax) {
+            amax = fabsf(x[i]);
+            max = x[i];
+        }
+    if (amax < 1e-15f)
+        return 0.f;
+    static const int ks[19] = { 0, -9, -8, -7, -6, -5, -4, -3, -2, -1, 1, 2, 3, 4, 5, 6, 7, 8, 9 };
+    float scale = 0, best = 0;
+    for (int c = 0; c < 19; c++) {
+        const float is = -(32.f + 0.1f * (float)ks[c]) / max;
+        float a = 0, b = 0;
+        for (int i = 0; i < 16; i++) {
+            float l = rintf(is * x[i]);
+            l = l < -32.f ? -32.f : l > 31.f ? 31.f : l;
+            a += qw[i] * x[i] * l;
+            b += qw[i] * l * l;
+        }
+        if (c == 0) {
+            scale = b != 0.f ? a / b : 0.f;
+            best = scale * a;
+        } else if (b > 0 && a * a > best * b) {
+            scale = a / b;
+            best = scale * a;
+        }
+    }
+    return scale;
+}
+
+/* values of y (rows of n) that differ from llama.cpp's q6_k choice under weights im (n per row),
+ * or x^2 when im is NULL */
+static uint64_t q6_ref_diff(const float *x, const float *im, uint64_t rows, uint64_t n, const float *y)
+{
+    uint64_t diff = 0;
+    for (uint64_t b = 0; b < rows * n / 256; b++) {
+        const float *xb = x + b * 256;
+        float wb[256], s[16], ms = 0, ams = 0;
+        for (int i = 0; i < 256; i++)
+            wb[i] = im ? im[(b * 256) % n + (uint64_t)i] : xb[i] * xb[i];
+        for (int j = 0; j < 16; j++) {
+            s[j] = q6_ref_scale(xb + 16 * j, wb + 16 * j);
+            if (fabsf(s[j]) > ams) {
+                ams = fabsf(s[j]);
+                ms = s[j];
+            }
+        }
+        const float isc = ams > 0 ? -128.f / ms : 0.f, d = ams > 0 ? qtk_qh16(1 / isc) : 0.f;
+        for (int j = 0; j < 16; j++) {
+            const float sc = ams > 0 ? fminf(127.f, rintf(isc * s[j])) : 0.f, dl = d * sc;
+            for (int i = 0; i < 16; i++) {
+                float l = dl != 0.f ? rintf(xb[16 * j + i] / dl) : 0.f;
+                l = l < -32.f ? -32.f : l > 31.f ? 31.f : l;
+                diff += y[b * 256 + (uint64_t)(16 * j + i)] != dl * l;
+            }
+        }
+    }
+    return diff;
+}
+
+static void test_q6k_imatrix(void)
+{
+    const uint64_t rows = 8, n = 1024;
+    float *x = malloc(rows * n * sizeof *x), *y = malloc(rows * n * sizeof *y), im[1024];
+    for (uint64_t i = 0; i < rows * n; i++) {
+        const float g = gauss();
+        x[i] = i % 97 == 5 ? g * 20.f : (i % 256 < 8 ? g * 5.f : g); /* spikes, channels */
+    }
+    for (int i = 0; i < 1024; i++) {
+        const float u = unif();
+        im[i] = u * u * u * 50.f + 0.01f;
+    }
+    CHECK(roundtrip(QTK_T_Q6_K, x, rows, n, im, NULL, y) >= 0, "q6_k imatrix encode");
+    uint64_t diff = q6_ref_diff(x, im, rows, n, y);
+    CHECK(diff == 0, "q6_k with an imatrix: %llu of %llu values differ from llama.cpp's choice",
+          (unsigned long long)diff, (unsigned long long)(rows * n));
+    /* a tensor the matrix does not cover, in a conversion that uses one: llama's choice too */
+    uint8_t *q = malloc(row_bytes(QTK_T_Q6_K, n) * rows);
+    CHECK(qtk_quant_ggml_ex(QTK_T_Q6_K, x, q, rows, n, NULL, QTK_QUANT_IMATRIX_RUN) == 0 &&
+              qtk_dequant_ggml(QTK_T_Q6_K, q, y, rows * n) == 0,
+          "q6_k imatrix-run encode");
+    diff = q6_ref_diff(x, NULL, rows, n, y);
+    CHECK(diff == 0, "q6_k without an imatrix entry in an imatrix run: %llu values differ from "
+                     "llama.cpp's choice", (unsigned long long)diff);
+    /* without a matrix: the search, which differs */
+    CHECK(roundtrip(QTK_T_Q6_K, x, rows, n, NULL, NULL, y) >= 0 && q6_ref_diff(x, NULL, rows, n, y) > 0,
+          "q6_k without an imatrix: expected the search to change some values");
+    free(q);
+    free(x);
+    free(y);
+}
+
 static void test_imatrix(void)
 {
     const uint64_t rows = 32, n = 512;
@@ -572,6 +671,7 @@ int main(void)
     test_imatrix();
     test_asym_guard();
     test_q4k_guard();
+    test_q6k_imatrix();
     test_roundtrip();
     test_fixtures();
     return T_DONE();
