@@ -872,8 +872,8 @@ int qtk_quant_ggml_ex(unsigned type, const float *src, void *dst, uint64_t nrows
     if (mfn)
         return mfn(src, dst, nrows, n_per_row, imatrix);
     qtk_qrow_fn fn = find_row_encoder(type);
-    if (type == QTK_T_Q6_K && (flags & QTK_QUANT_IMATRIX_RUN))
-        fn = qtk_qrow_q6_k_ref;
+    if (flags & QTK_QUANT_IMATRIX_RUN)
+        fn = type == QTK_T_Q6_K ? qtk_qrow_q6_k_ref : type == QTK_T_Q4_K ? qtk_qrow_q4_k_ref : fn;
     uint32_t be, bb;
     if (!fn || qtk_ggml_block_info(type, &be, &bb) != 0 || be == 0 || n_per_row % be != 0)
         return -1;

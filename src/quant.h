@@ -6,7 +6,8 @@
  * the candidates, so a block is not worse than ggml's: exactly so for q4_0 q4_1 q5_0 q5_1 q8_0
  * q3_k; for q2_k q4_k q5_k q6_k ggml's selection rule is reproduced with sums in a different
  * (4-lane) order: the same decoded block for ~97-98% of superblocks, otherwise a near-tie of
- * ggml's own criterion. Output is deterministic: plain IEEE +,-,*,/ and sqrtf under
+ * ggml's own criterion. With an importance matrix q4_k and q6_k are llama.cpp's choice itself
+ * (its weighted fits, float sums in its order: bit for bit). Output is deterministic: plain IEEE +,-,*,/ and sqrtf under
  * -ffp-contract=off, fixed operation order (the SSE2 and plain-C paths give identical bytes),
  * no threads, no mutable globals. */
 #ifndef QTK_QUANT_H
@@ -29,8 +30,8 @@ int qtk_quant_ggml(unsigned type, const float *src, void *dst, uint64_t nrows, u
                    const float *imatrix);
 
 /* qtk_quant_ggml with flags. QTK_QUANT_IMATRIX_RUN: the conversion uses an importance matrix,
- * which may have no entry for this tensor (imatrix NULL); q6_k then gives llama.cpp's own choice
- * for it too, as it does for every tensor the matrix covers (quant_k.c, qtk_qrow_q6_k). */
+ * which may have no entry for this tensor (imatrix NULL); q4_k and q6_k then give llama.cpp's own
+ * choice for it too, as they do for every tensor the matrix covers (quant_k.c). */
 #define QTK_QUANT_IMATRIX_RUN 1u
 int qtk_quant_ggml_ex(unsigned type, const float *src, void *dst, uint64_t nrows,
                       uint64_t n_per_row, const float *imatrix, unsigned flags);
@@ -49,6 +50,9 @@ typedef void (*qtk_qrow_fn)(const float *x, const float *w, uint8_t *dst, uint64
 void qtk_qrow_q2_k(const float *x, const float *w, uint8_t *dst, uint64_t nblocks);
 void qtk_qrow_q3_k(const float *x, const float *w, uint8_t *dst, uint64_t nblocks);
 void qtk_qrow_q4_k(const float *x, const float *w, uint8_t *dst, uint64_t nblocks);
+/* llama.cpp's q4_k choice (quantize_row_q4_K_impl with w, quantize_row_q4_K_ref without), bit
+ * for bit */
+void qtk_qrow_q4_k_ref(const float *x, const float *w, uint8_t *dst, uint64_t nblocks);
 void qtk_qrow_q5_k(const float *x, const float *w, uint8_t *dst, uint64_t nblocks);
 void qtk_qrow_q6_k(const float *x, const float *w, uint8_t *dst, uint64_t nblocks);
 /* llama.cpp's q6_k choice (quantize_row_q6_K_impl with w, quantize_row_q6_K_ref without), bit

@@ -55,9 +55,9 @@ static inline void put16(uint8_t *p, float v)
 #define QK_AFF_BLOCK qtk_aff_block_c
 #include "quant_k_aff.h"
 
-const aff_cfg qtk_aff_q2k = { 16, 16, 3, 15, -0.5f, 0.1f, 15, true, true, false, false };
-const aff_cfg qtk_aff_q4k = { 32, 8, 15, 63, -1.f, 0.1f, 20, false, false, false, true };
-const aff_cfg qtk_aff_q5k = { 32, 8, 31, 63, -0.5f, 0.1f, 15, false, false, true, false };
+const aff_cfg qtk_aff_q2k = { 16, 16, 3, 15, -0.5f, 0.1f, 15, true, true, false };
+const aff_cfg qtk_aff_q4k = { 32, 8, 15, 63, -1.f, 0.1f, 20, false, false, false };
+const aff_cfg qtk_aff_q5k = { 32, 8, 31, 63, -0.5f, 0.1f, 15, false, false, true };
 
 typedef void (*aff_block_fn)(const aff_cfg *, const float *, const float *, bool, aff_st *);
 
@@ -174,14 +174,268 @@ static void aff_rows(const aff_cfg *c, void (*pack)(const aff_st *, const uint8_
     }
 }
 
+/* llama.cpp's q4_k choice, float sums in its order so the result is its own. make_qkx2_quants
+ * and make_qkx3_quants (the same sweep, its steps as arguments) for one sub-block of 32. */
+static float q4k_qkx(const float *x, const float *w, float *L, float *the_min, float rmin,
+                     float rdelta, int nstep)
+{
+    const int n = 32, nmax = 15;
+    float min = x[0], max = x[0], sum_w = w[0], sum_x = sum_w * x[0];
+    for (int i = 1; i < n; i++) {
+        if (x[i] < min)
+            min = x[i];
+        if (x[i] > max)
+            max = x[i];
+        sum_w += w[i];
+        sum_x += w[i] * x[i];
+    }
+    if (min > 0)
+        min = 0;
+    if (max <= min) {
+        for (int i = 0; i < n; i++)
+            L[i] = 0.f;
+        *the_min = -min;
+        return 0.f;
+    }
+    float iscale = (float)nmax / (max - min), scale = 1 / iscale, best = 0;
+    for (int i = 0; i < n; i++) {
+        L[i] = (float)qclr(iscale * (x[i] - min), 0, nmax);
+        float diff = scale * L[i] + min - x[i];
+        diff = diff * diff;
+        best += w[i] * diff;
+    }
+    float La[32];
+    for (int is = 0; is <= nstep; is++) {
+        iscale = (rmin + rdelta * (float)is + (float)nmax) / (max - min);
+        float sl = 0, sl2 = 0, sxl = 0;
+        for (int i = 0; i < n; i++) {
+            const float l = (float)qclr(iscale * (x[i] - min), 0, nmax);
+            La[i] = l;
+            sl += w[i] * l;
+            sl2 += w[i] * l * l;
+            sxl += w[i] * l * x[i];
+        }
+        const float D = sum_w * sl2 - sl * sl;
+        if (D > 0) {
+            float ts = (sum_w * sxl - sum_x * sl) / D, tm = (sl2 * sum_x - sl * sxl) / D;
+            if (tm > 0) {
+                tm = 0;
+                ts = sxl / sl2;
+            }
+            float mad = 0;
+            for (int i = 0; i < n; i++) {
+                float diff = ts * La[i] + tm - x[i];
+                diff = diff * diff;
+                mad += w[i] * diff;
+            }
+            if (mad < best) {
+                memcpy(L, La, sizeof La);
+                best = mad;
+                scale = ts;
+                min = tm;
+            }
+        }
+    }
+    *the_min = -min;
+    return scale;
+}
+
+/* make_qp_quants(8, 63, x, L, qw): the eight scales (or mins) to 6-bit multiples of one scale */
+static float q4k_qp(const float *x, int *L, const float *qw)
+{
+    const int n = 8, nmax = 63;
+    float max = 0;
+    for (int i = 0; i < n; i++)
+        max = max > x[i] ? max : x[i];
+    if (!(max != 0.f)) {
+        for (int i = 0; i < n; i++)
+            L[i] = 0;
+        return 0.f;
+    }
+    float iscale = (float)nmax / max, scale = 1 / iscale, best = 0;
+    for (int i = 0; i < n; i++) {
+        L[i] = qrint(iscale * x[i]);
+        const float diff = x[i] - scale * (float)L[i];
+        best += qw[i] * diff * diff;
+    }
+    for (int is = -4; is <= 4; is++) {
+        if (is == 0)
+            continue;
+        const float isi = (0.1f * (float)is + (float)nmax) / max, si = 1 / isi;
+        float mse = 0;
+        for (int i = 0; i < n; i++) {
+            int l = qrint(isi * x[i]);
+            l = l < nmax ? l : nmax;
+            const float diff = x[i] - si * (float)l;
+            mse += qw[i] * diff * diff;
+        }
+        if (mse < best) {
+            best = mse;
+            iscale = isi;
+        }
+    }
+    float sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; i++) {
+        int l = qrint(iscale * x[i]);
+        l = l < nmax ? l : nmax;
+        L[i] = l;
+        sumlx += qw[i] * x[i] * (float)l;
+        suml2 += qw[i] * (float)l * (float)l;
+    }
+    for (int it = 0; it < 5; it++) {
+        int changed = 0;
+        for (int i = 0; i < n; i++) {
+            const float w = qw[i];
+            float slx = sumlx - w * x[i] * (float)L[i], sl2 = suml2 - w * (float)L[i] * (float)L[i];
+            if (slx > 0 && sl2 > 0) {
+                int nl = qrint(x[i] * sl2 / slx);
+                nl = nl < nmax ? nl : nmax;
+                if (nl != L[i]) {
+                    slx += w * x[i] * (float)nl;
+                    sl2 += w * (float)nl * (float)nl;
+                    if (slx * slx * suml2 > sumlx * sumlx * sl2) {
+                        L[i] = nl;
+                        sumlx = slx;
+                        suml2 = sl2;
+                        changed++;
+                    }
+                }
+            }
+        }
+        if (!changed)
+            break;
+    }
+    return sumlx / suml2;
+}
+
+/* With an importance matrix (quantize_row_q4_K_impl): sub-blocks fitted by make_qkx3_quants(32,
+ * 15, -0.9, 0.05, 36) under w = qw * sqrt(sigma2 + x^2), sigma2 = 2 mean(x^2) over the
+ * superblock; scales and mins by make_qp_quants under each sub-block's sum of w. */
+static void q4k_ref_im(const float *x, const float *qw, aff_st *st)
+{
+    float w[QK], sw[8], sc[8], mn[8], sum_x2 = 0;
+    for (int l = 0; l < QK; l++)
+        sum_x2 += x[l] * x[l];
+    const float sigma2 = 2 * sum_x2 / QK;
+    for (int j = 0; j < 8; j++) {
+        float sumw = 0;
+        for (int l = 0; l < 32; l++) {
+            w[32 * j + l] = qw[32 * j + l] * sqrtf(sigma2 + x[32 * j + l] * x[32 * j + l]);
+            sumw += w[32 * j + l];
+        }
+        sw[j] = sumw;
+        sc[j] = q4k_qkx(x + 32 * j, w + 32 * j, st->L + 32 * j, &mn[j], -0.9f, 0.05f, 36);
+    }
+    int Ls[8], Lm[8];
+    st->d = qtk_qh16(q4k_qp(sc, Ls, sw));
+    st->dmin = qtk_qh16(q4k_qp(mn, Lm, sw));
+    for (int j = 0; j < 8; j++) {
+        st->ls[j] = Ls[j] & 63;
+        st->lm[j] = Lm[j] & 63;
+        const float d = st->d * (float)st->ls[j];
+        if (!(d != 0.f))
+            continue;
+        const float dm = st->dmin * (float)st->lm[j];
+        for (int i = 0; i < 32; i++)
+            st->L[32 * j + i] = (float)qclr((x[32 * j + i] + dm) / d, 0, 15);
+    }
+}
+
+/* Without one (quantize_row_q4_K_ref): make_qkx2_quants(32, 15, -1, 0.1, 20) under
+ * av + |x| (av the sub-block's rms); the largest scale and min map to 63. */
+static void q4k_ref_plain(const float *x, aff_st *st)
+{
+    float sc[8], mn[8], w[32], max_scale = 0, max_min = 0;
+    for (int j = 0; j < 8; j++) {
+        const float *xj = x + 32 * j;
+        float sum_x2 = 0;
+        for (int l = 0; l < 32; l++)
+            sum_x2 += xj[l] * xj[l];
+        const float av = sqrtf(sum_x2 / 32);
+        for (int l = 0; l < 32; l++)
+            w[l] = av + fabsf(xj[l]);
+        sc[j] = q4k_qkx(xj, w, st->L + 32 * j, &mn[j], -1.f, 0.1f, 20);
+        max_scale = sc[j] > max_scale ? sc[j] : max_scale;
+        max_min = mn[j] > max_min ? mn[j] : max_min;
+    }
+    const float is = max_scale > 0 ? 63.f / max_scale : 0.f;
+    const float im = max_min > 0 ? 63.f / max_min : 0.f;
+    for (int j = 0; j < 8; j++) {
+        const int ls = (uint8_t)qrint(is * sc[j]), lm = (uint8_t)qrint(im * mn[j]);
+        st->ls[j] = ls < 63 ? ls : 63;
+        st->lm[j] = lm < 63 ? lm : 63;
+    }
+    st->d = qtk_qh16(max_scale / 63.f);
+    st->dmin = qtk_qh16(max_min / 63.f);
+    for (int j = 0; j < 8; j++) {
+        const float d = st->d * (float)st->ls[j];
+        if (!(d != 0.f))
+            continue;
+        const float dm = st->dmin * (float)st->lm[j];
+        for (int i = 0; i < 32; i++)
+            st->L[32 * j + i] = (float)qclr((x[32 * j + i] + dm) / d, 0, 15);
+    }
+}
+
+/* llama.cpp's q4_k choice for one superblock: under the raw importances w, or without them when
+ * w is NULL or all 0. */
+static void q4k_ref_block(const float *xs, const float *w, aff_st *st)
+{
+    float qw[QK], any = 0.f;
+    if (w)
+        for (int i = 0; i < QK; i++) {
+            const float u = w[i];
+            qw[i] = u > 0.f && u <= FLT_MAX ? u : 0.f;
+            any = any > qw[i] ? any : qw[i];
+        }
+    if (any > 0.f)
+        q4k_ref_im(xs, qw, st);
+    else
+        q4k_ref_plain(xs, st);
+}
+
+void qtk_qrow_q4_k_ref(const float *x, const float *w, uint8_t *dst, uint64_t nb)
+{
+    float xs[QK], ws[QK];
+    uint8_t L[QK];
+    aff_st st;
+    for (uint64_t b = 0; b < nb; b++, x += QK, dst += 144) {
+        qtk_qprep(x, NULL, QK, xs, ws);
+        q4k_ref_block(xs, w ? w + b * QK : NULL, &st);
+        codes_u8(st.L, 0, L);
+        pack_q4_k(&st, L, dst);
+    }
+}
+
 void qtk_qrow_q2_k(const float *x, const float *w, uint8_t *dst, uint64_t nb)
 {
     aff_rows(&qtk_aff_q2k, pack_q2_k, 84, x, w, dst, nb);
 }
 
+/* q4_k: without an importance matrix, our fits and ggml's, refined (KLD 0.85-0.98x
+ * llama-quantize's on the bench models). With one, llama.cpp's choice as it is, and in a
+ * conversion that uses a matrix also for the tensors it does not cover (qtk_qrow_q4_k_ref,
+ * QTK_QUANT_IMATRIX_RUN): the searches measured gave q4_k alone 0.91-0.96x but the Q4_K_M mix,
+ * where every q6_k tensor is llama's, 1.04-1.05x; even with every covered tensor llama's, our
+ * token_embd (not covered) left the mix at 1.014x (docs/benchmarks.md). */
 void qtk_qrow_q4_k(const float *x, const float *w, uint8_t *dst, uint64_t nb)
 {
-    aff_rows(&qtk_aff_q4k, pack_q4_k, 144, x, w, dst, nb);
+    if (!w) {
+        aff_rows(&qtk_aff_q4k, pack_q4_k, 144, x, w, dst, nb);
+        return;
+    }
+    float xs[QK], ws[QK];
+    uint8_t L[QK];
+    aff_st st;
+    const aff_block_fn block = aff_block_impl();
+    for (uint64_t b = 0; b < nb; b++, x += QK, dst += 144) {
+        if (qtk_qprep(x, w + b * QK, QK, xs, ws))
+            block(&qtk_aff_q4k, xs, ws, true, &st);
+        else
+            q4k_ref_block(xs, w + b * QK, &st);
+        codes_u8(st.L, 0, L);
+        pack_q4_k(&st, L, dst);
+    }
 }
 
 void qtk_qrow_q5_k(const float *x, const float *w, uint8_t *dst, uint64_t nb)

@@ -18,8 +18,6 @@ typedef struct {
     bool wabs;                 /* ggml's weights: |x| (q2_k) or rms + |x| */
     bool ref_only;             /* without an importance matrix, refine ggml's fit alone (no
                                 * fit of our own: q5_k, see quant_k.c) */
-    bool im_guard;             /* with an importance matrix, fall back to ggml's fit when the
-                                * result's error under llama.cpp's weights is higher (q4_k) */
 } aff_cfg;
 
 typedef struct {

@@ -442,21 +442,6 @@ static void aff_refine(const aff_cfg *c, const float *x, const float *w, aff_st 
     }
 }
 
-/* Error of st's decoded values under weights xr (double sums, index order). */
-static double aff_werr(const aff_cfg *c, const float *x, const float *xr, const aff_st *st)
-{
-    double e = 0;
-    for (int j = 0; j < c->nsub; j++) {
-        const float dl = st->d * (float)st->ls[j], ml = st->dmin * (float)st->lm[j];
-        for (int i = 0; i < c->sub; i++) {
-            const int k = j * c->sub + i;
-            const double y = (double)(dl * st->L[k] - ml) - (double)x[k];
-            e += (double)xr[k] * y * y;
-        }
-    }
-    return e;
-}
-
 void QK_AFF_BLOCK(const aff_cfg *c, const float *x, const float *w, bool uniform, aff_st *st)
 {
     float rs[16], rm[16], os[16], om[16];
@@ -464,7 +449,6 @@ void QK_AFF_BLOCK(const aff_cfg *c, const float *x, const float *w, bool uniform
     for (int j = 0; j < c->nsub; j++)
         aff_fit(c, x + j * c->sub, w + j * c->sub, own, &rs[j], &rm[j], &os[j], &om[j]);
     aff_init(c, x, w, rs, rm, st);
-    const aff_st g0 = *st;
     if (own) {
         aff_st o;
         aff_init(c, x, w, os, om, &o);
@@ -473,10 +457,4 @@ void QK_AFF_BLOCK(const aff_cfg *c, const float *x, const float *w, bool uniform
     }
     if (aff_total(c, st) > 0)
         aff_refine(c, x, w, st, 1);
-    if (!uniform && c->im_guard) {
-        float xr[256];
-        qtk_llama_weights(x, c->nsub * c->sub, w, xr);
-        if (aff_werr(c, x, xr, st) > aff_werr(c, x, xr, &g0))
-            *st = g0;
-    }
 }
