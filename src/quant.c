@@ -416,32 +416,16 @@ static float asym_err(const float *x, const float *w, const float *q, float d, f
     return qv_sum(a);
 }
 
-static void asym_codes(const float *x, float d, float m, float nmax, float *q)
-{
-    if (d == 0.f) {
-        memset(q, 0, QB * sizeof *q);
-        return;
-    }
-    const qv4 id = qv_set(1.f / d), vm = qv_set(m), z = qv_set(0.f), vmax = qv_set(nmax);
-    for (int i = 0; i < QB; i += 4) {
-        const qv4 v = qv_mul(qv_sub(qv_ld(x + i), vm), id);
-        qv_st(q + i, qv_round(qv_min(qv_max(v, z), vmax)));
-    }
-}
-
 /* Block totals for the weighted least squares x ~ s*l + m. */
 typedef struct {
     double w, x, xx;
 } asym_tot;
 
-/* Weighted least squares of x ~ s*l + m for codes l; false when degenerate. */
-static bool asym_ls(const asym_tot *T, const float *w, const float *wx, const float *l, double *s,
-                    double *m, double *res)
+/* Weighted least squares of x ~ s*l + m from the code sums S = { sum w*l, sum (w*l)*l,
+ * sum wx*l } (asym_sums); false when degenerate. */
+static bool asym_solve(const asym_tot *T, const float *S, double *s, double *m, double *res)
 {
-    float wl[QB];
-    for (int i = 0; i < QB; i++)
-        wl[i] = w[i] * l[i];
-    const double sl = lsum(wl), sll = lsum2(wl, l), sxl = lsum2(wx, l);
+    const double sl = S[0], sll = S[1], sxl = S[2];
     const double D = T->w * sll - sl * sl;
     if (!(D > 0))
         return false;
@@ -453,6 +437,51 @@ static bool asym_ls(const asym_tot *T, const float *w, const float *wx, const fl
     return true;
 }
 
+/* asym_solve's sums for codes l, in one pass (each sum in lsum's lane order: the same bits). */
+static inline void asym_sums(const float *w, const float *wx, const float *l, float *S)
+{
+    qv4 a = qv_set(0.f), b = a, c = a;
+    for (int i = 0; i < QB; i += 4) {
+        const qv4 vl = qv_ld(l + i), wl = qv_mul(qv_ld(w + i), vl);
+        a = qv_add(a, wl);
+        b = qv_add(b, qv_mul(wl, vl));
+        c = qv_add(c, qv_mul(qv_ld(wx + i), vl));
+    }
+    float t[4];
+    qv_sum4(a, b, c, c, t);
+    S[0] = t[0], S[1] = t[1], S[2] = t[2];
+}
+
+/* Codes of x for (d, m), their error under w (returned) and their asym_sums (S), in one pass:
+ * the same bits as computing each on its own. */
+static float asym_codes_err(const float *x, const float *w, const float *wx, float d, float m,
+                            float nmax, float *q, float *S)
+{
+    if (d == 0.f) {
+        memset(q, 0, QB * sizeof *q);
+        asym_sums(w, wx, q, S);
+        return asym_err(x, w, q, d, m);
+    }
+    const qv4 id = qv_set(1.f / d), vd = qv_set(d), vm = qv_set(m), z = qv_set(0.f);
+    const qv4 vmax = qv_set(nmax);
+    qv4 a = qv_set(0.f), s0 = a, s1 = a, s2 = a;
+    for (int i = 0; i < QB; i += 4) {
+        const qv4 xv = qv_ld(x + i), wv = qv_ld(w + i);
+        const qv4 l = qv_round(qv_min(qv_max(qv_mul(qv_sub(xv, vm), id), z), vmax));
+        qv_st(q + i, l);
+        const qv4 diff = qv_sub(qv_add(qv_mul(l, vd), vm), xv);
+        a = qv_add(a, qv_mul(qv_mul(wv, diff), diff));
+        const qv4 wl = qv_mul(wv, l);
+        s0 = qv_add(s0, wl);
+        s1 = qv_add(s1, qv_mul(wl, l));
+        s2 = qv_add(s2, qv_mul(qv_ld(wx + i), l));
+    }
+    float t[4];
+    qv_sum4(s0, s1, s2, a, t);
+    S[0] = t[0], S[1] = t[1], S[2] = t[2];
+    return t[3];
+}
+
 /* Alternate least-squares (d, m) (fp16) and rounded codes from codes q, keeping each step that
  * lowers the error *e under w; with xr (not NULL) a step must also keep the error under xr at or
  * below *cap, which then becomes that error. */
@@ -460,17 +489,17 @@ static void asym_lloyd(const float *x, const float *w, const float *wx, const as
                        float nmax, int iters, const float *xr, float *cap, float *q, float *d,
                        float *m, float *e)
 {
-    float t[QB];
+    float t[QB], S[3], Sn[3];
     memcpy(t, q, sizeof t);
+    asym_sums(w, wx, t, S);
     for (int it = 0; it < iters; it++) {
         double s, mm;
-        if (!asym_ls(T, w, wx, t, &s, &mm, NULL))
+        if (!asym_solve(T, S, &s, &mm, NULL))
             return;
         const float dn = qh16((float)s), mn = qh16((float)mm);
         if (it > 0 && dn == *d && mn == *m)
             return;
-        asym_codes(x, dn, mn, nmax, t);
-        const float en = asym_err(x, w, t, dn, mn);
+        const float en = asym_codes_err(x, w, wx, dn, mn, nmax, t, Sn);
         if (!(en < *e))
             return;
         if (xr) {
@@ -482,6 +511,7 @@ static void asym_lloyd(const float *x, const float *w, const float *wx, const as
         *e = en;
         *d = dn;
         *m = mn;
+        memcpy(S, Sn, sizeof S);
         memcpy(q, t, sizeof t);
     }
 }
@@ -520,10 +550,19 @@ static void asym_block(const float *x, const float *w, const float *xr, int nmax
         const qv4 vmn = qv_set(mn), vmax = qv_set(fmax);
         for (int k = 0; k < nstep; k++) {
             const qv4 vis = qv_set((fmax + r0 + rd * (float)k) / (mx - mn));
-            for (int i = 0; i < QB; i += 4)
-                qv_st(l + i, qv_round(qv_min(qv_mul(vis, qv_sub(qv_ld(x + i), vmn)), vmax)));
+            qv4 a = qv_set(0.f), b2 = a, c = a;
+            for (int i = 0; i < QB; i += 4) {
+                const qv4 vl = qv_round(qv_min(qv_mul(vis, qv_sub(qv_ld(x + i), vmn)), vmax));
+                qv_st(l + i, vl);
+                const qv4 wl = qv_mul(qv_ld(w + i), vl);
+                a = qv_add(a, wl);
+                b2 = qv_add(b2, qv_mul(wl, vl));
+                c = qv_add(c, qv_mul(qv_ld(wx + i), vl));
+            }
+            float S[4];
+            qv_sum4(a, b2, c, c, S);
             double s, m, e;
-            if (asym_ls(&T, w, wx, l, &s, &m, &e) && e < best) {
+            if (asym_solve(&T, S, &s, &m, &e) && e < best) {
                 best = e;
                 memcpy(lb, l, sizeof l);
             }
