@@ -30,8 +30,8 @@ int qtk_quant_ggml(unsigned type, const float *src, void *dst, uint64_t nrows, u
                    const float *imatrix);
 
 /* qtk_quant_ggml with flags. QTK_QUANT_IMATRIX_RUN: the conversion uses an importance matrix,
- * which may have no entry for this tensor (imatrix NULL); q4_k and q6_k then give llama.cpp's own
- * choice for it too, as they do for every tensor the matrix covers (quant_k.c). */
+ * which may have no entry for this tensor (imatrix NULL); q4_k, q5_1 and q6_k then give
+ * llama.cpp's own choice for it too, as they do for every tensor the matrix covers. */
 #define QTK_QUANT_IMATRIX_RUN 1u
 int qtk_quant_ggml_ex(unsigned type, const float *src, void *dst, uint64_t nrows,
                       uint64_t n_per_row, const float *imatrix, unsigned flags);
@@ -52,6 +52,11 @@ void qtk_qrow_q3_k(const float *x, const float *w, uint8_t *dst, uint64_t nblock
 void qtk_qrow_q4_k(const float *x, const float *w, uint8_t *dst, uint64_t nblocks);
 /* llama.cpp's q4_k choice (quantize_row_q4_K_impl with w, quantize_row_q4_K_ref without), bit
  * for bit */
+/* llama.cpp's make_qkx2_quants / make_qkx3_quants (the same sweep; its steps as arguments) for
+ * 32 values x under weights w, codes 0..nmax in L (as floats), float sums in its order: the
+ * scale is returned, the negated offset in *the_min. */
+float qtk_qkx_fit(const float *x, const float *w, int nmax, float rmin, float rdelta, int nstep,
+                  float *L, float *the_min);
 void qtk_qrow_q4_k_ref(const float *x, const float *w, uint8_t *dst, uint64_t nblocks);
 void qtk_qrow_q5_k(const float *x, const float *w, uint8_t *dst, uint64_t nblocks);
 void qtk_qrow_q6_k(const float *x, const float *w, uint8_t *dst, uint64_t nblocks);

@@ -174,12 +174,11 @@ static void aff_rows(const aff_cfg *c, void (*pack)(const aff_st *, const uint8_
     }
 }
 
-/* llama.cpp's q4_k choice, float sums in its order so the result is its own. make_qkx2_quants
- * and make_qkx3_quants (the same sweep, its steps as arguments) for one sub-block of 32. */
-static float q4k_qkx(const float *x, const float *w, float *L, float *the_min, float rmin,
-                     float rdelta, int nstep)
+/* llama.cpp's q4_k choice, float sums in its order so the result is its own. */
+float qtk_qkx_fit(const float *x, const float *w, int nmax, float rmin, float rdelta, int nstep,
+                  float *L, float *the_min)
 {
-    const int n = 32, nmax = 15;
+    const int n = 32;
     float min = x[0], max = x[0], sum_w = w[0], sum_x = sum_w * x[0];
     for (int i = 1; i < n; i++) {
         if (x[i] < min)
@@ -324,7 +323,7 @@ static void q4k_ref_im(const float *x, const float *qw, aff_st *st)
             sumw += w[32 * j + l];
         }
         sw[j] = sumw;
-        sc[j] = q4k_qkx(x + 32 * j, w + 32 * j, st->L + 32 * j, &mn[j], -0.9f, 0.05f, 36);
+        sc[j] = qtk_qkx_fit(x + 32 * j, w + 32 * j, 15, -0.9f, 0.05f, 36, st->L + 32 * j, &mn[j]);
     }
     int Ls[8], Lm[8];
     st->d = qtk_qh16(q4k_qp(sc, Ls, sw));
@@ -354,7 +353,7 @@ static void q4k_ref_plain(const float *x, aff_st *st)
         const float av = sqrtf(sum_x2 / 32);
         for (int l = 0; l < 32; l++)
             w[l] = av + fabsf(xj[l]);
-        sc[j] = q4k_qkx(xj, w, st->L + 32 * j, &mn[j], -1.f, 0.1f, 20);
+        sc[j] = qtk_qkx_fit(xj, w, 15, -1.f, 0.1f, 20, st->L + 32 * j, &mn[j]);
         max_scale = sc[j] > max_scale ? sc[j] : max_scale;
         max_min = mn[j] > max_min ? mn[j] : max_min;
     }
@@ -841,13 +840,15 @@ static void sym_refine(const sym_cfg *c, const float *x, const float *w, const f
         if (t.d == st->d || t.d == 0.f)
             return;
         memcpy(t.sc, st->sc, sizeof t.sc);
+        /* every sub-block's error first: sym_refine_sub's cap check sums all of them */
         for (int j = 0; j < NSUB; j++) {
             t.e[j] = sym_sub(c, x + j * SUB, w + j * SUB, t.d, t.sc[j], false, c->noclip,
                              t.L + j * SUB);
             t.r[j] = wr ? sym_err(x + j * SUB, wr + j * SUB, t.L + j * SUB, t.d * (float)t.sc[j])
                         : 0.f;
-            sym_refine_sub(c, x, w, wr, cap, &t, j, 1);
         }
+        for (int j = 0; j < NSUB; j++)
+            sym_refine_sub(c, x, w, wr, cap, &t, j, 1);
         if (!(sym_total(&t) < sym_total(st)))
             return;
         if (wr && !(sym_rtotal(&t) <= *cap))
@@ -889,12 +890,14 @@ void qtk_qrow_q3_k(const float *x, const float *w, uint8_t *dst, uint64_t nb)
         sym_block(uniform ? &k_q3k : &k_q3k_imatrix, false, xs, ws, uniform ? xr : NULL, &st);
         uint8_t *hm = dst, *qs = dst + 32, *sc = dst + 96;
         codes_u8(st.L, 4, L);
-        memset(hm, 0, 32);
-        for (int j = 0; j < QK; j++) {
-            if (L[j] > 3) {
-                hm[j % 32] = (uint8_t)(hm[j % 32] | (1u << (j / 32)));
-                L[j] = (uint8_t)(L[j] - 4);
+        for (int l = 0; l < 32; l++) {
+            unsigned h = 0;
+            for (int k = 0; k < 8; k++) {
+                const unsigned v = L[32 * k + l], hi = v >> 2; /* codes 0..7: bit 2 is the mask */
+                h |= hi << k;
+                L[32 * k + l] = (uint8_t)(v & 3u);
             }
+            hm[l] = (uint8_t)h;
         }
         pack_2bit(L, qs);
         memset(sc, 0, 12);
