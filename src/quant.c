@@ -550,17 +550,10 @@ static void asym_block(const float *x, const float *w, const float *xr, int nmax
         const qv4 vmn = qv_set(mn), vmax = qv_set(fmax);
         for (int k = 0; k < nstep; k++) {
             const qv4 vis = qv_set((fmax + r0 + rd * (float)k) / (mx - mn));
-            qv4 a = qv_set(0.f), b2 = a, c = a;
-            for (int i = 0; i < QB; i += 4) {
-                const qv4 vl = qv_round(qv_min(qv_mul(vis, qv_sub(qv_ld(x + i), vmn)), vmax));
-                qv_st(l + i, vl);
-                const qv4 wl = qv_mul(qv_ld(w + i), vl);
-                a = qv_add(a, wl);
-                b2 = qv_add(b2, qv_mul(wl, vl));
-                c = qv_add(c, qv_mul(qv_ld(wx + i), vl));
-            }
-            float S[4];
-            qv_sum4(a, b2, c, c, S);
+            for (int i = 0; i < QB; i += 4)
+                qv_st(l + i, qv_round(qv_min(qv_mul(vis, qv_sub(qv_ld(x + i), vmn)), vmax)));
+            float S[3];
+            asym_sums(w, wx, l, S);
             double s, m, e;
             if (asym_solve(&T, S, &s, &m, &e) && e < best) {
                 best = e;

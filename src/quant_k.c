@@ -517,18 +517,27 @@ static inline void sym_sweep2(const float *x, const float *wo, const float *wox,
     s[0] = t[0], s[1] = t[1];
 }
 
-/* ggml's make_q3_quants(16, 4, x, L, true) scale (sequential by nature; q3_k only). */
-static float ref_q3(const float *x)
+/* The largest |x| of a sub-block of 16 (the first one on a tie) and, in *max, that value. */
+static inline float sub_absmax(const float *x, float *max)
 {
-    const int nmax = 4;
-    float max = 0, amax = 0;
+    float amax = 0;
+    *max = 0;
     for (int i = 0; i < SUB; i++) {
         const float ax = fabsf(x[i]);
         if (ax > amax) {
             amax = ax;
-            max = x[i];
+            *max = x[i];
         }
     }
+    return amax;
+}
+
+/* ggml's make_q3_quants(16, 4, x, L, true) scale (sequential by nature; q3_k only). */
+static float ref_q3(const float *x)
+{
+    const int nmax = 4;
+    float max;
+    const float amax = sub_absmax(x, &max);
     if (amax < GROUP_EPS)
         return 0.f;
     const float iscale = (float)-nmax / max;
@@ -573,14 +582,8 @@ static float ref_q3(const float *x)
 static float ref_q6_weighted(const float *x, const float *qw)
 {
     const int nmax = 32;
-    float max = 0, amax = 0;
-    for (int i = 0; i < SUB; i++) {
-        const float ax = fabsf(x[i]);
-        if (ax > amax) {
-            amax = ax;
-            max = x[i];
-        }
-    }
+    float max;
+    const float amax = sub_absmax(x, &max);
     if (amax < GROUP_EPS)
         return 0.f;
     float scale = 0.f, best = 0.f;
@@ -611,14 +614,8 @@ static float ref_q6_weighted(const float *x, const float *qw)
 static void sym_fits(const sym_cfg *c, const float *x, const float *wo, bool q6, float *rs,
                      float *os)
 {
-    float max = 0, amax = 0;
-    for (int i = 0; i < SUB; i++) {
-        const float ax = fabsf(x[i]);
-        if (ax > amax) {
-            amax = ax;
-            max = x[i];
-        }
-    }
+    float max;
+    const float amax = sub_absmax(x, &max);
     if (amax < GROUP_EPS) {
         *rs = *os = 0.f;
         return;
