@@ -454,7 +454,6 @@ typedef struct {
 } sym_cfg;
 
 static const sym_cfg k_q3k = { -4, 3, -32, 31, true };
-static const sym_cfg k_q3k_imatrix = { -4, 3, -32, 31, false }; /* its weights decide */
 static const sym_cfg k_q6k = { -32, 31, -128, 127, false };
 
 typedef struct {
@@ -532,14 +531,19 @@ static inline float sub_absmax(const float *x, float *max)
     return amax;
 }
 
-/* ggml's make_q3_quants(16, 4, x, L, true) scale (sequential by nature; q3_k only). */
-static float ref_q3(const float *x)
+/* ggml's make_q3_quants(16, 4, x, L, true) scale (sequential by nature; q3_k only), and in Lout
+ * (or NULL) its signed codes. */
+static float ref_q3(const float *x, float *Lout)
 {
     const int nmax = 4;
     float max;
     const float amax = sub_absmax(x, &max);
-    if (amax < GROUP_EPS)
+    if (amax < GROUP_EPS) {
+        if (Lout)
+            for (int i = 0; i < SUB; i++)
+                Lout[i] = 0.f;
         return 0.f;
+    }
     const float iscale = (float)-nmax / max;
     int L[SUB];
     float sumlx = 0, suml2 = 0;
@@ -573,26 +577,37 @@ static float ref_q3(const float *x)
         if (!n_changed)
             break;
     }
+    if (Lout)
+        for (int i = 0; i < SUB; i++)
+            Lout[i] = (float)L[i];
     return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
 }
 
-/* llama.cpp's q6_k fit of one sub-block under an importance matrix: make_qx_quants(16, 32, x, L,
- * 1, qw), the raw importance values as weights, its float sums in its order, so the choice is
- * llama-quantize's own. */
-static float ref_q6_weighted(const float *x, const float *qw)
+/* llama.cpp's make_qx_quants(n, nmax, x, L, 1, qw) with weights qw (n <= QK): the scale, and
+ * in L (or NULL) the signed codes of the candidate chosen; its float sums in its order, so the
+ * choice is llama-quantize's own. The q6_k sub-block fit with an importance matrix (the raw
+ * importances as weights) and both of q3_k's fits with one (quantize_row_q3_K_impl). */
+static float ref_qx(int n, int nmax, const float *x, const float *qw, float *L)
 {
-    const int nmax = 32;
-    float max;
-    const float amax = sub_absmax(x, &max);
-    if (amax < GROUP_EPS)
+    float max = 0, amax = 0;
+    for (int i = 0; i < n; i++)
+        if (fabsf(x[i]) > amax) {
+            amax = fabsf(x[i]);
+            max = x[i];
+        }
+    if (amax < GROUP_EPS) {
+        if (L)
+            for (int i = 0; i < n; i++)
+                L[i] = 0.f;
         return 0.f;
-    float scale = 0.f, best = 0.f;
+    }
+    float scale = 0.f, best = 0.f, best_is = 0.f;
     for (int is = 0; is <= 18; is++) {
         /* is 0 first (the starting point), then -9..9 without 0, as ggml */
         const int k = is == 0 ? 0 : is <= 9 ? is - 10 : is - 9;
         const float iscale = -((float)nmax + 0.1f * (float)k) / max;
         float sumlx = 0, suml2 = 0;
-        for (int i = 0; i < SUB; i++) {
+        for (int i = 0; i < n; i++) {
             const float l = (float)qclr(iscale * x[i], -nmax, nmax - 1);
             sumlx += qw[i] * x[i] * l;
             suml2 += qw[i] * l * l;
@@ -600,12 +615,22 @@ static float ref_q6_weighted(const float *x, const float *qw)
         if (is == 0) {
             scale = suml2 != 0.f ? sumlx / suml2 : 0.f;
             best = scale * sumlx;
+            best_is = iscale;
         } else if (suml2 > 0 && sumlx * sumlx > best * suml2) {
             scale = sumlx / suml2;
             best = scale * sumlx;
+            best_is = iscale;
         }
     }
+    if (L)
+        for (int i = 0; i < n; i++)
+            L[i] = (float)qclr(best_is * x[i], -nmax, nmax - 1);
     return scale;
+}
+
+static float ref_q6_weighted(const float *x, const float *qw)
+{
+    return ref_qx(SUB, 32, x, qw, NULL);
 }
 
 /* ggml's fit of one sub-block (q6: make_qx_quants(16, 32, rmse_type 1) with weights x^2, its
@@ -651,7 +676,7 @@ static void sym_fits(const sym_cfg *c, const float *x, const float *wo, bool q6,
             sym_ours_try(&o, S[0], S[1]);
         }
     } else {
-        *rs = ref_q3(x);
+        *rs = ref_q3(x, NULL);
         for (int k = 0; k < 6; k++) {
             const float off = 0.2f * (float)k - 0.5f;
             sym_sweep2(x, wo, wox, (lo - off) / max, lo, hi, S);
@@ -874,39 +899,116 @@ static void sym_block(const sym_cfg *c, bool q6, const float *x, const float *w,
         sym_refine(c, x, w, wr, &cap, st, 2);
 }
 
+/* llama.cpp's q3_k choice for one superblock without an importance matrix
+ * (quantize_row_q3_K_ref): make_q3_quants per sub-block, the largest |scale| onto -32; a
+ * sub-block whose scale rounds to 0 keeps its fit's codes, as there. */
+static void q3_ref_block(const float *xs, sym_st *st)
+{
+    float rs[NSUB], Lf[QK], one[QK];
+    for (int j = 0; j < NSUB; j++)
+        rs[j] = ref_q3(xs + j * SUB, Lf + j * SUB);
+    for (int i = 0; i < QK; i++)
+        one[i] = 1.f;
+    sym_init(&k_q3k, xs, one, NULL, rs, false, st);
+    for (int j = 0; j < NSUB; j++)
+        if (st->d * (float)st->sc[j] == 0.f)
+            memcpy(st->L + j * SUB, Lf + j * SUB, SUB * sizeof *Lf);
+}
+
+/* llama.cpp's q3_k choice for one superblock with an importance matrix w (raw values;
+ * quantize_row_q3_K_impl): each sub-block's make_qx_quants(16, 4) fit under w*sqrt(sigma2 + x^2),
+ * sigma2 = 2*mean(x^2), then one make_qx_quants(16, 32) over the 16 sub-scales weighted by each
+ * sub-block's total weight gives d and the 6-bit scales; codes by division, as it rounds; a
+ * sub-block whose scale is 0 keeps its fit's codes. */
+static void q3_ref_im_block(const float *xs, const float *w, sym_st *st)
+{
+    float sumx2 = 0;
+    for (int i = 0; i < QK; i++)
+        sumx2 += xs[i] * xs[i];
+    const float sigma2 = 2 * sumx2 / QK;
+    float scales[NSUB], sw[NSUB], Ls[NSUB], wt[SUB];
+    for (int j = 0; j < NSUB; j++) {
+        const float *xj = xs + j * SUB, *wj = w + j * SUB;
+        float sumw = 0;
+        for (int l = 0; l < SUB; l++) {
+            const float u = wj[l] > 0.f && wj[l] <= FLT_MAX ? wj[l] : 0.f;
+            wt[l] = u * sqrtf(sigma2 + xj[l] * xj[l]);
+            sumw += wt[l];
+        }
+        sw[j] = sumw;
+        scales[j] = ref_qx(SUB, 4, xj, wt, st->L + j * SUB);
+        st->e[j] = st->r[j] = 0.f;
+    }
+    st->d = qtk_qh16(ref_qx(NSUB, 32, scales, sw, Ls));
+    for (int j = 0; j < NSUB; j++) {
+        st->sc[j] = (int)Ls[j];
+        const float dl = st->d * (float)st->sc[j];
+        if (dl == 0.f)
+            continue;
+        for (int i = 0; i < SUB; i++)
+            st->L[j * SUB + i] = (float)qclr(xs[j * SUB + i] / dl, -4, 3);
+    }
+}
+
+static void pack_q3_k(const sym_st *st, uint8_t *dst)
+{
+    uint8_t L[QK];
+    uint8_t *hm = dst, *qs = dst + 32, *sc = dst + 96;
+    codes_u8(st->L, 4, L);
+    for (int l = 0; l < 32; l++) {
+        unsigned h = 0;
+        for (int k = 0; k < 8; k++) {
+            const unsigned v = L[32 * k + l], hi = v >> 2; /* codes 0..7: bit 2 is the mask */
+            h |= hi << k;
+            L[32 * k + l] = (uint8_t)(v & 3u);
+        }
+        hm[l] = (uint8_t)h;
+    }
+    pack_2bit(L, qs);
+    memset(sc, 0, 12);
+    for (int j = 0; j < NSUB; j++) {
+        const unsigned l = (unsigned)(st->sc[j] + 32);
+        if (j < 8)
+            sc[j] = (uint8_t)(l & 0xF);
+        else
+            sc[j - 8] = (uint8_t)(sc[j - 8] | ((l & 0xF) << 4));
+        sc[j % 4 + 8] = (uint8_t)(sc[j % 4 + 8] | ((l >> 4) << (2 * (j / 4))));
+    }
+    put16(dst + 108, st->d);
+}
+
+/* q3_k: without an importance matrix, ggml's fit refined by our search, every kept step also not
+ * raising ggml's x^2-weighted error. With one, llama.cpp's choice as it is (q3_ref_im_block), and
+ * in a conversion that uses a matrix llama's plain choice for the tensors it does not cover
+ * (qtk_qrow_q3_k_ref, see QTK_QUANT_IMATRIX_RUN): the search under the importances was 0.89x and
+ * 0.94x llama-quantize's output divergence on two bench models but 1.003x on the 32k-vocabulary
+ * one (docs/benchmarks.md). */
 void qtk_qrow_q3_k(const float *x, const float *w, uint8_t *dst, uint64_t nb)
 {
     float xs[QK], ws[QK], xr[QK];
-    uint8_t L[QK];
     sym_st st;
     for (uint64_t b = 0; b < nb; b++, x += QK, dst += 110) {
-        const bool uniform = qtk_qprep(x, w ? w + b * QK : NULL, QK, xs, ws);
-        if (uniform)
+        if (qtk_qprep(x, w ? w + b * QK : NULL, QK, xs, ws)) {
             for (int i = 0; i < QK; i++)
                 xr[i] = xs[i] * xs[i];
-        sym_block(uniform ? &k_q3k : &k_q3k_imatrix, false, xs, ws, uniform ? xr : NULL, &st);
-        uint8_t *hm = dst, *qs = dst + 32, *sc = dst + 96;
-        codes_u8(st.L, 4, L);
-        for (int l = 0; l < 32; l++) {
-            unsigned h = 0;
-            for (int k = 0; k < 8; k++) {
-                const unsigned v = L[32 * k + l], hi = v >> 2; /* codes 0..7: bit 2 is the mask */
-                h |= hi << k;
-                L[32 * k + l] = (uint8_t)(v & 3u);
-            }
-            hm[l] = (uint8_t)h;
+            sym_block(&k_q3k, false, xs, ws, xr, &st);
+        } else {
+            q3_ref_im_block(xs, w + b * QK, &st);
         }
-        pack_2bit(L, qs);
-        memset(sc, 0, 12);
-        for (int j = 0; j < NSUB; j++) {
-            const unsigned l = (unsigned)(st.sc[j] + 32);
-            if (j < 8)
-                sc[j] = (uint8_t)(l & 0xF);
-            else
-                sc[j - 8] = (uint8_t)(sc[j - 8] | ((l & 0xF) << 4));
-            sc[j % 4 + 8] = (uint8_t)(sc[j % 4 + 8] | ((l >> 4) << (2 * (j / 4))));
-        }
-        put16(dst + 108, st.d);
+        pack_q3_k(&st, dst);
+    }
+}
+
+void qtk_qrow_q3_k_ref(const float *x, const float *w, uint8_t *dst, uint64_t nb)
+{
+    float xs[QK], ws[QK];
+    sym_st st;
+    for (uint64_t b = 0; b < nb; b++, x += QK, dst += 110) {
+        if (qtk_qprep(x, w ? w + b * QK : NULL, QK, xs, ws))
+            q3_ref_block(xs, &st);
+        else
+            q3_ref_im_block(xs, w + b * QK, &st);
+        pack_q3_k(&st, dst);
     }
 }
 

@@ -341,6 +341,100 @@ static uint64_t q6_ref_diff(const float *x, const float *im, uint64_t rows, uint
     return diff;
 }
 
+/* q3_k with an importance matrix is llama.cpp's choice: each sub-block of 16 is fitted like
+ * q6_k's (19 grids -(nmax + 0.1k)/max, weighted least squares) with nmax 4 and weights
+ * im*sqrt(sigma2 + x^2), sigma2 = 2*mean(x^2) over the superblock; the 16 sub-scales are fitted
+ * the same way with nmax 32, each weighted by its sub-block's total weight, which gives the fp16
+ * d and the sub-scales; codes round x/(d*sc) into -4..3. Written here from that description. */
+static float q3_ref_fit(int n, int nmax, const float *x, const float *w, float *L)
+{
+    float max = 0, amax = 0;
+    for (int i = 0; i < n; i++)
+        if (fabsf(x[i]) > amax) {
+            amax = fabsf(x[i]);
+            max = x[i];
+        }
+    if (amax < 1e-15f) {
+        for (int i = 0; i < n; i++)
+            L[i] = 0.f;
+        return 0.f;
+    }
+    static const int ks[19] = { 0, -9, -8, -7, -6, -5, -4, -3, -2, -1, 1, 2, 3, 4, 5, 6, 7, 8, 9 };
+    float scale = 0, best = 0, bis = 0;
+    for (int c = 0; c < 19; c++) {
+        const float is = -((float)nmax + 0.1f * (float)ks[c]) / max;
+        float a = 0, b = 0;
+        for (int i = 0; i < n; i++) {
+            float l = rintf(is * x[i]);
+            l = l < (float)-nmax ? (float)-nmax : l > (float)(nmax - 1) ? (float)(nmax - 1) : l;
+            a += w[i] * x[i] * l;
+            b += w[i] * l * l;
+        }
+        if (c == 0 || (b > 0 && a * a > best * b)) {
+            scale = c == 0 && b == 0.f ? 0.f : a / b;
+            best = scale * a;
+            bis = is;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        float l = rintf(bis * x[i]);
+        L[i] = l < (float)-nmax ? (float)-nmax : l > (float)(nmax - 1) ? (float)(nmax - 1) : l;
+    }
+    return scale;
+}
+
+static uint64_t q3_ref_im_diff(const float *x, const float *im, uint64_t rows, uint64_t n,
+                               const float *y)
+{
+    uint64_t diff = 0;
+    for (uint64_t b = 0; b < rows * n / 256; b++) {
+        const float *xb = x + b * 256, *wb = im + (b * 256) % n;
+        float s2 = 0, s[16], sw[16], Ls[16], wt[16], L[256];
+        for (int i = 0; i < 256; i++)
+            s2 += xb[i] * xb[i];
+        const float sigma2 = 2 * s2 / 256;
+        for (int j = 0; j < 16; j++) {
+            sw[j] = 0;
+            for (int i = 0; i < 16; i++) {
+                const float v = xb[16 * j + i];
+                wt[i] = wb[16 * j + i] * sqrtf(sigma2 + v * v);
+                sw[j] += wt[i];
+            }
+            s[j] = q3_ref_fit(16, 4, xb + 16 * j, wt, L + 16 * j);
+        }
+        const float d = qtk_qh16(q3_ref_fit(16, 32, s, sw, Ls));
+        for (int j = 0; j < 16; j++) {
+            const float dl = d * Ls[j];
+            for (int i = 0; i < 16; i++) {
+                float l = dl != 0.f ? rintf(xb[16 * j + i] / dl) : 0.f;
+                l = l < -4.f ? -4.f : l > 3.f ? 3.f : l;
+                diff += y[b * 256 + (uint64_t)(16 * j + i)] != dl * l;
+            }
+        }
+    }
+    return diff;
+}
+
+static void test_q3k_imatrix(void)
+{
+    const uint64_t rows = 8, n = 1024;
+    float *x = malloc(rows * n * sizeof *x), *y = malloc(rows * n * sizeof *y), im[1024];
+    for (uint64_t i = 0; i < rows * n; i++) {
+        const float g = gauss();
+        x[i] = i % 89 == 3 ? g * 20.f : (i % 256 < 8 ? g * 5.f : g);
+    }
+    for (int i = 0; i < 1024; i++) {
+        const float u = unif();
+        im[i] = u * u * u * 50.f + 0.01f;
+    }
+    CHECK(roundtrip(QTK_T_Q3_K, x, rows, n, im, NULL, y) >= 0, "q3_k imatrix encode");
+    const uint64_t diff = q3_ref_im_diff(x, im, rows, n, y);
+    CHECK(diff == 0, "q3_k with an imatrix: %llu of %llu values differ from llama.cpp's choice",
+          (unsigned long long)diff, (unsigned long long)(rows * n));
+    free(x);
+    free(y);
+}
+
 static void test_q6k_imatrix(void)
 {
     const uint64_t rows = 8, n = 1024;
@@ -584,9 +678,9 @@ static void test_fixtures(void)
             if (ty == QTK_T_Q5_0)
                 CHECK(memcmp(yo, yl, cnt * sizeof *yo) == 0, "%s %s (q5_0): not ggml's values",
                       files[f], t->name);
-            /* q4_k, q5_1 and q6_k in a conversion that uses an importance matrix, for a tensor it
-             * does not cover: llama.cpp's own choice, the values of its file */
-            if (ty == QTK_T_Q4_K || ty == QTK_T_Q5_1 || ty == QTK_T_Q6_K) {
+            /* q3_k, q4_k, q5_1 and q6_k in a conversion that uses an importance matrix, for a
+             * tensor it does not cover: llama.cpp's own choice, the values of its file */
+            if (ty == QTK_T_Q3_K || ty == QTK_T_Q4_K || ty == QTK_T_Q5_1 || ty == QTK_T_Q6_K) {
                 uint8_t *qb = malloc(row_bytes(ty, n) * rows);
                 CHECK(qb && qtk_quant_ggml_ex(ty, x, qb, rows, n, NULL, QTK_QUANT_IMATRIX_RUN) == 0 &&
                           qtk_dequant_ggml(ty, qb, yo, cnt) == 0 &&
@@ -632,6 +726,7 @@ int main(void)
     test_imatrix();
     test_asym_guard();
     test_q6k_imatrix();
+    test_q3k_imatrix();
     test_roundtrip();
     test_fixtures();
     return T_DONE();
