@@ -13,8 +13,7 @@
  */
 #include "qtk_archive.h"
 #include "st_json.h"
-#include <archive.h>
-#include <archive_entry.h>
+#include "la.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -405,6 +404,8 @@ static int next_member(ar *a, struct archive *x, struct archive_entry **e, char 
 }
 static int read_tar(ar *a)
 {
+	if (qtk_la_load() != 0)
+		return qtk_err_set(&a->m->err, QTK_E_IO, a->path, -1, NULL, "%s", qtk_la_error());
 	struct archive *x = archive_read_new();
 	if (!x)
 		return oom(a);
@@ -689,6 +690,8 @@ static int zip_member(ar *a, struct archive *x, struct archive_entry *e, const c
 
 static int read_zip(ar *a)
 {
+	if (qtk_la_load() != 0)
+		return qtk_err_set(&a->m->err, QTK_E_IO, a->path, -1, NULL, "%s", qtk_la_error());
 	struct archive *x = archive_read_new();
 	if (!x)
 		return oom(a);
@@ -731,6 +734,8 @@ out:
  * never an external program). */
 static int gunzip(ar *a, int *fdout, uint64_t *sizeout)
 {
+	if (qtk_la_load() != 0)
+		return qtk_err_set(&a->m->err, QTK_E_IO, a->path, -1, NULL, "%s", qtk_la_error());
 	struct archive *x = archive_read_new();
 	if (!x)
 		return oom(a);

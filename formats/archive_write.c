@@ -13,8 +13,7 @@
 
 #include "qtk_archive.h"
 #include "st_json.h"
-#include <archive.h>
-#include <archive_entry.h>
+#include "la.h"
 #include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
@@ -371,6 +370,8 @@ static int bw_pack(qtk_writer *w, bw *b)
 		    ZSTD_isError(ZSTD_CCtx_setParameter(b->zc, ZSTD_c_checksumFlag, 1)))
 			return qtk_err_set(w->err, QTK_E_INTERNAL, w->path, -1, NULL, "cannot set up zstd");
 	}
+	if (qtk_la_load() != 0)
+		return qtk_err_set(w->err, QTK_E_IO, w->path, -1, NULL, "%s", qtk_la_error());
 	struct archive *x = archive_write_new();
 	uint8_t *buf = qtk_malloc(1 << 20);
 	if (!x || !buf) {

@@ -26,8 +26,8 @@ static void *grow(void *p, size_t *cap, size_t need, size_t elem, size_t limit)
 	void *q = qtk_realloc(p, nc * elem);
 	if (!q)
 		return NULL;
-	memset((char *)q + *cap * elem, 0, (nc - *cap) * elem);
-	*cap = nc;
+	*cap = nc; /* the reserve stays untouched (each adder clears its element): pages of a large
+	            * reserve are never faulted in on a header-only run */
 	return q;
 }
 
