@@ -950,6 +950,7 @@ int qtk_quant_ggml_ex(unsigned type, const float *src, void *dst, uint64_t nrows
     if (flags & QTK_QUANT_IMATRIX_RUN)
         fn = type == QTK_T_Q6_K   ? qtk_qrow_q6_k_ref
              : type == QTK_T_Q4_K ? qtk_qrow_q4_k_ref
+             : type == QTK_T_Q5_K ? qtk_qrow_q5_k_ref
              : type == QTK_T_Q3_K ? qtk_qrow_q3_k_ref
              : type == QTK_T_Q5_1 && !imatrix ? qrow_q5_1_ref
                                   : fn;

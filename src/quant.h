@@ -30,7 +30,7 @@ int qtk_quant_ggml(unsigned type, const float *src, void *dst, uint64_t nrows, u
                    const float *imatrix);
 
 /* qtk_quant_ggml with flags. QTK_QUANT_IMATRIX_RUN: the conversion uses an importance matrix,
- * which may have no entry for this tensor (imatrix NULL); q3_k, q4_k, q5_1 and q6_k then give
+ * which may have no entry for this tensor (imatrix NULL); q3_k, q4_k, q5_k, q5_1 and q6_k then give
  * llama.cpp's own choice for it too, as they do for every tensor the matrix covers. */
 #define QTK_QUANT_IMATRIX_RUN 1u
 int qtk_quant_ggml_ex(unsigned type, const float *src, void *dst, uint64_t nrows,
@@ -59,6 +59,9 @@ float qtk_qkx_fit(const float *x, const float *w, int nmax, float rmin, float rd
                   float *L, float *the_min);
 void qtk_qrow_q4_k_ref(const float *x, const float *w, uint8_t *dst, uint64_t nblocks);
 void qtk_qrow_q5_k(const float *x, const float *w, uint8_t *dst, uint64_t nblocks);
+/* llama.cpp's q5_k choice (quantize_row_q5_K_impl with w, quantize_row_q5_K_ref without), bit
+ * for bit */
+void qtk_qrow_q5_k_ref(const float *x, const float *w, uint8_t *dst, uint64_t nblocks);
 void qtk_qrow_q6_k(const float *x, const float *w, uint8_t *dst, uint64_t nblocks);
 /* llama.cpp's q6_k choice (quantize_row_q6_K_impl with w, quantize_row_q6_K_ref without), bit
  * for bit */

@@ -307,10 +307,11 @@ static float q4k_qp(const float *x, int *L, const float *qw)
     return sumlx / suml2;
 }
 
-/* With an importance matrix (quantize_row_q4_K_impl): sub-blocks fitted by make_qkx3_quants(32,
- * 15, -0.9, 0.05, 36) under w = qw * sqrt(sigma2 + x^2), sigma2 = 2 mean(x^2) over the
- * superblock; scales and mins by make_qp_quants under each sub-block's sum of w. */
-static void q4k_ref_im(const float *x, const float *qw, aff_st *st)
+/* With an importance matrix (quantize_row_q4_K_impl, q5_K_impl with nmax 31): sub-blocks fitted
+ * by make_qkx3_quants(32, nmax, -0.9, 0.05, 36) under w = qw * sqrt(sigma2 + x^2), sigma2 =
+ * 2 mean(x^2) over the superblock; scales and mins by make_qp_quants under each sub-block's sum
+ * of w. */
+static void kq_ref_im(const float *x, const float *qw, int nmax, aff_st *st)
 {
     float w[QK], sw[8], sc[8], mn[8], sum_x2 = 0;
     for (int l = 0; l < QK; l++)
@@ -323,7 +324,7 @@ static void q4k_ref_im(const float *x, const float *qw, aff_st *st)
             sumw += w[32 * j + l];
         }
         sw[j] = sumw;
-        sc[j] = qtk_qkx_fit(x + 32 * j, w + 32 * j, 15, -0.9f, 0.05f, 36, st->L + 32 * j, &mn[j]);
+        sc[j] = qtk_qkx_fit(x + 32 * j, w + 32 * j, nmax, -0.9f, 0.05f, 36, st->L + 32 * j, &mn[j]);
     }
     int Ls[8], Lm[8];
     st->d = qtk_qh16(q4k_qp(sc, Ls, sw));
@@ -336,13 +337,14 @@ static void q4k_ref_im(const float *x, const float *qw, aff_st *st)
             continue;
         const float dm = st->dmin * (float)st->lm[j];
         for (int i = 0; i < 32; i++)
-            st->L[32 * j + i] = (float)qclr((x[32 * j + i] + dm) / d, 0, 15);
+            st->L[32 * j + i] = (float)qclr((x[32 * j + i] + dm) / d, 0, nmax);
     }
 }
 
-/* Without one (quantize_row_q4_K_ref): make_qkx2_quants(32, 15, -1, 0.1, 20) under
- * av + |x| (av the sub-block's rms); the largest scale and min map to 63. */
-static void q4k_ref_plain(const float *x, aff_st *st)
+/* Without one (quantize_row_q4_K_ref: make_qkx2_quants(32, 15, -1, 0.1, 20); q5_K_ref:
+ * (32, 31, -0.5, 0.1, 15)) under av + |x| (av the sub-block's rms); the largest scale and min
+ * map to 63. */
+static void kq_ref_plain(const float *x, int nmax, float rmin, float rdelta, int nstep, aff_st *st)
 {
     float sc[8], mn[8], w[32], max_scale = 0, max_min = 0;
     for (int j = 0; j < 8; j++) {
@@ -353,7 +355,7 @@ static void q4k_ref_plain(const float *x, aff_st *st)
         const float av = sqrtf(sum_x2 / 32);
         for (int l = 0; l < 32; l++)
             w[l] = av + fabsf(xj[l]);
-        sc[j] = qtk_qkx_fit(xj, w, 15, -1.f, 0.1f, 20, st->L + 32 * j, &mn[j]);
+        sc[j] = qtk_qkx_fit(xj, w, nmax, rmin, rdelta, nstep, st->L + 32 * j, &mn[j]);
         max_scale = sc[j] > max_scale ? sc[j] : max_scale;
         max_min = mn[j] > max_min ? mn[j] : max_min;
     }
@@ -372,13 +374,13 @@ static void q4k_ref_plain(const float *x, aff_st *st)
             continue;
         const float dm = st->dmin * (float)st->lm[j];
         for (int i = 0; i < 32; i++)
-            st->L[32 * j + i] = (float)qclr((x[32 * j + i] + dm) / d, 0, 15);
+            st->L[32 * j + i] = (float)qclr((x[32 * j + i] + dm) / d, 0, nmax);
     }
 }
 
-/* llama.cpp's q4_k choice for one superblock: under the raw importances w, or without them when
- * w is NULL or all 0. */
-static void q4k_ref_block(const float *xs, const float *w, aff_st *st)
+/* llama.cpp's q4_k (q5: q5_k) choice for one superblock: under the raw importances w, or without
+ * them when w is NULL or all 0. */
+static void kq_ref_block(const float *xs, const float *w, bool q5, aff_st *st)
 {
     float qw[QK], any = 0.f;
     if (w)
@@ -388,9 +390,11 @@ static void q4k_ref_block(const float *xs, const float *w, aff_st *st)
             any = any > qw[i] ? any : qw[i];
         }
     if (any > 0.f)
-        q4k_ref_im(xs, qw, st);
+        kq_ref_im(xs, qw, q5 ? 31 : 15, st);
+    else if (q5)
+        kq_ref_plain(xs, 31, -0.5f, 0.1f, 15, st);
     else
-        q4k_ref_plain(xs, st);
+        kq_ref_plain(xs, 15, -1.f, 0.1f, 20, st);
 }
 
 void qtk_qrow_q4_k_ref(const float *x, const float *w, uint8_t *dst, uint64_t nb)
@@ -400,7 +404,7 @@ void qtk_qrow_q4_k_ref(const float *x, const float *w, uint8_t *dst, uint64_t nb
     aff_st st;
     for (uint64_t b = 0; b < nb; b++, x += QK, dst += 144) {
         qtk_qprep(x, NULL, QK, xs, ws);
-        q4k_ref_block(xs, w ? w + b * QK : NULL, &st);
+        kq_ref_block(xs, w ? w + b * QK : NULL, false, &st);
         codes_u8(st.L, 0, L);
         pack_q4_k(&st, L, dst);
     }
@@ -431,15 +435,48 @@ void qtk_qrow_q4_k(const float *x, const float *w, uint8_t *dst, uint64_t nb)
         if (qtk_qprep(x, w + b * QK, QK, xs, ws))
             block(&qtk_aff_q4k, xs, ws, true, &st);
         else
-            q4k_ref_block(xs, w + b * QK, &st);
+            kq_ref_block(xs, w + b * QK, false, &st);
         codes_u8(st.L, 0, L);
         pack_q4_k(&st, L, dst);
     }
 }
 
+void qtk_qrow_q5_k_ref(const float *x, const float *w, uint8_t *dst, uint64_t nb)
+{
+    float xs[QK], ws[QK];
+    uint8_t L[QK];
+    aff_st st;
+    for (uint64_t b = 0; b < nb; b++, x += QK, dst += 176) {
+        qtk_qprep(x, NULL, QK, xs, ws);
+        kq_ref_block(xs, w ? w + b * QK : NULL, true, &st);
+        codes_u8(st.L, 0, L);
+        pack_q5_k(&st, L, dst);
+    }
+}
+
+/* q5_k: without an importance matrix, ggml's fit refined by our search. With one, llama.cpp's
+ * choice as it is, and in a conversion that uses a matrix its plain choice for the tensors it
+ * does not cover (qtk_qrow_q5_k_ref, QTK_QUANT_IMATRIX_RUN): the search under the importances
+ * was 0.89-0.98x llama-quantize's output divergence on three bench models in single runs but
+ * 1.005x over three copies of the 32k-vocabulary one (docs/benchmarks.md). */
 void qtk_qrow_q5_k(const float *x, const float *w, uint8_t *dst, uint64_t nb)
 {
-    aff_rows(&qtk_aff_q5k, pack_q5_k, 176, x, w, dst, nb);
+    if (!w) {
+        aff_rows(&qtk_aff_q5k, pack_q5_k, 176, x, w, dst, nb);
+        return;
+    }
+    float xs[QK], ws[QK];
+    uint8_t L[QK];
+    aff_st st;
+    const aff_block_fn block = aff_block_impl();
+    for (uint64_t b = 0; b < nb; b++, x += QK, dst += 176) {
+        if (qtk_qprep(x, w + b * QK, QK, xs, ws))
+            block(&qtk_aff_q5k, xs, ws, true, &st);
+        else
+            kq_ref_block(xs, w + b * QK, true, &st);
+        codes_u8(st.L, 0, L);
+        pack_q5_k(&st, L, dst);
+    }
 }
 
 /* ======================= symmetric types: y = (d*sc)*q ======================= */

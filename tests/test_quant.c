@@ -678,9 +678,10 @@ static void test_fixtures(void)
             if (ty == QTK_T_Q5_0)
                 CHECK(memcmp(yo, yl, cnt * sizeof *yo) == 0, "%s %s (q5_0): not ggml's values",
                       files[f], t->name);
-            /* q3_k, q4_k, q5_1 and q6_k in a conversion that uses an importance matrix, for a
-             * tensor it does not cover: llama.cpp's own choice, the values of its file */
-            if (ty == QTK_T_Q3_K || ty == QTK_T_Q4_K || ty == QTK_T_Q5_1 || ty == QTK_T_Q6_K) {
+            /* q3_k, q4_k, q5_k, q5_1 and q6_k in a conversion that uses an importance matrix,
+             * for a tensor it does not cover: llama.cpp's own choice, the values of its file */
+            if (ty == QTK_T_Q3_K || ty == QTK_T_Q4_K || ty == QTK_T_Q5_K || ty == QTK_T_Q5_1 ||
+                ty == QTK_T_Q6_K) {
                 uint8_t *qb = malloc(row_bytes(ty, n) * rows);
                 CHECK(qb && qtk_quant_ggml_ex(ty, x, qb, rows, n, NULL, QTK_QUANT_IMATRIX_RUN) == 0 &&
                           qtk_dequant_ggml(ty, qb, yo, cnt) == 0 &&
