@@ -27,8 +27,9 @@
  * costs a little accuracy in groups whose values are all (nearly) >= 0 but keeps the file
  * decoding as intended. Symmetric: zero = 2^(bits-1) in every version.
  *
- * Deterministic: scalar IEEE arithmetic under -ffp-contract=off, fixed order, no libm beyond
- * fabsf, error sums in double; no threads, no mutable globals. */
+ * Deterministic: element-wise IEEE arithmetic under -ffp-contract=off, error sums in double in a
+ * fixed order (quant_awq_ev.h: the same value from the generic and the AVX2 build), no libm
+ * beyond fabsf; no threads; one mutable global, the error-sum function chosen once. */
 #include "quant.h"
 #include "dequant.h"
 #include "packing.h"
@@ -131,10 +132,37 @@ static inline void ev_chunk(const ev_par *P, const gfit *g, uint32_t j0, float *
     }
 }
 
+/* The error sum: quant_awq_ev.h, generic here, AVX2 in quant_awq_avx2.c (the same value). */
+#define EV_SUM ev_sum_c
+#include "quant_awq_ev.h"
+#undef EV_SUM
+
+double qtk_awq_ev_sum_avx2(const float *x, uint32_t n, float s, float zf, float mf, double limit);
+bool qtk_awq_have_avx2(void);
+
+typedef double (*ev_sum_fn)(const float *, uint32_t, float, float, float, double);
+
+static ev_sum_fn ev_sum_impl(void)
+{
+    static ev_sum_fn fn;
+    ev_sum_fn f = __atomic_load_n(&fn, __ATOMIC_ACQUIRE);
+    if (f)
+        return f;
+    f = ev_sum_c;
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(QTK_QV_PLAIN)
+    const char *e = getenv("QTK_SIMD");
+    if (qtk_awq_have_avx2() && !(e && strcmp(e, "generic") == 0) && __builtin_cpu_supports("avx2"))
+        f = qtk_awq_ev_sum_avx2;
+#endif
+    __atomic_store_n(&fn, f, __ATOMIC_RELEASE);
+    return f;
+}
+
 /* Error of (s, z) with per-element nearest codes (ev_codes), the squares summed in double in
- * element order (the same sum as element by element); stops early, returning a value >= limit,
- * once a partial sum reaches `limit`. codes, when not NULL, get the codes (the sum is then not
- * computed: 0; callers that want codes ignore it). */
+ * eight lanes (element j into lane j mod 8, lanes added in a fixed order: the same sum on every
+ * build); stops early, returning a value >= limit, once a partial sum reaches `limit` (checked
+ * every 16 elements). codes, when not NULL, get the codes (the sum is then not computed: 0;
+ * callers that want codes ignore it). */
 static double eval_sz(const gfit *g, float s, int z, double limit, uint8_t *codes)
 {
     const uint32_t n = g->n;
@@ -159,14 +187,7 @@ static double eval_sz(const gfit *g, float s, int z, double limit, uint8_t *code
         }
         return 0;
     }
-    for (uint32_t j = 0; j < n; j += 16) {
-        ev_chunk(&P, g, j, qb, ed);
-        for (uint32_t k = 0; k < 16 && j + k < n; k++)
-            err += ed[k];
-        if (err >= limit)
-            return err;
-    }
-    return err;
+    return ev_sum_impl()(g->x, n, s, zf, mf, limit);
 }
 
 /* fp16 bits for a positive scale: 0 when it rounds to zero or is not positive, saturated at

@@ -1,11 +1,12 @@
 /* simd_digest.c - prints a digest of every encoder's output on fixed pseudo-random data, with and
- * without an importance matrix: one line per type. tests/test_simd.sh builds it on the
+ * without an importance matrix: one line per type, and of the AWQ/GPTQ group fits. tests/test_simd.sh builds it on the
  * machine's lanes and on plain-C lanes (and, with a cross compiler and qemu, for AArch64 NEON)
  * and requires identical lines: the same bytes on every machine. Depends only on the
  * encoders and decoders (no container code), so it cross-compiles from the sources alone. */
 #include "qtk.h"
 #include "quant.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,6 +77,29 @@ int main(void)
             }
             printf("%s imatrix=%d %016llx\n", types[k].name, w, (unsigned long long)fnv(q, n, 0xcbf29ce484222325ull));
         }
+    /* AWQ/GPTQ group fits (qtk_fit_group: the error sum has an AVX2 build): groups of 128 and
+     * 32, asymmetric (zero from 0 and from 1, GPTQ v1) and symmetric, 4 and 3 bits */
+    static const struct { uint32_t g; unsigned bits; bool sym; int zmin; } fits[] = {
+        { 128, 4, false, 0 }, { 128, 4, false, 1 }, { 32, 4, true, 0 }, { 128, 3, false, 0 },
+    };
+    for (size_t k = 0; k < sizeof fits / sizeof fits[0]; k++) {
+        uint64_t h = 0xcbf29ce484222325ull;
+        for (size_t o = 0; o + fits[k].g <= (size_t)ROWS * COLS; o += fits[k].g) {
+            float sc;
+            int z;
+            if (qtk_fit_group(x + o, fits[k].g, fits[k].bits, fits[k].sym, fits[k].zmin, &sc, &z,
+                              q) != 0) {
+                printf("fit %zu: failed\n", k);
+                rc = 1;
+                break;
+            }
+            h = fnv((const uint8_t *)&sc, sizeof sc, h);
+            h = fnv((const uint8_t *)&z, sizeof z, h);
+            h = fnv(q, fits[k].g, h);
+        }
+        printf("group fit g%u b%u %s z%d %016llx\n", fits[k].g, fits[k].bits,
+               fits[k].sym ? "sym" : "asym", fits[k].zmin, (unsigned long long)h);
+    }
     free(x);
     free(im);
     free(q);

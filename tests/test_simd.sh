@@ -2,7 +2,8 @@
 # test_simd.sh - the encoders give the same bytes whatever lanes they run on: qconvert as
 # built (the AVX2 k-quant search when the CPU has it, SSE2 elsewhere on x86), the same with
 # QTK_SIMD=generic, and $QTK_BUILD/plain/qconvert (quant.c and quant_k.c on plain-C lanes,
-# QTK_QV_PLAIN), for every type qconvert encodes, on the project's own tiny sample.
+# QTK_QV_PLAIN, and quant_awq.c), for every type qconvert encodes and the AWQ/GPTQ re-fits, on
+# the project's own tiny sample.
 B=${QTK_BUILD:-build}
 BIN=${QTK_BIN:-bin}
 pass=0; fail=0
@@ -31,6 +32,19 @@ for ty in q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs Q4_K_M
 	if cmp -s "$T/a.gguf" "$T/c.gguf"; then ok "$ty: default build = plain-C lanes"; else bad "$ty: default build and plain-C lanes differ"; fi
 done
 
+# AWQ and GPTQ re-fits (the group search's error sum has an AVX2 build), into QPK files
+for ty in awq gptq; do
+	"$BIN/qconvert" -q "$src" "$T/a.qpk" --to $ty --group-size 32 >/dev/null 2>&1 &&
+		QTK_SIMD=generic "$BIN/qconvert" -q "$src" "$T/b.qpk" --to $ty --group-size 32 >/dev/null 2>&1 &&
+		"$B/plain/qconvert" -q "$src" "$T/c.qpk" --to $ty --group-size 32 >/dev/null 2>&1
+	if [ $? -ne 0 ]; then
+		bad "$ty: a conversion failed"
+		continue
+	fi
+	if cmp -s "$T/a.qpk" "$T/b.qpk"; then ok "$ty: default build = QTK_SIMD=generic"; else bad "$ty: default build and QTK_SIMD=generic differ"; fi
+	if cmp -s "$T/a.qpk" "$T/c.qpk"; then ok "$ty: default build = plain-C lanes"; else bad "$ty: default build and plain-C lanes differ"; fi
+done
+
 # The encoders alone (tests/simd_digest.c: every type, with and without an importance matrix):
 # the library as built, QTK_SIMD=generic, the sources on the compiler's lanes, plain C.
 D=$B/tests
@@ -41,6 +55,8 @@ if [ -x "$D/simd_digest" ] && [ -x "$D/simd_digest_src" ] && [ -x "$D/simd_diges
 	"$D/simd_digest_plain" >"$T/d.plain" 2>&1
 	n=$(grep -c 'imatrix=' "$T/d.lib")
 	[ "$n" -eq 24 ] && ok "simd_digest: 12 types x 2 ($n lines)" || bad "simd_digest printed $n digest lines"
+	n=$(grep -c '^group fit' "$T/d.lib")
+	[ "$n" -eq 4 ] && ok "simd_digest: 4 group-fit lines" || bad "simd_digest printed $n group-fit lines"
 	for v in gen src plain; do
 		if cmp -s "$T/d.lib" "$T/d.$v"; then ok "encoder digests: library = $v"; else bad "encoder digests: library and $v differ"; diff "$T/d.lib" "$T/d.$v" | head -5; fi
 	done

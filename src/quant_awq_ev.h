@@ -1,0 +1,96 @@
+/* quant_awq_ev.h - the error sum of the AWQ/GPTQ group search (quant_awq.c), included once by
+ * quant_awq.c (generic build) and once by quant_awq_avx2.c (compiled with -mavx2), each time
+ * with EV_SUM naming the function (and EV_WIDE for eight-lane registers). GCC/Clang vector
+ * extensions: every operation is element-wise IEEE (no contraction under -ffp-contract=off),
+ * and the squares are summed in double in eight lanes (element j into lane j mod 8: one
+ * register of eight, or two of four) added in one fixed order, so every build gives the same
+ * value bit for bit. */
+#ifndef EV_SUM
+#error "define EV_SUM before including quant_awq_ev.h"
+#endif
+
+#include <stdint.h>
+#include <string.h>
+
+/* One step of the search's rounding for a vector of V lanes (as ev_codes in quant_awq.c):
+ * q = round(x/s) + z in [0, maxq], then the neighbour on the side of the residual when it
+ * decodes closer; the squared difference of the decoded value in double. */
+#define EV_STEP(VF, VI, VD, xv, out)                                                               \
+    do {                                                                                           \
+        VF t_ = (xv) * vinv;                                                                       \
+        t_ = (VF)(((t_ < -big) & (VI)-big) | (~(t_ < -big) & (VI)t_));                            \
+        t_ = (VF)(((t_ > big) & (VI)big) | (~(t_ > big) & (VI)t_));                               \
+        VF q_ = ((t_ + magic) - magic) + vz;                                                       \
+        q_ = (VF)(((q_ < v0) & (VI)v0) | (~(q_ < v0) & (VI)q_));                                  \
+        q_ = (VF)(((q_ > vm) & (VI)vm) | (~(q_ > vm) & (VI)q_));                                  \
+        const VF e_ = (xv) - (q_ - vz) * vs;                                                       \
+        const VI up_ = (e_ > v0) & (q_ < vm), dn_ = (e_ < v0) & (q_ > v0);                         \
+        const VF dir_ = (VF)((up_ & (VI)v1) | (dn_ & (VI)-v1));                                    \
+        const VF e2_ = (xv) - ((q_ + dir_) - vz) * vs;                                             \
+        q_ = q_ + (VF)((e2_ * e2_ < e_ * e_) & (VI)dir_);                                          \
+        const VF y_ = (q_ - vz) * vs;                                                              \
+        const VD d_ = __builtin_convertvector((xv), VD) - __builtin_convertvector(y_, VD);          \
+        (out) = d_ * d_;                                                                           \
+    } while (0)
+
+#ifdef EV_WIDE /* eight lanes in one register (AVX2) */
+typedef float ev_wf __attribute__((vector_size(32)));
+typedef int32_t ev_wi __attribute__((vector_size(32)));
+typedef double ev_wd __attribute__((vector_size(64)));
+#define EV_SPLAT(a) { a, a, a, a, a, a, a, a }
+#else /* two halves of four (SSE2, NEON, plain C) */
+typedef float ev_wf __attribute__((vector_size(16)));
+typedef int32_t ev_wi __attribute__((vector_size(16)));
+typedef double ev_wd __attribute__((vector_size(32)));
+#define EV_SPLAT(a) { a, a, a, a }
+#endif
+
+/* Squared error of (s, z) over x[0..n), elements past n counting as 0; returns once a partial
+ * sum (every 16 elements) reaches limit. Element j goes to lane j mod 8 of the sum. */
+double EV_SUM(const float *x, uint32_t n, float s, float zf, float mf, double limit)
+{
+    const float inv = 1.f / s, B = 4194303.f, M = 12582912.f;
+    const ev_wf vinv = EV_SPLAT(inv), vs = EV_SPLAT(s), vz = EV_SPLAT(zf), vm = EV_SPLAT(mf);
+    const ev_wf v0 = EV_SPLAT(0.f), v1 = EV_SPLAT(1.f), big = EV_SPLAT(B), magic = EV_SPLAT(M);
+#ifdef EV_WIDE
+    ev_wd acc = EV_SPLAT(0.0);
+#else
+    ev_wd lo = EV_SPLAT(0.0), hi = EV_SPLAT(0.0);
+#endif
+    double err = 0;
+    for (uint32_t j = 0; j < n; j += 16) {
+        float xb[16];
+        const float *xp = x + j;
+        if (n - j < 16) {
+            memset(xb, 0, sizeof xb);
+            memcpy(xb, xp, (n - j) * sizeof *xb);
+            xp = xb;
+        }
+        ev_wf xv;
+        ev_wd d2;
+#ifdef EV_WIDE
+        for (int k = 0; k < 16; k += 8) {
+            memcpy(&xv, xp + k, sizeof xv);
+            EV_STEP(ev_wf, ev_wi, ev_wd, xv, d2);
+            acc += d2;
+        }
+        err = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+#else
+        for (int k = 0; k < 16; k += 8) {
+            memcpy(&xv, xp + k, sizeof xv);
+            EV_STEP(ev_wf, ev_wi, ev_wd, xv, d2);
+            lo += d2;
+            memcpy(&xv, xp + k + 4, sizeof xv);
+            EV_STEP(ev_wf, ev_wi, ev_wd, xv, d2);
+            hi += d2;
+        }
+        err = ((lo[0] + lo[1]) + (lo[2] + lo[3])) + ((hi[0] + hi[1]) + (hi[2] + hi[3]));
+#endif
+        if (err >= limit)
+            return err;
+    }
+    return err;
+}
+
+#undef EV_STEP
+#undef EV_SPLAT
