@@ -605,40 +605,6 @@ static int run_rows(qtk_model *in, qtk_writer *w, const plan *p, int threads, te
  * the bytes; slices are multiples of 32 so packed words never straddle them. */
 #define GROUP_SLICE 256u
 
-typedef struct gslices {
-	const float *x;    /* values of output features base .. base+nrows-1 */
-	const qtk_tensor *o;
-	uint32_t out, in;
-	uint32_t base, nrows;
-	uint8_t **pp;      /* the whole output parts */
-	int *rc;           /* per slice */
-} gslices;
-
-static void gslice_job(void *ctx, size_t si)
-{
-	gslices *g = ctx;
-	uint32_t w0 = (uint32_t)si * GROUP_SLICE, n = g->nrows - w0 < GROUP_SLICE ? g->nrows - w0 : GROUP_SLICE;
-	g->rc[si] = qtk_scheme_encode_rows(g->o, g->x + (uint64_t)w0 * g->in, g->base + w0, n, (void *const *)g->pp);
-}
-
-/* Fit output features base .. base+nrows-1 (values x) into the whole parts pp. */
-static int quant_groups(const float *x, const qtk_tensor *o, uint32_t base, uint32_t nrows, uint8_t **pp,
-			int threads)
-{
-	uint32_t out = (uint32_t)o->shape[0], in = (uint32_t)o->shape[1];
-	size_t ns = (nrows + GROUP_SLICE - 1) / GROUP_SLICE;
-	int *rc = qtk_calloc(ns, sizeof *rc);
-	if (!rc)
-		return -1;
-	gslices g = {x, o, out, in, base, nrows, pp, rc};
-	qtk_parallel_for(threads, ns, gslice_job, &g);
-	int r = 0;
-	for (size_t i = 0; i < ns; i++)
-		r |= rc[i];
-	qtk_free(rc);
-	return r;
-}
-
 /* ---- AWQ/GPTQ targets, a window of output features at a time ----
  * A row source gives the values of output features o0 .. o0+n-1 in the plan's row order: plain
  * sources read and decode those rows (each from its Q/K-permuted position), AWQ/GPTQ sources
@@ -749,16 +715,17 @@ static int rowsrc_get(rowsrc *s, uint32_t o0, uint32_t n, float *x, qtk_err *err
 	return rc;
 }
 
-/* Window by window: re-fit every group of the rows into the whole parts pp (refit), or take
- * what an exact repack put there; either way decode pp's rows and compare with the source's. */
-/* Decode output features base .. base+nrows-1 from pp into y and add their error against x, in
- * slices of GROUP_SLICE rows on the pool; each slice's sums go to its own errstat and are added
- * to *total in slice order, so the figures do not depend on the thread count. */
+/* Output features base .. base+nrows-1 (values x), in slices of GROUP_SLICE rows on the pool,
+ * each slice on its own: fitted into the whole parts pp (refit; otherwise an exact repack has
+ * put them there), then decoded from pp into y and compared with x. Each slice's sums go to its
+ * own errstat and are added to *total in slice order, so the figures do not depend on the thread
+ * count. Returns 0, or 1 when the encoder failed, 2 when the output cannot be decoded. */
 typedef struct cslices {
 	const float *x;
 	float *y;
 	const qtk_tensor *o;
 	uint32_t in, base, nrows;
+	bool refit;
 	uint8_t **pp;
 	errstat *es; /* per slice */
 	int *rc;     /* per slice */
@@ -769,23 +736,29 @@ static void cslice_job(void *ctx, size_t si)
 	cslices *c = ctx;
 	uint32_t w0 = (uint32_t)si * GROUP_SLICE, n = c->nrows - w0 < GROUP_SLICE ? c->nrows - w0 : GROUP_SLICE;
 	uint64_t at = (uint64_t)w0 * c->in;
-	c->rc[si] = qtk_scheme_decode_rows(c->o, (const void *const *)c->pp, c->base + w0, n, c->y + at);
-	if (!c->rc[si])
-		errstat_add(&c->es[si], c->x + at, c->y + at, (uint64_t)n * c->in);
+	if (c->refit && qtk_scheme_encode_rows(c->o, c->x + at, c->base + w0, n, (void *const *)c->pp)) {
+		c->rc[si] = 1;
+		return;
+	}
+	if (qtk_scheme_decode_rows(c->o, (const void *const *)c->pp, c->base + w0, n, c->y + at)) {
+		c->rc[si] = 2;
+		return;
+	}
+	errstat_add(&c->es[si], c->x + at, c->y + at, (uint64_t)n * c->in);
 }
 
-static int check_groups(const float *x, float *y, const qtk_tensor *o, uint32_t base, uint32_t nrows, uint8_t **pp,
-			int threads, errstat *total)
+static int fit_check_groups(const float *x, float *y, const qtk_tensor *o, uint32_t base, uint32_t nrows,
+			    uint8_t **pp, bool refit, int threads, errstat *total)
 {
 	size_t ns = (nrows + GROUP_SLICE - 1) / GROUP_SLICE;
 	int *rc = qtk_calloc(ns, sizeof *rc);
 	errstat *es = qtk_calloc(ns, sizeof *es);
 	int r = rc && es ? 0 : -1;
 	if (!r) {
-		cslices c = {x, y, o, (uint32_t)o->shape[1], base, nrows, pp, es, rc};
+		cslices c = {x, y, o, (uint32_t)o->shape[1], base, nrows, refit, pp, es, rc};
 		qtk_parallel_for(threads, ns, cslice_job, &c);
 		for (size_t i = 0; i < ns; i++) {
-			r |= rc[i];
+			r = r ? r : rc[i];
 			errstat_merge(total, &es[i]);
 		}
 	}
@@ -804,12 +777,13 @@ static int fit_groups(rowsrc *s, float *x, uint8_t **pp, bool refit, int threads
 		uint32_t nr = out - o0 < s->win ? out - o0 : s->win;
 		if ((rc = rowsrc_get(s, o0, nr, x, err)))
 			break;
-		if (refit && quant_groups(x, o, o0, nr, pp, threads)) {
+		const int fc = fit_check_groups(x, y, o, o0, nr, pp, refit, threads, total);
+		if (fc == 1) {
 			rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "the %s encoder failed",
 					 qtk_scheme_of(o) ? qtk_scheme_of(o)->title : "packed");
 			break;
 		}
-		if (check_groups(x, y, o, o0, nr, pp, threads, total)) {
+		if (fc) {
 			rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "cannot decode the output");
 			break;
 		}

@@ -73,86 +73,38 @@ typedef struct gfit {
     int z;
 } gfit;
 
-/* Four-lane vectors (GCC/Clang vector extensions: SSE2/NEON where available, otherwise
- * lowered to scalar code; every operation is element-wise IEEE, so results never depend on
- * the lanes). */
-typedef float ev_f4 __attribute__((vector_size(16)));
-typedef int32_t ev_i4 __attribute__((vector_size(16)));
-typedef double ev_d4 __attribute__((vector_size(32)));
-
-static inline ev_f4 ev_sel(ev_i4 m, ev_f4 a, ev_f4 b)
-{
-    return (ev_f4)((m & (ev_i4)a) | (~m & (ev_i4)b));
-}
-
-/* Per element of four: q = round(x/s) + z clamped to [0, maxq], then the neighbour on the side
- * of the residual when it decodes closer (x/s rounding can pick the wrong side of a midpoint);
- * returns the codes (as floats) and the squared differences (double) of the decoded values. */
-typedef struct {
-    ev_f4 inv, s, z, m;
-} ev_par;
-
-static inline ev_f4 ev_codes(const ev_par *P, ev_f4 x, ev_d4 *d2)
-{
-    const ev_f4 v0 = { 0.f, 0.f, 0.f, 0.f }, v1 = { 1.f, 1.f, 1.f, 1.f };
-    const ev_f4 big = { 4194303.f, 4194303.f, 4194303.f, 4194303.f };
-    const ev_f4 magic = { 12582912.f, 12582912.f, 12582912.f, 12582912.f };
-    ev_f4 t = x * P->inv;
-    t = ev_sel(t < -big, -big, t);
-    t = ev_sel(t > big, big, t);
-    ev_f4 q = ((t + magic) - magic) + P->z; /* ties to even, as rint_i */
-    q = ev_sel(q < v0, v0, q);
-    q = ev_sel(q > P->m, P->m, q);
-    const ev_f4 e = x - (q - P->z) * P->s;
-    const ev_i4 up = (e > v0) & (q < P->m), dn = (e < v0) & (q > v0);
-    const ev_f4 dir = ev_sel(up, v1, ev_sel(dn, -v1, v0));
-    const ev_f4 e2 = x - ((q + dir) - P->z) * P->s;
-    q = q + ev_sel(e2 * e2 < e * e, dir, v0);
-    const ev_f4 y = (q - P->z) * P->s;
-    const ev_d4 d = __builtin_convertvector(x, ev_d4) - __builtin_convertvector(y, ev_d4);
-    *d2 = d * d;
-    return q;
-}
-
-/* Codes (as floats) and squared differences of elements j0 .. j0+15 (zeros past n). */
-static inline void ev_chunk(const ev_par *P, const gfit *g, uint32_t j0, float *qb, double *ed)
-{
-    float xb[16];
-    const uint32_t m = g->n - j0 < 16 ? g->n - j0 : 16;
-    if (m < 16)
-        memset(xb, 0, sizeof xb);
-    memcpy(xb, g->x + j0, m * sizeof *xb);
-    for (uint32_t k = 0; k < 16; k += 4) {
-        ev_f4 x;
-        ev_d4 d2;
-        memcpy(&x, xb + k, sizeof x);
-        const ev_f4 q = ev_codes(P, x, &d2);
-        memcpy(ed + k, &d2, sizeof d2);
-        memcpy(qb + k, &q, sizeof q);
-    }
-}
-
 /* The error sum: quant_awq_ev.h, generic here, AVX2 in quant_awq_avx2.c (the same value). */
 #define EV_SUM ev_sum_c
+#define EV_CODES ev_codes_c
 #include "quant_awq_ev.h"
 #undef EV_SUM
+#undef EV_CODES
 
 double qtk_awq_ev_sum_avx2(const float *x, uint32_t n, float s, float zf, float mf, double limit);
+void qtk_awq_ev_codes_avx2(const float *x, uint32_t n, float s, float zf, float mf, uint8_t *codes);
 bool qtk_awq_have_avx2(void);
 
-typedef double (*ev_sum_fn)(const float *, uint32_t, float, float, float, double);
+typedef struct ev_impl {
+    double (*sum)(const float *, uint32_t, float, float, float, double);
+    void (*codes)(const float *, uint32_t, float, float, float, uint8_t *);
+} ev_impl;
 
-static ev_sum_fn ev_sum_impl(void)
+static const ev_impl k_ev_c = { ev_sum_c, ev_codes_c };
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(QTK_QV_PLAIN)
+static const ev_impl k_ev_avx2 = { qtk_awq_ev_sum_avx2, qtk_awq_ev_codes_avx2 };
+#endif
+
+static const ev_impl *ev(void)
 {
-    static ev_sum_fn fn;
-    ev_sum_fn f = __atomic_load_n(&fn, __ATOMIC_ACQUIRE);
+    static const ev_impl *fn;
+    const ev_impl *f = __atomic_load_n(&fn, __ATOMIC_ACQUIRE);
     if (f)
         return f;
-    f = ev_sum_c;
+    f = &k_ev_c;
 #if (defined(__x86_64__) || defined(__i386__)) && !defined(QTK_QV_PLAIN)
     const char *e = getenv("QTK_SIMD");
     if (qtk_awq_have_avx2() && !(e && strcmp(e, "generic") == 0) && __builtin_cpu_supports("avx2"))
-        f = qtk_awq_ev_sum_avx2;
+        f = &k_ev_avx2;
 #endif
     __atomic_store_n(&fn, f, __ATOMIC_RELEASE);
     return f;
@@ -175,19 +127,12 @@ static double eval_sz(const gfit *g, float s, int z, double limit, uint8_t *code
         }
         return err;
     }
-    const float inv = 1.f / s, zf = (float)z, mf = (float)g->maxq;
-    const ev_par P = { { inv, inv, inv, inv }, { s, s, s, s }, { zf, zf, zf, zf }, { mf, mf, mf, mf } };
-    float qb[16];
-    double ed[16];
+    const float zf = (float)z, mf = (float)g->maxq;
     if (codes) {
-        for (uint32_t j = 0; j < n; j += 16) {
-            ev_chunk(&P, g, j, qb, ed);
-            for (uint32_t k = 0; k < 16 && j + k < n; k++)
-                codes[j + k] = (uint8_t)(int)qb[k];
-        }
+        ev()->codes(g->x, n, s, zf, mf, codes);
         return 0;
     }
-    return ev_sum_impl()(g->x, n, s, zf, mf, limit);
+    return ev()->sum(g->x, n, s, zf, mf, limit);
 }
 
 /* fp16 bits for a positive scale: 0 when it rounds to zero or is not positive, saturated at

@@ -7,10 +7,12 @@
 #include <stdint.h>
 
 double qtk_awq_ev_sum_avx2(const float *x, uint32_t n, float s, float zf, float mf, double limit);
+void qtk_awq_ev_codes_avx2(const float *x, uint32_t n, float s, float zf, float mf, uint8_t *codes);
 bool qtk_awq_have_avx2(void);
 
 #if defined(__AVX2__)
 #define EV_SUM qtk_awq_ev_sum_avx2
+#define EV_CODES qtk_awq_ev_codes_avx2
 #define EV_WIDE
 #include "quant_awq_ev.h"
 bool qtk_awq_have_avx2(void) { return true; }
@@ -20,5 +22,9 @@ double qtk_awq_ev_sum_avx2(const float *x, uint32_t n, float s, float zf, float 
 {
     (void)x, (void)n, (void)s, (void)zf, (void)mf;
     return limit; /* never called: qtk_awq_have_avx2() is false */
+}
+void qtk_awq_ev_codes_avx2(const float *x, uint32_t n, float s, float zf, float mf, uint8_t *codes)
+{
+    (void)x, (void)n, (void)s, (void)zf, (void)mf, (void)codes;
 }
 #endif

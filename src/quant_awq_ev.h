@@ -15,7 +15,12 @@
 /* One step of the search's rounding for a vector of V lanes (as ev_codes in quant_awq.c):
  * q = round(x/s) + z in [0, maxq], then the neighbour on the side of the residual when it
  * decodes closer; the squared difference of the decoded value in double. */
-#define EV_STEP(VF, VI, VD, xv, out)                                                               \
+#define EV_STEP(VF, VI, VD, xv, out) EV_CODE(VF, VI, xv, const VF y_ = (q_ - vz) * vs;                 \
+        const VD d_ = __builtin_convertvector((xv), VD) - __builtin_convertvector(y_, VD);          \
+        (out) = d_ * d_)
+
+/* the codes step alone; tail: statements run with the codes in q_ */
+#define EV_CODE(VF, VI, xv, ...)                                                                    \
     do {                                                                                           \
         VF t_ = (xv) * vinv;                                                                       \
         t_ = (VF)(((t_ < -big) & (VI)-big) | (~(t_ < -big) & (VI)t_));                            \
@@ -28,9 +33,7 @@
         const VF dir_ = (VF)((up_ & (VI)v1) | (dn_ & (VI)-v1));                                    \
         const VF e2_ = (xv) - ((q_ + dir_) - vz) * vs;                                             \
         q_ = q_ + (VF)((e2_ * e2_ < e_ * e_) & (VI)dir_);                                          \
-        const VF y_ = (q_ - vz) * vs;                                                              \
-        const VD d_ = __builtin_convertvector((xv), VD) - __builtin_convertvector(y_, VD);          \
-        (out) = d_ * d_;                                                                           \
+        __VA_ARGS__;                                                                               \
     } while (0)
 
 #ifdef EV_WIDE /* eight lanes in one register (AVX2) */
@@ -92,5 +95,31 @@ double EV_SUM(const float *x, uint32_t n, float s, float zf, float mf, double li
     return err;
 }
 
+#ifdef EV_CODES
+/* The codes of (s, z) for x[0..n) (the values EV_SUM's error is of) into codes. */
+void EV_CODES(const float *x, uint32_t n, float s, float zf, float mf, uint8_t *codes)
+{
+    const float inv = 1.f / s, B = 4194303.f, M = 12582912.f;
+    const ev_wf vinv = EV_SPLAT(inv), vs = EV_SPLAT(s), vz = EV_SPLAT(zf), vm = EV_SPLAT(mf);
+    const ev_wf v0 = EV_SPLAT(0.f), v1 = EV_SPLAT(1.f), big = EV_SPLAT(B), magic = EV_SPLAT(M);
+    const uint32_t W = (uint32_t)(sizeof(ev_wf) / sizeof(float));
+    for (uint32_t j = 0; j < n; j += W) {
+        float xb[8], qb[8];
+        const float *xp = x + j;
+        if (n - j < W) {
+            memset(xb, 0, sizeof xb);
+            memcpy(xb, xp, (n - j) * sizeof *xb);
+            xp = xb;
+        }
+        ev_wf xv;
+        memcpy(&xv, xp, sizeof xv);
+        EV_CODE(ev_wf, ev_wi, xv, memcpy(qb, &q_, sizeof q_));
+        for (uint32_t k = 0; k < W && j + k < n; k++)
+            codes[j + k] = (uint8_t)(int)qb[k];
+    }
+}
+#endif
+
 #undef EV_STEP
+#undef EV_CODE
 #undef EV_SPLAT
