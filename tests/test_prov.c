@@ -2,6 +2,8 @@
  * independence, the Q/K permutation, streaming, record round trips, hostile record JSON. */
 #include "t.h"
 #include "dequant.h"
+#include "quant.h"
+#include "scheme/scheme.h"
 #include "record/digest.h"
 #include "record/prov.h"
 #include <math.h>
@@ -282,6 +284,71 @@ static void test_streaming(void)
 	CHECK(qtk_thash_put(h, b, n) == 0 && qtk_thash_put(h, b, 1) == QTK_E_DATA, "extra data rejected");
 	qtk_thash_free(h);
 	free(b);
+}
+
+/* A packed Q projection in GGUF row order (Q/K heads) is hashed in slices of whole heads and whole
+ * packed words: its decoded leaf equals that of the same values as a plain F32 tensor (hashed by
+ * the plain path, in its own chunks), with several slices (8M values), and differs when the heads
+ * differ. */
+static void test_packed_heads_sliced(void)
+{
+	const uint32_t out = 2048, in = 4096, g = 128;
+	const size_t nv = (size_t)out * in;
+	float *w = malloc(nv * sizeof *w), *y = malloc(nv * sizeof *y);
+	int32_t *qw = malloc(nv / 8 * 4), *qz = malloc((size_t)in / g * out / 8 * 4);
+	uint16_t *sc = malloc((size_t)in / g * out * 2);
+	uint32_t r = 12345;
+	for (size_t i = 0; i < nv; i++) {
+		r = r * 1664525u + 1013904223u;
+		w[i] = ((float)(r >> 8) / 16777216.f - 0.5f) * (i % 4096 < 64 ? 0.2f : 0.02f);
+	}
+	CHECK(!qtk_quant_awq(w, out, in, g, qw, qz, sc) && !qtk_dequant_awq(qw, qz, sc, in, out, g, y),
+	      "awq encode/decode");
+	qtk_tensor ta, tf;
+	memset(&ta, 0, sizeof ta);
+	memset(&tf, 0, sizeof tf);
+	const qtk_layout l = {QTK_LAYOUT_AWQ, QTK_T_I32, 4, 0, false, false, g, 0, 0, 0, 0, 0};
+	char why[300] = "";
+	CHECK(!qtk_scheme_describe(&ta, &l, out, in, true, why, sizeof why), "describe: %s", why);
+	ta.name = (char *)"blk.0.attn_q.weight";
+	tf.name = ta.name;
+	tf.ndim = 2;
+	tf.shape[0] = out;
+	tf.shape[1] = in;
+	tf.layout.type = QTK_T_F32;
+	tf.nparts = 1;
+	tf.parts[0].type = QTK_T_F32;
+	tf.parts[0].ndim = 2;
+	memcpy(tf.parts[0].shape, tf.shape, sizeof tf.shape);
+	tf.parts[0].nbytes = nv * 4;
+	qtk_tensor_finish(&tf);
+	const void *pa[3] = {qw, qz, sc};
+	qtk_leaf la, lf, l8;
+	qtk_err err;
+	qtk_thash *h;
+	int rc = qtk_thash_new(NULL, &ta, 16, &h, &err);
+	for (int p = 0; p < 3 && !rc; p++)
+		rc = qtk_thash_put(h, pa[p], (size_t)ta.parts[p].nbytes);
+	CHECK(!rc && !qtk_thash_end(h, &la), "awq leaf");
+	CHECK(!qtk_thash_new(NULL, &tf, 16, &h, &err) && !qtk_thash_put(h, y, nv * 4) && !qtk_thash_end(h, &lf),
+	      "f32 leaf");
+	CHECK(!memcmp(la.dec, lf.dec, 32), "AWQ with 16 heads in slices: decoded leaf equals the F32 one");
+	rc = qtk_thash_new(NULL, &ta, 8, &h, &err);
+	for (int p = 0; p < 3 && !rc; p++)
+		rc = qtk_thash_put(h, pa[p], (size_t)ta.parts[p].nbytes);
+	CHECK(!rc && !qtk_thash_end(h, &l8), "awq leaf, 8 heads");
+	CHECK(memcmp(la.dec, l8.dec, 32) != 0, "the heads change the decoded leaf");
+	qtk_free(la.name);
+	qtk_free(la.stored);
+	qtk_free(lf.name);
+	qtk_free(lf.stored);
+	qtk_free(l8.name);
+	qtk_free(l8.stored);
+	free(w);
+	free(y);
+	free(qw);
+	free(qz);
+	free(sc);
 }
 
 static char *json_escape(const char *s)
@@ -918,6 +985,7 @@ int main(void)
 	test_names();
 	test_container_independence();
 	test_streaming();
+	test_packed_heads_sliced();
 	test_records();
 	test_sink();
 	test_async_tee();

@@ -449,26 +449,33 @@ int qtk_thash_put(qtk_thash *h, const void *bytes, size_t n)
 	return 0;
 }
 
-/* AWQ/GPTQ values in slices of output features (rows of the decode, hashed in order): memory
- * is a slice, not the tensor as F32. */
-static int quant_values_sliced(qtk_thash *h)
+/* AWQ/GPTQ values in slices of output features (rows of the decode, hashed in order), each slice
+ * `align` rows (whole packed words, and whole heads when un-permuting: hd rows a head) or a
+ * multiple: memory is a slice (two with heads), not the tensor as F32. */
+static int quant_values_sliced(qtk_thash *h, uint32_t align, uint32_t hd)
 {
 	const qtk_tensor *t = &h->t;
 	uint32_t out = (uint32_t)qtk_tensor_rows(t), in = (uint32_t)qtk_tensor_cols(t);
-	uint32_t rows = (uint32_t)(((uint64_t)4 << 20) / (in ? in : 1) / 32 * 32); /* ~16 MiB of F32 */
-	if (rows < 32)
-		rows = 32;
+	uint64_t rows = ((uint64_t)4 << 20) / (in ? in : 1) / align * align; /* ~16 MiB of F32 */
+	if (rows < align)
+		rows = align;
 	if (rows > out)
 		rows = out;
-	if (!(h->vals = qtk_malloc((size_t)rows * in * sizeof(float))))
+	if (!(h->vals = qtk_malloc((size_t)rows * in * sizeof(float))) ||
+	    (hd && !(h->perm = qtk_malloc((size_t)rows * in * sizeof(float)))))
 		return oom(h->err, h->stored);
 	int rc = 0;
-	for (uint32_t o0 = 0; o0 < out && !rc; o0 += rows) {
-		uint32_t n = out - o0 < rows ? out - o0 : rows;
+	for (uint32_t o0 = 0; o0 < out && !rc; o0 += (uint32_t)rows) {
+		uint32_t n = out - o0 < rows ? out - o0 : (uint32_t)rows;
 		int r = qtk_scheme_decode_rows(t, (const void *const *)h->pbuf, o0, n, h->vals);
 		if (r)
 			return qtk_err_set(h->err, QTK_E_DATA, NULL, -1, h->stored, "inconsistent quantized components");
-		rc = md_put(h, h->dec, h->vals, (size_t)n * in * sizeof(float));
+		const float *v = h->vals;
+		if (hd) { /* whole heads: un-permuted within the slice */
+			unpermute(h->vals, h->perm, (uint64_t)n * in, (uint64_t)hd * in, in);
+			v = h->perm;
+		}
+		rc = md_put(h, h->dec, v, (size_t)n * in * sizeof(float));
 	}
 	return rc;
 }
@@ -476,12 +483,19 @@ static int quant_values_sliced(qtk_thash *h)
 static int quant_values(qtk_thash *h)
 {
 	const qtk_tensor *t = &h->t;
-	/* slices need whole packed words on both sides: out a multiple of 32 (8 for AWQ) */
+	/* slices need whole packed words on both sides: out a multiple of 32 (8 for AWQ), and
+	 * whole heads when un-permuting */
 	const qtk_scheme *sc = qtk_scheme_of(t);
 	if (!sc)
 		return qtk_err_set(h->err, QTK_E_INTERNAL, NULL, -1, h->stored, "not a packed tensor");
-	if (h->qk_heads <= 0 && qtk_tensor_rows(t) % sc->row_align == 0)
-		return quant_values_sliced(h);
+	const uint64_t out64 = qtk_tensor_rows(t);
+	uint64_t hd = 0, align = sc->row_align ? (uint64_t)sc->row_align : 1;
+	if (h->qk_heads > 0 && out64 % (uint64_t)h->qk_heads == 0) {
+		hd = out64 / (uint64_t)h->qk_heads;
+		align = qtk_lcm_u64(align, hd);
+	}
+	if ((h->qk_heads <= 0 || hd) && align <= out64 && out64 % align == 0)
+		return quant_values_sliced(h, (uint32_t)align, (uint32_t)hd);
 	if (t->n_params > SIZE_MAX / sizeof(float))
 		return oom(h->err, h->stored);
 	h->vals = qtk_malloc(t->n_params ? (size_t)t->n_params * sizeof(float) : 1);
