@@ -5,6 +5,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #define CHUNK_BYTES ((size_t)8 << 20)
 
@@ -603,7 +605,10 @@ static int run_rows(qtk_model *in, qtk_writer *w, const plan *p, int threads, te
 /* Re-fitting to AWQ/GPTQ runs in slices of output features on all threads.
  * Every output feature is fitted on its own, so the slicing never changes
  * the bytes; slices are multiples of 32 so packed words never straddle them. */
-#define GROUP_SLICE 256u
+#define GROUP_SLICE 128u
+/* values per window of output features: half the plain paths' window, since the packed output
+ * of the whole tensor is held beside it (a 70B model's largest matrix: 112 MiB at 4 bits) */
+#define GROUP_WINDOW_ELEMS ((uint64_t)1 << 22)
 
 /* ---- AWQ/GPTQ targets, a window of output features at a time ----
  * A row source gives the values of output features o0 .. o0+n-1 in the plan's row order: plain
@@ -667,7 +672,7 @@ static int rowsrc_open(rowsrc *s, qtk_model *in, const plan *p, qtk_err *err)
 		return qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "row size does not fit the type");
 	/* windows of whole fitting slices, and of whole heads when rows are permuted */
 	uint64_t a = qtk_lcm_u64(GROUP_SLICE, s->hd);
-	uint64_t w = WINDOW_ELEMS / inf / a * a;
+	uint64_t w = GROUP_WINDOW_ELEMS / inf / a * a;
 	s->win = (uint32_t)(w < a ? a : w);
 	if (s->win > out)
 		s->win = out;
@@ -917,6 +922,33 @@ static int window_repack(rowsrc *s, const qtk_tensor *o, uint8_t **pp, bool *han
 	return rc;
 }
 
+/* Write n bytes at p that are not read again, in pieces, returning each written piece's whole
+ * pages to the system as it goes (p stays allocated; the caller frees it). The packed output of
+ * a large matrix and the provenance record's copy of it (the decoded tier needs every part of a
+ * tensor before it can decode a row) are then never both whole in memory. */
+#define BIG_PACKED ((uint64_t)32 << 20)
+
+static int put_release(qtk_writer *w, uint8_t *p, size_t n)
+{
+	const size_t piece = (size_t)8 << 20;
+	const long psz = sysconf(_SC_PAGESIZE);
+	const uintptr_t pg = psz > 0 ? (uintptr_t)psz : 4096;
+	uintptr_t done = ((uintptr_t)p + pg - 1) & ~(pg - 1); /* the first whole page */
+	for (size_t off = 0; off < n;) {
+		const size_t k = n - off < piece ? n - off : piece;
+		const int rc = qtk_writer_put(w, p + off, k);
+		if (rc)
+			return rc;
+		off += k;
+		const uintptr_t end = ((uintptr_t)p + off) & ~(pg - 1);
+		if (n >= 2 * piece && end > done) {
+			(void)madvise((void *)done, end - done, MADV_DONTNEED); /* advice: failure is harmless */
+			done = end;
+		}
+	}
+	return 0;
+}
+
 /* A tensor to AWQ/GPTQ: repack the source's integers when they fit the target, else fit every
  * group to the decoded values. */
 static int run_groups(qtk_model *in, qtk_writer *w, const plan *p, int threads, tensor_result *r, qtk_err *err)
@@ -1032,12 +1064,21 @@ static int run_groups(qtk_model *in, qtk_writer *w, const plan *p, int threads, 
 	if (!rc && mxs && r->max_abs_err != 0) /* likewise, up to the sign of zero (plan_ct_mxfp4) */
 		rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name,
 				 "MXFP4 blocks in compressed-tensors' layout decode differently");
-	for (int k = 0; k < o->nparts && !rc; k++)
-		rc = qtk_writer_put(w, pp[k], (size_t)o->parts[k].nbytes);
+	/* the windows are done with: release them before writing */
 	rowsrc_close(&s);
+	qtk_free(x);
+	x = NULL;
+	uint64_t total = 0;
+	for (int k = 0; k < o->nparts && !rc; k++) {
+		rc = put_release(w, pp[k], (size_t)o->parts[k].nbytes);
+		total += o->parts[k].nbytes;
+	}
 	for (int k = 0; k < QTK_MAX_PARTS; k++)
 		qtk_free(pp[k]);
-	qtk_free(x);
+	/* a large packed output: let the record's hashes finish it (its decoded tier holds a copy of
+	 * the parts) before the next tensor's are built, so the two are never in memory together */
+	if (!rc && total >= BIG_PACKED)
+		rc = qtk_writer_drain(w);
 	return rc;
 }
 

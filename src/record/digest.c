@@ -1016,7 +1016,17 @@ int qtk_digest_sink_put(qtk_digest_sink *s, size_t tensor, const void *buf, size
 		if (rc)
 			return rc;
 	}
-	return s->cur_skip ? 0 : qtk_thash_put(s->h, buf, n);
+	if (s->cur_skip)
+		return 0;
+	if (!s->h) /* the tensor was complete already */
+		return qtk_err_set(s->err, QTK_E_DATA, NULL, -1, NULL, "more data than described");
+	int rc = qtk_thash_put(s->h, buf, n);
+	/* every byte of the tensor is in: finish it now, not when the next tensor's bytes come (a
+	 * packed tensor's decoded tier holds its parts until then, while the converter builds the
+	 * next one) */
+	if (!rc && s->h->part >= s->h->t.nparts)
+		rc = sink_end_cur(s);
+	return rc;
 }
 
 int qtk_digest_sink_finish(qtk_digest_sink *s, qtk_digests *out)
