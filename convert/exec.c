@@ -922,12 +922,14 @@ static int window_repack(rowsrc *s, const qtk_tensor *o, uint8_t **pp, bool *han
 	return rc;
 }
 
+/* A packed output this large is written with put_release and the record's hashes finish it
+ * before the next tensor is built (run_groups). */
+#define BIG_PACKED ((uint64_t)32 << 20)
+
 /* Write n bytes at p that are not read again, in pieces, returning each written piece's whole
  * pages to the system as it goes (p stays allocated; the caller frees it). The packed output of
  * a large matrix and the provenance record's copy of it (the decoded tier needs every part of a
  * tensor before it can decode a row) are then never both whole in memory. */
-#define BIG_PACKED ((uint64_t)32 << 20)
-
 static int put_release(qtk_writer *w, uint8_t *p, size_t n)
 {
 	const size_t piece = (size_t)8 << 20;

@@ -13,6 +13,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define QX_MAX 1e8f
@@ -75,6 +76,22 @@ static inline void put16(uint8_t *p, float v)
     const uint16_t h = to_h16(v);
     p[0] = (uint8_t)(h & 0xFF);
     p[1] = (uint8_t)(h >> 8);
+}
+
+bool qtk_simd_avx2(void)
+{
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(QTK_QV_PLAIN)
+    static int state; /* 0 unknown, 1 no, 2 yes */
+    int s = __atomic_load_n(&state, __ATOMIC_ACQUIRE);
+    if (!s) {
+        const char *e = getenv("QTK_SIMD");
+        s = !(e && strcmp(e, "generic") == 0) && __builtin_cpu_supports("avx2") ? 2 : 1;
+        __atomic_store_n(&state, s, __ATOMIC_RELEASE);
+    }
+    return s == 2;
+#else
+    return false;
+#endif
 }
 
 bool qtk_qprep(const float *x, const float *w, int n, float *xs, float *ws)

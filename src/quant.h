@@ -70,6 +70,11 @@ void qtk_qrow_q6_k_ref(const float *x, const float *w, uint8_t *dst, uint64_t nb
  * for bit */
 void qtk_qrow_q3_k_ref(const float *x, const float *w, uint8_t *dst, uint64_t nblocks);
 
+/* May the AVX2 builds (quant_k_avx2.c, quant_awq_avx2.c, quant_iq4_avx2.c) run: an x86 CPU with
+ * AVX2, QTK_SIMD not "generic", not the plain-C build (QTK_QV_PLAIN); decided once (quant.c).
+ * Each caller also asks its own build whether it was compiled with AVX2. */
+bool qtk_simd_avx2(void);
+
 /* Shared helpers (quant.c). qtk_qprep copies n values into xs with NaN -> 0 and values clamped
  * to +-1e8, and fills ws with sanitised weights (w NULL or all-zero -> 1). Returns true when the
  * weights are uniform (all 1), so callers may take unweighted fast paths. */

@@ -29,7 +29,7 @@
  *
  * Deterministic: element-wise IEEE arithmetic under -ffp-contract=off, error sums in double in a
  * fixed order (quant_awq_ev.h: the same value from the generic and the AVX2 build), no libm
- * beyond fabsf; no threads; one mutable global, the error-sum function chosen once. */
+ * beyond fabsf; no threads, no mutable globals. */
 #include "quant.h"
 #include "dequant.h"
 #include "packing.h"
@@ -90,27 +90,14 @@ typedef struct ev_impl {
 } ev_impl;
 
 static const ev_impl k_ev_c = { ev_sum_c, ev_codes_c };
-#if (defined(__x86_64__) || defined(__i386__)) && !defined(QTK_QV_PLAIN)
 static const ev_impl k_ev_avx2 = { qtk_awq_ev_sum_avx2, qtk_awq_ev_codes_avx2 };
-#endif
 
 static const ev_impl *ev(void)
 {
-    static const ev_impl *fn;
-    const ev_impl *f = __atomic_load_n(&fn, __ATOMIC_ACQUIRE);
-    if (f)
-        return f;
-    f = &k_ev_c;
-#if (defined(__x86_64__) || defined(__i386__)) && !defined(QTK_QV_PLAIN)
-    const char *e = getenv("QTK_SIMD");
-    if (qtk_awq_have_avx2() && !(e && strcmp(e, "generic") == 0) && __builtin_cpu_supports("avx2"))
-        f = &k_ev_avx2;
-#endif
-    __atomic_store_n(&fn, f, __ATOMIC_RELEASE);
-    return f;
+    return qtk_awq_have_avx2() && qtk_simd_avx2() ? &k_ev_avx2 : &k_ev_c;
 }
 
-/* Error of (s, z) with per-element nearest codes (ev_codes), the squares summed in double in
+/* Error of (s, z) with per-element nearest codes (quant_awq_ev.h), the squares summed in double in
  * eight lanes (element j into lane j mod 8, lanes added in a fixed order: the same sum on every
  * build); stops early, returning a value >= limit, once a partial sum reaches `limit` (checked
  * every 16 elements). codes, when not NULL, get the codes (the sum is then not computed: 0;

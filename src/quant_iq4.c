@@ -41,7 +41,6 @@
 
 #include <math.h>
 #include <pthread.h>
-#include <stdlib.h>
 #include <string.h>
 
 static const int8_t kv[16] = { -127, -104, -83, -65, -49, -35, -22, -10,
@@ -49,7 +48,7 @@ static const int8_t kv[16] = { -127, -104, -83, -65, -49, -35, -22, -10,
 
 /* k_cell[i]: the code nearest to t = i - 128 (i = 0..242), a starting point for t in
  * [i - 128, i - 127) */
-static const uint8_t k_cell[243] = {
+static const int32_t k_cell[243] = {
     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
     1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2,
     2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3,
@@ -273,38 +272,10 @@ static double eval_codes(const float *x, const float *w, int n, float dl, const 
     return err;
 }
 
-/* assign for 32 values on AVX2 (quant_iq4_avx2.c: the same codes and error), chosen once */
+/* assign for 32 values on AVX2 (quant_iq4_avx2.c: the same codes and error) */
 bool qtk_iq4_have_avx2(void);
 double qtk_iq4_assign32_avx2(const float *x, const float *w, float dl, const float *v,
                              const int32_t *cell, uint8_t *L);
-static int32_t k_cell32[243];
-
-#if (defined(__x86_64__) || defined(__i386__)) && !defined(QTK_QV_PLAIN)
-static void k_cell32_init(void)
-{
-    for (int i = 0; i < 243; i++)
-        k_cell32[i] = k_cell[i];
-}
-#endif
-
-static bool use_avx2(void)
-{
-    static int state; /* 0 unknown, 1 no, 2 yes */
-    int s = __atomic_load_n(&state, __ATOMIC_ACQUIRE);
-    if (s)
-        return s == 2;
-    s = 1;
-#if (defined(__x86_64__) || defined(__i386__)) && !defined(QTK_QV_PLAIN)
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    const char *e = getenv("QTK_SIMD");
-    if (qtk_iq4_have_avx2() && !(e && strcmp(e, "generic") == 0) && __builtin_cpu_supports("avx2")) {
-        pthread_once(&once, k_cell32_init);
-        s = 2;
-    }
-#endif
-    __atomic_store_n(&state, s, __ATOMIC_RELEASE);
-    return s == 2;
-}
 
 /* Best codes for a fixed decoded step dl (each element independently: nearest decoded value);
  * returns the error. Ties keep the lower code of the binary search's pick. */
@@ -313,8 +284,8 @@ static double assign(const float *x, const float *w, int n, float dl, uint8_t *L
     float v[16];
     for (int k = 0; k < 16; k++)
         v[k] = dl * (float)kv[k];
-    if (n == 32 && dl != 0.f && dl == dl && use_avx2())
-        return qtk_iq4_assign32_avx2(x, w, dl, v, k_cell32, L);
+    if (n == 32 && dl != 0.f && dl == dl && qtk_iq4_have_avx2() && qtk_simd_avx2())
+        return qtk_iq4_assign32_avx2(x, w, dl, v, k_cell, L);
     double err = 0;
     if (dl == 0.f || dl != dl) {
         for (int j = 0; j < n; j++) {

@@ -68,13 +68,7 @@ static aff_block_fn aff_block_impl(void)
     aff_block_fn f = __atomic_load_n(&fn, __ATOMIC_ACQUIRE);
     if (f)
         return f;
-    f = qtk_aff_block_c;
-#if (defined(__x86_64__) || defined(__i386__)) && !defined(QTK_QV_PLAIN)
-    const char *e = getenv("QTK_SIMD");
-    if (qtk_aff_have_avx2() && !(e && strcmp(e, "generic") == 0) &&
-        __builtin_cpu_supports("avx2"))
-        f = qtk_aff_block_avx2;
-#endif
+    f = qtk_aff_have_avx2() && qtk_simd_avx2() ? qtk_aff_block_avx2 : qtk_aff_block_c;
     __atomic_store_n(&fn, f, __ATOMIC_RELEASE);
     return f;
 }
@@ -397,17 +391,49 @@ static void kq_ref_block(const float *xs, const float *w, bool q5, aff_st *st)
         kq_ref_plain(xs, 15, -1.f, 0.1f, 20, st);
 }
 
-void qtk_qrow_q4_k_ref(const float *x, const float *w, uint8_t *dst, uint64_t nb)
+typedef void (*aff_pack_fn)(const aff_st *, const uint8_t *, uint8_t *);
+
+/* Rows of llama.cpp's q4_k (q5: q5_k) choice, bsize bytes a superblock. */
+static void kq_ref_rows(bool q5, aff_pack_fn pack, uint32_t bsize, const float *x, const float *w,
+                        uint8_t *dst, uint64_t nb)
 {
     float xs[QK], ws[QK];
     uint8_t L[QK];
     aff_st st;
-    for (uint64_t b = 0; b < nb; b++, x += QK, dst += 144) {
+    for (uint64_t b = 0; b < nb; b++, x += QK, dst += bsize) {
         qtk_qprep(x, NULL, QK, xs, ws);
-        kq_ref_block(xs, w ? w + b * QK : NULL, false, &st);
+        kq_ref_block(xs, w ? w + b * QK : NULL, q5, &st);
         codes_u8(st.L, 0, L);
-        pack_q4_k(&st, L, dst);
+        pack(&st, L, dst);
     }
+}
+
+/* Rows of q4_k/q5_k under importances w: llama.cpp's choice where the block has weights, the
+ * search (config c) where they are all 0; without w the search everywhere. */
+static void kq_rows(const aff_cfg *c, bool q5, aff_pack_fn pack, uint32_t bsize, const float *x,
+                    const float *w, uint8_t *dst, uint64_t nb)
+{
+    if (!w) {
+        aff_rows(c, pack, bsize, x, w, dst, nb);
+        return;
+    }
+    float xs[QK], ws[QK];
+    uint8_t L[QK];
+    aff_st st;
+    const aff_block_fn block = aff_block_impl();
+    for (uint64_t b = 0; b < nb; b++, x += QK, dst += bsize) {
+        if (qtk_qprep(x, w + b * QK, QK, xs, ws))
+            block(c, xs, ws, true, &st);
+        else
+            kq_ref_block(xs, w + b * QK, q5, &st);
+        codes_u8(st.L, 0, L);
+        pack(&st, L, dst);
+    }
+}
+
+void qtk_qrow_q4_k_ref(const float *x, const float *w, uint8_t *dst, uint64_t nb)
+{
+    kq_ref_rows(false, pack_q4_k, 144, x, w, dst, nb);
 }
 
 void qtk_qrow_q2_k(const float *x, const float *w, uint8_t *dst, uint64_t nb)
@@ -423,35 +449,12 @@ void qtk_qrow_q2_k(const float *x, const float *w, uint8_t *dst, uint64_t nb)
  * token_embd (not covered) left the mix at 1.014x (docs/benchmarks.md). */
 void qtk_qrow_q4_k(const float *x, const float *w, uint8_t *dst, uint64_t nb)
 {
-    if (!w) {
-        aff_rows(&qtk_aff_q4k, pack_q4_k, 144, x, w, dst, nb);
-        return;
-    }
-    float xs[QK], ws[QK];
-    uint8_t L[QK];
-    aff_st st;
-    const aff_block_fn block = aff_block_impl();
-    for (uint64_t b = 0; b < nb; b++, x += QK, dst += 144) {
-        if (qtk_qprep(x, w + b * QK, QK, xs, ws))
-            block(&qtk_aff_q4k, xs, ws, true, &st);
-        else
-            kq_ref_block(xs, w + b * QK, false, &st);
-        codes_u8(st.L, 0, L);
-        pack_q4_k(&st, L, dst);
-    }
+    kq_rows(&qtk_aff_q4k, false, pack_q4_k, 144, x, w, dst, nb);
 }
 
 void qtk_qrow_q5_k_ref(const float *x, const float *w, uint8_t *dst, uint64_t nb)
 {
-    float xs[QK], ws[QK];
-    uint8_t L[QK];
-    aff_st st;
-    for (uint64_t b = 0; b < nb; b++, x += QK, dst += 176) {
-        qtk_qprep(x, NULL, QK, xs, ws);
-        kq_ref_block(xs, w ? w + b * QK : NULL, true, &st);
-        codes_u8(st.L, 0, L);
-        pack_q5_k(&st, L, dst);
-    }
+    kq_ref_rows(true, pack_q5_k, 176, x, w, dst, nb);
 }
 
 /* q5_k: without an importance matrix, ggml's fit refined by our search. With one, llama.cpp's
@@ -461,22 +464,7 @@ void qtk_qrow_q5_k_ref(const float *x, const float *w, uint8_t *dst, uint64_t nb
  * 1.005x over three copies of the 32k-vocabulary one (docs/benchmarks.md). */
 void qtk_qrow_q5_k(const float *x, const float *w, uint8_t *dst, uint64_t nb)
 {
-    if (!w) {
-        aff_rows(&qtk_aff_q5k, pack_q5_k, 176, x, w, dst, nb);
-        return;
-    }
-    float xs[QK], ws[QK];
-    uint8_t L[QK];
-    aff_st st;
-    const aff_block_fn block = aff_block_impl();
-    for (uint64_t b = 0; b < nb; b++, x += QK, dst += 176) {
-        if (qtk_qprep(x, w + b * QK, QK, xs, ws))
-            block(&qtk_aff_q5k, xs, ws, true, &st);
-        else
-            kq_ref_block(xs, w + b * QK, true, &st);
-        codes_u8(st.L, 0, L);
-        pack_q5_k(&st, L, dst);
-    }
+    kq_rows(&qtk_aff_q5k, true, pack_q5_k, 176, x, w, dst, nb);
 }
 
 /* ======================= symmetric types: y = (d*sc)*q ======================= */

@@ -20,29 +20,26 @@ if [ ! -x "$B/plain/qconvert" ]; then
 fi
 "$B/samples/gen" "$T/s" >/dev/null || { bad "sample generator"; echo "$pass passed, $fail failed"; exit 1; }
 src=$T/s/tiny-llama-f32.gguf
+# same_three TYPE EXT [ARGS...]: the conversion to TYPE (a .EXT output) from the three builds
+same_three() {
+	ty=$1 ext=$2
+	shift 2
+	"$BIN/qconvert" -q "$src" "$T/a.$ext" --to "$ty" "$@" >/dev/null 2>&1 &&
+		QTK_SIMD=generic "$BIN/qconvert" -q "$src" "$T/b.$ext" --to "$ty" "$@" >/dev/null 2>&1 &&
+		"$B/plain/qconvert" -q "$src" "$T/c.$ext" --to "$ty" "$@" >/dev/null 2>&1
+	if [ $? -ne 0 ]; then
+		bad "$ty: a conversion failed"
+		return
+	fi
+	if cmp -s "$T/a.$ext" "$T/b.$ext"; then ok "$ty: default build = QTK_SIMD=generic"; else bad "$ty: default build and QTK_SIMD=generic differ"; fi
+	if cmp -s "$T/a.$ext" "$T/c.$ext"; then ok "$ty: default build = plain-C lanes"; else bad "$ty: default build and plain-C lanes differ"; fi
+}
 for ty in q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs Q4_K_M; do
-	"$BIN/qconvert" -q "$src" "$T/a.gguf" --to $ty >/dev/null 2>&1 &&
-		QTK_SIMD=generic "$BIN/qconvert" -q "$src" "$T/b.gguf" --to $ty >/dev/null 2>&1 &&
-		"$B/plain/qconvert" -q "$src" "$T/c.gguf" --to $ty >/dev/null 2>&1
-	if [ $? -ne 0 ]; then
-		bad "$ty: a conversion failed"
-		continue
-	fi
-	if cmp -s "$T/a.gguf" "$T/b.gguf"; then ok "$ty: default build = QTK_SIMD=generic"; else bad "$ty: default build and QTK_SIMD=generic differ"; fi
-	if cmp -s "$T/a.gguf" "$T/c.gguf"; then ok "$ty: default build = plain-C lanes"; else bad "$ty: default build and plain-C lanes differ"; fi
+	same_three $ty gguf
 done
-
-# AWQ and GPTQ re-fits (the group search's error sum has an AVX2 build), into QPK files
+# AWQ and GPTQ re-fits (the group search has an AVX2 build), into QPK files
 for ty in awq gptq; do
-	"$BIN/qconvert" -q "$src" "$T/a.qpk" --to $ty --group-size 32 >/dev/null 2>&1 &&
-		QTK_SIMD=generic "$BIN/qconvert" -q "$src" "$T/b.qpk" --to $ty --group-size 32 >/dev/null 2>&1 &&
-		"$B/plain/qconvert" -q "$src" "$T/c.qpk" --to $ty --group-size 32 >/dev/null 2>&1
-	if [ $? -ne 0 ]; then
-		bad "$ty: a conversion failed"
-		continue
-	fi
-	if cmp -s "$T/a.qpk" "$T/b.qpk"; then ok "$ty: default build = QTK_SIMD=generic"; else bad "$ty: default build and QTK_SIMD=generic differ"; fi
-	if cmp -s "$T/a.qpk" "$T/c.qpk"; then ok "$ty: default build = plain-C lanes"; else bad "$ty: default build and plain-C lanes differ"; fi
+	same_three $ty qpk --group-size 32
 done
 
 # The encoders alone (tests/simd_digest.c: every type, with and without an importance matrix):
