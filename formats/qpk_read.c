@@ -19,6 +19,7 @@
 #include "scheme/scheme.h"
 #include <math.h>
 #include <openssl/evp.h>
+#include "lc.h"
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>

@@ -9,6 +9,7 @@
  */
 #include "qpk_int.h"
 #include <openssl/evp.h>
+#include "lc.h"
 #include <stdlib.h>
 #include <string.h>
 #include <zstd.h>

@@ -296,6 +296,28 @@ int json_emit(qtk_model *m, cJSON *doc, FILE *out)
 	return 0;
 }
 
+/* Write text with `tabs` more tabs after each line break: a document cJSON printed on its own,
+ * set at the depth it would have inside a larger one (strings hold no raw line breaks). */
+static void put_indented(FILE *out, const char *txt, int tabs)
+{
+	for (const char *p = txt, *nl; *p; p = nl + 1) {
+		nl = strchr(p, '\n');
+		if (!nl) {
+			fputs(p, out);
+			return;
+		}
+		fwrite(p, 1, (size_t)(nl - p) + 1, out);
+		for (int k = 0; k < tabs; k++)
+			fputc('\t', out);
+	}
+}
+
+/* The document is printed as cJSON_Print would print it whole, but each tensor's object is
+ * built, printed and freed in turn: the tree of a thousand tensors (and the text of all of
+ * them in one buffer) is never held, which is most of what a header-only run touches. The
+ * rest of the document is built and printed first, so nothing is written before every part
+ * that can fail has succeeded; with --stats (which can fail on any tensor) the tensors are
+ * written to memory and the whole document goes out at the end. */
 int report_json(qtk_model *m, FILE *out, const insp_opts *o)
 {
 	cJSON *root = cJSON_CreateObject();
@@ -306,20 +328,7 @@ int report_json(qtk_model *m, FILE *out, const insp_opts *o)
 		cJSON_AddNumberToObject(root, "format_version", m->format_version);
 	else
 		cJSON_AddNullToObject(root, "format_version");
-	cJSON *ts = cJSON_AddArrayToObject(root, "tensors");
-	for (size_t i = 0; i < m->ntensors; i++) {
-		const qtk_tensor *t = &m->tensors[i];
-		cJSON *j = json_tensor(t);
-		cJSON_AddItemToArray(ts, j);
-		if (o->stats && json_stats(m, t, j, o, i)) {
-			cJSON_Delete(root);
-			if (o->progress_end)
-				o->progress_end();
-			return -1;
-		}
-	}
-	if (o->stats && o->progress_end)
-		o->progress_end();
+	cJSON_AddArrayToObject(root, "tensors"); /* printed "[]": the tensors go in its place */
 	totals tt;
 	compute_totals(m, &tt);
 	cJSON *s = cJSON_AddObjectToObject(root, "summary");
@@ -339,12 +348,55 @@ int report_json(qtk_model *m, FILE *out, const insp_opts *o)
 	cJSON_AddItemToObject(root, "audit", json_audit(m));
 	char *txt = cJSON_Print(root);
 	cJSON_Delete(root);
-	if (!txt)
+	static const char mark[] = "\n\t\"tensors\":\t[]";
+	char *at = txt ? strstr(txt, mark) : NULL;
+	if (!at) {
+		cJSON_free(txt);
 		return qtk_err_set(&m->err, QTK_E_IO, NULL, -1, NULL, "out of memory");
-	fputs(txt, out);
-	fputc('\n', out);
+	}
+	char *mem = NULL;
+	size_t memlen = 0;
+	FILE *to = o->stats ? open_memstream(&mem, &memlen) : out;
+	if (!to) {
+		cJSON_free(txt);
+		return qtk_err_set(&m->err, QTK_E_IO, NULL, -1, NULL, "out of memory");
+	}
+	const size_t head = (size_t)(at - txt) + sizeof mark - 2; /* through the '[' */
+	fwrite(txt, 1, head, to);
+	int rc = 0;
+	for (size_t i = 0; i < m->ntensors && !rc; i++) {
+		const qtk_tensor *t = &m->tensors[i];
+		cJSON *j = json_tensor(t);
+		if (!j)
+			rc = qtk_err_set(&m->err, QTK_E_IO, NULL, -1, NULL, "out of memory");
+		else if (o->stats && json_stats(m, t, j, o, i))
+			rc = -1;
+		char *tj = rc ? NULL : cJSON_Print(j);
+		cJSON_Delete(j);
+		if (!rc && !tj)
+			rc = qtk_err_set(&m->err, QTK_E_IO, NULL, -1, NULL, "out of memory");
+		if (!rc) {
+			if (i)
+				fputs(", ", to);
+			put_indented(to, tj, 2); /* inside the root object and its array */
+		}
+		cJSON_free(tj);
+	}
+	if (o->stats && o->progress_end)
+		o->progress_end();
+	if (!rc) {
+		fputs(txt + head, to);
+		fputc('\n', to);
+	}
 	cJSON_free(txt);
-	return 0;
+	if (o->stats) {
+		if (fclose(to) && !rc)
+			rc = qtk_err_set(&m->err, QTK_E_IO, NULL, -1, NULL, "out of memory");
+		if (!rc)
+			fwrite(mem, 1, memlen, out);
+		free(mem);
+	}
+	return rc;
 }
 
 static const char *kv_str(const qtk_model *m, const char *key)

@@ -1,7 +1,6 @@
 /* tui_model.c - the browser's state and what keys do to it (no curses). */
 #include "tui.h"
 #include <cJSON.h>
-#include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -253,36 +252,30 @@ bool tui_blob_large(const qtk_blob *b) { return b->len > TUI_LARGE || tui_blob_b
  * little-endian length and its bytes, numbers little-endian as stored). 0 or -1. */
 static int tm_sha_kv(const qtk_kv *kv, uint8_t out[32])
 {
-	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	qtk_sha256 *h = qtk_sha256_begin();
 	const qtk_value *v = &kv->val;
-	int ok = md && EVP_DigestInit_ex(md, EVP_sha256(), NULL) == 1;
 	if (v->type == QTK_V_STR) {
-		ok = ok && EVP_DigestUpdate(md, v->v.str.s, (size_t)v->v.str.len) == 1;
+		qtk_sha256_add(h, v->v.str.s, (size_t)v->v.str.len);
 	} else if (v->type == QTK_V_ARR && v->elem == QTK_V_STR) {
 		const qtk_str *sv = v->arr;
-		for (uint64_t e = 0; ok && e < v->n; e++) {
+		for (uint64_t e = 0; e < v->n; e++) {
 			uint8_t len[8];
 			for (int k = 0; k < 8; k++)
 				len[k] = (uint8_t)(sv[e].len >> (8 * k));
-			ok = EVP_DigestUpdate(md, len, 8) == 1 && EVP_DigestUpdate(md, sv[e].s, (size_t)sv[e].len) == 1;
+			qtk_sha256_add(h, len, 8);
+			qtk_sha256_add(h, sv[e].s, (size_t)sv[e].len);
 		}
 	} else if (v->type == QTK_V_ARR) {
-		ok = ok && EVP_DigestUpdate(md, v->arr, (size_t)tui_kv_bytes(kv)) == 1;
+		qtk_sha256_add(h, v->arr, (size_t)tui_kv_bytes(kv));
 	}
-	unsigned dl = 0;
-	ok = ok && EVP_DigestFinal_ex(md, out, &dl) == 1 && dl == 32;
-	EVP_MD_CTX_free(md);
-	return ok ? 0 : -1;
+	return qtk_sha256_end(h, out) ? 0 : -1;
 }
 
 static int tm_sha_bytes(const void *p, size_t n, uint8_t out[32])
 {
-	EVP_MD_CTX *md = EVP_MD_CTX_new();
-	unsigned dl = 0;
-	int ok = md && EVP_DigestInit_ex(md, EVP_sha256(), NULL) == 1 && EVP_DigestUpdate(md, p, n) == 1 &&
-		 EVP_DigestFinal_ex(md, out, &dl) == 1 && dl == 32;
-	EVP_MD_CTX_free(md);
-	return ok ? 0 : -1;
+	qtk_sha256 *h = qtk_sha256_begin();
+	qtk_sha256_add(h, p, n);
+	return qtk_sha256_end(h, out) ? 0 : -1;
 }
 
 /* Append one row per line of text (offsets of line starts). */

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <openssl/evp.h>
+#include "lc.h"
 
 #define CAP_ENTRIES QTK_CAP_TENSORS
 #define CAP_DATASET (64u << 20)

@@ -10,6 +10,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <openssl/evp.h>
+#include "lc.h"
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -898,6 +899,38 @@ void qtk_outlist_free(qtk_outlist *l)
 	qtk_free(l->f);
 	l->f = NULL;
 	l->n = 0;
+}
+
+struct qtk_sha256 {
+	EVP_MD_CTX *md;
+	bool ok;
+};
+
+qtk_sha256 *qtk_sha256_begin(void)
+{
+	qtk_sha256 *h = qtk_malloc(sizeof *h);
+	if (!h)
+		return NULL;
+	h->md = EVP_MD_CTX_new();
+	h->ok = h->md && EVP_DigestInit_ex(h->md, EVP_sha256(), NULL) == 1;
+	return h;
+}
+
+void qtk_sha256_add(qtk_sha256 *h, const void *p, size_t n)
+{
+	if (h && h->ok)
+		h->ok = EVP_DigestUpdate(h->md, p, n) == 1;
+}
+
+bool qtk_sha256_end(qtk_sha256 *h, uint8_t out[32])
+{
+	if (!h)
+		return false;
+	unsigned dl = 0;
+	bool ok = h->ok && EVP_DigestFinal_ex(h->md, out, &dl) == 1 && dl == 32;
+	EVP_MD_CTX_free(h->md);
+	qtk_free(h);
+	return ok;
 }
 
 void qtk_hex(const uint8_t *d, size_t n, char *out)

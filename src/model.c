@@ -89,11 +89,18 @@ static void index_free(qtk_model *m)
 
 qtk_tensor *qtk_model_add_tensor(qtk_model *m, const char *name)
 {
-	qtk_tensor *t = grow(m->tensors, &m->cap_tensors, m->ntensors + 1, sizeof *t, QTK_CAP_TENSORS);
-	if (!t)
-		return NULL;
-	m->tensors = t;
-	t = &m->tensors[m->ntensors];
+	if (m->ntensors + 1 > m->cap_tensors) {
+		if (m->ntensors + 1 > QTK_CAP_TENSORS)
+			return NULL;
+		size_t nc = m->cap_tensors ? m->cap_tensors * 2 : 16;
+		nc = nc > QTK_CAP_TENSORS ? QTK_CAP_TENSORS : nc;
+		qtk_tensor *nt = qtk_table_realloc(m->tensors, m->ntensors * sizeof *nt, nc * sizeof *nt);
+		if (!nt)
+			return NULL;
+		m->tensors = nt;
+		m->cap_tensors = nc;
+	}
+	qtk_tensor *t = &m->tensors[m->ntensors];
 	memset(t, 0, sizeof *t);
 	t->name = qtk_strdup(name);
 	if (!t->name)
@@ -329,7 +336,7 @@ static void model_free(qtk_model *m)
 	index_free(m);
 	for (size_t i = 0; i < m->ntensors; i++)
 		qtk_free(m->tensors[i].name);
-	qtk_free(m->tensors);
+	qtk_table_free(m->tensors);
 	for (size_t i = 0; i < m->nkv; i++) {
 		qtk_free(m->kv[i].key);
 		qtk_value_free(&m->kv[i].val);

@@ -313,6 +313,12 @@ typedef struct qtk_outlist {
 void qtk_outlist_free(qtk_outlist *l);
 /* Lower-case hex of n bytes into out (2n+1 bytes). */
 void qtk_hex(const uint8_t *d, size_t n, char *out);
+/* SHA-256 over pieces: begin (NULL: out of memory), add any number of pieces (h may be NULL),
+ * end writes the digest and frees h; false when any step failed. */
+typedef struct qtk_sha256 qtk_sha256;
+qtk_sha256 *qtk_sha256_begin(void);
+void qtk_sha256_add(qtk_sha256 *h, const void *p, size_t n);
+bool qtk_sha256_end(qtk_sha256 *h, uint8_t out[32]);
 
 typedef struct qtk_write_opts {
 	uint32_t alignment;      /* GGUF; 0 = default 32 */
@@ -423,6 +429,11 @@ void *qtk_realloc(void *p, size_t n);
 char *qtk_strdup(const char *s);
 char *qtk_strndup(const char *s, size_t n);
 void qtk_free(void *p);
+/* A table that grows and is written front to back (a model's tensor descriptions). n bytes of
+ * room, the first `used` bytes of p (from an earlier call, or NULL) kept; the room beyond is
+ * not cleared. Free it with qtk_table_free only. */
+void *qtk_table_realloc(void *p, size_t used, size_t n);
+void qtk_table_free(void *p);
 /* 0 disables; otherwise the Nth allocation from now fails. */
 void qtk_test_fail_alloc_at(long n);
 /* Test hook: the largest single allocation request (bytes) since the last reset; reset: return it

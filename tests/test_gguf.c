@@ -644,8 +644,64 @@ static void test_writer_validates(void)
 	qtk_close(d);
 }
 
+/* The tensor table's allocator: growing keeps the used bytes across the change from malloc to a
+ * mapping of its own and between mappings; a failed growth leaves the table as it was; a model
+ * with thousands of tensors finds each by name. */
+static void test_table(void)
+{
+	uint8_t *p = NULL;
+	size_t used = 0;
+	bool ok = true;
+	for (size_t n = 1000; n <= ((size_t)20 << 20) && ok; n = n * 3) {
+		uint8_t *q = qtk_table_realloc(p, used, n);
+		if (!q) {
+			ok = false;
+			break;
+		}
+		for (size_t i = 0; i < used; i++)
+			ok &= q[i] == (uint8_t)(i * 7 + i / 4099);
+		for (size_t i = used; i < n / 2; i++)
+			q[i] = (uint8_t)(i * 7 + i / 4099);
+		p = q;
+		used = n / 2;
+	}
+	CHECK(ok && used > ((size_t)2 << 20), "table grows from malloc to mappings, bytes kept (%zu)", used);
+	qtk_test_fail_alloc_at(1);
+	CHECK(!qtk_table_realloc(p, used, used * 2), "injected failure");
+	bool same = true;
+	for (size_t i = 0; i < used; i++)
+		same &= p[i] == (uint8_t)(i * 7 + i / 4099);
+	CHECK(same, "a failed growth leaves the table as it was");
+	qtk_table_free(p);
+	qtk_table_free(NULL);
+
+	qtk_model *m = qtk_model_new();
+	const size_t nt = 5000; /* ~4.8 MB of descriptions: three mappings on the way */
+	bool added = m != NULL;
+	for (size_t i = 0; i < nt && added; i++) {
+		char name[64];
+		snprintf(name, sizeof name, "blk.%zu.w", i);
+		qtk_tensor *t = qtk_model_add_tensor(m, name);
+		added = t != NULL;
+		if (t) {
+			t->ndim = 1;
+			t->shape[0] = i + 1;
+		}
+	}
+	bool found = added;
+	for (size_t i = 0; i < nt && found; i += 37) {
+		char name[64];
+		snprintf(name, sizeof name, "blk.%zu.w", i);
+		const qtk_tensor *t = qtk_tensor_find(m, name);
+		found = t && t->shape[0] == i + 1 && t->nparts == 0;
+	}
+	CHECK(added && found && m->ntensors == nt, "5000 tensors added and found");
+	qtk_close(m);
+}
+
 int main(void)
 {
+	test_table();
 	if (!mkdtemp(tmpdir))
 		return 1;
 	test_writer_validates();

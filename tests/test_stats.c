@@ -2,6 +2,7 @@
  * independent computation on the decoded values; chunked row decoding against
  * whole-tensor decoding; --diff's GGUF<->HF matching and Q/K un-permutation. */
 #include "t.h"
+#include <cJSON.h>
 #include "../inspect/inspect.h"
 
 #include <math.h>
@@ -217,6 +218,39 @@ static void check_text_modes(const char *gguf, const char *hf)
 	CHECK(n == 6 && ctx[0] == 2048 && ctx[1] == 3000 && ctx[2] == 4096 && ctx[5] == 32768, "context sweep");
 }
 
+/* --json is written tensor by tensor; the document must be the one cJSON prints whole: parsing
+ * it and printing it again with cJSON gives the same bytes (with and without --stats), and
+ * every tensor is there. */
+static void check_json_streamed(const char *path, const char *label)
+{
+	qtk_err e;
+	qtk_model *m = qtk_open(path, &e);
+	if (!m) {
+		CHECK(0, "%s: open", label);
+		return;
+	}
+	for (int stats = 0; stats < 2; stats++) {
+		char *buf = NULL;
+		size_t len = 0;
+		FILE *f = open_memstream(&buf, &len);
+		insp_opts o = {0};
+		o.stats = stats;
+		int rc = f ? report_json(m, f, &o) : -1;
+		if (f)
+			fclose(f);
+		cJSON *d = rc == 0 && buf ? cJSON_Parse(buf) : NULL;
+		char *again = d ? cJSON_Print(d) : NULL;
+		const cJSON *ts = d ? cJSON_GetObjectItemCaseSensitive(d, "tensors") : NULL;
+		CHECK(again && len == strlen(again) + 1 && !memcmp(buf, again, len - 1) && buf[len - 1] == '\n',
+		      "%s%s: the streamed document is cJSON's print of itself", label, stats ? " --stats" : "");
+		CHECK(ts && (size_t)cJSON_GetArraySize(ts) == m->ntensors, "%s: every tensor", label);
+		free(again);
+		cJSON_Delete(d);
+		free(buf);
+	}
+	qtk_close(m);
+}
+
 /* Names from files never reach a terminal raw. */
 static void check_safe_names(const char *gguf)
 {
@@ -305,6 +339,8 @@ int main(void)
 	check_hparams_and_names(gguf, hf);
 	check_text_modes(gguf, hf);
 	check_safe_names(gguf);
+	check_json_streamed(gguf, "sample gguf");
+	check_json_streamed(hf, "sample hf");
 	char *d = diff_text(hf, gguf);
 	CHECK(d && strstr(d, "matched 21 of 21 tensors (21 by GGUF<->HF name, 4 with Q/K rows un-permuted)"),
 	      "sample diff gguf vs hf: %s", d ? d : "(none)");
@@ -327,6 +363,8 @@ int main(void)
 			char p[1024];
 			snprintf(p, sizeof p, "%s/%s", fx, files[i]);
 			check_model(p, files[i], false);
+			if (i % 4 == 0 || strstr(files[i], "hf/"))
+				check_json_streamed(p, files[i]);
 		}
 		/* Q4_0: codes are the nibbles, 16 levels; AWQ: zero points and scales per group and column */
 		char p[1024];

@@ -8,7 +8,6 @@
  * Strings taken from the model are shown through the sanitiser (text.h) so the output is
  * valid UTF-8 whatever the file holds. */
 #include "verify.h"
-#include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -112,17 +111,16 @@ static int gather(bomctx *c)
 	qtk_hex(s->d.dec_root, 32, c->dec_root);
 	qtk_prov_time(qtk_prov_now(), c->time, sizeof c->time);
 	/* serial number: SHA-256 of the file hashes and the roots, as an RFC 9562 version-8 UUID */
-	EVP_MD_CTX *h = EVP_MD_CTX_new();
+	qtk_sha256 *h = qtk_sha256_begin();
 	uint8_t d[32];
-	unsigned dl = 0;
-	int ok = h && EVP_DigestInit_ex(h, EVP_sha256(), NULL) == 1 && EVP_DigestUpdate(h, "qtk-bom-v1", 10) == 1 &&
-		 EVP_DigestUpdate(h, s->d.enc_root, 32) == 1 && EVP_DigestUpdate(h, s->d.dec_root, 32) == 1;
-	for (size_t i = 0; ok && i < s->files.n; i++)
-		ok = EVP_DigestUpdate(h, s->files.f[i].path, strlen(s->files.f[i].path) + 1) == 1 &&
-		     EVP_DigestUpdate(h, s->files.f[i].sha256, 32) == 1;
-	ok = ok && EVP_DigestFinal_ex(h, d, &dl) == 1;
-	EVP_MD_CTX_free(h);
-	if (!ok)
+	qtk_sha256_add(h, "qtk-bom-v1", 10);
+	qtk_sha256_add(h, s->d.enc_root, 32);
+	qtk_sha256_add(h, s->d.dec_root, 32);
+	for (size_t i = 0; i < s->files.n; i++) {
+		qtk_sha256_add(h, s->files.f[i].path, strlen(s->files.f[i].path) + 1);
+		qtk_sha256_add(h, s->files.f[i].sha256, 32);
+	}
+	if (!qtk_sha256_end(h, d))
 		return qtk_err_set(&s->err, QTK_E_IO, NULL, -1, NULL, "out of memory");
 	d[6] = (uint8_t)((d[6] & 0x0f) | 0x80);
 	d[8] = (uint8_t)((d[8] & 0x3f) | 0x80);

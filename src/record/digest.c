@@ -5,6 +5,7 @@
 #include "dequant.h"
 #include "scheme/scheme.h"
 #include <openssl/evp.h>
+#include "lc.h"
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>

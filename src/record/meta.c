@@ -4,6 +4,7 @@
 #include "json.h"
 #include <math.h>
 #include <openssl/evp.h>
+#include "lc.h"
 #include <stdlib.h>
 #include <string.h>
 

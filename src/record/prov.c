@@ -4,6 +4,7 @@
 #include "json.h"
 #include "record/audit.h"
 #include <openssl/evp.h>
+#include "lc.h"
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>

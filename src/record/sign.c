@@ -8,6 +8,7 @@
 #include <openssl/core_names.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
+#include "lc.h"
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>

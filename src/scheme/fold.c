@@ -399,10 +399,10 @@ static int module_override(fold *f, const char *prefix, size_t plen, qtk_qcfg *l
 int qtk_fold_replace(qtk_model *m, const long *gid, const bool *drop, qtk_tensor *mods, size_t *nmods)
 {
 	size_t n = m->ntensors, k = 0;
-	qtk_tensor *nt = qtk_calloc(n + 1, sizeof *nt);
+	qtk_tensor *nt = qtk_table_realloc(NULL, 0, (n + 1) * sizeof *nt);
 	bool *emitted = qtk_calloc(*nmods + 1, 1);
 	if (!nt || !emitted) {
-		qtk_free(nt);
+		qtk_table_free(nt);
 		qtk_free(emitted);
 		return oom(m);
 	}
@@ -422,7 +422,7 @@ int qtk_fold_replace(qtk_model *m, const long *gid, const bool *drop, qtk_tensor
 		qtk_free(m->tensors[i].name);
 	}
 	qtk_free(emitted);
-	qtk_free(m->tensors);
+	qtk_table_free(m->tensors);
 	m->tensors = nt;
 	m->ntensors = k;
 	m->cap_tensors = n + 1;
