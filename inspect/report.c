@@ -1,6 +1,7 @@
 /* report.c - qinspect --json, --summary and --markdown (headers only). */
 #include "inspect.h"
 #include <cJSON.h>
+#include <limits.h>
 #include <string.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
@@ -226,15 +227,65 @@ static int audit_print(void *arg, const char *line)
 	return 0;
 }
 
+/* The record's parsed tree (thousands of small nodes and strings for a model's tensors) is
+ * built and freed at once, so its nodes come from one block: a mapping with huge pages advised
+ * (qtk_table_realloc), which costs a page fault per 2 MiB rather than per 4 KiB. Nodes that do
+ * not fit come from malloc; the block's are never freed one by one (pv_free), the block goes
+ * as a whole (pv_arena_end). */
+static struct {
+	uint8_t *base;
+	size_t len, used;
+} pv_arena;
+
+static void *pv_alloc(size_t n)
+{
+	n = (n + 15) & ~(size_t)15;
+	if (pv_arena.base && n <= pv_arena.len - pv_arena.used) {
+		void *p = pv_arena.base + pv_arena.used;
+		pv_arena.used += n;
+		return p;
+	}
+	return malloc(n);
+}
+
+static void pv_free(void *p)
+{
+	const uint8_t *b = p;
+	if (!(pv_arena.base && b >= pv_arena.base && b < pv_arena.base + pv_arena.len))
+		free(p);
+}
+
+static void pv_delete(cJSON *j)
+{
+	cJSON_Hooks h = {malloc, pv_free};
+	cJSON_InitHooks(&h);
+	cJSON_Delete(j);
+	cJSON_InitHooks(NULL);
+	qtk_table_free(pv_arena.base);
+	memset(&pv_arena, 0, sizeof pv_arena);
+}
+
+/* The record as a tree, some of it in the block: free the tree it goes into with pv_delete. */
 static cJSON *json_provenance(const qtk_model *m)
 {
 	const qtk_kv *kv = qtk_kv_find(m, "qtk.provenance");
 	const qtk_blob *b = qtk_blob_find(m, "qtk-provenance.json");
-	cJSON *j = NULL;
+	const char *txt = NULL;
+	size_t len = 0;
 	if (kv && kv->val.type == QTK_V_STR)
-		j = cJSON_ParseWithLength(kv->val.v.str.s, (size_t)kv->val.v.str.len);
+		txt = kv->val.v.str.s, len = (size_t)kv->val.v.str.len;
 	else if (b)
-		j = cJSON_ParseWithLength((const char *)b->data, b->len);
+		txt = (const char *)b->data, len = b->len;
+	cJSON *j = NULL;
+	if (txt) {
+		/* about five bytes of tree per byte of compact record */
+		if (len < SIZE_MAX / 8 && (pv_arena.base = qtk_table_realloc(NULL, 0, 6 * len + 4096)))
+			pv_arena.len = 6 * len + 4096;
+		cJSON_Hooks h = {pv_alloc, pv_free};
+		cJSON_InitHooks(&h);
+		j = cJSON_ParseWithLength(txt, len);
+		cJSON_InitHooks(NULL); /* the rest from malloc (and printing by realloc) */
+	}
 	return j ? j : cJSON_CreateNull();
 }
 
@@ -346,19 +397,30 @@ int report_json(qtk_model *m, FILE *out, const insp_opts *o)
 	cJSON_AddItemToObject(root, "metadata", json_metadata(m));
 	cJSON_AddItemToObject(root, "provenance", json_provenance(m));
 	cJSON_AddItemToObject(root, "audit", json_audit(m));
-	char *txt = cJSON_Print(root);
-	cJSON_Delete(root);
+	/* printed into a block of huge pages when the record makes the document large (about two
+	 * bytes of formatted text per byte of record; cJSON_Print when it does not fit) */
+	char *big = NULL, *txt = NULL;
+	const size_t cap = pv_arena.len && pv_arena.len < INT_MAX / 2 ? 2 * pv_arena.len : 0;
+	if (cap && (big = qtk_table_realloc(NULL, 0, cap)) && cJSON_PrintPreallocated(root, big, (int)cap, 1))
+		txt = big;
+	else
+		txt = cJSON_Print(root);
+	pv_delete(root);
 	static const char mark[] = "\n\t\"tensors\":\t[]";
 	char *at = txt ? strstr(txt, mark) : NULL;
 	if (!at) {
-		cJSON_free(txt);
+		if (txt != big)
+			cJSON_free(txt);
+		qtk_table_free(big);
 		return qtk_err_set(&m->err, QTK_E_IO, NULL, -1, NULL, "out of memory");
 	}
 	char *mem = NULL;
 	size_t memlen = 0;
 	FILE *to = o->stats ? open_memstream(&mem, &memlen) : out;
 	if (!to) {
-		cJSON_free(txt);
+		if (txt != big)
+			cJSON_free(txt);
+		qtk_table_free(big);
 		return qtk_err_set(&m->err, QTK_E_IO, NULL, -1, NULL, "out of memory");
 	}
 	const size_t head = (size_t)(at - txt) + sizeof mark - 2; /* through the '[' */
@@ -388,7 +450,9 @@ int report_json(qtk_model *m, FILE *out, const insp_opts *o)
 		fputs(txt + head, to);
 		fputc('\n', to);
 	}
-	cJSON_free(txt);
+	if (txt != big)
+		cJSON_free(txt);
+	qtk_table_free(big);
 	if (o->stats) {
 		if (fclose(to) && !rc)
 			rc = qtk_err_set(&m->err, QTK_E_IO, NULL, -1, NULL, "out of memory");

@@ -221,7 +221,7 @@ static void check_text_modes(const char *gguf, const char *hf)
 /* --json is written tensor by tensor; the document must be the one cJSON prints whole: parsing
  * it and printing it again with cJSON gives the same bytes (with and without --stats), and
  * every tensor is there. */
-static void check_json_streamed(const char *path, const char *label)
+static void check_json_streamed(const char *path, const char *label, const char *record)
 {
 	qtk_err e;
 	qtk_model *m = qtk_open(path, &e);
@@ -229,6 +229,8 @@ static void check_json_streamed(const char *path, const char *label)
 		CHECK(0, "%s: open", label);
 		return;
 	}
+	if (record)
+		CHECK(qtk_model_set_kv_str(m, "qtk.provenance", record) == 0, "%s: record set", label);
 	for (int stats = 0; stats < 2; stats++) {
 		char *buf = NULL;
 		size_t len = 0;
@@ -244,6 +246,7 @@ static void check_json_streamed(const char *path, const char *label)
 		CHECK(again && len == strlen(again) + 1 && !memcmp(buf, again, len - 1) && buf[len - 1] == '\n',
 		      "%s%s: the streamed document is cJSON's print of itself", label, stats ? " --stats" : "");
 		CHECK(ts && (size_t)cJSON_GetArraySize(ts) == m->ntensors, "%s: every tensor", label);
+		CHECK(!record || cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(d, "provenance")), "%s: the record", label);
 		free(again);
 		cJSON_Delete(d);
 		free(buf);
@@ -339,8 +342,20 @@ int main(void)
 	check_hparams_and_names(gguf, hf);
 	check_text_modes(gguf, hf);
 	check_safe_names(gguf);
-	check_json_streamed(gguf, "sample gguf");
-	check_json_streamed(hf, "sample hf");
+	check_json_streamed(gguf, "sample gguf", NULL);
+	check_json_streamed(hf, "sample hf", NULL);
+	/* a record's tree comes from a block sized from its text; one of tiny nodes outgrows it */
+	check_json_streamed(gguf, "sample gguf with a record",
+			    "{\"record_version\":1,\"tool\":{\"name\":\"qtk\",\"v\":\"caf\\u00e9 \\\"q\\\"\"},"
+			    "\"output\":{\"tensors\":[{\"name\":\"a\",\"shape\":[2,3],\"x\":1.5e-7},{}],\"e\":[]}}");
+	{
+		static char big[200000];
+		size_t k = (size_t)snprintf(big, sizeof big, "{\"output\":{\"tensors\":[");
+		while (k < sizeof big - 16)
+			k += (size_t)snprintf(big + k, sizeof big - k, "0,");
+		snprintf(big + k - 1, sizeof big - k + 1, "]}}");
+		check_json_streamed(gguf, "sample gguf with a record of tiny nodes", big);
+	}
 	char *d = diff_text(hf, gguf);
 	CHECK(d && strstr(d, "matched 21 of 21 tensors (21 by GGUF<->HF name, 4 with Q/K rows un-permuted)"),
 	      "sample diff gguf vs hf: %s", d ? d : "(none)");
@@ -364,7 +379,7 @@ int main(void)
 			snprintf(p, sizeof p, "%s/%s", fx, files[i]);
 			check_model(p, files[i], false);
 			if (i % 4 == 0 || strstr(files[i], "hf/"))
-				check_json_streamed(p, files[i]);
+				check_json_streamed(p, files[i], NULL);
 		}
 		/* Q4_0: codes are the nibbles, 16 levels; AWQ: zero points and scales per group and column */
 		char p[1024];
