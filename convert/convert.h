@@ -115,8 +115,18 @@ int conv_build_meta(qtk_model *in, const conv_opts *o, qtk_model *d, qtk_err *er
 int conv_model_card(const qtk_model *in, qtk_model *d, const conv_opts *o, qtk_err *err);
 /* A hub repository id owner/name (letters, digits, . _ -; no "--" or ".."). */
 bool conv_repo_id_ok(const char *s);
-/* Produce one tensor into the writer; measures the error against the decoded source. */
-int conv_tensor(qtk_model *in, qtk_writer *w, const plan *p, int threads, tensor_result *r, qtk_err *err);
+/* The provenance record's decoded-tier sink, when there is one, and where the tensor goes in the
+ * output's description: a packed output's check hashes the values it decodes and hands the
+ * leaf to the sink (qtk_digest_sink_decoded), which then need not hold the parts to decode them. */
+typedef struct conv_rec {
+	qtk_digest_sink *dec;
+	const qtk_model *desc;
+	size_t k;
+} conv_rec;
+/* Produce one tensor into the writer; measures the error against the decoded source. rec may be
+ * NULL. */
+int conv_tensor(qtk_model *in, qtk_writer *w, const plan *p, int threads, const conv_rec *rec, tensor_result *r,
+		qtk_err *err);
 /* Plan, write and verify. Returns the exit status (0, 1, or an error status). */
 int conv_run(qtk_model *in, const conv_opts *o, conv_result *res);
 void conv_print_summary(const conv_opts *o, const conv_result *res);

@@ -3,6 +3,7 @@
 #include "cli.h"
 #include "convert.h"
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -606,9 +607,11 @@ static int run_rows(qtk_model *in, qtk_writer *w, const plan *p, int threads, te
  * Every output feature is fitted on its own, so the slicing never changes
  * the bytes; slices are multiples of 32 so packed words never straddle them. */
 #define GROUP_SLICE 128u
-/* values per window of output features: half the plain paths' window, since the packed output
- * of the whole tensor is held beside it (a 70B model's largest matrix: 112 MiB at 4 bits) */
-#define GROUP_WINDOW_ELEMS ((uint64_t)1 << 22)
+/* values per window of output features: a quarter of the plain paths' window, since the packed
+ * output of the whole tensor is held beside it (a 70B model's largest matrix: 112 MiB at 4 bits)
+ * with three windows of F32: the source's values, the check's decoded values and the previous
+ * window's, hashed for the record meanwhile (8 MiB each) */
+#define GROUP_WINDOW_ELEMS ((uint64_t)1 << 21)
 
 /* ---- AWQ/GPTQ targets, a window of output features at a time ----
  * A row source gives the values of output features o0 .. o0+n-1 in the plan's row order: plain
@@ -651,7 +654,9 @@ static int rowsrc_whole(rowsrc *s, qtk_err *err)
 	return rc;
 }
 
-static int rowsrc_open(rowsrc *s, qtk_model *in, const plan *p, qtk_err *err)
+/* Windows of whole fitting slices, of whole heads when permuting, and of multiples of
+ * align_rows (0: any). */
+static int rowsrc_open(rowsrc *s, qtk_model *in, const plan *p, uint64_t align_rows, qtk_err *err)
 {
 	const qtk_tensor *t = p->src;
 	uint32_t out = (uint32_t)t->shape[0], inf = (uint32_t)t->shape[1];
@@ -672,6 +677,8 @@ static int rowsrc_open(rowsrc *s, qtk_model *in, const plan *p, qtk_err *err)
 		return qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "row size does not fit the type");
 	/* windows of whole fitting slices, and of whole heads when rows are permuted */
 	uint64_t a = qtk_lcm_u64(GROUP_SLICE, s->hd);
+	if (align_rows > 1)
+		a = qtk_lcm_u64(a, align_rows);
 	uint64_t w = GROUP_WINDOW_ELEMS / inf / a * a;
 	s->win = (uint32_t)(w < a ? a : w);
 	if (s->win > out)
@@ -734,11 +741,13 @@ typedef struct cslices {
 	uint8_t **pp;
 	errstat *es; /* per slice */
 	int *rc;     /* per slice */
+	size_t first; /* job i is slice first + i */
 } cslices;
 
-static void cslice_job(void *ctx, size_t si)
+static void cslice_job(void *ctx, size_t ji)
 {
 	cslices *c = ctx;
+	const size_t si = c->first + ji;
 	uint32_t w0 = (uint32_t)si * GROUP_SLICE, n = c->nrows - w0 < GROUP_SLICE ? c->nrows - w0 : GROUP_SLICE;
 	uint64_t at = (uint64_t)w0 * c->in;
 	if (c->refit && qtk_scheme_encode_rows(c->o, c->x + at, c->base + w0, n, (void *const *)c->pp)) {
@@ -760,8 +769,17 @@ static int fit_check_groups(const float *x, float *y, const qtk_tensor *o, uint3
 	errstat *es = qtk_calloc(ns, sizeof *es);
 	int r = rc && es ? 0 : -1;
 	if (!r) {
-		cslices c = {x, y, o, (uint32_t)o->shape[1], base, nrows, refit, pp, es, rc};
-		qtk_parallel_for(threads, ns, cslice_job, &c);
+		cslices c = {x, y, o, (uint32_t)o->shape[1], base, nrows, refit, pp, es, rc, 0};
+		/* the tensor's first slice also writes what every slice's decoding reads (GPTQ's g_idx):
+		 * it runs before the others, else their check reads it half written */
+		const qtk_scheme *sc = qtk_scheme_of(o);
+		if (refit && base == 0 && ns > 1 && sc && sc->first_writes_shared) {
+			cslice_job(&c, 0);
+			c.first = 1;
+			qtk_parallel_for(threads, ns - 1, cslice_job, &c);
+		} else {
+			qtk_parallel_for(threads, ns, cslice_job, &c);
+		}
 		for (size_t i = 0; i < ns; i++) {
 			r = r ? r : rc[i];
 			errstat_merge(total, &es[i]);
@@ -772,17 +790,64 @@ static int fit_check_groups(const float *x, float *y, const qtk_tensor *o, uint3
 	return r;
 }
 
-static int fit_groups(rowsrc *s, float *x, uint8_t **pp, bool refit, int threads, errstat *total, qtk_err *err)
+/* The record's decoded tier of a packed output, from the values its check decodes: a window's
+ * values are hashed on a thread of their own while the next window is fitted (two buffers). */
+typedef struct vjob {
+	qtk_vhash *h;
+	const float *v;
+	uint64_t n;
+	int rc;
+	bool on;
+	pthread_t th;
+} vjob;
+
+static void *vjob_run(void *a)
+{
+	vjob *j = a;
+	j->rc = qtk_vhash_put(j->h, j->v, j->n);
+	return NULL;
+}
+
+static int vjob_wait(vjob *j)
+{
+	if (j->on) {
+		pthread_join(j->th, NULL);
+		j->on = false;
+	}
+	return j->rc;
+}
+
+static void vjob_start(vjob *j, const float *v, uint64_t n)
+{
+	j->v = v;
+	j->n = n;
+	if (pthread_create(&j->th, NULL, vjob_run, j))
+		vjob_run(j); /* no thread: here */
+	else
+		j->on = true;
+}
+
+/* vh (may be NULL) receives every output value in order; it is freed (NULL) when that fails, and
+ * the record's sink then decodes the output itself. */
+static int fit_groups(rowsrc *s, float *x, uint8_t **pp, bool refit, int threads, errstat *total, qtk_vhash **vh,
+		      qtk_err *err)
 {
 	const qtk_tensor *t = s->p->src, *o = &s->p->out;
 	uint32_t out = (uint32_t)t->shape[0], inf = (uint32_t)t->shape[1];
-	float *y = qtk_malloc((size_t)s->win * inf * sizeof *y);
-	int rc = y ? 0 : qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
-	for (uint32_t o0 = 0; o0 < out && !rc; o0 += s->win) {
+	const size_t wb = (size_t)s->win * inf * sizeof(float);
+	float *y[2] = {qtk_malloc(wb), *vh ? qtk_malloc(wb) : NULL};
+	vjob vj = {*vh, NULL, 0, 0, false, 0};
+	int rc = y[0] ? 0 : qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
+	if (*vh && !y[1]) { /* no room to hash beside: the sink does it */
+		qtk_vhash_free(*vh);
+		*vh = vj.h = NULL;
+	}
+	for (uint32_t o0 = 0, wi = 0; o0 < out && !rc; o0 += s->win, wi++) {
 		uint32_t nr = out - o0 < s->win ? out - o0 : s->win;
+		float *yw = y[vj.h ? wi & 1 : 0];
 		if ((rc = rowsrc_get(s, o0, nr, x, err)))
 			break;
-		const int fc = fit_check_groups(x, y, o, o0, nr, pp, refit, threads, total);
+		const int fc = fit_check_groups(x, yw, o, o0, nr, pp, refit, threads, total);
 		if (fc == 1) {
 			rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "the %s encoder failed",
 					 qtk_scheme_of(o) ? qtk_scheme_of(o)->title : "packed");
@@ -792,9 +857,22 @@ static int fit_groups(rowsrc *s, float *x, uint8_t **pp, bool refit, int threads
 			rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "cannot decode the output");
 			break;
 		}
+		if (vj.h) { /* the previous window's hash is done before this one's starts */
+			if (vjob_wait(&vj)) {
+				qtk_vhash_free(vj.h);
+				*vh = vj.h = NULL;
+			} else {
+				vjob_start(&vj, yw, (uint64_t)nr * inf);
+			}
+		}
 		cli_progress_within(o0 + nr, out);
 	}
-	qtk_free(y);
+	if (vjob_wait(&vj) || rc) {
+		qtk_vhash_free(vj.h);
+		*vh = NULL;
+	}
+	qtk_free(y[0]);
+	qtk_free(y[1]);
 	return rc;
 }
 
@@ -953,7 +1031,8 @@ static int put_release(qtk_writer *w, uint8_t *p, size_t n)
 
 /* A tensor to AWQ/GPTQ: repack the source's integers when they fit the target, else fit every
  * group to the decoded values. */
-static int run_groups(qtk_model *in, qtk_writer *w, const plan *p, int threads, tensor_result *r, qtk_err *err)
+static int run_groups(qtk_model *in, qtk_writer *w, const plan *p, int threads, const conv_rec *rec, tensor_result *r,
+		      qtk_err *err)
 {
 	const qtk_tensor *t = p->src, *o = &p->out;
 	if (o->layout.kind == QTK_LAYOUT_MXFP4 && o->layout.scale_type == 0 && t->layout.kind == QTK_LAYOUT_PLAIN &&
@@ -964,10 +1043,26 @@ static int run_groups(qtk_model *in, qtk_writer *w, const plan *p, int threads, 
 	float *x = NULL;
 	qgroups g;
 	memset(&g, 0, sizeof g);
+	/* the record's decoded tier from the check's values (else its sink holds a copy of the parts
+	 * to decode them); Q/K rows stored in GGUF's order need windows of whole heads */
+	qtk_vhash *vh = NULL;
+	qtk_err ve;
+	qtk_err_clear(&ve);
+	uint64_t hrows = 0;
+	if (rec && rec->dec && rec->k < rec->desc->ntensors && !qtk_vhash_new(rec->desc, &rec->desc->tensors[rec->k], &vh, &ve))
+		hrows = qtk_vhash_head_rows(vh);
+	if (vh && hrows && qtk_lcm_u64(qtk_lcm_u64(GROUP_SLICE, hrows), p->perm_heads ? out / (uint32_t)p->perm_heads : 1) *
+				   inf > 4 * GROUP_WINDOW_ELEMS) {
+		qtk_vhash_free(vh); /* heads too large for a window: the sink decodes */
+		vh = NULL;
+		hrows = 0;
+	}
 	rowsrc s;
-	int rc = rowsrc_open(&s, in, p, err);
-	if (rc)
+	int rc = rowsrc_open(&s, in, p, hrows, err);
+	if (rc) {
+		qtk_vhash_free(vh);
 		return rc;
+	}
 	for (int k = 0; k < o->nparts && !rc; k++)
 		if (!(pp[k] = qtk_calloc(1, (size_t)o->parts[k].nbytes + 8)))
 			rc = qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
@@ -1058,9 +1153,17 @@ static int run_groups(qtk_model *in, qtk_writer *w, const plan *p, int threads, 
 	if (!rc && !packed)
 		for (int k = 0; k < o->nparts; k++)
 			memset(pp[k], 0, (size_t)o->parts[k].nbytes);
-	rc = rc ? rc : fit_groups(&s, x, pp, !packed, threads, &e, err);
+	rc = rc ? rc : fit_groups(&s, x, pp, !packed, threads, &e, &vh, err);
 	if (!rc)
 		errstat_finish(&e, r);
+	if (vh) {
+		uint8_t dec[32];
+		if (!rc && !qtk_vhash_end(vh, dec))
+			qtk_digest_sink_decoded(rec->dec, rec->k, dec);
+		else if (rc)
+			qtk_vhash_free(vh);
+		vh = NULL;
+	}
 	if (!rc && nvs && !r->exact) /* the shuffle promises every bit (plan_modelopt) */
 		rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "NVFP4 blocks in ModelOpt's layout decode differently");
 	if (!rc && mxs && r->max_abs_err != 0) /* likewise, up to the sign of zero (plan_ct_mxfp4) */
@@ -1077,14 +1180,16 @@ static int run_groups(qtk_model *in, qtk_writer *w, const plan *p, int threads, 
 	}
 	for (int k = 0; k < QTK_MAX_PARTS; k++)
 		qtk_free(pp[k]);
-	/* a large packed output: let the record's hashes finish it (its decoded tier holds a copy of
-	 * the parts) before the next tensor's are built, so the two are never in memory together */
+	/* a large packed output: let the record's hashes finish it (a decoded tier its sink computes
+	 * holds a copy of the parts) before the next tensor's are built, so the two are never in
+	 * memory together */
 	if (!rc && total >= BIG_PACKED)
 		rc = qtk_writer_drain(w);
 	return rc;
 }
 
-int conv_tensor(qtk_model *in, qtk_writer *w, const plan *p, int threads, tensor_result *r, qtk_err *err)
+int conv_tensor(qtk_model *in, qtk_writer *w, const plan *p, int threads, const conv_rec *rec, tensor_result *r,
+		qtk_err *err)
 {
 	switch (p->method) {
 	case M_COPY:
@@ -1096,7 +1201,7 @@ int conv_tensor(qtk_model *in, qtk_writer *w, const plan *p, int threads, tensor
 	case M_ROWS:
 		return run_rows(in, w, p, threads, r, err);
 	case M_GROUPS:
-		return run_groups(in, w, p, threads, r, err);
+		return run_groups(in, w, p, threads, rec, r, err);
 	}
 	return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, p->src->name, "unknown method");
 }

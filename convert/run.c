@@ -558,7 +558,8 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 		size_t i = order[k];
 		tensor_result *r = &res->t[k];
 		cli_progress_item(in->tensors[i].name, k, nout, in->tensors[i].n_bytes, res->bytes_in);
-		rc = conv_tensor(in, w, &plans[i], threads, r, &err);
+		const conv_rec cr = {prov.sink2, d, k};
+		rc = conv_tensor(in, w, &plans[i], threads, with_prov && prov.sink2 ? &cr : NULL, r, &err);
 		if (rc)
 			break;
 		if (r->exact)

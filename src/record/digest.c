@@ -553,6 +553,105 @@ int qtk_thash_end(qtk_thash *h, qtk_leaf *leaf)
 	return rc;
 }
 
+/* ---- decoded leaf from values -------------------------------------------------------- */
+
+struct qtk_vhash {
+	qtk_thash h;     /* its dec digest and error fields, for md_* */
+	uint64_t left;   /* values still expected */
+	uint64_t cols;   /* values per row */
+	uint64_t hrows;  /* rows per Q/K head when the rows are stored permuted, else 0 */
+	float *perm;     /* a piece un-permuted */
+	uint64_t pcap;
+};
+
+void qtk_vhash_free(qtk_vhash *v)
+{
+	if (!v)
+		return;
+	EVP_MD_CTX_free(v->h.dec);
+	qtk_free(v->h.stored);
+	qtk_free(v->perm);
+	qtk_free(v);
+}
+
+int qtk_vhash_new(const qtk_model *m, const qtk_tensor *t, qtk_vhash **out, qtk_err *err)
+{
+	*out = NULL;
+	qtk_leaf meta;
+	int rc = qtk_digest_leaf_meta(m, t, &meta, err);
+	if (rc)
+		return rc;
+	const uint64_t rows = t->ndim >= 1 ? t->shape[0] : 0;
+	if (meta.dec_kind != QTK_DEC_VALUES || t->ndim < 0 || t->ndim > QTK_MAX_DIMS ||
+	    (meta.qk_heads > 0 && (t->ndim != 2 || !rows || rows % (2 * (uint64_t)meta.qk_heads))))
+		rc = qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "values are not hashed in stored order");
+	qtk_vhash *v = rc ? NULL : qtk_calloc(1, sizeof *v);
+	if (!rc && !v)
+		rc = oom(err, t->name);
+	if (!rc) {
+		v->h.err = err;
+		v->h.t.ndim = t->ndim;
+		memcpy(v->h.t.shape, t->shape, sizeof t->shape);
+		v->h.stored = meta.stored;
+		meta.stored = NULL;
+		v->left = t->n_params;
+		v->cols = rows ? t->n_params / rows : 0;
+		v->hrows = meta.qk_heads > 0 ? rows / (uint64_t)meta.qk_heads : 0;
+		v->h.dec = EVP_MD_CTX_new();
+		if (!v->h.dec || EVP_DigestInit_ex(v->h.dec, EVP_sha256(), NULL) != 1)
+			rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "cannot initialise SHA-256");
+	}
+	rc = rc ? rc : md_tag(&v->h, v->h.dec, TAG_DEC);
+	rc = rc ? rc : md_str(&v->h, v->h.dec, meta.name);
+	rc = rc ? rc : md_shape(&v->h, v->h.dec);
+	rc = rc ? rc : md_u64(&v->h, v->h.dec, t->n_params);
+	qtk_free(meta.name);
+	qtk_free(meta.stored);
+	if (rc) {
+		qtk_vhash_free(v);
+		return rc;
+	}
+	*out = v;
+	return 0;
+}
+
+uint64_t qtk_vhash_head_rows(const qtk_vhash *v) { return v->hrows; }
+
+int qtk_vhash_put(qtk_vhash *v, const float *x, uint64_t n)
+{
+	if (n > v->left)
+		return qtk_err_set(v->h.err, QTK_E_INTERNAL, NULL, -1, v->h.stored, "more values than the tensor holds");
+	if (v->hrows) { /* stored in GGUF's Q/K order: whole heads, un-permuted */
+		const uint64_t unit = v->hrows * v->cols;
+		if (n % unit)
+			return qtk_err_set(v->h.err, QTK_E_INTERNAL, NULL, -1, v->h.stored, "values not in whole heads");
+		if (n > v->pcap) {
+			qtk_free(v->perm);
+			v->pcap = 0;
+			if (n > SIZE_MAX / sizeof(float) || !(v->perm = qtk_malloc((size_t)n * sizeof(float))))
+				return oom(v->h.err, v->h.stored);
+			v->pcap = n;
+		}
+		unpermute(x, v->perm, n, unit, v->cols);
+		x = v->perm;
+	}
+	v->left -= n;
+	return md_put(&v->h, v->h.dec, x, (size_t)n * sizeof *x);
+}
+
+int qtk_vhash_end(qtk_vhash *v, uint8_t dec[32])
+{
+	unsigned len = 0;
+	int rc = 0;
+	if (v->left)
+		rc = qtk_err_set(v->h.err, QTK_E_INTERNAL, NULL, -1, v->h.stored, "%llu values missing",
+				 (unsigned long long)v->left);
+	if (!rc && (EVP_DigestFinal_ex(v->h.dec, dec, &len) != 1 || len != 32))
+		rc = qtk_err_set(v->h.err, QTK_E_INTERNAL, NULL, -1, v->h.stored, "SHA-256 failed");
+	qtk_vhash_free(v);
+	return rc;
+}
+
 /* ---- leaves, roots ------------------------------------------------------------------ */
 
 void qtk_digests_free(qtk_digests *d)
@@ -702,6 +801,55 @@ static int read_chunk(djob *j, const qtk_tensor *t, int p, uint64_t off, uint8_t
 	return rc;
 }
 
+/* The decoded leaf of a packed matrix read in windows of rows (reads under the job's lock, as
+ * read_chunk's), decoded and hashed in order: memory is a window, not the tensor's parts (two
+ * digest threads on a 70B model's largest AWQ matrix held 2 x 112 MiB). 1 when the tensor is
+ * not such a matrix (the caller hashes it whole), 0, or an error status into e. */
+static int packed_dec(djob *j, const qtk_tensor *t, uint8_t dec[32], qtk_err *e)
+{
+	const qtk_scheme *sc = qtk_scheme_of(t);
+	if (t->ndim != 2 || t->layout.kind == QTK_LAYOUT_PLAIN || !sc || !t->shape[0] || !t->shape[1] ||
+	    t->shape[1] > (1u << 30))
+		return 1;
+	qtk_vhash *vh;
+	if (qtk_vhash_new(j->m, t, &vh, e))
+		return 1;
+	const uint64_t rows = t->shape[0], in = t->shape[1], hr = qtk_vhash_head_rows(vh);
+	uint64_t align = qtk_lcm_u64(sc->row_align ? sc->row_align : 1, hr ? hr : 1);
+	uint64_t want = CHUNK_VALUES * 4 / in / align * align;
+	want = want < align ? align : want > rows ? rows : want;
+	if (align > rows || rows % align || want * in > MAX_UNIT_VALUES) {
+		qtk_vhash_free(vh);
+		return 1;
+	}
+	float *vals = qtk_malloc((size_t)(want * in) * sizeof *vals);
+	qtk_pwin pw;
+	qtk_pwin_init(&pw, j->m, t, want);
+	int rc = vals ? 0 : oom(e, t->name);
+	for (uint64_t o0 = 0, got = 0; o0 < rows && !rc; o0 += got) {
+		const uint64_t n = rows - o0 < want ? rows - o0 : want;
+		pthread_mutex_lock(&j->mu);
+		if (j->o && j->o->cancel && __atomic_load_n(j->o->cancel, __ATOMIC_RELAXED))
+			rc = qtk_err_set(e, QTK_E_IO, NULL, -1, t->name, "cancelled");
+		if (!rc && (rc = qtk_pwin_load(&pw, o0, n, &got)))
+			*e = j->m->err;
+		pthread_mutex_unlock(&j->mu);
+		if (!rc && (got != n || (hr && got % hr)))
+			rc = qtk_err_set(e, QTK_E_INTERNAL, NULL, -1, t->name, "row window out of step");
+		if (!rc && qtk_scheme_decode_rows(&pw.sub, (const void *const *)pw.buf, o0 - pw.w0, got, vals))
+			rc = qtk_err_set(e, QTK_E_DATA, NULL, -1, t->name, "inconsistent quantized components");
+		if (!rc && (rc = qtk_vhash_put(vh, vals, got * in)))
+			*e = *vh->h.err;
+	}
+	qtk_pwin_free(&pw);
+	qtk_free(vals);
+	if (rc) {
+		qtk_vhash_free(vh);
+		return rc;
+	}
+	return qtk_vhash_end(vh, dec);
+}
+
 static void digest_one(void *ctx, size_t k)
 {
 	djob *j = ctx;
@@ -725,7 +873,12 @@ static void digest_one(void *ctx, size_t k)
 	qtk_thash *h = NULL;
 	uint8_t *buf = NULL;
 	int rc = qtk_family_qk_heads(j->m, t, &heads, &e);
-	rc = rc ? rc : thash_new(j->m, t, heads, !(j->o && j->o->enc_only), &h, &e);
+	/* packed matrices: the encoded tier from the bytes, the decoded one window by window */
+	uint8_t pdec[32];
+	const int pk = rc || (j->o && j->o->enc_only) ? 1 : packed_dec(j, t, pdec, &e);
+	if (pk > 1 || pk < 0)
+		rc = pk;
+	rc = rc ? rc : thash_new(j->m, t, heads, pk == 1 && !(j->o && j->o->enc_only), &h, &e);
 	if (!rc && !(buf = qtk_malloc(READ_BYTES)))
 		rc = oom(&e, t->name);
 	for (int p = 0; p < t->nparts && !rc; p++)
@@ -738,6 +891,10 @@ static void digest_one(void *ctx, size_t k)
 	if (!rc) {
 		rc = qtk_thash_end(h, &j->d->leaf[i]);
 		h = NULL;
+	}
+	if (!rc && pk == 0) {
+		memcpy(j->d->leaf[i].dec, pdec, 32);
+		j->d->leaf[i].has_dec = true;
 	}
 	qtk_thash_free(h);
 	qtk_free(buf);
@@ -879,7 +1036,20 @@ struct qtk_digest_sink {
 	bool cur_expect;   /* the current tensor hashes the encoded tier only */
 	qtk_sink_mode mode;
 	bool cur_skip;     /* QTK_SINK_DEC: nothing to hash for the current tensor */
+	uint8_t (*given)[32]; /* QTK_SINK_DEC, per tensor: its decoded leaf from the writer ... */
+	bool *has_given;      /* ... when set (qtk_digest_sink_decoded) */
 };
+
+/* Called by the writer's thread while the sink's thread hashes earlier tensors: it writes only
+ * tensor `tensor`'s entries, which the sink reads once that tensor's first bytes have come
+ * through the writer's queue (its lock orders the two). */
+void qtk_digest_sink_decoded(qtk_digest_sink *s, size_t tensor, const uint8_t dec[32])
+{
+	if (s->mode != QTK_SINK_DEC || !s->has_given || tensor >= s->desc->ntensors)
+		return;
+	memcpy(s->given[tensor], dec, 32);
+	s->has_given[tensor] = true;
+}
 
 void qtk_digest_sink_expect(qtk_digest_sink *s, size_t tensor, const qtk_leaf *src)
 {
@@ -944,6 +1114,8 @@ void qtk_digest_sink_free(qtk_digest_sink *s)
 	qtk_free(s->expect);
 	qtk_free(s->late);
 	qtk_free(s->pending);
+	qtk_free(s->given);
+	qtk_free(s->has_given);
 	qtk_free(s);
 }
 
@@ -975,6 +1147,16 @@ int qtk_digest_sink_new_mode(const qtk_model *desc, qtk_sink_mode mode, qtk_dige
 	s->d.n = desc->ntensors;
 	s->cur = SIZE_MAX;
 	s->mode = mode;
+	if (mode == QTK_SINK_DEC) { /* without them the sink decodes every tensor itself */
+		s->given = qtk_calloc(desc->ntensors ? desc->ntensors : 1, sizeof *s->given);
+		s->has_given = qtk_calloc(desc->ntensors ? desc->ntensors : 1, sizeof *s->has_given);
+		if (!s->given || !s->has_given) {
+			qtk_free(s->given);
+			qtk_free(s->has_given);
+			s->given = NULL;
+			s->has_given = NULL;
+		}
+	}
 	*out = s;
 	return 0;
 }
@@ -996,6 +1178,10 @@ static int sink_advance(qtk_digest_sink *s, size_t upto)
 		qtk_free(meta.stored);
 		if (!rc && s->mode == QTK_SINK_DEC && (s->cur_expect || meta.dec_kind == QTK_DEC_RAW)) {
 			s->cur_skip = true; /* copies and raw leaves: nothing to decode */
+		} else if (!rc && s->mode == QTK_SINK_DEC && s->has_given && s->has_given[s->next]) {
+			s->cur_skip = true; /* the writer hashed its values */
+			memcpy(s->d.leaf[s->next].dec, s->given[s->next], 32);
+			s->d.leaf[s->next].has_dec = true;
 		} else if (!rc) {
 			rc = thash_new(s->desc, t, heads, s->mode != QTK_SINK_ENC && !s->cur_expect, &s->h, s->err);
 			if (!rc && s->mode == QTK_SINK_DEC)

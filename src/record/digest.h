@@ -110,6 +110,20 @@ int qtk_thash_end(qtk_thash *h, qtk_leaf *leaf);
 /* Free an unfinished hasher; accepts NULL. */
 void qtk_thash_free(qtk_thash *h);
 
+/* The decoded leaf of tensor t of m from its F32 values, fed in canonical order (logical
+ * row-major) in stored row order: for a writer that has the values anyway (qconvert's check of
+ * a packed output) and need not keep the encoded parts for a sink to decode. Q/K rows stored in
+ * GGUF's order come in pieces of whole heads (qtk_vhash_head_rows rows each, 0: pieces of any
+ * size) and are un-permuted here. QTK_E_DATA when t's decoded leaf is not such a stream (raw
+ * leaves, heads that do not divide the rows). */
+typedef struct qtk_vhash qtk_vhash;
+int qtk_vhash_new(const qtk_model *m, const qtk_tensor *t, qtk_vhash **out, qtk_err *err);
+uint64_t qtk_vhash_head_rows(const qtk_vhash *h);
+int qtk_vhash_put(qtk_vhash *h, const float *v, uint64_t n);
+/* The digest, when exactly t's count of values came; frees h, also on error. */
+int qtk_vhash_end(qtk_vhash *h, uint8_t dec[32]);
+void qtk_vhash_free(qtk_vhash *h);
+
 /* A tensor's values as F32 in canonical order (logical row-major, GGUF Q/K rows of a llama
  * model un-permuted): a new array of t->n_params floats (qtk_free). QTK_E_DATA when the layout
  * has no exact F32 decoding (integers, F64, F8 ...). Memory: the whole tensor. */
@@ -137,6 +151,10 @@ void qtk_digest_sink_expect(qtk_digest_sink *s, size_t tensor, const qtk_leaf *s
  * is written): meta is the source leaf's metadata (qtk_digest_leaf_meta); the copy is proven
  * by qtk_digest_sink_finish_late against the source's digests. */
 void qtk_digest_sink_expect_late(qtk_digest_sink *s, size_t tensor, const qtk_leaf *meta);
+/* Optional, before tensor `tensor`'s first byte: its decoded leaf is dec (qtk_vhash of the
+ * values the writer encoded, checked by decoding them). A QTK_SINK_DEC sink then takes that
+ * and neither holds nor decodes the tensor's bytes; other sinks ignore it. */
+void qtk_digest_sink_decoded(qtk_digest_sink *s, size_t tensor, const uint8_t dec[32]);
 /* Every tensor complete: leaves and roots into *out (qtk_digests_free). Frees s, also on error. */
 int qtk_digest_sink_finish(qtk_digest_sink *s, qtk_digests *out);
 /* The same, proving late copies against src (the source's digests). */

@@ -166,6 +166,7 @@ const qtk_scheme qtk_scheme_gptq = {
 	.bits_mask = 1u << 2 | 1u << 3 | 1u << 4 | 1u << 8,
 	.has_version = true,
 	.row_align = 32,
+	.first_writes_shared = true,
 	.nparts = (int)(sizeof parts / sizeof *parts),
 	.parts = parts,
 	.check_layout = check_layout,

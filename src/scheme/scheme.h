@@ -90,6 +90,8 @@ struct qtk_scheme {
 	uint32_t bits_mask;       /* bit b set: b-bit codes are decoded and encoded */
 	bool has_version;         /* layout.gptq_version is meaningful (1 or 2) */
 	uint32_t row_align;       /* decode_rows/encode_rows take rows from multiples of this */
+	bool first_writes_shared; /* encode_rows of the rows from 0 also writes what decoding any row
+	                           * reads (GPTQ's g_idx): encode those before decoding others */
 	int nparts;
 	const qtk_scheme_part *parts;
 	/* The storage type part k of t must have, when it depends on the tensor (MLX scales in the

@@ -1,0 +1,66 @@
+#!/bin/sh
+# cli_records.sh - the provenance record qconvert writes for packed outputs states the values the
+# file decodes to. The decoded tier of a re-fitted AWQ/GPTQ tensor comes from the converter's own
+# check (docs/provenance.md, "The decoded tier of packed outputs"), not from decoding the written
+# parts again: every leaf of the embedded record must equal the leaf qverify --emit-record
+# computes from the file, for AWQ and GPTQ (whose first slice writes the g_idx every slice's check
+# reads), from the Hugging Face sample and from the GGUF sample (Q/K rows kept in GGUF's order,
+# hashed in whole heads), with 1 and 4 threads; the files and the reported error figures must not
+# depend on the thread count.
+B=${QTK_BUILD:-build}
+BIN=${QTK_BIN:-bin}
+T=$(mktemp -d /tmp/qtk-records-XXXXXX)
+trap 'rm -rf "$T"' EXIT
+pass=0; fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+S=$T/samples
+"$B/samples/gen" "$S" >/dev/null || bad "sample generator"
+
+cat >"$T/leaves.py" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+emb = {t["name"]: t for t in d["embedded"]["output"]["tensors"]}
+got = {t["name"]: t for t in d["output"]["tensors"]}
+bad = [n for n in got if n not in emb or emb[n]["decoded"] != got[n]["decoded"] or emb[n]["encoded"] != got[n]["encoded"]]
+packed = [n for n in got if got[n]["encoding"].split(":")[0] in ("awq", "gptq-v1", "gptq-v2")]
+if bad or not packed or d["embedded"]["output"]["tensor_root"] != d["output"]["tensor_root"]:
+    print("differ:", bad[:5], "packed:", len(packed))
+    sys.exit(1)
+EOF
+cat >"$T/same.py" <<'EOF'
+import json, sys
+a, b = (json.load(open(f))["tensors"] for f in sys.argv[1:3])
+sys.exit(0 if a == b and len(a) > 0 else 1)
+EOF
+
+for src in "$S/tiny-llama" "$S/tiny-llama-f32.gguf"; do
+	sn=$(basename "$src")
+	for to in awq gptq; do
+		for th in 1 4; do
+			o=$T/$to-$th.$to
+			if "$BIN/qconvert" -q --threads $th "$src" "$o" --to $to --report "$T/rep-$th.json" >/dev/null 2>"$T/err"; then
+				ok
+				if "$BIN/qverify" --emit-record "$o" >"$T/rec.json" 2>"$T/err" && python3 "$T/leaves.py" "$T/rec.json"; then
+					ok
+				else
+					bad "$sn -> $to, $th threads: record leaves differ from the file's"
+				fi
+			else
+				bad "$sn -> $to, $th threads: qconvert failed"; head -3 "$T/err"
+			fi
+		done
+		for th in 1 4; do
+			"$BIN/qverify" --emit-record "$T/$to-$th.$to" 2>/dev/null |
+				python3 -c 'import json,sys; print(json.load(sys.stdin)["output"]["tensor_root"])' >"$T/root-$th"
+		done
+		if [ -s "$T/root-1" ] && cmp -s "$T/root-1" "$T/root-4"; then ok; else bad "$sn -> $to: 1 and 4 threads differ"; fi
+		if python3 "$T/same.py" "$T/rep-1.json" "$T/rep-4.json"; then ok; else
+			bad "$sn -> $to: reported error figures differ between 1 and 4 threads"
+		fi
+	done
+done
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
