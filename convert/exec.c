@@ -1156,11 +1156,13 @@ static int run_groups(qtk_model *in, qtk_writer *w, const plan *p, int threads, 
 	rc = rc ? rc : fit_groups(&s, x, pp, !packed, threads, &e, &vh, err);
 	if (!rc)
 		errstat_finish(&e, r);
+	bool handed = false; /* the record's sink has this tensor's decoded leaf: it holds no copy */
 	if (vh) {
 		uint8_t dec[32];
-		if (!rc && !qtk_vhash_end(vh, dec))
+		if (!rc && !qtk_vhash_end(vh, dec)) {
 			qtk_digest_sink_decoded(rec->dec, rec->k, dec);
-		else if (rc)
+			handed = true;
+		} else if (rc)
 			qtk_vhash_free(vh);
 		vh = NULL;
 	}
@@ -1182,8 +1184,8 @@ static int run_groups(qtk_model *in, qtk_writer *w, const plan *p, int threads, 
 		qtk_free(pp[k]);
 	/* a large packed output: let the record's hashes finish it (a decoded tier its sink computes
 	 * holds a copy of the parts) before the next tensor's are built, so the two are never in
-	 * memory together */
-	if (!rc && total >= BIG_PACKED)
+	 * memory together; not needed when the sink was handed the leaf */
+	if (!rc && total >= BIG_PACKED && !handed)
 		rc = qtk_writer_drain(w);
 	return rc;
 }

@@ -234,6 +234,10 @@ static int carry_side_files(const qtk_model *in, const conv_opts *o, qtk_model *
 	for (size_t i = 0; i < in->nblobs; i++) {
 		const qtk_blob *b = &in->blobs[i];
 		bool cfg = !strcmp(b->name, "config.json");
+		/* the source's record describes the source: the output gets its own (which names the
+		 * source's roots), or none with --set qtk.provenance=none; never the stale file */
+		if (!strcmp(b->name, QTK_PROV_FILE))
+			continue;
 		if (!qtk_side_file_allowed(b->name, &wo)) {
 			cli_warn("%s: side file '%s' not carried: %s (--carry %s carries it)", in->path, b->name,
 				 qtk_side_file_executable(b->name) ? "code or a pickle, which runs when a model is loaded"

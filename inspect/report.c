@@ -230,8 +230,9 @@ static int audit_print(void *arg, const char *line)
 /* The record's parsed tree (thousands of small nodes and strings for a model's tensors) is
  * built and freed at once, so its nodes come from one block: a mapping with huge pages advised
  * (qtk_table_realloc), which costs a page fault per 2 MiB rather than per 4 KiB. Nodes that do
- * not fit come from malloc; the block's are never freed one by one (pv_free), the block goes
- * as a whole (pv_arena_end). */
+ * not fit come from qtk_malloc; the block's are never freed one by one (pv_free), the block goes
+ * as a whole (pv_delete). cJSON's hooks are global: report_json runs on one thread, and no
+ * other thread uses cJSON meanwhile. */
 static struct {
 	uint8_t *base;
 	size_t len, used;
@@ -245,22 +246,21 @@ static void *pv_alloc(size_t n)
 		pv_arena.used += n;
 		return p;
 	}
-	return malloc(n);
+	return qtk_malloc(n);
 }
 
 static void pv_free(void *p)
 {
 	const uint8_t *b = p;
 	if (!(pv_arena.base && b >= pv_arena.base && b < pv_arena.base + pv_arena.len))
-		free(p);
+		qtk_free(p);
 }
 
 static void pv_delete(cJSON *j)
 {
-	cJSON_Hooks h = {malloc, pv_free};
-	cJSON_InitHooks(&h);
+	qtk_json_hooks_push(qtk_malloc, pv_free);
 	cJSON_Delete(j);
-	cJSON_InitHooks(NULL);
+	qtk_json_hooks_pop();
 	qtk_table_free(pv_arena.base);
 	memset(&pv_arena, 0, sizeof pv_arena);
 }
@@ -281,10 +281,9 @@ static cJSON *json_provenance(const qtk_model *m)
 		/* about five bytes of tree per byte of compact record */
 		if (len < SIZE_MAX / 8 && (pv_arena.base = qtk_table_realloc(NULL, 0, 6 * len + 4096)))
 			pv_arena.len = 6 * len + 4096;
-		cJSON_Hooks h = {pv_alloc, pv_free};
-		cJSON_InitHooks(&h);
+		qtk_json_hooks_push(pv_alloc, pv_free);
 		j = cJSON_ParseWithLength(txt, len);
-		cJSON_InitHooks(NULL); /* the rest from malloc (and printing by realloc) */
+		qtk_json_hooks_pop();
 	}
 	return j ? j : cJSON_CreateNull();
 }
@@ -366,9 +365,10 @@ static void put_indented(FILE *out, const char *txt, int tabs)
 /* The document is printed as cJSON_Print would print it whole, but each tensor's object is
  * built, printed and freed in turn: the tree of a thousand tensors (and the text of all of
  * them in one buffer) is never held, which is most of what a header-only run touches. The
- * rest of the document is built and printed first, so nothing is written before every part
- * that can fail has succeeded; with --stats (which can fail on any tensor) the tensors are
- * written to memory and the whole document goes out at the end. */
+ * rest of the document is built and printed first, so nothing is written before the parts
+ * that read the file have succeeded (a tensor's object can then fail only for want of memory,
+ * which cuts the document short, exit status 4); with --stats, which can fail on any tensor,
+ * the tensors are written to memory and the whole document goes out at the end. */
 int report_json(qtk_model *m, FILE *out, const insp_opts *o)
 {
 	cJSON *root = cJSON_CreateObject();

@@ -31,6 +31,15 @@ static void init_hooks(void)
 
 void qtk_json_init(void) { pthread_once(&hooks_once, init_hooks); }
 
+void qtk_json_hooks_push(void *(*alloc)(size_t), void (*release)(void *))
+{
+	qtk_json_init();
+	cJSON_Hooks h = {alloc, release};
+	cJSON_InitHooks(&h);
+}
+
+void qtk_json_hooks_pop(void) { init_hooks(); }
+
 /* ---- the lexical pass --------------------------------------------------- */
 
 typedef struct scan {

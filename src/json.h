@@ -44,6 +44,10 @@ bool qtk_json_u64(const cJSON *item, uint64_t *out);
 bool qtk_json_i64(const cJSON *item, int64_t *out);
 /* Make cJSON allocate through qtk_malloc (idempotent, thread-safe). */
 void qtk_json_init(void);
+/* cJSON's allocations through alloc/release until qtk_json_hooks_pop puts qtk_malloc's back.
+ * cJSON's hooks are global: only while no other thread uses cJSON. */
+void qtk_json_hooks_push(void *(*alloc)(size_t), void (*release)(void *));
+void qtk_json_hooks_pop(void);
 
 /* JSON string literal of s (n bytes) appended to b; QTK_E_DATA when s is not
  * valid UTF-8 or holds a NUL, QTK_E_IO when out of memory. */

@@ -5,8 +5,9 @@
 # parts again: every leaf of the embedded record must equal the leaf qverify --emit-record
 # computes from the file, for AWQ and GPTQ (whose first slice writes the g_idx every slice's check
 # reads), from the Hugging Face sample and from the GGUF sample (Q/K rows kept in GGUF's order,
-# hashed in whole heads), with 1 and 4 threads; the files and the reported error figures must not
-# depend on the thread count.
+# hashed in whole heads), and from a one-block model 2048 wide (two windows a matrix: the values
+# hashed beside the next window's fit, heads in each), with 1 and 4 threads; the files and the
+# reported error figures must not depend on the thread count.
 B=${QTK_BUILD:-build}
 BIN=${QTK_BIN:-bin}
 T=$(mktemp -d /tmp/qtk-records-XXXXXX)
@@ -17,6 +18,7 @@ bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 
 S=$T/samples
 "$B/samples/gen" "$S" >/dev/null || bad "sample generator"
+"$B/samples/gen" --bench 1 "$S/wide.gguf" 2048 1024 "$S/tiny-llama-f32.gguf" >/dev/null || bad "wide sample"
 
 cat >"$T/leaves.py" <<'EOF'
 import json, sys
@@ -35,7 +37,7 @@ a, b = (json.load(open(f))["tensors"] for f in sys.argv[1:3])
 sys.exit(0 if a == b and len(a) > 0 else 1)
 EOF
 
-for src in "$S/tiny-llama" "$S/tiny-llama-f32.gguf"; do
+for src in "$S/tiny-llama" "$S/tiny-llama-f32.gguf" "$S/wide.gguf"; do
 	sn=$(basename "$src")
 	for to in awq gptq; do
 		for th in 1 4; do
@@ -61,6 +63,17 @@ for src in "$S/tiny-llama" "$S/tiny-llama-f32.gguf"; do
 		fi
 	done
 done
+
+# a source directory's own record describes the source: an output in another container gets
+# the new record only (the old file used to be carried beside it, and qverify read that one)
+if "$BIN/qconvert" -q "$S/tiny-llama" "$T/rec-hf/" && [ -f "$T/rec-hf/qtk-provenance.json" ] &&
+	"$BIN/qconvert" -q "$T/rec-hf/" "$T/rec.awq" --to awq &&
+	"$BIN/qverify" "$T/rec.awq" >"$T/v.out" 2>&1; then
+	if grep -q "qtk-provenance.json" "$T/v.out"; then bad "the source's record file was carried into a QPK output"; else ok; fi
+	if grep -q "provenance: ok: record in kv qtk.provenance" "$T/v.out"; then ok; else bad "the QPK output's own record not read"; head -5 "$T/v.out"; fi
+else
+	bad "HF with a record -> QPK: conversion or qverify failed"; head -5 "$T/v.out"
+fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -251,6 +251,13 @@ static void check_json_streamed(const char *path, const char *label, const char 
 		cJSON_Delete(d);
 		free(buf);
 	}
+	/* the record's parse borrows cJSON's (global) hooks: qtk_malloc's are back afterwards, so an
+	 * allocation failure still reaches cJSON */
+	qtk_test_fail_alloc_at(1);
+	cJSON *probe = cJSON_Parse("[1, 2, 3]");
+	qtk_test_fail_alloc_at(0);
+	CHECK(!probe, "%s: cJSON allocates through qtk_malloc after --json", label);
+	cJSON_Delete(probe);
 	qtk_close(m);
 }
 

@@ -812,7 +812,9 @@ static int packed_dec(djob *j, const qtk_tensor *t, uint8_t dec[32], qtk_err *e)
 	    t->shape[1] > (1u << 30))
 		return 1;
 	qtk_vhash *vh;
-	if (qtk_vhash_new(j->m, t, &vh, e))
+	qtk_err ve; /* a matrix vhash does not take is hashed whole: no error of the tensor's */
+	qtk_err_clear(&ve);
+	if (qtk_vhash_new(j->m, t, &vh, &ve))
 		return 1;
 	const uint64_t rows = t->shape[0], in = t->shape[1], hr = qtk_vhash_head_rows(vh);
 	uint64_t align = qtk_lcm_u64(sc->row_align ? sc->row_align : 1, hr ? hr : 1);
@@ -831,15 +833,23 @@ static int packed_dec(djob *j, const qtk_tensor *t, uint8_t dec[32], qtk_err *e)
 		pthread_mutex_lock(&j->mu);
 		if (j->o && j->o->cancel && __atomic_load_n(j->o->cancel, __ATOMIC_RELAXED))
 			rc = qtk_err_set(e, QTK_E_IO, NULL, -1, t->name, "cancelled");
-		if (!rc && (rc = qtk_pwin_load(&pw, o0, n, &got)))
-			*e = j->m->err;
+		/* qtk_pwin reports into the model's error, copied out under the lock; cleared first (the
+		 * first error wins) where read_chunk clears it: a source read through its format, hashed
+		 * before the conversion. A pread source's model error is left alone, as the converter's
+		 * own reads may go on beside these. */
+		if (!rc) {
+			if (j->m->fmt && j->m->fmt->read)
+				qtk_err_clear(&j->m->err);
+			if ((rc = qtk_pwin_load(&pw, o0, n, &got)))
+				*e = j->m->err;
+		}
 		pthread_mutex_unlock(&j->mu);
 		if (!rc && (got != n || (hr && got % hr)))
 			rc = qtk_err_set(e, QTK_E_INTERNAL, NULL, -1, t->name, "row window out of step");
 		if (!rc && qtk_scheme_decode_rows(&pw.sub, (const void *const *)pw.buf, o0 - pw.w0, got, vals))
 			rc = qtk_err_set(e, QTK_E_DATA, NULL, -1, t->name, "inconsistent quantized components");
 		if (!rc && (rc = qtk_vhash_put(vh, vals, got * in)))
-			*e = *vh->h.err;
+			*e = ve;
 	}
 	qtk_pwin_free(&pw);
 	qtk_free(vals);
@@ -847,7 +857,9 @@ static int packed_dec(djob *j, const qtk_tensor *t, uint8_t dec[32], qtk_err *e)
 		qtk_vhash_free(vh);
 		return rc;
 	}
-	return qtk_vhash_end(vh, dec);
+	if ((rc = qtk_vhash_end(vh, dec)))
+		*e = ve;
+	return rc;
 }
 
 static void digest_one(void *ctx, size_t k)
@@ -876,7 +888,7 @@ static void digest_one(void *ctx, size_t k)
 	/* packed matrices: the encoded tier from the bytes, the decoded one window by window */
 	uint8_t pdec[32];
 	const int pk = rc || (j->o && j->o->enc_only) ? 1 : packed_dec(j, t, pdec, &e);
-	if (pk > 1 || pk < 0)
+	if (pk < 0)
 		rc = pk;
 	rc = rc ? rc : thash_new(j->m, t, heads, pk == 1 && !(j->o && j->o->enc_only), &h, &e);
 	if (!rc && !(buf = qtk_malloc(READ_BYTES)))
@@ -1040,7 +1052,8 @@ struct qtk_digest_sink {
 	bool *has_given;      /* ... when set (qtk_digest_sink_decoded) */
 };
 
-/* Called by the writer's thread while the sink's thread hashes earlier tensors: it writes only
+/* Called by the thread that hands the bytes to the writer (qconvert's) while the sink's thread
+ * hashes earlier tensors: it writes only
  * tensor `tensor`'s entries, which the sink reads once that tensor's first bytes have come
  * through the writer's queue (its lock orders the two). */
 void qtk_digest_sink_decoded(qtk_digest_sink *s, size_t tensor, const uint8_t dec[32])
