@@ -26,7 +26,7 @@ d = json.load(open(sys.argv[1]))
 emb = {t["name"]: t for t in d["embedded"]["output"]["tensors"]}
 got = {t["name"]: t for t in d["output"]["tensors"]}
 bad = [n for n in got if n not in emb or emb[n]["decoded"] != got[n]["decoded"] or emb[n]["encoded"] != got[n]["encoded"]]
-packed = [n for n in got if got[n]["encoding"].split(":")[0] in ("awq", "gptq-v1", "gptq-v2")]
+packed = [n for n in got if got[n]["encoding"].split(":")[0] in ("awq", "gptq-v1", "gptq-v2", "ct-int")]
 if bad or not packed or d["embedded"]["output"]["tensor_root"] != d["output"]["tensor_root"]:
     print("differ:", bad[:5], "packed:", len(packed))
     sys.exit(1)
@@ -39,9 +39,11 @@ EOF
 
 for src in "$S/tiny-llama" "$S/tiny-llama-f32.gguf" "$S/wide.gguf"; do
 	sn=$(basename "$src")
-	for to in awq gptq; do
+	for to in awq gptq ct-int; do
+		ext=$to
+		[ "$to" = ct-int ] && ext=qpk
 		for th in 1 4; do
-			o=$T/$to-$th.$to
+			o=$T/$to-$th.$ext
 			if "$BIN/qconvert" -q --threads $th "$src" "$o" --to $to --report "$T/rep-$th.json" >/dev/null 2>"$T/err"; then
 				ok
 				if "$BIN/qverify" --emit-record "$o" >"$T/rec.json" 2>"$T/err" && python3 "$T/leaves.py" "$T/rec.json"; then
@@ -54,7 +56,7 @@ for src in "$S/tiny-llama" "$S/tiny-llama-f32.gguf" "$S/wide.gguf"; do
 			fi
 		done
 		for th in 1 4; do
-			"$BIN/qverify" --emit-record "$T/$to-$th.$to" 2>/dev/null |
+			"$BIN/qverify" --emit-record "$T/$to-$th.$ext" 2>/dev/null |
 				python3 -c 'import json,sys; print(json.load(sys.stdin)["output"]["tensor_root"])' >"$T/root-$th"
 		done
 		if [ -s "$T/root-1" ] && cmp -s "$T/root-1" "$T/root-4"; then ok; else bad "$sn -> $to: 1 and 4 threads differ"; fi
