@@ -362,6 +362,14 @@ static void put_indented(FILE *out, const char *txt, int tabs)
 	}
 }
 
+/* The printed document: in the huge-page block big, or from cJSON_Print. */
+static void doc_free(char *txt, char *big)
+{
+	if (txt != big)
+		cJSON_free(txt);
+	qtk_table_free(big);
+}
+
 /* The document is printed as cJSON_Print would print it whole, but each tensor's object is
  * built, printed and freed in turn: the tree of a thousand tensors (and the text of all of
  * them in one buffer) is never held, which is most of what a header-only run touches. The
@@ -409,18 +417,14 @@ int report_json(qtk_model *m, FILE *out, const insp_opts *o)
 	static const char mark[] = "\n\t\"tensors\":\t[]";
 	char *at = txt ? strstr(txt, mark) : NULL;
 	if (!at) {
-		if (txt != big)
-			cJSON_free(txt);
-		qtk_table_free(big);
+		doc_free(txt, big);
 		return qtk_err_set(&m->err, QTK_E_IO, NULL, -1, NULL, "out of memory");
 	}
 	char *mem = NULL;
 	size_t memlen = 0;
 	FILE *to = o->stats ? open_memstream(&mem, &memlen) : out;
 	if (!to) {
-		if (txt != big)
-			cJSON_free(txt);
-		qtk_table_free(big);
+		doc_free(txt, big);
 		return qtk_err_set(&m->err, QTK_E_IO, NULL, -1, NULL, "out of memory");
 	}
 	const size_t head = (size_t)(at - txt) + sizeof mark - 2; /* through the '[' */
@@ -450,9 +454,7 @@ int report_json(qtk_model *m, FILE *out, const insp_opts *o)
 		fputs(txt + head, to);
 		fputc('\n', to);
 	}
-	if (txt != big)
-		cJSON_free(txt);
-	qtk_table_free(big);
+	doc_free(txt, big);
 	if (o->stats) {
 		if (fclose(to) && !rc)
 			rc = qtk_err_set(&m->err, QTK_E_IO, NULL, -1, NULL, "out of memory");

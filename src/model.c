@@ -12,17 +12,24 @@ qtk_model *qtk_model_new(void)
 	return m;
 }
 
+/* The capacity for `need` elements (doubling from cap, at least 16, at most limit); 0 over limit. */
+static size_t grown_cap(size_t cap, size_t need, size_t limit)
+{
+	if (need > limit)
+		return 0;
+	size_t nc = cap ? cap * 2 : 16;
+	while (nc < need)
+		nc *= 2;
+	return nc > limit ? limit : nc;
+}
+
 static void *grow(void *p, size_t *cap, size_t need, size_t elem, size_t limit)
 {
 	if (need <= *cap)
 		return p;
-	if (need > limit)
+	const size_t nc = grown_cap(*cap, need, limit);
+	if (!nc)
 		return NULL;
-	size_t nc = *cap ? *cap * 2 : 16;
-	while (nc < need)
-		nc *= 2;
-	if (nc > limit)
-		nc = limit;
 	void *q = qtk_realloc(p, nc * elem);
 	if (!q)
 		return NULL;
@@ -89,11 +96,10 @@ static void index_free(qtk_model *m)
 
 qtk_tensor *qtk_model_add_tensor(qtk_model *m, const char *name)
 {
-	if (m->ntensors + 1 > m->cap_tensors) {
-		if (m->ntensors + 1 > QTK_CAP_TENSORS)
+	if (m->ntensors + 1 > m->cap_tensors) { /* as grow, through the table allocator */
+		const size_t nc = grown_cap(m->cap_tensors, m->ntensors + 1, QTK_CAP_TENSORS);
+		if (!nc)
 			return NULL;
-		size_t nc = m->cap_tensors ? m->cap_tensors * 2 : 16;
-		nc = nc > QTK_CAP_TENSORS ? QTK_CAP_TENSORS : nc;
 		qtk_tensor *nt = qtk_table_realloc(m->tensors, m->ntensors * sizeof *nt, nc * sizeof *nt);
 		if (!nt)
 			return NULL;

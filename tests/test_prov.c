@@ -998,9 +998,69 @@ static void test_sha256_pieces(void)
 	CHECK(!qtk_sha256_end(NULL, (uint8_t[32]){0}), "no hash: false");
 }
 
+/* Packed matrices a model's digests hash in windows of rows (digest_one's packed_dec) give the
+ * leaves of the whole-tensor stream hash (qtk_thash over every part's bytes): AWQ, GPTQ with
+ * act-order, 3-bit, and groups of 32 (the fixtures' checkpoints). */
+static void test_packed_windows(void)
+{
+	const char *fx = t_fixtures();
+	if (!fx) {
+		T_SKIP("fixtures absent: packed matrices hashed in windows");
+		return;
+	}
+	static const char *const dirs[] = {"hf/tiny-llama/awq-g128", "hf/tiny-llama/gptq-4-128-1",
+					   "hf/tiny-llama/gptq-3-128-0", "hf/tiny-llama/gptq-4-32-1s"};
+	for (size_t k = 0; k < sizeof dirs / sizeof *dirs; k++) {
+		char path[1024];
+		snprintf(path, sizeof path, "%s/%s", fx, dirs[k]);
+		qtk_err err;
+		qtk_model *m = qtk_open(path, &err);
+		qtk_digests d;
+		qtk_digest_opts o = {.threads = 2};
+		if (!m || qtk_digest_model(m, &o, &d, &err)) {
+			CHECK(0, "%s: open and digest", dirs[k]);
+			qtk_close(m);
+			continue;
+		}
+		size_t packed = 0, same = 0;
+		for (size_t i = 0; i < m->ntensors; i++) {
+			const qtk_tensor *t = &m->tensors[i];
+			if (t->layout.kind == QTK_LAYOUT_PLAIN)
+				continue;
+			packed++;
+			int heads = 0;
+			qtk_thash *h = NULL;
+			qtk_leaf l;
+			int rc = qtk_family_qk_heads(m, t, &heads, &err);
+			rc = rc ? rc : qtk_thash_new(m, t, heads, &h, &err);
+			for (int p = 0; p < t->nparts && !rc; p++) {
+				uint8_t *b = NULL;
+				rc = qtk_read_part_alloc(m, t, p, &b);
+				rc = rc ? rc : qtk_thash_put(h, b, (size_t)t->parts[p].nbytes);
+				qtk_free(b);
+			}
+			if (rc) {
+				qtk_thash_free(h);
+				continue;
+			}
+			if (qtk_thash_end(h, &l))
+				continue;
+			const qtk_leaf *w = qtk_digests_find(&d, l.name);
+			same += w && w->has_dec && !memcmp(w->dec, l.dec, 32) && !memcmp(w->enc, l.enc, 32);
+			qtk_free(l.name);
+			qtk_free(l.stored);
+		}
+		CHECK(packed > 0 && same == packed, "%s: %zu of %zu packed leaves as the whole-tensor hash", dirs[k], same,
+		      packed);
+		qtk_digests_free(&d);
+		qtk_close(m);
+	}
+}
+
 int main(void)
 {
 	test_sha256_pieces();
+	test_packed_windows();
 	snprintf(g_dir, sizeof g_dir, "/tmp/qtk-test-prov-XXXXXX");
 	if (!mkdtemp(g_dir)) {
 		perror("mkdtemp");

@@ -123,6 +123,15 @@ static int md_shape(qtk_thash *h, EVP_MD_CTX *md)
 	return rc;
 }
 
+/* The decoded tier's leaf header: tag, canonical name, shape (h->t), value count. */
+static int md_dec_header(qtk_thash *h, const char *canon, uint64_t count)
+{
+	int rc = md_tag(h, h->dec, TAG_DEC);
+	rc = rc ? rc : md_str(h, h->dec, canon);
+	rc = rc ? rc : md_shape(h, h->dec);
+	return rc ? rc : md_u64(h, h->dec, count);
+}
+
 /* Whether the layout's values are hashed as F32 (exact decoding exists). */
 static qtk_dec_kind dec_kind_of(const qtk_tensor *t)
 {
@@ -309,10 +318,7 @@ static int thash_new(const qtk_model *m, const qtk_tensor *t, int qk_heads, bool
 	rc = rc ? rc : md_u32(h, h->enc, (uint32_t)t->nparts);
 	rc = rc ? rc : advance(h);
 	if (!rc && h->dk == QTK_DEC_VALUES && want_dec) {
-		rc = md_tag(h, h->dec, TAG_DEC);
-		rc = rc ? rc : md_str(h, h->dec, h->canon);
-		rc = rc ? rc : md_shape(h, h->dec);
-		rc = rc ? rc : md_u64(h, h->dec, t->n_params);
+		rc = md_dec_header(h, h->canon, t->n_params);
 		if (!rc && t->layout.kind == QTK_LAYOUT_PLAIN) {
 			rc = plain_setup(h);
 		} else if (!rc) {
@@ -601,10 +607,7 @@ int qtk_vhash_new(const qtk_model *m, const qtk_tensor *t, qtk_vhash **out, qtk_
 		if (!v->h.dec || EVP_DigestInit_ex(v->h.dec, EVP_sha256(), NULL) != 1)
 			rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "cannot initialise SHA-256");
 	}
-	rc = rc ? rc : md_tag(&v->h, v->h.dec, TAG_DEC);
-	rc = rc ? rc : md_str(&v->h, v->h.dec, meta.name);
-	rc = rc ? rc : md_shape(&v->h, v->h.dec);
-	rc = rc ? rc : md_u64(&v->h, v->h.dec, t->n_params);
+	rc = rc ? rc : md_dec_header(&v->h, meta.name, t->n_params);
 	qtk_free(meta.name);
 	qtk_free(meta.stored);
 	if (rc) {
@@ -1053,9 +1056,8 @@ struct qtk_digest_sink {
 };
 
 /* Called by the thread that hands the bytes to the writer (qconvert's) while the sink's thread
- * hashes earlier tensors: it writes only
- * tensor `tensor`'s entries, which the sink reads once that tensor's first bytes have come
- * through the writer's queue (its lock orders the two). */
+ * hashes earlier tensors: it writes only tensor `tensor`'s entries, which the sink reads once
+ * that tensor's first bytes have come through the writer's queue (its lock orders the two). */
 void qtk_digest_sink_decoded(qtk_digest_sink *s, size_t tensor, const uint8_t dec[32])
 {
 	if (s->mode != QTK_SINK_DEC || !s->has_given || tensor >= s->desc->ntensors)
