@@ -501,28 +501,33 @@ static float asym_codes_err(const float *x, const float *w, const float *wx, flo
 
 /* Alternate least-squares (d, m) (fp16) and rounded codes from codes q, keeping each step that
  * lowers the error *e under w; with xr (not NULL) a step must also keep the error under xr at or
- * below *cap, which then becomes that error. */
-static void asym_lloyd(const float *x, const float *w, const float *wx, const asym_tot *T,
-                       float nmax, int iters, const float *xr, float *cap, float *q, float *d,
-                       float *m, float *e)
+ * below *cap, which then becomes that error. S0, when not NULL, is asym_sums of q (saves that
+ * pass). Returns true when every one of the iters steps was kept: only then can another call
+ * from the result change anything (otherwise its first step recomputes the rejected one, or
+ * the state itself, and stops). */
+static bool asym_lloyd(const float *x, const float *w, const float *wx, const asym_tot *T,
+                       float nmax, int iters, const float *xr, float *cap, const float *S0,
+                       float *q, float *d, float *m, float *e)
 {
     float t[QB], S[3], Sn[3];
-    memcpy(t, q, sizeof t);
-    asym_sums(w, wx, t, S);
+    if (S0)
+        memcpy(S, S0, sizeof S);
+    else
+        asym_sums(w, wx, q, S);
     for (int it = 0; it < iters; it++) {
         double s, mm;
         if (!asym_solve(T, S, &s, &mm, NULL))
-            return;
+            return false;
         const float dn = qh16((float)s), mn = qh16((float)mm);
         if (it > 0 && dn == *d && mn == *m)
-            return;
+            return false;
         const float en = asym_codes_err(x, w, wx, dn, mn, nmax, t, Sn);
         if (!(en < *e))
-            return;
+            return false;
         if (xr) {
             const float r = asym_err(x, xr, t, dn, mn);
             if (!(r <= *cap))
-                return;
+                return false;
             *cap = r;
         }
         *e = en;
@@ -531,6 +536,7 @@ static void asym_lloyd(const float *x, const float *w, const float *wx, const as
         memcpy(S, Sn, sizeof S);
         memcpy(q, t, sizeof t);
     }
+    return true;
 }
 
 /* q4_1/q5_1 candidate ranges: ASYM_NSTEP scales from (max-min)/(nmax - 0.6) to
@@ -564,6 +570,7 @@ static void asym_block(const float *x, const float *w, const float *xr, int nmax
             wx[i] = w[i] * x[i];
         const asym_tot T = { lsum(w), lsum(wx), lsum2(wx, x) };
         double best = DBL_MAX;
+        float Sb[3];
         const qv4 vmn = qv_set(mn), vmax = qv_set(fmax);
         for (int k = 0; k < nstep; k++) {
             const qv4 vis = qv_set((fmax + r0 + rd * (float)k) / (mx - mn));
@@ -575,11 +582,15 @@ static void asym_block(const float *x, const float *w, const float *xr, int nmax
             if (asym_solve(&T, S, &s, &m, &e) && e < best) {
                 best = e;
                 memcpy(lb, l, sizeof l);
+                memcpy(Sb, S, sizeof Sb);
             }
         }
+        /* the second round starts from the kept encoding; after the candidate's own round
+         * stopped early it would only repeat that round's last step */
+        bool more = true;
         if (best < DBL_MAX) {
             float d = 0.f, m = 0.f, e = FLT_MAX;
-            asym_lloyd(x, w, wx, &T, fmax, 4, NULL, NULL, lb, &d, &m, &e);
+            const bool full = asym_lloyd(x, w, wx, &T, fmax, 4, NULL, NULL, Sb, lb, &d, &m, &e);
             float r = 0.f;
             if (e < be && (!xr || (r = asym_err(x, xr, lb, d, m)) <= cap)) {
                 cap = r;
@@ -587,9 +598,11 @@ static void asym_block(const float *x, const float *w, const float *xr, int nmax
                 bd = d;
                 bm = m;
                 memcpy(q, lb, sizeof lb);
+                more = full;
             }
         }
-        asym_lloyd(x, w, wx, &T, fmax, 3, xr, &cap, q, &bd, &bm, &be);
+        if (more)
+            asym_lloyd(x, w, wx, &T, fmax, 3, xr, &cap, NULL, q, &bd, &bm, &be);
     }
     *dout = bd;
     *mout = bm;
