@@ -469,25 +469,44 @@ static inline void asym_sums(const float *w, const float *wx, const float *l, fl
     S[0] = t[0], S[1] = t[1], S[2] = t[2];
 }
 
-/* Codes of x for (d, m), their error under w (returned) and their asym_sums (S), in one pass:
- * the same bits as computing each on its own. */
-static float asym_codes_err(const float *x, const float *w, const float *wx, float d, float m,
-                            float nmax, float *q, float *S)
+/* The errors of codes q for (d, m) under w and under xr in one pass (each asym_err's bits). */
+static void asym_err2(const float *x, const float *w, const float *xr, const float *q, float d,
+                      float m, float *ew, float *er)
+{
+    const qv4 vd = qv_set(d), vm = qv_set(m);
+    qv4 a = qv_set(0.f), b = a;
+    for (int i = 0; i < QB; i += 4) {
+        const qv4 diff = qv_sub(qv_add(qv_mul(qv_ld(q + i), vd), vm), qv_ld(x + i));
+        a = qv_add(a, qv_mul(qv_mul(qv_ld(w + i), diff), diff));
+        b = qv_add(b, qv_mul(qv_mul(qv_ld(xr + i), diff), diff));
+    }
+    *ew = qv_sum(a);
+    *er = qv_sum(b);
+}
+
+/* Codes of x for (d, m), their error under w (returned), their asym_sums (S) and, with xr, their
+ * error under xr (*er), in one pass: the same bits as computing each on its own. */
+static float asym_codes_err(const float *x, const float *w, const float *wx, const float *xr,
+                            float d, float m, float nmax, float *q, float *S, float *er)
 {
     if (d == 0.f) {
         memset(q, 0, QB * sizeof *q);
         asym_sums(w, wx, q, S);
+        if (xr)
+            *er = asym_err(x, xr, q, d, m);
         return asym_err(x, w, q, d, m);
     }
     const qv4 id = qv_set(1.f / d), vd = qv_set(d), vm = qv_set(m), z = qv_set(0.f);
     const qv4 vmax = qv_set(nmax);
-    qv4 a = qv_set(0.f), s0 = a, s1 = a, s2 = a;
+    qv4 a = qv_set(0.f), s0 = a, s1 = a, s2 = a, r = a;
     for (int i = 0; i < QB; i += 4) {
         const qv4 xv = qv_ld(x + i), wv = qv_ld(w + i);
         const qv4 l = qv_round(qv_min(qv_max(qv_mul(qv_sub(xv, vm), id), z), vmax));
         qv_st(q + i, l);
         const qv4 diff = qv_sub(qv_add(qv_mul(l, vd), vm), xv);
         a = qv_add(a, qv_mul(qv_mul(wv, diff), diff));
+        if (xr)
+            r = qv_add(r, qv_mul(qv_mul(qv_ld(xr + i), diff), diff));
         const qv4 wl = qv_mul(wv, l);
         s0 = qv_add(s0, wl);
         s1 = qv_add(s1, qv_mul(wl, l));
@@ -496,6 +515,8 @@ static float asym_codes_err(const float *x, const float *w, const float *wx, flo
     float t[4];
     qv_sum4(s0, s1, s2, a, t);
     S[0] = t[0], S[1] = t[1], S[2] = t[2];
+    if (xr)
+        *er = qv_sum(r);
     return t[3];
 }
 
@@ -521,11 +542,11 @@ static bool asym_lloyd(const float *x, const float *w, const float *wx, const as
         const float dn = qh16((float)s), mn = qh16((float)mm);
         if (it > 0 && dn == *d && mn == *m)
             return false;
-        const float en = asym_codes_err(x, w, wx, dn, mn, nmax, t, Sn);
+        float r = 0.f;
+        const float en = asym_codes_err(x, w, wx, xr, dn, mn, nmax, t, Sn, &r);
         if (!(en < *e))
             return false;
         if (xr) {
-            const float r = asym_err(x, xr, t, dn, mn);
             if (!(r <= *cap))
                 return false;
             *cap = r;
@@ -551,18 +572,16 @@ static bool asym_lloyd(const float *x, const float *w, const float *wx, const as
  * under w further but raised the output divergence (KLD against the F16 model, mean over the
  * fixture's tiny model and perturbed copies: q4_1 1.009x llama-quantize's, 0.980x with it; with
  * an importance matrix q5_1 1.023x, 0.957x with it; docs/benchmarks.md). */
-static void asym_block(const float *x, const float *w, const float *xr, int nmax, int nstep,
-                       float r0, float rd, float ref_d, float ref_m, const float *ref_q, float *q,
-                       float *dout, float *mout)
+static void asym_block(const float *x, const float *w, const float *xr, float mn, float mx,
+                       int nmax, int nstep, float r0, float rd, float ref_d, float ref_m,
+                       const float *ref_q, float *q, float *dout, float *mout)
 {
-    float mn = x[0], mx = x[0];
-    for (int i = 1; i < QB; i++) {
-        mn = x[i] < mn ? x[i] : mn;
-        mx = x[i] > mx ? x[i] : mx;
-    }
     memcpy(q, ref_q, QB * sizeof *q);
-    float bd = ref_d, bm = ref_m, be = asym_err(x, w, ref_q, ref_d, ref_m);
-    float cap = xr ? asym_err(x, xr, ref_q, ref_d, ref_m) : 0.f;
+    float bd = ref_d, bm = ref_m, be, cap = 0.f;
+    if (xr)
+        asym_err2(x, w, xr, ref_q, ref_d, ref_m, &be, &cap);
+    else
+        be = asym_err(x, w, ref_q, ref_d, ref_m);
     if (mx > mn && be > 0.f) {
         const float fmax = (float)nmax;
         float l[QB], lb[QB], wx[QB];
@@ -574,10 +593,19 @@ static void asym_block(const float *x, const float *w, const float *xr, int nmax
         const qv4 vmn = qv_set(mn), vmax = qv_set(fmax);
         for (int k = 0; k < nstep; k++) {
             const qv4 vis = qv_set((fmax + r0 + rd * (float)k) / (mx - mn));
-            for (int i = 0; i < QB; i += 4)
-                qv_st(l + i, qv_round(qv_min(qv_mul(vis, qv_sub(qv_ld(x + i), vmn)), vmax)));
-            float S[3];
-            asym_sums(w, wx, l, S);
+            /* the codes and their asym_sums in one pass (the same bits) */
+            qv4 s0 = qv_set(0.f), s1 = s0, s2 = s0;
+            for (int i = 0; i < QB; i += 4) {
+                const qv4 vl = qv_round(qv_min(qv_mul(vis, qv_sub(qv_ld(x + i), vmn)), vmax));
+                qv_st(l + i, vl);
+                const qv4 wl = qv_mul(qv_ld(w + i), vl);
+                s0 = qv_add(s0, wl);
+                s1 = qv_add(s1, qv_mul(wl, vl));
+                s2 = qv_add(s2, qv_mul(qv_ld(wx + i), vl));
+            }
+            float S[3], t4[4];
+            qv_sum4(s0, s1, s2, s2, t4);
+            S[0] = t4[0], S[1] = t4[1], S[2] = t4[2];
             double s, m, e;
             if (asym_solve(&T, S, &s, &m, &e) && e < best) {
                 best = e;
@@ -608,18 +636,42 @@ static void asym_block(const float *x, const float *w, const float *xr, int nmax
     *mout = bm;
 }
 
+/* The smallest and largest of a block's 32 values (sanitised: no NaN), the first of equal ones
+ * as ggml's loop keeps them: four lanes, and that loop itself when a result is zero (the only
+ * value whose equal copies may differ in bits, -0 and +0). */
+static void block_minmax(const float *x, float *mnp, float *mxp)
+{
+    qv4 a = qv_ld(x), b = a;
+    for (int i = 4; i < QB; i += 4) {
+        const qv4 v = qv_ld(x + i);
+        a = qv_min(v, a); /* v < a ? v : a */
+        b = qv_max(v, b);
+    }
+    float ta[4], tb[4];
+    qv_st(ta, a);
+    qv_st(tb, b);
+    float mn = ta[0], mx = tb[0];
+    for (int k = 1; k < 4; k++) {
+        mn = ta[k] < mn ? ta[k] : mn;
+        mx = tb[k] > mx ? tb[k] : mx;
+    }
+    if (mn == 0.f || mx == 0.f) {
+        mn = mx = x[0];
+        for (int i = 1; i < QB; i++) {
+            mn = x[i] < mn ? x[i] : mn;
+            mx = x[i] > mx ? x[i] : mx;
+        }
+    }
+    *mnp = mn;
+    *mxp = mx;
+}
+
 /* ---- ggml reference choices (formulas of quantize_row_*_ref) ----------- */
 
 /* q4_1 / q5_1: d = (max-min)/nmax, m = min, code = min(nmax, trunc((x-min)/d + 0.5)). */
-static void ref_asym(const float *x, int nmax, float *q, float *dout, float *mout)
+static void ref_asym(const float *x, float mn, float mx, int nmax, float *q, float *dout,
+                     float *mout)
 {
-    float mn = FLT_MAX, mx = -FLT_MAX;
-    for (int i = 0; i < QB; i++) {
-        if (x[i] < mn)
-            mn = x[i];
-        if (x[i] > mx)
-            mx = x[i];
-    }
     const float d = (mx - mn) / (float)nmax;
     const float id = d != 0.f ? 1.f / d : 0.f;
     const qv4 vid = qv_set(id), vmn = qv_set(mn), h = qv_set(0.5f), z = qv_set(0.f);
@@ -741,8 +793,10 @@ static void qrow_q4_1(const float *x, const float *w, uint8_t *dst, uint64_t nb)
     for (uint64_t b = 0; b < nb; b++, x += QB, dst += 20) {
         const bool uniform = qtk_qprep(x, w ? w + b * QB : NULL, QB, xs, ws);
         guard_weights(xs, ws, uniform, sigma2, xr);
-        ref_asym(xs, 15, rq, &rd, &rm);
-        asym_block(xs, ws, xr, 15, ASYM_NSTEP, -0.6f, ASYM_STEP, rd, rm, rq, q, &d, &m);
+        float mn, mx;
+        block_minmax(xs, &mn, &mx);
+        ref_asym(xs, mn, mx, 15, rq, &rd, &rm);
+        asym_block(xs, ws, xr, mn, mx, 15, ASYM_NSTEP, -0.6f, ASYM_STEP, rd, rm, rq, q, &d, &m);
         to_u8(q, 0, u);
         put16(dst, d);
         put16(dst + 2, m);
@@ -784,8 +838,11 @@ static void qrow_q5_1(const float *x, const float *w, uint8_t *dst, uint64_t nb)
         if (qtk_qprep(x, w ? w + b * QB : NULL, QB, xs, ws)) {
             float xr[QB];
             guard_weights(xs, ws, true, 0.f, xr);
-            ref_asym(xs, 31, rq, &rd, &rm);
-            asym_block(xs, ws, xr, 31, ASYM_NSTEP, -0.6f, ASYM_STEP, rd, rm, rq, q, &d, &m);
+            float mn, mx;
+            block_minmax(xs, &mn, &mx);
+            ref_asym(xs, mn, mx, 31, rq, &rd, &rm);
+            asym_block(xs, ws, xr, mn, mx, 31, ASYM_NSTEP, -0.6f, ASYM_STEP, rd, rm, rq, q, &d,
+                       &m);
         } else {
             float lw[QB], mn;
             for (int j = 0; j < QB; j++) {
@@ -806,7 +863,9 @@ static void qrow_q5_1_ref(const float *x, const float *w, uint8_t *dst, uint64_t
     float xs[QB], ws[QB], q[QB], d, m;
     for (uint64_t b = 0; b < nb; b++, x += QB, dst += 24) {
         qtk_qprep(x, NULL, QB, xs, ws);
-        ref_asym(xs, 31, q, &d, &m);
+        float mn, mx;
+        block_minmax(xs, &mn, &mx);
+        ref_asym(xs, mn, mx, 31, q, &d, &m);
         pack_q5_1(q, d, m, dst);
     }
 }

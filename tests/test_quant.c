@@ -197,6 +197,31 @@ static void test_zero_nan(void)
     }
 }
 
+/* ggml's q5_1 choice keeps the first of the block's smallest values as its offset m: with -0
+ * and +0 both the smallest, the one that comes first (its sign is m's fp16 bit), whichever
+ * lanes they sit in. */
+static void test_signed_zero_min(void)
+{
+    static const int at[][2] = { { 2, 5 }, { 5, 2 }, { 0, 31 }, { 30, 1 }, { 4, 8 } };
+    for (size_t c = 0; c < sizeof at / sizeof at[0]; c++) {
+        for (int neg_first = 0; neg_first < 2; neg_first++) { /* the sign at at[c][0] */
+            float x[32];
+            uint8_t b[24];
+            for (int i = 0; i < 32; i++)
+                x[i] = 0.1f + 0.03f * (float)i;
+            x[at[c][0]] = neg_first ? -0.f : 0.f;
+            x[at[c][1]] = neg_first ? 0.f : -0.f;
+            CHECK(qtk_quant_ggml_ex(QTK_T_Q5_1, x, b, 1, 32, NULL, QTK_QUANT_IMATRIX_RUN) == 0,
+                  "q5_1 ref encode");
+            const unsigned m = (unsigned)b[2] | (unsigned)b[3] << 8;
+            const bool neg = at[c][0] < at[c][1] ? neg_first : !neg_first; /* the lower index */
+            CHECK(m == (neg ? 0x8000u : 0u),
+                  "q5_1 ggml choice: %s at %d, %s at %d: m bits %04x", neg_first ? "-0" : "+0",
+                  at[c][0], neg_first ? "+0" : "-0", at[c][1], m);
+        }
+    }
+}
+
 static void test_determinism(void)
 {
     const uint64_t rows = 6, n = 512;
@@ -722,6 +747,7 @@ int main(void)
     test_args();
     test_exact();
     test_zero_nan();
+    test_signed_zero_min();
     test_determinism();
     test_simd();
     test_imatrix();
