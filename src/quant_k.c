@@ -724,11 +724,27 @@ static float sym_err(const float *x, const float *w, const float *L, float dl)
     return qv_sum(a);
 }
 
+/* sym_err under w (returned) and under wr (*r) in one pass: the same bits as each on its own */
+static float sym_err2(const float *x, const float *w, const float *wr, const float *L, float dl,
+                      float *r)
+{
+    const qv4 vdl = qv_set(dl);
+    qv4 a = qv_set(0.f), b = a;
+    for (int i = 0; i < SUB; i += 4) {
+        const qv4 diff = qv_sub(qv_mul(vdl, qv_ld(L + i)), qv_ld(x + i));
+        a = qv_add(a, qv_mul(qv_mul(qv_ld(w + i), diff), diff));
+        b = qv_add(b, qv_mul(qv_mul(qv_ld(wr + i), diff), diff));
+    }
+    *r = qv_sum(b);
+    return qv_sum(a);
+}
+
 /* Codes and exact decoded error of one sub-block for sub-scale sc (div: as ggml rounds).
  * noclip: FLT_MAX (never chosen) when a value lies more than half a step outside the codes'
- * range, i.e. the encoding clips it. */
-static float sym_sub(const sym_cfg *c, const float *x, const float *w, float d, int sc, bool div,
-                     bool noclip, float *L)
+ * range, i.e. the encoding clips it. With wr (not NULL), the codes' error under wr in *r (also
+ * when refused: the refinement's cap sums every sub-block's). */
+static float sym_sub(const sym_cfg *c, const float *x, const float *w, const float *wr, float *r,
+                     float d, int sc, bool div, bool noclip, float *L)
 {
     const float dl = d * (float)sc;
     if (dl == 0.f) {
@@ -749,11 +765,14 @@ static float sym_sub(const sym_cfg *c, const float *x, const float *w, float d, 
             qv_st(a, mn);
             qv_st(b, mx);
             for (int k = 0; k < 4; k++)
-                if (a[k] < (float)c->lo - 0.5f || b[k] > (float)c->hi + 0.5f)
+                if (a[k] < (float)c->lo - 0.5f || b[k] > (float)c->hi + 0.5f) {
+                    if (wr)
+                        *r = sym_err(x, wr, L, dl);
                     return FLT_MAX;
+                }
         }
     }
-    return sym_err(x, w, L, dl);
+    return wr ? sym_err2(x, w, wr, L, dl, r) : sym_err(x, w, L, dl);
 }
 
 /* FLT_MAX when a sub-block's encoding is refused (sym_sub's noclip) */
@@ -800,11 +819,9 @@ static void sym_init(const sym_cfg *c, const float *x, const float *w, const flo
     }
     for (int j = 0; j < NSUB; j++)
     {
-        st->e[j] = sym_sub(c, x + j * SUB, w + j * SUB, st->d, st->sc[j], true, noclip,
-                           st->L + j * SUB);
-        st->r[j] = wr ? sym_err(x + j * SUB, wr + j * SUB, st->L + j * SUB,
-                                st->d * (float)st->sc[j])
-                      : 0.f;
+        st->r[j] = 0.f;
+        st->e[j] = sym_sub(c, x + j * SUB, w + j * SUB, wr ? wr + j * SUB : NULL, &st->r[j],
+                           st->d, st->sc[j], true, noclip, st->L + j * SUB);
     }
 }
 
@@ -842,7 +859,7 @@ static void sym_refine_sub(const sym_cfg *c, const float *x, const float *w, con
                 dup = cand[k2] == a;
             if (dup)
                 continue;
-            const float e = sym_sub(c, xj, wj, st->d, a, false, c->noclip, T);
+            const float e = sym_sub(c, xj, wj, NULL, NULL, st->d, a, false, c->noclip, T);
             if (!(e < st->e[j]))
                 continue;
             float r = 0.f;
@@ -889,10 +906,9 @@ static void sym_refine(const sym_cfg *c, const float *x, const float *w, const f
         memcpy(t.sc, st->sc, sizeof t.sc);
         /* every sub-block's error first: sym_refine_sub's cap check sums all of them */
         for (int j = 0; j < NSUB; j++) {
-            t.e[j] = sym_sub(c, x + j * SUB, w + j * SUB, t.d, t.sc[j], false, c->noclip,
-                             t.L + j * SUB);
-            t.r[j] = wr ? sym_err(x + j * SUB, wr + j * SUB, t.L + j * SUB, t.d * (float)t.sc[j])
-                        : 0.f;
+            t.r[j] = 0.f;
+            t.e[j] = sym_sub(c, x + j * SUB, w + j * SUB, wr ? wr + j * SUB : NULL, &t.r[j], t.d,
+                             t.sc[j], false, c->noclip, t.L + j * SUB);
         }
         for (int j = 0; j < NSUB; j++)
             sym_refine_sub(c, x, w, wr, cap, &t, j, 1);
