@@ -46,12 +46,13 @@ $(B)/src/lc.o: CFLAGS_ALL += $(if $(LC_SONAME),-DQTK_LC_SONAME='"$(LC_SONAME)"')
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)
 
-# the AVX2 builds of the k-quant search, the AWQ/GPTQ error sum and the IQ4 code assignment
-# (chosen at run time; identical results)
+# the AVX2 builds of the k-quant search, the q4_1/q5_1 search, the AWQ/GPTQ error sum and the
+# IQ4 code assignment (chosen at run time; identical results)
 ifneq ($(filter x86_64% i686% i386%,$(shell $(CC) -dumpmachine)),)
 $(B)/src/quant_k_avx2.o: CFLAGS_ALL += -mavx2
 $(B)/src/quant_awq_avx2.o: CFLAGS_ALL += -mavx2
 $(B)/src/quant_iq4_avx2.o: CFLAGS_ALL += -mavx2
+$(B)/src/quant_asym_avx2.o: CFLAGS_ALL += -mavx2 -mf16c
 endif
 
 $(B)/libqtk.a: $(LIB_OBJ)
@@ -86,7 +87,8 @@ $(B)/plain/qconvert: $(CONV_OBJ) $(PLAIN_OBJ) $(B)/libqtk.a
 # tests/simd_digest.c (tests/test_simd.sh): the encoders' output digests from the library as
 # built, from the sources on the compiler's lanes (SSE2, NEON), and on plain-C lanes without
 # auto-vectorization. With CC=aarch64-linux-gnu-gcc the last two cross-build for qemu.
-SIMD_SRC := src/quant.c src/quant_k.c src/quant_k_avx2.c src/quant_iq4.c src/quant_iq4_avx2.c \
+SIMD_SRC := src/quant.c src/quant_asym_avx2.c src/quant_k.c src/quant_k_avx2.c src/quant_iq4.c \
+	src/quant_iq4_avx2.c \
 	src/quant_awq.c src/quant_awq_avx2.c src/dequant.c src/dequant_iq.c src/alloc.c
 $(B)/tests/simd_digest_src: tests/simd_digest.c $(SIMD_SRC) $(wildcard src/*.h)
 	@mkdir -p $(dir $@)

@@ -20,54 +20,8 @@
 
 /* ---- shared helpers -------------------------------------------------- */
 
-static inline uint32_t fbits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-static inline float bitsf(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-/* qtk_f32_to_fp16 and qtk_fp16_to_f32 (dequant.c) operation for operation, inlined for the
- * per-block scale rounding: same bits. */
-static inline uint16_t to_h16(float f)
-{
-    float base = (fabsf(f) * 0x1.0p+112f) * 0x1.0p-110f;
-    const uint32_t w = fbits(f), shl1_w = w + w, sign = w & UINT32_C(0x80000000);
-    uint32_t bias = shl1_w & UINT32_C(0xFF000000);
-    if (bias < UINT32_C(0x71000000))
-        bias = UINT32_C(0x71000000);
-    base = bitsf((bias >> 1) + UINT32_C(0x07800000)) + base;
-    const uint32_t bits = fbits(base);
-    const uint32_t nonsign = ((bits >> 13) & UINT32_C(0x00007C00)) + (bits & UINT32_C(0x00000FFF));
-    return (uint16_t)((sign >> 16) | (shl1_w > UINT32_C(0xFF000000) ? UINT32_C(0x7E00) : nonsign));
-}
-
-static inline float from_h16(uint16_t h)
-{
-    const uint32_t w = (uint32_t)h << 16, sign = w & UINT32_C(0x80000000), two_w = w + w;
-    const float normalized = bitsf((two_w >> 4) + (UINT32_C(0xE0) << 23)) * 0x1.0p-112f;
-    const float denormalized = bitsf((two_w >> 17) | (UINT32_C(126) << 23)) - 0.5f;
-    const uint32_t is_den = (uint32_t)0 - (uint32_t)(two_w < (UINT32_C(1) << 27));
-    return bitsf(sign | (fbits(denormalized) & is_den) | (fbits(normalized) & ~is_den));
-}
-
-static inline float qh16(float f)
-{
-    if (!(f == f))
-        return 0.f;
-    if (f > 65504.f)
-        f = 65504.f;
-    if (f < -65504.f)
-        f = -65504.f;
-    return from_h16(to_h16(f));
-}
+static inline float qh16(float f) { return qv_qh16(f); }
+static inline uint16_t to_h16(float f) { return qv_to_h16(f); }
 
 float qtk_qh16(float f) { return qh16(f); }
 
@@ -422,218 +376,39 @@ static inline void sym_rows(const sym_type *T, const float *x, const float *w, u
 
 /* ---- asymmetric types: y = q*d + m, q in [0, nmax] ---------------------- */
 
-static float asym_err(const float *x, const float *w, const float *q, float d, float m)
+#define ASYM_PAIR qtk_asym_pair_c
+#define ASYM_QH16_CHECK qtk_asym_qh16_check_c
+#include "quant_asym.h"
+
+typedef void (*asym_pair_fn)(const float *, const float *, const float *, const float *,
+                             const float *, int, const float *, const float *, const float *,
+                             float *, float *, float *);
+
+/* The AVX2 build when the CPU has AVX2 and F16C and QTK_SIMD is not "generic". */
+static asym_pair_fn asym_pair_impl(void)
 {
-    const qv4 vd = qv_set(d), vm = qv_set(m);
-    qv4 a = qv_set(0.f);
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(QTK_QV_PLAIN)
+    if (qtk_asym_have_avx2() && qtk_simd_avx2() && __builtin_cpu_supports("f16c"))
+        return qtk_asym_pair_avx2;
+#endif
+    return qtk_asym_pair_c;
+}
+
+/* Two blocks' arrays a, b interleaved four values at a time (quant_asym.h's layout), and back. */
+static void ap_interleave(const float *a, const float *b, float *out)
+{
     for (int i = 0; i < QB; i += 4) {
-        const qv4 diff = qv_sub(qv_add(qv_mul(qv_ld(q + i), vd), vm), qv_ld(x + i));
-        a = qv_add(a, qv_mul(qv_mul(qv_ld(w + i), diff), diff));
+        memcpy(out + 2 * i, a + i, 4 * sizeof *out);
+        memcpy(out + 2 * i + 4, b + i, 4 * sizeof *out);
     }
-    return qv_sum(a);
 }
 
-/* Block totals for the weighted least squares x ~ s*l + m. */
-typedef struct {
-    double w, x, xx;
-} asym_tot;
-
-/* Weighted least squares of x ~ s*l + m from the code sums S = { sum w*l, sum (w*l)*l,
- * sum wx*l } (asym_sums); false when degenerate. */
-static bool asym_solve(const asym_tot *T, const float *S, double *s, double *m, double *res)
+static void ap_split(const float *in, float *a, float *b)
 {
-    const double sl = S[0], sll = S[1], sxl = S[2];
-    const double D = T->w * sll - sl * sl;
-    if (!(D > 0))
-        return false;
-    *s = (T->w * sxl - T->x * sl) / D;
-    *m = (sll * T->x - sl * sxl) / D;
-    if (res)
-        *res = *s * *s * sll + 2 * *s * *m * sl + *m * *m * T->w - 2 * *s * sxl -
-               2 * *m * T->x + T->xx;
-    return true;
-}
-
-/* asym_solve's sums for codes l, in one pass (each sum in lsum's lane order: the same bits). */
-static inline void asym_sums(const float *w, const float *wx, const float *l, float *S)
-{
-    qv4 a = qv_set(0.f), b = a, c = a;
     for (int i = 0; i < QB; i += 4) {
-        const qv4 vl = qv_ld(l + i), wl = qv_mul(qv_ld(w + i), vl);
-        a = qv_add(a, wl);
-        b = qv_add(b, qv_mul(wl, vl));
-        c = qv_add(c, qv_mul(qv_ld(wx + i), vl));
+        memcpy(a + i, in + 2 * i, 4 * sizeof *a);
+        memcpy(b + i, in + 2 * i + 4, 4 * sizeof *b);
     }
-    float t[4];
-    qv_sum4(a, b, c, c, t);
-    S[0] = t[0], S[1] = t[1], S[2] = t[2];
-}
-
-/* The errors of codes q for (d, m) under w and under xr in one pass (each asym_err's bits). */
-static void asym_err2(const float *x, const float *w, const float *xr, const float *q, float d,
-                      float m, float *ew, float *er)
-{
-    const qv4 vd = qv_set(d), vm = qv_set(m);
-    qv4 a = qv_set(0.f), b = a;
-    for (int i = 0; i < QB; i += 4) {
-        const qv4 diff = qv_sub(qv_add(qv_mul(qv_ld(q + i), vd), vm), qv_ld(x + i));
-        a = qv_add(a, qv_mul(qv_mul(qv_ld(w + i), diff), diff));
-        b = qv_add(b, qv_mul(qv_mul(qv_ld(xr + i), diff), diff));
-    }
-    *ew = qv_sum(a);
-    *er = qv_sum(b);
-}
-
-/* Codes of x for (d, m), their error under w (returned), their asym_sums (S) and, with xr, their
- * error under xr (*er), in one pass: the same bits as computing each on its own. */
-static float asym_codes_err(const float *x, const float *w, const float *wx, const float *xr,
-                            float d, float m, float nmax, float *q, float *S, float *er)
-{
-    if (d == 0.f) {
-        memset(q, 0, QB * sizeof *q);
-        asym_sums(w, wx, q, S);
-        if (xr)
-            *er = asym_err(x, xr, q, d, m);
-        return asym_err(x, w, q, d, m);
-    }
-    const qv4 id = qv_set(1.f / d), vd = qv_set(d), vm = qv_set(m), z = qv_set(0.f);
-    const qv4 vmax = qv_set(nmax);
-    qv4 a = qv_set(0.f), s0 = a, s1 = a, s2 = a, r = a;
-    for (int i = 0; i < QB; i += 4) {
-        const qv4 xv = qv_ld(x + i), wv = qv_ld(w + i);
-        const qv4 l = qv_round(qv_min(qv_max(qv_mul(qv_sub(xv, vm), id), z), vmax));
-        qv_st(q + i, l);
-        const qv4 diff = qv_sub(qv_add(qv_mul(l, vd), vm), xv);
-        a = qv_add(a, qv_mul(qv_mul(wv, diff), diff));
-        if (xr)
-            r = qv_add(r, qv_mul(qv_mul(qv_ld(xr + i), diff), diff));
-        const qv4 wl = qv_mul(wv, l);
-        s0 = qv_add(s0, wl);
-        s1 = qv_add(s1, qv_mul(wl, l));
-        s2 = qv_add(s2, qv_mul(qv_ld(wx + i), l));
-    }
-    float t[4];
-    qv_sum4(s0, s1, s2, a, t);
-    S[0] = t[0], S[1] = t[1], S[2] = t[2];
-    if (xr)
-        *er = qv_sum(r);
-    return t[3];
-}
-
-/* Alternate least-squares (d, m) (fp16) and rounded codes from codes q, keeping each step that
- * lowers the error *e under w; with xr (not NULL) a step must also keep the error under xr at or
- * below *cap, which then becomes that error. S0, when not NULL, is asym_sums of q (saves that
- * pass). Returns true when every one of the iters steps was kept: only then can another call
- * from the result change anything (otherwise its first step recomputes the rejected one, or
- * the state itself, and stops). */
-static bool asym_lloyd(const float *x, const float *w, const float *wx, const asym_tot *T,
-                       float nmax, int iters, const float *xr, float *cap, const float *S0,
-                       float *q, float *d, float *m, float *e)
-{
-    float t[QB], S[3], Sn[3];
-    if (S0)
-        memcpy(S, S0, sizeof S);
-    else
-        asym_sums(w, wx, q, S);
-    for (int it = 0; it < iters; it++) {
-        double s, mm;
-        if (!asym_solve(T, S, &s, &mm, NULL))
-            return false;
-        const float dn = qh16((float)s), mn = qh16((float)mm);
-        if (it > 0 && dn == *d && mn == *m)
-            return false;
-        float r = 0.f;
-        const float en = asym_codes_err(x, w, wx, xr, dn, mn, nmax, t, Sn, &r);
-        if (!(en < *e))
-            return false;
-        if (xr) {
-            if (!(r <= *cap))
-                return false;
-            *cap = r;
-        }
-        *e = en;
-        *d = dn;
-        *m = mn;
-        memcpy(S, Sn, sizeof S);
-        memcpy(q, t, sizeof t);
-    }
-    return true;
-}
-
-/* q4_1/q5_1 candidate ranges: ASYM_NSTEP scales from (max-min)/(nmax - 0.6) to
- * (max-min)/(nmax + 0.6). Four (0.4 levels apart) instead of nine (0.15 apart) cost 0.4% of RMSE
- * (q4_1 0.897x ggml's on the bench model instead of 0.894x; 0.903x on the fixtures) and take 30% off a q4_1 run. */
-#define ASYM_NSTEP 4
-#define ASYM_STEP 0.4f
-
-/* Best asymmetric encoding of one block, ggml's choice (ref_d, ref_m, ref_q) included. With xr
- * (guard_weights), every encoding kept beyond ggml's also has an error under xr at or below that
- * of the one it replaces, so never above ggml's: without that rule the search lowered the error
- * under w further but raised the output divergence (KLD against the F16 model, mean over the
- * fixture's tiny model and perturbed copies: q4_1 1.009x llama-quantize's, 0.980x with it; with
- * an importance matrix q5_1 1.023x, 0.957x with it; docs/benchmarks.md). */
-static void asym_block(const float *x, const float *w, const float *xr, float mn, float mx,
-                       int nmax, int nstep, float r0, float rd, float ref_d, float ref_m,
-                       const float *ref_q, float *q, float *dout, float *mout)
-{
-    memcpy(q, ref_q, QB * sizeof *q);
-    float bd = ref_d, bm = ref_m, be, cap = 0.f;
-    if (xr)
-        asym_err2(x, w, xr, ref_q, ref_d, ref_m, &be, &cap);
-    else
-        be = asym_err(x, w, ref_q, ref_d, ref_m);
-    if (mx > mn && be > 0.f) {
-        const float fmax = (float)nmax;
-        float l[QB], lb[QB], wx[QB];
-        for (int i = 0; i < QB; i++)
-            wx[i] = w[i] * x[i];
-        const asym_tot T = { lsum(w), lsum(wx), lsum2(wx, x) };
-        double best = DBL_MAX;
-        float Sb[3];
-        const qv4 vmn = qv_set(mn), vmax = qv_set(fmax);
-        for (int k = 0; k < nstep; k++) {
-            const qv4 vis = qv_set((fmax + r0 + rd * (float)k) / (mx - mn));
-            /* the codes and their asym_sums in one pass (the same bits) */
-            qv4 s0 = qv_set(0.f), s1 = s0, s2 = s0;
-            for (int i = 0; i < QB; i += 4) {
-                const qv4 vl = qv_round(qv_min(qv_mul(vis, qv_sub(qv_ld(x + i), vmn)), vmax));
-                qv_st(l + i, vl);
-                const qv4 wl = qv_mul(qv_ld(w + i), vl);
-                s0 = qv_add(s0, wl);
-                s1 = qv_add(s1, qv_mul(wl, vl));
-                s2 = qv_add(s2, qv_mul(qv_ld(wx + i), vl));
-            }
-            float S[3], t4[4];
-            qv_sum4(s0, s1, s2, s2, t4);
-            S[0] = t4[0], S[1] = t4[1], S[2] = t4[2];
-            double s, m, e;
-            if (asym_solve(&T, S, &s, &m, &e) && e < best) {
-                best = e;
-                memcpy(lb, l, sizeof l);
-                memcpy(Sb, S, sizeof Sb);
-            }
-        }
-        /* the second round starts from the kept encoding; after the candidate's own round
-         * stopped early it would only repeat that round's last step */
-        bool more = true;
-        if (best < DBL_MAX) {
-            float d = 0.f, m = 0.f, e = FLT_MAX;
-            const bool full = asym_lloyd(x, w, wx, &T, fmax, 4, NULL, NULL, Sb, lb, &d, &m, &e);
-            float r = 0.f;
-            if (e < be && (!xr || (r = asym_err(x, xr, lb, d, m)) <= cap)) {
-                cap = r;
-                be = e;
-                bd = d;
-                bm = m;
-                memcpy(q, lb, sizeof lb);
-                more = full;
-            }
-        }
-        if (more)
-            asym_lloyd(x, w, wx, &T, fmax, 3, xr, &cap, NULL, q, &bd, &bm, &be);
-    }
-    *dout = bd;
-    *mout = bm;
 }
 
 /* The smallest and largest of a block's 32 values (sanitised: no NaN), the first of equal ones
@@ -765,7 +540,7 @@ static void qrow_q8_0(const float *x, const float *w, uint8_t *dst, uint64_t nb)
     sym_rows(&k_q8_0, x, w, dst, nb, 34, pack_q8_0);
 }
 
-/* The weights of the second error q4_1/q5_1 never raise (asym_block's xr): without an importance
+/* The weights of the second error q4_1/q5_1 never raise (quant_asym.h's XR): without an importance
  * matrix x^2; with one, llama.cpp's own weighting imatrix * sqrt(sigma2 + x^2), sigma2 the mean of
  * x^2 over the row (quantize_row_q4_1_impl's). */
 static float row_sigma2(const float *x, uint64_t n)
@@ -785,23 +560,48 @@ static void guard_weights(const float *xs, const float *ws, bool uniform, float 
         xr[i] = uniform ? xs[i] * xs[i] : ws[i] * sqrtf(sigma2 + xs[i] * xs[i]);
 }
 
-static void qrow_q4_1(const float *x, const float *w, uint8_t *dst, uint64_t nb)
+/* One block ready for the search: sanitised values and weights, guard weights, its smallest
+ * and largest value, ggml's choice, and where its encoding goes. */
+typedef struct {
+    float xs[QB], ws[QB], xr[QB], rq[QB], rd, rm, mn, mx;
+    uint8_t *dst;
+} asym_in;
+
+/* The rest of *in from its sanitised block in->xs: extremes and ggml's choice. */
+static void asym_ref(asym_in *in, int nmax)
 {
-    float xs[QB], ws[QB], xr[QB], rq[QB], q[QB], rd, rm, d, m;
+    block_minmax(in->xs, &in->mn, &in->mx);
+    ref_asym(in->xs, in->mn, in->mx, nmax, in->rq, &in->rd, &in->rm);
+}
+
+/* The search of blocks a and b (b NULL: a alone, searched beside a copy of itself), each
+ * encoding handed to pack. */
+static void asym_run(asym_pair_fn fn, int nmax, const asym_in *a, const asym_in *b,
+                     void (*pack)(const float *q, float d, float m, uint8_t *dst))
+{
+    const asym_in *o = b ? b : a;
+    float X[2 * QB], W[2 * QB], XR[2 * QB], RQ[2 * QB], Q[2 * QB], qa[QB], qb[QB];
+    ap_interleave(a->xs, o->xs, X);
+    ap_interleave(a->ws, o->ws, W);
+    ap_interleave(a->xr, o->xr, XR);
+    ap_interleave(a->rq, o->rq, RQ);
+    const float mn[2] = { a->mn, o->mn }, mx[2] = { a->mx, o->mx };
+    const float rd[2] = { a->rd, o->rd }, rm[2] = { a->rm, o->rm };
+    float d[2], m[2];
+    fn(X, W, XR, mn, mx, nmax, rd, rm, RQ, Q, d, m);
+    ap_split(Q, qa, qb);
+    pack(qa, d[0], m[0], a->dst);
+    if (b)
+        pack(qb, d[1], m[1], b->dst);
+}
+
+static void pack_q4_1(const float *q, float d, float m, uint8_t *dst)
+{
     uint8_t u[QB];
-    const float sigma2 = w ? row_sigma2(x, nb * QB) : 0.f;
-    for (uint64_t b = 0; b < nb; b++, x += QB, dst += 20) {
-        const bool uniform = qtk_qprep(x, w ? w + b * QB : NULL, QB, xs, ws);
-        guard_weights(xs, ws, uniform, sigma2, xr);
-        float mn, mx;
-        block_minmax(xs, &mn, &mx);
-        ref_asym(xs, mn, mx, 15, rq, &rd, &rm);
-        asym_block(xs, ws, xr, mn, mx, 15, ASYM_NSTEP, -0.6f, ASYM_STEP, rd, rm, rq, q, &d, &m);
-        to_u8(q, 0, u);
-        put16(dst, d);
-        put16(dst + 2, m);
-        pack_nib(u, dst + 4);
-    }
+    to_u8(q, 0, u);
+    put16(dst, d);
+    put16(dst + 2, m);
+    pack_nib(u, dst + 4);
 }
 
 static void pack_q5_1(const float *q, float d, float m, uint8_t *dst)
@@ -814,6 +614,27 @@ static void pack_q5_1(const float *q, float d, float m, uint8_t *dst)
     pack_nib(u, dst + 8);
 }
 
+static void qrow_q4_1(const float *x, const float *w, uint8_t *dst, uint64_t nb)
+{
+    const asym_pair_fn fn = asym_pair_impl();
+    const float sigma2 = w ? row_sigma2(x, nb * QB) : 0.f;
+    asym_in in[2];
+    int n = 0;
+    for (uint64_t b = 0; b < nb; b++, x += QB, dst += 20) {
+        asym_in *p = &in[n];
+        const bool uniform = qtk_qprep(x, w ? w + b * QB : NULL, QB, p->xs, p->ws);
+        guard_weights(p->xs, p->ws, uniform, sigma2, p->xr);
+        asym_ref(p, 15);
+        p->dst = dst;
+        if (++n == 2) {
+            asym_run(fn, 15, &in[0], &in[1], pack_q4_1);
+            n = 0;
+        }
+    }
+    if (n)
+        asym_run(fn, 15, &in[0], NULL, pack_q4_1);
+}
+
 /* q5_1: without an importance matrix ggml's choice and the guarded search (KLD 0.87-0.97x
  * llama-quantize's). With one, llama.cpp's choice as it is (quantize_row_q5_1_impl:
  * make_qkx3_quants(32, 31, -0.9, 0.05, 36) under imatrix * sqrt(sigma2 + x^2), sigma2 the row's
@@ -824,7 +645,7 @@ static void pack_q5_1(const float *q, float d, float m, uint8_t *dst)
  * 0.99x and 1.07x (docs/benchmarks.md). */
 static void qrow_q5_1(const float *x, const float *w, uint8_t *dst, uint64_t nb)
 {
-    float xs[QB], ws[QB], rq[QB], q[QB], rd, rm, d, m;
+    const asym_pair_fn fn = asym_pair_impl();
     float sigma2 = 0.f;
     if (w) {
         /* llama's float sum, of the sanitised values */
@@ -834,26 +655,30 @@ static void qrow_q5_1(const float *x, const float *w, uint8_t *dst, uint64_t nb)
         }
         sigma2 = sigma2 / (float)(nb * QB);
     }
+    asym_in in[2];
+    int n = 0;
     for (uint64_t b = 0; b < nb; b++, x += QB, dst += 24) {
-        if (qtk_qprep(x, w ? w + b * QB : NULL, QB, xs, ws)) {
-            float xr[QB];
-            guard_weights(xs, ws, true, 0.f, xr);
-            float mn, mx;
-            block_minmax(xs, &mn, &mx);
-            ref_asym(xs, mn, mx, 31, rq, &rd, &rm);
-            asym_block(xs, ws, xr, mn, mx, 31, ASYM_NSTEP, -0.6f, ASYM_STEP, rd, rm, rq, q, &d,
-                       &m);
+        asym_in *p = &in[n];
+        if (qtk_qprep(x, w ? w + b * QB : NULL, QB, p->xs, p->ws)) {
+            guard_weights(p->xs, p->ws, true, 0.f, p->xr);
+            asym_ref(p, 31);
+            p->dst = dst;
+            if (++n == 2) {
+                asym_run(fn, 31, &in[0], &in[1], pack_q5_1);
+                n = 0;
+            }
         } else {
-            float lw[QB], mn;
+            float lw[QB], q[QB], mn;
             for (int j = 0; j < QB; j++) {
                 const float u = w[b * QB + (uint64_t)j];
-                lw[j] = (u > 0.f && u <= FLT_MAX ? u : 0.f) * sqrtf(sigma2 + xs[j] * xs[j]);
+                lw[j] = (u > 0.f && u <= FLT_MAX ? u : 0.f) * sqrtf(sigma2 + p->xs[j] * p->xs[j]);
             }
-            d = qh16(qtk_qkx_fit(xs, lw, 31, -0.9f, 0.05f, 36, q, &mn));
-            m = qh16(-mn);
+            const float d = qh16(qtk_qkx_fit(p->xs, lw, 31, -0.9f, 0.05f, 36, q, &mn));
+            pack_q5_1(q, d, qh16(-mn), dst);
         }
-        pack_q5_1(q, d, m, dst);
     }
+    if (n)
+        asym_run(fn, 31, &in[0], NULL, pack_q5_1);
 }
 
 /* ggml's q5_1 choice (quantize_row_q5_1_ref), importances unused */

@@ -70,7 +70,25 @@ void qtk_qrow_q6_k_ref(const float *x, const float *w, uint8_t *dst, uint64_t nb
  * for bit */
 void qtk_qrow_q3_k_ref(const float *x, const float *w, uint8_t *dst, uint64_t nblocks);
 
-/* May the AVX2 builds (quant_k_avx2.c, quant_awq_avx2.c, quant_iq4_avx2.c) run: an x86 CPU with
+/* The q4_1/q5_1 search of two blocks of QTK_ASYM_QB values at once (quant_asym.h), generic
+ * (quant.c) and AVX2 + F16C (quant_asym_avx2.c; qtk_asym_have_avx2: built so): identical
+ * results. X, W, XR, RQ and Q hold the two blocks interleaved four values at a time; mn, mx,
+ * ref_d, ref_m, dout and mout two values each. */
+#define QTK_ASYM_QB 32
+void qtk_asym_pair_c(const float *X, const float *W, const float *XR, const float *mn,
+                     const float *mx, int nmax, const float *ref_d, const float *ref_m,
+                     const float *RQ, float *Q, float *dout, float *mout);
+void qtk_asym_pair_avx2(const float *X, const float *W, const float *XR, const float *mn,
+                        const float *mx, int nmax, const float *ref_d, const float *ref_m,
+                        const float *RQ, float *Q, float *dout, float *mout);
+bool qtk_asym_have_avx2(void);
+/* The four-at-once fp16 rounding of each build against the one-value one, on every stride-th
+ * float bit pattern and the three after it: the number of values where they differ (0). For
+ * tests (the _avx2 one needs a CPU with AVX2 and F16C when built so). */
+uint64_t qtk_asym_qh16_check_c(uint32_t stride);
+uint64_t qtk_asym_qh16_check_avx2(uint32_t stride);
+
+/* May the AVX2 builds (quant_k_avx2.c, quant_awq_avx2.c, quant_iq4_avx2.c, quant_asym_avx2.c) run: an x86 CPU with
  * AVX2, QTK_SIMD not "generic", not the plain-C build (QTK_QV_PLAIN); decided once (quant.c).
  * Each caller also asks its own build whether it was compiled with AVX2. */
 bool qtk_simd_avx2(void);
@@ -133,6 +151,8 @@ int qtk_fit_group(const float *x, uint32_t n, unsigned bits, bool sym, int zmin,
                   float *scale_out, int *zero_out, uint8_t *codes_out);
 
 #ifdef QTK_QUANT_IMPL
+#include <math.h>
+#include <string.h>
 /* Four-lane float helpers for the encoders (quant.c, quant_k.c only). SSE2 or NEON (AArch64)
  * where available, otherwise plain C with the very same per-lane operations, so results are bit-identical on
  * every machine: sums are always accumulated in 4 lanes (element i in lane i%4) and reduced
@@ -296,6 +316,136 @@ static inline void qv_sum4(qv4 a, qv4 b, qv4 c, qv4 d, float *out)
 #endif
 }
 
+/* Round a float to the nearest fp16 value (saturating at +-65504, NaN -> 0), as a float: qtk_qh16,
+ * inlined. qv_to_h16 and qv_from_h16 are qtk_f32_to_fp16 and qtk_fp16_to_f32 (dequant.c)
+ * operation for operation: same bits. */
+static inline uint32_t qv_fbits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static inline float qv_bitsf(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static inline uint16_t qv_to_h16(float f)
+{
+    float base = (fabsf(f) * 0x1.0p+112f) * 0x1.0p-110f;
+    const uint32_t w = qv_fbits(f), shl1_w = w + w, sign = w & UINT32_C(0x80000000);
+    uint32_t bias = shl1_w & UINT32_C(0xFF000000);
+    if (bias < UINT32_C(0x71000000))
+        bias = UINT32_C(0x71000000);
+    base = qv_bitsf((bias >> 1) + UINT32_C(0x07800000)) + base;
+    const uint32_t bits = qv_fbits(base);
+    const uint32_t nonsign = ((bits >> 13) & UINT32_C(0x00007C00)) + (bits & UINT32_C(0x00000FFF));
+    return (uint16_t)((sign >> 16) | (shl1_w > UINT32_C(0xFF000000) ? UINT32_C(0x7E00) : nonsign));
+}
+
+static inline float qv_from_h16(uint16_t h)
+{
+    const uint32_t w = (uint32_t)h << 16, sign = w & UINT32_C(0x80000000), two_w = w + w;
+    const float normalized = qv_bitsf((two_w >> 4) + (UINT32_C(0xE0) << 23)) * 0x1.0p-112f;
+    const float denormalized = qv_bitsf((two_w >> 17) | (UINT32_C(126) << 23)) - 0.5f;
+    const uint32_t is_den = (uint32_t)0 - (uint32_t)(two_w < (UINT32_C(1) << 27));
+    return qv_bitsf(sign | (qv_fbits(denormalized) & is_den) | (qv_fbits(normalized) & ~is_den));
+}
+
+static inline float qv_qh16(float f)
+{
+    if (!(f == f))
+        return 0.f;
+    if (f > 65504.f)
+        f = 65504.f;
+    if (f < -65504.f)
+        f = -65504.f;
+    return qv_from_h16(qv_to_h16(f));
+}
+
+#if (defined(__AVX__) || defined(__F16C__)) && !defined(QTK_QV_PLAIN)
+#include <immintrin.h>
+#endif
+/* qv_qh16 of four values at once (the same bits, checked on every float): with F16C the
+ * conversion instructions, with SSE2 integer lanes doing its operations (the unsigned
+ * comparisons as signed ones of the values with their top bit flipped), elsewhere lane by
+ * lane. */
+#if defined(__F16C__) && !defined(QTK_QV_PLAIN)
+/* the conversion instructions (round to nearest even, as qv_to_h16) on the clamped values */
+static inline qv4 qv_qh16_4(qv4 f)
+{
+    f = _mm_and_ps(f, _mm_cmpord_ps(f, f)); /* NaN -> +0 */
+    f = _mm_max_ps(_mm_min_ps(f, _mm_set1_ps(65504.f)), _mm_set1_ps(-65504.f));
+    return _mm_cvtph_ps(_mm_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+#elif defined(__SSE2__) && !defined(QTK_QV_PLAIN)
+static inline qv4 qv_qh16_4(qv4 f)
+{
+    const __m128i top = _mm_set1_epi32((int)0x80000000u);
+    f = _mm_and_ps(f, _mm_cmpord_ps(f, f)); /* NaN -> +0 */
+    f = _mm_max_ps(_mm_min_ps(f, _mm_set1_ps(65504.f)), _mm_set1_ps(-65504.f));
+    /* qv_to_h16 (f finite here, so never the NaN code) */
+    const __m128i w = _mm_castps_si128(f), shl1 = _mm_add_epi32(w, w);
+    const __m128i sign = _mm_and_si128(w, top);
+    __m128 base = _mm_mul_ps(_mm_mul_ps(_mm_andnot_ps(_mm_set1_ps(-0.f), f), _mm_set1_ps(0x1.0p+112f)),
+                             _mm_set1_ps(0x1.0p-110f));
+    __m128i bias = _mm_and_si128(shl1, _mm_set1_epi32((int)0xFF000000u));
+    const __m128i lt = _mm_cmplt_epi32(_mm_xor_si128(bias, top),
+                                       _mm_set1_epi32((int)(0x71000000u ^ 0x80000000u)));
+    bias = _mm_or_si128(_mm_and_si128(lt, _mm_set1_epi32(0x71000000)), _mm_andnot_si128(lt, bias));
+    base = _mm_add_ps(_mm_castsi128_ps(_mm_add_epi32(_mm_srli_epi32(bias, 1),
+                                                     _mm_set1_epi32(0x07800000))),
+                      base);
+    const __m128i bits = _mm_castps_si128(base);
+    const __m128i nonsign =
+        _mm_add_epi32(_mm_and_si128(_mm_srli_epi32(bits, 13), _mm_set1_epi32(0x7C00)),
+                      _mm_and_si128(bits, _mm_set1_epi32(0x0FFF)));
+    const __m128i h = _mm_or_si128(_mm_srli_epi32(sign, 16), nonsign);
+    /* qv_from_h16 */
+    const __m128i w2 = _mm_slli_epi32(h, 16), two_w = _mm_add_epi32(w2, w2);
+    const __m128 normalized =
+        _mm_mul_ps(_mm_castsi128_ps(_mm_add_epi32(_mm_srli_epi32(two_w, 4),
+                                                  _mm_set1_epi32((int)(0xE0u << 23)))),
+                   _mm_set1_ps(0x1.0p-112f));
+    const __m128 denormalized = _mm_sub_ps(
+        _mm_castsi128_ps(_mm_or_si128(_mm_srli_epi32(two_w, 17), _mm_set1_epi32(126 << 23))),
+        _mm_set1_ps(0.5f));
+    const __m128i is_den = _mm_cmplt_epi32(_mm_xor_si128(two_w, top),
+                                           _mm_set1_epi32((int)((1u << 27) ^ 0x80000000u)));
+    return _mm_castsi128_ps(_mm_or_si128(
+        _mm_and_si128(w2, top),
+        _mm_or_si128(_mm_and_si128(_mm_castps_si128(denormalized), is_den),
+                     _mm_andnot_si128(is_den, _mm_castps_si128(normalized)))));
+}
+#else
+static inline qv4 qv_qh16_4(qv4 f)
+{
+    float t[4];
+    qv_st(t, f);
+    for (int k = 0; k < 4; k++)
+        t[k] = qv_qh16(t[k]);
+    return qv_ld(t);
+}
+#endif
+
+/* out[k] = num[k] / den[k] for k < 4, in double (IEEE division: the same bits however many at
+ * once). */
+static inline void qv_div4d(const double *num, const double *den, double *out)
+{
+#if defined(__AVX__) && !defined(QTK_QV_PLAIN)
+    _mm256_storeu_pd(out, _mm256_div_pd(_mm256_loadu_pd(num), _mm256_loadu_pd(den)));
+#elif defined(__SSE2__) && !defined(QTK_QV_PLAIN)
+    _mm_storeu_pd(out, _mm_div_pd(_mm_loadu_pd(num), _mm_loadu_pd(den)));
+    _mm_storeu_pd(out + 2, _mm_div_pd(_mm_loadu_pd(num + 2), _mm_loadu_pd(den + 2)));
+#else
+    for (int k = 0; k < 4; k++)
+        out[k] = num[k] / den[k];
+#endif
+}
+
 /* Eight-lane sums for the hot k-quant search (quant_k_aff.h): element i accumulates in lane
  * i%8 and lanes fold as (l0+l4, l1+l5, l2+l6, l3+l7) before qv_sum's four-lane order. With
  * AVX2 (quant_k_avx2.c is built with -mavx2 and chosen at run time) one 256-bit register,
@@ -341,6 +491,29 @@ static inline qv8 qv8_round(qv8 a)
     return qv8_sub(qv8_add(a, m), m);
 }
 static inline float qv8_sum(qv8 a) { return qv_sum(qv8_fold(a)); }
+
+/* Two four-lane halves (quant_asym.h: two blocks side by side). qv8_set2: a in the low half, b
+ * in the high. qv8_sum4h: qv_sum4 of each half, the low half's four sums in out[0..3], the high
+ * half's in out[4..7] (the same values). */
+#if defined(__AVX2__) && !defined(QTK_QV_PLAIN)
+static inline qv8 qv8_set2(float a, float b) { return _mm256_setr_ps(a, a, a, a, b, b, b, b); }
+static inline void qv8_sum4h(qv8 a, qv8 b, qv8 c, qv8 d, float *out)
+{
+    /* qv_sum4's steps, which stay within each 128-bit half */
+    const __m256 u = _mm256_add_ps(_mm256_unpacklo_ps(a, b), _mm256_unpackhi_ps(a, b));
+    const __m256 v = _mm256_add_ps(_mm256_unpacklo_ps(c, d), _mm256_unpackhi_ps(c, d));
+    const __m256d ud = _mm256_castps_pd(u), vd = _mm256_castps_pd(v);
+    _mm256_storeu_ps(out, _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(ud, vd)),
+                                        _mm256_castpd_ps(_mm256_unpackhi_pd(ud, vd))));
+}
+#else
+static inline qv8 qv8_set2(float a, float b) { return (qv8){ qv_set(a), qv_set(b) }; }
+static inline void qv8_sum4h(qv8 a, qv8 b, qv8 c, qv8 d, float *out)
+{
+    qv_sum4(a.lo, b.lo, c.lo, d.lo, out);
+    qv_sum4(a.hi, b.hi, c.hi, d.hi, out + 4);
+}
+#endif
 #endif /* QTK_QUANT_IMPL */
 
 #endif /* QTK_QUANT_H */

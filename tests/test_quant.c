@@ -222,6 +222,20 @@ static void test_signed_zero_min(void)
     }
 }
 
+/* The fp16 rounding the q4_1/q5_1 search does four values at a time (SSE2 integer lanes, or
+ * F16C in the AVX2 build) against the one-value rounding, over a sweep of every float bit
+ * pattern class (the whole range was checked once: no difference). */
+static void test_qh16x4(void)
+{
+    CHECK(qtk_asym_qh16_check_c(251) == 0, "four-at-once fp16 rounding (this build's lanes)");
+#if defined(__x86_64__) || defined(__i386__)
+    if (qtk_asym_have_avx2() && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c"))
+        CHECK(qtk_asym_qh16_check_avx2(251) == 0, "four-at-once fp16 rounding (F16C)");
+    else
+        printf("skipped: the F16C rounding check (no AVX2/F16C here)\n");
+#endif
+}
+
 static void test_determinism(void)
 {
     const uint64_t rows = 6, n = 512;
@@ -748,6 +762,7 @@ int main(void)
     test_exact();
     test_zero_nan();
     test_signed_zero_min();
+    test_qh16x4();
     test_determinism();
     test_simd();
     test_imatrix();
