@@ -236,6 +236,35 @@ static void test_qh16x4(void)
 #endif
 }
 
+/* q4_1/q5_1 search blocks two at a time: a block's encoding must not depend on its partner or
+ * on having none. A row of seven blocks (three pairs and one alone; a constant, a zero and a
+ * tiny-valued block among them) against the same blocks as seven rows of one (each alone). */
+static void test_pair_independence(void)
+{
+    enum { NB = 7 };
+    float x[NB * 32];
+    uint8_t a[NB * 24], b[NB * 24];
+    const uint64_t saved = g_rng; /* the later tests keep their data */
+    for (int i = 0; i < NB * 32; i++)
+        x[i] = gauss();
+    g_rng = saved;
+    for (int i = 32; i < 64; i++)
+        x[i] = 0.25f;
+    for (int i = 96; i < 128; i++)
+        x[i] = 0.f;
+    for (int i = 128; i < 160; i++)
+        x[i] = 1e-6f * gauss();
+    static const unsigned ty[] = { QTK_T_Q4_1, QTK_T_Q5_1 };
+    for (size_t t = 0; t < 2; t++) {
+        const size_t bs = ty[t] == QTK_T_Q4_1 ? 20 : 24;
+        CHECK(qtk_quant_ggml(ty[t], x, a, 1, NB * 32, NULL) == 0, "%s row", tname(ty[t]));
+        CHECK(qtk_quant_ggml(ty[t], x, b, NB, 32, NULL) == 0, "%s rows", tname(ty[t]));
+        for (size_t k = 0; k < NB; k++)
+            CHECK(memcmp(a + k * bs, b + k * bs, bs) == 0,
+                  "%s: block %zu encoded beside another differs from it alone", tname(ty[t]), k);
+    }
+}
+
 static void test_determinism(void)
 {
     const uint64_t rows = 6, n = 512;
@@ -582,6 +611,11 @@ static void test_asym_guard(void)
     for (int t = 0; t < 2; t++) {
         const int nmax = t ? 31 : 15;
         for (int im = 0; im < 2; im++) {
+            /* q5_1 with a matrix is llama.cpp's own choice (quantize_row_q5_1_impl), not the
+             * guarded search: nothing bounds it by ggml's plain choice (on other data a block
+             * is above it) */
+            if (t == 1 && im == 1)
+                continue;
             if (roundtrip(ty[t], x, rows, n, im ? imat : NULL, NULL, y) < 0) {
                 CHECK(0, "%s: encode", tname(ty[t]));
                 continue;
@@ -763,6 +797,7 @@ int main(void)
     test_zero_nan();
     test_signed_zero_min();
     test_qh16x4();
+    test_pair_independence();
     test_determinism();
     test_simd();
     test_imatrix();
