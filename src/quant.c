@@ -50,7 +50,11 @@ bool qtk_simd_avx2(void)
 
 bool qtk_qprep(const float *x, const float *w, int n, float *xs, float *ws)
 {
-    for (int i = 0; i < n; i++) {
+    int i0 = 0;
+    /* four at a time: NaN -> +0, then the clamps (min/max keep the value when it is in range) */
+    for (const qv4 hi = qv_set(QX_MAX), lo = qv_set(-QX_MAX); i0 + 4 <= n; i0 += 4)
+        qv_st(xs + i0, qv_max(qv_min(qv_nan0(qv_ld(x + i0)), hi), lo));
+    for (int i = i0; i < n; i++) {
         float v = x[i];
         if (!(v == v))
             v = 0.f;
@@ -463,8 +467,21 @@ static void ref_asym(const float *x, float mn, float mx, int nmax, float *q, flo
 
 static void to_u8(const float *q, int off, uint8_t *u)
 {
+#if defined(__SSE2__) && !defined(QTK_QV_PLAIN)
+    /* the codes are whole numbers in [-128, 255 - off]: truncation is exact, and the 32-bit
+     * sums fit the saturating packs (low byte of code + off, as the cast takes it) */
+    const __m128i vo = _mm_set1_epi32(off), m = _mm_set1_epi32(0xFF);
+    for (int i = 0; i < QB; i += 16) {
+        __m128i a[4];
+        for (int k = 0; k < 4; k++)
+            a[k] = _mm_and_si128(_mm_add_epi32(_mm_cvttps_epi32(_mm_loadu_ps(q + i + 4 * k)), vo), m);
+        _mm_storeu_si128((__m128i *)(void *)(u + i),
+                         _mm_packus_epi16(_mm_packs_epi32(a[0], a[1]), _mm_packs_epi32(a[2], a[3])));
+    }
+#else
     for (int i = 0; i < QB; i++)
         u[i] = (uint8_t)((int)q[i] + off);
+#endif
 }
 
 static void pack_nib(const uint8_t *u, uint8_t *qs)
@@ -556,8 +573,12 @@ static float row_sigma2(const float *x, uint64_t n)
 
 static void guard_weights(const float *xs, const float *ws, bool uniform, float sigma2, float *xr)
 {
-    for (int i = 0; i < QB; i++)
-        xr[i] = uniform ? xs[i] * xs[i] : ws[i] * sqrtf(sigma2 + xs[i] * xs[i]);
+    if (uniform)
+        for (int i = 0; i < QB; i += 4)
+            qv_st(xr + i, qv_mul(qv_ld(xs + i), qv_ld(xs + i)));
+    else
+        for (int i = 0; i < QB; i++)
+            xr[i] = ws[i] * sqrtf(sigma2 + xs[i] * xs[i]);
 }
 
 /* One block ready for the search: sanitised values and weights, guard weights, its smallest

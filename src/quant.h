@@ -172,6 +172,8 @@ static inline qv4 qv_div(qv4 a, qv4 b) { return _mm_div_ps(a, b); }
 static inline qv4 qv_min(qv4 a, qv4 b) { return _mm_min_ps(a, b); }
 static inline qv4 qv_max(qv4 a, qv4 b) { return _mm_max_ps(a, b); }
 static inline qv4 qv_abs(qv4 a) { return _mm_andnot_ps(_mm_set1_ps(-0.f), a); }
+/* NaN -> +0, every other value as it is */
+static inline qv4 qv_nan0(qv4 a) { return _mm_and_ps(a, _mm_cmpord_ps(a, a)); }
 /* toward zero, |a| < 2^31 */
 static inline qv4 qv_trunc(qv4 a) { return _mm_cvtepi32_ps(_mm_cvttps_epi32(a)); }
 /* C roundf (half away from zero), |a| < 2^31 */
@@ -196,6 +198,7 @@ static inline qv4 qv_div(qv4 a, qv4 b) { return vdivq_f32(a, b); }
 static inline qv4 qv_min(qv4 a, qv4 b) { return vbslq_f32(vcltq_f32(a, b), a, b); }
 static inline qv4 qv_max(qv4 a, qv4 b) { return vbslq_f32(vcgtq_f32(a, b), a, b); }
 static inline qv4 qv_abs(qv4 a) { return vabsq_f32(a); }
+static inline qv4 qv_nan0(qv4 a) { return vbslq_f32(vceqq_f32(a, a), a, vdupq_n_f32(0.f)); }
 static inline qv4 qv_trunc(qv4 a) { return vcvtq_f32_s32(vcvtq_s32_f32(a)); }
 static inline qv4 qv_roundf(qv4 a)
 {
@@ -263,6 +266,12 @@ static inline qv4 qv_max(qv4 a, qv4 b)
 {
     for (int k = 0; k < 4; k++)
         a.f[k] = a.f[k] > b.f[k] ? a.f[k] : b.f[k];
+    return a;
+}
+static inline qv4 qv_nan0(qv4 a)
+{
+    for (int k = 0; k < 4; k++)
+        a.f[k] = a.f[k] == a.f[k] ? a.f[k] : 0.f;
     return a;
 }
 static inline qv4 qv_abs(qv4 a)

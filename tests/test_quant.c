@@ -265,6 +265,27 @@ static void test_pair_independence(void)
     }
 }
 
+/* qtk_qprep's sanitising, four lanes at a time and the scalar tail alike: NaN -> +0, beyond
+ * +-1e8 -> +-1e8, everything else (signed zeros, subnormals) bit for bit. */
+static void test_qprep(void)
+{
+    const float sp[] = { NAN, -NAN, INFINITY, -INFINITY, 3e38f, -3e38f, 1e8f, -1e8f, 1.0000001e8f,
+                         -0.f, 0.f, -1e-40f, 1e-45f, 0.5f, -7.25f, 99999992.f, -99999992.f };
+    const int ns = (int)(sizeof sp / sizeof sp[0]);
+    for (int n = 1; n <= 2 * ns; n++) { /* every length: lanes and tails */
+        float x[64], xs[64], ws[64];
+        for (int i = 0; i < n; i++)
+            x[i] = sp[(i * 7 + n) % ns];
+        qtk_qprep(x, NULL, n, xs, ws);
+        for (int i = 0; i < n; i++) {
+            const float v = x[i];
+            const float e = !(v == v) ? 0.f : v > 1e8f ? 1e8f : v < -1e8f ? -1e8f : v;
+            CHECK(memcmp(&e, &xs[i], sizeof e) == 0, "qprep n=%d [%d]: %a -> %a, want %a", n, i,
+                  (double)v, (double)xs[i], (double)e);
+        }
+    }
+}
+
 static void test_determinism(void)
 {
     const uint64_t rows = 6, n = 512;
@@ -798,6 +819,7 @@ int main(void)
     test_signed_zero_min();
     test_qh16x4();
     test_pair_independence();
+    test_qprep();
     test_determinism();
     test_simd();
     test_imatrix();
