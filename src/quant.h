@@ -500,6 +500,30 @@ static inline qv8 qv8_round(qv8 a)
     return qv8_sub(qv8_add(a, m), m);
 }
 static inline float qv8_sum(qv8 a) { return qv_sum(qv8_fold(a)); }
+/* qv8_sum of six registers at once (the same values): out[0..5] */
+static inline void qv8_sum6(qv8 a0, qv8 a1, qv8 a2, qv8 a3, qv8 a4, qv8 a5, float *out)
+{
+#if defined(__AVX2__) && !defined(QTK_QV_PLAIN)
+    /* [fold a0 | fold a1], [fold a2 | fold a3], [fold a4 | fold a5] */
+    const __m256 f0 = _mm256_add_ps(_mm256_permute2f128_ps(a0, a1, 0x20), _mm256_permute2f128_ps(a0, a1, 0x31));
+    const __m256 f1 = _mm256_add_ps(_mm256_permute2f128_ps(a2, a3, 0x20), _mm256_permute2f128_ps(a2, a3, 0x31));
+    const __m256 f2 = _mm256_add_ps(_mm256_permute2f128_ps(a4, a5, 0x20), _mm256_permute2f128_ps(a4, a5, 0x31));
+    /* qv_sum4 per half: (a0, a2, a4, a4) low, (a1, a3, a5, a5) high */
+    const __m256 u = _mm256_add_ps(_mm256_unpacklo_ps(f0, f1), _mm256_unpackhi_ps(f0, f1));
+    const __m256 v = _mm256_add_ps(_mm256_unpacklo_ps(f2, f2), _mm256_unpackhi_ps(f2, f2));
+    const __m256d ud = _mm256_castps_pd(u), vd = _mm256_castps_pd(v);
+    float t[8];
+    _mm256_storeu_ps(t, _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(ud, vd)),
+                                      _mm256_castpd_ps(_mm256_unpackhi_pd(ud, vd))));
+    out[0] = t[0], out[1] = t[4], out[2] = t[1], out[3] = t[5], out[4] = t[2], out[5] = t[6];
+#else
+    float t[8];
+    qv_sum4(qv8_fold(a0), qv8_fold(a1), qv8_fold(a2), qv8_fold(a3), t);
+    qv_sum4(qv8_fold(a4), qv8_fold(a5), qv8_fold(a5), qv8_fold(a5), t + 4);
+    for (int k = 0; k < 6; k++)
+        out[k] = t[k];
+#endif
+}
 
 /* Two four-lane halves (quant_asym.h: two blocks side by side). qv8_set2: a in the low half, b
  * in the high. qv8_sum4h: qv_sum4 of each half, the low half's four sums in out[0..3], the high

@@ -82,8 +82,7 @@ static inline void aff_sweep(int n, const float *u, const float *wo, const float
         b2 = qv8_add(b2, qv8_mul(qv8_ld(wrx + i), l));
     }
     float t[8];
-    qv_sum4(qv8_fold(a0), qv8_fold(a1), qv8_fold(a2), qv8_fold(b0), t);
-    qv_sum4(qv8_fold(b1), qv8_fold(b2), qv8_fold(b2), qv8_fold(b2), t + 4);
+    qv8_sum6(a0, a1, a2, b0, b1, b2, t);
     s[0] = t[0], s[1] = t[1], s[2] = t[2], s[3] = t[3], s[4] = t[4], s[5] = t[5];
 }
 
