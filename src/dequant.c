@@ -8,6 +8,7 @@
 #include "dequant.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 /* ---------------------------------------------------------------- scalar conversions */
@@ -202,16 +203,71 @@ static void dq_i64(const uint8_t *restrict x, float *restrict y, uint64_t nb)
 
 /* ---------------------------------------------------------------- legacy 32-blocks */
 
+/* The four legacy 4/5-bit types in SSE2 lanes: each element's code made as the loops below
+ * make it (nibble, fifth bit from qh, minus the offset), converted, multiplied by d and (q4_1,
+ * q5_1) m added, lane by lane in the same order: the same bits. */
+#if defined(__SSE2__) && !defined(QTK_QV_PLAIN)
+#include <emmintrin.h>
+#define DQ_LEGACY_SSE2 1
+
+/* 0x10 in byte j where bit j of the 16 bits is set */
+static inline __m128i qh_bytes(uint32_t bits16)
+{
+    __m128i v = _mm_cvtsi32_si128((int)(bits16 & 0xFFFFu));
+    v = _mm_unpacklo_epi8(v, v);
+    v = _mm_unpacklo_epi16(v, v);
+    v = _mm_unpacklo_epi32(v, v); /* bytes 0-7: low byte, 8-15: high byte */
+    const __m128i m = _mm_set_epi8(-128, 64, 32, 16, 8, 4, 2, 1, -128, 64, 32, 16, 8, 4, 2, 1);
+    return _mm_and_si128(_mm_cmpeq_epi8(_mm_and_si128(v, m), m), _mm_set1_epi8(0x10));
+}
+
+/* 16 codes (bytes) minus off, times d, plus m (add_m) into y[0..15] */
+static inline void codes_to_f32(__m128i c, int off, __m128 vd, __m128 vm, bool add_m, float *y)
+{
+    const __m128i z = _mm_setzero_si128(), vo = _mm_set1_epi32(off);
+    const __m128i w0 = _mm_unpacklo_epi8(c, z), w1 = _mm_unpackhi_epi8(c, z);
+    const __m128i q[4] = { _mm_unpacklo_epi16(w0, z), _mm_unpackhi_epi16(w0, z),
+                           _mm_unpacklo_epi16(w1, z), _mm_unpackhi_epi16(w1, z) };
+    for (int k = 0; k < 4; k++) {
+        __m128 v = _mm_mul_ps(_mm_cvtepi32_ps(_mm_sub_epi32(q[k], vo)), vd);
+        if (add_m)
+            v = _mm_add_ps(v, vm);
+        _mm_storeu_ps(y + 4 * k, v);
+    }
+}
+
+/* one block's 16 packed bytes: low nibbles (elements 0-15) and high nibbles (16-31), each
+ * with its fifth bits from qh (has_qh) */
+static inline void dq_legacy_block(const uint8_t *qs, bool has_qh, uint32_t qh, int off, float d,
+                                   float m, bool add_m, float *y)
+{
+    const __m128i raw = _mm_loadu_si128((const __m128i *)(const void *)qs);
+    const __m128i nib = _mm_set1_epi8(0x0F);
+    __m128i lo = _mm_and_si128(raw, nib), hi = _mm_and_si128(_mm_srli_epi16(raw, 4), nib);
+    if (has_qh) {
+        lo = _mm_or_si128(lo, qh_bytes(qh));
+        hi = _mm_or_si128(hi, qh_bytes(qh >> 16));
+    }
+    const __m128 vd = _mm_set1_ps(d), vm = _mm_set1_ps(m);
+    codes_to_f32(lo, off, vd, vm, add_m, y);
+    codes_to_f32(hi, off, vd, vm, add_m, y + 16);
+}
+#endif
+
 /* Q4_0 (18 B): d; qs[16]. Element j = low nibble of qs[j], j+16 = high nibble; (q-8)*d. */
 static void dq_q4_0(const uint8_t *restrict x, float *restrict y, uint64_t nb)
 {
     for (uint64_t b = 0; b < nb; b++, x += 18, y += 32) {
         const float d = half_at(x);
         const uint8_t *qs = x + 2;
+#ifdef DQ_LEGACY_SSE2
+        dq_legacy_block(qs, false, 0, 8, d, 0.f, false, y);
+#else
         for (int j = 0; j < 16; j++) {
             y[j] = (float)((qs[j] & 0x0F) - 8) * d;
             y[j + 16] = (float)((qs[j] >> 4) - 8) * d;
         }
+#endif
     }
 }
 
@@ -222,10 +278,14 @@ static void dq_q4_1(const uint8_t *restrict x, float *restrict y, uint64_t nb)
         const float d = half_at(x);
         const float m = half_at(x + 2);
         const uint8_t *qs = x + 4;
+#ifdef DQ_LEGACY_SSE2
+        dq_legacy_block(qs, false, 0, 0, d, m, true, y);
+#else
         for (int j = 0; j < 16; j++) {
             y[j] = (float)(qs[j] & 0x0F) * d + m;
             y[j + 16] = (float)(qs[j] >> 4) * d + m;
         }
+#endif
     }
 }
 
@@ -236,12 +296,16 @@ static void dq_q5_0(const uint8_t *restrict x, float *restrict y, uint64_t nb)
         const float d = half_at(x);
         const uint32_t qh = rd32(x + 2);
         const uint8_t *qs = x + 6;
+#ifdef DQ_LEGACY_SSE2
+        dq_legacy_block(qs, true, qh, 16, d, 0.f, false, y);
+#else
         for (int j = 0; j < 16; j++) {
             const int h0 = (int)(((qh >> j) << 4) & 0x10);
             const int h1 = (int)((qh >> (j + 12)) & 0x10);
             y[j] = (float)(((qs[j] & 0x0F) | h0) - 16) * d;
             y[j + 16] = (float)(((qs[j] >> 4) | h1) - 16) * d;
         }
+#endif
     }
 }
 
@@ -253,12 +317,16 @@ static void dq_q5_1(const uint8_t *restrict x, float *restrict y, uint64_t nb)
         const float m = half_at(x + 2);
         const uint32_t qh = rd32(x + 4);
         const uint8_t *qs = x + 8;
+#ifdef DQ_LEGACY_SSE2
+        dq_legacy_block(qs, true, qh, 0, d, m, true, y);
+#else
         for (int j = 0; j < 16; j++) {
             const int h0 = (int)(((qh >> j) << 4) & 0x10);
             const int h1 = (int)((qh >> (j + 12)) & 0x10);
             y[j] = (float)((qs[j] & 0x0F) | h0) * d + m;
             y[j + 16] = (float)((qs[j] >> 4) | h1) * d + m;
         }
+#endif
     }
 }
 

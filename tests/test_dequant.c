@@ -242,6 +242,33 @@ static void test_legacy(void)
     }
     check_block("Q5_1", 7, b, 24, w, 32);
 
+    /* the four again with random fp16 scales and offsets (finite: subnormals, zeros, both
+     * signs, the largest) on random codes and fifth bits, many blocks: the lanes' decode
+     * against the formulas, bit for bit */
+    for (int it = 0; it < 400; it++) {
+        static const unsigned ty[4] = { 2, 3, 6, 7 };
+        static const size_t sz[4] = { 18, 20, 22, 24 };
+        const int t = it % 4;
+        fill(b, sz[t]);
+        for (int k = 0; k < 2; k++) /* no NaN or infinity: exponent 31 -> 30 */
+            if ((b[2 * k + 1] & 0x7C) == 0x7C)
+                b[2 * k + 1] = (uint8_t)(b[2 * k + 1] & ~0x04);
+        const float d = qtk_fp16_to_f32((uint16_t)(b[0] | b[1] << 8));
+        const float m = qtk_fp16_to_f32((uint16_t)(b[2] | b[3] << 8));
+        const uint8_t *qs = b + (t == 0 ? 2 : t == 1 ? 4 : t == 2 ? 6 : 8);
+        const uint8_t *qh = t == 2 ? b + 2 : b + 4;
+        for (int j = 0; j < 32; j++) {
+            int c = j < 16 ? (qs[j] & 15) : (qs[j - 16] >> 4);
+            if (t >= 2)
+                c |= (int)bit(qh, (unsigned)j) << 4;
+            w[j] = t == 0 ? (float)(c - 8) * d : t == 1 ? (float)c * d + m
+                 : t == 2 ? (float)(c - 16) * d : (float)c * d + m;
+        }
+        char name[32];
+        snprintf(name, sizeof name, "%s random %d", t == 0 ? "Q4_0" : t == 1 ? "Q4_1" : t == 2 ? "Q5_0" : "Q5_1", it);
+        check_block(name, ty[t], b, sz[t], w, 32);
+    }
+
     /* Q8_0: d=0.5, int8 */
     put16(b, 0x3800);
     fill(b + 2, 32);
