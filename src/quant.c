@@ -15,6 +15,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(QTK_QV_PLAIN)
+#include <cpuid.h>
+#endif
 
 #define QX_MAX 1e8f
 
@@ -43,6 +46,16 @@ bool qtk_simd_avx2(void)
         __atomic_store_n(&state, s, __ATOMIC_RELEASE);
     }
     return s == 2;
+#else
+    return false;
+#endif
+}
+
+bool qtk_cpu_f16c(void)
+{
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(QTK_QV_PLAIN)
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
 #else
     return false;
 #endif
@@ -392,7 +405,7 @@ typedef void (*asym_pair_fn)(const float *, const float *, const float *, const 
 static asym_pair_fn asym_pair_impl(void)
 {
 #if (defined(__x86_64__) || defined(__i386__)) && !defined(QTK_QV_PLAIN)
-    if (qtk_asym_have_avx2() && qtk_simd_avx2() && __builtin_cpu_supports("f16c"))
+    if (qtk_simd_avx2() && qtk_cpu_f16c() && qtk_asym_have_avx2())
         return qtk_asym_pair_avx2;
 #endif
     return qtk_asym_pair_c;

@@ -71,8 +71,8 @@ void qtk_qrow_q6_k_ref(const float *x, const float *w, uint8_t *dst, uint64_t nb
 void qtk_qrow_q3_k_ref(const float *x, const float *w, uint8_t *dst, uint64_t nblocks);
 
 /* The q4_1/q5_1 search of two blocks of QTK_ASYM_QB values at once (quant_asym.h), generic
- * (quant.c) and AVX2 + F16C (quant_asym_avx2.c; qtk_asym_have_avx2: built so): identical
- * results. X, W, XR, RQ and Q hold the two blocks interleaved four values at a time; mn, mx,
+ * (quant.c) and AVX2 + F16C (quant_asym_avx2.c; qtk_asym_have_avx2: built so; quant.c calls it
+ * when qtk_simd_avx2 and qtk_cpu_f16c): identical results. X, W, XR, RQ and Q hold the two blocks interleaved four values at a time; mn, mx,
  * ref_d, ref_m, dout and mout two values each. */
 #define QTK_ASYM_QB 32
 void qtk_asym_pair_c(const float *X, const float *W, const float *XR, const float *mn,
@@ -92,6 +92,8 @@ uint64_t qtk_asym_qh16_check_avx2(uint32_t stride);
  * AVX2, QTK_SIMD not "generic", not the plain-C build (QTK_QV_PLAIN); decided once (quant.c).
  * Each caller also asks its own build whether it was compiled with AVX2. */
 bool qtk_simd_avx2(void);
+/* The CPU converts fp16 (F16C; x86 only, whatever the build; never for plain-C lanes). */
+bool qtk_cpu_f16c(void);
 
 /* Shared helpers (quant.c). qtk_qprep copies n values into xs with NaN -> 0 and values clamped
  * to +-1e8, and fills ws with sanitised weights (w NULL or all-zero -> 1). Returns true when the

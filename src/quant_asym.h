@@ -1,6 +1,6 @@
 /* quant_asym.h - the q4_1/q5_1 search (y = q*d + m, q in [0, nmax]) of two blocks at once.
- * Included once per instruction set (quant.c generic, quant_asym_avx2.c with -mavx2) with
- * ASYM_PAIR naming the exported function.
+ * Included once per instruction set (quant.c generic, quant_asym_avx2.c with -mavx2 -mf16c)
+ * with ASYM_PAIR naming the exported function.
  *
  * The two blocks' values are interleaved four by four (A[0..3] B[0..3] A[4..7] B[4..7] ...), so
  * one eight-lane register (quant.h's qv8: one AVX2 register, or two four-lane halves) holds
@@ -8,7 +8,8 @@
  * block A's element i accumulates in lane i%4 of the low half, B's in the high half, and each
  * half is reduced in qv_sum's order. Each block's decisions are its own: where one block's
  * refinement stops and the other's goes on, the stopped half's lanes compute values nobody
- * reads. So the bytes are those of the one-block search, on every build. */
+ * reads. So the bytes are those of the one-block search, on every build. Divisions whose
+ * result is not used get 1 as their divisor (no division by zero raised for them). */
 #ifndef ASYM_PAIR
 #error "define ASYM_PAIR before including quant_asym.h"
 #endif
@@ -50,8 +51,9 @@ static void ap_solve8(const asym_tot *T, const float (*S)[3], double *e, bool *o
     for (int j = 0; j < AP_NC; j++)
         D[j] = w[j] * sll[j] - sl[j] * sl[j];
     for (int j = 0; j < AP_NC; j++) {
-        s[j] = (w[j] * sxl[j] - x[j] * sl[j]) / D[j];
-        m[j] = (sll[j] * x[j] - sl[j] * sxl[j]) / D[j];
+        const double Dd = D[j] > 0 ? D[j] : 1.0; /* not ok: the values are not used */
+        s[j] = (w[j] * sxl[j] - x[j] * sl[j]) / Dd;
+        m[j] = (sll[j] * x[j] - sl[j] * sxl[j]) / Dd;
     }
     for (int j = 0; j < AP_NC; j++) {
         e[j] = s[j] * s[j] * sll[j] + 2 * s[j] * m[j] * sl[j] + m[j] * m[j] * w[j] -
@@ -179,7 +181,7 @@ static void ap_lloyd(const float *X, const float *W, const float *WX, const floa
             D[h] = T[h].w * sll - sl * sl;
             num[2 * h] = T[h].w * sxl - T[h].x * sl;   /* s*D */
             num[2 * h + 1] = sll * T[h].x - sl * sxl;  /* m*D */
-            den[2 * h] = den[2 * h + 1] = D[h];
+            den[2 * h] = den[2 * h + 1] = run[h] && D[h] > 0 ? D[h] : 1.0; /* else unused */
         }
         qv_div4d(num, den, q);
         float v[4] = { (float)q[0], (float)q[1], (float)q[2], (float)q[3] };
@@ -294,6 +296,8 @@ void ASYM_PAIR(const float *X, const float *W, const float *XR, const float *mn,
             if (kb[h] >= 0) {
                 ap_copy_half(LB, L + kb[h] * AP_N, h);
                 memcpy(Sb[h], Sc[h * ASYM_NSTEP + kb[h]], sizeof Sb[h]);
+            } else {
+                ap_copy_half(LB, RQ, h); /* never used: defined values for the other's passes */
             }
         /* each block's best candidate refined (no guard yet), kept when it beats ggml's under
          * W and not under XR; the second round, guarded, starts from what was kept, unless the

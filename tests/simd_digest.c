@@ -77,6 +77,30 @@ int main(void)
             }
             printf("%s imatrix=%d %016llx\n", types[k].name, w, (unsigned long long)fnv(q, n, 0xcbf29ce484222325ull));
         }
+    /* The legacy types on rows of seven blocks (q4_1/q5_1 search blocks two at a time, so one
+     * is searched alone) with an importance matrix that has two all-zero blocks (q5_1 searches
+     * those beside weighted ones, which take llama.cpp's choice) */
+    enum { OCOLS = 224 };
+    float *xo = malloc(sizeof(float) * ROWS * OCOLS), imo[OCOLS];
+    if (!xo)
+        return 1;
+    for (int r = 0; r < ROWS; r++)
+        for (int c = 0; c < OCOLS; c++)
+            xo[r * OCOLS + c] = x[r * COLS + c];
+    for (int c = 0; c < OCOLS; c++)
+        imo[c] = (c >= 64 && c < 96) || (c >= 160 && c < 192) ? 0.f : im[c];
+    for (size_t k = 0; k < 5; k++)
+        for (int w = 0; w < 2; w++) {
+            const size_t n = (size_t)ROWS * OCOLS / 32 * types[k].bytes;
+            if (qtk_quant_ggml(types[k].t, xo, q, ROWS, OCOLS, w ? imo : NULL) != 0) {
+                printf("odd %s w=%d: encoder failed\n", types[k].name, w);
+                rc = 1;
+                continue;
+            }
+            printf("odd rows %s w=%d %016llx\n", types[k].name, w,
+                   (unsigned long long)fnv(q, n, 0xcbf29ce484222325ull));
+        }
+    free(xo);
     /* AWQ/GPTQ group fits (qtk_fit_group: the error sum has an AVX2 build): groups of 128 and
      * 32, asymmetric (zero from 0 and from 1, GPTQ v1) and symmetric, 4 and 3 bits */
     static const struct { uint32_t g; unsigned bits; bool sym; int zmin; } fits[] = {

@@ -253,6 +253,12 @@ static void test_legacy(void)
         for (int k = 0; k < 2; k++) /* no NaN or infinity: exponent 31 -> 30 */
             if ((b[2 * k + 1] & 0x7C) == 0x7C)
                 b[2 * k + 1] = (uint8_t)(b[2 * k + 1] & ~0x04);
+        if (it < 24) { /* the first blocks of each type: the edge scales and offsets */
+            static const uint16_t edge[6] = { 0x7BFF, 0xFBFF, 0x0001, 0x8001, 0x8000, 0x0000 };
+            put16(b, edge[(it / 4) % 6]);
+            if (t == 1 || t == 3)
+                put16(b + 2, edge[(it / 4 + 1) % 6]);
+        }
         const float d = qtk_fp16_to_f32((uint16_t)(b[0] | b[1] << 8));
         const float m = qtk_fp16_to_f32((uint16_t)(b[2] | b[3] << 8));
         const uint8_t *qs = b + (t == 0 ? 2 : t == 1 ? 4 : t == 2 ? 6 : 8);

@@ -229,7 +229,7 @@ static void test_qh16x4(void)
 {
     CHECK(qtk_asym_qh16_check_c(251) == 0, "four-at-once fp16 rounding (this build's lanes)");
 #if defined(__x86_64__) || defined(__i386__)
-    if (qtk_asym_have_avx2() && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c"))
+    if (__builtin_cpu_supports("avx2") && qtk_cpu_f16c() && qtk_asym_have_avx2())
         CHECK(qtk_asym_qh16_check_avx2(251) == 0, "four-at-once fp16 rounding (F16C)");
     else
         printf("skipped: the F16C rounding check (no AVX2/F16C here)\n");
