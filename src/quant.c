@@ -117,14 +117,6 @@ void qtk_llama_weights(const float *x, int n, const float *qw, float *w)
 
 #define QB 32 /* legacy block size */
 
-static inline float lsum(const float *a)
-{
-    qv4 t = qv_set(0.f);
-    for (int i = 0; i < QB; i += 4)
-        t = qv_add(t, qv_ld(a + i));
-    return qv_sum(t);
-}
-
 static inline float lsum2(const float *a, const float *b)
 {
     qv4 t = qv_set(0.f);
