@@ -117,14 +117,6 @@ void qtk_llama_weights(const float *x, int n, const float *qw, float *w)
 
 #define QB 32 /* legacy block size */
 
-static inline float lsum2(const float *a, const float *b)
-{
-    qv4 t = qv_set(0.f);
-    for (int i = 0; i < QB; i += 4)
-        t = qv_add(t, qv_mul(qv_ld(a + i), qv_ld(b + i)));
-    return qv_sum(t);
-}
-
 /* The symmetric search runs the same code with and without an importance vector: `uni` (all
  * weights 1) drops the multiplications by w, which are exact (w*v == v), so both give the same
  * bits. Every pass sums in 4 lanes (element i in lane i%4) in index order. */
