@@ -121,20 +121,6 @@ void qtk_llama_weights(const float *x, int n, const float *qw, float *w)
  * weights 1) drops the multiplications by w, which are exact (w*v == v), so both give the same
  * bits. Every pass sums in 4 lanes (element i in lane i%4) in index order. */
 
-/* Least-squares sums of codes t: sxl = sum wx*t, sll = sum (w*t)*t. */
-static inline void sym_sums(const float *w, const float *wx, bool uni, const float *t, float *sxl,
-                            float *sll)
-{
-    qv4 a = qv_set(0.f), b = a;
-    for (int i = 0; i < QB; i += 4) {
-        const qv4 l = qv_ld(t + i);
-        a = qv_add(a, qv_mul(qv_ld(wx + i), l));
-        b = qv_add(b, qv_mul(uni ? l : qv_mul(qv_ld(w + i), l), l));
-    }
-    *sxl = qv_sum(a);
-    *sll = qv_sum(b);
-}
-
 /* One pass for scale d: codes t = round(x/d) clamped to [lo, hi] (via the reciprocal; 0 when
  * d is 0), their exact decoded error sum w*(t*d - x)^2 (returned), and their least-squares sums
  * for the next step. */
