@@ -2600,7 +2600,7 @@ int qtk_hfmap_gguf_to_hf(const qtk_model *g, qtk_model *meta, qtk_hfmap **mapp, 
 		const qtk_kv *af = qtk_kv_find(g, K("rope.scaling.attn_factor"));
 		const qtk_kv *oc = qtk_kv_find(g, K(fk->rope_orig_ctx));
 		double a = 0, o = 0;
-		if (!rc && af && oc && val_num(&af->val, &a) && val_num(&oc->val, &o) && p_ctx && o > 1 && n_ctx > o) {
+		if (!rc && af && oc && val_num(&af->val, &a) && val_num(&oc->val, &o) && p_ctx && o > 1 && (double)n_ctx > o) {
 			double scale = (double)n_ctx / o;
 			float y = (float)(0.1 * log(scale) + 1.0), l = (float)sqrt(1.0 + log(scale) / log(o));
 			if ((float)a == y && y != l)
