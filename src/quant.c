@@ -54,8 +54,15 @@ bool qtk_simd_avx2(void)
 bool qtk_cpu_f16c(void)
 {
 #if (defined(__x86_64__) || defined(__i386__)) && !defined(QTK_QV_PLAIN)
-    unsigned a, b, c, d;
-    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+    /* decided once: cpuid leaves a virtual machine (tens of microseconds) */
+    static int state; /* 0 unknown, 1 no, 2 yes */
+    int s = __atomic_load_n(&state, __ATOMIC_ACQUIRE);
+    if (!s) {
+        unsigned a, b, c, d;
+        s = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0 ? 2 : 1;
+        __atomic_store_n(&state, s, __ATOMIC_RELEASE);
+    }
+    return s == 2;
 #else
     return false;
 #endif
