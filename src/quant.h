@@ -467,6 +467,8 @@ typedef __m256 qv8;
 static inline qv8 qv8_ld(const float *p) { return _mm256_loadu_ps(p); }
 static inline void qv8_st(float *p, qv8 a) { _mm256_storeu_ps(p, a); }
 static inline qv8 qv8_set(float a) { return _mm256_set1_ps(a); }
+/* four floats at p in both halves */
+static inline qv8 qv8_ld2(const float *p) { return _mm256_broadcast_ps((const __m128 *)(const void *)p); }
 static inline qv8 qv8_add(qv8 a, qv8 b) { return _mm256_add_ps(a, b); }
 static inline qv8 qv8_sub(qv8 a, qv8 b) { return _mm256_sub_ps(a, b); }
 static inline qv8 qv8_mul(qv8 a, qv8 b) { return _mm256_mul_ps(a, b); }
@@ -487,6 +489,7 @@ static inline void qv8_st(float *p, qv8 a)
     qv_st(p + 4, a.hi);
 }
 static inline qv8 qv8_set(float a) { return (qv8){ qv_set(a), qv_set(a) }; }
+static inline qv8 qv8_ld2(const float *p) { return (qv8){ qv_ld(p), qv_ld(p) }; }
 static inline qv8 qv8_add(qv8 a, qv8 b) { return (qv8){ qv_add(a.lo, b.lo), qv_add(a.hi, b.hi) }; }
 static inline qv8 qv8_sub(qv8 a, qv8 b) { return (qv8){ qv_sub(a.lo, b.lo), qv_sub(a.hi, b.hi) }; }
 static inline qv8 qv8_mul(qv8 a, qv8 b) { return (qv8){ qv_mul(a.lo, b.lo), qv_mul(a.hi, b.hi) }; }

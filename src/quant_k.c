@@ -43,7 +43,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define GROUP_EPS 1e-15f
 
 static inline void put16(uint8_t *p, float v)
 {
@@ -469,15 +468,6 @@ void qtk_qrow_q5_k(const float *x, const float *w, uint8_t *dst, uint64_t nb)
 
 /* ======================= symmetric types: y = (d*sc)*q ======================= */
 
-#define SUB 16
-#define NSUB 16
-
-typedef struct {
-    int lo, hi;   /* codes */
-    int slo, shi; /* sub-scales */
-    bool noclip;  /* our encodings may not clip a value (see sym_sub) */
-} sym_cfg;
-
 static const sym_cfg k_q3k = { -4, 3, -32, 31, true };
 static const sym_cfg k_q6k = { -32, 31, -128, 127, false };
 
@@ -489,123 +479,21 @@ typedef struct {
     float L[QK];   /* codes, as floats */
 } sym_st;
 
-/* Ours: rank candidate codes by the continuous LS residual (sum wxl)^2 / sum wll. */
-typedef struct {
-    double best;
-    float s;
-} sym_ours;
+#define SYM_FITS qtk_sym_fits_c
+#include "quant_k_symfit.h"
 
-static inline void sym_ours_try(sym_ours *o, double sxl, double sll)
-{
-    if (sll > 0) {
-        const double sc = sxl * sxl / sll;
-        if (sc > o->best) {
-            o->best = sc;
-            o->s = (float)(sxl / sll);
-        }
-    }
-}
+typedef void (*sym_fits_fn)(const sym_cfg *, const float *, const float *, bool, float *, float *);
 
-/* Sums for the codes l = round(clamp(is*x, lo, hi)) of one sub-block: s[0] = sum wox*l,
- * s[1] = sum wo*l*l, s[2] = sum wrx*l, s[3] = sum wr*l*l. */
-static inline void sym_sweep(const float *x, const float *wo, const float *wox, const float *wr,
-                             const float *wrx, float is, float lo, float hi, double *s)
+/* The AVX2 build of the fits when the CPU has AVX2 and QTK_SIMD is not "generic"; decided once. */
+static sym_fits_fn sym_fits_impl(void)
 {
-    const qv4 vis = qv_set(is), vlo = qv_set(lo), vhi = qv_set(hi);
-    qv4 a0 = qv_set(0.f), a1 = a0, b0 = a0, b1 = a0;
-    for (int i = 0; i < SUB; i += 4) {
-        const qv4 l = qv_round(qv_min(qv_max(qv_mul(vis, qv_ld(x + i)), vlo), vhi));
-        a0 = qv_add(a0, qv_mul(qv_ld(wox + i), l));
-        a1 = qv_add(a1, qv_mul(qv_mul(qv_ld(wo + i), l), l));
-        b0 = qv_add(b0, qv_mul(qv_ld(wrx + i), l));
-        b1 = qv_add(b1, qv_mul(qv_mul(qv_ld(wr + i), l), l));
-    }
-    float t[4];
-    qv_sum4(a0, a1, b0, b1, t);
-    s[0] = t[0], s[1] = t[1], s[2] = t[2], s[3] = t[3];
-}
-
-/* sym_sweep's first two sums only. */
-static inline void sym_sweep2(const float *x, const float *wo, const float *wox, float is, float lo,
-                              float hi, double *s)
-{
-    const qv4 vis = qv_set(is), vlo = qv_set(lo), vhi = qv_set(hi);
-    qv4 a0 = qv_set(0.f), a1 = a0;
-    for (int i = 0; i < SUB; i += 4) {
-        const qv4 l = qv_round(qv_min(qv_max(qv_mul(vis, qv_ld(x + i)), vlo), vhi));
-        a0 = qv_add(a0, qv_mul(qv_ld(wox + i), l));
-        a1 = qv_add(a1, qv_mul(qv_mul(qv_ld(wo + i), l), l));
-    }
-    float t[4];
-    qv_sum4(a0, a1, a1, a1, t);
-    s[0] = t[0], s[1] = t[1];
-}
-
-/* The largest |x| of a sub-block of 16 (the first one on a tie) and, in *max, that value. */
-static inline float sub_absmax(const float *x, float *max)
-{
-    float amax = 0;
-    *max = 0;
-    for (int i = 0; i < SUB; i++) {
-        const float ax = fabsf(x[i]);
-        if (ax > amax) {
-            amax = ax;
-            *max = x[i];
-        }
-    }
-    return amax;
-}
-
-/* ggml's make_q3_quants(16, 4, x, L, true) scale (sequential by nature; q3_k only), and in Lout
- * (or NULL) its signed codes. */
-static float ref_q3(const float *x, float *Lout)
-{
-    const int nmax = 4;
-    float max;
-    const float amax = sub_absmax(x, &max);
-    if (amax < GROUP_EPS) {
-        if (Lout)
-            for (int i = 0; i < SUB; i++)
-                Lout[i] = 0.f;
-        return 0.f;
-    }
-    const float iscale = (float)-nmax / max;
-    int L[SUB];
-    float sumlx = 0, suml2 = 0;
-    for (int i = 0; i < SUB; i++) {
-        const int l = qclr(iscale * x[i], -nmax, nmax - 1);
-        L[i] = l;
-        const float w = x[i] * x[i];
-        sumlx += w * x[i] * (float)l;
-        suml2 += w * (float)l * (float)l;
-    }
-    for (int itry = 0; itry < 5; ++itry) {
-        int n_changed = 0;
-        for (int i = 0; i < SUB; i++) {
-            const float w = x[i] * x[i];
-            float slx = sumlx - w * x[i] * (float)L[i];
-            if (slx > 0) {
-                float sl2 = suml2 - w * (float)L[i] * (float)L[i];
-                const int new_l = qclr(x[i] * sl2 / slx, -nmax, nmax - 1);
-                if (new_l != L[i]) {
-                    slx += w * x[i] * (float)new_l;
-                    sl2 += w * (float)new_l * (float)new_l;
-                    if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
-                        L[i] = new_l;
-                        sumlx = slx;
-                        suml2 = sl2;
-                        ++n_changed;
-                    }
-                }
-            }
-        }
-        if (!n_changed)
-            break;
-    }
-    if (Lout)
-        for (int i = 0; i < SUB; i++)
-            Lout[i] = (float)L[i];
-    return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+    static sym_fits_fn fn;
+    sym_fits_fn f = __atomic_load_n(&fn, __ATOMIC_ACQUIRE);
+    if (f)
+        return f;
+    f = qtk_simd_avx2() && qtk_aff_have_avx2() ? qtk_sym_fits_avx2 : qtk_sym_fits_c;
+    __atomic_store_n(&fn, f, __ATOMIC_RELEASE);
+    return f;
 }
 
 /* llama.cpp's make_qx_quants(n, nmax, x, L, 1, qw) with weights qw (n <= QK): the scale, and
@@ -656,61 +544,6 @@ static float ref_qx(int n, int nmax, const float *x, const float *qw, float *L)
 static float ref_q6_weighted(const float *x, const float *qw)
 {
     return ref_qx(SUB, 32, x, qw, NULL);
-}
-
-/* ggml's fit of one sub-block (q6: make_qx_quants(16, 32, rmse_type 1) with weights x^2, its
- * candidates shared with our sweep; q3: make_q3_quants) in *rs, ours in *os. Ours sweeps the
- * largest |x| onto codes near lo and near hi and ranks by LS residual under wo. */
-static void sym_fits(const sym_cfg *c, const float *x, const float *wo, bool q6, float *rs,
-                     float *os)
-{
-    float max;
-    const float amax = sub_absmax(x, &max);
-    if (amax < GROUP_EPS) {
-        *rs = *os = 0.f;
-        return;
-    }
-    float wox[SUB], wr[SUB], wrx[SUB];
-    for (int i = 0; i < SUB; i++) {
-        wox[i] = wo[i] * x[i];
-        wr[i] = x[i] * x[i];
-        wrx[i] = wr[i] * x[i];
-    }
-    const float lo = (float)c->lo, hi = (float)c->hi;
-    sym_ours o = { -1.0, 0.f };
-    double S[4];
-    if (q6) {
-        const float nmax = (float)-c->lo;
-        sym_sweep(x, wo, wox, wr, wrx, -nmax / max, lo, hi, S);
-        sym_ours_try(&o, S[0], S[1]);
-        double scale = S[3] != 0 ? S[2] / S[3] : 0.0;
-        double best = scale * S[2];
-        for (int is = -9; is <= 9; ++is) {
-            if (is == 0)
-                continue;
-            sym_sweep(x, wo, wox, wr, wrx, -(nmax + 0.1f * (float)is) / max, lo, hi, S);
-            sym_ours_try(&o, S[0], S[1]);
-            if (S[3] > 0 && S[2] * S[2] > best * S[3]) {
-                scale = S[2] / S[3];
-                best = scale * S[2];
-            }
-        }
-        *rs = (float)scale;
-        for (int k = 0; k < 6; k++) {
-            sym_sweep2(x, wo, wox, (hi + 0.2f * (float)k - 0.4f) / max, lo, hi, S);
-            sym_ours_try(&o, S[0], S[1]);
-        }
-    } else {
-        *rs = ref_q3(x, NULL);
-        for (int k = 0; k < 6; k++) {
-            const float off = 0.2f * (float)k - 0.5f;
-            sym_sweep2(x, wo, wox, (lo - off) / max, lo, hi, S);
-            sym_ours_try(&o, S[0], S[1]);
-            sym_sweep2(x, wo, wox, (hi + off) / max, lo, hi, S);
-            sym_ours_try(&o, S[0], S[1]);
-        }
-    }
-    *os = o.best > 0 ? o.s : *rs;
 }
 
 static float sym_err(const float *x, const float *w, const float *L, float dl)
@@ -926,8 +759,9 @@ static void sym_block(const sym_cfg *c, bool q6, const float *x, const float *w,
                       sym_st *st)
 {
     float rs[NSUB], os[NSUB];
+    const sym_fits_fn fits = sym_fits_impl();
     for (int j = 0; j < NSUB; j++)
-        sym_fits(c, x + j * SUB, w + j * SUB, q6, &rs[j], &os[j]);
+        fits(c, x + j * SUB, w + j * SUB, q6, &rs[j], &os[j]);
     sym_st o;
     sym_init(c, x, w, wr, rs, false, st);
     sym_init(c, x, w, wr, os, c->noclip, &o);

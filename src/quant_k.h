@@ -1,5 +1,6 @@
 /* quant_k.h - shared by quant_k.c and the per-instruction-set builds of the affine k-quant
- * search (quant_k_aff.h, included by quant_k.c and quant_k_avx2.c). Internal. */
+ * search (quant_k_aff.h) and the q3_k/q6_k sub-block fits (quant_k_symfit.h), each included
+ * by quant_k.c and quant_k_avx2.c. Internal. */
 #ifndef QTK_QUANT_K_H
 #define QTK_QUANT_K_H
 
@@ -37,6 +38,24 @@ void qtk_aff_block_c(const aff_cfg *c, const float *x, const float *w, bool unif
 void qtk_aff_block_avx2(const aff_cfg *c, const float *x, const float *w, bool uniform, aff_st *st);
 /* false when this build has no AVX2 variant */
 bool qtk_aff_have_avx2(void);
+
+/* symmetric types: y = (d*sc)*q, sub-blocks of SUB values */
+#define SUB 16
+#define NSUB 16
+#define GROUP_EPS 1e-15f
+
+typedef struct {
+    int lo, hi;   /* codes */
+    int slo, shi; /* sub-scales */
+    bool noclip;  /* our encodings may not clip a value (see quant_k.c's sym_sub) */
+} sym_cfg;
+
+/* One sub-block's two float fits (quant_k_symfit.h): ggml's scale in *rs, ours in *os. The
+ * generic and AVX2 builds give identical results. */
+void qtk_sym_fits_c(const sym_cfg *c, const float *x, const float *wo, bool q6, float *rs,
+                    float *os);
+void qtk_sym_fits_avx2(const sym_cfg *c, const float *x, const float *wo, bool q6, float *rs,
+                       float *os);
 
 /* round to nearest, ties to even, |v| < 2^22 */
 static inline int qrint(float v)

@@ -1,0 +1,216 @@
+/* quant_k_symfit.h - the float fits of one q3_k/q6_k sub-block (ggml's and ours), from a
+ * sweep of candidate inverse scales. Included once per instruction set (quant_k.c generic,
+ * quant_k_avx2.c with -mavx2) with SYM_FITS naming the exported function. Candidates are
+ * swept two at a time, one in each four-lane half of an eight-lane register (quant.h's qv8:
+ * one AVX2 register, or two four-lane halves), each half doing exactly the four-lane sweep of
+ * one candidate; the candidates are then judged one by one in their order. So both builds give
+ * the one-candidate sweep's results. See quant_k.c for the method. */
+#ifndef SYM_FITS
+#error "define SYM_FITS before including quant_k_symfit.h"
+#endif
+
+/* Ours: rank candidate codes by the continuous LS residual (sum wxl)^2 / sum wll. */
+typedef struct {
+    double best;
+    float s;
+} sym_ours;
+
+static inline void sym_ours_try(sym_ours *o, double sxl, double sll)
+{
+    if (sll > 0) {
+        const double sc = sxl * sxl / sll;
+        if (sc > o->best) {
+            o->best = sc;
+            o->s = (float)(sxl / sll);
+        }
+    }
+}
+
+/* Sums for the codes l = round(clamp(is*x, lo, hi)) of one sub-block: s[0] = sum wox*l,
+ * s[1] = sum wo*l*l, s[2] = sum wrx*l, s[3] = sum wr*l*l. */
+static inline void sym_sweep(const float *x, const float *wo, const float *wox, const float *wr,
+                             const float *wrx, float is, float lo, float hi, double *s)
+{
+    const qv4 vis = qv_set(is), vlo = qv_set(lo), vhi = qv_set(hi);
+    qv4 a0 = qv_set(0.f), a1 = a0, b0 = a0, b1 = a0;
+    for (int i = 0; i < SUB; i += 4) {
+        const qv4 l = qv_round(qv_min(qv_max(qv_mul(vis, qv_ld(x + i)), vlo), vhi));
+        a0 = qv_add(a0, qv_mul(qv_ld(wox + i), l));
+        a1 = qv_add(a1, qv_mul(qv_mul(qv_ld(wo + i), l), l));
+        b0 = qv_add(b0, qv_mul(qv_ld(wrx + i), l));
+        b1 = qv_add(b1, qv_mul(qv_mul(qv_ld(wr + i), l), l));
+    }
+    float t[4];
+    qv_sum4(a0, a1, b0, b1, t);
+    s[0] = t[0], s[1] = t[1], s[2] = t[2], s[3] = t[3];
+}
+
+/* The largest |x| of a sub-block of 16 (the first one on a tie) and, in *max, that value. */
+static inline float sub_absmax(const float *x, float *max)
+{
+    float amax = 0;
+    *max = 0;
+    for (int i = 0; i < SUB; i++) {
+        const float ax = fabsf(x[i]);
+        if (ax > amax) {
+            amax = ax;
+            *max = x[i];
+        }
+    }
+    return amax;
+}
+
+/* ggml's make_q3_quants(16, 4, x, L, true) scale (sequential by nature; q3_k only), and in Lout
+ * (or NULL) its signed codes. */
+static float ref_q3(const float *x, float *Lout)
+{
+    const int nmax = 4;
+    float max;
+    const float amax = sub_absmax(x, &max);
+    if (amax < GROUP_EPS) {
+        if (Lout)
+            for (int i = 0; i < SUB; i++)
+                Lout[i] = 0.f;
+        return 0.f;
+    }
+    const float iscale = (float)-nmax / max;
+    int L[SUB];
+    float sumlx = 0, suml2 = 0;
+    for (int i = 0; i < SUB; i++) {
+        const int l = qclr(iscale * x[i], -nmax, nmax - 1);
+        L[i] = l;
+        const float w = x[i] * x[i];
+        sumlx += w * x[i] * (float)l;
+        suml2 += w * (float)l * (float)l;
+    }
+    for (int itry = 0; itry < 5; ++itry) {
+        int n_changed = 0;
+        for (int i = 0; i < SUB; i++) {
+            const float w = x[i] * x[i];
+            float slx = sumlx - w * x[i] * (float)L[i];
+            if (slx > 0) {
+                float sl2 = suml2 - w * (float)L[i] * (float)L[i];
+                const int new_l = qclr(x[i] * sl2 / slx, -nmax, nmax - 1);
+                if (new_l != L[i]) {
+                    slx += w * x[i] * (float)new_l;
+                    sl2 += w * (float)new_l * (float)new_l;
+                    if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
+                        L[i] = new_l;
+                        sumlx = slx;
+                        suml2 = sl2;
+                        ++n_changed;
+                    }
+                }
+            }
+        }
+        if (!n_changed)
+            break;
+    }
+    if (Lout)
+        for (int i = 0; i < SUB; i++)
+            Lout[i] = (float)L[i];
+    return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
+/* sym_sweep of two inverse scales at once: is0's sums in s0, is1's in s1 (each half of the
+ * registers does the four-lane sweep of one). */
+static inline void sym_sweep_x2(const float *x, const float *wo, const float *wox, const float *wr,
+                                const float *wrx, float is0, float is1, float lo, float hi,
+                                double *s0, double *s1)
+{
+    const qv8 vis = qv8_set2(is0, is1), vlo = qv8_set(lo), vhi = qv8_set(hi);
+    qv8 a0 = qv8_set(0.f), a1 = a0, b0 = a0, b1 = a0;
+    for (int i = 0; i < SUB; i += 4) {
+        const qv8 l = qv8_round(qv8_min(qv8_max(qv8_mul(vis, qv8_ld2(x + i)), vlo), vhi));
+        a0 = qv8_add(a0, qv8_mul(qv8_ld2(wox + i), l));
+        a1 = qv8_add(a1, qv8_mul(qv8_mul(qv8_ld2(wo + i), l), l));
+        b0 = qv8_add(b0, qv8_mul(qv8_ld2(wrx + i), l));
+        b1 = qv8_add(b1, qv8_mul(qv8_mul(qv8_ld2(wr + i), l), l));
+    }
+    float t[8];
+    qv8_sum4h(a0, a1, b0, b1, t);
+    for (int k = 0; k < 4; k++)
+        s0[k] = t[k], s1[k] = t[4 + k];
+}
+
+/* sym_sweep2 of two inverse scales at once */
+static inline void sym_sweep2_x2(const float *x, const float *wo, const float *wox, float is0,
+                                 float is1, float lo, float hi, double *s0, double *s1)
+{
+    const qv8 vis = qv8_set2(is0, is1), vlo = qv8_set(lo), vhi = qv8_set(hi);
+    qv8 a0 = qv8_set(0.f), a1 = a0;
+    for (int i = 0; i < SUB; i += 4) {
+        const qv8 l = qv8_round(qv8_min(qv8_max(qv8_mul(vis, qv8_ld2(x + i)), vlo), vhi));
+        a0 = qv8_add(a0, qv8_mul(qv8_ld2(wox + i), l));
+        a1 = qv8_add(a1, qv8_mul(qv8_mul(qv8_ld2(wo + i), l), l));
+    }
+    float t[8];
+    qv8_sum4h(a0, a1, a1, a1, t);
+    s0[0] = t[0], s0[1] = t[1], s1[0] = t[4], s1[1] = t[5];
+}
+
+/* ggml's fit of one sub-block (q6: make_qx_quants(16, 32, rmse_type 1) with weights x^2, its
+ * candidates shared with our sweep; q3: make_q3_quants) in *rs, ours in *os. Ours sweeps the
+ * largest |x| onto codes near lo and near hi and ranks by LS residual under wo. */
+void SYM_FITS(const sym_cfg *c, const float *x, const float *wo, bool q6, float *rs, float *os)
+{
+    float max;
+    const float amax = sub_absmax(x, &max);
+    if (amax < GROUP_EPS) {
+        *rs = *os = 0.f;
+        return;
+    }
+    float wox[SUB], wr[SUB], wrx[SUB];
+    for (int i = 0; i < SUB; i++) {
+        wox[i] = wo[i] * x[i];
+        wr[i] = x[i] * x[i];
+        wrx[i] = wr[i] * x[i];
+    }
+    const float lo = (float)c->lo, hi = (float)c->hi;
+    sym_ours o = { -1.0, 0.f };
+    double S[2][4];
+    if (q6) {
+        /* ggml's 19 inverse scales in its order: -nmax/max first, then is = -9..9 without 0 */
+        const float nmax = (float)-c->lo;
+        float isc[19];
+        isc[0] = -nmax / max;
+        for (int is = -9, k = 1; is <= 9; ++is)
+            if (is != 0)
+                isc[k++] = -(nmax + 0.1f * (float)is) / max;
+        double scale = 0.0, best = 0.0;
+        for (int k = 0; k < 19; k += 2) {
+            const int nk = k + 1 < 19 ? 2 : 1;
+            if (nk == 2)
+                sym_sweep_x2(x, wo, wox, wr, wrx, isc[k], isc[k + 1], lo, hi, S[0], S[1]);
+            else
+                sym_sweep(x, wo, wox, wr, wrx, isc[k], lo, hi, S[0]);
+            for (int h = 0; h < nk; h++) {
+                const double *T = S[h];
+                sym_ours_try(&o, T[0], T[1]);
+                if (k + h == 0) {
+                    scale = T[3] != 0 ? T[2] / T[3] : 0.0;
+                    best = scale * T[2];
+                } else if (T[3] > 0 && T[2] * T[2] > best * T[3]) {
+                    scale = T[2] / T[3];
+                    best = scale * T[2];
+                }
+            }
+        }
+        *rs = (float)scale;
+        for (int k = 0; k < 6; k += 2) {
+            sym_sweep2_x2(x, wo, wox, (hi + 0.2f * (float)k - 0.4f) / max,
+                          (hi + 0.2f * (float)(k + 1) - 0.4f) / max, lo, hi, S[0], S[1]);
+            sym_ours_try(&o, S[0][0], S[0][1]);
+            sym_ours_try(&o, S[1][0], S[1][1]);
+        }
+    } else {
+        *rs = ref_q3(x, NULL);
+        for (int k = 0; k < 6; k++) {
+            const float off = 0.2f * (float)k - 0.5f;
+            sym_sweep2_x2(x, wo, wox, (lo - off) / max, (hi + off) / max, lo, hi, S[0], S[1]);
+            sym_ours_try(&o, S[0][0], S[0][1]);
+            sym_ours_try(&o, S[1][0], S[1][1]);
+        }
+    }
+    *os = o.best > 0 ? o.s : *rs;
+}
