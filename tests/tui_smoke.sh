@@ -13,7 +13,10 @@ fi
 T=$(mktemp -d /tmp/qtk-tui-smoke-XXXXXX)
 SOCK="qtk-smoke-$$"
 tm() { tmux -L "$SOCK" "$@"; }
-cleanup() { tm kill-server 2>/dev/null; rm -rf "$T"; }
+# the second session gets a server of its own: the first one may still be shutting down after
+# its last session quit, and a new session on its socket then fails (an empty screen)
+tm2() { tmux -L "$SOCK-2" "$@"; }
+cleanup() { tm kill-server 2>/dev/null; tm2 kill-server 2>/dev/null; rm -rf "$T"; }
 trap cleanup EXIT
 ok() { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
@@ -66,10 +69,11 @@ while [ ! -s "$T/rc" ] && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
 if [ -s "$T/rc" ] && [ "$(cat "$T/rc")" = 0 ]; then ok; else bad "q: qinspect did not exit with 0 (rc '$(cat "$T/rc" 2>/dev/null)')"; fi
 
 # NO_COLOR and an ASCII locale still draw a usable screen
-tm new-session -d -s smoke2 -x 80 -y 24 "env NO_COLOR=1 TERM=xterm LANG=C LC_ALL=C '$QI' '$G'"
+tm2 new-session -d -s smoke2 -x 80 -y 24 "env NO_COLOR=1 TERM=xterm LANG=C LC_ALL=C '$QI' '$G'" ||
+	bad "ascii fallbacks: tmux could not start the session"
 i=0
 while [ $i -lt 400 ]; do
-	tm capture-pane -p -t smoke2 >"$T/screen" 2>/dev/null
+	tm2 capture-pane -p -t smoke2 >"$T/screen" 2>/dev/null
 	grep -q -- "- blk.0  (9)" "$T/screen" && grep -q "types ####" "$T/screen" && break
 	sleep 0.1; i=$((i + 1))
 done
@@ -77,7 +81,7 @@ if grep -q -- "- blk.0  (9)" "$T/screen" && grep -q "types ####" "$T/screen"; th
 	bad "ascii fallbacks (after $i polls; screen: $(grep -v '^ *$' "$T/screen" | head -3 | tr '\n' '|'))"
 	sed 's/^/  | /' "$T/screen" | head -8
 fi
-tm send-keys -t smoke2 q
+tm2 send-keys -t smoke2 q
 
 # the provenance pane checks the tensors against the record on Enter
 SOURCE_DATE_EPOCH=1700000000 "$BIN/qconvert" -q "$G" "$T/rec.gguf" || bad "qconvert for the record test"
