@@ -19,15 +19,29 @@
         const VD d_ = __builtin_convertvector((xv), VD) - __builtin_convertvector(y_, VD);          \
         (out) = d_ * d_)
 
+/* Clamps: EV_LO(VF, VI, c, v) is v < c ? c : v and EV_HI(VF, VI, c, v) is v > c ? c : v, lane by
+ * lane (NaN and -0 kept as v). On x86, MAXPS(c, v) and MINPS(c, v), which return their
+ * second operand unless c > v (resp. c < v): the very same results in one instruction. */
+#if defined(EV_WIDE) && defined(__AVX__) && !defined(QTK_QV_PLAIN)
+#define EV_LO(VF, VI, c, v) __builtin_ia32_maxps256((c), (v))
+#define EV_HI(VF, VI, c, v) __builtin_ia32_minps256((c), (v))
+#elif !defined(EV_WIDE) && defined(__SSE2__) && !defined(QTK_QV_PLAIN)
+#define EV_LO(VF, VI, c, v) __builtin_ia32_maxps((c), (v))
+#define EV_HI(VF, VI, c, v) __builtin_ia32_minps((c), (v))
+#else
+#define EV_LO(VF, VI, c, v) ((VF)((((v) < (c)) & (VI)(c)) | (~((v) < (c)) & (VI)(v))))
+#define EV_HI(VF, VI, c, v) ((VF)((((v) > (c)) & (VI)(c)) | (~((v) > (c)) & (VI)(v))))
+#endif
+
 /* the codes step alone; tail: statements run with the codes in q_ */
 #define EV_CODE(VF, VI, xv, ...)                                                                    \
     do {                                                                                           \
         VF t_ = (xv) * vinv;                                                                       \
-        t_ = (VF)(((t_ < -big) & (VI)-big) | (~(t_ < -big) & (VI)t_));                            \
-        t_ = (VF)(((t_ > big) & (VI)big) | (~(t_ > big) & (VI)t_));                               \
+        t_ = EV_LO(VF, VI, -big, t_);                                                              \
+        t_ = EV_HI(VF, VI, big, t_);                                                               \
         VF q_ = ((t_ + magic) - magic) + vz;                                                       \
-        q_ = (VF)(((q_ < v0) & (VI)v0) | (~(q_ < v0) & (VI)q_));                                  \
-        q_ = (VF)(((q_ > vm) & (VI)vm) | (~(q_ > vm) & (VI)q_));                                  \
+        q_ = EV_LO(VF, VI, v0, q_);                                                                \
+        q_ = EV_HI(VF, VI, vm, q_);                                                                \
         const VF e_ = (xv) - (q_ - vz) * vs;                                                       \
         const VI up_ = (e_ > v0) & (q_ < vm), dn_ = (e_ < v0) & (q_ > v0);                         \
         const VF dir_ = (VF)((up_ & (VI)v1) | (dn_ & (VI)-v1));                                    \
@@ -39,8 +53,18 @@
 #ifdef EV_WIDE /* eight lanes in one register (AVX2) */
 typedef float ev_wf __attribute__((vector_size(32)));
 typedef int32_t ev_wi __attribute__((vector_size(32)));
-typedef double ev_wd __attribute__((vector_size(64)));
+typedef float ev_hf __attribute__((vector_size(16)));
+typedef double ev_hd __attribute__((vector_size(32)));
 #define EV_SPLAT(a) { a, a, a, a, a, a, a, a }
+/* EV_STEP with the squares of lanes 0-3 added to lo and of lanes 4-7 to hi: two registers of
+ * four doubles (a vector of eight doubles went through the stack on every step) */
+#define EV_STEP_WIDE(xv, lo, hi)                                                                   \
+    EV_CODE(ev_wf, ev_wi, xv, const ev_wf y_ = (q_ - vz) * vs; ev_hf xl_, xh_, yl_, yh_;           \
+            memcpy(&xl_, &(xv), sizeof xl_); memcpy(&xh_, (const char *)&(xv) + 16, sizeof xh_);   \
+            memcpy(&yl_, &y_, sizeof yl_); memcpy(&yh_, (const char *)&y_ + 16, sizeof yh_);       \
+            const ev_hd dl_ = __builtin_convertvector(xl_, ev_hd) - __builtin_convertvector(yl_, ev_hd); \
+            const ev_hd dh_ = __builtin_convertvector(xh_, ev_hd) - __builtin_convertvector(yh_, ev_hd); \
+            (lo) += dl_ * dl_; (hi) += dh_ * dh_)
 #else /* two halves of four (SSE2, NEON, plain C) */
 typedef float ev_wf __attribute__((vector_size(16)));
 typedef int32_t ev_wi __attribute__((vector_size(16)));
@@ -56,7 +80,7 @@ double EV_SUM(const float *x, uint32_t n, float s, float zf, float mf, double li
     const ev_wf vinv = EV_SPLAT(inv), vs = EV_SPLAT(s), vz = EV_SPLAT(zf), vm = EV_SPLAT(mf);
     const ev_wf v0 = EV_SPLAT(0.f), v1 = EV_SPLAT(1.f), big = EV_SPLAT(B), magic = EV_SPLAT(M);
 #ifdef EV_WIDE
-    ev_wd acc = EV_SPLAT(0.0);
+    ev_hd alo = { 0.0, 0.0, 0.0, 0.0 }, ahi = alo;
 #else
     ev_wd lo = EV_SPLAT(0.0), hi = EV_SPLAT(0.0);
 #endif
@@ -70,15 +94,14 @@ double EV_SUM(const float *x, uint32_t n, float s, float zf, float mf, double li
             xp = xb;
         }
         ev_wf xv;
-        ev_wd d2;
 #ifdef EV_WIDE
         for (int k = 0; k < 16; k += 8) {
             memcpy(&xv, xp + k, sizeof xv);
-            EV_STEP(ev_wf, ev_wi, ev_wd, xv, d2);
-            acc += d2;
+            EV_STEP_WIDE(xv, alo, ahi);
         }
-        err = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+        err = ((alo[0] + alo[1]) + (alo[2] + alo[3])) + ((ahi[0] + ahi[1]) + (ahi[2] + ahi[3]));
 #else
+        ev_wd d2;
         for (int k = 0; k < 16; k += 8) {
             memcpy(&xv, xp + k, sizeof xv);
             EV_STEP(ev_wf, ev_wi, ev_wd, xv, d2);
