@@ -6,6 +6,7 @@
  * association order. Blocks are read byte by byte from the packed little-endian stream, never
  * through struct casts, so any source alignment works. IQ types live in dequant_iq.c. */
 #include "dequant.h"
+#include "fp16.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -13,38 +14,9 @@
 
 /* ---------------------------------------------------------------- scalar conversions */
 
-static inline float bits_to_f32(uint32_t w)
-{
-    float f;
-    memcpy(&f, &w, sizeof f);
-    return f;
-}
-
-static inline uint32_t f32_to_bits(float f)
-{
-    uint32_t w;
-    memcpy(&w, &f, sizeof w);
-    return w;
-}
-
-/* ggml_compute_fp16_to_fp32: exponent rebias by one multiply for normals and infinities,
- * magic-number subtraction for subnormals. The final choice is a bit mask instead of ggml's
- * ternary (same bits, but the loop vectorizes). */
 static inline float half_to_float(uint16_t h)
 {
-    const uint32_t w = (uint32_t)h << 16;
-    const uint32_t sign = w & UINT32_C(0x80000000);
-    const uint32_t two_w = w + w;
-    const uint32_t exp_offset = UINT32_C(0xE0) << 23;
-    const float exp_scale = 0x1.0p-112f;
-    const float normalized = bits_to_f32((two_w >> 4) + exp_offset) * exp_scale;
-    const uint32_t magic_mask = UINT32_C(126) << 23;
-    const float magic_bias = 0.5f;
-    const float denormalized = bits_to_f32((two_w >> 17) | magic_mask) - magic_bias;
-    const uint32_t denormalized_cutoff = UINT32_C(1) << 27;
-    const uint32_t is_den = (uint32_t)0 - (uint32_t)(two_w < denormalized_cutoff);
-    return bits_to_f32(sign | (f32_to_bits(denormalized) & is_den)
-                            | (f32_to_bits(normalized) & ~is_den));
+    return qtk_h2f(h);
 }
 
 float qtk_fp16_to_f32(uint16_t h)
@@ -52,36 +24,21 @@ float qtk_fp16_to_f32(uint16_t h)
     return half_to_float(h);
 }
 
-/* ggml_compute_fp32_to_fp16: round to nearest even via float addition; NaN -> 0x7E00. */
 uint16_t qtk_f32_to_fp16(float f)
 {
-    const float scale_to_inf = 0x1.0p+112f;
-    const float scale_to_zero = 0x1.0p-110f;
-    float base = (fabsf(f) * scale_to_inf) * scale_to_zero;
-    const uint32_t w = f32_to_bits(f);
-    const uint32_t shl1_w = w + w;
-    const uint32_t sign = w & UINT32_C(0x80000000);
-    uint32_t bias = shl1_w & UINT32_C(0xFF000000);
-    if (bias < UINT32_C(0x71000000))
-        bias = UINT32_C(0x71000000);
-    base = bits_to_f32((bias >> 1) + UINT32_C(0x07800000)) + base;
-    const uint32_t bits = f32_to_bits(base);
-    const uint32_t exp_bits = (bits >> 13) & UINT32_C(0x00007C00);
-    const uint32_t mantissa_bits = bits & UINT32_C(0x00000FFF);
-    const uint32_t nonsign = exp_bits + mantissa_bits;
-    return (uint16_t)((sign >> 16) | (shl1_w > UINT32_C(0xFF000000) ? UINT32_C(0x7E00) : nonsign));
+    return qtk_f2h(f);
 }
 
 float qtk_bf16_to_f32(uint16_t h)
 {
-    return bits_to_f32((uint32_t)h << 16);
+    return qtk_bits_f32((uint32_t)h << 16);
 }
 
 /* ggml_compute_fp32_to_bf16: NaN keeps its top bits and is forced quiet; everything else
  * rounds to nearest even (overflow correctly carries into infinity). */
 uint16_t qtk_f32_to_bf16(float f)
 {
-    const uint32_t u = f32_to_bits(f);
+    const uint32_t u = qtk_f32_bits(f);
     if ((u & UINT32_C(0x7fffffff)) > UINT32_C(0x7f800000))
         return (uint16_t)((u >> 16) | 64);
     return (uint16_t)((u + (UINT32_C(0x7fff) + ((u >> 16) & 1))) >> 16);
@@ -116,7 +73,7 @@ static const int8_t k_fp4[16] = { 0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6
 static inline float e8m0_half(uint8_t e)
 {
     const uint32_t bits = e < 2 ? UINT32_C(0x00200000) << e : (uint32_t)(e - 1) << 23;
-    return bits_to_f32(bits);
+    return qtk_bits_f32(bits);
 }
 
 /* ggml_ue4m3_to_fp32: unsigned E4M3 (bias 7), 0 and 0x7F give 0, result halved. */
@@ -160,11 +117,11 @@ static void dq_bf16(const uint8_t *restrict x, float *restrict y, uint64_t nb)
     for (; nb >= 256; nb -= 256, x += 512, y += 256) {
         memcpy(h, x, sizeof h);
         for (size_t i = 0; i < 256; i++)
-            y[i] = bits_to_f32((uint32_t)h[i] << 16);
+            y[i] = qtk_bits_f32((uint32_t)h[i] << 16);
     }
     memcpy(h, x, (size_t)nb * 2);
     for (size_t i = 0; i < nb; i++)
-        y[i] = bits_to_f32((uint32_t)h[i] << 16);
+        y[i] = qtk_bits_f32((uint32_t)h[i] << 16);
 }
 
 static void dq_f64(const uint8_t *restrict x, float *restrict y, uint64_t nb)
@@ -374,10 +331,10 @@ static void dq_q1_0(const uint8_t *restrict x, float *restrict y, uint64_t nb)
 {
     for (uint64_t b = 0; b < nb; b++, x += 18, y += 128) {
         const float d = half_at(x);
-        const uint32_t pos = f32_to_bits(d), neg = f32_to_bits(-d);
+        const uint32_t pos = qtk_f32_bits(d), neg = qtk_f32_bits(-d);
         for (int j = 0; j < 128; j++) {
             const uint32_t m = 0u - (uint32_t)((x[2 + j / 8] >> (j % 8)) & 1);
-            y[j] = bits_to_f32((pos & m) | (neg & ~m));   /* bit ? d : -d */
+            y[j] = qtk_bits_f32((pos & m) | (neg & ~m));   /* bit ? d : -d */
         }
     }
 }

@@ -24,7 +24,7 @@
 /* ---- shared helpers -------------------------------------------------- */
 
 static inline float qh16(float f) { return qv_qh16(f); }
-static inline uint16_t to_h16(float f) { return qv_to_h16(f); }
+static inline uint16_t to_h16(float f) { return qtk_f2h(f); }
 
 float qtk_qh16(float f) { return qh16(f); }
 

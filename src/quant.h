@@ -153,6 +153,8 @@ int qtk_fit_group(const float *x, uint32_t n, unsigned bits, bool sym, int zmin,
                   float *scale_out, int *zero_out, uint8_t *codes_out);
 
 #ifdef QTK_QUANT_IMPL
+#include "fp16.h"
+
 #include <math.h>
 #include <string.h>
 /* Four-lane float helpers for the encoders (quant.c, quant_k.c only). SSE2 or NEON (AArch64)
@@ -328,44 +330,7 @@ static inline void qv_sum4(qv4 a, qv4 b, qv4 c, qv4 d, float *out)
 }
 
 /* Round a float to the nearest fp16 value (saturating at +-65504, NaN -> 0), as a float: qtk_qh16,
- * inlined. qv_to_h16 and qv_from_h16 are qtk_f32_to_fp16 and qtk_fp16_to_f32 (dequant.c)
- * operation for operation: same bits. */
-static inline uint32_t qv_fbits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-static inline float qv_bitsf(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-static inline uint16_t qv_to_h16(float f)
-{
-    float base = (fabsf(f) * 0x1.0p+112f) * 0x1.0p-110f;
-    const uint32_t w = qv_fbits(f), shl1_w = w + w, sign = w & UINT32_C(0x80000000);
-    uint32_t bias = shl1_w & UINT32_C(0xFF000000);
-    if (bias < UINT32_C(0x71000000))
-        bias = UINT32_C(0x71000000);
-    base = qv_bitsf((bias >> 1) + UINT32_C(0x07800000)) + base;
-    const uint32_t bits = qv_fbits(base);
-    const uint32_t nonsign = ((bits >> 13) & UINT32_C(0x00007C00)) + (bits & UINT32_C(0x00000FFF));
-    return (uint16_t)((sign >> 16) | (shl1_w > UINT32_C(0xFF000000) ? UINT32_C(0x7E00) : nonsign));
-}
-
-static inline float qv_from_h16(uint16_t h)
-{
-    const uint32_t w = (uint32_t)h << 16, sign = w & UINT32_C(0x80000000), two_w = w + w;
-    const float normalized = qv_bitsf((two_w >> 4) + (UINT32_C(0xE0) << 23)) * 0x1.0p-112f;
-    const float denormalized = qv_bitsf((two_w >> 17) | (UINT32_C(126) << 23)) - 0.5f;
-    const uint32_t is_den = (uint32_t)0 - (uint32_t)(two_w < (UINT32_C(1) << 27));
-    return qv_bitsf(sign | (qv_fbits(denormalized) & is_den) | (qv_fbits(normalized) & ~is_den));
-}
-
+ * inlined (fp16.h's conversions, which dequant.c's are). */
 static inline float qv_qh16(float f)
 {
     if (!(f == f))
@@ -374,7 +339,7 @@ static inline float qv_qh16(float f)
         f = 65504.f;
     if (f < -65504.f)
         f = -65504.f;
-    return qv_from_h16(qv_to_h16(f));
+    return qtk_h2f(qtk_f2h(f));
 }
 
 #if (defined(__AVX__) || defined(__F16C__)) && !defined(QTK_QV_PLAIN)
