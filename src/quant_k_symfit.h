@@ -26,25 +26,6 @@ static inline void sym_ours_try(sym_ours *o, double sxl, double sll)
     }
 }
 
-/* Sums for the codes l = round(clamp(is*x, lo, hi)) of one sub-block: s[0] = sum wox*l,
- * s[1] = sum wo*l*l, s[2] = sum wrx*l, s[3] = sum wr*l*l. */
-static inline void sym_sweep(const float *x, const float *wo, const float *wox, const float *wr,
-                             const float *wrx, float is, float lo, float hi, double *s)
-{
-    const qv4 vis = qv_set(is), vlo = qv_set(lo), vhi = qv_set(hi);
-    qv4 a0 = qv_set(0.f), a1 = a0, b0 = a0, b1 = a0;
-    for (int i = 0; i < SUB; i += 4) {
-        const qv4 l = qv_round(qv_min(qv_max(qv_mul(vis, qv_ld(x + i)), vlo), vhi));
-        a0 = qv_add(a0, qv_mul(qv_ld(wox + i), l));
-        a1 = qv_add(a1, qv_mul(qv_mul(qv_ld(wo + i), l), l));
-        b0 = qv_add(b0, qv_mul(qv_ld(wrx + i), l));
-        b1 = qv_add(b1, qv_mul(qv_mul(qv_ld(wr + i), l), l));
-    }
-    float t[4];
-    qv_sum4(a0, a1, b0, b1, t);
-    s[0] = t[0], s[1] = t[1], s[2] = t[2], s[3] = t[3];
-}
-
 /* The largest |x| of a sub-block of 16 (the first one on a tie) and, in *max, that value. */
 static inline float sub_absmax(const float *x, float *max)
 {
@@ -112,8 +93,9 @@ static float ref_q3(const float *x, float *Lout)
     return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
 }
 
-/* sym_sweep of two inverse scales at once: is0's sums in s0, is1's in s1 (each half of the
- * registers does the four-lane sweep of one). */
+/* Sums for the codes l = round(clamp(is*x, lo, hi)) of one sub-block, for two inverse scales
+ * at once (is0's in s0, is1's in s1; each half of the registers does the four-lane sweep of
+ * one): s[0] = sum wox*l, s[1] = sum wo*l*l, s[2] = sum wrx*l, s[3] = sum wr*l*l. */
 static inline void sym_sweep_x2(const float *x, const float *wo, const float *wox, const float *wr,
                                 const float *wrx, float is0, float is1, float lo, float hi,
                                 double *s0, double *s1)
@@ -179,11 +161,8 @@ void SYM_FITS(const sym_cfg *c, const float *x, const float *wo, bool q6, float 
                 isc[k++] = -(nmax + 0.1f * (float)is) / max;
         double scale = 0.0, best = 0.0;
         for (int k = 0; k < 19; k += 2) {
-            const int nk = k + 1 < 19 ? 2 : 1;
-            if (nk == 2)
-                sym_sweep_x2(x, wo, wox, wr, wrx, isc[k], isc[k + 1], lo, hi, S[0], S[1]);
-            else
-                sym_sweep(x, wo, wox, wr, wrx, isc[k], lo, hi, S[0]);
+            const int nk = k + 1 < 19 ? 2 : 1; /* the last one alone (its copy unused) */
+            sym_sweep_x2(x, wo, wox, wr, wrx, isc[k], isc[k + nk - 1], lo, hi, S[0], S[1]);
             for (int h = 0; h < nk; h++) {
                 const double *T = S[h];
                 sym_ours_try(&o, T[0], T[1]);
