@@ -463,10 +463,12 @@ static void to_u8(const float *q, int off, uint8_t *u)
     const __m128i vo = _mm_set1_epi32(off), m = _mm_set1_epi32(0xFF);
     for (int i = 0; i < QB; i += 16) {
         __m128i a[4];
-        for (int k = 0; k < 4; k++)
-            a[k] = _mm_and_si128(_mm_add_epi32(_mm_cvttps_epi32(_mm_loadu_ps(q + i + 4 * k)), vo), m);
-        _mm_storeu_si128((__m128i *)(void *)(u + i),
-                         _mm_packus_epi16(_mm_packs_epi32(a[0], a[1]), _mm_packs_epi32(a[2], a[3])));
+        for (int k = 0; k < 4; k++) {
+            const __m128i c = _mm_cvttps_epi32(_mm_loadu_ps(q + i + 4 * k));
+            a[k] = _mm_and_si128(_mm_add_epi32(c, vo), m);
+        }
+        const __m128i lo = _mm_packs_epi32(a[0], a[1]), hi = _mm_packs_epi32(a[2], a[3]);
+        _mm_storeu_si128((__m128i *)(void *)(u + i), _mm_packus_epi16(lo, hi));
     }
 #else
     for (int i = 0; i < QB; i++)

@@ -72,7 +72,8 @@ void qtk_qrow_q3_k_ref(const float *x, const float *w, uint8_t *dst, uint64_t nb
 
 /* The q4_1/q5_1 search of two blocks of QTK_ASYM_QB values at once (quant_asym.h), generic
  * (quant.c) and AVX2 + F16C (quant_asym_avx2.c; qtk_asym_have_avx2: built so; quant.c calls it
- * when qtk_simd_avx2 and qtk_cpu_f16c): identical results. X, W, XR, RQ and Q hold the two blocks interleaved four values at a time; mn, mx,
+ * when qtk_simd_avx2 and qtk_cpu_f16c): identical results. X, W, XR, RQ and Q hold the two
+ * blocks interleaved four values at a time; mn, mx,
  * ref_d, ref_m, dout and mout two values each. */
 #define QTK_ASYM_QB 32
 void qtk_asym_pair_c(const float *X, const float *W, const float *XR, const float *mn,
@@ -366,8 +367,8 @@ static inline qv4 qv_qh16_4(qv4 f)
     /* qv_to_h16 (f finite here, so never the NaN code) */
     const __m128i w = _mm_castps_si128(f), shl1 = _mm_add_epi32(w, w);
     const __m128i sign = _mm_and_si128(w, top);
-    __m128 base = _mm_mul_ps(_mm_mul_ps(_mm_andnot_ps(_mm_set1_ps(-0.f), f), _mm_set1_ps(0x1.0p+112f)),
-                             _mm_set1_ps(0x1.0p-110f));
+    const __m128 af = _mm_andnot_ps(_mm_set1_ps(-0.f), f);
+    __m128 base = _mm_mul_ps(_mm_mul_ps(af, _mm_set1_ps(0x1.0p+112f)), _mm_set1_ps(0x1.0p-110f));
     __m128i bias = _mm_and_si128(shl1, _mm_set1_epi32((int)0xFF000000u));
     const __m128i lt = _mm_cmplt_epi32(_mm_xor_si128(bias, top),
                                        _mm_set1_epi32((int)(0x71000000u ^ 0x80000000u)));
@@ -433,7 +434,10 @@ static inline qv8 qv8_ld(const float *p) { return _mm256_loadu_ps(p); }
 static inline void qv8_st(float *p, qv8 a) { _mm256_storeu_ps(p, a); }
 static inline qv8 qv8_set(float a) { return _mm256_set1_ps(a); }
 /* four floats at p in both halves */
-static inline qv8 qv8_ld2(const float *p) { return _mm256_broadcast_ps((const __m128 *)(const void *)p); }
+static inline qv8 qv8_ld2(const float *p)
+{
+    return _mm256_broadcast_ps((const __m128 *)(const void *)p);
+}
 static inline qv8 qv8_add(qv8 a, qv8 b) { return _mm256_add_ps(a, b); }
 static inline qv8 qv8_sub(qv8 a, qv8 b) { return _mm256_sub_ps(a, b); }
 static inline qv8 qv8_mul(qv8 a, qv8 b) { return _mm256_mul_ps(a, b); }

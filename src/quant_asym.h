@@ -40,9 +40,10 @@ typedef struct {
  * h*ASYM_NSTEP + k) in straight-line loops the compiler may run in vector lanes (each lane
  * does the same operations: the same bits); ok: D is positive. ap_lloyd solves its two blocks
  * the same way. */
-static void ap_solve8(const asym_tot *T, const float (*S)[3], double *e, bool *ok)
+static void ap_solve_cands(const asym_tot *T, const float (*S)[3], double *e, bool *ok)
 {
-    double w[AP_NC], x[AP_NC], xx[AP_NC], sl[AP_NC], sll[AP_NC], sxl[AP_NC], D[AP_NC], s[AP_NC], m[AP_NC];
+    double w[AP_NC], x[AP_NC], xx[AP_NC], sl[AP_NC], sll[AP_NC], sxl[AP_NC], D[AP_NC];
+    double s[AP_NC], m[AP_NC];
     for (int j = 0; j < AP_NC; j++) {
         const asym_tot *t = &T[j / ASYM_NSTEP];
         w[j] = t->w, x[j] = t->x, xx[j] = t->xx;
@@ -284,7 +285,7 @@ void ASYM_PAIR(const float *X, const float *W, const float *XR, const float *mn,
         /* the residuals, then each block's lowest in candidate order */
         double ec[AP_NC];
         bool okc[AP_NC];
-        ap_solve8(T, (const float (*)[3])Sc, ec, okc);
+        ap_solve_cands(T, (const float (*)[3])Sc, ec, okc);
         int kb[2] = { -1, -1 };
         for (int h = 0; h < 2; h++)
             for (int k = 0; act[h] && k < ASYM_NSTEP; k++)

@@ -62,8 +62,10 @@ typedef double ev_hd __attribute__((vector_size(32)));
     EV_CODE(ev_wf, ev_wi, xv, const ev_wf y_ = (q_ - vz) * vs; ev_hf xl_, xh_, yl_, yh_;           \
             memcpy(&xl_, &(xv), sizeof xl_); memcpy(&xh_, (const char *)&(xv) + 16, sizeof xh_);   \
             memcpy(&yl_, &y_, sizeof yl_); memcpy(&yh_, (const char *)&y_ + 16, sizeof yh_);       \
-            const ev_hd dl_ = __builtin_convertvector(xl_, ev_hd) - __builtin_convertvector(yl_, ev_hd); \
-            const ev_hd dh_ = __builtin_convertvector(xh_, ev_hd) - __builtin_convertvector(yh_, ev_hd); \
+            const ev_hd dl_ =                                                                      \
+                __builtin_convertvector(xl_, ev_hd) - __builtin_convertvector(yl_, ev_hd);         \
+            const ev_hd dh_ =                                                                      \
+                __builtin_convertvector(xh_, ev_hd) - __builtin_convertvector(yh_, ev_hd);         \
             (lo) += dl_ * dl_; (hi) += dh_ * dh_)
 #else /* two halves of four (SSE2, NEON, plain C) */
 typedef float ev_wf __attribute__((vector_size(16)));
