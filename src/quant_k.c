@@ -60,16 +60,15 @@ const aff_cfg qtk_aff_q5k = { 32, 8, 31, 63, -0.5f, 0.1f, 15, false, false, true
 
 typedef void (*aff_block_fn)(const aff_cfg *, const float *, const float *, bool, aff_st *);
 
-/* The AVX2 build when the CPU has AVX2 and QTK_SIMD is not "generic"; decided once. */
+/* May quant_k_avx2.c's builds run: built with AVX2, and qtk_simd_avx2 (decided once there). */
+static bool k_avx2(void)
+{
+    return qtk_aff_have_avx2() && qtk_simd_avx2();
+}
+
 static aff_block_fn aff_block_impl(void)
 {
-    static aff_block_fn fn;
-    aff_block_fn f = __atomic_load_n(&fn, __ATOMIC_ACQUIRE);
-    if (f)
-        return f;
-    f = qtk_aff_have_avx2() && qtk_simd_avx2() ? qtk_aff_block_avx2 : qtk_aff_block_c;
-    __atomic_store_n(&fn, f, __ATOMIC_RELEASE);
-    return f;
+    return k_avx2() ? qtk_aff_block_avx2 : qtk_aff_block_c;
 }
 
 /* ---- packing ---- */
@@ -484,16 +483,9 @@ typedef struct {
 
 typedef void (*sym_fits_fn)(const sym_cfg *, const float *, const float *, bool, float *, float *);
 
-/* The AVX2 build of the fits when the CPU has AVX2 and QTK_SIMD is not "generic"; decided once. */
 static sym_fits_fn sym_fits_impl(void)
 {
-    static sym_fits_fn fn;
-    sym_fits_fn f = __atomic_load_n(&fn, __ATOMIC_ACQUIRE);
-    if (f)
-        return f;
-    f = qtk_simd_avx2() && qtk_aff_have_avx2() ? qtk_sym_fits_avx2 : qtk_sym_fits_c;
-    __atomic_store_n(&fn, f, __ATOMIC_RELEASE);
-    return f;
+    return k_avx2() ? qtk_sym_fits_avx2 : qtk_sym_fits_c;
 }
 
 /* llama.cpp's make_qx_quants(n, nmax, x, L, 1, qw) with weights qw (n <= QK): the scale, and
