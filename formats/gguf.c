@@ -524,6 +524,8 @@ static int parse_file(gp *g, const char *path, bool keep, qtk_strset *keys, qtk_
 		return qtk_err_set(&m->err, QTK_E_DATA, g->path, 24, "split.no",
 				   "split.no %lld out of range for split.count %lld",
 				   (long long)g->split_no, (long long)g->split_count);
+	if (qtk_model_reserve_tensors(m, (size_t)nt))
+		return qtk_err_set(&m->err, QTK_E_IO, g->path, -1, NULL, "out of memory");
 	size_t first = m->ntensors;
 	tinfo *ti = qtk_calloc((size_t)nt ? (size_t)nt : 1, sizeof *ti);
 	if (!ti)

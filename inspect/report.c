@@ -227,12 +227,13 @@ static int audit_print(void *arg, const char *line)
 	return 0;
 }
 
-/* The record's parsed tree (thousands of small nodes and strings for a model's tensors) is
- * built and freed at once, so its nodes come from one block: a mapping with huge pages advised
- * (qtk_table_realloc), which costs a page fault per 2 MiB rather than per 4 KiB. Nodes that do
- * not fit come from qtk_malloc; the block's are never freed one by one (pv_free), the block goes
- * as a whole (pv_delete). cJSON's hooks are global: report_json runs on one thread, and no
- * other thread uses cJSON meanwhile. */
+/* When the record is outside qtk_json_refmt's subset it is parsed with cJSON. Its tree
+ * (thousands of small nodes and strings for a model's tensors) is built and freed at once, so
+ * its nodes come from one block: a mapping with huge pages advised (qtk_table_realloc), which
+ * costs a page fault per 2 MiB rather than per 4 KiB. Nodes that do not fit come from
+ * qtk_malloc; the block's are never freed one by one (pv_free), the block goes as a whole
+ * (pv_delete). cJSON's hooks are global: report_json runs on one thread, and no other thread
+ * uses cJSON meanwhile. */
 static struct {
 	uint8_t *base;
 	size_t len, used;
@@ -265,8 +266,10 @@ static void pv_delete(cJSON *j)
 	memset(&pv_arena, 0, sizeof pv_arena);
 }
 
-/* The record as a tree, some of it in the block: free the tree it goes into with pv_delete. */
-static cJSON *json_provenance(const qtk_model *m)
+/* The record as the document prints it (inside the root object): what cJSON parsing and
+ * printing it gives, "null" when it does not parse or there is none. Straight from the text
+ * when it is in qtk_json_refmt's subset (every record qtk writes), else through cJSON. */
+static int json_provenance(const qtk_model *m, qtk_jtext *pv)
 {
 	const qtk_kv *kv = qtk_kv_find(m, "qtk.provenance");
 	const qtk_blob *b = qtk_blob_find(m, "qtk-provenance.json");
@@ -276,6 +279,13 @@ static cJSON *json_provenance(const qtk_model *m)
 		txt = kv->val.v.str.s, len = (size_t)kv->val.v.str.len;
 	else if (b)
 		txt = (const char *)b->data, len = b->len;
+	/* the formatted record is under twice the compact one (a tab or two and a line break a
+	 * member; deeper nesting grows it further, and then the text grows as it goes) */
+	if (txt && len < SIZE_MAX / 4)
+		qtk_jtext_reserve(pv, 2 * len + 4096);
+	int rc = txt ? qtk_json_refmt(pv, txt, len, 1) : 1;
+	if (rc != 1)
+		return rc;
 	cJSON *j = NULL;
 	if (txt) {
 		/* about five bytes of tree per byte of compact record */
@@ -285,7 +295,12 @@ static cJSON *json_provenance(const qtk_model *m)
 		j = cJSON_ParseWithLength(txt, len);
 		qtk_json_hooks_pop();
 	}
-	return j ? j : cJSON_CreateNull();
+	if (j)
+		rc = qtk_json_fmt(pv, j, 1);
+	else
+		rc = qtk_json_fmt(pv, &(cJSON){.type = cJSON_NULL}, 1);
+	pv_delete(j);
+	return rc;
 }
 
 /* "stats" for --json --stats: null when the layout cannot be decoded. */
@@ -346,30 +361,6 @@ int json_emit(qtk_model *m, cJSON *doc, FILE *out)
 	return 0;
 }
 
-/* Write text with `tabs` more tabs after each line break: a document cJSON printed on its own,
- * set at the depth it would have inside a larger one (strings hold no raw line breaks). */
-static void put_indented(FILE *out, const char *txt, int tabs)
-{
-	for (const char *p = txt, *nl; *p; p = nl + 1) {
-		nl = strchr(p, '\n');
-		if (!nl) {
-			fputs(p, out);
-			return;
-		}
-		fwrite(p, 1, (size_t)(nl - p) + 1, out);
-		for (int k = 0; k < tabs; k++)
-			fputc('\t', out);
-	}
-}
-
-/* The printed document: in the huge-page block big, or from cJSON_Print. */
-static void doc_free(char *txt, char *big)
-{
-	if (txt != big)
-		cJSON_free(txt);
-	qtk_table_free(big);
-}
-
 /* The document is printed as cJSON_Print would print it whole, but each tensor's object is
  * built, printed and freed in turn: the tree of a thousand tensors (and the text of all of
  * them in one buffer) is never held, which is most of what a header-only run touches. The
@@ -403,33 +394,31 @@ int report_json(qtk_model *m, FILE *out, const insp_opts *o)
 		cJSON_AddNumberToObject(e, "n_bytes", (double)tt.types[k].n_bytes);
 	}
 	cJSON_AddItemToObject(root, "metadata", json_metadata(m));
-	cJSON_AddItemToObject(root, "provenance", json_provenance(m));
-	cJSON_AddItemToObject(root, "audit", json_audit(m));
-	/* printed into a block of huge pages when the record makes the document large (about two
-	 * bytes of formatted text per byte of record; cJSON_Print when it does not fit) */
-	char *big = NULL, *txt = NULL;
-	const size_t cap = pv_arena.len && pv_arena.len < INT_MAX / 2 ? 2 * pv_arena.len : 0;
-	if (cap && (big = qtk_table_realloc(NULL, 0, cap)) && cJSON_PrintPreallocated(root, big, (int)cap, 1))
-		txt = big;
-	else
-		txt = cJSON_Print(root);
-	pv_delete(root);
-	static const char mark[] = "\n\t\"tensors\":\t[]";
-	char *at = txt ? strstr(txt, mark) : NULL;
-	if (!at) {
-		doc_free(txt, big);
-		return qtk_err_set(&m->err, QTK_E_IO, NULL, -1, NULL, "out of memory");
+	qtk_jtext pv = {0}, doc = {0}, tj = {0};
+	int rc = json_provenance(m, &pv);
+	/* the record's text goes in as it is (a raw item that does not own it) */
+	cJSON *raw = rc ? NULL : cJSON_CreateNull();
+	if (raw) {
+		raw->type = cJSON_Raw | cJSON_IsReference;
+		raw->valuestring = pv.p;
+		cJSON_AddItemToObject(root, "provenance", raw);
 	}
+	cJSON_AddItemToObject(root, "audit", json_audit(m));
+	qtk_jtext_reserve(&doc, pv.len + 65536);
+	rc = rc || !raw ? QTK_E_IO : qtk_json_fmt(&doc, root, 0);
+	cJSON_Delete(root);
+	qtk_jtext_free(&pv);
+	static const char mark[] = "\n\t\"tensors\":\t[]";
+	char *at = rc ? NULL : strstr(doc.p, mark);
 	char *mem = NULL;
 	size_t memlen = 0;
-	FILE *to = o->stats ? open_memstream(&mem, &memlen) : out;
+	FILE *to = !at ? NULL : o->stats ? open_memstream(&mem, &memlen) : out;
 	if (!to) {
-		doc_free(txt, big);
+		qtk_jtext_free(&doc);
 		return qtk_err_set(&m->err, QTK_E_IO, NULL, -1, NULL, "out of memory");
 	}
-	const size_t head = (size_t)(at - txt) + sizeof mark - 2; /* through the '[' */
-	fwrite(txt, 1, head, to);
-	int rc = 0;
+	const size_t head = (size_t)(at - doc.p) + sizeof mark - 2; /* through the '[' */
+	fwrite(doc.p, 1, head, to);
 	for (size_t i = 0; i < m->ntensors && !rc; i++) {
 		const qtk_tensor *t = &m->tensors[i];
 		cJSON *j = json_tensor(t);
@@ -437,24 +426,24 @@ int report_json(qtk_model *m, FILE *out, const insp_opts *o)
 			rc = qtk_err_set(&m->err, QTK_E_IO, NULL, -1, NULL, "out of memory");
 		else if (o->stats && json_stats(m, t, j, o, i))
 			rc = -1;
-		char *tj = rc ? NULL : cJSON_Print(j);
-		cJSON_Delete(j);
-		if (!rc && !tj)
+		tj.len = 0;
+		if (!rc && qtk_json_fmt(&tj, j, 2)) /* inside the root object and its array */
 			rc = qtk_err_set(&m->err, QTK_E_IO, NULL, -1, NULL, "out of memory");
+		cJSON_Delete(j);
 		if (!rc) {
 			if (i)
 				fputs(", ", to);
-			put_indented(to, tj, 2); /* inside the root object and its array */
+			fwrite(tj.p, 1, tj.len, to);
 		}
-		cJSON_free(tj);
 	}
+	qtk_jtext_free(&tj);
 	if (o->stats && o->progress_end)
 		o->progress_end();
 	if (!rc) {
-		fputs(txt + head, to);
+		fwrite(doc.p + head, 1, doc.len - head, to);
 		fputc('\n', to);
 	}
-	doc_free(txt, big);
+	qtk_jtext_free(&doc);
 	if (o->stats) {
 		if (fclose(to) && !rc)
 			rc = qtk_err_set(&m->err, QTK_E_IO, NULL, -1, NULL, "out of memory");

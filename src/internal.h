@@ -56,6 +56,9 @@ typedef struct qtk_cur {
 
 void qtk_cur_init(qtk_cur *c, int fd, const char *path, uint64_t size, qtk_err *err);
 int qtk_cur_bytes(qtk_cur *c, void *dst, size_t n, const char *field);
+/* Fault in the whole pages of [p, p+n) in one call (Linux; large ranges only): for a buffer
+ * a read is about to fill. */
+void qtk_prefault(void *p, size_t n);
 int qtk_cur_u8(qtk_cur *c, uint8_t *v, const char *field);
 int qtk_cur_u16(qtk_cur *c, uint16_t *v, const char *field);
 int qtk_cur_u32(qtk_cur *c, uint32_t *v, const char *field);

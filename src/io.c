@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -298,6 +299,24 @@ const char *qtk_path_base(const char *path)
 
 /* ---- cursor ------------------------------------------------------------ */
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+
+void qtk_prefault(void *p, size_t n)
+{
+#ifdef __linux__
+	/* one call instead of a page fault per 4 KiB as the read fills the pages (a 520 KB record:
+	 * 127 faults, ~1.4 ms in a virtual machine); kernels before 5.14 refuse it, harmlessly */
+	const uintptr_t pg = 4096, a = ((uintptr_t)p + pg - 1) & ~(pg - 1), e = ((uintptr_t)p + n) & ~(pg - 1);
+	if (n >= 16 * pg && e > a)
+		madvise((void *)a, e - a, MADV_POPULATE_WRITE);
+#else
+	(void)p;
+	(void)n;
+#endif
+}
+
 void qtk_cur_init(qtk_cur *c, int fd, const char *path, uint64_t size, qtk_err *err)
 {
 	c->fd = fd;
@@ -329,6 +348,7 @@ int qtk_cur_bytes(qtk_cur *c, void *dst, size_t n, const char *field)
 			continue;
 		}
 		if (n >= sizeof c->buf) { /* large: read directly */
+			qtk_prefault(d, n);
 			int rc = qtk_pread_full(c->fd, c->path, d, n, c->pos, c->err);
 			if (rc)
 				return rc;

@@ -58,4 +58,31 @@ int qtk_json_put_str(qtk_buf *b, const char *s, size_t n);
 #define QTK_JSON_RAW 4u       /* no UTF-8 or NUL check: other bytes are written as they are */
 int qtk_json_put_str_as(qtk_buf *b, const char *s, size_t n, unsigned style);
 
+/* ---- cJSON_Print's layout (json_print.c) ---- */
+
+/* Text in a growing block (qtk_table_realloc: huge pages once it is large); failed is sticky. */
+typedef struct qtk_jtext {
+	char *p;
+	size_t len, cap;
+	int failed;
+} qtk_jtext;
+/* Room for n more bytes (one allocation instead of doublings); false when it failed. */
+bool qtk_jtext_reserve(qtk_jtext *w, size_t n);
+/* NUL-terminate; false when an allocation failed. */
+bool qtk_jtext_ok(qtk_jtext *w);
+void qtk_jtext_free(qtk_jtext *w);
+/* A number as cJSON prints it ("%1.15g", "%1.17g" when that does not read back within a
+ * relative DBL_EPSILON, "null" for NaN and infinities); returns its length. */
+size_t qtk_json_num(char out[32], double d);
+/* Append j as cJSON_Print would print it at nesting depth `depth` (0: a whole document; a
+ * value inside the root object is at depth 1). QTK_E_DATA where cJSON_Print fails (an
+ * invalid item, a raw item without text, a member without a name), QTK_E_IO out of memory. */
+int qtk_json_fmt(qtk_jtext *w, const cJSON *j, int depth);
+/* Append what cJSON_ParseWithLength(txt, len) printed at `depth` would give, without a tree,
+ * when the text is in the subset handled here: whitespace of space, tab, CR and LF; strings
+ * without \u escapes or raw control bytes; integers of at most 15 digits; nesting at most
+ * 200. Returns 1, having appended nothing, for any other text (parse it with cJSON instead),
+ * 0 when done, QTK_E_IO out of memory. */
+int qtk_json_refmt(qtk_jtext *w, const char *txt, size_t len, int depth);
+
 #endif

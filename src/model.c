@@ -94,6 +94,19 @@ static void index_free(qtk_model *m)
 	index_drop(&m->kv_index, &m->kv_indexed);
 }
 
+int qtk_model_reserve_tensors(qtk_model *m, size_t more)
+{
+	if (more > QTK_CAP_TENSORS - m->ntensors || m->ntensors + more <= m->cap_tensors)
+		return 0; /* past the cap, add_tensor refuses the tensor itself */
+	const size_t nc = m->ntensors + more;
+	qtk_tensor *nt = qtk_table_realloc(m->tensors, m->ntensors * sizeof *nt, nc * sizeof *nt);
+	if (!nt)
+		return QTK_E_IO;
+	m->tensors = nt;
+	m->cap_tensors = nc;
+	return 0;
+}
+
 qtk_tensor *qtk_model_add_tensor(qtk_model *m, const char *name)
 {
 	if (m->ntensors + 1 > m->cap_tensors) { /* as grow, through the table allocator */

@@ -412,6 +412,10 @@ void qtk_writer_abort(qtk_writer *w);
 
 qtk_model *qtk_model_new(void);
 qtk_tensor *qtk_model_add_tensor(qtk_model *m, const char *name);
+/* Room for `more` tensors beyond those added, in one allocation (a container that knows its
+ * count: the table's growth copies it each time it doubles); QTK_E_IO out of memory. The
+ * mapping is only touched as tensors are added. */
+int qtk_model_reserve_tensors(qtk_model *m, size_t more);
 qtk_kv *qtk_model_add_kv(qtk_model *m, const char *key);
 int qtk_model_add_blob(qtk_model *m, const char *name, const void *data, size_t len);
 int qtk_model_set_kv_str(qtk_model *m, const char *key, const char *s);

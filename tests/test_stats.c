@@ -363,6 +363,27 @@ int main(void)
 		snprintf(big + k - 1, sizeof big - k + 1, "]}}");
 		check_json_streamed(gguf, "sample gguf with a record of tiny nodes", big);
 	}
+	/* a record qconvert writes is in the subset reformatted without a tree, and the document
+	 * with it is still cJSON's print of itself */
+	{
+		const char *b = getenv("QTK_BIN");
+		char q8[300], conv[1024];
+		snprintf(q8, sizeof q8, "%s/q8.gguf", dir);
+		snprintf(conv, sizeof conv, "%s/qconvert -q %s %s --to q8_0", b && *b ? b : "bin", gguf, q8);
+		CHECK(system(conv) == 0, "%s", conv);
+		qtk_err e;
+		qtk_model *m = qtk_open(q8, &e);
+		const qtk_kv *kv = m ? qtk_kv_find(m, "qtk.provenance") : NULL;
+		CHECK(kv && kv->val.type == QTK_V_STR, "q8_0 output has a record");
+		if (kv && kv->val.type == QTK_V_STR) {
+			qtk_jtext w = {0};
+			CHECK(qtk_json_refmt(&w, kv->val.v.str.s, (size_t)kv->val.v.str.len, 1) == 0 && w.len > 1000,
+			      "qconvert's record reformats without cJSON");
+			qtk_jtext_free(&w);
+		}
+		qtk_close(m);
+		check_json_streamed(q8, "q8_0 output with its record", NULL);
+	}
 	char *d = diff_text(hf, gguf);
 	CHECK(d && strstr(d, "matched 21 of 21 tensors (21 by GGUF<->HF name, 4 with Q/K rows un-permuted)"),
 	      "sample diff gguf vs hf: %s", d ? d : "(none)");
