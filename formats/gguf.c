@@ -6,6 +6,7 @@
  */
 #include "internal.h"
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -593,14 +594,17 @@ static size_t split_prefix(const char *path)
 
 static int gguf_open(qtk_model *m)
 {
-	gp g;
-	memset(&g, 0, sizeof g);
+	gp g; /* not zeroed whole: its cursor's 64 KiB buffer would be 16 page faults */
+	memset(&g, 0, offsetof(gp, c));
+	memset((char *)&g + offsetof(gp, path), 0, sizeof g - offsetof(gp, path));
+	qtk_cur_init(&g.c, -1, NULL, 0, &m->err);
 	g.m = m;
 	qtk_strset keys = {0}, names = {0};
 	int rc = parse_file(&g, m->path, true, &keys, &names);
 	if (rc || g.split_count <= 1)
 		goto out;
-	/* A split set: reparse from shard 1 in order. */
+	/* A split set: parse every shard in order, from shard 1 (reparsed unless it is the one
+	 * opened). */
 	size_t pl = split_prefix(m->path);
 	if (!pl) {
 		rc = qtk_err_set(&m->err, QTK_E_DATA, m->path, -1, "split.count",
@@ -608,14 +612,25 @@ static int gguf_open(qtk_model *m)
 				 (long long)g.split_count);
 		goto out;
 	}
-	int64_t count = g.split_count;
-	/* reset the model */
-	qtk_fmt_reset_model(m);
-	qtk_strset_free(&keys);
-	qtk_strset_free(&names);
-	int64_t total = -1;
-	for (int64_t i = 0; i < count && !rc; i++) {
-		char *p = qtk_malloc(pl + 48);
+	int64_t count = g.split_count, i0 = 0, total = -1;
+	char *p = qtk_malloc(pl + 48);
+	if (!p) {
+		rc = qtk_err_set(&m->err, QTK_E_IO, m->path, -1, NULL, "out of memory");
+		goto out;
+	}
+	memcpy(p, m->path, pl);
+	snprintf(p + pl, 48, "-%05u-of-%05u.gguf", 1u, (unsigned)count);
+	if (g.split_no == 0 && strcmp(p, m->path) == 0) {
+		i0 = 1; /* opened at shard 1, which is parsed as the reparse would parse it */
+		total = g.split_tensors;
+	} else {
+		qtk_fmt_reset_model(m);
+		qtk_strset_free(&keys);
+		qtk_strset_free(&names);
+	}
+	qtk_free(p);
+	for (int64_t i = i0; i < count && !rc; i++) {
+		p = qtk_malloc(pl + 48);
 		if (!p) {
 			rc = qtk_err_set(&m->err, QTK_E_IO, m->path, -1, NULL, "out of memory");
 			break;

@@ -396,25 +396,26 @@ int report_json(qtk_model *m, FILE *out, const insp_opts *o)
 	cJSON_AddItemToObject(root, "metadata", json_metadata(m));
 	qtk_jtext pv = {0}, doc = {0}, tj = {0};
 	int rc = json_provenance(m, &pv);
-	/* the record's text goes in as it is (a raw item that does not own it) */
+	/* the record's place is marked with a raw \x01 (printed strings never hold one: their
+	 * control bytes are escaped), and its text is written there from pv, not copied */
 	cJSON *raw = rc ? NULL : cJSON_CreateNull();
 	if (raw) {
 		raw->type = cJSON_Raw | cJSON_IsReference;
-		raw->valuestring = pv.p;
+		raw->valuestring = (char *)"\x01";
 		cJSON_AddItemToObject(root, "provenance", raw);
 	}
 	cJSON_AddItemToObject(root, "audit", json_audit(m));
-	qtk_jtext_reserve(&doc, pv.len + 65536);
 	rc = rc || !raw ? QTK_E_IO : qtk_json_fmt(&doc, root, 0);
 	cJSON_Delete(root);
-	qtk_jtext_free(&pv);
 	static const char mark[] = "\n\t\"tensors\":\t[]";
 	char *at = rc ? NULL : strstr(doc.p, mark);
+	const char *pvat = at ? memchr(at, 1, doc.len - (size_t)(at - doc.p)) : NULL;
 	char *mem = NULL;
 	size_t memlen = 0;
-	FILE *to = !at ? NULL : o->stats ? open_memstream(&mem, &memlen) : out;
+	FILE *to = !pvat ? NULL : o->stats ? open_memstream(&mem, &memlen) : out;
 	if (!to) {
 		qtk_jtext_free(&doc);
+		qtk_jtext_free(&pv);
 		return qtk_err_set(&m->err, QTK_E_IO, NULL, -1, NULL, "out of memory");
 	}
 	const size_t head = (size_t)(at - doc.p) + sizeof mark - 2; /* through the '[' */
@@ -440,10 +441,14 @@ int report_json(qtk_model *m, FILE *out, const insp_opts *o)
 	if (o->stats && o->progress_end)
 		o->progress_end();
 	if (!rc) {
-		fwrite(doc.p + head, 1, doc.len - head, to);
+		const size_t k = (size_t)(pvat - doc.p);
+		fwrite(doc.p + head, 1, k - head, to);
+		fwrite(pv.p, 1, pv.len, to);
+		fwrite(pvat + 1, 1, doc.len - k - 1, to);
 		fputc('\n', to);
 	}
 	qtk_jtext_free(&doc);
+	qtk_jtext_free(&pv);
 	if (o->stats) {
 		if (fclose(to) && !rc)
 			rc = qtk_err_set(&m->err, QTK_E_IO, NULL, -1, NULL, "out of memory");

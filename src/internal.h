@@ -51,6 +51,8 @@ typedef struct qtk_cur {
 	uint8_t buf[65536];
 	uint64_t bpos;  /* file offset of buf[0] */
 	size_t blen;    /* valid bytes in buf */
+	size_t fill;    /* bytes the next refill reads: 16 KiB first (a shard's header is often a
+			 * few KiB, and the copy is the cost), doubling to the whole buffer */
 	qtk_err *err;
 } qtk_cur;
 

@@ -325,6 +325,7 @@ void qtk_cur_init(qtk_cur *c, int fd, const char *path, uint64_t size, qtk_err *
 	c->end = size;
 	c->bpos = 0;
 	c->blen = 0;
+	c->fill = 16384;
 	c->err = err;
 }
 
@@ -356,8 +357,11 @@ int qtk_cur_bytes(qtk_cur *c, void *dst, size_t n, const char *field)
 			return 0;
 		}
 		uint64_t want = c->end - c->pos;
-		if (want > sizeof c->buf)
-			want = sizeof c->buf;
+		if (!c->fill || c->fill > sizeof c->buf)
+			c->fill = sizeof c->buf;
+		if (want > c->fill)
+			want = c->fill;
+		c->fill *= 2;
 		int rc = qtk_pread_full(c->fd, c->path, c->buf, (size_t)want, c->pos, c->err);
 		if (rc)
 			return rc;

@@ -98,12 +98,21 @@ int qtk_model_reserve_tensors(qtk_model *m, size_t more)
 {
 	if (more > QTK_CAP_TENSORS - m->ntensors || m->ntensors + more <= m->cap_tensors)
 		return 0; /* past the cap, add_tensor refuses the tensor itself */
-	const size_t nc = m->ntensors + more;
+	/* at least doubled: the shards of a split set each reserve their own count */
+	size_t nc = m->ntensors + more;
+	if (nc < 2 * m->cap_tensors)
+		nc = 2 * m->cap_tensors < QTK_CAP_TENSORS ? 2 * m->cap_tensors : QTK_CAP_TENSORS;
 	qtk_tensor *nt = qtk_table_realloc(m->tensors, m->ntensors * sizeof *nt, nc * sizeof *nt);
 	if (!nt)
 		return QTK_E_IO;
 	m->tensors = nt;
 	m->cap_tensors = nc;
+	/* the name index too, when it is complete (or not begun): index_put keeps a map whose
+	 * names are all in; a failure here only leaves it to grow as it goes */
+	if (!m->t_index && !m->ntensors)
+		m->t_index = qtk_calloc(1, sizeof *m->t_index);
+	if (m->t_index && m->t_indexed == m->ntensors)
+		(void)qtk_strmap_reserve(m->t_index, nc);
 	return 0;
 }
 

@@ -154,6 +154,9 @@ typedef struct qtk_strmap {
 /* Add key -> val; 1 when added, 0 when key was present (its value kept, *old set when old is
  * not NULL), QTK_E_IO when out of memory. */
 int qtk_strmap_put(qtk_strmap *map, const char *key, size_t val, size_t *old);
+/* Room for n keys in all without growing (one table instead of doublings); QTK_E_IO when out
+ * of memory. */
+int qtk_strmap_reserve(qtk_strmap *map, size_t n);
 /* True with *val set when key is present. */
 bool qtk_strmap_get(const qtk_strmap *map, const char *key, size_t *val);
 void qtk_strmap_free(qtk_strmap *map);

@@ -205,25 +205,39 @@ void qtk_strset_free(qtk_strset *set)
 	memset(set, 0, sizeof *set);
 }
 
+static int strmap_rehash(qtk_strmap *map, size_t nc)
+{
+	qtk_strmap_slot *ns = qtk_calloc(nc, sizeof *ns);
+	if (!ns)
+		return QTK_E_IO;
+	for (size_t i = 0; i < map->cap; i++) {
+		if (!map->slots[i].key)
+			continue;
+		size_t j = (size_t)qtk_str_hash(map->slots[i].key, strlen(map->slots[i].key)) & (nc - 1);
+		while (ns[j].key)
+			j = (j + 1) & (nc - 1);
+		ns[j] = map->slots[i];
+	}
+	qtk_free(map->slots);
+	map->slots = ns;
+	map->cap = nc;
+	return 0;
+}
+
+int qtk_strmap_reserve(qtk_strmap *map, size_t n)
+{
+	if (n > SIZE_MAX / 4 || (n + 1) * 2 <= map->cap)
+		return 0;
+	size_t nc = map->cap ? map->cap : 64;
+	while ((n + 1) * 2 > nc)
+		nc *= 2;
+	return strmap_rehash(map, nc);
+}
+
 int qtk_strmap_put(qtk_strmap *map, const char *key, size_t val, size_t *old)
 {
-	if ((map->n + 1) * 2 > map->cap) {
-		size_t nc = map->cap ? map->cap * 2 : 64;
-		qtk_strmap_slot *ns = qtk_calloc(nc, sizeof *ns);
-		if (!ns)
-			return QTK_E_IO;
-		for (size_t i = 0; i < map->cap; i++) {
-			if (!map->slots[i].key)
-				continue;
-			size_t j = (size_t)qtk_str_hash(map->slots[i].key, strlen(map->slots[i].key)) & (nc - 1);
-			while (ns[j].key)
-				j = (j + 1) & (nc - 1);
-			ns[j] = map->slots[i];
-		}
-		qtk_free(map->slots);
-		map->slots = ns;
-		map->cap = nc;
-	}
+	if ((map->n + 1) * 2 > map->cap && strmap_rehash(map, map->cap ? map->cap * 2 : 64))
+		return QTK_E_IO;
 	size_t j = (size_t)qtk_str_hash(key, strlen(key)) & (map->cap - 1);
 	while (map->slots[j].key) {
 		atomic_fetch_add_explicit(&qtk_lookup_steps, 1, memory_order_relaxed);
