@@ -715,6 +715,23 @@ int qtk_ofile_idle(qtk_ofile *f)
 	return ohash_end(f);
 }
 
+/* Start the disk writes of what is written, every OFILE_WB bytes, without waiting for them:
+ * the fsync at the end then waits for little more than the last few (a 202 MB output: the
+ * fsync took ~0.11 s of a 0.35 s copy). Linux only; elsewhere the fsync does it all. */
+#define OFILE_WB ((uint64_t)16 << 20)
+
+static void ofile_writeback(qtk_ofile *f)
+{
+#ifdef SYNC_FILE_RANGE_WRITE
+	if (f->written - f->wb_from >= OFILE_WB) {
+		(void)sync_file_range(f->fd, (off_t)f->wb_from, (off_t)(f->written - f->wb_from), SYNC_FILE_RANGE_WRITE);
+		f->wb_from = f->written;
+	}
+#else
+	(void)f;
+#endif
+}
+
 static int ofile_flush(qtk_ofile *f)
 {
 	size_t off = 0;
@@ -735,6 +752,7 @@ static int ofile_flush(qtk_ofile *f)
 	}
 	int rc = async ? ohash_push(f) : 0;
 	f->blen = 0;
+	ofile_writeback(f);
 	return rc;
 }
 

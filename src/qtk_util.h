@@ -94,6 +94,7 @@ typedef struct qtk_ofile {
 	bool rehash;         /* bytes were patched: recompute the SHA-256 from the file */
 	bool defer_hash;     /* a patch will come: no SHA-256 while writing, one pass at sync */
 	void *hq;            /* the hashing thread and its buffers (SHA-256 beside the writes) */
+	uint64_t wb_from;    /* bytes from here on have not been handed to writeback yet */
 	uint8_t sha256[32];  /* valid once synced */
 } qtk_ofile;
 
