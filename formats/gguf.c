@@ -944,6 +944,12 @@ static int gguf_w_put(qtk_writer *w, const void *buf, size_t n)
 	return qtk_ofile_write(&s->f[s->cur], buf, n);
 }
 
+static int gguf_w_put_file(qtk_writer *w, int fd, const char *path, uint64_t off, uint64_t n)
+{
+	gw *s = w->priv;
+	return qtk_ofile_copy_from(&s->f[s->cur], fd, path, off, n);
+}
+
 static void gw_free(gw *s)
 {
 	for (uint32_t k = 0; s->f && k < s->nshards; k++)
@@ -985,6 +991,7 @@ static const qtk_writer_ops gguf_writer = {
 	.begin = gguf_w_begin,
 	.part_begin = gguf_w_part_begin,
 	.put = gguf_w_put,
+	.put_file = gguf_w_put_file,
 	.finish = gguf_w_finish,
 	.abort = gguf_w_abort,
 	.patch_header = gguf_w_patch,

@@ -802,6 +802,12 @@ static int hfw_put(qtk_writer *w, const void *buf, size_t n)
 	return qtk_ofile_write(&h->outs[h->cur].of, buf, n);
 }
 
+static int hfw_put_file(qtk_writer *w, int fd, const char *path, uint64_t off, uint64_t n)
+{
+	hf_w *h = w->priv;
+	return qtk_ofile_copy_from(&h->outs[h->cur].of, fd, path, off, n);
+}
+
 static int cmp_name_file(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
@@ -1028,6 +1034,7 @@ static const qtk_writer_ops hf_writer = {
 	.begin = hfw_begin,
 	.part_begin = hfw_part_begin,
 	.put = hfw_put,
+	.put_file = hfw_put_file,
 	.finish = hfw_finish_free,
 	.abort = hfw_abort,
 	.patch_header = hfw_patch,

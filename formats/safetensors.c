@@ -784,6 +784,12 @@ static int stw_put(qtk_writer *w, const void *buf, size_t n)
 	return qtk_ofile_write(&o->of, buf, n);
 }
 
+static int stw_put_file(qtk_writer *w, int fd, const char *path, uint64_t off, uint64_t n)
+{
+	qtk_st_out *o = w->priv;
+	return qtk_ofile_copy_from(&o->of, fd, path, off, n);
+}
+
 static int stw_finish(qtk_writer *w)
 {
 	qtk_st_out *o = w->priv;
@@ -810,6 +816,7 @@ static void stw_abort(qtk_writer *w)
 static const qtk_writer_ops st_writer = {
 	.begin = stw_begin,
 	.put = stw_put,
+	.put_file = stw_put_file,
 	.finish = stw_finish,
 	.abort = stw_abort,
 	.patch_header = stw_patch,

@@ -131,6 +131,9 @@ struct qtk_writer_ops {
 	/* Called before the first byte of each part (tensor w->cur_tensor, part w->cur_part). */
 	int (*part_begin)(qtk_writer *w);
 	int (*put)(qtk_writer *w, const void *buf, size_t n);
+	/* optional: put n bytes of file fd from off without them passing through the caller
+	 * (qtk_writer_put_file) */
+	int (*put_file)(qtk_writer *w, int fd, const char *path, uint64_t off, uint64_t n);
 	int (*finish)(qtk_writer *w);
 	void (*abort)(qtk_writer *w);
 	/* optional: qtk_writer_patch_header */

@@ -603,19 +603,50 @@ int qtk_ofile_open(qtk_ofile *f, const char *path, qtk_err *err)
  * writer goes on with a free one (OHQ_N buffers in all), so hashing overlaps the next buffer's
  * copy and write instead of adding to them. The hash sees the buffers in the order written. */
 #define OHQ_N 4
+/* queue entries: the buffers, and ranges copied in the kernel (qtk_ofile_copy_from), which the
+ * thread reads back from the file to hash */
+#define OHQ_SLOTS (2 * OHQ_N)
 
 typedef struct ohash_q {
 	pthread_t th;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	uint8_t *buf[OHQ_N];
-	size_t len[OHQ_N];
-	unsigned head, count; /* queued buffers: buf[head], buf[head + 1], ... (mod OHQ_N) */
+	uint8_t *buf[OHQ_SLOTS];  /* NULL: the range of len bytes at roff, read back from fd */
+	uint64_t len[OHQ_SLOTS];
+	uint64_t roff[OHQ_SLOTS];
+	unsigned head, count; /* queued entries: head, head + 1, ... (mod OHQ_SLOTS) */
 	unsigned nfree;
 	uint8_t *freeb[OHQ_N];
-	bool stop, failed;
+	bool stop, failed, rfailed;
+	int rerrno;           /* errno of a failed read-back */
+	int fd;
+	uint8_t *scratch;     /* read-back buffer */
 	void *md;
 } ohash_q;
+
+/* Hash n bytes of the file from off (bytes copied in the kernel). 0, or errno (EIO for the
+ * digest itself failing). */
+static int hash_back(int fd, void *md, uint8_t **scratch, uint64_t off, uint64_t n)
+{
+	if (!*scratch && !(*scratch = qtk_malloc(OBUF)))
+		return ENOMEM;
+	while (n) {
+		size_t k = n < OBUF ? (size_t)n : OBUF, got = 0;
+		while (got < k) {
+			ssize_t r = pread(fd, *scratch + got, k - got, (off_t)(off + got));
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r <= 0)
+				return r < 0 ? errno : EIO;
+			got += (size_t)r;
+		}
+		if (EVP_DigestUpdate(md, *scratch, k) != 1)
+			return EIO;
+		off += k;
+		n -= k;
+	}
+	return 0;
+}
 
 static void *ohash_main(void *arg)
 {
@@ -627,14 +658,20 @@ static void *ohash_main(void *arg)
 		if (!q->count)
 			break;
 		uint8_t *b = q->buf[q->head];
-		size_t n = q->len[q->head];
+		uint64_t n = q->len[q->head], ro = q->roff[q->head];
 		pthread_mutex_unlock(&q->mu);
-		bool ok = EVP_DigestUpdate(q->md, b, n) == 1;
+		int re = b ? 0 : hash_back(q->fd, q->md, &q->scratch, ro, n);
+		bool ok = !b || EVP_DigestUpdate(q->md, b, (size_t)n) == 1;
 		pthread_mutex_lock(&q->mu);
 		q->failed = q->failed || !ok;
-		q->head = (q->head + 1) % OHQ_N;
+		if (re && !q->rfailed) {
+			q->rfailed = true;
+			q->rerrno = re;
+		}
+		q->head = (q->head + 1) % OHQ_SLOTS;
 		q->count--;
-		q->freeb[q->nfree++] = b;
+		if (b)
+			q->freeb[q->nfree++] = b;
 		pthread_cond_broadcast(&q->cv);
 	}
 	pthread_mutex_unlock(&q->mu);
@@ -648,6 +685,7 @@ static void ohash_start(qtk_ofile *f)
 	if (!q)
 		return;
 	q->md = f->md;
+	q->fd = f->fd;
 	for (int i = 0; i < OHQ_N - 1; i++)
 		if (!(q->freeb[q->nfree] = qtk_malloc(OBUF)))
 			break;
@@ -672,21 +710,53 @@ static void ohash_start(qtk_ofile *f)
 	f->hq = q;
 }
 
+static int ohash_fail(qtk_ofile *f, bool failed, bool rfailed, int rerrno)
+{
+	if (rfailed) {
+		errno = rerrno;
+		return qtk_err_sys(f->err, f->final_path, "cannot read back the copied bytes to hash them");
+	}
+	return failed ? qtk_err_set(f->err, QTK_E_INTERNAL, f->final_path, -1, NULL, "SHA-256 update failed") : 0;
+}
+
+/* Queue an entry (the lock held): wait for a slot. */
+static void ohash_enqueue(ohash_q *q, uint8_t *b, uint64_t n, uint64_t off)
+{
+	while (q->count == OHQ_SLOTS)
+		pthread_cond_wait(&q->cv, &q->mu);
+	unsigned at = (q->head + q->count) % OHQ_SLOTS;
+	q->buf[at] = b;
+	q->len[at] = n;
+	q->roff[at] = off;
+	q->count++;
+	pthread_cond_broadcast(&q->cv);
+}
+
 /* Hand f->buf (blen bytes, already written) to the thread and take a free buffer. */
 static int ohash_push(qtk_ofile *f)
 {
 	ohash_q *q = f->hq;
 	pthread_mutex_lock(&q->mu);
-	q->buf[(q->head + q->count) % OHQ_N] = f->buf;
-	q->len[(q->head + q->count) % OHQ_N] = f->blen;
-	q->count++;
-	pthread_cond_broadcast(&q->cv);
+	ohash_enqueue(q, f->buf, f->blen, 0);
 	while (!q->nfree)
 		pthread_cond_wait(&q->cv, &q->mu);
 	f->buf = q->freeb[--q->nfree];
-	bool failed = q->failed;
+	bool failed = q->failed, rf = q->rfailed;
+	int re = q->rerrno;
 	pthread_mutex_unlock(&q->mu);
-	return failed ? qtk_err_set(f->err, QTK_E_INTERNAL, f->final_path, -1, NULL, "SHA-256 update failed") : 0;
+	return ohash_fail(f, failed, rf, re);
+}
+
+/* Hand the thread n bytes of the file from off, to read back and hash. */
+static int ohash_push_range(qtk_ofile *f, uint64_t off, uint64_t n)
+{
+	ohash_q *q = f->hq;
+	pthread_mutex_lock(&q->mu);
+	ohash_enqueue(q, NULL, n, off);
+	bool failed = q->failed, rf = q->rfailed;
+	int re = q->rerrno;
+	pthread_mutex_unlock(&q->mu);
+	return ohash_fail(f, failed, rf, re);
 }
 
 /* Wait until every buffer is hashed, stop the thread, free its buffers; 0 or the failure. */
@@ -700,14 +770,16 @@ static int ohash_end(qtk_ofile *f)
 	pthread_cond_broadcast(&q->cv);
 	pthread_mutex_unlock(&q->mu);
 	pthread_join(q->th, NULL);
-	bool failed = q->failed;
+	bool failed = q->failed, rf = q->rfailed;
+	int re = q->rerrno;
 	for (unsigned i = 0; i < q->nfree; i++)
 		qtk_free(q->freeb[i]);
+	qtk_free(q->scratch);
 	pthread_cond_destroy(&q->cv);
 	pthread_mutex_destroy(&q->mu);
 	qtk_free(q);
 	f->hq = NULL;
-	return failed ? qtk_err_set(f->err, QTK_E_INTERNAL, f->final_path, -1, NULL, "SHA-256 update failed") : 0;
+	return ohash_fail(f, failed, rf, re);
 }
 
 int qtk_ofile_idle(qtk_ofile *f)
@@ -775,6 +847,59 @@ int qtk_ofile_write(qtk_ofile *f, const void *d, size_t n)
 		}
 	}
 	return 0;
+}
+
+static atomic_bool no_copy_range;
+void qtk_test_copy_range(bool on) { atomic_store(&no_copy_range, !on); }
+
+int qtk_ofile_copy_from(qtk_ofile *f, int fd, const char *src_path, uint64_t off, uint64_t n)
+{
+	int rc = ofile_flush(f); /* the file position is then f->written */
+	uint64_t done = 0;
+#ifdef __linux__
+	while (!rc && done < n && !atomic_load(&no_copy_range)) {
+		loff_t in = (loff_t)(off + done);
+		size_t k = n - done > ((size_t)1 << 30) ? (size_t)1 << 30 : (size_t)(n - done);
+		ssize_t c = copy_file_range(fd, &in, f->fd, NULL, k, 0);
+		if (c < 0 && errno == EINTR)
+			continue;
+		if (c <= 0)
+			break; /* not here (another file system, an old kernel): the rest is read and written */
+		done += (uint64_t)c;
+	}
+#endif
+	if (!rc && done) {
+		const uint64_t at = f->written;
+		f->written += done;
+		if (!f->defer_hash && !f->hq)
+			ohash_start(f);
+		if (!f->defer_hash && f->hq) {
+			rc = ohash_push_range(f, at, done);
+		} else if (!f->defer_hash) {
+			uint8_t *scratch = NULL;
+			int e = hash_back(f->fd, f->md, &scratch, at, done);
+			qtk_free(scratch);
+			if (e) {
+				errno = e;
+				rc = qtk_err_sys(f->err, f->final_path, "cannot read back the copied bytes to hash them");
+			}
+		}
+		ofile_writeback(f);
+	}
+	while (!rc && done < n) {
+		size_t k = OBUF - f->blen;
+		if (k > n - done)
+			k = (size_t)(n - done);
+		rc = qtk_pread_full(fd, src_path, f->buf + f->blen, k, off + done, f->err);
+		if (rc)
+			break;
+		f->blen += k;
+		f->written += k;
+		done += k;
+		if (f->blen == OBUF)
+			rc = ofile_flush(f);
+	}
+	return rc;
 }
 
 int qtk_ofile_pad(qtk_ofile *f, uint64_t n)
@@ -856,16 +981,20 @@ int qtk_ofile_sync(qtk_ofile *f)
 	if (f->synced)
 		return 0;
 	int rc = ofile_flush(f);
-	int rh = ohash_end(f);
-	rc = rc ? rc : rh;
-	if (rc)
+	if (rc) {
+		qtk_err keep = *f->err;
+		(void)ohash_end(f);
+		*f->err = keep;
 		return rc;
-	/* the hash pass reads the page cache while the fsync writes it back */
+	}
+	/* every byte is written: the fsync writes them back while the hash thread catches up, or
+	 * while the hash pass reads the page cache */
 	const bool hash = f->rehash || f->defer_hash;
 	fsync_job fj = {f->fd, 0, 0};
 	pthread_t th;
-	const bool threaded = hash && pthread_create(&th, NULL, fsync_main, &fj) == 0;
-	if (hash)
+	const bool threaded = (hash || f->hq) && pthread_create(&th, NULL, fsync_main, &fj) == 0;
+	rc = ohash_end(f);
+	if (hash && !rc)
 		rc = ofile_rehash(f);
 	if (threaded) {
 		pthread_join(th, NULL);

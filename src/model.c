@@ -543,6 +543,16 @@ int qtk_read_part_to(qtk_model *m, const qtk_tensor *t, int p, uint64_t off, voi
 	return qtk_pread_full(m->fds[pt->file], m->files[pt->file], dst, n, pt->offset + off, err);
 }
 
+bool qtk_part_in_file(const qtk_model *m, const qtk_tensor *t, int p, int *fd, const char **path, uint64_t *off)
+{
+	if (p < 0 || p >= t->nparts || t->view || (m->fmt && m->fmt->read) || t->parts[p].file >= m->nfiles)
+		return false;
+	*fd = m->fds[t->parts[p].file];
+	*path = m->files[t->parts[p].file];
+	*off = t->parts[p].offset;
+	return *fd >= 0;
+}
+
 int qtk_read_part(qtk_model *m, const qtk_tensor *t, int p, uint64_t off, void *dst, size_t n)
 {
 	return qtk_read_part_to(m, t, p, off, dst, n, &m->err);

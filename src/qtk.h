@@ -394,6 +394,14 @@ qtk_writer *qtk_writer_open(const char *path, qtk_out_kind kind,
 			    qtk_err *err);
 /* Append bytes of the current part (parts in tensor order, parts in order). */
 int qtk_writer_put(qtk_writer *w, const void *buf, size_t n);
+/* The same for n bytes of file fd (path, for messages) from offset off, copied by the
+ * container without passing through the caller (GGUF: in the kernel) when nothing else takes
+ * the bytes (no tee); 1 without writing anything when it cannot (then read and put them). */
+int qtk_writer_put_file(qtk_writer *w, int fd, const char *path, uint64_t off, uint64_t n);
+/* Where part p of t is stored verbatim in one of m's files: true with its descriptor, path and
+ * offset; false for views, format readers (compressed, archived) and the like. */
+bool qtk_part_in_file(const qtk_model *m, const qtk_tensor *t, int p, int *fd, const char **path,
+		      uint64_t *off);
 /* Before qtk_writer_finish: let fn rewrite, in place and without changing its length, the
  * part of the output that holds the metadata (GGUF: KVs and tensor infos; safetensors: the
  * JSON header; QPK: the metadata section, then stored raw; HF directory: the side file
@@ -443,6 +451,8 @@ void qtk_test_fail_alloc_at(long n);
 /* Test hook: the largest single allocation request (bytes) since the last reset; reset: return it
  * and start again from 0. */
 size_t qtk_test_max_alloc(bool reset);
+/* Test hook: false makes qtk_ofile_copy_from read and write instead of copying in the kernel. */
+void qtk_test_copy_range(bool on);
 /* 0 disables; otherwise reads return at most n bytes at a time. */
 void qtk_test_max_read(size_t n);
 

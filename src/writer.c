@@ -342,6 +342,32 @@ int qtk_writer_put(qtk_writer *w, const void *buf, size_t n)
 	return 0;
 }
 
+int qtk_writer_put_file(qtk_writer *w, int fd, const char *path, uint64_t off, uint64_t n)
+{
+	if (!w->ops->put_file || w->teeq || w->opts.tee)
+		return 1;
+	while (n) {
+		if (w->cur_tensor >= w->desc->ntensors)
+			return qtk_err_set(w->err, QTK_E_INTERNAL, w->path, -1, NULL, "more data than described");
+		uint64_t k = n < w->cur_left ? n : w->cur_left;
+		if (k) {
+			int rc = w->ops->put_file(w, fd, path, off, k);
+			if (rc)
+				return rc;
+		}
+		off += k;
+		n -= k;
+		w->cur_left -= k;
+		if (!w->cur_left) {
+			w->cur_part++;
+			int rc = start_part(w);
+			if (rc)
+				return rc;
+		}
+	}
+	return 0;
+}
+
 int qtk_writer_patch_header(qtk_writer *w, int (*fn)(void *ctx, uint8_t *buf, size_t n), void *ctx)
 {
 	if (!w->ops->patch_header)

@@ -7,6 +7,7 @@
 #include "t.h"
 #include <archive.h>
 #include <archive_entry.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -367,6 +368,101 @@ static void test_protect(void)
 	qtk_ofile_abort(&of);
 }
 
+static int patch_two(void *ctx, uint8_t *buf, size_t n)
+{
+	(void)ctx;
+	memset(buf, 0xee, n);
+	return 0;
+}
+
+/* qtk_ofile_copy_from appends a range of another file, in the kernel or (forced, or across file
+ * systems) read and written, between ordinary writes: the file holds the same bytes and its
+ * SHA-256 is theirs, while writing and after a patch (the hash taken at sync). */
+static void sha_of(const uint8_t *p, size_t n, uint8_t out[32])
+{
+	qtk_sha256 *h = qtk_sha256_begin();
+	if (h) {
+		qtk_sha256_add(h, p, n);
+		qtk_sha256_end(h, out);
+	}
+}
+
+static void test_copy_from(void)
+{
+	enum { SRC = (5 << 20) + 333 };
+	uint8_t *src = malloc(SRC), *want = malloc(2 * SRC), *got = malloc(2 * SRC);
+	if (!src || !want || !got) {
+		CHECK(0, "memory");
+		free(src), free(want), free(got);
+		return;
+	}
+	uint32_t x = 12345;
+	for (size_t i = 0; i < SRC; i++)
+		src[i] = (uint8_t)((x = x * 1103515245u + 12345u) >> 23);
+	const char *dirs[] = {tmp, "/dev/shm"};
+	for (int d = 0; d < 2; d++) {
+		char sp[400];
+		snprintf(sp, sizeof sp, "%s/qtk-copy-src-%d.bin", dirs[d], (int)getpid());
+		FILE *f = fopen(sp, "wb");
+		if (!f) {
+			if (d)
+				T_SKIP("/dev/shm not writable");
+			else
+				CHECK(0, "source file");
+			continue;
+		}
+		fwrite(src, 1, SRC, f);
+		fclose(f);
+		int fd = open(sp, O_RDONLY);
+		for (int mode = 0; mode < 4 && fd >= 0; mode++) {
+			const bool kernel = mode & 1, patch = mode & 2;
+			qtk_test_copy_range(kernel);
+			qtk_err e;
+			qtk_err_clear(&e);
+			qtk_ofile of;
+			CHECK(qtk_ofile_open(&of, tp("copied.bin"), &e) == 0, "open: %s", e.msg);
+			of.defer_hash = patch;
+			size_t n = 0;
+			static const uint8_t head[100] = {1, 2, 3};
+			int rc = qtk_ofile_write(&of, head, sizeof head);
+			memcpy(want + n, head, sizeof head), n += sizeof head;
+			rc = rc ? rc : qtk_ofile_copy_from(&of, fd, sp, 12345, (3 << 20) + 7);
+			memcpy(want + n, src + 12345, (3 << 20) + 7), n += (3 << 20) + 7;
+			rc = rc ? rc : qtk_ofile_write(&of, src, 50);
+			memcpy(want + n, src, 50), n += 50;
+			rc = rc ? rc : qtk_ofile_copy_from(&of, fd, sp, 0, 300);
+			memcpy(want + n, src, 300), n += 300;
+			rc = rc ? rc : qtk_ofile_copy_from(&of, fd, sp, SRC - (2 << 20), 2 << 20);
+			memcpy(want + n, src + SRC - (2 << 20), 2 << 20), n += 2 << 20;
+			if (patch && !rc) {
+				rc = qtk_ofile_patch(&of, 1, 2, patch_two, NULL);
+				want[1] = want[2] = 0xee;
+			}
+			rc = rc ? rc : qtk_ofile_commit(&of);
+			CHECK(rc == 0, "%s, %s%s: %s", dirs[d], kernel ? "kernel" : "read/write", patch ? ", patched" : "",
+			      e.msg);
+			if (rc) {
+				qtk_ofile_abort(&of);
+				continue;
+			}
+			FILE *g = fopen(tp("copied.bin"), "rb");
+			size_t gn = g ? fread(got, 1, 2 * SRC, g) : 0;
+			if (g)
+				fclose(g);
+			uint8_t sha[32];
+			sha_of(want, n, sha);
+			CHECK(gn == n && !memcmp(got, want, n), "%s mode %d: the bytes (%zu of %zu)", dirs[d], mode, gn, n);
+			CHECK(!memcmp(sha, of.sha256, 32), "%s mode %d: the SHA-256", dirs[d], mode);
+			qtk_ofile_abort(&of);
+		}
+		qtk_test_copy_range(true);
+		if (fd >= 0)
+			close(fd);
+		unlink(sp);
+	}
+	free(src), free(want), free(got);
+}
+
 int main(void)
 {
 	snprintf(tmp, sizeof tmp, "/tmp/qtk-containers-XXXXXX");
@@ -378,6 +474,7 @@ int main(void)
 	test_list_mount();
 	test_list_tar();
 	test_protect();
+	test_copy_from();
 	char cmd[300];
 	snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
 	if (system(cmd) != 0)
