@@ -481,6 +481,72 @@ typedef struct {
 #define SYM_FITS qtk_sym_fits_c
 #include "quant_k_symfit.h"
 
+/* ggml's make_q3_quants(16, 4, x, L, true) scale (sequential by nature; q3_k only), and in Lout
+ * (or NULL) its signed codes. */
+static float ref_q3(const float *x, float *Lout)
+{
+    const int nmax = 4;
+    float max;
+    const float amax = sub_absmax(x, &max);
+    if (amax < GROUP_EPS) {
+        if (Lout)
+            for (int i = 0; i < SUB; i++)
+                Lout[i] = 0.f;
+        return 0.f;
+    }
+    const float iscale = (float)-nmax / max;
+    int L[SUB];
+    float sumlx = 0, suml2 = 0;
+    for (int i = 0; i < SUB; i++) {
+        const int l = qclr(iscale * x[i], -nmax, nmax - 1);
+        L[i] = l;
+        const float w = x[i] * x[i];
+        sumlx += w * x[i] * (float)l;
+        suml2 += w * (float)l * (float)l;
+    }
+    for (int itry = 0; itry < 5; ++itry) {
+        int n_changed = 0;
+        for (int i = 0; i < SUB; i++) {
+            const float w = x[i] * x[i];
+            float slx = sumlx - w * x[i] * (float)L[i];
+            if (slx > 0) {
+                float sl2 = suml2 - w * (float)L[i] * (float)L[i];
+                const int new_l = qclr(x[i] * sl2 / slx, -nmax, nmax - 1);
+                if (new_l != L[i]) {
+                    slx += w * x[i] * (float)new_l;
+                    sl2 += w * (float)new_l * (float)new_l;
+                    if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
+                        L[i] = new_l;
+                        sumlx = slx;
+                        suml2 = sl2;
+                        ++n_changed;
+                    }
+                }
+            }
+        }
+        if (!n_changed)
+            break;
+    }
+    if (Lout)
+        for (int i = 0; i < SUB; i++)
+            Lout[i] = (float)L[i];
+    return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
+void qtk_ref_q3_x16_c(const float *x, float *rs)
+{
+    for (int j = 0; j < NSUB; j++)
+        rs[j] = ref_q3(x + j * SUB, NULL);
+}
+
+static void ref_q3_x16(const float *x, float *rs)
+{
+    if (k_avx2())
+        qtk_ref_q3_x16_avx2(x, rs);
+    else
+        qtk_ref_q3_x16_c(x, rs);
+}
+
 typedef void (*sym_fits_fn)(const sym_cfg *, const float *, const float *, bool, float *, float *);
 
 static sym_fits_fn sym_fits_impl(void)
@@ -752,6 +818,8 @@ static void sym_block(const sym_cfg *c, bool q6, const float *x, const float *w,
 {
     float rs[NSUB], os[NSUB];
     const sym_fits_fn fits = sym_fits_impl();
+    if (!q6)
+        ref_q3_x16(x, rs);
     for (int j = 0; j < NSUB; j++)
         fits(c, x + j * SUB, w + j * SUB, q6, &rs[j], &os[j]);
     sym_st o;

@@ -50,12 +50,20 @@ typedef struct {
     bool noclip;  /* our encodings may not clip a value (see quant_k.c's sym_sub) */
 } sym_cfg;
 
-/* One sub-block's two float fits (quant_k_symfit.h): ggml's scale in *rs, ours in *os. The
- * generic and AVX2 builds give identical results. */
+/* One sub-block's two float fits (quant_k_symfit.h): ggml's scale in *rs (q6_k; for q3_k *rs
+ * is given, from qtk_ref_q3_x16), ours in *os. The generic and AVX2 builds give identical
+ * results. */
 void qtk_sym_fits_c(const sym_cfg *c, const float *x, const float *wo, bool q6, float *rs,
                     float *os);
 void qtk_sym_fits_avx2(const sym_cfg *c, const float *x, const float *wo, bool q6, float *rs,
                        float *os);
+
+/* ggml's make_q3_quants(16, 4, x, L, true) scale of each of the NSUB sub-blocks of x (QK values)
+ * in rs. Sequential by nature within a sub-block: the AVX2 build runs eight sub-blocks side by
+ * side, one per lane, each lane doing the scalar steps of its own; identical results (a lane
+ * whose pass changed nothing changes nothing in the passes the others still need). */
+void qtk_ref_q3_x16_c(const float *x, float *rs);
+void qtk_ref_q3_x16_avx2(const float *x, float *rs);
 
 /* round to nearest, ties to even, |v| < 2^22 */
 static inline int qrint(float v)

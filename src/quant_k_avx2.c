@@ -12,6 +12,80 @@
 #define SYM_FITS qtk_sym_fits_avx2
 #include "quant_k_symfit.h"
 bool qtk_aff_have_avx2(void) { return true; }
+
+/* make_q3_quants of the sixteen sub-blocks, lane j of register h the sub-block 8h + j: every
+ * step is the scalar one (quant_k.c's ref_q3) on the lane's values, in its order. The two
+ * registers' chains (each step waits on the sums the step before may have changed) run side by
+ * side. */
+void qtk_ref_q3_x16_avx2(const float *x, float *rs)
+{
+    float xt[SUB][16], wt[SUB][16], wxt[SUB][16], Lt[SUB][16];
+    for (int j = 0; j < NSUB; j++)
+        for (int i = 0; i < SUB; i++) {
+            const float v = x[j * SUB + i], w = v * v;
+            xt[i][j] = v;
+            wt[i][j] = w;
+            wxt[i][j] = w * v;
+        }
+    const __m256 sgn = _mm256_set1_ps(-0.f), zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.f);
+    const __m256 lo = _mm256_set1_ps(-4.f), hi = _mm256_set1_ps(3.f), M = _mm256_set1_ps(12582912.f);
+    __m256 live[2], sumlx[2], suml2[2];
+    for (int h = 0; h < 2; h++) {
+        /* the largest |x| (the first on a tie) and its value */
+        __m256 amax = zero, max = zero;
+        for (int i = 0; i < SUB; i++) {
+            const __m256 v = _mm256_loadu_ps(xt[i] + 8 * h), av = _mm256_andnot_ps(sgn, v);
+            const __m256 gt = _mm256_cmp_ps(av, amax, _CMP_GT_OQ);
+            amax = _mm256_blendv_ps(amax, av, gt);
+            max = _mm256_blendv_ps(max, v, gt);
+        }
+        live[h] = _mm256_cmp_ps(amax, _mm256_set1_ps(GROUP_EPS), _CMP_GE_OQ);
+        /* dead lanes (all below GROUP_EPS) divide by 1 instead: their results are replaced */
+        const __m256 iscale = _mm256_div_ps(_mm256_set1_ps(-4.f), _mm256_blendv_ps(one, max, live[h]));
+        __m256 slx = zero, sl2 = zero;
+        for (int i = 0; i < SUB; i++) {
+            const __m256 v = _mm256_mul_ps(iscale, _mm256_loadu_ps(xt[i] + 8 * h));
+            const __m256 l = _mm256_sub_ps(_mm256_add_ps(_mm256_min_ps(_mm256_max_ps(v, lo), hi), M), M);
+            _mm256_storeu_ps(Lt[i] + 8 * h, l);
+            slx = _mm256_add_ps(slx, _mm256_mul_ps(_mm256_loadu_ps(wxt[i] + 8 * h), l));
+            sl2 = _mm256_add_ps(sl2, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(wt[i] + 8 * h), l), l));
+        }
+        sumlx[h] = slx;
+        suml2[h] = sl2;
+    }
+    for (int itry = 0; itry < 5; ++itry) {
+        __m256 any = zero;
+        for (int i = 0; i < SUB; i++)
+            for (int h = 0; h < 2; h++) {
+                const __m256 xv = _mm256_loadu_ps(xt[i] + 8 * h), w = _mm256_loadu_ps(wt[i] + 8 * h);
+                const __m256 wx = _mm256_loadu_ps(wxt[i] + 8 * h), L = _mm256_loadu_ps(Lt[i] + 8 * h);
+                __m256 slx = _mm256_sub_ps(sumlx[h], _mm256_mul_ps(wx, L));
+                const __m256 pos = _mm256_cmp_ps(slx, zero, _CMP_GT_OQ);
+                __m256 sl2 = _mm256_sub_ps(suml2[h], _mm256_mul_ps(_mm256_mul_ps(w, L), L));
+                const __m256 q = _mm256_div_ps(_mm256_mul_ps(xv, sl2), slx);
+                /* lanes not taken may hold NaN here; they are discarded */
+                const __m256 nl = _mm256_sub_ps(_mm256_add_ps(_mm256_min_ps(_mm256_max_ps(q, lo), hi), M), M);
+                const __m256 ne = _mm256_and_ps(pos, _mm256_cmp_ps(nl, L, _CMP_NEQ_OQ));
+                slx = _mm256_add_ps(slx, _mm256_mul_ps(wx, nl));
+                sl2 = _mm256_add_ps(sl2, _mm256_mul_ps(_mm256_mul_ps(w, nl), nl));
+                const __m256 better =
+                    _mm256_cmp_ps(_mm256_mul_ps(_mm256_mul_ps(slx, slx), suml2[h]),
+                                  _mm256_mul_ps(_mm256_mul_ps(sumlx[h], sumlx[h]), sl2), _CMP_GT_OQ);
+                const __m256 take = _mm256_and_ps(_mm256_and_ps(ne, _mm256_cmp_ps(sl2, zero, _CMP_GT_OQ)), better);
+                _mm256_storeu_ps(Lt[i] + 8 * h, _mm256_blendv_ps(L, nl, take));
+                sumlx[h] = _mm256_blendv_ps(sumlx[h], slx, take);
+                suml2[h] = _mm256_blendv_ps(suml2[h], sl2, take);
+                any = _mm256_or_ps(any, take);
+            }
+        if (!_mm256_movemask_ps(any))
+            break;
+    }
+    for (int h = 0; h < 2; h++) {
+        const __m256 has = _mm256_cmp_ps(suml2[h], zero, _CMP_GT_OQ);
+        const __m256 sc = _mm256_div_ps(sumlx[h], _mm256_blendv_ps(one, suml2[h], has));
+        _mm256_storeu_ps(rs + 8 * h, _mm256_and_ps(_mm256_and_ps(sc, has), live[h]));
+    }
+}
 #else
 bool qtk_aff_have_avx2(void) { return false; }
 void qtk_aff_block_avx2(const aff_cfg *c, const float *x, const float *w, bool uniform, aff_st *st)
@@ -23,4 +97,5 @@ void qtk_sym_fits_avx2(const sym_cfg *c, const float *x, const float *wo, bool q
 {
     qtk_sym_fits_c(c, x, wo, q6, rs, os);
 }
+void qtk_ref_q3_x16_avx2(const float *x, float *rs) { qtk_ref_q3_x16_c(x, rs); }
 #endif

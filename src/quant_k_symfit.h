@@ -41,58 +41,6 @@ static inline float sub_absmax(const float *x, float *max)
     return amax;
 }
 
-/* ggml's make_q3_quants(16, 4, x, L, true) scale (sequential by nature; q3_k only), and in Lout
- * (or NULL) its signed codes. */
-static float ref_q3(const float *x, float *Lout)
-{
-    const int nmax = 4;
-    float max;
-    const float amax = sub_absmax(x, &max);
-    if (amax < GROUP_EPS) {
-        if (Lout)
-            for (int i = 0; i < SUB; i++)
-                Lout[i] = 0.f;
-        return 0.f;
-    }
-    const float iscale = (float)-nmax / max;
-    int L[SUB];
-    float sumlx = 0, suml2 = 0;
-    for (int i = 0; i < SUB; i++) {
-        const int l = qclr(iscale * x[i], -nmax, nmax - 1);
-        L[i] = l;
-        const float w = x[i] * x[i];
-        sumlx += w * x[i] * (float)l;
-        suml2 += w * (float)l * (float)l;
-    }
-    for (int itry = 0; itry < 5; ++itry) {
-        int n_changed = 0;
-        for (int i = 0; i < SUB; i++) {
-            const float w = x[i] * x[i];
-            float slx = sumlx - w * x[i] * (float)L[i];
-            if (slx > 0) {
-                float sl2 = suml2 - w * (float)L[i] * (float)L[i];
-                const int new_l = qclr(x[i] * sl2 / slx, -nmax, nmax - 1);
-                if (new_l != L[i]) {
-                    slx += w * x[i] * (float)new_l;
-                    sl2 += w * (float)new_l * (float)new_l;
-                    if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
-                        L[i] = new_l;
-                        sumlx = slx;
-                        suml2 = sl2;
-                        ++n_changed;
-                    }
-                }
-            }
-        }
-        if (!n_changed)
-            break;
-    }
-    if (Lout)
-        for (int i = 0; i < SUB; i++)
-            Lout[i] = (float)L[i];
-    return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
-}
-
 /* Sums for the codes l = round(clamp(is*x, lo, hi)) of one sub-block, for two inverse scales
  * at once (is0's in s0, is1's in s1; each half of the registers does the four-lane sweep of
  * one): s[0] = sum wox*l, s[1] = sum wo*l*l, s[2] = sum wrx*l, s[3] = sum wr*l*l. */
@@ -132,7 +80,7 @@ static inline void sym_sweep2_x2(const float *x, const float *wo, const float *w
 }
 
 /* ggml's fit of one sub-block (q6: make_qx_quants(16, 32, rmse_type 1) with weights x^2, its
- * candidates shared with our sweep; q3: make_q3_quants) in *rs, ours in *os. Ours sweeps the
+ * candidates shared with our sweep) in *rs (q3: make_q3_quants', given in *rs), ours in *os. Ours sweeps the
  * largest |x| onto codes near lo and near hi and ranks by LS residual under wo. */
 void SYM_FITS(const sym_cfg *c, const float *x, const float *wo, bool q6, float *rs, float *os)
 {
@@ -182,8 +130,7 @@ void SYM_FITS(const sym_cfg *c, const float *x, const float *wo, bool q6, float 
             sym_ours_try(&o, S[0][0], S[0][1]);
             sym_ours_try(&o, S[1][0], S[1][1]);
         }
-    } else {
-        *rs = ref_q3(x, NULL);
+    } else { /* *rs: ggml's, given */
         for (int k = 0; k < 6; k++) {
             const float off = 0.2f * (float)k - 0.5f;
             sym_sweep2_x2(x, wo, wox, (lo - off) / max, (hi + off) / max, lo, hi, S[0], S[1]);
