@@ -385,13 +385,13 @@ static int copy_parts(qtk_model *in, qtk_writer *w, const plan *p, qtk_err *err)
 		for (uint64_t off = 0; off < t->parts[k].nbytes && !rc; off += CHUNK_BYTES) {
 			uint64_t left = t->parts[k].nbytes - off;
 			size_t n = left < CHUNK_BYTES ? (size_t)left : CHUNK_BYTES;
-			/* bytes stored verbatim in a file go file to file when the writer can (no record
-			 * tee): never through this buffer */
+			/* bytes stored verbatim in a file go file to file when the writer can: never
+			 * through this buffer, or only read back from the output for the record's tee */
 			int fd;
 			const char *path;
 			uint64_t at;
 			if (qtk_part_in_file(in, t, k, &fd, &path, &at) &&
-			    (rc = qtk_writer_put_file(w, fd, path, at + off, n)) != 1) {
+			    (rc = qtk_writer_put_file(w, fd, path, at + off, n, buf)) != 1) {
 				done += n;
 				cli_progress_within(done, t->n_bytes);
 				continue;

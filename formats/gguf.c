@@ -944,10 +944,10 @@ static int gguf_w_put(qtk_writer *w, const void *buf, size_t n)
 	return qtk_ofile_write(&s->f[s->cur], buf, n);
 }
 
-static int gguf_w_put_file(qtk_writer *w, int fd, const char *path, uint64_t off, uint64_t n)
+static int gguf_w_put_file(qtk_writer *w, int fd, const char *path, uint64_t off, uint64_t n, void *back)
 {
 	gw *s = w->priv;
-	return qtk_ofile_copy_from(&s->f[s->cur], fd, path, off, n);
+	return qtk_ofile_copy_from(&s->f[s->cur], fd, path, off, n, back);
 }
 
 static void gw_free(gw *s)

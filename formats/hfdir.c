@@ -802,10 +802,10 @@ static int hfw_put(qtk_writer *w, const void *buf, size_t n)
 	return qtk_ofile_write(&h->outs[h->cur].of, buf, n);
 }
 
-static int hfw_put_file(qtk_writer *w, int fd, const char *path, uint64_t off, uint64_t n)
+static int hfw_put_file(qtk_writer *w, int fd, const char *path, uint64_t off, uint64_t n, void *back)
 {
 	hf_w *h = w->priv;
-	return qtk_ofile_copy_from(&h->outs[h->cur].of, fd, path, off, n);
+	return qtk_ofile_copy_from(&h->outs[h->cur].of, fd, path, off, n, back);
 }
 
 static int cmp_name_file(const void *a, const void *b)

@@ -784,10 +784,10 @@ static int stw_put(qtk_writer *w, const void *buf, size_t n)
 	return qtk_ofile_write(&o->of, buf, n);
 }
 
-static int stw_put_file(qtk_writer *w, int fd, const char *path, uint64_t off, uint64_t n)
+static int stw_put_file(qtk_writer *w, int fd, const char *path, uint64_t off, uint64_t n, void *back)
 {
 	qtk_st_out *o = w->priv;
-	return qtk_ofile_copy_from(&o->of, fd, path, off, n);
+	return qtk_ofile_copy_from(&o->of, fd, path, off, n, back);
 }
 
 static int stw_finish(qtk_writer *w)

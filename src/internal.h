@@ -132,8 +132,8 @@ struct qtk_writer_ops {
 	int (*part_begin)(qtk_writer *w);
 	int (*put)(qtk_writer *w, const void *buf, size_t n);
 	/* optional: put n bytes of file fd from off without them passing through the caller
-	 * (qtk_writer_put_file) */
-	int (*put_file)(qtk_writer *w, int fd, const char *path, uint64_t off, uint64_t n);
+	 * (qtk_writer_put_file); back (or NULL): the bytes read back from the output */
+	int (*put_file)(qtk_writer *w, int fd, const char *path, uint64_t off, uint64_t n, void *back);
 	int (*finish)(qtk_writer *w);
 	void (*abort)(qtk_writer *w);
 	/* optional: qtk_writer_patch_header */

@@ -852,9 +852,10 @@ int qtk_ofile_write(qtk_ofile *f, const void *d, size_t n)
 static atomic_bool no_copy_range;
 void qtk_test_copy_range(bool on) { atomic_store(&no_copy_range, !on); }
 
-int qtk_ofile_copy_from(qtk_ofile *f, int fd, const char *src_path, uint64_t off, uint64_t n)
+int qtk_ofile_copy_from(qtk_ofile *f, int fd, const char *src_path, uint64_t off, uint64_t n, void *back)
 {
 	int rc = ofile_flush(f); /* the file position is then f->written */
+	const uint64_t start = f->written;
 	uint64_t done = 0;
 #ifdef __linux__
 	while (!rc && done < n && !atomic_load(&no_copy_range)) {
@@ -898,6 +899,10 @@ int qtk_ofile_copy_from(qtk_ofile *f, int fd, const char *src_path, uint64_t off
 		done += k;
 		if (f->blen == OBUF)
 			rc = ofile_flush(f);
+	}
+	if (!rc && back && n) {
+		rc = ofile_flush(f);
+		rc = rc ? rc : qtk_pread_full(f->fd, f->final_path, back, (size_t)n, start, f->err);
 	}
 	return rc;
 }

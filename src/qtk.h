@@ -395,9 +395,11 @@ qtk_writer *qtk_writer_open(const char *path, qtk_out_kind kind,
 /* Append bytes of the current part (parts in tensor order, parts in order). */
 int qtk_writer_put(qtk_writer *w, const void *buf, size_t n);
 /* The same for n bytes of file fd (path, for messages) from offset off, copied by the
- * container without passing through the caller (GGUF: in the kernel) when nothing else takes
- * the bytes (no tee); 1 without writing anything when it cannot (then read and put them). */
-int qtk_writer_put_file(qtk_writer *w, int fd, const char *path, uint64_t off, uint64_t n);
+ * container without passing through the caller (GGUF, safetensors, HF directories: in the
+ * kernel). A tee, when there is one, is given the bytes as the output holds them, read back
+ * into back (n bytes; the tee needs it: without, 1). 1 without writing anything when the
+ * container cannot (then read and put the bytes). */
+int qtk_writer_put_file(qtk_writer *w, int fd, const char *path, uint64_t off, uint64_t n, void *back);
 /* Where part p of t is stored verbatim in one of m's files: true with its descriptor, path and
  * offset; false for views, format readers (compressed, archived) and the like. */
 bool qtk_part_in_file(const qtk_model *m, const qtk_tensor *t, int p, int *fd, const char **path,

@@ -102,8 +102,9 @@ int qtk_ofile_open(qtk_ofile *f, const char *path, qtk_err *err);
 int qtk_ofile_write(qtk_ofile *f, const void *d, size_t n);
 /* Append n bytes of the file fd (src_path, for messages) from offset off: copied in the kernel
  * where it can (copy_file_range: no pass through user memory), else read and written; the
- * file's SHA-256 reads the copied bytes back, on its thread. */
-int qtk_ofile_copy_from(qtk_ofile *f, int fd, const char *src_path, uint64_t off, uint64_t n);
+ * file's SHA-256 reads the copied bytes back, on its thread. back (or NULL): the n bytes as
+ * the output now holds them, read back from it. */
+int qtk_ofile_copy_from(qtk_ofile *f, int fd, const char *src_path, uint64_t off, uint64_t n, void *back);
 int qtk_ofile_pad(qtk_ofile *f, uint64_t n); /* n zero bytes */
 /* Rewrite bytes [off, off+n) already written: fn gets them in a buffer and may change them. */
 int qtk_ofile_patch(qtk_ofile *f, uint64_t off, uint64_t n, int (*fn)(void *ctx, uint8_t *buf, size_t n),

@@ -342,18 +342,27 @@ int qtk_writer_put(qtk_writer *w, const void *buf, size_t n)
 	return 0;
 }
 
-int qtk_writer_put_file(qtk_writer *w, int fd, const char *path, uint64_t off, uint64_t n)
+int qtk_writer_put_file(qtk_writer *w, int fd, const char *path, uint64_t off, uint64_t n, void *back)
 {
-	if (!w->ops->put_file || w->teeq || w->opts.tee)
+	const bool tee = w->teeq || w->opts.tee;
+	if (!w->ops->put_file || (tee && !back))
 		return 1;
+	uint8_t *b = tee ? back : NULL;
 	while (n) {
 		if (w->cur_tensor >= w->desc->ntensors)
 			return qtk_err_set(w->err, QTK_E_INTERNAL, w->path, -1, NULL, "more data than described");
 		uint64_t k = n < w->cur_left ? n : w->cur_left;
 		if (k) {
-			int rc = w->ops->put_file(w, fd, path, off, k);
+			int rc = w->ops->put_file(w, fd, path, off, k, b);
+			/* the tee sees what the output holds: the bytes read back from it */
+			if (!rc && w->teeq)
+				rc = teeq_push(w, w->cur_tensor, b, (size_t)k);
+			else if (!rc && w->opts.tee)
+				rc = w->opts.tee(w->opts.tee_ctx, w->cur_tensor, b, (size_t)k);
 			if (rc)
 				return rc;
+			if (b)
+				b += k;
 		}
 		off += k;
 		n -= k;

@@ -426,13 +426,14 @@ static void test_copy_from(void)
 			static const uint8_t head[100] = {1, 2, 3};
 			int rc = qtk_ofile_write(&of, head, sizeof head);
 			memcpy(want + n, head, sizeof head), n += sizeof head;
-			rc = rc ? rc : qtk_ofile_copy_from(&of, fd, sp, 12345, (3 << 20) + 7);
+			rc = rc ? rc : qtk_ofile_copy_from(&of, fd, sp, 12345, (3 << 20) + 7, got);
+			CHECK(rc || !memcmp(got, src + 12345, (3 << 20) + 7), "mode %d: the bytes read back", mode);
 			memcpy(want + n, src + 12345, (3 << 20) + 7), n += (3 << 20) + 7;
 			rc = rc ? rc : qtk_ofile_write(&of, src, 50);
 			memcpy(want + n, src, 50), n += 50;
-			rc = rc ? rc : qtk_ofile_copy_from(&of, fd, sp, 0, 300);
+			rc = rc ? rc : qtk_ofile_copy_from(&of, fd, sp, 0, 300, NULL);
 			memcpy(want + n, src, 300), n += 300;
-			rc = rc ? rc : qtk_ofile_copy_from(&of, fd, sp, SRC - (2 << 20), 2 << 20);
+			rc = rc ? rc : qtk_ofile_copy_from(&of, fd, sp, SRC - (2 << 20), 2 << 20, NULL);
 			memcpy(want + n, src + SRC - (2 << 20), 2 << 20), n += 2 << 20;
 			if (patch && !rc) {
 				rc = qtk_ofile_patch(&of, 1, 2, patch_two, NULL);
