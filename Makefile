@@ -159,7 +159,7 @@ clean:
 # `make fuzz` builds build-fuzz/fuzz/fuzz_<target> with ASan+UBSan and runs each for
 # FUZZ_TIME seconds (tests/fuzz/run.sh; FUZZ_JOBS, FUZZ_TARGETS override).
 FUZZ_TARGETS := gguf safetensors st_index hfdir qpk archive zst spm imatrix prov hfmap ct mlx bnb mxfp4
-FUZZ_TARGETS += sigbundle
+FUZZ_TARGETS += sigbundle jsonfmt
 FUZZ_COMMON  := tests/fuzz/fuzz_common.c tests/fuzz/scheme_common.c
 FUZZ_DEPS    := $(FUZZ_COMMON) tests/fuzz/fuzz.h $(B)/libqtk.a
 FUZZ_CFLAGS  := -Itests/fuzz

@@ -9,7 +9,7 @@
 B=${QTK_BUILD:-build}
 F=tests/fuzz
 TARGETS="gguf safetensors st_index hfdir qpk archive zst spm imatrix prov hfmap ct mlx bnb mxfp4"
-TARGETS="$TARGETS sigbundle"
+TARGETS="$TARGETS sigbundle jsonfmt"
 pass=0; fail=0
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT

@@ -131,6 +131,18 @@ printf '%s' '{"calibration":"none","determinism":{"threads_invariant":true},"ima
 '"name":"qtk","version":"0.1.0"},"transform":{"kind":"quantize","layout_ops":[{"op":"reverse_dims"}],'\
 '"method":"kquant","name_map":"identity","params":{"target":"q4_k"}}}' >"$C/prov/full.json"
 
+# jsonfmt: the records above behind a depth byte (0-3), and texts outside the subset
+mkdir -p "$C/jsonfmt"
+k=0
+for f in "$C"/prov/*.json; do
+	[ -f "$f" ] || continue
+	{ printf "\\00$((k % 4))"; cat "$f"; } >"$C/jsonfmt/$(basename "$f")"
+	k=$((k + 1))
+done
+printf '\001%s' '{"a":[1,-0,1.5e-7,"caf\u00e9 \/ \t"],"b":{},"c":[],"d":[{}],"e":null}' >"$C/jsonfmt/mixed"
+printf '\002%s' '{ "x" : [ 123456789012345 , 1234567890123456 , true , false ] }  ' >"$C/jsonfmt/spaced"
+printf '\003%s' '{"a":1} trailing' >"$C/jsonfmt/trailing"
+
 # imatrix: legacy written above, and the GGUF form
 $SEED imatrix-gguf "$C/imatrix/imatrix.gguf"
 # hostile handcrafted inputs (docs/cli.md, "Hostile input"), a few per reader

@@ -13,13 +13,13 @@ set -u
 FB=${FUZZ_B:-build-fuzz}
 T=${FUZZ_TIME:-60}
 PAR=${FUZZ_PAR:-1}
-TARGETS=${FUZZ_TARGETS:-gguf safetensors st_index hfdir qpk archive zst spm imatrix prov hfmap ct mlx bnb mxfp4}
+TARGETS=${FUZZ_TARGETS:-gguf safetensors st_index hfdir qpk archive zst spm imatrix prov hfmap ct mlx bnb mxfp4 jsonfmt}
 [ -n "$FUZZ_TARGETS" ] || TARGETS="$TARGETS sigbundle"
 mkdir -p "$FB/logs" "$FB/tmp"
 
 dict_for() {
 	case $1 in
-	hfdir | st_index | safetensors | prov | hfmap) echo "-dict=tests/fuzz/json.dict" ;;
+	hfdir | st_index | safetensors | prov | hfmap | jsonfmt) echo "-dict=tests/fuzz/json.dict" ;;
 	sigbundle) echo "-dict=tests/fuzz/json.dict" ;;
 	gguf | imatrix | archive | zst) echo "-dict=tests/fuzz/gguf.dict" ;;
 	ct | mlx | bnb | mxfp4) echo "-dict=tests/fuzz/scheme.dict" ;;
