@@ -402,7 +402,10 @@ int report_json(qtk_model *m, FILE *out, const insp_opts *o)
 	if (raw) {
 		raw->type = cJSON_Raw | cJSON_IsReference;
 		raw->valuestring = (char *)"\x01";
-		cJSON_AddItemToObject(root, "provenance", raw);
+		if (!cJSON_AddItemToObject(root, "provenance", raw)) {
+			cJSON_Delete(raw); /* no mark in the text: reported as out of memory below */
+			raw = NULL;
+		}
 	}
 	cJSON_AddItemToObject(root, "audit", json_audit(m));
 	rc = rc || !raw ? QTK_E_IO : qtk_json_fmt(&doc, root, 0);

@@ -624,8 +624,8 @@ typedef struct ohash_q {
 	void *md;
 } ohash_q;
 
-/* Hash n bytes of the file from off (bytes copied in the kernel). 0, or errno (EIO for the
- * digest itself failing). */
+/* Hash n bytes of the file from off (bytes copied in the kernel). 0, errno when reading back
+ * failed, -1 when the digest itself did. */
 static int hash_back(int fd, void *md, uint8_t **scratch, uint64_t off, uint64_t n)
 {
 	if (!*scratch && !(*scratch = qtk_malloc(OBUF)))
@@ -641,7 +641,7 @@ static int hash_back(int fd, void *md, uint8_t **scratch, uint64_t off, uint64_t
 			got += (size_t)r;
 		}
 		if (EVP_DigestUpdate(md, *scratch, k) != 1)
-			return EIO;
+			return -1;
 		off += k;
 		n -= k;
 	}
@@ -661,7 +661,9 @@ static void *ohash_main(void *arg)
 		uint64_t n = q->len[q->head], ro = q->roff[q->head];
 		pthread_mutex_unlock(&q->mu);
 		int re = b ? 0 : hash_back(q->fd, q->md, &q->scratch, ro, n);
-		bool ok = !b || EVP_DigestUpdate(q->md, b, (size_t)n) == 1;
+		bool ok = re != -1 && (!b || EVP_DigestUpdate(q->md, b, (size_t)n) == 1);
+		if (re == -1)
+			re = 0;
 		pthread_mutex_lock(&q->mu);
 		q->failed = q->failed || !ok;
 		if (re && !q->rfailed) {
@@ -858,14 +860,16 @@ int qtk_ofile_copy_from(qtk_ofile *f, int fd, const char *src_path, uint64_t off
 	const uint64_t start = f->written;
 	uint64_t done = 0;
 #ifdef __linux__
-	while (!rc && done < n && !atomic_load(&no_copy_range)) {
+	while (!rc && done < n && !f->no_kcopy && !atomic_load(&no_copy_range)) {
 		loff_t in = (loff_t)(off + done);
 		size_t k = n - done > ((size_t)1 << 30) ? (size_t)1 << 30 : (size_t)(n - done);
 		ssize_t c = copy_file_range(fd, &in, f->fd, NULL, k, 0);
 		if (c < 0 && errno == EINTR)
 			continue;
-		if (c <= 0)
-			break; /* not here (another file system, an old kernel): the rest is read and written */
+		if (c <= 0) {
+			f->no_kcopy = true; /* not here (another file system, an old kernel): read and write */
+			break;
+		}
 		done += (uint64_t)c;
 	}
 #endif
@@ -880,7 +884,9 @@ int qtk_ofile_copy_from(qtk_ofile *f, int fd, const char *src_path, uint64_t off
 			uint8_t *scratch = NULL;
 			int e = hash_back(f->fd, f->md, &scratch, at, done);
 			qtk_free(scratch);
-			if (e) {
+			if (e == -1) {
+				rc = qtk_err_set(f->err, QTK_E_INTERNAL, f->final_path, -1, NULL, "SHA-256 update failed");
+			} else if (e) {
 				errno = e;
 				rc = qtk_err_sys(f->err, f->final_path, "cannot read back the copied bytes to hash them");
 			}

@@ -76,7 +76,7 @@ void qtk_jtext_free(qtk_jtext *w);
 size_t qtk_json_num(char out[32], double d);
 /* Append j as cJSON_Print would print it at nesting depth `depth` (0: a whole document; a
  * value inside the root object is at depth 1). QTK_E_DATA where cJSON_Print fails (an
- * invalid item, a raw item without text, a member without a name), QTK_E_IO out of memory. */
+ * invalid item, a raw item without text), QTK_E_IO out of memory. */
 int qtk_json_fmt(qtk_jtext *w, const cJSON *j, int depth);
 /* Append what cJSON_ParseWithLength(txt, len) printed at `depth` would give, without a tree,
  * when the text is in the subset handled here: whitespace of space, tab, CR and LF; strings

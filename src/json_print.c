@@ -13,6 +13,7 @@
 #include "json.h"
 #include "qtk.h"
 #include <float.h>
+#include <locale.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -49,7 +50,7 @@ static bool jt_grow(qtk_jtext *w, size_t more)
 
 static inline void jt_put(qtk_jtext *w, const void *s, size_t n)
 {
-	if (n <= w->cap - w->len || jt_grow(w, n)) {
+	if (n && (n <= w->cap - w->len || jt_grow(w, n))) {
 		char *d = w->p + w->len;
 		const char *c = s;
 		w->len += n;
@@ -76,7 +77,14 @@ static inline void jt_tabs(qtk_jtext *w, int n)
 	}
 }
 
-bool qtk_jtext_reserve(qtk_jtext *w, size_t n) { return jt_grow(w, n); }
+bool qtk_jtext_reserve(qtk_jtext *w, size_t n)
+{
+	const int was = w->failed;
+	if (jt_grow(w, n))
+		return true;
+	w->failed = was; /* only a wish: growing step by step may still succeed */
+	return false;
+}
 
 bool qtk_jtext_ok(qtk_jtext *w)
 {
@@ -156,9 +164,14 @@ size_t qtk_json_num(char out[32], double d)
 		}
 	}
 	double back = 0;
-	int n = snprintf(out, 32, "%1.15g", d);
+	int n = snprintf(out, 32, "%1.15g", d); /* in the C library's locale, as cJSON */
 	if (sscanf(out, "%lg", &back) != 1 || !(fabs(back - d) <= fmax(fabs(back), fabs(d)) * DBL_EPSILON))
 		n = snprintf(out, 32, "%1.17g", d);
+	/* cJSON writes the locale's decimal point as '.' */
+	const char pt = localeconv()->decimal_point[0];
+	for (int i = 0; pt && pt != '.' && i < n && i < 32; i++)
+		if (out[i] == pt)
+			out[i] = '.';
 	return n > 0 ? (size_t)n : 0;
 }
 
@@ -250,9 +263,10 @@ static int fmt_item(qtk_jtext *w, const cJSON *j, int depth)
 		jt_put(w, "{\n", 2);
 		for (const cJSON *c = j->child; c; c = c->next) {
 			jt_tabs(w, depth + 1);
-			if (!c->string)
-				return -1;
-			put_str(w, c->string, strlen(c->string));
+			if (c->string) /* cJSON_Print writes a member without a name as "" */
+				put_str(w, c->string, strlen(c->string));
+			else
+				jt_put(w, "\"\"", 2);
 			jt_put(w, ":\t", 2);
 			if (fmt_item(w, c, depth + 1))
 				return -1;

@@ -95,6 +95,7 @@ typedef struct qtk_ofile {
 	bool defer_hash;     /* a patch will come: no SHA-256 while writing, one pass at sync */
 	void *hq;            /* the hashing thread and its buffers (SHA-256 beside the writes) */
 	uint64_t wb_from;    /* bytes from here on have not been handed to writeback yet */
+	bool no_kcopy;       /* copy_file_range failed once: qtk_ofile_copy_from reads and writes */
 	uint8_t sha256[32];  /* valid once synced */
 } qtk_ofile;
 

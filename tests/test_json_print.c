@@ -255,8 +255,23 @@ static void test_mutations(void)
 	CHECK(done > 1000 && back > 1000, "both outcomes seen (%d reformatted, %d handed back)", done, back);
 }
 
+/* a member without a name (an item added to an object as to an array): cJSON prints "" */
+static void test_nameless(void)
+{
+	cJSON *o = cJSON_CreateObject();
+	cJSON_AddItemToArray(o, cJSON_CreateNumber(1));
+	cJSON_AddNumberToObject(o, "b", 2);
+	char *want = cJSON_Print(o);
+	qtk_jtext w = {0};
+	CHECK(qtk_json_fmt(&w, o, 0) == 0 && same(want, &w), "nameless member: %s", w.p ? w.p : "(failed)");
+	qtk_jtext_free(&w);
+	cJSON_free(want);
+	cJSON_Delete(o);
+}
+
 int main(void)
 {
+	test_nameless();
 	test_numbers();
 	test_trees();
 	test_mutations();
