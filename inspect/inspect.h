@@ -57,6 +57,10 @@ int report_metadata(qtk_model *m, FILE *out, const insp_opts *o);
 struct cJSON;
 /* One tensor as --json lists it (name, shape, layout, ..., bits_per_weight). */
 struct cJSON *json_tensor(const qtk_tensor *t);
+/* json_tensor(t) as the --json document prints it (inside the root object's tensors array),
+ * written without a tree for a plain tensor with a valid name: 1 when done, 0 (nothing
+ * written) for any other tensor, which goes through json_tensor. */
+int json_tensor_text(struct qtk_jtext *w, const qtk_tensor *t);
 /* A string from a file as JSON (valid UTF-8, U+FFFD for invalid bytes). */
 struct cJSON *json_str_n(const char *s, uint64_t len);
 /* Print a cJSON document and free it; 0, or an error in m->err. */

@@ -349,6 +349,58 @@ cJSON *json_tensor(const qtk_tensor *t)
 
 cJSON *json_str_n(const char *s, uint64_t len) { return json_str(s, len); }
 
+/* a member of the tensor's object: three tabs in, its name and a tab */
+static void tt_key(qtk_jtext *w, const char *k, bool first)
+{
+	if (!first)
+		qtk_jtext_raw(w, ",\n", 2);
+	qtk_jtext_tabs(w, 3);
+	qtk_jtext_str(w, k, strlen(k));
+	qtk_jtext_raw(w, ":\t", 2);
+}
+
+int json_tensor_text(qtk_jtext *w, const qtk_tensor *t)
+{
+	const size_t nl = strlen(t->name);
+	if (t->layout.kind != QTK_LAYOUT_PLAIN || !qtk_utf8_valid(t->name, nl))
+		return 0;
+	char lid[64];
+	qtk_layout_id(&t->layout, lid, sizeof lid);
+	const char *type = qtk_layout_type_name(&t->layout);
+	qtk_jtext_raw(w, "{\n", 2);
+	tt_key(w, "name", true);
+	qtk_jtext_str(w, t->name, nl);
+	tt_key(w, "shape", false);
+	qtk_jtext_raw(w, "[", 1);
+	for (int d = 0; d < t->ndim; d++) {
+		if (d)
+			qtk_jtext_raw(w, ", ", 2);
+		qtk_jtext_num(w, (double)t->shape[d]);
+	}
+	qtk_jtext_raw(w, "]", 1);
+	tt_key(w, "layout", false);
+	qtk_jtext_str(w, lid, strlen(lid));
+	tt_key(w, "type", false);
+	qtk_jtext_str(w, type, strlen(type));
+	tt_key(w, "bits", false);
+	qtk_jtext_num(w, t->layout.bits);
+	tt_key(w, "group_size", false);
+	if (t->layout.group_size)
+		qtk_jtext_num(w, t->layout.group_size);
+	else
+		qtk_jtext_raw(w, "null", 4);
+	tt_key(w, "n_params", false);
+	qtk_jtext_num(w, (double)t->n_params);
+	tt_key(w, "n_bytes", false);
+	qtk_jtext_num(w, (double)t->n_bytes);
+	tt_key(w, "bits_per_weight", false);
+	qtk_jtext_num(w, bpw(t->n_bytes, t->n_params));
+	qtk_jtext_raw(w, "\n", 1);
+	qtk_jtext_tabs(w, 2);
+	qtk_jtext_raw(w, "}", 1);
+	return 1;
+}
+
 int json_emit(qtk_model *m, cJSON *doc, FILE *out)
 {
 	char *txt = cJSON_Print(doc);
@@ -425,15 +477,20 @@ int report_json(qtk_model *m, FILE *out, const insp_opts *o)
 	fwrite(doc.p, 1, head, to);
 	for (size_t i = 0; i < m->ntensors && !rc; i++) {
 		const qtk_tensor *t = &m->tensors[i];
-		cJSON *j = json_tensor(t);
-		if (!j)
-			rc = qtk_err_set(&m->err, QTK_E_IO, NULL, -1, NULL, "out of memory");
-		else if (o->stats && json_stats(m, t, j, o, i))
-			rc = -1;
 		tj.len = 0;
-		if (!rc && qtk_json_fmt(&tj, j, 2)) /* inside the root object and its array */
-			rc = qtk_err_set(&m->err, QTK_E_IO, NULL, -1, NULL, "out of memory");
-		cJSON_Delete(j);
+		if (!o->stats && json_tensor_text(&tj, t)) { /* no tree for a plain tensor */
+			if (!qtk_jtext_ok(&tj))
+				rc = qtk_err_set(&m->err, QTK_E_IO, NULL, -1, NULL, "out of memory");
+		} else {
+			cJSON *j = json_tensor(t);
+			if (!j)
+				rc = qtk_err_set(&m->err, QTK_E_IO, NULL, -1, NULL, "out of memory");
+			else if (o->stats && json_stats(m, t, j, o, i))
+				rc = -1;
+			if (!rc && qtk_json_fmt(&tj, j, 2)) /* inside the root object and its array */
+				rc = qtk_err_set(&m->err, QTK_E_IO, NULL, -1, NULL, "out of memory");
+			cJSON_Delete(j);
+		}
 		if (!rc) {
 			if (i)
 				fputs(", ", to);

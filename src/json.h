@@ -74,6 +74,12 @@ void qtk_jtext_free(qtk_jtext *w);
 /* A number as cJSON prints it ("%1.15g", "%1.17g" when that does not read back within a
  * relative DBL_EPSILON, "null" for NaN and infinities); returns its length. */
 size_t qtk_json_num(char out[32], double d);
+/* Pieces of that layout: text as it is, a string with cJSON's escapes (any bytes: the caller
+ * has checked them), tabs, a number as qtk_json_num writes it. */
+void qtk_jtext_raw(qtk_jtext *w, const char *s, size_t n);
+void qtk_jtext_str(qtk_jtext *w, const char *s, size_t n);
+void qtk_jtext_tabs(qtk_jtext *w, int n);
+void qtk_jtext_num(qtk_jtext *w, double d);
 /* Append j as cJSON_Print would print it at nesting depth `depth` (0: a whole document; a
  * value inside the root object is at depth 1). QTK_E_DATA where cJSON_Print fails (an
  * invalid item, a raw item without text), QTK_E_IO out of memory. */

@@ -227,6 +227,17 @@ static void put_str(qtk_jtext *w, const char *s, size_t n)
 	jt_c(w, '"');
 }
 
+/* ---- pieces, for callers that print a known shape without a tree ---------- */
+
+void qtk_jtext_raw(qtk_jtext *w, const char *s, size_t n) { jt_put(w, s, n); }
+void qtk_jtext_str(qtk_jtext *w, const char *s, size_t n) { put_str(w, s, n); }
+void qtk_jtext_tabs(qtk_jtext *w, int n) { jt_tabs(w, n); }
+void qtk_jtext_num(qtk_jtext *w, double d)
+{
+	char num[32];
+	jt_put(w, num, qtk_json_num(num, d));
+}
+
 /* ---- a tree ------------------------------------------------------------- */
 
 /* depth: cJSON's print depth when the item is reached (0 for a whole document) */

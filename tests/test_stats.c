@@ -261,6 +261,38 @@ static void check_json_streamed(const char *path, const char *label, const char 
 	qtk_close(m);
 }
 
+/* json_tensor_text writes what json_tensor's tree prints, for every tensor it takes; the
+ * others (grouped layouts, invalid names) it leaves to the tree. Returns the tensors it took. */
+static size_t check_tensor_text(const char *path, const char *label)
+{
+	qtk_err e;
+	qtk_model *m = qtk_open(path, &e);
+	if (!m) {
+		CHECK(0, "%s: open", label);
+		return 0;
+	}
+	size_t took = 0, bad = 0;
+	for (size_t i = 0; i < m->ntensors; i++) {
+		qtk_jtext a = {0}, b = {0};
+		cJSON *j = json_tensor(&m->tensors[i]);
+		int fast = json_tensor_text(&a, &m->tensors[i]);
+		qtk_jtext_ok(&a);
+		if (fast) {
+			took++;
+			if (qtk_json_fmt(&b, j, 2) || a.len != b.len || memcmp(a.p, b.p, a.len))
+				bad++;
+		} else if (a.len) {
+			bad++;
+		}
+		cJSON_Delete(j);
+		qtk_jtext_free(&a);
+		qtk_jtext_free(&b);
+	}
+	CHECK(bad == 0, "%s: %zu tensors printed differently without the tree", label, bad);
+	qtk_close(m);
+	return took;
+}
+
 /* Names from files never reach a terminal raw. */
 static void check_safe_names(const char *gguf)
 {
@@ -349,6 +381,8 @@ int main(void)
 	check_hparams_and_names(gguf, hf);
 	check_text_modes(gguf, hf);
 	check_safe_names(gguf);
+	CHECK(check_tensor_text(gguf, "sample gguf") > 0, "plain tensors printed without the tree");
+	check_tensor_text(hf, "sample hf");
 	check_json_streamed(gguf, "sample gguf", NULL);
 	check_json_streamed(hf, "sample hf", NULL);
 	/* a record's tree comes from a block sized from its text; one of tiny nodes outgrows it */
@@ -406,6 +440,7 @@ int main(void)
 			char p[1024];
 			snprintf(p, sizeof p, "%s/%s", fx, files[i]);
 			check_model(p, files[i], false);
+			check_tensor_text(p, files[i]);
 			if (i % 4 == 0 || strstr(files[i], "hf/"))
 				check_json_streamed(p, files[i], NULL);
 		}
