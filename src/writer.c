@@ -313,6 +313,26 @@ qtk_writer *qtk_writer_open(const char *path, qtk_out_kind kind, const qtk_model
 	return w;
 }
 
+/* The tee's share of k bytes of the current part. */
+static int tee_bytes(qtk_writer *w, const void *p, size_t k)
+{
+	if (w->teeq)
+		return teeq_push(w, w->cur_tensor, p, k);
+	if (w->opts.tee)
+		return w->opts.tee(w->opts.tee_ctx, w->cur_tensor, p, k);
+	return 0;
+}
+
+/* k bytes of the current part are written: on to the next part when it is complete. */
+static int consumed(qtk_writer *w, uint64_t k)
+{
+	w->cur_left -= k;
+	if (w->cur_left)
+		return 0;
+	w->cur_part++;
+	return start_part(w);
+}
+
 int qtk_writer_put(qtk_writer *w, const void *buf, size_t n)
 {
 	const uint8_t *p = buf;
@@ -320,24 +340,13 @@ int qtk_writer_put(qtk_writer *w, const void *buf, size_t n)
 		if (w->cur_tensor >= w->desc->ntensors)
 			return qtk_err_set(w->err, QTK_E_INTERNAL, w->path, -1, NULL, "more data than described");
 		size_t k = n < w->cur_left ? n : (size_t)w->cur_left;
-		if (k) {
-			int rc = w->ops->put(w, p, k);
-			if (!rc && w->teeq)
-				rc = teeq_push(w, w->cur_tensor, p, k);
-			else if (!rc && w->opts.tee)
-				rc = w->opts.tee(w->opts.tee_ctx, w->cur_tensor, p, k);
-			if (rc)
-				return rc;
-		}
+		int rc = k ? w->ops->put(w, p, k) : 0;
+		rc = rc || !k ? rc : tee_bytes(w, p, k);
+		rc = rc ? rc : consumed(w, k);
+		if (rc)
+			return rc;
 		p += k;
 		n -= k;
-		w->cur_left -= k;
-		if (!w->cur_left) {
-			w->cur_part++;
-			int rc = start_part(w);
-			if (rc)
-				return rc;
-		}
 	}
 	return 0;
 }
@@ -352,27 +361,16 @@ int qtk_writer_put_file(qtk_writer *w, int fd, const char *path, uint64_t off, u
 		if (w->cur_tensor >= w->desc->ntensors)
 			return qtk_err_set(w->err, QTK_E_INTERNAL, w->path, -1, NULL, "more data than described");
 		uint64_t k = n < w->cur_left ? n : w->cur_left;
-		if (k) {
-			int rc = w->ops->put_file(w, fd, path, off, k, b);
-			/* the tee sees what the output holds: the bytes read back from it */
-			if (!rc && w->teeq)
-				rc = teeq_push(w, w->cur_tensor, b, (size_t)k);
-			else if (!rc && w->opts.tee)
-				rc = w->opts.tee(w->opts.tee_ctx, w->cur_tensor, b, (size_t)k);
-			if (rc)
-				return rc;
-			if (b)
-				b += k;
-		}
+		int rc = k ? w->ops->put_file(w, fd, path, off, k, b) : 0;
+		/* the tee sees what the output holds: the bytes read back from it */
+		rc = rc || !k || !b ? rc : tee_bytes(w, b, (size_t)k);
+		rc = rc ? rc : consumed(w, k);
+		if (rc)
+			return rc;
+		if (b)
+			b += k;
 		off += k;
 		n -= k;
-		w->cur_left -= k;
-		if (!w->cur_left) {
-			w->cur_part++;
-			int rc = start_part(w);
-			if (rc)
-				return rc;
-		}
 	}
 	return 0;
 }
