@@ -592,6 +592,18 @@ static size_t split_prefix(const char *path)
 	return n - k;
 }
 
+/* The path of shard i (from 0) of count, given a shard's path whose prefix is pl bytes
+ * (split_prefix); NULL when out of memory. */
+static char *shard_path(const char *path, size_t pl, int64_t i, int64_t count)
+{
+	char *p = qtk_malloc(pl + 48);
+	if (p) {
+		memcpy(p, path, pl);
+		snprintf(p + pl, 48, "-%05u-of-%05u.gguf", (unsigned)(i + 1), (unsigned)count);
+	}
+	return p;
+}
+
 static int gguf_open(qtk_model *m)
 {
 	gp g; /* not zeroed whole: its cursor's 64 KiB buffer would be 16 page faults */
@@ -613,13 +625,11 @@ static int gguf_open(qtk_model *m)
 		goto out;
 	}
 	int64_t count = g.split_count, i0 = 0, total = -1;
-	char *p = qtk_malloc(pl + 48);
+	char *p = shard_path(m->path, pl, 0, count);
 	if (!p) {
 		rc = qtk_err_set(&m->err, QTK_E_IO, m->path, -1, NULL, "out of memory");
 		goto out;
 	}
-	memcpy(p, m->path, pl);
-	snprintf(p + pl, 48, "-%05u-of-%05u.gguf", 1u, (unsigned)count);
 	if (g.split_no == 0 && strcmp(p, m->path) == 0) {
 		i0 = 1; /* opened at shard 1, which is parsed as the reparse would parse it */
 		total = g.split_tensors;
@@ -630,13 +640,10 @@ static int gguf_open(qtk_model *m)
 	}
 	qtk_free(p);
 	for (int64_t i = i0; i < count && !rc; i++) {
-		p = qtk_malloc(pl + 48);
-		if (!p) {
+		if (!(p = shard_path(m->path, pl, i, count))) {
 			rc = qtk_err_set(&m->err, QTK_E_IO, m->path, -1, NULL, "out of memory");
 			break;
 		}
-		memcpy(p, m->path, pl);
-		snprintf(p + pl, 48, "-%05u-of-%05u.gguf", (unsigned)(i + 1), (unsigned)count);
 		rc = parse_file(&g, p, i == 0, &keys, &names);
 		if (!rc && g.split_no != i)
 			rc = qtk_err_set(&m->err, QTK_E_DATA, p, -1, "split.no",

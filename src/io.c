@@ -618,32 +618,28 @@ typedef struct ohash_q {
 	unsigned nfree;
 	uint8_t *freeb[OHQ_N];
 	bool stop, failed, rfailed;
-	int rerrno;           /* errno of a failed read-back */
+	qtk_err rerr;         /* the failed read-back's message */
 	int fd;
+	const char *path;
 	uint8_t *scratch;     /* read-back buffer */
 	void *md;
 } ohash_q;
 
-/* Hash n bytes of the file from off (bytes copied in the kernel). 0, errno when reading back
- * failed, -1 when the digest itself did. */
-static int hash_back(int fd, void *md, uint8_t **scratch, uint64_t off, uint64_t n)
+/* Hash n bytes of the file from off (bytes copied in the kernel). 0; 1 when reading back
+ * failed (the message in err); -1 when the digest itself did. */
+static int hash_back(int fd, const char *path, void *md, uint8_t **scratch, uint64_t off, uint64_t n,
+		     qtk_err *err)
 {
-	if (!*scratch && !(*scratch = qtk_malloc(OBUF)))
-		return ENOMEM;
-	while (n) {
-		size_t k = n < OBUF ? (size_t)n : OBUF, got = 0;
-		while (got < k) {
-			ssize_t r = pread(fd, *scratch + got, k - got, (off_t)(off + got));
-			if (r < 0 && errno == EINTR)
-				continue;
-			if (r <= 0)
-				return r < 0 ? errno : EIO;
-			got += (size_t)r;
-		}
+	if (!*scratch && !(*scratch = qtk_malloc(OBUF))) {
+		qtk_err_set(err, QTK_E_IO, path, -1, NULL, "out of memory");
+		return 1;
+	}
+	for (size_t k; n; off += k, n -= k) {
+		k = n < OBUF ? (size_t)n : OBUF;
+		if (qtk_pread_full(fd, path, *scratch, k, off, err))
+			return 1;
 		if (EVP_DigestUpdate(md, *scratch, k) != 1)
 			return -1;
-		off += k;
-		n -= k;
 	}
 	return 0;
 }
@@ -660,15 +656,15 @@ static void *ohash_main(void *arg)
 		uint8_t *b = q->buf[q->head];
 		uint64_t n = q->len[q->head], ro = q->roff[q->head];
 		pthread_mutex_unlock(&q->mu);
-		int re = b ? 0 : hash_back(q->fd, q->md, &q->scratch, ro, n);
-		bool ok = re != -1 && (!b || EVP_DigestUpdate(q->md, b, (size_t)n) == 1);
-		if (re == -1)
-			re = 0;
+		qtk_err re;
+		qtk_err_clear(&re);
+		const int hb = b ? 0 : hash_back(q->fd, q->path, q->md, &q->scratch, ro, n, &re);
+		bool ok = hb != -1 && (!b || EVP_DigestUpdate(q->md, b, (size_t)n) == 1);
 		pthread_mutex_lock(&q->mu);
 		q->failed = q->failed || !ok;
-		if (re && !q->rfailed) {
+		if (hb == 1 && !q->rfailed) {
 			q->rfailed = true;
-			q->rerrno = re;
+			q->rerr = re;
 		}
 		q->head = (q->head + 1) % OHQ_SLOTS;
 		q->count--;
@@ -688,6 +684,7 @@ static void ohash_start(qtk_ofile *f)
 		return;
 	q->md = f->md;
 	q->fd = f->fd;
+	q->path = f->final_path;
 	for (int i = 0; i < OHQ_N - 1; i++)
 		if (!(q->freeb[q->nfree] = qtk_malloc(OBUF)))
 			break;
@@ -712,13 +709,14 @@ static void ohash_start(qtk_ofile *f)
 	f->hq = q;
 }
 
-static int ohash_fail(qtk_ofile *f, bool failed, bool rfailed, int rerrno)
+/* The thread's failure, if any, into f->err (the lock held, or the thread ended). */
+static int ohash_fail(qtk_ofile *f, const ohash_q *q)
 {
-	if (rfailed) {
-		errno = rerrno;
-		return qtk_err_sys(f->err, f->final_path, "cannot read back the copied bytes to hash them");
+	if (q->rfailed) {
+		*f->err = q->rerr;
+		return q->rerr.code;
 	}
-	return failed ? qtk_err_set(f->err, QTK_E_INTERNAL, f->final_path, -1, NULL, "SHA-256 update failed") : 0;
+	return q->failed ? qtk_err_set(f->err, QTK_E_INTERNAL, f->final_path, -1, NULL, "SHA-256 update failed") : 0;
 }
 
 /* Queue an entry (the lock held): wait for a slot. */
@@ -743,10 +741,9 @@ static int ohash_push(qtk_ofile *f)
 	while (!q->nfree)
 		pthread_cond_wait(&q->cv, &q->mu);
 	f->buf = q->freeb[--q->nfree];
-	bool failed = q->failed, rf = q->rfailed;
-	int re = q->rerrno;
+	const int rc = ohash_fail(f, q);
 	pthread_mutex_unlock(&q->mu);
-	return ohash_fail(f, failed, rf, re);
+	return rc;
 }
 
 /* Hand the thread n bytes of the file from off, to read back and hash. */
@@ -755,10 +752,9 @@ static int ohash_push_range(qtk_ofile *f, uint64_t off, uint64_t n)
 	ohash_q *q = f->hq;
 	pthread_mutex_lock(&q->mu);
 	ohash_enqueue(q, NULL, n, off);
-	bool failed = q->failed, rf = q->rfailed;
-	int re = q->rerrno;
+	const int rc = ohash_fail(f, q);
 	pthread_mutex_unlock(&q->mu);
-	return ohash_fail(f, failed, rf, re);
+	return rc;
 }
 
 /* Wait until every buffer is hashed, stop the thread, free its buffers; 0 or the failure. */
@@ -772,8 +768,7 @@ static int ohash_end(qtk_ofile *f)
 	pthread_cond_broadcast(&q->cv);
 	pthread_mutex_unlock(&q->mu);
 	pthread_join(q->th, NULL);
-	bool failed = q->failed, rf = q->rfailed;
-	int re = q->rerrno;
+	const int rc = ohash_fail(f, q);
 	for (unsigned i = 0; i < q->nfree; i++)
 		qtk_free(q->freeb[i]);
 	qtk_free(q->scratch);
@@ -781,7 +776,7 @@ static int ohash_end(qtk_ofile *f)
 	pthread_mutex_destroy(&q->mu);
 	qtk_free(q);
 	f->hq = NULL;
-	return ohash_fail(f, failed, rf, re);
+	return rc;
 }
 
 int qtk_ofile_idle(qtk_ofile *f)
@@ -874,22 +869,19 @@ int qtk_ofile_copy_from(qtk_ofile *f, int fd, const char *src_path, uint64_t off
 	}
 #endif
 	if (!rc && done) {
-		const uint64_t at = f->written;
 		f->written += done;
 		if (!f->defer_hash && !f->hq)
 			ohash_start(f);
 		if (!f->defer_hash && f->hq) {
-			rc = ohash_push_range(f, at, done);
-		} else if (!f->defer_hash) {
+			rc = ohash_push_range(f, start, done);
+		} else if (!f->defer_hash) { /* no thread: here */
 			uint8_t *scratch = NULL;
-			int e = hash_back(f->fd, f->md, &scratch, at, done);
+			const int e = hash_back(f->fd, f->final_path, f->md, &scratch, start, done, f->err);
 			qtk_free(scratch);
-			if (e == -1) {
+			if (e == -1)
 				rc = qtk_err_set(f->err, QTK_E_INTERNAL, f->final_path, -1, NULL, "SHA-256 update failed");
-			} else if (e) {
-				errno = e;
-				rc = qtk_err_sys(f->err, f->final_path, "cannot read back the copied bytes to hash them");
-			}
+			else if (e)
+				rc = f->err->code;
 		}
 		ofile_writeback(f);
 	}
