@@ -239,6 +239,107 @@ static void test_container_independence(void)
 	qtk_close(m);
 }
 
+/* A plain 1-D tensor's leaf in a scheme, its bytes put in odd pieces (step > 0) or whole. */
+static int plain_leaf(unsigned type, const void *bytes, uint64_t nv, int scheme, size_t step, qtk_leaf *l)
+{
+	qtk_tensor t;
+	memset(&t, 0, sizeof t);
+	t.name = (char *)"x.weight";
+	t.ndim = 1;
+	t.shape[0] = nv;
+	t.layout.type = type;
+	t.nparts = 1;
+	t.parts[0].type = type;
+	t.parts[0].ndim = 1;
+	t.parts[0].shape[0] = nv;
+	t.parts[0].nbytes = nv * (type == QTK_T_F32 ? 4 : 2);
+	qtk_tensor_finish(&t);
+	qtk_err err;
+	qtk_thash *h;
+	int rc = qtk_thash_new_scheme(NULL, &t, 0, scheme, &h, &err);
+	const uint8_t *b = bytes;
+	size_t n = (size_t)t.parts[0].nbytes;
+	for (size_t i = 0, k = step ? step : n; i < n && !rc; i += k, k = step ? k % 997 + step : n)
+		rc = qtk_thash_put(h, b + i, i + k > n ? n - i : k);
+	rc = rc ? rc : qtk_thash_end(h, l);
+	if (!rc) {
+		qtk_free(l->name);
+		qtk_free(l->stored);
+	}
+	return rc;
+}
+
+/* qtk-digest-v2's decoded pieces: an F16 or BF16 tensor whose pieces are hashed as its own bytes
+ * (both tiers from one SHA-256) has the decoded leaf of the same values stored as F32 (hashed
+ * through the form tests), for every binary16 and bfloat16 pattern, infinities and NaNs included;
+ * a value one F32 ulp away from a binary16 value is never taken for one; version 1 differs. */
+static void test_v2_forms(void)
+{
+	const uint64_t nv = (1u << 18) * 2 + 4321; /* two whole pieces and a short one */
+	uint16_t *h16 = malloc(nv * 2), *b16 = malloc(nv * 2);
+	uint32_t *f = malloc(nv * 4), *g = malloc(nv * 4);
+	uint32_t k = 0;
+	for (uint64_t i = 0; i < nv; i++, k = (k + 40503u) & 0xffffu) {
+		uint16_t x = (uint16_t)k;
+		if (i < (1u << 18) && (x & 0x7c00u) == 0x7c00u) /* the first piece: no inf/NaN (shared) */
+			x &= 0xbfffu;
+		h16[i] = x;
+		b16[i] = (uint16_t)(k * 7u + 1u);
+		float v = qtk_fp16_to_f32(x);
+		memcpy(&f[i], &v, 4);
+		g[i] = (uint32_t)b16[i] << 16;
+	}
+	qtk_leaf a, b, c, d, e1;
+	CHECK(!plain_leaf(QTK_T_F16, h16, nv, QTK_DIGEST_V2, 0, &a) && !plain_leaf(QTK_T_F32, f, nv, QTK_DIGEST_V2, 0, &b) &&
+	      !plain_leaf(QTK_T_F16, h16, nv, QTK_DIGEST_V2, 4099, &c),
+	      "f16 leaves");
+	CHECK(!memcmp(a.dec, b.dec, 32) && !memcmp(a.dec, c.dec, 32) && !memcmp(a.enc, c.enc, 32), "f16 = f32 values");
+	CHECK(memcmp(a.enc, b.enc, 32), "encodings differ");
+	CHECK(!plain_leaf(QTK_T_F16, h16, nv, QTK_DIGEST_V1, 0, &d) && memcmp(a.dec, d.dec, 32) && memcmp(a.enc, d.enc, 32),
+	      "v1 differs");
+	CHECK(!plain_leaf(QTK_T_F32, f, nv, QTK_DIGEST_V1, 0, &e1) && !memcmp(d.dec, e1.dec, 32), "v1 f16 = f32 values");
+	CHECK(!plain_leaf(QTK_T_BF16, b16, nv, QTK_DIGEST_V2, 0, &a) && !plain_leaf(QTK_T_F32, g, nv, QTK_DIGEST_V2, 0, &b) &&
+	      !plain_leaf(QTK_T_BF16, b16, nv, QTK_DIGEST_V2, 777, &c),
+	      "bf16 leaves");
+	CHECK(!memcmp(a.dec, b.dec, 32) && !memcmp(a.dec, c.dec, 32), "bf16 = f32 values");
+	/* bfloat16 values that are all binary16 values: one leaf for the three encodings */
+	for (uint64_t i = 0; i < nv; i++) {
+		b16[i] = (uint16_t)(0x3f80u + (i * 13u) % 0x0380u); /* 1.0 .. 2^7, 8-bit significands */
+		g[i] = (uint32_t)b16[i] << 16;
+		float v;
+		memcpy(&v, &g[i], 4);
+		h16[i] = qtk_f32_to_fp16(v);
+	}
+	CHECK(!plain_leaf(QTK_T_BF16, b16, nv, QTK_DIGEST_V2, 0, &a) && !plain_leaf(QTK_T_F32, g, nv, QTK_DIGEST_V2, 0, &b) &&
+	      !plain_leaf(QTK_T_F16, h16, nv, QTK_DIGEST_V2, 0, &c),
+	      "bf16 in f16 leaves");
+	CHECK(!memcmp(a.dec, b.dec, 32) && !memcmp(a.dec, c.dec, 32), "bf16 = f32 = f16 values");
+	/* a value just off a binary16 value (below its precision, at every exponent) is not narrowed:
+	 * both leaves are exact, so they differ; narrowing it would drop the extra bit and make them equal */
+	const uint64_t m = 4096;
+	int bad = 0;
+	for (uint32_t e = 103; e <= 143; e++) {
+		const uint32_t fit = e == 143 ? 0x477fe000u : e << 23, sh = e >= 113 ? 13 : 126 - e;
+		const uint32_t off[3] = {1u, 1u << (sh - 1), e == 143 ? 0x2000u : 1u << (sh - 1)};
+		for (int i = 0; i < 3; i++) {
+			for (uint64_t j = 0; j < m; j++)
+				f[j] = 0x3c000000u + (uint32_t)(j << 13); /* binary16 values */
+			f[m / 2] = fit;
+			qtk_leaf x, y;
+			int rc = plain_leaf(QTK_T_F32, f, m, QTK_DIGEST_V2, 0, &x);
+			f[m / 2] = fit + off[i];
+			rc = rc ? rc : plain_leaf(QTK_T_F32, f, m, QTK_DIGEST_V2, 0, &y);
+			if (rc || !memcmp(x.dec, y.dec, 32))
+				bad++;
+		}
+	}
+	CHECK(!bad, "%d values off binary16 taken for binary16", bad);
+	free(h16);
+	free(b16);
+	free(f);
+	free(g);
+}
+
 /* Streaming in odd pieces gives the same leaf as whole puts, for a quantized type too. */
 static void test_streaming(void)
 {
@@ -1070,6 +1171,7 @@ int main(void)
 	test_names();
 	test_container_independence();
 	test_streaming();
+	test_v2_forms();
 	test_packed_heads_sliced();
 	test_records();
 	test_sink();

@@ -59,7 +59,7 @@ run "quiet" 0 "$V" -q "$G"; out_empty "quiet"
 
 # --- emit-record, then --record passes; deterministic under SOURCE_DATE_EPOCH and any thread count
 run "emit" 0 "$V" --emit-record "$G"; cp "$T/out" "$T/rec.json"
-out_has "emit" '"record_version":1'; out_has "emit" '"scheme":"qtk-digest-v1"'
+out_has "emit" '"record_version":1'; out_has "emit" '"scheme":"qtk-digest-v2"'
 out_has "emit" '"name":"model.layers.0.self_attn.q_proj.weight"'; out_has "emit" '"permute_qk":4'
 out_has "emit" '"time":"2023-11-14T22:13:20Z"'
 run "emit 1 thread" 0 "$V" --threads 1 --emit-record "$G"
@@ -68,6 +68,26 @@ run "record passes" 0 "$V" --record "$T/rec.json" "$G"
 out_has "record passes" "tensors: ok: 21 tensors match"; out_has "record passes" "files: ok"
 run "record --files passes" 0 "$V" --record "$T/rec.json" --files "$G"
 run "record json" 0 "$V" --json --record "$T/rec.json" "$G"; out_has "record json" '"ok":	true'
+
+# --- records of the previous digest scheme (qtk-digest-v1) are still checked in that scheme:
+# tests/data/v1-*.json were written by qverify --emit-record before version 2, from this sample
+# directory (F16) and from its AWQ conversion (--group-size 64)
+D1=tests/data
+run "v1 record" 0 "$V" --record "$D1/v1-hf.json" "$H"
+out_has "v1 record" "tensors: ok: 21 tensors match"; out_has "v1 record" "tensor_root: ok"
+run "v1 record json" 0 "$V" --json --record "$D1/v1-hf.json" "$H"; out_has "v1 record json" '"scheme":	"qtk-digest-v1"'
+"$Q" -q "$H" "$T/v1-f32.gguf" --to f32 || bad "convert to f32"
+run "v1 record, widened" 0 "$V" --record "$D1/v1-hf.json" "$T/v1-f32.gguf"
+out_has "v1 record, widened" "tensor 'model.layers.0.self_attn.q_proj.weight' (stored as 'blk.0.attn_q.weight'): re-encoded"
+cp "$T/v1-f32.gguf" "$T/v1-flip.gguf"
+flip_byte "$T/v1-flip.gguf" $(( $(size_of "$T/v1-flip.gguf") - 1001 ))
+run "v1 record, flipped" 1 "$V" --record "$D1/v1-hf.json" "$T/v1-flip.gguf"
+out_has "v1 record, flipped" "tensor 'lm_head.weight' (stored as 'output.weight'): changed"
+"$Q" -q "$H" "$T/v1-awq/" --to awq --group-size 64 && "$Q" -q "$T/v1-awq" "$T/v1-gptq/" --to gptq || bad "awq, gptq"
+run "v1 record awq" 0 "$V" --record "$D1/v1-awq.json" "$T/v1-awq"
+run "v1 record gptq" 0 "$V" --record "$D1/v1-awq.json" "$T/v1-gptq"
+out_has "v1 record gptq" "re-encoded: same values, different bytes: awq:b4:g64:asym -> gptq-v1:b4:g64:asym"
+out_has "v1 record gptq" "tensors: ok"
 
 # --- one flipped byte in one tensor: caught and named (output.weight is the last tensor)
 cp "$G" "$T/flip.gguf"

@@ -155,7 +155,7 @@ static void model_facts(bomctx *c, kvfn fn, void *arg)
 	}
 	snprintf(b, sizeof b, "%zu", s->d.n);
 	fn(arg, "qtk:tensor_count", b);
-	fn(arg, "qtk:tensor_root:scheme", QTK_DIGEST_SCHEME);
+	fn(arg, "qtk:tensor_root:scheme", qtk_digest_scheme_name(s->d.scheme));
 	fn(arg, "qtk:tensor_root:encoded", c->enc_root);
 	fn(arg, "qtk:tensor_root:decoded", c->dec_root);
 	if (s->embedded) {

@@ -189,6 +189,20 @@ static void *hash_files(void *arg)
 	return NULL;
 }
 
+/* The digest scheme of a record's root (its "tensor_root" object): the record's own; a
+ * deployment record made now, or a root without a known scheme: the current one. */
+static int root_scheme(const cJSON *root)
+{
+	const int v = qtk_digest_scheme_of(jstr(root, "scheme"));
+	return v ? v : QTK_DIGEST_V2;
+}
+
+static int rec_scheme(const vstate *s)
+{
+	const cJSON *out = s->rec ? cJSON_GetObjectItemCaseSensitive(s->rec, "output") : NULL;
+	return root_scheme(out ? cJSON_GetObjectItemCaseSensitive(out, "tensor_root") : NULL);
+}
+
 /* Content digests of FILE: both tiers of every tensor and both roots. The file-level
  * SHA-256 (--record, --emit-record) is computed at the same time on another thread. */
 static int chk_digests(vstate *s)
@@ -205,7 +219,7 @@ static int chk_digests(vstate *s)
 	if (s->fthread_on && threads > 1)
 		threads--;
 	bool full = s->o->mode & (MODE_EMIT | MODE_SIGN); /* a record is written: both tiers, every tensor */
-	qtk_digest_opts o = {.threads = threads, .enc_only = !full, .keep_going = !full,
+	qtk_digest_opts o = {.scheme = rec_scheme(s), .threads = threads, .enc_only = !full, .keep_going = !full,
 			     .progress_named = cli_progress_enabled() ? progress : NULL, .progress_ctx = (void *)"digests"};
 	int rc = qtk_digest_model(s->m, &o, &s->d, &s->err);
 	cli_progress_end();
@@ -256,7 +270,7 @@ static int decoded_where_needed(vstate *s, const cJSON *ts)
 	int rc = 0;
 	if (need) {
 		qtk_digests d2;
-		qtk_digest_opts o = {.threads = s->o->threads, .select = sel,
+		qtk_digest_opts o = {.scheme = s->d.scheme, .threads = s->o->threads, .select = sel,
 				     .progress_named = cli_progress_enabled() ? progress : NULL,
 				     .progress_ctx = (void *)"decoded digests"};
 		rc = qtk_digest_model(s->m, &o, &d2, &s->err);
@@ -366,7 +380,8 @@ static int chk_tensors(vstate *s)
 static int full_decoded(vstate *s)
 {
 	qtk_digests d2;
-	qtk_digest_opts o = {.threads = s->o->threads, .progress_named = cli_progress_enabled() ? progress : NULL,
+	qtk_digest_opts o = {.scheme = s->d.scheme, .threads = s->o->threads,
+			     .progress_named = cli_progress_enabled() ? progress : NULL,
 			     .progress_ctx = (void *)"decoded digests"};
 	int rc = qtk_digest_model(s->m, &o, &d2, &s->err);
 	cli_progress_end();
@@ -766,7 +781,8 @@ static int chk_source_link(vstate *s)
 	if (!root)
 		return 0;
 	qtk_digests sd;
-	qtk_digest_opts o = {.threads = s->o->threads, .progress_named = cli_progress_enabled() ? progress : NULL,
+	qtk_digest_opts o = {.scheme = root_scheme(root), .threads = s->o->threads,
+			     .progress_named = cli_progress_enabled() ? progress : NULL,
 			     .progress_ctx = (void *)"source digests"};
 	rc = qtk_digest_model(s->src, &o, &sd, &s->err);
 	cli_progress_end();

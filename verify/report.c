@@ -73,7 +73,7 @@ static void report_json(vstate *s)
 	if (s->have_digests) {
 		char h[65];
 		cJSON *root = cJSON_AddObjectToObject(r, "tensor_root");
-		cJSON_AddStringToObject(root, "scheme", QTK_DIGEST_SCHEME);
+		cJSON_AddStringToObject(root, "scheme", qtk_digest_scheme_name(s->d.scheme));
 		cJSON_AddNumberToObject(root, "count", (double)s->d.n);
 		qtk_hex(s->d.enc_root, 32, h);
 		cJSON_AddStringToObject(root, "encoded", h);

@@ -14,13 +14,33 @@
 #error "digest.c hashes F32 values in host order: little-endian hosts only"
 #endif
 
-static const char TAG_ENC[] = "qtk-tensor-v1/encoded";
-static const char TAG_DEC[] = "qtk-tensor-v1/decoded";
-static const char TAG_RAW[] = "qtk-tensor-v1/decoded-raw";
-static const char TAG_ROOT_ENC[] = "qtk-root-v1/encoded";
-static const char TAG_ROOT_DEC[] = "qtk-root-v1/decoded";
+/* domain tags by scheme: [0] version 1, [1] version 2 */
+static const char *const TAG_ENC[2] = {"qtk-tensor-v1/encoded", "qtk-tensor-v2/encoded"};
+static const char *const TAG_DEC[2] = {"qtk-tensor-v1/decoded", "qtk-tensor-v2/decoded"};
+static const char *const TAG_RAW[2] = {"qtk-tensor-v1/decoded-raw", "qtk-tensor-v2/decoded-raw"};
+static const char *const TAG_ROOT_ENC[2] = {"qtk-root-v1/encoded", "qtk-root-v2/encoded"};
+static const char *const TAG_ROOT_DEC[2] = {"qtk-root-v1/decoded", "qtk-root-v2/decoded"};
 
 #define CHUNK_VALUES (1u << 20)       /* values decoded at a time (4 MiB of F32) */
+#define V2_CHUNK ((size_t)512 << 10)  /* version 2: encoded bytes per piece digest */
+#define V2_PIECE ((uint64_t)1 << 18)  /* version 2: decoded values per piece digest */
+enum { FORM_F16 = 1, FORM_BF16 = 2, FORM_F32 = 4 };
+
+static int vidx(int scheme) { return scheme == QTK_DIGEST_V1 ? 0 : 1; }
+
+const char *qtk_digest_scheme_name(int scheme)
+{
+	return scheme == QTK_DIGEST_V1 ? "qtk-digest-v1" : "qtk-digest-v2";
+}
+
+int qtk_digest_scheme_of(const char *name)
+{
+	if (name && !strcmp(name, "qtk-digest-v1"))
+		return QTK_DIGEST_V1;
+	if (name && !strcmp(name, "qtk-digest-v2"))
+		return QTK_DIGEST_V2;
+	return 0;
+}
 #define READ_BYTES (4u << 20)         /* bytes read at a time */
 #define MAX_UNIT_VALUES (1ull << 28)  /* one head group of a permuted tensor */
 
@@ -61,6 +81,20 @@ struct qtk_thash {
 	bool no_enc;            /* true: decoded tier only (a sink of mode QTK_SINK_DEC) */
 	qtk_err *err;
 	EVP_MD_CTX *enc, *dec;
+	int scheme;             /* QTK_DIGEST_V1 or _V2 */
+	/* version 2, encoded tier: the piece being hashed, and the last one finished (its digest,
+	 * part, offset and length: a decoded piece of the same bytes takes it) */
+	EVP_MD_CTX *ech;
+	uint64_t ech_len, ech_off;
+	uint8_t elast[32];
+	int elast_part;
+	uint64_t elast_off, elast_len;
+	/* version 2, decoded tier: an unfinished piece of values, a piece in f16/bf16 form */
+	float *piece;
+	uint64_t piece_len;
+	uint8_t *form;
+	uint64_t vdone;         /* values taken by the decoded tier */
+	uint64_t dbytes;        /* plain layouts: bytes taken by the decoded tier */
 	int part;               /* current part */
 	bool hdr_done;          /* its header has been hashed */
 	uint64_t part_left;     /* bytes of it still expected */
@@ -126,10 +160,208 @@ static int md_shape(qtk_thash *h, EVP_MD_CTX *md)
 /* The decoded tier's leaf header: tag, canonical name, shape (h->t), value count. */
 static int md_dec_header(qtk_thash *h, const char *canon, uint64_t count)
 {
-	int rc = md_tag(h, h->dec, TAG_DEC);
+	int rc = md_tag(h, h->dec, TAG_DEC[vidx(h->scheme)]);
 	rc = rc ? rc : md_str(h, h->dec, canon);
 	rc = rc ? rc : md_shape(h, h->dec);
 	return rc ? rc : md_u64(h, h->dec, count);
+}
+
+/* ---- version 2: pieces ------------------------------------------------------------ */
+
+static int sha_fail(qtk_thash *h)
+{
+	return qtk_err_set(h->err, QTK_E_INTERNAL, NULL, -1, h->stored, "SHA-256 failed");
+}
+
+/* Finish the encoded tier's current piece into the leaf. */
+static int enc_piece_end(qtk_thash *h)
+{
+	if (!h->ech_len)
+		return 0;
+	unsigned len = 0;
+	uint8_t d[32];
+	if (EVP_DigestFinal_ex(h->ech, d, &len) != 1 || len != 32 || EVP_DigestInit_ex(h->ech, EVP_sha256(), NULL) != 1)
+		return sha_fail(h);
+	memcpy(h->elast, d, 32);
+	h->elast_part = h->part;
+	h->elast_off = h->ech_off;
+	h->elast_len = h->ech_len;
+	h->ech_off += h->ech_len;
+	h->ech_len = 0;
+	return md_put(h, h->enc, d, 32);
+}
+
+/* Bytes of the current part into the encoded tier. */
+static int enc_data(qtk_thash *h, const uint8_t *p, size_t n)
+{
+	if (h->no_enc)
+		return 0;
+	if (h->scheme == QTK_DIGEST_V1)
+		return md_put(h, h->enc, p, n);
+	while (n) {
+		size_t k = V2_CHUNK - (size_t)h->ech_len;
+		if (k > n)
+			k = n;
+		if (EVP_DigestUpdate(h->ech, p, k) != 1)
+			return sha_fail(h);
+		h->ech_len += k;
+		p += k;
+		n -= k;
+		if (h->ech_len == V2_CHUNK) {
+			int rc = enc_piece_end(h);
+			if (rc)
+				return rc;
+		}
+	}
+	return 0;
+}
+
+/* Is the F32 value with bits b a non-NaN binary16 value? (The forms of version 2.) */
+static inline uint32_t fits_f16(uint32_t b)
+{
+	const uint32_t a = b & 0x7fffffffu, e = a >> 23, sh = (126u - e) & 31u;
+	const uint32_t special = (a == 0) | (a == 0x7f800000u);              /* zeros, infinities */
+	const uint32_t normal = (e - 113u <= 29u) & ((a & 0x1fffu) == 0);      /* 2^-14 .. 2^15 */
+	const uint32_t sub = (e - 103u <= 9u) & ((((a & 0x7fffffu) | 0x800000u) & ((1u << sh) - 1u)) == 0);
+	return special | normal | sub;
+}
+
+/* b as binary16, when fits_f16(b). */
+static inline uint16_t to_f16(uint32_t b)
+{
+	const uint32_t s = (b >> 16) & 0x8000u, a = b & 0x7fffffffu, e = a >> 23;
+	if (a == 0)
+		return (uint16_t)s;
+	if (a == 0x7f800000u)
+		return (uint16_t)(s | 0x7c00u);
+	if (e >= 113)
+		return (uint16_t)(s | ((e - 112u) << 10) | ((a >> 13) & 0x3ffu));
+	return (uint16_t)(s | (((a & 0x7fffffu) | 0x800000u) >> (126u - e)));
+}
+
+static bool all_f16(const uint32_t *b, uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i += 64) {
+		const uint64_t e = n - i < 64 ? n - i : 64;
+		uint32_t ok = 1;
+		for (uint64_t k = 0; k < e; k++)
+			ok &= fits_f16(b[i + k]);
+		if (!ok)
+			return false;
+	}
+	return true;
+}
+
+static bool all_bf16(const uint32_t *b, uint64_t n)
+{
+	for (uint64_t i = 0; i < n; i += 64) {
+		const uint64_t e = n - i < 64 ? n - i : 64;
+		uint32_t low = 0;
+		for (uint64_t k = 0; k < e; k++)
+			low |= b[i + k] & 0xffffu;
+		if (low)
+			return false;
+	}
+	return true;
+}
+
+static int dec_piece_put(qtk_thash *h, uint8_t form, const uint8_t d[32])
+{
+	int rc = md_put(h, h->dec, &form, 1);
+	return rc ? rc : md_put(h, h->dec, d, 32);
+}
+
+static int dec_piece_digest(qtk_thash *h, uint8_t form, const void *src, size_t len)
+{
+	uint8_t d[32];
+	unsigned l = 0;
+	if (EVP_Digest(src, len, d, &l, EVP_sha256(), NULL) != 1 || l != 32)
+		return sha_fail(h);
+	return dec_piece_put(h, form, d);
+}
+
+/* One piece of values (V2_PIECE, or the tensor's last): its form and digest. */
+static int dec_piece(qtk_thash *h, const float *v, uint64_t n)
+{
+	const uint32_t *b = (const uint32_t *)(const void *)v;
+	const bool f16 = all_f16(b, n);
+	if (!f16 && !all_bf16(b, n))
+		return dec_piece_digest(h, FORM_F32, v, (size_t)n * 4);
+	if (!h->form && !(h->form = qtk_malloc((size_t)V2_PIECE * 2)))
+		return oom(h->err, h->stored);
+	for (uint64_t i = 0; i < n; i++)
+		qtk_wr16(h->form + 2 * i, f16 ? to_f16(b[i]) : (uint16_t)(b[i] >> 16));
+	return dec_piece_digest(h, f16 ? FORM_F16 : FORM_BF16, h->form, (size_t)n * 2);
+}
+
+/* Values in canonical order into the decoded tier. */
+static int dec_vals(qtk_thash *h, const float *v, uint64_t n)
+{
+	if (h->scheme == QTK_DIGEST_V1)
+		return md_put(h, h->dec, v, (size_t)n * sizeof *v);
+	int rc = 0;
+	h->vdone += n;
+	while (n && !rc) {
+		if (!h->piece_len && n >= V2_PIECE) { /* a whole piece: no copy */
+			rc = dec_piece(h, v, V2_PIECE);
+			v += V2_PIECE;
+			n -= V2_PIECE;
+			continue;
+		}
+		if (!h->piece && !(h->piece = qtk_malloc((size_t)V2_PIECE * sizeof *h->piece)))
+			return oom(h->err, h->stored);
+		uint64_t k = V2_PIECE - h->piece_len;
+		if (k > n)
+			k = n;
+		memcpy(h->piece + h->piece_len, v, (size_t)k * sizeof *v);
+		h->piece_len += k;
+		v += k;
+		n -= k;
+		if (h->piece_len == V2_PIECE) {
+			h->piece_len = 0;
+			rc = dec_piece(h, h->piece, V2_PIECE);
+		}
+	}
+	return rc;
+}
+
+/* The last, shorter piece. */
+static int dec_end(qtk_thash *h)
+{
+	if (h->scheme == QTK_DIGEST_V1 || !h->piece_len)
+		return 0;
+	uint64_t n = h->piece_len;
+	h->piece_len = 0;
+	return dec_piece(h, h->piece, n);
+}
+
+/* Version 2, a piece of an F16 or BF16 tensor given as its stored bytes: the form when it is
+ * the bytes themselves (F16 without infinities or NaNs; BF16 with a value that is not binary16),
+ * else 0 (decode it). */
+static uint8_t raw16_form(unsigned type, const uint8_t *src, uint64_t n)
+{
+	if (type == QTK_T_F16) { /* four values a word: a lane whose exponent bits are all set */
+		const uint64_t e = 0x7c007c007c007c00ull, one = 0x0001000100010001ull, top = 0x8000800080008000ull;
+		uint64_t special = 0, i = 0;
+		for (; i + 4 <= n; i += 4) {
+			uint64_t w;
+			memcpy(&w, src + 2 * i, 8);
+			const uint64_t v = (w & e) ^ e; /* a lane is 0 where the exponent is 0x1f */
+			special |= (v - one) & ~v & top;
+		}
+		for (; i < n; i++)
+			special |= (qtk_rd16(src + 2 * i) & 0x7c00u) == 0x7c00u;
+		return special ? 0 : FORM_F16;
+	}
+	for (uint64_t i = 0; i < n; i += 64) {
+		const uint64_t e = n - i < 64 ? n - i : 64;
+		uint32_t ok = 1;
+		for (uint64_t k = 0; k < e; k++)
+			ok &= fits_f16((uint32_t)qtk_rd16(src + 2 * (i + k)) << 16);
+		if (!ok)
+			return FORM_BF16;
+	}
+	return 0;
 }
 
 /* Whether the layout's values are hashed as F32 (exact decoding exists). */
@@ -209,6 +441,9 @@ void qtk_thash_free(qtk_thash *h)
 		return;
 	EVP_MD_CTX_free(h->enc);
 	EVP_MD_CTX_free(h->dec);
+	EVP_MD_CTX_free(h->ech);
+	qtk_free(h->piece);
+	qtk_free(h->form);
 	qtk_free(h->canon);
 	qtk_free(h->stored);
 	qtk_free(h->chunk);
@@ -236,6 +471,12 @@ static int advance(qtk_thash *h)
 		}
 		if (h->part_left)
 			return 0;
+		if (h->scheme != QTK_DIGEST_V1) { /* the part's last piece */
+			int rc = enc_piece_end(h);
+			if (rc)
+				return rc;
+			h->ech_off = 0;
+		}
 		h->part++;
 		h->hdr_done = false;
 	}
@@ -265,7 +506,9 @@ static int plain_setup(qtk_thash *h)
 					   "head of %llu values cannot be un-permuted", (unsigned long long)unit);
 	}
 	h->unit = unit;
-	uint64_t vals = CHUNK_VALUES > unit ? CHUNK_VALUES / unit * unit : unit;
+	/* version 2, rows in stored order: a chunk is a piece of the decoded tier */
+	const uint64_t cv = h->scheme != QTK_DIGEST_V1 && h->qk_heads <= 0 ? V2_PIECE : CHUNK_VALUES;
+	uint64_t vals = cv > unit ? cv / unit * unit : unit;
 	if (vals > np)
 		vals = np ? np : h->blck;
 	h->chunk_cap = (size_t)(vals / h->blck * h->bpb);
@@ -278,8 +521,8 @@ static int plain_setup(qtk_thash *h)
 	return 0;
 }
 
-static int thash_new(const qtk_model *m, const qtk_tensor *t, int qk_heads, bool want_dec, qtk_thash **out,
-		     qtk_err *err)
+static int thash_new(const qtk_model *m, const qtk_tensor *t, int qk_heads, bool want_dec, int scheme,
+		     qtk_thash **out, qtk_err *err)
 {
 	*out = NULL;
 	qtk_thash *h = qtk_calloc(1, sizeof *h);
@@ -299,19 +542,23 @@ static int thash_new(const qtk_model *m, const qtk_tensor *t, int qk_heads, bool
 	h->stored = qtk_strdup(t->name);
 	h->enc = EVP_MD_CTX_new();
 	h->dec = EVP_MD_CTX_new();
+	h->scheme = scheme == QTK_DIGEST_V1 ? QTK_DIGEST_V1 : QTK_DIGEST_V2;
+	if (h->scheme != QTK_DIGEST_V1)
+		h->ech = EVP_MD_CTX_new();
 	int rc = 0;
-	if (!h->canon || !h->stored || !h->enc || !h->dec)
+	if (!h->canon || !h->stored || !h->enc || !h->dec || (h->scheme != QTK_DIGEST_V1 && !h->ech))
 		rc = oom(err, t->name);
 	if (!rc && (t->ndim < 0 || t->ndim > QTK_MAX_DIMS || t->nparts < 0 || t->nparts > QTK_MAX_PARTS))
 		rc = qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "bad tensor description");
 	if (!rc && (EVP_DigestInit_ex(h->enc, EVP_sha256(), NULL) != 1 ||
-		    EVP_DigestInit_ex(h->dec, EVP_sha256(), NULL) != 1))
+		    EVP_DigestInit_ex(h->dec, EVP_sha256(), NULL) != 1 ||
+		    (h->ech && EVP_DigestInit_ex(h->ech, EVP_sha256(), NULL) != 1)))
 		rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "cannot initialise SHA-256");
 	qtk_digest_enc_id(&t->layout, h->enc_id, sizeof h->enc_id);
 	h->dk = dec_kind_of(t);
 	h->want_dec = want_dec;
 	if (!rc)
-		rc = md_tag(h, h->enc, TAG_ENC);
+		rc = md_tag(h, h->enc, TAG_ENC[vidx(h->scheme)]);
 	rc = rc ? rc : md_str(h, h->enc, h->canon);
 	rc = rc ? rc : md_str(h, h->enc, h->enc_id);
 	rc = rc ? rc : md_shape(h, h->enc);
@@ -342,7 +589,13 @@ static int thash_new(const qtk_model *m, const qtk_tensor *t, int qk_heads, bool
 
 int qtk_thash_new(const qtk_model *m, const qtk_tensor *t, int qk_heads, qtk_thash **out, qtk_err *err)
 {
-	return thash_new(m, t, qk_heads, true, out, err);
+	return thash_new(m, t, qk_heads, true, QTK_DIGEST_V2, out, err);
+}
+
+int qtk_thash_new_scheme(const qtk_model *m, const qtk_tensor *t, int qk_heads, int scheme, qtk_thash **out,
+			 qtk_err *err)
+{
+	return thash_new(m, t, qk_heads, true, scheme, out, err);
 }
 
 /* Un-permute whole heads (unit values each, rows of `row` values): GGUF -> HF row order. */
@@ -389,8 +642,22 @@ static int hash_chunk(qtk_thash *h, const uint8_t *src, size_t len)
 	uint64_t nb = len / h->bpb, nv = nb * h->blck;
 	if (len % h->bpb || nv % h->unit)
 		return qtk_err_set(h->err, QTK_E_DATA, NULL, -1, h->stored, "data ends inside a block");
-	if (h->t.layout.type == QTK_T_F32 && h->qk_heads <= 0) /* the bytes are the values */
+	const uint64_t at = h->dbytes;
+	h->dbytes += len;
+	if (h->scheme == QTK_DIGEST_V1 && h->t.layout.type == QTK_T_F32 && h->qk_heads <= 0) /* the bytes are the values */
 		return md_put(h, h->dec, src, (size_t)nv * sizeof(float));
+	/* version 2: a piece of F16/BF16 values that is its own bytes is hashed once for both tiers */
+	if (h->scheme != QTK_DIGEST_V1 && h->qk_heads <= 0 && !h->piece_len && h->vdone % V2_PIECE == 0 &&
+	    (nv == V2_PIECE || h->vdone + nv == h->t.n_params) &&
+	    (h->t.layout.type == QTK_T_F16 || h->t.layout.type == QTK_T_BF16)) {
+		const uint8_t form = raw16_form(h->t.layout.type, src, nv);
+		if (form) {
+			h->vdone += nv;
+			if (!h->no_enc && h->elast_part == 0 && h->elast_off == at && h->elast_len == len)
+				return dec_piece_put(h, form, h->elast);
+			return dec_piece_digest(h, form, src, len);
+		}
+	}
 	if (decode_fast(h->t.layout.type, src, h->vals, nv) &&
 	    qtk_dequant_ggml(h->t.layout.type, src, h->vals, nv) != 0)
 		return qtk_err_set(h->err, QTK_E_DATA, NULL, -1, h->stored, "cannot decode this type");
@@ -400,7 +667,7 @@ static int hash_chunk(qtk_thash *h, const uint8_t *src, size_t len)
 		unpermute(h->vals, h->perm, nv, h->unit, row);
 		v = h->perm;
 	}
-	return md_put(h, h->dec, v, (size_t)nv * sizeof(float));
+	return dec_vals(h, v, nv);
 }
 
 static int flush_chunk(qtk_thash *h)
@@ -419,7 +686,10 @@ int qtk_thash_put(qtk_thash *h, const void *bytes, size_t n)
 		if (h->part >= h->t.nparts)
 			return qtk_err_set(h->err, QTK_E_DATA, NULL, -1, h->stored, "more data than described");
 		size_t k = n < h->part_left ? n : (size_t)h->part_left;
-		int rc = md_put(h, h->enc, p, k);
+		/* version 2: the encoded tier's pieces are finished as the decoded tier reaches them */
+		if (h->scheme != QTK_DIGEST_V1 && h->want_dec && !h->no_enc && k > V2_CHUNK - h->ech_len)
+			k = V2_CHUNK - (size_t)h->ech_len;
+		int rc = enc_data(h, p, k);
 		if (rc)
 			return rc;
 		if (!h->want_dec) {
@@ -482,7 +752,7 @@ static int quant_values_sliced(qtk_thash *h, uint32_t align, uint32_t hd)
 			unpermute(h->vals, h->perm, (uint64_t)n * in, (uint64_t)hd * in, in);
 			v = h->perm;
 		}
-		rc = md_put(h, h->dec, v, (size_t)n * in * sizeof(float));
+		rc = dec_vals(h, v, (uint64_t)n * in);
 	}
 	return rc;
 }
@@ -520,7 +790,7 @@ static int quant_values(qtk_thash *h)
 		unpermute(h->vals, h->perm, t->n_params, unit, in);
 		v = h->perm;
 	}
-	return md_put(h, h->dec, v, (size_t)t->n_params * sizeof(float));
+	return dec_vals(h, v, t->n_params);
 }
 
 int qtk_thash_end(qtk_thash *h, qtk_leaf *leaf)
@@ -531,12 +801,14 @@ int qtk_thash_end(qtk_thash *h, qtk_leaf *leaf)
 				 (unsigned long long)h->part_left);
 	if (!rc && h->dk == QTK_DEC_VALUES && h->want_dec)
 		rc = h->t.layout.kind == QTK_LAYOUT_PLAIN ? flush_chunk(h) : quant_values(h);
+	if (!rc && h->dk == QTK_DEC_VALUES && h->want_dec)
+		rc = dec_end(h);
 	unsigned len = 0;
 	memset(leaf, 0, sizeof *leaf);
 	if (!rc && (EVP_DigestFinal_ex(h->enc, leaf->enc, &len) != 1 || len != 32))
 		rc = qtk_err_set(h->err, QTK_E_INTERNAL, NULL, -1, h->stored, "SHA-256 failed");
 	if (!rc && h->dk == QTK_DEC_RAW) {
-		rc = md_tag(h, h->dec, TAG_RAW);
+		rc = md_tag(h, h->dec, TAG_RAW[vidx(h->scheme)]);
 		rc = rc ? rc : md_put(h, h->dec, leaf->enc, 32);
 	}
 	if (!rc && (h->want_dec || h->dk == QTK_DEC_RAW) &&
@@ -575,12 +847,14 @@ void qtk_vhash_free(qtk_vhash *v)
 	if (!v)
 		return;
 	EVP_MD_CTX_free(v->h.dec);
+	qtk_free(v->h.piece);
+	qtk_free(v->h.form);
 	qtk_free(v->h.stored);
 	qtk_free(v->perm);
 	qtk_free(v);
 }
 
-int qtk_vhash_new(const qtk_model *m, const qtk_tensor *t, qtk_vhash **out, qtk_err *err)
+static int vhash_new(const qtk_model *m, const qtk_tensor *t, int scheme, qtk_vhash **out, qtk_err *err)
 {
 	*out = NULL;
 	qtk_leaf meta;
@@ -596,6 +870,7 @@ int qtk_vhash_new(const qtk_model *m, const qtk_tensor *t, qtk_vhash **out, qtk_
 		rc = oom(err, t->name);
 	if (!rc) {
 		v->h.err = err;
+		v->h.scheme = scheme == QTK_DIGEST_V1 ? QTK_DIGEST_V1 : QTK_DIGEST_V2;
 		v->h.t.ndim = t->ndim;
 		memcpy(v->h.t.shape, t->shape, sizeof t->shape);
 		v->h.stored = meta.stored;
@@ -616,6 +891,11 @@ int qtk_vhash_new(const qtk_model *m, const qtk_tensor *t, qtk_vhash **out, qtk_
 	}
 	*out = v;
 	return 0;
+}
+
+int qtk_vhash_new(const qtk_model *m, const qtk_tensor *t, qtk_vhash **out, qtk_err *err)
+{
+	return vhash_new(m, t, QTK_DIGEST_V2, out, err);
 }
 
 uint64_t qtk_vhash_head_rows(const qtk_vhash *v) { return v->hrows; }
@@ -639,7 +919,7 @@ int qtk_vhash_put(qtk_vhash *v, const float *x, uint64_t n)
 		x = v->perm;
 	}
 	v->left -= n;
-	return md_put(&v->h, v->h.dec, x, (size_t)n * sizeof *x);
+	return dec_vals(&v->h, x, n);
 }
 
 int qtk_vhash_end(qtk_vhash *v, uint8_t dec[32])
@@ -649,6 +929,7 @@ int qtk_vhash_end(qtk_vhash *v, uint8_t dec[32])
 	if (v->left)
 		rc = qtk_err_set(v->h.err, QTK_E_INTERNAL, NULL, -1, v->h.stored, "%llu values missing",
 				 (unsigned long long)v->left);
+	rc = rc ? rc : dec_end(&v->h);
 	if (!rc && (EVP_DigestFinal_ex(v->h.dec, dec, &len) != 1 || len != 32))
 		rc = qtk_err_set(v->h.err, QTK_E_INTERNAL, NULL, -1, v->h.stored, "SHA-256 failed");
 	qtk_vhash_free(v);
@@ -739,7 +1020,8 @@ int qtk_digests_finish(qtk_digests *d, qtk_err *err)
 		d->complete = d->complete && d->leaf[i].has_enc && d->leaf[i].has_dec;
 		d->n_permuted += d->leaf[i].qk_heads > 0;
 	}
-	if (root_of(d, TAG_ROOT_ENC, false, d->enc_root) || root_of(d, TAG_ROOT_DEC, true, d->dec_root))
+	if (root_of(d, TAG_ROOT_ENC[vidx(d->scheme)], false, d->enc_root) ||
+	    root_of(d, TAG_ROOT_DEC[vidx(d->scheme)], true, d->dec_root))
 		return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, NULL, "SHA-256 failed");
 	return 0;
 }
@@ -817,7 +1099,7 @@ static int packed_dec(djob *j, const qtk_tensor *t, uint8_t dec[32], qtk_err *e)
 	qtk_vhash *vh;
 	qtk_err ve; /* a matrix vhash does not take is hashed whole: no error of the tensor's */
 	qtk_err_clear(&ve);
-	if (qtk_vhash_new(j->m, t, &vh, &ve))
+	if (vhash_new(j->m, t, j->o ? j->o->scheme : 0, &vh, &ve))
 		return 1;
 	const uint64_t rows = t->shape[0], in = t->shape[1], hr = qtk_vhash_head_rows(vh);
 	uint64_t align = qtk_lcm_u64(sc->row_align ? sc->row_align : 1, hr ? hr : 1);
@@ -893,7 +1175,7 @@ static void digest_one(void *ctx, size_t k)
 	const int pk = rc || (j->o && j->o->enc_only) ? 1 : packed_dec(j, t, pdec, &e);
 	if (pk < 0)
 		rc = pk;
-	rc = rc ? rc : thash_new(j->m, t, heads, pk == 1 && !(j->o && j->o->enc_only), &h, &e);
+	rc = rc ? rc : thash_new(j->m, t, heads, pk == 1 && !(j->o && j->o->enc_only), j->o ? j->o->scheme : 0, &h, &e);
 	if (!rc && !(buf = qtk_malloc(READ_BYTES)))
 		rc = oom(&e, t->name);
 	for (int p = 0; p < t->nparts && !rc; p++)
@@ -962,6 +1244,7 @@ int qtk_digest_model(qtk_model *m, const qtk_digest_opts *o, qtk_digests *out, q
 		return oom(err, NULL);
 	}
 	out->n = n;
+	out->scheme = o && o->scheme == QTK_DIGEST_V1 ? QTK_DIGEST_V1 : QTK_DIGEST_V2;
 	djob j;
 	memset(&j, 0, sizeof j);
 	j.m = m;
@@ -1160,6 +1443,7 @@ int qtk_digest_sink_new_mode(const qtk_model *desc, qtk_sink_mode mode, qtk_dige
 		return oom(err, NULL);
 	}
 	s->d.n = desc->ntensors;
+	s->d.scheme = QTK_DIGEST_V2;
 	s->cur = SIZE_MAX;
 	s->mode = mode;
 	if (mode == QTK_SINK_DEC) { /* without them the sink decodes every tensor itself */
@@ -1174,6 +1458,14 @@ int qtk_digest_sink_new_mode(const qtk_model *desc, qtk_sink_mode mode, qtk_dige
 	}
 	*out = s;
 	return 0;
+}
+
+/* Does a version 2 leaf of t hash its stored bytes as the pieces of both tiers (where they have no
+ * infinities or NaNs)? */
+static bool shares_pieces(const qtk_tensor *t, int heads)
+{
+	return t->layout.kind == QTK_LAYOUT_PLAIN && t->nparts == 1 && heads <= 0 &&
+	       (t->layout.type == QTK_T_F16 || t->layout.type == QTK_T_BF16);
 }
 
 /* Finish the current tensor and start (and finish, when empty) tensors up to `upto`. */
@@ -1191,14 +1483,18 @@ static int sink_advance(qtk_digest_sink *s, size_t upto)
 							 : same_tensor(s->expect[s->next], &meta));
 		qtk_free(meta.name);
 		qtk_free(meta.stored);
-		if (!rc && s->mode == QTK_SINK_DEC && (s->cur_expect || meta.dec_kind == QTK_DEC_RAW)) {
-			s->cur_skip = true; /* copies and raw leaves: nothing to decode */
+		/* version 2, F16/BF16 in stored order: the encoded tier's pieces serve the decoded tier,
+		 * so the ENC sink hashes both */
+		const bool both = !rc && !s->cur_expect && s->d.scheme != QTK_DIGEST_V1 && shares_pieces(t, heads);
+		if (!rc && s->mode == QTK_SINK_DEC && (s->cur_expect || meta.dec_kind == QTK_DEC_RAW || both)) {
+			s->cur_skip = true; /* copies, raw leaves, shared pieces: nothing to decode here */
 		} else if (!rc && s->mode == QTK_SINK_DEC && s->has_given && s->has_given[s->next]) {
 			s->cur_skip = true; /* the writer hashed its values */
 			memcpy(s->d.leaf[s->next].dec, s->given[s->next], 32);
 			s->d.leaf[s->next].has_dec = true;
 		} else if (!rc) {
-			rc = thash_new(s->desc, t, heads, s->mode != QTK_SINK_ENC && !s->cur_expect, &s->h, s->err);
+			rc = thash_new(s->desc, t, heads, (s->mode != QTK_SINK_ENC && !s->cur_expect) || both, s->d.scheme,
+				       &s->h, s->err);
 			if (!rc && s->mode == QTK_SINK_DEC)
 				s->h->no_enc = true;
 		}

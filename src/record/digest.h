@@ -1,18 +1,27 @@
-/* digest.h - container-independent content digests of tensors ("qtk-digest-v1").
+/* digest.h - container-independent content digests of tensors ("qtk-digest-v2"; "qtk-digest-v1"
+ * is still computed for records that name it).
  *
- * One leaf per logical tensor, in two tiers (docs/provenance.md):
+ * One leaf per logical tensor, in two tiers (docs/provenance.md). Version 2:
  *
- *   encoded = SHA-256("qtk-tensor-v1/encoded\0" || str(canonical name) || str(encoding id)
+ *   encoded = SHA-256("qtk-tensor-v2/encoded\0" || str(canonical name) || str(encoding id)
  *                     || u32 ndim || u64 shape[ndim] || u32 nparts
- *                     || per part: str(role) || str(storage type) || u64 nbytes || bytes)
- *   decoded = SHA-256("qtk-tensor-v1/decoded\0" || str(canonical name) || u32 ndim
- *                     || u64 shape[ndim] || u64 count || f32 values)
- *             for layouts whose values decode exactly to F32 (float <= 32 bit, ggml blocks,
- *             AWQ, GPTQ); the values are in logical row-major order with GGUF Q/K rows of a
+ *                     || per part: str(role) || str(storage type) || u64 nbytes
+ *                                  || SHA-256 of each 512 KiB piece of its bytes (the last shorter))
+ *   decoded = SHA-256("qtk-tensor-v2/decoded\0" || str(canonical name) || u32 ndim
+ *                     || u64 shape[ndim] || u64 count
+ *                     || per 2^18 values (the last fewer): u8 form || SHA-256(the values in form))
+ *             form 1: every value is a non-NaN binary16 value, written as binary16; else form 2:
+ *             every value's low 16 bits are zero, written as bfloat16 (its high 16 bits); else
+ *             form 4: F32. The values are in logical row-major order with GGUF Q/K rows of a
  *             llama model un-permuted back to Hugging Face order ("permute_qk").
- *             Other layouts (integers, F64, F8 ...): SHA-256("qtk-tensor-v1/decoded-raw\0"
+ *             Other layouts (integers, F64, F8 ...): SHA-256("qtk-tensor-v2/decoded-raw\0"
  *             || encoded leaf).
- *   root    = SHA-256("qtk-root-v1/<tier>\0" || u64 count || leaves sorted by canonical name)
+ *   root    = SHA-256("qtk-root-v2/<tier>\0" || u64 count || leaves sorted by canonical name)
+ *
+ * Version 1 hashes the same fields with "-v1" tags, each part's bytes and all values as F32
+ * directly (no pieces). In version 2 the pieces of an F16 or BF16 tensor stored as its own
+ * values are the same bytes in both tiers, so one SHA-256 serves both, and the pieces of one
+ * tensor can be hashed independently.
  *
  * str(s) is u32 length || bytes; all integers little-endian. Canonical names are the Hugging
  * Face names (llama-family GGUF names are mapped, others kept). The encoded bytes are the
@@ -23,7 +32,11 @@
 #include "qtk_util.h"
 #include "family/family.h" /* canonical names, Q/K heads */
 
-#define QTK_DIGEST_SCHEME "qtk-digest-v1"
+#define QTK_DIGEST_SCHEME "qtk-digest-v2" /* what new digests use */
+enum { QTK_DIGEST_V1 = 1, QTK_DIGEST_V2 = 2 }; /* 0 in the fields below: QTK_DIGEST_V2 */
+/* "qtk-digest-v1" / "qtk-digest-v2" for 1 / 2 (0: v2); the version of a name, 0 when unknown. */
+const char *qtk_digest_scheme_name(int scheme);
+int qtk_digest_scheme_of(const char *name);
 
 typedef enum { QTK_DEC_VALUES = 0, QTK_DEC_RAW = 1 } qtk_dec_kind;
 
@@ -50,9 +63,11 @@ typedef struct qtk_digests {
 	uint64_t bytes;      /* encoded bytes hashed in total */
 	int n_permuted;      /* leaves whose rows were un-permuted */
 	bool complete;       /* every leaf has both tiers: the roots are meaningful */
+	int scheme;          /* QTK_DIGEST_V1 or _V2 (0: V2) */
 } qtk_digests;
 
 typedef struct qtk_digest_opts {
+	int scheme;  /* QTK_DIGEST_V1 or _V2; 0: V2 */
 	int threads; /* worker threads (tensors in parallel); 0 = all cores. Results do not depend on it */
 	bool enc_only;       /* skip the decoded tier (except for raw leaves, which derive from the encoded) */
 	const bool *select;  /* NULL, or m->ntensors flags: only these tensors are read */
@@ -75,7 +90,8 @@ typedef struct qtk_digest_opts {
  * Free with qtk_digests_free. */
 int qtk_digest_model(qtk_model *m, const qtk_digest_opts *o, qtk_digests *out, qtk_err *err);
 void qtk_digests_free(qtk_digests *d);
-/* Sort the leaves by canonical name, reject duplicates (QTK_E_DATA) and compute both roots.
+/* Sort the leaves by canonical name, reject duplicates (QTK_E_DATA) and compute both roots
+ * (in d->scheme).
  * For callers that fill leaves themselves (qconvert's output, via qtk_thash). */
 int qtk_digests_finish(qtk_digests *d, qtk_err *err);
 /* Refuse (QTK_E_DATA) a model two of whose tensors have one canonical name (a GGUF name and
@@ -104,6 +120,9 @@ bool qtk_digest_same_stream(const qtk_model *sm, const qtk_tensor *st, const qtk
  * tensor for AWQ/GPTQ. */
 typedef struct qtk_thash qtk_thash;
 int qtk_thash_new(const qtk_model *m, const qtk_tensor *t, int qk_heads, qtk_thash **out, qtk_err *err);
+/* The same in a given scheme (QTK_DIGEST_V1 or _V2). */
+int qtk_thash_new_scheme(const qtk_model *m, const qtk_tensor *t, int qk_heads, int scheme, qtk_thash **out,
+			 qtk_err *err);
 int qtk_thash_put(qtk_thash *h, const void *bytes, size_t n);
 /* Finish into *leaf (name and stored are set from t's name). Frees h, also on error. */
 int qtk_thash_end(qtk_thash *h, qtk_leaf *leaf);

@@ -299,7 +299,7 @@ static int check_files(vctx *v, const cJSON *j, const char *path)
 
 static int check_scheme(vctx *v, const cJSON *j, const char *path)
 {
-	return strcmp(j->valuestring, QTK_DIGEST_SCHEME) ? bad(v, path, "unknown digest scheme") : 0;
+	return qtk_digest_scheme_of(j->valuestring) ? 0 : bad(v, path, "unknown digest scheme");
 }
 
 static int check_root(vctx *v, const cJSON *j, const char *path)
@@ -571,7 +571,10 @@ static int check_output(vctx *v, const cJSON *j, const char *path)
 	for (const cJSON *c = ts->child; c; c = c->next)
 		s[n++] = c;
 	qsort(s, n, sizeof *s, tensor_name_cmp);
-	static const char *const tiers[2][2] = {{"encoded", "qtk-root-v1/encoded"}, {"decoded", "qtk-root-v1/decoded"}};
+	const bool v1 = qtk_digest_scheme_of(cJSON_GetObjectItemCaseSensitive(root, "scheme")->valuestring) ==
+			QTK_DIGEST_V1;
+	const char *const tiers[2][2] = {{"encoded", v1 ? "qtk-root-v1/encoded" : "qtk-root-v2/encoded"},
+					 {"decoded", v1 ? "qtk-root-v1/decoded" : "qtk-root-v2/decoded"}};
 	for (int t = 0; t < 2 && !rc; t++) {
 		uint8_t want[32], got[32];
 		leaves_root(s, n, tiers[t][0], tiers[t][1], got);
@@ -776,10 +779,10 @@ static cJSON *outfiles_json(const qtk_outlist *l)
 	return a;
 }
 
-static cJSON *root_json(size_t n, const uint8_t *enc, const uint8_t *dec)
+static cJSON *root_json(int scheme, size_t n, const uint8_t *enc, const uint8_t *dec)
 {
 	cJSON *o = cJSON_CreateObject();
-	cJSON_AddStringToObject(o, "scheme", QTK_DIGEST_SCHEME);
+	cJSON_AddStringToObject(o, "scheme", qtk_digest_scheme_name(scheme));
 	cJSON_AddNumberToObject(o, "count", (double)n);
 	cJSON_AddItemToObject(o, "encoded", hexstr(enc));
 	cJSON_AddItemToObject(o, "decoded", hexstr(dec));
@@ -855,7 +858,7 @@ static cJSON *source_json(qtk_prov_builder *b, const qtk_filelist *files, const 
 	cJSON *o = cJSON_CreateObject();
 	cJSON_AddStringToObject(o, "container", qtk_model_format(b->src));
 	cJSON_AddItemToObject(o, "files", files_json(files->f, files->n, pending));
-	cJSON_AddItemToObject(o, "tensor_root", root_json(sd->n, pending ? NULL : sd->enc_root, pending ? NULL : sd->dec_root));
+	cJSON_AddItemToObject(o, "tensor_root", root_json(sd->scheme, sd->n, pending ? NULL : sd->enc_root, pending ? NULL : sd->dec_root));
 	add_str_from(o, "name", b->src, k_name);
 	add_str_from(o, "revision", b->src, k_rev);
 	const char *repo = kv_str(b->src, "general.source.huggingface.repository");
@@ -1042,7 +1045,7 @@ static cJSON *output_json(const char *container, const qtk_digests *meta, const 
 	cJSON_AddStringToObject(o, "container", container);
 	if (files)
 		cJSON_AddItemToObject(o, "files", files);
-	cJSON_AddItemToObject(o, "tensor_root", root_json(meta->n, real ? real->enc_root : NULL,
+	cJSON_AddItemToObject(o, "tensor_root", root_json(real ? real->scheme : meta->scheme, meta->n, real ? real->enc_root : NULL,
 							  real ? real->dec_root : NULL));
 	for (size_t i = 0; i < meta->n; i++) {
 		const qtk_leaf *l = real ? qtk_digests_find(real, meta->leaf[i].name) : NULL;
