@@ -269,6 +269,22 @@ static void prov_free(prov_state *p)
 	memset(p, 0, sizeof *p);
 }
 
+/* The index of the source tensor that tensor t of in is, byte for byte: t itself when in is the
+ * source, the stored tensor behind a whole-tensor view of it (a renamed tensor), else SIZE_MAX. */
+static size_t stored_index(const qtk_model *source, const qtk_model *in, const qtk_tensor *t)
+{
+	const qtk_tensor *b = t;
+	if (in != source) {
+		const qtk_view *v = t->view;
+		if (!v || v->kind != QTK_VIEW_SLICE || v->n != 1 || v->index != 0 || v->m != source || !v->pieces)
+			return SIZE_MAX;
+		b = v->pieces[0];
+	}
+	if (!b || b < source->tensors || b >= source->tensors + source->ntensors)
+		return SIZE_MAX;
+	return (size_t)(b - source->tensors);
+}
+
 /* Layouts GGUF has no type for (FP8, NVFP4 with a per-tensor scale, bitsandbytes 4- and 8-bit;
  * q8_0 has one F16 scale per 32 codes, LLM.int8 an F32 SCB / 127 per row): say so
  * once per layout, with what the chosen target costs. */
@@ -512,7 +528,7 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 	 * the source's leaves (qtk_digest_same_stream: nothing else enters them differently), so the
 	 * source's threads skip those tensors. The leaves then describe the bytes copied, by
 	 * construction, rather than a second read of the source proven equal by a second hash. */
-	if (with_prov && in == source && !qtk_model_streamed(source) && source->ntensors) {
+	if (with_prov && !qtk_model_streamed(source) && source->ntensors) {
 		prov.select = qtk_malloc(source->ntensors * sizeof *prov.select);
 		if (!prov.select) {
 			rc = qtk_err_set(&err, QTK_E_IO, NULL, -1, NULL, "out of memory");
@@ -523,9 +539,10 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 		for (size_t k = 0; k < nout; k++) {
 			const plan *pl = &plans[order[k]];
 			const qtk_tensor *st = &in->tensors[order[k]];
-			if (pl->method == M_COPY && !pl->perm_heads && pl->src == st && prov.select[order[k]] &&
-			    qtk_digest_same_stream(in, st, d, &d->tensors[k])) {
-				prov.select[order[k]] = false;
+			const size_t si = stored_index(source, in, st);
+			if (si != SIZE_MAX && pl->method == M_COPY && !pl->perm_heads && pl->src == st && prov.select[si] &&
+			    qtk_digest_same_stream(source, &source->tensors[si], d, &d->tensors[k])) {
+				prov.select[si] = false;
 			}
 		}
 	}
@@ -538,11 +555,13 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 		char canon[QTK_CAP_NAME + 64];
 		int qk;
 		const qtk_hfmap_out *mo = map ? qtk_hfmap_view_out(map, order[k]) : NULL;
-		if (plans[order[k]].method != M_COPY || (map && (!mo || !mo->copy)) || (prov.select && !prov.select[order[k]]) ||
+		const size_t si = stored_index(source, in, st);
+		if (plans[order[k]].method != M_COPY || (map && (!mo || !mo->copy)) ||
+		    (prov.select && si != SIZE_MAX && !prov.select[si]) ||
 		    qtk_canon_name(in, st->name, canon, sizeof canon, &qk) < 0)
 			continue;
-		for (int si = 0; si < 2; si++) { /* both sinks: the decoded one skips proven copies */
-			qtk_digest_sink *sk = si ? prov.sink2 : prov.sink;
+		for (int sn = 0; sn < 2; sn++) { /* both sinks: the decoded one skips proven copies */
+			qtk_digest_sink *sk = sn ? prov.sink2 : prov.sink;
 			if (prov.b.src_pending)
 				qtk_digest_sink_expect_late(sk, k, qtk_digests_find(&prov.b.src_meta, canon));
 			else

@@ -545,6 +545,14 @@ int qtk_read_part_to(qtk_model *m, const qtk_tensor *t, int p, uint64_t off, voi
 
 bool qtk_part_in_file(const qtk_model *m, const qtk_tensor *t, int p, int *fd, const char **path, uint64_t *off)
 {
+	/* a whole stored tensor seen under another name (a one-slice view): its part p is the
+	 * stored tensor's part p */
+	while (t->view && t->view->kind == QTK_VIEW_SLICE && t->view->n == 1 && t->view->index == 0 && t->view->m &&
+	       t->view->pieces && t->view->pieces[0] && t->view->pieces[0]->nparts == t->nparts &&
+	       p >= 0 && p < t->nparts && t->view->pieces[0]->parts[p].nbytes == t->parts[p].nbytes) {
+		m = t->view->m;
+		t = t->view->pieces[0];
+	}
 	if (p < 0 || p >= t->nparts || t->view || (m->fmt && m->fmt->read) || t->parts[p].file >= m->nfiles)
 		return false;
 	*fd = m->fds[t->parts[p].file];

@@ -1147,6 +1147,35 @@ static void test_samples(void)
 		qtk_free(raw);
 	}
 	CHECK(bad == 0, "sample Q/K permutation round trip");
+	/* the view's tensors are renamed stored tensors (Q/K rows are permuted by the conversion, not
+	 * by the view): each one's bytes are its stored tensor's, in the file (qtk_part_in_file, so
+	 * a copy goes file to file) */
+	qtk_model *v = NULL;
+	CHECK(qtk_hfmap_view(r, g, g, &v, &e) == 0, "sample view: %s", e.msg);
+	int in_file = 0, wrong = 0;
+	for (size_t i = 0; v && i < v->ntensors; i++) {
+		const qtk_tensor *t = &v->tensors[i];
+		int fd;
+		const char *path;
+		uint64_t off;
+		const bool got = qtk_part_in_file(v, t, 0, &fd, &path, &off);
+		in_file += got;
+		uint8_t *a = NULL, *b = got ? malloc((size_t)t->parts[0].nbytes + 1) : NULL;
+		if (!got || !t->view || qtk_read_part_alloc(v, t, 0, &a) ||
+		    qtk_pread_full(fd, path, b, (size_t)t->parts[0].nbytes, off, &e) ||
+		    memcmp(a, b, (size_t)t->parts[0].nbytes))
+			wrong++;
+		qtk_free(a);
+		free(b);
+	}
+	CHECK(v && !wrong && in_file == (int)v->ntensors, "view tensors in the file: %d of %zu, %d wrong", in_file,
+	      v ? v->ntensors : 0, wrong);
+	/* a part out of range, or a view of several tensors, is not in a file */
+	int fd0;
+	const char *p0;
+	uint64_t o0;
+	CHECK(v && !qtk_part_in_file(v, &v->tensors[0], 1, &fd0, &p0, &o0), "part out of range");
+	qtk_close(v);
 	qtk_hfmap_free(r);
 	qtk_close(hm);
 	qtk_close(g);
