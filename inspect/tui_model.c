@@ -540,6 +540,10 @@ static int tm_prov_verify(tui *t)
 		qtk_digests d;
 		memset(&d, 0, sizeof d);
 		qtk_digest_opts o = {0};
+		/* in the scheme the record names (an earlier record: version 1) */
+		o.scheme = qtk_digest_scheme_of(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(
+			cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(rec, "output"), "tensor_root"),
+			"scheme")));
 		o.enc_only = true;
 		o.keep_going = true;
 		if (!cJSON_IsArray(ts)) {

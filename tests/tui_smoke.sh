@@ -102,6 +102,20 @@ tm send-keys -t smoke3 Enter
 if wait_for_s smoke3 "digests: ok: all 21 tensors match"; then ok; else bad "provenance check"; sed 's/^/  | /' "$T/screen" | head -8; fi
 tm send-keys -t smoke3 q
 
+# a record of the earlier digest scheme (tests/data/v1-hf.json, the sample directory's) is
+# checked in its own scheme
+if "$BIN/qconvert" -q "$T/s/tiny-llama" "$T/v1dir/" --set "qtk.provenance=$(cat tests/data/v1-hf.json)"; then
+	tm new-session -d -s smoke4 -x 100 -y 30 "env TERM=xterm-256color LANG=C.UTF-8 '$QI' '$T/v1dir'"
+	if wait_for_s smoke4 "model.layers.0"; then ok; else bad "v1 record: table"; fi
+	tm send-keys -t smoke4 Tab Tab Tab
+	if wait_for_s smoke4 "Enter: check the tensors"; then ok; else bad "v1 record: provenance pane"; fi
+	tm send-keys -t smoke4 Enter
+	if wait_for_s smoke4 "digests: ok: all 21 tensors match"; then ok; else bad "v1 record: provenance check"; sed 's/^/  | /' "$T/screen" | head -8; fi
+	tm send-keys -t smoke4 q
+else
+	bad "qconvert with a v1 record"
+fi
+
 # not a terminal: the summary
 "$BIN/qinspect" "$G" </dev/null >"$T/out" 2>&1
 if grep -q "total: 21 tensors" "$T/out"; then ok; else bad "non-tty output is not the summary"; fi

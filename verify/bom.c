@@ -314,6 +314,8 @@ static cJSON *cyclonedx(bomctx *c)
 		if ((v = jstr(c->src, "container")))
 			cdx_prop(sp, "qtk:container", v);
 		const cJSON *rt = cJSON_GetObjectItemCaseSensitive(c->src, "tensor_root");
+		if ((v = jstr(rt, "scheme")))
+			cdx_prop(sp, "qtk:tensor_root:scheme", v);
 		if ((v = jstr(rt, "encoded")))
 			cdx_prop(sp, "qtk:tensor_root:encoded", v);
 		if ((v = jstr(rt, "decoded")))
@@ -461,6 +463,8 @@ static cJSON *spdx3(bomctx *c)
 		const char *v;
 		if ((v = jstr(c->src, "container")))
 			sp_dict(shp, "qtk:container", v);
+		if ((v = jstr(rt, "scheme")))
+			sp_dict(shp, "qtk:tensor_root:scheme", v);
 		if ((v = jstr(rt, "encoded")))
 			sp_dict(shp, "qtk:tensor_root:encoded", v);
 		if ((v = jstr(rt, "decoded")))

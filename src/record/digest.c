@@ -27,6 +27,7 @@ static const char *const TAG_ROOT_DEC[2] = {"qtk-root-v1/decoded", "qtk-root-v2/
 enum { FORM_F16 = 1, FORM_BF16 = 2, FORM_F32 = 4 };
 
 static int vidx(int scheme) { return scheme == QTK_DIGEST_V1 ? 0 : 1; }
+static bool shares_pieces(const qtk_tensor *t, int heads);
 
 const char *qtk_digest_scheme_name(int scheme)
 {
@@ -94,6 +95,7 @@ struct qtk_thash {
 	uint64_t piece_len;
 	uint8_t *form;
 	uint64_t vdone;         /* values taken by the decoded tier */
+	bool shares;            /* F16/BF16 in stored order: pieces may serve both tiers */
 	uint64_t dbytes;        /* plain layouts: bytes taken by the decoded tier */
 	int part;               /* current part */
 	bool hdr_done;          /* its header has been hashed */
@@ -557,6 +559,7 @@ static int thash_new(const qtk_model *m, const qtk_tensor *t, int qk_heads, bool
 	qtk_digest_enc_id(&t->layout, h->enc_id, sizeof h->enc_id);
 	h->dk = dec_kind_of(t);
 	h->want_dec = want_dec;
+	h->shares = h->scheme != QTK_DIGEST_V1 && h->dk == QTK_DEC_VALUES && shares_pieces(t, qk_heads);
 	if (!rc)
 		rc = md_tag(h, h->enc, TAG_ENC[vidx(h->scheme)]);
 	rc = rc ? rc : md_str(h, h->enc, h->canon);
@@ -644,12 +647,14 @@ static int hash_chunk(qtk_thash *h, const uint8_t *src, size_t len)
 		return qtk_err_set(h->err, QTK_E_DATA, NULL, -1, h->stored, "data ends inside a block");
 	const uint64_t at = h->dbytes;
 	h->dbytes += len;
-	if (h->scheme == QTK_DIGEST_V1 && h->t.layout.type == QTK_T_F32 && h->qk_heads <= 0) /* the bytes are the values */
-		return md_put(h, h->dec, src, (size_t)nv * sizeof(float));
+	if (h->t.layout.type == QTK_T_F32 && h->qk_heads <= 0) { /* the bytes are the values */
+		if (h->scheme == QTK_DIGEST_V1)
+			return md_put(h, h->dec, src, (size_t)nv * sizeof(float));
+		if (!((uintptr_t)src % sizeof(float)))
+			return dec_vals(h, (const float *)(const void *)src, nv);
+	}
 	/* version 2: a piece of F16/BF16 values that is its own bytes is hashed once for both tiers */
-	if (h->scheme != QTK_DIGEST_V1 && h->qk_heads <= 0 && !h->piece_len && h->vdone % V2_PIECE == 0 &&
-	    (nv == V2_PIECE || h->vdone + nv == h->t.n_params) &&
-	    (h->t.layout.type == QTK_T_F16 || h->t.layout.type == QTK_T_BF16)) {
+	if (h->shares && !h->piece_len && h->vdone % V2_PIECE == 0 && (nv == V2_PIECE || h->vdone + nv == h->t.n_params)) {
 		const uint8_t form = raw16_form(h->t.layout.type, src, nv);
 		if (form) {
 			h->vdone += nv;
@@ -687,7 +692,7 @@ int qtk_thash_put(qtk_thash *h, const void *bytes, size_t n)
 			return qtk_err_set(h->err, QTK_E_DATA, NULL, -1, h->stored, "more data than described");
 		size_t k = n < h->part_left ? n : (size_t)h->part_left;
 		/* version 2: the encoded tier's pieces are finished as the decoded tier reaches them */
-		if (h->scheme != QTK_DIGEST_V1 && h->want_dec && !h->no_enc && k > V2_CHUNK - h->ech_len)
+		if (h->shares && h->want_dec && !h->no_enc && k > V2_CHUNK - h->ech_len)
 			k = V2_CHUNK - (size_t)h->ech_len;
 		int rc = enc_data(h, p, k);
 		if (rc)
