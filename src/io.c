@@ -615,6 +615,7 @@ typedef struct ohash_q {
 	uint64_t len[OHQ_SLOTS];
 	uint64_t roff[OHQ_SLOTS];
 	unsigned head, count; /* queued entries: head, head + 1, ... (mod OHQ_SLOTS) */
+	bool taken;           /* the head entry is being hashed */
 	unsigned nfree;
 	uint8_t *freeb[OHQ_N];
 	bool stop, failed, rfailed;
@@ -655,6 +656,7 @@ static void *ohash_main(void *arg)
 			break;
 		uint8_t *b = q->buf[q->head];
 		uint64_t n = q->len[q->head], ro = q->roff[q->head];
+		q->taken = true;
 		pthread_mutex_unlock(&q->mu);
 		qtk_err re;
 		qtk_err_clear(&re);
@@ -666,6 +668,7 @@ static void *ohash_main(void *arg)
 			q->rfailed = true;
 			q->rerr = re;
 		}
+		q->taken = false;
 		q->head = (q->head + 1) % OHQ_SLOTS;
 		q->count--;
 		if (b)
@@ -719,9 +722,20 @@ static int ohash_fail(qtk_ofile *f, const ohash_q *q)
 	return q->failed ? qtk_err_set(f->err, QTK_E_INTERNAL, f->final_path, -1, NULL, "SHA-256 update failed") : 0;
 }
 
-/* Queue an entry (the lock held): wait for a slot. */
+/* Queue an entry (the lock held): wait for a slot. A range that continues the last queued
+ * range, not yet taken, extends it, so copies in the kernel never wait for the hash (which
+ * reads them back as one range): a GGUF copy's tensors are copied and the fsync started while
+ * the hash catches up, instead of the copy waiting tensor by tensor for a free slot. */
 static void ohash_enqueue(ohash_q *q, uint8_t *b, uint64_t n, uint64_t off)
 {
+	if (!b && q->count) {
+		const unsigned last = (q->head + q->count - 1) % OHQ_SLOTS;
+		if (!q->buf[last] && q->roff[last] + q->len[last] == off && !(last == q->head && q->taken)) {
+			q->len[last] += n;
+			pthread_cond_broadcast(&q->cv);
+			return;
+		}
+	}
 	while (q->count == OHQ_SLOTS)
 		pthread_cond_wait(&q->cv, &q->mu);
 	unsigned at = (q->head + q->count) % OHQ_SLOTS;

@@ -433,6 +433,14 @@ static void test_copy_from(void)
 			memcpy(want + n, src, 50), n += 50;
 			rc = rc ? rc : qtk_ofile_copy_from(&of, fd, sp, 0, 300, NULL);
 			memcpy(want + n, src, 300), n += 300;
+			/* a run of copies, more than the hash thread's queue holds: queued ranges that
+			 * continue one another are joined while the thread is busy */
+			for (int k = 0; k < 40 && !rc; k++) {
+				const size_t len = 1 + (x = x * 1103515245u + 12345u) % 5000;
+				const size_t at = (x = x * 1103515245u + 12345u) % (SRC - len);
+				rc = qtk_ofile_copy_from(&of, fd, sp, at, len, NULL);
+				memcpy(want + n, src + at, len), n += len;
+			}
 			rc = rc ? rc : qtk_ofile_copy_from(&of, fd, sp, SRC - (2 << 20), 2 << 20, NULL);
 			memcpy(want + n, src + SRC - (2 << 20), 2 << 20), n += 2 << 20;
 			if (patch && !rc) {
