@@ -815,6 +815,8 @@ static void ofile_writeback(qtk_ofile *f)
 #endif
 }
 
+#define OFILE_SMALL ((size_t)64 << 10)
+
 static int ofile_flush(qtk_ofile *f)
 {
 	size_t off = 0;
@@ -833,7 +835,9 @@ static int ofile_flush(qtk_ofile *f)
 		}
 		off += (size_t)w;
 	}
-	int rc = async ? ohash_push(f) : 0;
+	/* a few bytes (padding, a header between copies) are read back like a copied range, so they
+	 * join the ranges around them rather than take a slot of their own */
+	int rc = !async ? 0 : f->blen < OFILE_SMALL ? ohash_push_range(f, f->written - f->blen, f->blen) : ohash_push(f);
 	f->blen = 0;
 	ofile_writeback(f);
 	return rc;
