@@ -518,6 +518,7 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 	wo.carry = o->carry;
 	wo.ncarry = o->ncarry;
 	int threads = o->threads > 0 ? o->threads : qtk_cpu_count();
+	wo.threads = threads;
 	/* every output carries a record; an explicit --set qtk.provenance=... is the user's choice */
 	bool with_prov = !measure;
 	for (int i = 0; i < o->nsets; i++)

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <zstd.h>
+#include <pthread.h>
 
 typedef struct wpart {
 	uint64_t off;
@@ -25,6 +26,28 @@ typedef struct wchunk {
 	uint8_t codec;
 } wchunk;
 
+/* A chunk on its way out: filled by the caller's thread, compressed by a worker (inline when
+ * there is none), written by the caller's thread in the order the chunks were filled, so the
+ * file is the same bytes for any number of workers. */
+enum { ZS_FREE, ZS_QUEUED, ZS_BUSY, ZS_DONE };
+typedef struct zslot {
+	uint8_t *buf, *zbuf;
+	size_t blen, zn;      /* raw bytes; the frame's bytes when z */
+	bool z;               /* store the frame (it saves >= 1/16) */
+	int state;
+	uint64_t seq;         /* the chunk's index */
+	size_t part;          /* s->parts index of its part, when first */
+	bool first;           /* its part's padding and offset go before it */
+} zslot;
+
+struct qw;
+typedef struct zworker {
+	struct qw *s;
+	ZSTD_CCtx *cc;
+	pthread_t th;
+	bool on;
+} zworker;
+
 typedef struct qw {
 	qtk_ofile f;
 	uint32_t align;
@@ -35,8 +58,19 @@ typedef struct qw {
 	wpart *parts;         /* ntensors * 4 */
 	wchunk *chunks;
 	size_t nchunks, cap_chunks;
-	uint8_t *buf, *zbuf;  /* the chunk being filled; its compressed form */
+	uint8_t *buf;         /* the chunk being filled (its slot's) */
 	size_t blen, bcap, zcap;
+	zslot *zs;            /* a ring of nzs slots; chunk k is in zs[k % nzs] */
+	unsigned nzs;
+	uint64_t zsub, zout;  /* chunks handed on; chunks written */
+	uint64_t ztake;       /* the next chunk a worker takes */
+	zworker *zw;          /* nzw compressing threads (none: the caller compresses) */
+	unsigned nzw;
+	bool zsync;           /* zmu and the conditions are initialised */
+	bool zstop;
+	pthread_mutex_t zmu;
+	pthread_cond_t zwork, zdone;
+	bool pend;            /* the open part has no chunk yet and its offset waits for the ones before */
 	ZSTD_CCtx *cc;
 	EVP_MD_CTX *md;       /* digest of the part being written */
 	bool open;            /* a part is being written */
@@ -236,6 +270,158 @@ static int check_desc(qtk_writer *w, uint64_t *maxraw)
 	return rc;
 }
 
+static ZSTD_CCtx *new_cctx(void)
+{
+	ZSTD_CCtx *cc = ZSTD_createCCtx();
+	if (cc && (ZSTD_isError(ZSTD_CCtx_setParameter(cc, ZSTD_c_checksumFlag, 1)) ||
+		   ZSTD_isError(ZSTD_CCtx_setParameter(cc, ZSTD_c_contentSizeFlag, 1)))) {
+		ZSTD_freeCCtx(cc);
+		cc = NULL;
+	}
+	return cc;
+}
+
+/* Compress a filled slot: zstd when that saves >= 1/16, else raw (§9.2, §14). */
+static void zslot_pack(ZSTD_CCtx *cc, zslot *z, size_t zcap)
+{
+	size_t zn = ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, QPK_ZSTD_LEVEL_DATA);
+	if (!ZSTD_isError(zn))
+		zn = ZSTD_compress2(cc, z->zbuf, zcap, z->buf, z->blen);
+	z->z = !ZSTD_isError(zn) && zn < z->blen - z->blen / 16;
+	z->zn = z->z ? zn : z->blen;
+}
+
+static void *zworker_run(void *a)
+{
+	zworker *x = a;
+	qw *s = x->s;
+	pthread_mutex_lock(&s->zmu);
+	for (;;) {
+		while (!s->zstop && s->ztake == s->zsub)
+			pthread_cond_wait(&s->zwork, &s->zmu);
+		if (s->zstop)
+			break;
+		zslot *z = &s->zs[s->ztake++ % s->nzs];
+		z->state = ZS_BUSY;
+		pthread_mutex_unlock(&s->zmu);
+		zslot_pack(x->cc, z, s->zcap);
+		pthread_mutex_lock(&s->zmu);
+		z->state = ZS_DONE;
+		pthread_cond_broadcast(&s->zdone);
+	}
+	pthread_mutex_unlock(&s->zmu);
+	return NULL;
+}
+
+/* The slots and, with threads > 1, threads - 1 compressing workers (at most 4) beside the
+ * caller, who fills one slot while they compress the others. Nonzero: out of memory. */
+static int zring_start(qw *s, int threads)
+{
+	unsigned nw = threads > 5 ? 4u : threads > 1 ? (unsigned)threads - 1 : 0;
+	s->nzs = nw + 1;
+	s->zs = qtk_calloc(s->nzs, sizeof *s->zs);
+	if (!s->zs)
+		return 1;
+	for (unsigned i = 0; i < s->nzs; i++) {
+		s->zs[i].buf = qtk_malloc(s->bcap ? s->bcap : 1);
+		s->zs[i].zbuf = qtk_malloc(s->zcap);
+		if (!s->zs[i].buf || !s->zs[i].zbuf)
+			return 1;
+	}
+	s->buf = s->zs[0].buf;
+	if (!nw)
+		return 0;
+	if (pthread_mutex_init(&s->zmu, NULL))
+		return 1;
+	if (pthread_cond_init(&s->zwork, NULL)) {
+		pthread_mutex_destroy(&s->zmu);
+		return 1;
+	}
+	if (pthread_cond_init(&s->zdone, NULL)) {
+		pthread_cond_destroy(&s->zwork);
+		pthread_mutex_destroy(&s->zmu);
+		return 1;
+	}
+	s->zsync = true;
+	s->zw = qtk_calloc(nw, sizeof *s->zw);
+	if (!s->zw)
+		return 1;
+	for (unsigned i = 0; i < nw; i++) { /* a worker that cannot start leaves the others the work */
+		s->zw[i].s = s;
+		if (!(s->zw[i].cc = new_cctx()))
+			return 1;
+		s->zw[i].on = pthread_create(&s->zw[i].th, NULL, zworker_run, &s->zw[i]) == 0;
+		s->nzw += s->zw[i].on;
+	}
+	return 0;
+}
+
+/* Stop the workers (a chunk being compressed is finished first) and free the ring. */
+static void zring_end(qw *s)
+{
+	if (s->zsync) {
+		pthread_mutex_lock(&s->zmu);
+		s->zstop = true;
+		pthread_cond_broadcast(&s->zwork);
+		pthread_mutex_unlock(&s->zmu);
+	}
+	for (unsigned i = 0; s->zw && i < s->nzs - 1; i++) {
+		if (s->zw[i].on)
+			pthread_join(s->zw[i].th, NULL);
+		ZSTD_freeCCtx(s->zw[i].cc);
+	}
+	if (s->zsync) {
+		pthread_cond_destroy(&s->zdone);
+		pthread_cond_destroy(&s->zwork);
+		pthread_mutex_destroy(&s->zmu);
+		s->zsync = false;
+	}
+	for (unsigned i = 0; s->zs && i < s->nzs; i++) {
+		qtk_free(s->zs[i].buf);
+		qtk_free(s->zs[i].zbuf);
+	}
+	qtk_free(s->zw);
+	qtk_free(s->zs);
+	s->zw = NULL;
+	s->zs = NULL;
+}
+
+/* Write the oldest chunk handed on once it is compressed: its part's padding and offset first
+ * when it opens its part. */
+static int zslot_write(qtk_writer *w)
+{
+	qw *s = w->priv;
+	zslot *z = &s->zs[s->zout % s->nzs];
+	if (s->nzw) {
+		pthread_mutex_lock(&s->zmu);
+		while (z->state != ZS_DONE)
+			pthread_cond_wait(&s->zdone, &s->zmu);
+		pthread_mutex_unlock(&s->zmu);
+	}
+	int rc = 0;
+	if (z->first) {
+		rc = qtk_ofile_pad(&s->f, qpk_align_up(s->f.written, s->align) - s->f.written);
+		s->parts[z->part].off = s->f.written;
+	}
+	rc = rc ? rc : qtk_ofile_write(&s->f, z->z ? z->zbuf : z->buf, z->zn);
+	s->chunks[z->seq].stored = z->zn;
+	s->chunks[z->seq].codec = z->z ? CODEC_ZSTD : CODEC_RAW;
+	z->state = ZS_FREE;
+	z->first = false;
+	s->zout++;
+	return rc;
+}
+
+/* Write every chunk handed on. */
+static int zring_drain(qtk_writer *w)
+{
+	qw *s = w->priv;
+	int rc = 0;
+	while (!rc && s->zout < s->zsub)
+		rc = zslot_write(w);
+	return rc;
+}
+
 static int qpk_w_begin(qtk_writer *w)
 {
 	qw *s = qtk_calloc(1, sizeof *s);
@@ -257,13 +443,9 @@ static int qpk_w_begin(qtk_writer *w)
 	s->bcap = maxraw < s->csz ? (size_t)maxraw : s->csz;
 	s->zcap = ZSTD_compressBound(s->bcap);
 	s->parts = qtk_calloc(w->desc->ntensors * QTK_MAX_PARTS + 1, sizeof *s->parts);
-	s->buf = qtk_malloc(s->bcap ? s->bcap : 1);
-	s->zbuf = qtk_malloc(s->zcap);
-	s->cc = ZSTD_createCCtx();
+	s->cc = new_cctx();
 	s->md = EVP_MD_CTX_new();
-	if (!s->parts || !s->buf || !s->zbuf || !s->cc || !s->md ||
-	    ZSTD_isError(ZSTD_CCtx_setParameter(s->cc, ZSTD_c_checksumFlag, 1)) ||
-	    ZSTD_isError(ZSTD_CCtx_setParameter(s->cc, ZSTD_c_contentSizeFlag, 1)))
+	if (!s->parts || !s->cc || !s->md || zring_start(s, w->opts.threads))
 		return woom(w);
 	qtk_buf meta = {0};
 	uint8_t *owned = NULL, codec;
@@ -307,7 +489,7 @@ static int qpk_w_begin(qtk_writer *w)
 	return rc;
 }
 
-/* Store the filled chunk: zstd when that saves >= 1/16, else raw (§9.2, §14). */
+/* Hand the filled chunk on to be compressed and written. */
 static int emit_chunk(qtk_writer *w)
 {
 	qw *s = w->priv;
@@ -328,18 +510,28 @@ static int emit_chunk(qtk_writer *w)
 		s->chunks = c;
 		s->cap_chunks = nc;
 	}
-	size_t zn = ZSTD_CCtx_setParameter(s->cc, ZSTD_c_compressionLevel, QPK_ZSTD_LEVEL_DATA);
-	if (!ZSTD_isError(zn))
-		zn = ZSTD_compress2(s->cc, s->zbuf, s->zcap, s->buf, s->blen);
-	bool z = !ZSTD_isError(zn) && zn < s->blen - s->blen / 16;
-	int rc = z ? qtk_ofile_write(&s->f, s->zbuf, zn) : qtk_ofile_write(&s->f, s->buf, s->blen);
-	if (rc)
-		return rc;
-	s->chunks[s->nchunks].stored = z ? zn : s->blen;
-	s->chunks[s->nchunks].codec = z ? CODEC_ZSTD : CODEC_RAW;
-	s->nchunks++;
+	zslot *z = &s->zs[s->zsub % s->nzs];
+	z->blen = s->blen;
+	z->seq = s->nchunks++;
+	z->first = s->pend;
+	z->part = s->ct * QTK_MAX_PARTS + (size_t)s->cp;
+	s->pend = false;
 	s->blen = 0;
-	return 0;
+	if (s->nzw) {
+		pthread_mutex_lock(&s->zmu);
+		z->state = ZS_QUEUED;
+		s->zsub++;
+		pthread_cond_signal(&s->zwork);
+		pthread_mutex_unlock(&s->zmu);
+	} else {
+		zslot_pack(s->cc, z, s->zcap);
+		z->state = ZS_DONE;
+		s->zsub++;
+	}
+	/* the next slot to fill: the oldest chunk's, written first when it is still out */
+	int rc = s->zout + s->nzs == s->zsub ? zslot_write(w) : 0;
+	s->buf = s->zs[s->zsub % s->nzs].buf;
+	return rc;
 }
 
 static int close_part(qtk_writer *w)
@@ -350,6 +542,12 @@ static int close_part(qtk_writer *w)
 	s->open = false;
 	int rc = emit_chunk(w);
 	wpart *wp = &s->parts[s->ct * QTK_MAX_PARTS + (size_t)s->cp];
+	if (!rc && s->pend) { /* no chunk: the part starts after those still out */
+		s->pend = false;
+		if (!(rc = zring_drain(w)))
+			rc = qtk_ofile_pad(&s->f, qpk_align_up(s->f.written, s->align) - s->f.written);
+		wp->off = s->f.written;
+	}
 	unsigned len = 0;
 	if (!rc && EVP_DigestFinal_ex(s->md, wp->sha, &len) != 1)
 		rc = woom(w);
@@ -379,13 +577,12 @@ static int qpk_w_part_begin(qtk_writer *w)
 	int rc = close_part(w);
 	if (rc)
 		return rc;
-	if ((rc = qtk_ofile_pad(&s->f, qpk_align_up(s->f.written, s->align) - s->f.written)))
-		return rc;
 	s->ct = w->cur_tensor;
 	s->cp = w->cur_part;
 	const qtk_tensor *t = &w->desc->tensors[s->ct];
 	wpart *wp = &s->parts[s->ct * QTK_MAX_PARTS + (size_t)s->cp];
-	wp->off = s->f.written;
+	/* the part starts after the chunks still out: its padding and offset go with its first */
+	s->pend = true;
 	wp->chunk0 = s->nchunks;
 	if (EVP_DigestInit_ex(s->md, EVP_sha256(), NULL) != 1)
 		return woom(w);
@@ -523,7 +720,8 @@ static int qpk_w_patch(qtk_writer *w, int (*fn)(void *ctx, uint8_t *buf, size_t 
 	if (!s->meta_raw)
 		return qtk_err_set(w->err, QTK_E_USAGE, w->path, -1, NULL, "no provenance record reserved to patch");
 	qpatch q = {s, fn, ctx};
-	int rc = qtk_ofile_patch(&s->f, QPK_HEADER_SIZE, s->meta_stored, qpatch_meta, &q);
+	int rc = zring_drain(w);
+	rc = rc ? rc : qtk_ofile_patch(&s->f, QPK_HEADER_SIZE, s->meta_stored, qpatch_meta, &q);
 	return rc ? rc : qtk_ofile_patch(&s->f, 0, QPK_HEADER_SIZE, qpatch_hdr, s);
 }
 
@@ -531,6 +729,7 @@ static int qpk_w_finish(qtk_writer *w)
 {
 	qw *s = w->priv;
 	int rc = close_part(w);
+	rc = rc ? rc : zring_drain(w);
 	qtk_buf idx = {0};
 	uint8_t *owned = NULL, codec = 0, tr[QPK_TRAILER_SIZE] = {0};
 	const uint8_t *st = NULL;
@@ -562,11 +761,10 @@ static void qpk_w_abort(qtk_writer *w)
 	qw *s = w->priv;
 	if (!s)
 		return;
+	zring_end(s);
 	qtk_ofile_abort(&s->f);
 	qtk_free(s->parts);
 	qtk_free(s->chunks);
-	qtk_free(s->buf);
-	qtk_free(s->zbuf);
 	qtk_free(s->g.cnt);
 	ZSTD_freeCCtx(s->cc);
 	EVP_MD_CTX_free(s->md);

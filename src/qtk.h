@@ -341,6 +341,9 @@ typedef struct qtk_write_opts {
 	/* the caller will call qtk_writer_patch_header: files whose header is patched are hashed
 	 * once, after the patch, instead of while writing and again after it */
 	bool patch_pending;
+	/* threads the writer may use beside the caller (QPK compresses its chunks on threads - 1
+	 * workers); 0 or 1: none. The bytes written do not depend on it */
+	int threads;
 	/* a directory OUTPUT (replaced as a whole) may hold files qtk did not write: they go too */
 	bool force;
 	/* side files outside the known list (qtk_side_file_known) that the caller asked to carry

@@ -369,6 +369,9 @@ static void free_mem(mem *mm)
 	qtk_close(mm->m);
 }
 
+/* The writer's threads (qtk_write_opts.threads) for write_mem_outs. */
+static int wthreads;
+
 /* Write mm's model to path, putting bytes in pieces of `piece`; committed
  * files are recorded in outs when it is not NULL. */
 static int write_mem_outs(const mem *mm, const char *path, size_t piece, qtk_err *e, qtk_outlist *outs)
@@ -376,6 +379,7 @@ static int write_mem_outs(const mem *mm, const char *path, size_t piece, qtk_err
 	qtk_err_clear(e);
 	qtk_write_opts o = {0};
 	o.outs = outs;
+	o.threads = wthreads;
 	qtk_writer *w = qtk_writer_open(path, QTK_OUT_QPK, mm->m, &o, e);
 	if (!w)
 		return e->code;
@@ -519,6 +523,15 @@ static void test_memory_roundtrip(void)
 	      "outs: %zu files", outs.n);
 	free(fb);
 	qtk_outlist_free(&outs);
+	/* the same bytes when chunks are compressed on workers (empty and one-chunk parts between
+	 * three-chunk ones: each part's offset waits for the chunks before it) */
+	int wt[] = {2, 3, 4, 9};
+	for (int k = 0; k < 4; k++) {
+		wthreads = wt[k];
+		rc = write_mem(&mm, p2, k & 1 ? 4096 : 3u << 20, &e);
+		CHECK(rc == 0 && same_file(p1, p2), "%d writer threads: same bytes (%s)", wt[k], e.msg);
+	}
+	wthreads = 0;
 	/* QPK -> QPK through the reader is a fixpoint */
 	if (m) {
 		rc = copy_model(m, p2, &e);
@@ -1924,6 +1937,35 @@ static void test_writer_alloc(void)
 			unclean++;
 	}
 	CHECK(ok && clean > 5 && !unclean, "writer alloc sweep: ok %d, clean %d, unclean %d", ok, clean, unclean);
+	wthreads = 3; /* with compressing workers */
+	ok = clean = unclean = 0;
+	for (long k = 1; k < 200 && !ok; k++) {
+		qtk_err e;
+		qtk_test_fail_alloc_at(k);
+		int rc = write_mem(&mm, p, 1 << 20, &e);
+		qtk_test_fail_alloc_at(0);
+		if (!rc)
+			ok = 1;
+		else if (rc == QTK_E_IO)
+			clean++;
+		else
+			unclean++;
+	}
+	CHECK(ok && clean > 5 && !unclean, "writer alloc sweep, 3 threads: ok %d, clean %d, unclean %d", ok, clean,
+	      unclean);
+	/* abandoned while chunks are being compressed */
+	qtk_err e;
+	qtk_write_opts o = {0};
+	o.threads = 3;
+	qtk_writer *w = qtk_writer_open(p, QTK_OUT_QPK, mm.m, &o, &e);
+	int rc = w ? 0 : 1;
+	for (size_t i = 0; w && i < 5 && !rc; i++)
+		for (int q = 0; q < mm.m->tensors[i].nparts && !rc; q++)
+			rc = qtk_writer_put(w, mm.data[i][q], (size_t)mm.m->tensors[i].parts[q].nbytes);
+	CHECK(!rc, "abandoned write: %s", e.msg);
+	if (w)
+		qtk_writer_abort(w);
+	wthreads = 0;
 	DIR *d = opendir(tmpdir);
 	struct dirent *de;
 	int tmps = 0;
