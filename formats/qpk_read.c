@@ -779,9 +779,22 @@ static ZSTD_DCtx *new_dctx(void)
 /* ---- reader: state --------------------------------------------------------- */
 
 typedef struct qchunk {
-	uint64_t off, stored;
+	uint64_t off, stored, raw;
 	uint8_t codec;
 } qchunk;
+
+/* The next zstd chunk, read and decompressed on a thread of its own while the caller uses the
+ * current one (sequential reads: a copy, a check). Its failures are not reported: the chunk is
+ * then loaded again in the caller's thread, which reports them. */
+typedef struct qahead {
+	struct qtk_model *m;
+	size_t ci;          /* the chunk; SIZE_MAX when none */
+	uint8_t *zin, *dbuf;
+	ZSTD_DCtx *dc;
+	int rc;
+	bool on;            /* the thread is running */
+	pthread_t th;
+} qahead;
 
 typedef struct qloc {
 	uint64_t chunk0;   /* first chunk in priv->chunks */
@@ -806,6 +819,8 @@ typedef struct qpk_priv {
 	uint8_t *dbuf;      /* last decompressed chunk */
 	size_t dcap;
 	size_t dchunk;      /* its index, SIZE_MAX when none */
+	size_t lastci;      /* the chunk loaded before it (reads moving forward read ahead) */
+	qahead ahead;
 	/* sequential-read digest check */
 	EVP_MD_CTX *md;
 	size_t vkey;        /* part key being hashed, SIZE_MAX when none */
@@ -906,6 +921,7 @@ static int parse_part_loc(mc *c, qpk_priv *pv, qtk_part *q, qloc *loc, const cha
 		ch[pv->nchunks].off = pos;
 		ch[pv->nchunks].stored = stored;
 		ch[pv->nchunks].codec = codec;
+		ch[pv->nchunks].raw = raw;
 		pv->nchunks++;
 		if (codec == CODEC_ZSTD && raw > pv->cmax)
 			pv->cmax = raw;
@@ -1329,7 +1345,7 @@ static int qpk_open(qtk_model *m)
 	if (!pv)
 		return oom(&r);
 	m->priv = pv;
-	pv->dchunk = pv->vkey = SIZE_MAX;
+	pv->dchunk = pv->vkey = pv->lastci = pv->ahead.ci = SIZE_MAX;
 	pv->mu_ok = pthread_mutex_init(&pv->mu, NULL) == 0;
 	if (!pv->mu_ok)
 		return oom(&r);
@@ -1365,15 +1381,27 @@ out:
 	return rc;
 }
 
+static void ahead_wait(qpk_priv *pv)
+{
+	if (pv->ahead.on) {
+		pthread_join(pv->ahead.th, NULL);
+		pv->ahead.on = false;
+	}
+}
+
 static void qpk_close(qtk_model *m)
 {
 	qpk_priv *pv = m->priv;
 	if (!pv)
 		return;
+	ahead_wait(pv); /* it reads the chunk table */
 	qtk_free(pv->loc);
 	qtk_free(pv->chunks);
 	qtk_free(pv->tsha);
 	qtk_free(pv->by_off);
+	qtk_free(pv->ahead.zin);
+	qtk_free(pv->ahead.dbuf);
+	ZSTD_freeDCtx(pv->ahead.dc);
 	qtk_free(pv->zin);
 	qtk_free(pv->dbuf);
 	ZSTD_freeDCtx(pv->dc);
@@ -1415,12 +1443,72 @@ static int part_key(qtk_model *m, const qtk_tensor *t, int p, size_t *key)
 	return qtk_err_set(&m->err, QTK_E_INTERNAL, m->path, -1, t->name, "tensor part is not in this file");
 }
 
+static void *ahead_run(void *a)
+{
+	qahead *h = a;
+	qpk_priv *pv = h->m->priv;
+	const qchunk *ch = &pv->chunks[h->ci];
+	char why[300];
+	qtk_err e;
+	h->rc = qtk_pread_full(h->m->fds[0], h->m->files[0], h->zin, (size_t)ch->stored, ch->off, &e);
+	if (!h->rc)
+		h->rc = unzstd(h->dc, h->zin, (size_t)ch->stored, h->dbuf, (size_t)ch->raw, why, sizeof why);
+	return NULL;
+}
+
+/* The first zstd chunk of the few after ci; SIZE_MAX when there is none. */
+static size_t next_zstd(const qpk_priv *pv, size_t ci)
+{
+	for (size_t n = ci + 1; n < pv->nchunks && n <= ci + 16; n++)
+		if (pv->chunks[n].codec == CODEC_ZSTD)
+			return n;
+	return SIZE_MAX;
+}
+
+/* Start reading ahead the zstd chunk after ci. */
+static void ahead_start(qtk_model *m, size_t ci)
+{
+	qpk_priv *pv = m->priv;
+	qahead *h = &pv->ahead;
+	size_t n = next_zstd(pv, ci);
+	if (n == SIZE_MAX)
+		return;
+	size_t csz = (size_t)pv->cmax;
+	if ((!h->zin && !(h->zin = qtk_malloc(csz))) || (!h->dbuf && !(h->dbuf = qtk_malloc(csz))) ||
+	    (!h->dc && !(h->dc = new_dctx())))
+		return; /* no room: no reading ahead */
+	h->m = m;
+	h->ci = n;
+	h->on = pthread_create(&h->th, NULL, ahead_run, h) == 0;
+	if (!h->on)
+		h->ci = SIZE_MAX;
+}
+
 /* Make chunk ci (global index, raw size raw) the decompressed one. */
 static int load_chunk(qtk_model *m, size_t ci, uint64_t raw, const char *subject)
 {
 	qpk_priv *pv = m->priv;
 	if (pv->dchunk == ci)
 		return 0;
+	ahead_wait(pv);
+	/* reads in the file's order (not threads taking turns at other tensors) read ahead */
+	const bool forward = pv->lastci != SIZE_MAX && ci == next_zstd(pv, pv->lastci);
+	pv->lastci = ci;
+	if (pv->ahead.ci == ci && !pv->ahead.rc) { /* read ahead: take its buffers */
+		uint8_t *z = pv->zin, *d = pv->dbuf;
+		ZSTD_DCtx *dc = pv->dc;
+		pv->zin = pv->ahead.zin;
+		pv->dbuf = pv->ahead.dbuf;
+		pv->dc = pv->ahead.dc;
+		pv->ahead.zin = z;
+		pv->ahead.dbuf = d;
+		pv->ahead.dc = dc;
+		pv->ahead.ci = SIZE_MAX;
+		pv->dchunk = ci;
+		ahead_start(m, ci);
+		return 0;
+	}
+	pv->ahead.ci = SIZE_MAX;
 	const qchunk *ch = &pv->chunks[ci];
 	size_t csz = (size_t)pv->cmax; /* stored < raw <= cmax */
 	if (!pv->zin && !(pv->zin = qtk_malloc(csz)))
@@ -1437,6 +1525,8 @@ static int load_chunk(qtk_model *m, size_t ci, uint64_t raw, const char *subject
 	if (unzstd(pv->dc, pv->zin, (size_t)ch->stored, pv->dbuf, (size_t)raw, why, sizeof why))
 		return qtk_err_set(&m->err, QTK_E_DATA, m->files[0], (int64_t)ch->off, subject, "%s", why);
 	pv->dchunk = ci;
+	if (forward)
+		ahead_start(m, ci);
 	return 0;
 }
 

@@ -556,6 +556,81 @@ static void test_memory_roundtrip(void)
 	free_mem(&mm);
 }
 
+/* Sequential reads decompress the next zstd chunk ahead, on a thread of their own: a file of
+ * many compressed chunks reads back the same, and a damaged chunk that was read ahead is
+ * reported by the read that reaches it, naming its tensor, with every part before it intact. */
+static void test_read_ahead(void)
+{
+	qtk_model *src = qtk_model_new();
+	enum { NT = 6 };
+	uint8_t *data[NT];
+	for (int i = 0; i < NT; i++) {
+		char name[32];
+		snprintf(name, sizeof name, "t%d", i);
+		plain(src, name, QTK_DT_U8, 1, (5u << 20) + (uint64_t)i * 1000, 0); /* 2 chunks each */
+		size_t n = (size_t)src->tensors[i].parts[0].nbytes;
+		data[i] = malloc(n);
+		for (size_t k = 0; k < n; k++)
+			data[i][k] = (uint8_t)((k / 512 + (size_t)i) % 5 * 51 + (k % 3)); /* compressible */
+	}
+	char *p = tpath("ahead.qpk");
+	qtk_err e;
+	qtk_writer *w = qtk_writer_open(p, QTK_OUT_QPK, src, NULL, &e);
+	int rc = w ? 0 : 1;
+	for (int i = 0; i < NT && !rc; i++)
+		rc = qtk_writer_put(w, data[i], (size_t)src->tensors[i].parts[0].nbytes);
+	rc = rc ? rc : qtk_writer_finish(w);
+	CHECK(!rc, "read-ahead model written: %s", e.msg);
+	uint8_t *b = malloc(1u << 20);
+	for (int pass = 0; pass < 2 && !rc; pass++) {
+		size_t fn = 0;
+		uint8_t *fb = slurp(p, &fn);
+		qtk_model *m = NULL;
+		if (pass == 1 && fb) { /* damage the frame of t4's second chunk: after its magic and header */
+			qtk_model *m0 = qtk_open(p, &e);
+			const qtk_tensor *t4 = m0 ? qtk_tensor_find(m0, "t4") : NULL;
+			uint64_t at = t4 ? t4->parts[0].offset : 0;
+			qtk_close(m0);
+			/* the first chunk's frame is smaller than 4 MiB: find the second frame's magic */
+			for (uint64_t k = at + 4; t4 && k + 64 < fn; k++)
+				if (qtk_rd32(fb + k) == 0xFD2FB528u) {
+					for (int j = 16; j < 48; j++)
+						fb[k + (uint64_t)j] ^= 0x5a;
+					break;
+				}
+			spit(p, fb, fn);
+		}
+		free(fb);
+		m = qtk_open(p, &e);
+		CHECK(m != NULL, "read-ahead open, pass %d: %s", pass, e.msg);
+		int bad = 0, failed_at = -1;
+		for (int i = 0; m && i < NT && failed_at < 0; i++) {
+			const qtk_tensor *t = &m->tensors[i];
+			uint64_t n = t->parts[0].nbytes;
+			for (uint64_t off = 0; off < n; off += 1u << 20) {
+				size_t k = n - off < (1u << 20) ? (size_t)(n - off) : 1u << 20;
+				int r = qtk_read_part(m, t, 0, off, b, k);
+				if (r) {
+					failed_at = i;
+					CHECK(r == QTK_E_DATA && !strcmp(m->err.subject, "t4") && m->err.offset > 0, "damaged chunk: %d %s: %s", r,
+				      m->err.subject, m->err.msg);
+					break;
+				}
+				bad += memcmp(b, data[i] + off, k) != 0;
+			}
+		}
+		CHECK(!bad, "read-ahead pass %d: %d pieces differ", pass, bad);
+		CHECK(failed_at == (pass ? 4 : -1), "read-ahead pass %d: failed at tensor %d", pass, failed_at);
+		qtk_close(m);
+	}
+	free(b);
+	unlink(p);
+	free(p);
+	for (int i = 0; i < NT; i++)
+		free(data[i]);
+	qtk_close(src);
+}
+
 /* The writer refuses descriptions the reader would reject. */
 static void test_writer_rejects(void)
 {
@@ -1992,6 +2067,7 @@ int main(void)
 	test_hostile();
 	test_mutations();
 	test_writer_alloc();
+	test_read_ahead();
 	test_new_kinds();
 	test_new_writer_rejects();
 	test_new_hostile();
