@@ -22,6 +22,7 @@
 #include "lc.h"
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zstd.h>
@@ -1449,7 +1450,7 @@ static void *ahead_run(void *a)
 	qpk_priv *pv = h->m->priv;
 	const qchunk *ch = &pv->chunks[h->ci];
 	char why[300];
-	qtk_err e;
+	qtk_err e = {0};
 	h->rc = qtk_pread_full(h->m->fds[0], h->m->files[0], h->zin, (size_t)ch->stored, ch->off, &e);
 	if (!h->rc)
 		h->rc = unzstd(h->dc, h->zin, (size_t)ch->stored, h->dbuf, (size_t)ch->raw, why, sizeof why);
@@ -1465,13 +1466,21 @@ static size_t next_zstd(const qpk_priv *pv, size_t ci)
 	return SIZE_MAX;
 }
 
-/* Start reading ahead the zstd chunk after ci. */
+static atomic_ulong ahead_used;
+
+unsigned long qtk_test_qpk_ahead_used(bool reset)
+{
+	return reset ? atomic_exchange(&ahead_used, 0) : atomic_load(&ahead_used);
+}
+
+/* Start reading ahead the zstd chunk after ci: only with chunks of at most the default size (a
+ * reader then holds 4 chunk buffers of <= 4 MiB; other writers may use 64 MiB chunks). */
 static void ahead_start(qtk_model *m, size_t ci)
 {
 	qpk_priv *pv = m->priv;
 	qahead *h = &pv->ahead;
 	size_t n = next_zstd(pv, ci);
-	if (n == SIZE_MAX)
+	if (n == SIZE_MAX || pv->cmax > ((uint64_t)1 << QPK_DEFAULT_CHUNK_LOG))
 		return;
 	size_t csz = (size_t)pv->cmax;
 	if ((!h->zin && !(h->zin = qtk_malloc(csz))) || (!h->dbuf && !(h->dbuf = qtk_malloc(csz))) ||
@@ -1505,6 +1514,7 @@ static int load_chunk(qtk_model *m, size_t ci, uint64_t raw, const char *subject
 		pv->ahead.dc = dc;
 		pv->ahead.ci = SIZE_MAX;
 		pv->dchunk = ci;
+		atomic_fetch_add_explicit(&ahead_used, 1, memory_order_relaxed);
 		ahead_start(m, ci);
 		return 0;
 	}

@@ -64,8 +64,9 @@ typedef struct qw {
 	unsigned nzs;
 	uint64_t zsub, zout;  /* chunks handed on; chunks written */
 	uint64_t ztake;       /* the next chunk a worker takes */
-	zworker *zw;          /* nzw compressing threads (none: the caller compresses) */
-	unsigned nzw;
+	zworker *zw;          /* nzw_alloc entries, nzw of them compressing threads (none: the
+	                       * caller compresses) */
+	unsigned nzw, nzw_alloc;
 	bool zsync;           /* zmu and the conditions are initialised */
 	bool zstop;
 	pthread_mutex_t zmu;
@@ -313,11 +314,12 @@ static void *zworker_run(void *a)
 	return NULL;
 }
 
-/* The slots and, with threads > 1, threads - 1 compressing workers (at most 4) beside the
- * caller, who fills one slot while they compress the others. Nonzero: out of memory. */
+/* The slots and, with threads > 1, threads - 1 compressing workers (at most 2: 3 slots of a
+ * chunk and its frame, <= 24 MiB) beside the caller, who fills one slot while they compress
+ * the others. Nonzero: out of memory. */
 static int zring_start(qw *s, int threads)
 {
-	unsigned nw = threads > 5 ? 4u : threads > 1 ? (unsigned)threads - 1 : 0;
+	unsigned nw = threads > 3 ? 2u : threads > 1 ? (unsigned)threads - 1 : 0;
 	s->nzs = nw + 1;
 	s->zs = qtk_calloc(s->nzs, sizeof *s->zs);
 	if (!s->zs)
@@ -346,12 +348,17 @@ static int zring_start(qw *s, int threads)
 	s->zw = qtk_calloc(nw, sizeof *s->zw);
 	if (!s->zw)
 		return 1;
+	s->nzw_alloc = nw;
 	for (unsigned i = 0; i < nw; i++) { /* a worker that cannot start leaves the others the work */
 		s->zw[i].s = s;
 		if (!(s->zw[i].cc = new_cctx()))
 			return 1;
 		s->zw[i].on = pthread_create(&s->zw[i].th, NULL, zworker_run, &s->zw[i]) == 0;
 		s->nzw += s->zw[i].on;
+	}
+	for (; s->nzs > s->nzw + 1; s->nzs--) { /* slots for the workers that started only */
+		qtk_free(s->zs[s->nzs - 1].buf);
+		qtk_free(s->zs[s->nzs - 1].zbuf);
 	}
 	return 0;
 }
@@ -365,7 +372,7 @@ static void zring_end(qw *s)
 		pthread_cond_broadcast(&s->zwork);
 		pthread_mutex_unlock(&s->zmu);
 	}
-	for (unsigned i = 0; s->zw && i < s->nzs - 1; i++) {
+	for (unsigned i = 0; s->zw && i < s->nzw_alloc; i++) {
 		if (s->zw[i].on)
 			pthread_join(s->zw[i].th, NULL);
 		ZSTD_freeCCtx(s->zw[i].cc);

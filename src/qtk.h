@@ -460,6 +460,9 @@ size_t qtk_test_max_alloc(bool reset);
 void qtk_test_copy_range(bool on);
 /* 0 disables; otherwise reads return at most n bytes at a time. */
 void qtk_test_max_read(size_t n);
+/* Test hook: QPK chunks taken from the reader's read-ahead since the last reset (reset: return
+ * the count and start again from 0). */
+unsigned long qtk_test_qpk_ahead_used(bool reset);
 
 /* Checked arithmetic. Return false on overflow. */
 static inline bool qtk_add_u64(uint64_t a, uint64_t b, uint64_t *r)

@@ -603,6 +603,7 @@ static void test_read_ahead(void)
 		free(fb);
 		m = qtk_open(p, &e);
 		CHECK(m != NULL, "read-ahead open, pass %d: %s", pass, e.msg);
+		qtk_test_qpk_ahead_used(true);
 		int bad = 0, failed_at = -1;
 		for (int i = 0; m && i < NT && failed_at < 0; i++) {
 			const qtk_tensor *t = &m->tensors[i];
@@ -621,6 +622,10 @@ static void test_read_ahead(void)
 		}
 		CHECK(!bad, "read-ahead pass %d: %d pieces differ", pass, bad);
 		CHECK(failed_at == (pass ? 4 : -1), "read-ahead pass %d: failed at tensor %d", pass, failed_at);
+		/* 12 chunks: the first two are loaded in turn, every later one was read ahead; with the
+		 * damage, the 7 before the damaged one (the 10th) */
+		unsigned long used = qtk_test_qpk_ahead_used(false);
+		CHECK(used == (pass ? 7u : 2u * NT - 2), "read-ahead pass %d: %lu chunks read ahead", pass, used);
 		qtk_close(m);
 	}
 	free(b);
