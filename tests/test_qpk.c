@@ -2003,36 +2003,23 @@ static void test_writer_alloc(void)
 	mem mm;
 	build_mem(&mm);
 	char *p = tpath("alloc.qpk");
-	int ok = 0, clean = 0, unclean = 0;
-	for (long k = 1; k < 200 && !ok; k++) {
-		qtk_err e;
-		qtk_test_fail_alloc_at(k);
-		int rc = write_mem(&mm, p, 1 << 20, &e);
-		qtk_test_fail_alloc_at(0);
-		if (!rc)
-			ok = 1;
-		else if (rc == QTK_E_IO)
-			clean++;
-		else
-			unclean++;
+	for (wthreads = 0; wthreads <= 3; wthreads += 3) { /* 3: with compressing workers */
+		int ok = 0, clean = 0, unclean = 0;
+		for (long k = 1; k < 200 && !ok; k++) {
+			qtk_err e;
+			qtk_test_fail_alloc_at(k);
+			int rc = write_mem(&mm, p, 1 << 20, &e);
+			qtk_test_fail_alloc_at(0);
+			if (!rc)
+				ok = 1;
+			else if (rc == QTK_E_IO)
+				clean++;
+			else
+				unclean++;
+		}
+		CHECK(ok && clean > 5 && !unclean, "writer alloc sweep, %d threads: ok %d, clean %d, unclean %d", wthreads,
+		      ok, clean, unclean);
 	}
-	CHECK(ok && clean > 5 && !unclean, "writer alloc sweep: ok %d, clean %d, unclean %d", ok, clean, unclean);
-	wthreads = 3; /* with compressing workers */
-	ok = clean = unclean = 0;
-	for (long k = 1; k < 200 && !ok; k++) {
-		qtk_err e;
-		qtk_test_fail_alloc_at(k);
-		int rc = write_mem(&mm, p, 1 << 20, &e);
-		qtk_test_fail_alloc_at(0);
-		if (!rc)
-			ok = 1;
-		else if (rc == QTK_E_IO)
-			clean++;
-		else
-			unclean++;
-	}
-	CHECK(ok && clean > 5 && !unclean, "writer alloc sweep, 3 threads: ok %d, clean %d, unclean %d", ok, clean,
-	      unclean);
 	/* abandoned while chunks are being compressed */
 	qtk_err e;
 	qtk_write_opts o = {0};
