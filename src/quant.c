@@ -182,6 +182,49 @@ static inline bool sym_lloyd(const float *x, const float *w, const float *wx, bo
 
 #define SYM_MAXC 16 /* candidate scales per block (2 orientations x nstep) */
 
+/* Four candidates per pass over the block (quant.h). */
+void qtk_sym_cands_c(const float *x, const float *w, const float *wx, bool uni, const float *cis,
+                     int nc, float lo, float hi, float *cxl, float *cll)
+{
+    const qv4 vlo = qv_set(lo), vhi = qv_set(hi);
+    for (int c = 0; c < nc; c += 4) {
+        const int m = nc - c < 4 ? nc - c : 4;
+        qv4 vis[4], a[4], b[4];
+        for (int k = 0; k < 4; k++) {
+            vis[k] = qv_set(cis[c + (k < m ? k : 0)]);
+            a[k] = b[k] = qv_set(0.f);
+        }
+        for (int i = 0; i < QB; i += 4) {
+            const qv4 xv = qv_ld(x + i), wxv = qv_ld(wx + i);
+            for (int k = 0; k < 4; k++) {
+                const qv4 l = qv_round(qv_min(qv_max(qv_mul(vis[k], xv), vlo), vhi));
+                a[k] = qv_add(a[k], qv_mul(wxv, l));
+                b[k] = qv_add(b[k], qv_mul(uni ? l : qv_mul(qv_ld(w + i), l), l));
+            }
+        }
+        float sa[4], sb[4];
+        qv_sum4(a[0], a[1], a[2], a[3], sa);
+        qv_sum4(b[0], b[1], b[2], b[3], sb);
+        for (int k = 0; k < m; k++) {
+            cxl[c + k] = sa[k];
+            cll[c + k] = sb[k];
+        }
+    }
+}
+
+typedef void (*sym_cands_fn)(const float *, const float *, const float *, bool, const float *, int,
+                             float, float, float *, float *);
+
+/* The AVX2 build when the CPU has AVX2 and QTK_SIMD is not "generic". */
+static sym_cands_fn sym_cands_impl(void)
+{
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(QTK_QV_PLAIN)
+    if (qtk_simd_avx2() && qtk_sym_have_avx2())
+        return qtk_sym_cands_avx2;
+#endif
+    return qtk_sym_cands_c;
+}
+
 /* Largest |x| of a block and the first value attaining it (0 for an all-zero block). */
 static inline float block_amax(const float *x, float *max)
 {
@@ -248,8 +291,8 @@ static inline float sym_ref(const sym_type *T, const float *x, const float *w, c
  * `step` levels apart from `d0` levels inside the end level, ranked by the continuous
  * least-squares error; the best and the better of it and ggml's are refined by sym_lloyd.
  * Every candidate is scored by its exact decoded error. Output q, returns d. */
-static inline float sym_block_impl(const sym_type *T, const float *x, const float *w, bool uni,
-                                   float *q)
+static inline float sym_block_impl(const sym_type *T, sym_cands_fn cands, const float *x,
+                                   const float *w, bool uni, float *q)
 {
     float max;
     const float amax = block_amax(x, &max);
@@ -272,36 +315,14 @@ static inline float sym_block_impl(const sym_type *T, const float *x, const floa
     }
     const float flo = (float)T->lo, fhi = (float)T->hi;
     const qv4 vlo = qv_set(flo), vhi = qv_set(fhi);
-    /* candidate inverse scales, four evaluated per pass over the block */
+    /* candidate inverse scales */
     const int nstep = T->nstep, nc = 2 * nstep;
     float cis[SYM_MAXC], cxl[SYM_MAXC], cll[SYM_MAXC];
     for (int o = 0, c = 0; o < 2; o++)
         for (int k = 0; k < nstep; k++, c++)
             cis[c] = (o == 0 ? flo - (T->d0 + T->step * (float)k)
                              : fhi + (T->d0 + T->step * (float)k)) / max;
-    for (int c = 0; c < nc; c += 4) {
-        const int m = nc - c < 4 ? nc - c : 4;
-        qv4 vis[4], a[4], b[4];
-        for (int k = 0; k < 4; k++) {
-            vis[k] = qv_set(cis[c + (k < m ? k : 0)]);
-            a[k] = b[k] = qv_set(0.f);
-        }
-        for (int i = 0; i < QB; i += 4) {
-            const qv4 xv = qv_ld(x + i), wxv = qv_ld(wx + i);
-            for (int k = 0; k < 4; k++) {
-                const qv4 l = qv_round(qv_min(qv_max(qv_mul(vis[k], xv), vlo), vhi));
-                a[k] = qv_add(a[k], qv_mul(wxv, l));
-                b[k] = qv_add(b[k], qv_mul(uni ? l : qv_mul(qv_ld(w + i), l), l));
-            }
-        }
-        float sa[4], sb[4];
-        qv_sum4(a[0], a[1], a[2], a[3], sa);
-        qv_sum4(b[0], b[1], b[2], b[3], sb);
-        for (int k = 0; k < m; k++) {
-            cxl[c + k] = sa[k];
-            cll[c + k] = sb[k];
-        }
-    }
+    cands(x, w, wx, uni, cis, nc, flo, fhi, cxl, cll);
     double best_score = -1.0;
     int bc = -1;
     bool done = false;
@@ -360,10 +381,11 @@ static inline void sym_rows(const sym_type *T, const float *x, const float *w, u
                             void (*pack)(const float *q, float d, uint8_t *dst))
 {
     float xs[QB], ws[QB], q[QB];
+    const sym_cands_fn cands = sym_cands_impl();
     for (uint64_t b = 0; b < nb; b++, x += QB, dst += bsize) {
         const float d = sym_prep(x, w ? w + b * QB : NULL, xs, ws)
-                            ? sym_block_impl(T, xs, NULL, true, q)
-                            : sym_block_impl(T, xs, ws, false, q);
+                            ? sym_block_impl(T, cands, xs, NULL, true, q)
+                            : sym_block_impl(T, cands, xs, ws, false, q);
         pack(q, d, dst);
     }
 }

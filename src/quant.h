@@ -89,7 +89,20 @@ bool qtk_asym_have_avx2(void);
 uint64_t qtk_asym_qh16_check_c(uint32_t stride);
 uint64_t qtk_asym_qh16_check_avx2(uint32_t stride);
 
-/* May the AVX2 builds (quant_k_avx2.c, quant_awq_avx2.c, quant_iq4_avx2.c, quant_asym_avx2.c) run: an x86 CPU with
+/* The q4_0/q8_0 search's candidate scales on one block of QTK_SYM_QB values (quant.c's
+ * sym_block_impl): for each of the nc inverse scales cis[c], the codes round(clamp(cis[c] * x,
+ * lo, hi)) and their least-squares sums cxl[c] (wx . codes) and cll[c] (w . codes^2; w unused
+ * when uni). Generic (quant.c) and AVX2 (quant_sym_avx2.c; qtk_sym_have_avx2: built so; quant.c
+ * calls it when qtk_simd_avx2): identical results. nc <= 16. */
+#define QTK_SYM_QB 32
+void qtk_sym_cands_c(const float *x, const float *w, const float *wx, bool uni, const float *cis,
+                     int nc, float lo, float hi, float *cxl, float *cll);
+void qtk_sym_cands_avx2(const float *x, const float *w, const float *wx, bool uni, const float *cis,
+                        int nc, float lo, float hi, float *cxl, float *cll);
+bool qtk_sym_have_avx2(void);
+
+/* May the AVX2 builds (quant_k_avx2.c, quant_awq_avx2.c, quant_iq4_avx2.c, quant_asym_avx2.c,
+ * quant_sym_avx2.c) run: an x86 CPU with
  * AVX2, QTK_SIMD not "generic", not the plain-C build (QTK_QV_PLAIN); decided once (quant.c).
  * Each caller also asks its own build whether it was compiled with AVX2. */
 bool qtk_simd_avx2(void);
