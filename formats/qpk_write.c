@@ -29,12 +29,11 @@ typedef struct wchunk {
 /* A chunk on its way out: filled by the caller's thread, compressed by a worker (inline when
  * there is none), written by the caller's thread in the order the chunks were filled, so the
  * file is the same bytes for any number of workers. */
-enum { ZS_FREE, ZS_QUEUED, ZS_BUSY, ZS_DONE };
 typedef struct zslot {
 	uint8_t *buf, *zbuf;
 	size_t blen, zn;      /* raw bytes; the frame's bytes when z */
 	bool z;               /* store the frame (it saves >= 1/16) */
-	int state;
+	bool done;            /* compressed (under zmu with workers) */
 	uint64_t seq;         /* the chunk's index */
 	size_t part;          /* s->parts index of its part, when first */
 	bool first;           /* its part's padding and offset go before it */
@@ -303,11 +302,10 @@ static void *zworker_run(void *a)
 		if (s->zstop)
 			break;
 		zslot *z = &s->zs[s->ztake++ % s->nzs];
-		z->state = ZS_BUSY;
 		pthread_mutex_unlock(&s->zmu);
 		zslot_pack(x->cc, z, s->zcap);
 		pthread_mutex_lock(&s->zmu);
-		z->state = ZS_DONE;
+		z->done = true;
 		pthread_cond_broadcast(&s->zdone);
 	}
 	pthread_mutex_unlock(&s->zmu);
@@ -401,7 +399,7 @@ static int zslot_write(qtk_writer *w)
 	zslot *z = &s->zs[s->zout % s->nzs];
 	if (s->nzw) {
 		pthread_mutex_lock(&s->zmu);
-		while (z->state != ZS_DONE)
+		while (!z->done)
 			pthread_cond_wait(&s->zdone, &s->zmu);
 		pthread_mutex_unlock(&s->zmu);
 	}
@@ -413,8 +411,6 @@ static int zslot_write(qtk_writer *w)
 	rc = rc ? rc : qtk_ofile_write(&s->f, z->z ? z->zbuf : z->buf, z->zn);
 	s->chunks[z->seq].stored = z->zn;
 	s->chunks[z->seq].codec = z->z ? CODEC_ZSTD : CODEC_RAW;
-	z->state = ZS_FREE;
-	z->first = false;
 	s->zout++;
 	return rc;
 }
@@ -526,13 +522,13 @@ static int emit_chunk(qtk_writer *w)
 	s->blen = 0;
 	if (s->nzw) {
 		pthread_mutex_lock(&s->zmu);
-		z->state = ZS_QUEUED;
+		z->done = false;
 		s->zsub++;
 		pthread_cond_signal(&s->zwork);
 		pthread_mutex_unlock(&s->zmu);
 	} else {
 		zslot_pack(s->cc, z, s->zcap);
-		z->state = ZS_DONE;
+		z->done = true;
 		s->zsub++;
 	}
 	/* the next slot to fill: the oldest chunk's, written first when it is still out */
