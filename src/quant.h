@@ -190,6 +190,11 @@ static inline qv4 qv_div(qv4 a, qv4 b) { return _mm_div_ps(a, b); }
 static inline qv4 qv_min(qv4 a, qv4 b) { return _mm_min_ps(a, b); }
 static inline qv4 qv_max(qv4 a, qv4 b) { return _mm_max_ps(a, b); }
 static inline qv4 qv_abs(qv4 a) { return _mm_andnot_ps(_mm_set1_ps(-0.f), a); }
+/* Whether a and b hold the same bits in every lane. */
+static inline bool qv_same(qv4 a, qv4 b)
+{
+    return _mm_movemask_epi8(_mm_cmpeq_epi32(_mm_castps_si128(a), _mm_castps_si128(b))) == 0xffff;
+}
 /* NaN -> +0, every other value as it is */
 static inline qv4 qv_nan0(qv4 a) { return _mm_and_ps(a, _mm_cmpord_ps(a, a)); }
 /* toward zero, |a| < 2^31 */
@@ -216,6 +221,10 @@ static inline qv4 qv_div(qv4 a, qv4 b) { return vdivq_f32(a, b); }
 static inline qv4 qv_min(qv4 a, qv4 b) { return vbslq_f32(vcltq_f32(a, b), a, b); }
 static inline qv4 qv_max(qv4 a, qv4 b) { return vbslq_f32(vcgtq_f32(a, b), a, b); }
 static inline qv4 qv_abs(qv4 a) { return vabsq_f32(a); }
+static inline bool qv_same(qv4 a, qv4 b)
+{
+    return vminvq_u32(vceqq_u32(vreinterpretq_u32_f32(a), vreinterpretq_u32_f32(b))) != 0;
+}
 static inline qv4 qv_nan0(qv4 a) { return vbslq_f32(vceqq_f32(a, a), a, vdupq_n_f32(0.f)); }
 static inline qv4 qv_trunc(qv4 a) { return vcvtq_f32_s32(vcvtq_s32_f32(a)); }
 static inline qv4 qv_roundf(qv4 a)
@@ -302,6 +311,7 @@ static inline qv4 qv_abs(qv4 a)
     }
     return a;
 }
+static inline bool qv_same(qv4 a, qv4 b) { return memcmp(a.f, b.f, sizeof a.f) == 0; }
 static inline qv4 qv_trunc(qv4 a)
 {
     for (int k = 0; k < 4; k++)
@@ -462,6 +472,10 @@ static inline qv4 qv8_fold(qv8 a)
 {
     return _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
 }
+static inline bool qv8_same(qv8 a, qv8 b)
+{
+    return _mm256_movemask_epi8(_mm256_cmpeq_epi32(_mm256_castps_si256(a), _mm256_castps_si256(b))) == -1;
+}
 #else
 typedef struct { qv4 lo, hi; } qv8;
 static inline qv8 qv8_ld(const float *p) { return (qv8){ qv_ld(p), qv_ld(p + 4) }; }
@@ -480,6 +494,7 @@ static inline qv8 qv8_min(qv8 a, qv8 b) { return (qv8){ qv_min(a.lo, b.lo), qv_m
 static inline qv8 qv8_max(qv8 a, qv8 b) { return (qv8){ qv_max(a.lo, b.lo), qv_max(a.hi, b.hi) }; }
 static inline qv8 qv8_abs(qv8 a) { return (qv8){ qv_abs(a.lo), qv_abs(a.hi) }; }
 static inline qv4 qv8_fold(qv8 a) { return qv_add(a.lo, a.hi); }
+static inline bool qv8_same(qv8 a, qv8 b) { return qv_same(a.lo, b.lo) && qv_same(a.hi, b.hi); }
 #endif
 static inline qv8 qv8_round(qv8 a)
 {

@@ -86,6 +86,43 @@ static inline void aff_sweep(int n, const float *u, const float *wo, const float
     s[0] = t[0], s[1] = t[1], s[2] = t[2], s[3] = t[3], s[4] = t[4], s[5] = t[5];
 }
 
+/* The codes of aff_sweep for inverse scale is, in registers (n / 8 of them). */
+static inline void aff_codes(int n, const float *u, float is, float nmax, qv8 *L)
+{
+    const qv8 vis = qv8_set(is), vmax = qv8_set(nmax), z = qv8_set(0.f);
+    for (int i = 0; i < n / 8; i++)
+        L[i] = qv8_round(qv8_min(qv8_max(qv8_mul(vis, qv8_ld(u + 8 * i)), z), vmax));
+}
+
+static inline bool aff_codes_same(int n, const qv8 *a, const qv8 *b)
+{
+    bool same = true;
+    for (int i = 0; i < n / 8; i++)
+        same &= qv8_same(a[i], b[i]);
+    return same;
+}
+
+/* aff_sweep's sums of the codes L (aff_codes): the same operations in the same order. */
+static inline void aff_sums(int n, const qv8 *L, const float *wo, const float *wox,
+                            const float *wr, const float *wrx, double *s)
+{
+    qv8 a0 = qv8_set(0.f), a1 = a0, a2 = a0, b0 = a0, b1 = a0, b2 = a0;
+    for (int i = 0; i < n / 8; i++) {
+        const qv8 l = L[i];
+        qv8 t = qv8_mul(qv8_ld(wo + 8 * i), l);
+        a0 = qv8_add(a0, t);
+        a1 = qv8_add(a1, qv8_mul(t, l));
+        a2 = qv8_add(a2, qv8_mul(qv8_ld(wox + 8 * i), l));
+        t = qv8_mul(qv8_ld(wr + 8 * i), l);
+        b0 = qv8_add(b0, t);
+        b1 = qv8_add(b1, qv8_mul(t, l));
+        b2 = qv8_add(b2, qv8_mul(qv8_ld(wrx + 8 * i), l));
+    }
+    float t[8];
+    qv8_sum6(a0, a1, a2, b0, b1, b2, t);
+    s[0] = t[0], s[1] = t[1], s[2] = t[2], s[3] = t[3], s[4] = t[4], s[5] = t[5];
+}
+
 /* aff_sweep's first three sums only. */
 static inline void aff_sweep3(int n, const float *u, const float *wo, const float *wox, float is,
                               float nmax, double *s)
@@ -145,10 +182,10 @@ static inline double lsum2(int n, const float *a, const float *b)
  * weights and criterion, and ours (os, om) under weights wo, from the same candidate codes.
  * ggml's choice is reproduced with lane-ordered sums, so it can differ from ggml's own only
  * where two candidates tie to rounding precision. */
-static void aff_fit(const aff_cfg *c, const float *x, const float *wo, bool own, float *rs,
-                    float *rm, float *os, float *om)
+static inline __attribute__((always_inline)) void aff_fit_n(const aff_cfg *c, const int n, const float *x,
+                                                             const float *wo, bool own, float *rs,
+                                                             float *rm, float *os, float *om)
 {
-    const int n = c->sub;
     const float fn = (float)c->nmax;
     float wr[32], u[32], wox[32], wrx[32];
     if (c->wabs) {
@@ -187,10 +224,17 @@ static void aff_fit(const aff_cfg *c, const float *x, const float *wo, bool own,
         aff_ours_try(&o, S[0], S[1], S[2]);
     double best = c->mad ? aff_mad(n, u, x, wr, is, fn, scale, min)
                          : aff_quad(scale, min, S + 3, swr, sxr, sxxr);
+    qv8 Lc[4], Lp[4];
     for (int k = 0; k <= c->nstep; k++) {
         is = (c->rmin + c->rdelta * (float)k + fn) / range;
-        aff_sweep(n, u, wo, wox, wr, wrx, is, fn, S);
-        /* neighbouring inverse scales often give the same codes: nothing new to score */
+        /* neighbouring inverse scales often give the same codes: nothing new to score. The
+         * same codes give the same sums (the weights never change), so they are not summed. */
+        aff_codes(n, u, is, fn, Lc);
+        if (k > 0 && aff_codes_same(n, Lc, Lp))
+            continue;
+        aff_sums(n, Lc, wo, wox, wr, wrx, S);
+        for (int i = 0; i < n / 8; i++)
+            Lp[i] = Lc[i];
         if (k > 0 && memcmp(S, P, sizeof S) == 0)
             continue;
         memcpy(P, S, sizeof S);
@@ -249,6 +293,16 @@ static void aff_fit(const aff_cfg *c, const float *x, const float *wo, bool own,
         *os = scale;
         *om = -bmin;
     }
+}
+
+/* aff_fit_n built for each sub-block size (16 or 32 values). */
+static void aff_fit(const aff_cfg *c, const float *x, const float *wo, bool own, float *rs,
+                    float *rm, float *os, float *om)
+{
+    if (c->sub == 32)
+        aff_fit_n(c, 32, x, wo, own, rs, rm, os, om);
+    else
+        aff_fit_n(c, 16, x, wo, own, rs, rm, os, om);
 }
 
 /* Exact decoded error of codes L (floats) with y = dl*q - dm. */
@@ -443,7 +497,7 @@ static void aff_refine(const aff_cfg *c, const float *x, const float *w, aff_st 
 
 void QK_AFF_BLOCK(const aff_cfg *c, const float *x, const float *w, bool uniform, aff_st *st)
 {
-    float rs[16], rm[16], os[16], om[16];
+    float rs[16] = { 0 }, rm[16] = { 0 }, os[16], om[16];
     const bool own = !(uniform && c->ref_only);
     for (int j = 0; j < c->nsub; j++)
         aff_fit(c, x + j * c->sub, w + j * c->sub, own, &rs[j], &rm[j], &os[j], &om[j]);
