@@ -90,6 +90,7 @@ static inline void aff_sweep(int n, const float *u, const float *wo, const float
 static inline void aff_codes(int n, const float *u, float is, float nmax, qv8 *L)
 {
     const qv8 vis = qv8_set(is), vmax = qv8_set(nmax), z = qv8_set(0.f);
+    #pragma GCC unroll 4
     for (int i = 0; i < n / 8; i++)
         L[i] = qv8_round(qv8_min(qv8_max(qv8_mul(vis, qv8_ld(u + 8 * i)), z), vmax));
 }
@@ -97,6 +98,7 @@ static inline void aff_codes(int n, const float *u, float is, float nmax, qv8 *L
 static inline bool aff_codes_same(int n, const qv8 *a, const qv8 *b)
 {
     bool same = true;
+    #pragma GCC unroll 4
     for (int i = 0; i < n / 8; i++)
         same &= qv8_same(a[i], b[i]);
     return same;
@@ -107,6 +109,7 @@ static inline void aff_sums(int n, const qv8 *L, const float *wo, const float *w
                             const float *wr, const float *wrx, double *s)
 {
     qv8 a0 = qv8_set(0.f), a1 = a0, a2 = a0, b0 = a0, b1 = a0, b2 = a0;
+    #pragma GCC unroll 4
     for (int i = 0; i < n / 8; i++) {
         const qv8 l = L[i];
         qv8 t = qv8_mul(qv8_ld(wo + 8 * i), l);
@@ -233,6 +236,7 @@ static inline __attribute__((always_inline)) void aff_fit_n(const aff_cfg *c, co
         if (k > 0 && aff_codes_same(n, Lc, Lp))
             continue;
         aff_sums(n, Lc, wo, wox, wr, wrx, S);
+        #pragma GCC unroll 4
         for (int i = 0; i < n / 8; i++)
             Lp[i] = Lc[i];
         if (k > 0 && memcmp(S, P, sizeof S) == 0)
