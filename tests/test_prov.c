@@ -240,23 +240,27 @@ static void test_container_independence(void)
 }
 
 /* A plain 1-D tensor's leaf in a scheme, its bytes put in odd pieces (step > 0) or whole. */
-static int plain_leaf(unsigned type, const void *bytes, uint64_t nv, int scheme, size_t step, qtk_leaf *l)
+/* The leaf of a plain tensor of nv values (rows of them when heads > 0: Q/K rows stored in
+ * llama.cpp's order, un-permuted by the decoded tier), its bytes put in steps of `step`. */
+static int plain_leaf_rows(unsigned type, const void *bytes, uint64_t nv, uint64_t rows, int heads, int scheme,
+			   size_t step, qtk_leaf *l)
 {
 	qtk_tensor t;
 	memset(&t, 0, sizeof t);
 	t.name = (char *)"x.weight";
-	t.ndim = 1;
-	t.shape[0] = nv;
+	t.ndim = heads > 0 ? 2 : 1;
+	t.shape[0] = heads > 0 ? rows : nv;
+	t.shape[1] = heads > 0 ? nv / rows : 0;
 	t.layout.type = type;
 	t.nparts = 1;
 	t.parts[0].type = type;
-	t.parts[0].ndim = 1;
-	t.parts[0].shape[0] = nv;
+	t.parts[0].ndim = t.ndim;
+	memcpy(t.parts[0].shape, t.shape, sizeof t.shape);
 	t.parts[0].nbytes = nv * (type == QTK_T_F32 ? 4 : 2);
 	qtk_tensor_finish(&t);
 	qtk_err err;
 	qtk_thash *h;
-	int rc = qtk_thash_new_scheme(NULL, &t, 0, scheme, &h, &err);
+	int rc = qtk_thash_new_scheme(NULL, &t, heads, scheme, &h, &err);
 	const uint8_t *b = bytes;
 	size_t n = (size_t)t.parts[0].nbytes;
 	for (size_t i = 0, k = step ? step : n; i < n && !rc; i += k, k = step ? k % 997 + step : n)
@@ -267,6 +271,50 @@ static int plain_leaf(unsigned type, const void *bytes, uint64_t nv, int scheme,
 		qtk_free(l->stored);
 	}
 	return rc;
+}
+
+static int plain_leaf(unsigned type, const void *bytes, uint64_t nv, int scheme, size_t step, qtk_leaf *l)
+{
+	return plain_leaf_rows(type, bytes, nv, 0, 0, scheme, step, l);
+}
+
+/* Q/K rows stored permuted in F16 or BF16 are un-permuted as their 16-bit values and hashed in
+ * their own form when a piece allows it (else decoded): the decoded leaf is that of the same
+ * values stored as F32, whole pieces, a short one, infinities and NaNs in the later heads. */
+static void test_v2_heads16(void)
+{
+	const uint64_t rows = 512, cols = 1040, nv = rows * cols; /* two whole pieces and a short one */
+	const int heads = 4;
+	uint16_t *h16 = malloc(nv * 2), *b16 = malloc(nv * 2);
+	uint32_t *f = malloc(nv * 4), *g = malloc(nv * 4);
+	uint32_t k = 7;
+	for (uint64_t i = 0; i < nv; i++, k = (k + 40503u) & 0xffffu) {
+		uint16_t x = (uint16_t)k;
+		if (i < nv / 2 && (x & 0x7c00u) == 0x7c00u) /* infinities and NaNs in the last two heads */
+			x &= 0xbfffu;
+		h16[i] = x;
+		b16[i] = (uint16_t)(k * 7u + 1u);
+		float v = qtk_fp16_to_f32(x);
+		memcpy(&f[i], &v, 4);
+		g[i] = (uint32_t)b16[i] << 16;
+	}
+	qtk_leaf a, b, c, a0;
+	CHECK(!plain_leaf_rows(QTK_T_F16, h16, nv, rows, heads, QTK_DIGEST_V2, 0, &a) &&
+	      !plain_leaf_rows(QTK_T_F32, f, nv, rows, heads, QTK_DIGEST_V2, 0, &b) &&
+	      !plain_leaf_rows(QTK_T_F16, h16, nv, rows, heads, QTK_DIGEST_V2, 4099, &c) &&
+	      !plain_leaf(QTK_T_F16, h16, nv, QTK_DIGEST_V2, 0, &a0),
+	      "f16 leaves with heads");
+	CHECK(!memcmp(a.dec, b.dec, 32) && !memcmp(a.dec, c.dec, 32), "permuted f16 = f32 values");
+	CHECK(memcmp(a.dec, a0.dec, 32), "un-permuted: another order of the values");
+	CHECK(!plain_leaf_rows(QTK_T_BF16, b16, nv, rows, heads, QTK_DIGEST_V2, 0, &a) &&
+	      !plain_leaf_rows(QTK_T_F32, g, nv, rows, heads, QTK_DIGEST_V2, 0, &b) &&
+	      !plain_leaf_rows(QTK_T_BF16, b16, nv, rows, heads, QTK_DIGEST_V2, 777, &c),
+	      "bf16 leaves with heads");
+	CHECK(!memcmp(a.dec, b.dec, 32) && !memcmp(a.dec, c.dec, 32), "permuted bf16 = f32 values");
+	free(h16);
+	free(b16);
+	free(f);
+	free(g);
 }
 
 /* qtk-digest-v2's decoded pieces: an F16 or BF16 tensor whose pieces are hashed as its own bytes
@@ -1172,6 +1220,7 @@ int main(void)
 	test_container_independence();
 	test_streaming();
 	test_v2_forms();
+	test_v2_heads16();
 	test_packed_heads_sliced();
 	test_records();
 	test_sink();

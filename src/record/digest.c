@@ -96,6 +96,9 @@ struct qtk_thash {
 	uint8_t *form;
 	uint64_t vdone;         /* values taken by the decoded tier */
 	bool shares;            /* F16/BF16 in stored order: pieces may serve both tiers */
+	bool raw16;             /* F16/BF16 rows un-permuted as stored (perm holds 16-bit values), the
+				 * unfinished piece in piece16 */
+	uint8_t *piece16;
 	uint64_t dbytes;        /* plain layouts: bytes taken by the decoded tier */
 	int part;               /* current part */
 	bool hdr_done;          /* its header has been hashed */
@@ -327,6 +330,51 @@ static int dec_vals(qtk_thash *h, const float *v, uint64_t n)
 	return rc;
 }
 
+static int decode_fast(unsigned type, const uint8_t *src, float *dst, uint64_t n);
+static uint8_t raw16_form(unsigned type, const uint8_t *src, uint64_t n);
+
+/* A piece of n stored F16/BF16 values: hashed as they are when that is its form, else decoded
+ * (dec_piece decides): the digest of the values either way. */
+static int dec_piece16(qtk_thash *h, const uint8_t *b, uint64_t n)
+{
+	const uint8_t form = raw16_form(h->t.layout.type, b, n);
+	if (form)
+		return dec_piece_digest(h, form, b, (size_t)n * 2);
+	if (!h->piece && !(h->piece = qtk_malloc((size_t)V2_PIECE * sizeof *h->piece)))
+		return oom(h->err, h->stored);
+	decode_fast(h->t.layout.type, b, h->piece, n);
+	return dec_piece(h, h->piece, n);
+}
+
+/* dec_vals for stored F16/BF16 values (h->raw16). */
+static int dec_vals16(qtk_thash *h, const uint8_t *b, uint64_t n)
+{
+	int rc = 0;
+	h->vdone += n;
+	while (n && !rc) {
+		if (!h->piece_len && n >= V2_PIECE) {
+			rc = dec_piece16(h, b, V2_PIECE);
+			b += 2 * V2_PIECE;
+			n -= V2_PIECE;
+			continue;
+		}
+		if (!h->piece16 && !(h->piece16 = qtk_malloc((size_t)V2_PIECE * 2)))
+			return oom(h->err, h->stored);
+		uint64_t k = V2_PIECE - h->piece_len;
+		if (k > n)
+			k = n;
+		memcpy(h->piece16 + 2 * h->piece_len, b, (size_t)k * 2);
+		h->piece_len += k;
+		b += 2 * k;
+		n -= k;
+		if (h->piece_len == V2_PIECE) {
+			h->piece_len = 0;
+			rc = dec_piece16(h, h->piece16, V2_PIECE);
+		}
+	}
+	return rc;
+}
+
 /* The last, shorter piece. */
 static int dec_end(qtk_thash *h)
 {
@@ -334,7 +382,7 @@ static int dec_end(qtk_thash *h)
 		return 0;
 	uint64_t n = h->piece_len;
 	h->piece_len = 0;
-	return dec_piece(h, h->piece, n);
+	return h->raw16 ? dec_piece16(h, h->piece16, n) : dec_piece(h, h->piece, n);
 }
 
 /* Version 2, a piece of an F16 or BF16 tensor given as its stored bytes: the form when it is
@@ -445,6 +493,7 @@ void qtk_thash_free(qtk_thash *h)
 	EVP_MD_CTX_free(h->dec);
 	EVP_MD_CTX_free(h->ech);
 	qtk_free(h->piece);
+	qtk_free(h->piece16);
 	qtk_free(h->form);
 	qtk_free(h->canon);
 	qtk_free(h->stored);
@@ -514,6 +563,8 @@ static int plain_setup(qtk_thash *h)
 	if (vals > np)
 		vals = np ? np : h->blck;
 	h->chunk_cap = (size_t)(vals / h->blck * h->bpb);
+	h->raw16 = h->scheme != QTK_DIGEST_V1 && h->qk_heads > 0 &&
+		   (h->t.layout.type == QTK_T_F16 || h->t.layout.type == QTK_T_BF16);
 	h->chunk = qtk_malloc(h->chunk_cap ? h->chunk_cap : 1);
 	h->vals = qtk_malloc((size_t)vals * sizeof(float));
 	if (h->qk_heads > 0)
@@ -662,6 +713,11 @@ static int hash_chunk(qtk_thash *h, const uint8_t *src, size_t len)
 				return dec_piece_put(h, form, h->elast);
 			return dec_piece_digest(h, form, src, len);
 		}
+	}
+	if (h->raw16) { /* whole heads: their rows moved as stored, no F32 round trip */
+		uint64_t rows = h->t.shape[0], row = h->t.n_params / rows;
+		qtk_family_permute_rows(src, (uint8_t *)h->perm, nv / row, row * 2, (int)(nv / h->unit), true);
+		return dec_vals16(h, (const uint8_t *)h->perm, nv);
 	}
 	if (decode_fast(h->t.layout.type, src, h->vals, nv) &&
 	    qtk_dequant_ggml(h->t.layout.type, src, h->vals, nv) != 0)
