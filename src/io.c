@@ -965,24 +965,134 @@ int qtk_ofile_patch(qtk_ofile *f, uint64_t off, uint64_t n, int (*fn)(void *ctx,
 	return rc;
 }
 
+/* ---- hashing a file with its reads on a second thread ----
+ * The reads (a copy out of the page cache each) go to a reader thread that fills one buffer
+ * while the caller hashes the other, so a pass over a file that is only hashed costs the
+ * SHA-256 alone on its thread. */
+#define RA_BS ((size_t)4 << 20)
+
+typedef struct {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int fd;
+	const char *path;
+	uint64_t off, end;    /* next read */
+	uint8_t *buf[2];
+	size_t len[2];
+	bool full[2];         /* filled, not yet hashed */
+	bool stop, failed;
+	qtk_err err;          /* the reader's failure */
+} rahead;
+
+static void *rahead_main(void *arg)
+{
+	rahead *r = arg;
+	for (int i = 0;; i ^= 1) {
+		pthread_mutex_lock(&r->mu);
+		while (r->full[i] && !r->stop)
+			pthread_cond_wait(&r->cv, &r->mu);
+		const bool done = r->stop || r->off >= r->end;
+		const uint64_t off = r->off;
+		const size_t k = r->end - off < RA_BS ? (size_t)(r->end - off) : RA_BS;
+		r->off += done ? 0 : k;
+		pthread_mutex_unlock(&r->mu);
+		if (done)
+			return NULL;
+		qtk_err e;
+		qtk_err_clear(&e);
+		const int rc = qtk_pread_full(r->fd, r->path, r->buf[i], k, off, &e);
+		pthread_mutex_lock(&r->mu);
+		if (rc) { /* this buffer stays empty: the caller stops at it */
+			r->failed = true;
+			r->err = e;
+		} else {
+			r->len[i] = k;
+			r->full[i] = true;
+		}
+		pthread_cond_broadcast(&r->cv);
+		pthread_mutex_unlock(&r->mu);
+		if (rc)
+			return NULL;
+	}
+}
+
+/* Without a thread (or its memory) the reads are the caller's. */
+int qtk_sha256_fd_range(int fd, const char *path, void *md, uint64_t off, uint64_t n, qtk_err *err)
+{
+	rahead r = {.fd = fd, .path = path, .off = off, .end = off + n};
+	pthread_t th;
+	bool live = false;
+	if (n > RA_BS && (r.buf[0] = qtk_malloc(RA_BS)) && (r.buf[1] = qtk_malloc(RA_BS)) &&
+	    !pthread_mutex_init(&r.mu, NULL)) {
+		if (!pthread_cond_init(&r.cv, NULL)) {
+			live = pthread_create(&th, NULL, rahead_main, &r) == 0;
+			if (!live)
+				pthread_cond_destroy(&r.cv);
+		}
+		if (!live)
+			pthread_mutex_destroy(&r.mu);
+	}
+	if (!live) {
+		qtk_free(r.buf[1]);
+		uint8_t *b = qtk_realloc(r.buf[0], RA_BS);
+		if (!b) {
+			qtk_free(r.buf[0]);
+			qtk_err_set(err, QTK_E_IO, path, -1, NULL, "out of memory");
+			return 1;
+		}
+		int rc = 0;
+		for (uint64_t at = off, k; at < off + n && !rc; at += k) {
+			k = off + n - at < RA_BS ? off + n - at : RA_BS;
+			rc = qtk_pread_full(fd, path, b, (size_t)k, at, err) ? 1 : EVP_DigestUpdate(md, b, (size_t)k) != 1 ? -1 : 0;
+		}
+		qtk_free(b);
+		return rc;
+	}
+	int rc = 0;
+	for (uint64_t done = 0, i = 0; done < n && !rc; i ^= 1) {
+		pthread_mutex_lock(&r.mu);
+		while (!r.full[i] && !r.failed)
+			pthread_cond_wait(&r.cv, &r.mu);
+		const bool full = r.full[i];
+		pthread_mutex_unlock(&r.mu);
+		if (!full) { /* the read of this buffer failed */
+			rc = 1;
+			break;
+		}
+		if (EVP_DigestUpdate(md, r.buf[i], r.len[i]) != 1)
+			rc = -1;
+		done += r.len[i];
+		pthread_mutex_lock(&r.mu);
+		r.full[i] = false;
+		r.len[i] = 0;
+		pthread_cond_broadcast(&r.cv);
+		pthread_mutex_unlock(&r.mu);
+	}
+	pthread_mutex_lock(&r.mu);
+	r.stop = true;
+	pthread_cond_broadcast(&r.cv);
+	pthread_mutex_unlock(&r.mu);
+	pthread_join(th, NULL);
+	if (r.failed && rc != -1) {
+		*err = r.err;
+		rc = 1;
+	}
+	pthread_cond_destroy(&r.cv);
+	pthread_mutex_destroy(&r.mu);
+	qtk_free(r.buf[0]);
+	qtk_free(r.buf[1]);
+	return rc;
+}
+
 /* SHA-256 of the whole temporary file (after a patch). */
 static int ofile_rehash(qtk_ofile *f)
 {
-	enum { BS = 4 << 20 };
-	uint8_t *b = qtk_malloc(BS);
-	if (!b || EVP_DigestInit_ex(f->md, EVP_sha256(), NULL) != 1) {
-		qtk_free(b);
-		return qtk_err_set(f->err, QTK_E_IO, f->final_path, -1, NULL, "out of memory");
-	}
-	int rc = 0;
-	for (uint64_t off = 0; off < f->written && !rc; off += BS) {
-		size_t k = f->written - off < BS ? (size_t)(f->written - off) : BS;
-		rc = qtk_pread_full(f->fd, f->tmp_path, b, k, off, f->err);
-		if (!rc && EVP_DigestUpdate(f->md, b, k) != 1)
-			rc = qtk_err_set(f->err, QTK_E_INTERNAL, f->final_path, -1, NULL, "SHA-256 update failed");
-	}
-	qtk_free(b);
-	return rc;
+	if (EVP_DigestInit_ex(f->md, EVP_sha256(), NULL) != 1)
+		return qtk_err_set(f->err, QTK_E_INTERNAL, f->final_path, -1, NULL, "SHA-256 failed");
+	const int rc = qtk_sha256_fd_range(f->fd, f->tmp_path, f->md, 0, f->written, f->err);
+	if (rc == -1)
+		return qtk_err_set(f->err, QTK_E_INTERNAL, f->final_path, -1, NULL, "SHA-256 update failed");
+	return rc ? f->err->code : 0;
 }
 
 typedef struct {

@@ -7,6 +7,7 @@
 #include "record/digest.h"
 #include "record/prov.h"
 #include <math.h>
+#include <openssl/evp.h>
 #include <openssl/sha.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -904,6 +905,54 @@ static int flip16(void *ctx, uint8_t *buf, size_t n)
 
 /* An output file's SHA-256 (hashed on its own thread while writing, or once after a patch)
  * is the SHA-256 of the bytes on disk, for sizes around the 1 MiB buffers. */
+/* qtk_sha256_fd_range: the plain SHA-256 of the range for sizes around its 4 MiB reads, and a
+ * range past the end of the file is a read error, not a digest. */
+static void test_sha256_range(void)
+{
+	const size_t mib4 = (size_t)4 << 20, total = 3 * mib4 + 777;
+	uint8_t *d = malloc(total);
+	uint32_t x = 88172645u;
+	for (size_t i = 0; i < total; i++) {
+		x ^= x << 13;
+		x ^= x >> 17;
+		x ^= x << 5;
+		d[i] = (uint8_t)x;
+	}
+	const char *path = path_in("range.bin");
+	FILE *fp = fopen(path, "wb");
+	CHECK(fp && fwrite(d, 1, total, fp) == total && fclose(fp) == 0, "write %s", path);
+	qtk_err err;
+	uint64_t size = 0;
+	int fd = qtk_file_open(path, &size, &err);
+	const size_t cases[][2] = {{0, 0}, {0, 1}, {5, mib4 - 1}, {0, mib4}, {3, mib4 + 1}, {0, 2 * mib4}, {1, total - 1}, {0, total}};
+	int bad = 0;
+	for (size_t c = 0; c < sizeof cases / sizeof *cases && fd >= 0; c++) {
+		uint8_t want[32], got[32];
+		unsigned l = 0;
+		EVP_Digest(d + cases[c][0], cases[c][1], want, &l, EVP_sha256(), NULL);
+		EVP_MD_CTX *md = EVP_MD_CTX_new();
+		EVP_DigestInit_ex(md, EVP_sha256(), NULL);
+		int rc = qtk_sha256_fd_range(fd, path, md, cases[c][0], cases[c][1], &err);
+		EVP_DigestFinal_ex(md, got, &l);
+		EVP_MD_CTX_free(md);
+		if (rc || memcmp(want, got, 32))
+			bad++;
+	}
+	CHECK(!bad, "%d ranges hashed wrongly", bad);
+	for (int k = 0; k < 2 && fd >= 0; k++) { /* past the end: within the first read, or a later one */
+		EVP_MD_CTX *md = EVP_MD_CTX_new();
+		EVP_DigestInit_ex(md, EVP_sha256(), NULL);
+		qtk_err_clear(&err);
+		int rc = qtk_sha256_fd_range(fd, path, md, k ? 0 : total - 10, k ? total + 5 : 20, &err);
+		EVP_MD_CTX_free(md);
+		CHECK(rc == 1 && err.code == QTK_E_DATA && strstr(err.msg, "truncated") && strstr(err.file, "range.bin"),
+		      "read past the end (%d): rc %d code %d %s", k, rc, err.code, err.msg);
+	}
+	if (fd >= 0)
+		qtk_file_close(fd);
+	free(d);
+}
+
 static void test_ofile_hash(void)
 {
 	const size_t sizes[] = {0, 1, (1u << 20) - 1, 1u << 20, (1u << 20) + 1, (5u << 20) + 12345, 9u << 20};
@@ -1226,6 +1275,7 @@ int main(void)
 	test_sink();
 	test_async_tee();
 	test_tee_pair();
+	test_sha256_range();
 	test_ofile_hash();
 	reserve_and_patch(QTK_OUT_GGUF, "patched.gguf");
 	reserve_and_patch(QTK_OUT_SAFETENSORS, "patched.safetensors");
