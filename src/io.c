@@ -969,7 +969,7 @@ int qtk_ofile_patch(qtk_ofile *f, uint64_t off, uint64_t n, int (*fn)(void *ctx,
  * The reads (a copy out of the page cache each) go to a reader thread that fills one buffer
  * while the caller hashes the other, so a pass over a file that is only hashed costs the
  * SHA-256 alone on its thread. */
-#define RA_BS ((size_t)4 << 20)
+#define RA_BS ((size_t)2 << 20)
 
 typedef struct {
 	pthread_mutex_t mu;
@@ -1017,7 +1017,8 @@ static void *rahead_main(void *arg)
 }
 
 /* Without a thread (or its memory) the reads are the caller's. */
-int qtk_sha256_fd_range(int fd, const char *path, void *md, uint64_t off, uint64_t n, qtk_err *err)
+int qtk_sha256_fd_range(int fd, const char *path, void *md, uint64_t off, uint64_t n, const int *cancel,
+			qtk_err *err)
 {
 	rahead r = {.fd = fd, .path = path, .off = off, .end = off + n};
 	pthread_t th;
@@ -1043,6 +1044,11 @@ int qtk_sha256_fd_range(int fd, const char *path, void *md, uint64_t off, uint64
 		int rc = 0;
 		for (uint64_t at = off, k; at < off + n && !rc; at += k) {
 			k = off + n - at < RA_BS ? off + n - at : RA_BS;
+			if (cancel && __atomic_load_n(cancel, __ATOMIC_RELAXED)) {
+				rc = 1;
+				qtk_err_set(err, QTK_E_IO, path, -1, NULL, "cancelled");
+				break;
+			}
 			rc = qtk_pread_full(fd, path, b, (size_t)k, at, err) ? 1 : EVP_DigestUpdate(md, b, (size_t)k) != 1 ? -1 : 0;
 		}
 		qtk_free(b);
@@ -1059,6 +1065,11 @@ int qtk_sha256_fd_range(int fd, const char *path, void *md, uint64_t off, uint64
 			rc = 1;
 			break;
 		}
+		if (cancel && __atomic_load_n(cancel, __ATOMIC_RELAXED)) {
+			rc = 1;
+			qtk_err_set(err, QTK_E_IO, path, -1, NULL, "cancelled");
+			break;
+		}
 		if (EVP_DigestUpdate(md, r.buf[i], r.len[i]) != 1)
 			rc = -1;
 		done += r.len[i];
@@ -1073,7 +1084,7 @@ int qtk_sha256_fd_range(int fd, const char *path, void *md, uint64_t off, uint64
 	pthread_cond_broadcast(&r.cv);
 	pthread_mutex_unlock(&r.mu);
 	pthread_join(th, NULL);
-	if (r.failed && rc != -1) {
+	if (r.failed && rc != -1 && !(cancel && __atomic_load_n(cancel, __ATOMIC_RELAXED))) {
 		*err = r.err;
 		rc = 1;
 	}
@@ -1089,7 +1100,7 @@ static int ofile_rehash(qtk_ofile *f)
 {
 	if (EVP_DigestInit_ex(f->md, EVP_sha256(), NULL) != 1)
 		return qtk_err_set(f->err, QTK_E_INTERNAL, f->final_path, -1, NULL, "SHA-256 failed");
-	const int rc = qtk_sha256_fd_range(f->fd, f->tmp_path, f->md, 0, f->written, f->err);
+	const int rc = qtk_sha256_fd_range(f->fd, f->tmp_path, f->md, 0, f->written, NULL, f->err);
 	if (rc == -1)
 		return qtk_err_set(f->err, QTK_E_INTERNAL, f->final_path, -1, NULL, "SHA-256 update failed");
 	return rc ? f->err->code : 0;

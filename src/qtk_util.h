@@ -33,8 +33,10 @@ int qtk_file_open(const char *path, uint64_t *size, qtk_err *err);
 int qtk_pread_full(int fd, const char *path, void *buf, size_t n, uint64_t off,
 		   qtk_err *err);
 /* SHA-256 update of md (an EVP_MD_CTX) with n bytes of fd at off, the reads on a second thread
- * beside the hashing: 0, 1 (a read failed: err set) or -1 (the digest failed). */
-int qtk_sha256_fd_range(int fd, const char *path, void *md, uint64_t off, uint64_t n, qtk_err *err);
+ * beside the hashing: 0, 1 (a read failed, or *cancel became non-zero: err set) or -1 (the
+ * digest failed). cancel may be NULL. */
+int qtk_sha256_fd_range(int fd, const char *path, void *md, uint64_t off, uint64_t n, const int *cancel,
+			qtk_err *err);
 /* Slurp a small regular file (<= cap bytes) into a NUL-terminated buffer. */
 int qtk_slurp(const char *path, uint64_t cap, uint8_t **out, size_t *len, qtk_err *err);
 /* Close an fd from qtk_file_open or qtk_window_open (forgets its window). */

@@ -905,11 +905,11 @@ static int flip16(void *ctx, uint8_t *buf, size_t n)
 
 /* An output file's SHA-256 (hashed on its own thread while writing, or once after a patch)
  * is the SHA-256 of the bytes on disk, for sizes around the 1 MiB buffers. */
-/* qtk_sha256_fd_range: the plain SHA-256 of the range for sizes around its 4 MiB reads, and a
+/* qtk_sha256_fd_range: the plain SHA-256 of the range for sizes around its 2 MiB reads, and a
  * range past the end of the file is a read error, not a digest. */
 static void test_sha256_range(void)
 {
-	const size_t mib4 = (size_t)4 << 20, total = 3 * mib4 + 777;
+	const size_t rb = (size_t)2 << 20, total = 6 * rb + 777;
 	uint8_t *d = malloc(total);
 	uint32_t x = 88172645u;
 	for (size_t i = 0; i < total; i++) {
@@ -924,7 +924,7 @@ static void test_sha256_range(void)
 	qtk_err err;
 	uint64_t size = 0;
 	int fd = qtk_file_open(path, &size, &err);
-	const size_t cases[][2] = {{0, 0}, {0, 1}, {5, mib4 - 1}, {0, mib4}, {3, mib4 + 1}, {0, 2 * mib4}, {1, total - 1}, {0, total}};
+	const size_t cases[][2] = {{0, 0}, {0, 1}, {5, rb - 1}, {0, rb}, {3, rb + 1}, {0, 2 * rb}, {7, 3 * rb - 7}, {1, total - 1}, {0, total}};
 	int bad = 0;
 	for (size_t c = 0; c < sizeof cases / sizeof *cases && fd >= 0; c++) {
 		uint8_t want[32], got[32];
@@ -932,7 +932,7 @@ static void test_sha256_range(void)
 		EVP_Digest(d + cases[c][0], cases[c][1], want, &l, EVP_sha256(), NULL);
 		EVP_MD_CTX *md = EVP_MD_CTX_new();
 		EVP_DigestInit_ex(md, EVP_sha256(), NULL);
-		int rc = qtk_sha256_fd_range(fd, path, md, cases[c][0], cases[c][1], &err);
+		int rc = qtk_sha256_fd_range(fd, path, md, cases[c][0], cases[c][1], NULL, &err);
 		EVP_DigestFinal_ex(md, got, &l);
 		EVP_MD_CTX_free(md);
 		if (rc || memcmp(want, got, 32))
@@ -943,10 +943,19 @@ static void test_sha256_range(void)
 		EVP_MD_CTX *md = EVP_MD_CTX_new();
 		EVP_DigestInit_ex(md, EVP_sha256(), NULL);
 		qtk_err_clear(&err);
-		int rc = qtk_sha256_fd_range(fd, path, md, k ? 0 : total - 10, k ? total + 5 : 20, &err);
+		int rc = qtk_sha256_fd_range(fd, path, md, k ? 0 : total - 10, k ? total + 5 : 20, NULL, &err);
 		EVP_MD_CTX_free(md);
 		CHECK(rc == 1 && err.code == QTK_E_DATA && strstr(err.msg, "truncated") && strstr(err.file, "range.bin"),
 		      "read past the end (%d): rc %d code %d %s", k, rc, err.code, err.msg);
+	}
+	if (fd >= 0) { /* cancelled before it starts: an error, not a digest */
+		const int stop = 1;
+		EVP_MD_CTX *md = EVP_MD_CTX_new();
+		EVP_DigestInit_ex(md, EVP_sha256(), NULL);
+		qtk_err_clear(&err);
+		int rc = qtk_sha256_fd_range(fd, path, md, 0, total, &stop, &err);
+		EVP_MD_CTX_free(md);
+		CHECK(rc == 1 && strstr(err.msg, "cancelled"), "cancelled: rc %d %s", rc, err.msg);
 	}
 	if (fd >= 0)
 		qtk_file_close(fd);

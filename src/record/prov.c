@@ -652,25 +652,17 @@ void qtk_filelist_free(qtk_filelist *l)
 
 static int hash_fd(int fd, const char *path, uint64_t size, uint8_t out[32], const int *cancel, qtk_err *err)
 {
-	enum { BS = 4 << 20 };
-	uint8_t *buf = qtk_malloc(BS);
 	EVP_MD_CTX *md = EVP_MD_CTX_new();
-	int rc = buf && md ? 0 : oom(err);
+	int rc = md ? 0 : oom(err);
 	if (!rc && EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1)
 		rc = qtk_err_set(err, QTK_E_INTERNAL, path, -1, NULL, "SHA-256 failed");
-	for (uint64_t off = 0; off < size && !rc; off += BS) {
-		size_t k = size - off < BS ? (size_t)(size - off) : BS;
-		if (cancel && __atomic_load_n(cancel, __ATOMIC_RELAXED))
-			rc = qtk_err_set(err, QTK_E_IO, path, -1, NULL, "cancelled");
-		rc = rc ? rc : qtk_pread_full(fd, path, buf, k, off, err);
-		if (!rc && EVP_DigestUpdate(md, buf, k) != 1)
-			rc = qtk_err_set(err, QTK_E_INTERNAL, path, -1, NULL, "SHA-256 failed");
-	}
+	const int r = rc ? 0 : qtk_sha256_fd_range(fd, path, md, 0, size, cancel, err);
+	if (r)
+		rc = r == -1 ? qtk_err_set(err, QTK_E_INTERNAL, path, -1, NULL, "SHA-256 failed") : err->code;
 	unsigned len = 0;
 	if (!rc && (EVP_DigestFinal_ex(md, out, &len) != 1 || len != 32))
 		rc = qtk_err_set(err, QTK_E_INTERNAL, path, -1, NULL, "SHA-256 failed");
 	EVP_MD_CTX_free(md);
-	qtk_free(buf);
 	return rc;
 }
 
