@@ -279,6 +279,24 @@ static int plain_leaf(unsigned type, const void *bytes, uint64_t nv, int scheme,
 	return plain_leaf_rows(type, bytes, nv, 0, 0, scheme, step, l);
 }
 
+/* Every binary16 pattern in turn from k0 in h16 (none with an all-ones exponent before index
+ * `finite`), bfloat16 patterns in b16, and the same values as F32 bits in f and g. */
+static void fill16(uint16_t *h16, uint16_t *b16, uint32_t *f, uint32_t *g, uint64_t nv, uint32_t k0,
+		   uint64_t finite)
+{
+	uint32_t k = k0;
+	for (uint64_t i = 0; i < nv; i++, k = (k + 40503u) & 0xffffu) {
+		uint16_t x = (uint16_t)k;
+		if (i < finite && (x & 0x7c00u) == 0x7c00u)
+			x &= 0xbfffu;
+		h16[i] = x;
+		b16[i] = (uint16_t)(k * 7u + 1u);
+		float v = qtk_fp16_to_f32(x);
+		memcpy(&f[i], &v, 4);
+		g[i] = (uint32_t)b16[i] << 16;
+	}
+}
+
 /* Q/K rows stored permuted in F16 or BF16 are un-permuted as their 16-bit values and hashed in
  * their own form when a piece allows it (else decoded): the decoded leaf is that of the same
  * values stored as F32, whole pieces, a short one, infinities and NaNs in the later heads. */
@@ -288,17 +306,7 @@ static void test_v2_heads16(void)
 	const int heads = 4;
 	uint16_t *h16 = malloc(nv * 2), *b16 = malloc(nv * 2);
 	uint32_t *f = malloc(nv * 4), *g = malloc(nv * 4);
-	uint32_t k = 7;
-	for (uint64_t i = 0; i < nv; i++, k = (k + 40503u) & 0xffffu) {
-		uint16_t x = (uint16_t)k;
-		if (i < nv / 2 && (x & 0x7c00u) == 0x7c00u) /* infinities and NaNs in the last two heads */
-			x &= 0xbfffu;
-		h16[i] = x;
-		b16[i] = (uint16_t)(k * 7u + 1u);
-		float v = qtk_fp16_to_f32(x);
-		memcpy(&f[i], &v, 4);
-		g[i] = (uint32_t)b16[i] << 16;
-	}
+	fill16(h16, b16, f, g, nv, 7, nv / 2); /* infinities and NaNs in the last two heads */
 	qtk_leaf a, b, c, a0;
 	CHECK(!plain_leaf_rows(QTK_T_F16, h16, nv, rows, heads, QTK_DIGEST_V2, 0, &a) &&
 	      !plain_leaf_rows(QTK_T_F32, f, nv, rows, heads, QTK_DIGEST_V2, 0, &b) &&
@@ -327,17 +335,7 @@ static void test_v2_forms(void)
 	const uint64_t nv = (1u << 18) * 2 + 4321; /* two whole pieces and a short one */
 	uint16_t *h16 = malloc(nv * 2), *b16 = malloc(nv * 2);
 	uint32_t *f = malloc(nv * 4), *g = malloc(nv * 4);
-	uint32_t k = 0;
-	for (uint64_t i = 0; i < nv; i++, k = (k + 40503u) & 0xffffu) {
-		uint16_t x = (uint16_t)k;
-		if (i < (1u << 18) && (x & 0x7c00u) == 0x7c00u) /* the first piece: no inf/NaN (shared) */
-			x &= 0xbfffu;
-		h16[i] = x;
-		b16[i] = (uint16_t)(k * 7u + 1u);
-		float v = qtk_fp16_to_f32(x);
-		memcpy(&f[i], &v, 4);
-		g[i] = (uint32_t)b16[i] << 16;
-	}
+	fill16(h16, b16, f, g, nv, 0, 1u << 18); /* the first piece: no inf/NaN (shared) */
 	qtk_leaf a, b, c, d, e1;
 	CHECK(!plain_leaf(QTK_T_F16, h16, nv, QTK_DIGEST_V2, 0, &a) && !plain_leaf(QTK_T_F32, f, nv, QTK_DIGEST_V2, 0, &b) &&
 	      !plain_leaf(QTK_T_F16, h16, nv, QTK_DIGEST_V2, 4099, &c),
