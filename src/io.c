@@ -1020,6 +1020,12 @@ static void *rahead_main(void *arg)
 int qtk_sha256_fd_range(int fd, const char *path, void *md, uint64_t off, uint64_t n, const int *cancel,
 			qtk_err *err)
 {
+	if (n > UINT64_MAX - off) {
+		qtk_err_set(err, QTK_E_INTERNAL, path, (int64_t)(off & INT64_MAX), NULL, "range past 2^64 bytes");
+		return 1;
+	}
+	if (!n)
+		return 0;
 	rahead r = {.fd = fd, .path = path, .off = off, .end = off + n};
 	pthread_t th;
 	bool live = false;
@@ -1055,6 +1061,7 @@ int qtk_sha256_fd_range(int fd, const char *path, void *md, uint64_t off, uint64
 		return rc;
 	}
 	int rc = 0;
+	bool cancelled = false;
 	for (uint64_t done = 0, i = 0; done < n && !rc; i ^= 1) {
 		pthread_mutex_lock(&r.mu);
 		while (!r.full[i] && !r.failed)
@@ -1067,6 +1074,7 @@ int qtk_sha256_fd_range(int fd, const char *path, void *md, uint64_t off, uint64
 		}
 		if (cancel && __atomic_load_n(cancel, __ATOMIC_RELAXED)) {
 			rc = 1;
+			cancelled = true;
 			qtk_err_set(err, QTK_E_IO, path, -1, NULL, "cancelled");
 			break;
 		}
@@ -1084,7 +1092,7 @@ int qtk_sha256_fd_range(int fd, const char *path, void *md, uint64_t off, uint64
 	pthread_cond_broadcast(&r.cv);
 	pthread_mutex_unlock(&r.mu);
 	pthread_join(th, NULL);
-	if (r.failed && rc != -1 && !(cancel && __atomic_load_n(cancel, __ATOMIC_RELAXED))) {
+	if (r.failed && rc != -1 && !cancelled) { /* a read failed: its error, whatever cancel says now */
 		*err = r.err;
 		rc = 1;
 	}
@@ -1103,7 +1111,7 @@ static int ofile_rehash(qtk_ofile *f)
 	const int rc = qtk_sha256_fd_range(f->fd, f->tmp_path, f->md, 0, f->written, NULL, f->err);
 	if (rc == -1)
 		return qtk_err_set(f->err, QTK_E_INTERNAL, f->final_path, -1, NULL, "SHA-256 update failed");
-	return rc ? f->err->code : 0;
+	return !rc ? 0 : f->err->code ? f->err->code : qtk_err_set(f->err, QTK_E_IO, f->final_path, -1, NULL, "read failed");
 }
 
 typedef struct {

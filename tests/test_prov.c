@@ -954,6 +954,17 @@ static void test_sha256_range(void)
 		int rc = qtk_sha256_fd_range(fd, path, md, 0, total, &stop, &err);
 		EVP_MD_CTX_free(md);
 		CHECK(rc == 1 && strstr(err.msg, "cancelled"), "cancelled: rc %d %s", rc, err.msg);
+		/* cancelled, and the range runs past the end: still an error, never a digest */
+		md = EVP_MD_CTX_new();
+		EVP_DigestInit_ex(md, EVP_sha256(), NULL);
+		qtk_err_clear(&err);
+		rc = qtk_sha256_fd_range(fd, path, md, total - 5, 3 * rb, &stop, &err);
+		CHECK(rc == 1 && err.code, "cancelled past the end: rc %d code %d", rc, err.code);
+		/* a range whose end is past 2^64: refused, not a hang */
+		qtk_err_clear(&err);
+		rc = qtk_sha256_fd_range(fd, path, md, 10, UINT64_MAX - 5, NULL, &err);
+		EVP_MD_CTX_free(md);
+		CHECK(rc == 1 && err.code, "range past 2^64: rc %d code %d", rc, err.code);
 	}
 	if (fd >= 0)
 		qtk_file_close(fd);

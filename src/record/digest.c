@@ -566,10 +566,11 @@ static int plain_setup(qtk_thash *h)
 	h->raw16 = h->scheme != QTK_DIGEST_V1 && h->qk_heads > 0 &&
 		   (h->t.layout.type == QTK_T_F16 || h->t.layout.type == QTK_T_BF16);
 	h->chunk = qtk_malloc(h->chunk_cap ? h->chunk_cap : 1);
-	h->vals = qtk_malloc((size_t)vals * sizeof(float));
+	if (!h->raw16) /* raw16: the rows move as 16-bit values in perm, never decoded whole */
+		h->vals = qtk_malloc((size_t)vals * sizeof(float));
 	if (h->qk_heads > 0)
 		h->perm = qtk_malloc((size_t)vals * sizeof(float));
-	if (!h->chunk || !h->vals || (h->qk_heads > 0 && !h->perm))
+	if (!h->chunk || (!h->raw16 && !h->vals) || (h->qk_heads > 0 && !h->perm))
 		return oom(h->err, h->stored);
 	return 0;
 }

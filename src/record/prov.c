@@ -657,8 +657,10 @@ static int hash_fd(int fd, const char *path, uint64_t size, uint8_t out[32], con
 	if (!rc && EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1)
 		rc = qtk_err_set(err, QTK_E_INTERNAL, path, -1, NULL, "SHA-256 failed");
 	const int r = rc ? 0 : qtk_sha256_fd_range(fd, path, md, 0, size, cancel, err);
-	if (r)
-		rc = r == -1 ? qtk_err_set(err, QTK_E_INTERNAL, path, -1, NULL, "SHA-256 failed") : err->code;
+	if (r == -1)
+		rc = qtk_err_set(err, QTK_E_INTERNAL, path, -1, NULL, "SHA-256 failed");
+	else if (r)
+		rc = err->code ? err->code : qtk_err_set(err, QTK_E_IO, path, -1, NULL, "read failed");
 	unsigned len = 0;
 	if (!rc && (EVP_DigestFinal_ex(md, out, &len) != 1 || len != 32))
 		rc = qtk_err_set(err, QTK_E_INTERNAL, path, -1, NULL, "SHA-256 failed");
