@@ -90,15 +90,15 @@ struct qtk_thash {
 	uint8_t elast[32];
 	int elast_part;
 	uint64_t elast_off, elast_len;
-	/* version 2, decoded tier: an unfinished piece of values, a piece in f16/bf16 form */
-	float *piece;
+	/* version 2, decoded tier: an unfinished piece of values (its bytes), a piece decoded (raw16)
+	 * or in f16/bf16 form */
+	uint8_t *pend;
 	uint64_t piece_len;
+	float *piece;
 	uint8_t *form;
 	uint64_t vdone;         /* values taken by the decoded tier */
 	bool shares;            /* F16/BF16 in stored order: pieces may serve both tiers */
-	bool raw16;             /* F16/BF16 rows un-permuted as stored (perm holds 16-bit values), the
-				 * unfinished piece in piece16 */
-	uint8_t *piece16;
+	bool raw16;             /* F16/BF16 rows un-permuted as stored: perm and pend hold 16-bit values */
 	uint64_t dbytes;        /* plain layouts: bytes taken by the decoded tier */
 	int part;               /* current part */
 	bool hdr_done;          /* its header has been hashed */
@@ -299,37 +299,6 @@ static int dec_piece(qtk_thash *h, const float *v, uint64_t n)
 	return dec_piece_digest(h, f16 ? FORM_F16 : FORM_BF16, h->form, (size_t)n * 2);
 }
 
-/* Values in canonical order into the decoded tier. */
-static int dec_vals(qtk_thash *h, const float *v, uint64_t n)
-{
-	if (h->scheme == QTK_DIGEST_V1)
-		return md_put(h, h->dec, v, (size_t)n * sizeof *v);
-	int rc = 0;
-	h->vdone += n;
-	while (n && !rc) {
-		if (!h->piece_len && n >= V2_PIECE) { /* a whole piece: no copy */
-			rc = dec_piece(h, v, V2_PIECE);
-			v += V2_PIECE;
-			n -= V2_PIECE;
-			continue;
-		}
-		if (!h->piece && !(h->piece = qtk_malloc((size_t)V2_PIECE * sizeof *h->piece)))
-			return oom(h->err, h->stored);
-		uint64_t k = V2_PIECE - h->piece_len;
-		if (k > n)
-			k = n;
-		memcpy(h->piece + h->piece_len, v, (size_t)k * sizeof *v);
-		h->piece_len += k;
-		v += k;
-		n -= k;
-		if (h->piece_len == V2_PIECE) {
-			h->piece_len = 0;
-			rc = dec_piece(h, h->piece, V2_PIECE);
-		}
-	}
-	return rc;
-}
-
 static int decode_fast(unsigned type, const uint8_t *src, float *dst, uint64_t n);
 static uint8_t raw16_form(unsigned type, const uint8_t *src, uint64_t n);
 
@@ -346,30 +315,41 @@ static int dec_piece16(qtk_thash *h, const uint8_t *b, uint64_t n)
 	return dec_piece(h, h->piece, n);
 }
 
-/* dec_vals for stored F16/BF16 values (h->raw16). */
-static int dec_vals16(qtk_thash *h, const uint8_t *b, uint64_t n)
+/* One piece of n values at p: F32 values, or a raw16 tensor's stored 16-bit ones. */
+static int dec_piece_any(qtk_thash *h, const uint8_t *p, uint64_t n)
 {
+	return h->raw16 ? dec_piece16(h, p, n) : dec_piece(h, (const float *)(const void *)p, n);
+}
+
+/* Values in canonical order into the decoded tier: F32 values, or (h->raw16) the stored F16/BF16
+ * values. Whole pieces go straight from src; the rest is gathered in pend. */
+static int dec_vals(qtk_thash *h, const void *src, uint64_t n)
+{
+	const size_t es = h->raw16 ? 2 : sizeof(float);
+	const uint8_t *b = src;
+	if (h->scheme == QTK_DIGEST_V1)
+		return md_put(h, h->dec, b, (size_t)n * es);
 	int rc = 0;
 	h->vdone += n;
 	while (n && !rc) {
-		if (!h->piece_len && n >= V2_PIECE) {
-			rc = dec_piece16(h, b, V2_PIECE);
-			b += 2 * V2_PIECE;
+		if (!h->piece_len && n >= V2_PIECE) { /* a whole piece: no copy */
+			rc = dec_piece_any(h, b, V2_PIECE);
+			b += es * V2_PIECE;
 			n -= V2_PIECE;
 			continue;
 		}
-		if (!h->piece16 && !(h->piece16 = qtk_malloc((size_t)V2_PIECE * 2)))
+		if (!h->pend && !(h->pend = qtk_malloc((size_t)V2_PIECE * es)))
 			return oom(h->err, h->stored);
 		uint64_t k = V2_PIECE - h->piece_len;
 		if (k > n)
 			k = n;
-		memcpy(h->piece16 + 2 * h->piece_len, b, (size_t)k * 2);
+		memcpy(h->pend + es * h->piece_len, b, (size_t)k * es);
 		h->piece_len += k;
-		b += 2 * k;
+		b += es * k;
 		n -= k;
 		if (h->piece_len == V2_PIECE) {
 			h->piece_len = 0;
-			rc = dec_piece16(h, h->piece16, V2_PIECE);
+			rc = dec_piece_any(h, h->pend, V2_PIECE);
 		}
 	}
 	return rc;
@@ -382,7 +362,7 @@ static int dec_end(qtk_thash *h)
 		return 0;
 	uint64_t n = h->piece_len;
 	h->piece_len = 0;
-	return h->raw16 ? dec_piece16(h, h->piece16, n) : dec_piece(h, h->piece, n);
+	return dec_piece_any(h, h->pend, n);
 }
 
 /* Version 2, a piece of an F16 or BF16 tensor given as its stored bytes: the form when it is
@@ -492,8 +472,8 @@ void qtk_thash_free(qtk_thash *h)
 	EVP_MD_CTX_free(h->enc);
 	EVP_MD_CTX_free(h->dec);
 	EVP_MD_CTX_free(h->ech);
+	qtk_free(h->pend);
 	qtk_free(h->piece);
-	qtk_free(h->piece16);
 	qtk_free(h->form);
 	qtk_free(h->canon);
 	qtk_free(h->stored);
@@ -718,7 +698,7 @@ static int hash_chunk(qtk_thash *h, const uint8_t *src, size_t len)
 	if (h->raw16) { /* whole heads: their rows moved as stored, no F32 round trip */
 		uint64_t rows = h->t.shape[0], row = h->t.n_params / rows;
 		qtk_family_permute_rows(src, (uint8_t *)h->perm, nv / row, row * 2, (int)(nv / h->unit), true);
-		return dec_vals16(h, (const uint8_t *)h->perm, nv);
+		return dec_vals(h, h->perm, nv);
 	}
 	if (decode_fast(h->t.layout.type, src, h->vals, nv) &&
 	    qtk_dequant_ggml(h->t.layout.type, src, h->vals, nv) != 0)
