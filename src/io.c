@@ -626,10 +626,11 @@ typedef struct ohash_q {
 	void *md;
 } ohash_q;
 
-/* Hash n bytes of the file from off (bytes copied in the kernel). 0; 1 when reading back
- * failed (the message in err); -1 when the digest itself did. */
+/* Hash n bytes of the file from off (bytes copied in the kernel, or a range read by the caller).
+ * 0; 1 when reading back failed or *cancel (may be NULL) became non-zero (the message in err);
+ * -1 when the digest itself did. */
 static int hash_back(int fd, const char *path, void *md, uint8_t **scratch, uint64_t off, uint64_t n,
-		     qtk_err *err)
+		     const int *cancel, qtk_err *err)
 {
 	if (!*scratch && !(*scratch = qtk_malloc(OBUF))) {
 		qtk_err_set(err, QTK_E_IO, path, -1, NULL, "out of memory");
@@ -637,6 +638,10 @@ static int hash_back(int fd, const char *path, void *md, uint8_t **scratch, uint
 	}
 	for (size_t k; n; off += k, n -= k) {
 		k = n < OBUF ? (size_t)n : OBUF;
+		if (cancel && __atomic_load_n(cancel, __ATOMIC_RELAXED)) {
+			qtk_err_set(err, QTK_E_IO, path, -1, NULL, "cancelled");
+			return 1;
+		}
 		if (qtk_pread_full(fd, path, *scratch, k, off, err))
 			return 1;
 		if (EVP_DigestUpdate(md, *scratch, k) != 1)
@@ -660,7 +665,7 @@ static void *ohash_main(void *arg)
 		pthread_mutex_unlock(&q->mu);
 		qtk_err re;
 		qtk_err_clear(&re);
-		const int hb = b ? 0 : hash_back(q->fd, q->path, q->md, &q->scratch, ro, n, &re);
+		const int hb = b ? 0 : hash_back(q->fd, q->path, q->md, &q->scratch, ro, n, NULL, &re);
 		bool ok = hb != -1 && (!b || EVP_DigestUpdate(q->md, b, (size_t)n) == 1);
 		pthread_mutex_lock(&q->mu);
 		q->failed = q->failed || !ok;
@@ -894,7 +899,7 @@ int qtk_ofile_copy_from(qtk_ofile *f, int fd, const char *src_path, uint64_t off
 			rc = ohash_push_range(f, start, done);
 		} else if (!f->defer_hash) { /* no thread: here */
 			uint8_t *scratch = NULL;
-			const int e = hash_back(f->fd, f->final_path, f->md, &scratch, start, done, f->err);
+			const int e = hash_back(f->fd, f->final_path, f->md, &scratch, start, done, NULL, f->err);
 			qtk_free(scratch);
 			if (e == -1)
 				rc = qtk_err_set(f->err, QTK_E_INTERNAL, f->final_path, -1, NULL, "SHA-256 update failed");
@@ -1039,25 +1044,12 @@ int qtk_sha256_fd_range(int fd, const char *path, void *md, uint64_t off, uint64
 		if (!live)
 			pthread_mutex_destroy(&r.mu);
 	}
-	if (!live) {
+	if (!live) { /* the caller reads */
+		qtk_free(r.buf[0]);
 		qtk_free(r.buf[1]);
-		uint8_t *b = qtk_realloc(r.buf[0], RA_BS);
-		if (!b) {
-			qtk_free(r.buf[0]);
-			qtk_err_set(err, QTK_E_IO, path, -1, NULL, "out of memory");
-			return 1;
-		}
-		int rc = 0;
-		for (uint64_t at = off, k; at < off + n && !rc; at += k) {
-			k = off + n - at < RA_BS ? off + n - at : RA_BS;
-			if (cancel && __atomic_load_n(cancel, __ATOMIC_RELAXED)) {
-				rc = 1;
-				qtk_err_set(err, QTK_E_IO, path, -1, NULL, "cancelled");
-				break;
-			}
-			rc = qtk_pread_full(fd, path, b, (size_t)k, at, err) ? 1 : EVP_DigestUpdate(md, b, (size_t)k) != 1 ? -1 : 0;
-		}
-		qtk_free(b);
+		uint8_t *scratch = NULL;
+		const int rc = hash_back(fd, path, md, &scratch, off, n, cancel, err);
+		qtk_free(scratch);
 		return rc;
 	}
 	int rc = 0;
