@@ -122,7 +122,7 @@ void qtk_llama_weights(const float *x, int n, const float *qw, float *w)
 
 /* ---- symmetric types: y = q*d, q in [lo, hi] --------------------------- */
 
-#define QB 32 /* legacy block size */
+#define QB QTK_SYM_QB /* legacy block size */
 
 /* The symmetric search runs the same code with and without an importance vector: `uni` (all
  * weights 1) drops the multiplications by w, which are exact (w*v == v), so both give the same

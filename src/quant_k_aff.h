@@ -63,30 +63,8 @@ static inline void aff_ours_try(aff_ours *o, double sl, double sll, double sxl)
     }
 }
 
-/* Sums for the codes l = round(min(is*u, nmax)) of one sub-block under two weightings:
- * s[0..2] = sum wo*l, sum wo*l*l, sum wox*l; s[3..5] the same with wr, wrx. */
-static inline void aff_sweep(int n, const float *u, const float *wo, const float *wox,
-                             const float *wr, const float *wrx, float is, float nmax, double *s)
-{
-    const qv8 vis = qv8_set(is), vmax = qv8_set(nmax), z = qv8_set(0.f);
-    qv8 a0 = z, a1 = a0, a2 = a0, b0 = a0, b1 = a0, b2 = a0;
-    for (int i = 0; i < n; i += 8) {
-        const qv8 l = qv8_round(qv8_min(qv8_max(qv8_mul(vis, qv8_ld(u + i)), z), vmax));
-        qv8 t = qv8_mul(qv8_ld(wo + i), l);
-        a0 = qv8_add(a0, t);
-        a1 = qv8_add(a1, qv8_mul(t, l));
-        a2 = qv8_add(a2, qv8_mul(qv8_ld(wox + i), l));
-        t = qv8_mul(qv8_ld(wr + i), l);
-        b0 = qv8_add(b0, t);
-        b1 = qv8_add(b1, qv8_mul(t, l));
-        b2 = qv8_add(b2, qv8_mul(qv8_ld(wrx + i), l));
-    }
-    float t[8];
-    qv8_sum6(a0, a1, a2, b0, b1, b2, t);
-    s[0] = t[0], s[1] = t[1], s[2] = t[2], s[3] = t[3], s[4] = t[4], s[5] = t[5];
-}
-
-/* The codes of aff_sweep for inverse scale is, in registers (n / 8 of them). */
+/* The codes l = round(min(is*u, nmax)) of one sub-block (n = 16 or 32 values) for inverse scale
+ * is, in registers (n / 8 of them). */
 static inline void aff_codes(int n, const float *u, float is, float nmax, qv8 *L)
 {
     const qv8 vis = qv8_set(is), vmax = qv8_set(nmax), z = qv8_set(0.f);
@@ -104,7 +82,8 @@ static inline bool aff_codes_same(int n, const qv8 *a, const qv8 *b)
     return same;
 }
 
-/* aff_sweep's sums of the codes L (aff_codes): the same operations in the same order. */
+/* Sums for the codes L (aff_codes) under two weightings: s[0..2] = sum wo*l, sum wo*l*l,
+ * sum wox*l; s[3..5] the same with wr, wrx. */
 static inline void aff_sums(int n, const qv8 *L, const float *wo, const float *wox,
                             const float *wr, const float *wrx, double *s)
 {
@@ -124,6 +103,15 @@ static inline void aff_sums(int n, const qv8 *L, const float *wo, const float *w
     float t[8];
     qv8_sum6(a0, a1, a2, b0, b1, b2, t);
     s[0] = t[0], s[1] = t[1], s[2] = t[2], s[3] = t[3], s[4] = t[4], s[5] = t[5];
+}
+
+/* aff_sums of the codes for inverse scale is. */
+static inline void aff_sweep(int n, const float *u, const float *wo, const float *wox,
+                             const float *wr, const float *wrx, float is, float nmax, double *s)
+{
+    qv8 L[4];
+    aff_codes(n, u, is, nmax, L);
+    aff_sums(n, L, wo, wox, wr, wrx, s);
 }
 
 /* aff_sweep's first three sums only. */
