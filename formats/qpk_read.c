@@ -1493,8 +1493,8 @@ static void ahead_start(qtk_model *m, size_t ci)
 		h->ci = SIZE_MAX;
 }
 
-/* Make chunk ci (global index, raw size raw) the decompressed one. */
-static int load_chunk(qtk_model *m, size_t ci, uint64_t raw, const char *subject)
+/* Make chunk ci (global index) the decompressed one. */
+static int load_chunk(qtk_model *m, size_t ci, const char *subject)
 {
 	qpk_priv *pv = m->priv;
 	if (pv->dchunk == ci)
@@ -1532,7 +1532,7 @@ static int load_chunk(qtk_model *m, size_t ci, uint64_t raw, const char *subject
 	if (rc)
 		return rc;
 	char why[300];
-	if (unzstd(pv->dc, pv->zin, (size_t)ch->stored, pv->dbuf, (size_t)raw, why, sizeof why))
+	if (unzstd(pv->dc, pv->zin, (size_t)ch->stored, pv->dbuf, (size_t)ch->raw, why, sizeof why))
 		return qtk_err_set(&m->err, QTK_E_DATA, m->files[0], (int64_t)ch->off, subject, "%s", why);
 	pv->dchunk = ci;
 	if (forward)
@@ -1556,7 +1556,7 @@ static int read_range(qtk_model *m, size_t key, uint64_t off, uint8_t *dst, size
 		int rc;
 		if (ch->codec == CODEC_RAW)
 			rc = qtk_pread_full(m->fds[0], m->files[0], dst, k, ch->off + in, &m->err);
-		else if (!(rc = load_chunk(m, (size_t)(l->chunk0 + ci), raw, t->name)))
+		else if (!(rc = load_chunk(m, (size_t)(l->chunk0 + ci), t->name)))
 			memcpy(dst, pv->dbuf + in, k);
 		if (rc)
 			return rc;
