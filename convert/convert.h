@@ -122,11 +122,17 @@ typedef struct conv_rec {
 	qtk_digest_sink *dec;
 	const qtk_model *desc;
 	size_t k;
+	bool src_leaf; /* the source's digests will hold this tensor's decoded leaf (same canonical
+			* name, shape and row order), for outputs proven to decode to the same values */
 } conv_rec;
 /* Produce one tensor into the writer; measures the error against the decoded source. rec may be
  * NULL. */
 int conv_tensor(qtk_model *in, qtk_writer *w, const plan *p, int threads, const conv_rec *rec, tensor_result *r,
 		qtk_err *err);
+/* repack.c: an exact 4-bit AWQ <-> GPTQ repack streamed by bands of input rows, when the tensor
+ * is one (*done; else nothing was written and the caller takes another path). */
+int conv_stream_repack(qtk_model *in, qtk_writer *w, const plan *p, int threads, const conv_rec *rec,
+		       tensor_result *r, bool *done, qtk_err *err);
 /* Plan, write and verify. Returns the exit status (0, 1, or an error status). */
 int conv_run(qtk_model *in, const conv_opts *o, conv_result *res);
 void conv_print_summary(const conv_opts *o, const conv_result *res);

@@ -1119,6 +1119,10 @@ static int run_groups(qtk_model *in, qtk_writer *w, const plan *p, int threads, 
 	if (o->layout.kind == QTK_LAYOUT_MXFP4 && o->layout.scale_type == 0 && t->layout.kind == QTK_LAYOUT_PLAIN &&
 	    t->layout.type == QTK_T_MXFP4)
 		return run_mxfp4_gptoss(in, w, p, r, err);
+	bool streamed = false;
+	int src = conv_stream_repack(in, w, p, threads, rec, r, &streamed, err);
+	if (src || streamed)
+		return src;
 	uint32_t out = (uint32_t)t->shape[0], inf = (uint32_t)t->shape[1];
 	uint8_t *pp[QTK_MAX_PARTS] = {NULL};
 	float *x = NULL;

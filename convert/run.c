@@ -285,6 +285,31 @@ static size_t stored_index(const qtk_model *source, const qtk_model *in, const q
 	return (size_t)(b - source->tensors);
 }
 
+/* Will the source's digests hold the decoded leaf of output tensor k, as the leaf of source
+ * tensor st, under the same canonical name, shape and row order? Then an output proven to decode
+ * to st's values may take it (qtk_digest_sink_decoded_source). */
+static bool src_leaf_for(const prov_state *p, const qtk_model *source, const qtk_model *in, const qtk_tensor *st,
+			 const qtk_model *d, size_t k)
+{
+	const size_t si = stored_index(source, in, st);
+	if (si == SIZE_MAX || (p->select && !p->select[si]) || p->b.src_digests || (!p->b.src_pending && !p->b.cached))
+		return false;
+	const qtk_digests *src = p->b.src_pending ? &p->b.src_meta : &p->b.src_cache;
+	qtk_leaf om;
+	qtk_err e;
+	qtk_err_clear(&e);
+	memset(&om, 0, sizeof om);
+	if (qtk_digest_leaf_meta(d, &d->tensors[k], &om, &e))
+		return false;
+	const qtk_leaf *sl = qtk_digests_find(src, om.name);
+	const bool ok = sl && sl->stored && !strcmp(sl->stored, source->tensors[si].name) && sl->ndim == om.ndim &&
+			!memcmp(sl->shape, om.shape, sizeof om.shape) && sl->qk_heads == om.qk_heads &&
+			sl->dec_kind == om.dec_kind && om.dec_kind == QTK_DEC_VALUES;
+	qtk_free(om.name);
+	qtk_free(om.stored);
+	return ok;
+}
+
 /* Layouts GGUF has no type for (FP8, NVFP4 with a per-tensor scale, bitsandbytes 4- and 8-bit;
  * q8_0 has one F16 scale per 32 codes, LLM.int8 an F32 SCB / 127 per row): say so
  * once per layout, with what the chosen target costs. */
@@ -578,7 +603,8 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 		size_t i = order[k];
 		tensor_result *r = &res->t[k];
 		cli_progress_item(in->tensors[i].name, k, nout, in->tensors[i].n_bytes, res->bytes_in);
-		const conv_rec cr = {prov.sink2, d, k};
+		const conv_rec cr = {prov.sink2, d, k,
+				     with_prov && plans[i].method == M_GROUPS && src_leaf_for(&prov, source, in, &in->tensors[i], d, k)};
 		rc = conv_tensor(in, w, &plans[i], threads, with_prov && prov.sink2 ? &cr : NULL, r, &err);
 		if (rc)
 			break;

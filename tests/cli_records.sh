@@ -66,6 +66,28 @@ for src in "$S/tiny-llama" "$S/tiny-llama-f32.gguf" "$S/wide.gguf"; do
 	done
 done
 
+# exact AWQ <-> GPTQ repacks stream bands of input rows and take each matrix's decoded leaf from
+# the source's digests once its codes, zeros and scales are checked equal: the leaves must still be
+# the file's (here from the 2048-wide GGUF sample: Q/K rows in GGUF's order on both sides)
+for th in 1 4; do
+	for to in gptq awq; do
+		src=$T/awq-$th.awq
+		[ $to = awq ] && src=$T/rp-gptq-$th.qpk
+		o=$T/rp-$to-$th.qpk
+		if "$BIN/qconvert" -v --threads $th "$src" "$o" --to $to >/dev/null 2>"$T/err" &&
+			grep -q "in bands of" "$T/err"; then
+			ok
+			if "$BIN/qverify" --emit-record "$o" >"$T/rec.json" 2>"$T/err" && python3 "$T/leaves.py" "$T/rec.json"; then
+				ok
+			else
+				bad "repack -> $to, $th threads: record leaves differ from the file's"
+			fi
+		else
+			bad "repack -> $to, $th threads: qconvert failed or did not stream"; head -3 "$T/err"
+		fi
+	done
+done
+
 # a source directory's own record describes the source: an output in another container gets
 # the new record only (the old file used to be carried beside it, and qverify read that one)
 if "$BIN/qconvert" -q "$S/tiny-llama" "$T/rec-hf/" && [ -f "$T/rec-hf/qtk-provenance.json" ] &&

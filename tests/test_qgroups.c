@@ -1,6 +1,7 @@
 /* test_qgroups.c - exact transcodes between AWQ, GPTQ v1/v2 and ggml blocks. */
 #include "scheme/qgroups.h"
 #include "dequant.h"
+#include "packing.h"
 #include "view/decode.h"
 #include "t.h"
 
@@ -219,9 +220,54 @@ static void test_fixtures(const char *fx)
 	}
 }
 
+/* The band transcodes (qg_awq_rows_to_gptq and back, the zeros) against the whole-matrix ones
+ * through the codes array, and their checks finding a changed code or zero. */
+static void test_bands(void)
+{
+	const uint32_t out = 48, in = 256, group = 64, ng = in / group;
+	for (int v = 1; v <= 2; v++) {
+		qgroups g;
+		make_random(&g, out, in, group, 4, v == 1 ? 1 : 0, 15);
+		uint32_t *aw = calloc(in * out / 8, 4), *az = calloc(ng * out / 8, 4);
+		uint16_t *as = calloc(ng * out, 2);
+		uint32_t *gw = calloc(in / 8 * out, 4), *gz = calloc(ng * out / 8 + 1, 4);
+		uint16_t *gs = calloc(ng * out, 2);
+		int32_t *gi = calloc(in, 4);
+		uint32_t *bw = calloc(in / 8 * out, 4), *bz = calloc(ng * out / 8, 4);
+		uint32_t *cw = calloc(in * out / 8, 4), *cz = calloc(ng * out / 8, 4);
+		CHECK(qg_to_awq(&g, aw, az, as) == 0 && qg_to_gptq(&g, v, false, gw, gz, gs, gi) == 0, "reference packs v%d", v);
+		/* in two bands, as the converter streams them */
+		qg_awq_rows_to_gptq(aw, 10, out, bw);
+		qg_awq_rows_to_gptq(aw + 10 * 8 * out / 8, in / 8 - 10, out, bw + 10 * out);
+		CHECK(!memcmp(bw, gw, (size_t)in / 8 * out * 4), "awq rows -> gptq rows v%d", v);
+		CHECK(qg_awq_zeros_to_gptq(az, ng * out / 8, v, bz) == 0 && !memcmp(bz, gz, (size_t)ng * out / 8 * 4),
+		      "awq zeros -> gptq v%d", v);
+		CHECK(qg_awq_gptq_rows_diff(aw, bw, in / 8, out) == 0 && qg_awq_gptq_zeros_diff(az, bz, ng * out / 8, v) == 0,
+		      "checks pass on equal bands v%d", v);
+		qg_gptq_rows_to_awq(gw, in / 8, out, cw);
+		CHECK(!memcmp(cw, aw, (size_t)in * out / 8 * 4), "gptq rows -> awq rows v%d", v);
+		CHECK(qg_gptq_zeros_to_awq(gz, ng * out / 8, v, cz) == 0 && !memcmp(cz, az, (size_t)ng * out / 8 * 4),
+		      "gptq zeros -> awq v%d", v);
+		/* one code, one zero changed: counted */
+		bw[7 * out + 13] ^= 1u << 20;
+		bz[3] ^= 1u << 4;
+		CHECK(qg_awq_gptq_rows_diff(aw, bw, in / 8, out) == 1, "a changed code is found v%d", v);
+		CHECK(qg_awq_gptq_zeros_diff(az, bz, ng * out / 8, v) == 1, "a changed zero is found v%d", v);
+		/* zeros a target cannot store: AWQ 0 in v1, GPTQ v1 stored 15 (16) in AWQ */
+		az[2] &= ~(15u << qtk_awq_shift(3));
+		CHECK((qg_awq_zeros_to_gptq(az, ng * out / 8, v, bz) != 0) == (v == 1), "awq zero 0 into v%d", v);
+		gz[1] |= 15u << 8;
+		CHECK((qg_gptq_zeros_to_awq(gz, ng * out / 8, v, cz) != 0) == (v == 1), "gptq v%d stored 15 into awq", v);
+		qg_free(&g);
+		free(aw); free(az); free(as); free(gw); free(gz); free(gs); free(gi);
+		free(bw); free(bz); free(cw); free(cz);
+	}
+}
+
 int main(void)
 {
 	test_synthetic();
+	test_bands();
 	const char *fx = t_fixtures();
 	if (fx)
 		test_fixtures(fx);

@@ -174,6 +174,11 @@ void qtk_digest_sink_expect_late(qtk_digest_sink *s, size_t tensor, const qtk_le
  * values the writer encoded, checked by decoding them). A QTK_SINK_DEC sink then takes that
  * and neither holds nor decodes the tensor's bytes; other sinks ignore it. */
 void qtk_digest_sink_decoded(qtk_digest_sink *s, size_t tensor, const uint8_t dec[32]);
+/* QTK_SINK_DEC: tensor `tensor`'s values are, as the writer proved, the source tensor's of the
+ * same canonical name: its decoded leaf is that one's, taken at qtk_digest_sink_finish_pair
+ * from the source's digests (an error there when they have no such leaf of the same name,
+ * shape, row order and kind). */
+void qtk_digest_sink_decoded_source(qtk_digest_sink *s, size_t tensor);
 /* Every tensor complete: leaves and roots into *out (qtk_digests_free). Frees s, also on error. */
 int qtk_digest_sink_finish(qtk_digest_sink *s, qtk_digests *out);
 /* The same, proving late copies against src (the source's digests). */

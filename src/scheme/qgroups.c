@@ -372,3 +372,103 @@ int qg_to_ggml(const qgroups *g, unsigned type, uint32_t row0, uint32_t nrows, u
 		}
 	return 0;
 }
+
+/* ---- 4-bit AWQ <-> GPTQ, bands of input rows ------------------------------------------------
+ * Eight AWQ words (one per input row, eight outputs each) and eight GPTQ words (one per output,
+ * eight inputs each) hold the same 8 x 8 codes: a nibble transpose, with AWQ's output order
+ * inside a word. Bands of input rows are contiguous in both layouts, so a repack streams. */
+
+void qg_awq_rows_to_gptq(const uint32_t *awq, uint64_t units, uint32_t out, uint32_t *gptq)
+{
+	const uint32_t words = out / 8;
+	for (uint64_t u = 0; u < units; u++) {
+		const uint32_t *a = awq + u * 8 * words;
+		uint32_t *g = gptq + u * out;
+		for (uint32_t c = 0; c < words; c++) {
+			uint32_t x[8];
+			for (unsigned k = 0; k < 8; k++)
+				x[k] = a[(uint64_t)k * words + c];
+			for (unsigned j = 0; j < 8; j++) {
+				const unsigned sh = qtk_awq_shift(j);
+				uint32_t v = 0;
+				for (unsigned k = 0; k < 8; k++)
+					v |= ((x[k] >> sh) & 15u) << (4 * k);
+				g[8 * c + j] = v;
+			}
+		}
+	}
+}
+
+void qg_gptq_rows_to_awq(const uint32_t *gptq, uint64_t units, uint32_t out, uint32_t *awq)
+{
+	const uint32_t words = out / 8;
+	for (uint64_t u = 0; u < units; u++) {
+		const uint32_t *g = gptq + u * out;
+		uint32_t *a = awq + u * 8 * words;
+		for (uint32_t c = 0; c < words; c++) {
+			uint32_t y[8] = {0};
+			for (unsigned j = 0; j < 8; j++) {
+				const uint32_t w = g[8 * c + j];
+				const unsigned sh = qtk_awq_shift(j);
+				for (unsigned k = 0; k < 8; k++)
+					y[k] |= ((w >> (4 * k)) & 15u) << sh;
+			}
+			for (unsigned k = 0; k < 8; k++)
+				a[(uint64_t)k * words + c] = y[k];
+		}
+	}
+}
+
+uint64_t qg_awq_gptq_rows_diff(const uint32_t *awq, const uint32_t *gptq, uint64_t units, uint32_t out)
+{
+	const uint32_t words = out / 8;
+	uint64_t diff = 0;
+	for (uint64_t i = 0; i < units * 8; i++) { /* input row i, every output o */
+		const uint32_t *a = awq + i * words, *g = gptq + (i / 8) * out;
+		const unsigned gs = 4 * (unsigned)(i % 8);
+		for (uint32_t o = 0; o < out; o++)
+			diff += ((a[o / 8] >> qtk_awq_shift(o % 8)) & 15u) != ((g[o] >> gs) & 15u);
+	}
+	return diff;
+}
+
+int qg_awq_zeros_to_gptq(const uint32_t *az, uint64_t nwords, int version, uint32_t *gz)
+{
+	const unsigned lo = version == 1 ? 1 : 0;
+	for (uint64_t i = 0; i < nwords; i++) {
+		uint32_t y = 0;
+		for (unsigned j = 0; j < 8; j++) {
+			const unsigned z = (az[i] >> qtk_awq_shift(j)) & 15u;
+			if (z < lo)
+				return -1;
+			y |= (z - lo) << (4 * j);
+		}
+		gz[i] = y;
+	}
+	return 0;
+}
+
+int qg_gptq_zeros_to_awq(const uint32_t *gz, uint64_t nwords, int version, uint32_t *az)
+{
+	const unsigned lo = version == 1 ? 1 : 0;
+	for (uint64_t i = 0; i < nwords; i++) {
+		uint32_t y = 0;
+		for (unsigned j = 0; j < 8; j++) {
+			const unsigned z = ((gz[i] >> (4 * j)) & 15u) + lo;
+			if (z > 15)
+				return -1;
+			y |= z << qtk_awq_shift(j);
+		}
+		az[i] = y;
+	}
+	return 0;
+}
+
+uint64_t qg_awq_gptq_zeros_diff(const uint32_t *az, const uint32_t *gz, uint64_t nwords, int version)
+{
+	const unsigned lo = version == 1 ? 1 : 0;
+	uint64_t diff = 0;
+	for (uint64_t o = 0; o < nwords * 8; o++)
+		diff += ((az[o / 8] >> qtk_awq_shift(o % 8)) & 15u) != ((gz[o / 8] >> (4 * (o % 8))) & 15u) + lo;
+	return diff;
+}

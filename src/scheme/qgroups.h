@@ -38,4 +38,18 @@ bool qg_gptq_storable(const qgroups *g, int version);
 int qg_to_gptq(const qgroups *g, int version, bool wrap, uint32_t *qweight, uint32_t *qzeros, uint16_t *scales,
 	       int32_t *g_idx);
 int qg_to_ggml(const qgroups *g, unsigned type, uint32_t row0, uint32_t nrows, uint8_t *dst);
+
+/* ---- 4-bit AWQ <-> GPTQ without the codes array, a band of input rows at a time ----
+ * `units` groups of 8 input rows: rows 8u .. 8u+7 of AWQ's qweight ([in][out/8], outputs in
+ * AWQ's nibble order) are row u of GPTQ's ([in/8][out], 8 inputs per word, LSB first). */
+void qg_awq_rows_to_gptq(const uint32_t *awq, uint64_t units, uint32_t out, uint32_t *gptq);
+void qg_gptq_rows_to_awq(const uint32_t *gptq, uint64_t units, uint32_t out, uint32_t *awq);
+/* The codes that differ between such bands, each read as its own decoder reads it (0: equal). */
+uint64_t qg_awq_gptq_rows_diff(const uint32_t *awq, const uint32_t *gptq, uint64_t units, uint32_t out);
+/* Zeros, nwords words of 8 (AWQ [ng][out/8], GPTQ 4-bit [ng][out/8]; GPTQ v1 stores z - 1):
+ * -1 when one cannot be stored in the target (no word is then guaranteed written). */
+int qg_awq_zeros_to_gptq(const uint32_t *az, uint64_t nwords, int version, uint32_t *gz);
+int qg_gptq_zeros_to_awq(const uint32_t *gz, uint64_t nwords, int version, uint32_t *az);
+/* The zeros that differ as the two decoders read them (GPTQ v1: stored + 1). */
+uint64_t qg_awq_gptq_zeros_diff(const uint32_t *az, const uint32_t *gz, uint64_t nwords, int version);
 #endif
