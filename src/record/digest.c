@@ -1152,8 +1152,14 @@ static int packed_dec(djob *j, const qtk_tensor *t, uint8_t dec[32], qtk_err *e)
 		return 1;
 	}
 	float *vals = qtk_malloc((size_t)(want * in) * sizeof *vals);
+	/* the packed rows of several decoding windows are read at once, up to 16 MiB of them: a
+	 * window of rows is a column band of AWQ's and GPTQ's qweight, one read per input row, so
+	 * a taller band takes as many reads for more rows */
+	const uint64_t rbytes = t->n_bytes / rows + 1;
+	uint64_t k = ((uint64_t)16 << 20) / (want * rbytes);
+	k = k < 1 ? 1 : k > 16 ? 16 : k;
 	qtk_pwin pw;
-	qtk_pwin_init(&pw, j->m, t, want);
+	qtk_pwin_init(&pw, j->m, t, want * k);
 	int rc = vals ? 0 : oom(e, t->name);
 	for (uint64_t o0 = 0, got = 0; o0 < rows && !rc; o0 += got) {
 		const uint64_t n = rows - o0 < want ? rows - o0 : want;
