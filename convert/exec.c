@@ -1072,8 +1072,10 @@ static int window_repack(rowsrc *s, const qtk_tensor *o, uint8_t **pp, bool *han
 		for (int k = 0; k < osub.nparts; k++)
 			for (uint64_t i = 0; i < sl[k].count; i++)
 				memcpy(pp[k] + sl[k].off + i * sl[k].stride, sp[k] + i * sl[k].len, (size_t)sl[k].len);
-		if (o0 + n >= out)
+		if (o0 + n >= out) {
 			*handled = *packed = true;
+			qtk_scheme_window_finish(o, (void *const *)pp);
+		}
 	}
 	qg_free(&g);
 	for (int k = 0; k < QTK_MAX_PARTS; k++)

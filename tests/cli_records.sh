@@ -88,6 +88,19 @@ for th in 1 4; do
 	done
 done
 
+# a repack into compressed-tensors goes a window of output features at a time: weight_shape must
+# be the whole matrix's (each window wrote its own rows' [n, in] over it; the QPK writer refused
+# the part, an HF directory was written with it)
+for o in "$T/rp-ct.qpk" "$T/rp-ct/"; do
+	if "$BIN/qconvert" -q "$T/awq-1.awq" "$o" --to ct-int 2>"$T/err" &&
+		"$BIN/qverify" --against "$T/awq-1.awq" "$o" >"$T/v.out" 2>&1 &&
+		grep -q "against: ok: [0-9]* exact, 0 lossy, 0 failing" "$T/v.out"; then
+		ok
+	else
+		bad "awq -> ct-int ($o) in windows: not written or not exact"; head -3 "$T/err" "$T/v.out"
+	fi
+done
+
 # a source directory's own record describes the source: an output in another container gets
 # the new record only (the old file used to be carried beside it, and qverify read that one)
 if "$BIN/qconvert" -q "$S/tiny-llama" "$T/rec-hf/" && [ -f "$T/rec-hf/qtk-provenance.json" ] &&

@@ -608,6 +608,15 @@ int qtk_scheme_window(const qtk_tensor *t, uint64_t o0, uint64_t n, qtk_tensor *
 	return 0;
 }
 
+void qtk_scheme_window_finish(const qtk_tensor *o, void *const *parts)
+{
+	for (int k = 0; k < o->nparts && o->ndim == 2; k++)
+		if (!strcmp(o->parts[k].role, "shape") && o->parts[k].type == QTK_T_I64 && o->parts[k].nbytes == 16) {
+			qtk_wr64(parts[k], o->shape[0]);
+			qtk_wr64((uint8_t *)parts[k] + 8, o->shape[1]);
+		}
+}
+
 int qtk_scheme_to_ggml_rows(const qtk_tensor *t, const void *const *parts, uint64_t o0, uint64_t n, unsigned type,
 			    void *dst)
 {

@@ -227,6 +227,11 @@ typedef struct qtk_scheme_slice {
  * decode_rows, to_groups ... on sub with those bytes give t's rows. Parts that do not depend on
  * the rows (a g_idx) are read whole. -1 when t's parts do not split by rows that way. */
 int qtk_scheme_window(const qtk_tensor *t, uint64_t o0, uint64_t n, qtk_tensor *sub, qtk_scheme_slice *sl);
+/* After the parts of 2-D packed o were built window by window (from_groups on each window's
+ * sub-tensor, every window's bytes copied to its slices): the parts that describe the whole
+ * tensor rather than its rows are set for o (compressed-tensors' weight_shape, which each window
+ * wrote as its own [n, in]). */
+void qtk_scheme_window_finish(const qtk_tensor *o, void *const *parts);
 /* Rows o0 .. o0+n-1 of packed tensor t (3-D: expert after expert) as ggml blocks of `type` by
  * the scheme's byte shuffle (to_ggml_rows): 0, or -1 when it has none for type. */
 int qtk_scheme_to_ggml_rows(const qtk_tensor *t, const void *const *parts, uint64_t o0, uint64_t n, unsigned type,
