@@ -11,6 +11,13 @@
 
 #define CHUNK_BYTES ((size_t)8 << 20)
 
+/* Is environment variable k set to v? */
+static bool getenv_is(const char *k, const char *v)
+{
+	const char *e = getenv(k);
+	return e && !strcmp(e, v);
+}
+
 /* ---- encoding and error measurement ------------------------------------ */
 
 static void encode_float(unsigned type, const float *x, uint64_t n, uint8_t *out)
@@ -1083,6 +1090,143 @@ static int window_repack(rowsrc *s, const qtk_tensor *o, uint8_t **pp, bool *han
 	return rc;
 }
 
+/* Outputs whose first part splits by rows into contiguous runs and is the bulk of them
+ * (compressed-tensors' weight_packed, MLX's weight: [out][...]), a window of output features at a
+ * time: each window is repacked from its own source bytes when the source's integers fit the
+ * target (qtk_scheme_window; an AWQ/GPTQ source read a window at a time), else fitted to the
+ * source's values; then checked by decoding (the same slices and sums as fit_groups), hashed for
+ * the record, and its part-0 bytes handed to the writer at once. The other parts (scales,
+ * zeros: a few bits per group) are held and written after the last window, and the record's
+ * decoded leaf is given after the bytes (qtk_digest_sink_decoded_later). Memory is then a few
+ * windows whatever the matrix. *done false: nothing was written (the first window showed the
+ * tensor cannot go this way) and the caller takes its own path; vh is then untouched. Sources
+ * whose integers are repacked whole (ggml q4_0/q8_0/q4_1 blocks, a packed source with its Q/K
+ * rows permuted) do not come here. */
+static int stream_windows(rowsrc *s, qtk_writer *w, int threads, const conv_rec *rec, qtk_vhash **vh, errstat *total,
+			  bool *done, qtk_err *err)
+{
+	const qtk_tensor *t = s->p->src, *o = &s->p->out;
+	const uint32_t out = (uint32_t)t->shape[0], inf = (uint32_t)t->shape[1];
+	uint8_t *pp[QTK_MAX_PARTS] = {NULL}, *sp[QTK_MAX_PARTS] = {NULL};
+	const size_t wb = (size_t)s->win * inf * sizeof(float);
+	float *x = NULL, *y[2] = {NULL, NULL};
+	vjob vj = {NULL, NULL, 0, 0, false, 0};
+	qgroups g;
+	memset(&g, 0, sizeof g);
+	int rc = 0;
+	unsigned nfit = 0; /* windows fitted rather than repacked */
+	*done = false;
+	const bool plain = t->layout.kind == QTK_LAYOUT_PLAIN;
+	const qtk_scheme *ss = plain ? NULL : qtk_scheme_of(t);
+	if (o->ndim != 2 || o->nparts < 1 || o->layout.act_order || (!plain && (!s->windowed || s->p->perm_heads)) ||
+	    (plain && (t->layout.type == QTK_T_Q4_0 || t->layout.type == QTK_T_Q8_0 || t->layout.type == QTK_T_Q4_1)))
+		return 0;
+	for (uint32_t o0 = 0; o0 < out && !rc; o0 += s->win) {
+		const uint32_t n = out - o0 < s->win ? out - o0 : s->win;
+		bool ints = false; /* the window's integer groups are in g */
+		if (ss && ss->to_groups) {
+			uint64_t got;
+			if (qtk_pwin_load(&s->pw, o0, n, &got)) {
+				*err = s->in->err;
+				rc = err->code ? err->code : QTK_E_IO;
+				break;
+			}
+			qg_free(&g);
+			ints = !s->pw.whole && got == n && s->pw.w0 == o0 && s->pw.wn == n &&
+			       !qtk_scheme_to_groups(&s->pw.sub, (const void *const *)s->pw.buf, &g) &&
+			       (o->layout.kind == QTK_LAYOUT_MLX ||
+				(g.bits == o->layout.bits && (g.group == o->layout.group_size || qg_act_order(&g))));
+		}
+		qtk_tensor osub;
+		qtk_scheme_slice sl[QTK_MAX_PARTS];
+		const bool win = !qtk_scheme_window(o, o0, n, &osub, sl);
+		if (!o0 && (!win || !(sl[0].count == 1 || sl[0].stride == sl[0].len) || 2 * o->parts[0].nbytes < o->n_bytes))
+			break; /* not this path's: nothing is written until the first window says so */
+		if (!win) {
+			rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "rows %u.. do not split as the first did", o0);
+			break;
+		}
+		for (int k = 0; k < osub.nparts && !rc; k++) {
+			qtk_free(sp[k]);
+			if (!(sp[k] = qtk_calloc(1, (size_t)osub.parts[k].nbytes + 8)))
+				rc = qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
+		}
+		if (rc)
+			break;
+		/* the source's integers when the target holds them, else a fit of the values */
+		bool refit = !ints || qtk_scheme_from_groups(&g, &osub, true, (void *const *)sp) != 0;
+		if (refit && ints)
+			for (int k = 0; k < osub.nparts; k++)
+				memset(sp[k], 0, (size_t)osub.parts[k].nbytes);
+		if (!o0) { /* the tensor is this path's from here on */
+			for (int k = 1; k < o->nparts && !rc; k++)
+				if (!(pp[k] = qtk_calloc(1, (size_t)o->parts[k].nbytes + 8)))
+					rc = qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
+			x = qtk_malloc(wb);
+			y[0] = qtk_malloc(wb);
+			y[1] = *vh ? qtk_malloc(wb) : NULL;
+			if (!rc && (!x || !y[0] || (*vh && !y[1])))
+				rc = qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
+			if (rc)
+				break; /* nothing written: the caller's path may still have the memory */
+			*done = true;
+			if (*vh) {
+				vj.h = *vh;
+				*vh = NULL;
+				qtk_digest_sink_decoded_later(rec->dec, rec->k);
+			}
+		}
+		nfit += refit;
+		float *yw = y[vj.h ? (o0 / s->win) & 1 : 0];
+		rc = rowsrc_get(s, o0, n, x, err);
+		const int fc = rc ? 0 : fit_check_groups(x, yw, &osub, 0, n, sp, refit, threads, total);
+		if (!rc && fc == 1)
+			rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "the %s encoder failed",
+					 qtk_scheme_of(o) ? qtk_scheme_of(o)->title : "packed");
+		else if (!rc && fc)
+			rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "cannot decode the output");
+		if (!rc && vj.h) { /* the previous window's hash is done before this one's starts */
+			if (vjob_wait(&vj))
+				rc = qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory hashing the values");
+			else
+				vjob_start(&vj, yw, (uint64_t)n * inf);
+		}
+		rc = rc ? rc : qtk_writer_put(w, sp[0], (size_t)osub.parts[0].nbytes);
+		for (int k = 1; k < osub.nparts && !rc; k++)
+			for (uint64_t i = 0; i < sl[k].count; i++)
+				memcpy(pp[k] + sl[k].off + i * sl[k].stride, sp[k] + i * sl[k].len, (size_t)sl[k].len);
+		cli_progress_within(o0 + n, out);
+	}
+	if (vjob_wait(&vj) && !rc)
+		rc = qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory hashing the values");
+	if (*done && !rc) {
+		qtk_scheme_window_finish(o, (void *const *)pp);
+		for (int k = 1; k < o->nparts && !rc; k++)
+			rc = qtk_writer_put(w, pp[k], (size_t)o->parts[k].nbytes);
+		uint8_t dec[32];
+		if (!rc && vj.h) {
+			if (qtk_vhash_end(vj.h, dec))
+				rc = qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory hashing the values");
+			else
+				qtk_digest_sink_decoded(rec->dec, rec->k, dec);
+			vj.h = NULL;
+		}
+		if (!rc)
+			cli_verbose("%s: %s window by window, %s streamed", t->name, nfit ? "fitted" : "repacked",
+				    o->parts[0].role);
+	}
+	qtk_vhash_free(vj.h);
+	qg_free(&g);
+	for (int k = 0; k < QTK_MAX_PARTS; k++) {
+		qtk_free(pp[k]);
+		qtk_free(sp[k]);
+	}
+	qtk_free(x);
+	qtk_free(y[0]);
+	qtk_free(y[1]);
+	return rc;
+}
+
 /* A packed output this large is written with put_release and the record's hashes finish it
  * before the next tensor is built (run_groups). */
 #define BIG_PACKED ((uint64_t)32 << 20)
@@ -1149,6 +1293,20 @@ static int run_groups(qtk_model *in, qtk_writer *w, const plan *p, int threads, 
 	if (rc) {
 		qtk_vhash_free(vh);
 		return rc;
+	}
+	/* an exact repack whose bulk streams window by window (stream_windows) */
+	bool sdone = false;
+	if (!(o->layout.kind == QTK_LAYOUT_NVFP4 || o->layout.kind == QTK_LAYOUT_MXFP4) && !getenv_is("QTK_REPACK", "windows")) {
+		errstat se;
+		memset(&se, 0, sizeof se);
+		rc = stream_windows(&s, w, threads, rec, &vh, &se, &sdone, err);
+		if (!rc && sdone)
+			errstat_finish(&se, r);
+		if (rc || sdone) {
+			rowsrc_close(&s);
+			qtk_vhash_free(vh);
+			return rc;
+		}
 	}
 	for (int k = 0; k < o->nparts && !rc; k++)
 		if (!(pp[k] = qtk_calloc(1, (size_t)o->parts[k].nbytes + 8)))

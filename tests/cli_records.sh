@@ -26,7 +26,7 @@ d = json.load(open(sys.argv[1]))
 emb = {t["name"]: t for t in d["embedded"]["output"]["tensors"]}
 got = {t["name"]: t for t in d["output"]["tensors"]}
 bad = [n for n in got if n not in emb or emb[n]["decoded"] != got[n]["decoded"] or emb[n]["encoded"] != got[n]["encoded"]]
-packed = [n for n in got if got[n]["encoding"].split(":")[0] in ("awq", "gptq-v1", "gptq-v2", "ct-int")]
+packed = [n for n in got if got[n]["encoding"].split(":")[0] in ("awq", "gptq-v1", "gptq-v2", "ct-int", "mlx", "fp8")]
 if bad or not packed or d["embedded"]["output"]["tensor_root"] != d["output"]["tensor_root"]:
     print("differ:", bad[:5], "packed:", len(packed))
     sys.exit(1)
@@ -99,6 +99,28 @@ for o in "$T/rp-ct.qpk" "$T/rp-ct/"; do
 	else
 		bad "awq -> ct-int ($o) in windows: not written or not exact"; head -3 "$T/err" "$T/v.out"
 	fi
+done
+
+# outputs whose bulk splits by rows (compressed-tensors, MLX) stream it window by window, fitted or
+# repacked: the same file, report and record as the windowed path that holds the packed output
+# (QTK_REPACK=windows), and record leaves that are the file's
+for src in "$S/wide.gguf" "$T/awq-1.awq"; do
+	for to in ct-int mlx ct-fp8; do
+		sn=$(basename "$src")-$to
+		if env SOURCE_DATE_EPOCH=1 "$BIN/qconvert" -v --threads 2 "$src" "$T/st-$sn.qpk" --to $to --report "$T/st.json" >/dev/null 2>"$T/err" &&
+			grep -q "window by window" "$T/err" &&
+			env SOURCE_DATE_EPOCH=1 QTK_REPACK=windows "$BIN/qconvert" -q --threads 2 "$src" "$T/wi-$sn.qpk" --to $to --report "$T/wi.json" 2>"$T/err" &&
+			cmp -s "$T/st-$sn.qpk" "$T/wi-$sn.qpk" && python3 "$T/same.py" "$T/st.json" "$T/wi.json"; then
+			ok
+		else
+			bad "$sn: streamed and windowed outputs or reports differ"; head -3 "$T/err"
+		fi
+		if "$BIN/qverify" --emit-record "$T/st-$sn.qpk" >"$T/rec.json" 2>"$T/err" && python3 "$T/leaves.py" "$T/rec.json"; then
+			ok
+		else
+			bad "$sn streamed: record leaves differ from the file's"
+		fi
+	done
 done
 
 # a source directory's own record describes the source: an output in another container gets

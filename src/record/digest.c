@@ -1384,7 +1384,8 @@ struct qtk_digest_sink {
 	bool cur_skip;     /* QTK_SINK_DEC: nothing to hash for the current tensor */
 	uint8_t (*given)[32]; /* QTK_SINK_DEC, per tensor: its decoded leaf from the writer ... */
 	bool *has_given;      /* ... when set (qtk_digest_sink_decoded) */
-	bool *from_src;       /* QTK_SINK_DEC, per tensor: its decoded leaf is the source's */
+	uint8_t *defer;       /* QTK_SINK_DEC, per tensor: its decoded leaf comes at finish: DEFER_SRC the
+			       * source's, DEFER_GIVEN given after its bytes (qtk_digest_sink_decoded) */
 };
 
 /* Called by the thread that hands the bytes to the writer (qconvert's) while the sink's thread
@@ -1398,11 +1399,18 @@ void qtk_digest_sink_decoded(qtk_digest_sink *s, size_t tensor, const uint8_t de
 	s->has_given[tensor] = true;
 }
 
+enum { DEFER_SRC = 1, DEFER_GIVEN = 2 };
+
 void qtk_digest_sink_decoded_source(qtk_digest_sink *s, size_t tensor)
 {
-	if (s->mode != QTK_SINK_DEC || !s->from_src || tensor >= s->desc->ntensors)
-		return;
-	s->from_src[tensor] = true;
+	if (s->mode == QTK_SINK_DEC && s->defer && tensor < s->desc->ntensors)
+		s->defer[tensor] = DEFER_SRC;
+}
+
+void qtk_digest_sink_decoded_later(qtk_digest_sink *s, size_t tensor)
+{
+	if (s->mode == QTK_SINK_DEC && s->defer && tensor < s->desc->ntensors)
+		s->defer[tensor] = DEFER_GIVEN;
 }
 
 void qtk_digest_sink_expect(qtk_digest_sink *s, size_t tensor, const qtk_leaf *src)
@@ -1470,7 +1478,7 @@ void qtk_digest_sink_free(qtk_digest_sink *s)
 	qtk_free(s->pending);
 	qtk_free(s->given);
 	qtk_free(s->has_given);
-	qtk_free(s->from_src);
+	qtk_free(s->defer);
 	qtk_free(s);
 }
 
@@ -1506,14 +1514,14 @@ int qtk_digest_sink_new_mode(const qtk_model *desc, qtk_sink_mode mode, qtk_dige
 	if (mode == QTK_SINK_DEC) { /* without them the sink decodes every tensor itself */
 		s->given = qtk_calloc(desc->ntensors ? desc->ntensors : 1, sizeof *s->given);
 		s->has_given = qtk_calloc(desc->ntensors ? desc->ntensors : 1, sizeof *s->has_given);
-		s->from_src = qtk_calloc(desc->ntensors ? desc->ntensors : 1, sizeof *s->from_src);
-		if (!s->given || !s->has_given || !s->from_src) {
+		s->defer = qtk_calloc(desc->ntensors ? desc->ntensors : 1, sizeof *s->defer);
+		if (!s->given || !s->has_given || !s->defer) {
 			qtk_free(s->given);
 			qtk_free(s->has_given);
-			qtk_free(s->from_src);
+			qtk_free(s->defer);
 			s->given = NULL;
 			s->has_given = NULL;
-			s->from_src = NULL;
+			s->defer = NULL;
 		}
 	}
 	*out = s;
@@ -1548,8 +1556,9 @@ static int sink_advance(qtk_digest_sink *s, size_t upto)
 		const bool both = !rc && !s->cur_expect && s->d.scheme != QTK_DIGEST_V1 && shares_pieces(t, heads);
 		if (!rc && s->mode == QTK_SINK_DEC && (s->cur_expect || meta.dec_kind == QTK_DEC_RAW || both)) {
 			s->cur_skip = true; /* copies, raw leaves, shared pieces: nothing to decode here */
-		} else if (!rc && s->mode == QTK_SINK_DEC && s->from_src && s->from_src[s->next]) {
-			s->cur_skip = true; /* the source's leaf, at finish */
+		} else if (!rc && s->mode == QTK_SINK_DEC && s->defer && s->defer[s->next]) {
+			s->cur_skip = true; /* the source's leaf or one given after the bytes, at finish (given
+					     * and has_given are not read here: the writer sets them later) */
 		} else if (!rc && s->mode == QTK_SINK_DEC && s->has_given && s->has_given[s->next]) {
 			s->cur_skip = true; /* the writer hashed its values */
 			memcpy(s->d.leaf[s->next].dec, s->given[s->next], 32);
@@ -1632,11 +1641,21 @@ int qtk_digest_sink_finish_pair(qtk_digest_sink *s, qtk_digest_sink *dec, const 
 			memcpy(s->d.leaf[i].dec, dec->d.leaf[i].dec, 32);
 			s->d.leaf[i].has_dec = true;
 		}
-	/* outputs proven to decode to their source's values: the source's decoded leaf */
-	for (size_t i = 0; !rc && dec && dec->from_src && i < s->d.n; i++) {
-		if (!dec->from_src[i])
-			continue;
+	/* outputs proven to decode to their source's values: the source's decoded leaf; outputs
+	 * whose leaf the writer gave after their bytes: that one */
+	for (size_t i = 0; !rc && dec && dec->defer && i < s->d.n; i++) {
 		qtk_leaf *l = &s->d.leaf[i];
+		if (dec->defer[i] == DEFER_GIVEN) {
+			if (!dec->has_given[i]) {
+				rc = qtk_err_set(s->err, QTK_E_INTERNAL, NULL, -1, l->stored, "no decoded digest was given for this tensor");
+				break;
+			}
+			memcpy(l->dec, dec->given[i], 32);
+			l->has_dec = true;
+			continue;
+		}
+		if (dec->defer[i] != DEFER_SRC)
+			continue;
 		const qtk_leaf *sl = src ? qtk_digests_find(src, l->name) : NULL;
 		if (!sl || !sl->has_dec || sl->bad || (src->scheme ? src->scheme : QTK_DIGEST_V2) != s->d.scheme || sl->ndim != l->ndim ||
 		    memcmp(sl->shape, l->shape, sizeof l->shape) || sl->qk_heads != l->qk_heads ||

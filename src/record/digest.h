@@ -179,6 +179,10 @@ void qtk_digest_sink_decoded(qtk_digest_sink *s, size_t tensor, const uint8_t de
  * from the source's digests (an error there when they have no such leaf of the same name,
  * shape, row order and kind). */
 void qtk_digest_sink_decoded_source(qtk_digest_sink *s, size_t tensor);
+/* QTK_SINK_DEC, before tensor `tensor`'s first byte: its leaf is given with
+ * qtk_digest_sink_decoded after its bytes (a writer that streams the tensor while hashing its
+ * values), before qtk_digest_sink_finish_pair, which fails when it was not. */
+void qtk_digest_sink_decoded_later(qtk_digest_sink *s, size_t tensor);
 /* Every tensor complete: leaves and roots into *out (qtk_digests_free). Frees s, also on error. */
 int qtk_digest_sink_finish(qtk_digest_sink *s, qtk_digests *out);
 /* The same, proving late copies against src (the source's digests). */
