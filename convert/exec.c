@@ -1118,7 +1118,11 @@ static int stream_windows(rowsrc *s, qtk_writer *w, int threads, const conv_rec 
 	*done = false;
 	const bool plain = t->layout.kind == QTK_LAYOUT_PLAIN;
 	const qtk_scheme *ss = plain ? NULL : qtk_scheme_of(t);
-	if (o->ndim != 2 || o->nparts < 1 || o->layout.act_order || (!plain && (!s->windowed || s->p->perm_heads)) ||
+	const qtk_scheme *os = qtk_scheme_of(o);
+	/* a scheme whose first rows write what decoding every row reads (first_writes_shared) would
+	 * need its first slice alone in every window */
+	if (o->ndim != 2 || o->nparts < 1 || o->layout.act_order || !os || os->first_writes_shared ||
+	    (!plain && (!s->windowed || s->p->perm_heads)) ||
 	    (plain && (t->layout.type == QTK_T_Q4_0 || t->layout.type == QTK_T_Q8_0 || t->layout.type == QTK_T_Q4_1)))
 		return 0;
 	for (uint32_t o0 = 0; o0 < out && !rc; o0 += s->win) {

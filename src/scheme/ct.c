@@ -349,7 +349,7 @@ static int ct_int_encode(const qtk_tensor *t, const float *x, uint64_t o0, uint6
 			}
 		}
 	}
-	if (ks >= 0 && o0 == 0) { /* by the rows from 0 only (first_writes_shared) */
+	if (ks >= 0 && o0 == 0) { /* by the rows from 0 only (one writer; decoding does not read it) */
 		qtk_wr64(pp[ks], out);
 		qtk_wr64((uint8_t *)pp[ks] + 8, in);
 	}
@@ -392,7 +392,8 @@ const qtk_scheme qtk_scheme_ct_int = {
 	.codes = QTK_SCHEME_CODES_INT,
 	.bits_mask = 1u << 2 | 1u << 4 | 1u << 8,
 	.row_align = 16, /* whole zero-point words */
-	.first_writes_shared = true, /* weight_shape */
+	/* weight_shape is written by the rows from 0 only, and decoding never reads it: no
+	 * first_writes_shared */
 	.nparts = 0, /* parts from part_specs */
 	.check_layout = ct_int_check,
 	.infer = no_infer,
