@@ -687,6 +687,17 @@ static int run_rows(qtk_model *in, qtk_writer *w, const plan *p, int threads, te
  * Every output feature is fitted on its own, so the slicing never changes
  * the bytes; slices are multiples of 32 so packed words never straddle them. */
 #define GROUP_SLICE 128u
+/* Slices of wide matrices are narrower, so that a window of GROUP_SLICE rows (all a 28672-input
+ * matrix gets) still spreads over the threads: GROUP_SLICE rows, halved down to 32 while a slice
+ * holds more than 2^20 values. A function of the matrix alone, as the reported figures (summed
+ * per slice) must not depend on the thread count. */
+static uint32_t slice_rows(uint64_t in)
+{
+	uint32_t r = GROUP_SLICE;
+	while (r > 32 && (uint64_t)r * in > ((uint64_t)1 << 20))
+		r /= 2;
+	return r;
+}
 /* values per window of output features: a quarter of the plain paths' window, since the packed
  * output of the whole tensor is held beside it (a 70B model's largest matrix: 112 MiB at 4 bits)
  * with three windows of F32: the source's values, the check's decoded values and the previous
@@ -815,7 +826,7 @@ static int rowsrc_get(rowsrc *s, uint32_t o0, uint32_t n, float *x, qtk_err *err
 	return rc;
 }
 
-/* Output features base .. base+nrows-1 (values x), in slices of GROUP_SLICE rows on the pool,
+/* Output features base .. base+nrows-1 (values x), in slices of slice_rows() rows on the pool,
  * each slice on its own: fitted into the whole parts pp (refit; otherwise an exact repack has
  * put them there), then decoded from pp into y and compared with x. Each slice's sums go to its
  * own errstat and are added to *total in slice order, so the figures do not depend on the thread
@@ -824,7 +835,7 @@ typedef struct cslices {
 	const float *x;
 	float *y;
 	const qtk_tensor *o;
-	uint32_t in, base, nrows;
+	uint32_t in, base, nrows, slice;
 	bool refit;
 	uint8_t **pp;
 	errstat *es; /* per slice */
@@ -836,7 +847,7 @@ static void cslice_job(void *ctx, size_t ji)
 {
 	cslices *c = ctx;
 	const size_t si = c->first + ji;
-	uint32_t w0 = (uint32_t)si * GROUP_SLICE, n = c->nrows - w0 < GROUP_SLICE ? c->nrows - w0 : GROUP_SLICE;
+	uint32_t w0 = (uint32_t)si * c->slice, n = c->nrows - w0 < c->slice ? c->nrows - w0 : c->slice;
 	uint64_t at = (uint64_t)w0 * c->in;
 	if (c->refit && qtk_scheme_encode_rows(c->o, c->x + at, c->base + w0, n, (void *const *)c->pp)) {
 		c->rc[si] = 1;
@@ -850,18 +861,20 @@ static void cslice_job(void *ctx, size_t ji)
 }
 
 static int fit_check_groups(const float *x, float *y, const qtk_tensor *o, uint32_t base, uint32_t nrows,
-			    uint8_t **pp, bool refit, int threads, errstat *total)
+			    uint8_t **pp, bool refit, bool first_alone, int threads, errstat *total)
 {
-	size_t ns = (nrows + GROUP_SLICE - 1) / GROUP_SLICE;
+	const uint32_t sr = slice_rows(o->shape[1]);
+	size_t ns = (nrows + sr - 1) / sr;
 	int *rc = qtk_calloc(ns, sizeof *rc);
 	errstat *es = qtk_calloc(ns, sizeof *es);
 	int r = rc && es ? 0 : -1;
 	if (!r) {
-		cslices c = {x, y, o, (uint32_t)o->shape[1], base, nrows, refit, pp, es, rc, 0};
+		cslices c = {x, y, o, (uint32_t)o->shape[1], base, nrows, sr, refit, pp, es, rc, 0};
 		/* the tensor's first slice also writes what every slice's decoding reads (GPTQ's g_idx):
-		 * it runs before the others, else their check reads it half written */
+		 * it runs before the others, else their check reads it half written (first_alone: pp
+		 * does not hold those values yet) */
 		const qtk_scheme *sc = qtk_scheme_of(o);
-		if (refit && base == 0 && ns > 1 && sc && sc->first_writes_shared) {
+		if (refit && first_alone && ns > 1 && sc && sc->first_writes_shared) {
 			cslice_job(&c, 0);
 			c.first = 1;
 			qtk_parallel_for(threads, ns - 1, cslice_job, &c);
@@ -935,7 +948,7 @@ static int fit_groups(rowsrc *s, float *x, uint8_t **pp, bool refit, int threads
 		float *yw = y[vj.h ? wi & 1 : 0];
 		if ((rc = rowsrc_get(s, o0, nr, x, err)))
 			break;
-		const int fc = fit_check_groups(x, yw, o, o0, nr, pp, refit, threads, total);
+		const int fc = fit_check_groups(x, yw, o, o0, nr, pp, refit, o0 == 0, threads, total);
 		if (fc == 1) {
 			rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "the %s encoder failed",
 					 qtk_scheme_of(o) ? qtk_scheme_of(o)->title : "packed");
@@ -1090,6 +1103,89 @@ static int window_repack(rowsrc *s, const qtk_tensor *o, uint8_t **pp, bool *han
 	return rc;
 }
 
+/* A part built window by window whose windows are column bands of its rows (AWQ's qweight
+ * [in][out/8]: a window of output features is a few bytes of every row) goes through a scratch
+ * file beside the output: each window's bytes as they come (count runs of len bytes, one after
+ * another), then read back a band of rows at a time, interleaved into the part's order and
+ * handed to the writer. Memory is then a band and a window, not the part. */
+typedef struct spill {
+	int fd;            /* the scratch file, -1 when none */
+	uint64_t rows;     /* the part's rows (count of every window) */
+	uint64_t stride;   /* bytes per row */
+	uint64_t at;       /* bytes written so far */
+	size_t n, cap;     /* windows so far */
+	uint64_t *off;     /* per window: its offset in a row, */
+	uint64_t *len;     /* its bytes per row, */
+	uint64_t *pos;     /* and where its runs start in the scratch file */
+} spill;
+
+static void spill_close(spill *sp)
+{
+	if (sp->fd >= 0)
+		close(sp->fd);
+	qtk_free(sp->off);
+	qtk_free(sp->len);
+	qtk_free(sp->pos);
+	memset(sp, 0, sizeof *sp);
+	sp->fd = -1;
+}
+
+/* One window's runs (sl: its slice of the part; b: count x len bytes). */
+static int spill_put(spill *sp, const qtk_scheme_slice *sl, const uint8_t *b, const char *name, qtk_err *err)
+{
+	if (sl->count != sp->rows || sl->stride != sp->stride || sl->off > sp->stride || sl->len > sp->stride - sl->off)
+		return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, name, "a window's columns do not split as the first did");
+	if (sp->n == sp->cap) {
+		size_t c = sp->cap ? 2 * sp->cap : 64;
+		uint64_t *o = qtk_realloc(sp->off, c * sizeof *o), *l = o ? qtk_realloc(sp->len, c * sizeof *l) : NULL,
+			 *q = l ? qtk_realloc(sp->pos, c * sizeof *q) : NULL;
+		if (o)
+			sp->off = o;
+		if (l)
+			sp->len = l;
+		if (!q)
+			return qtk_err_set(err, QTK_E_IO, NULL, -1, name, "out of memory");
+		sp->pos = q;
+		sp->cap = c;
+	}
+	const uint64_t nb = sl->count * sl->len;
+	if (qtk_pwrite_full(sp->fd, "scratch file", b, (size_t)nb, sp->at, err))
+		return err->code;
+	sp->off[sp->n] = sl->off;
+	sp->len[sp->n] = sl->len;
+	sp->pos[sp->n++] = sp->at;
+	sp->at += nb;
+	return 0;
+}
+
+/* The part in its order, a band of rows at a time, to the writer. */
+static int spill_write(spill *sp, qtk_writer *w, const char *name, qtk_err *err)
+{
+	uint64_t band = ((uint64_t)8 << 20) / (sp->stride ? sp->stride : 1), maxlen = 0;
+	band = band ? band : 1;
+	band = band < sp->rows ? band : sp->rows;
+	for (size_t i = 0; i < sp->n; i++)
+		maxlen = sp->len[i] > maxlen ? sp->len[i] : maxlen;
+	uint8_t *buf = qtk_calloc(1, (size_t)(band * sp->stride) + 1), *run = qtk_malloc((size_t)(band * maxlen) + 1);
+	int rc = buf && run ? 0 : qtk_err_set(err, QTK_E_IO, NULL, -1, name, "out of memory");
+	for (uint64_t r0 = 0; r0 < sp->rows && !rc; r0 += band) {
+		const uint64_t nr = sp->rows - r0 < band ? sp->rows - r0 : band;
+		for (size_t i = 0; i < sp->n && !rc; i++) {
+			const uint64_t l = sp->len[i];
+			if (qtk_pread_full(sp->fd, "scratch file", run, (size_t)(nr * l), sp->pos[i] + r0 * l, err)) {
+				rc = err->code;
+				break;
+			}
+			for (uint64_t r = 0; r < nr; r++)
+				memcpy(buf + r * sp->stride + sp->off[i], run + r * l, (size_t)l);
+		}
+		rc = rc ? rc : qtk_writer_put(w, buf, (size_t)(nr * sp->stride));
+	}
+	qtk_free(buf);
+	qtk_free(run);
+	return rc;
+}
+
 /* Outputs whose first part splits by rows into contiguous runs and is the bulk of them
  * (compressed-tensors' weight_packed, MLX's weight: [out][...]), a window of output features at a
  * time: each window is repacked from its own source bytes when the source's integers fit the
@@ -1099,8 +1195,9 @@ static int window_repack(rowsrc *s, const qtk_tensor *o, uint8_t **pp, bool *han
  * zeros: a few bits per group) are held and written after the last window, and the record's
  * decoded leaf is given after the bytes (qtk_digest_sink_decoded_later). Memory is then a few
  * windows whatever the matrix. *done false: nothing was written (the first window showed the
- * tensor cannot go this way) and the caller takes its own path; vh is then untouched. Sources
- * whose integers are repacked whole (ggml q4_0/q8_0/q4_1 blocks, a packed source with its Q/K
+ * tensor cannot go this way) and the caller takes its own path; vh is then untouched. A part
+ * whose windows are column bands (AWQ's and GPTQ's qweight) goes through a scratch file (spill).
+ * Sources whose integers are repacked whole (ggml q4_0/q8_0/q4_1 blocks, a packed source with its Q/K
  * rows permuted) do not come here. */
 static int stream_windows(rowsrc *s, qtk_writer *w, int threads, const conv_rec *rec, qtk_vhash **vh, errstat *total,
 			  bool *done, qtk_err *err)
@@ -1115,13 +1212,14 @@ static int stream_windows(rowsrc *s, qtk_writer *w, int threads, const conv_rec 
 	memset(&g, 0, sizeof g);
 	int rc = 0;
 	unsigned nfit = 0; /* windows fitted rather than repacked */
+	spill sf;
+	memset(&sf, 0, sizeof sf);
+	sf.fd = -1;
 	*done = false;
 	const bool plain = t->layout.kind == QTK_LAYOUT_PLAIN;
 	const qtk_scheme *ss = plain ? NULL : qtk_scheme_of(t);
 	const qtk_scheme *os = qtk_scheme_of(o);
-	/* a scheme whose first rows write what decoding every row reads (first_writes_shared) would
-	 * need its first slice alone in every window */
-	if (o->ndim != 2 || o->nparts < 1 || o->layout.act_order || !os || os->first_writes_shared ||
+	if (o->ndim != 2 || o->nparts < 1 || o->layout.act_order || !os ||
 	    (!plain && (!s->windowed || s->p->perm_heads)) ||
 	    (plain && (t->layout.type == QTK_T_Q4_0 || t->layout.type == QTK_T_Q8_0 || t->layout.type == QTK_T_Q4_1)))
 		return 0;
@@ -1144,8 +1242,21 @@ static int stream_windows(rowsrc *s, qtk_writer *w, int threads, const conv_rec 
 		qtk_tensor osub;
 		qtk_scheme_slice sl[QTK_MAX_PARTS];
 		const bool win = !qtk_scheme_window(o, o0, n, &osub, sl);
-		if (!o0 && (!win || !(sl[0].count == 1 || sl[0].stride == sl[0].len) || 2 * o->parts[0].nbytes < o->n_bytes))
+		if (!o0 && (!win || 2 * o->parts[0].nbytes < o->n_bytes))
 			break; /* not this path's: nothing is written until the first window says so */
+		if (!o0 && !(sl[0].count == 1 || sl[0].stride == sl[0].len)) { /* column bands: a scratch file */
+			if (!sl[0].stride || sl[0].count > UINT64_MAX / sl[0].stride ||
+			    sl[0].count * sl[0].stride != o->parts[0].nbytes)
+				break;
+			qtk_err se;
+			qtk_err_clear(&se);
+			if ((sf.fd = qtk_writer_scratch(w, &se)) < 0) {
+				cli_verbose("%s: %s", t->name, se.msg); /* the part is held whole instead */
+				break;
+			}
+			sf.rows = sl[0].count;
+			sf.stride = sl[0].stride;
+		}
 		if (!win) {
 			rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "rows %u.. do not split as the first did", o0);
 			break;
@@ -1183,7 +1294,13 @@ static int stream_windows(rowsrc *s, qtk_writer *w, int threads, const conv_rec 
 		nfit += refit;
 		float *yw = y[vj.h ? (o0 / s->win) & 1 : 0];
 		rc = rowsrc_get(s, o0, n, x, err);
-		const int fc = rc ? 0 : fit_check_groups(x, yw, &osub, 0, n, sp, refit, threads, total);
+		/* what the first window's first rows wrote for every row (GPTQ's g_idx), in place before
+		 * this window's slices all run at once: its encoder leaves values that hold already */
+		if (!rc && refit && o0 && os->first_writes_shared)
+			for (int k = 1; k < osub.nparts; k++)
+				for (uint64_t i = 0; i < sl[k].count; i++)
+					memcpy(sp[k] + i * sl[k].len, pp[k] + sl[k].off + i * sl[k].stride, (size_t)sl[k].len);
+		const int fc = rc ? 0 : fit_check_groups(x, yw, &osub, 0, n, sp, refit, o0 == 0, threads, total);
 		if (!rc && fc == 1)
 			rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "the %s encoder failed",
 					 qtk_scheme_of(o) ? qtk_scheme_of(o)->title : "packed");
@@ -1195,7 +1312,10 @@ static int stream_windows(rowsrc *s, qtk_writer *w, int threads, const conv_rec 
 			else
 				vjob_start(&vj, yw, (uint64_t)n * inf);
 		}
-		rc = rc ? rc : qtk_writer_put(w, sp[0], (size_t)osub.parts[0].nbytes);
+		if (sf.fd >= 0)
+			rc = rc ? rc : spill_put(&sf, &sl[0], sp[0], t->name, err);
+		else
+			rc = rc ? rc : qtk_writer_put(w, sp[0], (size_t)osub.parts[0].nbytes);
 		for (int k = 1; k < osub.nparts && !rc; k++)
 			for (uint64_t i = 0; i < sl[k].count; i++)
 				memcpy(pp[k] + sl[k].off + i * sl[k].stride, sp[k] + i * sl[k].len, (size_t)sl[k].len);
@@ -1205,6 +1325,8 @@ static int stream_windows(rowsrc *s, qtk_writer *w, int threads, const conv_rec 
 		rc = qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory hashing the values");
 	if (*done && !rc) {
 		qtk_scheme_window_finish(o, (void *const *)pp);
+		if (sf.fd >= 0)
+			rc = spill_write(&sf, w, t->name, err);
 		for (int k = 1; k < o->nparts && !rc; k++)
 			rc = qtk_writer_put(w, pp[k], (size_t)o->parts[k].nbytes);
 		uint8_t dec[32];
@@ -1216,9 +1338,10 @@ static int stream_windows(rowsrc *s, qtk_writer *w, int threads, const conv_rec 
 			vj.h = NULL;
 		}
 		if (!rc)
-			cli_verbose("%s: %s window by window, %s streamed", t->name, nfit ? "fitted" : "repacked",
-				    o->parts[0].role);
+			cli_verbose("%s: %s window by window, %s %s", t->name, nfit ? "fitted" : "repacked",
+				    o->parts[0].role, sf.fd >= 0 ? "through a scratch file" : "streamed");
 	}
+	spill_close(&sf);
 	qtk_vhash_free(vj.h);
 	qg_free(&g);
 	for (int k = 0; k < QTK_MAX_PARTS; k++) {

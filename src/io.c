@@ -558,6 +558,56 @@ void qtk_protect_clear(void)
 
 /* ---- atomic output ------------------------------------------------------ */
 
+/* Write exactly n bytes at off (loops over short writes). */
+int qtk_pwrite_full(int fd, const char *path, const void *buf, size_t n, uint64_t off, qtk_err *err)
+{
+	const uint8_t *p = buf;
+	while (n) {
+		ssize_t r = pwrite(fd, p, n, (off_t)off);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			return qtk_err_sys(err, path, "write failed");
+		}
+		if (r == 0)
+			return qtk_err_set(err, QTK_E_IO, path, (int64_t)off, NULL, "write failed: no progress");
+		p += r;
+		n -= (size_t)r;
+		off += (uint64_t)r;
+	}
+	return 0;
+}
+
+int qtk_scratch_open(const char *near, qtk_err *err)
+{
+	char *p = qtk_strdup(near);
+	size_t pn = p ? strlen(p) : 0;
+	while (pn > 1 && p[pn - 1] == '/') /* a directory named "out/": beside it */
+		p[--pn] = 0;
+	char *dir = p ? qtk_path_dir(p) : NULL;
+	qtk_free(p);
+	if (!dir)
+		return qtk_err_set(err, QTK_E_IO, near, -1, NULL, "out of memory");
+	int fd = -1;
+#ifdef O_TMPFILE
+	fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+#endif
+	if (fd < 0) { /* no O_TMPFILE here: a named file, unlinked at once */
+		size_t n = strlen(dir) + 32;
+		char *tmp = qtk_malloc(n);
+		if (tmp) {
+			snprintf(tmp, n, "%s/.qtk-scratch-XXXXXX", dir);
+			fd = mkostemp(tmp, O_CLOEXEC);
+			if (fd >= 0)
+				(void)unlink(tmp);
+			qtk_free(tmp);
+		}
+	}
+	int rc = fd >= 0 ? fd : qtk_err_sys(err, dir, "cannot create a scratch file");
+	qtk_free(dir);
+	return rc;
+}
+
 #define OBUF (1u << 20)
 
 int qtk_ofile_open(qtk_ofile *f, const char *path, qtk_err *err)

@@ -413,6 +413,11 @@ bool qtk_part_in_file(const qtk_model *m, const qtk_tensor *t, int p, int *fd, c
  * qtk-provenance.json). The file's SHA-256 is recomputed (one read of the file). QTK_E_USAGE
  * when the output kind cannot (archives). */
 int qtk_writer_patch_header(qtk_writer *w, int (*fn)(void *ctx, uint8_t *buf, size_t n), void *ctx);
+/* An unnamed scratch file beside the output (qtk_scratch_open in its directory: the same file
+ * system, which has room for the output anyway) for a part built out of order, such as a packed
+ * matrix whose windows are column bands; close it when done. Its descriptor, or a negative code
+ * with err set. */
+int qtk_writer_scratch(const qtk_writer *w, qtk_err *err);
 /* Finalize: fsync and rename. Frees w. */
 int qtk_writer_finish(qtk_writer *w);
 /* Wait until the tee has seen every byte put so far; its failure, if any. */

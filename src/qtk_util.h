@@ -32,6 +32,12 @@ int qtk_file_open(const char *path, uint64_t *size, qtk_err *err);
 /* Read exactly n bytes at off (loops over short reads). */
 int qtk_pread_full(int fd, const char *path, void *buf, size_t n, uint64_t off,
 		   qtk_err *err);
+/* Write exactly n bytes at off (loops over short writes). */
+int qtk_pwrite_full(int fd, const char *path, const void *buf, size_t n, uint64_t off, qtk_err *err);
+/* An unnamed read-write file in the directory of path (O_TMPFILE, else a name unlinked at once):
+ * gone when closed, also when the process dies. Its descriptor, or a negative code with err
+ * set. */
+int qtk_scratch_open(const char *near, qtk_err *err);
 /* SHA-256 update of md (an EVP_MD_CTX) with n bytes of fd at off, the reads on a second thread
  * beside the hashing: 0, 1 (a read failed, or *cancel became non-zero: err set) or -1 (the
  * digest failed). cancel may be NULL. */

@@ -173,6 +173,11 @@ static int teeq_push(qtk_writer *w, size_t tensor, const void *buf, size_t n)
 	return rc;
 }
 
+int qtk_writer_scratch(const qtk_writer *w, qtk_err *err)
+{
+	return qtk_scratch_open(w->path, err);
+}
+
 int qtk_writer_drain(qtk_writer *w)
 {
 	struct qtk_teeq *q = w->teeq;

@@ -102,11 +102,13 @@ for o in "$T/rp-ct.qpk" "$T/rp-ct/"; do
 done
 
 # outputs whose bulk splits by rows (compressed-tensors, MLX) stream it window by window, fitted or
-# repacked: the same file, report and record as the windowed path that holds the packed output
+# repacked, and AWQ's qweight, whose windows are column bands, goes through a scratch file: the
+# same file, report and record as the windowed path that holds the packed output
 # (QTK_REPACK=windows), and record leaves that are the file's
 for src in "$S/wide.gguf" "$T/awq-1.awq"; do
-	for to in ct-int mlx ct-fp8; do
+	for to in ct-int mlx ct-fp8 awq gptq; do
 		sn=$(basename "$src")-$to
+		case $sn in *.awq-awq | *.awq-gptq) continue ;; esac # a copy; the band repack (cli.sh)
 		if env SOURCE_DATE_EPOCH=1 "$BIN/qconvert" -v --threads 2 "$src" "$T/st-$sn.qpk" --to $to --report "$T/st.json" >/dev/null 2>"$T/err" &&
 			grep -q "window by window" "$T/err" &&
 			env SOURCE_DATE_EPOCH=1 QTK_REPACK=windows "$BIN/qconvert" -q --threads 2 "$src" "$T/wi-$sn.qpk" --to $to --report "$T/wi.json" 2>"$T/err" &&
@@ -122,6 +124,21 @@ for src in "$S/wide.gguf" "$T/awq-1.awq"; do
 		fi
 	done
 done
+if "$BIN/qconvert" -v --threads 2 "$S/wide.gguf" "$T/sc.awq" --to awq >/dev/null 2>"$T/err" &&
+	grep -q "qweight through a scratch file" "$T/err"; then
+	ok
+else
+	bad "wide.gguf -> awq: no qweight went through a scratch file"
+fi
+# into a Hugging Face directory too (the scratch file beside it), verified; nothing left behind
+mkdir -p "$T/scd"
+if "$BIN/qconvert" -v "$S/wide.gguf" "$T/scd/hf/" --to awq >/dev/null 2>"$T/err" &&
+	grep -q "through a scratch file" "$T/err" && "$BIN/qverify" "$T/scd/hf/" >"$T/v.out" 2>&1 &&
+	[ "$(ls -A "$T/scd")" = hf ]; then
+	ok
+else
+	bad "wide.gguf -> awq HF directory through a scratch file: not verified, or files left"; head -3 "$T/err" "$T/v.out"
+fi
 
 # a source directory's own record describes the source: an output in another container gets
 # the new record only (the old file used to be carried beside it, and qverify read that one)

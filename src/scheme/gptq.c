@@ -80,7 +80,8 @@ static int decode_rows(const qtk_tensor *t, const void *const *p, uint64_t o0, u
 }
 
 /* The slice's own packed arrays from qtk_quant_gptq, copied into the whole parts (g_idx with
- * the first slice). */
+ * the first slice, the values it does not hold already: a caller may put them there first and
+ * then encode every slice at once). */
 static int encode_rows(const qtk_tensor *t, const float *x, uint64_t o0, uint64_t n, void *const *pp)
 {
 	uint32_t out = (uint32_t)t->shape[0], in = (uint32_t)t->shape[1], group = t->layout.group_size;
@@ -101,8 +102,12 @@ static int encode_rows(const qtk_tensor *t, const float *x, uint64_t o0, uint64_
 			memcpy((int32_t *)pp[1] + r * full_z + z0, qz + r * zcols, (size_t)zcols * 4);
 			memcpy((uint16_t *)pp[2] + r * out + o0, sc + r * n, (size_t)n * 2);
 		}
-		if (o0 == 0 && t->nparts > 3)
-			memcpy(pp[3], gi, (size_t)in * 4);
+		if (o0 == 0 && t->nparts > 3) { /* only what differs (first_writes_shared) */
+			int32_t *g = pp[3];
+			for (uint32_t i = 0; i < in; i++)
+				if (g[i] != gi[i])
+					g[i] = gi[i];
+		}
 	}
 	qtk_free(qw);
 	qtk_free(qz);

@@ -91,7 +91,8 @@ struct qtk_scheme {
 	bool has_version;         /* layout.gptq_version is meaningful (1 or 2) */
 	uint32_t row_align;       /* decode_rows/encode_rows take rows from multiples of this */
 	bool first_writes_shared; /* encode_rows of the rows from 0 also writes what decoding any row
-	                           * reads (GPTQ's g_idx): encode those before decoding others */
+	                           * reads (GPTQ's g_idx): encode those before decoding others, or put
+	                           * those values in place first (encode_rows then leaves them be) */
 	int nparts;
 	const qtk_scheme_part *parts;
 	/* The storage type part k of t must have, when it depends on the tensor (MLX scales in the
