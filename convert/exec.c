@@ -719,6 +719,8 @@ typedef struct rowsrc {
 	float *tmp;         /* AWQ/GPTQ with Q/K permutation: rows before permuting */
 	uint64_t hd;        /* rows per head when permuting, else 1 */
 	uint32_t win;       /* rows per window */
+	uint32_t raw_o0, raw_n; /* plain: raw holds these rows already (raw_ok; stream_windows) */
+	bool raw_ok;
 	bool windowed;      /* packed 2-D source read a window at a time (pw), not held */
 	qtk_pwin pw;
 } rowsrc;
@@ -808,7 +810,8 @@ static int rowsrc_get(rowsrc *s, uint32_t o0, uint32_t n, float *x, qtk_err *err
 	const qtk_tensor *t = s->p->src;
 	uint64_t inf = t->shape[1];
 	if (s->raw) {
-		int rc = stage_rows(s->in, s->p, s->raw, s->rawtmp, o0, n, s->rb, err);
+		int rc = s->raw_ok && s->raw_o0 == o0 && s->raw_n == n ? 0 : stage_rows(s->in, s->p, s->raw, s->rawtmp, o0, n, s->rb, err);
+		s->raw_ok = false;
 		if (!rc && qtk_dequant_ggml(t->layout.type, s->raw, x, (uint64_t)n * inf))
 			rc = qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "cannot decode this type");
 		return rc;
@@ -1197,8 +1200,10 @@ static int spill_write(spill *sp, qtk_writer *w, const char *name, qtk_err *err)
  * windows whatever the matrix. *done false: nothing was written (the first window showed the
  * tensor cannot go this way) and the caller takes its own path; vh is then untouched. A part
  * whose windows are column bands (AWQ's and GPTQ's qweight) goes through a scratch file (spill).
- * Sources whose integers are repacked whole (ggml q4_0/q8_0/q4_1 blocks, a packed source with its Q/K
- * rows permuted) do not come here. */
+ * ggml q4_0/q8_0 rows give their integer groups a window at a time. Sources whose integers are
+ * repacked whole (ggml q4_1, whose blocks may or may not be integer groups, so a window's
+ * choice could differ from the tensor's; a packed source with its Q/K rows permuted) do not come
+ * here. */
 static int stream_windows(rowsrc *s, qtk_writer *w, int threads, const conv_rec *rec, qtk_vhash **vh, errstat *total,
 			  bool *done, qtk_err *err)
 {
@@ -1219,9 +1224,10 @@ static int stream_windows(rowsrc *s, qtk_writer *w, int threads, const conv_rec 
 	const bool plain = t->layout.kind == QTK_LAYOUT_PLAIN;
 	const qtk_scheme *ss = plain ? NULL : qtk_scheme_of(t);
 	const qtk_scheme *os = qtk_scheme_of(o);
+	/* ggml q4_0/q8_0 rows are integer groups too, read a window at a time like any plain rows */
+	const bool gint = plain && (t->layout.type == QTK_T_Q4_0 || t->layout.type == QTK_T_Q8_0) && s->raw;
 	if (o->ndim != 2 || o->nparts < 1 || o->layout.act_order || !os ||
-	    (!plain && (!s->windowed || s->p->perm_heads)) ||
-	    (plain && (t->layout.type == QTK_T_Q4_0 || t->layout.type == QTK_T_Q8_0 || t->layout.type == QTK_T_Q4_1)))
+	    (!plain && (!s->windowed || s->p->perm_heads)) || (plain && t->layout.type == QTK_T_Q4_1))
 		return 0;
 	for (uint32_t o0 = 0; o0 < out && !rc; o0 += s->win) {
 		const uint32_t n = out - o0 < s->win ? out - o0 : s->win;
@@ -1238,6 +1244,15 @@ static int stream_windows(rowsrc *s, qtk_writer *w, int threads, const conv_rec 
 			       !qtk_scheme_to_groups(&s->pw.sub, (const void *const *)s->pw.buf, &g) &&
 			       (o->layout.kind == QTK_LAYOUT_MLX ||
 				(g.bits == o->layout.bits && (g.group == o->layout.group_size || qg_act_order(&g))));
+		} else if (gint) { /* the rows (in the plan's order) stay for rowsrc_get below */
+			if ((rc = stage_rows(s->in, s->p, s->raw, s->rawtmp, o0, n, s->rb, err)))
+				break;
+			s->raw_ok = true;
+			s->raw_o0 = o0;
+			s->raw_n = n;
+			qg_free(&g);
+			ints = !qg_from_ggml(t->layout.type, s->raw, n, inf, &g) &&
+			       (o->layout.kind == QTK_LAYOUT_MLX || (g.bits == o->layout.bits && g.group == o->layout.group_size));
 		}
 		qtk_tensor osub;
 		qtk_scheme_slice sl[QTK_MAX_PARTS];

@@ -124,6 +124,30 @@ for src in "$S/wide.gguf" "$T/awq-1.awq"; do
 		fi
 	done
 done
+# ggml q4_0/q8_0 sources give their integer groups a window at a time (repacked where the target
+# holds them, else fitted): the same files, reports and records as the whole-tensor path
+for ty in q4_0 q8_0; do
+	"$BIN/qconvert" -q "$S/wide.gguf" "$T/w-$ty.gguf" --to $ty --pure || bad "wide.gguf -> $ty"
+	for to in "awq --group-size 32" "gptq --group-size 32" "mlx --group-size 32" awq; do
+		sn=$ty-$(echo "$to" | tr -d ' -')
+		# shellcheck disable=SC2086 # $to is the target and its options
+		if env SOURCE_DATE_EPOCH=1 "$BIN/qconvert" -v --threads 2 "$T/w-$ty.gguf" "$T/st-$sn.qpk" --to $to --report "$T/st.json" >/dev/null 2>"$T/err" &&
+			grep -q "window by window" "$T/err" &&
+			env SOURCE_DATE_EPOCH=1 QTK_REPACK=windows "$BIN/qconvert" -q --threads 2 "$T/w-$ty.gguf" "$T/wi-$sn.qpk" --to $to --report "$T/wi.json" 2>"$T/err" &&
+			cmp -s "$T/st-$sn.qpk" "$T/wi-$sn.qpk" && python3 "$T/same.py" "$T/st.json" "$T/wi.json" &&
+			"$BIN/qverify" --emit-record "$T/st-$sn.qpk" >"$T/rec.json" 2>"$T/err" && python3 "$T/leaves.py" "$T/rec.json"; then
+			ok
+		else
+			bad "$sn: streamed and whole-tensor outputs, reports or record leaves differ"; head -3 "$T/err"
+		fi
+	done
+done
+if "$BIN/qconvert" -v --threads 2 "$T/w-q4_0.gguf" "$T/q4.awq" --to awq --group-size 32 >/dev/null 2>"$T/err" &&
+	grep -q "attn_q.weight: repacked window by window" "$T/err"; then
+	ok
+else
+	bad "q4_0 -> awq (group 32): not repacked window by window"
+fi
 if "$BIN/qconvert" -v --threads 2 "$S/wide.gguf" "$T/sc.awq" --to awq >/dev/null 2>"$T/err" &&
 	grep -q "qweight through a scratch file" "$T/err"; then
 	ok

@@ -141,7 +141,8 @@ static int chk_embedded(vstate *s)
 	int rc = qtk_prov_parse(txt, len, s->o->file, &s->embedded, &s->err);
 	if (rc) {
 		char sub[256];
-		snprintf(sub, sizeof sub, "embedded record (%s): %.200s", s->embedded_where, s->err.subject);
+		snprintf(sub, sizeof sub, "embedded record (%s)%s%.200s", s->embedded_where, s->err.subject[0] ? ": " : "",
+			 s->err.subject);
 		snprintf(s->err.subject, sizeof s->err.subject, "%s", sub);
 		return rc;
 	}

@@ -876,8 +876,8 @@ static cJSON *source_json(qtk_prov_builder *b, const qtk_filelist *files, const 
 		cJSON_AddItemToObject(o, "record", parent);
 	} else {
 		if (txt)
-			snprintf(b->note, sizeof b->note, "the source's provenance record is invalid and was not chained: %.60s: %.120s",
-				 e.subject, e.msg);
+			snprintf(b->note, sizeof b->note, "the source's provenance record is invalid and was not chained: %.60s%s%.120s",
+				 e.subject, e.subject[0] ? ": " : "", e.msg);
 		cJSON_AddNullToObject(o, "record");
 	}
 	return o;
