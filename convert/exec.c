@@ -980,6 +980,156 @@ static int fit_groups(rowsrc *s, float *x, uint8_t **pp, bool refit, int threads
 	return rc;
 }
 
+/* ggml FP4 blocks into a layout that keeps the same codes and scales as two row-major parts
+ * (gpt-oss's and compressed-tensors' MXFP4, ModelOpt's NVFP4 with its global scale of 1), a
+ * window of rows at a time: each window is read (in the plan's Q/K order), shuffled, decoded by
+ * the target's decoder and compared with the source's values, hashed for the record, and its
+ * codes handed to the writer; the scales (a sixteenth or a thirty-second of the values) go to a
+ * scratch file and follow the codes. Memory is a window whatever the tensor (a gpt-oss-120b
+ * expert stack is 1.1 GiB of blocks). *done false: nothing written, the caller's path runs. */
+static int stream_fp4(qtk_model *in, qtk_writer *w, const plan *p, const conv_rec *rec, tensor_result *r, bool *done,
+		      qtk_err *err)
+{
+	const qtk_tensor *t = p->src, *o = &p->out;
+	*done = false;
+	const bool nv = o->layout.kind == QTK_LAYOUT_NVFP4;
+	const unsigned type = nv ? QTK_T_NVFP4 : QTK_T_MXFP4;
+	if (t->layout.kind != QTK_LAYOUT_PLAIN || t->layout.type != type || (t->ndim != 2 && t->ndim != 3) ||
+	    (t->ndim == 3 && p->perm_heads) || o->nparts != (nv ? 3 : 2) || getenv_is("QTK_REPACK", "windows"))
+		return 0;
+	const uint64_t inf = t->shape[t->ndim - 1], rows = qtk_tensor_rows(t), per = t->ndim == 3 ? t->shape[1] : rows;
+	const uint64_t bs = nv ? 16 : 32; /* values per scale */
+	uint64_t rb;
+	if (!inf || inf % (nv ? 64 : 32) || !rows || !per || qtk_type_nbytes(type, inf, &rb) || o->parts[0].nbytes != rows * (inf / 2) ||
+	    o->parts[1].nbytes != rows * (inf / bs) || (nv && o->parts[2].nbytes != 4))
+		return 0;
+	/* windows of whole heads (Q/K rows moved) and of the record's pieces of whole heads */
+	qtk_vhash *vh = NULL;
+	qtk_err ve;
+	qtk_err_clear(&ve);
+	uint64_t a = p->perm_heads ? rows / (uint64_t)p->perm_heads : 1;
+	if (rec && rec->dec && rec->k < rec->desc->ntensors && !qtk_vhash_new(rec->desc, &rec->desc->tensors[rec->k], &vh, &ve))
+		a = qtk_lcm_u64(a, qtk_vhash_head_rows(vh) ? qtk_vhash_head_rows(vh) : 1);
+	uint64_t win = WINDOW_ELEMS / 4 / inf / a * a;
+	win = win ? win : a;
+	if (win > per)
+		win = per;
+	if (!a || per % a || win * inf > 4 * WINDOW_ELEMS) {
+		qtk_vhash_free(vh);
+		return 0;
+	}
+	const uint64_t c0 = inf / 2, c1 = inf / bs; /* bytes per row of codes, of scales */
+	uint8_t *raw = qtk_malloc((size_t)(win * rb)), *tmp = p->perm_heads ? qtk_malloc((size_t)(win * rb)) : NULL;
+	uint8_t *sp[3] = {qtk_malloc((size_t)(win * c0)), qtk_malloc((size_t)(win * c1)), qtk_calloc(1, 8)};
+	float *x = qtk_malloc((size_t)(win * inf) * sizeof *x), *y[2] = {qtk_malloc((size_t)(win * inf) * sizeof(float)),
+									  vh ? qtk_malloc((size_t)(win * inf) * sizeof(float)) : NULL};
+	vjob vj = {NULL, NULL, 0, 0, false, 0};
+	errstat e;
+	memset(&e, 0, sizeof e);
+	int rc = 0, fd = -1;
+	uint8_t *held = NULL; /* the scales, when no scratch file can be made */
+	if (!raw || (p->perm_heads && !tmp) || !sp[0] || !sp[1] || !sp[2] || !x || !y[0] || (vh && !y[1]))
+		rc = qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
+	if (!rc) {
+		qtk_err se;
+		qtk_err_clear(&se);
+		if ((fd = qtk_writer_scratch(w, &se)) < 0 && !(held = qtk_malloc((size_t)o->parts[1].nbytes + 1)))
+			rc = qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
+	}
+	if (nv) {
+		const float one = 1.0f; /* ggml's NVFP4 blocks carry no global scale */
+		uint32_t bits;
+		memcpy(&bits, &one, 4);
+		qtk_wr32(sp[2], bits);
+	}
+	for (uint64_t r0 = 0; r0 < rows && !rc;) {
+		uint64_t n = per - r0 % per < win ? per - r0 % per : win; /* an expert's rows at most */
+		n = rows - r0 < n ? rows - r0 : n;
+		qtk_tensor osub;
+		qtk_scheme_slice sl[QTK_MAX_PARTS];
+		if (qtk_scheme_window(o, r0, n, &osub, sl)) {
+			if (r0)
+				rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "rows %llu.. do not split as the first did",
+						 (unsigned long long)r0);
+			break; /* at row 0: nothing written, the caller's path */
+		}
+		if (!r0) {
+			*done = true;
+			if (vh) {
+				vj.h = vh;
+				vh = NULL;
+				qtk_digest_sink_decoded_later(rec->dec, rec->k);
+			}
+		}
+		float *yw = y[vj.h ? (r0 / win) & 1 : 0];
+		rc = stage_rows(in, p, raw, tmp, r0, n, rb, err);
+		if (!rc && (qtk_dequant_ggml(type, raw, x, n * inf) ||
+			    (nv ? qtk_nvfp4_from_ggml(raw, n, inf, sp[0], sp[1]) : qtk_mxfp4_from_ggml(raw, n, inf, sp[0], sp[1])) ||
+			    qtk_scheme_decode_rows(&osub, (const void *const *)sp, 0, n, yw)))
+			rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "%s blocks of rows %llu.. do not fit the target's layout",
+					 nv ? "NVFP4" : "MXFP4", (unsigned long long)r0);
+		if (!rc)
+			errstat_add(&e, x, yw, n * inf);
+		if (!rc && vj.h) {
+			if (vjob_wait(&vj))
+				rc = qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory hashing the values");
+			else
+				vjob_start(&vj, yw, n * inf);
+		}
+		rc = rc ? rc : qtk_writer_put(w, sp[0], (size_t)(n * c0));
+		if (!rc && fd >= 0 && qtk_pwrite_full(fd, "scratch file", sp[1], (size_t)(n * c1), r0 * c1, err))
+			rc = err->code;
+		else if (!rc && held)
+			memcpy(held + r0 * c1, sp[1], (size_t)(n * c1));
+		r0 += n;
+		cli_progress_within(r0, rows);
+	}
+	if (vjob_wait(&vj) && !rc)
+		rc = qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory hashing the values");
+	if (*done && !rc) {
+		errstat_finish(&e, r);
+		/* the shuffle promises every value (MXFP4 up to the sign of zero: code 8) */
+		if (nv ? !r->exact : r->max_abs_err != 0)
+			rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "%s blocks in the target's layout decode differently",
+					 nv ? "NVFP4" : "MXFP4");
+		for (uint64_t off = 0; off < o->parts[1].nbytes && !rc; off += win * c0) { /* the scales */
+			const uint64_t k = o->parts[1].nbytes - off < win * c0 ? o->parts[1].nbytes - off : win * c0;
+			if (held)
+				rc = qtk_writer_put(w, held + off, (size_t)k);
+			else if (qtk_pread_full(fd, "scratch file", sp[0], (size_t)k, off, err))
+				rc = err->code;
+			else
+				rc = qtk_writer_put(w, sp[0], (size_t)k);
+		}
+		if (!rc && nv)
+			rc = qtk_writer_put(w, sp[2], 4);
+		uint8_t dec[32];
+		if (!rc && vj.h) {
+			if (qtk_vhash_end(vj.h, dec))
+				rc = qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory hashing the values");
+			else
+				qtk_digest_sink_decoded(rec->dec, rec->k, dec);
+			vj.h = NULL;
+		}
+		if (!rc)
+			cli_verbose("%s: %s blocks shuffled window by window, scales %s", t->name, nv ? "NVFP4" : "MXFP4",
+				    held ? "held" : "through a scratch file");
+	}
+	qtk_vhash_free(vj.h);
+	qtk_vhash_free(vh);
+	if (fd >= 0)
+		close(fd);
+	qtk_free(held);
+	qtk_free(raw);
+	qtk_free(tmp);
+	for (int k = 0; k < 3; k++)
+		qtk_free(sp[k]);
+	qtk_free(x);
+	qtk_free(y[0]);
+	qtk_free(y[1]);
+	return rc;
+}
+
 /* ggml MXFP4 blocks (2-D or an expert stack) into gpt-oss's blocks and scales: one byte shuffle
  * over every row (plan_gptoss_mxfp4), then every row of the output decoded and compared with the
  * source's, window by window. */
@@ -1404,10 +1554,19 @@ static int run_groups(qtk_model *in, qtk_writer *w, const plan *p, int threads, 
 		      qtk_err *err)
 {
 	const qtk_tensor *t = p->src, *o = &p->out;
+	bool streamed = false;
+	/* ggml MXFP4 into gpt-oss's or compressed-tensors' layout, NVFP4 into ModelOpt's */
+	if (t->layout.kind == QTK_LAYOUT_PLAIN &&
+	    ((o->layout.kind == QTK_LAYOUT_MXFP4 && (o->layout.scale_type == 0 || o->layout.scale_type == QTK_MXFP4_CT) &&
+	      t->layout.type == QTK_T_MXFP4) ||
+	     (o->layout.kind == QTK_LAYOUT_NVFP4 && o->layout.scale_type == 1 && t->layout.type == QTK_T_NVFP4))) {
+		int fr = stream_fp4(in, w, p, rec, r, &streamed, err);
+		if (fr || streamed)
+			return fr;
+	}
 	if (o->layout.kind == QTK_LAYOUT_MXFP4 && o->layout.scale_type == 0 && t->layout.kind == QTK_LAYOUT_PLAIN &&
 	    t->layout.type == QTK_T_MXFP4)
 		return run_mxfp4_gptoss(in, w, p, r, err);
-	bool streamed = false;
 	int src = conv_stream_repack(in, w, p, threads, rec, r, &streamed, err);
 	if (src || streamed)
 		return src;

@@ -896,12 +896,24 @@ static int plan_modelopt(qtk_model *in, const qtk_tensor *t, plan *p, qtk_err *e
 {
 	if (t->ndim != 2 || t->shape[1] % 64 || strstr(t->name, "embed"))
 		return 1; /* ModelOpt quantizes Linear modules: an NVFP4 embedding table stays F32 */
-	uint8_t *blk = NULL;
-	if (qtk_read_part_alloc(in, t, 0, &blk)) {
-		*err = in->err;
-		return err->code;
+	/* the blocks checked 8 MiB of rows at a time (a tensor of any size) */
+	const uint64_t rows = t->shape[0], rb = rows ? t->parts[0].nbytes / rows : 0;
+	if (!rb || rb * rows != t->parts[0].nbytes)
+		return 1;
+	const uint64_t step = ((uint64_t)8 << 20) / rb ? ((uint64_t)8 << 20) / rb : 1;
+	uint8_t *blk = qtk_malloc((size_t)((step < rows ? step : rows) * rb));
+	if (!blk)
+		return qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
+	bool fits = true;
+	for (uint64_t r0 = 0; r0 < rows && fits; r0 += step) {
+		const uint64_t n = rows - r0 < step ? rows - r0 : step;
+		if (qtk_read_part(in, t, 0, r0 * rb, blk, (size_t)(n * rb))) {
+			qtk_free(blk);
+			*err = in->err;
+			return err->code;
+		}
+		fits = qtk_nvfp4_from_ggml(blk, n, t->shape[1], NULL, NULL) == 0;
 	}
-	int fits = qtk_nvfp4_from_ggml(blk, t->shape[0], t->shape[1], NULL, NULL) == 0;
 	qtk_free(blk);
 	if (!fits)
 		return 1;

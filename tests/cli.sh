@@ -535,7 +535,10 @@ if [ -n "$FX" ]; then
 	run "gpt-oss --exact refuses the sign of zero" 1 "$BIN/qconvert" --exact --names keep "$OSS" "$T/oss1.gguf" --to mxfp4
 	run "gpt-oss against" 0 "$BIN/qverify" --against "$OSS" "$T/oss.gguf"
 	# and back: the GGUF's MXFP4 stacks become gpt-oss's _blocks/_scales again, the same bytes
-	run "gpt-oss gguf -> dir" 0 "$BIN/qconvert" -q --names keep "$T/oss.gguf" "$T/oss-back/"
+	run "gpt-oss gguf -> dir" 0 "$BIN/qconvert" -v --names keep "$T/oss.gguf" "$T/oss-back/"
+	err_has "gpt-oss stacks shuffled window by window" "experts.gate_up_proj: MXFP4 blocks shuffled window by window"
+	run "gpt-oss gguf -> dir, whole tensors" 0 env QTK_REPACK=windows "$BIN/qconvert" -q --names keep "$T/oss.gguf" "$T/oss-back-w/"
+	if cmp -s "$T/oss-back/model.safetensors" "$T/oss-back-w/model.safetensors"; then ok; else bad "gpt-oss back: streamed and whole differ"; fi
 	if grep -q '"quant_method":[[:space:]]*"mxfp4"' "$T/oss-back/config.json"; then ok; else bad "gpt-oss back: config"; fi
 	for part in model.layers.0.mlp.experts.gate_up_proj_blocks model.layers.1.mlp.experts.down_proj_scales; do
 		a=$(python3 -c 'import json,struct,sys,hashlib

@@ -26,7 +26,7 @@ d = json.load(open(sys.argv[1]))
 emb = {t["name"]: t for t in d["embedded"]["output"]["tensors"]}
 got = {t["name"]: t for t in d["output"]["tensors"]}
 bad = [n for n in got if n not in emb or emb[n]["decoded"] != got[n]["decoded"] or emb[n]["encoded"] != got[n]["encoded"]]
-packed = [n for n in got if got[n]["encoding"].split(":")[0] in ("awq", "gptq-v1", "gptq-v2", "ct-int", "mlx", "fp8")]
+packed = [n for n in got if got[n]["encoding"].split(":")[0] in ("awq", "gptq-v1", "gptq-v2", "ct-int", "mlx", "fp8", "mxfp4", "nvfp4")]
 if bad or not packed or d["embedded"]["output"]["tensor_root"] != d["output"]["tensor_root"]:
     print("differ:", bad[:5], "packed:", len(packed))
     sys.exit(1)
@@ -141,6 +141,23 @@ for ty in q4_0 q8_0; do
 			bad "$sn: streamed and whole-tensor outputs, reports or record leaves differ"; head -3 "$T/err"
 		fi
 	done
+done
+# ggml MXFP4/NVFP4 blocks into compressed-tensors' and ModelOpt's layouts (Q/K rows moved back to
+# HF order) are shuffled a window of rows at a time, the scales through a scratch file: the same
+# directory, report and record as the whole-tensor path, record leaves that are the files'
+for ty in mxfp4 nvfp4; do
+	"$BIN/qconvert" -q "$S/wide.gguf" "$T/w-$ty.gguf" --to $ty --pure || bad "wide.gguf -> $ty"
+	if env SOURCE_DATE_EPOCH=1 "$BIN/qconvert" -v "$T/w-$ty.gguf" "$T/fst-$ty/" --report "$T/st.json" >/dev/null 2>"$T/err" &&
+		grep -q "q_proj.weight: $(echo $ty | tr a-z A-Z) blocks shuffled window by window" "$T/err" &&
+		env SOURCE_DATE_EPOCH=1 QTK_REPACK=windows "$BIN/qconvert" -q "$T/w-$ty.gguf" "$T/fwi-$ty/" --report "$T/wi.json" 2>"$T/err" &&
+		diff -r "$T/fst-$ty" "$T/fwi-$ty" >/dev/null && python3 "$T/same.py" "$T/st.json" "$T/wi.json" &&
+		"$BIN/qverify" --emit-record "$T/fst-$ty/" >"$T/rec.json" 2>"$T/err" && python3 "$T/leaves.py" "$T/rec.json" &&
+		"$BIN/qverify" "$T/fst-$ty/" --against "$T/w-$ty.gguf" >"$T/v.out" 2>&1; then
+		ok
+	else
+		bad "$ty gguf -> hf: streamed and whole-tensor directories, reports or record leaves differ, or not verified"
+		head -3 "$T/err" "$T/v.out"
+	fi
 done
 if "$BIN/qconvert" -v --threads 2 "$T/w-q4_0.gguf" "$T/q4.awq" --to awq --group-size 32 >/dev/null 2>"$T/err" &&
 	grep -q "attn_q.weight: repacked window by window" "$T/err"; then
