@@ -125,6 +125,11 @@ typedef struct conv_rec {
 	bool src_leaf; /* the source's digests will hold this tensor's decoded leaf (same canonical
 			* name, shape and row order), for outputs proven to decode to the same values */
 } conv_rec;
+/* Can a packed 2-D tensor's rows (output features) be moved as rows of its parts? Every part is
+ * either rows of output features ([out][...]: MLX, FP8 per channel, NVFP4, MXFP4, symmetric
+ * ct-int) or tensor-wide (at most 2 elements: a global scale, the shape); AWQ and GPTQ pack output
+ * features across a word and never are. */
+bool conv_rows_movable(const qtk_tensor *t);
 /* Produce one tensor into the writer; measures the error against the decoded source. rec may be
  * NULL. */
 int conv_tensor(qtk_model *in, qtk_writer *w, const plan *p, int threads, const conv_rec *rec, tensor_result *r,

@@ -11,6 +11,24 @@
 
 #define CHUNK_BYTES ((size_t)8 << 20)
 
+bool conv_rows_movable(const qtk_tensor *t)
+{
+	const qtk_layout_kind k = t->layout.kind; /* the layouts whose parts are row-major by output */
+	if (t->ndim != 2 || !(k == QTK_LAYOUT_MLX || k == QTK_LAYOUT_FP8 || k == QTK_LAYOUT_NVFP4 ||
+			      k == QTK_LAYOUT_MXFP4 || k == QTK_LAYOUT_CT_INT))
+		return false;
+	for (int i = 0; i < t->nparts; i++) {
+		const qtk_part *q = &t->parts[i];
+		uint64_t elems = 1;
+		bool ok = true;
+		for (int d = 0; d < q->ndim && ok; d++)
+			ok = qtk_mul_u64(elems, q->shape[d], &elems);
+		if (!(q->ndim >= 1 && q->shape[0] == t->shape[0]) && !(ok && elems <= 2 && q->nbytes <= 16))
+			return false;
+	}
+	return true;
+}
+
 /* Is environment variable k set to v? */
 static bool getenv_is(const char *k, const char *v)
 {
@@ -339,15 +357,15 @@ static int permute_inplace(uint8_t *b, uint64_t rows, uint64_t row_bytes, int he
 /* Rows r0 .. r0+n-1 of a plain tensor's part 0 into dst, read in order (a QPK part's digest is
  * checked as it is read through); with Q/K permutation the rows are whole heads (r0 and n
  * multiples of rows/heads), read into tmp and permuted within the window. */
-static int stage_rows(qtk_model *in, const plan *p, uint8_t *dst, uint8_t *tmp, uint64_t r0, uint64_t n, uint64_t rb,
-		      qtk_err *err)
+static int stage_part_rows(qtk_model *in, const plan *p, int k, uint8_t *dst, uint8_t *tmp, uint64_t r0, uint64_t n,
+			   uint64_t rb, qtk_err *err)
 {
 	const qtk_tensor *t = p->src;
 	uint64_t hd = p->perm_heads ? qtk_tensor_rows(t) / (uint64_t)p->perm_heads : 1;
 	if (p->perm_heads && (!hd || r0 % hd || n % hd || !tmp))
 		return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "rows %llu..%llu are not whole heads",
 				   (unsigned long long)r0, (unsigned long long)(r0 + n));
-	int rc = qtk_read_part(in, t, 0, r0 * rb, p->perm_heads ? tmp : dst, (size_t)(n * rb));
+	int rc = qtk_read_part(in, t, k, r0 * rb, p->perm_heads ? tmp : dst, (size_t)(n * rb));
 	if (rc)
 		*err = in->err;
 	else if (p->perm_heads)
@@ -355,32 +373,54 @@ static int stage_rows(qtk_model *in, const plan *p, uint8_t *dst, uint8_t *tmp, 
 	return rc;
 }
 
+static int stage_rows(qtk_model *in, const plan *p, uint8_t *dst, uint8_t *tmp, uint64_t r0, uint64_t n, uint64_t rb,
+		      qtk_err *err)
+{
+	return stage_part_rows(in, p, 0, dst, tmp, r0, n, rb, err);
+}
+
 static int copy_parts(qtk_model *in, qtk_writer *w, const plan *p, qtk_err *err)
 {
 	const qtk_tensor *t = p->src;
 	if (p->perm_heads) {
-		/* rows in the plan's Q/K order, a buffer of them at a time */
-		if (t->layout.kind != QTK_LAYOUT_PLAIN)
+		/* rows in the plan's Q/K order, a buffer of them at a time: a plain tensor's, or each
+		 * part's of a packed layout whose parts are all rows of output features or tensor-wide
+		 * (conv_rows_movable; the planner sends no other here) */
+		const uint64_t rows = qtk_tensor_rows(t);
+		if (t->layout.kind != QTK_LAYOUT_PLAIN && !conv_rows_movable(t))
 			return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "row permutation of a grouped layout");
-		uint64_t rows = qtk_tensor_rows(t), rb = rows ? t->parts[0].nbytes / rows : 0;
-		if (!rows || rows % (2 * (uint64_t)p->perm_heads) || rb * rows != t->parts[0].nbytes)
-			return qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "%llu rows cannot be split into %d heads",
-					   (unsigned long long)rows, p->perm_heads);
-		uint64_t hd = rows / (uint64_t)p->perm_heads, step = rb ? CHUNK_BYTES / rb / hd * hd : hd;
-		if (step < hd)
-			step = hd;
-		if (step > rows)
-			step = rows;
-		uint8_t *b = qtk_malloc((size_t)(step * rb)), *tmp = qtk_malloc((size_t)(step * rb));
-		int rc = b && tmp ? 0 : qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
-		for (uint64_t r0 = 0; r0 < rows && !rc; r0 += step) {
-			uint64_t n = rows - r0 < step ? rows - r0 : step;
-			rc = stage_rows(in, p, b, tmp, r0, n, rb, err);
-			rc = rc ? rc : qtk_writer_put(w, b, (size_t)(n * rb));
-			cli_progress_within(r0 + n, rows);
+		int rc = 0;
+		for (int k = 0; k < t->nparts && !rc; k++) {
+			const bool per_row = t->layout.kind == QTK_LAYOUT_PLAIN || t->parts[k].shape[0] == rows;
+			const uint64_t rb = per_row && rows ? t->parts[k].nbytes / rows : 0;
+			if (!per_row) { /* tensor-wide (a global scale, the shape) */
+				uint8_t small[64];
+				if (t->parts[k].nbytes > sizeof small || qtk_read_part(in, t, k, 0, small, (size_t)t->parts[k].nbytes)) {
+					*err = in->err;
+					rc = err->code ? err->code : QTK_E_IO;
+				}
+				rc = rc ? rc : qtk_writer_put(w, small, (size_t)t->parts[k].nbytes);
+				continue;
+			}
+			if (!rows || rows % (2 * (uint64_t)p->perm_heads) || !rb || rb * rows != t->parts[k].nbytes)
+				return qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "%llu rows cannot be split into %d heads",
+						   (unsigned long long)rows, p->perm_heads);
+			uint64_t hd = rows / (uint64_t)p->perm_heads, step = CHUNK_BYTES / rb / hd * hd;
+			if (step < hd)
+				step = hd;
+			if (step > rows)
+				step = rows;
+			uint8_t *b = qtk_malloc((size_t)(step * rb)), *tmp = qtk_malloc((size_t)(step * rb));
+			rc = b && tmp ? 0 : qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
+			for (uint64_t r0 = 0; r0 < rows && !rc; r0 += step) {
+				uint64_t n = rows - r0 < step ? rows - r0 : step;
+				rc = stage_part_rows(in, p, k, b, tmp, r0, n, rb, err);
+				rc = rc ? rc : qtk_writer_put(w, b, (size_t)(n * rb));
+				cli_progress_within(r0 + n, rows);
+			}
+			qtk_free(b);
+			qtk_free(tmp);
 		}
-		qtk_free(b);
-		qtk_free(tmp);
 		return rc;
 	}
 	uint8_t *buf = qtk_malloc(CHUNK_BYTES);
@@ -454,6 +494,22 @@ static int permute_groups(qgroups *g, const plan *p, qtk_err *err)
 
 /* The integer groups of rows r0 .. r0+n-1 of a 2-D packed source, from only their bytes
  * (qtk_pwin), row-permuted within the window when Q/K rows are (n whole heads of hd rows). */
+/* The groups of a window of n rows, whole heads of hd rows each, into the plan's Q/K order. */
+static int permute_window_groups(qgroups *g, const plan *p, uint64_t n, uint64_t hd, qtk_err *err)
+{
+	const char *nm = p->src->name;
+	const int heads = hd ? (int)(n / hd) : 0;
+	if (!heads || n % hd)
+		return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, nm, "a window of %llu rows is not whole heads", (unsigned long long)n);
+	if (permute_inplace(g->q, g->out, g->in, heads, p->perm_inverse, nm, err) ||
+	    permute_inplace((uint8_t *)g->z, g->out, (uint64_t)g->ngroups * sizeof *g->z, heads, p->perm_inverse, nm, err) ||
+	    permute_inplace((uint8_t *)g->s, g->out, (uint64_t)g->ngroups * sizeof *g->s, heads, p->perm_inverse, nm, err) ||
+	    (g->m && permute_inplace((uint8_t *)g->m, g->out, (uint64_t)g->ngroups * sizeof *g->m, heads, p->perm_inverse, nm,
+				     err)))
+		return err->code;
+	return 0;
+}
+
 static int window_groups(qtk_pwin *pw, const plan *p, uint64_t r0, uint64_t n, uint64_t hd, qgroups *g, qtk_err *err)
 {
 	const qtk_tensor *t = p->src;
@@ -474,12 +530,7 @@ static int window_groups(qtk_pwin *pw, const plan *p, uint64_t r0, uint64_t n, u
 	if (q)
 		return qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "inconsistent quantized components");
 	if (p->perm_heads && !pw->whole) {
-		int heads = (int)(n / hd);
-		if (permute_inplace(g->q, g->out, g->in, heads, p->perm_inverse, t->name, err) ||
-		    permute_inplace((uint8_t *)g->z, g->out, (uint64_t)g->ngroups * sizeof *g->z, heads, p->perm_inverse, t->name, err) ||
-		    permute_inplace((uint8_t *)g->s, g->out, (uint64_t)g->ngroups * sizeof *g->s, heads, p->perm_inverse, t->name, err) ||
-		    (g->m && permute_inplace((uint8_t *)g->m, g->out, (uint64_t)g->ngroups * sizeof *g->m, heads,
-					     p->perm_inverse, t->name, err)))
+		if (permute_window_groups(g, p, n, hd, err))
 			return err->code;
 	} else if (p->perm_heads && permute_groups(g, p, err)) {
 		return err->code;
@@ -931,6 +982,33 @@ static void vjob_start(vjob *j, const float *v, uint64_t n)
 		j->on = true;
 }
 
+/* Hash a window's n values (v) after the previous window's hash is done. */
+static int vjob_next(vjob *j, const float *v, uint64_t n, const char *name, qtk_err *err)
+{
+	if (vjob_wait(j))
+		return qtk_err_set(err, QTK_E_IO, NULL, -1, name, "out of memory hashing the values");
+	vjob_start(j, v, n);
+	return 0;
+}
+
+/* The last window hashed: hand the tensor's decoded leaf to the record's sink (its bytes are
+ * all written; qtk_digest_sink_decoded_later was called before the first). */
+static int vjob_hand(vjob *j, const conv_rec *rec, const char *name, qtk_err *err)
+{
+	uint8_t dec[32];
+	if (!j->h)
+		return 0;
+	int rc = vjob_wait(j) || qtk_vhash_end(j->h, dec)
+			 ? qtk_err_set(err, QTK_E_IO, NULL, -1, name, "out of memory hashing the values")
+			 : 0;
+	if (!rc)
+		qtk_digest_sink_decoded(rec->dec, rec->k, dec);
+	else
+		qtk_vhash_free(j->h);
+	j->h = NULL;
+	return rc;
+}
+
 /* vh (may be NULL) receives every output value in order; it is freed (NULL) when that fails, and
  * the record's sink then decodes the output itself. */
 static int fit_groups(rowsrc *s, float *x, uint8_t **pp, bool refit, int threads, errstat *total, qtk_vhash **vh,
@@ -1070,12 +1148,8 @@ static int stream_fp4(qtk_model *in, qtk_writer *w, const plan *p, const conv_re
 					 nv ? "NVFP4" : "MXFP4", (unsigned long long)r0);
 		if (!rc)
 			errstat_add(&e, x, yw, n * inf);
-		if (!rc && vj.h) {
-			if (vjob_wait(&vj))
-				rc = qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory hashing the values");
-			else
-				vjob_start(&vj, yw, n * inf);
-		}
+		if (!rc && vj.h)
+			rc = vjob_next(&vj, yw, n * inf, t->name, err);
 		rc = rc ? rc : qtk_writer_put(w, sp[0], (size_t)(n * c0));
 		if (!rc && fd >= 0 && qtk_pwrite_full(fd, "scratch file", sp[1], (size_t)(n * c1), r0 * c1, err))
 			rc = err->code;
@@ -1103,14 +1177,7 @@ static int stream_fp4(qtk_model *in, qtk_writer *w, const plan *p, const conv_re
 		}
 		if (!rc && nv)
 			rc = qtk_writer_put(w, sp[2], 4);
-		uint8_t dec[32];
-		if (!rc && vj.h) {
-			if (qtk_vhash_end(vj.h, dec))
-				rc = qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory hashing the values");
-			else
-				qtk_digest_sink_decoded(rec->dec, rec->k, dec);
-			vj.h = NULL;
-		}
+		rc = rc ? rc : vjob_hand(&vj, rec, t->name, err);
 		if (!rc)
 			cli_verbose("%s: %s blocks shuffled window by window, scales %s", t->name, nv ? "NVFP4" : "MXFP4",
 				    held ? "held" : "through a scratch file");
@@ -1194,7 +1261,7 @@ static int window_repack(rowsrc *s, const qtk_tensor *o, uint8_t **pp, bool *han
 	memset(&g, 0, sizeof g);
 	int rc = 0;
 	*handled = *packed = false;
-	if (!ss || !ss->to_groups || s->p->perm_heads)
+	if (!ss || !ss->to_groups)
 		return 0;
 	for (uint32_t o0 = 0; o0 < out && !rc; o0 += s->win) {
 		uint32_t n = out - o0 < s->win ? out - o0 : s->win;
@@ -1215,6 +1282,8 @@ static int window_repack(rowsrc *s, const qtk_tensor *o, uint8_t **pp, bool *han
 			rc = qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "inconsistent quantized components");
 			break;
 		}
+		if (s->p->perm_heads && (rc = permute_window_groups(&g, s->p, n, s->hd, err))) /* whole heads */
+			break;
 		if (!o0 && !(o->layout.kind == QTK_LAYOUT_MLX ||
 			     (g.bits == o->layout.bits && (g.group == o->layout.group_size || qg_act_order(&g))))) {
 			*handled = true; /* the integers do not fit: re-fit */
@@ -1350,10 +1419,9 @@ static int spill_write(spill *sp, qtk_writer *w, const char *name, qtk_err *err)
  * windows whatever the matrix. *done false: nothing was written (the first window showed the
  * tensor cannot go this way) and the caller takes its own path; vh is then untouched. A part
  * whose windows are column bands (AWQ's and GPTQ's qweight) goes through a scratch file (spill).
- * ggml q4_0/q8_0 rows give their integer groups a window at a time. Sources whose integers are
- * repacked whole (ggml q4_1, whose blocks may or may not be integer groups, so a window's
- * choice could differ from the tensor's; a packed source with its Q/K rows permuted) do not come
- * here. */
+ * ggml q4_0/q8_0/q4_1 rows give their integer groups a window at a time (whether q4_1's blocks
+ * are integer groups is decided for the whole tensor first, in a pass over its rows); a packed
+ * source's Q/K rows are moved within each window of whole heads (permute_window_groups). */
 static int stream_windows(rowsrc *s, qtk_writer *w, int threads, const conv_rec *rec, qtk_vhash **vh, errstat *total,
 			  bool *done, qtk_err *err)
 {
@@ -1374,11 +1442,24 @@ static int stream_windows(rowsrc *s, qtk_writer *w, int threads, const conv_rec 
 	const bool plain = t->layout.kind == QTK_LAYOUT_PLAIN;
 	const qtk_scheme *ss = plain ? NULL : qtk_scheme_of(t);
 	const qtk_scheme *os = qtk_scheme_of(o);
-	/* ggml q4_0/q8_0 rows are integer groups too, read a window at a time like any plain rows */
-	const bool gint = plain && (t->layout.type == QTK_T_Q4_0 || t->layout.type == QTK_T_Q8_0) && s->raw;
-	if (o->ndim != 2 || o->nparts < 1 || o->layout.act_order || !os ||
-	    (!plain && (!s->windowed || s->p->perm_heads)) || (plain && t->layout.type == QTK_T_Q4_1))
+	/* ggml q4_0/q8_0/q4_1 rows are integer groups too, read a window at a time like any plain rows */
+	const unsigned ty = plain ? t->layout.type : 0;
+	const bool gint = plain && (ty == QTK_T_Q4_0 || ty == QTK_T_Q8_0 || ty == QTK_T_Q4_1) && s->raw;
+	const bool mlx = o->layout.kind == QTK_LAYOUT_MLX;
+	if (o->ndim != 2 || o->nparts < 1 || o->layout.act_order || !os || (!plain && !s->windowed))
 		return 0;
+	/* q4_1 blocks are integer groups only when every block's minimum is a whole number of steps:
+	 * decided for the whole tensor, as the whole-tensor path does, before the first window (MLX
+	 * keeps any minimum as its bias) */
+	bool q41_ints = gint && ty == QTK_T_Q4_1 && !mlx && o->layout.bits == 4 && o->layout.group_size == 32;
+	for (uint32_t o0 = 0; q41_ints && o0 < out; o0 += s->win) {
+		const uint32_t n = out - o0 < s->win ? out - o0 : s->win;
+		if ((rc = stage_rows(s->in, s->p, s->raw, s->rawtmp, o0, n, s->rb, err)))
+			return rc;
+		qg_free(&g);
+		q41_ints = !qg_from_ggml(ty, s->raw, n, inf, &g);
+	}
+	qg_free(&g);
 	for (uint32_t o0 = 0; o0 < out && !rc; o0 += s->win) {
 		const uint32_t n = out - o0 < s->win ? out - o0 : s->win;
 		bool ints = false; /* the window's integer groups are in g */
@@ -1394,6 +1475,8 @@ static int stream_windows(rowsrc *s, qtk_writer *w, int threads, const conv_rec 
 			       !qtk_scheme_to_groups(&s->pw.sub, (const void *const *)s->pw.buf, &g) &&
 			       (o->layout.kind == QTK_LAYOUT_MLX ||
 				(g.bits == o->layout.bits && (g.group == o->layout.group_size || qg_act_order(&g))));
+			if (ints && s->p->perm_heads && (rc = permute_window_groups(&g, s->p, n, s->hd, err))) /* whole heads */
+				break;
 		} else if (gint) { /* the rows (in the plan's order) stay for rowsrc_get below */
 			if ((rc = stage_rows(s->in, s->p, s->raw, s->rawtmp, o0, n, s->rb, err)))
 				break;
@@ -1401,8 +1484,11 @@ static int stream_windows(rowsrc *s, qtk_writer *w, int threads, const conv_rec 
 			s->raw_o0 = o0;
 			s->raw_n = n;
 			qg_free(&g);
-			ints = !qg_from_ggml(t->layout.type, s->raw, n, inf, &g) &&
-			       (o->layout.kind == QTK_LAYOUT_MLX || (g.bits == o->layout.bits && g.group == o->layout.group_size));
+			if (ty == QTK_T_Q4_1 && mlx)
+				ints = !qg_from_q4_1_bias(s->raw, n, inf, &g);
+			else if (ty != QTK_T_Q4_1 || q41_ints)
+				ints = !qg_from_ggml(ty, s->raw, n, inf, &g) &&
+				       (mlx || (g.bits == o->layout.bits && g.group == o->layout.group_size));
 		}
 		qtk_tensor osub;
 		qtk_scheme_slice sl[QTK_MAX_PARTS];
@@ -1471,12 +1557,8 @@ static int stream_windows(rowsrc *s, qtk_writer *w, int threads, const conv_rec 
 					 qtk_scheme_of(o) ? qtk_scheme_of(o)->title : "packed");
 		else if (!rc && fc)
 			rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "cannot decode the output");
-		if (!rc && vj.h) { /* the previous window's hash is done before this one's starts */
-			if (vjob_wait(&vj))
-				rc = qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory hashing the values");
-			else
-				vjob_start(&vj, yw, (uint64_t)n * inf);
-		}
+		if (!rc && vj.h) /* the previous window's hash is done before this one's starts */
+			rc = vjob_next(&vj, yw, (uint64_t)n * inf, t->name, err);
 		if (sf.fd >= 0)
 			rc = rc ? rc : spill_put(&sf, &sl[0], sp[0], t->name, err);
 		else
@@ -1494,14 +1576,7 @@ static int stream_windows(rowsrc *s, qtk_writer *w, int threads, const conv_rec 
 			rc = spill_write(&sf, w, t->name, err);
 		for (int k = 1; k < o->nparts && !rc; k++)
 			rc = qtk_writer_put(w, pp[k], (size_t)o->parts[k].nbytes);
-		uint8_t dec[32];
-		if (!rc && vj.h) {
-			if (qtk_vhash_end(vj.h, dec))
-				rc = qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory hashing the values");
-			else
-				qtk_digest_sink_decoded(rec->dec, rec->k, dec);
-			vj.h = NULL;
-		}
+		rc = rc ? rc : vjob_hand(&vj, rec, t->name, err);
 		if (!rc)
 			cli_verbose("%s: %s window by window, %s %s", t->name, nfit ? "fitted" : "repacked",
 				    o->parts[0].role, sf.fd >= 0 ? "through a scratch file" : "streamed");

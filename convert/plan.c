@@ -747,7 +747,7 @@ static int plan_mlx(const conv_opts *o, const qtk_tensor *t, plan *p, qtk_err *e
 	bool groups = mlx_src_groups(t, &sb, &sg);
 	if (l->kind == QTK_LAYOUT_MLX && l->bits == o->bits && l->group_size == o->group_size)
 		return 0; /* copied */
-	qtk_layout ml = {.kind = QTK_LAYOUT_MLX, .bits = (uint8_t)o->bits, .group_size = o->group_size};
+	qtk_layout ml = {.kind = QTK_LAYOUT_MLX, .type = QTK_DT_U32, .bits = (uint8_t)o->bits, .group_size = o->group_size};
 	if (out_packed(&p->out, t, &ml, err))
 		return err->code;
 	/* scales and biases in the model's float type, as mlx-lm keeps them; fp16 for quantized sources */
@@ -839,6 +839,27 @@ static int plan_keep(qtk_model *in, const conv_opts *o, const qtk_hfmap *map, co
 	int rc = can_store(o, in, t, err);
 	if (rc)
 		return rc;
+	if (!plain && p->perm_heads) {
+		/* Q/K rows moved between GGUF's and Hugging Face's order: rows of every part where the
+		 * parts are rows of output features; AWQ and GPTQ pack output features across a word
+		 * (fp16 scales: their integer groups always hold them), so their groups are moved with
+		 * the rows and packed again (run_groups: exact, checked) */
+		if (conv_rows_movable(t))
+			return 0; /* rows of every part moved as they are (copy_parts) */
+		const qtk_scheme *sc = qtk_scheme_of(t);
+		if (t->ndim == 2 && (t->layout.kind == QTK_LAYOUT_AWQ || t->layout.kind == QTK_LAYOUT_GPTQ) && sc &&
+		    sc->to_groups && sc->from_groups) {
+			p->method = M_GROUPS;
+			p->note = "exact";
+			return 0;
+		}
+		char lid[48];
+		qtk_layout_id(&t->layout, lid, sizeof lid);
+		return qtk_err_set(err, QTK_E_USAGE, o->output, -1, qtk_tensor_stored_name(t),
+				   "the Q/K rows of %s layers cannot be moved to %s order as they are: keep the names "
+				   "(--names keep) or choose a layout with --to",
+				   lid, p->perm_inverse ? "Hugging Face's" : "GGUF's");
+	}
 	if (!map || !plain || !qtk_type(t->layout.type)->is_float)
 		return 0;
 	unsigned ty = mapped;

@@ -66,6 +66,27 @@ run "awq bare file by qtk reads back" 0 "$BIN/qconvert" -q "$T/own.safetensors" 
 run "plain model not flagged" 0 "$BIN/qinspect" --summary "$H"
 if [ -s "$T/err" ]; then bad "plain model not flagged: $(head -c 200 "$T/err")"; else ok; fi
 
+# packed layers with GGUF names (Q/K rows in llama.cpp's order) kept into a Hugging Face directory:
+# rows of every part move where the parts are rows of output features (MLX, FP8), AWQ's and
+# GPTQ's integer groups move with the rows (they pack output features across a word), exactly,
+# and back; a layout neither way (asymmetric ct-int: zero points packed across outputs) is
+# refused plainly
+G=$S/tiny-llama-f32.gguf
+for to in awq gptq mlx ct-fp8; do
+	run "$to with gguf names" 0 "$BIN/qconvert" -q "$G" "$T/gn-$to.qpk" --to $to
+	run "$to with gguf names -> hf (keep)" 0 "$BIN/qconvert" -v "$T/gn-$to.qpk" "$T/gn-$to/"
+	err_has "$to q_proj kept exact" "q_proj.weight .* exact"
+	run "$to hf against its gguf-named source" 0 "$BIN/qinspect" --diff "$T/gn-$to.qpk" "$T/gn-$to/"
+	out_has "$to hf against its gguf-named source" "with Q/K rows un-permuted), [0-9]* exact$"
+	run "$to hf -> gguf names" 0 "$BIN/qconvert" -q "$T/gn-$to/" "$T/gn-$to-back.qpk" --names gguf
+	run "$to gguf names round trip" 0 "$BIN/qinspect" --diff "$T/gn-$to.qpk" "$T/gn-$to-back.qpk"
+	out_has "$to gguf names round trip" "0 with Q/K rows un-permuted), [0-9]* exact$"
+done
+run "ct-int with gguf names" 0 "$BIN/qconvert" -q "$G" "$T/gn-ct.qpk" --to ct-int
+run "ct-int with gguf names -> hf (keep)" 2 "$BIN/qconvert" -q "$T/gn-ct.qpk" "$T/gn-ct/"
+err_has "ct-int q/k rows refused" "Q/K rows of ct-int.* layers cannot be moved to Hugging Face's order"
+no_file "ct-int q/k rows refused: nothing written" "$T/gn-ct"
+
 # MXFP4 GGUF -> HF directory keeps compressed-tensors' mxfp4-pack-quantized layout (a byte
 # shuffle), exact, and goes back to the same GGUF bytes; the bare packed file is flagged
 run "mxfp4 gguf" 0 "$BIN/qconvert" -q "$H" "$T/mx.gguf" --to mxfp4 --pure

@@ -124,9 +124,10 @@ for src in "$S/wide.gguf" "$T/awq-1.awq"; do
 		fi
 	done
 done
-# ggml q4_0/q8_0 sources give their integer groups a window at a time (repacked where the target
-# holds them, else fitted): the same files, reports and records as the whole-tensor path
-for ty in q4_0 q8_0; do
+# ggml q4_0/q8_0/q4_1 sources give their integer groups a window at a time (repacked where the
+# target holds them, else fitted; q4_1's choice made for the whole tensor first): the same files,
+# reports and records as the whole-tensor path
+for ty in q4_0 q8_0 q4_1; do
 	"$BIN/qconvert" -q "$S/wide.gguf" "$T/w-$ty.gguf" --to $ty --pure || bad "wide.gguf -> $ty"
 	for to in "awq --group-size 32" "gptq --group-size 32" "mlx --group-size 32" awq; do
 		sn=$ty-$(echo "$to" | tr -d ' -')
@@ -159,6 +160,39 @@ for ty in mxfp4 nvfp4; do
 		head -3 "$T/err" "$T/v.out"
 	fi
 done
+# q4_1 whose every block is an integer group (minimum 0, step 0.5) repacks into AWQ exactly, a window
+# at a time; one block that is not (in the last window) sends the whole tensor to a re-fit, as the
+# whole-tensor path does, decided before anything is written
+cat >"$T/int41.py" <<'EOF'
+import json, random, struct, sys
+random.seed(1)
+rows, cols = 2048, 2048
+vals = []
+for r in range(rows):
+    for b in range(cols // 32):
+        blk = [random.randint(0, 15) * 0.5 for _ in range(32)]
+        blk[0], blk[1] = 0.0, 7.5
+        vals += blk
+if sys.argv[2] == "odd":
+    vals[-32:] = [v + 0.3 for v in vals[-32:]]
+data = struct.pack("<%df" % len(vals), *vals)
+h = json.dumps({"model.layers.0.mlp.down_proj.weight": {"dtype": "F32", "shape": [rows, cols], "data_offsets": [0, len(data)]}}).encode()
+h += b" " * ((8 - len(h) % 8) % 8)
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(h)) + h + data)
+EOF
+for kind in int odd; do
+	if python3 "$T/int41.py" "$T/$kind.safetensors" $kind && "$BIN/qconvert" -q "$T/$kind.safetensors" "$T/$kind.gguf" --to q4_1 --pure 2>/dev/null &&
+		env SOURCE_DATE_EPOCH=1 "$BIN/qconvert" -v "$T/$kind.gguf" "$T/$kind-st.awq" --to awq --group-size 32 --report "$T/st.json" >/dev/null 2>"$T/err" &&
+		env SOURCE_DATE_EPOCH=1 QTK_REPACK=windows "$BIN/qconvert" -q "$T/$kind.gguf" "$T/$kind-wi.awq" --to awq --group-size 32 --report "$T/wi.json" &&
+		cmp -s "$T/$kind-st.awq" "$T/$kind-wi.awq" && python3 "$T/same.py" "$T/st.json" "$T/wi.json"; then
+		ok
+	else
+		bad "q4_1 ($kind) -> awq: streamed and whole-tensor outputs differ"; head -3 "$T/err"
+	fi
+	want="repacked window by window"
+	[ $kind = odd ] && want="fitted window by window"
+	if grep -q "down_proj.weight: $want" "$T/err"; then ok; else bad "q4_1 ($kind) -> awq: not $want"; head -3 "$T/err"; fi
+done
 if "$BIN/qconvert" -v --threads 2 "$T/w-q4_0.gguf" "$T/q4.awq" --to awq --group-size 32 >/dev/null 2>"$T/err" &&
 	grep -q "attn_q.weight: repacked window by window" "$T/err"; then
 	ok
@@ -180,6 +214,22 @@ if "$BIN/qconvert" -v "$S/wide.gguf" "$T/scd/hf/" --to awq >/dev/null 2>"$T/err"
 else
 	bad "wide.gguf -> awq HF directory through a scratch file: not verified, or files left"; head -3 "$T/err" "$T/v.out"
 fi
+
+# into Hugging Face directories the record's encoded leaves are the files' too (the layouts as the
+# safetensors reader sees them: MLX's weight is U32), from floats and from AWQ
+for src in "$S/wide.gguf" "$T/awq-1.awq"; do
+	for to in awq gptq ct-int ct-fp8 mlx; do
+		sn=$(basename "$src")-$to
+		rm -rf "$T/hfl"
+		if "$BIN/qconvert" -q "$src" "$T/hfl/" --to $to 2>"$T/err" && "$BIN/qverify" --emit-record "$T/hfl/" >"$T/rec.json" 2>"$T/err" &&
+			python3 "$T/leaves.py" "$T/rec.json" && "$BIN/qverify" "$T/hfl/" >"$T/v.out" 2>&1 &&
+			grep -q "tensor_root: ok: encoded root" "$T/v.out"; then
+			ok
+		else
+			bad "$sn (HF directory): record leaves or tensor root differ from the files'"; head -3 "$T/err" "$T/v.out"
+		fi
+	done
+done
 
 # a source directory's own record describes the source: an output in another container gets
 # the new record only (the old file used to be carried beside it, and qverify read that one)
