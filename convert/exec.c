@@ -1446,7 +1446,7 @@ static int stream_windows(rowsrc *s, qtk_writer *w, int threads, const conv_rec 
 	const unsigned ty = plain ? t->layout.type : 0;
 	const bool gint = plain && (ty == QTK_T_Q4_0 || ty == QTK_T_Q8_0 || ty == QTK_T_Q4_1) && s->raw;
 	const bool mlx = o->layout.kind == QTK_LAYOUT_MLX;
-	if (o->ndim != 2 || o->nparts < 1 || o->layout.act_order || !os || (!plain && !s->windowed))
+	if (o->ndim != 2 || o->nparts < 1 || !os || (!plain && !s->windowed))
 		return 0;
 	/* q4_1 blocks are integer groups only when every block's minimum is a whole number of steps:
 	 * decided for the whole tensor, as the whole-tensor path does, before the first window (MLX
