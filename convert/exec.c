@@ -1120,7 +1120,7 @@ static int stream_fp4(qtk_model *in, qtk_writer *w, const plan *p, const conv_re
 		memcpy(&bits, &one, 4);
 		qtk_wr32(sp[2], bits);
 	}
-	for (uint64_t r0 = 0; r0 < rows && !rc;) {
+	for (uint64_t r0 = 0, wi = 0; r0 < rows && !rc; wi++) {
 		uint64_t n = per - r0 % per < win ? per - r0 % per : win; /* an expert's rows at most */
 		n = rows - r0 < n ? rows - r0 : n;
 		qtk_tensor osub;
@@ -1139,7 +1139,7 @@ static int stream_fp4(qtk_model *in, qtk_writer *w, const plan *p, const conv_re
 				qtk_digest_sink_decoded_later(rec->dec, rec->k);
 			}
 		}
-		float *yw = y[vj.h ? (r0 / win) & 1 : 0];
+		float *yw = y[vj.h ? wi & 1 : 0]; /* the other is being hashed (windows are not all win rows) */
 		rc = stage_rows(in, p, raw, tmp, r0, n, rb, err);
 		if (!rc && (qtk_dequant_ggml(type, raw, x, n * inf) ||
 			    (nv ? qtk_nvfp4_from_ggml(raw, n, inf, sp[0], sp[1]) : qtk_mxfp4_from_ggml(raw, n, inf, sp[0], sp[1])) ||
