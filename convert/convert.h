@@ -127,8 +127,9 @@ typedef struct conv_rec {
 } conv_rec;
 /* Can a packed 2-D tensor's rows (output features) be moved as rows of its parts? Every part is
  * either rows of output features ([out][...]: MLX, FP8 per channel, NVFP4, MXFP4, symmetric
- * ct-int) or tensor-wide (at most 2 elements: a global scale, the shape); AWQ and GPTQ pack output
- * features across a word and never are. */
+ * ct-int), tensor-wide (at most 2 elements: a global scale, the shape) or indexed by input
+ * (act-order's g_idx: left as it is); AWQ and GPTQ pack output features across a word and never
+ * are. */
 bool conv_rows_movable(const qtk_tensor *t);
 /* Produce one tensor into the writer; measures the error against the decoded source. rec may be
  * NULL. */

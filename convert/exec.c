@@ -11,6 +11,9 @@
 
 #define CHUNK_BYTES ((size_t)8 << 20)
 
+/* A part indexed by input feature (act-order's g_idx, [in]): moving output rows leaves it be. */
+static bool input_indexed(const qtk_part *q) { return !strcmp(q->role, "g_idx"); }
+
 bool conv_rows_movable(const qtk_tensor *t)
 {
 	const qtk_layout_kind k = t->layout.kind; /* the layouts whose parts are row-major by output */
@@ -23,7 +26,7 @@ bool conv_rows_movable(const qtk_tensor *t)
 		bool ok = true;
 		for (int d = 0; d < q->ndim && ok; d++)
 			ok = qtk_mul_u64(elems, q->shape[d], &elems);
-		if (!(q->ndim >= 1 && q->shape[0] == t->shape[0]) && !(ok && elems <= 2 && q->nbytes <= 16))
+		if (!input_indexed(q) && !(q->ndim >= 1 && q->shape[0] == t->shape[0]) && !(ok && elems <= 2 && q->nbytes <= 16))
 			return false;
 	}
 	return true;
@@ -391,15 +394,22 @@ static int copy_parts(qtk_model *in, qtk_writer *w, const plan *p, qtk_err *err)
 			return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "row permutation of a grouped layout");
 		int rc = 0;
 		for (int k = 0; k < t->nparts && !rc; k++) {
-			const bool per_row = t->layout.kind == QTK_LAYOUT_PLAIN || t->parts[k].shape[0] == rows;
+			const bool per_row = t->layout.kind == QTK_LAYOUT_PLAIN ||
+					     (!input_indexed(&t->parts[k]) && t->parts[k].shape[0] == rows);
 			const uint64_t rb = per_row && rows ? t->parts[k].nbytes / rows : 0;
-			if (!per_row) { /* tensor-wide (a global scale, the shape) */
-				uint8_t small[64];
-				if (t->parts[k].nbytes > sizeof small || qtk_read_part(in, t, k, 0, small, (size_t)t->parts[k].nbytes)) {
-					*err = in->err;
-					rc = err->code ? err->code : QTK_E_IO;
+			if (!per_row) { /* tensor-wide (a global scale, the shape) or per input (g_idx): as is */
+				uint8_t *b = qtk_malloc(CHUNK_BYTES);
+				rc = b ? 0 : qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
+				for (uint64_t off = 0; off < t->parts[k].nbytes && !rc; off += CHUNK_BYTES) {
+					const uint64_t left = t->parts[k].nbytes - off;
+					const size_t n = left < CHUNK_BYTES ? (size_t)left : CHUNK_BYTES;
+					if (qtk_read_part(in, t, k, off, b, n)) {
+						*err = in->err;
+						rc = err->code ? err->code : QTK_E_IO;
+					}
+					rc = rc ? rc : qtk_writer_put(w, b, n);
 				}
-				rc = rc ? rc : qtk_writer_put(w, small, (size_t)t->parts[k].nbytes);
+				qtk_free(b);
 				continue;
 			}
 			if (!rows || rows % (2 * (uint64_t)p->perm_heads) || !rb || rb * rows != t->parts[k].nbytes)
@@ -1106,6 +1116,8 @@ static int stream_fp4(qtk_model *in, qtk_writer *w, const plan *p, const conv_re
 	memset(&e, 0, sizeof e);
 	int rc = 0, fd = -1;
 	uint8_t *held = NULL; /* the scales, when no scratch file can be made */
+	char scr[200]; /* the scratch file, as messages name it */
+	snprintf(scr, sizeof scr, "the scratch file of %s", t->name);
 	if (!raw || (p->perm_heads && !tmp) || !sp[0] || !sp[1] || !sp[2] || !x || !y[0] || (vh && !y[1]))
 		rc = qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
 	if (!rc) {
@@ -1151,7 +1163,7 @@ static int stream_fp4(qtk_model *in, qtk_writer *w, const plan *p, const conv_re
 		if (!rc && vj.h)
 			rc = vjob_next(&vj, yw, n * inf, t->name, err);
 		rc = rc ? rc : qtk_writer_put(w, sp[0], (size_t)(n * c0));
-		if (!rc && fd >= 0 && qtk_pwrite_full(fd, "scratch file", sp[1], (size_t)(n * c1), r0 * c1, err))
+		if (!rc && fd >= 0 && qtk_pwrite_full(fd, scr, sp[1], (size_t)(n * c1), r0 * c1, err))
 			rc = err->code;
 		else if (!rc && held)
 			memcpy(held + r0 * c1, sp[1], (size_t)(n * c1));
@@ -1170,7 +1182,7 @@ static int stream_fp4(qtk_model *in, qtk_writer *w, const plan *p, const conv_re
 			const uint64_t k = o->parts[1].nbytes - off < win * c0 ? o->parts[1].nbytes - off : win * c0;
 			if (held)
 				rc = qtk_writer_put(w, held + off, (size_t)k);
-			else if (qtk_pread_full(fd, "scratch file", sp[0], (size_t)k, off, err))
+			else if (qtk_pread_full(fd, scr, sp[0], (size_t)k, off, err))
 				rc = err->code;
 			else
 				rc = qtk_writer_put(w, sp[0], (size_t)k);
@@ -1371,7 +1383,9 @@ static int spill_put(spill *sp, const qtk_scheme_slice *sl, const uint8_t *b, co
 		sp->cap = c;
 	}
 	const uint64_t nb = sl->count * sl->len;
-	if (qtk_pwrite_full(sp->fd, "scratch file", b, (size_t)nb, sp->at, err))
+	char scr[200];
+	snprintf(scr, sizeof scr, "the scratch file of %s", name);
+	if (qtk_pwrite_full(sp->fd, scr, b, (size_t)nb, sp->at, err))
 		return err->code;
 	sp->off[sp->n] = sl->off;
 	sp->len[sp->n] = sl->len;
@@ -1390,11 +1404,13 @@ static int spill_write(spill *sp, qtk_writer *w, const char *name, qtk_err *err)
 		maxlen = sp->len[i] > maxlen ? sp->len[i] : maxlen;
 	uint8_t *buf = qtk_calloc(1, (size_t)(band * sp->stride) + 1), *run = qtk_malloc((size_t)(band * maxlen) + 1);
 	int rc = buf && run ? 0 : qtk_err_set(err, QTK_E_IO, NULL, -1, name, "out of memory");
+	char scr[200];
+	snprintf(scr, sizeof scr, "the scratch file of %s", name);
 	for (uint64_t r0 = 0; r0 < sp->rows && !rc; r0 += band) {
 		const uint64_t nr = sp->rows - r0 < band ? sp->rows - r0 : band;
 		for (size_t i = 0; i < sp->n && !rc; i++) {
 			const uint64_t l = sp->len[i];
-			if (qtk_pread_full(sp->fd, "scratch file", run, (size_t)(nr * l), sp->pos[i] + r0 * l, err)) {
+			if (qtk_pread_full(sp->fd, scr, run, (size_t)(nr * l), sp->pos[i] + r0 * l, err)) {
 				rc = err->code;
 				break;
 			}
@@ -1419,9 +1435,9 @@ static int spill_write(spill *sp, qtk_writer *w, const char *name, qtk_err *err)
  * windows whatever the matrix. *done false: nothing was written (the first window showed the
  * tensor cannot go this way) and the caller takes its own path; vh is then untouched. A part
  * whose windows are column bands (AWQ's and GPTQ's qweight) goes through a scratch file (spill).
- * ggml q4_0/q8_0/q4_1 rows give their integer groups a window at a time (whether q4_1's blocks
- * are integer groups is decided for the whole tensor first, in a pass over its rows); a packed
- * source's Q/K rows are moved within each window of whole heads (permute_window_groups). */
+ * ggml q4_0/q8_0/q4_1 rows give their integer groups a window at a time; a packed source's Q/K
+ * rows are moved within each window of whole heads (permute_window_groups). Repack or re-fit is
+ * one choice for the whole tensor (`decided`). */
 static int stream_windows(rowsrc *s, qtk_writer *w, int threads, const conv_rec *rec, qtk_vhash **vh, errstat *total,
 			  bool *done, qtk_err *err)
 {
@@ -1448,22 +1464,45 @@ static int stream_windows(rowsrc *s, qtk_writer *w, int threads, const conv_rec 
 	const bool mlx = o->layout.kind == QTK_LAYOUT_MLX;
 	if (o->ndim != 2 || o->nparts < 1 || !os || (!plain && !s->windowed))
 		return 0;
-	/* q4_1 blocks are integer groups only when every block's minimum is a whole number of steps:
-	 * decided for the whole tensor, as the whole-tensor path does, before the first window (MLX
-	 * keeps any minimum as its bias) */
-	bool q41_ints = gint && ty == QTK_T_Q4_1 && !mlx && o->layout.bits == 4 && o->layout.group_size == 32;
-	for (uint32_t o0 = 0; q41_ints && o0 < out; o0 += s->win) {
-		const uint32_t n = out - o0 < s->win ? out - o0 : s->win;
-		if ((rc = stage_rows(s->in, s->p, s->raw, s->rawtmp, o0, n, s->rb, err)))
-			return rc;
+	/* Repack or re-fit is decided for the whole tensor, as the whole-tensor paths decide it: by
+	 * the first window, a later window that does not fit as it did being an error (as in
+	 * window_repack); for ggml sources whose fit depends on every block (q4_1's minimums, MLX
+	 * groups wider than ggml's), in a pass over the rows first (the whole path re-fits the
+	 * tensor when any block does not fit). */
+	int decided = -1; /* 1: every window repacked, 0: every window re-fitted */
+	if (gint && (ty == QTK_T_Q4_1 || mlx)) {
+		decided = 1;
+		for (uint32_t o0 = 0; o0 < out && decided == 1 && !rc; o0 += s->win) {
+			const uint32_t n = out - o0 < s->win ? out - o0 : s->win;
+			qtk_tensor osub;
+			qtk_scheme_slice sl[QTK_MAX_PARTS];
+			if ((rc = stage_rows(s->in, s->p, s->raw, s->rawtmp, o0, n, s->rb, err)))
+				break;
+			qg_free(&g);
+			decided = (ty == QTK_T_Q4_1 && mlx ? qg_from_q4_1_bias(s->raw, n, inf, &g) : qg_from_ggml(ty, s->raw, n, inf, &g)) == 0 &&
+				  (mlx || (g.bits == o->layout.bits && g.group == o->layout.group_size)) &&
+				  !qtk_scheme_window(o, o0, n, &osub, sl);
+			for (int k = 0; k < osub.nparts && decided == 1 && !rc; k++) {
+				qtk_free(sp[k]);
+				if (!(sp[k] = qtk_calloc(1, (size_t)osub.parts[k].nbytes + 8)))
+					rc = qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
+			}
+			if (decided == 1 && !rc)
+				decided = qtk_scheme_from_groups(&g, &osub, true, (void *const *)sp) == 0;
+		}
 		qg_free(&g);
-		q41_ints = !qg_from_ggml(ty, s->raw, n, inf, &g);
+		if (rc) {
+			for (int k = 0; k < QTK_MAX_PARTS; k++)
+				qtk_free(sp[k]);
+			return rc; /* nothing written */
+		}
 	}
-	qg_free(&g);
 	for (uint32_t o0 = 0; o0 < out && !rc; o0 += s->win) {
 		const uint32_t n = out - o0 < s->win ? out - o0 : s->win;
 		bool ints = false; /* the window's integer groups are in g */
-		if (ss && ss->to_groups) {
+		if (decided == 0) {
+			/* re-fitted: the integers are not looked at */
+		} else if (ss && ss->to_groups) {
 			uint64_t got;
 			if (qtk_pwin_load(&s->pw, o0, n, &got)) {
 				*err = s->in->err;
@@ -1486,7 +1525,7 @@ static int stream_windows(rowsrc *s, qtk_writer *w, int threads, const conv_rec 
 			qg_free(&g);
 			if (ty == QTK_T_Q4_1 && mlx)
 				ints = !qg_from_q4_1_bias(s->raw, n, inf, &g);
-			else if (ty != QTK_T_Q4_1 || q41_ints)
+			else
 				ints = !qg_from_ggml(ty, s->raw, n, inf, &g) &&
 				       (mlx || (g.bits == o->layout.bits && g.group == o->layout.group_size));
 		}
@@ -1521,6 +1560,13 @@ static int stream_windows(rowsrc *s, qtk_writer *w, int threads, const conv_rec 
 			break;
 		/* the source's integers when the target holds them, else a fit of the values */
 		bool refit = !ints || qtk_scheme_from_groups(&g, &osub, true, (void *const *)sp) != 0;
+		if (decided < 0)
+			decided = !refit;
+		else if (decided == 1 && refit) { /* bytes of earlier windows are written already */
+			rc = qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "rows %u.. do not fit the target exactly as the rows before them do",
+					 o0);
+			break;
+		}
 		if (refit && ints)
 			for (int k = 0; k < osub.nparts; k++)
 				memset(sp[k], 0, (size_t)osub.parts[k].nbytes);

@@ -149,6 +149,7 @@ typedef struct prov_state {
 	qtk_err sink_err; /* the sink runs on the writer's tee thread: its own error */
 	qtk_err sink2_err;
 	bool *select;     /* source tensors hashed by the source's threads (the others: shared copies) */
+	qtk_model *twin;  /* a QPK source opened again for the source's hashing thread */
 } prov_state;
 
 static int prov_tee(void *ctx, size_t tensor, const void *buf, size_t n)
@@ -196,8 +197,21 @@ static int prov_begin(prov_state *p, qtk_model *in, qtk_model *d, const conv_opt
 	p->b.threads = threads;
 	p->b.src_select = p->select;
 	/* a source read with pread is hashed beside the conversion (the record reserves its
-	 * digests as placeholders); one read through its format's reader (QPK, archives) first */
-	int rc = qtk_model_streamed(in) ? 0 : qtk_prov_start_source(&p->b, err);
+	 * digests as placeholders), and so is a QPK file, through a second reader of its own (one
+	 * reader's chunk cache and read-ahead, under its lock, would be pulled between two places
+	 * in the file); one read through another format's reader (archives, standard input) is
+	 * hashed first */
+	if (qtk_model_streamed(in) && in->fmt && !strcmp(qtk_model_format(in), "qpk") && in->path) {
+		qtk_err te;
+		qtk_err_clear(&te);
+		p->twin = qtk_open(in->path, &te);
+		if (p->twin && (p->twin->ntensors != in->ntensors || strcmp(qtk_model_format(p->twin), "qpk"))) {
+			qtk_close(p->twin); /* not the file read (replaced meanwhile): hash the one read */
+			p->twin = NULL;
+		}
+		p->b.src_hash = p->twin;
+	}
+	int rc = qtk_model_streamed(in) && !p->twin ? 0 : qtk_prov_start_source(&p->b, err);
 	rc = rc ? rc : qtk_prov_build(&p->b, &p->ph, err);
 	/* the reserved record has the final one's size: one over its cap is refused now, before
 	 * the conversion's work rather than after it */
@@ -262,7 +276,8 @@ static void prov_free(prov_state *p)
 	qtk_digest_sink_free(p->sink);
 	qtk_digest_sink_free(p->sink2);
 	qtk_digests_free(&p->od);
-	qtk_prov_builder_free(&p->b);
+	qtk_prov_builder_free(&p->b); /* joins the source's hashing thread */
+	qtk_close(p->twin);
 	qtk_free(p->select);
 	qtk_free(p->ph);
 	qtk_free(p->fin);

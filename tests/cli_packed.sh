@@ -100,6 +100,16 @@ if [ -n "$FX" ] && [ -d "$FX/hf/tiny-llama/gptq-4-128-1" ]; then
 		run "$sn exact" 0 "$BIN/qinspect" --diff "$d" "$T/ao-st-$sn/"
 		out_has "$sn exact" " exact$"
 	done
+	# a kept act-order layout whose Q/K rows move (HF -> GGUF names): the rows of every per-row
+	# part move, the g_idx (one entry per input; q_proj is square, so it is as long as the rows)
+	# stays as it is; verified against the source, and back
+	AO=$FX/hf/ct/ct-w4a16-g128-actorder
+	run "act-order ct-int -> gguf names" 0 "$BIN/qconvert" -q "$AO" "$T/ao-gn.qpk" --names gguf
+	run "act-order ct-int gguf names against the source" 0 "$BIN/qverify" "$T/ao-gn.qpk" --against "$AO"
+	out_has "act-order ct-int gguf names against the source" "against: ok: .* exact, 0 lossy"
+	run "act-order ct-int gguf names -> hf" 0 "$BIN/qconvert" -q "$T/ao-gn.qpk" "$T/ao-back/"
+	run "act-order ct-int round trip" 0 "$BIN/qinspect" --diff "$AO" "$T/ao-back/"
+	out_has "act-order ct-int round trip" " exact$"
 else
 	echo "skipped: fixtures absent (act-order repacks a window at a time)"
 fi

@@ -193,6 +193,34 @@ for kind in int odd; do
 	[ $kind = odd ] && want="fitted window by window"
 	if grep -q "down_proj.weight: $want" "$T/err"; then ok; else bad "q4_1 ($kind) -> awq: not $want"; head -3 "$T/err"; fi
 done
+# repack or re-fit is one choice for the whole tensor: q8_0 blocks that pair into MLX groups of 64
+# in every window but the last re-fit the whole tensor, as the whole-tensor path does
+cat >"$T/pair8.py" <<'EOF'
+import json, random, struct, sys
+random.seed(1)
+rows, cols = 2048, 2048
+vals = []
+for r in range(rows):
+    for b in range(cols // 32):
+        blk = [random.randint(-127, 127) * 0.5 for _ in range(32)]
+        blk[0] = 63.5
+        if r >= rows - 128 and b % 2:
+            blk = [v * 0.5 for v in blk]
+        vals += blk
+data = struct.pack("<%df" % len(vals), *vals)
+h = json.dumps({"model.layers.0.mlp.down_proj.weight": {"dtype": "F32", "shape": [rows, cols], "data_offsets": [0, len(data)]}}).encode()
+h += b" " * ((8 - len(h) % 8) % 8)
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(h)) + h + data)
+EOF
+if python3 "$T/pair8.py" "$T/pair8.safetensors" && "$BIN/qconvert" -q "$T/pair8.safetensors" "$T/pair8.gguf" --to q8_0 --pure 2>/dev/null &&
+	env SOURCE_DATE_EPOCH=1 "$BIN/qconvert" -v "$T/pair8.gguf" "$T/pair8-st.qpk" --to mlx --bits 8 --group-size 64 --report "$T/st.json" >/dev/null 2>"$T/err" &&
+	grep -q "fitted window by window" "$T/err" &&
+	env SOURCE_DATE_EPOCH=1 QTK_REPACK=windows "$BIN/qconvert" -q "$T/pair8.gguf" "$T/pair8-wi.qpk" --to mlx --bits 8 --group-size 64 --report "$T/wi.json" &&
+	cmp -s "$T/pair8-st.qpk" "$T/pair8-wi.qpk" && python3 "$T/same.py" "$T/st.json" "$T/wi.json"; then
+	ok
+else
+	bad "q8_0 -> mlx 8-bit group 64 (last window's blocks do not pair): streamed and whole-tensor outputs differ"; head -3 "$T/err"
+fi
 if "$BIN/qconvert" -v --threads 2 "$T/w-q4_0.gguf" "$T/q4.awq" --to awq --group-size 32 >/dev/null 2>"$T/err" &&
 	grep -q "attn_q.weight: repacked window by window" "$T/err"; then
 	ok
@@ -229,6 +257,27 @@ for src in "$S/wide.gguf" "$T/awq-1.awq"; do
 			bad "$sn (HF directory): record leaves or tensor root differ from the files'"; head -3 "$T/err" "$T/v.out"
 		fi
 	done
+done
+
+# a QPK source is hashed for the record by a second reader of its own, beside the conversion: the
+# record's source roots must be the source's (qverify --emit-record of it), and link it
+cat >"$T/srcroot.py" <<'EOF'
+import json, sys
+rec = json.load(open(sys.argv[1]))["embedded"]["source"]
+src = json.load(open(sys.argv[2]))["output"]
+ok = rec.get("tensor_root") == src.get("tensor_root") and rec.get("tensor_root")
+sys.exit(0 if ok else 1)
+EOF
+for to in gptq ct-int mlx; do
+	if "$BIN/qconvert" -q --threads 2 "$T/awq-1.awq" "$T/tw-$to.qpk" --to $to 2>"$T/err" &&
+		"$BIN/qverify" --emit-record "$T/tw-$to.qpk" >"$T/rec.json" 2>"$T/err" &&
+		"$BIN/qverify" --emit-record "$T/awq-1.awq" >"$T/srec.json" 2>"$T/err" &&
+		python3 "$T/srcroot.py" "$T/rec.json" "$T/srec.json" &&
+		"$BIN/qverify" "$T/tw-$to.qpk" --against "$T/awq-1.awq" >"$T/v.out" 2>&1 && grep -q "source_link: ok" "$T/v.out"; then
+		ok
+	else
+		bad "QPK source -> $to: the record's source roots are not the source's"; head -3 "$T/err" "$T/v.out"
+	fi
 done
 
 # a source directory's own record describes the source: an output in another container gets

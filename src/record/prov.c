@@ -1077,16 +1077,17 @@ static char *finish_json(cJSON *root, qtk_err *err)
 static int hash_source(qtk_prov_builder *b, qtk_err *err)
 {
 	qtk_digest_opts o = {.threads = b->threads, .cancel = &b->src_cancel, .select = b->src_select};
-	files_job fj = {b->src, &b->files_cache, &b->src_cancel, {0}, 0};
+	qtk_model *hm = b->src_hash ? b->src_hash : b->src;
+	files_job fj = {hm, &b->files_cache, &b->src_cancel, {0}, 0};
 	pthread_t th;
 	int rc = 0;
 	bool threaded = !b->src_files && !b->src_digests && pthread_create(&th, NULL, files_main, &fj) == 0;
 	if (!b->src_digests)
-		rc = qtk_digest_model(b->src, &o, &b->src_cache, err);
+		rc = qtk_digest_model(hm, &o, &b->src_cache, err);
 	if (threaded)
 		pthread_join(th, NULL);
 	else if (!rc && !b->src_files)
-		fj.rc = list_files(b->src, &b->files_cache, true, &b->src_cancel, &fj.err);
+		fj.rc = list_files(hm, &b->files_cache, true, &b->src_cancel, &fj.err);
 	if (!rc && fj.rc) {
 		*err = fj.err;
 		rc = fj.rc;

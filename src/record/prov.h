@@ -56,6 +56,10 @@ void qtk_filelist_free(qtk_filelist *l);
 typedef struct qtk_prov_builder {
 	/* source: the opened input; its files are hashed and its digests computed unless given */
 	qtk_model *src;
+	/* optional: another open handle of src's files, read by the thread that hashes the source
+	 * (a reader such as QPK's keeps one chunk cache: two threads reading two places through it
+	 * would take turns); NULL: src */
+	qtk_model *src_hash;
 	const qtk_digests *src_digests;    /* optional, precomputed */
 	const qtk_filelist *src_files;     /* optional, precomputed */
 	/* output: the description model handed to qtk_writer_open */
