@@ -992,6 +992,19 @@ static void vjob_start(vjob *j, const float *v, uint64_t n)
 		j->on = true;
 }
 
+/* A re-fit cannot give an act-order target its grouping (the fit makes groups of consecutive
+ * inputs): said plainly rather than as a failing encoder. */
+static int refit_act_order(const qtk_tensor *t, const qtk_tensor *o, qtk_err *err)
+{
+	char lid[48];
+	qtk_layout_id(&o->layout, lid, sizeof lid);
+	return qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name,
+			   "the source's act-order integers do not fit %s as they are (a zero point or scale it cannot "
+			   "store), and a re-fit cannot keep act-order's grouping: convert to gptq-v1, which stores zero "
+			   "points up to 2^bits, or re-quantize from floats",
+			   lid);
+}
+
 /* Hash a window's n values (v) after the previous window's hash is done. */
 static int vjob_next(vjob *j, const float *v, uint64_t n, const char *name, qtk_err *err)
 {
@@ -1567,6 +1580,10 @@ static int stream_windows(rowsrc *s, qtk_writer *w, int threads, const conv_rec 
 					 o0);
 			break;
 		}
+		if (refit && o->layout.act_order) {
+			rc = refit_act_order(t, o, err);
+			break;
+		}
 		if (refit && ints)
 			for (int k = 0; k < osub.nparts; k++)
 				memset(sp[k], 0, (size_t)osub.parts[k].nbytes);
@@ -1820,6 +1837,8 @@ static int run_groups(qtk_model *in, qtk_writer *w, const plan *p, int threads, 
 	if (!rc && !packed)
 		for (int k = 0; k < o->nparts; k++)
 			memset(pp[k], 0, (size_t)o->parts[k].nbytes);
+	if (!rc && !packed && o->layout.act_order)
+		rc = refit_act_order(t, o, err);
 	rc = rc ? rc : fit_groups(&s, x, pp, !packed, threads, &e, &vh, err);
 	if (!rc)
 		errstat_finish(&e, r);

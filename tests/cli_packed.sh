@@ -100,6 +100,14 @@ if [ -n "$FX" ] && [ -d "$FX/hf/tiny-llama/gptq-4-128-1" ]; then
 		run "$sn exact" 0 "$BIN/qinspect" --diff "$d" "$T/ao-st-$sn/"
 		out_has "$sn exact" " exact$"
 	done
+	# act-order integers a target cannot store (v1 zero points of 16 into ct-int) cannot be
+	# re-fitted either (the fit groups consecutive inputs): said plainly, exit 3, nothing written,
+	# on either path
+	for mode in stream windows; do
+		run "act-order misfit ($mode)" 3 env QTK_REPACK=$mode "$BIN/qconvert" -q "$FX/hf/tiny-llama/gptq-4-128-1" "$T/ao-mis-$mode/" --to ct-int
+		err_has "act-order misfit ($mode)" "act-order integers do not fit ct-int as they are"
+		no_file "act-order misfit ($mode): nothing written" "$T/ao-mis-$mode"
+	done
 	# a kept act-order layout whose Q/K rows move (HF -> GGUF names): the rows of every per-row
 	# part move, the g_idx (one entry per input; q_proj is square, so it is as long as the rows)
 	# stays as it is; verified against the source, and back
