@@ -1271,6 +1271,17 @@ static int run_mxfp4_gptoss(qtk_model *in, qtk_writer *w, const plan *p, tensor_
 	return rc;
 }
 
+/* Zeroed buffers for a window's parts (sub: qtk_scheme_window's), replacing the last window's. */
+static int window_parts(uint8_t **sp, const qtk_tensor *sub, const char *name, qtk_err *err)
+{
+	for (int k = 0; k < sub->nparts; k++) {
+		qtk_free(sp[k]);
+		if (!(sp[k] = qtk_calloc(1, (size_t)sub->parts[k].nbytes + 8)))
+			return qtk_err_set(err, QTK_E_IO, NULL, -1, name, "out of memory");
+	}
+	return 0;
+}
+
 /* An exact repack window by window of output features: each window's integer groups from only
  * its source bytes, packed into the output's parts for those rows (qtk_scheme_window) and
  * copied into the whole output parts pp. *handled false: the windows do not divide (the caller
@@ -1321,12 +1332,7 @@ static int window_repack(rowsrc *s, const qtk_tensor *o, uint8_t **pp, bool *han
 				rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "output rows do not split");
 			break;
 		}
-		for (int k = 0; k < osub.nparts && !rc; k++) {
-			qtk_free(sp[k]);
-			if (!(sp[k] = qtk_calloc(1, (size_t)osub.parts[k].nbytes + 8)))
-				rc = qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
-		}
-		if (rc)
+		if ((rc = window_parts(sp, &osub, t->name, err)))
 			break;
 		if (qtk_scheme_from_groups(&g, &osub, true, (void *const *)sp)) {
 			if (!o0) { /* values the target cannot hold: re-fit */
@@ -1495,11 +1501,8 @@ static int stream_windows(rowsrc *s, qtk_writer *w, int threads, const conv_rec 
 			decided = (ty == QTK_T_Q4_1 && mlx ? qg_from_q4_1_bias(s->raw, n, inf, &g) : qg_from_ggml(ty, s->raw, n, inf, &g)) == 0 &&
 				  (mlx || (g.bits == o->layout.bits && g.group == o->layout.group_size)) &&
 				  !qtk_scheme_window(o, o0, n, &osub, sl);
-			for (int k = 0; k < osub.nparts && decided == 1 && !rc; k++) {
-				qtk_free(sp[k]);
-				if (!(sp[k] = qtk_calloc(1, (size_t)osub.parts[k].nbytes + 8)))
-					rc = qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
-			}
+			if (decided == 1)
+				rc = window_parts(sp, &osub, t->name, err);
 			if (decided == 1 && !rc)
 				decided = qtk_scheme_from_groups(&g, &osub, true, (void *const *)sp) == 0;
 		}
@@ -1564,12 +1567,7 @@ static int stream_windows(rowsrc *s, qtk_writer *w, int threads, const conv_rec 
 			rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "rows %u.. do not split as the first did", o0);
 			break;
 		}
-		for (int k = 0; k < osub.nparts && !rc; k++) {
-			qtk_free(sp[k]);
-			if (!(sp[k] = qtk_calloc(1, (size_t)osub.parts[k].nbytes + 8)))
-				rc = qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
-		}
-		if (rc)
+		if ((rc = window_parts(sp, &osub, t->name, err)))
 			break;
 		/* the source's integers when the target holds them, else a fit of the values */
 		bool refit = !ints || qtk_scheme_from_groups(&g, &osub, true, (void *const *)sp) != 0;
