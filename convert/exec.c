@@ -382,85 +382,79 @@ static int stage_rows(qtk_model *in, const plan *p, uint8_t *dst, uint8_t *tmp, 
 	return stage_part_rows(in, p, 0, dst, tmp, r0, n, rb, err);
 }
 
+/* Part k of t as it is stored, through buf (CHUNK_BYTES); *done counts bytes for the progress
+ * line. Bytes stored verbatim in a file go file to file when the writer can: never through buf,
+ * or only read back from the output for the record's tee. */
+static int copy_part(qtk_model *in, qtk_writer *w, const qtk_tensor *t, int k, uint8_t *buf, uint64_t *done,
+		     qtk_err *err)
+{
+	int rc = 0;
+	for (uint64_t off = 0; off < t->parts[k].nbytes && !rc; off += CHUNK_BYTES) {
+		uint64_t left = t->parts[k].nbytes - off;
+		size_t n = left < CHUNK_BYTES ? (size_t)left : CHUNK_BYTES;
+		int fd;
+		const char *path;
+		uint64_t at;
+		if (qtk_part_in_file(in, t, k, &fd, &path, &at) &&
+		    (rc = qtk_writer_put_file(w, fd, path, at + off, n, buf)) != 1) {
+			*done += n;
+			cli_progress_within(*done, t->n_bytes);
+			continue;
+		}
+		rc = qtk_read_part(in, t, k, off, buf, n);
+		if (rc)
+			*err = in->err;
+		else
+			rc = qtk_writer_put(w, buf, n);
+		*done += n;
+		cli_progress_within(*done, t->n_bytes);
+	}
+	return rc;
+}
+
 static int copy_parts(qtk_model *in, qtk_writer *w, const plan *p, qtk_err *err)
 {
 	const qtk_tensor *t = p->src;
-	if (p->perm_heads) {
-		/* rows in the plan's Q/K order, a buffer of them at a time: a plain tensor's, or each
-		 * part's of a packed layout whose parts are all rows of output features or tensor-wide
-		 * (conv_rows_movable; the planner sends no other here) */
-		const uint64_t rows = qtk_tensor_rows(t);
-		if (t->layout.kind != QTK_LAYOUT_PLAIN && !conv_rows_movable(t))
-			return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "row permutation of a grouped layout");
-		int rc = 0;
-		for (int k = 0; k < t->nparts && !rc; k++) {
-			const bool per_row = t->layout.kind == QTK_LAYOUT_PLAIN ||
-					     (!input_indexed(&t->parts[k]) && t->parts[k].shape[0] == rows);
-			const uint64_t rb = per_row && rows ? t->parts[k].nbytes / rows : 0;
-			if (!per_row) { /* tensor-wide (a global scale, the shape) or per input (g_idx): as is */
-				uint8_t *b = qtk_malloc(CHUNK_BYTES);
-				rc = b ? 0 : qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
-				for (uint64_t off = 0; off < t->parts[k].nbytes && !rc; off += CHUNK_BYTES) {
-					const uint64_t left = t->parts[k].nbytes - off;
-					const size_t n = left < CHUNK_BYTES ? (size_t)left : CHUNK_BYTES;
-					if (qtk_read_part(in, t, k, off, b, n)) {
-						*err = in->err;
-						rc = err->code ? err->code : QTK_E_IO;
-					}
-					rc = rc ? rc : qtk_writer_put(w, b, n);
-				}
-				qtk_free(b);
-				continue;
-			}
-			if (!rows || rows % (2 * (uint64_t)p->perm_heads) || !rb || rb * rows != t->parts[k].nbytes)
-				return qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "%llu rows cannot be split into %d heads",
-						   (unsigned long long)rows, p->perm_heads);
-			uint64_t hd = rows / (uint64_t)p->perm_heads, step = CHUNK_BYTES / rb / hd * hd;
-			if (step < hd)
-				step = hd;
-			if (step > rows)
-				step = rows;
-			uint8_t *b = qtk_malloc((size_t)(step * rb)), *tmp = qtk_malloc((size_t)(step * rb));
-			rc = b && tmp ? 0 : qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
-			for (uint64_t r0 = 0; r0 < rows && !rc; r0 += step) {
-				uint64_t n = rows - r0 < step ? rows - r0 : step;
-				rc = stage_part_rows(in, p, k, b, tmp, r0, n, rb, err);
-				rc = rc ? rc : qtk_writer_put(w, b, (size_t)(n * rb));
-				cli_progress_within(r0 + n, rows);
-			}
-			qtk_free(b);
-			qtk_free(tmp);
-		}
-		return rc;
-	}
 	uint8_t *buf = qtk_malloc(CHUNK_BYTES);
 	if (!buf)
 		return qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
 	int rc = 0;
 	uint64_t done = 0;
-	for (int k = 0; k < t->nparts && !rc; k++)
-		for (uint64_t off = 0; off < t->parts[k].nbytes && !rc; off += CHUNK_BYTES) {
-			uint64_t left = t->parts[k].nbytes - off;
-			size_t n = left < CHUNK_BYTES ? (size_t)left : CHUNK_BYTES;
-			/* bytes stored verbatim in a file go file to file when the writer can: never
-			 * through this buffer, or only read back from the output for the record's tee */
-			int fd;
-			const char *path;
-			uint64_t at;
-			if (qtk_part_in_file(in, t, k, &fd, &path, &at) &&
-			    (rc = qtk_writer_put_file(w, fd, path, at + off, n, buf)) != 1) {
-				done += n;
-				cli_progress_within(done, t->n_bytes);
-				continue;
-			}
-			rc = qtk_read_part(in, t, k, off, buf, n);
-			if (rc)
-				*err = in->err;
-			else
-				rc = qtk_writer_put(w, buf, n);
-			done += n;
-			cli_progress_within(done, t->n_bytes);
+	if (p->perm_heads && t->layout.kind != QTK_LAYOUT_PLAIN && !conv_rows_movable(t))
+		rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "row permutation of a grouped layout");
+	for (int k = 0; k < t->nparts && !rc; k++) {
+		/* with Q/K rows moved: a plain tensor's rows, or each part's of a packed layout whose
+		 * parts are all rows of output features, tensor-wide or per input (conv_rows_movable;
+		 * the planner sends no other here), in the plan's order a buffer of them at a time */
+		const uint64_t rows = qtk_tensor_rows(t);
+		const bool per_row = p->perm_heads && (t->layout.kind == QTK_LAYOUT_PLAIN ||
+						       (!input_indexed(&t->parts[k]) && t->parts[k].shape[0] == rows));
+		if (!per_row) { /* as stored (tensor-wide parts, g_idx, every part without Q/K moves) */
+			rc = copy_part(in, w, t, k, buf, &done, err);
+			continue;
 		}
+		const uint64_t rb = rows ? t->parts[k].nbytes / rows : 0;
+		if (!rows || rows % (2 * (uint64_t)p->perm_heads) || !rb || rb * rows != t->parts[k].nbytes) {
+			rc = qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "%llu rows cannot be split into %d heads",
+					 (unsigned long long)rows, p->perm_heads);
+			break;
+		}
+		uint64_t hd = rows / (uint64_t)p->perm_heads, step = CHUNK_BYTES / rb / hd * hd;
+		if (step < hd)
+			step = hd;
+		if (step > rows)
+			step = rows;
+		uint8_t *b = qtk_malloc((size_t)(step * rb)), *tmp = qtk_malloc((size_t)(step * rb));
+		rc = b && tmp ? 0 : qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
+		for (uint64_t r0 = 0; r0 < rows && !rc; r0 += step) {
+			uint64_t n = rows - r0 < step ? rows - r0 : step;
+			rc = stage_part_rows(in, p, k, b, tmp, r0, n, rb, err);
+			rc = rc ? rc : qtk_writer_put(w, b, (size_t)(n * rb));
+			cli_progress_within(r0 + n, rows);
+		}
+		qtk_free(b);
+		qtk_free(tmp);
+	}
 	qtk_free(buf);
 	return rc;
 }
@@ -502,8 +496,6 @@ static int permute_groups(qgroups *g, const plan *p, qtk_err *err)
 	return 0;
 }
 
-/* The integer groups of rows r0 .. r0+n-1 of a 2-D packed source, from only their bytes
- * (qtk_pwin), row-permuted within the window when Q/K rows are (n whole heads of hd rows). */
 /* The groups of a window of n rows, whole heads of hd rows each, into the plan's Q/K order. */
 static int permute_window_groups(qgroups *g, const plan *p, uint64_t n, uint64_t hd, qtk_err *err)
 {
@@ -520,6 +512,8 @@ static int permute_window_groups(qgroups *g, const plan *p, uint64_t n, uint64_t
 	return 0;
 }
 
+/* The integer groups of rows r0 .. r0+n-1 of a 2-D packed source, from only their bytes
+ * (qtk_pwin), row-permuted within the window when Q/K rows are (n whole heads of hd rows). */
 static int window_groups(qtk_pwin *pw, const plan *p, uint64_t r0, uint64_t n, uint64_t hd, qgroups *g, qtk_err *err)
 {
 	const qtk_tensor *t = p->src;
@@ -1095,8 +1089,11 @@ static int stream_fp4(qtk_model *in, qtk_writer *w, const plan *p, const conv_re
 	*done = false;
 	const bool nv = o->layout.kind == QTK_LAYOUT_NVFP4;
 	const unsigned type = nv ? QTK_T_NVFP4 : QTK_T_MXFP4;
-	if (t->layout.kind != QTK_LAYOUT_PLAIN || t->layout.type != type || (t->ndim != 2 && t->ndim != 3) ||
-	    (t->ndim == 3 && p->perm_heads) || o->nparts != (nv ? 3 : 2) || getenv_is("QTK_REPACK", "windows"))
+	const bool mx_target = o->layout.kind == QTK_LAYOUT_MXFP4 &&
+			       (o->layout.scale_type == 0 || o->layout.scale_type == QTK_MXFP4_CT); /* gpt-oss, ct */
+	if (!(mx_target || (nv && o->layout.scale_type == 1)) || t->layout.kind != QTK_LAYOUT_PLAIN ||
+	    t->layout.type != type || (t->ndim != 2 && t->ndim != 3) || (t->ndim == 3 && p->perm_heads) ||
+	    o->nparts != (nv ? 3 : 2) || getenv_is("QTK_REPACK", "windows"))
 		return 0;
 	const uint64_t inf = t->shape[t->ndim - 1], rows = qtk_tensor_rows(t), per = t->ndim == 3 ? t->shape[1] : rows;
 	const uint64_t bs = nv ? 16 : 32; /* values per scale */
@@ -1271,6 +1268,20 @@ static int run_mxfp4_gptoss(qtk_model *in, qtk_writer *w, const plan *p, tensor_
 	return rc;
 }
 
+/* The integer groups of the n ggml rows in s->raw, when the target o can take them as they are
+ * (MLX keeps any q4_1 minimum as its bias; others need ggml's bits and group of 32). */
+static bool ggml_window_groups(const rowsrc *s, const qtk_tensor *o, uint32_t n, qgroups *g)
+{
+	const unsigned ty = s->p->src->layout.type;
+	const uint32_t inf = (uint32_t)s->p->src->shape[1];
+	const bool mlx = o->layout.kind == QTK_LAYOUT_MLX;
+	qg_free(g);
+	if (ty == QTK_T_Q4_1 && mlx)
+		return qg_from_q4_1_bias(s->raw, n, inf, g) == 0;
+	return qg_from_ggml(ty, s->raw, n, inf, g) == 0 &&
+	       (mlx || (g->bits == o->layout.bits && g->group == o->layout.group_size));
+}
+
 /* Zeroed buffers for a window's parts (sub: qtk_scheme_window's), replacing the last window's. */
 static int window_parts(uint8_t **sp, const qtk_tensor *sub, const char *name, qtk_err *err)
 {
@@ -1361,24 +1372,26 @@ static int window_repack(rowsrc *s, const qtk_tensor *o, uint8_t **pp, bool *han
  * file beside the output: each window's bytes as they come (count runs of len bytes, one after
  * another), then read back a band of rows at a time, interleaved into the part's order and
  * handed to the writer. Memory is then a band and a window, not the part. */
+typedef struct spill_win {
+	uint64_t off; /* the window's offset in a row, */
+	uint64_t len; /* its bytes per row, */
+	uint64_t pos; /* and where its runs start in the scratch file */
+} spill_win;
+
 typedef struct spill {
-	int fd;            /* the scratch file, -1 when none */
-	uint64_t rows;     /* the part's rows (count of every window) */
-	uint64_t stride;   /* bytes per row */
-	uint64_t at;       /* bytes written so far */
-	size_t n, cap;     /* windows so far */
-	uint64_t *off;     /* per window: its offset in a row, */
-	uint64_t *len;     /* its bytes per row, */
-	uint64_t *pos;     /* and where its runs start in the scratch file */
+	int fd;          /* the scratch file, -1 when none */
+	uint64_t rows;   /* the part's rows (count of every window) */
+	uint64_t stride; /* bytes per row */
+	uint64_t at;     /* bytes written so far */
+	size_t n, cap;   /* windows so far */
+	spill_win *win;
 } spill;
 
 static void spill_close(spill *sp)
 {
 	if (sp->fd >= 0)
 		close(sp->fd);
-	qtk_free(sp->off);
-	qtk_free(sp->len);
-	qtk_free(sp->pos);
+	qtk_free(sp->win);
 	memset(sp, 0, sizeof *sp);
 	sp->fd = -1;
 }
@@ -1390,15 +1403,10 @@ static int spill_put(spill *sp, const qtk_scheme_slice *sl, const uint8_t *b, co
 		return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, name, "a window's columns do not split as the first did");
 	if (sp->n == sp->cap) {
 		size_t c = sp->cap ? 2 * sp->cap : 64;
-		uint64_t *o = qtk_realloc(sp->off, c * sizeof *o), *l = o ? qtk_realloc(sp->len, c * sizeof *l) : NULL,
-			 *q = l ? qtk_realloc(sp->pos, c * sizeof *q) : NULL;
-		if (o)
-			sp->off = o;
-		if (l)
-			sp->len = l;
-		if (!q)
+		spill_win *v = qtk_realloc(sp->win, c * sizeof *v);
+		if (!v)
 			return qtk_err_set(err, QTK_E_IO, NULL, -1, name, "out of memory");
-		sp->pos = q;
+		sp->win = v;
 		sp->cap = c;
 	}
 	const uint64_t nb = sl->count * sl->len;
@@ -1406,9 +1414,7 @@ static int spill_put(spill *sp, const qtk_scheme_slice *sl, const uint8_t *b, co
 	snprintf(scr, sizeof scr, "the scratch file of %s", name);
 	if (qtk_pwrite_full(sp->fd, scr, b, (size_t)nb, sp->at, err))
 		return err->code;
-	sp->off[sp->n] = sl->off;
-	sp->len[sp->n] = sl->len;
-	sp->pos[sp->n++] = sp->at;
+	sp->win[sp->n++] = (spill_win){sl->off, sl->len, sp->at};
 	sp->at += nb;
 	return 0;
 }
@@ -1420,7 +1426,7 @@ static int spill_write(spill *sp, qtk_writer *w, const char *name, qtk_err *err)
 	band = band ? band : 1;
 	band = band < sp->rows ? band : sp->rows;
 	for (size_t i = 0; i < sp->n; i++)
-		maxlen = sp->len[i] > maxlen ? sp->len[i] : maxlen;
+		maxlen = sp->win[i].len > maxlen ? sp->win[i].len : maxlen;
 	uint8_t *buf = qtk_calloc(1, (size_t)(band * sp->stride) + 1), *run = qtk_malloc((size_t)(band * maxlen) + 1);
 	int rc = buf && run ? 0 : qtk_err_set(err, QTK_E_IO, NULL, -1, name, "out of memory");
 	char scr[200];
@@ -1428,13 +1434,13 @@ static int spill_write(spill *sp, qtk_writer *w, const char *name, qtk_err *err)
 	for (uint64_t r0 = 0; r0 < sp->rows && !rc; r0 += band) {
 		const uint64_t nr = sp->rows - r0 < band ? sp->rows - r0 : band;
 		for (size_t i = 0; i < sp->n && !rc; i++) {
-			const uint64_t l = sp->len[i];
-			if (qtk_pread_full(sp->fd, scr, run, (size_t)(nr * l), sp->pos[i] + r0 * l, err)) {
+			const spill_win *v = &sp->win[i];
+			if (qtk_pread_full(sp->fd, scr, run, (size_t)(nr * v->len), v->pos + r0 * v->len, err)) {
 				rc = err->code;
 				break;
 			}
 			for (uint64_t r = 0; r < nr; r++)
-				memcpy(buf + r * sp->stride + sp->off[i], run + r * l, (size_t)l);
+				memcpy(buf + r * sp->stride + v->off, run + r * v->len, (size_t)v->len);
 		}
 		rc = rc ? rc : qtk_writer_put(w, buf, (size_t)(nr * sp->stride));
 	}
@@ -1497,10 +1503,7 @@ static int stream_windows(rowsrc *s, qtk_writer *w, int threads, const conv_rec 
 			qtk_scheme_slice sl[QTK_MAX_PARTS];
 			if ((rc = stage_rows(s->in, s->p, s->raw, s->rawtmp, o0, n, s->rb, err)))
 				break;
-			qg_free(&g);
-			decided = (ty == QTK_T_Q4_1 && mlx ? qg_from_q4_1_bias(s->raw, n, inf, &g) : qg_from_ggml(ty, s->raw, n, inf, &g)) == 0 &&
-				  (mlx || (g.bits == o->layout.bits && g.group == o->layout.group_size)) &&
-				  !qtk_scheme_window(o, o0, n, &osub, sl);
+			decided = ggml_window_groups(s, o, n, &g) && !qtk_scheme_window(o, o0, n, &osub, sl);
 			if (decided == 1)
 				rc = window_parts(sp, &osub, t->name, err);
 			if (decided == 1 && !rc)
@@ -1538,12 +1541,7 @@ static int stream_windows(rowsrc *s, qtk_writer *w, int threads, const conv_rec 
 			s->raw_ok = true;
 			s->raw_o0 = o0;
 			s->raw_n = n;
-			qg_free(&g);
-			if (ty == QTK_T_Q4_1 && mlx)
-				ints = !qg_from_q4_1_bias(s->raw, n, inf, &g);
-			else
-				ints = !qg_from_ggml(ty, s->raw, n, inf, &g) &&
-				       (mlx || (g.bits == o->layout.bits && g.group == o->layout.group_size));
+			ints = ggml_window_groups(s, o, n, &g);
 		}
 		qtk_tensor osub;
 		qtk_scheme_slice sl[QTK_MAX_PARTS];
@@ -1692,14 +1690,9 @@ static int run_groups(qtk_model *in, qtk_writer *w, const plan *p, int threads, 
 	const qtk_tensor *t = p->src, *o = &p->out;
 	bool streamed = false;
 	/* ggml MXFP4 into gpt-oss's or compressed-tensors' layout, NVFP4 into ModelOpt's */
-	if (t->layout.kind == QTK_LAYOUT_PLAIN &&
-	    ((o->layout.kind == QTK_LAYOUT_MXFP4 && (o->layout.scale_type == 0 || o->layout.scale_type == QTK_MXFP4_CT) &&
-	      t->layout.type == QTK_T_MXFP4) ||
-	     (o->layout.kind == QTK_LAYOUT_NVFP4 && o->layout.scale_type == 1 && t->layout.type == QTK_T_NVFP4))) {
-		int fr = stream_fp4(in, w, p, rec, r, &streamed, err);
-		if (fr || streamed)
-			return fr;
-	}
+	int fr = stream_fp4(in, w, p, rec, r, &streamed, err);
+	if (fr || streamed)
+		return fr;
 	if (o->layout.kind == QTK_LAYOUT_MXFP4 && o->layout.scale_type == 0 && t->layout.kind == QTK_LAYOUT_PLAIN &&
 	    t->layout.type == QTK_T_MXFP4)
 		return run_mxfp4_gptoss(in, w, p, r, err);

@@ -163,25 +163,35 @@ done
 # q4_1 whose every block is an integer group (minimum 0, step 0.5) repacks into AWQ exactly, a window
 # at a time; one block that is not (in the last window) sends the whole tensor to a re-fit, as the
 # whole-tensor path does, decided before anything is written
-cat >"$T/int41.py" <<'EOF'
+# blocks.py OUT KIND: a 2048 x 2048 F32 down_proj whose blocks of 32 are chosen for the ggml type
+# made from it: int (q4_1 integer groups: minimum 0, step 0.5), odd (the same, but the last
+# block not), pair8 (q8_0 blocks of step 0.5 that pair into groups of 64, but in the last window)
+cat >"$T/blocks.py" <<'EOF'
 import json, random, struct, sys
 random.seed(1)
+out, kind = sys.argv[1], sys.argv[2]
 rows, cols = 2048, 2048
 vals = []
 for r in range(rows):
     for b in range(cols // 32):
-        blk = [random.randint(0, 15) * 0.5 for _ in range(32)]
-        blk[0], blk[1] = 0.0, 7.5
+        if kind == "pair8":
+            blk = [random.randint(-127, 127) * 0.5 for _ in range(32)]
+            blk[0] = 63.5
+            if r >= rows - 128 and b % 2:
+                blk = [v * 0.5 for v in blk]
+        else:
+            blk = [random.randint(0, 15) * 0.5 for _ in range(32)]
+            blk[0], blk[1] = 0.0, 7.5
         vals += blk
-if sys.argv[2] == "odd":
+if kind == "odd":
     vals[-32:] = [v + 0.3 for v in vals[-32:]]
 data = struct.pack("<%df" % len(vals), *vals)
 h = json.dumps({"model.layers.0.mlp.down_proj.weight": {"dtype": "F32", "shape": [rows, cols], "data_offsets": [0, len(data)]}}).encode()
 h += b" " * ((8 - len(h) % 8) % 8)
-open(sys.argv[1], "wb").write(struct.pack("<Q", len(h)) + h + data)
+open(out, "wb").write(struct.pack("<Q", len(h)) + h + data)
 EOF
 for kind in int odd; do
-	if python3 "$T/int41.py" "$T/$kind.safetensors" $kind && "$BIN/qconvert" -q "$T/$kind.safetensors" "$T/$kind.gguf" --to q4_1 --pure 2>/dev/null &&
+	if python3 "$T/blocks.py" "$T/$kind.safetensors" $kind && "$BIN/qconvert" -q "$T/$kind.safetensors" "$T/$kind.gguf" --to q4_1 --pure 2>/dev/null &&
 		env SOURCE_DATE_EPOCH=1 "$BIN/qconvert" -v "$T/$kind.gguf" "$T/$kind-st.awq" --to awq --group-size 32 --report "$T/st.json" >/dev/null 2>"$T/err" &&
 		env SOURCE_DATE_EPOCH=1 QTK_REPACK=windows "$BIN/qconvert" -q "$T/$kind.gguf" "$T/$kind-wi.awq" --to awq --group-size 32 --report "$T/wi.json" &&
 		cmp -s "$T/$kind-st.awq" "$T/$kind-wi.awq" && python3 "$T/same.py" "$T/st.json" "$T/wi.json"; then
@@ -195,24 +205,7 @@ for kind in int odd; do
 done
 # repack or re-fit is one choice for the whole tensor: q8_0 blocks that pair into MLX groups of 64
 # in every window but the last re-fit the whole tensor, as the whole-tensor path does
-cat >"$T/pair8.py" <<'EOF'
-import json, random, struct, sys
-random.seed(1)
-rows, cols = 2048, 2048
-vals = []
-for r in range(rows):
-    for b in range(cols // 32):
-        blk = [random.randint(-127, 127) * 0.5 for _ in range(32)]
-        blk[0] = 63.5
-        if r >= rows - 128 and b % 2:
-            blk = [v * 0.5 for v in blk]
-        vals += blk
-data = struct.pack("<%df" % len(vals), *vals)
-h = json.dumps({"model.layers.0.mlp.down_proj.weight": {"dtype": "F32", "shape": [rows, cols], "data_offsets": [0, len(data)]}}).encode()
-h += b" " * ((8 - len(h) % 8) % 8)
-open(sys.argv[1], "wb").write(struct.pack("<Q", len(h)) + h + data)
-EOF
-if python3 "$T/pair8.py" "$T/pair8.safetensors" && "$BIN/qconvert" -q "$T/pair8.safetensors" "$T/pair8.gguf" --to q8_0 --pure 2>/dev/null &&
+if python3 "$T/blocks.py" "$T/pair8.safetensors" pair8 && "$BIN/qconvert" -q "$T/pair8.safetensors" "$T/pair8.gguf" --to q8_0 --pure 2>/dev/null &&
 	env SOURCE_DATE_EPOCH=1 "$BIN/qconvert" -v "$T/pair8.gguf" "$T/pair8-st.qpk" --to mlx --bits 8 --group-size 64 --report "$T/st.json" >/dev/null 2>"$T/err" &&
 	grep -q "fitted window by window" "$T/err" &&
 	env SOURCE_DATE_EPOCH=1 QTK_REPACK=windows "$BIN/qconvert" -q "$T/pair8.gguf" "$T/pair8-wi.qpk" --to mlx --bits 8 --group-size 64 --report "$T/wi.json" &&
