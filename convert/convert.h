@@ -125,11 +125,11 @@ typedef struct conv_rec {
 	bool src_leaf; /* the source's digests will hold this tensor's decoded leaf (same canonical
 			* name, shape and row order), for outputs proven to decode to the same values */
 } conv_rec;
-/* Can a packed 2-D tensor's rows (output features) be moved as rows of its parts? Every part is
- * either rows of output features ([out][...]: MLX, FP8 per channel, NVFP4, MXFP4, symmetric
- * ct-int), tensor-wide (at most 2 elements: a global scale, the shape) or indexed by input
- * (act-order's g_idx: left as it is); AWQ and GPTQ pack output features across a word and never
- * are. */
+/* Can a packed 2-D tensor's rows (output features) be moved as rows of its parts? Its scheme
+ * says its parts are (parts_by_row: MLX, FP8, NVFP4, MXFP4, compressed-tensors int), and this
+ * tensor's are: rows of output features, tensor-wide (at most 2 elements) or indexed by input
+ * (act-order's g_idx: left as it is); not asymmetric ct-int, whose zero points pack output
+ * features across a word as AWQ's and GPTQ's codes do. */
 bool conv_rows_movable(const qtk_tensor *t);
 /* Produce one tensor into the writer; measures the error against the decoded source. rec may be
  * NULL. */

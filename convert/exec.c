@@ -16,9 +16,8 @@ static bool input_indexed(const qtk_part *q) { return !strcmp(q->role, "g_idx");
 
 bool conv_rows_movable(const qtk_tensor *t)
 {
-	const qtk_layout_kind k = t->layout.kind; /* the layouts whose parts are row-major by output */
-	if (t->ndim != 2 || !(k == QTK_LAYOUT_MLX || k == QTK_LAYOUT_FP8 || k == QTK_LAYOUT_NVFP4 ||
-			      k == QTK_LAYOUT_MXFP4 || k == QTK_LAYOUT_CT_INT))
+	const qtk_scheme *sc = t->layout.kind == QTK_LAYOUT_PLAIN ? NULL : qtk_scheme_of(t);
+	if (t->ndim != 2 || !sc || !sc->parts_by_row)
 		return false;
 	for (int i = 0; i < t->nparts; i++) {
 		const qtk_part *q = &t->parts[i];

@@ -394,6 +394,7 @@ const qtk_scheme qtk_scheme_ct_int = {
 	.row_align = 16, /* whole zero-point words */
 	/* weight_shape is written by the rows from 0 only, and decoding never reads it: no
 	 * first_writes_shared */
+	.parts_by_row = true,
 	.nparts = 0, /* parts from part_specs */
 	.check_layout = ct_int_check,
 	.infer = no_infer,
@@ -547,6 +548,7 @@ const qtk_scheme qtk_scheme_fp8 = {
 	.codes = QTK_SCHEME_CODES_FLOAT,
 	.bits_mask = 1u << 8,
 	.row_align = 1,
+	.parts_by_row = true,
 	.nparts = 0,
 	.check_layout = fp8_check,
 	.infer = no_infer,
@@ -757,6 +759,7 @@ const qtk_scheme qtk_scheme_nvfp4 = {
 	.codes = QTK_SCHEME_CODES_FLOAT,
 	.bits_mask = 1u << 4,
 	.row_align = 1,
+	.parts_by_row = true,
 	.nparts = 0,
 	.check_layout = nvfp4_check,
 	.infer = no_infer,

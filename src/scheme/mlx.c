@@ -301,6 +301,7 @@ const qtk_scheme qtk_scheme_mlx = {
 	.bits_mask = 1u << 2 | 1u << 3 | 1u << 4 | 1u << 5 | 1u << 6 | 1u << 8,
 	.has_version = false,
 	.row_align = 1,
+	.parts_by_row = true,
 	.nparts = (int)(sizeof parts / sizeof *parts),
 	.parts = parts,
 	.part_type = part_type,

@@ -181,6 +181,7 @@ const qtk_scheme qtk_scheme_mxfp4 = {
 	.codes = QTK_SCHEME_CODES_FLOAT,
 	.bits_mask = 1u << 4,
 	.row_align = 1,
+	.parts_by_row = true,
 	.nparts = 0,
 	.check_layout = mx_check,
 	.infer = mx_infer,

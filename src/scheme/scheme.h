@@ -93,6 +93,11 @@ struct qtk_scheme {
 	bool first_writes_shared; /* encode_rows of the rows from 0 also writes what decoding any row
 	                           * reads (GPTQ's g_idx): encode those before decoding others, or put
 	                           * those values in place first (encode_rows then leaves them be) */
+	/* every part is rows of output features ([out][...]), tensor-wide (at most 2 elements: a
+	 * global scale, the shape) or indexed by input (act-order's g_idx): a tensor's output rows
+	 * move as rows of its parts (checked per tensor: conv_rows_movable), unlike AWQ's and GPTQ's,
+	 * which pack output features across a word */
+	bool parts_by_row;
 	int nparts;
 	const qtk_scheme_part *parts;
 	/* The storage type part k of t must have, when it depends on the tensor (MLX scales in the
