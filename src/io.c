@@ -1005,15 +1005,8 @@ int qtk_ofile_patch(qtk_ofile *f, uint64_t off, uint64_t n, int (*fn)(void *ctx,
 		rc = qtk_pread_full(f->fd, f->tmp_path, b, (size_t)n, off, f->err);
 	if (!rc)
 		rc = fn(ctx, b, (size_t)n);
-	for (size_t done = 0; !rc && done < n;) {
-		ssize_t k = pwrite(f->fd, b + done, (size_t)n - done, (off_t)(off + done));
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			rc = qtk_err_sys(f->err, f->final_path, "write failed");
-		else
-			done += (size_t)k;
-	}
+	if (!rc)
+		rc = qtk_pwrite_full(f->fd, f->final_path, b, (size_t)n, off, f->err);
 	qtk_free(b);
 	if (!rc)
 		f->rehash = true;
