@@ -461,6 +461,16 @@ static inline qv8 qv8_ld2(const float *p)
 {
     return _mm256_broadcast_ps((const __m128 *)(const void *)p);
 }
+/* four floats at p in the low half, four at q in the high; and the store back */
+static inline qv8 qv8_ldp(const float *p, const float *q)
+{
+    return _mm256_set_m128(_mm_loadu_ps(q), _mm_loadu_ps(p));
+}
+static inline void qv8_stp(float *p, float *q, qv8 a)
+{
+    _mm_storeu_ps(p, _mm256_castps256_ps128(a));
+    _mm_storeu_ps(q, _mm256_extractf128_ps(a, 1));
+}
 static inline qv8 qv8_add(qv8 a, qv8 b) { return _mm256_add_ps(a, b); }
 static inline qv8 qv8_sub(qv8 a, qv8 b) { return _mm256_sub_ps(a, b); }
 static inline qv8 qv8_mul(qv8 a, qv8 b) { return _mm256_mul_ps(a, b); }
@@ -486,6 +496,12 @@ static inline void qv8_st(float *p, qv8 a)
 }
 static inline qv8 qv8_set(float a) { return (qv8){ qv_set(a), qv_set(a) }; }
 static inline qv8 qv8_ld2(const float *p) { return (qv8){ qv_ld(p), qv_ld(p) }; }
+static inline qv8 qv8_ldp(const float *p, const float *q) { return (qv8){ qv_ld(p), qv_ld(q) }; }
+static inline void qv8_stp(float *p, float *q, qv8 a)
+{
+    qv_st(p, a.lo);
+    qv_st(q, a.hi);
+}
 static inline qv8 qv8_add(qv8 a, qv8 b) { return (qv8){ qv_add(a.lo, b.lo), qv_add(a.hi, b.hi) }; }
 static inline qv8 qv8_sub(qv8 a, qv8 b) { return (qv8){ qv_sub(a.lo, b.lo), qv_sub(a.hi, b.hi) }; }
 static inline qv8 qv8_mul(qv8 a, qv8 b) { return (qv8){ qv_mul(a.lo, b.lo), qv_mul(a.hi, b.hi) }; }

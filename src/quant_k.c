@@ -470,14 +470,6 @@ void qtk_qrow_q5_k(const float *x, const float *w, uint8_t *dst, uint64_t nb)
 static const sym_cfg k_q3k = { -4, 3, -32, 31, true };
 static const sym_cfg k_q6k = { -32, 31, -128, 127, false };
 
-typedef struct {
-    float d;
-    int sc[NSUB];
-    float e[NSUB];
-    float r[NSUB]; /* error under ggml's weights x^2 (only with them: q3_k, see sym_block) */
-    float L[QK];   /* codes, as floats */
-} sym_st;
-
 #define SYM_FITS qtk_sym_fits_c
 #include "quant_k_symfit.h"
 
@@ -539,19 +531,12 @@ void qtk_ref_q3_x16_c(const float *x, float *rs)
         rs[j] = ref_q3(x + j * SUB, NULL);
 }
 
-static void ref_q3_x16(const float *x, float *rs)
-{
-    if (k_avx2())
-        qtk_ref_q3_x16_avx2(x, rs);
-    else
-        qtk_ref_q3_x16_c(x, rs);
-}
+typedef void (*sym_block_fn)(const sym_cfg *, bool, const float *, const float *, const float *,
+                             sym_st *);
 
-typedef void (*sym_fits_fn)(const sym_cfg *, const float *, const float *, bool, float *, float *);
-
-static sym_fits_fn sym_fits_impl(void)
+static sym_block_fn sym_block_impl(void)
 {
-    return k_avx2() ? qtk_sym_fits_avx2 : qtk_sym_fits_c;
+    return k_avx2() ? qtk_sym_block_avx2 : qtk_sym_block_c;
 }
 
 /* llama.cpp's make_qx_quants(n, nmax, x, L, 1, qw) with weights qw (n <= QK): the scale, and
@@ -604,235 +589,10 @@ static float ref_q6_weighted(const float *x, const float *qw)
     return ref_qx(SUB, 32, x, qw, NULL);
 }
 
-static float sym_err(const float *x, const float *w, const float *L, float dl)
-{
-    const qv4 vdl = qv_set(dl);
-    qv4 a = qv_set(0.f);
-    for (int i = 0; i < SUB; i += 4) {
-        const qv4 diff = qv_sub(qv_mul(vdl, qv_ld(L + i)), qv_ld(x + i));
-        a = qv_add(a, qv_mul(qv_mul(qv_ld(w + i), diff), diff));
-    }
-    return qv_sum(a);
-}
+#define SYM_BLOCK qtk_sym_block_c
+#define SYM_REF_Q3 qtk_ref_q3_x16_c
+#include "quant_k_sym.h"
 
-/* sym_err under w (returned) and under wr (*r) in one pass: the same bits as each on its own */
-static float sym_err2(const float *x, const float *w, const float *wr, const float *L, float dl,
-                      float *r)
-{
-    const qv4 vdl = qv_set(dl);
-    qv4 a = qv_set(0.f), b = a;
-    for (int i = 0; i < SUB; i += 4) {
-        const qv4 diff = qv_sub(qv_mul(vdl, qv_ld(L + i)), qv_ld(x + i));
-        a = qv_add(a, qv_mul(qv_mul(qv_ld(w + i), diff), diff));
-        b = qv_add(b, qv_mul(qv_mul(qv_ld(wr + i), diff), diff));
-    }
-    *r = qv_sum(b);
-    return qv_sum(a);
-}
-
-/* Codes and exact decoded error of one sub-block for sub-scale sc (div: as ggml rounds).
- * noclip: FLT_MAX (never chosen) when a value lies more than half a step outside the codes'
- * range, i.e. the encoding clips it. With wr (not NULL), the codes' error under wr in *r (also
- * when refused: the refinement's cap sums every sub-block's). */
-static float sym_sub(const sym_cfg *c, const float *x, const float *w, const float *wr, float *r,
-                     float d, int sc, bool div, bool noclip, float *L)
-{
-    const float dl = d * (float)sc;
-    if (dl == 0.f) {
-        for (int i = 0; i < SUB; i++)
-            L[i] = 0.f;
-    } else {
-        const qv4 vdl = qv_set(dl), vid = qv_set(1.f / dl);
-        const qv4 vlo = qv_set((float)c->lo), vhi = qv_set((float)c->hi);
-        qv4 mn = qv_set(0.f), mx = mn;
-        for (int i = 0; i < SUB; i += 4) {
-            const qv4 v = div ? qv_div(qv_ld(x + i), vdl) : qv_mul(qv_ld(x + i), vid);
-            mn = qv_min(mn, v);
-            mx = qv_max(mx, v);
-            qv_st(L + i, qv_round(qv_min(qv_max(v, vlo), vhi)));
-        }
-        if (noclip) {
-            float a[4], b[4];
-            qv_st(a, mn);
-            qv_st(b, mx);
-            for (int k = 0; k < 4; k++)
-                if (a[k] < (float)c->lo - 0.5f || b[k] > (float)c->hi + 0.5f) {
-                    if (wr)
-                        *r = sym_err(x, wr, L, dl);
-                    return FLT_MAX;
-                }
-        }
-    }
-    return wr ? sym_err2(x, w, wr, L, dl, r) : sym_err(x, w, L, dl);
-}
-
-/* FLT_MAX when a sub-block's encoding is refused (sym_sub's noclip) */
-static float sym_total(const sym_st *st)
-{
-    float t = 0;
-    for (int j = 0; j < NSUB; j++) {
-        if (st->e[j] == FLT_MAX)
-            return FLT_MAX;
-        t += st->e[j];
-    }
-    return t;
-}
-
-static float sym_rtotal(const sym_st *st)
-{
-    float t = 0;
-    for (int j = 0; j < NSUB; j++)
-        t += st->r[j];
-    return t;
-}
-
-/* quantize_row_q3_K_ref / q6_K_ref superblock step: the largest |scale| maps to slo. noclip
- * as sym_sub (ggml's own fit is never refused); wr (or NULL): ggml's weights, for st->r. */
-static void sym_init(const sym_cfg *c, const float *x, const float *w, const float *wr,
-                     const float *s, bool noclip, sym_st *st)
-{
-    float max_scale = 0, amax = 0;
-    for (int j = 0; j < NSUB; j++) {
-        if (fabsf(s[j]) > amax) {
-            amax = fabsf(s[j]);
-            max_scale = s[j];
-        }
-    }
-    if (amax < GROUP_EPS) {
-        st->d = 0;
-        for (int j = 0; j < NSUB; j++)
-            st->sc[j] = 0;
-    } else {
-        const float iscale = (float)c->slo / max_scale;
-        for (int j = 0; j < NSUB; j++)
-            st->sc[j] = qclr(iscale * s[j], c->slo, c->shi);
-        st->d = qtk_qh16(1 / iscale);
-    }
-    for (int j = 0; j < NSUB; j++)
-    {
-        st->r[j] = 0.f;
-        st->e[j] = sym_sub(c, x + j * SUB, w + j * SUB, wr ? wr + j * SUB : NULL, &st->r[j],
-                           st->d, st->sc[j], true, noclip, st->L + j * SUB);
-    }
-}
-
-/* A change is kept when it lowers the error under w and, with wr, does not take the total
- * error under wr above *cap (then lowered to the new total). */
-static void sym_refine_sub(const sym_cfg *c, const float *x, const float *w, const float *wr,
-                           float *cap, sym_st *st, int j, int passes)
-{
-    const float *xj = x + j * SUB, *wj = w + j * SUB;
-    float *Lj = st->L + j * SUB;
-    float T[SUB], wl[SUB];
-    if (st->d == 0.f)
-        return;
-    for (int pass = 0; pass < passes; pass++) {
-        int cand[5], nc = 0;
-        const int s0 = st->sc[j];
-        cand[nc++] = s0 + 1;
-        cand[nc++] = s0 - 1;
-        for (int i = 0; i < SUB; i++)
-            wl[i] = wj[i] * Lj[i];
-        const double sxl = lsum2(SUB, wl, xj), sll = lsum2(SUB, wl, Lj);
-        if (sll > 0) {
-            const int a = qclr((float)(sxl / sll / (double)st->d), c->slo, c->shi);
-            cand[nc++] = a;
-            cand[nc++] = a + 1;
-            cand[nc++] = a - 1;
-        }
-        bool changed = false;
-        for (int k = 0; k < nc; k++) {
-            const int a = cand[k];
-            if (a < c->slo || a > c->shi || a == s0)
-                continue;
-            bool dup = false;
-            for (int k2 = 0; k2 < k && !dup; k2++)
-                dup = cand[k2] == a;
-            if (dup)
-                continue;
-            const float e = sym_sub(c, xj, wj, NULL, NULL, st->d, a, false, c->noclip, T);
-            if (!(e < st->e[j]))
-                continue;
-            float r = 0.f;
-            if (wr) {
-                r = sym_err(xj, wr + j * SUB, T, st->d * (float)a);
-                if (!(sym_rtotal(st) - st->r[j] + r <= *cap))
-                    continue;
-            }
-            st->e[j] = e;
-            st->r[j] = r;
-            if (wr)
-                *cap = sym_rtotal(st);
-            st->sc[j] = a;
-            memcpy(Lj, T, sizeof T);
-            changed = true;
-        }
-        if (!changed)
-            break;
-    }
-}
-
-static void sym_refine(const sym_cfg *c, const float *x, const float *w, const float *wr,
-                       float *cap, sym_st *st, int rounds)
-{
-    float wl[SUB];
-    for (int j = 0; j < NSUB; j++)
-        sym_refine_sub(c, x, w, wr, cap, st, j, 2);
-    for (int r = 0; r < rounds; r++) {
-        double num = 0, den = 0;
-        for (int j = 0; j < NSUB; j++) {
-            const float *xj = x + j * SUB, *wj = w + j * SUB, *Lj = st->L + j * SUB;
-            for (int i = 0; i < SUB; i++)
-                wl[i] = wj[i] * Lj[i];
-            const double sc = (double)st->sc[j];
-            num += sc * lsum2(SUB, wl, xj);
-            den += sc * sc * lsum2(SUB, wl, Lj);
-        }
-        if (!(den > 0))
-            return;
-        sym_st t;
-        t.d = qtk_qh16((float)(num / den));
-        if (t.d == st->d || t.d == 0.f)
-            return;
-        memcpy(t.sc, st->sc, sizeof t.sc);
-        /* every sub-block's error first: sym_refine_sub's cap check sums all of them */
-        for (int j = 0; j < NSUB; j++) {
-            t.r[j] = 0.f;
-            t.e[j] = sym_sub(c, x + j * SUB, w + j * SUB, wr ? wr + j * SUB : NULL, &t.r[j], t.d,
-                             t.sc[j], false, c->noclip, t.L + j * SUB);
-        }
-        for (int j = 0; j < NSUB; j++)
-            sym_refine_sub(c, x, w, wr, cap, &t, j, 1);
-        if (!(sym_total(&t) < sym_total(st)))
-            return;
-        if (wr && !(sym_rtotal(&t) <= *cap))
-            return;
-        *st = t;
-    }
-}
-
-/* wr (or NULL): ggml's own weights; with them every encoding kept beyond ggml's has a lower error
- * under w and no higher total error under wr than the one before it (ggml's objective). */
-static void sym_block(const sym_cfg *c, bool q6, const float *x, const float *w, const float *wr,
-                      sym_st *st)
-{
-    float rs[NSUB], os[NSUB];
-    const sym_fits_fn fits = sym_fits_impl();
-    if (!q6)
-        ref_q3_x16(x, rs);
-    for (int j = 0; j < NSUB; j++)
-        fits(c, x + j * SUB, w + j * SUB, q6, &rs[j], &os[j]);
-    sym_st o;
-    sym_init(c, x, w, wr, rs, false, st);
-    sym_init(c, x, w, wr, os, c->noclip, &o);
-    float cap = sym_rtotal(st);
-    if (sym_total(&o) < sym_total(st) && (!wr || sym_rtotal(&o) <= cap)) {
-        *st = o;
-        cap = sym_rtotal(st);
-    }
-    if (sym_total(st) > 0)
-        sym_refine(c, x, w, wr, &cap, st, 2);
-}
 
 /* llama.cpp's q3_k choice for one superblock without an importance matrix
  * (quantize_row_q3_K_ref): make_q3_quants per sub-block, the largest |scale| onto -32; a
@@ -922,11 +682,12 @@ void qtk_qrow_q3_k(const float *x, const float *w, uint8_t *dst, uint64_t nb)
 {
     float xs[QK], ws[QK], xr[QK];
     sym_st st;
+    const sym_block_fn search = sym_block_impl();
     for (uint64_t b = 0; b < nb; b++, x += QK, dst += 110) {
         if (qtk_qprep(x, w ? w + b * QK : NULL, QK, xs, ws)) {
             for (int i = 0; i < QK; i++)
                 xr[i] = xs[i] * xs[i];
-            sym_block(&k_q3k, false, xs, ws, xr, &st);
+            search(&k_q3k, false, xs, ws, xr, &st);
         } else {
             q3_ref_im_block(xs, w + b * QK, &st);
         }
@@ -1008,9 +769,10 @@ void qtk_qrow_q6_k(const float *x, const float *w, uint8_t *dst, uint64_t nb)
 {
     float xs[QK], ws[QK];
     sym_st st;
+    const sym_block_fn search = sym_block_impl();
     for (uint64_t b = 0; b < nb; b++, x += QK, dst += 210) {
         if (qtk_qprep(x, w ? w + b * QK : NULL, QK, xs, ws))
-            sym_block(&k_q6k, true, xs, ws, NULL, &st);
+            search(&k_q6k, true, xs, ws, NULL, &st);
         else
             q6_ref_block(xs, w + b * QK, &st);
         pack_q6_k(&st, dst);

@@ -1,5 +1,6 @@
 /* quant_k.h - shared by quant_k.c and the per-instruction-set builds of the affine k-quant
- * search (quant_k_aff.h) and the q3_k/q6_k sub-block fits (quant_k_symfit.h), each included
+ * search (quant_k_aff.h), the q3_k/q6_k sub-block fits (quant_k_symfit.h) and superblock search
+ * (quant_k_sym.h), each included
  * by quant_k.c and quant_k_avx2.c. Internal. */
 #ifndef QTK_QUANT_K_H
 #define QTK_QUANT_K_H
@@ -49,6 +50,21 @@ typedef struct {
     int slo, shi; /* sub-scales */
     bool noclip;  /* our encodings may not clip a value (see quant_k.c's sym_sub) */
 } sym_cfg;
+
+typedef struct {
+    float d;
+    int sc[NSUB];
+    float e[NSUB];
+    float r[NSUB]; /* error under ggml's weights x^2 (only with them: q3_k, see sym_block) */
+    float L[QK];   /* codes, as floats */
+} sym_st;
+
+/* One superblock's q3_k (q6 false) or q6_k search (quant_k_sym.h) under weights w, wr (or NULL):
+ * ggml's weights, see quant_k.c. The generic and AVX2 builds give identical results. */
+void qtk_sym_block_c(const sym_cfg *c, bool q6, const float *x, const float *w, const float *wr,
+                     sym_st *st);
+void qtk_sym_block_avx2(const sym_cfg *c, bool q6, const float *x, const float *w,
+                        const float *wr, sym_st *st);
 
 /* One sub-block's two float fits (quant_k_symfit.h): ggml's scale in *rs (q6_k; for q3_k *rs
  * is given, from qtk_ref_q3_x16), ours in *os. The generic and AVX2 builds give identical

@@ -1,5 +1,5 @@
 /* quant_k_avx2.c - the affine k-quant search (quant_k_aff.h) and the q3_k/q6_k sub-block fits
- * (quant_k_symfit.h) built for AVX2; the Makefile compiles this file with -mavx2 on x86 and
+ * (quant_k_symfit.h) and superblock search (quant_k_sym.h) built for AVX2; the Makefile compiles this file with -mavx2 on x86 and
  * quant_k.c picks it at run time when the CPU has AVX2. Results are identical to the generic
  * build (see qv8 in quant.h). */
 #define QTK_QUANT_IMPL
@@ -11,6 +11,9 @@
 #include "quant_k_aff.h"
 #define SYM_FITS qtk_sym_fits_avx2
 #include "quant_k_symfit.h"
+#define SYM_BLOCK qtk_sym_block_avx2
+#define SYM_REF_Q3 qtk_ref_q3_x16_avx2
+#include "quant_k_sym.h"
 bool qtk_aff_have_avx2(void) { return true; }
 
 /* make_q3_quants of the sixteen sub-blocks, lane j of register h the sub-block 8h + j: every
@@ -98,4 +101,9 @@ void qtk_sym_fits_avx2(const sym_cfg *c, const float *x, const float *wo, bool q
     qtk_sym_fits_c(c, x, wo, q6, rs, os);
 }
 void qtk_ref_q3_x16_avx2(const float *x, float *rs) { qtk_ref_q3_x16_c(x, rs); }
+void qtk_sym_block_avx2(const sym_cfg *c, bool q6, const float *x, const float *w,
+                        const float *wr, sym_st *st)
+{
+    qtk_sym_block_c(c, q6, x, w, wr, st);
+}
 #endif

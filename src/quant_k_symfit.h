@@ -79,6 +79,48 @@ static inline void sym_sweep2_x2(const float *x, const float *wo, const float *w
     s0[0] = t[0], s0[1] = t[1], s1[0] = t[4], s1[1] = t[5];
 }
 
+/* sym_sweep2_x2 of four inverse scales (two pairs) at once: s[k] = {sum wox*l, sum wo*l*l} of
+ * is[k], each in sym_sweep2_x2's lane order. */
+static inline void sym_sweep2_x4(const float *x, const float *wo, const float *wox, const float *is,
+                                 float lo, float hi, double (*s)[2])
+{
+    const qv8 vis0 = qv8_set2(is[0], is[1]), vis1 = qv8_set2(is[2], is[3]);
+    const qv8 vlo = qv8_set(lo), vhi = qv8_set(hi);
+    qv8 a0 = qv8_set(0.f), a1 = a0, c0 = a0, c1 = a0;
+    for (int i = 0; i < SUB; i += 4) {
+        const qv8 xv = qv8_ld2(x + i), woxv = qv8_ld2(wox + i), wov = qv8_ld2(wo + i);
+        const qv8 l = qv8_round(qv8_min(qv8_max(qv8_mul(vis0, xv), vlo), vhi));
+        const qv8 m = qv8_round(qv8_min(qv8_max(qv8_mul(vis1, xv), vlo), vhi));
+        a0 = qv8_add(a0, qv8_mul(woxv, l));
+        a1 = qv8_add(a1, qv8_mul(qv8_mul(wov, l), l));
+        c0 = qv8_add(c0, qv8_mul(woxv, m));
+        c1 = qv8_add(c1, qv8_mul(qv8_mul(wov, m), m));
+    }
+    float t[8];
+    qv8_sum4h(a0, a1, c0, c1, t);
+    s[0][0] = t[0], s[0][1] = t[1], s[1][0] = t[4], s[1][1] = t[5];
+    s[2][0] = t[2], s[2][1] = t[3], s[3][0] = t[6], s[3][1] = t[7];
+}
+
+/* sym_ours_try of n (at most 16) candidates' sums in their order, the scores' divisions done
+ * four at a time (the same IEEE quotients). */
+static inline void sym_ours_try_n(sym_ours *o, const double (*s)[2], int n)
+{
+    double num[16], den[16], sc[16];
+    for (int k = 0; k < (n + 3) / 4 * 4; k++) {
+        const bool pos = k < n && s[k][1] > 0;
+        num[k] = pos ? s[k][0] * s[k][0] : 0.0;
+        den[k] = pos ? s[k][1] : 1.0;
+    }
+    for (int k = 0; k < n; k += 4)
+        qv_div4d(num + k, den + k, sc + k);
+    for (int k = 0; k < n; k++)
+        if (s[k][1] > 0 && sc[k] > o->best) {
+            o->best = sc[k];
+            o->s = (float)(s[k][0] / s[k][1]);
+        }
+}
+
 /* ggml's fit of one sub-block (q6: make_qx_quants(16, 32, rmse_type 1) with weights x^2, its
  * candidates shared with our sweep) in *rs (q3: make_q3_quants', given in *rs), ours in *os. Ours sweeps the
  * largest |x| onto codes near lo and near hi and ranks by LS residual under wo. */
@@ -131,12 +173,16 @@ void SYM_FITS(const sym_cfg *c, const float *x, const float *wo, bool q6, float 
             sym_ours_try(&o, S[1][0], S[1][1]);
         }
     } else { /* *rs: ggml's, given */
+        float is[12];
+        double s2[12][2];
         for (int k = 0; k < 6; k++) {
             const float off = 0.2f * (float)k - 0.5f;
-            sym_sweep2_x2(x, wo, wox, (lo - off) / max, (hi + off) / max, lo, hi, S[0], S[1]);
-            sym_ours_try(&o, S[0][0], S[0][1]);
-            sym_ours_try(&o, S[1][0], S[1][1]);
+            is[2 * k] = (lo - off) / max;
+            is[2 * k + 1] = (hi + off) / max;
         }
+        for (int k = 0; k < 12; k += 4)
+            sym_sweep2_x4(x, wo, wox, is + k, lo, hi, s2 + k);
+        sym_ours_try_n(&o, (const double (*)[2])s2, 12);
     }
     *os = o.best > 0 ? o.s : *rs;
 }
