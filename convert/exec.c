@@ -220,7 +220,9 @@ typedef struct window {
 	uint64_t qg0;             /* the source row of qg's first row */
 	const uint8_t *mem_src;   /* the encoded source in memory (row-permuted), else read from the file */
 	bool rows_transcode;      /* source and target are ggml blocks qgroups can map */
-	uint8_t *const *packed;   /* the whole parts of a packed source its scheme shuffles into out_type */
+	uint8_t *const *packed;   /* the parts of a packed source its scheme shuffles into out_type: */
+	const qtk_tensor *pt;     /* the tensor they hold (t whole, or a window of its rows) */
+	uint64_t p0;              /* the source row of pt's first row */
 	bool scaled;              /* NVFP4 blocks whose values are times scale (the .scale beside them) */
 	float scale;
 	const float *imatrix;
@@ -296,7 +298,7 @@ static void chunk_job(void *ctx, size_t i)
 	/* an exact transcode when the integers fit the target; else encode the values */
 	bool done = false;
 	if (w->packed)
-		done = qtk_scheme_to_ggml_rows(t, (const void *const *)w->packed, r0, nr, w->out_type, dst) == 0;
+		done = qtk_scheme_to_ggml_rows(w->pt, (const void *const *)w->packed, r0 - w->p0, nr, w->out_type, dst) == 0;
 	else if (w->qg)
 		done = qg_to_ggml(w->qg, w->out_type, (uint32_t)(r0 - w->qg0), (uint32_t)nr, dst) == 0;
 	else if (w->rows_transcode && raw) {
@@ -598,12 +600,18 @@ static int run_rows(qtk_model *in, qtk_writer *w, const plan *p, int threads, te
 		win.mem_src = mem;
 	}
 	const qtk_scheme *ss = qtk_scheme_of(t);
-	/* packed sources whose rows are read a window at a time (qtk_pwin): 2-D, no byte shuffle
-	 * into the target, no NVFP4 scale; the others hold their parts */
+	/* packed sources whose rows are read a window at a time (qtk_pwin): 2-D sources decoded
+	 * and encoded (no NVFP4 scale), and blocks shuffled into the target (wshuf); the others
+	 * hold their parts */
 	bool shuffle = ss && ss->to_ggml_rows && !p->perm_heads &&
 		       qtk_scheme_exact_ggml(t->layout.kind, t->layout.bits, t->layout.sym, t->layout.group_size, win.cols) ==
 			       win.out_type;
+	/* scaled NVFP4 blocks into ggml's (the .scale beside them) shuffle too */
+	const bool nvshuf = ss && p->nv_scaled && win.out_type == QTK_T_NVFP4;
 	bool windowed = ss && t->ndim == 2 && !shuffle && !p->nv_scaled;
+	/* blocks shuffled a window of rows at a time (pw); Q/K-permuted NVFP4 rows are permuted
+	 * whole, below */
+	const bool wshuf = (shuffle || nvshuf) && !p->perm_heads && !getenv_is("QTK_REPACK", "windows");
 	bool wgroups = false;
 	qtk_pwin pw;
 	memset(&pw, 0, sizeof pw);
@@ -638,9 +646,9 @@ static int run_rows(qtk_model *in, qtk_writer *w, const plan *p, int threads, te
 		if (win_rows > rows)
 			win_rows = rows;
 		int rc0 = 0;
-		if (windowed)
+		if (windowed || wshuf)
 			qtk_pwin_init(&pw, in, t, win_rows);
-		for (int k = 0; k < t->nparts && !rc0 && !windowed; k++)
+		for (int k = 0; k < t->nparts && !rc0 && !windowed && !wshuf; k++)
 			if ((rc0 = qtk_read_part_alloc(in, t, k, &packed[k])))
 				*err = in->err;
 		/* NVFP4 blocks shuffled with Q/K permutation: the rows of codes and block scales are
@@ -665,12 +673,11 @@ static int run_rows(qtk_model *in, qtk_writer *w, const plan *p, int threads, te
 		}
 		win.whole = whole;
 		/* blocks the target holds as they are (gpt-oss MXFP4 -> MXFP4): a byte shuffle */
-		if (ss && ss->to_ggml_rows && !p->perm_heads &&
-		    qtk_scheme_exact_ggml(t->layout.kind, t->layout.bits, t->layout.sym, t->layout.group_size, win.cols) ==
-			    win.out_type)
-			win.packed = packed;
-		if (p->nv_scaled && win.out_type == QTK_T_NVFP4) {
-			win.packed = packed;
+		win.pt = t;
+		if (shuffle)
+			win.packed = wshuf ? pw.buf : packed;
+		if (nvshuf) {
+			win.packed = wshuf ? pw.buf : packed;
 			win.scaled = true;
 			win.scale = p->nv_scale;
 		}
@@ -684,9 +691,20 @@ static int run_rows(qtk_model *in, qtk_writer *w, const plan *p, int threads, te
 		rc = qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
 	errstat total;
 	memset(&total, 0, sizeof total);
-	for (uint64_t r0 = 0; r0 < rows && !rc; r0 += win_rows) {
+	for (uint64_t r0 = 0; r0 < rows && !rc; r0 = win.rows_end) {
 		win.row0 = r0;
 		win.rows_end = rows - r0 < win_rows ? rows : r0 + win_rows;
+		if (wshuf) { /* the window's blocks (an expert's rows at most) */
+			uint64_t got;
+			if (qtk_pwin_load(&pw, r0, win.rows_end - r0, &got)) {
+				*err = in->err;
+				rc = err->code ? err->code : QTK_E_DATA;
+				break;
+			}
+			win.rows_end = r0 + got;
+			win.pt = &pw.sub;
+			win.p0 = pw.w0;
+		}
 		if (staged && (rc = stage_rows(in, p, mem, stmp, r0, win.rows_end - r0, win.in_row_bytes, err)))
 			break;
 		if (wgroups) {
@@ -695,12 +713,12 @@ static int run_rows(qtk_model *in, qtk_writer *w, const plan *p, int threads, te
 			win.qg = &g;
 			win.qg0 = pw.whole ? 0 : r0;
 		}
-		if (whole && windowed && qtk_pwin_decode(&pw, r0, win.rows_end - r0, tmp ? tmp : whole)) {
+		if (whole && (windowed || wshuf) && qtk_pwin_decode(&pw, r0, win.rows_end - r0, tmp ? tmp : whole)) {
 			*err = in->err;
 			rc = err->code ? err->code : QTK_E_DATA;
 			break;
 		}
-		if (whole && !windowed && (rc = decode_rows(t, packed, r0, win.rows_end - r0, tmp ? tmp : whole, err)))
+		if (whole && !windowed && !wshuf && (rc = decode_rows(t, packed, r0, win.rows_end - r0, tmp ? tmp : whole, err)))
 			break;
 		if (tmp) /* the window holds whole heads: permute within it */
 			qtk_family_permute_rows((const uint8_t *)tmp, (uint8_t *)whole, win.rows_end - r0, win.cols * 4,
@@ -722,6 +740,9 @@ static int run_rows(qtk_model *in, qtk_writer *w, const plan *p, int threads, te
 		cli_progress_within(win.rows_end, rows); /* a large tensor moves the bar window by window */
 	}
 	errstat_finish(&total, r);
+	if (!rc && wshuf)
+		cli_verbose("%s: %s blocks into ggml's a window of rows at a time", t->name,
+			    t->layout.kind == QTK_LAYOUT_NVFP4 ? "NVFP4" : "MXFP4");
 	qtk_free(win.out);
 	qtk_free(win.es);
 	qtk_free(win.errs);

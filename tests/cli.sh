@@ -530,8 +530,14 @@ if [ -n "$FX" ]; then
 	no_file "gpt-oss refused: nothing written" "$T/oss0.gguf"
 	run "gpt-oss -> gguf auto-exact" 0 "$BIN/qconvert" -v --names keep --max-error 200 "$OSS" "$T/oss.gguf" --to auto-exact
 	err_has "gpt-oss experts shuffled" "mxfp4 -> ggml:mxfp4 .*SQNR inf dB"
+	err_has "gpt-oss stacks into ggml's by windows" "experts.gate_up_proj: MXFP4 blocks into ggml's a window of rows at a time"
 	run "gpt-oss mxfp4 gguf inspect" 0 "$BIN/qinspect" "$T/oss.gguf"
 	out_has "gpt-oss experts in ggml mxfp4" "gate_up_proj .*ggml:mxfp4"
+	# the stacks' blocks are read a window of rows at a time (an expert's rows at most): the same
+	# file, record included, as the whole-tensor path
+	run "gpt-oss -> gguf, windows" 0 env SOURCE_DATE_EPOCH=1 "$BIN/qconvert" -q --names keep --max-error 200 "$OSS" "$T/oss-s.gguf" --to auto-exact
+	run "gpt-oss -> gguf, whole tensors" 0 env SOURCE_DATE_EPOCH=1 QTK_REPACK=windows "$BIN/qconvert" -q --names keep --max-error 200 "$OSS" "$T/oss-w.gguf" --to auto-exact
+	if cmp -s "$T/oss-s.gguf" "$T/oss-w.gguf"; then ok; else bad "gpt-oss -> gguf: windowed and whole-tensor outputs differ"; fi
 	run "gpt-oss --exact refuses the sign of zero" 1 "$BIN/qconvert" --exact --names keep "$OSS" "$T/oss1.gguf" --to mxfp4
 	run "gpt-oss against" 0 "$BIN/qverify" --against "$OSS" "$T/oss.gguf"
 	# and back: the GGUF's MXFP4 stacks become gpt-oss's _blocks/_scales again, the same bytes

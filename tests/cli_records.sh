@@ -159,6 +159,18 @@ for ty in mxfp4 nvfp4; do
 		bad "$ty gguf -> hf: streamed and whole-tensor directories, reports or record leaves differ, or not verified"
 		head -3 "$T/err" "$T/v.out"
 	fi
+	# and back into ggml's blocks, read a window of rows at a time: the same file and report as
+	# the whole-tensor path, the values of the GGUF it came from
+	if env SOURCE_DATE_EPOCH=1 "$BIN/qconvert" -v "$T/fst-$ty/" "$T/fb-$ty.gguf" --to $ty --report "$T/st.json" >/dev/null 2>"$T/err" &&
+		grep -q "ffn_gate.weight: $(echo $ty | tr a-z A-Z) blocks into ggml's a window of rows at a time" "$T/err" &&
+		env SOURCE_DATE_EPOCH=1 QTK_REPACK=windows "$BIN/qconvert" -q "$T/fst-$ty/" "$T/fbw-$ty.gguf" --to $ty --report "$T/wi.json" 2>"$T/err" &&
+		cmp -s "$T/fb-$ty.gguf" "$T/fbw-$ty.gguf" && python3 "$T/same.py" "$T/st.json" "$T/wi.json" &&
+		"$BIN/qverify" "$T/fb-$ty.gguf" --against "$T/w-$ty.gguf" >"$T/v.out" 2>&1; then
+		ok
+	else
+		bad "$ty hf -> gguf: windowed and whole-tensor files or reports differ, or not verified"
+		head -3 "$T/err" "$T/v.out"
+	fi
 done
 # q4_1 whose every block is an integer group (minimum 0, step 0.5) repacks into AWQ exactly, a window
 # at a time; one block that is not (in the last window) sends the whole tensor to a re-fit, as the
