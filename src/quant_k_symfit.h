@@ -15,17 +15,6 @@ typedef struct {
     float s;
 } sym_ours;
 
-static inline void sym_ours_try(sym_ours *o, double sxl, double sll)
-{
-    if (sll > 0) {
-        const double sc = sxl * sxl / sll;
-        if (sc > o->best) {
-            o->best = sc;
-            o->s = (float)(sxl / sll);
-        }
-    }
-}
-
 /* The largest |x| of a sub-block of 16 (the first one on a tie) and, in *max, that value. */
 static inline float sub_absmax(const float *x, float *max)
 {
@@ -102,11 +91,12 @@ static inline void sym_sweep2_x4(const float *x, const float *wo, const float *w
     s[2][0] = t[2], s[2][1] = t[3], s[3][0] = t[6], s[3][1] = t[7];
 }
 
-/* sym_ours_try of n (at most 16) candidates' sums in their order, the scores' divisions done
- * four at a time (the same IEEE quotients). */
+/* Ours from n (at most 28) candidates' sums s[k] = {sum wox*l, sum wo*l*l}, tried in their
+ * order: the best score sxl^2 / sll (sll > 0) wins, an equal one later does not. The scores'
+ * divisions are done four at a time (the same IEEE quotients as one by one). */
 static inline void sym_ours_try_n(sym_ours *o, const double (*s)[2], int n)
 {
-    double num[16], den[16], sc[16];
+    double num[28], den[28], sc[28];
     for (int k = 0; k < (n + 3) / 4 * 4; k++) {
         const bool pos = k < n && s[k][1] > 0;
         num[k] = pos ? s[k][0] * s[k][0] : 0.0;
@@ -150,12 +140,14 @@ void SYM_FITS(const sym_cfg *c, const float *x, const float *wo, bool q6, float 
             if (is != 0)
                 isc[k++] = -(nmax + 0.1f * (float)is) / max;
         double scale = 0.0, best = 0.0;
+        double so[25][2]; /* ours: ggml's 19 candidates', then six more */
         for (int k = 0; k < 19; k += 2) {
             const int nk = k + 1 < 19 ? 2 : 1; /* the last one alone (its copy unused) */
             sym_sweep_x2(x, wo, wox, wr, wrx, isc[k], isc[k + nk - 1], lo, hi, S[0], S[1]);
             for (int h = 0; h < nk; h++) {
                 const double *T = S[h];
-                sym_ours_try(&o, T[0], T[1]);
+                so[k + h][0] = T[0];
+                so[k + h][1] = T[1];
                 if (k + h == 0) {
                     scale = T[3] != 0 ? T[2] / T[3] : 0.0;
                     best = scale * T[2];
@@ -166,12 +158,13 @@ void SYM_FITS(const sym_cfg *c, const float *x, const float *wo, bool q6, float 
             }
         }
         *rs = (float)scale;
-        for (int k = 0; k < 6; k += 2) {
-            sym_sweep2_x2(x, wo, wox, (hi + 0.2f * (float)k - 0.4f) / max,
-                          (hi + 0.2f * (float)(k + 1) - 0.4f) / max, lo, hi, S[0], S[1]);
-            sym_ours_try(&o, S[0][0], S[0][1]);
-            sym_ours_try(&o, S[1][0], S[1][1]);
-        }
+        float is[6];
+        for (int k = 0; k < 6; k++)
+            is[k] = (hi + 0.2f * (float)k - 0.4f) / max;
+        sym_sweep2_x4(x, wo, wox, is, lo, hi, so + 19);
+        sym_sweep2_x2(x, wo, wox, is[4], is[5], lo, hi, S[0], S[1]);
+        so[23][0] = S[0][0], so[23][1] = S[0][1], so[24][0] = S[1][0], so[24][1] = S[1][1];
+        sym_ours_try_n(&o, (const double (*)[2])so, 25);
     } else { /* *rs: ggml's, given */
         float is[12];
         double s2[12][2];
