@@ -124,239 +124,21 @@ void qtk_llama_weights(const float *x, int n, const float *qw, float *w)
 
 #define QB QTK_SYM_QB /* legacy block size */
 
-/* The symmetric search runs the same code with and without an importance vector: `uni` (all
- * weights 1) drops the multiplications by w, which are exact (w*v == v), so both give the same
- * bits. Every pass sums in 4 lanes (element i in lane i%4) in index order. */
+#define SYM_PAIR qtk_sym_pair_c
+#include "quant_sym.h"
 
-/* One pass for scale d: codes t = round(x/d) clamped to [lo, hi] (via the reciprocal; 0 when
- * d is 0), their exact decoded error sum w*(t*d - x)^2 (returned), and their least-squares sums
- * for the next step. */
-static inline float sym_pass(const float *x, const float *w, const float *wx, bool uni, float d,
-                             float lo, float hi, float *t, float *sxl, float *sll)
-{
-    const qv4 vd = qv_set(d), id = qv_set(d != 0.f ? 1.f / d : 0.f), vlo = qv_set(lo),
-              vhi = qv_set(hi);
-    qv4 e = qv_set(0.f), a = e, b = e;
-    for (int i = 0; i < QB; i += 4) {
-        const qv4 xv = qv_ld(x + i);
-        const qv4 l = d != 0.f ? qv_round(qv_min(qv_max(qv_mul(xv, id), vlo), vhi)) : qv_set(0.f);
-        qv_st(t + i, l);
-        const qv4 diff = qv_sub(qv_mul(l, vd), xv);
-        e = qv_add(e, qv_mul(uni ? diff : qv_mul(qv_ld(w + i), diff), diff));
-        a = qv_add(a, qv_mul(qv_ld(wx + i), l));
-        b = qv_add(b, qv_mul(uni ? l : qv_mul(qv_ld(w + i), l), l));
-    }
-    *sxl = qv_sum(a);
-    *sll = qv_sum(b);
-    return qv_sum(e);
-}
-
-/* Alternate least-squares d (fp16) and rounded codes, starting from codes q / scale *d with
- * error *e and least-squares sums *sxl, *sll; keeps the best state (and its sums). Returns
- * false when it stopped at a fixed point (another call from that state would change nothing),
- * true when it ran out of iterations. */
-static inline bool sym_lloyd(const float *x, const float *w, const float *wx, bool uni, float lo,
-                             float hi, int iters, float *q, float *d, float *e, float *sxl,
-                             float *sll)
-{
-    float t[QB];
-    for (int it = 0; it < iters; it++) {
-        const double dxl = *sxl, dll = *sll;
-        if (!(dll > 0))
-            return false;
-        const float dn = qh16((float)(dxl / dll));
-        if (dn == *d && it > 0)
-            return false;
-        float nxl, nll;
-        const float en = sym_pass(x, w, wx, uni, dn, lo, hi, t, &nxl, &nll);
-        if (!(en < *e))
-            return false;
-        *e = en;
-        *d = dn;
-        *sxl = nxl;
-        *sll = nll;
-        memcpy(q, t, sizeof t);
-    }
-    return true;
-}
-
-#define SYM_MAXC 16 /* candidate scales per block (2 orientations x nstep) */
-
-/* Four candidates per pass over the block (quant.h). */
-void qtk_sym_cands_c(const float *x, const float *w, const float *wx, bool uni, const float *cis,
-                     int nc, float lo, float hi, float *cxl, float *cll)
-{
-    const qv4 vlo = qv_set(lo), vhi = qv_set(hi);
-    for (int c = 0; c < nc; c += 4) {
-        const int m = nc - c < 4 ? nc - c : 4;
-        qv4 vis[4], a[4], b[4];
-        for (int k = 0; k < 4; k++) {
-            vis[k] = qv_set(cis[c + (k < m ? k : 0)]);
-            a[k] = b[k] = qv_set(0.f);
-        }
-        for (int i = 0; i < QB; i += 4) {
-            const qv4 xv = qv_ld(x + i), wxv = qv_ld(wx + i);
-            for (int k = 0; k < 4; k++) {
-                const qv4 l = qv_round(qv_min(qv_max(qv_mul(vis[k], xv), vlo), vhi));
-                a[k] = qv_add(a[k], qv_mul(wxv, l));
-                b[k] = qv_add(b[k], qv_mul(uni ? l : qv_mul(qv_ld(w + i), l), l));
-            }
-        }
-        float sa[4], sb[4];
-        qv_sum4(a[0], a[1], a[2], a[3], sa);
-        qv_sum4(b[0], b[1], b[2], b[3], sb);
-        for (int k = 0; k < m; k++) {
-            cxl[c + k] = sa[k];
-            cll[c + k] = sb[k];
-        }
-    }
-}
-
-typedef void (*sym_cands_fn)(const float *, const float *, const float *, bool, const float *, int,
-                             float, float, float *, float *);
+typedef qtk_sym_type sym_type;
+typedef void (*sym_pair_fn)(const qtk_sym_type *, const float *, const float *, const float *,
+                            const float *, float *, float *, float *);
 
 /* The AVX2 build when the CPU has AVX2 and QTK_SIMD is not "generic". */
-static sym_cands_fn sym_cands_impl(void)
+static sym_pair_fn sym_pair_impl(void)
 {
 #if (defined(__x86_64__) || defined(__i386__)) && !defined(QTK_QV_PLAIN)
     if (qtk_simd_avx2() && qtk_sym_have_avx2())
-        return qtk_sym_cands_avx2;
+        return qtk_sym_pair_avx2;
 #endif
-    return qtk_sym_cands_c;
-}
-
-/* Largest |x| of a block and the first value attaining it (0 for an all-zero block). */
-static inline float block_amax(const float *x, float *max)
-{
-    qv4 m = qv_set(0.f);
-    for (int i = 0; i < QB; i += 4)
-        m = qv_max(m, qv_abs(qv_ld(x + i)));
-    float t[4];
-    qv_st(t, m);
-    const float a01 = t[0] > t[1] ? t[0] : t[1], a23 = t[2] > t[3] ? t[2] : t[3];
-    const float amax = a01 > a23 ? a01 : a23;
-    *max = 0.f;
-    if (amax > 0.f)
-        for (int i = 0; i < QB; i++)
-            if (fabsf(x[i]) == amax) {
-                *max = x[i];
-                break;
-            }
-    return amax;
-}
-
-/* Symmetric block types: code range [lo, hi] and ggml's reference rule (half > 0: q4_0/q5_0,
- * d = max/-half and truncation; half = 0: q8_0, d = amax/127 and roundf), nstep candidate
- * scales per orientation as in sym_block_impl. */
-typedef struct {
-    int lo, hi, half, nstep;
-    float d0, step;
-    int iters1, iters2; /* sym_lloyd iterations from the best candidate, then from the best */
-} sym_type;
-
-/* ggml's reference choice (quantize_row_*_ref formulas) into q, with its exact decoded error
- * (fp16 d) and least-squares sums, in one pass. Returns the fp16 d. */
-static inline float sym_ref(const sym_type *T, const float *x, const float *w, const float *wx,
-                            bool uni, float amax, float max, float *q, float *err, float *sxl,
-                            float *sll)
-{
-    const float d = T->half ? max / (float)-T->half : amax / 127.f;
-    const float id = d != 0.f ? 1.f / d : 0.f, dh = qh16(d);
-    const qv4 vid = qv_set(id), vd = qv_set(dh);
-    const qv4 off = qv_set((float)T->half + 0.5f), z = qv_set(0.f);
-    const qv4 top = qv_set((float)(2 * T->half - 1)), vh = qv_set((float)T->half);
-    const qv4 lo = qv_set(-127.f), hi = qv_set(127.f);
-    qv4 e = qv_set(0.f), a = e, b = e;
-    for (int i = 0; i < QB; i += 4) {
-        const qv4 xv = qv_ld(x + i);
-        const qv4 l = T->half
-                          ? qv_sub(qv_trunc(qv_min(qv_max(qv_add(qv_mul(xv, vid), off), z), top)), vh)
-                          : qv_roundf(qv_min(qv_max(qv_mul(xv, vid), lo), hi));
-        qv_st(q + i, l);
-        const qv4 diff = qv_sub(qv_mul(l, vd), xv);
-        e = qv_add(e, qv_mul(uni ? diff : qv_mul(qv_ld(w + i), diff), diff));
-        a = qv_add(a, qv_mul(qv_ld(wx + i), l));
-        b = qv_add(b, qv_mul(uni ? l : qv_mul(qv_ld(w + i), l), l));
-    }
-    float r[4];
-    qv_sum4(e, a, b, b, r);
-    *err = r[0];
-    *sxl = r[1];
-    *sll = r[2];
-    return dh;
-}
-
-/* Best symmetric encoding of one block (x sanitised, w its weights unless uni): ggml's choice;
- * nstep scale candidates per orientation (largest |x| mapped near lo, or near hi), spaced
- * `step` levels apart from `d0` levels inside the end level, ranked by the continuous
- * least-squares error; the best and the better of it and ggml's are refined by sym_lloyd.
- * Every candidate is scored by its exact decoded error. Output q, returns d. */
-static inline float sym_block_impl(const sym_type *T, sym_cands_fn cands, const float *x,
-                                   const float *w, bool uni, float *q)
-{
-    float max;
-    const float amax = block_amax(x, &max);
-    float wxb[QB];
-    const float *wx = x;
-    if (!uni) {
-        for (int i = 0; i < QB; i++)
-            wxb[i] = w[i] * x[i];
-        wx = wxb;
-    }
-    float best_e, rxl, rll;
-    float best_d = sym_ref(T, x, w, wx, uni, amax, max, q, &best_e, &rxl, &rll);
-    if (amax == 0.f || best_e == 0.f)
-        return best_d;
-    if (T->nstep == 0) { /* no candidates: least-squares steps from ggml's choice (with an
-                           * importance matrix; without one, ggml's choice stands) */
-        if (T->iters1 && !uni)
-            sym_lloyd(x, w, wx, uni, (float)T->lo, (float)T->hi, T->iters1, q, &best_d, &best_e, &rxl, &rll);
-        return best_d;
-    }
-    const float flo = (float)T->lo, fhi = (float)T->hi;
-    const qv4 vlo = qv_set(flo), vhi = qv_set(fhi);
-    /* candidate inverse scales */
-    const int nstep = T->nstep, nc = 2 * nstep;
-    float cis[SYM_MAXC], cxl[SYM_MAXC], cll[SYM_MAXC];
-    for (int o = 0, c = 0; o < 2; o++)
-        for (int k = 0; k < nstep; k++, c++)
-            cis[c] = (o == 0 ? flo - (T->d0 + T->step * (float)k)
-                             : fhi + (T->d0 + T->step * (float)k)) / max;
-    cands(x, w, wx, uni, cis, nc, flo, fhi, cxl, cll);
-    double best_score = -1.0;
-    int bc = -1;
-    bool done = false;
-    for (int c = 0; c < nc; c++) {
-        const double sxl = cxl[c], sll = cll[c];
-        if (sll > 0) {
-            const double sc = sxl * sxl / sll;
-            if (sc > best_score) {
-                best_score = sc;
-                bc = c;
-            }
-        }
-    }
-    if (best_score > 0) {
-        float lb[QB];
-        const qv4 vis = qv_set(cis[bc]);
-        for (int i = 0; i < QB; i += 4)
-            qv_st(lb + i, qv_round(qv_min(qv_max(qv_mul(vis, qv_ld(x + i)), vlo), vhi)));
-        float d = 0.f, e = FLT_MAX, sxl = cxl[bc], sll = cll[bc];
-        const bool more = sym_lloyd(x, w, wx, uni, flo, fhi, T->iters1, lb, &d, &e, &sxl, &sll);
-        if (e < best_e) {
-            /* from a fixed point the refinement below would only repeat the last step */
-            if (!more)
-                done = true;
-            best_e = e;
-            best_d = d;
-            rxl = sxl;
-            rll = sll;
-            memcpy(q, lb, sizeof lb);
-        }
-    }
-    if (!done && T->iters2)
-        sym_lloyd(x, w, wx, uni, flo, fhi, T->iters2, q, &best_d, &best_e, &rxl, &rll);
-    return best_d;
+    return qtk_sym_pair_c;
 }
 
 /* Sanitised copy of a block (qtk_qprep's rule) and its weights; true when uniform (ws unset:
@@ -375,18 +157,28 @@ static inline bool sym_prep(const float *x, const float *w, float *xs, float *ws
     return qtk_qprep(x, w, QB, xs, ws);
 }
 
-/* Encode nb blocks of a symmetric type: d (fp16) and codes per block, handed to pack. */
+/* Encode nb blocks of a symmetric type, two at a time (quant_sym.h): d (fp16) and codes per
+ * block, handed to pack. An odd last block is searched beside a copy of itself. */
 static inline void sym_rows(const sym_type *T, const float *x, const float *w, uint8_t *dst,
                             uint64_t nb, size_t bsize,
                             void (*pack)(const float *q, float d, uint8_t *dst))
 {
-    float xs[QB], ws[QB], q[QB];
-    const sym_cands_fn cands = sym_cands_impl();
-    for (uint64_t b = 0; b < nb; b++, x += QB, dst += bsize) {
-        const float d = sym_prep(x, w ? w + b * QB : NULL, xs, ws)
-                            ? sym_block_impl(T, cands, xs, NULL, true, q)
-                            : sym_block_impl(T, cands, xs, ws, false, q);
-        pack(q, d, dst);
+    float xs[2][QB], ws[2][QB], q[2][QB], d[2];
+    const sym_pair_fn pair = sym_pair_impl();
+    for (uint64_t b = 0; b < nb; b += 2, x += 2 * QB, dst += 2 * bsize) {
+        const int n = nb - b > 1 ? 2 : 1;
+        bool uni[2];
+        for (int h = 0; h < n; h++)
+            uni[h] = sym_prep(x + h * QB, w ? w + (b + (uint64_t)h) * QB : NULL, xs[h], ws[h]);
+        if (n == 1) {
+            memcpy(xs[1], xs[0], sizeof xs[0]);
+            if (!uni[0])
+                memcpy(ws[1], ws[0], sizeof ws[0]);
+            uni[1] = uni[0];
+        }
+        pair(T, xs[0], xs[1], uni[0] ? NULL : ws[0], uni[1] ? NULL : ws[1], q[0], q[1], d);
+        for (int h = 0; h < n; h++)
+            pack(q[h], d[h], dst + (size_t)h * bsize);
     }
 }
 

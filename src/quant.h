@@ -89,16 +89,22 @@ bool qtk_asym_have_avx2(void);
 uint64_t qtk_asym_qh16_check_c(uint32_t stride);
 uint64_t qtk_asym_qh16_check_avx2(uint32_t stride);
 
-/* The q4_0/q8_0 search's candidate scales on one block of QTK_SYM_QB values (quant.c's
- * sym_block_impl): for each of the nc inverse scales cis[c], the codes round(clamp(cis[c] * x,
- * lo, hi)) and their least-squares sums cxl[c] (wx . codes) and cll[c] (w . codes^2; w unused
- * when uni). Generic (quant.c) and AVX2 (quant_sym_avx2.c; qtk_sym_have_avx2: built so; quant.c
- * calls it when qtk_simd_avx2): identical results. nc <= 16. */
+/* The q4_0/q5_0/q8_0 search (quant_sym.h) of two blocks of QTK_SYM_QB values at once: the code
+ * range [lo, hi]; ggml's reference rule (half > 0: q4_0/q5_0, d = max/-half and truncation;
+ * half 0: q8_0, d = amax/127 and roundf); nstep candidate scales per orientation, d0 levels
+ * inside the end level and step levels apart; the least-squares rounds' iterations. Generic
+ * (quant.c) and AVX2 (quant_sym_avx2.c; qtk_sym_have_avx2: built so; quant.c calls it when
+ * qtk_simd_avx2): identical results, each block the bytes of the one-block search. */
 #define QTK_SYM_QB 32
-void qtk_sym_cands_c(const float *x, const float *w, const float *wx, bool uni, const float *cis,
-                     int nc, float lo, float hi, float *cxl, float *cll);
-void qtk_sym_cands_avx2(const float *x, const float *w, const float *wx, bool uni, const float *cis,
-                        int nc, float lo, float hi, float *cxl, float *cll);
+typedef struct {
+    int lo, hi, half, nstep;
+    float d0, step;
+    int iters1, iters2; /* least-squares steps from the best candidate, then from the best */
+} qtk_sym_type;
+void qtk_sym_pair_c(const qtk_sym_type *T, const float *x0, const float *x1, const float *w0,
+                    const float *w1, float *q0, float *q1, float *d);
+void qtk_sym_pair_avx2(const qtk_sym_type *T, const float *x0, const float *x1, const float *w0,
+                       const float *w1, float *q0, float *q1, float *d);
 bool qtk_sym_have_avx2(void);
 
 /* May the AVX2 builds (quant_k_avx2.c, quant_awq_avx2.c, quant_iq4_avx2.c, quant_asym_avx2.c,
@@ -195,6 +201,8 @@ static inline bool qv_same(qv4 a, qv4 b)
 {
     return _mm_movemask_epi8(_mm_cmpeq_epi32(_mm_castps_si128(a), _mm_castps_si128(b))) == 0xffff;
 }
+/* Bit k set where lane k of a equals lane k of b (as floats). */
+static inline unsigned qv_eqmask(qv4 a, qv4 b) { return (unsigned)_mm_movemask_ps(_mm_cmpeq_ps(a, b)); }
 /* NaN -> +0, every other value as it is */
 static inline qv4 qv_nan0(qv4 a) { return _mm_and_ps(a, _mm_cmpord_ps(a, a)); }
 /* toward zero, |a| < 2^31 */
@@ -224,6 +232,11 @@ static inline qv4 qv_abs(qv4 a) { return vabsq_f32(a); }
 static inline bool qv_same(qv4 a, qv4 b)
 {
     return vminvq_u32(vceqq_u32(vreinterpretq_u32_f32(a), vreinterpretq_u32_f32(b))) != 0;
+}
+static inline unsigned qv_eqmask(qv4 a, qv4 b)
+{
+    static const uint32_t bit[4] = { 1, 2, 4, 8 };
+    return vaddvq_u32(vandq_u32(vceqq_f32(a, b), vld1q_u32(bit)));
 }
 static inline qv4 qv_nan0(qv4 a) { return vbslq_f32(vceqq_f32(a, a), a, vdupq_n_f32(0.f)); }
 static inline qv4 qv_trunc(qv4 a) { return vcvtq_f32_s32(vcvtq_s32_f32(a)); }
@@ -312,6 +325,13 @@ static inline qv4 qv_abs(qv4 a)
     return a;
 }
 static inline bool qv_same(qv4 a, qv4 b) { return memcmp(a.f, b.f, sizeof a.f) == 0; }
+static inline unsigned qv_eqmask(qv4 a, qv4 b)
+{
+    unsigned m = 0;
+    for (int k = 0; k < 4; k++)
+        m |= (unsigned)(a.f[k] == b.f[k]) << k;
+    return m;
+}
 static inline qv4 qv_trunc(qv4 a)
 {
     for (int k = 0; k < 4; k++)
@@ -478,6 +498,15 @@ static inline qv8 qv8_div(qv8 a, qv8 b) { return _mm256_div_ps(a, b); }
 static inline qv8 qv8_min(qv8 a, qv8 b) { return _mm256_min_ps(a, b); }
 static inline qv8 qv8_max(qv8 a, qv8 b) { return _mm256_max_ps(a, b); }
 static inline qv8 qv8_abs(qv8 a) { return _mm256_andnot_ps(_mm256_set1_ps(-0.f), a); }
+/* qv_trunc and qv_roundf in eight lanes (the same operations) */
+static inline qv8 qv8_trunc(qv8 a) { return _mm256_cvtepi32_ps(_mm256_cvttps_epi32(a)); }
+static inline qv8 qv8_roundf(qv8 a)
+{
+    const __m256 t = _mm256_cvtepi32_ps(_mm256_cvttps_epi32(a));
+    const __m256 f = _mm256_andnot_ps(_mm256_set1_ps(-0.f), _mm256_sub_ps(a, t));
+    const __m256 one = _mm256_or_ps(_mm256_set1_ps(1.f), _mm256_and_ps(a, _mm256_set1_ps(-0.f)));
+    return _mm256_add_ps(t, _mm256_and_ps(_mm256_cmp_ps(f, _mm256_set1_ps(0.5f), _CMP_GE_OQ), one));
+}
 static inline qv4 qv8_fold(qv8 a)
 {
     return _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
@@ -509,6 +538,8 @@ static inline qv8 qv8_div(qv8 a, qv8 b) { return (qv8){ qv_div(a.lo, b.lo), qv_d
 static inline qv8 qv8_min(qv8 a, qv8 b) { return (qv8){ qv_min(a.lo, b.lo), qv_min(a.hi, b.hi) }; }
 static inline qv8 qv8_max(qv8 a, qv8 b) { return (qv8){ qv_max(a.lo, b.lo), qv_max(a.hi, b.hi) }; }
 static inline qv8 qv8_abs(qv8 a) { return (qv8){ qv_abs(a.lo), qv_abs(a.hi) }; }
+static inline qv8 qv8_trunc(qv8 a) { return (qv8){ qv_trunc(a.lo), qv_trunc(a.hi) }; }
+static inline qv8 qv8_roundf(qv8 a) { return (qv8){ qv_roundf(a.lo), qv_roundf(a.hi) }; }
 static inline qv4 qv8_fold(qv8 a) { return qv_add(a.lo, a.hi); }
 static inline bool qv8_same(qv8 a, qv8 b) { return qv_same(a.lo, b.lo) && qv_same(a.hi, b.hi); }
 #endif
