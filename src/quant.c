@@ -146,10 +146,15 @@ static sym_pair_fn sym_pair_impl(void)
 static inline bool sym_prep(const float *x, const float *w, float *xs, float *ws)
 {
     if (!w) {
-        bool ok = true;
-        for (int i = 0; i < QB; i++)
-            ok &= x[i] >= -QX_MAX && x[i] <= QX_MAX;
-        if (ok) {
+        /* |x| <= QX_MAX in every lane (a NaN's min is QX_MAX, never equal to it), without a
+         * branch per value */
+        const qv4 lim = qv_set(QX_MAX);
+        unsigned all = 0xF;
+        for (int i = 0; i < QB; i += 4) {
+            const qv4 a = qv_abs(qv_ld(x + i));
+            all &= qv_eqmask(qv_min(a, lim), a);
+        }
+        if (all == 0xF) {
             memcpy(xs, x, QB * sizeof *xs);
             return true;
         }
