@@ -135,8 +135,13 @@ man-lint:
 	mandoc -Tlint -W warning man/*.1
 
 # Benchmarks (not tests): BENCH_MPARAMS, BENCH_THREADS, LLAMA_QUANTIZE, LLAMA_PERPLEXITY; see docs/benchmarks.md.
-bench: all
+bench: all $(B)/bench/enc
 	@QTK_BUILD=$(B) sh bench/run.sh
+
+# bench/enc.c: each encoder's speed on one thread, without I/O or the record (make bench)
+$(B)/bench/enc: bench/enc.c $(B)/libqtk.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -o $@ bench/enc.c $(B)/libqtk.a $(LDLIBS_ALL)
 
 # Sanitizer builds go entirely into their build directory, programs included ($(B)/bin, see
 # san-test below), so they never replace the programs in bin/.

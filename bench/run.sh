@@ -6,6 +6,10 @@
 #   LLAMA_QUANTIZE path to llama.cpp's llama-quantize, for side-by-side figures
 #   BENCH_REPEAT   with LLAMA_QUANTIZE: q4_k runs of each, interleaved, for a median ratio
 #                  that a busy machine disturbs less (default 3)
+#   BENCH_TYPES    with LLAMA_QUANTIZE: the ggml types timed against llama-quantize --pure, with
+#                  and without qtk's provenance record, and their RMSE compared tensor by tensor
+#                  (default every type qtk writes: q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k
+#                  q6_k iq4_nl iq4_xs)
 #   LLAMA_PERPLEXITY path to llama.cpp's llama-perplexity: with LLAMA_QUANTIZE, the output
 #                  divergence (KLD) table of bench/kld.sh, qtk's quantizations against
 #                  llama-quantize's, type by type (KLD_TYPES, KLD_MODELS, KLD_CHUNKS, KLD_SEEDS,
@@ -41,6 +45,15 @@ M=$D/model-f16.gguf
 [ -f "$M.$MP" ] && [ -f "$M" ] || { "$B/samples/gen" --bench "$MP" "$M" >/dev/null && touch "$M.$MP"; } || exit 1
 BYTES=$(wc -c <"$M")
 
+# llama-quantize's name of a mix whose base type is $1 (with --pure: every tensor that type)
+lq_name() {
+	case $1 in
+	q3_k) echo Q3_K_S ;; q4_k) echo Q4_K_M ;; q5_k) echo Q5_K_M ;;
+	*) echo "$1" | tr a-z A-Z ;;
+	esac
+}
+TYPES=${BENCH_TYPES:-q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs}
+
 # measure LABEL CMD...: prints seconds and peak RSS (MiB)
 measure() {
 	label=$1; shift
@@ -56,7 +69,8 @@ measure() {
 	printf '| %-44s | %8.2f | %8s |\n' "$label" "$secs" "$rss"
 	echo "$label $secs $rss" >>"$D/results"
 }
-secs_of() { awk -v l="$1" 'index($0, l " ") == 1 { v = $(NF - 1) } END { print v }' "$D/results"; }
+# secs_of LABEL: the seconds of the run with exactly that label (the last one)
+secs_of() { awk -v l="$1" '{ s = $(NF - 1); NF -= 2; if ($0 == l) v = s } END { print v }' "$D/results"; }
 
 : >"$D/results"
 : >"$D/pairs"
@@ -88,6 +102,16 @@ if [ -n "$LQ" ] && [ -x "$LQ" ]; then
 	measure "llama-quantize F16 -> Q4_K_M" "$LQ" "$M" "$D/lq-q4km.gguf" Q4_K_M "$TH"
 	measure "llama-quantize F16 -> q8_0 (--pure)" "$LQ" --pure "$M" "$D/lq-q8.gguf" Q8_0 "$TH"
 	measure "llama-quantize F16 -> q4_0 (--pure)" "$LQ" --pure "$M" "$D/lq-q40.gguf" Q4_0 "$TH"
+	# every type, each qtk run (with and without the record) beside llama-quantize's
+	for t in $TYPES; do
+		case $t in q4_k | q8_0 | q4_0) ;; *)
+			measure "qconvert F16 -> $t" bin/qconvert -q --threads "$TH" "$M" "$D/t-$t.gguf" --to "$t" --pure ;;
+		esac
+		measure "qconvert F16 -> $t (no record)" bin/qconvert -q --threads "$TH" "$M" "$D/n-$t.gguf" --to "$t" --pure --set qtk.provenance=none
+		case $t in q4_k | q8_0 | q4_0) ;; *)
+			measure "llama-quantize F16 -> $t (--pure)" "$LQ" --pure "$M" "$D/l-$t.gguf" "$(lq_name "$t")" "$TH" ;;
+		esac
+	done
 	# q4_k again, qtk and llama-quantize taking turns: the median ratio of the pairs
 	: >"$D/pairs"
 	i=0
@@ -109,11 +133,24 @@ if [ -n "$LQ" ] && [ -x "$LQ" ]; then
 	ratio "qconvert F16 -> Q4_K_M" "llama-quantize F16 -> Q4_K_M" "Q4_K_M time, qtk / llama-quantize"
 	ratio "qconvert F16 -> q8_0" "llama-quantize F16 -> q8_0 (--pure)" "q8_0 time, qtk / llama-quantize"
 	ratio "qconvert F16 -> q4_0" "llama-quantize F16 -> q4_0 (--pure)" "q4_0 time, qtk / llama-quantize"
+	for t in $TYPES; do
+		case $t in q4_k | q8_0 | q4_0) ;; *)
+			ratio "qconvert F16 -> $t" "llama-quantize F16 -> $t (--pure)" "$t time, qtk / llama-quantize" ;;
+		esac
+		ratio "qconvert F16 -> $t (no record)" "llama-quantize F16 -> $t (--pure)" "$t time without the record, qtk / llama-quantize"
+	done
 	awk '{ r[NR] = $1 / $2; printf "q4_k interleaved run %d: qtk %.2f s, llama-quantize %.2f s, ratio %.2f\n", NR, $1, $2, $1 / $2 }
 	     END { n = NR; for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (r[j] < r[i]) { t = r[i]; r[i] = r[j]; r[j] = t }
 	           if (n) printf "q4_k time, qtk / llama-quantize, median of %d interleaved pairs: %.2fx\n", n, (n % 2) ? r[(n + 1) / 2] : (r[n / 2] + r[n / 2 + 1]) / 2 }' "$D/pairs"
 	# quality: per-tensor RMSE against the F16 source, ours / llama-quantize's
-	for pair in "q4k:lq-q4k" "q4km:lq-q4km" "q8:lq-q8" "q40:lq-q40"; do
+	pairs="q4km:lq-q4km"
+	for t in $TYPES; do
+		case $t in
+		q4_k) pairs="$pairs q4k:lq-q4k" ;; q8_0) pairs="$pairs q8:lq-q8" ;; q4_0) pairs="$pairs q40:lq-q40" ;;
+		*) pairs="$pairs t-$t:l-$t" ;;
+		esac
+	done
+	for pair in $pairs; do
 		ours=${pair%%:*}; theirs=${pair##*:}
 		bin/qinspect --diff "$M" "$D/$ours.gguf" >"$D/d1" 2>/dev/null
 		bin/qinspect --diff "$M" "$D/$theirs.gguf" >"$D/d2" 2>/dev/null
@@ -127,6 +164,14 @@ if [ -n "$LP" ] && [ -n "$LQ" ]; then
 	echo
 	QTK_BUILD=$B BENCH_DIR=$D BENCH_THREADS=$TH sh bench/kld.sh
 fi
+# each encoder alone, one thread (bench/enc.c): nanoseconds per value and its output's digest
+: >"$D/enc"
+if [ -x "$B/bench/enc" ]; then
+	echo
+	echo "encoders alone (1024 x 4096 F32, one thread, best of five):"
+	"$B/bench/enc" >"$D/enc" || echo "failed: encoders"
+	awk -F '"' '{ printf "  %-7s %s ns/value  (output %s)\n", $4, substr($7, 3, length($7) - 4), $10 }' "$D/enc"
+fi
 # results.json: every figure, with its anchor and ratio where there is one
 anchor_of() {
 	case $1 in
@@ -137,6 +182,10 @@ anchor_of() {
 	"qconvert F16 -> q8_0") echo "llama-quantize F16 -> q8_0 (--pure)" ;;
 	"qconvert F16 -> q4_0") echo "llama-quantize F16 -> q4_0 (--pure)" ;;
 	"qconvert F16 -> AWQ (re-fit, 4-bit g128)") echo "qconvert F16 -> q4_k" ;;
+	"qconvert F16 -> "*)
+		t=${1#qconvert F16 -> }
+		t=${t% (no record)}
+		echo "llama-quantize F16 -> $t (--pure)" ;;
 	esac
 }
 J=$D/results.json
@@ -168,9 +217,11 @@ J=$D/results.json
 	if [ -s "$D/pairs" ]; then
 		awk 'BEGIN { n = 0 } { printf "%s{\"qtk\": %s, \"llama_quantize\": %s, \"ratio\": %.4f}", (n++ ? ", " : ""), $1, $2, ($2 > 0 ? $1 / $2 : 0) }' "$D/pairs"
 	fi
-	printf '],\n  "kld": %s\n}\n' "$(kld_json)"
+	printf '],\n  "encoders": ['
+	awk '{ printf "%s\n    %s", (NR > 1 ? "," : ""), $0 }' "$D/enc"
+	printf '\n  ],\n  "kld": %s\n}\n' "$(kld_json)"
 } >"$J"
 echo "figures: $J"
 
-rm -f "$D/copy2.gguf" "$D/copy.gguf" "$D/keep.gguf" "$D/f32.gguf" "$D/x.gguf" "$D/back.gguf"
+rm -f "$D/copy2.gguf" "$D/copy.gguf" "$D/keep.gguf" "$D/f32.gguf" "$D/x.gguf" "$D/back.gguf" "$D"/t-*.gguf "$D"/n-*.gguf "$D"/l-*.gguf
 rm -rf "$D/awq-fit"
