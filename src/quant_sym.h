@@ -56,6 +56,27 @@ static inline float sp_amax(const float *x, float *max)
     return amax;
 }
 
+/* One step of a pass over codes l of values xv (eight lanes at i): their decoded error and
+ * least-squares sums, accumulated; sp_sums ends a pass. */
+static inline __attribute__((always_inline)) void sp_acc(const float *W, const float *WX,
+                                                        const bool uni, int i, qv8 xv, qv8 l,
+                                                        qv8 vd, qv8 *ea, qv8 *a, qv8 *b)
+{
+    const qv8 diff = qv8_sub(qv8_mul(l, vd), xv);
+    *ea = qv8_add(*ea, qv8_mul(uni ? diff : qv8_mul(qv8_ld(W + i), diff), diff));
+    *a = qv8_add(*a, qv8_mul(qv8_ld(WX + i), l));
+    *b = qv8_add(*b, qv8_mul(uni ? l : qv8_mul(qv8_ld(W + i), l), l));
+}
+
+/* Each block's error (e), sum wx*l (sxl) and sum w*l*l (sll) in qv_sum's order. */
+static inline void sp_sums(qv8 ea, qv8 a, qv8 b, float *e, float *sxl, float *sll)
+{
+    float t[8];
+    qv8_sum4h(ea, a, b, b, t);
+    for (int h = 0; h < 2; h++)
+        e[h] = t[4 * h], sxl[h] = t[4 * h + 1], sll[h] = t[4 * h + 2];
+}
+
 /* One pass for each block's scale d[h]: codes t = round(x/d) clamped to [lo, hi] (via the
  * reciprocal; 0 when d is 0) into Q, their exact decoded errors sum w*(t*d - x)^2 (e) and
  * least-squares sums (sxl, sll). uni: every weight 1, whose multiplications (exact) are left
@@ -75,15 +96,9 @@ static inline __attribute__((always_inline)) void sp_pass(const float *X, const 
         /* a scale of 0 has reciprocal 0: every code +0, as the one-block search set them */
         const qv8 l = qv8_round(qv8_min(qv8_max(qv8_mul(xv, id), vlo), vhi));
         qv8_st(Q + i, l);
-        const qv8 diff = qv8_sub(qv8_mul(l, vd), xv);
-        ea = qv8_add(ea, qv8_mul(uni ? diff : qv8_mul(qv8_ld(W + i), diff), diff));
-        a = qv8_add(a, qv8_mul(qv8_ld(WX + i), l));
-        b = qv8_add(b, qv8_mul(uni ? l : qv8_mul(qv8_ld(W + i), l), l));
+        sp_acc(W, WX, uni, i, xv, l, vd, &ea, &a, &b);
     }
-    float t[8];
-    qv8_sum4h(ea, a, b, b, t);
-    for (int h = 0; h < 2; h++)
-        e[h] = t[4 * h], sxl[h] = t[4 * h + 1], sll[h] = t[4 * h + 2];
+    sp_sums(ea, a, b, e, sxl, sll);
 }
 
 /* Alternate least-squares d (fp16) and rounded codes for each block with run[h], from codes Q,
@@ -155,15 +170,9 @@ static inline __attribute__((always_inline)) void sp_ref(const qtk_sym_type *T, 
         const qv8 l = T->half ? qv8_sub(qv8_trunc(qv8_min(qv8_max(qv8_add(qv8_mul(xv, vid), off), z), top)), vh)
                               : qv8_roundf(qv8_min(qv8_max(qv8_mul(xv, vid), lo), hi));
         qv8_st(Q + i, l);
-        const qv8 diff = qv8_sub(qv8_mul(l, vd), xv);
-        ea = qv8_add(ea, qv8_mul(uni ? diff : qv8_mul(qv8_ld(W + i), diff), diff));
-        a = qv8_add(a, qv8_mul(qv8_ld(WX + i), l));
-        b = qv8_add(b, qv8_mul(uni ? l : qv8_mul(qv8_ld(W + i), l), l));
+        sp_acc(W, WX, uni, i, xv, l, vd, &ea, &a, &b);
     }
-    float t[8];
-    qv8_sum4h(ea, a, b, b, t);
-    for (int h = 0; h < 2; h++)
-        e[h] = t[4 * h], sxl[h] = t[4 * h + 1], sll[h] = t[4 * h + 2];
+    sp_sums(ea, a, b, e, sxl, sll);
 }
 
 /* The search of two interleaved blocks X (sanitised), weights W (uni: all 1, not read), into
