@@ -3,13 +3,16 @@
  * one thread with no file, no record and no check around it, the best of five runs in
  * nanoseconds per value. A change in an encoder's speed shows here undisturbed by I/O and
  * hashing; the digest of its output says whether its bytes changed too. Not a test: nothing
- * is compared against a limit. Output: one JSON object per line. */
+ * is compared against a limit. Output: one JSON object per line. Arguments, if any, name the
+ * types to run (for a profile of one encoder); none runs them all. */
 #include "qtk.h"
 #include "quant.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 enum { ROWS = 1024, COLS = 4096 };
@@ -21,7 +24,7 @@ static double now(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     static const struct { unsigned t; const char *name; } types[] = {
         { QTK_T_Q4_0, "q4_0" }, { QTK_T_Q4_1, "q4_1" },     { QTK_T_Q5_0, "q5_0" },
@@ -46,6 +49,11 @@ int main(void)
         x[i] = (a - 2.f) * 0.05f;
     }
     for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
+        bool want = argc < 2;
+        for (int a = 1; a < argc && !want; a++)
+            want = strcmp(argv[a], types[k].name) == 0;
+        if (!want)
+            continue;
         uint64_t bytes;
         if (qtk_type_nbytes(types[k].t, n, &bytes) || bytes > n * 2)
             return 1;
