@@ -7,6 +7,7 @@
  * through struct casts, so any source alignment works. IQ types live in dequant_iq.c. */
 #include "dequant.h"
 #include "fp16.h"
+#include "quant.h" /* qtk_simd_avx2, qtk_cpu_f16c */
 
 #include <math.h>
 #include <stdbool.h>
@@ -97,9 +98,14 @@ static void dq_f32(const uint8_t *restrict x, float *restrict y, uint64_t nb)
     memcpy(y, x, (size_t)nb * sizeof(float));  /* host is little-endian */
 }
 
-/* F16, in chunks through an aligned u16 buffer (host is little-endian) so the loop vectorizes. */
+/* F16: with the F16C instruction when the CPU has it (the same bits, dequant_f16c.c), else in
+ * chunks through an aligned u16 buffer (host is little-endian) so the loop vectorizes. */
 static void dq_f16(const uint8_t *restrict x, float *restrict y, uint64_t nb)
 {
+    if (qtk_dq_f16c_built() && qtk_simd_avx2() && qtk_cpu_f16c()) {
+        qtk_dq_f16_f16c(x, y, nb);
+        return;
+    }
     uint16_t h[256];   /* aligned copy; the host is little-endian */
     for (; nb >= 256; nb -= 256, x += 512, y += 256) {
         memcpy(h, x, sizeof h);

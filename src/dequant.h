@@ -6,6 +6,7 @@
 #ifndef QTK_DEQUANT_H
 #define QTK_DEQUANT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stddef.h>
 
@@ -15,6 +16,12 @@ float qtk_fp16_to_f32(uint16_t h);
 uint16_t qtk_f32_to_fp16(float f);
 float qtk_bf16_to_f32(uint16_t h);
 uint16_t qtk_f32_to_bf16(float f);   /* ggml's rounding incl. NaN handling */
+
+/* F16 -> F32 of n values with the F16C instruction (dequant_f16c.c; when it was not built with
+ * F16C, qtk_dq_f16c_built() is false and qtk_dq_f16_f16c converts in plain C). Internal: the F16
+ * decoder calls it when the CPU has F16C and AVX2 and QTK_SIMD is not "generic". */
+bool qtk_dq_f16c_built(void);
+void qtk_dq_f16_f16c(const uint8_t *restrict x, float *restrict y, uint64_t n);
 
 /* Decode n elements of ggml type id `type` (ggml enum ids: F32=0 F16=1 Q4_0=2 ... BF16=30
  * TQ1_0=34 TQ2_0=35 MXFP4=39 NVFP4=40 Q1_0=41 Q2_0=42, I8=24..I64=27, F64=28) from

@@ -301,11 +301,20 @@ static void pack_nib(const uint8_t *u, uint8_t *qs)
         qs[j] = (uint8_t)((u[j] & 0x0F) | ((u[j + 16] & 0x0F) << 4));
 }
 
+/* bit 4 of each of the 32 codes, code j at bit j */
 static void pack_qh(const uint8_t *u, uint8_t *qh)
 {
     uint32_t h = 0;
+#if defined(__SSE2__) && !defined(QTK_QV_PLAIN)
+    /* a 16-bit shift by 3 puts each byte's bit 4 on its bit 7, which movemask gathers */
+    for (int j = 0; j < QB; j += 16) {
+        const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(u + j));
+        h |= (uint32_t)_mm_movemask_epi8(_mm_slli_epi16(v, 3)) << j;
+    }
+#else
     for (int j = 0; j < QB; j++)
         h |= (uint32_t)((u[j] >> 4) & 1) << j;
+#endif
     qh[0] = (uint8_t)h;
     qh[1] = (uint8_t)(h >> 8);
     qh[2] = (uint8_t)(h >> 16);

@@ -132,6 +132,31 @@ static void test_fp16(void)
     }
     check(ok, "fp16<->f32 exact and round-trip for all 63488 non-NaN halves");
 
+    /* the F16 decoder (the F16C instruction where the CPU has it) against the scalar conversion
+     * on all 65536 halves, NaNs included, at every offset of the 8-value loop and its tail */
+    {
+        static uint8_t raw[2 * 65536 + 2 * 7];
+        static float got[65536 + 7];
+        for (uint32_t h = 0; h < 65536 + 7; h++) {
+            raw[2 * h] = (uint8_t)(h & 0xFF);
+            raw[2 * h + 1] = (uint8_t)((h >> 8) & 0xFF);
+        }
+        int same = 1, same_f16c = 1;
+        for (uint32_t off = 0; off < 8; off++) {
+            const uint64_t n = 65536 - off;
+            if (qtk_dequant_ggml(1, raw + 2 * off, got, n) != 0)
+                same = 0;
+            for (uint64_t i = 0; i < n && same; i++)
+                same = f2u(got[i]) == f2u(qtk_fp16_to_f32((uint16_t)((i + off) & 0xFFFF)));
+            qtk_dq_f16_f16c(raw + 2 * off, got, n);
+            for (uint64_t i = 0; i < n && same_f16c; i++)
+                same_f16c = f2u(got[i]) == f2u(qtk_fp16_to_f32((uint16_t)((i + off) & 0xFFFF)));
+        }
+        check(same, "F16 decoder = scalar fp16->f32 on all 65536 halves (NaN bits too), 8 offsets");
+        check(same_f16c, qtk_dq_f16c_built() ? "F16C conversion = scalar fp16->f32 on all 65536 halves"
+                                             : "F16 conversion without F16C (not built) = scalar");
+    }
+
     check(qtk_f32_to_fp16(1.0f + ldexpf(1, -11)) == 0x3C00
           && qtk_f32_to_fp16(1.0f + 3 * ldexpf(1, -11)) == 0x3C02
           && qtk_f32_to_fp16(65519.0f) == 0x7BFF && qtk_f32_to_fp16(65520.0f) == 0x7C00
