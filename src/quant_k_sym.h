@@ -306,7 +306,7 @@ void SYM_BLOCK(const sym_cfg *c, bool q6, const float *x, const float *w, const 
         cap = sym_rtotal(st);
     }
     /* q3_k: the per-sub-block steps alone. Its superblock d refits (two rounds, each one
-     * re-choosing all 16 sub-blocks) cost a quarter of the encoder's time and moved its RMSE
+     * re-choosing all 16 sub-blocks) cost a fifth of the encoder's time and moved its RMSE
      * by under 0.01%; its output divergence on the bench models was the same without them. */
     if (sym_total(st) > 0)
         sym_refine(c, x, w, wr, &cap, st, q6 ? 2 : 0);
