@@ -8,8 +8,9 @@
  * loop started late (creation, then a new task's place at the back of the scheduler's queue
  * behind the file hash's thread), so the calling thread had done most of a small tensor's
  * chunks by the time its helper began. Helpers sleep on a condition variable between loops.
- * One loop at a time uses the pool; a loop started while another runs (the record's digests
- * beside the conversion) creates its own threads, as before.
+ * One loop at a time uses the pool; a loop started while another runs creates its own threads,
+ * as before, and so does qtk_parallel_for_spawn (the record's source digests: one long loop
+ * beside the conversion's many short ones, which should have the pool).
  */
 #include "internal.h"
 #include <pthread.h>
@@ -96,6 +97,16 @@ static void run_spawned(pool_run *r, int nthreads)
 	run_jobs(r);
 	for (int t = 0; t < started; t++)
 		pthread_join(th[t], NULL);
+}
+
+void qtk_parallel_for_spawn(int nthreads, size_t n, void (*fn)(void *ctx, size_t i), void *ctx)
+{
+	pool_run r = {fn, ctx, n, 0};
+	if (nthreads < 1)
+		nthreads = 1;
+	if ((size_t)nthreads > n)
+		nthreads = (int)n;
+	run_spawned(&r, nthreads);
 }
 
 void qtk_parallel_for(int nthreads, size_t n, void (*fn)(void *ctx, size_t i), void *ctx)

@@ -196,6 +196,9 @@ void qtk_value_type_tag(const qtk_value *v, char *buf, size_t n);
 int qtk_cpu_count(void);
 /* Call fn(ctx, i) for i in [0, n) on up to nthreads threads; returns when all are done. */
 void qtk_parallel_for(int nthreads, size_t n, void (*fn)(void *ctx, size_t i), void *ctx);
+/* The same on threads created for this call alone, leaving the persistent helpers to the many
+ * short loops that run beside it (a whole model's digests beside a conversion's windows). */
+void qtk_parallel_for_spawn(int nthreads, size_t n, void (*fn)(void *ctx, size_t i), void *ctx);
 
 /* ---- Misc --------------------------------------------------------------- */
 bool qtk_utf8_valid(const char *s, size_t n);

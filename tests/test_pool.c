@@ -3,7 +3,7 @@
  * (nested: the pool is owned, so the inner loop spawns its own threads), and loops started
  * from two threads at once (one owns the pool, the other spawns). A lost wakeup or a helper
  * left running on a finished loop's stack shows as a hang, a wrong count or (under the
- * sanitizers' builds) a report. */
+ * sanitizers' builds) a report. qtk_parallel_for_spawn always uses threads of its own. */
 #include "t.h"
 #include "qtk_util.h"
 
@@ -80,6 +80,29 @@ int main(void)
 	CHECK(ok, "5000 short loops one after another");
 
 	CHECK(once(3, 40, 2, 9), "loops started from the jobs of a loop (nested)");
+
+	/* threads of its own (the record's digests), beside pool loops from another thread */
+	{
+		racer r = { 2000, 0 };
+		pthread_t t;
+		int st = pthread_create(&t, NULL, race, &r);
+		int ok2 = 1;
+		for (size_t n = 0; n < 300; n += 7) {
+			loop_ctx c = { NULL, n, 0, 0, 0 };
+			c.hits = calloc(n ? n : 1, sizeof *c.hits);
+			if (!c.hits) {
+				ok2 = 0;
+				break;
+			}
+			qtk_parallel_for_spawn(1 + (int)(n % 4), n, job, &c);
+			for (size_t i = 0; i < n; i++)
+				ok2 &= atomic_load(&c.hits[i]) == 1;
+			free(c.hits);
+		}
+		if (!st)
+			pthread_join(t, NULL);
+		CHECK(!st && ok2 && r.ok, "qtk_parallel_for_spawn beside pool loops");
+	}
 
 	racer r1 = { 2000, 0 }, r2 = { 2000, 0 };
 	pthread_t t1, t2;

@@ -1314,7 +1314,8 @@ int qtk_digest_model(qtk_model *m, const qtk_digest_opts *o, qtk_digests *out, q
 		order[i] = sz[i].i;
 	qtk_free(sz);
 	int threads = o && o->threads > 0 ? o->threads : qtk_cpu_count();
-	qtk_parallel_for(threads, n, digest_one, &j);
+	/* one long loop, often beside a conversion's short ones: threads of its own */
+	qtk_parallel_for_spawn(threads, n, digest_one, &j);
 	pthread_mutex_destroy(&j.mu);
 	qtk_free(order);
 	int rc = 0;
