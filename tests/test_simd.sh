@@ -150,5 +150,34 @@ if command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 && command -v qemu-aarch64 >
 else
 	echo "skipped: AArch64 NEON check (needs aarch64-linux-gnu-gcc, libc6-dev-arm64-cross, qemu-user)"
 fi
+# An x86-64 CPU without AVX, AVX2 or F16C (qemu's qemu64 model): the builds chosen at run time
+# must not be taken, and the bytes must be the same. Catches a dispatch that asks the wrong
+# question (an illegal instruction) as well as a fallback that differs.
+case $(uname -m) in
+x86_64)
+	if command -v qemu-x86_64 >/dev/null 2>&1; then
+		qemu-x86_64 -cpu qemu64 "$D/simd_digest" >"$T/q.lib" 2>&1
+		if cmp -s "$T/d.lib" "$T/q.lib"; then ok "encoder digests: x86-64 without AVX (qemu64) = this machine"; else bad "encoder digests without AVX (qemu64) differ: $(tail -n 2 "$T/q.lib")"; fi
+		if [ -x "$B/tests/test_dequant" ] && qemu-x86_64 -cpu qemu64 "$B/tests/test_dequant" >"$T/q.dq" 2>&1; then
+			ok "decoders on x86-64 without AVX/F16C (qemu64): $(tail -n 1 "$T/q.dq")"
+		else
+			bad "test_dequant without AVX/F16C (qemu64): $(grep -m3 '^FAIL' "$T/q.dq"; tail -n 1 "$T/q.dq")"
+		fi
+		# an F16 source (the F16 decoder's path) into q5_0 and q4_k, against this machine's bytes
+		f16=$T/s/tiny-llama-f16.gguf
+		if "$BIN/qconvert" -q "$src" "$f16" --to f16 >/dev/null 2>&1; then
+			for ty in q5_0 q4_k; do
+				"$BIN/qconvert" -q "$f16" "$T/n.$ty.gguf" --to "$ty" >/dev/null 2>&1
+				qemu-x86_64 -cpu qemu64 "$BIN/qconvert" -q "$f16" "$T/q.$ty.gguf" --to "$ty" >/dev/null 2>&1
+				if cmp -s "$T/n.$ty.gguf" "$T/q.$ty.gguf"; then ok "F16 -> $ty without AVX/F16C (qemu64) = this machine"; else bad "F16 -> $ty without AVX/F16C (qemu64) differs"; fi
+			done
+		else
+			bad "cannot make the F16 sample"
+		fi
+	else
+		echo "skipped: x86-64 without AVX (needs qemu-x86_64, package qemu-user)"
+	fi
+	;;
+esac
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
