@@ -8,29 +8,23 @@
 
 #if defined(__F16C__) && defined(__AVX__) && !defined(QTK_QV_PLAIN)
 #include <immintrin.h>
+#define DQ_F16C 1
+#else
+#define DQ_F16C 0
+#endif
 
-bool qtk_dq_f16c_built(void) { return true; }
+bool qtk_dq_f16c_built(void) { return DQ_F16C; }
 
 void qtk_dq_f16_f16c(const uint8_t *restrict x, float *restrict y, uint64_t n)
 {
     uint64_t i = 0;
+#if DQ_F16C
     for (; i + 8 <= n; i += 8)
         _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(x + 2 * i))));
-    for (; i < n; i++) { /* host is little-endian */
-        uint16_t h;
-        memcpy(&h, x + 2 * i, sizeof h);
-        y[i] = qtk_h2f(h);
-    }
-}
-#else
-bool qtk_dq_f16c_built(void) { return false; }
-
-void qtk_dq_f16_f16c(const uint8_t *restrict x, float *restrict y, uint64_t n)
-{
-    for (uint64_t i = 0; i < n; i++) {
-        uint16_t h;
-        memcpy(&h, x + 2 * i, sizeof h);
-        y[i] = qtk_h2f(h);
-    }
-}
 #endif
+    for (; i < n; i++) { /* the tail, or all of it without F16C; host is little-endian */
+        uint16_t h;
+        memcpy(&h, x + 2 * i, sizeof h);
+        y[i] = qtk_h2f(h);
+    }
+}

@@ -99,23 +99,24 @@ static void run_spawned(pool_run *r, int nthreads)
 		pthread_join(th[t], NULL);
 }
 
+/* the threads a loop of n jobs can use: at least 1, at most n (0 for no jobs) */
+static int loop_threads(int nthreads, size_t n)
+{
+	if (nthreads < 1)
+		nthreads = 1;
+	return (size_t)nthreads > n ? (int)n : nthreads;
+}
+
 void qtk_parallel_for_spawn(int nthreads, size_t n, void (*fn)(void *ctx, size_t i), void *ctx)
 {
 	pool_run r = {fn, ctx, n, 0};
-	if (nthreads < 1)
-		nthreads = 1;
-	if ((size_t)nthreads > n)
-		nthreads = (int)n;
-	run_spawned(&r, nthreads);
+	run_spawned(&r, loop_threads(nthreads, n));
 }
 
 void qtk_parallel_for(int nthreads, size_t n, void (*fn)(void *ctx, size_t i), void *ctx)
 {
 	pool_run r = {fn, ctx, n, 0};
-	if (nthreads < 1)
-		nthreads = 1;
-	if ((size_t)nthreads > n)
-		nthreads = (int)n;
+	nthreads = loop_threads(nthreads, n);
 	if (nthreads <= 1) {
 		run_jobs(&r);
 		return;

@@ -35,14 +35,16 @@ static void job(void *ctx, size_t i)
 		qtk_parallel_for(c->inner_threads, c->inner_n, inner_job, &c->inner_total);
 }
 
-/* one loop of n jobs on nthreads: 1 when every job ran exactly once */
-static int once(int nthreads, size_t n, int inner_threads, size_t inner_n)
+typedef void (*loop_fn)(int nthreads, size_t n, void (*fn)(void *ctx, size_t i), void *ctx);
+
+/* one loop of n jobs on nthreads through run: 1 when every job ran exactly once */
+static int once_with(loop_fn run, int nthreads, size_t n, int inner_threads, size_t inner_n)
 {
 	loop_ctx c = { NULL, n, inner_threads, inner_n, 0 };
 	c.hits = calloc(n ? n : 1, sizeof *c.hits);
 	if (!c.hits)
 		return 0;
-	qtk_parallel_for(nthreads, n, job, &c);
+	run(nthreads, n, job, &c);
 	int ok = 1;
 	for (size_t i = 0; i < n; i++)
 		ok &= atomic_load(&c.hits[i]) == 1;
@@ -50,6 +52,11 @@ static int once(int nthreads, size_t n, int inner_threads, size_t inner_n)
 		ok &= atomic_load(&c.inner_total) == (unsigned long)n * inner_n;
 	free(c.hits);
 	return ok;
+}
+
+static int once(int nthreads, size_t n, int inner_threads, size_t inner_n)
+{
+	return once_with(qtk_parallel_for, nthreads, n, inner_threads, inner_n);
 }
 
 typedef struct {
@@ -87,18 +94,8 @@ int main(void)
 		pthread_t t;
 		int st = pthread_create(&t, NULL, race, &r);
 		int ok2 = 1;
-		for (size_t n = 0; n < 300; n += 7) {
-			loop_ctx c = { NULL, n, 0, 0, 0 };
-			c.hits = calloc(n ? n : 1, sizeof *c.hits);
-			if (!c.hits) {
-				ok2 = 0;
-				break;
-			}
-			qtk_parallel_for_spawn(1 + (int)(n % 4), n, job, &c);
-			for (size_t i = 0; i < n; i++)
-				ok2 &= atomic_load(&c.hits[i]) == 1;
-			free(c.hits);
-		}
+		for (size_t n = 0; n < 300 && ok2; n += 7)
+			ok2 = once_with(qtk_parallel_for_spawn, 1 + (int)(n % 4), n, 0, 0);
 		if (!st)
 			pthread_join(t, NULL);
 		CHECK(!st && ok2 && r.ok, "qtk_parallel_for_spawn beside pool loops");
