@@ -231,6 +231,8 @@ typedef struct window {
 	uint64_t row0, rows_end, cols, chunk_rows;
 	uint64_t in_row_bytes, out_row_bytes;
 	uint8_t *out;             /* output bytes of the window */
+	qtk_writer *w;            /* job 0 of each window's loop does the writer's deferred put: */
+	int put_rc;               /* the previous window's (or tensor's) bytes */
 	errstat *es;              /* per chunk */
 	qtk_err *errs;            /* per chunk */
 } window;
@@ -263,9 +265,14 @@ static int encode_window_rows(const window *w, const float *x, uint64_t r0, uint
 	return 0;
 }
 
-static void chunk_job(void *ctx, size_t i)
+static void chunk_job(void *ctx, size_t ji)
 {
 	window *w = ctx;
+	if (ji == 0) { /* the write of what the last loop encoded, beside this one's encoding */
+		w->put_rc = qtk_writer_put_pending(w->w);
+		return;
+	}
+	const size_t i = ji - 1;
 	const qtk_tensor *t = w->t;
 	uint64_t r0 = w->row0 + i * w->chunk_rows;
 	uint64_t nr = w->rows_end - r0 < w->chunk_rows ? w->rows_end - r0 : w->chunk_rows;
@@ -558,6 +565,7 @@ static int run_rows(qtk_model *in, qtk_writer *w, const plan *p, int threads, te
 	window win;
 	memset(&win, 0, sizeof win);
 	win.in = in;
+	win.w = w;
 	win.t = t;
 	win.out_type = p->out.layout.type;
 	win.imatrix = imatrix;
@@ -683,11 +691,10 @@ static int run_rows(qtk_model *in, qtk_writer *w, const plan *p, int threads, te
 		}
 	}
 	size_t max_chunks = (size_t)((win_rows + win.chunk_rows - 1) / win.chunk_rows);
-	win.out = qtk_malloc((size_t)(win_rows * win.out_row_bytes));
 	win.es = qtk_calloc(max_chunks, sizeof *win.es);
 	win.errs = qtk_calloc(max_chunks, sizeof *win.errs);
 	int rc = 0;
-	if (!win.out || !win.es || !win.errs)
+	if (!win.es || !win.errs)
 		rc = qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
 	errstat total;
 	memset(&total, 0, sizeof total);
@@ -723,11 +730,23 @@ static int run_rows(qtk_model *in, qtk_writer *w, const plan *p, int threads, te
 		if (tmp) /* the window holds whole heads: permute within it */
 			qtk_family_permute_rows((const uint8_t *)tmp, (uint8_t *)whole, win.rows_end - r0, win.cols * 4,
 					   (int)((win.rows_end - r0) / hd), p->perm_inverse);
+		/* the window's output goes to a buffer of the writer's, written by a job of the next
+		 * window's (or tensor's) loop while the others encode */
+		const size_t obytes = (size_t)((win.rows_end - r0) * win.out_row_bytes);
+		if (!(win.out = qtk_writer_defer_buf(w, obytes, err))) {
+			rc = err->code;
+			break;
+		}
 		size_t nch = (size_t)((win.rows_end - r0 + win.chunk_rows - 1) / win.chunk_rows);
 		memset(win.es, 0, nch * sizeof *win.es);
 		for (size_t k = 0; k < nch; k++)
 			qtk_err_clear(&win.errs[k]);
-		qtk_parallel_for(threads, nch, chunk_job, &win);
+		win.put_rc = 0;
+		qtk_parallel_for(threads, nch + 1, chunk_job, &win);
+		if (win.put_rc) { /* its message is in the writer's error: err */
+			rc = win.put_rc;
+			break;
+		}
 		for (size_t k = 0; k < nch && !rc; k++) {
 			if (win.errs[k].code) {
 				*err = win.errs[k];
@@ -736,14 +755,13 @@ static int run_rows(qtk_model *in, qtk_writer *w, const plan *p, int threads, te
 			errstat_merge(&total, &win.es[k]);
 		}
 		if (!rc)
-			rc = qtk_writer_put(w, win.out, (size_t)((win.rows_end - r0) * win.out_row_bytes));
+			rc = qtk_writer_put_later(w, win.out, obytes);
 		cli_progress_within(win.rows_end, rows); /* a large tensor moves the bar window by window */
 	}
 	errstat_finish(&total, r);
 	if (!rc && wshuf)
 		cli_verbose("%s: %s blocks into ggml's a window of rows at a time", t->name,
 			    t->layout.kind == QTK_LAYOUT_NVFP4 ? "NVFP4" : "MXFP4");
-	qtk_free(win.out);
 	qtk_free(win.es);
 	qtk_free(win.errs);
 	qtk_free(whole);
@@ -1890,6 +1908,14 @@ static int run_groups(qtk_model *in, qtk_writer *w, const plan *p, int threads, 
 int conv_tensor(qtk_model *in, qtk_writer *w, const plan *p, int threads, const conv_rec *rec, tensor_result *r,
 		qtk_err *err)
 {
+	/* run_rows leaves its last window's put waiting (qtk_writer_put_later) for the next
+	 * tensor's first loop; the other methods also hand the record's sink values of their
+	 * own, so they start with that put done */
+	if (p->method != M_ROWS) {
+		const int rc = qtk_writer_put_pending(w); /* its message in the writer's error: err */
+		if (rc)
+			return rc;
+	}
 	switch (p->method) {
 	case M_COPY:
 		r->exact = true;

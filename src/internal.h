@@ -151,6 +151,7 @@ struct qtk_writer {
 	uint64_t cur_left;  /* bytes left in the current part */
 	void *priv;
 	struct qtk_teeq *teeq; /* opts.tee_async: the tee's queue and thread */
+	struct qtk_wdefer *defer; /* qtk_writer_put_later's buffers and waiting put, once used */
 };
 
 

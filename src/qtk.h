@@ -422,6 +422,19 @@ int qtk_writer_scratch(const qtk_writer *w, qtk_err *err);
 int qtk_writer_finish(qtk_writer *w);
 /* Wait until the tee has seen every byte put so far; its failure, if any. */
 int qtk_writer_drain(qtk_writer *w);
+/* Deferred puts: qtk_writer_put_later hands over n bytes of a buffer from
+ * qtk_writer_defer_buf (at least n bytes; NULL with err set when it cannot) and returns;
+ * qtk_writer_put_pending does the put that waits, if any (and returns a failed put's code,
+ * every time after), on whatever thread calls it: a job of the caller's next parallel loop
+ * writes one window while the others encode the next. Meanwhile nothing else may call on the
+ * writer. Every other call on the writer does the waiting put first, as does the next
+ * qtk_writer_put_later; so the container and the tee see what qtk_writer_put would have
+ * given them, in the same order. Two buffers alternate, so the one being filled is never the
+ * one waiting; each stays the writer's. Callers that hand the tee's consumers anything of
+ * their own (a digest sink) call qtk_writer_put_pending first. */
+uint8_t *qtk_writer_defer_buf(qtk_writer *w, size_t n, qtk_err *err);
+int qtk_writer_put_later(qtk_writer *w, const uint8_t *buf, size_t n);
+int qtk_writer_put_pending(qtk_writer *w);
 /* Remove temporaries. Frees w. Accepts NULL. */
 void qtk_writer_abort(qtk_writer *w);
 /* Output files actually written (valid after finish until the desc model is freed). */

@@ -3,6 +3,8 @@
 #include <pthread.h>
 #include <string.h>
 
+int qtk_writer_put_pending(qtk_writer *w); /* deferred puts, below */
+
 /* ---- the asynchronous tee (opts.tee_async) ----
  * The bytes of every put are copied into a FIFO that one thread hands to the tee in order, so
  * the tee (content digests: hashing, decoding) overlaps the caller's next compute and I/O.
@@ -180,6 +182,9 @@ int qtk_writer_scratch(const qtk_writer *w, qtk_err *err)
 
 int qtk_writer_drain(qtk_writer *w)
 {
+	const int arc = qtk_writer_put_pending(w);
+	if (arc)
+		return arc;
 	struct qtk_teeq *q = w->teeq;
 	if (!q)
 		return 0;
@@ -338,7 +343,8 @@ static int consumed(qtk_writer *w, uint64_t k)
 	return start_part(w);
 }
 
-int qtk_writer_put(qtk_writer *w, const void *buf, size_t n)
+/* qtk_writer_put's work, now or for a deferred put. */
+static int put_now(qtk_writer *w, const void *buf, size_t n)
 {
 	const uint8_t *p = buf;
 	while (n) {
@@ -356,8 +362,98 @@ int qtk_writer_put(qtk_writer *w, const void *buf, size_t n)
 	return 0;
 }
 
+/* ---- deferred puts (qtk_writer_put_later) ----
+ * A put the caller hands over and that runs later: as one job of the caller's next parallel
+ * loop (qtk_writer_put_pending), beside the encoding of the next window, or at the next call
+ * on the writer. Puts run in the order given, one at a time, so the container and the tee see
+ * the same calls, bytes and order as with qtk_writer_put. Two buffers alternate: the one being
+ * filled is never the one waiting. */
+struct qtk_wdefer {
+	uint8_t *buf[2];
+	size_t cap[2];
+	int next;          /* the buffer qtk_writer_defer_buf hands out next */
+	const uint8_t *jb; /* the put waiting; NULL: none */
+	size_t jn;
+	int rc;            /* a failed put's code (its message in the writer's error) */
+};
+
+int qtk_writer_put_pending(qtk_writer *w)
+{
+	struct qtk_wdefer *a = w->defer;
+	if (!a)
+		return 0;
+	if (a->jb && !a->rc) {
+		const uint8_t *b = a->jb;
+		a->jb = NULL;
+		a->rc = put_now(w, b, a->jn);
+	}
+	a->jb = NULL;
+	return a->rc;
+}
+
+static void defer_end(qtk_writer *w)
+{
+	struct qtk_wdefer *a = w->defer;
+	if (!a)
+		return;
+	qtk_free(a->buf[0]);
+	qtk_free(a->buf[1]);
+	qtk_free(a);
+	w->defer = NULL;
+}
+
+uint8_t *qtk_writer_defer_buf(qtk_writer *w, size_t n, qtk_err *err)
+{
+	if (!w->defer && !(w->defer = qtk_calloc(1, sizeof *w->defer))) {
+		qtk_err_set(err, QTK_E_IO, w->path, -1, NULL, "out of memory");
+		return NULL;
+	}
+	struct qtk_wdefer *a = w->defer;
+	const int i = a->next;
+	if (a->jb == a->buf[i] && a->jb) { /* only when the last one was not given back */
+		const int rc = qtk_writer_put_pending(w);
+		if (rc) {
+			*err = *w->err;
+			return NULL;
+		}
+	}
+	if (a->cap[i] < n || !a->buf[i]) {
+		qtk_free(a->buf[i]);
+		a->cap[i] = 0;
+		if (!(a->buf[i] = qtk_malloc(n ? n : 1))) {
+			qtk_err_set(err, QTK_E_IO, w->path, -1, NULL, "out of memory");
+			return NULL;
+		}
+		a->cap[i] = n;
+	}
+	a->next = 1 - i;
+	return a->buf[i];
+}
+
+int qtk_writer_put_later(qtk_writer *w, const uint8_t *buf, size_t n)
+{
+	struct qtk_wdefer *a = w->defer;
+	if (!a)
+		return qtk_writer_put(w, buf, n);
+	const int rc = qtk_writer_put_pending(w);
+	if (rc)
+		return rc;
+	a->jb = buf;
+	a->jn = n;
+	return 0;
+}
+
+int qtk_writer_put(qtk_writer *w, const void *buf, size_t n)
+{
+	const int rc = qtk_writer_put_pending(w);
+	return rc ? rc : put_now(w, buf, n);
+}
+
 int qtk_writer_put_file(qtk_writer *w, int fd, const char *path, uint64_t off, uint64_t n, void *back)
 {
+	const int arc = qtk_writer_put_pending(w);
+	if (arc)
+		return arc;
 	const bool tee = w->teeq || w->opts.tee;
 	if (!w->ops->put_file || (tee && !back))
 		return 1;
@@ -391,6 +487,7 @@ int qtk_writer_patch_header(qtk_writer *w, int (*fn)(void *ctx, uint8_t *buf, si
 int qtk_writer_finish(qtk_writer *w)
 {
 	int rc = qtk_writer_drain(w);
+	defer_end(w);
 	teeq_end(w);
 	if (!rc && w->cur_tensor < w->desc->ntensors)
 		rc = qtk_err_set(w->err, QTK_E_INTERNAL, w->path, -1, w->desc->tensors[w->cur_tensor].name,
@@ -410,6 +507,7 @@ void qtk_writer_abort(qtk_writer *w)
 {
 	if (!w)
 		return;
+	defer_end(w);
 	teeq_end(w);
 	if (w->ops && w->ops->abort)
 		w->ops->abort(w);

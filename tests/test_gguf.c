@@ -2,6 +2,7 @@
 #include "internal.h"
 #include "t.h"
 #include <dirent.h>
+#include <pthread.h>
 #include <unistd.h>
 
 static char tmpdir[] = "/tmp/qtk-gguf-XXXXXX";
@@ -543,6 +544,149 @@ static void test_writer_atomic(void)
 	qtk_buf_free(&g.b);
 }
 
+/* Deferred puts (qtk_writer_put_later / qtk_writer_put_pending, as qconvert's windows use them):
+ * the same file and the same bytes seen by a tee, in the same order, as plain puts, whether the
+ * waiting put is done by another thread, by the next deferred put or by the next plain call;
+ * a deferred put that fails is reported by the next call on the writer and nothing is left. */
+typedef struct {
+	uint64_t h;      /* FNV-1a over (tensor, bytes) in the order seen */
+	uint64_t n;
+} tee_log;
+
+static int log_tee(void *ctx, size_t tensor, const void *buf, size_t n)
+{
+	tee_log *l = ctx;
+	const uint8_t *b = buf;
+	l->h = (l->h ^ (uint64_t)tensor) * 0x100000001b3ull;
+	for (size_t i = 0; i < n; i++)
+		l->h = (l->h ^ b[i]) * 0x100000001b3ull;
+	l->n += n;
+	return 0;
+}
+
+static void *pending_thread(void *a)
+{
+	static int rc;
+	rc = qtk_writer_put_pending(a);
+	return &rc;
+}
+
+static qtk_model *deferred_desc(void)
+{
+	qtk_model *d = qtk_model_new();
+	for (unsigned i = 0; i < 7; i++) {
+		char name[32];
+		snprintf(name, sizeof name, "t%u", i);
+		qtk_tensor *t = qtk_model_add_tensor(d, name);
+		const uint64_t n = 1000u + 777u * i;
+		t->ndim = 1;
+		t->shape[0] = n;
+		t->layout.kind = QTK_LAYOUT_PLAIN;
+		t->layout.type = t->parts[0].type = QTK_T_F32;
+		t->nparts = 1;
+		t->parts[0].ndim = 1;
+		t->parts[0].shape[0] = n;
+		t->parts[0].nbytes = 4 * n;
+		qtk_tensor_finish(t);
+	}
+	return d;
+}
+
+/* way 0: plain puts; 1: deferred, the waiting put done by another thread; 2: deferred, done by
+ * the next deferred put or the closing calls. Pieces of 1000 bytes across tensor boundaries. */
+static int write_deferred(const char *p, int way, tee_log *l)
+{
+	qtk_model *d = deferred_desc();
+	uint64_t total = 0;
+	for (size_t i = 0; i < d->ntensors; i++)
+		total += d->tensors[i].parts[0].nbytes;
+	qtk_write_opts o = {.tee = log_tee, .tee_ctx = l};
+	qtk_err e;
+	qtk_err_clear(&e);
+	qtk_writer *w = qtk_writer_open(p, QTK_OUT_GGUF, d, &o, &e);
+	int rc = w ? 0 : e.code;
+	for (uint64_t off = 0, k = 0; !rc && off < total; off += 1000, k++) {
+		const size_t n = (size_t)(total - off < 1000 ? total - off : 1000);
+		uint8_t *b = way ? qtk_writer_defer_buf(w, n, &e) : qtk_malloc(n);
+		if (!b) {
+			rc = QTK_E_IO;
+			break;
+		}
+		for (size_t j = 0; j < n; j++)
+			b[j] = (uint8_t)((off + j) * 131u >> 3);
+		if (way == 0) {
+			rc = qtk_writer_put(w, b, n);
+			qtk_free(b);
+		} else {
+			rc = qtk_writer_put_later(w, b, n);
+			if (!rc && way == 1 && k % 3 == 0) {
+				pthread_t th;
+				void *r = NULL;
+				if (pthread_create(&th, NULL, pending_thread, w) == 0) {
+					pthread_join(th, &r);
+					rc = *(int *)r;
+				}
+			}
+		}
+	}
+	if (rc)
+		qtk_writer_abort(w);
+	else
+		rc = qtk_writer_finish(w); /* frees w, also when it fails */
+	qtk_close(d);
+	return rc;
+}
+
+static void test_writer_deferred(void)
+{
+	char *p[3];
+	tee_log l[3];
+	memset(l, 0, sizeof l);
+	uint8_t *f[3] = {NULL, NULL, NULL};
+	size_t fl[3] = {0, 0, 0};
+	for (int way = 0; way < 3; way++) {
+		char name[32];
+		snprintf(name, sizeof name, "deferred%d.gguf", way);
+		p[way] = qtk_path_join(tmpdir, name);
+		l[way].h = 0xcbf29ce484222325ull;
+		const int rc = write_deferred(p[way], way, &l[way]);
+		CHECK(rc == 0, "way %d: rc %d", way, rc);
+		qtk_err e;
+		CHECK(qtk_slurp(p[way], 1 << 26, &f[way], &fl[way], &e) == 0, "way %d read back: %s", way, e.msg);
+	}
+	for (int way = 1; way < 3; way++) {
+		CHECK(f[way] && f[0] && fl[way] == fl[0] && fl[0] && !memcmp(f[way], f[0], fl[0]), "way %d: file differs", way);
+		CHECK(l[way].n == l[0].n && l[way].h == l[0].h, "way %d: the tee saw other bytes (%llu against %llu)", way,
+		      (unsigned long long)l[way].n, (unsigned long long)l[0].n);
+	}
+	for (int way = 0; way < 3; way++) {
+		qtk_free(f[way]);
+		free(p[way]);
+	}
+	/* a deferred put past the described data fails at the next call; nothing is left */
+	qtk_model *d = deferred_desc();
+	char *q = qtk_path_join(tmpdir, "deferred-bad.gguf");
+	qtk_err e;
+	qtk_writer *w = qtk_writer_open(q, QTK_OUT_GGUF, d, NULL, &e);
+	CHECK(w != NULL, "open: %s", e.msg);
+	if (w) {
+		uint64_t total = 0;
+		for (size_t i = 0; i < d->ntensors; i++)
+			total += d->tensors[i].parts[0].nbytes;
+		uint8_t *b = qtk_writer_defer_buf(w, (size_t)total + 8, &e);
+		CHECK(b != NULL, "buffer: %s", e.msg);
+		int rc = b ? qtk_writer_put_later(w, memset(b, 0, (size_t)total + 8), (size_t)total + 8) : -1;
+		CHECK(rc == 0, "the deferred put is only queued: %d", rc);
+		rc = qtk_writer_put_pending(w);
+		CHECK(rc == QTK_E_INTERNAL && strstr(e.msg, "more data than described"), "pending: rc %d: %s", rc, e.msg);
+		rc = qtk_writer_finish(w);
+		CHECK(rc == QTK_E_INTERNAL, "finish after a failed deferred put: %d", rc);
+	}
+	CHECK(!qtk_path_exists(q), "a failed output exists");
+	free(q);
+	qtk_close(d);
+}
+
 /* The writer checks what it is about to write with the reader's rules: no GGUF it writes is
  * one the reader refuses (and nothing is written when it would be). */
 static void test_writer_validates(void)
@@ -708,6 +852,7 @@ int main(void)
 	test_valid();
 	test_hostile();
 	test_writer_atomic();
+	test_writer_deferred();
 	const char *fx = t_fixtures();
 	if (fx)
 		test_fixture_listing(fx);
