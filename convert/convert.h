@@ -45,7 +45,9 @@ typedef struct conv_opts {
 /* Error of a converted tensor against its decoded source. */
 typedef struct errstat {
 	double sum_sq_err, sum_sq_ref, sum_sq_out, dot, max_abs;
-	uint64_t n, n_diff_bits;
+	uint64_t n;
+	uint64_t n_diff_bits; /* 0 when every value's bits are equal (else positive: a count of them
+			       * or, from the vector path, of chunks holding one) */
 } errstat;
 
 typedef struct tensor_result {
