@@ -104,11 +104,16 @@ static inline void sym_ours_try_n(sym_ours *o, const double (*s)[2], int n)
     }
     for (int k = 0; k < n; k += 4)
         qv_div4d(num + k, den + k, sc + k);
-    for (int k = 0; k < n; k++)
-        if (s[k][1] > 0 && sc[k] > o->best) {
-            o->best = sc[k];
-            o->s = (float)(s[k][0] / s[k][1]);
-        }
+    /* the winner without a branch per candidate (which one wins is data: often mispredicted),
+     * its scale divided out once */
+    int bk = -1;
+    for (int k = 0; k < n; k++) {
+        const bool win = s[k][1] > 0 && sc[k] > o->best;
+        o->best = win ? sc[k] : o->best;
+        bk = win ? k : bk;
+    }
+    if (bk >= 0)
+        o->s = (float)(s[bk][0] / s[bk][1]);
 }
 
 /* ggml's fit of one sub-block (q6: make_qx_quants(16, 32, rmse_type 1) with weights x^2, its

@@ -249,11 +249,12 @@ static inline __attribute__((always_inline)) void sp_search(const qtk_sym_type *
             }
             for (int c = 0; c < nc; c += 4)
                 qv_div4d(num + c, den + c, score + c);
-            for (int c = 0; act[h] && c < nc; c++)
-                if (cll[h][c] > 0 && score[c] > best) {
-                    best = score[c];
-                    bc[h] = c;
-                }
+            /* without a branch per candidate (which one wins is data: often mispredicted) */
+            for (int c = 0; act[h] && c < nc; c++) {
+                const bool win = cll[h][c] > 0 && score[c] > best;
+                best = win ? score[c] : best;
+                bc[h] = win ? c : bc[h];
+            }
             if (!(best > 0))
                 bc[h] = -1;
         }
