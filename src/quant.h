@@ -74,14 +74,15 @@ void qtk_qrow_q3_k_ref(const float *x, const float *w, uint8_t *dst, uint64_t nb
  * (quant.c) and AVX2 + F16C (quant_asym_avx2.c; qtk_asym_have_avx2: built so; quant.c calls it
  * when qtk_simd_avx2 and qtk_cpu_f16c): identical results. X, W, XR, RQ and Q hold the two
  * blocks interleaved four values at a time; mn, mx,
- * ref_d, ref_m, dout and mout two values each. */
+ * ref_d, ref_m, dout and mout two values each. search false: only one guarded least-squares
+ * step from ggml's choice. */
 #define QTK_ASYM_QB 32
 void qtk_asym_pair_c(const float *X, const float *W, const float *XR, const float *mn,
-                     const float *mx, int nmax, const float *ref_d, const float *ref_m,
-                     const float *RQ, float *Q, float *dout, float *mout);
+                     const float *mx, int nmax, bool search, const float *ref_d,
+                     const float *ref_m, const float *RQ, float *Q, float *dout, float *mout);
 void qtk_asym_pair_avx2(const float *X, const float *W, const float *XR, const float *mn,
-                        const float *mx, int nmax, const float *ref_d, const float *ref_m,
-                        const float *RQ, float *Q, float *dout, float *mout);
+                        const float *mx, int nmax, bool search, const float *ref_d,
+                        const float *ref_m, const float *RQ, float *Q, float *dout, float *mout);
 bool qtk_asym_have_avx2(void);
 /* The four-at-once fp16 rounding of each build against the one-value one, on every stride-th
  * float bit pattern and the three after it: the number of values where they differ (0). For

@@ -227,10 +227,11 @@ static void ap_lloyd(const float *X, const float *W, const float *WX, const floa
  * ggml's: without that rule the search lowered the error under W further but raised the output
  * divergence (KLD against the F16 model, mean over the fixture's tiny model and perturbed
  * copies: q4_1 1.009x llama-quantize's, 0.980x with it; with an importance matrix q5_1 1.023x,
- * 0.957x with it; docs/benchmarks.md). */
+ * 0.957x with it; docs/benchmarks.md). search false: no candidates, only one such step, guarded,
+ * from ggml's choice (quant.c says when). */
 void ASYM_PAIR(const float *X, const float *W, const float *XR, const float *mn, const float *mx,
-               int nmax, const float *ref_d, const float *ref_m, const float *RQ, float *Q,
-               float *dout, float *mout)
+               int nmax, bool search, const float *ref_d, const float *ref_m, const float *RQ,
+               float *Q, float *dout, float *mout)
 {
     float bd[2] = { ref_d[0], ref_d[1] }, bm[2] = { ref_m[0], ref_m[1] }, be[2], cap[2];
     memcpy(Q, RQ, AP_N * sizeof *Q);
@@ -255,6 +256,13 @@ void ASYM_PAIR(const float *X, const float *W, const float *XR, const float *mn,
             qv8_sum4h(a, b, c, c, t);
             for (int h = 0; h < 2; h++)
                 T[h] = (asym_tot){ t[4 * h], t[4 * h + 1], t[4 * h + 2] };
+        }
+        if (!search) { /* one guarded least-squares step from ggml's choice */
+            bool full[2];
+            ap_lloyd(X, W, WX, XR, T, fmax, 1, cap, NULL, act, Q, bd, bm, be, full);
+            dout[0] = bd[0], dout[1] = bd[1];
+            mout[0] = bm[0], mout[1] = bm[1];
+            return;
         }
         double best[2] = { DBL_MAX, DBL_MAX };
         float Sb[2][3] = { { 0.f, 0.f, 0.f }, { 0.f, 0.f, 0.f } };

@@ -13,10 +13,10 @@ bool qtk_asym_have_avx2(void) { return true; }
 #else
 bool qtk_asym_have_avx2(void) { return false; }
 void qtk_asym_pair_avx2(const float *X, const float *W, const float *XR, const float *mn,
-                        const float *mx, int nmax, const float *ref_d, const float *ref_m,
-                        const float *RQ, float *Q, float *dout, float *mout)
+                        const float *mx, int nmax, bool search, const float *ref_d,
+                        const float *ref_m, const float *RQ, float *Q, float *dout, float *mout)
 {
-    qtk_asym_pair_c(X, W, XR, mn, mx, nmax, ref_d, ref_m, RQ, Q, dout, mout);
+    qtk_asym_pair_c(X, W, XR, mn, mx, nmax, search, ref_d, ref_m, RQ, Q, dout, mout);
 }
 uint64_t qtk_asym_qh16_check_avx2(uint32_t stride) { return qtk_asym_qh16_check_c(stride); }
 #endif
