@@ -93,19 +93,48 @@ static void errstat_one(errstat *e, float rf, float of)
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define ERRSTAT_AVX 1
-/* The lanes of errstat_add's main loop in one AVX register each: every lane does the very same
- * double operations in the same order (no FMA), so the sums are the same bits. Returns the
- * index of the first group of four it did not take (one holding a non-finite value, or the
- * tail). */
+/* errstat_add's five sums (error, reference, output, dot, largest |d|) in AVX registers: every
+ * lane does the very same double operations in the same order (no FMA), so the sums are the
+ * same bits as four scalar lanes'. */
+typedef struct {
+	__m256d err, sr, so, dt, mx;
+} errlanes;
+
+__attribute__((target("avx"))) static inline errlanes errlanes_load(const double *acc)
+{
+	return (errlanes){_mm256_loadu_pd(acc), _mm256_loadu_pd(acc + 4), _mm256_loadu_pd(acc + 8),
+			  _mm256_loadu_pd(acc + 12), _mm256_loadu_pd(acc + 16)};
+}
+
+__attribute__((target("avx"))) static inline void errlanes_store(const errlanes *l, double *acc)
+{
+	_mm256_storeu_pd(acc, l->err);
+	_mm256_storeu_pd(acc + 4, l->sr);
+	_mm256_storeu_pd(acc + 8, l->so);
+	_mm256_storeu_pd(acc + 12, l->dt);
+	_mm256_storeu_pd(acc + 16, l->mx);
+}
+
+/* four reference values a and output values b into the sums */
+__attribute__((target("avx"))) static inline void errlanes_add(errlanes *l, __m128 a, __m128 b)
+{
+	const __m256d r = _mm256_cvtps_pd(a), q = _mm256_cvtps_pd(b), d = _mm256_sub_pd(q, r);
+	l->err = _mm256_add_pd(l->err, _mm256_mul_pd(d, d));
+	l->sr = _mm256_add_pd(l->sr, _mm256_mul_pd(r, r));
+	l->so = _mm256_add_pd(l->so, _mm256_mul_pd(q, q));
+	l->dt = _mm256_add_pd(l->dt, _mm256_mul_pd(r, q));
+	/* |d| > mx ? |d| : mx */
+	l->mx = _mm256_max_pd(_mm256_andnot_pd(_mm256_set1_pd(-0.0), d), l->mx);
+}
+
+/* errstat_add's main loop from group i: returns the index of the first group of four it did not
+ * take (one holding a non-finite value, or the tail). */
 __attribute__((target("avx"))) static uint64_t errstat_lanes_avx(const float *ref, const float *out,
 								   uint64_t i, uint64_t n, double *acc,
 								   uint64_t *diff)
 {
-	__m256d err = _mm256_loadu_pd(acc), sr = _mm256_loadu_pd(acc + 4);
-	__m256d so = _mm256_loadu_pd(acc + 8), dt = _mm256_loadu_pd(acc + 12);
-	__m256d mx = _mm256_loadu_pd(acc + 16);
+	errlanes l = errlanes_load(acc);
 	const __m128i expo = _mm_set1_epi32(0x7F800000);
-	const __m256d sign = _mm256_set1_pd(-0.0);
 	uint64_t nd = 0;
 	for (; i + 4 <= n; i += 4) {
 		const __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(ref + i));
@@ -116,20 +145,9 @@ __attribute__((target("avx"))) static uint64_t errstat_lanes_avx(const float *re
 			break;
 		nd += 4 - (uint64_t)__builtin_popcount((unsigned)_mm_movemask_ps(
 				  _mm_castsi128_ps(_mm_cmpeq_epi32(a, b))));
-		const __m256d r = _mm256_cvtps_pd(_mm_castsi128_ps(a));
-		const __m256d q = _mm256_cvtps_pd(_mm_castsi128_ps(b));
-		const __m256d d = _mm256_sub_pd(q, r);
-		err = _mm256_add_pd(err, _mm256_mul_pd(d, d));
-		sr = _mm256_add_pd(sr, _mm256_mul_pd(r, r));
-		so = _mm256_add_pd(so, _mm256_mul_pd(q, q));
-		dt = _mm256_add_pd(dt, _mm256_mul_pd(r, q));
-		mx = _mm256_max_pd(_mm256_andnot_pd(sign, d), mx); /* |d| > mx ? |d| : mx */
+		errlanes_add(&l, _mm_castsi128_ps(a), _mm_castsi128_ps(b));
 	}
-	_mm256_storeu_pd(acc, err);
-	_mm256_storeu_pd(acc + 4, sr);
-	_mm256_storeu_pd(acc + 8, so);
-	_mm256_storeu_pd(acc + 12, dt);
-	_mm256_storeu_pd(acc + 16, mx);
+	errlanes_store(&l, acc);
 	*diff += nd;
 	return i;
 }
@@ -143,32 +161,18 @@ __attribute__((target("avx"))) static uint64_t errstat_lanes_avx(const float *re
 __attribute__((target("avx"))) static bool errstat_lanes_fast(const float *ref, const float *out, uint64_t n,
 								double *acc, uint64_t *diff)
 {
-	__m256d err = _mm256_loadu_pd(acc), sr = _mm256_loadu_pd(acc + 4);
-	__m256d so = _mm256_loadu_pd(acc + 8), dt = _mm256_loadu_pd(acc + 12);
-	__m256d mx = _mm256_loadu_pd(acc + 16);
-	const __m256d sign = _mm256_set1_pd(-0.0);
+	errlanes l = errlanes_load(acc);
 	__m128 dif = _mm_setzero_ps();
 	for (uint64_t i = 0; i + 4 <= n; i += 4) {
 		const __m128 a = _mm_loadu_ps(ref + i), b = _mm_loadu_ps(out + i);
 		dif = _mm_or_ps(dif, _mm_xor_ps(a, b));
-		const __m256d r = _mm256_cvtps_pd(a);
-		const __m256d q = _mm256_cvtps_pd(b);
-		const __m256d d = _mm256_sub_pd(q, r);
-		err = _mm256_add_pd(err, _mm256_mul_pd(d, d));
-		sr = _mm256_add_pd(sr, _mm256_mul_pd(r, r));
-		so = _mm256_add_pd(so, _mm256_mul_pd(q, q));
-		dt = _mm256_add_pd(dt, _mm256_mul_pd(r, q));
-		mx = _mm256_max_pd(_mm256_andnot_pd(sign, d), mx);
+		errlanes_add(&l, a, b);
 	}
 	/* x - x is 0 for finite x, NaN for an infinity or a NaN */
-	const __m256d z = _mm256_add_pd(_mm256_sub_pd(sr, sr), _mm256_sub_pd(so, so));
+	const __m256d z = _mm256_add_pd(_mm256_sub_pd(l.sr, l.sr), _mm256_sub_pd(l.so, l.so));
 	if (_mm256_movemask_pd(_mm256_cmp_pd(z, z, _CMP_UNORD_Q)))
 		return false;
-	_mm256_storeu_pd(acc, err);
-	_mm256_storeu_pd(acc + 4, sr);
-	_mm256_storeu_pd(acc + 8, so);
-	_mm256_storeu_pd(acc + 12, dt);
-	_mm256_storeu_pd(acc + 16, mx);
+	errlanes_store(&l, acc);
 	*diff = !_mm_testz_si128(_mm_castps_si128(dif), _mm_castps_si128(dif));
 	return true;
 }
