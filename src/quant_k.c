@@ -534,6 +534,7 @@ void qtk_ref_q3_x16_c(const float *x, float *rs)
 }
 
 typedef void (*sym_block_fn)(const sym_cfg *, bool, const float *, const float *, const float *,
+                             const float *,
                              sym_st *);
 
 static sym_block_fn sym_block_impl(void)
@@ -682,18 +683,35 @@ static void pack_q3_k(const sym_st *st, uint8_t *dst)
  * one (docs/benchmarks.md). */
 void qtk_qrow_q3_k(const float *x, const float *w, uint8_t *dst, uint64_t nb)
 {
-    float xs[QK], ws[QK], xr[QK];
+    float xs[2 * QK], ws[2 * QK], xr[QK], rs[2 * NSUB];
     sym_st st;
     const sym_block_fn search = sym_block_impl();
-    for (uint64_t b = 0; b < nb; b++, x += QK, dst += 110) {
-        if (qtk_qprep(x, w ? w + b * QK : NULL, QK, xs, ws)) {
-            for (int i = 0; i < QK; i++)
-                xr[i] = xs[i] * xs[i];
-            search(&k_q3k, false, xs, ws, xr, &st);
-        } else {
-            q3_ref_im_block(xs, w + b * QK, &st);
+    const bool avx2 = k_avx2();
+    for (uint64_t b = 0; b < nb; b += 2) {
+        const int n = nb - b > 1 ? 2 : 1;
+        bool uni[2];
+        for (int k = 0; k < n; k++)
+            uni[k] = qtk_qprep(x + (b + (uint64_t)k) * QK, w ? w + (b + (uint64_t)k) * QK : NULL, QK,
+                               xs + k * QK, ws + k * QK);
+        /* ggml's sub-block fits of two searched superblocks at once: make_q3_quants is one chain
+         * of dependent steps per sub-block, and more chains side by side wait less */
+        const bool two = n == 2 && uni[0] && uni[1];
+        if (two && avx2)
+            qtk_ref_q3_x32_avx2(xs, rs);
+        else if (two)
+            for (int k = 0; k < 2; k++)
+                qtk_ref_q3_x16_c(xs + k * QK, rs + k * NSUB);
+        for (int k = 0; k < n; k++) {
+            const float *xk = xs + k * QK;
+            if (uni[k]) {
+                for (int i = 0; i < QK; i++)
+                    xr[i] = xk[i] * xk[i];
+                search(&k_q3k, false, xk, ws + k * QK, xr, two ? rs + k * NSUB : NULL, &st);
+            } else {
+                q3_ref_im_block(xk, w + (b + (uint64_t)k) * QK, &st);
+            }
+            pack_q3_k(&st, dst + (b + (uint64_t)k) * 110);
         }
-        pack_q3_k(&st, dst);
     }
 }
 
@@ -774,7 +792,7 @@ void qtk_qrow_q6_k(const float *x, const float *w, uint8_t *dst, uint64_t nb)
     const sym_block_fn search = sym_block_impl();
     for (uint64_t b = 0; b < nb; b++, x += QK, dst += 210) {
         if (qtk_qprep(x, w ? w + b * QK : NULL, QK, xs, ws))
-            search(&k_q6k, true, xs, ws, NULL, &st);
+            search(&k_q6k, true, xs, ws, NULL, NULL, &st);
         else
             q6_ref_block(xs, w + b * QK, &st);
         pack_q6_k(&st, dst);

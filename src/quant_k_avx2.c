@@ -16,14 +16,17 @@
 #include "quant_k_sym.h"
 bool qtk_aff_have_avx2(void) { return true; }
 
-/* make_q3_quants of the sixteen sub-blocks, lane j of register h the sub-block 8h + j: every
- * step is the scalar one (quant_k.c's ref_q3) on the lane's values, in its order. The two
- * registers' chains (each step waits on the sums the step before may have changed) run side by
- * side. */
-void qtk_ref_q3_x16_avx2(const float *x, float *rs)
+/* make_q3_quants of the sixteen sub-blocks of each of nsb superblocks (1 or 2; x holds them one
+ * after the other, rs gets 16 scales each), lane j of register h the sub-block 8h + j: every
+ * step is the scalar one (quant_k.c's ref_q3) on the lane's values, in its order. Each step
+ * waits on the sums the step before may have changed, so the registers' chains (two per
+ * superblock) run side by side: two superblocks at once keep more of them in flight. */
+static inline __attribute__((always_inline)) void ref_q3_lanes(const float *x, float *rs, const int nsb)
 {
-    float xt[SUB][16], wt[SUB][16], wxt[SUB][16], Lt[SUB][16];
-    for (int j = 0; j < NSUB; j++)
+    enum { MAXH = 4 };
+    const int H = 2 * nsb, NJ = NSUB * nsb;
+    float xt[SUB][8 * MAXH], wt[SUB][8 * MAXH], wxt[SUB][8 * MAXH], Lt[SUB][8 * MAXH];
+    for (int j = 0; j < NJ; j++)
         for (int i = 0; i < SUB; i++) {
             const float v = x[j * SUB + i], w = v * v;
             xt[i][j] = v;
@@ -32,8 +35,8 @@ void qtk_ref_q3_x16_avx2(const float *x, float *rs)
         }
     const __m256 sgn = _mm256_set1_ps(-0.f), zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.f);
     const __m256 lo = _mm256_set1_ps(-4.f), hi = _mm256_set1_ps(3.f), M = _mm256_set1_ps(12582912.f);
-    __m256 live[2], sumlx[2], suml2[2];
-    for (int h = 0; h < 2; h++) {
+    __m256 live[MAXH], sumlx[MAXH], suml2[MAXH];
+    for (int h = 0; h < H; h++) {
         /* the largest |x| (the first on a tie) and its value */
         __m256 amax = zero, max = zero;
         for (int i = 0; i < SUB; i++) {
@@ -59,7 +62,7 @@ void qtk_ref_q3_x16_avx2(const float *x, float *rs)
     for (int itry = 0; itry < 5; ++itry) {
         __m256 any = zero;
         for (int i = 0; i < SUB; i++)
-            for (int h = 0; h < 2; h++) {
+            for (int h = 0; h < H; h++) {
                 const __m256 xv = _mm256_loadu_ps(xt[i] + 8 * h), w = _mm256_loadu_ps(wt[i] + 8 * h);
                 const __m256 wx = _mm256_loadu_ps(wxt[i] + 8 * h), L = _mm256_loadu_ps(Lt[i] + 8 * h);
                 __m256 slx = _mm256_sub_ps(sumlx[h], _mm256_mul_ps(wx, L));
@@ -80,14 +83,26 @@ void qtk_ref_q3_x16_avx2(const float *x, float *rs)
                 suml2[h] = _mm256_blendv_ps(suml2[h], sl2, take);
                 any = _mm256_or_ps(any, take);
             }
+        /* a try that changed no lane leaves every lane where the next would start: done (a
+         * lane whose own try changed nothing runs further tries that change nothing either) */
         if (!_mm256_movemask_ps(any))
             break;
     }
-    for (int h = 0; h < 2; h++) {
+    for (int h = 0; h < H; h++) {
         const __m256 has = _mm256_cmp_ps(suml2[h], zero, _CMP_GT_OQ);
         const __m256 sc = _mm256_div_ps(sumlx[h], _mm256_blendv_ps(one, suml2[h], has));
         _mm256_storeu_ps(rs + 8 * h, _mm256_and_ps(_mm256_and_ps(sc, has), live[h]));
     }
+}
+
+void qtk_ref_q3_x16_avx2(const float *x, float *rs)
+{
+    ref_q3_lanes(x, rs, 1);
+}
+
+void qtk_ref_q3_x32_avx2(const float *x, float *rs)
+{
+    ref_q3_lanes(x, rs, 2);
 }
 #else
 bool qtk_aff_have_avx2(void) { return false; }
@@ -101,9 +116,14 @@ void qtk_sym_fits_avx2(const sym_cfg *c, const float *x, const float *wo, bool q
     qtk_sym_fits_c(c, x, wo, q6, rs, os);
 }
 void qtk_ref_q3_x16_avx2(const float *x, float *rs) { qtk_ref_q3_x16_c(x, rs); }
-void qtk_sym_block_avx2(const sym_cfg *c, bool q6, const float *x, const float *w,
-                        const float *wr, sym_st *st)
+void qtk_ref_q3_x32_avx2(const float *x, float *rs)
 {
-    qtk_sym_block_c(c, q6, x, w, wr, st);
+    qtk_ref_q3_x16_c(x, rs);
+    qtk_ref_q3_x16_c(x + QK, rs + NSUB);
+}
+void qtk_sym_block_avx2(const sym_cfg *c, bool q6, const float *x, const float *w,
+                        const float *wr, const float *rs, sym_st *st)
+{
+    qtk_sym_block_c(c, q6, x, w, wr, rs, st);
 }
 #endif
