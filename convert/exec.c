@@ -1956,9 +1956,10 @@ int conv_tensor(qtk_model *in, qtk_writer *w, const plan *p, int threads, const 
 {
 	/* run_rows leaves its last window's put waiting (qtk_writer_put_later) for the next
 	 * tensor's first loop; the other methods also hand the record's sink values of their
-	 * own, so they start with that put done */
+	 * own, so they start with that put done, and without the window buffers (up to two
+	 * windows of output: the packed paths bound their own memory) */
 	if (p->method != M_ROWS) {
-		const int rc = qtk_writer_put_pending(w); /* its message in the writer's error: err */
+		const int rc = qtk_writer_defer_done(w); /* its message in the writer's error: err */
 		if (rc)
 			return rc;
 	}

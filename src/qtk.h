@@ -435,6 +435,9 @@ int qtk_writer_drain(qtk_writer *w);
 uint8_t *qtk_writer_defer_buf(qtk_writer *w, size_t n, qtk_err *err);
 int qtk_writer_put_later(qtk_writer *w, const uint8_t *buf, size_t n);
 int qtk_writer_put_pending(qtk_writer *w);
+/* qtk_writer_put_pending, then the two buffers freed (kept after a failure, which the calls
+ * after report): for a caller done with deferred puts for a while. */
+int qtk_writer_defer_done(qtk_writer *w);
 /* Remove temporaries. Frees w. Accepts NULL. */
 void qtk_writer_abort(qtk_writer *w);
 /* Output files actually written (valid after finish until the desc model is freed). */

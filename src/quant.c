@@ -464,10 +464,9 @@ static void pack_q5_1(const float *q, float d, float m, uint8_t *dst)
  * search measured 1.010x the same day (0.991x against 0.979x on the 32k-vocabulary model; q5_1
  * 0.920x and 0.929x, the full search 0.917x and 0.897x; docs/benchmarks.md). With an
  * importance matrix q4_1 keeps the full search (KLD 0.81-0.99x). */
-static void qrow_q4_1(const float *x, const float *w, uint8_t *dst, uint64_t nb)
+static void q4_1_rows(const float *x, const float *w, uint8_t *dst, uint64_t nb, bool search)
 {
     const asym_pair_fn fn = asym_pair_impl();
-    const bool search = w != NULL;
     const float sigma2 = w ? row_sigma2(x, nb * QB) : 0.f;
     asym_in in[2];
     int n = 0;
@@ -484,6 +483,18 @@ static void qrow_q4_1(const float *x, const float *w, uint8_t *dst, uint64_t nb)
     }
     if (n)
         asym_run(fn, 15, search, &in[0], NULL, pack_q4_1);
+}
+
+static void qrow_q4_1(const float *x, const float *w, uint8_t *dst, uint64_t nb)
+{
+    q4_1_rows(x, w, dst, nb, w != NULL);
+}
+
+/* q4_1 for a tensor an importance matrix does not cover, in a conversion that uses one: the
+ * full search, as where it covers (the figures with a matrix were measured so) */
+static void qrow_q4_1_search(const float *x, const float *w, uint8_t *dst, uint64_t nb)
+{
+    q4_1_rows(x, w, dst, nb, true);
 }
 
 /* q5_1: without an importance matrix ggml's choice and one guarded step (above). With one,
@@ -718,6 +729,7 @@ int qtk_quant_ggml_ex(unsigned type, const float *src, void *dst, uint64_t nrows
              : type == QTK_T_Q5_K ? qtk_qrow_q5_k_ref
              : type == QTK_T_Q3_K ? qtk_qrow_q3_k_ref
              : type == QTK_T_Q5_1 && !imatrix ? qrow_q5_1_ref
+             : type == QTK_T_Q4_1 && !imatrix ? qrow_q4_1_search
                                   : fn;
     uint32_t be, bb;
     if (!fn || qtk_ggml_block_info(type, &be, &bb) != 0 || be == 0 || n_per_row % be != 0)

@@ -31,7 +31,8 @@ int qtk_quant_ggml(unsigned type, const float *src, void *dst, uint64_t nrows, u
 
 /* qtk_quant_ggml with flags. QTK_QUANT_IMATRIX_RUN: the conversion uses an importance matrix,
  * which may have no entry for this tensor (imatrix NULL); q3_k, q4_k, q5_k, q5_1 and q6_k then give
- * llama.cpp's own choice for it too, as they do for every tensor the matrix covers. */
+ * llama.cpp's own choice for it too, as they do for every tensor the matrix covers, and q4_1 its
+ * full search, as for the covered ones. */
 #define QTK_QUANT_IMATRIX_RUN 1u
 int qtk_quant_ggml_ex(unsigned type, const float *src, void *dst, uint64_t nrows,
                       uint64_t n_per_row, const float *imatrix, unsigned flags);

@@ -402,6 +402,14 @@ static void defer_end(qtk_writer *w)
 	w->defer = NULL;
 }
 
+int qtk_writer_defer_done(qtk_writer *w)
+{
+	const int rc = qtk_writer_put_pending(w);
+	if (!rc) /* a failure stays, for the calls after */
+		defer_end(w);
+	return rc;
+}
+
 uint8_t *qtk_writer_defer_buf(qtk_writer *w, size_t n, qtk_err *err)
 {
 	if (!w->defer && !(w->defer = qtk_calloc(1, sizeof *w->defer))) {
@@ -413,7 +421,8 @@ uint8_t *qtk_writer_defer_buf(qtk_writer *w, size_t n, qtk_err *err)
 	if (a->jb == a->buf[i] && a->jb) { /* only when the last one was not given back */
 		const int rc = qtk_writer_put_pending(w);
 		if (rc) {
-			*err = *w->err;
+			if (err != w->err)
+				*err = *w->err;
 			return NULL;
 		}
 	}

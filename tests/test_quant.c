@@ -709,6 +709,7 @@ static void test_fixtures(void)
     char seen[512][80];
     unsigned seen_t[512], nseen = 0;
     double secs = 0;
+    int q41_search_differs = 0; /* tensors where the imatrix run's q4_1 is not the default's */
     for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
         snprintf(path, sizeof path, "%s/gguf/tiny-%s.gguf", root, files[f]);
         qtk_model *m = qtk_open(path, &err);
@@ -784,6 +785,33 @@ static void test_fixtures(void)
                       t->name, tname(ty));
                 free(qb);
             }
+            /* q4_1 in a conversion that uses an importance matrix, for a tensor it does not
+             * cover: the full search (not the one step taken without a matrix), which never
+             * loses to llama.cpp's choice either, under plain or x^2 weights */
+            if (ty == QTK_T_Q4_1) {
+                uint8_t *qb = malloc(row_bytes(ty, n) * rows), *q1 = malloc(row_bytes(ty, n) * rows);
+                float *ys = malloc(cnt * sizeof *ys);
+                double es = 0, rs = 0;
+                const bool ok = qb && q1 && ys &&
+                                qtk_quant_ggml_ex(ty, x, qb, rows, n, NULL, QTK_QUANT_IMATRIX_RUN) == 0 &&
+                                qtk_quant_ggml(ty, x, q1, rows, n, NULL) == 0 &&
+                                qtk_dequant_ggml(ty, qb, ys, cnt) == 0;
+                CHECK(ok, "%s %s (q4_1, imatrix run without an entry): encode", files[f], t->name);
+                for (uint64_t i = 0; ok && i < cnt; i++) {
+                    const double d = (double)ys[i] - x[i];
+                    es += d * d;
+                    rs += (double)x[i] * x[i] * d * d;
+                }
+                double ll = 0;
+                for (uint64_t i = 0; ok && i < cnt; i++)
+                    ll += ((double)yl[i] - x[i]) * ((double)yl[i] - x[i]);
+                CHECK(ok && es <= ll && rs <= rl, "%s %s (q4_1, imatrix run without an entry): error %.9g "
+                      "(x^2 %.9g) above llama's %.9g (%.9g)", files[f], t->name, es, rs, ll, rl);
+                q41_search_differs += ok && memcmp(qb, q1, row_bytes(ty, n) * rows) != 0;
+                free(qb);
+                free(q1);
+                free(ys);
+            }
             /* q3_k, q4_1 and q5_1 without an importance matrix never give up the error under
              * x^2 weights (q3_k: ggml's own objective) */
             if (ty == QTK_T_Q3_K || ty == QTK_T_Q4_1 || ty == QTK_T_Q5_1)
@@ -800,6 +828,8 @@ static void test_fixtures(void)
         qtk_close(m);
     }
     qtk_close(src);
+    CHECK(q41_search_differs > 0, "q4_1 in an imatrix run without an entry is the one-step default "
+          "on every fixture tensor (the full search is not taken)");
     printf("fixture RMSE ratio ours/llama-quantize (no imatrix), encode time %.2f s\n", secs);
     printf("  %-5s %7s %10s %10s %18s\n", "type", "tensors", "mean", "max", "blocks worse");
     for (size_t t = 0; t < NTYPES; t++) {
