@@ -534,8 +534,7 @@ void qtk_ref_q3_x16_c(const float *x, float *rs)
 }
 
 typedef void (*sym_block_fn)(const sym_cfg *, bool, const float *, const float *, const float *,
-                             const float *,
-                             sym_st *);
+                             const float *, sym_st *);
 
 static sym_block_fn sym_block_impl(void)
 {
@@ -693,14 +692,12 @@ void qtk_qrow_q3_k(const float *x, const float *w, uint8_t *dst, uint64_t nb)
         for (int k = 0; k < n; k++)
             uni[k] = qtk_qprep(x + (b + (uint64_t)k) * QK, w ? w + (b + (uint64_t)k) * QK : NULL, QK,
                                xs + k * QK, ws + k * QK);
-        /* ggml's sub-block fits of two searched superblocks at once: make_q3_quants is one chain
-         * of dependent steps per sub-block, and more chains side by side wait less */
-        const bool two = n == 2 && uni[0] && uni[1];
-        if (two && avx2)
+        /* ggml's sub-block fits of two searched superblocks at once (AVX2): make_q3_quants is one
+         * chain of dependent steps per sub-block, and more chains side by side wait less;
+         * otherwise the search computes its own */
+        const bool two = avx2 && n == 2 && uni[0] && uni[1];
+        if (two)
             qtk_ref_q3_x32_avx2(xs, rs);
-        else if (two)
-            for (int k = 0; k < 2; k++)
-                qtk_ref_q3_x16_c(xs + k * QK, rs + k * NSUB);
         for (int k = 0; k < n; k++) {
             const float *xk = xs + k * QK;
             if (uni[k]) {

@@ -3,8 +3,6 @@
 #include <pthread.h>
 #include <string.h>
 
-int qtk_writer_put_pending(qtk_writer *w); /* deferred puts, below */
-
 /* ---- the asynchronous tee (opts.tee_async) ----
  * The bytes of every put are copied into a FIFO that one thread hands to the tee in order, so
  * the tee (content digests: hashing, decoding) overlaps the caller's next compute and I/O.
@@ -382,11 +380,8 @@ int qtk_writer_put_pending(qtk_writer *w)
 	struct qtk_wdefer *a = w->defer;
 	if (!a)
 		return 0;
-	if (a->jb && !a->rc) {
-		const uint8_t *b = a->jb;
-		a->jb = NULL;
-		a->rc = put_now(w, b, a->jn);
-	}
+	if (a->jb && !a->rc)
+		a->rc = put_now(w, a->jb, a->jn);
 	a->jb = NULL;
 	return a->rc;
 }
@@ -418,7 +413,7 @@ uint8_t *qtk_writer_defer_buf(qtk_writer *w, size_t n, qtk_err *err)
 	}
 	struct qtk_wdefer *a = w->defer;
 	const int i = a->next;
-	if (a->jb == a->buf[i] && a->jb) { /* only when the last one was not given back */
+	if (a->jb && a->jb == a->buf[i]) { /* only when the last one was not given back */
 		const int rc = qtk_writer_put_pending(w);
 		if (rc) {
 			if (err != w->err)
