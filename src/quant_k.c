@@ -533,6 +533,16 @@ void qtk_ref_q3_x16_c(const float *x, float *rs)
         rs[j] = ref_q3(x + j * SUB, NULL);
 }
 
+void qtk_q3_fits_c(const float *x, float *fits, int nsb)
+{
+    static const float one[SUB] = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1 };
+    for (int k = 0; k < nsb; k++, x += QK, fits += 2 * NSUB) {
+        qtk_ref_q3_x16_c(x, fits);
+        for (int j = 0; j < NSUB; j++)
+            qtk_sym_fits_c(&k_q3k, x + j * SUB, one, false, &fits[j], &fits[NSUB + j]);
+    }
+}
+
 typedef void (*sym_block_fn)(const sym_cfg *, bool, const float *, const float *, const float *,
                              const float *, sym_st *);
 
@@ -682,28 +692,30 @@ static void pack_q3_k(const sym_st *st, uint8_t *dst)
  * one (docs/benchmarks.md). */
 void qtk_qrow_q3_k(const float *x, const float *w, uint8_t *dst, uint64_t nb)
 {
-    float xs[2 * QK], ws[2 * QK], xr[QK], rs[2 * NSUB];
+    float xs[REF_Q3_MAXSB * QK], ws[REF_Q3_MAXSB * QK], xr[QK], fits[REF_Q3_MAXSB * 2 * NSUB];
     sym_st st;
     const sym_block_fn search = sym_block_impl();
     const bool avx2 = k_avx2();
-    for (uint64_t b = 0; b < nb; b += 2) {
-        const int n = nb - b > 1 ? 2 : 1;
-        bool uni[2];
-        for (int k = 0; k < n; k++)
+    for (uint64_t b = 0; b < nb; b += REF_Q3_MAXSB) {
+        const int n = nb - b < REF_Q3_MAXSB ? (int)(nb - b) : REF_Q3_MAXSB;
+        bool uni[REF_Q3_MAXSB], any = false;
+        for (int k = 0; k < n; k++) {
             uni[k] = qtk_qprep(x + (b + (uint64_t)k) * QK, w ? w + (b + (uint64_t)k) * QK : NULL, QK,
                                xs + k * QK, ws + k * QK);
-        /* ggml's sub-block fits of two searched superblocks at once (AVX2): make_q3_quants is one
-         * chain of dependent steps per sub-block, and more chains side by side wait less;
-         * otherwise the search computes its own */
-        const bool two = avx2 && n == 2 && uni[0] && uni[1];
-        if (two)
-            qtk_ref_q3_x32_avx2(xs, rs);
+            any = any || uni[k];
+        }
+        /* the sub-block fits of up to eight superblocks at once (AVX2: one sub-block per lane;
+         * make_q3_quants is one chain of dependent steps per sub-block, and more chains side by
+         * side wait less); only the superblocks searched (weights all ones) use them.
+         * Otherwise the search computes its own. */
+        if (avx2 && any)
+            qtk_q3_fits_avx2(xs, fits, n);
         for (int k = 0; k < n; k++) {
             const float *xk = xs + k * QK;
             if (uni[k]) {
                 for (int i = 0; i < QK; i++)
                     xr[i] = xk[i] * xk[i];
-                search(&k_q3k, false, xk, ws + k * QK, xr, two ? rs + k * NSUB : NULL, &st);
+                search(&k_q3k, false, xk, ws + k * QK, xr, avx2 ? fits + k * 2 * NSUB : NULL, &st);
             } else {
                 q3_ref_im_block(xk, w + (b + (uint64_t)k) * QK, &st);
             }

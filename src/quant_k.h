@@ -60,13 +60,13 @@ typedef struct {
 } sym_st;
 
 /* One superblock's q3_k (q6 false) or q6_k search (quant_k_sym.h) under weights w, wr (or NULL):
- * ggml's weights, see quant_k.c. q3_k's ggml sub-block scales are rs when given (from
- * qtk_ref_q3_x16_* or _x32), else computed here. The generic and AVX2 builds give identical
- * results. */
+ * ggml's weights, see quant_k.c. q3_k's sub-block fits are fits when given (qtk_q3_fits_*: ggml's
+ * 16 scales, then ours; only when w is all ones), else computed here. The generic and AVX2
+ * builds give identical results. */
 void qtk_sym_block_c(const sym_cfg *c, bool q6, const float *x, const float *w, const float *wr,
-                     const float *rs, sym_st *st);
+                     const float *fits, sym_st *st);
 void qtk_sym_block_avx2(const sym_cfg *c, bool q6, const float *x, const float *w,
-                        const float *wr, const float *rs, sym_st *st);
+                        const float *wr, const float *fits, sym_st *st);
 
 /* One sub-block's two float fits (quant_k_symfit.h): ggml's scale in *rs (q6_k; for q3_k *rs
  * is given, from qtk_ref_q3_x16), ours in *os. The generic and AVX2 builds give identical
@@ -82,8 +82,13 @@ void qtk_sym_fits_avx2(const sym_cfg *c, const float *x, const float *wo, bool q
  * whose pass changed nothing changes nothing in the passes the others still need). */
 void qtk_ref_q3_x16_c(const float *x, float *rs);
 void qtk_ref_q3_x16_avx2(const float *x, float *rs);
-/* qtk_ref_q3_x16_avx2 of two superblocks (x: 512 values, rs: 32 scales) at once: the same scales */
-void qtk_ref_q3_x32_avx2(const float *x, float *rs);
+/* The sub-block fits of nsb (1 .. REF_Q3_MAXSB) superblocks (x: nsb * QK values) under weights
+ * 1 (q3_k's whenever it searches): for each, 2 * NSUB floats in fits, ggml's 16 scales (as
+ * qtk_ref_q3_x16_*) then ours (as qtk_sym_fits_* with w all ones). The AVX2 build runs them
+ * one sub-block per lane, many sub-blocks' chains side by side; identical results. */
+enum { REF_Q3_MAXSB = 8 };
+void qtk_q3_fits_c(const float *x, float *fits, int nsb);
+void qtk_q3_fits_avx2(const float *x, float *fits, int nsb);
 
 /* round to nearest, ties to even, |v| < 2^22 */
 static inline int qrint(float v)

@@ -16,93 +16,211 @@
 #include "quant_k_sym.h"
 bool qtk_aff_have_avx2(void) { return true; }
 
-/* make_q3_quants of the sixteen sub-blocks of each of nsb superblocks (1 or 2; x holds them one
- * after the other, rs gets 16 scales each), lane j of register h the sub-block 8h + j: every
- * step is the scalar one (quant_k.c's ref_q3) on the lane's values, in its order. Each step
- * waits on the sums the step before may have changed, so the registers' chains (two per
- * superblock) run side by side: two superblocks at once keep more of them in flight. */
-static inline __attribute__((always_inline)) void ref_q3_lanes(const float *x, float *rs, const int nsb)
+/* make_q3_quants of the sixteen sub-blocks of each of nsb superblocks (x holds them one after
+ * the other, rs gets 16 scales each), lane j of register r the sub-block 8r + j: every step is
+ * the scalar one (quant_k.c's ref_q3) on the lane's values, in its order.
+ *
+ * Each step waits on the sums the step before may have changed, so SLOTS registers' chains run
+ * side by side. A register leaves its slot after its fifth pass or after a pass that changed
+ * none of its lanes (a lane whose pass changed nothing would change nothing in any further
+ * pass), and the next register takes the slot: the registers still at work are always SLOTS
+ * side by side. (Two superblocks' registers run their passes in lock step until all four were
+ * done: 3.2 passes each on the bench matrix, where each needs 2.3.) */
+enum { REF_Q3_SLOTS = 4 };
+
+typedef struct {
+    __m256 x[SUB], w[SUB], wx[SUB], L[SUB];
+} ref_q3_reg;
+
+/* one step of make_q3_quants' pass (value i) on register g, its sums in *sx, *s2; true when a
+ * lane took the new code */
+static inline __attribute__((always_inline)) __m256 ref_q3_step(ref_q3_reg *g, int i, __m256 *sx,
+                                                                __m256 *s2)
 {
-    enum { MAXH = 4 };
-    const int H = 2 * nsb, NJ = NSUB * nsb;
-    float xt[SUB][8 * MAXH], wt[SUB][8 * MAXH], wxt[SUB][8 * MAXH], Lt[SUB][8 * MAXH];
-    for (int j = 0; j < NJ; j++)
-        for (int i = 0; i < SUB; i++) {
-            const float v = x[j * SUB + i], w = v * v;
-            xt[i][j] = v;
-            wt[i][j] = w;
-            wxt[i][j] = w * v;
+    const __m256 zero = _mm256_setzero_ps(), lo = _mm256_set1_ps(-4.f), hi = _mm256_set1_ps(3.f);
+    const __m256 M = _mm256_set1_ps(12582912.f);
+    const __m256 xv = g->x[i], w = g->w[i], wx = g->wx[i], L = g->L[i];
+    __m256 slx = _mm256_sub_ps(*sx, _mm256_mul_ps(wx, L));
+    const __m256 pos = _mm256_cmp_ps(slx, zero, _CMP_GT_OQ);
+    __m256 sl2 = _mm256_sub_ps(*s2, _mm256_mul_ps(_mm256_mul_ps(w, L), L));
+    const __m256 q = _mm256_div_ps(_mm256_mul_ps(xv, sl2), slx);
+    /* lanes not taken may hold NaN here; they are discarded */
+    const __m256 nl = _mm256_sub_ps(_mm256_add_ps(_mm256_min_ps(_mm256_max_ps(q, lo), hi), M), M);
+    const __m256 ne = _mm256_and_ps(pos, _mm256_cmp_ps(nl, L, _CMP_NEQ_OQ));
+    slx = _mm256_add_ps(slx, _mm256_mul_ps(wx, nl));
+    sl2 = _mm256_add_ps(sl2, _mm256_mul_ps(_mm256_mul_ps(w, nl), nl));
+    const __m256 better = _mm256_cmp_ps(_mm256_mul_ps(_mm256_mul_ps(slx, slx), *s2),
+                                        _mm256_mul_ps(_mm256_mul_ps(*sx, *sx), sl2), _CMP_GT_OQ);
+    const __m256 take = _mm256_and_ps(_mm256_and_ps(ne, _mm256_cmp_ps(sl2, zero, _CMP_GT_OQ)), better);
+    g->L[i] = _mm256_blendv_ps(L, nl, take);
+    *sx = _mm256_blendv_ps(*sx, slx, take);
+    *s2 = _mm256_blendv_ps(*s2, sl2, take);
+    return take;
+}
+
+/* Ours (quant_k_symfit.h's q3_k fit under weights 1, which are q3_k's whenever it searches) of
+ * the eight sub-blocks of register g, whose largest |x| is max (lanes not live: 0), in *os, ggml's
+ * in rs the fallback: lane j does the four-lane sweeps of sym_sweep2_x4 in four partial sums per
+ * quantity (sum k holds the values i = k mod 4, in their order) and adds them up as qv8_sum4h
+ * does; candidates are judged in their order in double, as sym_ours_try_n. */
+static inline void ours_q3_lanes(const ref_q3_reg *g, __m256 max, __m256 live, __m256 rs, __m256 *os)
+{
+    const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.f);
+    const __m256 lo = _mm256_set1_ps(-4.f), hi = _mm256_set1_ps(3.f), M = _mm256_set1_ps(12582912.f);
+    const __m256 mx = _mm256_blendv_ps(one, max, live);
+    __m256d best[2] = { _mm256_set1_pd(-1.0), _mm256_set1_pd(-1.0) };
+    __m256d b0[2] = { _mm256_setzero_pd(), _mm256_setzero_pd() }, b1[2] = { b0[0], b0[0] };
+    for (int c = 0; c < 12; c++) {
+        const float off = 0.2f * (float)(c / 2) - 0.5f;
+        const __m256 is = _mm256_div_ps(_mm256_set1_ps(c % 2 ? 3.f + off : -4.f - off), mx);
+        __m256 a0[4], a1[4];
+        for (int k = 0; k < 4; k++)
+            a0[k] = a1[k] = zero;
+        for (int m = 0; m < SUB; m += 4)
+            for (int k = 0; k < 4; k++) {
+                const __m256 xv = g->x[m + k];
+                const __m256 l = _mm256_sub_ps(
+                    _mm256_add_ps(_mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(is, xv), lo), hi), M), M);
+                a0[k] = _mm256_add_ps(a0[k], _mm256_mul_ps(xv, l));
+                a1[k] = _mm256_add_ps(a1[k], _mm256_mul_ps(l, l));
+            }
+        const __m256 s0 = _mm256_add_ps(_mm256_add_ps(a0[0], a0[2]), _mm256_add_ps(a0[1], a0[3]));
+        const __m256 s1 = _mm256_add_ps(_mm256_add_ps(a1[0], a1[2]), _mm256_add_ps(a1[1], a1[3]));
+        for (int h = 0; h < 2; h++) {
+            const __m256d d0 = _mm256_cvtps_pd(h ? _mm256_extractf128_ps(s0, 1) : _mm256_castps256_ps128(s0));
+            const __m256d d1 = _mm256_cvtps_pd(h ? _mm256_extractf128_ps(s1, 1) : _mm256_castps256_ps128(s1));
+            const __m256d pos = _mm256_cmp_pd(d1, _mm256_setzero_pd(), _CMP_GT_OQ);
+            const __m256d num = _mm256_and_pd(pos, _mm256_mul_pd(d0, d0));
+            const __m256d den = _mm256_blendv_pd(_mm256_set1_pd(1.0), d1, pos);
+            const __m256d sc = _mm256_div_pd(num, den);
+            const __m256d win = _mm256_and_pd(pos, _mm256_cmp_pd(sc, best[h], _CMP_GT_OQ));
+            best[h] = _mm256_blendv_pd(best[h], sc, win);
+            b0[h] = _mm256_blendv_pd(b0[h], d0, win);
+            b1[h] = _mm256_blendv_pd(b1[h], d1, win);
         }
+    }
+    __m128 o[2], use[2];
+    const __m256i lo32 = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+    for (int h = 0; h < 2; h++) {
+        const __m256d ok = _mm256_cmp_pd(best[h], _mm256_setzero_pd(), _CMP_GT_OQ);
+        /* lanes without a winner divide 0 by 1 instead: their results are replaced */
+        o[h] = _mm256_cvtpd_ps(_mm256_div_pd(_mm256_and_pd(ok, b0[h]),
+                                             _mm256_blendv_pd(_mm256_set1_pd(1.0), b1[h], ok)));
+        /* the four 64-bit masks as 32-bit ones */
+        use[h] = _mm256_castps256_ps128(_mm256_permutevar8x32_ps(_mm256_castpd_ps(ok), lo32));
+    }
+    const __m256 ov = _mm256_set_m128(o[1], o[0]), okv = _mm256_set_m128(use[1], use[0]);
+    *os = _mm256_and_ps(live, _mm256_blendv_ps(rs, ov, okv));
+}
+
+/* out: nsb superblocks' 16 ggml scales each or, with ours, 32 each (ggml's 16, then ours) */
+static void ref_q3_lanes(const float *x, float *out, int nsb, bool ours)
+{
+    ref_q3_reg g[2 * REF_Q3_MAXSB];
+    __m256 live[2 * REF_Q3_MAXSB], amx[2 * REF_Q3_MAXSB], sumlx[2 * REF_Q3_MAXSB], suml2[2 * REF_Q3_MAXSB];
+    const int R = 2 * nsb;
     const __m256 sgn = _mm256_set1_ps(-0.f), zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.f);
     const __m256 lo = _mm256_set1_ps(-4.f), hi = _mm256_set1_ps(3.f), M = _mm256_set1_ps(12582912.f);
-    __m256 live[MAXH], sumlx[MAXH], suml2[MAXH];
-    for (int h = 0; h < H; h++) {
+    for (int r = 0; r < R; r++) {
+        float xt[SUB][8];
+        for (int j = 0; j < 8; j++)
+            for (int i = 0; i < SUB; i++)
+                xt[i][j] = x[(8 * r + j) * SUB + i];
+        ref_q3_reg *gr = &g[r];
         /* the largest |x| (the first on a tie) and its value */
         __m256 amax = zero, max = zero;
         for (int i = 0; i < SUB; i++) {
-            const __m256 v = _mm256_loadu_ps(xt[i] + 8 * h), av = _mm256_andnot_ps(sgn, v);
+            const __m256 v = _mm256_loadu_ps(xt[i]), av = _mm256_andnot_ps(sgn, v);
+            const __m256 w = _mm256_mul_ps(v, v);
+            gr->x[i] = v;
+            gr->w[i] = w;
+            gr->wx[i] = _mm256_mul_ps(w, v);
             const __m256 gt = _mm256_cmp_ps(av, amax, _CMP_GT_OQ);
             amax = _mm256_blendv_ps(amax, av, gt);
             max = _mm256_blendv_ps(max, v, gt);
         }
-        live[h] = _mm256_cmp_ps(amax, _mm256_set1_ps(GROUP_EPS), _CMP_GE_OQ);
+        live[r] = _mm256_cmp_ps(amax, _mm256_set1_ps(GROUP_EPS), _CMP_GE_OQ);
+        amx[r] = max;
         /* dead lanes (all below GROUP_EPS) divide by 1 instead: their results are replaced */
-        const __m256 iscale = _mm256_div_ps(_mm256_set1_ps(-4.f), _mm256_blendv_ps(one, max, live[h]));
+        const __m256 iscale = _mm256_div_ps(_mm256_set1_ps(-4.f), _mm256_blendv_ps(one, max, live[r]));
         __m256 slx = zero, sl2 = zero;
         for (int i = 0; i < SUB; i++) {
-            const __m256 v = _mm256_mul_ps(iscale, _mm256_loadu_ps(xt[i] + 8 * h));
+            const __m256 v = _mm256_mul_ps(iscale, gr->x[i]);
             const __m256 l = _mm256_sub_ps(_mm256_add_ps(_mm256_min_ps(_mm256_max_ps(v, lo), hi), M), M);
-            _mm256_storeu_ps(Lt[i] + 8 * h, l);
-            slx = _mm256_add_ps(slx, _mm256_mul_ps(_mm256_loadu_ps(wxt[i] + 8 * h), l));
-            sl2 = _mm256_add_ps(sl2, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(wt[i] + 8 * h), l), l));
+            gr->L[i] = l;
+            slx = _mm256_add_ps(slx, _mm256_mul_ps(gr->wx[i], l));
+            sl2 = _mm256_add_ps(sl2, _mm256_mul_ps(_mm256_mul_ps(gr->w[i], l), l));
         }
-        sumlx[h] = slx;
-        suml2[h] = sl2;
+        sumlx[r] = slx;
+        suml2[r] = sl2;
     }
-    for (int itry = 0; itry < 5; ++itry) {
-        __m256 any = zero;
-        for (int i = 0; i < SUB; i++)
-            for (int h = 0; h < H; h++) {
-                const __m256 xv = _mm256_loadu_ps(xt[i] + 8 * h), w = _mm256_loadu_ps(wt[i] + 8 * h);
-                const __m256 wx = _mm256_loadu_ps(wxt[i] + 8 * h), L = _mm256_loadu_ps(Lt[i] + 8 * h);
-                __m256 slx = _mm256_sub_ps(sumlx[h], _mm256_mul_ps(wx, L));
-                const __m256 pos = _mm256_cmp_ps(slx, zero, _CMP_GT_OQ);
-                __m256 sl2 = _mm256_sub_ps(suml2[h], _mm256_mul_ps(_mm256_mul_ps(w, L), L));
-                const __m256 q = _mm256_div_ps(_mm256_mul_ps(xv, sl2), slx);
-                /* lanes not taken may hold NaN here; they are discarded */
-                const __m256 nl = _mm256_sub_ps(_mm256_add_ps(_mm256_min_ps(_mm256_max_ps(q, lo), hi), M), M);
-                const __m256 ne = _mm256_and_ps(pos, _mm256_cmp_ps(nl, L, _CMP_NEQ_OQ));
-                slx = _mm256_add_ps(slx, _mm256_mul_ps(wx, nl));
-                sl2 = _mm256_add_ps(sl2, _mm256_mul_ps(_mm256_mul_ps(w, nl), nl));
-                const __m256 better =
-                    _mm256_cmp_ps(_mm256_mul_ps(_mm256_mul_ps(slx, slx), suml2[h]),
-                                  _mm256_mul_ps(_mm256_mul_ps(sumlx[h], sumlx[h]), sl2), _CMP_GT_OQ);
-                const __m256 take = _mm256_and_ps(_mm256_and_ps(ne, _mm256_cmp_ps(sl2, zero, _CMP_GT_OQ)), better);
-                _mm256_storeu_ps(Lt[i] + 8 * h, _mm256_blendv_ps(L, nl, take));
-                sumlx[h] = _mm256_blendv_ps(sumlx[h], slx, take);
-                suml2[h] = _mm256_blendv_ps(suml2[h], sl2, take);
-                any = _mm256_or_ps(any, take);
+    /* slot k works on register reg[k] (-1: none left), in its pass tries[k] */
+    int reg[REF_Q3_SLOTS], tries[REF_Q3_SLOTS], next = 0;
+    __m256 sx[REF_Q3_SLOTS], s2[REF_Q3_SLOTS];
+    for (int k = 0; k < REF_Q3_SLOTS; k++) {
+        reg[k] = next < R ? next++ : -1;
+        tries[k] = 0;
+        sx[k] = reg[k] >= 0 ? sumlx[reg[k]] : zero;
+        s2[k] = reg[k] >= 0 ? suml2[reg[k]] : zero;
+    }
+    for (;;) {
+        __m256 any[REF_Q3_SLOTS];
+        if (reg[0] >= 0 && reg[1] >= 0 && reg[2] >= 0 && reg[3] >= 0) {
+            ref_q3_reg *g0 = &g[reg[0]], *g1 = &g[reg[1]], *g2 = &g[reg[2]], *g3 = &g[reg[3]];
+            __m256 a0 = zero, a1 = zero, a2 = zero, a3 = zero;
+            for (int i = 0; i < SUB; i++) {
+                a0 = _mm256_or_ps(a0, ref_q3_step(g0, i, &sx[0], &s2[0]));
+                a1 = _mm256_or_ps(a1, ref_q3_step(g1, i, &sx[1], &s2[1]));
+                a2 = _mm256_or_ps(a2, ref_q3_step(g2, i, &sx[2], &s2[2]));
+                a3 = _mm256_or_ps(a3, ref_q3_step(g3, i, &sx[3], &s2[3]));
             }
-        /* a try that changed no lane leaves every lane where the next would start: done (a
-         * lane whose own try changed nothing runs further tries that change nothing either) */
-        if (!_mm256_movemask_ps(any))
-            break;
+            any[0] = a0, any[1] = a1, any[2] = a2, any[3] = a3;
+        } else {
+            bool busy = false;
+            for (int k = 0; k < REF_Q3_SLOTS; k++) {
+                any[k] = zero;
+                if (reg[k] < 0)
+                    continue;
+                busy = true;
+                for (int i = 0; i < SUB; i++)
+                    any[k] = _mm256_or_ps(any[k], ref_q3_step(&g[reg[k]], i, &sx[k], &s2[k]));
+            }
+            if (!busy)
+                break;
+        }
+        for (int k = 0; k < REF_Q3_SLOTS; k++) {
+            if (reg[k] < 0 || (++tries[k] < 5 && _mm256_movemask_ps(any[k])))
+                continue;
+            sumlx[reg[k]] = sx[k];
+            suml2[reg[k]] = s2[k];
+            reg[k] = next < R ? next++ : -1;
+            tries[k] = 0;
+            if (reg[k] >= 0)
+                sx[k] = sumlx[reg[k]], s2[k] = suml2[reg[k]];
+        }
     }
-    for (int h = 0; h < H; h++) {
-        const __m256 has = _mm256_cmp_ps(suml2[h], zero, _CMP_GT_OQ);
-        const __m256 sc = _mm256_div_ps(sumlx[h], _mm256_blendv_ps(one, suml2[h], has));
-        _mm256_storeu_ps(rs + 8 * h, _mm256_and_ps(_mm256_and_ps(sc, has), live[h]));
+    for (int r = 0; r < R; r++) {
+        const __m256 has = _mm256_cmp_ps(suml2[r], zero, _CMP_GT_OQ);
+        const __m256 sc = _mm256_div_ps(sumlx[r], _mm256_blendv_ps(one, suml2[r], has));
+        const __m256 rs = _mm256_and_ps(_mm256_and_ps(sc, has), live[r]);
+        float *o = ours ? out + (r / 2) * 2 * NSUB + (r % 2) * 8 : out + 8 * r;
+        _mm256_storeu_ps(o, rs);
+        if (ours) {
+            __m256 os;
+            ours_q3_lanes(&g[r], amx[r], live[r], rs, &os);
+            _mm256_storeu_ps(o + NSUB, os);
+        }
     }
 }
 
 void qtk_ref_q3_x16_avx2(const float *x, float *rs)
 {
-    ref_q3_lanes(x, rs, 1);
+    ref_q3_lanes(x, rs, 1, false);
 }
 
-void qtk_ref_q3_x32_avx2(const float *x, float *rs)
+void qtk_q3_fits_avx2(const float *x, float *fits, int nsb)
 {
-    ref_q3_lanes(x, rs, 2);
+    ref_q3_lanes(x, fits, nsb, true);
 }
 #else
 bool qtk_aff_have_avx2(void) { return false; }
@@ -116,11 +234,7 @@ void qtk_sym_fits_avx2(const sym_cfg *c, const float *x, const float *wo, bool q
     qtk_sym_fits_c(c, x, wo, q6, rs, os);
 }
 void qtk_ref_q3_x16_avx2(const float *x, float *rs) { qtk_ref_q3_x16_c(x, rs); }
-void qtk_ref_q3_x32_avx2(const float *x, float *rs)
-{
-    qtk_ref_q3_x16_c(x, rs);
-    qtk_ref_q3_x16_c(x + QK, rs + NSUB);
-}
+void qtk_q3_fits_avx2(const float *x, float *fits, int nsb) { qtk_q3_fits_c(x, fits, nsb); }
 void qtk_sym_block_avx2(const sym_cfg *c, bool q6, const float *x, const float *w,
                         const float *wr, const float *rs, sym_st *st)
 {

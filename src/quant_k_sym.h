@@ -288,18 +288,21 @@ static void sym_refine(const sym_cfg *c, const float *x, const float *w, const f
 }
 
 /* wr (or NULL): ggml's own weights; with them every encoding kept beyond ggml's has a lower error
- * under w and no higher total error under wr than the one before it (ggml's objective). rs_in
- * (q3_k, or NULL): ggml's sub-block scales, already computed (two superblocks at once). */
+ * under w and no higher total error under wr than the one before it (ggml's objective). fits
+ * (q3_k, or NULL): the sub-block fits, already computed (qtk_q3_fits_*, w all ones). */
 void SYM_BLOCK(const sym_cfg *c, bool q6, const float *x, const float *w, const float *wr,
-               const float *rs_in, sym_st *st)
+               const float *fits, sym_st *st)
 {
     float rs[NSUB], os[NSUB];
-    if (!q6 && rs_in)
-        memcpy(rs, rs_in, sizeof rs);
-    else if (!q6)
-        SYM_REF_Q3(x, rs);
-    for (int j = 0; j < NSUB; j++)
-        SYM_FITS(c, x + j * SUB, w + j * SUB, q6, &rs[j], &os[j]);
+    if (!q6 && fits) {
+        memcpy(rs, fits, sizeof rs);
+        memcpy(os, fits + NSUB, sizeof os);
+    } else {
+        if (!q6)
+            SYM_REF_Q3(x, rs);
+        for (int j = 0; j < NSUB; j++)
+            SYM_FITS(c, x + j * SUB, w + j * SUB, q6, &rs[j], &os[j]);
+    }
     sym_st o;
     sym_init(c, x, w, wr, rs, false, st);
     sym_init(c, x, w, wr, os, c->noclip, &o);
