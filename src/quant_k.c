@@ -662,15 +662,14 @@ static void pack_q3_k(const sym_st *st, uint8_t *dst)
     uint8_t L[QK];
     uint8_t *hm = dst, *qs = dst + 32, *sc = dst + 96;
     codes_u8(st->L, 4, L);
-    for (int l = 0; l < 32; l++) {
-        unsigned h = 0;
-        for (int k = 0; k < 8; k++) {
-            const unsigned v = L[32 * k + l], hi = v >> 2; /* codes 0..7: bit 2 is the mask */
-            h |= hi << k;
+    /* codes 0..7: bit 2 is the mask; 32 consecutive codes at a time (vectorizes) */
+    memset(hm, 0, 32);
+    for (int k = 0; k < 8; k++)
+        for (int l = 0; l < 32; l++) {
+            const unsigned v = L[32 * k + l];
+            hm[l] = (uint8_t)(hm[l] | ((v >> 2) << k));
             L[32 * k + l] = (uint8_t)(v & 3u);
         }
-        hm[l] = (uint8_t)h;
-    }
     pack_2bit(L, qs);
     memset(sc, 0, 12);
     for (int j = 0; j < NSUB; j++) {

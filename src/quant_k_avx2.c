@@ -63,42 +63,57 @@ static inline __attribute__((always_inline)) __m256 ref_q3_step(ref_q3_reg *g, i
  * in rs the fallback: lane j does the four-lane sweeps of sym_sweep2_x4 in four partial sums per
  * quantity (sum k holds the values i = k mod 4, in their order) and adds them up as qv8_sum4h
  * does; candidates are judged in their order in double, as sym_ours_try_n. */
+/* round half to even; a code of -0 where the scalar sweep has +0 changes no sum (x*l is then a
+ * zero, and sums that start at +0 stay +0 until a nonzero term) */
+#define OURS_ROUND(v) _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
+
+/* sym_ours_try_n's judgement of one candidate in four lanes: its sums s0, s1 in double; the best
+ * score so far in *best, its sums in *b0, *b1 */
+static inline __attribute__((always_inline)) void ours_judge(__m128 s0, __m128 s1, __m256d *best,
+                                                             __m256d *b0, __m256d *b1)
+{
+    const __m256d d0 = _mm256_cvtps_pd(s0), d1 = _mm256_cvtps_pd(s1);
+    const __m256d pos = _mm256_cmp_pd(d1, _mm256_setzero_pd(), _CMP_GT_OQ);
+    const __m256d num = _mm256_and_pd(pos, _mm256_mul_pd(d0, d0));
+    const __m256d den = _mm256_blendv_pd(_mm256_set1_pd(1.0), d1, pos);
+    const __m256d sc = _mm256_div_pd(num, den);
+    const __m256d win = _mm256_and_pd(pos, _mm256_cmp_pd(sc, *best, _CMP_GT_OQ));
+    *best = _mm256_blendv_pd(*best, sc, win);
+    *b0 = _mm256_blendv_pd(*b0, d0, win);
+    *b1 = _mm256_blendv_pd(*b1, d1, win);
+}
+
 static inline void ours_q3_lanes(const ref_q3_reg *g, __m256 max, __m256 live, __m256 rs, __m256 *os)
 {
     const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.f);
-    const __m256 lo = _mm256_set1_ps(-4.f), hi = _mm256_set1_ps(3.f), M = _mm256_set1_ps(12582912.f);
+    const __m256 lo = _mm256_set1_ps(-4.f), hi = _mm256_set1_ps(3.f);
     const __m256 mx = _mm256_blendv_ps(one, max, live);
-    __m256d best[2] = { _mm256_set1_pd(-1.0), _mm256_set1_pd(-1.0) };
-    __m256d b0[2] = { _mm256_setzero_pd(), _mm256_setzero_pd() }, b1[2] = { b0[0], b0[0] };
+    __m256d best0 = _mm256_set1_pd(-1.0), best1 = best0;
+    __m256d b00 = _mm256_setzero_pd(), b01 = b00, b10 = b00, b11 = b00;
     for (int c = 0; c < 12; c++) {
         const float off = 0.2f * (float)(c / 2) - 0.5f;
         const __m256 is = _mm256_div_ps(_mm256_set1_ps(c % 2 ? 3.f + off : -4.f - off), mx);
-        __m256 a0[4], a1[4];
-        for (int k = 0; k < 4; k++)
-            a0[k] = a1[k] = zero;
-        for (int m = 0; m < SUB; m += 4)
-            for (int k = 0; k < 4; k++) {
-                const __m256 xv = g->x[m + k];
-                const __m256 l = _mm256_sub_ps(
-                    _mm256_add_ps(_mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(is, xv), lo), hi), M), M);
-                a0[k] = _mm256_add_ps(a0[k], _mm256_mul_ps(xv, l));
-                a1[k] = _mm256_add_ps(a1[k], _mm256_mul_ps(l, l));
-            }
-        const __m256 s0 = _mm256_add_ps(_mm256_add_ps(a0[0], a0[2]), _mm256_add_ps(a0[1], a0[3]));
-        const __m256 s1 = _mm256_add_ps(_mm256_add_ps(a1[0], a1[2]), _mm256_add_ps(a1[1], a1[3]));
-        for (int h = 0; h < 2; h++) {
-            const __m256d d0 = _mm256_cvtps_pd(h ? _mm256_extractf128_ps(s0, 1) : _mm256_castps256_ps128(s0));
-            const __m256d d1 = _mm256_cvtps_pd(h ? _mm256_extractf128_ps(s1, 1) : _mm256_castps256_ps128(s1));
-            const __m256d pos = _mm256_cmp_pd(d1, _mm256_setzero_pd(), _CMP_GT_OQ);
-            const __m256d num = _mm256_and_pd(pos, _mm256_mul_pd(d0, d0));
-            const __m256d den = _mm256_blendv_pd(_mm256_set1_pd(1.0), d1, pos);
-            const __m256d sc = _mm256_div_pd(num, den);
-            const __m256d win = _mm256_and_pd(pos, _mm256_cmp_pd(sc, best[h], _CMP_GT_OQ));
-            best[h] = _mm256_blendv_pd(best[h], sc, win);
-            b0[h] = _mm256_blendv_pd(b0[h], d0, win);
-            b1[h] = _mm256_blendv_pd(b1[h], d1, win);
+        /* sum x*l in four partial sums; sum l*l is a small integer, exact in any order */
+        __m256 p0 = zero, p1 = zero, p2 = zero, p3 = zero, s1 = zero;
+#define OURS_STEP(p, i)                                                                            \
+    do {                                                                                           \
+        const __m256 xv = g->x[i];                                                                 \
+        const __m256 l = OURS_ROUND(_mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(is, xv), lo), hi));  \
+        p = _mm256_add_ps(p, _mm256_mul_ps(xv, l));                                                \
+        s1 = _mm256_add_ps(s1, _mm256_mul_ps(l, l));                                               \
+    } while (0)
+        for (int m = 0; m < SUB; m += 4) {
+            OURS_STEP(p0, m);
+            OURS_STEP(p1, m + 1);
+            OURS_STEP(p2, m + 2);
+            OURS_STEP(p3, m + 3);
         }
+#undef OURS_STEP
+        const __m256 s0 = _mm256_add_ps(_mm256_add_ps(p0, p2), _mm256_add_ps(p1, p3));
+        ours_judge(_mm256_castps256_ps128(s0), _mm256_castps256_ps128(s1), &best0, &b00, &b10);
+        ours_judge(_mm256_extractf128_ps(s0, 1), _mm256_extractf128_ps(s1, 1), &best1, &b01, &b11);
     }
+    const __m256d best[2] = { best0, best1 }, b0[2] = { b00, b01 }, b1[2] = { b10, b11 };
     __m128 o[2], use[2];
     const __m256i lo32 = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
     for (int h = 0; h < 2; h++) {
