@@ -128,6 +128,29 @@ static inline void ours_q3_lanes(const ref_q3_reg *g, __m256 max, __m256 live, _
     *os = _mm256_and_ps(live, _mm256_blendv_ps(rs, ov, okv));
 }
 
+/* t[i] lane j = p[j * SUB + i], i, j < 8: eight rows of a sub-block matrix turned into columns */
+static inline void transpose8(const float *p, __m256 *t)
+{
+    __m256 a[8], b[8];
+    for (int j = 0; j < 8; j++)
+        a[j] = _mm256_loadu_ps(p + j * SUB);
+    for (int j = 0; j < 8; j += 2) {
+        b[j] = _mm256_unpacklo_ps(a[j], a[j + 1]);
+        b[j + 1] = _mm256_unpackhi_ps(a[j], a[j + 1]);
+    }
+    for (int j = 0; j < 8; j += 4)
+        for (int k = 0; k < 2; k++) {
+            a[j + k] = _mm256_shuffle_ps(b[j + k], b[j + k + 2], 0x44);
+            a[j + k + 2] = _mm256_shuffle_ps(b[j + k], b[j + k + 2], 0xEE);
+        }
+    /* a[0]: rows 0-3 of columns 0 and 4, a[2]: columns 1 and 5, a[1]: 2 and 6, a[3]: 3 and 7 */
+    static const int col[4] = { 0, 2, 1, 3 };
+    for (int k = 0; k < 4; k++) {
+        t[col[k]] = _mm256_permute2f128_ps(a[k], a[k + 4], 0x20);
+        t[col[k] + 4] = _mm256_permute2f128_ps(a[k], a[k + 4], 0x31);
+    }
+}
+
 /* out: nsb superblocks' 16 ggml scales each or, with ours, 32 each (ggml's 16, then ours) */
 static void ref_q3_lanes(const float *x, float *out, int nsb, bool ours)
 {
@@ -137,17 +160,14 @@ static void ref_q3_lanes(const float *x, float *out, int nsb, bool ours)
     const __m256 sgn = _mm256_set1_ps(-0.f), zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.f);
     const __m256 lo = _mm256_set1_ps(-4.f), hi = _mm256_set1_ps(3.f), M = _mm256_set1_ps(12582912.f);
     for (int r = 0; r < R; r++) {
-        float xt[SUB][8];
-        for (int j = 0; j < 8; j++)
-            for (int i = 0; i < SUB; i++)
-                xt[i][j] = x[(8 * r + j) * SUB + i];
         ref_q3_reg *gr = &g[r];
+        transpose8(x + 8 * r * SUB, gr->x);
+        transpose8(x + 8 * r * SUB + 8, gr->x + 8);
         /* the largest |x| (the first on a tie) and its value */
         __m256 amax = zero, max = zero;
         for (int i = 0; i < SUB; i++) {
-            const __m256 v = _mm256_loadu_ps(xt[i]), av = _mm256_andnot_ps(sgn, v);
+            const __m256 v = gr->x[i], av = _mm256_andnot_ps(sgn, v);
             const __m256 w = _mm256_mul_ps(v, v);
-            gr->x[i] = v;
             gr->w[i] = w;
             gr->wx[i] = _mm256_mul_ps(w, v);
             const __m256 gt = _mm256_cmp_ps(av, amax, _CMP_GT_OQ);
