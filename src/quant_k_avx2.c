@@ -11,8 +11,11 @@
 #include "quant_k_aff.h"
 #define SYM_FITS qtk_sym_fits_avx2
 #include "quant_k_symfit.h"
+static void q3_refine_lanes(const sym_cfg *c, const float *x, const float *w, const float *wr,
+                            float *cap, sym_st *st);
 #define SYM_BLOCK qtk_sym_block_avx2
 #define SYM_REF_Q3 qtk_ref_q3_x16_avx2
+#define SYM_REFINE_Q3 q3_refine_lanes
 #include "quant_k_sym.h"
 bool qtk_aff_have_avx2(void) { return true; }
 
@@ -251,6 +254,135 @@ static void ref_q3_lanes(const float *x, float *out, int nsb, bool ours)
 void qtk_ref_q3_x16_avx2(const float *x, float *rs)
 {
     ref_q3_lanes(x, rs, 1, false);
+}
+
+/* q3_k's sym_refine with weights all ones (w, used only by the second passes): the first pass of
+ * sym_refine_sub for all sixteen sub-blocks at once, one sub-block per lane, then each
+ * sub-block's choices judged in order as there, and its second pass (when the first changed
+ * it) by sym_refine_sub itself. A sub-block's first-pass candidates depend only on its own
+ * codes, sub-scale and d, which nothing before its turn changes; only the judging (the cap on
+ * the error under wr, summed over all sub-blocks) must run in order. Every value is computed
+ * with sym_refine_sub's operations in its order (lsum2's and qv_sum's partial sums), so the
+ * codes are the same bits. */
+static void q3_refine_lanes(const sym_cfg *c, const float *x, const float *w, const float *wr,
+                            float *cap, sym_st *st)
+{
+    enum { NC = 5 };
+    if (st->d == 0.f)
+        return;
+    const float d = st->d;
+    const __m256 zero = _mm256_setzero_ps(), M = _mm256_set1_ps(12582912.f);
+    const __m256 lo = _mm256_set1_ps((float)c->lo), hi = _mm256_set1_ps((float)c->hi);
+    const __m256 lo5 = _mm256_set1_ps((float)c->lo - 0.5f), hi5 = _mm256_set1_ps((float)c->hi + 0.5f);
+    const __m256i slo = _mm256_set1_epi32(c->slo), shi = _mm256_set1_epi32(c->shi);
+    /* per sub-block j = 8h + lane: candidate k's sub-scale, whether it is tried, its errors */
+    int cand[NC][NSUB], ok[NC][NSUB];
+    float E[NC][NSUB], R[NC][NSUB];
+    __m256 T[2][NC][SUB]; /* candidate codes, lanes = sub-blocks */
+    for (int h = 0; h < 2; h++) {
+        __m256 X[SUB], WR[SUB], L[SUB];
+        transpose8(x + 8 * h * SUB, X);
+        transpose8(x + 8 * h * SUB + 8, X + 8);
+        transpose8(wr + 8 * h * SUB, WR);
+        transpose8(wr + 8 * h * SUB + 8, WR + 8);
+        transpose8(st->L + 8 * h * SUB, L);
+        transpose8(st->L + 8 * h * SUB + 8, L + 8);
+        const __m256i s0 = _mm256_loadu_si256((const __m256i *)(const void *)(st->sc + 8 * h));
+        /* lsum2(wl, x) and lsum2(wl, L) with wl = 1 * L = L: eight partial sums (k, k + 8), folded
+         * (k, k + 4), then qv_sum's (0 + 2) + (1 + 3) */
+        __m256 tx[8], tl[8];
+        for (int k = 0; k < 8; k++) {
+            tx[k] = _mm256_add_ps(_mm256_add_ps(zero, _mm256_mul_ps(L[k], X[k])), _mm256_mul_ps(L[k + 8], X[k + 8]));
+            tl[k] = _mm256_add_ps(_mm256_add_ps(zero, _mm256_mul_ps(L[k], L[k])), _mm256_mul_ps(L[k + 8], L[k + 8]));
+        }
+        __m256 ux[4], ul[4];
+        for (int k = 0; k < 4; k++) {
+            ux[k] = _mm256_add_ps(tx[k], tx[k + 4]);
+            ul[k] = _mm256_add_ps(tl[k], tl[k + 4]);
+        }
+        const __m256 sxl = _mm256_add_ps(_mm256_add_ps(ux[0], ux[2]), _mm256_add_ps(ux[1], ux[3]));
+        const __m256 sll = _mm256_add_ps(_mm256_add_ps(ul[0], ul[2]), _mm256_add_ps(ul[1], ul[3]));
+        /* a = qclr((float)(sxl / sll / d), slo, shi) where sll > 0 */
+        const __m256 has = _mm256_cmp_ps(sll, zero, _CMP_GT_OQ);
+        const __m256 one = _mm256_set1_ps(1.f);
+        const __m256 sllv = _mm256_blendv_ps(one, sll, has);
+        __m128 q[2];
+        for (int half = 0; half < 2; half++) {
+            const __m256d nx = _mm256_cvtps_pd(half ? _mm256_extractf128_ps(sxl, 1) : _mm256_castps256_ps128(sxl));
+            const __m256d nl = _mm256_cvtps_pd(half ? _mm256_extractf128_ps(sllv, 1) : _mm256_castps256_ps128(sllv));
+            q[half] = _mm256_cvtpd_ps(_mm256_div_pd(_mm256_div_pd(nx, nl), _mm256_set1_pd((double)d)));
+        }
+        __m256 av = _mm256_set_m128(q[1], q[0]);
+        av = _mm256_min_ps(_mm256_max_ps(av, _mm256_cvtepi32_ps(slo)), _mm256_cvtepi32_ps(shi));
+        const __m256i a = _mm256_cvtps_epi32(_mm256_sub_ps(_mm256_add_ps(av, M), M));
+        const __m256i hasi = _mm256_castps_si256(has), one_i = _mm256_set1_epi32(1);
+        const __m256i cv[NC] = { _mm256_add_epi32(s0, one_i), _mm256_sub_epi32(s0, one_i), a,
+                                 _mm256_add_epi32(a, one_i), _mm256_sub_epi32(a, one_i) };
+        __m256i okv[NC];
+        for (int k = 0; k < NC; k++) {
+            /* in range, not the current one, not one tried before it; the last three need sll > 0 */
+            __m256i bad = _mm256_or_si256(_mm256_cmpgt_epi32(slo, cv[k]), _mm256_cmpgt_epi32(cv[k], shi));
+            bad = _mm256_or_si256(bad, _mm256_cmpeq_epi32(cv[k], s0));
+            for (int k2 = 0; k2 < k; k2++)
+                bad = _mm256_or_si256(bad, _mm256_and_si256(okv[k2], _mm256_cmpeq_epi32(cv[k], cv[k2])));
+            okv[k] = _mm256_andnot_si256(bad, k >= 2 ? hasi : _mm256_set1_epi32(-1));
+            _mm256_storeu_si256((__m256i *)(void *)(cand[k] + 8 * h), cv[k]);
+            _mm256_storeu_si256((__m256i *)(void *)(ok[k] + 8 * h), okv[k]);
+            if (_mm256_testz_si256(okv[k], okv[k]))
+                continue;
+            /* sym_sub(div false, noclip) at dl = d * cand: lanes with dl 0 take codes 0 and no
+             * clipping test, as sym_sub; lanes not tried compute at dl = d, unused */
+            const __m256 cf = _mm256_cvtepi32_ps(_mm256_blendv_epi8(one_i, cv[k], okv[k]));
+            const __m256 dl = _mm256_mul_ps(_mm256_set1_ps(d), cf);
+            const __m256 nz = _mm256_cmp_ps(dl, zero, _CMP_NEQ_UQ);
+            const __m256 vid = _mm256_div_ps(one, _mm256_blendv_ps(one, dl, nz));
+            __m256 mn = zero, mx = zero, e[4] = { zero, zero, zero, zero }, r[4] = { zero, zero, zero, zero };
+            for (int i = 0; i < SUB; i++) {
+                const __m256 v = _mm256_mul_ps(X[i], vid);
+                mn = _mm256_min_ps(mn, v);
+                mx = _mm256_max_ps(mx, v);
+                const __m256 l = _mm256_and_ps(nz, _mm256_sub_ps(_mm256_add_ps(_mm256_min_ps(_mm256_max_ps(v, lo), hi), M), M));
+                T[h][k][i] = l;
+                const __m256 diff = _mm256_sub_ps(_mm256_mul_ps(dl, l), X[i]);
+                e[i % 4] = _mm256_add_ps(e[i % 4], _mm256_mul_ps(diff, diff));
+                r[i % 4] = _mm256_add_ps(r[i % 4], _mm256_mul_ps(_mm256_mul_ps(WR[i], diff), diff));
+            }
+            __m256 ev = _mm256_add_ps(_mm256_add_ps(e[0], e[2]), _mm256_add_ps(e[1], e[3]));
+            const __m256 rv = _mm256_add_ps(_mm256_add_ps(r[0], r[2]), _mm256_add_ps(r[1], r[3]));
+            if (c->noclip) {
+                const __m256 clip = _mm256_and_ps(nz, _mm256_or_ps(_mm256_cmp_ps(mn, lo5, _CMP_LT_OQ),
+                                                                   _mm256_cmp_ps(mx, hi5, _CMP_GT_OQ)));
+                ev = _mm256_blendv_ps(ev, _mm256_set1_ps(FLT_MAX), clip);
+            }
+            _mm256_storeu_ps(E[k] + 8 * h, ev);
+            _mm256_storeu_ps(R[k] + 8 * h, rv);
+        }
+    }
+    for (int j = 0; j < NSUB; j++) {
+        bool changed = false;
+        int kept = -1;
+        for (int k = 0; k < NC; k++) {
+            if (!ok[k][j] || !(E[k][j] < st->e[j]))
+                continue;
+            if (!(sym_rtotal(st) - st->r[j] + R[k][j] <= *cap))
+                continue;
+            st->e[j] = E[k][j];
+            st->r[j] = R[k][j];
+            *cap = sym_rtotal(st);
+            st->sc[j] = cand[k][j];
+            kept = k;
+            changed = true;
+        }
+        if (!changed)
+            continue;
+        /* the kept candidate's codes, lane j % 8 of its registers */
+        float col[SUB][8];
+        for (int i = 0; i < SUB; i++)
+            _mm256_storeu_ps(col[i], T[j / 8][kept][i]);
+        for (int i = 0; i < SUB; i++)
+            st->L[j * SUB + i] = col[i][j % 8];
+        sym_refine_sub(c, x, w, wr, cap, st, j, 1);
+    }
 }
 
 void qtk_q3_fits_avx2(const float *x, float *fits, int nsb)

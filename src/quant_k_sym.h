@@ -314,6 +314,13 @@ void SYM_BLOCK(const sym_cfg *c, bool q6, const float *x, const float *w, const 
     /* q3_k: the per-sub-block steps alone. Its superblock d refits (two rounds, each one
      * re-choosing all 16 sub-blocks) cost a fifth of the encoder's time and moved its RMSE
      * by under 0.01%; its output divergence on the bench models was the same without them. */
-    if (sym_total(st) > 0)
-        sym_refine(c, x, w, wr, &cap, st, q6 ? 2 : 0);
+    if (!(sym_total(st) > 0))
+        return;
+#ifdef SYM_REFINE_Q3
+    if (!q6 && wr && fits) { /* q3_k with weights all ones: its first pass in lanes */
+        SYM_REFINE_Q3(c, x, w, wr, &cap, st);
+        return;
+    }
+#endif
+    sym_refine(c, x, w, wr, &cap, st, q6 ? 2 : 0);
 }
