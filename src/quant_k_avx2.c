@@ -336,19 +336,30 @@ static void q3_refine_lanes(const sym_cfg *c, const float *x, const float *w, co
             const __m256 dl = _mm256_mul_ps(_mm256_set1_ps(d), cf);
             const __m256 nz = _mm256_cmp_ps(dl, zero, _CMP_NEQ_UQ);
             const __m256 vid = _mm256_div_ps(one, _mm256_blendv_ps(one, dl, nz));
-            __m256 mn = zero, mx = zero, e[4] = { zero, zero, zero, zero }, r[4] = { zero, zero, zero, zero };
-            for (int i = 0; i < SUB; i++) {
-                const __m256 v = _mm256_mul_ps(X[i], vid);
-                mn = _mm256_min_ps(mn, v);
-                mx = _mm256_max_ps(mx, v);
-                const __m256 l = _mm256_and_ps(nz, _mm256_sub_ps(_mm256_add_ps(_mm256_min_ps(_mm256_max_ps(v, lo), hi), M), M));
-                T[h][k][i] = l;
-                const __m256 diff = _mm256_sub_ps(_mm256_mul_ps(dl, l), X[i]);
-                e[i % 4] = _mm256_add_ps(e[i % 4], _mm256_mul_ps(diff, diff));
-                r[i % 4] = _mm256_add_ps(r[i % 4], _mm256_mul_ps(_mm256_mul_ps(WR[i], diff), diff));
+            __m256 mn = zero, mx = zero, e0 = zero, e1 = zero, e2 = zero, e3 = zero;
+            __m256 r0 = zero, r1 = zero, r2 = zero, r3 = zero;
+            /* value i's error terms go to partial sums i % 4 (kept in registers) */
+#define REFINE_STEP(e, r, i)                                                                       \
+    do {                                                                                           \
+        const __m256 v = _mm256_mul_ps(X[i], vid);                                                 \
+        mn = _mm256_min_ps(mn, v);                                                                 \
+        mx = _mm256_max_ps(mx, v);                                                                 \
+        const __m256 l =                                                                           \
+            _mm256_and_ps(nz, _mm256_sub_ps(_mm256_add_ps(_mm256_min_ps(_mm256_max_ps(v, lo), hi), M), M)); \
+        T[h][k][i] = l;                                                                            \
+        const __m256 diff = _mm256_sub_ps(_mm256_mul_ps(dl, l), X[i]);                             \
+        e = _mm256_add_ps(e, _mm256_mul_ps(diff, diff));                                           \
+        r = _mm256_add_ps(r, _mm256_mul_ps(_mm256_mul_ps(WR[i], diff), diff));                     \
+    } while (0)
+            for (int i = 0; i < SUB; i += 4) {
+                REFINE_STEP(e0, r0, i);
+                REFINE_STEP(e1, r1, i + 1);
+                REFINE_STEP(e2, r2, i + 2);
+                REFINE_STEP(e3, r3, i + 3);
             }
-            __m256 ev = _mm256_add_ps(_mm256_add_ps(e[0], e[2]), _mm256_add_ps(e[1], e[3]));
-            const __m256 rv = _mm256_add_ps(_mm256_add_ps(r[0], r[2]), _mm256_add_ps(r[1], r[3]));
+#undef REFINE_STEP
+            __m256 ev = _mm256_add_ps(_mm256_add_ps(e0, e2), _mm256_add_ps(e1, e3));
+            const __m256 rv = _mm256_add_ps(_mm256_add_ps(r0, r2), _mm256_add_ps(r1, r3));
             if (c->noclip) {
                 const __m256 clip = _mm256_and_ps(nz, _mm256_or_ps(_mm256_cmp_ps(mn, lo5, _CMP_LT_OQ),
                                                                    _mm256_cmp_ps(mx, hi5, _CMP_GT_OQ)));
