@@ -69,7 +69,7 @@ void qtk_sym_block_avx2(const sym_cfg *c, bool q6, const float *x, const float *
                         const float *wr, const float *fits, sym_st *st);
 
 /* One sub-block's two float fits (quant_k_symfit.h): ggml's scale in *rs (q6_k; for q3_k *rs
- * is given, from qtk_ref_q3_x16), ours in *os. The generic and AVX2 builds give identical
+ * is given, from qtk_ref_q3_x16 or qtk_q3_fits_*), ours in *os. The generic and AVX2 builds give identical
  * results. */
 void qtk_sym_fits_c(const sym_cfg *c, const float *x, const float *wo, bool q6, float *rs,
                     float *os);

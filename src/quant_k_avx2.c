@@ -1,7 +1,9 @@
 /* quant_k_avx2.c - the affine k-quant search (quant_k_aff.h) and the q3_k/q6_k sub-block fits
- * (quant_k_symfit.h) and superblock search (quant_k_sym.h) built for AVX2; the Makefile compiles this file with -mavx2 on x86 and
- * quant_k.c picks it at run time when the CPU has AVX2. Results are identical to the generic
- * build (see qv8 in quant.h). */
+ * (quant_k_symfit.h) and superblock search (quant_k_sym.h) built for AVX2; the Makefile compiles
+ * this file with -mavx2 on x86 and quant_k.c picks it at run time when the CPU has AVX2. For
+ * q3_k (weights all ones) the sub-block fits and the first refinement pass also run with one
+ * sub-block per lane (ref_q3_lanes, q3_refine_lanes), each lane repeating the generic build's
+ * operations in their order. Results are identical to the generic build (see qv8 in quant.h). */
 #define QTK_QUANT_IMPL
 #include "quant.h"
 #include "quant_k.h"
