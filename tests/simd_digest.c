@@ -124,6 +124,44 @@ int main(void)
         printf("group fit g%u b%u %s z%d %016llx\n", fits[k].g, fits[k].bits,
                fits[k].sym ? "sym" : "asym", fits[k].zmin, (unsigned long long)h);
     }
+    /* q3_k and q6_k on rows of eleven superblocks (q3_k's AVX2 build fits eight at a time, one
+     * sub-block per lane, then three), each sub-block of its own kind: zero, tiny, huge, sparse,
+     * one-signed, one outlier or plain, so live and dead lanes share registers */
+    {
+        enum { MR = 13, MC = 256 * 11 };
+        float *m = malloc(sizeof(float) * MR * MC);
+        uint8_t *mq = malloc((size_t)MR * MC);
+        if (!m || !mq)
+            return 1;
+        for (int s = 0; s < MR * MC / 16; s++) {
+            const unsigned kind = rnd32() % 8;
+            const float sc = kind == 0 ? 0.f : kind == 1 ? 1e-20f : kind == 2 ? 1e20f : kind == 3 ? 1e-8f
+                                                                                                 : unif();
+            for (int i = 0; i < 16; i++) {
+                float v = gauss() * sc;
+                if (kind == 4 && i % 3)
+                    v = 0.f;
+                if (kind == 5 && v < 0)
+                    v = -v;
+                if (kind == 6 && i == 5)
+                    v *= 100.f;
+                m[s * 16 + i] = v;
+            }
+        }
+        static const struct { unsigned t; const char *name; uint32_t bytes; } mt[] = {
+            { QTK_T_Q3_K, "q3_k", 110 }, { QTK_T_Q6_K, "q6_k", 210 } };
+        for (int k = 0; k < 2; k++) {
+            if (qtk_quant_ggml(mt[k].t, m, mq, MR, MC, NULL) != 0) {
+                printf("mixed %s: encoder failed\n", mt[k].name);
+                rc = 1;
+                continue;
+            }
+            printf("mixed sub-blocks %s %016llx\n", mt[k].name,
+                   (unsigned long long)fnv(mq, (size_t)MR * MC / 256 * mt[k].bytes, 0xcbf29ce484222325ull));
+        }
+        free(m);
+        free(mq);
+    }
     free(x);
     free(im);
     free(q);
