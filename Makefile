@@ -53,7 +53,7 @@ $(B)/src/quant_k_avx2.o: CFLAGS_ALL += -mavx2
 $(B)/src/quant_awq_avx2.o: CFLAGS_ALL += -mavx2
 $(B)/src/quant_iq4_avx2.o: CFLAGS_ALL += -mavx2
 $(B)/src/quant_asym_avx2.o: CFLAGS_ALL += -mavx2 -mf16c
-$(B)/src/quant_sym_avx2.o: CFLAGS_ALL += -mavx2
+$(B)/src/quant_sym_avx2.o: CFLAGS_ALL += -mavx2 -mf16c
 $(B)/src/dequant_f16c.o: CFLAGS_ALL += -mavx -mf16c
 endif
 

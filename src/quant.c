@@ -170,7 +170,21 @@ static inline void sym_rows(const sym_type *T, const float *x, const float *w, u
 {
     float xs[2][QB], ws[2][QB], q[2][QB], d[2];
     const sym_pair_fn pair = sym_pair_impl();
-    for (uint64_t b = 0; b < nb; b += 2, x += 2 * QB, dst += 2 * bsize) {
+    uint64_t b = 0;
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(QTK_QV_PLAIN)
+    /* without weights, eight blocks at once where the AVX2 build has them (the same bytes) */
+    if (!w && pair == qtk_sym_pair_avx2 && qtk_sym_have_oct_avx2() && qtk_cpu_f16c()) {
+        float x8[8 * QB], q8[8 * QB], d8[8], w8[QB];
+        for (; nb - b >= 8; b += 8, x += 8 * QB, dst += 8 * bsize) {
+            for (int h = 0; h < 8; h++)
+                sym_prep(x + h * QB, NULL, x8 + h * QB, w8); /* w8 all 1, unread */
+            qtk_sym_oct_avx2(T, x8, q8, d8);
+            for (int h = 0; h < 8; h++)
+                pack(q8 + h * QB, d8[h], dst + (size_t)h * bsize);
+        }
+    }
+#endif
+    for (; b < nb; b += 2, x += 2 * QB, dst += 2 * bsize) {
         const int n = nb - b > 1 ? 2 : 1;
         bool uni[2];
         for (int h = 0; h < n; h++)

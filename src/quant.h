@@ -108,6 +108,11 @@ void qtk_sym_pair_c(const qtk_sym_type *T, const float *x0, const float *x1, con
 void qtk_sym_pair_avx2(const qtk_sym_type *T, const float *x0, const float *x1, const float *w0,
                        const float *w1, float *q0, float *q1, float *d);
 bool qtk_sym_have_avx2(void);
+/* the uniform-weight search of eight blocks x (back to back, sanitised) at once, one per lane:
+ * codes into q (eight blocks), scales into d[0..7]; each block the bytes of the one-block
+ * search. Built when qtk_sym_have_oct_avx2; call it only when qtk_simd_avx2 and qtk_cpu_f16c. */
+void qtk_sym_oct_avx2(const qtk_sym_type *T, const float *x, float *q, float *d);
+bool qtk_sym_have_oct_avx2(void);
 
 /* May the AVX2 builds (quant_k_avx2.c, quant_awq_avx2.c, quant_iq4_avx2.c, quant_asym_avx2.c,
  * quant_sym_avx2.c) run: an x86 CPU with

@@ -162,6 +162,50 @@ int main(void)
         free(m);
         free(mq);
     }
+    /* q4_0, q5_0 and q8_0 without weights on rows of eleven blocks (the AVX2 build searches
+     * eight at a time, one block per lane, then pairs), each block of its own kind: zero, -0,
+     * tiny, huge, a NaN or an infinity (sanitised), the largest magnitude twice with both
+     * signs, one nonzero value, or plain */
+    {
+        enum { LR = 9, LC = 32 * 11 };
+        float *m = malloc(sizeof(float) * LR * LC);
+        uint8_t *mq = malloc((size_t)LR * LC / 32 * 34);
+        if (!m || !mq)
+            return 1;
+        for (int s = 0; s < LR * LC / 32; s++) {
+            const unsigned kind = rnd32() % 10;
+            const float sc = kind == 2 ? 1e-30f : kind == 3 ? 3e38f : unif();
+            for (int i = 0; i < 32; i++) {
+                float v = gauss() * sc;
+                if (kind == 0)
+                    v = 0.f;
+                else if (kind == 1)
+                    v = -0.f;
+                else if (kind == 4 && i == 7)
+                    v = __builtin_nanf("");
+                else if (kind == 5 && i == 31)
+                    v = -__builtin_inff();
+                else if (kind == 6 && (i == 3 || i == 20))
+                    v = i == 3 ? 4.f * sc : -4.f * sc;
+                else if (kind == 7)
+                    v = i == 11 ? sc : 0.f;
+                m[s * 32 + i] = v;
+            }
+        }
+        static const struct { unsigned t; const char *name; uint32_t bytes; } lt[] = {
+            { QTK_T_Q4_0, "q4_0", 18 }, { QTK_T_Q5_0, "q5_0", 22 }, { QTK_T_Q8_0, "q8_0", 34 } };
+        for (int k = 0; k < 3; k++) {
+            if (qtk_quant_ggml(lt[k].t, m, mq, LR, LC, NULL) != 0) {
+                printf("mixed %s: encoder failed\n", lt[k].name);
+                rc = 1;
+                continue;
+            }
+            printf("mixed blocks %s %016llx\n", lt[k].name,
+                   (unsigned long long)fnv(mq, (size_t)LR * LC / 32 * lt[k].bytes, 0xcbf29ce484222325ull));
+        }
+        free(m);
+        free(mq);
+    }
     free(x);
     free(im);
     free(q);

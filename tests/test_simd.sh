@@ -100,6 +100,8 @@ if [ -x "$D/simd_digest" ] && [ -x "$D/simd_digest_src" ] && [ -x "$D/simd_diges
 	[ "$n" -eq 10 ] && ok "simd_digest: 10 lines of seven-block rows" || bad "simd_digest printed $n seven-block lines"
 	n=$(grep -c '^mixed sub-blocks' "$T/d.lib")
 	[ "$n" -eq 2 ] && ok "simd_digest: 2 lines of mixed sub-blocks" || bad "simd_digest printed $n mixed sub-block lines"
+	n=$(grep -c '^mixed blocks' "$T/d.lib")
+	[ "$n" -eq 3 ] && ok "simd_digest: 3 lines of mixed legacy blocks" || bad "simd_digest printed $n mixed legacy-block lines"
 	# the bytes themselves, pinned: a change of any encoder's output shows here. When it is on
 	# purpose (a better search), check the quality figures (docs/benchmarks.md) and replace
 	# tests/data/simd_digest.expected with the new lines.
