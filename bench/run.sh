@@ -165,12 +165,12 @@ if [ -n "$LP" ] && [ -n "$LQ" ]; then
 	QTK_BUILD=$B BENCH_DIR=$D BENCH_THREADS=$TH sh bench/kld.sh
 fi
 # each encoder alone, one thread (bench/enc.c): nanoseconds per value and its output's digest
-: >"$D/enc"
+: >"$D/enc.jsonl"
 if [ -x "$B/bench/enc" ]; then
 	echo
 	echo "encoders alone (1024 x 4096 F32, one thread, best of five):"
-	"$B/bench/enc" >"$D/enc" || echo "failed: encoders"
-	awk -F '"' '{ printf "  %-7s %s ns/value  (output %s)\n", $4, substr($7, 3, length($7) - 4), $10 }' "$D/enc"
+	"$B/bench/enc" >"$D/enc.jsonl" || echo "failed: encoders"
+	awk -F '"' '{ printf "  %-7s %s ns/value  (output %s)\n", $4, substr($7, 3, length($7) - 4), $10 }' "$D/enc.jsonl"
 fi
 # results.json: every figure, with its anchor and ratio where there is one
 anchor_of() {
@@ -218,7 +218,7 @@ J=$D/results.json
 		awk 'BEGIN { n = 0 } { printf "%s{\"qtk\": %s, \"llama_quantize\": %s, \"ratio\": %.4f}", (n++ ? ", " : ""), $1, $2, ($2 > 0 ? $1 / $2 : 0) }' "$D/pairs"
 	fi
 	printf '],\n  "encoders": ['
-	awk '{ printf "%s\n    %s", (NR > 1 ? "," : ""), $0 }' "$D/enc"
+	awk '{ printf "%s\n    %s", (NR > 1 ? "," : ""), $0 }' "$D/enc.jsonl"
 	printf '\n  ],\n  "kld": %s\n}\n' "$(kld_json)"
 } >"$J"
 echo "figures: $J"

@@ -172,8 +172,11 @@ static inline void sym_rows(const sym_type *T, const float *x, const float *w, u
     const sym_pair_fn pair = sym_pair_impl();
     uint64_t b = 0;
 #if (defined(__x86_64__) || defined(__i386__)) && !defined(QTK_QV_PLAIN)
-    /* without weights, eight blocks at once where the AVX2 build has them (the same bytes) */
-    if (!w && pair == qtk_sym_pair_avx2 && qtk_sym_have_oct_avx2() && qtk_cpu_f16c()) {
+    /* without weights, eight blocks at once where the AVX2 build has them (the same bytes);
+     * not for a type without a candidate search (q5_0), whose pairs are cheaper than the
+     * transposes */
+    if (!w && T->nstep > 0 && pair == qtk_sym_pair_avx2 && qtk_sym_have_oct_avx2() &&
+        qtk_cpu_f16c()) {
         float x8[8 * QB], q8[8 * QB], d8[8], w8[QB];
         for (; nb - b >= 8; b += 8, x += 8 * QB, dst += 8 * bsize) {
             for (int h = 0; h < 8; h++)

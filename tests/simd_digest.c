@@ -163,7 +163,8 @@ int main(void)
         free(mq);
     }
     /* q4_0, q5_0 and q8_0 without weights on rows of eleven blocks (the AVX2 build searches
-     * eight at a time, one block per lane, then pairs), each block of its own kind: zero, -0,
+     * q4_0's and q8_0's eight at a time, one block per lane, then pairs), each block of its own
+     * kind: zero, -0,
      * tiny, huge, a NaN or an infinity (sanitised), the largest magnitude twice with both
      * signs, one nonzero value, or plain */
     {
