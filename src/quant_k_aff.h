@@ -491,8 +491,14 @@ void QK_AFF_BLOCK(const aff_cfg *c, const float *x, const float *w, bool uniform
 {
     float rs[16] = { 0 }, rm[16] = { 0 }, os[16], om[16];
     const bool own = !(uniform && c->ref_only);
-    for (int j = 0; j < c->nsub; j++)
-        aff_fit(c, x + j * c->sub, w + j * c->sub, own, &rs[j], &rm[j], &os[j], &om[j]);
+#ifdef AFF_FIT_LANES
+    /* eight sub-blocks of 32 scored by ggml's criterion (q4_k, q5_k): one per lane */
+    if (c->sub == 32 && c->nsub == 8 && !c->mad)
+        AFF_FIT_LANES(c, x, w, own, rs, rm, os, om);
+    else
+#endif
+        for (int j = 0; j < c->nsub; j++)
+            aff_fit(c, x + j * c->sub, w + j * c->sub, own, &rs[j], &rm[j], &os[j], &om[j]);
     aff_init(c, x, w, rs, rm, st);
     if (own) {
         aff_st o;

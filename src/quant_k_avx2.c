@@ -2,13 +2,18 @@
  * (quant_k_symfit.h) and superblock search (quant_k_sym.h) built for AVX2; the Makefile compiles
  * this file with -mavx2 on x86 and quant_k.c picks it at run time when the CPU has AVX2. For
  * q3_k (weights all ones) the sub-block fits and the first refinement pass also run with one
- * sub-block per lane (ref_q3_lanes, q3_refine_lanes), each lane repeating the generic build's
- * operations in their order. Results are identical to the generic build (see qv8 in quant.h). */
+ * sub-block per lane (ref_q3_lanes, q3_refine_lanes), and so does the candidate sweep of q4_k's
+ * and q5_k's eight sub-blocks of 32 (aff_fit_lanes, any weights), each lane repeating the
+ * generic build's operations in their order. Results are identical to the generic build (see
+ * qv8 in quant.h). */
 #define QTK_QUANT_IMPL
 #include "quant.h"
 #include "quant_k.h"
 
 #if defined(__AVX2__)
+static void aff_fit_lanes(const aff_cfg *c, const float *x, const float *w, bool own, float *rs,
+                          float *rm, float *os, float *om);
+#define AFF_FIT_LANES aff_fit_lanes
 #define QK_AFF_BLOCK qtk_aff_block_avx2
 #include "quant_k_aff.h"
 #define SYM_FITS qtk_sym_fits_avx2
@@ -401,6 +406,276 @@ static void q3_refine_lanes(const sym_cfg *c, const float *x, const float *w, co
 void qtk_q3_fits_avx2(const float *x, float *fits, int nsb)
 {
     ref_q3_lanes(x, fits, nsb, true);
+}
+
+/* ---- aff_fit_n of eight sub-blocks of 32, one per lane -----------------------------------
+ * Lane j of every register is sub-block j; element i of the eight in AX[i]. Each lane does
+ * aff_fit_n's operations on its sub-block in their order: a sum's term i goes to accumulator
+ * i%8, folded ((a0+a4) + (a2+a6)) + ((a1+a5) + (a3+a7)) as qv8_sum does; the least-squares
+ * choices in double, two registers of four lanes; a branch becomes a mask. aff_fit_n skips a
+ * candidate whose codes or sums equal the previous one's; scoring it again changes nothing
+ * (the same sums give the same fit, which cannot beat itself), so every lane scores every
+ * candidate here. */
+enum { AL = 32 };
+
+/* t[i] lane j = p[j * AL + i]: eight sub-blocks of AL values turned into columns */
+static inline void aff_cols(const float *p, __m256 *t)
+{
+    for (int c0 = 0; c0 < AL; c0 += 8) {
+        __m256 a[8], b[8];
+        for (int j = 0; j < 8; j++)
+            a[j] = _mm256_loadu_ps(p + j * AL + c0);
+        for (int j = 0; j < 8; j += 2) {
+            b[j] = _mm256_unpacklo_ps(a[j], a[j + 1]);
+            b[j + 1] = _mm256_unpackhi_ps(a[j], a[j + 1]);
+        }
+        for (int j = 0; j < 8; j += 4)
+            for (int k = 0; k < 2; k++) {
+                a[j + k] = _mm256_shuffle_ps(b[j + k], b[j + k + 2], 0x44);
+                a[j + k + 2] = _mm256_shuffle_ps(b[j + k], b[j + k + 2], 0xEE);
+            }
+        static const int col[4] = { 0, 2, 1, 3 };
+        for (int k = 0; k < 4; k++) {
+            t[c0 + col[k]] = _mm256_permute2f128_ps(a[k], a[k + 4], 0x20);
+            t[c0 + col[k] + 4] = _mm256_permute2f128_ps(a[k], a[k + 4], 0x31);
+        }
+    }
+}
+
+/* qv8_sum's order over accumulators acc[0..7] */
+static inline __m256 aff_tree(const __m256 *a)
+{
+    return _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6])),
+                         _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7])));
+}
+
+/* lsum2 of every lane: sum a[i]*b[i] (b NULL: sum a[i]) */
+static inline __m256 aff_lsum(const __m256 *a, const __m256 *b)
+{
+    __m256 acc[8];
+    for (int r = 0; r < 8; r++) {
+        acc[r] = _mm256_setzero_ps();
+        for (int i = r; i < AL; i += 8)
+            acc[r] = _mm256_add_ps(acc[r], b ? _mm256_mul_ps(a[i], b[i]) : a[i]);
+    }
+    return aff_tree(acc);
+}
+
+/* the codes of inverse scales is for values U and their sums under (WO, WOX), and with WR
+ * under (WR, WRX): S[0..2], S[3..5] (aff_sweep; aff_sweep3 without WR) */
+static inline __attribute__((always_inline)) void aff_lsweep(const __m256 *U, const __m256 *WO,
+                                                             const __m256 *WOX, const __m256 *WR,
+                                                             const __m256 *WRX, __m256 is,
+                                                             __m256 fn, __m256 *S)
+{
+    const __m256 z = _mm256_setzero_ps(), m = _mm256_set1_ps(12582912.f);
+    __m256 a[6][8];
+    for (int r = 0; r < 8; r++) {
+        __m256 a0 = z, a1 = z, a2 = z, b0 = z, b1 = z, b2 = z;
+#pragma GCC unroll 4
+        for (int i = r; i < AL; i += 8) {
+            const __m256 v = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(is, U[i]), z), fn);
+            const __m256 l = _mm256_sub_ps(_mm256_add_ps(v, m), m);
+            __m256 t = _mm256_mul_ps(WO[i], l);
+            a0 = _mm256_add_ps(a0, t);
+            a1 = _mm256_add_ps(a1, _mm256_mul_ps(t, l));
+            a2 = _mm256_add_ps(a2, _mm256_mul_ps(WOX[i], l));
+            if (WR) {
+                t = _mm256_mul_ps(WR[i], l);
+                b0 = _mm256_add_ps(b0, t);
+                b1 = _mm256_add_ps(b1, _mm256_mul_ps(t, l));
+                b2 = _mm256_add_ps(b2, _mm256_mul_ps(WRX[i], l));
+            }
+        }
+        a[0][r] = a0, a[1][r] = a1, a[2][r] = a2, a[3][r] = b0, a[4][r] = b1, a[5][r] = b2;
+    }
+    for (int k = 0; k < (WR ? 6 : 3); k++)
+        S[k] = aff_tree(a[k]);
+}
+
+static inline __m256d lo_pd(__m256 v) { return _mm256_cvtps_pd(_mm256_castps256_ps128(v)); }
+static inline __m256d hi_pd(__m256 v) { return _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)); }
+/* eight floats from two registers of four doubles (rounded as a cast does) */
+static inline __m256 pd_ps(__m256d lo, __m256d hi)
+{
+    return _mm256_set_m128(_mm256_cvtpd_ps(hi), _mm256_cvtpd_ps(lo));
+}
+/* an eight-lane mask from two four-lane double masks (all ones converts to a NaN) */
+static inline __m256 pd_mask(__m256d lo, __m256d hi)
+{
+    const __m256 m = pd_ps(lo, hi);
+    return _mm256_cmp_ps(m, m, _CMP_UNORD_Q);
+}
+
+/* aff_ls in four lanes: the mask of lanes where it returns true, with *s, *m, *e there */
+static inline __attribute__((always_inline)) __m256d aff_ls4(__m256d sw, __m256d sx, __m256d sxx,
+                                                             __m256d sl, __m256d sll, __m256d sxl,
+                                                             bool ours, __m256d best, __m256d *s,
+                                                             __m256d *m, __m256d *e)
+{
+    const __m256d z = _mm256_setzero_pd();
+    const __m256d D = _mm256_sub_pd(_mm256_mul_pd(sw, sll), _mm256_mul_pd(sl, sl));
+    const __m256d pD = _mm256_cmp_pd(D, z, _CMP_GT_OQ);
+    const __m256d ns = _mm256_sub_pd(_mm256_mul_pd(sw, sxl), _mm256_mul_pd(sx, sl));
+    const __m256d nm = _mm256_sub_pd(_mm256_mul_pd(sll, sx), _mm256_mul_pd(sl, sxl));
+    const __m256d inA = _mm256_and_pd(pD, _mm256_cmp_pd(nm, z, _CMP_LE_OQ));
+    __m256d okA = _mm256_cmp_pd(_mm256_sub_pd(_mm256_sub_pd(_mm256_mul_pd(sxx, D), _mm256_mul_pd(ns, sxl)),
+                                              _mm256_mul_pd(nm, sx)),
+                                _mm256_mul_pd(best, D), _CMP_LT_OQ);
+    if (ours)
+        okA = _mm256_and_pd(okA, _mm256_cmp_pd(ns, z, _CMP_GE_OQ));
+    okA = _mm256_and_pd(okA, inA);
+    const __m256d iD = _mm256_div_pd(_mm256_set1_pd(1.0), D);
+    const __m256d sA = _mm256_mul_pd(ns, iD), mA = _mm256_mul_pd(nm, iD);
+    const __m256d eA = _mm256_sub_pd(_mm256_sub_pd(sxx, _mm256_mul_pd(sA, sxl)), _mm256_mul_pd(mA, sx));
+    /* m clamped to 0: from D > 0 with nm > 0 (or unordered), or (ours) D not positive, sll > 0 */
+    __m256d inB = _mm256_andnot_pd(_mm256_cmp_pd(nm, z, _CMP_LE_OQ), pD);
+    if (ours)
+        inB = _mm256_or_pd(inB, _mm256_andnot_pd(pD, _mm256_cmp_pd(sll, z, _CMP_GT_OQ)));
+    __m256d okB = _mm256_cmp_pd(_mm256_sub_pd(_mm256_mul_pd(sxx, sll), _mm256_mul_pd(sxl, sxl)),
+                                _mm256_mul_pd(best, sll), _CMP_LT_OQ);
+    if (ours)
+        okB = _mm256_and_pd(okB, _mm256_cmp_pd(sxl, z, _CMP_GE_OQ));
+    okB = _mm256_and_pd(okB, inB);
+    const __m256d sB = _mm256_div_pd(sxl, sll);
+    const __m256d eB = _mm256_sub_pd(sxx, _mm256_mul_pd(sB, sxl));
+    *s = _mm256_blendv_pd(sB, sA, okA);
+    *m = _mm256_and_pd(mA, okA); /* +0 from the clamp */
+    *e = _mm256_blendv_pd(eB, eA, okA);
+    return _mm256_or_pd(okA, okB);
+}
+
+/* aff_ours in eight lanes (two halves of four) */
+typedef struct {
+    __m256d w[2], x[2], xx[2], best[2];
+    __m256 s, m;
+} aff_ours8;
+
+static inline __attribute__((always_inline)) void aff_ours_try8(aff_ours8 *o, const __m256 *S)
+{
+    __m256d ok[2], sv[2], mv[2];
+    for (int h = 0; h < 2; h++) {
+        __m256d e;
+        ok[h] = aff_ls4(o->w[h], o->x[h], o->xx[h], h ? hi_pd(S[0]) : lo_pd(S[0]),
+                        h ? hi_pd(S[1]) : lo_pd(S[1]), h ? hi_pd(S[2]) : lo_pd(S[2]), true,
+                        o->best[h], &sv[h], &mv[h], &e);
+        o->best[h] = _mm256_blendv_pd(o->best[h], e, ok[h]);
+    }
+    const __m256 okf = pd_mask(ok[0], ok[1]);
+    o->s = _mm256_blendv_ps(o->s, pd_ps(sv[0], sv[1]), okf);
+    o->m = _mm256_blendv_ps(o->m, pd_ps(mv[0], mv[1]), okf);
+}
+
+static void aff_fit_lanes(const aff_cfg *c, const float *x, const float *w, bool own, float *rs,
+                          float *rm, float *os, float *om)
+{
+    __m256 X[AL], WO[AL], WOX[AL], WR[AL], WRX[AL], U[AL];
+    aff_cols(x, X);
+    aff_cols(w, WO);
+    const float fns = (float)c->nmax;
+    const __m256 z = _mm256_setzero_ps(), fn = _mm256_set1_ps(fns);
+    /* ggml's weights rms + |x| (c->wabs is q2_k's, never here) */
+    const __m256 av = _mm256_sqrt_ps(_mm256_div_ps(aff_lsum(X, X), _mm256_set1_ps((float)AL)));
+    __m256 min = X[0], max = X[0];
+    for (int i = 1; i < AL; i++) {
+        min = _mm256_blendv_ps(min, X[i], _mm256_cmp_ps(X[i], min, _CMP_LT_OQ));
+        max = _mm256_blendv_ps(max, X[i], _mm256_cmp_ps(X[i], max, _CMP_GT_OQ));
+    }
+    min = _mm256_blendv_ps(min, z, _mm256_cmp_ps(min, z, _CMP_GT_OQ));
+    const __m256 flat = _mm256_cmp_ps(max, min, _CMP_EQ_OQ);
+    for (int i = 0; i < AL; i++) {
+        WR[i] = _mm256_add_ps(av, _mm256_andnot_ps(_mm256_set1_ps(-0.f), X[i]));
+        U[i] = _mm256_sub_ps(X[i], min);
+        WOX[i] = _mm256_mul_ps(WO[i], X[i]);
+        WRX[i] = _mm256_mul_ps(WR[i], X[i]);
+    }
+    __m256d swr[2], sxr[2], sxxr[2];
+    {
+        const __m256 a = aff_lsum(WR, NULL), b = aff_lsum(WRX, NULL), cc = aff_lsum(WRX, X);
+        swr[0] = lo_pd(a), swr[1] = hi_pd(a);
+        sxr[0] = lo_pd(b), sxr[1] = hi_pd(b);
+        sxxr[0] = lo_pd(cc), sxxr[1] = hi_pd(cc);
+    }
+    aff_ours8 o;
+    {
+        const __m256 a = aff_lsum(WO, NULL), b = aff_lsum(WOX, NULL), cc = aff_lsum(WOX, X);
+        o.w[0] = lo_pd(a), o.w[1] = hi_pd(a);
+        o.x[0] = lo_pd(b), o.x[1] = hi_pd(b);
+        o.xx[0] = lo_pd(cc), o.xx[1] = hi_pd(cc);
+        o.best[0] = o.best[1] = _mm256_set1_pd(DBL_MAX);
+        o.s = o.m = z;
+    }
+    __m256 range = _mm256_sub_ps(max, min);
+    __m256 S[6];
+    __m256 is = _mm256_div_ps(fn, range);
+    __m256 scale = _mm256_div_ps(_mm256_set1_ps(1.f), is), bmin = min;
+    aff_lsweep(U, WO, WOX, WR, WRX, is, fn, S);
+    if (own)
+        aff_ours_try8(&o, S);
+    __m256d best[2];
+    for (int h = 0; h < 2; h++) {
+        /* aff_quad(scale, min, S + 3, swr, sxr, sxxr) */
+        const __m256d s = h ? hi_pd(scale) : lo_pd(scale), m = h ? hi_pd(min) : lo_pd(min);
+        const __m256d S3 = h ? hi_pd(S[3]) : lo_pd(S[3]), S4 = h ? hi_pd(S[4]) : lo_pd(S[4]);
+        const __m256d S5 = h ? hi_pd(S[5]) : lo_pd(S[5]), two = _mm256_set1_pd(2.0);
+        __m256d q = _mm256_mul_pd(_mm256_mul_pd(s, s), S4);
+        q = _mm256_add_pd(q, _mm256_mul_pd(_mm256_mul_pd(_mm256_mul_pd(two, s), m), S3));
+        q = _mm256_add_pd(q, _mm256_mul_pd(_mm256_mul_pd(m, m), swr[h]));
+        q = _mm256_sub_pd(q, _mm256_mul_pd(_mm256_mul_pd(two, s), S5));
+        q = _mm256_sub_pd(q, _mm256_mul_pd(_mm256_mul_pd(two, m), sxr[h]));
+        best[h] = _mm256_add_pd(q, sxxr[h]);
+    }
+    for (int k = 0; k <= c->nstep; k++) {
+        is = _mm256_div_ps(_mm256_set1_ps(c->rmin + c->rdelta * (float)k + fns), range);
+        aff_lsweep(U, WO, WOX, WR, WRX, is, fn, S);
+        if (own)
+            aff_ours_try8(&o, S);
+        __m256d up[2], ts[2], tm[2];
+        for (int h = 0; h < 2; h++) {
+            __m256d e;
+            const __m256d ok = aff_ls4(swr[h], sxr[h], sxxr[h], h ? hi_pd(S[3]) : lo_pd(S[3]),
+                                       h ? hi_pd(S[4]) : lo_pd(S[4]), h ? hi_pd(S[5]) : lo_pd(S[5]),
+                                       false, best[h], &ts[h], &tm[h], &e);
+            up[h] = _mm256_and_pd(ok, _mm256_cmp_pd(e, best[h], _CMP_LT_OQ));
+            best[h] = _mm256_blendv_pd(best[h], e, up[h]);
+        }
+        const __m256 upf = pd_mask(up[0], up[1]);
+        if (_mm256_movemask_ps(upf)) {
+            scale = _mm256_blendv_ps(scale, pd_ps(ts[0], ts[1]), upf);
+            bmin = _mm256_blendv_ps(bmin, pd_ps(tm[0], tm[1]), upf);
+            /* as ggml does: later candidates are coded relative to the new minimum */
+            range = _mm256_blendv_ps(range, _mm256_sub_ps(max, bmin), upf);
+            for (int i = 0; i < AL; i++)
+                U[i] = _mm256_blendv_ps(U[i], _mm256_sub_ps(X[i], bmin), upf);
+        }
+    }
+    range = _mm256_sub_ps(max, min);
+    /* ours only: the lowest codes clipped, a coarser sweep */
+    for (int sh = 1; own && sh <= 2; sh++) {
+        const __m256 mn2 = _mm256_add_ps(min, _mm256_div_ps(_mm256_mul_ps(_mm256_set1_ps((float)sh * 0.25f), range), fn));
+        for (int i = 0; i < AL; i++)
+            U[i] = _mm256_max_ps(_mm256_sub_ps(X[i], mn2), z);
+        const __m256 span = _mm256_sub_ps(max, mn2);
+        for (int k = 0; k <= 3; k++) {
+            is = _mm256_div_ps(_mm256_set1_ps(-1.f + 0.6f * (float)k + fns), span);
+            aff_lsweep(U, WO, WOX, NULL, NULL, is, fn, S);
+            aff_ours_try8(&o, S);
+        }
+    }
+    const __m256d big = _mm256_set1_pd(DBL_MAX);
+    const __m256 set = pd_mask(_mm256_cmp_pd(o.best[0], big, _CMP_LT_OQ),
+                               _mm256_cmp_pd(o.best[1], big, _CMP_LT_OQ));
+    /* -v as the scalar negation is: a sign flip */
+    const __m256 sg = _mm256_set1_ps(-0.f);
+    const __m256 vrs = _mm256_andnot_ps(flat, scale);
+    const __m256 vrm = _mm256_blendv_ps(_mm256_xor_ps(bmin, sg), _mm256_xor_ps(min, sg), flat);
+    const __m256 vos = _mm256_andnot_ps(flat, _mm256_blendv_ps(scale, o.s, set));
+    const __m256 vom = _mm256_blendv_ps(_mm256_blendv_ps(_mm256_xor_ps(bmin, sg), _mm256_xor_ps(o.m, sg), set),
+                                        _mm256_xor_ps(min, sg), flat);
+    _mm256_storeu_ps(rs, vrs);
+    _mm256_storeu_ps(rm, vrm);
+    _mm256_storeu_ps(os, vos);
+    _mm256_storeu_ps(om, vom);
 }
 #else
 bool qtk_aff_have_avx2(void) { return false; }

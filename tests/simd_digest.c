@@ -124,9 +124,11 @@ int main(void)
         printf("group fit g%u b%u %s z%d %016llx\n", fits[k].g, fits[k].bits,
                fits[k].sym ? "sym" : "asym", fits[k].zmin, (unsigned long long)h);
     }
-    /* q3_k and q6_k on rows of eleven superblocks (q3_k's AVX2 build fits eight at a time, one
-     * sub-block per lane, then three), each sub-block of its own kind: zero, tiny, huge, sparse,
-     * one-signed, one outlier or plain, so live and dead lanes share registers */
+    /* q3_k, q6_k, q2_k, q4_k and q5_k on rows of eleven superblocks (q3_k's AVX2 build fits
+     * eight sub-blocks at a time, one per lane, then three; q4_k's and q5_k's fit a superblock's
+     * eight sub-blocks of 32 one per lane), each sub-block of 16 values of its own kind: zero,
+     * tiny, huge, sparse, one-signed, one outlier or plain, so live and dead lanes share
+     * registers */
     {
         enum { MR = 13, MC = 256 * 11 };
         float *m = malloc(sizeof(float) * MR * MC);
@@ -149,8 +151,9 @@ int main(void)
             }
         }
         static const struct { unsigned t; const char *name; uint32_t bytes; } mt[] = {
-            { QTK_T_Q3_K, "q3_k", 110 }, { QTK_T_Q6_K, "q6_k", 210 } };
-        for (int k = 0; k < 2; k++) {
+            { QTK_T_Q3_K, "q3_k", 110 }, { QTK_T_Q6_K, "q6_k", 210 }, { QTK_T_Q2_K, "q2_k", 84 },
+            { QTK_T_Q4_K, "q4_k", 144 }, { QTK_T_Q5_K, "q5_k", 176 } };
+        for (int k = 0; k < 5; k++) {
             if (qtk_quant_ggml(mt[k].t, m, mq, MR, MC, NULL) != 0) {
                 printf("mixed %s: encoder failed\n", mt[k].name);
                 rc = 1;
