@@ -461,12 +461,16 @@ static inline __m256 aff_lsum(const __m256 *a, const __m256 *b)
     return aff_tree(acc);
 }
 
-/* the codes of inverse scales is for values U and their sums under (WO, WOX), and with WR
- * under (WR, WRX): S[0..2], S[3..5] (aff_sweep; aff_sweep3 without WR) */
+/* which of our sums aff_lsweep takes: none (ggml's fit alone), under weights WO, or under
+ * weights all 1 (WO's products with them are exact, so left out) */
+enum { OURS_NONE, OURS_W, OURS_ONE };
+
+/* the codes of inverse scales is for values U and their sums under (WO, WOX) (ours), and with
+ * WR under (WR, WRX): S[0..2], S[3..5] (aff_sweep; aff_sweep3 without WR) */
 static inline __attribute__((always_inline)) void aff_lsweep(const __m256 *U, const __m256 *WO,
                                                              const __m256 *WOX, const __m256 *WR,
                                                              const __m256 *WRX, __m256 is,
-                                                             __m256 fn, __m256 *S)
+                                                             __m256 fn, int ours, __m256 *S)
 {
     const __m256 z = _mm256_setzero_ps(), m = _mm256_set1_ps(12582912.f);
     __m256 a[6][8];
@@ -476,10 +480,13 @@ static inline __attribute__((always_inline)) void aff_lsweep(const __m256 *U, co
         for (int i = r; i < AL; i += 8) {
             const __m256 v = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(is, U[i]), z), fn);
             const __m256 l = _mm256_sub_ps(_mm256_add_ps(v, m), m);
-            __m256 t = _mm256_mul_ps(WO[i], l);
-            a0 = _mm256_add_ps(a0, t);
-            a1 = _mm256_add_ps(a1, _mm256_mul_ps(t, l));
-            a2 = _mm256_add_ps(a2, _mm256_mul_ps(WOX[i], l));
+            __m256 t;
+            if (ours != OURS_NONE) {
+                t = ours == OURS_ONE ? l : _mm256_mul_ps(WO[i], l);
+                a0 = _mm256_add_ps(a0, t);
+                a1 = _mm256_add_ps(a1, _mm256_mul_ps(t, l));
+                a2 = _mm256_add_ps(a2, _mm256_mul_ps(WOX[i], l));
+            }
             if (WR) {
                 t = _mm256_mul_ps(WR[i], l);
                 b0 = _mm256_add_ps(b0, t);
@@ -489,8 +496,28 @@ static inline __attribute__((always_inline)) void aff_lsweep(const __m256 *U, co
         }
         a[0][r] = a0, a[1][r] = a1, a[2][r] = a2, a[3][r] = b0, a[4][r] = b1, a[5][r] = b2;
     }
-    for (int k = 0; k < (WR ? 6 : 3); k++)
+    for (int k = ours != OURS_NONE ? 0 : 3; k < (WR ? 6 : 3); k++)
         S[k] = aff_tree(a[k]);
+}
+
+/* aff_lsweep for each kind of our sums, with and without ggml's */
+static void aff_lsweep_ref(const __m256 *U, const __m256 *WO, const __m256 *WOX, const __m256 *WR,
+                           const __m256 *WRX, __m256 is, __m256 fn, int ours, __m256 *S)
+{
+    if (ours == OURS_ONE)
+        aff_lsweep(U, WO, WOX, WR, WRX, is, fn, OURS_ONE, S);
+    else if (ours == OURS_W)
+        aff_lsweep(U, WO, WOX, WR, WRX, is, fn, OURS_W, S);
+    else
+        aff_lsweep(U, WO, WOX, WR, WRX, is, fn, OURS_NONE, S);
+}
+static void aff_lsweep_ours(const __m256 *U, const __m256 *WO, const __m256 *WOX, __m256 is,
+                            __m256 fn, int ours, __m256 *S)
+{
+    if (ours == OURS_ONE)
+        aff_lsweep(U, WO, WOX, NULL, NULL, is, fn, OURS_ONE, S);
+    else
+        aff_lsweep(U, WO, WOX, NULL, NULL, is, fn, OURS_W, S);
 }
 
 static inline __m256d lo_pd(__m256 v) { return _mm256_cvtps_pd(_mm256_castps256_ps128(v)); }
@@ -525,9 +552,6 @@ static inline __attribute__((always_inline)) __m256d aff_ls4(__m256d sw, __m256d
     if (ours)
         okA = _mm256_and_pd(okA, _mm256_cmp_pd(ns, z, _CMP_GE_OQ));
     okA = _mm256_and_pd(okA, inA);
-    const __m256d iD = _mm256_div_pd(_mm256_set1_pd(1.0), D);
-    const __m256d sA = _mm256_mul_pd(ns, iD), mA = _mm256_mul_pd(nm, iD);
-    const __m256d eA = _mm256_sub_pd(_mm256_sub_pd(sxx, _mm256_mul_pd(sA, sxl)), _mm256_mul_pd(mA, sx));
     /* m clamped to 0: from D > 0 with nm > 0 (or unordered), or (ours) D not positive, sll > 0 */
     __m256d inB = _mm256_andnot_pd(_mm256_cmp_pd(nm, z, _CMP_LE_OQ), pD);
     if (ours)
@@ -537,12 +561,20 @@ static inline __attribute__((always_inline)) __m256d aff_ls4(__m256d sw, __m256d
     if (ours)
         okB = _mm256_and_pd(okB, _mm256_cmp_pd(sxl, z, _CMP_GE_OQ));
     okB = _mm256_and_pd(okB, inB);
+    const __m256d ok = _mm256_or_pd(okA, okB);
+    if (!_mm256_movemask_pd(ok)) { /* no lane wins: only a winner pays for divisions */
+        *s = *m = *e = z;
+        return ok;
+    }
+    const __m256d iD = _mm256_div_pd(_mm256_set1_pd(1.0), D);
+    const __m256d sA = _mm256_mul_pd(ns, iD), mA = _mm256_mul_pd(nm, iD);
+    const __m256d eA = _mm256_sub_pd(_mm256_sub_pd(sxx, _mm256_mul_pd(sA, sxl)), _mm256_mul_pd(mA, sx));
     const __m256d sB = _mm256_div_pd(sxl, sll);
     const __m256d eB = _mm256_sub_pd(sxx, _mm256_mul_pd(sB, sxl));
     *s = _mm256_blendv_pd(sB, sA, okA);
     *m = _mm256_and_pd(mA, okA); /* +0 from the clamp */
     *e = _mm256_blendv_pd(eB, eA, okA);
-    return _mm256_or_pd(okA, okB);
+    return ok;
 }
 
 /* aff_ours in eight lanes (two halves of four) */
@@ -605,11 +637,16 @@ static void aff_fit_lanes(const aff_cfg *c, const float *x, const float *w, bool
         o.best[0] = o.best[1] = _mm256_set1_pd(DBL_MAX);
         o.s = o.m = z;
     }
+    /* weights all 1 (no importance matrix) */
+    __m256 one = _mm256_cmp_ps(WO[0], _mm256_set1_ps(1.f), _CMP_EQ_OQ);
+    for (int i = 1; i < AL; i++)
+        one = _mm256_and_ps(one, _mm256_cmp_ps(WO[i], _mm256_set1_ps(1.f), _CMP_EQ_OQ));
+    const int ours = !own ? OURS_NONE : _mm256_movemask_ps(one) == 0xFF ? OURS_ONE : OURS_W;
     __m256 range = _mm256_sub_ps(max, min);
     __m256 S[6];
     __m256 is = _mm256_div_ps(fn, range);
     __m256 scale = _mm256_div_ps(_mm256_set1_ps(1.f), is), bmin = min;
-    aff_lsweep(U, WO, WOX, WR, WRX, is, fn, S);
+    aff_lsweep_ref(U, WO, WOX, WR, WRX, is, fn, ours, S);
     if (own)
         aff_ours_try8(&o, S);
     __m256d best[2];
@@ -627,7 +664,7 @@ static void aff_fit_lanes(const aff_cfg *c, const float *x, const float *w, bool
     }
     for (int k = 0; k <= c->nstep; k++) {
         is = _mm256_div_ps(_mm256_set1_ps(c->rmin + c->rdelta * (float)k + fns), range);
-        aff_lsweep(U, WO, WOX, WR, WRX, is, fn, S);
+        aff_lsweep_ref(U, WO, WOX, WR, WRX, is, fn, ours, S);
         if (own)
             aff_ours_try8(&o, S);
         __m256d up[2], ts[2], tm[2];
@@ -658,7 +695,7 @@ static void aff_fit_lanes(const aff_cfg *c, const float *x, const float *w, bool
         const __m256 span = _mm256_sub_ps(max, mn2);
         for (int k = 0; k <= 3; k++) {
             is = _mm256_div_ps(_mm256_set1_ps(-1.f + 0.6f * (float)k + fns), span);
-            aff_lsweep(U, WO, WOX, NULL, NULL, is, fn, S);
+            aff_lsweep_ours(U, WO, WOX, is, fn, ours, S);
             aff_ours_try8(&o, S);
         }
     }
