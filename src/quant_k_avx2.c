@@ -494,7 +494,10 @@ static inline __attribute__((always_inline)) void aff_lsweep(const __m256 *U, co
                 b2 = _mm256_add_ps(b2, _mm256_mul_ps(WRX[i], l));
             }
         }
-        a[0][r] = a0, a[1][r] = a1, a[2][r] = a2, a[3][r] = b0, a[4][r] = b1, a[5][r] = b2;
+        if (ours != OURS_NONE)
+            a[0][r] = a0, a[1][r] = a1, a[2][r] = a2;
+        if (WR)
+            a[3][r] = b0, a[4][r] = b1, a[5][r] = b2;
     }
     for (int k = ours != OURS_NONE ? 0 : 3; k < (WR ? 6 : 3); k++)
         S[k] = aff_tree(a[k]);
