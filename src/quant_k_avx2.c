@@ -2,8 +2,9 @@
  * (quant_k_symfit.h) and superblock search (quant_k_sym.h) built for AVX2; the Makefile compiles
  * this file with -mavx2 on x86 and quant_k.c picks it at run time when the CPU has AVX2. For
  * q3_k (weights all ones) the sub-block fits and the first refinement pass also run with one
- * sub-block per lane (ref_q3_lanes, q3_refine_lanes), and so does the candidate sweep of q4_k's
- * and q5_k's eight sub-blocks of 32 (aff_fit_lanes, any weights), each lane repeating the
+ * sub-block per lane (ref_q3_lanes, q3_refine_lanes), and so do q6_k's sub-block fits
+ * (q6_fits_lanes) and the candidate sweep of q4_k's and q5_k's eight sub-blocks of 32
+ * (aff_fit_lanes), with any weights, each lane repeating the
  * generic build's operations in their order. Results are identical to the generic build (see
  * qv8 in quant.h). */
 #define QTK_QUANT_IMPL
@@ -20,6 +21,8 @@ static void aff_fit_lanes(const aff_cfg *c, const float *x, const float *w, bool
 #include "quant_k_symfit.h"
 static void q3_refine_lanes(const sym_cfg *c, const float *x, const float *w, const float *wr,
                             float *cap, sym_st *st);
+static void q6_fits_lanes(const sym_cfg *c, const float *x, const float *w, float *rs, float *os);
+#define SYM_FITS_Q6_LANES q6_fits_lanes
 #define SYM_BLOCK qtk_sym_block_avx2
 #define SYM_REF_Q3 qtk_ref_q3_x16_avx2
 #define SYM_REFINE_Q3 q3_refine_lanes
@@ -408,6 +411,168 @@ void qtk_q3_fits_avx2(const float *x, float *fits, int nsb)
     ref_q3_lanes(x, fits, nsb, true);
 }
 
+static inline __m256d lo_pd(__m256 v) { return _mm256_cvtps_pd(_mm256_castps256_ps128(v)); }
+static inline __m256d hi_pd(__m256 v) { return _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)); }
+/* eight floats from two registers of four doubles (rounded as a cast does) */
+static inline __m256 pd_ps(__m256d lo, __m256d hi)
+{
+    return _mm256_set_m128(_mm256_cvtpd_ps(hi), _mm256_cvtpd_ps(lo));
+}
+/* an eight-lane mask from two four-lane double masks (all ones converts to a NaN) */
+static inline __m256 pd_mask(__m256d lo, __m256d hi)
+{
+    const __m256 m = pd_ps(lo, hi);
+    return _mm256_cmp_ps(m, m, _CMP_UNORD_Q);
+}
+
+/* ---- q6_k's sub-block fits (quant_k_symfit.h, q6), eight sub-blocks per register --------
+ * Lane j of register g is sub-block 8g + j. Each lane does SYM_FITS' operations on its
+ * sub-block in their order: a sum's term i goes to partial sum i%4 (the four-lane sweep's lane),
+ * the four added (p0 + p2) + (p1 + p3) as qv_sum4 adds them; ggml's candidates judged in
+ * double in their order, then ours as sym_ours_try_n judges them. With weights all 1 the
+ * products with them (exact) are left out, and sum l*l, a sum of small integers, is exact in
+ * any order, so it takes one sum. */
+typedef struct {
+    __m256 x[SUB], wo[SUB], wox[SUB], wr[SUB], wrx[SUB];
+} q6_reg;
+
+/* sums of the codes of inverse scales is: s[0] = sum wox*l, s[1] = sum wo*l*l and, with ggml
+ * (ggml's weights), s[2] = sum wrx*l, s[3] = sum wr*l*l */
+static inline __attribute__((always_inline)) void q6_sweep(const q6_reg *g, __m256 is, bool one,
+                                                           bool ggml, __m256 *s)
+{
+    const __m256 z = _mm256_setzero_ps(), m = _mm256_set1_ps(12582912.f);
+    const __m256 lo = _mm256_set1_ps(-32.f), hi = _mm256_set1_ps(31.f);
+    __m256 a0[4] = { z, z, z, z }, a1[4] = { z, z, z, z }, b0[4] = { z, z, z, z };
+    __m256 b1[4] = { z, z, z, z }, ll = z;
+#pragma GCC unroll 16
+    for (int i = 0; i < SUB; i++) {
+        const __m256 v = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(is, g->x[i]), lo), hi);
+        const __m256 l = _mm256_sub_ps(_mm256_add_ps(v, m), m);
+        a0[i % 4] = _mm256_add_ps(a0[i % 4], _mm256_mul_ps(g->wox[i], l));
+        if (one)
+            ll = _mm256_add_ps(ll, _mm256_mul_ps(l, l));
+        else
+            a1[i % 4] = _mm256_add_ps(a1[i % 4], _mm256_mul_ps(_mm256_mul_ps(g->wo[i], l), l));
+        if (ggml) {
+            b0[i % 4] = _mm256_add_ps(b0[i % 4], _mm256_mul_ps(g->wrx[i], l));
+            b1[i % 4] = _mm256_add_ps(b1[i % 4], _mm256_mul_ps(_mm256_mul_ps(g->wr[i], l), l));
+        }
+    }
+#define Q6_FOLD(a) _mm256_add_ps(_mm256_add_ps(a[0], a[2]), _mm256_add_ps(a[1], a[3]))
+    s[0] = Q6_FOLD(a0);
+    s[1] = one ? ll : Q6_FOLD(a1);
+    if (ggml) {
+        s[2] = Q6_FOLD(b0);
+        s[3] = Q6_FOLD(b1);
+    }
+#undef Q6_FOLD
+}
+
+static void q6_fits_reg(const sym_cfg *c, const float *x, const float *w, float *rs, float *os)
+{
+    q6_reg g;
+    transpose8(x, g.x);
+    transpose8(x + 8, g.x + 8);
+    transpose8(w, g.wo);
+    transpose8(w + 8, g.wo + 8);
+    const __m256 z = _mm256_setzero_ps(), sg = _mm256_set1_ps(-0.f);
+    /* the largest |x| and the first value with it (sub_absmax) */
+    __m256 amax = z, max = z;
+    for (int i = 0; i < SUB; i++) {
+        const __m256 ax = _mm256_andnot_ps(sg, g.x[i]);
+        const __m256 gt = _mm256_cmp_ps(ax, amax, _CMP_GT_OQ);
+        amax = _mm256_blendv_ps(amax, ax, gt);
+        max = _mm256_blendv_ps(max, g.x[i], gt);
+    }
+    const __m256 live = _mm256_cmp_ps(amax, _mm256_set1_ps(GROUP_EPS), _CMP_GE_OQ);
+    if (!_mm256_movemask_ps(live)) {
+        _mm256_storeu_ps(rs, z);
+        _mm256_storeu_ps(os, z);
+        return;
+    }
+    __m256 one = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
+    for (int i = 0; i < SUB; i++) {
+        g.wox[i] = _mm256_mul_ps(g.wo[i], g.x[i]);
+        g.wr[i] = _mm256_mul_ps(g.x[i], g.x[i]);
+        g.wrx[i] = _mm256_mul_ps(g.wr[i], g.x[i]);
+        one = _mm256_and_ps(one, _mm256_cmp_ps(g.wo[i], _mm256_set1_ps(1.f), _CMP_EQ_OQ));
+    }
+    const bool ones = _mm256_movemask_ps(one) == 0xFF;
+    const float nmax = (float)-c->lo, hi = (float)c->hi;
+    const __m256 mx = _mm256_blendv_ps(_mm256_set1_ps(1.f), max, live); /* dead lanes: unused */
+    /* ggml's 19 inverse scales in its order, each judged as SYM_FITS judges it; ours after */
+    __m256d scale[2] = { _mm256_setzero_pd(), _mm256_setzero_pd() }, best[2] = { scale[0], scale[1] };
+    __m256d ob[2] = { _mm256_set1_pd(-1.0), _mm256_set1_pd(-1.0) }, o0[2] = { scale[0], scale[1] };
+    __m256d o1[2] = { scale[0], scale[1] };
+    for (int k = 0; k < 25; k++) {
+        float num;
+        if (k == 0)
+            num = -nmax;
+        else if (k < 19) {
+            const int is = k <= 9 ? k - 10 : k - 9; /* -9..-1, 1..9 */
+            num = -(nmax + 0.1f * (float)is);
+        } else
+            num = hi + 0.2f * (float)(k - 19) - 0.4f;
+        const __m256 is = _mm256_div_ps(_mm256_set1_ps(num), mx);
+        __m256 S[4];
+        if (k < 19) {
+            if (ones)
+                q6_sweep(&g, is, true, true, S);
+            else
+                q6_sweep(&g, is, false, true, S);
+        } else {
+            if (ones)
+                q6_sweep(&g, is, true, false, S);
+            else
+                q6_sweep(&g, is, false, false, S);
+        }
+        for (int h = 0; h < 2; h++) {
+            const __m256d t0 = h ? hi_pd(S[0]) : lo_pd(S[0]), t1 = h ? hi_pd(S[1]) : lo_pd(S[1]);
+            if (k < 19) {
+                const __m256d t2 = h ? hi_pd(S[2]) : lo_pd(S[2]), t3 = h ? hi_pd(S[3]) : lo_pd(S[3]);
+                const __m256d zd = _mm256_setzero_pd();
+                if (k == 0) {
+                    const __m256d nz = _mm256_cmp_pd(t3, zd, _CMP_NEQ_UQ);
+                    scale[h] = _mm256_and_pd(nz, _mm256_div_pd(t2, t3));
+                    best[h] = _mm256_mul_pd(scale[h], t2);
+                } else {
+                    const __m256d take = _mm256_and_pd(_mm256_cmp_pd(t3, zd, _CMP_GT_OQ),
+                                                       _mm256_cmp_pd(_mm256_mul_pd(t2, t2), _mm256_mul_pd(best[h], t3), _CMP_GT_OQ));
+                    if (_mm256_movemask_pd(take)) {
+                        const __m256d sn = _mm256_div_pd(t2, t3);
+                        scale[h] = _mm256_blendv_pd(scale[h], sn, take);
+                        best[h] = _mm256_blendv_pd(best[h], _mm256_mul_pd(sn, t2), take);
+                    }
+                }
+            }
+            /* sym_ours_try_n's judgement of candidate k */
+            const __m256d pos = _mm256_cmp_pd(t1, _mm256_setzero_pd(), _CMP_GT_OQ);
+            const __m256d sc = _mm256_div_pd(_mm256_and_pd(pos, _mm256_mul_pd(t0, t0)),
+                                             _mm256_blendv_pd(_mm256_set1_pd(1.0), t1, pos));
+            const __m256d win = _mm256_and_pd(pos, _mm256_cmp_pd(sc, ob[h], _CMP_GT_OQ));
+            ob[h] = _mm256_blendv_pd(ob[h], sc, win);
+            o0[h] = _mm256_blendv_pd(o0[h], t0, win);
+            o1[h] = _mm256_blendv_pd(o1[h], t1, win);
+        }
+    }
+    const __m256 r = _mm256_and_ps(live, pd_ps(scale[0], scale[1]));
+    __m256d okd[2], od[2];
+    for (int h = 0; h < 2; h++) {
+        okd[h] = _mm256_cmp_pd(ob[h], _mm256_setzero_pd(), _CMP_GT_OQ);
+        od[h] = _mm256_div_pd(o0[h], _mm256_blendv_pd(_mm256_set1_pd(1.0), o1[h], okd[h]));
+    }
+    const __m256 o = _mm256_and_ps(live, _mm256_blendv_ps(r, pd_ps(od[0], od[1]), pd_mask(okd[0], okd[1])));
+    _mm256_storeu_ps(rs, r);
+    _mm256_storeu_ps(os, o);
+}
+
+static void q6_fits_lanes(const sym_cfg *c, const float *x, const float *w, float *rs, float *os)
+{
+    for (int g = 0; g < NSUB / 8; g++)
+        q6_fits_reg(c, x + g * 8 * SUB, w + g * 8 * SUB, rs + 8 * g, os + 8 * g);
+}
+
 /* ---- aff_fit_n of eight sub-blocks of 32, one per lane -----------------------------------
  * Lane j of every register is sub-block j; element i of the eight in AX[i]. Each lane does
  * aff_fit_n's operations on its sub-block in their order: a sum's term i goes to accumulator
@@ -521,20 +686,6 @@ static void aff_lsweep_ours(const __m256 *U, const __m256 *WO, const __m256 *WOX
         aff_lsweep(U, WO, WOX, NULL, NULL, is, fn, OURS_ONE, S);
     else
         aff_lsweep(U, WO, WOX, NULL, NULL, is, fn, OURS_W, S);
-}
-
-static inline __m256d lo_pd(__m256 v) { return _mm256_cvtps_pd(_mm256_castps256_ps128(v)); }
-static inline __m256d hi_pd(__m256 v) { return _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)); }
-/* eight floats from two registers of four doubles (rounded as a cast does) */
-static inline __m256 pd_ps(__m256d lo, __m256d hi)
-{
-    return _mm256_set_m128(_mm256_cvtpd_ps(hi), _mm256_cvtpd_ps(lo));
-}
-/* an eight-lane mask from two four-lane double masks (all ones converts to a NaN) */
-static inline __m256 pd_mask(__m256d lo, __m256d hi)
-{
-    const __m256 m = pd_ps(lo, hi);
-    return _mm256_cmp_ps(m, m, _CMP_UNORD_Q);
 }
 
 /* aff_ls in four lanes: the mask of lanes where it returns true, with *s, *m, *e there */

@@ -300,8 +300,13 @@ void SYM_BLOCK(const sym_cfg *c, bool q6, const float *x, const float *w, const 
     } else {
         if (!q6)
             SYM_REF_Q3(x, rs);
-        for (int j = 0; j < NSUB; j++)
-            SYM_FITS(c, x + j * SUB, w + j * SUB, q6, &rs[j], &os[j]);
+#ifdef SYM_FITS_Q6_LANES
+        if (q6) /* eight sub-blocks at once, one per lane */
+            SYM_FITS_Q6_LANES(c, x, w, rs, os);
+        else
+#endif
+            for (int j = 0; j < NSUB; j++)
+                SYM_FITS(c, x + j * SUB, w + j * SUB, q6, &rs[j], &os[j]);
     }
     sym_st o;
     sym_init(c, x, w, wr, rs, false, st);
