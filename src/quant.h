@@ -522,6 +522,27 @@ static inline bool qv8_same(qv8 a, qv8 b)
 {
     return _mm256_movemask_epi8(_mm256_cmpeq_epi32(_mm256_castps_si256(a), _mm256_castps_si256(b))) == -1;
 }
+/* an 8 x 8 transpose in place (lane i of r[j] <-> lane j of r[i]): the AVX2 builds' rows of
+ * eight blocks turned into columns, one block per lane, and back */
+static inline void qv8_tr8(qv8 r[8])
+{
+    __m256 b[8], a[8];
+    for (int j = 0; j < 8; j += 2) {
+        b[j] = _mm256_unpacklo_ps(r[j], r[j + 1]);
+        b[j + 1] = _mm256_unpackhi_ps(r[j], r[j + 1]);
+    }
+    for (int j = 0; j < 8; j += 4)
+        for (int k = 0; k < 2; k++) {
+            a[j + k] = _mm256_shuffle_ps(b[j + k], b[j + k + 2], 0x44);
+            a[j + k + 2] = _mm256_shuffle_ps(b[j + k], b[j + k + 2], 0xEE);
+        }
+    /* a[0]: rows 0-3 of columns 0 and 4, a[2]: columns 1 and 5, a[1]: 2 and 6, a[3]: 3 and 7 */
+    static const int col[4] = { 0, 2, 1, 3 };
+    for (int k = 0; k < 4; k++) {
+        r[col[k]] = _mm256_permute2f128_ps(a[k], a[k + 4], 0x20);
+        r[col[k] + 4] = _mm256_permute2f128_ps(a[k], a[k + 4], 0x31);
+    }
+}
 #else
 typedef struct { qv4 lo, hi; } qv8;
 static inline qv8 qv8_ld(const float *p) { return (qv8){ qv_ld(p), qv_ld(p + 4) }; }

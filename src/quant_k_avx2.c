@@ -144,24 +144,9 @@ static inline void ours_q3_lanes(const ref_q3_reg *g, __m256 max, __m256 live, _
 /* t[i] lane j = p[j * SUB + i], i, j < 8: eight rows of a sub-block matrix turned into columns */
 static inline void transpose8(const float *p, __m256 *t)
 {
-    __m256 a[8], b[8];
     for (int j = 0; j < 8; j++)
-        a[j] = _mm256_loadu_ps(p + j * SUB);
-    for (int j = 0; j < 8; j += 2) {
-        b[j] = _mm256_unpacklo_ps(a[j], a[j + 1]);
-        b[j + 1] = _mm256_unpackhi_ps(a[j], a[j + 1]);
-    }
-    for (int j = 0; j < 8; j += 4)
-        for (int k = 0; k < 2; k++) {
-            a[j + k] = _mm256_shuffle_ps(b[j + k], b[j + k + 2], 0x44);
-            a[j + k + 2] = _mm256_shuffle_ps(b[j + k], b[j + k + 2], 0xEE);
-        }
-    /* a[0]: rows 0-3 of columns 0 and 4, a[2]: columns 1 and 5, a[1]: 2 and 6, a[3]: 3 and 7 */
-    static const int col[4] = { 0, 2, 1, 3 };
-    for (int k = 0; k < 4; k++) {
-        t[col[k]] = _mm256_permute2f128_ps(a[k], a[k + 4], 0x20);
-        t[col[k] + 4] = _mm256_permute2f128_ps(a[k], a[k + 4], 0x31);
-    }
+        t[j] = _mm256_loadu_ps(p + j * SUB);
+    qv8_tr8(t);
 }
 
 /* out: nsb superblocks' 16 ggml scales each or, with ours, 32 each (ggml's 16, then ours) */
@@ -587,23 +572,9 @@ enum { AL = 32 };
 static inline void aff_cols(const float *p, __m256 *t)
 {
     for (int c0 = 0; c0 < AL; c0 += 8) {
-        __m256 a[8], b[8];
         for (int j = 0; j < 8; j++)
-            a[j] = _mm256_loadu_ps(p + j * AL + c0);
-        for (int j = 0; j < 8; j += 2) {
-            b[j] = _mm256_unpacklo_ps(a[j], a[j + 1]);
-            b[j + 1] = _mm256_unpackhi_ps(a[j], a[j + 1]);
-        }
-        for (int j = 0; j < 8; j += 4)
-            for (int k = 0; k < 2; k++) {
-                a[j + k] = _mm256_shuffle_ps(b[j + k], b[j + k + 2], 0x44);
-                a[j + k + 2] = _mm256_shuffle_ps(b[j + k], b[j + k + 2], 0xEE);
-            }
-        static const int col[4] = { 0, 2, 1, 3 };
-        for (int k = 0; k < 4; k++) {
-            t[c0 + col[k]] = _mm256_permute2f128_ps(a[k], a[k + 4], 0x20);
-            t[c0 + col[k] + 4] = _mm256_permute2f128_ps(a[k], a[k + 4], 0x31);
-        }
+            t[c0 + j] = _mm256_loadu_ps(p + j * AL + c0);
+        qv8_tr8(t + c0);
     }
 }
 

@@ -29,28 +29,6 @@ typedef struct {
     __m256 e, sxl, sll; /* decoded error, sum x*l, sum l*l */
 } oct_sums;
 
-/* dst[j * QB + i] <-> cols[i] lane j for eight rows of QTK_SYM_QB values */
-static inline void oct_tr8(__m256 r[8])
-{
-    __m256 b[8];
-    for (int j = 0; j < 8; j += 2) {
-        b[j] = _mm256_unpacklo_ps(r[j], r[j + 1]);
-        b[j + 1] = _mm256_unpackhi_ps(r[j], r[j + 1]);
-    }
-    __m256 a[8];
-    for (int j = 0; j < 8; j += 4)
-        for (int k = 0; k < 2; k++) {
-            a[j + k] = _mm256_shuffle_ps(b[j + k], b[j + k + 2], 0x44);
-            a[j + k + 2] = _mm256_shuffle_ps(b[j + k], b[j + k + 2], 0xEE);
-        }
-    /* a[0]: rows 0-3 of columns 0 and 4, a[2]: columns 1 and 5, a[1]: 2 and 6, a[3]: 3 and 7 */
-    static const int col[4] = { 0, 2, 1, 3 };
-    for (int k = 0; k < 4; k++) {
-        r[col[k]] = _mm256_permute2f128_ps(a[k], a[k + 4], 0x20);
-        r[col[k] + 4] = _mm256_permute2f128_ps(a[k], a[k + 4], 0x31);
-    }
-}
-
 /* rows (eight blocks of QB, back to back) into columns, and back */
 static inline void oct_cols(const float *rows, __m256 *cols)
 {
@@ -58,7 +36,7 @@ static inline void oct_cols(const float *rows, __m256 *cols)
         __m256 r[8];
         for (int j = 0; j < 8; j++)
             r[j] = _mm256_loadu_ps(rows + j * QTK_SYM_QB + c);
-        oct_tr8(r);
+        qv8_tr8(r);
         for (int i = 0; i < 8; i++)
             cols[c + i] = r[i];
     }
@@ -69,7 +47,7 @@ static inline void oct_rows(const __m256 *cols, float *rows)
         __m256 r[8];
         for (int i = 0; i < 8; i++)
             r[i] = cols[c + i];
-        oct_tr8(r); /* the transpose is its own inverse */
+        qv8_tr8(r); /* the transpose is its own inverse */
         for (int j = 0; j < 8; j++)
             _mm256_storeu_ps(rows + j * QTK_SYM_QB + c, r[j]);
     }
