@@ -24,6 +24,7 @@ typedef struct {
 
 typedef struct {
     float d, dmin;
+    bool one; /* the weights are all 1: their products (exact) are left out */
     int ls[16], lm[16];
     float e[16];
     float L[QK]; /* codes, as floats */

@@ -298,21 +298,22 @@ static void aff_fit(const aff_cfg *c, const float *x, const float *wo, bool own,
 }
 
 /* Exact decoded error of codes L (floats) with y = dl*q - dm. */
-static float aff_err(int n, const float *x, const float *w, const float *L, float dl, float dm)
+static float aff_err(int n, const float *x, const float *w, bool one, const float *L, float dl,
+                     float dm)
 {
     const qv8 vdl = qv8_set(dl), vdm = qv8_set(dm);
     qv8 a = qv8_set(0.f);
     for (int i = 0; i < n; i += 8) {
         const qv8 diff = qv8_sub(qv8_sub(qv8_mul(vdl, qv8_ld(L + i)), vdm), qv8_ld(x + i));
-        a = qv8_add(a, qv8_mul(qv8_mul(qv8_ld(w + i), diff), diff));
+        a = qv8_add(a, qv8_mul(one ? diff : qv8_mul(qv8_ld(w + i), diff), diff));
     }
     return qv8_sum(a);
 }
 
 /* Codes (rounded, clamped) and exact decoded error of one sub-block for sub-scale ls and sub-min
  * lm. div: round (x+dm)/dl as ggml's reference does; else (x+dm)*(1/dl). */
-static float aff_sub(const aff_cfg *c, const float *x, const float *w, float d, float dmin, int ls,
-                     int lm, bool div, float *L)
+static float aff_sub(const aff_cfg *c, const float *x, const float *w, bool one, float d,
+                     float dmin, int ls, int lm, bool div, float *L)
 {
     const int n = c->sub, nmax = c->nmax;
     const float dl = d * (float)ls, dm = dmin * (float)lm;
@@ -328,7 +329,7 @@ static float aff_sub(const aff_cfg *c, const float *x, const float *w, float d, 
             qv8_st(L + i, qv8_round(qv8_min(qv8_max(v, z), vmax)));
         }
     }
-    return aff_err(n, x, w, L, dl, dm);
+    return one ? aff_err(n, x, w, true, L, dl, dm) : aff_err(n, x, w, false, L, dl, dm);
 }
 
 static float aff_total(const aff_cfg *c, const aff_st *st)
@@ -360,7 +361,7 @@ static void aff_init(const aff_cfg *c, const float *x, const float *w, const flo
     st->d = qtk_qh16(max_scale / fs);
     st->dmin = qtk_qh16(max_min / fs);
     for (int j = 0; j < c->nsub; j++)
-        st->e[j] = aff_sub(c, x + j * c->sub, w + j * c->sub, st->d, st->dmin, st->ls[j],
+        st->e[j] = aff_sub(c, x + j * c->sub, w + j * c->sub, st->one, st->d, st->dmin, st->ls[j],
                            st->lm[j], true, st->L + j * c->sub);
 }
 
@@ -380,10 +381,14 @@ static void aff_refine_sub(const aff_cfg *c, const float *x, const float *w, aff
         cand[nc][0] = ls, cand[nc++][1] = lm + 1;
         cand[nc][0] = ls, cand[nc++][1] = lm - 1;
         /* least squares of x ~ s*q - m for the current codes */
-        for (int i = 0; i < n; i++)
-            wl[i] = wj[i] * Lj[i];
-        const double sw = lsum(n, wj), sl = lsum(n, wl), sll = lsum2(n, wl, Lj);
-        const double sx = lsum2(n, wj, xj), sxl = lsum2(n, wl, xj);
+        const float *wlj = Lj; /* w*L is L when the weights are all 1 */
+        if (!st->one) {
+            for (int i = 0; i < n; i++)
+                wl[i] = wj[i] * Lj[i];
+            wlj = wl;
+        }
+        const double sw = lsum(n, wj), sl = lsum(n, wlj), sll = lsum2(n, wlj, Lj);
+        const double sx = lsum2(n, wj, xj), sxl = lsum2(n, wlj, xj);
         const double D = sw * sll - sl * sl;
         if (D > 0 && st->d > 0) {
             const double s = (sw * sxl - sx * sl) / D;
@@ -406,7 +411,7 @@ static void aff_refine_sub(const aff_cfg *c, const float *x, const float *w, aff
                 continue;
             if (b != 0 && st->dmin == 0.f)
                 continue;
-            const float e = aff_sub(c, xj, wj, st->d, st->dmin, a, b, false, T);
+            const float e = aff_sub(c, xj, wj, st->one, st->d, st->dmin, a, b, false, T);
             if (e < st->e[j]) {
                 st->e[j] = e;
                 st->ls[j] = a;
@@ -429,9 +434,13 @@ static bool aff_refit(const aff_cfg *c, const float *x, const float *w, const af
     for (int j = 0; j < c->nsub; j++) {
         const int n = c->sub;
         const float *xj = x + j * n, *wj = w + j * n, *Lj = st->L + j * n;
-        for (int i = 0; i < n; i++)
-            wl[i] = wj[i] * Lj[i];
-        const double qa = lsum(n, wl), qaa = lsum2(n, wl, Lj), qx = lsum2(n, wl, xj);
+        const float *wlj = Lj; /* w*L is L when the weights are all 1 */
+        if (!st->one) {
+            for (int i = 0; i < n; i++)
+                wl[i] = wj[i] * Lj[i];
+            wlj = wl;
+        }
+        const double qa = lsum(n, wlj), qaa = lsum2(n, wlj, Lj), qx = lsum2(n, wlj, xj);
         const double qw = lsum(n, wj), qwx = lsum2(n, wj, xj);
         const double ls = (double)st->ls[j], b = -(double)st->lm[j];
         saa += ls * ls * qaa;
@@ -468,6 +477,7 @@ static void aff_refine(const aff_cfg *c, const float *x, const float *w, aff_st 
         aff_refine_sub(c, x, w, st, j, 1);
     for (int r = 0; r < rounds; r++) {
         aff_st t;
+        t.one = st->one;
         if (!aff_refit(c, x, w, st, &t.d, &t.dmin))
             return;
         if (t.d == st->d && t.dmin == st->dmin)
@@ -477,7 +487,7 @@ static void aff_refine(const aff_cfg *c, const float *x, const float *w, aff_st 
         for (int j = 0; j < c->nsub; j++) {
             if (t.dmin == 0.f)
                 t.lm[j] = 0;
-            t.e[j] = aff_sub(c, x + j * c->sub, w + j * c->sub, t.d, t.dmin, t.ls[j], t.lm[j],
+            t.e[j] = aff_sub(c, x + j * c->sub, w + j * c->sub, t.one, t.d, t.dmin, t.ls[j], t.lm[j],
                              false, t.L + j * c->sub);
             aff_refine_sub(c, x, w, &t, j, 1);
         }
@@ -499,9 +509,11 @@ void QK_AFF_BLOCK(const aff_cfg *c, const float *x, const float *w, bool uniform
 #endif
         for (int j = 0; j < c->nsub; j++)
             aff_fit(c, x + j * c->sub, w + j * c->sub, own, &rs[j], &rm[j], &os[j], &om[j]);
+    st->one = uniform;
     aff_init(c, x, w, rs, rm, st);
     if (own) {
         aff_st o;
+        o.one = uniform;
         aff_init(c, x, w, os, om, &o);
         if (aff_total(c, &o) < aff_total(c, st))
             *st = o;
