@@ -100,8 +100,9 @@ bool qtk_qprep(const float *x, const float *w, int n, float *xs, float *ws)
             return false;
         }
     }
-    for (int i = 0; i < n; i++)
-        ws[i] = 1.f;
+    if (ws)
+        for (int i = 0; i < n; i++)
+            ws[i] = 1.f;
     return true;
 }
 

@@ -123,8 +123,9 @@ bool qtk_simd_avx2(void);
 bool qtk_cpu_f16c(void);
 
 /* Shared helpers (quant.c). qtk_qprep copies n values into xs with NaN -> 0 and values clamped
- * to +-1e8, and fills ws with sanitised weights (w NULL or all-zero -> 1). Returns true when the
- * weights are uniform (all 1), so callers may take unweighted fast paths. */
+ * to +-1e8, and fills ws with sanitised weights (w NULL or all-zero -> 1; with w NULL, ws may be
+ * NULL: nothing written). Returns true when the weights are uniform (all 1), so callers may take
+ * unweighted fast paths. */
 bool qtk_qprep(const float *x, const float *w, int n, float *xs, float *ws);
 /* llama.cpp's importance weights for n values: qw[j] * sqrt(sigma2 + x[j]^2), sigma2 = 2 mean(x^2)
  * over the n values (its IQ4 and k-quant quantizers); qw NULL: all 1. */

@@ -160,8 +160,11 @@ static void aff_rows(const aff_cfg *c, void (*pack)(const aff_st *, const uint8_
     float xs[QK], ws[QK];
     uint8_t L[QK];
     aff_st st;
+    if (!w) /* the weights of every superblock: all 1, written once */
+        for (int i = 0; i < QK; i++)
+            ws[i] = 1.f;
     for (uint64_t b = 0; b < nb; b++, x += QK, dst += bsize) {
-        const bool uniform = qtk_qprep(x, w ? w + b * QK : NULL, QK, xs, ws);
+        const bool uniform = qtk_qprep(x, w ? w + b * QK : NULL, QK, xs, w ? ws : NULL);
         block(c, xs, ws, uniform, &st);
         codes_u8(st.L, 0, L);
         pack(&st, L, dst);
@@ -397,11 +400,11 @@ typedef void (*aff_pack_fn)(const aff_st *, const uint8_t *, uint8_t *);
 static void kq_ref_rows(bool q5, aff_pack_fn pack, uint32_t bsize, const float *x, const float *w,
                         uint8_t *dst, uint64_t nb)
 {
-    float xs[QK], ws[QK];
+    float xs[QK];
     uint8_t L[QK];
     aff_st st;
     for (uint64_t b = 0; b < nb; b++, x += QK, dst += bsize) {
-        qtk_qprep(x, NULL, QK, xs, ws);
+        qtk_qprep(x, NULL, QK, xs, NULL);
         kq_ref_block(xs, w ? w + b * QK : NULL, q5, &st);
         codes_u8(st.L, 0, L);
         pack(&st, L, dst);
