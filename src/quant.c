@@ -143,7 +143,7 @@ static sym_pair_fn sym_pair_impl(void)
 }
 
 /* Sanitised copy of a block (qtk_qprep's rule) and its weights; true when uniform (ws unset:
- * the search never reads it then). */
+ * the search never reads it then; ws may be NULL when w is). */
 static inline bool sym_prep(const float *x, const float *w, float *xs, float *ws)
 {
     if (!w) {
@@ -178,10 +178,10 @@ static inline void sym_rows(const sym_type *T, const float *x, const float *w, u
      * transposes */
     if (!w && T->nstep > 0 && pair == qtk_sym_pair_avx2 && qtk_sym_have_oct_avx2() &&
         qtk_cpu_f16c()) {
-        float x8[8 * QB], q8[8 * QB], d8[8], w8[QB];
+        float x8[8 * QB], q8[8 * QB], d8[8];
         for (; nb - b >= 8; b += 8, x += 8 * QB, dst += 8 * bsize) {
             for (int h = 0; h < 8; h++)
-                sym_prep(x + h * QB, NULL, x8 + h * QB, w8); /* w8 all 1, unread */
+                sym_prep(x + h * QB, NULL, x8 + h * QB, NULL);
             qtk_sym_oct_avx2(T, x8, q8, d8);
             for (int h = 0; h < 8; h++)
                 pack(q8 + h * QB, d8[h], dst + (size_t)h * bsize);

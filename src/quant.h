@@ -544,6 +544,48 @@ static inline void qv8_tr8(qv8 r[8])
         r[col[k] + 4] = _mm256_permute2f128_ps(a[k], a[k + 4], 0x31);
     }
 }
+/* the AVX2 builds' searches with one block per lane (quant_sym_avx2.c, quant_k_avx2.c): 32-value
+ * rows of eight blocks, back to back, into 32 columns (lane j of cols[i]: element i of block j),
+ * and back */
+static inline void qv8_cols32(const float *rows, qv8 *cols)
+{
+    for (int c = 0; c < 32; c += 8) {
+        for (int j = 0; j < 8; j++)
+            cols[c + j] = _mm256_loadu_ps(rows + j * 32 + c);
+        qv8_tr8(cols + c);
+    }
+}
+static inline void qv8_rows32(const qv8 *cols, float *rows)
+{
+    for (int c = 0; c < 32; c += 8) {
+        qv8 r[8];
+        for (int i = 0; i < 8; i++)
+            r[i] = cols[c + i];
+        qv8_tr8(r); /* the transpose is its own inverse */
+        for (int j = 0; j < 8; j++)
+            _mm256_storeu_ps(rows + j * 32 + c, r[j]);
+    }
+}
+/* qv_sum's order over four partial sums, lane by lane: (a0 + a2) + (a1 + a3) */
+static inline qv8 qv8_fold4(const qv8 *a)
+{
+    return _mm256_add_ps(_mm256_add_ps(a[0], a[2]), _mm256_add_ps(a[1], a[3]));
+}
+/* lanes 0-3 (h 0) or 4-7 (h 1) of a as doubles; eight floats from two such halves (rounded as a
+ * cast rounds); an eight-lane mask from two four-lane double masks (all ones converts to a NaN) */
+static inline __m256d qv8_pd_half(qv8 a, int h)
+{
+    return _mm256_cvtps_pd(h ? _mm256_extractf128_ps(a, 1) : _mm256_castps256_ps128(a));
+}
+static inline qv8 qv8_from_pd(__m256d lo, __m256d hi)
+{
+    return _mm256_set_m128(_mm256_cvtpd_ps(hi), _mm256_cvtpd_ps(lo));
+}
+static inline qv8 qv8_pd_mask(__m256d lo, __m256d hi)
+{
+    const qv8 m = qv8_from_pd(lo, hi);
+    return _mm256_cmp_ps(m, m, _CMP_UNORD_Q);
+}
 #else
 typedef struct { qv4 lo, hi; } qv8;
 static inline qv8 qv8_ld(const float *p) { return (qv8){ qv_ld(p), qv_ld(p + 4) }; }

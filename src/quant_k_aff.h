@@ -329,6 +329,7 @@ static float aff_sub(const aff_cfg *c, const float *x, const float *w, bool one,
             qv8_st(L + i, qv8_round(qv8_min(qv8_max(v, z), vmax)));
         }
     }
+    /* each call with a constant, so each loop is built without the test */
     return one ? aff_err(n, x, w, true, L, dl, dm) : aff_err(n, x, w, false, L, dl, dm);
 }
 

@@ -396,20 +396,6 @@ void qtk_q3_fits_avx2(const float *x, float *fits, int nsb)
     ref_q3_lanes(x, fits, nsb, true);
 }
 
-static inline __m256d lo_pd(__m256 v) { return _mm256_cvtps_pd(_mm256_castps256_ps128(v)); }
-static inline __m256d hi_pd(__m256 v) { return _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)); }
-/* eight floats from two registers of four doubles (rounded as a cast does) */
-static inline __m256 pd_ps(__m256d lo, __m256d hi)
-{
-    return _mm256_set_m128(_mm256_cvtpd_ps(hi), _mm256_cvtpd_ps(lo));
-}
-/* an eight-lane mask from two four-lane double masks (all ones converts to a NaN) */
-static inline __m256 pd_mask(__m256d lo, __m256d hi)
-{
-    const __m256 m = pd_ps(lo, hi);
-    return _mm256_cmp_ps(m, m, _CMP_UNORD_Q);
-}
-
 /* ---- q6_k's sub-block fits (quant_k_symfit.h, q6), eight sub-blocks per register --------
  * Lane j of register g is sub-block 8g + j. Each lane does SYM_FITS' operations on its
  * sub-block in their order: a sum's term i goes to partial sum i%4 (the four-lane sweep's lane),
@@ -444,14 +430,12 @@ static inline __attribute__((always_inline)) void q6_sweep(const q6_reg *g, __m2
             b1[i % 4] = _mm256_add_ps(b1[i % 4], _mm256_mul_ps(_mm256_mul_ps(g->wr[i], l), l));
         }
     }
-#define Q6_FOLD(a) _mm256_add_ps(_mm256_add_ps(a[0], a[2]), _mm256_add_ps(a[1], a[3]))
-    s[0] = Q6_FOLD(a0);
-    s[1] = one ? ll : Q6_FOLD(a1);
+    s[0] = qv8_fold4(a0);
+    s[1] = one ? ll : qv8_fold4(a1);
     if (ggml) {
-        s[2] = Q6_FOLD(b0);
-        s[3] = Q6_FOLD(b1);
+        s[2] = qv8_fold4(b0);
+        s[3] = qv8_fold4(b1);
     }
-#undef Q6_FOLD
 }
 
 static void q6_fits_reg(const sym_cfg *c, const float *x, const float *w, float *rs, float *os)
@@ -513,9 +497,9 @@ static void q6_fits_reg(const sym_cfg *c, const float *x, const float *w, float 
                 q6_sweep(&g, is, false, false, S);
         }
         for (int h = 0; h < 2; h++) {
-            const __m256d t0 = h ? hi_pd(S[0]) : lo_pd(S[0]), t1 = h ? hi_pd(S[1]) : lo_pd(S[1]);
+            const __m256d t0 = qv8_pd_half(S[0], h), t1 = qv8_pd_half(S[1], h);
             if (k < 19) {
-                const __m256d t2 = h ? hi_pd(S[2]) : lo_pd(S[2]), t3 = h ? hi_pd(S[3]) : lo_pd(S[3]);
+                const __m256d t2 = qv8_pd_half(S[2], h), t3 = qv8_pd_half(S[3], h);
                 const __m256d zd = _mm256_setzero_pd();
                 if (k == 0) {
                     const __m256d nz = _mm256_cmp_pd(t3, zd, _CMP_NEQ_UQ);
@@ -541,13 +525,13 @@ static void q6_fits_reg(const sym_cfg *c, const float *x, const float *w, float 
             o1[h] = _mm256_blendv_pd(o1[h], t1, win);
         }
     }
-    const __m256 r = _mm256_and_ps(live, pd_ps(scale[0], scale[1]));
+    const __m256 r = _mm256_and_ps(live, qv8_from_pd(scale[0], scale[1]));
     __m256d okd[2], od[2];
     for (int h = 0; h < 2; h++) {
         okd[h] = _mm256_cmp_pd(ob[h], _mm256_setzero_pd(), _CMP_GT_OQ);
         od[h] = _mm256_div_pd(o0[h], _mm256_blendv_pd(_mm256_set1_pd(1.0), o1[h], okd[h]));
     }
-    const __m256 o = _mm256_and_ps(live, _mm256_blendv_ps(r, pd_ps(od[0], od[1]), pd_mask(okd[0], okd[1])));
+    const __m256 o = _mm256_and_ps(live, _mm256_blendv_ps(r, qv8_from_pd(od[0], od[1]), qv8_pd_mask(okd[0], okd[1])));
     _mm256_storeu_ps(rs, r);
     _mm256_storeu_ps(os, o);
 }
@@ -567,16 +551,6 @@ static void q6_fits_lanes(const sym_cfg *c, const float *x, const float *w, floa
  * (the same sums give the same fit, which cannot beat itself), so every lane scores every
  * candidate here. */
 enum { AL = 32 };
-
-/* t[i] lane j = p[j * AL + i]: eight sub-blocks of AL values turned into columns */
-static inline void aff_cols(const float *p, __m256 *t)
-{
-    for (int c0 = 0; c0 < AL; c0 += 8) {
-        for (int j = 0; j < 8; j++)
-            t[c0 + j] = _mm256_loadu_ps(p + j * AL + c0);
-        qv8_tr8(t + c0);
-    }
-}
 
 /* qv8_sum's order over accumulators acc[0..7] */
 static inline __m256 aff_tree(const __m256 *a)
@@ -713,22 +687,22 @@ static inline __attribute__((always_inline)) void aff_ours_try8(aff_ours8 *o, co
     __m256d ok[2], sv[2], mv[2];
     for (int h = 0; h < 2; h++) {
         __m256d e;
-        ok[h] = aff_ls4(o->w[h], o->x[h], o->xx[h], h ? hi_pd(S[0]) : lo_pd(S[0]),
-                        h ? hi_pd(S[1]) : lo_pd(S[1]), h ? hi_pd(S[2]) : lo_pd(S[2]), true,
+        ok[h] = aff_ls4(o->w[h], o->x[h], o->xx[h], qv8_pd_half(S[0], h),
+                        qv8_pd_half(S[1], h), qv8_pd_half(S[2], h), true,
                         o->best[h], &sv[h], &mv[h], &e);
         o->best[h] = _mm256_blendv_pd(o->best[h], e, ok[h]);
     }
-    const __m256 okf = pd_mask(ok[0], ok[1]);
-    o->s = _mm256_blendv_ps(o->s, pd_ps(sv[0], sv[1]), okf);
-    o->m = _mm256_blendv_ps(o->m, pd_ps(mv[0], mv[1]), okf);
+    const __m256 okf = qv8_pd_mask(ok[0], ok[1]);
+    o->s = _mm256_blendv_ps(o->s, qv8_from_pd(sv[0], sv[1]), okf);
+    o->m = _mm256_blendv_ps(o->m, qv8_from_pd(mv[0], mv[1]), okf);
 }
 
 static void aff_fit_lanes(const aff_cfg *c, const float *x, const float *w, bool own, float *rs,
                           float *rm, float *os, float *om)
 {
     __m256 X[AL], WO[AL], WOX[AL], WR[AL], WRX[AL], U[AL];
-    aff_cols(x, X);
-    aff_cols(w, WO);
+    qv8_cols32(x, X);
+    qv8_cols32(w, WO);
     const float fns = (float)c->nmax;
     const __m256 z = _mm256_setzero_ps(), fn = _mm256_set1_ps(fns);
     /* ggml's weights rms + |x| (c->wabs is q2_k's, never here) */
@@ -749,16 +723,16 @@ static void aff_fit_lanes(const aff_cfg *c, const float *x, const float *w, bool
     __m256d swr[2], sxr[2], sxxr[2];
     {
         const __m256 a = aff_lsum(WR, NULL), b = aff_lsum(WRX, NULL), cc = aff_lsum(WRX, X);
-        swr[0] = lo_pd(a), swr[1] = hi_pd(a);
-        sxr[0] = lo_pd(b), sxr[1] = hi_pd(b);
-        sxxr[0] = lo_pd(cc), sxxr[1] = hi_pd(cc);
+        swr[0] = qv8_pd_half(a, 0), swr[1] = qv8_pd_half(a, 1);
+        sxr[0] = qv8_pd_half(b, 0), sxr[1] = qv8_pd_half(b, 1);
+        sxxr[0] = qv8_pd_half(cc, 0), sxxr[1] = qv8_pd_half(cc, 1);
     }
     aff_ours8 o;
     {
         const __m256 a = aff_lsum(WO, NULL), b = aff_lsum(WOX, NULL), cc = aff_lsum(WOX, X);
-        o.w[0] = lo_pd(a), o.w[1] = hi_pd(a);
-        o.x[0] = lo_pd(b), o.x[1] = hi_pd(b);
-        o.xx[0] = lo_pd(cc), o.xx[1] = hi_pd(cc);
+        o.w[0] = qv8_pd_half(a, 0), o.w[1] = qv8_pd_half(a, 1);
+        o.x[0] = qv8_pd_half(b, 0), o.x[1] = qv8_pd_half(b, 1);
+        o.xx[0] = qv8_pd_half(cc, 0), o.xx[1] = qv8_pd_half(cc, 1);
         o.best[0] = o.best[1] = _mm256_set1_pd(DBL_MAX);
         o.s = o.m = z;
     }
@@ -777,9 +751,9 @@ static void aff_fit_lanes(const aff_cfg *c, const float *x, const float *w, bool
     __m256d best[2];
     for (int h = 0; h < 2; h++) {
         /* aff_quad(scale, min, S + 3, swr, sxr, sxxr) */
-        const __m256d s = h ? hi_pd(scale) : lo_pd(scale), m = h ? hi_pd(min) : lo_pd(min);
-        const __m256d S3 = h ? hi_pd(S[3]) : lo_pd(S[3]), S4 = h ? hi_pd(S[4]) : lo_pd(S[4]);
-        const __m256d S5 = h ? hi_pd(S[5]) : lo_pd(S[5]), two = _mm256_set1_pd(2.0);
+        const __m256d s = qv8_pd_half(scale, h), m = qv8_pd_half(min, h);
+        const __m256d S3 = qv8_pd_half(S[3], h), S4 = qv8_pd_half(S[4], h);
+        const __m256d S5 = qv8_pd_half(S[5], h), two = _mm256_set1_pd(2.0);
         __m256d q = _mm256_mul_pd(_mm256_mul_pd(s, s), S4);
         q = _mm256_add_pd(q, _mm256_mul_pd(_mm256_mul_pd(_mm256_mul_pd(two, s), m), S3));
         q = _mm256_add_pd(q, _mm256_mul_pd(_mm256_mul_pd(m, m), swr[h]));
@@ -795,16 +769,16 @@ static void aff_fit_lanes(const aff_cfg *c, const float *x, const float *w, bool
         __m256d up[2], ts[2], tm[2];
         for (int h = 0; h < 2; h++) {
             __m256d e;
-            const __m256d ok = aff_ls4(swr[h], sxr[h], sxxr[h], h ? hi_pd(S[3]) : lo_pd(S[3]),
-                                       h ? hi_pd(S[4]) : lo_pd(S[4]), h ? hi_pd(S[5]) : lo_pd(S[5]),
+            const __m256d ok = aff_ls4(swr[h], sxr[h], sxxr[h], qv8_pd_half(S[3], h),
+                                       qv8_pd_half(S[4], h), qv8_pd_half(S[5], h),
                                        false, best[h], &ts[h], &tm[h], &e);
             up[h] = _mm256_and_pd(ok, _mm256_cmp_pd(e, best[h], _CMP_LT_OQ));
             best[h] = _mm256_blendv_pd(best[h], e, up[h]);
         }
-        const __m256 upf = pd_mask(up[0], up[1]);
+        const __m256 upf = qv8_pd_mask(up[0], up[1]);
         if (_mm256_movemask_ps(upf)) {
-            scale = _mm256_blendv_ps(scale, pd_ps(ts[0], ts[1]), upf);
-            bmin = _mm256_blendv_ps(bmin, pd_ps(tm[0], tm[1]), upf);
+            scale = _mm256_blendv_ps(scale, qv8_from_pd(ts[0], ts[1]), upf);
+            bmin = _mm256_blendv_ps(bmin, qv8_from_pd(tm[0], tm[1]), upf);
             /* as ggml does: later candidates are coded relative to the new minimum */
             range = _mm256_blendv_ps(range, _mm256_sub_ps(max, bmin), upf);
             for (int i = 0; i < AL; i++)
@@ -825,7 +799,7 @@ static void aff_fit_lanes(const aff_cfg *c, const float *x, const float *w, bool
         }
     }
     const __m256d big = _mm256_set1_pd(DBL_MAX);
-    const __m256 set = pd_mask(_mm256_cmp_pd(o.best[0], big, _CMP_LT_OQ),
+    const __m256 set = qv8_pd_mask(_mm256_cmp_pd(o.best[0], big, _CMP_LT_OQ),
                                _mm256_cmp_pd(o.best[1], big, _CMP_LT_OQ));
     /* -v as the scalar negation is: a sign flip */
     const __m256 sg = _mm256_set1_ps(-0.f);

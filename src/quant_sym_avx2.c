@@ -23,41 +23,9 @@ bool qtk_sym_have_avx2(void) { return true; }
  * in a pair (tests/data/simd_digest.expected). The per-block branches become masks, and no
  * value leaves its lane until the codes are turned back into rows. */
 #if defined(__F16C__)
-#define OCT 8
-
 typedef struct {
     __m256 e, sxl, sll; /* decoded error, sum x*l, sum l*l */
 } oct_sums;
-
-/* rows (eight blocks of QB, back to back) into columns, and back */
-static inline void oct_cols(const float *rows, __m256 *cols)
-{
-    for (int c = 0; c < QTK_SYM_QB; c += 8) {
-        __m256 r[8];
-        for (int j = 0; j < 8; j++)
-            r[j] = _mm256_loadu_ps(rows + j * QTK_SYM_QB + c);
-        qv8_tr8(r);
-        for (int i = 0; i < 8; i++)
-            cols[c + i] = r[i];
-    }
-}
-static inline void oct_rows(const __m256 *cols, float *rows)
-{
-    for (int c = 0; c < QTK_SYM_QB; c += 8) {
-        __m256 r[8];
-        for (int i = 0; i < 8; i++)
-            r[i] = cols[c + i];
-        qv8_tr8(r); /* the transpose is its own inverse */
-        for (int j = 0; j < 8; j++)
-            _mm256_storeu_ps(rows + j * QTK_SYM_QB + c, r[j]);
-    }
-}
-
-/* qv_sum's order of four accumulators: (l0 + l2) + (l1 + l3) */
-static inline __m256 oct_fold(const __m256 *a)
-{
-    return _mm256_add_ps(_mm256_add_ps(a[0], a[2]), _mm256_add_ps(a[1], a[3]));
-}
 
 /* qv_qh16 in every lane (qv_qh16_4's conversion instructions) */
 static inline __m256 oct_qh16(__m256 f)
@@ -68,22 +36,13 @@ static inline __m256 oct_qh16(__m256 f)
 }
 
 static inline __m256 oct_blend(__m256 a, __m256 b, __m256 m) { return _mm256_blendv_ps(a, b, m); }
-/* an eight-lane mask from two four-lane double masks (lanes 0-3, 4-7): all ones or all zeros */
-static inline __m256 oct_mask2(__m256d lo, __m256d hi)
-{
-    const __m256 m = _mm256_set_m128(_mm256_cvtpd_ps(hi), _mm256_cvtpd_ps(lo));
-    return _mm256_cmp_ps(m, m, _CMP_UNORD_Q); /* an all-ones double converts to a NaN */
-}
 static inline bool oct_any(__m256 m) { return _mm256_movemask_ps(m) != 0; }
 
 /* (float)((double)n / (double)d) in every lane */
 static inline __m256 oct_divd(__m256 n, __m256 d)
 {
-    const __m256d lo = _mm256_div_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(n)),
-                                     _mm256_cvtps_pd(_mm256_castps256_ps128(d)));
-    const __m256d hi = _mm256_div_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(n, 1)),
-                                     _mm256_cvtps_pd(_mm256_extractf128_ps(d, 1)));
-    return _mm256_set_m128(_mm256_cvtpd_ps(hi), _mm256_cvtpd_ps(lo));
+    return qv8_from_pd(_mm256_div_pd(qv8_pd_half(n, 0), qv8_pd_half(d, 0)),
+                       _mm256_div_pd(qv8_pd_half(n, 1), qv8_pd_half(d, 1)));
 }
 
 /* codes round(x/d) clamped to [lo, hi] (reciprocal; 0 when d is 0) into Q with their sums:
@@ -106,7 +65,7 @@ static inline __attribute__((always_inline)) oct_sums oct_pass(const __m256 *XT,
             a[j] = qv8_add(a[j], qv8_mul(xv, l));
             b[j] = qv8_add(b[j], qv8_mul(l, l));
         }
-    return (oct_sums){ oct_fold(ea), oct_fold(a), oct_fold(b) };
+    return (oct_sums){ qv8_fold4(ea), qv8_fold4(a), qv8_fold4(b) };
 }
 
 /* sp_lloyd in every lane with run_in set: alternate least-squares d (fp16) and codes, each lane
@@ -139,7 +98,7 @@ static inline __attribute__((always_inline)) __m256 oct_lloyd(const __m256 *XT, 
 void qtk_sym_oct_avx2(const qtk_sym_type *T, const float *x, float *q, float *dout)
 {
     __m256 XT[QTK_SYM_QB], Q[QTK_SYM_QB];
-    oct_cols(x, XT);
+    qv8_cols32(x, XT);
     const __m256 z = _mm256_setzero_ps(), sgn = _mm256_set1_ps(-0.f);
     /* the largest |x| and the first value attaining it (0 for an all-zero block): sp_amax */
     __m256 amax = z;
@@ -174,7 +133,7 @@ void qtk_sym_oct_avx2(const qtk_sym_type *T, const float *x, float *q, float *do
                 a[j] = qv8_add(a[j], qv8_mul(xv, l));
                 b[j] = qv8_add(b[j], qv8_mul(l, l));
             }
-        bs = (oct_sums){ oct_fold(ea), oct_fold(a), oct_fold(b) };
+        bs = (oct_sums){ qv8_fold4(ea), qv8_fold4(a), qv8_fold4(b) };
     }
     const __m256 act = _mm256_andnot_ps(_mm256_or_ps(_mm256_cmp_ps(amax, z, _CMP_EQ_OQ),
                                                      _mm256_cmp_ps(bs.e, z, _CMP_EQ_OQ)),
@@ -199,7 +158,7 @@ void qtk_sym_oct_avx2(const qtk_sym_type *T, const float *x, float *q, float *do
                         a[j] = qv8_add(a[j], qv8_mul(xv, l));
                         b[j] = qv8_add(b[j], qv8_mul(l, l));
                     }
-                const __m256 cxl = oct_fold(a), cll = oct_fold(b);
+                const __m256 cxl = qv8_fold4(a), cll = qv8_fold4(b);
                 const __m256 pos = _mm256_cmp_ps(cll, z, _CMP_GT_OQ);
                 const __m256 num = _mm256_and_ps(pos, cxl);
                 const __m256 den = oct_blend(_mm256_set1_ps(1.f), cll, pos);
@@ -214,13 +173,13 @@ void qtk_sym_oct_avx2(const qtk_sym_type *T, const float *x, float *q, float *do
                     best[h] = _mm256_blendv_pd(best[h], sc, _mm256_and_pd(win, _mm256_cvtps_pd(ph)));
                     w[h] = win;
                 }
-                const __m256 win = _mm256_and_ps(_mm256_and_ps(act, pos), oct_mask2(w[0], w[1]));
+                const __m256 win = _mm256_and_ps(_mm256_and_ps(act, pos), qv8_pd_mask(w[0], w[1]));
                 cis_b = oct_blend(cis_b, cis, win);
                 cxl_b = oct_blend(cxl_b, cxl, win);
                 cll_b = oct_blend(cll_b, cll, win);
             }
         const __m256d zd = _mm256_setzero_pd();
-        const __m256 run = _mm256_and_ps(act, oct_mask2(_mm256_cmp_pd(best[0], zd, _CMP_GT_OQ),
+        const __m256 run = _mm256_and_ps(act, qv8_pd_mask(_mm256_cmp_pd(best[0], zd, _CMP_GT_OQ),
                                                         _mm256_cmp_pd(best[1], zd, _CMP_GT_OQ)));
         __m256 more = act;
         if (oct_any(run)) {
@@ -243,7 +202,7 @@ void qtk_sym_oct_avx2(const qtk_sym_type *T, const float *x, float *q, float *do
         if (T->iters2)
             oct_lloyd(XT, flo, fhi, T->iters2, more, Q, &bd, &bs);
     }
-    oct_rows(Q, q);
+    qv8_rows32(Q, q);
     _mm256_storeu_ps(dout, bd);
 }
 bool qtk_sym_have_oct_avx2(void) { return true; }

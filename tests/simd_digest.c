@@ -35,6 +35,30 @@ static uint64_t fnv(const uint8_t *p, size_t n, uint64_t h)
     return h;
 }
 
+typedef struct {
+    unsigned t;
+    const char *name;
+    uint32_t bytes; /* per block of blk values */
+} enc_type;
+
+/* "LABEL TYPE DIGEST" of each type's encoding of rows x cols values x (no importance matrix)
+ * into q; nonzero when an encoder fails */
+static int print_digests(const char *label, const enc_type *t, int n, const float *x,
+                         uint32_t rows, uint32_t cols, uint32_t blk, uint8_t *q)
+{
+    int rc = 0;
+    for (int k = 0; k < n; k++) {
+        if (qtk_quant_ggml(t[k].t, x, q, rows, cols, NULL) != 0) {
+            printf("%s %s: encoder failed\n", label, t[k].name);
+            rc = 1;
+            continue;
+        }
+        printf("%s %s %016llx\n", label, t[k].name,
+               (unsigned long long)fnv(q, (size_t)rows * cols / blk * t[k].bytes, 0xcbf29ce484222325ull));
+    }
+    return rc;
+}
+
 int main(void)
 {
     static const struct { unsigned t; const char *name; uint32_t bytes; } types[] = {
@@ -150,26 +174,17 @@ int main(void)
                 m[s * 16 + i] = v;
             }
         }
-        static const struct { unsigned t; const char *name; uint32_t bytes; } mt[] = {
-            { QTK_T_Q3_K, "q3_k", 110 }, { QTK_T_Q6_K, "q6_k", 210 }, { QTK_T_Q2_K, "q2_k", 84 },
-            { QTK_T_Q4_K, "q4_k", 144 }, { QTK_T_Q5_K, "q5_k", 176 } };
-        for (int k = 0; k < 5; k++) {
-            if (qtk_quant_ggml(mt[k].t, m, mq, MR, MC, NULL) != 0) {
-                printf("mixed %s: encoder failed\n", mt[k].name);
-                rc = 1;
-                continue;
-            }
-            printf("mixed sub-blocks %s %016llx\n", mt[k].name,
-                   (unsigned long long)fnv(mq, (size_t)MR * MC / 256 * mt[k].bytes, 0xcbf29ce484222325ull));
-        }
+        static const enc_type mt[] = { { QTK_T_Q3_K, "q3_k", 110 }, { QTK_T_Q6_K, "q6_k", 210 },
+                                       { QTK_T_Q2_K, "q2_k", 84 },  { QTK_T_Q4_K, "q4_k", 144 },
+                                       { QTK_T_Q5_K, "q5_k", 176 } };
+        rc |= print_digests("mixed sub-blocks", mt, 5, m, MR, MC, 256, mq);
         free(m);
         free(mq);
     }
     /* q4_0, q5_0 and q8_0 without weights on rows of eleven blocks (the AVX2 build searches
      * q4_0's and q8_0's eight at a time, one block per lane, then pairs), each block of its own
-     * kind: zero, -0,
-     * tiny, huge, a NaN or an infinity (sanitised), the largest magnitude twice with both
-     * signs, one nonzero value, or plain */
+     * kind: zero, -0, tiny, huge, a NaN or an infinity (sanitised), the largest magnitude twice
+     * with both signs, one nonzero value, or plain */
     {
         enum { LR = 9, LC = 32 * 11 };
         float *m = malloc(sizeof(float) * LR * LC);
@@ -196,17 +211,9 @@ int main(void)
                 m[s * 32 + i] = v;
             }
         }
-        static const struct { unsigned t; const char *name; uint32_t bytes; } lt[] = {
-            { QTK_T_Q4_0, "q4_0", 18 }, { QTK_T_Q5_0, "q5_0", 22 }, { QTK_T_Q8_0, "q8_0", 34 } };
-        for (int k = 0; k < 3; k++) {
-            if (qtk_quant_ggml(lt[k].t, m, mq, LR, LC, NULL) != 0) {
-                printf("mixed %s: encoder failed\n", lt[k].name);
-                rc = 1;
-                continue;
-            }
-            printf("mixed blocks %s %016llx\n", lt[k].name,
-                   (unsigned long long)fnv(mq, (size_t)LR * LC / 32 * lt[k].bytes, 0xcbf29ce484222325ull));
-        }
+        static const enc_type lt[] = { { QTK_T_Q4_0, "q4_0", 18 }, { QTK_T_Q5_0, "q5_0", 22 },
+                                       { QTK_T_Q8_0, "q8_0", 34 } };
+        rc |= print_digests("mixed blocks", lt, 3, m, LR, LC, 32, mq);
         free(m);
         free(mq);
     }
