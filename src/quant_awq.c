@@ -62,8 +62,9 @@ static int rint_i(float f)
 static float fp16r(float f) { return qtk_fp16_to_f32(qtk_f32_to_fp16(f)); }
 
 typedef struct gfit {
-    const float *x;
-    uint32_t n;
+    const float *x;    /* the values, zeros from n to n16 */
+    const double *xd;  /* the same in double */
+    uint32_t n, n16;   /* n16: n rounded up to a multiple of 16 */
     int maxq;
     int zlo, zhi;      /* allowed zeros (equal when symmetric) */
     float xmin, xmax;  /* of the (sanitised) values */
@@ -76,21 +77,29 @@ typedef struct gfit {
 /* The error sum: quant_awq_ev.h, generic here, AVX2 in quant_awq_avx2.c (the same value). */
 #define EV_SUM ev_sum_c
 #define EV_CODES ev_codes_c
+#define EV_CODES_SUM ev_codes_sum_c
 #include "quant_awq_ev.h"
 #undef EV_SUM
 #undef EV_CODES
+#undef EV_CODES_SUM
 
-double qtk_awq_ev_sum_avx2(const float *x, uint32_t n, float s, float zf, float mf, double limit);
-void qtk_awq_ev_codes_avx2(const float *x, uint32_t n, float s, float zf, float mf, uint8_t *codes);
+double qtk_awq_ev_sum_avx2(const float *x, const double *xd, uint32_t n, float s, float zf,
+                           float mf, double limit);
+void qtk_awq_ev_codes_avx2(const float *x, const double *xd, uint32_t n, float s, float zf,
+                           float mf, uint8_t *codes);
+double qtk_awq_ev_codes_sum_avx2(const float *x, const double *xd, uint32_t n, float s, float zf,
+                                 float mf, uint8_t *codes);
 bool qtk_awq_have_avx2(void);
 
 typedef struct ev_impl {
-    double (*sum)(const float *, uint32_t, float, float, float, double);
-    void (*codes)(const float *, uint32_t, float, float, float, uint8_t *);
+    double (*sum)(const float *, const double *, uint32_t, float, float, float, double);
+    void (*codes)(const float *, const double *, uint32_t, float, float, float, uint8_t *);
+    double (*codes_sum)(const float *, const double *, uint32_t, float, float, float, uint8_t *);
 } ev_impl;
 
-static const ev_impl k_ev_c = { ev_sum_c, ev_codes_c };
-static const ev_impl k_ev_avx2 = { qtk_awq_ev_sum_avx2, qtk_awq_ev_codes_avx2 };
+static const ev_impl k_ev_c = { ev_sum_c, ev_codes_c, ev_codes_sum_c };
+static const ev_impl k_ev_avx2 = { qtk_awq_ev_sum_avx2, qtk_awq_ev_codes_avx2,
+                                   qtk_awq_ev_codes_sum_avx2 };
 
 static const ev_impl *ev(void)
 {
@@ -100,26 +109,25 @@ static const ev_impl *ev(void)
 /* Error of (s, z) with per-element nearest codes (quant_awq_ev.h), the squares summed in double in
  * eight lanes (element j into lane j mod 8, lanes added in a fixed order: the same sum on every
  * build); stops early, returning a value >= limit, once a partial sum reaches `limit` (checked
- * every 16 elements). codes, when not NULL, get the codes (the sum is then not computed: 0;
- * callers that want codes ignore it). */
+ * every 16 elements). codes, when not NULL, get the codes (n16 of them; the sum is then not
+ * computed: 0; callers that want codes ignore it). */
 static double eval_sz(const gfit *g, float s, int z, double limit, uint8_t *codes)
 {
     const uint32_t n = g->n;
     double err = 0;
     if (s == 0.f) {
-        for (uint32_t j = 0; j < n; j++) {
+        for (uint32_t j = 0; j < n; j++)
             err += (double)g->x[j] * (double)g->x[j];
-            if (codes)
-                codes[j] = (uint8_t)z;
-        }
+        if (codes)
+            memset(codes, z, g->n16);
         return err;
     }
     const float zf = (float)z, mf = (float)g->maxq;
     if (codes) {
-        ev()->codes(g->x, n, s, zf, mf, codes);
+        ev()->codes(g->x, g->xd, g->n16, s, zf, mf, codes);
         return 0;
     }
-    return ev()->sum(g->x, n, s, zf, mf, limit);
+    return ev()->sum(g->x, g->xd, g->n16, s, zf, mf, limit);
 }
 
 /* fp16 bits for a positive scale: 0 when it rounds to zero or is not positive, saturated at
@@ -299,23 +307,56 @@ static float sanitize(float v)
     return v > XCLAMP ? XCLAMP : v < -XCLAMP ? -XCLAMP : v;
 }
 
-/* Fit with explicit scratch (n floats for a sanitised copy when needed, n codes). */
-static int fit(const float *x, uint32_t n, unsigned bits, bool sym, int zmin, uint16_t *h_out,
-               int *z_out, uint8_t *codes, float *xbuf, uint8_t *scratch)
+/* A group's scratch: the sanitised values padded with zeros to a multiple of 16, in float and
+ * double, and codes for as many. */
+typedef struct fitbuf {
+    float *x;
+    double *xd;
+    uint8_t *codes;
+    uint32_t cap;
+} fitbuf;
+
+static uint32_t round16(uint32_t n) { return (n + 15u) & ~15u; }
+
+static int fitbuf_init(fitbuf *b, uint32_t n)
+{
+    b->x = NULL;
+    b->xd = NULL;
+    b->codes = NULL;
+    if (n > UINT32_MAX - 15)
+        return -1;
+    b->cap = round16(n);
+    b->x = malloc((size_t)b->cap * sizeof *b->x);
+    b->xd = malloc((size_t)b->cap * sizeof *b->xd);
+    b->codes = malloc(b->cap);
+    return b->x && b->xd && b->codes ? 0 : -1;
+}
+
+static void fitbuf_free(fitbuf *b)
+{
+    free(b->x);
+    free(b->xd);
+    free(b->codes);
+}
+
+/* Fit x[0..n) (n <= b->cap); codes, when not NULL, get its n codes. */
+static void fit(const float *x, uint32_t n, unsigned bits, bool sym, int zmin, uint16_t *h_out,
+                int *z_out, uint8_t *codes, const fitbuf *b)
 {
     const int maxq = (1 << bits) - 1;
-    bool clean = true;
+    const uint32_t n16 = round16(n);
     for (uint32_t j = 0; j < n; j++)
-        if (!(x[j] >= -XCLAMP && x[j] <= XCLAMP))
-            clean = false;
-    if (!clean) {
-        for (uint32_t j = 0; j < n; j++)
-            xbuf[j] = sanitize(x[j]);
-        x = xbuf;
-    }
+        b->x[j] = sanitize(x[j]);
+    for (uint32_t j = n; j < n16; j++)
+        b->x[j] = 0.f;
+    for (uint32_t j = 0; j < n16; j++)
+        b->xd[j] = (double)b->x[j];
+    x = b->x;
     gfit g;
     g.x = x;
+    g.xd = b->xd;
     g.n = n;
+    g.n16 = n16;
     g.maxq = maxq;
     if (sym) {
         g.zlo = g.zhi = 1 << (bits - 1);
@@ -332,12 +373,13 @@ static int fit(const float *x, uint32_t n, unsigned bits, bool sym, int zmin, ui
             g.xmax = x[j];
     }
     g.z = clampz(&g, 1 << (bits - 1));
-    search(&g, bits, scratch);
+    search(&g, bits, b->codes);
     *h_out = g.h;
     *z_out = g.z;
-    if (codes)
-        eval_sz(&g, qtk_fp16_to_f32(g.h), g.z, 0, codes);
-    return 0;
+    if (codes) {
+        eval_sz(&g, qtk_fp16_to_f32(g.h), g.z, 0, b->codes);
+        memcpy(codes, b->codes, n);
+    }
 }
 
 int qtk_fit_group(const float *x, uint32_t n, unsigned bits, bool sym, int zmin,
@@ -347,25 +389,18 @@ int qtk_fit_group(const float *x, uint32_t n, unsigned bits, bool sym, int zmin,
         return -1;
     if (!sym && (zmin < 0 || zmin > (1 << bits) - 1))
         return -1;
-    float xs[256];
-    uint8_t ss[256];
-    const bool small = n <= 256;
-    float *xbuf = small ? xs : malloc((size_t)n * sizeof *xbuf);
-    uint8_t *scratch = small ? ss : malloc(n);
-    int rc = -1;
-    if (xbuf && scratch) {
-        uint16_t h;
-        int z;
-        fit(x, n, bits, sym, zmin, &h, &z, codes_out, xbuf, scratch);
-        *scale_out = qtk_fp16_to_f32(h);
-        *zero_out = z;
-        rc = 0;
+    fitbuf b;
+    if (fitbuf_init(&b, n) != 0) {
+        fitbuf_free(&b);
+        return -1;
     }
-    if (!small) {
-        free(xbuf);
-        free(scratch);
-    }
-    return rc;
+    uint16_t h;
+    int z;
+    fit(x, n, bits, sym, zmin, &h, &z, codes_out, &b);
+    *scale_out = qtk_fp16_to_f32(h);
+    *zero_out = z;
+    fitbuf_free(&b);
+    return 0;
 }
 
 /* ---------------------------------------------------------------- AWQ GEMM */
@@ -377,12 +412,11 @@ int qtk_quant_awq(const float *w, uint32_t out, uint32_t in, uint32_t group, int
         out == 0 || out % 8 != 0)
         return -1;
     const uint64_t words = out / 8, ngroups = in / group;
-    float *xbuf = malloc((size_t)group * sizeof *xbuf);
-    uint8_t *codes = malloc(group), *scratch = malloc(group);
-    if (!xbuf || !codes || !scratch) {
-        free(xbuf);
+    fitbuf fb;
+    uint8_t *codes = malloc(group);
+    if (fitbuf_init(&fb, group) != 0 || !codes) {
         free(codes);
-        free(scratch);
+        fitbuf_free(&fb);
         return -1;
     }
     memset(qweight, 0, (size_t)(in * words) * sizeof *qweight);
@@ -393,7 +427,7 @@ int qtk_quant_awq(const float *w, uint32_t out, uint32_t in, uint32_t group, int
         for (uint64_t g = 0; g < ngroups; g++) {
             uint16_t h;
             int z;
-            fit(w + o * in + g * group, group, 4, false, 0, &h, &z, codes, xbuf, scratch);
+            fit(w + o * in + g * group, group, 4, false, 0, &h, &z, codes, &fb);
             scales[g * out + o] = h;
             uint32_t *zw = (uint32_t *)&qzeros[g * words + c];
             *zw |= (uint32_t)z << sh;
@@ -403,9 +437,8 @@ int qtk_quant_awq(const float *w, uint32_t out, uint32_t in, uint32_t group, int
             }
         }
     }
-    free(xbuf);
+    fitbuf_free(&fb);
     free(codes);
-    free(scratch);
     return 0;
 }
 
@@ -426,12 +459,11 @@ int qtk_quant_gptq(const float *w, uint32_t out, uint32_t in, uint32_t group, un
         return -1;
     const uint64_t ngroups = in / group, zwords = (uint64_t)out * bits / 32;
     const int zmin = version == 1 ? 1 : 0;
-    float *xbuf = malloc((size_t)group * sizeof *xbuf);
-    uint8_t *codes = malloc(group), *scratch = malloc(group);
-    if (!xbuf || !codes || !scratch) {
-        free(xbuf);
+    fitbuf fb;
+    uint8_t *codes = malloc(group);
+    if (fitbuf_init(&fb, group) != 0 || !codes) {
         free(codes);
-        free(scratch);
+        fitbuf_free(&fb);
         return -1;
     }
     memset(qweight, 0, (size_t)((uint64_t)in / 32 * bits * out) * sizeof *qweight);
@@ -443,7 +475,7 @@ int qtk_quant_gptq(const float *w, uint32_t out, uint32_t in, uint32_t group, un
         for (uint64_t g = 0; g < ngroups; g++) {
             uint16_t h;
             int z;
-            fit(w + o * in + g * group, group, bits, sym, zmin, &h, &z, codes, xbuf, scratch);
+            fit(w + o * in + g * group, group, bits, sym, zmin, &h, &z, codes, &fb);
             scales[g * out + o] = h;
             /* zeros: stream along out; v1 stores z - 1 (z >= 1 here) */
             const uint32_t zs = (uint32_t)(z - (version == 1 ? 1 : 0)) & mask;
@@ -453,8 +485,7 @@ int qtk_quant_gptq(const float *w, uint32_t out, uint32_t in, uint32_t group, un
                 qtk_bits_put((uint32_t *)qweight + o, out, (g * group + j) * bits, bits, codes[j]);
         }
     }
-    free(xbuf);
+    fitbuf_free(&fb);
     free(codes);
-    free(scratch);
     return 0;
 }
