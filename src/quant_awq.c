@@ -45,6 +45,7 @@
 #define GRID_STEP 0.05f
 #define REFINE_ITERS 4  /* refinement rounds (stop early when a round does not improve) */
 #define REF_NEIGH 1     /* fp16 scale neighbours tried on each side per round */
+#define MEMO_SLOTS 128  /* open-addressing table of the pairs a group has tried (a power of 2) */
 
 /* round half to even for |f| < 2^22 (inputs are clamped first; NaN -> clamp low) */
 static int rint_i(float f)
@@ -72,6 +73,8 @@ typedef struct gfit {
     double err;
     uint16_t h;        /* fp16 scale bits */
     int z;
+    /* the (h, z) pairs tried and refitted so far (memo_seen) */
+    uint32_t memo[MEMO_SLOTS];
 } gfit;
 
 /* The error sum: quant_awq_ev.h, generic here, AVX2 in quant_awq_avx2.c (the same value). */
@@ -144,18 +147,56 @@ static uint16_t scale_bits(float s)
 
 static int clampz(const gfit *g, int z) { return z < g->zlo ? g->zlo : z > g->zhi ? g->zhi : z; }
 
-static void try_hz(gfit *g, uint16_t h, int z)
+/* Memo of the candidates a group has met. A pair (h, z) tried once can never win again: its
+ * error is the same each time, and it lost to (or became) an incumbent whose error only falls
+ * since. Likewise a pair refitted once yields the same least-squares candidate. So skipping a
+ * second try or refit leaves every result as it was. Keys: h << 8 | z, bit 31 for a refit;
+ * slot value key + 1 (0: empty). When the table fills, candidates are simply evaluated. */
+#define MEMO_REFIT 0x80000000u
+static bool memo_has(const gfit *g, uint32_t key)
+{
+    for (uint32_t i = (key * 0x9e3779b1u) >> 25, k = 0; k < 8; k++, i = (i + 1) & (MEMO_SLOTS - 1)) {
+        if (g->memo[i] == key + 1)
+            return true;
+        if (g->memo[i] == 0)
+            return false;
+    }
+    return false;
+}
+
+/* true when key was there already; else records it (when there is room) */
+static bool memo_seen(gfit *g, uint32_t key)
+{
+    for (uint32_t i = (key * 0x9e3779b1u) >> 25, k = 0; k < 8; k++, i = (i + 1) & (MEMO_SLOTS - 1)) {
+        if (g->memo[i] == key + 1)
+            return true;
+        if (g->memo[i] == 0) {
+            g->memo[i] = key + 1;
+            return false;
+        }
+    }
+    return false;
+}
+
+static uint32_t hz_key(uint16_t h, int z) { return (uint32_t)h << 8 | (uint32_t)z; }
+
+/* Try (h, z); known, when not NULL, is its full error (from a pass that also made codes). */
+static void try_hz_known(gfit *g, uint16_t h, int z, const double *known)
 {
     if (h == 0 || h > FP16_MAX_BITS)
         return;
     z = clampz(g, z);
-    const double e = eval_sz(g, qtk_fp16_to_f32(h), z, g->err, NULL);
+    if (memo_seen(g, hz_key(h, z)))
+        return;
+    const double e = known ? *known : eval_sz(g, qtk_fp16_to_f32(h), z, g->err, NULL);
     if (e < g->err) {
         g->err = e;
         g->h = h;
         g->z = z;
     }
 }
+
+static void try_hz(gfit *g, uint16_t h, int z) { try_hz_known(g, h, z, NULL); }
 
 /* Candidate scale s (unrounded) for the range [lo, hi]: zeros from the unrounded and the
  * rounded scale mapping lo to code 0; with `both_ends` also hi to maxq. */
@@ -199,18 +240,68 @@ static void try_autoawq(gfit *g)
     try_hz(g, h, z);
 }
 
-/* Least-squares scale for the codes that (h, z) assigns, then tried at z. */
-static void refit(gfit *g, uint16_t h, int z, uint8_t *codes)
+/* One refinement round around the incumbent (h, z): for zz = z-1, z, z+1 (within the allowed
+ * zeros) the least-squares scale of the codes (h, zz) assigns is tried at zz, and for zz != z
+ * (h, zz) itself; then the fp16 neighbours of h at z. The three least-squares scales depend only
+ * on (h, z), so their codes and sums are made first (with, for zz != z, the error of (h, zz) in
+ * the same pass) and the tries then run in their order: the same results as one refit after the
+ * other. The sums of q*x run in element order, as three independent chains. */
+static void refine_round(gfit *g, uint8_t *codes3)
 {
-    eval_sz(g, qtk_fp16_to_f32(h), z, 0, codes);
-    double sxq = 0, sqq = 0;
-    for (uint32_t j = 0; j < g->n; j++) {
-        const double q = (double)((int)codes[j] - z);
-        sxq += q * (double)g->x[j];
-        sqq += q * q;
+    const uint16_t h = g->h;
+    const int z = g->z;
+    const float s = qtk_fp16_to_f32(h), mf = (float)g->maxq;
+    const uint32_t n16 = g->n16;
+    bool fitted[3] = { false, false, false }, have_e[3] = { false, false, false };
+    double e[3] = { 0, 0, 0 };
+    const uint8_t *c[3];
+    for (int d = 0; d < 3; d++) {
+        const int zz = z + d - 1;
+        uint8_t *cd = codes3 + (size_t)d * n16;
+        c[d] = cd;
+        if (zz < g->zlo || zz > g->zhi || memo_seen(g, MEMO_REFIT | hz_key(h, zz)))
+            continue;
+        fitted[d] = true;
+        if (d != 1 && !memo_has(g, hz_key(h, zz))) {
+            e[d] = ev()->codes_sum(g->x, g->xd, n16, s, (float)zz, mf, cd);
+            have_e[d] = true;
+        } else {
+            ev()->codes(g->x, g->xd, n16, s, (float)zz, mf, cd);
+        }
     }
-    if (sqq > 0 && sxq > 0)
-        try_hz(g, scale_bits((float)(sxq / sqq)), z);
+    /* least squares: sxq in element order per zero, sqq exactly as integers */
+    double sxq[3] = { 0, 0, 0 };
+    int64_t sqq[3] = { 0, 0, 0 };
+    const uint8_t *c0 = fitted[0] ? c[0] : c[1], *c1 = c[1], *c2 = fitted[2] ? c[2] : c[1];
+    if (fitted[0] || fitted[1] || fitted[2]) {
+        const int z0 = z - 1, z1 = z, z2 = z + 1;
+        for (uint32_t j = 0; j < g->n; j++) {
+            const int q0 = (int)c0[j] - z0, q1 = (int)c1[j] - z1, q2 = (int)c2[j] - z2;
+            const double xj = g->xd[j];
+            sxq[0] += (double)q0 * xj;
+            sxq[1] += (double)q1 * xj;
+            sxq[2] += (double)q2 * xj;
+            sqq[0] += q0 * q0;
+            sqq[1] += q1 * q1;
+            sqq[2] += q2 * q2;
+        }
+    }
+    for (int d = 0; d < 3; d++) {
+        const int zz = z + d - 1;
+        if (zz < g->zlo || zz > g->zhi)
+            continue;
+        if (fitted[d] && sqq[d] > 0 && sxq[d] > 0) {
+            const uint16_t hl = scale_bits((float)(sxq[d] / (double)sqq[d]));
+            try_hz_known(g, hl, zz, hl == h && have_e[d] ? &e[d] : NULL);
+        }
+        if (d != 1)
+            try_hz_known(g, h, zz, have_e[d] ? &e[d] : NULL);
+    }
+    for (int k = -REF_NEIGH; k <= REF_NEIGH; k++) {
+        const int hb = (int)h + k;
+        if (k && hb > 0 && hb <= (int)FP16_MAX_BITS)
+            try_hz(g, (uint16_t)hb, z);
+    }
 }
 
 /* Cheap test whether the values could lie on a grid of step s anchored at lo: the first few
@@ -227,13 +318,14 @@ static bool on_grid(const gfit *g, float s, float lo)
     return true;
 }
 
-static void search(gfit *g, unsigned bits, uint8_t *scratch)
+static void search(gfit *g, unsigned bits, uint8_t *codes3)
 {
     const int maxq = g->maxq;
     const bool sym = g->zlo == g->zhi;
     (void)bits;
     /* s = 0 */
     g->h = 0;
+    memset(g->memo, 0, sizeof g->memo);
     g->err = eval_sz(g, 0.f, g->z, INFINITY, NULL);
     if (g->err == 0)
         return;
@@ -280,21 +372,7 @@ static void search(gfit *g, unsigned bits, uint8_t *scratch)
     /* refinement */
     for (int it = 0; it < REFINE_ITERS; it++) {
         const double before = g->err;
-        const uint16_t h = g->h;
-        const int z = g->z;
-        for (int dz = -1; dz <= 1; dz++) {
-            const int zz = z + dz;
-            if (zz < g->zlo || zz > g->zhi)
-                continue;
-            refit(g, h, zz, scratch);
-            if (dz)
-                try_hz(g, h, zz);
-        }
-        for (int k = -REF_NEIGH; k <= REF_NEIGH; k++) {
-            const int hb = (int)h + k;
-            if (k && hb > 0 && hb <= (int)FP16_MAX_BITS)
-                try_hz(g, (uint16_t)hb, z);
-        }
+        refine_round(g, codes3);
         if (!(g->err < before))
             break;
     }
@@ -308,7 +386,7 @@ static float sanitize(float v)
 }
 
 /* A group's scratch: the sanitised values padded with zeros to a multiple of 16, in float and
- * double, and codes for as many. */
+ * double, and three rows of codes for as many. */
 typedef struct fitbuf {
     float *x;
     double *xd;
@@ -328,7 +406,7 @@ static int fitbuf_init(fitbuf *b, uint32_t n)
     b->cap = round16(n);
     b->x = malloc((size_t)b->cap * sizeof *b->x);
     b->xd = malloc((size_t)b->cap * sizeof *b->xd);
-    b->codes = malloc(b->cap);
+    b->codes = calloc(3, b->cap); /* three rows for a refinement round */
     return b->x && b->xd && b->codes ? 0 : -1;
 }
 
