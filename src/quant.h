@@ -180,6 +180,27 @@ int qtk_quant_gptq(const float *w, uint32_t out, uint32_t in, uint32_t group, un
 int qtk_fit_group(const float *x, uint32_t n, unsigned bits, bool sym, int zmin,
                   float *scale_out, int *zero_out, uint8_t *codes_out);
 
+/* The kernels of that search (quant_awq_ev.h), generic (_c) and AVX2 (_avx2: only when
+ * qtk_awq_have_avx2() and qtk_simd_avx2()); each gives the same results. x: n values (n a
+ * multiple of 16, sanitised: finite, |x| <= 1e8), xd the same in double; s a positive fp16 value,
+ * zf the zero and mf = 2^bits - 1 as floats. codes: each value's code, the nearest decoded
+ * (code - z) * s in [0, maxq]; sum: the squared error of those decoded values, summed in double
+ * with element j in lane j mod 8 and the lanes folded in a fixed order, or (_sum only) an
+ * early value >= limit when the error is sure to reach limit. For quant_awq.c and tests. */
+double qtk_awq_ev_sum_c(const float *x, const double *xd, uint32_t n, float s, float zf, float mf,
+                        double limit);
+void qtk_awq_ev_codes_c(const float *x, const double *xd, uint32_t n, float s, float zf, float mf,
+                        uint8_t *codes);
+double qtk_awq_ev_codes_sum_c(const float *x, const double *xd, uint32_t n, float s, float zf,
+                              float mf, uint8_t *codes);
+double qtk_awq_ev_sum_avx2(const float *x, const double *xd, uint32_t n, float s, float zf,
+                           float mf, double limit);
+void qtk_awq_ev_codes_avx2(const float *x, const double *xd, uint32_t n, float s, float zf,
+                           float mf, uint8_t *codes);
+double qtk_awq_ev_codes_sum_avx2(const float *x, const double *xd, uint32_t n, float s, float zf,
+                                 float mf, uint8_t *codes);
+bool qtk_awq_have_avx2(void);
+
 #ifdef QTK_QUANT_IMPL
 #include "fp16.h"
 

@@ -78,21 +78,13 @@ typedef struct gfit {
 } gfit;
 
 /* The error sum: quant_awq_ev.h, generic here, AVX2 in quant_awq_avx2.c (the same value). */
-#define EV_SUM ev_sum_c
-#define EV_CODES ev_codes_c
-#define EV_CODES_SUM ev_codes_sum_c
+#define EV_SUM qtk_awq_ev_sum_c
+#define EV_CODES qtk_awq_ev_codes_c
+#define EV_CODES_SUM qtk_awq_ev_codes_sum_c
 #include "quant_awq_ev.h"
 #undef EV_SUM
 #undef EV_CODES
 #undef EV_CODES_SUM
-
-double qtk_awq_ev_sum_avx2(const float *x, const double *xd, uint32_t n, float s, float zf,
-                           float mf, double limit);
-void qtk_awq_ev_codes_avx2(const float *x, const double *xd, uint32_t n, float s, float zf,
-                           float mf, uint8_t *codes);
-double qtk_awq_ev_codes_sum_avx2(const float *x, const double *xd, uint32_t n, float s, float zf,
-                                 float mf, uint8_t *codes);
-bool qtk_awq_have_avx2(void);
 
 typedef struct ev_impl {
     double (*sum)(const float *, const double *, uint32_t, float, float, float, double);
@@ -100,7 +92,7 @@ typedef struct ev_impl {
     double (*codes_sum)(const float *, const double *, uint32_t, float, float, float, uint8_t *);
 } ev_impl;
 
-static const ev_impl k_ev_c = { ev_sum_c, ev_codes_c, ev_codes_sum_c };
+static const ev_impl k_ev_c = { qtk_awq_ev_sum_c, qtk_awq_ev_codes_c, qtk_awq_ev_codes_sum_c };
 static const ev_impl k_ev_avx2 = { qtk_awq_ev_sum_avx2, qtk_awq_ev_codes_avx2,
                                    qtk_awq_ev_codes_sum_avx2 };
 

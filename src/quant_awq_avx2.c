@@ -7,14 +7,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-double qtk_awq_ev_sum_avx2(const float *x, const double *xd, uint32_t n, float s, float zf,
-                           float mf, double limit);
-void qtk_awq_ev_codes_avx2(const float *x, const double *xd, uint32_t n, float s, float zf,
-                           float mf, uint8_t *codes);
-double qtk_awq_ev_codes_sum_avx2(const float *x, const double *xd, uint32_t n, float s, float zf,
-                                 float mf, uint8_t *codes);
-bool qtk_awq_have_avx2(void);
-
 #if defined(__AVX2__)
 #include <immintrin.h>
 
@@ -29,6 +21,8 @@ bool qtk_awq_have_avx2(void);
             _mm_packus_epi32(_mm256_castsi256_si128(i_), _mm256_extracti128_si256(i_, 1));         \
         _mm_storel_epi64((__m128i *)(void *)(p), _mm_packus_epi16(w_, w_));                        \
     } while (0)
+/* some lane of a mask clear */
+#define EV_ANY_CLEAR(m) (_mm256_movemask_ps((__m256)(m)) != 0xff)
 #define EV_SUM qtk_awq_ev_sum_avx2
 #define EV_CODES qtk_awq_ev_codes_avx2
 #define EV_CODES_SUM qtk_awq_ev_codes_sum_avx2

@@ -53,24 +53,55 @@ typedef uint8_t ev_wb __attribute__((vector_size(4)));
 #endif
 
 /* The search's rounding of one register, as k = q - z (the decoded value is k * s): the nearest
- * step count round(x/s) within [klo, khi] = [-z, maxq - z], then its neighbour on the side of
- * the residual when that decodes closer. Clamping x/s to [-z, maxq - z] before rounding gives the
- * same k as rounding first and clamping the code to [0, maxq] after (-z and maxq - z are
- * integers and rounding is monotone), and k stays within 2^22, where adding and subtracting
- * 1.5 * 2^23 rounds half to even. */
-static inline ev_wf ev_step(ev_wf xv, ev_wf vinv, ev_wf vs, ev_wf klo, ev_wf khi)
+ * step count round(x/s) within [klo, khi] = [-z, maxq - z] (ev_round), then its neighbour on the
+ * side of the residual when that decodes closer (ev_fix).
+ *
+ * ev_round: clamping t = x * (1/s) to [-z, maxq - z] before rounding gives the same k as rounding
+ * first and clamping the code to [0, maxq] after (-z and maxq - z are integers and rounding is
+ * monotone), and k stays within 2^22, where adding and subtracting 1.5 * 2^23 rounds half to
+ * even. far gets the lanes whose clamped t is within EV_FAR of k (t - k is exact there).
+ *
+ * ev_fix can change only those lanes' k: for a far lane, |x/s - k| < 0.4962 (t's rounding adds
+ * at most 256 * 2^-23 to 0.49609375), so k*s decodes within 0.4962 s of x and both neighbours
+ * beyond 0.5038 s, after the roundings of k*s, the differences and the squares (each within
+ * 256 * 2^-24 relative, and monotone) - the neighbour never decodes closer. A clamped lane has t
+ * = k exactly; its only neighbour lies inside the range, about s away, while x is within
+ * 2^-15 s of k*s or beyond it. Values are finite (sanitised), s is at least 2^-24. */
+#define EV_FAR 0.49609375f /* 0.5 - 2^-8 */
+static inline ev_wf ev_round(ev_wf xv, ev_wf vinv, ev_wf klo, ev_wf khi, ev_wi *far)
 {
-    const ev_wf v0 = EV_SPLAT(0.f), v1 = EV_SPLAT(1.f), magic = EV_SPLAT(12582912.f);
+    const ev_wf magic = EV_SPLAT(12582912.f), lim = EV_SPLAT(EV_FAR), nlim = EV_SPLAT(-EV_FAR);
     ev_wf t = xv * vinv;
     t = EV_LO(klo, t);
     t = EV_HI(khi, t);
-    const ev_wf k = (t + magic) - magic;
+    const ev_wf k = (t + magic) - magic, d = t - k;
+    *far = (d <= lim) & (d >= nlim);
+    return k;
+}
+
+static inline ev_wf ev_fix(ev_wf xv, ev_wf k, ev_wf vs, ev_wf klo, ev_wf khi)
+{
+    const ev_wf v0 = EV_SPLAT(0.f), v1 = EV_SPLAT(1.f);
     const ev_wf e = xv - k * vs;
     const ev_wi up = (e > v0) & (k < khi), dn = (e < v0) & (k > klo);
     const ev_wf dir = (ev_wf)((up & (ev_wi)v1) | (dn & (ev_wi)-v1));
     const ev_wf e2 = xv - (k + dir) * vs;
     return k + (ev_wf)((e2 * e2 < e * e) & (ev_wi)dir);
 }
+
+/* whether some lane of a mask is clear */
+#ifndef EV_ANY_CLEAR
+static inline int ev_any_clear(ev_wi m)
+{
+    uint64_t u[sizeof m / 8];
+    memcpy(u, &m, sizeof m);
+    uint64_t a = ~(uint64_t)0;
+    for (size_t i = 0; i < sizeof m / 8; i++)
+        a &= u[i];
+    return a != ~(uint64_t)0;
+}
+#define EV_ANY_CLEAR(m) ev_any_clear(m)
+#endif
 
 #define EV_SETUP(s, zf, mf)                                                                        \
     const ev_wf vinv = EV_SPLAT(1.f / (s)), vs = EV_SPLAT(s), vz = EV_SPLAT(zf);                   \
@@ -89,6 +120,7 @@ static inline ev_wf ev_step(ev_wf xv, ev_wf vinv, ev_wf vs, ev_wf klo, ev_wf khi
         (hi) += dh_ * dh_;                                                                         \
     } while (0)
 #define EV_ACC_INIT ev_hd alo = { 0.0, 0.0, 0.0, 0.0 }, ahi = alo
+#define EV_CHEAP_T ev_hd
 #define EV_FOLD (((alo[0] + alo[1]) + (alo[2] + alo[3])) + ((ahi[0] + ahi[1]) + (ahi[2] + ahi[3])))
 #else
 /* the squares of x - y for elements j..j+4 into acc */
@@ -100,36 +132,52 @@ static inline ev_wf ev_step(ev_wf xv, ev_wf vinv, ev_wf vs, ev_wf klo, ev_wf khi
         (acc) += d_ * d_;                                                                          \
     } while (0)
 #define EV_ACC_INIT ev_wd alo = EV_SPLAT(0.0), ahi = alo
+#define EV_CHEAP_T ev_wd
 #define EV_FOLD (((alo[0] + alo[1]) + (alo[2] + alo[3])) + ((ahi[0] + ahi[1]) + (ahi[2] + ahi[3])))
 #endif
 
-/* Squared error of (s, z) over the n values (n a multiple of 16); returns once a partial sum
- * (every 16 elements) reaches limit. */
+/* Squared error of (s, z) over the n values (n a multiple of 16); may return early, with a value
+ * >= limit, once the error is sure to reach limit; else the error, lanes folded as EV_FOLD.
+ *
+ * The test every 16 values folds the lanes in a cheaper order (alo + ahi, then across). Any fold
+ * of eight non-negative doubles is within 3 * 2^-53 (relative, and a little more) of their exact
+ * sum, and lanes only grow, so a cheap fold at or above limit * (1 + 2^-48) puts the final
+ * EV_FOLD at or above limit: the early return happens only where the full sum would lose. */
 double EV_SUM(const float *x, const double *xd, uint32_t n, float s, float zf, float mf,
               double limit)
 {
     EV_SETUP(s, zf, mf);
     EV_ACC_INIT;
-    double err = 0;
+    const double stop = limit * (1.0 + 0x1p-48);
     for (uint32_t j = 0; j < n; j += 16) {
-        ev_wf xv;
-        for (uint32_t k = 0; k < 16; k += EV_W) {
-            memcpy(&xv, x + j + k, sizeof xv);
-            const ev_wf y = ev_step(xv, vinv, vs, klo, khi) * vs;
+        enum { R = 16 / EV_W };
+        ev_wf xv[R], kv[R];
+        ev_wi far = { 0 }, f;
+        for (uint32_t r = 0; r < R; r++) {
+            memcpy(&xv[r], x + j + r * EV_W, sizeof xv[r]);
+            kv[r] = ev_round(xv[r], vinv, klo, khi, &f);
+            far = r ? far & f : f;
+        }
+        if (EV_ANY_CLEAR(far))
+            for (uint32_t r = 0; r < R; r++)
+                kv[r] = ev_fix(xv[r], kv[r], vs, klo, khi);
+        for (uint32_t r = 0; r < R; r++) {
+            const ev_wf y = kv[r] * vs;
 #ifdef EV_WIDE
-            EV_ACC(xd + j + k, y, alo, ahi);
+            EV_ACC(xd + j + r * EV_W, y, alo, ahi);
 #else
-            if (k % 8 == 0)
-                EV_ACC4(xd + j + k, y, alo);
+            if (r % 2 == 0)
+                EV_ACC4(xd + j + r * EV_W, y, alo);
             else
-                EV_ACC4(xd + j + k, y, ahi);
+                EV_ACC4(xd + j + r * EV_W, y, ahi);
 #endif
         }
-        err = EV_FOLD;
-        if (err >= limit)
-            return err;
+        EV_CHEAP_T t_ = alo + ahi;
+        const double cheap = (t_[0] + t_[2]) + (t_[1] + t_[3]);
+        if (cheap >= stop)
+            return cheap;
     }
-    return err;
+    return EV_FOLD;
 }
 
 /* The codes of (s, z) for the n values (n a multiple of 16) into codes[0..n); with_sum: also
@@ -142,7 +190,10 @@ static inline double ev_codes_impl(const float *x, const double *xd, uint32_t n,
     for (uint32_t j = 0; j < n; j += EV_W) {
         ev_wf xv;
         memcpy(&xv, x + j, sizeof xv);
-        const ev_wf k = ev_step(xv, vinv, vs, klo, khi);
+        ev_wi far;
+        ev_wf k = ev_round(xv, vinv, klo, khi, &far);
+        if (EV_ANY_CLEAR(far))
+            k = ev_fix(xv, k, vs, klo, khi);
         EV_STORE_CODES(codes + j, k + vz);
         if (with_sum) {
             const ev_wf y = k * vs;
@@ -176,3 +227,4 @@ double EV_CODES_SUM(const float *x, const double *xd, uint32_t n, float s, float
 #undef EV_SETUP
 #undef EV_FOLD
 #undef EV_ACC_INIT
+#undef EV_CHEAP_T
