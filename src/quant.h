@@ -185,20 +185,23 @@ int qtk_fit_group(const float *x, uint32_t n, unsigned bits, bool sym, int zmin,
  * multiple of 16, sanitised: finite, |x| <= 1e8), xd the same in double; s a positive fp16 value,
  * zf the zero and mf = 2^bits - 1 as floats. codes: each value's code, the nearest decoded
  * (code - z) * s in [0, maxq]; sum: the squared error of those decoded values, summed in double
- * with element j in lane j mod 8 and the lanes folded in a fixed order, or (_sum only) an
- * early value >= limit when the error is sure to reach limit. For quant_awq.c and tests. */
+ * with element j in lane j mod 8 and the lanes folded in a fixed order, or an early value >=
+ * limit when the error is sure to reach limit. For quant_awq.c and tests. */
 double qtk_awq_ev_sum_c(const float *x, const double *xd, uint32_t n, float s, float zf, float mf,
                         double limit);
 void qtk_awq_ev_codes_c(const float *x, const double *xd, uint32_t n, float s, float zf, float mf,
                         uint8_t *codes);
-double qtk_awq_ev_codes_sum_c(const float *x, const double *xd, uint32_t n, float s, float zf,
-                              float mf, uint8_t *codes);
 double qtk_awq_ev_sum_avx2(const float *x, const double *xd, uint32_t n, float s, float zf,
                            float mf, double limit);
 void qtk_awq_ev_codes_avx2(const float *x, const double *xd, uint32_t n, float s, float zf,
                            float mf, uint8_t *codes);
-double qtk_awq_ev_codes_sum_avx2(const float *x, const double *xd, uint32_t n, float s, float zf,
-                                 float mf, uint8_t *codes);
+/* a refinement round's sums for the zeros zf - 1, zf, zf + 1 (d = 0, 1, 2): sxq[d] = the sum of
+ * k_j * x_j (k = code - zero) in element order, sqq[d] = the sum of k_j^2, and err[0], err[1]
+ * the squared errors for zf - 1 and zf + 1 (as _sum gives them in full) */
+void qtk_awq_ev_refine3_c(const float *x, const double *xd, uint32_t n, float s, float zf,
+                          float mf, double sxq[3], double sqq[3], double err[2]);
+void qtk_awq_ev_refine3_avx2(const float *x, const double *xd, uint32_t n, float s, float zf,
+                             float mf, double sxq[3], double sqq[3], double err[2]);
 bool qtk_awq_have_avx2(void);
 
 #ifdef QTK_QUANT_IMPL

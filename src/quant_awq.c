@@ -80,21 +80,22 @@ typedef struct gfit {
 /* The error sum: quant_awq_ev.h, generic here, AVX2 in quant_awq_avx2.c (the same value). */
 #define EV_SUM qtk_awq_ev_sum_c
 #define EV_CODES qtk_awq_ev_codes_c
-#define EV_CODES_SUM qtk_awq_ev_codes_sum_c
+#define EV_REFINE3 qtk_awq_ev_refine3_c
 #include "quant_awq_ev.h"
 #undef EV_SUM
 #undef EV_CODES
-#undef EV_CODES_SUM
+#undef EV_REFINE3
 
 typedef struct ev_impl {
     double (*sum)(const float *, const double *, uint32_t, float, float, float, double);
     void (*codes)(const float *, const double *, uint32_t, float, float, float, uint8_t *);
-    double (*codes_sum)(const float *, const double *, uint32_t, float, float, float, uint8_t *);
+    void (*refine3)(const float *, const double *, uint32_t, float, float, float, double *,
+                    double *, double *);
 } ev_impl;
 
-static const ev_impl k_ev_c = { qtk_awq_ev_sum_c, qtk_awq_ev_codes_c, qtk_awq_ev_codes_sum_c };
+static const ev_impl k_ev_c = { qtk_awq_ev_sum_c, qtk_awq_ev_codes_c, qtk_awq_ev_refine3_c };
 static const ev_impl k_ev_avx2 = { qtk_awq_ev_sum_avx2, qtk_awq_ev_codes_avx2,
-                                   qtk_awq_ev_codes_sum_avx2 };
+                                   qtk_awq_ev_refine3_avx2 };
 
 static const ev_impl *ev(void)
 {
@@ -145,17 +146,6 @@ static int clampz(const gfit *g, int z) { return z < g->zlo ? g->zlo : z > g->zh
  * second try or refit leaves every result as it was. Keys: h << 8 | z, bit 31 for a refit;
  * slot value key + 1 (0: empty). When the table fills, candidates are simply evaluated. */
 #define MEMO_REFIT 0x80000000u
-static bool memo_has(const gfit *g, uint32_t key)
-{
-    for (uint32_t i = (key * 0x9e3779b1u) >> 25, k = 0; k < 8; k++, i = (i + 1) & (MEMO_SLOTS - 1)) {
-        if (g->memo[i] == key + 1)
-            return true;
-        if (g->memo[i] == 0)
-            return false;
-    }
-    return false;
-}
-
 /* true when key was there already; else records it (when there is room) */
 static bool memo_seen(gfit *g, uint32_t key)
 {
@@ -235,59 +225,34 @@ static void try_autoawq(gfit *g)
 /* One refinement round around the incumbent (h, z): for zz = z-1, z, z+1 (within the allowed
  * zeros) the least-squares scale of the codes (h, zz) assigns is tried at zz, and for zz != z
  * (h, zz) itself; then the fp16 neighbours of h at z. The three least-squares scales depend only
- * on (h, z), so their codes and sums are made first (with, for zz != z, the error of (h, zz) in
- * the same pass) and the tries then run in their order: the same results as one refit after the
- * other. The sums of q*x run in element order, as three independent chains. */
-static void refine_round(gfit *g, uint8_t *codes3)
+ * on (h, z), so their sums (sxq in element order, sqq exact) and the errors of (h, z -+ 1) are
+ * made first, in one pass (refine3), and the tries then run in their order: the same results as
+ * one refit after the other. */
+static void refine_round(gfit *g)
 {
     const uint16_t h = g->h;
     const int z = g->z;
-    const float s = qtk_fp16_to_f32(h), mf = (float)g->maxq;
-    const uint32_t n16 = g->n16;
-    bool fitted[3] = { false, false, false }, have_e[3] = { false, false, false };
-    double e[3] = { 0, 0, 0 };
-    const uint8_t *c[3];
+    bool fitted[3] = { false, false, false };
     for (int d = 0; d < 3; d++) {
         const int zz = z + d - 1;
-        uint8_t *cd = codes3 + (size_t)d * n16;
-        c[d] = cd;
-        if (zz < g->zlo || zz > g->zhi || memo_seen(g, MEMO_REFIT | hz_key(h, zz)))
-            continue;
-        fitted[d] = true;
-        if (d != 1 && !memo_has(g, hz_key(h, zz))) {
-            e[d] = ev()->codes_sum(g->x, g->xd, n16, s, (float)zz, mf, cd);
-            have_e[d] = true;
-        } else {
-            ev()->codes(g->x, g->xd, n16, s, (float)zz, mf, cd);
-        }
+        fitted[d] = zz >= g->zlo && zz <= g->zhi && !memo_seen(g, MEMO_REFIT | hz_key(h, zz));
     }
-    /* least squares: sxq in element order per zero, sqq exactly as integers */
-    double sxq[3] = { 0, 0, 0 };
-    int64_t sqq[3] = { 0, 0, 0 };
-    const uint8_t *c0 = fitted[0] ? c[0] : c[1], *c1 = c[1], *c2 = fitted[2] ? c[2] : c[1];
-    if (fitted[0] || fitted[1] || fitted[2]) {
-        const int z0 = z - 1, z1 = z, z2 = z + 1;
-        for (uint32_t j = 0; j < g->n; j++) {
-            const int q0 = (int)c0[j] - z0, q1 = (int)c1[j] - z1, q2 = (int)c2[j] - z2;
-            const double xj = g->xd[j];
-            sxq[0] += (double)q0 * xj;
-            sxq[1] += (double)q1 * xj;
-            sxq[2] += (double)q2 * xj;
-            sqq[0] += q0 * q0;
-            sqq[1] += q1 * q1;
-            sqq[2] += q2 * q2;
-        }
-    }
+    double sxq[3], sqq[3], e[2];
+    if (fitted[0] || fitted[1] || fitted[2])
+        ev()->refine3(g->x, g->xd, g->n16, qtk_fp16_to_f32(h), (float)z, (float)g->maxq, sxq, sqq,
+                      e);
     for (int d = 0; d < 3; d++) {
         const int zz = z + d - 1;
         if (zz < g->zlo || zz > g->zhi)
             continue;
+        /* the pass's error of (h, zz), when it ran */
+        const double *known = d != 1 && fitted[d] ? &e[d / 2] : NULL;
         if (fitted[d] && sqq[d] > 0 && sxq[d] > 0) {
-            const uint16_t hl = scale_bits((float)(sxq[d] / (double)sqq[d]));
-            try_hz_known(g, hl, zz, hl == h && have_e[d] ? &e[d] : NULL);
+            const uint16_t hl = scale_bits((float)(sxq[d] / sqq[d]));
+            try_hz_known(g, hl, zz, hl == h ? known : NULL);
         }
         if (d != 1)
-            try_hz_known(g, h, zz, have_e[d] ? &e[d] : NULL);
+            try_hz_known(g, h, zz, known);
     }
     for (int k = -REF_NEIGH; k <= REF_NEIGH; k++) {
         const int hb = (int)h + k;
@@ -310,7 +275,7 @@ static bool on_grid(const gfit *g, float s, float lo)
     return true;
 }
 
-static void search(gfit *g, unsigned bits, uint8_t *codes3)
+static void search(gfit *g, unsigned bits)
 {
     const int maxq = g->maxq;
     const bool sym = g->zlo == g->zhi;
@@ -364,7 +329,7 @@ static void search(gfit *g, unsigned bits, uint8_t *codes3)
     /* refinement */
     for (int it = 0; it < REFINE_ITERS; it++) {
         const double before = g->err;
-        refine_round(g, codes3);
+        refine_round(g);
         if (!(g->err < before))
             break;
     }
@@ -378,7 +343,7 @@ static float sanitize(float v)
 }
 
 /* A group's scratch: the sanitised values padded with zeros to a multiple of 16, in float and
- * double, and three rows of codes for as many. */
+ * double, and codes for as many. */
 typedef struct fitbuf {
     float *x;
     double *xd;
@@ -398,7 +363,7 @@ static int fitbuf_init(fitbuf *b, uint32_t n)
     b->cap = round16(n);
     b->x = malloc((size_t)b->cap * sizeof *b->x);
     b->xd = malloc((size_t)b->cap * sizeof *b->xd);
-    b->codes = calloc(3, b->cap); /* three rows for a refinement round */
+    b->codes = malloc(b->cap);
     return b->x && b->xd && b->codes ? 0 : -1;
 }
 
@@ -443,7 +408,7 @@ static void fit(const float *x, uint32_t n, unsigned bits, bool sym, int zmin, u
             g.xmax = x[j];
     }
     g.z = clampz(&g, 1 << (bits - 1));
-    search(&g, bits, b->codes);
+    search(&g, bits);
     *h_out = g.h;
     *z_out = g.z;
     if (codes) {

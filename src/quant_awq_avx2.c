@@ -25,7 +25,7 @@
 #define EV_ANY_CLEAR(m) (_mm256_movemask_ps((__m256)(m)) != 0xff)
 #define EV_SUM qtk_awq_ev_sum_avx2
 #define EV_CODES qtk_awq_ev_codes_avx2
-#define EV_CODES_SUM qtk_awq_ev_codes_sum_avx2
+#define EV_REFINE3 qtk_awq_ev_refine3_avx2
 #define EV_WIDE
 #include "quant_awq_ev.h"
 bool qtk_awq_have_avx2(void) { return true; }
@@ -43,10 +43,9 @@ void qtk_awq_ev_codes_avx2(const float *x, const double *xd, uint32_t n, float s
 {
     (void)x, (void)xd, (void)n, (void)s, (void)zf, (void)mf, (void)codes;
 }
-double qtk_awq_ev_codes_sum_avx2(const float *x, const double *xd, uint32_t n, float s, float zf,
-                                 float mf, uint8_t *codes)
+void qtk_awq_ev_refine3_avx2(const float *x, const double *xd, uint32_t n, float s, float zf,
+                             float mf, double sxq[3], double sqq[3], double err[2])
 {
-    (void)x, (void)xd, (void)n, (void)s, (void)zf, (void)mf, (void)codes;
-    return 0;
+    (void)x, (void)xd, (void)n, (void)s, (void)zf, (void)mf, (void)sxq, (void)sqq, (void)err;
 }
 #endif

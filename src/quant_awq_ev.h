@@ -1,6 +1,6 @@
 /* quant_awq_ev.h - the error sum and codes of the AWQ/GPTQ group search (quant_awq.c), included
  * once by quant_awq.c (generic build) and once by quant_awq_avx2.c (compiled with -mavx2), each
- * time with EV_SUM, EV_CODES and EV_CODES_SUM naming the functions (and EV_WIDE for eight-lane
+ * time with EV_SUM, EV_CODES and EV_REFINE3 naming the functions (and EV_WIDE for eight-lane
  * registers). GCC/Clang vector extensions: every operation is element-wise IEEE (no contraction
  * under -ffp-contract=off), and the squares are summed in double in eight lanes (element j into
  * lane j mod 8: one register of eight, or two of four) added in one fixed order, so every build
@@ -68,15 +68,19 @@ typedef uint8_t ev_wb __attribute__((vector_size(4)));
  * = k exactly; its only neighbour lies inside the range, about s away, while x is within
  * 2^-15 s of k*s or beyond it. Values are finite (sanitised), s is at least 2^-24. */
 #define EV_FAR 0.49609375f /* 0.5 - 2^-8 */
-static inline ev_wf ev_round(ev_wf xv, ev_wf vinv, ev_wf klo, ev_wf khi, ev_wi *far)
+static inline ev_wf ev_round_t(ev_wf t, ev_wf klo, ev_wf khi, ev_wi *far)
 {
     const ev_wf magic = EV_SPLAT(12582912.f), lim = EV_SPLAT(EV_FAR), nlim = EV_SPLAT(-EV_FAR);
-    ev_wf t = xv * vinv;
     t = EV_LO(klo, t);
     t = EV_HI(khi, t);
     const ev_wf k = (t + magic) - magic, d = t - k;
     *far = (d <= lim) & (d >= nlim);
     return k;
+}
+
+static inline ev_wf ev_round(ev_wf xv, ev_wf vinv, ev_wf klo, ev_wf khi, ev_wi *far)
+{
+    return ev_round_t(xv * vinv, klo, khi, far);
 }
 
 static inline ev_wf ev_fix(ev_wf xv, ev_wf k, ev_wf vs, ev_wf klo, ev_wf khi)
@@ -180,13 +184,12 @@ double EV_SUM(const float *x, const double *xd, uint32_t n, float s, float zf, f
     return EV_FOLD;
 }
 
-/* The codes of (s, z) for the n values (n a multiple of 16) into codes[0..n); with_sum: also
- * their squared error, the very value EV_SUM gives when it does not stop early (else 0). */
-static inline double ev_codes_impl(const float *x, const double *xd, uint32_t n, float s, float zf,
-                                   float mf, uint8_t *codes, int with_sum)
+/* The codes of (s, z) for the n values (n a multiple of 16) into codes[0..n). */
+void EV_CODES(const float *x, const double *xd, uint32_t n, float s, float zf, float mf,
+              uint8_t *codes)
 {
     EV_SETUP(s, zf, mf);
-    EV_ACC_INIT;
+    (void)xd;
     for (uint32_t j = 0; j < n; j += EV_W) {
         ev_wf xv;
         memcpy(&xv, x + j, sizeof xv);
@@ -195,33 +198,107 @@ static inline double ev_codes_impl(const float *x, const double *xd, uint32_t n,
         if (EV_ANY_CLEAR(far))
             k = ev_fix(xv, k, vs, klo, khi);
         EV_STORE_CODES(codes + j, k + vz);
-        if (with_sum) {
-            const ev_wf y = k * vs;
-#ifdef EV_WIDE
-            EV_ACC(xd + j, y, alo, ahi);
-#else
-            if (j % 8 == 0)
-                EV_ACC4(xd + j, y, alo);
-            else
-                EV_ACC4(xd + j, y, ahi);
-#endif
-        }
     }
-    (void)xd;
-    return with_sum ? EV_FOLD : 0.0;
 }
 
-void EV_CODES(const float *x, const double *xd, uint32_t n, float s, float zf, float mf,
-              uint8_t *codes)
+#ifdef EV_REFINE3
+/* A refinement round's sums for the zeros zf - 1, zf, zf + 1 (d = 0, 1, 2) at scale s, from the
+ * codes (h, zf + d - 1) assigns (not stored): sxq[d] = sum of k_j x_j in element order (each
+ * product exact in double, added one after the other), sqq[d] = sum of k_j^2 (exact), where
+ * k_j = code - zero; err[0] and err[2], the squared errors of (s, zf -+ 1) as EV_SUM gives them
+ * in full. One pass for all: the three sequential chains of sxq set its pace, and the rest runs
+ * beside them. Zeros outside [0, mf] give values to ignore. */
+void EV_REFINE3(const float *x, const double *xd, uint32_t n, float s, float zf, float mf,
+                double sxq[3], double sqq[3], double err[2])
 {
-    ev_codes_impl(x, xd, n, s, zf, mf, codes, 0);
+    const ev_wf vinv = EV_SPLAT(1.f / s), vs = EV_SPLAT(s);
+    ev_wf klo[3], khi[3];
+    for (int d = 0; d < 3; d++) {
+        const float z = zf + (float)(d - 1);
+        const ev_wf lo = EV_SPLAT(-z), hi = EV_SPLAT(mf - z);
+        klo[d] = lo;
+        khi[d] = hi;
+    }
+    double c0 = 0, c1 = 0, c2 = 0;
+#ifdef EV_WIDE
+    ev_hd elo[2] = { { 0, 0, 0, 0 }, { 0, 0, 0, 0 } }, ehi[2] = { { 0, 0, 0, 0 }, { 0, 0, 0, 0 } };
+    ev_hd q2[3] = { { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 } };
+#else
+    ev_wd elo[2] = { EV_SPLAT(0.0), EV_SPLAT(0.0) }, ehi[2] = { EV_SPLAT(0.0), EV_SPLAT(0.0) };
+    ev_wd q2[3] = { EV_SPLAT(0.0), EV_SPLAT(0.0), EV_SPLAT(0.0) };
+#endif
+    for (uint32_t j = 0; j < n; j += EV_W) {
+        ev_wf xv;
+        memcpy(&xv, x + j, sizeof xv);
+        const ev_wf t = xv * vinv;
+        ev_wf k[3];
+        ev_wi far[3];
+        for (int d = 0; d < 3; d++)
+            k[d] = ev_round_t(t, klo[d], khi[d], &far[d]);
+        if (EV_ANY_CLEAR(far[0] & far[1] & far[2]))
+            for (int d = 0; d < 3; d++)
+                k[d] = ev_fix(xv, k[d], vs, klo[d], khi[d]);
+#ifdef EV_WIDE
+        ev_hd xl, xh;
+        memcpy(&xl, xd + j, sizeof xl);
+        memcpy(&xh, xd + j + 4, sizeof xh);
+        ev_hd pl[3], ph[3];
+        for (int d = 0; d < 3; d++) {
+            const ev_hd kl = EV_PD_LO(k[d]), kh = EV_PD_HI(k[d]);
+            pl[d] = kl * xl;
+            ph[d] = kh * xh;
+            q2[d] += kl * kl + kh * kh;
+        }
+        for (int d = 0; d < 2; d++) {
+            const ev_wf y = k[2 * d] * vs;
+            const ev_hd dl = xl - EV_PD_LO(y), dh = xh - EV_PD_HI(y);
+            elo[d] += dl * dl;
+            ehi[d] += dh * dh;
+        }
+        for (int i = 0; i < 4; i++) {
+            c0 += pl[0][i];
+            c1 += pl[1][i];
+            c2 += pl[2][i];
+        }
+        for (int i = 0; i < 4; i++) {
+            c0 += ph[0][i];
+            c1 += ph[1][i];
+            c2 += ph[2][i];
+        }
+#else
+        ev_wd xw;
+        memcpy(&xw, xd + j, sizeof xw);
+        ev_wd p[3];
+        for (int d = 0; d < 3; d++) {
+            const ev_wd kw = __builtin_convertvector(k[d], ev_wd);
+            p[d] = kw * xw;
+            q2[d] += kw * kw;
+        }
+        for (int d = 0; d < 2; d++) {
+            const ev_wd dw = xw - __builtin_convertvector(k[2 * d] * vs, ev_wd);
+            if (j % 8 == 0)
+                elo[d] += dw * dw;
+            else
+                ehi[d] += dw * dw;
+        }
+        for (int i = 0; i < 4; i++) {
+            c0 += p[0][i];
+            c1 += p[1][i];
+            c2 += p[2][i];
+        }
+#endif
+    }
+    sxq[0] = c0;
+    sxq[1] = c1;
+    sxq[2] = c2;
+    for (int d = 0; d < 3; d++)
+        sqq[d] = (q2[d][0] + q2[d][1]) + (q2[d][2] + q2[d][3]);
+    for (int d = 0; d < 2; d++) {
+        const EV_CHEAP_T alo = elo[d], ahi = ehi[d];
+        err[d] = EV_FOLD;
+    }
 }
-
-double EV_CODES_SUM(const float *x, const double *xd, uint32_t n, float s, float zf, float mf,
-                    uint8_t *codes)
-{
-    return ev_codes_impl(x, xd, n, s, zf, mf, codes, 1);
-}
+#endif
 
 #undef EV_SPLAT
 #undef EV_SETUP
