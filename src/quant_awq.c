@@ -33,6 +33,7 @@
 #include "quant.h"
 #include "dequant.h"
 #include "packing.h"
+#include "fp16.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -60,7 +61,7 @@ static int rint_i(float f)
     return (i & 0x007fffff) - 0x00400000;
 }
 
-static float fp16r(float f) { return qtk_fp16_to_f32(qtk_f32_to_fp16(f)); }
+static float fp16r(float f) { return qtk_h2f(qtk_f2h(f)); }
 
 typedef struct gfit {
     const float *x;    /* the values, zeros from n to n16 */
@@ -69,6 +70,7 @@ typedef struct gfit {
     int maxq;
     int zlo, zhi;      /* allowed zeros (equal when symmetric) */
     float xmin, xmax;  /* of the (sanitised) values */
+    double e0;         /* the error of s = 0: the sum of x^2 in element order */
     /* incumbent */
     double err;
     uint16_t h;        /* fp16 scale bits */
@@ -104,19 +106,16 @@ static const ev_impl *ev(void)
 
 /* Error of (s, z) with per-element nearest codes (quant_awq_ev.h), the squares summed in double in
  * eight lanes (element j into lane j mod 8, lanes added in a fixed order: the same sum on every
- * build); stops early, returning a value >= limit, once a partial sum reaches `limit` (checked
- * every 16 elements). codes, when not NULL, get the codes (n16 of them; the sum is then not
- * computed: 0; callers that want codes ignore it). */
+ * build); may stop early, returning a value >= limit, once the error is sure to reach `limit`.
+ * s = 0: the sum of x^2 in element order (made with the group's copies). codes, when not NULL,
+ * get the codes (n16 of them; the sum is then not computed: 0; callers that want codes ignore
+ * it). */
 static double eval_sz(const gfit *g, float s, int z, double limit, uint8_t *codes)
 {
-    const uint32_t n = g->n;
-    double err = 0;
     if (s == 0.f) {
-        for (uint32_t j = 0; j < n; j++)
-            err += (double)g->x[j] * (double)g->x[j];
         if (codes)
             memset(codes, z, g->n16);
-        return err;
+        return g->e0;
     }
     const float zf = (float)z, mf = (float)g->maxq;
     if (codes) {
@@ -132,7 +131,7 @@ static uint16_t scale_bits(float s)
 {
     if (!(s > 0.f))
         return 0;
-    uint16_t h = qtk_f32_to_fp16(s);
+    uint16_t h = qtk_f2h(s);
     if ((h & 0x7fffu) > FP16_MAX_BITS)
         h = FP16_MAX_BITS;
     return h;
@@ -170,7 +169,7 @@ static void try_hz_known(gfit *g, uint16_t h, int z, const double *known)
     z = clampz(g, z);
     if (memo_seen(g, hz_key(h, z)))
         return;
-    const double e = known ? *known : eval_sz(g, qtk_fp16_to_f32(h), z, g->err, NULL);
+    const double e = known ? *known : eval_sz(g, qtk_h2f(h), z, g->err, NULL);
     if (e < g->err) {
         g->err = e;
         g->h = h;
@@ -187,7 +186,7 @@ static void try_scale(gfit *g, float s, float lo, float hi, bool both_ends)
     const uint16_t h = scale_bits(s);
     if (!h)
         return;
-    const float sh = qtk_fp16_to_f32(h);
+    const float sh = qtk_h2f(h);
     if (g->zlo == g->zhi) {
         try_hz(g, h, g->zlo);
         return;
@@ -218,7 +217,7 @@ static void try_autoawq(gfit *g)
     const uint16_t h = scale_bits(s);
     if (!h)
         return;
-    const int z = -rint_i(fp16r(g->xmin / qtk_fp16_to_f32(h)));
+    const int z = -rint_i(fp16r(g->xmin / qtk_h2f(h)));
     try_hz(g, h, z);
 }
 
@@ -239,7 +238,7 @@ static void refine_round(gfit *g)
     }
     double sxq[3], sqq[3], e[2];
     if (fitted[0] || fitted[1] || fitted[2])
-        ev()->refine3(g->x, g->xd, g->n16, qtk_fp16_to_f32(h), (float)z, (float)g->maxq, sxq, sqq,
+        ev()->refine3(g->x, g->xd, g->n16, qtk_h2f(h), (float)z, (float)g->maxq, sxq, sqq,
                       e);
     for (int d = 0; d < 3; d++) {
         const int zz = z + d - 1;
@@ -283,7 +282,7 @@ static void search(gfit *g, unsigned bits)
     /* s = 0 */
     g->h = 0;
     memset(g->memo, 0, sizeof g->memo);
-    g->err = eval_sz(g, 0.f, g->z, INFINITY, NULL);
+    g->err = g->e0;
     if (g->err == 0)
         return;
     const float lo0 = g->xmin < 0.f ? g->xmin : 0.f, hi0 = g->xmax > 0.f ? g->xmax : 0.f;
@@ -380,14 +379,25 @@ static void fit(const float *x, uint32_t n, unsigned bits, bool sym, int zmin, u
 {
     const int maxq = (1 << bits) - 1;
     const uint32_t n16 = round16(n);
-    for (uint32_t j = 0; j < n; j++)
-        b->x[j] = sanitize(x[j]);
-    for (uint32_t j = n; j < n16; j++)
+    /* one pass: the sanitised copies, the range, and the error of s = 0 (in element order) */
+    float lo = sanitize(x[0]), hi = lo;
+    double e0 = 0;
+    for (uint32_t j = 0; j < n; j++) {
+        const float v = sanitize(x[j]);
+        const double vd = (double)v;
+        b->x[j] = v;
+        b->xd[j] = vd;
+        e0 += vd * vd;
+        lo = v < lo ? v : lo;
+        hi = v > hi ? v : hi;
+    }
+    for (uint32_t j = n; j < n16; j++) {
         b->x[j] = 0.f;
-    for (uint32_t j = 0; j < n16; j++)
-        b->xd[j] = (double)b->x[j];
+        b->xd[j] = 0.0;
+    }
     x = b->x;
     gfit g;
+    g.e0 = e0;
     g.x = x;
     g.xd = b->xd;
     g.n = n;
@@ -399,20 +409,14 @@ static void fit(const float *x, uint32_t n, unsigned bits, bool sym, int zmin, u
         g.zlo = zmin;
         g.zhi = maxq;
     }
-    g.xmin = x[0];
-    g.xmax = x[0];
-    for (uint32_t j = 1; j < n; j++) {
-        if (x[j] < g.xmin)
-            g.xmin = x[j];
-        if (x[j] > g.xmax)
-            g.xmax = x[j];
-    }
+    g.xmin = lo;
+    g.xmax = hi;
     g.z = clampz(&g, 1 << (bits - 1));
     search(&g, bits);
     *h_out = g.h;
     *z_out = g.z;
     if (codes) {
-        eval_sz(&g, qtk_fp16_to_f32(g.h), g.z, 0, b->codes);
+        eval_sz(&g, qtk_h2f(g.h), g.z, 0, b->codes);
         memcpy(codes, b->codes, n);
     }
 }
@@ -432,7 +436,7 @@ int qtk_fit_group(const float *x, uint32_t n, unsigned bits, bool sym, int zmin,
     uint16_t h;
     int z;
     fit(x, n, bits, sym, zmin, &h, &z, codes_out, &b);
-    *scale_out = qtk_fp16_to_f32(h);
+    *scale_out = qtk_h2f(h);
     *zero_out = z;
     fitbuf_free(&b);
     return 0;
