@@ -11,6 +11,7 @@
 #include "dequant.h"
 #include "packing.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,10 +59,20 @@ int qtk_dequant_awq(const int32_t *qweight, const int32_t *qzeros, const uint16_
                     w[r] = (uint32_t)qweight[(i0 + r) * words + c];
                     z[r] = (uint32_t)qzeros[g[r] * words + c];
                 }
+                /* a whole tile in one group: one scale and zero per output row (a fixed count
+                 * of rows, so the compiler vectorises the loop) */
+                const bool one_group = rows == ROWS && g[0] == g[ROWS - 1];
                 for (unsigned j = 0; j < 8; j++) {
                     const unsigned sh = qtk_awq_shift(j);
                     const float *s = sf + 8 * c + j;
                     float *y = dst + (8 * c + j) * (uint64_t)in + i0;
+                    if (one_group) {
+                        const float sg = s[g[0] * out];
+                        const int zg = (int)((z[0] >> sh) & 15u);
+                        for (uint32_t r = 0; r < ROWS; r++)
+                            y[r] = (float)((int)((w[r] >> sh) & 15u) - zg) * sg;
+                        continue;
+                    }
                     for (uint32_t r = 0; r < rows; r++) {
                         const int q = (int)((w[r] >> sh) & 15u);
                         const int zz = (int)((z[r] >> sh) & 15u);

@@ -71,6 +71,7 @@ typedef struct gfit {
     int zlo, zhi;      /* allowed zeros (equal when symmetric) */
     float xmin, xmax;  /* of the (sanitised) values */
     double e0;         /* the error of s = 0: the sum of x^2 in element order */
+    double abs_sum;    /* the sum of |x|, rounded up (by far more than its rounding errors) */
     /* incumbent */
     double err;
     uint16_t h;        /* fp16 scale bits */
@@ -91,7 +92,7 @@ typedef struct gfit {
 typedef struct ev_impl {
     double (*sum)(const float *, const double *, uint32_t, float, float, float, double);
     void (*codes)(const float *, const double *, uint32_t, float, float, float, uint8_t *);
-    void (*refine3)(const float *, const double *, uint32_t, float, float, float, double *,
+    void (*refine3)(const float *, const double *, uint32_t, float, float, float, double, double *,
                     double *, double *);
 } ev_impl;
 
@@ -238,8 +239,8 @@ static void refine_round(gfit *g)
     }
     double sxq[3], sqq[3], e[2];
     if (fitted[0] || fitted[1] || fitted[2])
-        ev()->refine3(g->x, g->xd, g->n16, qtk_h2f(h), (float)z, (float)g->maxq, sxq, sqq,
-                      e);
+        ev()->refine3(g->x, g->xd, g->n16, qtk_h2f(h), (float)z, (float)g->maxq, g->abs_sum, sxq,
+                      sqq, e);
     for (int d = 0; d < 3; d++) {
         const int zz = z + d - 1;
         if (zz < g->zlo || zz > g->zhi)
@@ -381,13 +382,14 @@ static void fit(const float *x, uint32_t n, unsigned bits, bool sym, int zmin, u
     const uint32_t n16 = round16(n);
     /* one pass: the sanitised copies, the range, and the error of s = 0 (in element order) */
     float lo = sanitize(x[0]), hi = lo;
-    double e0 = 0;
+    double e0 = 0, as = 0;
     for (uint32_t j = 0; j < n; j++) {
         const float v = sanitize(x[j]);
         const double vd = (double)v;
         b->x[j] = v;
         b->xd[j] = vd;
         e0 += vd * vd;
+        as += fabs(vd);
         lo = v < lo ? v : lo;
         hi = v > hi ? v : hi;
     }
@@ -398,6 +400,7 @@ static void fit(const float *x, uint32_t n, unsigned bits, bool sym, int zmin, u
     x = b->x;
     gfit g;
     g.e0 = e0;
+    g.abs_sum = as * (1.0 + 0x1p-20); /* n < 2^32 terms: relative error below 2^-21 */
     g.x = x;
     g.xd = b->xd;
     g.n = n;

@@ -44,8 +44,10 @@ void qtk_awq_ev_codes_avx2(const float *x, const double *xd, uint32_t n, float s
     (void)x, (void)xd, (void)n, (void)s, (void)zf, (void)mf, (void)codes;
 }
 void qtk_awq_ev_refine3_avx2(const float *x, const double *xd, uint32_t n, float s, float zf,
-                             float mf, double sxq[3], double sqq[3], double err[2])
+                             float mf, double abs_sum, double sxq[3], double sqq[3],
+                             double err[2])
 {
-    (void)x, (void)xd, (void)n, (void)s, (void)zf, (void)mf, (void)sxq, (void)sqq, (void)err;
+    (void)x, (void)xd, (void)n, (void)s, (void)zf, (void)mf, (void)abs_sum, (void)sxq, (void)sqq,
+        (void)err;
 }
 #endif

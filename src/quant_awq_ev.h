@@ -205,11 +205,17 @@ void EV_CODES(const float *x, const double *xd, uint32_t n, float s, float zf, f
 /* A refinement round's sums for the zeros zf - 1, zf, zf + 1 (d = 0, 1, 2) at scale s, from the
  * codes (h, zf + d - 1) assigns (not stored): sxq[d] = sum of k_j x_j in element order (each
  * product exact in double, added one after the other), sqq[d] = sum of k_j^2 (exact), where
- * k_j = code - zero; err[0] and err[2], the squared errors of (s, zf -+ 1) as EV_SUM gives them
- * in full. One pass for all: the three sequential chains of sxq set its pace, and the rest runs
- * beside them. Zeros outside [0, mf] give values to ignore. */
-void EV_REFINE3(const float *x, const double *xd, uint32_t n, float s, float zf, float mf,
-                double sxq[3], double sqq[3], double err[2])
+ * k_j = code - zero; err[0] and err[1], the squared errors of (s, zf -+ 1) as EV_SUM gives them
+ * in full. One pass for all. Zeros outside [0, mf] give values to ignore.
+ *
+ * sxq in lanes when that is the element-order sum: a value with k != 0 has |x| >= s/4 (|x/s|
+ * rounds to at least 1/2, or the neighbour test moves it from 0), so its exponent is at least
+ * s's minus 2 and each product k*x is a whole multiple of U = ulp(s) / 4 (ulp of a float). When
+ * maxq * sum|x| < 2^52 U, every partial sum in any order is such a multiple below 2^53 U: exact,
+ * so the order cannot change it. abs_sum is sum|x| rounded up enough (quant_awq.c). Otherwise
+ * (huge outliers beside a small step) the three chains run in element order. */
+__attribute__((always_inline)) static inline void ev_refine3_impl(const float *x, const double *xd, uint32_t n, float s, float zf,
+                                   float mf, double sxq[3], double sqq[3], double err[2], int lanes)
 {
     const ev_wf vinv = EV_SPLAT(1.f / s), vs = EV_SPLAT(s);
     ev_wf klo[3], khi[3];
@@ -219,13 +225,16 @@ void EV_REFINE3(const float *x, const double *xd, uint32_t n, float s, float zf,
         klo[d] = lo;
         khi[d] = hi;
     }
-    double c0 = 0, c1 = 0, c2 = 0;
+    double c[3] = { 0, 0, 0 };
 #ifdef EV_WIDE
     ev_hd elo[2] = { { 0, 0, 0, 0 }, { 0, 0, 0, 0 } }, ehi[2] = { { 0, 0, 0, 0 }, { 0, 0, 0, 0 } };
-    ev_hd q2[3] = { { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 } };
+    ev_hd q2[3] = { { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 } }, cv[3] = { { 0, 0, 0, 0 },
+                                                                             { 0, 0, 0, 0 },
+                                                                             { 0, 0, 0, 0 } };
 #else
     ev_wd elo[2] = { EV_SPLAT(0.0), EV_SPLAT(0.0) }, ehi[2] = { EV_SPLAT(0.0), EV_SPLAT(0.0) };
-    ev_wd q2[3] = { EV_SPLAT(0.0), EV_SPLAT(0.0), EV_SPLAT(0.0) };
+    ev_wd q2[3] = { EV_SPLAT(0.0), EV_SPLAT(0.0), EV_SPLAT(0.0) },
+          cv[3] = { EV_SPLAT(0.0), EV_SPLAT(0.0), EV_SPLAT(0.0) };
 #endif
     for (uint32_t j = 0; j < n; j += EV_W) {
         ev_wf xv;
@@ -242,12 +251,18 @@ void EV_REFINE3(const float *x, const double *xd, uint32_t n, float s, float zf,
         ev_hd xl, xh;
         memcpy(&xl, xd + j, sizeof xl);
         memcpy(&xh, xd + j + 4, sizeof xh);
-        ev_hd pl[3], ph[3];
         for (int d = 0; d < 3; d++) {
             const ev_hd kl = EV_PD_LO(k[d]), kh = EV_PD_HI(k[d]);
-            pl[d] = kl * xl;
-            ph[d] = kh * xh;
+            const ev_hd pl = kl * xl, ph = kh * xh;
             q2[d] += kl * kl + kh * kh;
+            if (lanes) {
+                cv[d] += pl + ph;
+            } else {
+                for (int i = 0; i < 4; i++)
+                    c[d] += pl[i];
+                for (int i = 0; i < 4; i++)
+                    c[d] += ph[i];
+            }
         }
         for (int d = 0; d < 2; d++) {
             const ev_wf y = k[2 * d] * vs;
@@ -255,24 +270,19 @@ void EV_REFINE3(const float *x, const double *xd, uint32_t n, float s, float zf,
             elo[d] += dl * dl;
             ehi[d] += dh * dh;
         }
-        for (int i = 0; i < 4; i++) {
-            c0 += pl[0][i];
-            c1 += pl[1][i];
-            c2 += pl[2][i];
-        }
-        for (int i = 0; i < 4; i++) {
-            c0 += ph[0][i];
-            c1 += ph[1][i];
-            c2 += ph[2][i];
-        }
 #else
         ev_wd xw;
         memcpy(&xw, xd + j, sizeof xw);
-        ev_wd p[3];
         for (int d = 0; d < 3; d++) {
             const ev_wd kw = __builtin_convertvector(k[d], ev_wd);
-            p[d] = kw * xw;
+            const ev_wd p = kw * xw;
             q2[d] += kw * kw;
+            if (lanes) {
+                cv[d] += p;
+            } else {
+                for (int i = 0; i < 4; i++)
+                    c[d] += p[i];
+            }
         }
         for (int d = 0; d < 2; d++) {
             const ev_wd dw = xw - __builtin_convertvector(k[2 * d] * vs, ev_wd);
@@ -281,22 +291,32 @@ void EV_REFINE3(const float *x, const double *xd, uint32_t n, float s, float zf,
             else
                 ehi[d] += dw * dw;
         }
-        for (int i = 0; i < 4; i++) {
-            c0 += p[0][i];
-            c1 += p[1][i];
-            c2 += p[2][i];
-        }
 #endif
     }
-    sxq[0] = c0;
-    sxq[1] = c1;
-    sxq[2] = c2;
-    for (int d = 0; d < 3; d++)
+    for (int d = 0; d < 3; d++) {
+        sxq[d] = lanes ? (cv[d][0] + cv[d][1]) + (cv[d][2] + cv[d][3]) : c[d];
         sqq[d] = (q2[d][0] + q2[d][1]) + (q2[d][2] + q2[d][3]);
+    }
     for (int d = 0; d < 2; d++) {
         const EV_CHEAP_T alo = elo[d], ahi = ehi[d];
         err[d] = EV_FOLD;
     }
+}
+
+void EV_REFINE3(const float *x, const double *xd, uint32_t n, float s, float zf, float mf,
+                double abs_sum, double sxq[3], double sqq[3], double err[2])
+{
+    uint32_t sb;
+    memcpy(&sb, &s, sizeof sb);
+    const int es = (int)((sb >> 23) & 0xff) - 127; /* s in [2^es, 2^(es+1)), a normal float */
+    /* 2^52 U = 2^(es - 25 + 52) */
+    const uint64_t lim_bits = (uint64_t)(es + 27 + 1023) << 52;
+    double lim;
+    memcpy(&lim, &lim_bits, sizeof lim);
+    if ((double)mf * abs_sum < lim)
+        ev_refine3_impl(x, xd, n, s, zf, mf, sxq, sqq, err, 1);
+    else
+        ev_refine3_impl(x, xd, n, s, zf, mf, sxq, sqq, err, 0);
 }
 #endif
 

@@ -71,8 +71,8 @@ typedef struct kern {
 	const char *name;
 	double (*sum)(const float *, const double *, uint32_t, float, float, float, double);
 	void (*codes)(const float *, const double *, uint32_t, float, float, float, uint8_t *);
-	void (*refine3)(const float *, const double *, uint32_t, float, float, float, double *, double *,
-			double *);
+	void (*refine3)(const float *, const double *, uint32_t, float, float, float, double, double *,
+			double *, double *);
 } kern;
 
 static uint64_t n_cases, n_neigh, n_bad_codes, n_bad_sum, n_bad_early, n_bad_refine;
@@ -117,8 +117,12 @@ static void run_case(const kern *k, const float *x, float s, int z, int maxq)
 			       maxq, full, above, want);
 	}
 	/* the refinement round's pass around z: the sums for each zero within [0, maxq] */
-	double sxq[3], sqq[3], e2[2];
-	k->refine3(x, xd, N, s, zf, mf, sxq, sqq, e2);
+	double sxq[3], sqq[3], e2[2], asum = 0;
+	for (int j = 0; j < N; j++)
+		asum += fabs(xd[j]);
+	/* the sums in lanes where the bound allows it, and in element order (no bound) */
+	for (int pass = 0; pass < 2; pass++) {
+	k->refine3(x, xd, N, s, zf, mf, pass ? INFINITY : asum * (1 + 0x1p-20), sxq, sqq, e2);
 	for (int d = 0; d < 3; d++) {
 		const int zz = z + d - 1;
 		if (zz < 0 || zz > maxq)
@@ -136,6 +140,7 @@ static void run_case(const kern *k, const float *x, float s, int z, int maxq)
 		if (!ok && n_bad_refine++ < 5)
 			printf("  %s: s %a z %d maxq %d: refine3 zero %d: %a %a, rule %a %a\n", k->name,
 			       (double)s, z, maxq, zz, sxq[d], sqq[d], rx, rq);
+	}
 	}
 	/* a limit the error reaches: any value >= limit */
 	const double lims[] = { want, want * 0.5, want * 0.999999, 0.0 };
