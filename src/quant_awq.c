@@ -72,6 +72,7 @@ typedef struct gfit {
     float xmin, xmax;  /* of the (sanitised) values */
     double e0;         /* the error of s = 0: the sum of x^2 in element order */
     double abs_sum;    /* the sum of |x|, rounded up (by far more than its rounding errors) */
+    const struct ev_impl *ev; /* the kernels: generic or AVX2 */
     /* incumbent */
     double err;
     uint16_t h;        /* fp16 scale bits */
@@ -120,10 +121,10 @@ static double eval_sz(const gfit *g, float s, int z, double limit, uint8_t *code
     }
     const float zf = (float)z, mf = (float)g->maxq;
     if (codes) {
-        ev()->codes(g->x, g->xd, g->n16, s, zf, mf, codes);
+        g->ev->codes(g->x, g->xd, g->n16, s, zf, mf, codes);
         return 0;
     }
-    return ev()->sum(g->x, g->xd, g->n16, s, zf, mf, limit);
+    return g->ev->sum(g->x, g->xd, g->n16, s, zf, mf, limit);
 }
 
 /* fp16 bits for a positive scale: 0 when it rounds to zero or is not positive, saturated at
@@ -239,7 +240,7 @@ static void refine_round(gfit *g)
     }
     double sxq[3], sqq[3], e[2];
     if (fitted[0] || fitted[1] || fitted[2])
-        ev()->refine3(g->x, g->xd, g->n16, qtk_h2f(h), (float)z, (float)g->maxq, g->abs_sum, sxq,
+        g->ev->refine3(g->x, g->xd, g->n16, qtk_h2f(h), (float)z, (float)g->maxq, g->abs_sum, sxq,
                       sqq, e);
     for (int d = 0; d < 3; d++) {
         const int zz = z + d - 1;
@@ -400,6 +401,7 @@ static void fit(const float *x, uint32_t n, unsigned bits, bool sym, int zmin, u
     x = b->x;
     gfit g;
     g.e0 = e0;
+    g.ev = ev();
     g.abs_sum = as * (1.0 + 0x1p-20); /* n < 2^32 terms: relative error below 2^-21 */
     g.x = x;
     g.xd = b->xd;
