@@ -1016,7 +1016,11 @@ static int fit_check_groups(const float *x, float *y, const qtk_tensor *o, uint3
 		 * it runs before the others, else their check reads it half written (first_alone: pp
 		 * does not hold those values yet) */
 		const qtk_scheme *sc = qtk_scheme_of(o);
-		if (refit && first_alone && ns > 1 && sc && sc->first_writes_shared) {
+		if (refit && first_alone && ns > 1 && sc && sc->first_writes_shared && sc->write_shared) {
+			/* those values put in place first: every slice at once */
+			sc->write_shared(o, (void *const *)pp);
+			qtk_parallel_for(threads, ns, cslice_job, &c);
+		} else if (refit && first_alone && ns > 1 && sc && sc->first_writes_shared) {
 			cslice_job(&c, 0);
 			c.first = 1;
 			qtk_parallel_for(threads, ns - 1, cslice_job, &c);

@@ -239,12 +239,16 @@ __attribute__((always_inline)) static inline void ev_refine3_impl(const float *x
     for (uint32_t j = 0; j < n; j += EV_W) {
         ev_wf xv;
         memcpy(&xv, x + j, sizeof xv);
-        const ev_wf t = xv * vinv;
+        /* rounded once over the three zeros' joint range, then clamped to each (the same k:
+         * clamping to integer bounds commutes with rounding); a lane is far for every zero when
+         * it is far in the joint range (unclamped there: the same t - k; clamped: ev_fix cannot
+         * move it) */
+        ev_wi far;
+        const ev_wf r = ev_round_t(xv * vinv, klo[2], khi[0], &far);
         ev_wf k[3];
-        ev_wi far[3];
         for (int d = 0; d < 3; d++)
-            k[d] = ev_round_t(t, klo[d], khi[d], &far[d]);
-        if (EV_ANY_CLEAR(far[0] & far[1] & far[2]))
+            k[d] = EV_HI(khi[d], EV_LO(klo[d], r));
+        if (EV_ANY_CLEAR(far))
             for (int d = 0; d < 3; d++)
                 k[d] = ev_fix(xv, k[d], vs, klo[d], khi[d]);
 #ifdef EV_WIDE

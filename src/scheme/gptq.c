@@ -116,6 +116,17 @@ static int encode_rows(const qtk_tensor *t, const float *x, uint64_t o0, uint64_
 	return rc;
 }
 
+/* g_idx as qtk_quant_gptq writes it (consecutive groups: input i in group i / group_size) */
+static void write_shared(const qtk_tensor *t, void *const *pp)
+{
+	const uint32_t in = (uint32_t)t->shape[1], group = t->layout.group_size;
+	if (t->nparts <= 3 || !group)
+		return;
+	int32_t *g = pp[3];
+	for (uint32_t i = 0; i < in; i++)
+		g[i] = (int32_t)(i / group);
+}
+
 static int to_groups(const qtk_tensor *t, const void *const *p, qgroups *g)
 {
 	return qg_from_gptq((const uint32_t *)p[0], (const uint32_t *)p[1], (const uint16_t *)p[2],
@@ -172,6 +183,7 @@ const qtk_scheme qtk_scheme_gptq = {
 	.has_version = true,
 	.row_align = 32,
 	.first_writes_shared = true,
+	.write_shared = write_shared,
 	.nparts = (int)(sizeof parts / sizeof *parts),
 	.parts = parts,
 	.check_layout = check_layout,

@@ -93,6 +93,9 @@ struct qtk_scheme {
 	bool first_writes_shared; /* encode_rows of the rows from 0 also writes what decoding any row
 	                           * reads (GPTQ's g_idx): encode those before decoding others, or put
 	                           * those values in place first (encode_rows then leaves them be) */
+	/* puts those values in place (first_writes_shared), so that every slice may be encoded at
+	 * once; NULL: encode the rows from 0 first */
+	void (*write_shared)(const qtk_tensor *t, void *const *pp);
 	/* every part is rows of output features ([out][...]), tensor-wide (at most 2 elements: a
 	 * global scale, the shape) or indexed by input (act-order's g_idx): a tensor's output rows
 	 * move as rows of its parts (checked per tensor: conv_rows_movable), unlike AWQ's and GPTQ's,
