@@ -4,9 +4,12 @@
  * nanoseconds per value. A change in an encoder's speed shows here undisturbed by I/O and
  * hashing; the digest of its output says whether its bytes changed too. Not a test: nothing
  * is compared against a limit. Output: one JSON object per line. Arguments, if any, name the
- * types to run (for a profile of one encoder); none runs them all. */
+ * types to run (for a profile of one encoder); none runs them all. Besides the ggml types: awq
+ * (AutoAWQ 4-bit, groups of 128 along the 4096 inputs) from the same matrix, and awq-g32-q4k
+ * (groups of 32) from its q4_k decoding, the re-fit of a k-quant source. */
 #include "qtk.h"
 #include "quant.h"
+#include "dequant.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -47,6 +50,53 @@ int main(int argc, char **argv)
             a += (float)(s >> 40) / 16777216.f;
         }
         x[i] = (a - 2.f) * 0.05f;
+    }
+    /* AWQ re-fits: the matrix as [out = ROWS][in = COLS] */
+    static const struct { const char *name; uint32_t group; bool from_q4k; } awq[] = {
+        { "awq", 128, false }, { "awq-g32-q4k", 32, true },
+    };
+    for (size_t k = 0; k < sizeof awq / sizeof awq[0]; k++) {
+        bool want = argc < 2;
+        for (int a = 1; a < argc && !want; a++)
+            want = strcmp(argv[a], awq[k].name) == 0;
+        if (!want)
+            continue;
+        const uint32_t g = awq[k].group, ng = COLS / g;
+        float *src = x, *dq = NULL;
+        if (awq[k].from_q4k) {
+            dq = malloc(n * sizeof *dq);
+            if (!dq || qtk_quant_ggml(QTK_T_Q4_K, x, q, ROWS, COLS, NULL) != 0 ||
+                qtk_dequant_ggml(QTK_T_Q4_K, q, dq, n) != 0)
+                return 1;
+            src = dq;
+        }
+        int32_t *qw = malloc((size_t)COLS * (ROWS / 8) * 4), *qz = malloc((size_t)ng * (ROWS / 8) * 4);
+        uint16_t *sc = malloc((size_t)ng * ROWS * 2);
+        if (!qw || !qz || !sc)
+            return 1;
+        double best = 1e30;
+        for (int r = 0; r < 5; r++) {
+            const double t0 = now();
+            if (qtk_quant_awq(src, ROWS, COLS, g, qw, qz, sc) != 0) {
+                fprintf(stderr, "enc: %s failed\n", awq[k].name);
+                return 1;
+            }
+            const double dt = now() - t0;
+            best = dt < best ? dt : best;
+        }
+        uint64_t h = 0xcbf29ce484222325ull;
+        const uint8_t *parts[3] = { (const uint8_t *)qw, (const uint8_t *)qz, (const uint8_t *)sc };
+        const size_t sizes[3] = { (size_t)COLS * (ROWS / 8) * 4, (size_t)ng * (ROWS / 8) * 4,
+                                  (size_t)ng * ROWS * 2 };
+        for (int p = 0; p < 3; p++)
+            for (size_t i = 0; i < sizes[p]; i++)
+                h = (h ^ parts[p][i]) * 0x100000001b3ull;
+        printf("{\"type\": \"%s\", \"ns_per_value\": %.2f, \"digest\": \"%016llx\"}\n", awq[k].name,
+               best * 1e9 / (double)n, (unsigned long long)h);
+        free(qw);
+        free(qz);
+        free(sc);
+        free(dq);
     }
     for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
         bool want = argc < 2;

@@ -303,6 +303,25 @@ static bool on_grid(const gfit *g, float s, float lo)
     return (u[0] | u[1]) == 0;
 }
 
+/* The steps range/k, k = 1 .. kend-1, whose grid from lo holds the first value as on_grid tests
+ * it (the same quotients, four k at a time): bit k of pass (8 words: k < 256). A step off for
+ * the first value is off for on_grid, so only the steps left need its whole test. */
+static void first_on_grid(const gfit *g, float range, float lo, int kend, uint32_t pass[8])
+{
+    memset(pass, 0, 8 * sizeof *pass);
+    const og_f4 vr = { range, range, range, range }, vl = { lo, lo, lo, lo };
+    const og_f4 x0 = { g->x[0], g->x[0], g->x[0], g->x[0] };
+    for (int k = 1; k < kend; k += 4) {
+        const og_f4 kv = { (float)k, (float)(k + 1), (float)(k + 2), (float)(k + 3) };
+        const og_i4 far = og_far((x0 - vl) / (vr / kv));
+        for (int i = 0; i < 4 && k + i < kend; i++)
+            if (!far[i])
+                pass[(k + i) >> 5] |= 1u << ((k + i) & 31);
+    }
+}
+
+static bool has_k(const uint32_t pass[8], int k) { return pass[k >> 5] >> (k & 31) & 1u; }
+
 static void search(gfit *g, unsigned bits)
 {
     const int maxq = g->maxq;
@@ -324,11 +343,16 @@ static void search(gfit *g, unsigned bits)
             try_scale(g, p * 2.f * amax / (float)maxq, 0.f, 0.f, false); /* GPTQ */
             try_scale(g, p * amax / (float)neg, 0.f, 0.f, false);
         }
+        uint32_t pn[8], pp[8];
+        if (lo0 < 0.f)
+            first_on_grid(g, -lo0, 0.f, neg, pn);
+        if (hi0 > 0.f)
+            first_on_grid(g, hi0, 0.f, pos, pp);
         for (int k = 1; k < neg; k++)
-            if (lo0 < 0.f && on_grid(g, -lo0 / (float)k, 0.f))
+            if (lo0 < 0.f && has_k(pn, k) && on_grid(g, -lo0 / (float)k, 0.f))
                 try_scale(g, -lo0 / (float)k, 0.f, 0.f, false);
         for (int k = 1; k < pos; k++)
-            if (hi0 > 0.f && on_grid(g, hi0 / (float)k, 0.f))
+            if (hi0 > 0.f && has_k(pp, k) && on_grid(g, hi0 / (float)k, 0.f))
                 try_scale(g, hi0 / (float)k, 0.f, 0.f, false);
         if (hi0 > 0.f && pos > 0)
             try_scale(g, hi0 / (float)pos, 0.f, 0.f, false);
@@ -343,10 +367,15 @@ static void search(gfit *g, unsigned bits)
                 try_scale(g, (p * hi0 - p * lo0) / (float)maxq, p * lo0, p * hi0, false);
         }
         try_autoawq(g);
+        uint32_t p1[8], p0[8];
+        if (hi1 > lo1)
+            first_on_grid(g, hi1 - lo1, lo1, maxq, p1);
+        if (two)
+            first_on_grid(g, hi0 - lo0, lo0, maxq, p0);
         for (int k = 1; k < maxq; k++) {
-            if (hi1 > lo1 && on_grid(g, (hi1 - lo1) / (float)k, lo1))
+            if (hi1 > lo1 && has_k(p1, k) && on_grid(g, (hi1 - lo1) / (float)k, lo1))
                 try_scale(g, (hi1 - lo1) / (float)k, lo1, hi1, true);
-            if (two && on_grid(g, (hi0 - lo0) / (float)k, lo0))
+            if (two && has_k(p0, k) && on_grid(g, (hi0 - lo0) / (float)k, lo0))
                 try_scale(g, (hi0 - lo0) / (float)k, lo0, hi0, true);
         }
         if (hi1 > lo1)
