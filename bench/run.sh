@@ -92,10 +92,12 @@ if bin/qconvert --help | grep -q qpk; then
 	measure "qconvert GGUF -> QPK (repack)" bin/qconvert -q "$M" "$D/m.qpk"
 	measure "qconvert QPK -> GGUF (repack)" bin/qconvert -q "$D/m.qpk" "$D/back.gguf"
 fi
-rm -rf "$D/awq" "$D/gptq" "$D/awq-fit"
+rm -rf "$D/awq" "$D/gptq" "$D/awq-fit" "$D/gptq-fit" "$D/awq-k"
 bin/qconvert -q --threads "$TH" "$D/q40.gguf" "$D/awq/" --to awq >/dev/null 2>&1
 measure "qconvert AWQ -> GPTQ (exact repack)" bin/qconvert -q --exact "$D/awq/" "$D/gptq/" --to gptq
 measure "qconvert F16 -> AWQ (re-fit, 4-bit g128)" bin/qconvert -q --threads "$TH" "$M" "$D/awq-fit/" --to awq
+measure "qconvert F16 -> GPTQ (re-fit, 4-bit g128)" bin/qconvert -q --threads "$TH" "$M" "$D/gptq-fit/" --to gptq
+measure "qconvert q4_k -> AWQ (re-fit, 4-bit g32)" bin/qconvert -q --threads "$TH" "$D/q4k.gguf" "$D/awq-k/" --to awq
 measure "qconvert AWQ -> q4_k (decode, encode)" bin/qconvert -q --threads "$TH" "$D/awq-fit/" "$D/x.gguf" --to q4_k --pure
 if [ -n "$LQ" ] && [ -x "$LQ" ]; then
 	measure "llama-quantize F16 -> q4_k (--pure)" "$LQ" --pure "$M" "$D/lq-q4k.gguf" Q4_K_M "$TH"
@@ -170,7 +172,7 @@ if [ -x "$B/bench/enc" ]; then
 	echo
 	echo "encoders alone (1024 x 4096 F32, one thread, best of five):"
 	"$B/bench/enc" >"$D/enc.jsonl" || echo "failed: encoders"
-	awk -F '"' '{ printf "  %-7s %s ns/value  (output %s)\n", $4, substr($7, 3, length($7) - 4), $10 }' "$D/enc.jsonl"
+	awk -F '"' '{ printf "  %-11s %s ns/value  (output %s)\n", $4, substr($7, 3, length($7) - 4), $10 }' "$D/enc.jsonl"
 fi
 # results.json: every figure, with its anchor and ratio where there is one
 anchor_of() {
@@ -181,7 +183,8 @@ anchor_of() {
 	"qconvert F16 -> Q4_K_M") echo "llama-quantize F16 -> Q4_K_M" ;;
 	"qconvert F16 -> q8_0") echo "llama-quantize F16 -> q8_0 (--pure)" ;;
 	"qconvert F16 -> q4_0") echo "llama-quantize F16 -> q4_0 (--pure)" ;;
-	"qconvert F16 -> AWQ (re-fit, 4-bit g128)") echo "qconvert F16 -> q4_k" ;;
+	"qconvert F16 -> AWQ (re-fit, 4-bit g128)" | "qconvert F16 -> GPTQ (re-fit, 4-bit g128)" | \
+		"qconvert q4_k -> AWQ (re-fit, 4-bit g32)") echo "qconvert F16 -> q4_k" ;;
 	"qconvert F16 -> "*)
 		t=${1#qconvert F16 -> }
 		t=${t% (no record)}
@@ -224,4 +227,4 @@ J=$D/results.json
 echo "figures: $J"
 
 rm -f "$D/copy2.gguf" "$D/copy.gguf" "$D/keep.gguf" "$D/f32.gguf" "$D/x.gguf" "$D/back.gguf" "$D"/t-*.gguf "$D"/n-*.gguf "$D"/l-*.gguf
-rm -rf "$D/awq-fit"
+rm -rf "$D/awq-fit" "$D/gptq-fit" "$D/awq-k"
