@@ -1190,7 +1190,8 @@ static int fit_groups(rowsrc *s, float *x, uint8_t **pp, bool refit, int threads
 		if (o1 < out && xs[1]) /* the next window, read while this one is fitted */
 			xjob_start(&xj, o1, nn, xw == xs[0] ? xs[1] : xs[0]);
 		const int fc = fit_check_groups(xw, yw, o, o0, nr, pp, refit, o0 == 0, threads, total);
-		if (o1 < out && !xs[1] && !fc) /* no room to read ahead: the next window here */
+		if (o1 < out && !xs[1] && !fc) /* no room to read ahead: the next window into x once
+						 * this one is fitted (joined at the next turn) */
 			xjob_start(&xj, o1, nn, xs[0]);
 		if (fc == 1) {
 			rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "the %s encoder failed",

@@ -198,7 +198,8 @@ void qtk_awq_ev_codes_avx2(const float *x, const double *xd, uint32_t n, float s
 /* a refinement round's sums for the zeros zf - 1, zf, zf + 1 (d = 0, 1, 2): sxq[d] = the sum of
  * k_j * x_j (k = code - zero) in element order, sqq[d] = the sum of k_j^2, and err[0], err[1]
  * the squared errors for zf - 1 and zf + 1 (as _sum gives them in full); abs_sum at least the
- * sum of |x| (any larger value, e.g. INFINITY, is correct too, possibly slower) */
+ * sum of |x| (any larger value, e.g. INFINITY, is correct too, possibly slower). A zero outside
+ * [0, mf] (zf - 1 < 0, zf + 1 > mf) gives values with no meaning: callers skip them. */
 void qtk_awq_ev_refine3_c(const float *x, const double *xd, uint32_t n, float s, float zf,
                           float mf, double abs_sum, double sxq[3], double sqq[3], double err[2]);
 void qtk_awq_ev_refine3_avx2(const float *x, const double *xd, uint32_t n, float s, float zf,
