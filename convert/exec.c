@@ -1114,50 +1114,6 @@ static int vjob_hand(vjob *j, const conv_rec *rec, const char *name, qtk_err *er
 	return rc;
 }
 
-/* The next window's source values, read and decoded on a thread of their own while the pool fits
- * the current window (the reading is serial: without this, one core idles through it). Windows
- * are read one at a time, in order, so the row source sees the calls it would see without. */
-typedef struct xjob {
-	rowsrc *s;
-	uint32_t o0, n;
-	float *x;
-	qtk_err err;
-	int rc;
-	bool on;
-	pthread_t th;
-} xjob;
-
-static void *xjob_run(void *a)
-{
-	xjob *j = a;
-	qtk_err_clear(&j->err);
-	j->rc = rowsrc_get(j->s, j->o0, j->n, j->x, &j->err);
-	return NULL;
-}
-
-static void xjob_start(xjob *j, uint32_t o0, uint32_t n, float *x)
-{
-	j->o0 = o0;
-	j->n = n;
-	j->x = x;
-	if (pthread_create(&j->th, NULL, xjob_run, j))
-		xjob_run(j); /* no thread: here */
-	else
-		j->on = true;
-}
-
-/* the window's values in j->x; rc and *err as rowsrc_get's */
-static int xjob_wait(xjob *j, qtk_err *err)
-{
-	if (j->on) {
-		pthread_join(j->th, NULL);
-		j->on = false;
-	}
-	if (j->rc)
-		*err = j->err;
-	return j->rc;
-}
-
 /* vh (may be NULL) receives every output value in order; it is freed (NULL) when that fails, and
  * the record's sink then decodes the output itself. */
 static int fit_groups(rowsrc *s, float *x, uint8_t **pp, bool refit, int threads, errstat *total, qtk_vhash **vh,
@@ -1173,26 +1129,12 @@ static int fit_groups(rowsrc *s, float *x, uint8_t **pp, bool refit, int threads
 		qtk_vhash_free(*vh);
 		*vh = vj.h = NULL;
 	}
-	/* source windows: x and, when there is more than one window and room, xn read ahead */
-	float *xs[2] = {x, out > s->win ? qtk_malloc(wb) : NULL};
-	xjob xj;
-	memset(&xj, 0, sizeof xj);
-	xj.s = s;
-	if (!rc)
-		xjob_start(&xj, 0, out < s->win ? out : s->win, xs[0]);
 	for (uint32_t o0 = 0, wi = 0; o0 < out && !rc; o0 += s->win, wi++) {
 		uint32_t nr = out - o0 < s->win ? out - o0 : s->win;
 		float *yw = y[vj.h ? wi & 1 : 0];
-		float *xw = xj.x;
-		if ((rc = xjob_wait(&xj, err)))
+		if ((rc = rowsrc_get(s, o0, nr, x, err)))
 			break;
-		const uint32_t o1 = o0 + nr, nn = out - o1 < s->win ? out - o1 : s->win;
-		if (o1 < out && xs[1]) /* the next window, read while this one is fitted */
-			xjob_start(&xj, o1, nn, xw == xs[0] ? xs[1] : xs[0]);
-		const int fc = fit_check_groups(xw, yw, o, o0, nr, pp, refit, o0 == 0, threads, total);
-		if (o1 < out && !xs[1] && !fc) /* no room to read ahead: the next window into x once
-						 * this one is fitted (joined at the next turn) */
-			xjob_start(&xj, o1, nn, xs[0]);
+		const int fc = fit_check_groups(x, yw, o, o0, nr, pp, refit, o0 == 0, threads, total);
 		if (fc == 1) {
 			rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "the %s encoder failed",
 					 qtk_scheme_of(o) ? qtk_scheme_of(o)->title : "packed");
@@ -1212,13 +1154,10 @@ static int fit_groups(rowsrc *s, float *x, uint8_t **pp, bool refit, int threads
 		}
 		cli_progress_within(o0 + nr, out);
 	}
-	qtk_err xe;
-	xjob_wait(&xj, &xe); /* a read ahead still running (after an error) */
 	if (vjob_wait(&vj) || rc) {
 		qtk_vhash_free(vj.h);
 		*vh = NULL;
 	}
-	qtk_free(xs[1]);
 	qtk_free(y[0]);
 	qtk_free(y[1]);
 	return rc;
