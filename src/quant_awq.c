@@ -513,30 +513,33 @@ int qtk_quant_awq(const float *w, uint32_t out, uint32_t in, uint32_t group, int
         return -1;
     const uint64_t words = out / 8, ngroups = in / group;
     fitbuf fb;
-    uint8_t *codes = malloc(group);
+    uint8_t *codes = malloc((size_t)group * 8); /* the group's codes of eight rows */
     if (fitbuf_init(&fb, group) != 0 || !codes) {
         free(codes);
         fitbuf_free(&fb);
         return -1;
     }
-    memset(qweight, 0, (size_t)(in * words) * sizeof *qweight);
-    memset(qzeros, 0, (size_t)(ngroups * words) * sizeof *qzeros);
-    for (uint64_t o = 0; o < out; o++) {
-        const uint64_t c = o / 8;
-        const unsigned sh = qtk_awq_shift((unsigned)(o % 8));
+    /* a word column (eight output rows) at a time: each word written once, whole (every group
+     * is fitted on its own, so the order of the fits does not matter) */
+    for (uint64_t c = 0; c < words; c++)
         for (uint64_t g = 0; g < ngroups; g++) {
-            uint16_t h;
-            int z;
-            fit(w + o * in + g * group, group, 4, false, 0, &h, &z, codes, &fb);
-            scales[g * out + o] = h;
-            uint32_t *zw = (uint32_t *)&qzeros[g * words + c];
-            *zw |= (uint32_t)z << sh;
+            uint32_t zw = 0;
+            for (unsigned r = 0; r < 8; r++) {
+                const uint64_t o = 8 * c + r;
+                uint16_t h;
+                int z;
+                fit(w + o * in + g * group, group, 4, false, 0, &h, &z, codes + (size_t)r * group, &fb);
+                scales[g * out + o] = h;
+                zw |= (uint32_t)z << qtk_awq_shift(r);
+            }
+            qzeros[g * words + c] = (int32_t)zw;
             for (uint32_t j = 0; j < group; j++) {
-                uint32_t *qw = (uint32_t *)&qweight[(g * group + j) * words + c];
-                *qw |= (uint32_t)codes[j] << sh;
+                uint32_t v = 0;
+                for (unsigned r = 0; r < 8; r++)
+                    v |= (uint32_t)codes[(size_t)r * group + j] << qtk_awq_shift(r);
+                qweight[(g * group + j) * words + c] = (int32_t)v;
             }
         }
-    }
     fitbuf_free(&fb);
     free(codes);
     return 0;
@@ -581,8 +584,23 @@ int qtk_quant_gptq(const float *w, uint32_t out, uint32_t in, uint32_t group, un
             const uint32_t zs = (uint32_t)(z - (version == 1 ? 1 : 0)) & mask;
             qtk_bits_put((uint32_t *)&qzeros[g * zwords], 1, o * bits, bits, zs);
             /* codes: column o is a stream along in (`bits` words per 32 rows, out apart) */
-            for (uint32_t j = 0; j < group; j++)
-                qtk_bits_put((uint32_t *)qweight + o, out, (g * group + j) * bits, bits, codes[j]);
+            if ((uint64_t)group * bits % 32 == 0) { /* the group's own whole words, each once */
+                uint32_t *q = (uint32_t *)qweight + o;
+                uint64_t acc = 0, wi = g * group * bits / 32;
+                unsigned nb = 0;
+                for (uint32_t j = 0; j < group; j++) {
+                    acc |= (uint64_t)codes[j] << nb;
+                    nb += bits;
+                    if (nb >= 32) {
+                        q[wi++ * out] = (uint32_t)acc;
+                        acc >>= 32;
+                        nb -= 32;
+                    }
+                }
+            } else {
+                for (uint32_t j = 0; j < group; j++)
+                    qtk_bits_put((uint32_t *)qweight + o, out, (g * group + j) * bits, bits, codes[j]);
+            }
         }
     }
     fitbuf_free(&fb);
