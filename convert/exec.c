@@ -982,13 +982,11 @@ typedef struct cslices {
 	uint8_t **pp;
 	errstat *es; /* per slice */
 	int *rc;     /* per slice */
-	size_t first; /* job i is slice first + i */
 } cslices;
 
-static void cslice_job(void *ctx, size_t ji)
+static void cslice_job(void *ctx, size_t si)
 {
 	cslices *c = ctx;
-	const size_t si = c->first + ji;
 	uint32_t w0 = (uint32_t)si * c->slice, n = c->nrows - w0 < c->slice ? c->nrows - w0 : c->slice;
 	uint64_t at = (uint64_t)w0 * c->in;
 	if (c->refit && qtk_scheme_encode_rows(c->o, c->x + at, c->base + w0, n, (void *const *)c->pp)) {
@@ -1003,7 +1001,7 @@ static void cslice_job(void *ctx, size_t ji)
 }
 
 static int fit_check_groups(const float *x, float *y, const qtk_tensor *o, uint32_t base, uint32_t nrows,
-			    uint8_t **pp, bool refit, bool first_alone, int threads, errstat *total)
+			    uint8_t **pp, bool refit, int threads, errstat *total)
 {
 	const uint32_t sr = slice_rows(o->shape[1]);
 	size_t ns = (nrows + sr - 1) / sr;
@@ -1011,22 +1009,13 @@ static int fit_check_groups(const float *x, float *y, const qtk_tensor *o, uint3
 	errstat *es = qtk_calloc(ns, sizeof *es);
 	int r = rc && es ? 0 : -1;
 	if (!r) {
-		cslices c = {x, y, o, (uint32_t)o->shape[1], base, nrows, sr, refit, pp, es, rc, 0};
-		/* the tensor's first slice also writes what every slice's decoding reads (GPTQ's g_idx):
-		 * it runs before the others, else their check reads it half written (first_alone: pp
-		 * does not hold those values yet) */
+		cslices c = {x, y, o, (uint32_t)o->shape[1], base, nrows, sr, refit, pp, es, rc};
+		/* what the rows from 0 also write for every row's decoding (GPTQ's g_idx) is put in place
+		 * first, so no slice's check reads it half written */
 		const qtk_scheme *sc = qtk_scheme_of(o);
-		if (refit && first_alone && ns > 1 && sc && sc->first_writes_shared && sc->write_shared) {
-			/* those values put in place first: every slice at once */
+		if (refit && sc && sc->write_shared)
 			sc->write_shared(o, (void *const *)pp);
-			qtk_parallel_for(threads, ns, cslice_job, &c);
-		} else if (refit && first_alone && ns > 1 && sc && sc->first_writes_shared) {
-			cslice_job(&c, 0);
-			c.first = 1;
-			qtk_parallel_for(threads, ns - 1, cslice_job, &c);
-		} else {
-			qtk_parallel_for(threads, ns, cslice_job, &c);
-		}
+		qtk_parallel_for(threads, ns, cslice_job, &c);
 		for (size_t i = 0; i < ns; i++) {
 			r = r ? r : rc[i];
 			errstat_merge(total, &es[i]);
@@ -1134,7 +1123,7 @@ static int fit_groups(rowsrc *s, float *x, uint8_t **pp, bool refit, int threads
 		float *yw = y[vj.h ? wi & 1 : 0];
 		if ((rc = rowsrc_get(s, o0, nr, x, err)))
 			break;
-		const int fc = fit_check_groups(x, yw, o, o0, nr, pp, refit, o0 == 0, threads, total);
+		const int fc = fit_check_groups(x, yw, o, o0, nr, pp, refit, threads, total);
 		if (fc == 1) {
 			rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "the %s encoder failed",
 					 qtk_scheme_of(o) ? qtk_scheme_of(o)->title : "packed");
@@ -1692,13 +1681,7 @@ static int stream_windows(rowsrc *s, qtk_writer *w, int threads, const conv_rec 
 		nfit += refit;
 		float *yw = y[vj.h ? (o0 / s->win) & 1 : 0];
 		rc = rowsrc_get(s, o0, n, x, err);
-		/* what the first window's first rows wrote for every row (GPTQ's g_idx), in place before
-		 * this window's slices all run at once: its encoder leaves values that hold already */
-		if (!rc && refit && o0 && os->first_writes_shared)
-			for (int k = 1; k < osub.nparts; k++)
-				for (uint64_t i = 0; i < sl[k].count; i++)
-					memcpy(sp[k] + i * sl[k].len, pp[k] + sl[k].off + i * sl[k].stride, (size_t)sl[k].len);
-		const int fc = rc ? 0 : fit_check_groups(x, yw, &osub, 0, n, sp, refit, o0 == 0, threads, total);
+		const int fc = rc ? 0 : fit_check_groups(x, yw, &osub, 0, n, sp, refit, threads, total);
 		if (!rc && fc == 1)
 			rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "the %s encoder failed",
 					 qtk_scheme_of(o) ? qtk_scheme_of(o)->title : "packed");

@@ -226,6 +226,29 @@ static void test_codec_hooks(void)
 				: qtk_dequant_gptq(pp[0], pp[1], pp[2], pp[3], in, out, 32, in / 32, cases[c].bits, 2, z);
 		CHECK(r == 0 && !memcmp(y, z, sizeof(float) * out * in), "rows == whole decode %zu", c);
 		CHECK(qtk_scheme_decode_rows(&t, (const void *const *)pp, 4, 8, y) == -1, "unaligned rows refused");
+		{ /* write_shared puts in place exactly what the rows from 0 write for every row */
+			const qtk_scheme *sc = qtk_scheme_of(&t);
+			if (cases[c].k == QTK_LAYOUT_AWQ) {
+				CHECK(sc && !sc->write_shared, "awq has no shared values");
+			} else {
+				CHECK(sc && sc->write_shared && t.nparts == 4, "gptq write_shared %zu", c);
+			}
+			if (cases[c].k == QTK_LAYOUT_GPTQ && sc && sc->write_shared && t.nparts == 4) {
+				void *pw[QTK_MAX_PARTS] = {NULL};
+				for (int k = 0; k < t.nparts; k++)
+					pw[k] = calloc(1, (size_t)t.parts[k].nbytes);
+				sc->write_shared(&t, pw);
+				CHECK(!memcmp(pw[3], pp[3], (size_t)t.parts[3].nbytes), "write_shared == encoded g_idx %zu", c);
+				for (int k = 0; k < 3; k++) {
+					bool zero = true;
+					for (uint64_t i = 0; i < t.parts[k].nbytes; i++)
+						zero = zero && ((uint8_t *)pw[k])[i] == 0;
+					CHECK(zero, "write_shared leaves part %d alone", k);
+				}
+				for (int k = 0; k < t.nparts; k++)
+					free(pw[k]);
+			}
+		}
 		if (cases[c].k == QTK_LAYOUT_AWQ) { /* exact repack AWQ -> GPTQ v2 through integer groups */
 			qgroups q;
 			qtk_tensor o;

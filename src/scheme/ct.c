@@ -393,7 +393,7 @@ const qtk_scheme qtk_scheme_ct_int = {
 	.bits_mask = 1u << 2 | 1u << 4 | 1u << 8,
 	.row_align = 16, /* whole zero-point words */
 	/* weight_shape is written by the rows from 0 only, and decoding never reads it: no
-	 * first_writes_shared */
+	 * write_shared */
 	.parts_by_row = true,
 	.nparts = 0, /* parts from part_specs */
 	.check_layout = ct_int_check,

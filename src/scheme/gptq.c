@@ -102,7 +102,7 @@ static int encode_rows(const qtk_tensor *t, const float *x, uint64_t o0, uint64_
 			memcpy((int32_t *)pp[1] + r * full_z + z0, qz + r * zcols, (size_t)zcols * 4);
 			memcpy((uint16_t *)pp[2] + r * out + o0, sc + r * n, (size_t)n * 2);
 		}
-		if (o0 == 0 && t->nparts > 3) { /* only what differs (first_writes_shared) */
+		if (o0 == 0 && t->nparts > 3) { /* only what differs (write_shared) */
 			int32_t *g = pp[3];
 			for (uint32_t i = 0; i < in; i++)
 				if (g[i] != gi[i])
@@ -182,7 +182,6 @@ const qtk_scheme qtk_scheme_gptq = {
 	.bits_mask = 1u << 2 | 1u << 3 | 1u << 4 | 1u << 8,
 	.has_version = true,
 	.row_align = 32,
-	.first_writes_shared = true,
 	.write_shared = write_shared,
 	.nparts = (int)(sizeof parts / sizeof *parts),
 	.parts = parts,

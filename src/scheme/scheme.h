@@ -90,11 +90,9 @@ struct qtk_scheme {
 	uint32_t bits_mask;       /* bit b set: b-bit codes are decoded and encoded */
 	bool has_version;         /* layout.gptq_version is meaningful (1 or 2) */
 	uint32_t row_align;       /* decode_rows/encode_rows take rows from multiples of this */
-	bool first_writes_shared; /* encode_rows of the rows from 0 also writes what decoding any row
-	                           * reads (GPTQ's g_idx): encode those before decoding others, or put
-	                           * those values in place first (encode_rows then leaves them be) */
-	/* puts those values in place (first_writes_shared), so that every slice may be encoded at
-	 * once; NULL: encode the rows from 0 first */
+	/* encode_rows of the rows from 0 also writes values that decoding any row reads (GPTQ's
+	 * g_idx); this puts them in place first, so that every slice can be encoded and checked at
+	 * once (encode_rows then leaves them be). NULL: the scheme has no such values. */
 	void (*write_shared)(const qtk_tensor *t, void *const *pp);
 	/* every part is rows of output features ([out][...]), tensor-wide (at most 2 elements: a
 	 * global scale, the shape) or indexed by input (act-order's g_idx): a tensor's output rows
