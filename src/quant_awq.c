@@ -405,7 +405,6 @@ typedef struct fitbuf {
     float *x;
     double *xd;
     uint8_t *codes;
-    uint32_t cap;
 } fitbuf;
 
 static uint32_t round16(uint32_t n) { return (n + 15u) & ~15u; }
@@ -417,10 +416,10 @@ static int fitbuf_init(fitbuf *b, uint32_t n)
     b->codes = NULL;
     if (n > UINT32_MAX - 15)
         return -1;
-    b->cap = round16(n);
-    b->x = malloc((size_t)b->cap * sizeof *b->x);
-    b->xd = malloc((size_t)b->cap * sizeof *b->xd);
-    b->codes = malloc(b->cap);
+    const size_t cap = round16(n); /* the values padded to 16 */
+    b->x = malloc(cap * sizeof *b->x);
+    b->xd = malloc(cap * sizeof *b->xd);
+    b->codes = malloc(cap);
     return b->x && b->xd && b->codes ? 0 : -1;
 }
 
@@ -431,7 +430,7 @@ static void fitbuf_free(fitbuf *b)
     free(b->codes);
 }
 
-/* Fit x[0..n) (n <= b->cap); codes, when not NULL, get its n codes. */
+/* Fit x[0..n) (b made for at least n values); codes, when not NULL, get its n codes. */
 static void fit(const float *x, uint32_t n, unsigned bits, bool sym, int zmin, uint16_t *h_out,
                 int *z_out, uint8_t *codes, const fitbuf *b)
 {

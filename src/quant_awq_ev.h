@@ -201,7 +201,6 @@ void EV_CODES(const float *x, const double *xd, uint32_t n, float s, float zf, f
     }
 }
 
-#ifdef EV_REFINE3
 /* A refinement round's sums for the zeros zf - 1, zf, zf + 1 (d = 0, 1, 2) at scale s, from the
  * codes (h, zf + d - 1) assigns (not stored): sxq[d] = sum of k_j x_j in element order (each
  * product exact in double, added one after the other), sqq[d] = sum of k_j^2 (exact), where
@@ -214,8 +213,9 @@ void EV_CODES(const float *x, const double *xd, uint32_t n, float s, float zf, f
  * maxq * sum|x| < 2^52 U, every partial sum in any order is such a multiple below 2^53 U: exact,
  * so the order cannot change it. abs_sum is sum|x| rounded up enough (quant_awq.c). Otherwise
  * (huge outliers beside a small step) the three chains run in element order. */
-__attribute__((always_inline)) static inline void ev_refine3_impl(const float *x, const double *xd, uint32_t n, float s, float zf,
-                                   float mf, double sxq[3], double sqq[3], double err[2], int lanes)
+__attribute__((always_inline)) static inline void
+ev_refine3_impl(const float *x, const double *xd, uint32_t n, float s, float zf, float mf,
+                double sxq[3], double sqq[3], double err[2], int lanes)
 {
     const ev_wf vinv = EV_SPLAT(1.f / s), vs = EV_SPLAT(s);
     ev_wf klo[3], khi[3];
@@ -268,12 +268,8 @@ __attribute__((always_inline)) static inline void ev_refine3_impl(const float *x
                     c[d] += ph[i];
             }
         }
-        for (int d = 0; d < 2; d++) {
-            const ev_wf y = k[2 * d] * vs;
-            const ev_hd dl = xl - EV_PD_LO(y), dh = xh - EV_PD_HI(y);
-            elo[d] += dl * dl;
-            ehi[d] += dh * dh;
-        }
+        for (int d = 0; d < 2; d++)
+            EV_ACC(xd + j, k[2 * d] * vs, elo[d], ehi[d]);
 #else
         ev_wd xw;
         memcpy(&xw, xd + j, sizeof xw);
@@ -289,11 +285,10 @@ __attribute__((always_inline)) static inline void ev_refine3_impl(const float *x
             }
         }
         for (int d = 0; d < 2; d++) {
-            const ev_wd dw = xw - __builtin_convertvector(k[2 * d] * vs, ev_wd);
             if (j % 8 == 0)
-                elo[d] += dw * dw;
+                EV_ACC4(xd + j, k[2 * d] * vs, elo[d]);
             else
-                ehi[d] += dw * dw;
+                EV_ACC4(xd + j, k[2 * d] * vs, ehi[d]);
         }
 #endif
     }
@@ -322,7 +317,6 @@ void EV_REFINE3(const float *x, const double *xd, uint32_t n, float s, float zf,
     else
         ev_refine3_impl(x, xd, n, s, zf, mf, sxq, sqq, err, 0);
 }
-#endif
 
 #undef EV_SPLAT
 #undef EV_SETUP
