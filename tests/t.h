@@ -1,6 +1,7 @@
 /* t.h - the test harness: CHECK counts, T_DONE prints "N passed, N failed". */
 #ifndef QTK_T_H
 #define QTK_T_H
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,15 @@ static int t_pass, t_fail;
 			printf("\n");                                           \
 		}                                                               \
 	} while (0)
+
+/* The tests' pseudo-random source: xorshift64 (13, 7, 17), advancing *s. */
+static inline uint64_t t_xorshift(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
 
 #define T_DONE() (printf("%d passed, %d failed\n", t_pass, t_fail), fflush(stdout), t_fail ? 1 : 0)
 

@@ -26,10 +26,7 @@ static char *tpath(const char *name) { return qtk_path_join(tmpdir, name); }
 static uint64_t rng = 0x51504b2d74657374ull;
 static uint8_t rnd8(void)
 {
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return (uint8_t)(rng >> 24);
+	return (uint8_t)(t_xorshift(&rng) >> 24);
 }
 
 static uint8_t *slurp(const char *p, size_t *n)

@@ -22,10 +22,7 @@
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
 static uint32_t rnd(void)
 {
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return (uint32_t)(rng >> 32);
+	return (uint32_t)(t_xorshift(&rng) >> 32);
 }
 static float unif(void) { return (float)(rnd() >> 8) * (1.0f / 16777216.0f); }
 static float gauss(void) { return (unif() + unif() + unif() + unif() - 2.0f) * 1.7320508f; }

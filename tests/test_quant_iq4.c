@@ -21,10 +21,7 @@
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 static uint32_t rnd(void)
 {
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return (uint32_t)(rng >> 32);
+	return (uint32_t)(t_xorshift(&rng) >> 32);
 }
 static float unif(void) { return (float)(rnd() >> 8) * (1.0f / 16777216.0f); }
 /* roughly normal: Irwin-Hall of 4 */
