@@ -163,6 +163,28 @@ static bool memo_seen(gfit *g, uint32_t key)
 
 static uint32_t hz_key(uint16_t h, int z) { return (uint32_t)h << 8 | (uint32_t)z; }
 
+/* A lower bound of eval_sz's full sum for (s, z), s > 0: the terms of the smallest and the
+ * largest value when (s, z) clips them to code 0 and maxq (test 1/s * x <= -z, resp. >= maxq - z,
+ * as the kernels do; such a lane's step count is the bound itself, which the neighbour test never
+ * moves), computed as the kernels compute a term: (x - k*s)^2 in double with k*s a float. The
+ * kernels' sum adds non-negative terms, and floating-point addition is monotone, so the sum is
+ * at least these two terms added (the others as zeros). Two elements: n >= 2 (n = 1 counts the
+ * one value once). */
+static double clip_bound(const gfit *g, float s, int z)
+{
+    const float inv = 1.f / s, klo = (float)-z, khi = (float)(g->maxq - z);
+    double lb = 0;
+    if (g->xmin * inv <= klo) {
+        const double d = (double)g->xmin - (double)(klo * s);
+        lb = d * d;
+    }
+    if (g->xmax * inv >= khi && (g->n > 1 || lb == 0)) {
+        const double d = (double)g->xmax - (double)(khi * s);
+        lb += d * d;
+    }
+    return lb;
+}
+
 /* Try (h, z); known, when not NULL, is its full error (from a pass that also made codes). */
 static void try_hz_known(gfit *g, uint16_t h, int z, const double *known)
 {
@@ -170,6 +192,8 @@ static void try_hz_known(gfit *g, uint16_t h, int z, const double *known)
         return;
     z = clampz(g, z);
     if (memo_seen(g, hz_key(h, z)))
+        return;
+    if (!known && clip_bound(g, qtk_h2f(h), z) >= g->err)
         return;
     const double e = known ? *known : eval_sz(g, qtk_h2f(h), z, g->err, NULL);
     if (e < g->err) {
