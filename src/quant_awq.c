@@ -73,6 +73,7 @@ typedef struct gfit {
     double e0;         /* the error of s = 0: the sum of x^2 in element order */
     double abs_sum;    /* the sum of |x|, rounded up (by far more than its rounding errors) */
     const struct ev_impl *ev; /* the kernels: generic or AVX2 */
+    bool phase0;       /* the first candidates (clip_bound pays only there) */
     /* incumbent */
     double err;
     uint16_t h;        /* fp16 scale bits */
@@ -193,7 +194,7 @@ static void try_hz_known(gfit *g, uint16_t h, int z, const double *known)
     z = clampz(g, z);
     if (memo_seen(g, hz_key(h, z)))
         return;
-    if (!known && clip_bound(g, qtk_h2f(h), z) >= g->err)
+    if (!known && g->phase0 && clip_bound(g, qtk_h2f(h), z) >= g->err)
         return;
     const double e = known ? *known : eval_sz(g, qtk_h2f(h), z, g->err, NULL);
     if (e < g->err) {
@@ -355,6 +356,7 @@ static void search(gfit *g, unsigned bits)
     g->h = 0;
     memset(g->memo, 0, sizeof g->memo);
     g->err = g->e0;
+    g->phase0 = true;
     if (g->err == 0)
         return;
     const float lo0 = g->xmin < 0.f ? g->xmin : 0.f, hi0 = g->xmax > 0.f ? g->xmax : 0.f;
@@ -408,6 +410,7 @@ static void search(gfit *g, unsigned bits)
     if (g->h == 0)
         return;
     /* refinement */
+    g->phase0 = false;
     for (int it = 0; it < REFINE_ITERS; it++) {
         const double before = g->err;
         refine_round(g);
