@@ -206,6 +206,19 @@ static void try_hz_known(gfit *g, uint16_t h, int z, const double *known)
 
 static void try_hz(gfit *g, uint16_t h, int z) { try_hz_known(g, h, z, NULL); }
 
+/* try_hz for a pair whose zero is clamped already and whose clip_bound is lb */
+static void try_pre(gfit *g, uint16_t h, int z, double lb)
+{
+    if (h == 0 || memo_seen(g, hz_key(h, z)) || lb >= g->err)
+        return;
+    const double e = eval_sz(g, qtk_h2f(h), z, g->err, NULL);
+    if (e < g->err) {
+        g->err = e;
+        g->h = h;
+        g->z = z;
+    }
+}
+
 /* Candidate scale s (unrounded) for the range [lo, hi]: zeros from the unrounded and the
  * rounded scale mapping lo to code 0; with `both_ends` also hi to maxq. */
 static void try_scale(gfit *g, float s, float lo, float hi, bool both_ends)
@@ -347,6 +360,121 @@ static void first_on_grid(const gfit *g, float range, float lo, int kend, uint32
 
 static bool has_k(const uint32_t pass[8], int k) { return pass[k >> 5] >> (k & 31) & 1u; }
 
+/* The asymmetric shrink grid's candidates, i = 0..GRID_N, four at a time: what try_scale(g,
+ * (p hi - p lo) / maxq, p lo, p hi, false) computes for p = 1 - GRID_STEP i - the scale bits h
+ * (scale_bits), the zeros z1 (from the unrounded scale) and z2 (from the fp16 one), clamped,
+ * and clip_bound's value for (h, z1) and (h, z2) - by the same IEEE operations lane by lane
+ * (fp16.h's conversions written for vectors). The search then tries them in order (try_pre). */
+enum { SHRINK_N = GRID_N + 1, SHRINK_V = (SHRINK_N + 3) / 4 };
+typedef uint32_t og_u4 __attribute__((vector_size(16)));
+typedef double og_d4 __attribute__((vector_size(32)));
+typedef struct shrink_c {
+    uint16_t h[SHRINK_V * 4];
+    int32_t z1[SHRINK_V * 4], z2[SHRINK_V * 4];
+    double lb1[SHRINK_V * 4], lb2[SHRINK_V * 4];
+} shrink_c;
+
+static og_f4 og_bits_f(og_u4 u)
+{
+    og_f4 f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static og_u4 og_f_bits(og_f4 f)
+{
+    og_u4 u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static og_u4 og_sel(og_i4 m, og_u4 a, og_u4 b) { return ((og_u4)m & a) | (~(og_u4)m & b); }
+
+/* qtk_f2h lane by lane */
+static og_u4 og_f2h(og_f4 f)
+{
+    const og_u4 w = og_f_bits(f), shl1 = w + w, sign = w & 0x80000000u;
+    og_f4 base = (og_bits_f(w & 0x7fffffffu) * 0x1.0p+112f) * 0x1.0p-110f;
+    og_u4 bias = shl1 & 0xFF000000u;
+    bias = og_sel(bias < 0x71000000u, (og_u4) { 0x71000000u, 0x71000000u, 0x71000000u, 0x71000000u },
+                  bias);
+    base = og_bits_f((bias >> 1) + 0x07800000u) + base;
+    const og_u4 bits = og_f_bits(base);
+    const og_u4 nonsign = ((bits >> 13) & 0x00007C00u) + (bits & 0x00000FFFu);
+    return (sign >> 16) |
+           og_sel(shl1 > 0xFF000000u, (og_u4) { 0x7E00u, 0x7E00u, 0x7E00u, 0x7E00u }, nonsign);
+}
+
+/* qtk_h2f lane by lane (h in the low 16 bits) */
+static og_f4 og_h2f(og_u4 h)
+{
+    const og_u4 w = h << 16, sign = w & 0x80000000u, two_w = w + w;
+    const og_f4 norm = og_bits_f((two_w >> 4) + (0xE0u << 23)) * 0x1.0p-112f;
+    const og_f4 den = og_bits_f((two_w >> 17) | (126u << 23)) - 0.5f;
+    return og_bits_f(sign | og_sel(two_w < (1u << 27), og_f_bits(den), og_f_bits(norm)));
+}
+
+/* rint_i lane by lane, then clampz */
+static og_i4 og_zero(og_f4 t, int zlo, int zhi)
+{
+    const og_f4 nb = { -4194303.f, -4194303.f, -4194303.f, -4194303.f };
+    const og_f4 pb = { 4194303.f, 4194303.f, 4194303.f, 4194303.f };
+    const og_f4 mg = { 12582912.f, 12582912.f, 12582912.f, 12582912.f };
+    const og_i4 ok = t >= nb;
+    og_f4 f = (og_f4)((ok & (og_i4)t) | (~ok & (og_i4)nb));
+    const og_i4 gt = f > pb;
+    f = (og_f4)((gt & (og_i4)pb) | (~gt & (og_i4)f));
+    og_i4 z = __builtin_convertvector((f + mg) - mg, og_i4);
+    const og_i4 vlo = { zlo, zlo, zlo, zlo }, vhi = { zhi, zhi, zhi, zhi };
+    z = ((z < vlo) & vlo) | (~(z < vlo) & z);
+    return ((z > vhi) & vhi) | (~(z > vhi) & z);
+}
+
+/* clip_bound lane by lane */
+static void og_clip(const gfit *g, og_f4 s, og_i4 z, double *lb)
+{
+    const og_f4 inv = 1.f / s, klo = __builtin_convertvector(-z, og_f4);
+    const og_f4 khi = __builtin_convertvector(g->maxq - z, og_f4);
+    const og_i4 clo = g->xmin * inv <= klo, chi = g->xmax * inv >= khi;
+    const og_d4 dlo = (double)g->xmin - __builtin_convertvector(klo * s, og_d4);
+    const og_d4 dhi = (double)g->xmax - __builtin_convertvector(khi * s, og_d4);
+    og_d4 a = dlo * dlo, b = dhi * dhi;
+    const og_d4 zero = { 0, 0, 0, 0 };
+    typedef int64_t og_l4 __attribute__((vector_size(32)));
+    const og_l4 mlo = __builtin_convertvector(clo, og_l4);
+    a = (og_d4)((mlo & (og_l4)a) | (~mlo & (og_l4)zero));
+    og_l4 mhi = __builtin_convertvector(chi, og_l4);
+    if (g->n <= 1)
+        mhi &= (og_l4)(a == zero);
+    b = (og_d4)((mhi & (og_l4)b) | (~mhi & (og_l4)zero));
+    const og_d4 r = a + b;
+    memcpy(lb, &r, sizeof r);
+}
+
+static void shrink_grid(const gfit *g, float lo1, float hi1, shrink_c *c)
+{
+    const float mq = (float)g->maxq;
+    for (int v = 0; v < SHRINK_V; v++) {
+        og_f4 p;
+        for (int l = 0; l < 4; l++)
+            p[l] = 1.f - GRID_STEP * (float)(4 * v + l);
+        const og_f4 plo = p * lo1, s = (p * hi1 - plo) / mq;
+        og_u4 h = og_f2h(s);
+        h = og_sel((h & 0x7fffu) > FP16_MAX_BITS,
+                   (og_u4) { FP16_MAX_BITS, FP16_MAX_BITS, FP16_MAX_BITS, FP16_MAX_BITS }, h);
+        h = og_sel(s > 0.f, h, (og_u4) { 0, 0, 0, 0 });
+        const og_f4 sh = og_h2f(h);
+        const og_i4 z1 = og_zero(-plo / s, g->zlo, g->zhi), z2 = og_zero(-plo / sh, g->zlo, g->zhi);
+        for (int l = 0; l < 4; l++) {
+            c->h[4 * v + l] = (uint16_t)h[l];
+            c->z1[4 * v + l] = z1[l];
+            c->z2[4 * v + l] = z2[l];
+        }
+        og_clip(g, sh, z1, c->lb1 + 4 * v);
+        og_clip(g, sh, z2, c->lb2 + 4 * v);
+    }
+}
+
 static void search(gfit *g, unsigned bits)
 {
     const int maxq = g->maxq;
@@ -385,12 +513,17 @@ static void search(gfit *g, unsigned bits)
     } else {
         const float lo1 = g->xmin, hi1 = g->xmax;
         const bool two = lo0 != lo1 || hi0 != hi1;
+        shrink_c c;
+        if (hi1 > lo1)
+            shrink_grid(g, lo1, hi1, &c);
         for (int i = 0; i <= GRID_N; i++) {
-            const float p = 1.f - GRID_STEP * (float)i;
-            if (hi1 > lo1)
-                try_scale(g, (p * hi1 - p * lo1) / (float)maxq, p * lo1, p * hi1, false);
+            if (hi1 > lo1) { /* try_scale(g, (p hi1 - p lo1) / maxq, p lo1, p hi1, false) */
+                try_pre(g, c.h[i], c.z1[i], c.lb1[i]);
+                if (c.z2[i] != c.z1[i])
+                    try_pre(g, c.h[i], c.z2[i], c.lb2[i]);
+            }
             if (two && i == 0) /* GPTQ's range including 0: min-max only */
-                try_scale(g, (p * hi0 - p * lo0) / (float)maxq, p * lo0, p * hi0, false);
+                try_scale(g, (hi0 - lo0) / (float)maxq, lo0, hi0, false);
         }
         try_autoawq(g);
         uint32_t p1[8], p0[8];
