@@ -72,7 +72,7 @@ typedef struct kern {
 			double *, double *);
 } kern;
 
-static uint64_t n_cases, n_neigh, n_bad_codes, n_bad_sum, n_bad_early, n_bad_refine;
+static uint64_t n_cases, n_neigh, n_bad_codes, n_bad_sum, n_bad_early, n_bad_refine, n_early;
 
 /* a refinement round's sums by the rule: for zero zz, sum k x in element order, sum k^2 */
 static void ref_ls(const float *x, float s, int zz, int maxq, double *sxq, double *sqq)
@@ -139,12 +139,45 @@ static void run_case(const kern *k, const float *x, float s, int z, int maxq)
 			       (double)s, z, maxq, zz, sxq[d], sqq[d], rx, rq);
 	}
 	}
-	/* a limit the error reaches: any value >= limit */
-	const double lims[] = { want, want * 0.5, want * 0.999999, 0.0 };
+	/* a limit the error reaches: any value >= limit; over the values four times (the early test
+	 * comes after every 64 values, not after the last) */
+	float x4[4 * N];
+	double xd4[4 * N];
+	uint8_t ref4[4 * N];
+	for (int j = 0; j < 4 * N; j++) {
+		x4[j] = x[j % N];
+		xd4[j] = xd[j % N];
+		ref4[j] = ref[j % N];
+	}
+	const double want4 = ref_sum(x4, 4 * N, s, z, ref4);
+	const double full4 = k->sum(x4, xd4, 4 * N, s, zf, mf, INFINITY);
+	if (memcmp(&full4, &want4, sizeof full4) != 0 && n_bad_sum++ < 5)
+		printf("  %s: s %a z %d maxq %d: sum of 4N %a, rule %a\n", k->name, (double)s, z, maxq,
+		       full4, want4);
+	/* the last N values 0 (they add +0): the test after 3N values sees the whole sum, folded
+	 * its cheaper way, against a limit just above it */
+	for (int j = 3 * N; j < 4 * N; j++) {
+		x4[j] = 0.f;
+		xd4[j] = 0.0;
+		ref4[j] = (uint8_t)ref_code(0.f, s, z, maxq);
+	}
+	const double want3 = ref_sum(x4, 4 * N, s, z, ref4);
+	const double above3 = k->sum(x4, xd4, 4 * N, s, zf, mf, nextafter(want3, INFINITY));
+	if (memcmp(&above3, &want3, sizeof above3) != 0 && n_bad_sum++ < 5)
+		printf("  %s: s %a z %d maxq %d: sum of 3N and N zeros %a, rule %a\n", k->name,
+		       (double)s, z, maxq, above3, want3);
+	for (int j = 3 * N; j < 4 * N; j++) {
+		x4[j] = x[j % N];
+		xd4[j] = xd[j % N];
+		ref4[j] = ref[j % N];
+	}
+	const double lims[] = { want4, want4 * 0.5, want4 * 0.999999, want4 * 0.1, 0.0 };
 	for (size_t i = 0; i < sizeof lims / sizeof lims[0]; i++) {
-		const double r = k->sum(x, xd, N, s, zf, mf, lims[i]);
+		const double r = k->sum(x4, xd4, 4 * N, s, zf, mf, lims[i]);
 		if (!(r >= lims[i]) && n_bad_early++ < 5)
 			printf("  %s: s %a z %d: limit %a gave %a\n", k->name, (double)s, z, lims[i], r);
+		if (memcmp(&r, &want4, sizeof r) != 0)
+			n_early++;
 	}
 }
 
@@ -194,7 +227,7 @@ static void run_kernel(const kern *k)
 {
 	static const uint16_t hs[] = { 0x0001, 0x0003, 0x03ff, 0x0400, 0x1000, 0x2a3c, 0x3c00,
 		                       0x3c01, 0x4b00, 0x5640, 0x7bff };
-	n_cases = n_bad_codes = n_bad_sum = n_bad_early = n_neigh = n_bad_refine = 0;
+	n_cases = n_bad_codes = n_bad_sum = n_bad_early = n_neigh = n_bad_refine = n_early = 0;
 	float x[N];
 	for (unsigned bits = 1; bits <= 8; bits++) {
 		const int maxq = (1 << bits) - 1;
@@ -224,10 +257,12 @@ static void run_kernel(const kern *k)
 	      (unsigned long long)n_bad_refine);
 	CHECK(n_bad_early == 0, "%s: an early sum below its limit in %llu cases", k->name,
 	      (unsigned long long)n_bad_early);
+	CHECK(n_early > 1000, "%s: the sums stop early (%llu times)", k->name,
+	      (unsigned long long)n_early);
 	CHECK(n_neigh > 100, "%s: the inputs reach the neighbour rule (%llu values)", k->name,
 	      (unsigned long long)n_neigh);
-	printf("%s: %llu cases, %llu values moved by the neighbour rule\n", k->name,
-	       (unsigned long long)n_cases, (unsigned long long)n_neigh);
+	printf("%s: %llu cases, %llu values moved by the neighbour rule, %llu early sums\n", k->name,
+	       (unsigned long long)n_cases, (unsigned long long)n_neigh, (unsigned long long)n_early);
 }
 
 int main(void)
