@@ -430,10 +430,10 @@ static og_i4 og_zero(og_f4 t, int zlo, int zhi)
     return ((z > vhi) & vhi) | (~(z > vhi) & z);
 }
 
-/* clip_bound lane by lane */
-static void og_clip(const gfit *g, og_f4 s, og_i4 z, double *lb)
+/* clip_bound lane by lane (inv = 1 / s) */
+static void og_clip(const gfit *g, og_f4 s, og_f4 inv, og_i4 z, double *lb)
 {
-    const og_f4 inv = 1.f / s, klo = __builtin_convertvector(-z, og_f4);
+    const og_f4 klo = __builtin_convertvector(-z, og_f4);
     const og_f4 khi = __builtin_convertvector(g->maxq - z, og_f4);
     const og_i4 clo = g->xmin * inv <= klo, chi = g->xmax * inv >= khi;
     const og_d4 dlo = (double)g->xmin - __builtin_convertvector(klo * s, og_d4);
@@ -470,8 +470,9 @@ static void shrink_grid(const gfit *g, float lo1, float hi1, shrink_c *c)
             c->z1[4 * v + l] = z1[l];
             c->z2[4 * v + l] = z2[l];
         }
-        og_clip(g, sh, z1, c->lb1 + 4 * v);
-        og_clip(g, sh, z2, c->lb2 + 4 * v);
+        const og_f4 inv = 1.f / sh;
+        og_clip(g, sh, inv, z1, c->lb1 + 4 * v);
+        og_clip(g, sh, inv, z2, c->lb2 + 4 * v);
     }
 }
 
