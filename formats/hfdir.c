@@ -744,6 +744,7 @@ static int hfw_begin(qtk_writer *w)
 	for (size_t s = 0; s < h->nouts && !rc; s++) {
 		rc = qtk_st_out_open(&h->outs[s], w->desc, w->err);
 		h->outs[s].of.outs = w->opts.outs;
+		h->outs[s].of.skip_hash = !w->opts.outs; /* the SHA-256 is only for opts.outs */
 		if (rc == QTK_E_DATA) /* name the file in OUTPUT, not in the temporary directory */
 			snprintf(w->err->file, sizeof w->err->file, "%s/%s", h->dir, qtk_path_base(h->outs[s].path));
 	}
@@ -954,6 +955,7 @@ static int write_blob(qtk_writer *w, hf_w *h, const hf_out_blob *b)
 	int rc = qtk_ofile_open(&of, p, w->err);
 	if (!rc) {
 		of.outs = w->opts.outs;
+		of.skip_hash = !w->opts.outs; /* the SHA-256 is only for opts.outs */
 		rc = qtk_ofile_write(&of, b->data, b->len);
 		if (!rc)
 			rc = qtk_ofile_commit(&of);

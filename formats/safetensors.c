@@ -768,6 +768,7 @@ static int stw_begin(qtk_writer *w)
 	w->priv = o;
 	rc = qtk_st_out_open(o, w->desc, w->err);
 	o->of.outs = w->opts.outs;
+	o->of.skip_hash = !w->opts.outs; /* the SHA-256 is only for opts.outs */
 	o->of.defer_hash = w->opts.patch_pending;
 	return rc;
 }

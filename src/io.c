@@ -876,10 +876,11 @@ static int ofile_flush(qtk_ofile *f)
 {
 	size_t off = 0;
 	/* a full buffer is hashed on the thread; a last partial one (or without the thread) here */
-	if (f->blen == OBUF && !f->defer_hash && !f->hq)
+	const bool now = !f->defer_hash && !f->skip_hash; /* hashed as written */
+	if (f->blen == OBUF && now && !f->hq)
 		ohash_start(f);
-	const bool async = f->blen && !f->defer_hash && f->hq;
-	if (f->blen && !f->defer_hash && !async && EVP_DigestUpdate(f->md, f->buf, f->blen) != 1)
+	const bool async = f->blen && now && f->hq;
+	if (f->blen && now && !async && EVP_DigestUpdate(f->md, f->buf, f->blen) != 1)
 		return qtk_err_set(f->err, QTK_E_INTERNAL, f->final_path, -1, NULL, "SHA-256 update failed");
 	while (off < f->blen) {
 		ssize_t w = write(f->fd, f->buf + off, f->blen - off);
@@ -943,11 +944,12 @@ int qtk_ofile_copy_from(qtk_ofile *f, int fd, const char *src_path, uint64_t off
 #endif
 	if (!rc && done) {
 		f->written += done;
-		if (!f->defer_hash && !f->hq)
+		const bool now = !f->defer_hash && !f->skip_hash;
+		if (now && !f->hq)
 			ohash_start(f);
-		if (!f->defer_hash && f->hq) {
+		if (now && f->hq) {
 			rc = ohash_push_range(f, start, done);
-		} else if (!f->defer_hash) { /* no thread: here */
+		} else if (now) { /* no thread: here */
 			uint8_t *scratch = NULL;
 			const int e = hash_back(f->fd, f->final_path, f->md, &scratch, start, done, NULL, f->err);
 			qtk_free(scratch);
@@ -1174,7 +1176,7 @@ int qtk_ofile_sync(qtk_ofile *f)
 	}
 	/* every byte is written: the fsync writes them back while the hash thread catches up, or
 	 * while the hash pass reads the page cache */
-	const bool hash = f->rehash || f->defer_hash;
+	const bool hash = (f->rehash || f->defer_hash) && !f->skip_hash;
 	fsync_job fj = {f->fd, 0, 0};
 	pthread_t th;
 	const bool threaded = (hash || f->hq) && pthread_create(&th, NULL, fsync_main, &fj) == 0;

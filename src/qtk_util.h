@@ -107,7 +107,8 @@ typedef struct qtk_ofile {
 	void *hq;            /* the hashing thread and its buffers (SHA-256 beside the writes) */
 	uint64_t wb_from;    /* bytes from here on have not been handed to writeback yet */
 	bool no_kcopy;       /* copy_file_range failed once: qtk_ofile_copy_from reads and writes */
-	uint8_t sha256[32];  /* valid once synced */
+	bool skip_hash;      /* nothing takes sha256: no SHA-256 from here on (writers: no outs) */
+	uint8_t sha256[32];  /* valid once synced, unless skip_hash */
 } qtk_ofile;
 
 int qtk_ofile_open(qtk_ofile *f, const char *path, qtk_err *err);

@@ -21,6 +21,11 @@
  * scale) and the codes are the per-element nearest decoded values, so each candidate's error is
  * the least achievable with its (s, z).
  *
+ * What the search leaves out never changes the winner (tests/test_awq_search.c holds it to the
+ * same search written plainly): a pair it has tried before (memo_seen), a first-phase pair
+ * whose clipped smallest and largest values alone cost the incumbent's error (clip_bound), and
+ * the rest of an error sum once it is sure to reach the incumbent's (quant_awq_ev.h).
+ *
  * Zeros: AWQ and GPTQ v2 store the zero itself (0..2^bits-1). GPTQ v1 stores zero - 1 and
  * engines add 1 back without wrap-around, so a zero of 0 would be written as 2^bits - 1 and
  * decode as 2^bits: for v1 the asymmetric search is restricted to zeros >= 1 (zmin 1), which

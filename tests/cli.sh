@@ -88,6 +88,20 @@ run "qinspect --diff" 0 "$BIN/qinspect" --diff "$H" "$G"; out_has "qinspect --di
 # --- qconvert between containers and float types
 run "gguf f32 -> f16" 0 "$BIN/qconvert" "$G" "$T/f16.gguf" --to f16
 out_has "gguf f32 -> f16" "sha256:"
+# the summary's SHA-256 is the file's as committed (after the record's patch), for GGUF, QPK and
+# an HF directory; --quiet prints no summary and skips the files' hashes, not one byte
+for k in "gguf q8_0" "qpk q4_k" "awq awq"; do
+	set -- $k
+	o="$T/hq.$1"; [ "$1" = awq ] && o="$T/hq-awq/"
+	run "summary sha256 ($1)" 0 env SOURCE_DATE_EPOCH=1700000000 "$BIN/qconvert" "$G" "$o" --to "$2"
+	f="$o"; [ "$1" = awq ] && f="$o/model.safetensors"
+	out_has "summary sha256 ($1) is the file's" "sha256:$(sha256sum "$f" | cut -d' ' -f1)"
+	mv "$f" "$T/hq.first"
+	rm -rf "$o"
+	SOURCE_DATE_EPOCH=1700000000 "$BIN/qconvert" -q "$G" "$o" --to "$2" >"$T/out" 2>&1
+	if cmp -s "$f" "$T/hq.first" && [ ! -s "$T/out" ]; then ok; else bad "--quiet ($1): other bytes, or output"; fi
+	rm -rf "$o" "$T/hq.first"
+done
 "$BIN/qinspect" --json "$T/f16.gguf" >"$T/out"
 out_has "f16 output: matrices f16" '"type":	"F16"'; out_has "f16 output: norms stay f32" '"layout":	"f32"'
 out_has "f16 output: file_type" '"general.file_type":	1'
