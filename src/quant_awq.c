@@ -546,8 +546,8 @@ static void search(gfit *g, unsigned bits)
         if (hi1 > lo1)
             try_scale(g, (hi1 - lo1) / (float)maxq, lo1, hi1, true);
     }
-    if (g->h == 0)
-        return;
+    if (g->h == 0 || g->err == 0)
+        return; /* s = 0 won, or the values are reproduced exactly: no error is below 0 */
     /* refinement */
     g->phase0 = false;
     for (int it = 0; it < REFINE_ITERS; it++) {
