@@ -20,6 +20,10 @@ SAN     ?=
 CFLAGS_ALL := -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) -ffp-contract=off -pthread $(SAN) \
 	$(PKG_CFLAGS) -Isrc -Iformats -Icli
 LDLIBS_ALL := $(PKG_LIBS) -ldl -lm -pthread $(SAN)
+# 32-bit x86: SSE maths, so float and double expressions round in their own types (quant.h)
+ifneq ($(filter i686% i386%,$(shell $(CC) -dumpmachine)),)
+CFLAGS_ALL += -msse2 -mfpmath=sse
+endif
 
 B := build
 

@@ -742,9 +742,8 @@ static int hfw_begin(qtk_writer *w)
 	if (!rc)
 		rc = plan_shards(w, h);
 	for (size_t s = 0; s < h->nouts && !rc; s++) {
+		h->outs[s].outs = w->opts.outs;
 		rc = qtk_st_out_open(&h->outs[s], w->desc, w->err);
-		h->outs[s].of.outs = w->opts.outs;
-		h->outs[s].of.skip_hash = !w->opts.outs; /* the SHA-256 is only for opts.outs */
 		if (rc == QTK_E_DATA) /* name the file in OUTPUT, not in the temporary directory */
 			snprintf(w->err->file, sizeof w->err->file, "%s/%s", h->dir, qtk_path_base(h->outs[s].path));
 	}
@@ -905,6 +904,8 @@ static int write_index(qtk_writer *w, hf_w *h)
 	qtk_ofile of;
 	int rc = p ? qtk_ofile_open(&of, p, w->err) : werr(w, QTK_E_IO, "out of memory%s", "");
 	if (!rc) {
+		of.outs = w->opts.outs; /* listed with the shards */
+		of.skip_hash = !w->opts.outs;
 		rc = qtk_ofile_write(&of, h->index.p, h->index.len);
 		if (!rc)
 			rc = qtk_ofile_commit(&of);

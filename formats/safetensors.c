@@ -739,7 +739,10 @@ int qtk_st_out_open(qtk_st_out *o, const qtk_model *d, qtk_err *err)
 		rc = replay_header((const char *)b.p, b.len, o->data_bytes, o->path, err);
 	if (!rc)
 		rc = qtk_ofile_open(&o->of, o->path, err);
-	if (!rc) {
+	if (!rc) { /* before the first byte: a header of a MiB or more is flushed at once */
+		o->of.outs = o->outs;
+		o->of.skip_hash = !o->outs; /* the SHA-256 is only for the list */
+		o->of.defer_hash = o->defer_hash;
 		o->opened = true;
 		uint8_t lb[8];
 		qtk_wr64(lb, b.len);
@@ -766,11 +769,9 @@ static int stw_begin(qtk_writer *w)
 	o->t1 = w->desc->ntensors;
 	o->embed_qcfg = true;
 	w->priv = o;
-	rc = qtk_st_out_open(o, w->desc, w->err);
-	o->of.outs = w->opts.outs;
-	o->of.skip_hash = !w->opts.outs; /* the SHA-256 is only for opts.outs */
-	o->of.defer_hash = w->opts.patch_pending;
-	return rc;
+	o->outs = w->opts.outs;
+	o->defer_hash = w->opts.patch_pending;
+	return qtk_st_out_open(o, w->desc, w->err);
 }
 
 static int stw_patch(qtk_writer *w, int (*fn)(void *ctx, uint8_t *buf, size_t n), void *ctx)

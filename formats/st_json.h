@@ -44,6 +44,9 @@ typedef struct qtk_st_out {
 	uint64_t data_bytes;
 	uint64_t head_len;   /* JSON header bytes (after the 8-byte length) */
 	bool embed_qcfg; /* write QTK_ST_QCFG_KEY (bare files; HF dirs have config.json) */
+	qtk_outlist *outs; /* set before qtk_st_out_open: the file's entry in the written list
+			    * (NULL: none, and no SHA-256 is taken) */
+	bool defer_hash;   /* set before qtk_st_out_open: the header will be patched */
 } qtk_st_out;
 
 /* Lay out the header (__metadata__ from desc's string kvs, entries in desc

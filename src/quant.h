@@ -13,8 +13,16 @@
 #ifndef QTK_QUANT_H
 #define QTK_QUANT_H
 
+#include <float.h>
 #include <stdint.h>
 #include <stdbool.h>
+
+/* The encoders give the same bytes on every machine only when float and double expressions
+ * round in their own types (SSE2 or NEON maths, not x87's extended precision): their scalar and
+ * vector paths rely on it. */
+#if defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD != 0
+#error "qtk's encoders need FLT_EVAL_METHOD 0 (on 32-bit x86: -msse2 -mfpmath=sse)"
+#endif
 
 /* Quantize nrows rows of n_per_row floats (row-major) into ggml type `type` (QTK_T_* ids).
  * n_per_row must be a multiple of the type's block size. imatrix: NULL, or n_per_row importance

@@ -23,8 +23,9 @@
  *
  * What the search leaves out never changes the winner (tests/test_awq_search.c holds it to the
  * same search written plainly): a pair it has tried before (memo_seen), a first-phase pair
- * whose clipped smallest and largest values alone cost the incumbent's error (clip_bound), and
- * the rest of an error sum once it is sure to reach the incumbent's (quant_awq_ev.h).
+ * whose clipped smallest and largest values alone cost the incumbent's error (clip_bound), the
+ * rest of an error sum once it is sure to reach the incumbent's (quant_awq_ev.h), and the
+ * refinement after a first phase of error 0.
  *
  * Zeros: AWQ and GPTQ v2 store the zero itself (0..2^bits-1). GPTQ v1 stores zero - 1 and
  * engines add 1 back without wrap-around, so a zero of 0 would be written as 2^bits - 1 and
@@ -171,11 +172,12 @@ static uint32_t hz_key(uint16_t h, int z) { return (uint32_t)h << 8 | (uint32_t)
 
 /* A lower bound of eval_sz's full sum for (s, z), s > 0: the terms of the smallest and the
  * largest value when (s, z) clips them to code 0 and maxq (test 1/s * x <= -z, resp. >= maxq - z,
- * as the kernels do; such a lane's step count is the bound itself, which the neighbour test never
- * moves), computed as the kernels compute a term: (x - k*s)^2 in double with k*s a float. The
- * kernels' sum adds non-negative terms, and floating-point addition is monotone, so the sum is
- * at least these two terms added (the others as zeros). Two elements: n >= 2 (n = 1 counts the
- * one value once). */
+ * as the kernels do: such a lane's t is clamped to the bound, its step count is the bound, and
+ * the neighbour test never moves it - quant_awq_ev.h's argument for clamped lanes), computed as
+ * the kernels compute a term: (x - k*s)^2 in double with k*s a float. The kernels' sum adds
+ * non-negative terms, and floating-point addition is monotone, so the sum is at least these two
+ * terms added (the others as zeros). They are two elements: one value cannot pass both tests
+ * (-z < maxq - z), so with n = 1, or a constant group, at most one term is counted. */
 static double clip_bound(const gfit *g, float s, int z)
 {
     const float inv = 1.f / s, klo = (float)-z, khi = (float)(g->maxq - z);
@@ -184,7 +186,7 @@ static double clip_bound(const gfit *g, float s, int z)
         const double d = (double)g->xmin - (double)(klo * s);
         lb = d * d;
     }
-    if (g->xmax * inv >= khi && (g->n > 1 || lb == 0)) {
+    if (g->xmax * inv >= khi) {
         const double d = (double)g->xmax - (double)(khi * s);
         lb += d * d;
     }
@@ -371,6 +373,8 @@ static bool has_k(const uint32_t pass[8], int k) { return pass[k >> 5] >> (k & 3
  * and clip_bound's value for (h, z1) and (h, z2) - by the same IEEE operations lane by lane
  * (fp16.h's conversions written for vectors). The search then tries them in order (try_pre). */
 enum { SHRINK_N = GRID_N + 1, SHRINK_V = (SHRINK_N + 3) / 4 };
+/* lanes SHRINK_N .. 4 SHRINK_V - 1 are computed (p = 0.55, ...) and never read; a lane whose s
+ * is 0 divides by 0 (IEEE: no trap), and its h = 0 makes try_pre skip it */
 typedef uint32_t og_u4 __attribute__((vector_size(16)));
 typedef double og_d4 __attribute__((vector_size(32)));
 typedef struct shrink_c {
@@ -448,9 +452,7 @@ static void og_clip(const gfit *g, og_f4 s, og_f4 inv, og_i4 z, double *lb)
     typedef int64_t og_l4 __attribute__((vector_size(32)));
     const og_l4 mlo = __builtin_convertvector(clo, og_l4);
     a = (og_d4)((mlo & (og_l4)a) | (~mlo & (og_l4)zero));
-    og_l4 mhi = __builtin_convertvector(chi, og_l4);
-    if (g->n <= 1)
-        mhi &= (og_l4)(a == zero);
+    const og_l4 mhi = __builtin_convertvector(chi, og_l4);
     b = (og_d4)((mhi & (og_l4)b) | (~mhi & (og_l4)zero));
     const og_d4 r = a + b;
     memcpy(lb, &r, sizeof r);
