@@ -284,19 +284,22 @@ static void refine_round(gfit *g)
         fitted[d] = zz >= g->zlo && zz <= g->zhi && !memo_seen(g, MEMO_REFIT | hz_key(h, zz));
     }
     double sxq[3], sqq[3], e[2];
-    if (fitted[0] || fitted[1] || fitted[2])
+    uint16_t hl[3] = { 0, 0, 0 }; /* the least-squares scales, all made before the tries */
+    if (fitted[0] || fitted[1] || fitted[2]) {
         g->ev->refine3(g->x, g->xd, g->n16, qtk_h2f(h), (float)z, (float)g->maxq, g->abs_sum, sxq,
                       sqq, e);
+        for (int d = 0; d < 3; d++)
+            if (fitted[d] && sqq[d] > 0 && sxq[d] > 0)
+                hl[d] = scale_bits((float)(sxq[d] / sqq[d]));
+    }
     for (int d = 0; d < 3; d++) {
         const int zz = z + d - 1;
         if (zz < g->zlo || zz > g->zhi)
             continue;
         /* the pass's error of (h, zz), when it ran */
         const double *known = d != 1 && fitted[d] ? &e[d / 2] : NULL;
-        if (fitted[d] && sqq[d] > 0 && sxq[d] > 0) {
-            const uint16_t hl = scale_bits((float)(sxq[d] / sqq[d]));
-            try_hz_known(g, hl, zz, hl == h ? known : NULL);
-        }
+        if (fitted[d] && sqq[d] > 0 && sxq[d] > 0)
+            try_hz_known(g, hl[d], zz, hl[d] == h ? known : NULL);
         if (d != 1)
             try_hz_known(g, h, zz, known);
     }
