@@ -1,6 +1,6 @@
 /* test_awq_search.c - the AWQ/GPTQ group search (qtk_fit_group, src/quant_awq.c) against the
  * same search written plainly here: every candidate in the documented order evaluated in full
- * by the scalar rule (the codes and error sums of test_awq_step.c), the incumbent replaced only
+ * by the scalar rule (awq_rule.h, as test_awq_step.c holds the kernels to it), the incumbent replaced only
  * by a strictly lower error, no memo, no bounds, no early stops, no merged passes. The library
  * skips work it can prove cannot change the winner (pairs already tried, early stops, lower
  * bounds, one pass for a refinement round's sums); whatever it skips, its scale, zero and codes
@@ -14,6 +14,7 @@
 #include "t.h"
 #include "quant.h"
 #include "fp16.h"
+#include "awq_rule.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -26,7 +27,7 @@ static uint32_t rnd(void) { return (uint32_t)(t_xorshift(&rng) >> 32); }
 static float unif(void) { return (float)(rnd() >> 8) * (1.0f / 16777216.0f); }
 static float gauss(void) { return (unif() + unif() + unif() + unif() - 2.0f) * 1.7320508f; }
 
-/* ---- the rule (as test_awq_step.c states it) ---- */
+/* ---- the rule (awq_rule.h) ---- */
 
 static int rint_i(float f)
 {
@@ -37,30 +38,6 @@ static int rint_i(float f)
 	return (int)((f + 12582912.f) - 12582912.f);
 }
 
-static int ref_code(float x, float s, int z, int maxq)
-{
-	const float inv = 1.f / s, zf = (float)z, mf = (float)maxq;
-	float t = x * inv;
-	if (t < -4194303.f)
-		t = -4194303.f;
-	if (t > 4194303.f)
-		t = 4194303.f;
-	float q = ((t + 12582912.f) - 12582912.f) + zf;
-	if (q < 0.f)
-		q = 0.f;
-	if (q > mf)
-		q = mf;
-	const float e = x - (q - zf) * s;
-	float dir = 0.f;
-	if (e > 0.f && q < mf)
-		dir = 1.f;
-	else if (e < 0.f && q > 0.f)
-		dir = -1.f;
-	const float e2 = x - ((q + dir) - zf) * s;
-	if (e2 * e2 < e * e)
-		q += dir;
-	return (int)q;
-}
 
 /* the squared error of (s, z), element j into lane j mod 8, lanes folded in the fixed order */
 static double ref_err(const float *x, uint32_t n, float s, int z, int maxq)
@@ -73,7 +50,7 @@ static double ref_err(const float *x, uint32_t n, float s, int z, int maxq)
 		return e;
 	}
 	for (uint32_t j = 0; j < n; j++) {
-		const float y = ((float)ref_code(x[j], s, z, maxq) - (float)z) * s;
+		const float y = ((float)rule_code(x[j], s, z, maxq) - (float)z) * s;
 		const double d = (double)x[j] - (double)y;
 		l[j % 8] += d * d;
 	}
@@ -163,7 +140,7 @@ static void refine_round(rs *r)
 			continue;
 		double sxq = 0, sqq = 0;
 		for (uint32_t j = 0; j < r->n; j++) {
-			const int k = ref_code(r->x[j], s, zz, r->maxq) - zz;
+			const int k = rule_code(r->x[j], s, zz, r->maxq) - zz;
 			sxq += (double)k * (double)r->x[j];
 			sqq += (double)k * (double)k;
 		}
@@ -344,7 +321,7 @@ static unsigned run(const char *mode, unsigned groups)
 		const float sr = qtk_h2f(h);
 		bool ok = memcmp(&s, &sr, sizeof s) == 0 && zo == z;
 		for (uint32_t j = 0; ok && j < n; j++)
-			ok = h ? codes[j] == ref_code(xs[j], sr, z, (1 << bits) - 1) : codes[j] == z;
+			ok = h ? codes[j] == rule_code(xs[j], sr, z, (1 << bits) - 1) : codes[j] == z;
 		if (!ok && bad++ < 5)
 			printf("FAIL %s: group %u (kind %u, %u bits, %s, zmin %d, n %u): scale %a zero %d, "
 			       "the plain search %a %d\n",

@@ -1,9 +1,9 @@
 /* test_awq_step.c - the AWQ/GPTQ group search's kernels (src/quant_awq_ev.h: qtk_awq_ev_sum,
- * _codes, _refine3, generic and AVX2) against a scalar statement of the search's rule, written
- * here: t = x * (1/s) clamped to +-(2^22 - 1), q = round-half-even(t) + z clamped to [0, maxq],
- * then the neighbour on the side of the residual x - (q - z) * s when its decoded value is closer
- * (squares compared in float); the error sums (x - (q - z) * s)^2 in double, element j into lane
- * j mod 8, the lanes folded ((0+1)+(2+3))+((4+5)+(6+7)).
+ * _codes, _refine3, generic and AVX2) against a scalar statement of the search's rule
+ * (awq_rule.h): t = x * (1/s) clamped to +-(2^22 - 1), q = round-half-even(t) + z clamped to
+ * [0, maxq], then the neighbour on the side of the residual x - (q - z) * s when its decoded value
+ * is closer (squares compared in float); the error sums (x - (q - z) * s)^2 in double, element j
+ * into lane j mod 8, the lanes folded ((0+1)+(2+3))+((4+5)+(6+7)).
  *
  * The kernels round in a cheaper order and skip the neighbour test for lanes far from a
  * midpoint, the error sum stops early on a cheaper fold, and a refinement round makes its three
@@ -14,6 +14,7 @@
 #include "t.h"
 #include "quant.h"
 #include "dequant.h"
+#include "awq_rule.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -26,41 +27,6 @@ static uint32_t rnd(void)
 }
 static float unif(void) { return (float)(rnd() >> 8) * (1.0f / 16777216.0f); }
 
-static int ref_code(float x, float s, int z, int maxq)
-{
-	const float inv = 1.f / s, zf = (float)z, mf = (float)maxq;
-	float t = x * inv;
-	if (t < -4194303.f)
-		t = -4194303.f;
-	if (t > 4194303.f)
-		t = 4194303.f;
-	float q = ((t + 12582912.f) - 12582912.f) + zf;
-	if (q < 0.f)
-		q = 0.f;
-	if (q > mf)
-		q = mf;
-	const float e = x - (q - zf) * s;
-	float dir = 0.f;
-	if (e > 0.f && q < mf)
-		dir = 1.f;
-	else if (e < 0.f && q > 0.f)
-		dir = -1.f;
-	const float e2 = x - ((q + dir) - zf) * s;
-	if (e2 * e2 < e * e)
-		q += dir;
-	return (int)q;
-}
-
-static double ref_sum(const float *x, uint32_t n, float s, int z, const uint8_t *codes)
-{
-	double l[8] = { 0 };
-	for (uint32_t j = 0; j < n; j++) {
-		const float y = ((float)codes[j] - (float)z) * s;
-		const double d = (double)x[j] - (double)y;
-		l[j % 8] += d * d;
-	}
-	return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
-}
 
 enum { N = 64 };
 
@@ -80,7 +46,7 @@ static void ref_ls(const float *x, float s, int zz, int maxq, double *sxq, doubl
 	*sxq = 0;
 	*sqq = 0;
 	for (int j = 0; j < N; j++) {
-		const int k = ref_code(x[j], s, zz, maxq) - zz;
+		const int k = rule_code(x[j], s, zz, maxq) - zz;
 		*sxq += (double)k * (double)x[j];
 		*sqq += (double)(k * k);
 	}
@@ -93,9 +59,9 @@ static void run_case(const kern *k, const float *x, float s, int z, int maxq)
 	uint8_t ref[N], c1[N];
 	for (int j = 0; j < N; j++) {
 		xd[j] = (double)x[j];
-		ref[j] = (uint8_t)ref_code(x[j], s, z, maxq);
+		ref[j] = (uint8_t)rule_code(x[j], s, z, maxq);
 	}
-	const double want = ref_sum(x, N, s, z, ref);
+	const double want = rule_sum(x, N, s, z, ref);
 	const float zf = (float)z, mf = (float)maxq;
 	k->codes(x, xd, N, s, zf, mf, c1);
 	n_cases++;
@@ -130,8 +96,8 @@ static void run_case(const kern *k, const float *x, float s, int z, int maxq)
 		if (d != 1) {
 			uint8_t cz[N];
 			for (int j = 0; j < N; j++)
-				cz[j] = (uint8_t)ref_code(x[j], s, zz, maxq);
-			const double ez = ref_sum(x, N, s, zz, cz);
+				cz[j] = (uint8_t)rule_code(x[j], s, zz, maxq);
+			const double ez = rule_sum(x, N, s, zz, cz);
 			ok = ok && memcmp(&ez, &e2[d / 2], sizeof ez) == 0;
 		}
 		if (!ok && n_bad_refine++ < 5)
@@ -149,7 +115,7 @@ static void run_case(const kern *k, const float *x, float s, int z, int maxq)
 		xd4[j] = xd[j % N];
 		ref4[j] = ref[j % N];
 	}
-	const double want4 = ref_sum(x4, 4 * N, s, z, ref4);
+	const double want4 = rule_sum(x4, 4 * N, s, z, ref4);
 	const double full4 = k->sum(x4, xd4, 4 * N, s, zf, mf, INFINITY);
 	if (memcmp(&full4, &want4, sizeof full4) != 0 && n_bad_sum++ < 5)
 		printf("  %s: s %a z %d maxq %d: sum of 4N %a, rule %a\n", k->name, (double)s, z, maxq,
@@ -159,9 +125,9 @@ static void run_case(const kern *k, const float *x, float s, int z, int maxq)
 	for (int j = 3 * N; j < 4 * N; j++) {
 		x4[j] = 0.f;
 		xd4[j] = 0.0;
-		ref4[j] = (uint8_t)ref_code(0.f, s, z, maxq);
+		ref4[j] = (uint8_t)rule_code(0.f, s, z, maxq);
 	}
-	const double want3 = ref_sum(x4, 4 * N, s, z, ref4);
+	const double want3 = rule_sum(x4, 4 * N, s, z, ref4);
 	const double above3 = k->sum(x4, xd4, 4 * N, s, zf, mf, nextafter(want3, INFINITY));
 	if (memcmp(&above3, &want3, sizeof above3) != 0 && n_bad_sum++ < 5)
 		printf("  %s: s %a z %d maxq %d: sum of 3N and N zeros %a, rule %a\n", k->name,
@@ -242,7 +208,7 @@ static void run_kernel(const kern *k)
 						/* does the neighbour rule move this value? (the inputs reach it) */
 						const float t = x[j] * (1.f / s);
 						const float q = ((t + 12582912.f) - 12582912.f) + (float)zs[zi];
-						if (q >= 0.f && q <= (float)maxq && ref_code(x[j], s, zs[zi], maxq) != (int)q)
+						if (q >= 0.f && q <= (float)maxq && rule_code(x[j], s, zs[zi], maxq) != (int)q)
 							n_neigh++;
 					}
 					run_case(k, x, s, zs[zi], maxq);
