@@ -193,6 +193,16 @@ static double clip_bound(const gfit *g, float s, int z)
     return lb;
 }
 
+/* (h, z) with error e becomes the incumbent when it is strictly better */
+static void take(gfit *g, uint16_t h, int z, double e)
+{
+    if (e < g->err) {
+        g->err = e;
+        g->h = h;
+        g->z = z;
+    }
+}
+
 /* Try (h, z); known, when not NULL, is its full error (from a pass that also made codes). */
 static void try_hz_known(gfit *g, uint16_t h, int z, const double *known)
 {
@@ -203,12 +213,7 @@ static void try_hz_known(gfit *g, uint16_t h, int z, const double *known)
         return;
     if (!known && g->phase0 && clip_bound(g, qtk_h2f(h), z) >= g->err)
         return;
-    const double e = known ? *known : eval_sz(g, qtk_h2f(h), z, g->err, NULL);
-    if (e < g->err) {
-        g->err = e;
-        g->h = h;
-        g->z = z;
-    }
+    take(g, h, z, known ? *known : eval_sz(g, qtk_h2f(h), z, g->err, NULL));
 }
 
 static void try_hz(gfit *g, uint16_t h, int z) { try_hz_known(g, h, z, NULL); }
@@ -218,12 +223,7 @@ static void try_pre(gfit *g, uint16_t h, int z, double lb)
 {
     if (h == 0 || memo_seen(g, hz_key(h, z)) || lb >= g->err)
         return;
-    const double e = eval_sz(g, qtk_h2f(h), z, g->err, NULL);
-    if (e < g->err) {
-        g->err = e;
-        g->h = h;
-        g->z = z;
-    }
+    take(g, h, z, eval_sz(g, qtk_h2f(h), z, g->err, NULL));
 }
 
 /* Candidate scale s (unrounded) for the range [lo, hi]: zeros from the unrounded and the
@@ -316,17 +316,24 @@ static void refine_round(gfit *g)
  * quotients, rint_i's clamps and rounding lane by lane. */
 typedef float og_f4 __attribute__((vector_size(16)));
 typedef int32_t og_i4 __attribute__((vector_size(16)));
-static og_i4 og_far(og_f4 t)
+
+/* rint_i lane by lane, as a float (integer-valued) */
+static og_f4 og_rint(og_f4 t)
 {
     const og_f4 nb = { -4194303.f, -4194303.f, -4194303.f, -4194303.f };
     const og_f4 pb = { 4194303.f, 4194303.f, 4194303.f, 4194303.f };
     const og_f4 mg = { 12582912.f, 12582912.f, 12582912.f, 12582912.f };
-    const og_f4 ep = { 1e-3f, 1e-3f, 1e-3f, 1e-3f }, en = { -1e-3f, -1e-3f, -1e-3f, -1e-3f };
     const og_i4 ok = t >= nb; /* NaN -> the low clamp, as rint_i */
     og_f4 f = (og_f4)((ok & (og_i4)t) | (~ok & (og_i4)nb));
     const og_i4 gt = f > pb;
     f = (og_f4)((gt & (og_i4)pb) | (~gt & (og_i4)f));
-    const og_f4 d = t - ((f + mg) - mg);
+    return (f + mg) - mg;
+}
+
+static og_i4 og_far(og_f4 t)
+{
+    const og_f4 ep = { 1e-3f, 1e-3f, 1e-3f, 1e-3f }, en = { -1e-3f, -1e-3f, -1e-3f, -1e-3f };
+    const og_f4 d = t - og_rint(t);
     return (d > ep) | (d < en);
 }
 
@@ -429,14 +436,7 @@ static og_f4 og_h2f(og_u4 h)
 /* rint_i lane by lane, then clampz */
 static og_i4 og_zero(og_f4 t, int zlo, int zhi)
 {
-    const og_f4 nb = { -4194303.f, -4194303.f, -4194303.f, -4194303.f };
-    const og_f4 pb = { 4194303.f, 4194303.f, 4194303.f, 4194303.f };
-    const og_f4 mg = { 12582912.f, 12582912.f, 12582912.f, 12582912.f };
-    const og_i4 ok = t >= nb;
-    og_f4 f = (og_f4)((ok & (og_i4)t) | (~ok & (og_i4)nb));
-    const og_i4 gt = f > pb;
-    f = (og_f4)((gt & (og_i4)pb) | (~gt & (og_i4)f));
-    og_i4 z = __builtin_convertvector((f + mg) - mg, og_i4);
+    og_i4 z = __builtin_convertvector(og_rint(t), og_i4);
     const og_i4 vlo = { zlo, zlo, zlo, zlo }, vhi = { zhi, zhi, zhi, zhi };
     z = ((z < vlo) & vlo) | (~(z < vlo) & z);
     return ((z > vhi) & vhi) | (~(z > vhi) & z);
