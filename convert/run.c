@@ -79,7 +79,7 @@ static int write_report(const conv_opts *o, const conv_result *res, qtk_err *err
 		return qtk_err_set(err, QTK_E_IO, o->report, -1, NULL, "out of memory");
 	qtk_ofile f;
 	int rc = qtk_ofile_open(&f, o->report, err);
-	f.skip_hash = true; /* no list takes its SHA-256 */
+	qtk_ofile_list(&f, NULL); /* no list takes its SHA-256 */
 	if (!rc)
 		rc = qtk_ofile_write(&f, txt, strlen(txt));
 	if (!rc)

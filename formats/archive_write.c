@@ -359,8 +359,7 @@ static int bw_pack(qtk_writer *w, bw *b)
 	if (rc)
 		return rc;
 	b->fopen = true;
-	b->f.outs = w->opts.outs;
-	b->f.skip_hash = !w->opts.outs; /* the SHA-256 is only for opts.outs */
+	qtk_ofile_list(&b->f, w->opts.outs);
 	if (b->kind == BK_TAR_ZST) {
 		b->zcap = ZSTD_CStreamOutSize();
 		b->zc = ZSTD_createCCtx();

@@ -918,8 +918,7 @@ static int gguf_w_begin(qtk_writer *w)
 		}
 		rc = qtk_ofile_open(&s->f[k], p ? p : w->path, w->err);
 		qtk_free(p);
-		s->f[k].outs = w->opts.outs;
-		s->f[k].skip_hash = !w->opts.outs; /* the SHA-256 is only for opts.outs */
+		qtk_ofile_list(&s->f[k], w->opts.outs);
 		s->f[k].defer_hash = k == 0 && w->opts.patch_pending; /* gguf_w_patch: shard 0 */
 	}
 	if (!rc)

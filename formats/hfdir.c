@@ -904,8 +904,7 @@ static int write_index(qtk_writer *w, hf_w *h)
 	qtk_ofile of;
 	int rc = p ? qtk_ofile_open(&of, p, w->err) : werr(w, QTK_E_IO, "out of memory%s", "");
 	if (!rc) {
-		of.outs = w->opts.outs; /* listed with the shards */
-		of.skip_hash = !w->opts.outs;
+		qtk_ofile_list(&of, w->opts.outs); /* listed with the shards */
 		rc = qtk_ofile_write(&of, h->index.p, h->index.len);
 		if (!rc)
 			rc = qtk_ofile_commit(&of);
@@ -955,8 +954,7 @@ static int write_blob(qtk_writer *w, hf_w *h, const hf_out_blob *b)
 	qtk_ofile of;
 	int rc = qtk_ofile_open(&of, p, w->err);
 	if (!rc) {
-		of.outs = w->opts.outs;
-		of.skip_hash = !w->opts.outs; /* the SHA-256 is only for opts.outs */
+		qtk_ofile_list(&of, w->opts.outs);
 		rc = qtk_ofile_write(&of, b->data, b->len);
 		if (!rc)
 			rc = qtk_ofile_commit(&of);

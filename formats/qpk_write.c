@@ -481,8 +481,7 @@ static int qpk_w_begin(qtk_writer *w)
 			rc = woom(w);
 	}
 	if (!rc && !(rc = qtk_ofile_open(&s->f, w->path, w->err))) {
-		s->f.outs = w->opts.outs;
-		s->f.skip_hash = !w->opts.outs; /* the SHA-256 is only for opts.outs */
+		qtk_ofile_list(&s->f, w->opts.outs);
 		s->f.defer_hash = w->opts.patch_pending;
 		if (!(rc = qtk_ofile_write(&s->f, s->hdr, sizeof s->hdr)) && !(rc = qtk_ofile_write(&s->f, st, sn)))
 			rc = qtk_ofile_pad(&s->f, qpk_align_up(s->f.written, s->align) - s->f.written);

@@ -740,8 +740,7 @@ int qtk_st_out_open(qtk_st_out *o, const qtk_model *d, qtk_err *err)
 	if (!rc)
 		rc = qtk_ofile_open(&o->of, o->path, err);
 	if (!rc) { /* before the first byte: a header of a MiB or more is flushed at once */
-		o->of.outs = o->outs;
-		o->of.skip_hash = !o->outs; /* the SHA-256 is only for the list */
+		qtk_ofile_list(&o->of, o->outs);
 		o->of.defer_hash = o->defer_hash;
 		o->opened = true;
 		uint8_t lb[8];

@@ -649,6 +649,12 @@ int qtk_ofile_open(qtk_ofile *f, const char *path, qtk_err *err)
 	return 0;
 }
 
+void qtk_ofile_list(qtk_ofile *f, qtk_outlist *outs)
+{
+	f->outs = outs;
+	f->skip_hash = !outs;
+}
+
 /* The file's SHA-256 runs on a thread of its own: a written buffer is handed to it and the
  * writer goes on with a free one (OHQ_N buffers in all), so hashing overlaps the next buffer's
  * copy and write instead of adding to them. The hash sees the buffers in the order written. */

@@ -107,11 +107,14 @@ typedef struct qtk_ofile {
 	void *hq;            /* the hashing thread and its buffers (SHA-256 beside the writes) */
 	uint64_t wb_from;    /* bytes from here on have not been handed to writeback yet */
 	bool no_kcopy;       /* copy_file_range failed once: qtk_ofile_copy_from reads and writes */
-	bool skip_hash;      /* nothing takes sha256: no SHA-256 from here on (writers: no outs) */
+	bool skip_hash;      /* nothing takes sha256: no SHA-256 from here on (qtk_ofile_list) */
 	uint8_t sha256[32];  /* valid once synced, unless skip_hash */
 } qtk_ofile;
 
 int qtk_ofile_open(qtk_ofile *f, const char *path, qtk_err *err);
+/* Once committed, f is recorded in outs; with no list nothing takes its SHA-256, which is then
+ * not computed (skip_hash). Call it before the first write. */
+void qtk_ofile_list(qtk_ofile *f, qtk_outlist *outs);
 int qtk_ofile_write(qtk_ofile *f, const void *d, size_t n);
 /* Append n bytes of the file fd (src_path, for messages) from offset off: copied in the kernel
  * where it can (copy_file_range: no pass through user memory), else read and written; the
