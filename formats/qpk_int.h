@@ -27,6 +27,8 @@
 #define QPK_WINDOW_LOG_MAX 27
 #define QPK_ZSTD_LEVEL_META 3 /* metadata and index sections */
 #define QPK_ZSTD_LEVEL_DATA 1 /* tensor chunks: level 3's ratio on weights at 3x the speed */
+#define QPK_TRIAL_SLICE 16384u /* a chunk's trial frame: 4 slices of this, spread over it */
+#define QPK_TRIAL_MIN (256u << 10) /* chunks up to this size are compressed whole, no trial */
 #define QPK_ZSTD_MAGIC 0xFD2FB528u
 
 enum { CODEC_RAW = 0, CODEC_ZSTD = 1 };

@@ -281,13 +281,41 @@ static ZSTD_CCtx *new_cctx(void)
 	return cc;
 }
 
-/* Compress a filled slot: zstd when that saves >= 1/16, else raw (§9.2, §14). */
+/* Whether compressing a chunk of more than QPK_TRIAL_MIN bytes can pay: one trial frame of
+ * four QPK_TRIAL_SLICE slices (the first at the chunk's start, the last at its end, the others
+ * evenly between) must save at least 1/8 of their bytes. Weights whose frames would save less
+ * (F16 about 1/12, k-quants and q8_0 1/30 or less) are stored raw without spending the whole
+ * chunk's compression on finding that out. out: at least ZSTD_compressBound(4 slices). */
+static bool trial_pays(ZSTD_CCtx *cc, const uint8_t *buf, size_t n, uint8_t *out, size_t cap)
+{
+	if (n <= QPK_TRIAL_MIN)
+		return true;
+	ZSTD_outBuffer o = {out, cap, 0};
+	size_t step = (n - QPK_TRIAL_SLICE) / 3;
+	for (int i = 0; i < 4; i++) {
+		ZSTD_inBuffer in = {buf + step * (size_t)i, QPK_TRIAL_SLICE, 0};
+		ZSTD_EndDirective e = i == 3 ? ZSTD_e_end : ZSTD_e_continue;
+		size_t r;
+		do {
+			r = ZSTD_compressStream2(cc, &o, &in, e);
+			if (ZSTD_isError(r)) {
+				ZSTD_CCtx_reset(cc, ZSTD_reset_session_only);
+				return true; /* the whole chunk's compression decides */
+			}
+		} while (e == ZSTD_e_end ? r != 0 : in.pos < in.size);
+	}
+	return o.pos <= 4 * QPK_TRIAL_SLICE - 4 * QPK_TRIAL_SLICE / 8;
+}
+
+/* Compress a filled slot: zstd when a trial says it can pay and the frame saves >= 1/16, else
+ * raw (§9.2, §14). */
 static void zslot_pack(ZSTD_CCtx *cc, zslot *z, size_t zcap)
 {
 	size_t zn = ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, QPK_ZSTD_LEVEL_DATA);
-	if (!ZSTD_isError(zn))
+	bool pays = !ZSTD_isError(zn) && trial_pays(cc, z->buf, z->blen, z->zbuf, zcap);
+	if (pays)
 		zn = ZSTD_compress2(cc, z->zbuf, zcap, z->buf, z->blen);
-	z->z = !ZSTD_isError(zn) && zn < z->blen - z->blen / 16;
+	z->z = pays && !ZSTD_isError(zn) && zn < z->blen - z->blen / 16;
 	z->zn = z->z ? zn : z->blen;
 }
 

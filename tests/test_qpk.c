@@ -553,6 +553,56 @@ static void test_memory_roundtrip(void)
 	free_mem(&mm);
 }
 
+/* A tensor chunk larger than 256 KiB is compressed only when a trial frame of four 16 KiB
+ * slices of it saves at least 1/8: bytes that compress like F16 weights (each one of 160
+ * values: a level-1 frame saves about 8.5%, over the 1/16 a frame must save to be kept) are stored raw in chunks of 4 MiB but compressed in a chunk of 256 KiB, which is
+ * compressed whole as before; zeros are compressed. The stored bytes are measured against what
+ * zstd makes of the same bytes. */
+static void test_trial(void)
+{
+	mem mm;
+	memset(&mm, 0, sizeof mm);
+	qtk_model *m = mm.m = qtk_model_new();
+	m->alignment = 32;
+	plain(m, "f16like", QTK_DT_U8, 1, 8u << 20, 0);
+	plain(m, "small", QTK_DT_U8, 1, 256u << 10, 0);
+	plain(m, "zeros", QTK_DT_U8, 1, 4u << 20, 0);
+	size_t sz[3] = {8u << 20, 256u << 10, 4u << 20}, zn[3];
+	for (int i = 0; i < 3; i++) {
+		uint8_t *b = mm.data[i][0] = calloc(sz[i], 1);
+		for (size_t k = 0; i < 2 && k < sz[i]; k++)
+			b[k] = (uint8_t)(rnd8() % 160);
+		size_t cap = ZSTD_compressBound(sz[i]);
+		uint8_t *z = malloc(cap);
+		zn[i] = ZSTD_compress(z, cap, b, sz[i], 1);
+		free(z);
+	}
+	CHECK(zn[0] < sz[0] - sz[0] / 16 && zn[0] > sz[0] - sz[0] / 8 && zn[1] < sz[1] - sz[1] / 16,
+	      "the F16-like bytes save between 1/16 and 1/8: %zu of %zu", zn[0], sz[0]);
+	char *p = tpath("trial.qpk");
+	qtk_err e;
+	for (int th = 1; th <= 3; th += 2) {
+		wthreads = th;
+		int rc = write_mem(&mm, p, 1u << 20, &e);
+		CHECK(rc == 0, "write: %s", e.msg);
+		struct stat st;
+		stat(p, &st);
+		uint64_t lo = sz[0] + zn[1], hi = lo + zn[2] + (16u << 10);
+		CHECK((uint64_t)st.st_size >= lo && (uint64_t)st.st_size <= hi,
+		      "%d threads: %lld bytes stored, not %llu-%llu (raw 4 MiB chunks, zstd for 256 KiB and zeros)",
+		      th, (long long)st.st_size, (unsigned long long)lo, (unsigned long long)hi);
+		qtk_model *r = qtk_open(p, &e);
+		CHECK(r != NULL, "open: %s", e.msg);
+		if (r)
+			check_mem_data(&mm, r, "trial");
+		qtk_close(r);
+	}
+	wthreads = 0;
+	unlink(p);
+	free(p);
+	free_mem(&mm);
+}
+
 /* Sequential reads decompress the next zstd chunk ahead, on a thread of their own: a file of
  * many compressed chunks reads back the same, and a damaged chunk that was read ahead is
  * reported by the read that reaches it, naming its tensor, with every part before it intact. */
@@ -2050,6 +2100,7 @@ int main(void)
 		return 1;
 	}
 	test_memory_roundtrip();
+	test_trial();
 	test_writer_rejects();
 	test_builder_valid();
 	test_meta_stream();
