@@ -26,17 +26,20 @@ typedef struct wchunk {
 	uint8_t codec;
 } wchunk;
 
-/* A chunk on its way out: filled by the caller's thread, compressed by a worker (inline when
- * there is none), written by the caller's thread in the order the chunks were filled, so the
- * file is the same bytes for any number of workers. */
+/* A chunk on its way out: filled by the caller's thread, compressed and added to its part's
+ * digest by a worker (inline when there is none; the digests in chunk order), written by the
+ * caller's thread in the order the chunks were filled, so the file is the same bytes for any
+ * number of workers. */
 typedef struct zslot {
 	uint8_t *buf, *zbuf;
 	size_t blen, zn;      /* raw bytes; the frame's bytes when z */
 	bool z;               /* store the frame (it saves >= 1/16) */
-	bool done;            /* compressed (under zmu with workers) */
+	bool done;            /* compressed and hashed (under zmu with workers) */
+	bool last;            /* its part's last chunk: the worker finishes the digest (under zmu) */
 	uint64_t seq;         /* the chunk's index */
-	size_t part;          /* s->parts index of its part, when first */
+	size_t part;          /* s->parts index of its part */
 	bool first;           /* its part's padding and offset go before it */
+	EVP_MD_CTX *md;       /* its part's digest */
 } zslot;
 
 struct qw;
@@ -70,9 +73,14 @@ typedef struct qw {
 	bool zstop;
 	pthread_mutex_t zmu;
 	pthread_cond_t zwork, zdone;
+	uint64_t zhash;       /* chunks added to their parts' digests (under zmu with workers) */
+	bool zfail;           /* a digest call failed (under zmu with workers) */
+	EVP_MD_CTX **mds;     /* every digest context made; nmd of them, the idle ones on mfree */
+	size_t nmd, nfree;
+	EVP_MD_CTX **mfree;
 	bool pend;            /* the open part has no chunk yet and its offset waits for the ones before */
 	ZSTD_CCtx *cc;
-	EVP_MD_CTX *md;       /* digest of the part being written */
+	EVP_MD_CTX *md;       /* digest of the part being written (one of mds) */
 	bool open;            /* a part is being written */
 	size_t ct;
 	int cp;
@@ -319,6 +327,44 @@ static void zslot_pack(ZSTD_CCtx *cc, zslot *z, size_t zcap)
 	z->zn = z->z ? zn : z->blen;
 }
 
+/* A part's digest context: an idle one, or a new one (the lists grow under zmu: a worker may
+ * be putting a finished one back). NULL: out of memory. */
+static EVP_MD_CTX *md_take(qw *s)
+{
+	EVP_MD_CTX *c = NULL;
+	if (s->zsync)
+		pthread_mutex_lock(&s->zmu);
+	if (s->nfree) {
+		c = s->mfree[--s->nfree];
+	} else {
+		EVP_MD_CTX **a = qtk_realloc(s->mds, (s->nmd + 1) * sizeof *a);
+		EVP_MD_CTX **f = a ? qtk_realloc(s->mfree, (s->nmd + 1) * sizeof *f) : NULL;
+		if (a)
+			s->mds = a;
+		if (f)
+			s->mfree = f;
+		if (f && (c = EVP_MD_CTX_new()))
+			s->mds[s->nmd++] = c;
+	}
+	if (s->zsync)
+		pthread_mutex_unlock(&s->zmu);
+	return c && EVP_DigestInit_ex(c, EVP_sha256(), NULL) == 1 ? c : NULL;
+}
+
+/* Finish a part's digest into sha and make its context idle (any thread; nothing else holds
+ * the context). false: the digest call failed. */
+static bool md_finish(qw *s, EVP_MD_CTX *c, uint8_t sha[32])
+{
+	unsigned len = 0;
+	bool ok = EVP_DigestFinal_ex(c, sha, &len) == 1;
+	if (s->zsync)
+		pthread_mutex_lock(&s->zmu);
+	s->mfree[s->nfree++] = c; /* mfree has room for every context */
+	if (s->zsync)
+		pthread_mutex_unlock(&s->zmu);
+	return ok;
+}
+
 static void *zworker_run(void *a)
 {
 	zworker *x = a;
@@ -333,6 +379,18 @@ static void *zworker_run(void *a)
 		pthread_mutex_unlock(&s->zmu);
 		zslot_pack(x->cc, z, s->zcap);
 		pthread_mutex_lock(&s->zmu);
+		while (s->zhash != z->seq) /* the part's digest takes its chunks in order */
+			pthread_cond_wait(&s->zdone, &s->zmu);
+		pthread_mutex_unlock(&s->zmu);
+		bool ok = EVP_DigestUpdate(z->md, z->buf, z->blen) == 1;
+		pthread_mutex_lock(&s->zmu);
+		s->zhash++;
+		if (z->last) { /* set by close_part before this chunk was hashed */
+			pthread_mutex_unlock(&s->zmu);
+			ok = ok && md_finish(s, z->md, s->parts[z->part].sha);
+			pthread_mutex_lock(&s->zmu);
+		}
+		s->zfail |= !ok;
 		z->done = true;
 		pthread_cond_broadcast(&s->zdone);
 	}
@@ -431,6 +489,8 @@ static int zslot_write(qtk_writer *w)
 			pthread_cond_wait(&s->zdone, &s->zmu);
 		pthread_mutex_unlock(&s->zmu);
 	}
+	if (s->zfail)
+		return woom(w);
 	int rc = 0;
 	if (z->first) {
 		rc = qtk_ofile_pad(&s->f, qpk_align_up(s->f.written, s->align) - s->f.written);
@@ -475,8 +535,7 @@ static int qpk_w_begin(qtk_writer *w)
 	s->zcap = ZSTD_compressBound(s->bcap);
 	s->parts = qtk_calloc(w->desc->ntensors * QTK_MAX_PARTS + 1, sizeof *s->parts);
 	s->cc = new_cctx();
-	s->md = EVP_MD_CTX_new();
-	if (!s->parts || !s->cc || !s->md || zring_start(s, w->opts.threads))
+	if (!s->parts || !s->cc || zring_start(s, w->opts.threads))
 		return woom(w);
 	qtk_buf meta = {0};
 	uint8_t *owned = NULL, codec;
@@ -546,6 +605,8 @@ static int emit_chunk(qtk_writer *w)
 	z->seq = s->nchunks++;
 	z->first = s->pend;
 	z->part = s->ct * QTK_MAX_PARTS + (size_t)s->cp;
+	z->md = s->md;
+	z->last = false;
 	s->pend = false;
 	s->blen = 0;
 	if (s->nzw) {
@@ -556,6 +617,8 @@ static int emit_chunk(qtk_writer *w)
 		pthread_mutex_unlock(&s->zmu);
 	} else {
 		zslot_pack(s->cc, z, s->zcap);
+		s->zfail |= EVP_DigestUpdate(z->md, z->buf, z->blen) != 1;
+		s->zhash++;
 		z->done = true;
 		s->zsub++;
 	}
@@ -579,9 +642,20 @@ static int close_part(qtk_writer *w)
 			rc = qtk_ofile_pad(&s->f, qpk_align_up(s->f.written, s->align) - s->f.written);
 		wp->off = s->f.written;
 	}
-	unsigned len = 0;
-	if (!rc && EVP_DigestFinal_ex(s->md, wp->sha, &len) != 1)
+	/* the digest is finished by the worker that hashes the part's last chunk, or here when
+	 * that chunk was hashed already (or the part has none) */
+	bool here = true;
+	if (s->nchunks > wp->chunk0 && s->nzw) {
+		pthread_mutex_lock(&s->zmu);
+		if (s->zhash < s->nchunks) {
+			s->zs[(s->nchunks - 1) % s->nzs].last = true;
+			here = false;
+		}
+		pthread_mutex_unlock(&s->zmu);
+	}
+	if (here && !md_finish(s, s->md, wp->sha) && !rc)
 		rc = woom(w);
+	s->md = NULL;
 	wp->nchunks = s->nchunks - wp->chunk0;
 	if (!rc && s->gon && s->g.act)
 		for (uint64_t g = 0; g < s->g.ngroups && !rc; g++)
@@ -615,7 +689,7 @@ static int qpk_w_part_begin(qtk_writer *w)
 	/* the part starts after the chunks still out: its padding and offset go with its first */
 	s->pend = true;
 	wp->chunk0 = s->nchunks;
-	if (EVP_DigestInit_ex(s->md, EVP_sha256(), NULL) != 1)
+	if (!(s->md = md_take(s)))
 		return woom(w);
 	s->open = true;
 	s->pcc = qtk_qpk_content_kind(t, s->cp);
@@ -633,8 +707,6 @@ static int qpk_w_put(qtk_writer *w, const void *buf, size_t n)
 {
 	qw *s = w->priv;
 	const uint8_t *p = buf;
-	if (EVP_DigestUpdate(s->md, p, n) != 1)
-		return woom(w);
 	if (s->pcc == QPK_CC_WHOLE) { /* the layout bounds these parts by QPK_WHOLE_MAX (§8.13) */
 		if (n > sizeof s->small - s->slen)
 			return qtk_err_set(w->err, QTK_E_INTERNAL, w->path, -1, w->desc->tensors[s->ct].name,
@@ -798,7 +870,10 @@ static void qpk_w_abort(qtk_writer *w)
 	qtk_free(s->chunks);
 	qtk_free(s->g.cnt);
 	ZSTD_freeCCtx(s->cc);
-	EVP_MD_CTX_free(s->md);
+	for (size_t i = 0; i < s->nmd; i++)
+		EVP_MD_CTX_free(s->mds[i]);
+	qtk_free(s->mds);
+	qtk_free(s->mfree);
 	qtk_free(s);
 	w->priv = NULL;
 }
