@@ -171,6 +171,13 @@ static int prov_patch(void *ctx, uint8_t *buf, size_t n)
 	return qtk_prov_patch((char *)buf, n, p->ph, p->fin, p->err);
 }
 
+/* A QPK file read through its reader, which prov_begin opens a second time for the source's
+ * hashing thread. */
+static bool qpk_twin_source(const qtk_model *in)
+{
+	return qtk_model_streamed(in) && in->fmt && !strcmp(qtk_model_format(in), "qpk") && in->path;
+}
+
 /* Set the record aside in d (kv, or qtk-provenance.json for a directory) and start the sink. */
 static int prov_begin(prov_state *p, qtk_model *in, qtk_model *d, const conv_opts *o, const qtk_imatrix *im,
 		      int threads, qtk_write_opts *wo, qtk_err *err)
@@ -202,7 +209,7 @@ static int prov_begin(prov_state *p, qtk_model *in, qtk_model *d, const conv_opt
 	 * reader's chunk cache and read-ahead, under its lock, would be pulled between two places
 	 * in the file); one read through another format's reader (archives, standard input) is
 	 * hashed first */
-	if (qtk_model_streamed(in) && in->fmt && !strcmp(qtk_model_format(in), "qpk") && in->path) {
+	if (qpk_twin_source(in)) {
 		qtk_err te;
 		qtk_err_clear(&te);
 		p->twin = qtk_open(in->path, &te);
@@ -211,6 +218,11 @@ static int prov_begin(prov_state *p, qtk_model *in, qtk_model *d, const conv_opt
 			p->twin = NULL;
 		}
 		p->b.src_hash = p->twin;
+		if (!p->twin) { /* the source is hashed after the conversion, copies and all */
+			qtk_free(p->select);
+			p->select = NULL;
+			p->b.src_select = NULL;
+		}
 	}
 	int rc = qtk_model_streamed(in) && !p->twin ? 0 : qtk_prov_start_source(&p->b, err);
 	rc = rc ? rc : qtk_prov_build(&p->b, &p->ph, err);
@@ -567,12 +579,14 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 	for (int i = 0; i < o->nsets; i++)
 		if (!strncmp(o->sets[i], QTK_PROV_KEY "=", sizeof QTK_PROV_KEY))
 			with_prov = false;
-	/* Byte-for-byte copies from a source read with pread (hashed beside the conversion): the
-	 * bytes the copy reads are hashed once, as they are written, and give both the output's and
-	 * the source's leaves (qtk_digest_same_stream: nothing else enters them differently), so the
-	 * source's threads skip those tensors. The leaves then describe the bytes copied, by
-	 * construction, rather than a second read of the source proven equal by a second hash. */
-	if (with_prov && !qtk_model_streamed(source) && source->ntensors) {
+	/* Byte-for-byte copies from a source hashed beside the conversion (read with pread, or a
+	 * QPK file, hashed through a second reader): the bytes the copy reads are hashed once, as
+	 * they are written, and give both the output's and the source's leaves
+	 * (qtk_digest_same_stream: nothing else enters them differently), so the source's threads
+	 * skip those tensors. The leaves then describe the bytes copied, by construction, rather
+	 * than a second read of the source proven equal by a second hash. A QPK reader checks each
+	 * part's SHA-256 as the copy reads it to its end. */
+	if (with_prov && (!qtk_model_streamed(source) || qpk_twin_source(source)) && source->ntensors) {
 		prov.select = qtk_malloc(source->ntensors * sizeof *prov.select);
 		if (!prov.select) {
 			rc = qtk_err_set(&err, QTK_E_IO, NULL, -1, NULL, "out of memory");

@@ -285,6 +285,48 @@ for to in gptq ct-int mlx; do
 	fi
 done
 
+# copies from a QPK source: the second reader skips them, and their source leaves come from the
+# bytes the conversion's reader returned (checked against the part digests of the QPK index as the
+# copy reads each part to its end): the record's source roots must be the QPK's own and every
+# output leaf the file's, with 1 and 4 threads; a flipped byte in a copied part fails the
+# conversion (exit 3, the part named) and leaves no output
+cat >"$T/copyrec.py" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+s = json.load(open(sys.argv[2]))["output"]
+emb = d["embedded"]
+leaves = lambda o: {t["name"]: (t["encoded"], t["decoded"]) for t in o["tensors"]}
+ok = (emb["source"]["tensor_root"] == s["tensor_root"] and emb["output"]["tensor_root"] == d["output"]["tensor_root"]
+      and leaves(emb["output"]) == leaves(d["output"]) and len(leaves(d["output"])) > 0)
+sys.exit(0 if ok else 1)
+EOF
+if "$BIN/qconvert" -q "$S/wide.gguf" "$T/cp.qpk" 2>"$T/err" && "$BIN/qverify" --emit-record "$T/cp.qpk" >"$T/srec.json" 2>"$T/err"; then
+	for ext in gguf safetensors; do
+		for th in 1 4; do
+			if "$BIN/qconvert" -q --threads $th "$T/cp.qpk" "$T/cp-$th.$ext" 2>"$T/err" &&
+				"$BIN/qverify" --emit-record "$T/cp-$th.$ext" >"$T/rec.json" 2>"$T/err" &&
+				python3 "$T/copyrec.py" "$T/rec.json" "$T/srec.json"; then
+				ok
+			else
+				bad "QPK -> $ext copy, $th threads: record roots or leaves differ from the files'"; head -3 "$T/err"
+			fi
+		done
+	done
+	cp "$T/cp.qpk" "$T/cpf.qpk"
+	n=$(( $(wc -c <"$T/cpf.qpk") / 2 ))
+	v=$(od -An -tu1 -j "$n" -N1 "$T/cpf.qpk" | tr -d ' ')
+	printf "\\$(printf %03o $(( (v + 1) % 256 )))" | dd of="$T/cpf.qpk" bs=1 seek="$n" conv=notrunc 2>/dev/null
+	"$BIN/qconvert" -q "$T/cpf.qpk" "$T/cpf.gguf" 2>"$T/err"
+	rc=$?
+	if [ $rc -eq 3 ] && grep -q "digest mismatch" "$T/err" && [ ! -e "$T/cpf.gguf" ]; then
+		ok
+	else
+		bad "a flipped byte in a copied QPK part: exit $rc"; head -3 "$T/err"
+	fi
+else
+	bad "GGUF -> QPK for the copy records"; head -3 "$T/err"
+fi
+
 # a source directory's own record describes the source: an output in another container gets
 # the new record only (the old file used to be carried beside it, and qverify read that one)
 if "$BIN/qconvert" -q "$S/tiny-llama" "$T/rec-hf/" && [ -f "$T/rec-hf/qtk-provenance.json" ] &&
