@@ -797,6 +797,35 @@ typedef struct qahead {
 	pthread_t th;
 } qahead;
 
+/* Part digests checked on a thread of their own (qtk_read_verify_async): the checked reads'
+ * bytes are copied into a FIFO (at most QPK_VQ_CAP bytes queued, in jobs of at most
+ * QPK_VQ_JOB), which the thread hashes in order, comparing at each part's end. */
+#define QPK_VQ_CAP (8u << 20)
+#define QPK_VQ_JOB (1u << 20)
+enum { VJ_START, VJ_DATA, VJ_END };
+typedef struct vjob {
+	struct vjob *next;
+	size_t key;
+	int op;
+	size_t n;
+	uint8_t data[];
+} vjob;
+
+typedef struct qverq {
+	struct qtk_model *m;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;  /* a job queued, room made, the queue idle: broadcast */
+	vjob *head, *tail;
+	size_t bytes;       /* data bytes queued */
+	bool busy;          /* the thread holds a job */
+	bool stop, on;
+	pthread_t th;
+	EVP_MD_CTX *md;
+	size_t key;         /* the part being hashed, SIZE_MAX when none */
+	int rc;             /* the first mismatch, reported by the next read or qtk_read_settle */
+	qtk_err err;
+} qverq;
+
 typedef struct qloc {
 	uint64_t chunk0;   /* first chunk in priv->chunks */
 	uint8_t sha[32];   /* SHA-256 of the part's raw bytes */
@@ -823,6 +852,7 @@ typedef struct qpk_priv {
 	size_t lastci;      /* the chunk loaded before it (reads moving forward read ahead) */
 	qahead ahead;
 	/* sequential-read digest check */
+	qverq *vq;          /* on its own thread (qtk_read_verify_async); NULL: in the reading thread */
 	EVP_MD_CTX *md;
 	size_t vkey;        /* part key being hashed, SIZE_MAX when none */
 	uint64_t vpos;
@@ -1390,12 +1420,41 @@ static void ahead_wait(qpk_priv *pv)
 	}
 }
 
+static void vq_free_jobs(vjob *j)
+{
+	while (j) {
+		vjob *n = j->next;
+		qtk_free(j);
+		j = n;
+	}
+}
+
+/* Stop the checking thread (the jobs still queued are dropped) and free it. */
+static void vq_end(qpk_priv *pv)
+{
+	qverq *q = pv->vq;
+	if (!q)
+		return;
+	pthread_mutex_lock(&q->mu);
+	q->stop = true;
+	pthread_cond_broadcast(&q->cv);
+	pthread_mutex_unlock(&q->mu);
+	pthread_join(q->th, NULL);
+	vq_free_jobs(q->head);
+	EVP_MD_CTX_free(q->md);
+	pthread_cond_destroy(&q->cv);
+	pthread_mutex_destroy(&q->mu);
+	qtk_free(q);
+	pv->vq = NULL;
+}
+
 static void qpk_close(qtk_model *m)
 {
 	qpk_priv *pv = m->priv;
 	if (!pv)
 		return;
 	ahead_wait(pv); /* it reads the chunk table */
+	vq_end(pv);
 	qtk_free(pv->loc);
 	qtk_free(pv->chunks);
 	qtk_free(pv->tsha);
@@ -1576,16 +1635,109 @@ static int digest_mismatch(qtk_model *m, size_t key)
 			   (int)(key % QTK_MAX_PARTS), q->role[0] ? " ('" : "", q->role, q->role[0] ? "')" : "");
 }
 
-/* Follow sequential reads of one part; at its last byte compare the digest. */
+static void *vq_main(void *a)
+{
+	qverq *q = a;
+	qpk_priv *pv = q->m->priv;
+	pthread_mutex_lock(&q->mu);
+	for (;;) {
+		while (!q->stop && !q->head)
+			pthread_cond_wait(&q->cv, &q->mu);
+		if (q->stop)
+			break;
+		vjob *j = q->head;
+		q->head = j->next;
+		if (!q->head)
+			q->tail = NULL;
+		q->busy = true;
+		pthread_mutex_unlock(&q->mu);
+		bool bad = false;
+		if (j->op == VJ_START) {
+			q->key = q->md && EVP_DigestInit_ex(q->md, EVP_sha256(), NULL) == 1 ? j->key : SIZE_MAX;
+		} else if (q->key == j->key && j->op == VJ_DATA) {
+			if (EVP_DigestUpdate(q->md, j->data, j->n) != 1)
+				q->key = SIZE_MAX; /* no check without the digest; the reads stand */
+		} else if (q->key == j->key) {
+			uint8_t calc[32];
+			unsigned len = 0;
+			bad = EVP_DigestFinal_ex(q->md, calc, &len) == 1 && memcmp(calc, pv->loc[j->key].sha, 32) != 0;
+			q->key = SIZE_MAX;
+		}
+		pthread_mutex_lock(&q->mu);
+		if (bad && !q->rc) { /* the message digest_mismatch gives, into the queue's own error */
+			const qtk_tensor *t = &q->m->tensors[j->key / QTK_MAX_PARTS];
+			const qtk_part *p = &t->parts[j->key % QTK_MAX_PARTS];
+			q->rc = qtk_err_set(&q->err, QTK_E_DATA, q->m->files[0], (int64_t)p->offset, t->name,
+					    "part %d%s%s%s digest mismatch: the data does not hash to the SHA-256 in the index",
+					    (int)(j->key % QTK_MAX_PARTS), p->role[0] ? " ('" : "", p->role, p->role[0] ? "')" : "");
+		}
+		q->bytes -= j->op == VJ_DATA ? j->n : 0;
+		q->busy = false;
+		pthread_cond_broadcast(&q->cv);
+		qtk_free(j);
+	}
+	pthread_mutex_unlock(&q->mu);
+	return NULL;
+}
+
+/* Queue a job for the checking thread (a copy of d, for VJ_DATA), waiting for room. false: out
+ * of memory (the part is then not checked). */
+static bool vq_push(qverq *q, int op, size_t key, const uint8_t *d, size_t n)
+{
+	vjob *j = qtk_malloc(sizeof *j + (op == VJ_DATA ? n : 0));
+	if (!j)
+		return false;
+	j->next = NULL;
+	j->key = key;
+	j->op = op;
+	j->n = op == VJ_DATA ? n : 0;
+	if (op == VJ_DATA)
+		memcpy(j->data, d, n);
+	pthread_mutex_lock(&q->mu);
+	while (op == VJ_DATA && q->bytes && q->bytes + n > QPK_VQ_CAP)
+		pthread_cond_wait(&q->cv, &q->mu);
+	q->bytes += j->n;
+	if (q->tail)
+		q->tail->next = j;
+	else
+		q->head = j;
+	q->tail = j;
+	pthread_cond_broadcast(&q->cv);
+	pthread_mutex_unlock(&q->mu);
+	return true;
+}
+
+/* The checking thread's first mismatch into m->err (0 when none); wait: after every job queued
+ * so far is done. */
+static int vq_result(qtk_model *m, qverq *q, bool wait)
+{
+	pthread_mutex_lock(&q->mu);
+	while (wait && (q->head || q->busy))
+		pthread_cond_wait(&q->cv, &q->mu);
+	int rc = q->rc;
+	if (rc)
+		m->err = q->err;
+	pthread_mutex_unlock(&q->mu);
+	return rc;
+}
+
+/* Follow sequential reads of one part; at its last byte compare the digest (or, with the
+ * checking thread, queue the bytes and the comparison). */
 static int track(qtk_model *m, size_t key, uint64_t off, const uint8_t *d, size_t n)
 {
 	qpk_priv *pv = m->priv;
 	const qtk_part *q = &m->tensors[key / QTK_MAX_PARTS].parts[key % QTK_MAX_PARTS];
+	qverq *vq = pv->vq;
 	if (off == 0 && (pv->vkey != key || pv->vpos != 0)) {
-		if (!pv->md && !(pv->md = EVP_MD_CTX_new()))
-			return 0; /* no verification without a context; reads still work */
-		if (EVP_DigestInit_ex(pv->md, EVP_sha256(), NULL) != 1)
-			return 0;
+		if (vq) {
+			if (!vq_push(vq, VJ_START, key, NULL, 0))
+				return 0; /* no verification without a job; reads still work */
+		} else {
+			if (!pv->md && !(pv->md = EVP_MD_CTX_new()))
+				return 0;
+			if (EVP_DigestInit_ex(pv->md, EVP_sha256(), NULL) != 1)
+				return 0;
+		}
 		pv->vkey = key;
 		pv->vpos = 0;
 	}
@@ -1593,16 +1745,24 @@ static int track(qtk_model *m, size_t key, uint64_t off, const uint8_t *d, size_
 		pv->vkey = SIZE_MAX;
 		return 0;
 	}
-	if (EVP_DigestUpdate(pv->md, d, n) != 1) {
+	for (size_t at = 0; vq && at < n; at += QPK_VQ_JOB)
+		if (!vq_push(vq, VJ_DATA, key, d + at, n - at < QPK_VQ_JOB ? n - at : QPK_VQ_JOB)) {
+			vq_push(vq, VJ_START, SIZE_MAX, NULL, 0); /* drops the part's digest */
+			pv->vkey = SIZE_MAX;
+			return 0;
+		}
+	if (!vq && EVP_DigestUpdate(pv->md, d, n) != 1) {
 		pv->vkey = SIZE_MAX;
 		return 0;
 	}
 	pv->vpos += n;
 	if (pv->vpos < q->nbytes)
 		return 0;
+	pv->vkey = SIZE_MAX;
+	if (vq)
+		return vq_push(vq, VJ_END, key, NULL, 0) ? 0 : 0;
 	uint8_t calc[32];
 	unsigned len = 0;
-	pv->vkey = SIZE_MAX;
 	if (EVP_DigestFinal_ex(pv->md, calc, &len) != 1)
 		return 0;
 	return memcmp(calc, pv->loc[key].sha, 32) ? digest_mismatch(m, key) : 0;
@@ -1628,7 +1788,7 @@ static int qpk_read(qtk_model *m, const qtk_tensor *t, int part, uint64_t off, v
 	if (!n)
 		return 0;
 	int rc = part_key(m, t, part, &key);
-	if (rc)
+	if (rc || (pv->vq && (rc = vq_result(m, pv->vq, false))))
 		return rc;
 	/* raw chunks need no shared state: read them without the lock */
 	bool raw = all_raw(pv, key, off, n);
@@ -1680,6 +1840,50 @@ int qtk_qpk_verify_tensor(qtk_model *m, size_t i)
 	return rc;
 }
 
+/* qtk_read_verify_async: start the checking thread (once; it stays until the file is closed).
+ * Without a thread (none could start) the checks stay in the reading thread. */
+static void qpk_verify_async(qtk_model *m)
+{
+	qpk_priv *pv = m->priv;
+	if (!pv || pv->vq)
+		return;
+	qverq *q = qtk_calloc(1, sizeof *q);
+	if (!q)
+		return;
+	q->m = m;
+	q->key = SIZE_MAX;
+	q->md = EVP_MD_CTX_new();
+	if (!q->md || pthread_mutex_init(&q->mu, NULL)) {
+		EVP_MD_CTX_free(q->md);
+		qtk_free(q);
+		return;
+	}
+	if (pthread_cond_init(&q->cv, NULL)) {
+		pthread_mutex_destroy(&q->mu);
+		EVP_MD_CTX_free(q->md);
+		qtk_free(q);
+		return;
+	}
+	if (pthread_create(&q->th, NULL, vq_main, q)) {
+		pthread_cond_destroy(&q->cv);
+		pthread_mutex_destroy(&q->mu);
+		EVP_MD_CTX_free(q->md);
+		qtk_free(q);
+		return;
+	}
+	pthread_mutex_lock(&pv->mu); /* between reads: a part being followed is not checked */
+	pv->vkey = SIZE_MAX;
+	pv->vq = q;
+	pthread_mutex_unlock(&pv->mu);
+}
+
+/* qtk_read_settle: every check of the reads made so far done; the first mismatch. */
+static int qpk_settle(qtk_model *m)
+{
+	qpk_priv *pv = m->priv;
+	return pv && pv->vq ? vq_result(m, pv->vq, true) : 0;
+}
+
 static const char *const qpk_ext[] = {".qpk", ".awq", ".gptq", NULL};
 
 const qtk_format qtk_format_qpk = {
@@ -1689,6 +1893,8 @@ const qtk_format qtk_format_qpk = {
 	.close = qpk_close,
 	.read = qpk_read,
 	.verify_tensor = qtk_qpk_verify_tensor,
+	.verify_async = qpk_verify_async,
+	.settle = qpk_settle,
 	.out = QTK_OUT_QPK,
 	.writer = &qtk_qpk_writer_ops,
 	.out_ext = qpk_ext,

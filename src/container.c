@@ -102,6 +102,33 @@ int qtk_model_verify_tensor(qtk_model *m, size_t i)
 	return m->fmt->verify_tensor(m, i);
 }
 
+void qtk_read_verify_async(qtk_model *m)
+{
+	const qtk_model *last = NULL;
+	if (!m->fmt) /* a view: the models its tensors are read from */
+		for (size_t i = 0; i < m->ntensors; i++)
+			if (m->tensors[i].view && m->tensors[i].view->m && m->tensors[i].view->m != last) {
+				last = m->tensors[i].view->m;
+				qtk_read_verify_async(m->tensors[i].view->m);
+			}
+	if (m->fmt && m->fmt->verify_async)
+		m->fmt->verify_async(m);
+}
+
+int qtk_read_settle(qtk_model *m)
+{
+	const qtk_model *last = NULL;
+	int rc = 0;
+	if (!m->fmt)
+		for (size_t i = 0; i < m->ntensors && !rc; i++)
+			if (m->tensors[i].view && m->tensors[i].view->m && m->tensors[i].view->m != last) {
+				last = m->tensors[i].view->m;
+				if ((rc = qtk_read_settle(m->tensors[i].view->m)))
+					m->err = m->tensors[i].view->m->err;
+			}
+	return rc ? rc : m->fmt && m->fmt->settle ? m->fmt->settle(m) : 0;
+}
+
 bool qtk_model_streamed(const qtk_model *m)
 {
 	if (!m->fmt) /* a view: as streamed as the model its tensors come from */

@@ -87,6 +87,9 @@ struct qtk_format {
 	int (*read)(qtk_model *m, const qtk_tensor *t, int part, uint64_t off, void *dst, size_t n);
 	/* Optional: check every stored digest of tensor i (reads the whole tensor). */
 	int (*verify_tensor)(qtk_model *m, size_t i);
+	/* Optional: qtk_read_verify_async and qtk_read_settle (checks that reads make). */
+	void (*verify_async)(qtk_model *m);
+	int (*settle)(qtk_model *m);
 	/* ---- writing (writer NULL: read only) */
 	qtk_out_kind out;              /* the public handle of this output */
 	const qtk_writer_ops *writer;

@@ -262,6 +262,15 @@ const char *qtk_model_format(const qtk_model *m);
 /* Read n bytes at `off` within part `p` of tensor t into dst. */
 int qtk_read_part(qtk_model *m, const qtk_tensor *t, int p, uint64_t off,
 		  void *dst, size_t n);
+/* Reads of a QPK part from its first byte to its last check the part's SHA-256 (from the
+ * file's index) at the last byte, in the reading thread: the read that ends the part fails on a
+ * mismatch. After qtk_read_verify_async(m), those checks run on a thread of m's own, on copies
+ * of the bytes read, and a mismatch is reported by a later read or by qtk_read_settle(m), which
+ * waits for the checks of every read made so far: a caller that turns this on must settle
+ * before it acts on what it read (commits an output). Models without such checks (other
+ * containers) ignore both; for a model of views, the models its tensors are read from. */
+void qtk_read_verify_async(qtk_model *m);
+int qtk_read_settle(qtk_model *m);
 /* Read a whole part into a new buffer (caller frees). */
 int qtk_read_part_alloc(qtk_model *m, const qtk_tensor *t, int p, uint8_t **out);
 /* qtk_read_part reporting into err instead of m->err: for a model read with pread (no format

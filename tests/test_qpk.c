@@ -603,6 +603,76 @@ static void test_trial(void)
 	free_mem(&mm);
 }
 
+/* Reads with their part checks on a thread of their own (qtk_read_verify_async): a good file
+ * reads back the same and settles with 0; a flipped byte in a raw chunk makes the reads that
+ * end the part succeed, qtk_read_settle report the mismatch naming the tensor, and every read
+ * after it fail the same way. Without the thread the read that ends the part fails. */
+static void test_verify_async(void)
+{
+	mem mm;
+	memset(&mm, 0, sizeof mm);
+	qtk_model *m = mm.m = qtk_model_new();
+	m->alignment = 32;
+	plain(m, "first", QTK_DT_U8, 1, 6u << 20, 0);
+	plain(m, "second", QTK_DT_U8, 1, 3u << 20, 0);
+	size_t sz[2] = {6u << 20, 3u << 20};
+	for (int i = 0; i < 2; i++) {
+		mm.data[i][0] = malloc(sz[i]);
+		for (size_t k = 0; k < sz[i]; k++)
+			mm.data[i][0][k] = rnd8();
+	}
+	char *p = tpath("async.qpk");
+	qtk_err e;
+	CHECK(write_mem(&mm, p, 1u << 20, &e) == 0, "write: %s", e.msg);
+	uint8_t *b = malloc(sz[0]);
+	for (int flip = 0; flip < 2; flip++) {
+		if (flip) { /* a byte 5 MiB into the first part, in its second (raw) chunk */
+			qtk_model *r = qtk_open(p, &e);
+			uint64_t at = r ? r->tensors[0].parts[0].offset + (5u << 20) : 0;
+			qtk_close(r);
+			size_t n = 0;
+			uint8_t *f = slurp(p, &n);
+			if (f && at < n) {
+				f[at] ^= 0x20;
+				spit(p, f, n);
+			}
+			free(f);
+		}
+		for (int async = 0; async < 2; async++) {
+			qtk_model *r = qtk_open(p, &e);
+			CHECK(r != NULL, "open: %s", e.msg);
+			if (!r)
+				continue;
+			if (async)
+				qtk_read_verify_async(r);
+			int rc = 0;
+			for (uint64_t off = 0; off < sz[0] && !rc; off += 1u << 20)
+				rc = qtk_read_part(r, &r->tensors[0], 0, off, b + off, 1u << 20);
+			if (!flip || async)
+				CHECK(rc == 0 && (flip || !memcmp(b, mm.data[0][0], sz[0])), "flip %d async %d: reads %d (%s)",
+				      flip, async, rc, r->err.msg);
+			else
+				CHECK(rc == QTK_E_DATA && strstr(r->err.msg, "digest mismatch"), "in-thread check: %d %s", rc,
+				      r->err.msg);
+			int st = qtk_read_settle(r);
+			if (!flip || !async) {
+				CHECK(st == 0, "flip %d async %d: settle %d (%s)", flip, async, st, r->err.msg);
+			} else {
+				CHECK(st == QTK_E_DATA && strstr(r->err.msg, "digest mismatch") && !strcmp(r->err.subject, "first"),
+				      "settle: %d %s", st, r->err.msg);
+				rc = qtk_read_part(r, &r->tensors[1], 0, 0, b, 4096);
+				CHECK(rc == QTK_E_DATA && !strcmp(r->err.subject, "first"), "a read after the mismatch: %d %s", rc,
+				      r->err.msg);
+			}
+			qtk_close(r);
+		}
+	}
+	free(b);
+	unlink(p);
+	free(p);
+	free_mem(&mm);
+}
+
 /* Sequential reads decompress the next zstd chunk ahead, on a thread of their own: a file of
  * many compressed chunks reads back the same, and a damaged chunk that was read ahead is
  * reported by the read that reaches it, naming its tensor, with every part before it intact. */
@@ -2101,6 +2171,7 @@ int main(void)
 	}
 	test_memory_roundtrip();
 	test_trial();
+	test_verify_async();
 	test_writer_rejects();
 	test_builder_valid();
 	test_meta_stream();
