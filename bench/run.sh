@@ -87,14 +87,23 @@ measure "qconvert F16 -> Q4_K_M" bin/qconvert -q --threads "$TH" "$M" "$D/q4km.g
 measure "qconvert F16 -> q8_0" bin/qconvert -q --threads "$TH" "$M" "$D/q8.gguf" --to q8_0 --pure
 measure "qconvert F16 -> q4_0" bin/qconvert -q --threads "$TH" "$M" "$D/q40.gguf" --to q4_0 --pure
 measure "qconvert q4_k -> f32 (dequantize)" bin/qconvert -q --threads "$TH" "$D/q4k.gguf" "$D/f32.gguf" --to f32
+NOREC="--set qtk.provenance=none"
 measure "qconvert GGUF -> GGUF (copy, keep)" bin/qconvert -q "$M" "$D/keep.gguf"
-if bin/qconvert --help | grep -q qpk; then
-	measure "qconvert GGUF -> QPK (repack)" bin/qconvert -q "$M" "$D/m.qpk"
-	measure "qconvert QPK -> GGUF (repack)" bin/qconvert -q "$D/m.qpk" "$D/back.gguf"
-fi
-rm -rf "$D/awq" "$D/gptq" "$D/awq-fit" "$D/gptq-fit" "$D/awq-k"
+measure "qconvert GGUF -> GGUF (copy, keep, no record)" bin/qconvert -q $NOREC "$M" "$D/keep.gguf"
+measure "qconvert GGUF -> QPK (repack)" bin/qconvert -q "$M" "$D/m.qpk"
+measure "qconvert GGUF -> QPK (repack, no record)" bin/qconvert -q $NOREC "$M" "$D/m2.qpk"
+measure "qconvert QPK -> GGUF (repack)" bin/qconvert -q "$D/m.qpk" "$D/back.gguf"
+measure "qconvert QPK -> GGUF (repack, no record)" bin/qconvert -q $NOREC "$D/m.qpk" "$D/back.gguf"
+measure "qconvert GGUF -> safetensors (repack)" bin/qconvert -q "$M" "$D/m.safetensors"
+measure "qconvert GGUF -> safetensors (repack, no record)" bin/qconvert -q $NOREC "$M" "$D/m2.safetensors"
+measure "qconvert safetensors -> GGUF (repack)" bin/qconvert -q "$D/m.safetensors" "$D/back.gguf"
+measure "qconvert safetensors -> GGUF (repack, no record)" bin/qconvert -q $NOREC "$D/m.safetensors" "$D/back.gguf"
+rm -rf "$D/awq" "$D/gptq" "$D/awq-fit" "$D/gptq-fit" "$D/awq-k" "$D/awq-copy"
 bin/qconvert -q --threads "$TH" "$D/q40.gguf" "$D/awq/" --to awq >/dev/null 2>&1
+# the exact repack's anchor: a copy of its own source's bytes (the AWQ directory)
+measure "cp -r + fsync (the AWQ directory, durable)" sh -c "cp -r '$D/awq' '$D/awq-copy' && sync '$D/awq-copy'/*"
 measure "qconvert AWQ -> GPTQ (exact repack)" bin/qconvert -q --exact "$D/awq/" "$D/gptq/" --to gptq
+measure "qconvert AWQ -> GPTQ (exact repack, no record)" bin/qconvert -q $NOREC --exact "$D/awq/" "$D/gptq/" --to gptq
 measure "qconvert F16 -> AWQ (re-fit, 4-bit g128)" bin/qconvert -q --threads "$TH" "$M" "$D/awq-fit/" --to awq
 measure "qconvert F16 -> GPTQ (re-fit, 4-bit g128)" bin/qconvert -q --threads "$TH" "$M" "$D/gptq-fit/" --to gptq
 measure "qconvert q4_k -> AWQ (re-fit, 4-bit g32)" bin/qconvert -q --threads "$TH" "$D/q4k.gguf" "$D/awq-k/" --to awq
@@ -124,6 +133,34 @@ if [ -n "$LQ" ] && [ -x "$LQ" ]; then
 		echo "$(tail -n 1 "$D/t1") $(tail -n 1 "$D/t2")" >>"$D/pairs"
 	done
 fi
+# repacks again, each taking turns with cp + fsync of the same bytes: the median ratio of the
+# pairs (the disk's speed moves within minutes; a pair shares it)
+: >"$D/rpairs"
+for op in copy qpk back st; do
+	i=0
+	while [ "$i" -lt "${BENCH_REPEAT:-3}" ]; do
+		i=$((i + 1))
+		for rec in with without; do
+			x=""; [ $rec = without ] && x=$NOREC
+			case $op in
+			copy) src=$M; set -- bin/qconvert -q $x "$M" "$D/keep.gguf"; label="GGUF -> GGUF (copy)" ;;
+			qpk) src=$M; set -- bin/qconvert -q $x "$M" "$D/m2.qpk"; label="GGUF -> QPK" ;;
+			back) src=$D/m.qpk; set -- bin/qconvert -q $x "$D/m.qpk" "$D/back.gguf"; label="QPK -> GGUF" ;;
+			st) src=$M; set -- bin/qconvert -q $x "$M" "$D/m2.safetensors"; label="GGUF -> safetensors" ;;
+			esac
+			sync
+			/usr/bin/time -f "%e" -o "$D/t1" sh -c "cp '$src' '$D/copy2.gguf' && sync '$D/copy2.gguf'" >/dev/null 2>&1
+			sync
+			/usr/bin/time -f "%e" -o "$D/t2" "$@" >/dev/null 2>&1
+			echo "$label|$rec|$(tail -n 1 "$D/t2")|$(tail -n 1 "$D/t1")" >>"$D/rpairs"
+		done
+	done
+done
+echo
+awk -F '|' '{ k = $1 " " $2 " the record"; r = $3 / $4; n[k]++; v[k, n[k]] = r; if (!(k in o)) { o[k] = ++no; ord[no] = k } }
+     END { for (q = 1; q <= no; q++) { k = ord[q]; m = n[k]
+             for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (v[k, j] < v[k, i]) { t = v[k, i]; v[k, i] = v[k, j]; v[k, j] = t }
+             printf "%s / (cp + fsync), median of %d interleaved pairs: %.2fx\n", k, m, (m % 2) ? v[k, (m + 1) / 2] : (v[k, m / 2] + v[k, m / 2 + 1]) / 2 } }' "$D/rpairs"
 echo
 cp_s=$(secs_of "cp (same bytes)")
 ratio() { a=$(secs_of "$1"); b=$(secs_of "$2"); [ -n "$a" ] && [ -n "$b" ] && awk -v a="$a" -v b="$b" -v l="$3" 'BEGIN { if (b > 0) printf "%s: %.2fx\n", l, a / b }'; }
@@ -177,8 +214,9 @@ fi
 # results.json: every figure, with its anchor and ratio where there is one
 anchor_of() {
 	case $1 in
-	"qconvert GGUF -> GGUF (copy, keep)" | "qconvert GGUF -> QPK (repack)" | "qconvert QPK -> GGUF (repack)" | \
-		"qconvert AWQ -> GPTQ (exact repack)" | "cp (same bytes)") echo "cp + fsync (same bytes, durable)" ;;
+	"qconvert AWQ -> GPTQ (exact repack"*) echo "cp -r + fsync (the AWQ directory, durable)" ;;
+	"qconvert GGUF -> GGUF (copy, keep"* | "qconvert GGUF -> QPK (repack"* | "qconvert QPK -> GGUF (repack"* | \
+		"qconvert GGUF -> safetensors (repack"* | "qconvert safetensors -> GGUF (repack"* | "cp (same bytes)") echo "cp + fsync (same bytes, durable)" ;;
 	"qconvert F16 -> q4_k") echo "llama-quantize F16 -> q4_k (--pure)" ;;
 	"qconvert F16 -> Q4_K_M") echo "llama-quantize F16 -> Q4_K_M" ;;
 	"qconvert F16 -> q8_0") echo "llama-quantize F16 -> q8_0 (--pure)" ;;
@@ -220,11 +258,15 @@ J=$D/results.json
 	if [ -s "$D/pairs" ]; then
 		awk 'BEGIN { n = 0 } { printf "%s{\"qtk\": %s, \"llama_quantize\": %s, \"ratio\": %.4f}", (n++ ? ", " : ""), $1, $2, ($2 > 0 ? $1 / $2 : 0) }' "$D/pairs"
 	fi
+	printf '],\n  "repack_pairs": ['
+	if [ -s "$D/rpairs" ]; then
+		awk -F '|' 'BEGIN { n = 0 } { printf "%s{\"operation\": \"%s\", \"record\": %s, \"qtk\": %s, \"cp_fsync\": %s, \"ratio\": %.4f}", (n++ ? ", " : ""), $1, ($2 == "with" ? "true" : "false"), $3, $4, ($4 > 0 ? $3 / $4 : 0) }' "$D/rpairs"
+	fi
 	printf '],\n  "encoders": ['
 	awk '{ printf "%s\n    %s", (NR > 1 ? "," : ""), $0 }' "$D/enc.jsonl"
 	printf '\n  ],\n  "kld": %s\n}\n' "$(kld_json)"
 } >"$J"
 echo "figures: $J"
 
-rm -f "$D/copy2.gguf" "$D/copy.gguf" "$D/keep.gguf" "$D/f32.gguf" "$D/x.gguf" "$D/back.gguf" "$D"/t-*.gguf "$D"/n-*.gguf "$D"/l-*.gguf
-rm -rf "$D/awq-fit" "$D/gptq-fit" "$D/awq-k"
+rm -f "$D/m2.qpk" "$D/m.safetensors" "$D/m2.safetensors" "$D/copy2.gguf" "$D/copy.gguf" "$D/keep.gguf" "$D/f32.gguf" "$D/x.gguf" "$D/back.gguf" "$D"/t-*.gguf "$D"/n-*.gguf "$D"/l-*.gguf
+rm -rf "$D/awq-fit" "$D/gptq-fit" "$D/awq-k" "$D/awq-copy"
