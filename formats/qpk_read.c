@@ -1651,19 +1651,25 @@ static void *vq_main(void *a)
 			q->tail = NULL;
 		q->busy = true;
 		pthread_mutex_unlock(&q->mu);
-		bool bad = false;
+		bool bad = false, failed = false;
 		if (j->op == VJ_START) {
-			q->key = q->md && EVP_DigestInit_ex(q->md, EVP_sha256(), NULL) == 1 ? j->key : SIZE_MAX;
+			failed = j->key != SIZE_MAX && EVP_DigestInit_ex(q->md, EVP_sha256(), NULL) != 1;
+			q->key = failed ? SIZE_MAX : j->key;
 		} else if (q->key == j->key && j->op == VJ_DATA) {
-			if (EVP_DigestUpdate(q->md, j->data, j->n) != 1)
-				q->key = SIZE_MAX; /* no check without the digest; the reads stand */
+			if ((failed = EVP_DigestUpdate(q->md, j->data, j->n) != 1))
+				q->key = SIZE_MAX;
 		} else if (q->key == j->key) {
 			uint8_t calc[32];
 			unsigned len = 0;
-			bad = EVP_DigestFinal_ex(q->md, calc, &len) == 1 && memcmp(calc, pv->loc[j->key].sha, 32) != 0;
+			failed = EVP_DigestFinal_ex(q->md, calc, &len) != 1;
+			bad = !failed && memcmp(calc, pv->loc[j->key].sha, 32) != 0;
 			q->key = SIZE_MAX;
 		}
 		pthread_mutex_lock(&q->mu);
+		if (failed && !q->rc) { /* a check that cannot be made is an error here: copies rely on it */
+			const qtk_tensor *t = &q->m->tensors[j->key / QTK_MAX_PARTS];
+			q->rc = qtk_err_set(&q->err, QTK_E_IO, q->m->files[0], -1, t->name, "SHA-256 of a part failed");
+		}
 		if (bad && !q->rc) { /* the message digest_mismatch gives, into the queue's own error */
 			const qtk_tensor *t = &q->m->tensors[j->key / QTK_MAX_PARTS];
 			const qtk_part *p = &t->parts[j->key % QTK_MAX_PARTS];
@@ -1731,7 +1737,8 @@ static int track(qtk_model *m, size_t key, uint64_t off, const uint8_t *d, size_
 	if (off == 0 && (pv->vkey != key || pv->vpos != 0)) {
 		if (vq) {
 			if (!vq_push(vq, VJ_START, key, NULL, 0))
-				return 0; /* no verification without a job; reads still work */
+				return qtk_err_set(&m->err, QTK_E_IO, m->path, -1, m->tensors[key / QTK_MAX_PARTS].name,
+						   "out of memory");
 		} else {
 			if (!pv->md && !(pv->md = EVP_MD_CTX_new()))
 				return 0;
@@ -1747,9 +1754,9 @@ static int track(qtk_model *m, size_t key, uint64_t off, const uint8_t *d, size_
 	}
 	for (size_t at = 0; vq && at < n; at += QPK_VQ_JOB)
 		if (!vq_push(vq, VJ_DATA, key, d + at, n - at < QPK_VQ_JOB ? n - at : QPK_VQ_JOB)) {
-			vq_push(vq, VJ_START, SIZE_MAX, NULL, 0); /* drops the part's digest */
 			pv->vkey = SIZE_MAX;
-			return 0;
+			return qtk_err_set(&m->err, QTK_E_IO, m->path, -1, m->tensors[key / QTK_MAX_PARTS].name,
+					   "out of memory");
 		}
 	if (!vq && EVP_DigestUpdate(pv->md, d, n) != 1) {
 		pv->vkey = SIZE_MAX;
@@ -1760,7 +1767,10 @@ static int track(qtk_model *m, size_t key, uint64_t off, const uint8_t *d, size_
 		return 0;
 	pv->vkey = SIZE_MAX;
 	if (vq)
-		return vq_push(vq, VJ_END, key, NULL, 0) ? 0 : 0;
+		return vq_push(vq, VJ_END, key, NULL, 0)
+			       ? 0
+			       : qtk_err_set(&m->err, QTK_E_IO, m->path, -1, m->tensors[key / QTK_MAX_PARTS].name,
+					     "out of memory");
 	uint8_t calc[32];
 	unsigned len = 0;
 	if (EVP_DigestFinal_ex(pv->md, calc, &len) != 1)

@@ -290,8 +290,8 @@ static ZSTD_CCtx *new_cctx(void)
 }
 
 /* Whether compressing a chunk of more than QPK_TRIAL_MIN bytes can pay: one trial frame of
- * four QPK_TRIAL_SLICE slices (the first at the chunk's start, the last at its end, the others
- * evenly between) must save at least 1/8 of their bytes. Weights whose frames would save less
+ * four QPK_TRIAL_SLICE slices (the first at the chunk's start, the last ending at its end, the
+ * others at 1/3 and 2/3 of the way, rounded down) must save at least 1/8 of their bytes. Weights whose frames would save less
  * (F16 about 1/12, k-quants and q8_0 1/30 or less) are stored raw without spending the whole
  * chunk's compression on finding that out. out: at least ZSTD_compressBound(4 slices). */
 static bool trial_pays(ZSTD_CCtx *cc, const uint8_t *buf, size_t n, uint8_t *out, size_t cap)
@@ -301,7 +301,7 @@ static bool trial_pays(ZSTD_CCtx *cc, const uint8_t *buf, size_t n, uint8_t *out
 	ZSTD_outBuffer o = {out, cap, 0};
 	size_t step = (n - QPK_TRIAL_SLICE) / 3;
 	for (int i = 0; i < 4; i++) {
-		ZSTD_inBuffer in = {buf + step * (size_t)i, QPK_TRIAL_SLICE, 0};
+		ZSTD_inBuffer in = {buf + (i == 3 ? n - QPK_TRIAL_SLICE : step * (size_t)i), QPK_TRIAL_SLICE, 0};
 		ZSTD_EndDirective e = i == 3 ? ZSTD_e_end : ZSTD_e_continue;
 		size_t r;
 		do {
@@ -483,14 +483,18 @@ static int zslot_write(qtk_writer *w)
 {
 	qw *s = w->priv;
 	zslot *z = &s->zs[s->zout % s->nzs];
+	bool fail;
 	if (s->nzw) {
 		pthread_mutex_lock(&s->zmu);
 		while (!z->done)
 			pthread_cond_wait(&s->zdone, &s->zmu);
+		fail = s->zfail;
 		pthread_mutex_unlock(&s->zmu);
+	} else {
+		fail = s->zfail;
 	}
-	if (s->zfail)
-		return woom(w);
+	if (fail)
+		return qtk_err_set(w->err, QTK_E_IO, w->path, -1, NULL, "SHA-256 of a part failed");
 	int rc = 0;
 	if (z->first) {
 		rc = qtk_ofile_pad(&s->f, qpk_align_up(s->f.written, s->align) - s->f.written);

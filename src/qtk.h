@@ -268,7 +268,9 @@ int qtk_read_part(qtk_model *m, const qtk_tensor *t, int p, uint64_t off,
  * of the bytes read, and a mismatch is reported by a later read or by qtk_read_settle(m), which
  * waits for the checks of every read made so far: a caller that turns this on must settle
  * before it acts on what it read (commits an output). Models without such checks (other
- * containers) ignore both; for a model of views, the models its tensors are read from. */
+ * containers) ignore both; for a model of views, the models its tensors are read from. Call
+ * qtk_read_verify_async before any thread reads m. A check that cannot be made (out of memory,
+ * a failed SHA-256 call) is then an error too, reported the same way. */
 void qtk_read_verify_async(qtk_model *m);
 int qtk_read_settle(qtk_model *m);
 /* Read a whole part into a new buffer (caller frees). */
