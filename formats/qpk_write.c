@@ -734,6 +734,40 @@ static int qpk_w_put(qtk_writer *w, const void *buf, size_t n)
 	return 0;
 }
 
+/* Bytes of file fd read straight into the chunk being filled, with no caller's buffer between
+ * (qtk_writer_put_file, for sources read with pread); back, when not NULL, is given them too
+ * (for the tee: the bytes the output takes). */
+static int qpk_w_put_file(qtk_writer *w, int fd, const char *path, uint64_t off, uint64_t n, void *back)
+{
+	qw *s = w->priv;
+	uint8_t *b = back;
+	while (n) {
+		size_t k = s->bcap - s->blen < n ? s->bcap - s->blen : (size_t)n;
+		uint8_t *at = s->buf + s->blen;
+		int rc = qtk_pread_full(fd, path, at, k, off, w->err);
+		if (rc)
+			return rc;
+		if (s->pcc == QPK_CC_WHOLE) { /* as qpk_w_put */
+			if (k > sizeof s->small - s->slen)
+				return qtk_err_set(w->err, QTK_E_INTERNAL, w->path, -1, w->desc->tensors[s->ct].name,
+						   "part larger than its description");
+			memcpy(s->small + s->slen, at, k);
+			s->slen += k;
+		}
+		if (b) {
+			memcpy(b, at, k);
+			b += k;
+		}
+		s->blen += k;
+		s->ppos += k;
+		off += k;
+		n -= k;
+		if (s->blen == s->bcap && (rc = emit_chunk(w)))
+			return rc;
+	}
+	return 0;
+}
+
 /* The raw index section (§7). */
 static int build_index(qtk_writer *w, qtk_buf *b)
 {
@@ -894,6 +928,7 @@ const qtk_writer_ops qtk_qpk_writer_ops = {
 	.begin = qpk_w_begin,
 	.part_begin = qpk_w_part_begin,
 	.put = qpk_w_put,
+	.put_file = qpk_w_put_file,
 	.finish = qpk_w_finish_free,
 	.abort = qpk_w_abort,
 	.patch_header = qpk_w_patch,

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
+#include <fcntl.h>
 
 /* Not in a header yet: qverify's per-tensor digest check (formats/qpk_read.c). */
 int qtk_qpk_verify_tensor(qtk_model *m, size_t i);
@@ -470,6 +471,23 @@ static void check_threads(const mem *mm, qtk_model *m)
 	CHECK(!bad, "threaded reads: %d mismatches", bad);
 }
 
+/* A tee that compares the bytes it sees, in order, with the expected stream. */
+typedef struct teecmp {
+	const uint8_t *want;
+	size_t n, pos;
+	int bad;
+} teecmp;
+
+static int tee_cmp(void *ctx, size_t tensor, const void *buf, size_t n)
+{
+	(void)tensor;
+	teecmp *c = ctx;
+	if (n > c->n - c->pos || memcmp(buf, c->want + c->pos, n))
+		c->bad++;
+	c->pos += n <= c->n - c->pos ? n : 0;
+	return 0;
+}
+
 static void test_memory_roundtrip(void)
 {
 	mem mm;
@@ -529,6 +547,60 @@ static void test_memory_roundtrip(void)
 		CHECK(rc == 0 && same_file(p1, p2), "%d writer threads: same bytes (%s)", wt[k], e.msg);
 	}
 	wthreads = 0;
+	/* the same bytes when the data comes from a file (qtk_writer_put_file: read straight into
+	 * the writer's chunk), without and with a tee (which is given the bytes), in pieces across
+	 * chunks, with no workers and with 3 */
+	{
+		char *flat = tpath("flat.bin");
+		FILE *ff = fopen(flat, "wb");
+		uint64_t at[64][QTK_MAX_PARTS], pos = 0;
+		for (size_t i = 0; ff && i < mm.m->ntensors; i++)
+			for (int p = 0; p < mm.m->tensors[i].nparts; p++) {
+				uint64_t n = mm.m->tensors[i].parts[p].nbytes;
+				at[i][p] = pos;
+				if (n)
+					fwrite(mm.data[i][p], 1, (size_t)n, ff);
+				pos += n;
+			}
+		if (ff)
+			fclose(ff);
+		size_t flen = 0;
+		uint8_t *fbytes = slurp(flat, &flen);
+		int fd = open(flat, O_RDONLY);
+		uint8_t *back = malloc(1u << 20);
+		for (int k = 0; k < 4 && fd >= 0 && back && fbytes; k++) {
+			qtk_write_opts o = {0};
+			o.threads = k < 2 ? 0 : 3;
+			teecmp tc = {fbytes, flen, 0, 0};
+			if (k & 1) {
+				o.tee = tee_cmp;
+				o.tee_ctx = &tc;
+			}
+			qtk_writer *w = qtk_writer_open(p2, QTK_OUT_QPK, mm.m, &o, &e);
+			rc = w ? 0 : e.code;
+			for (size_t i = 0; !rc && i < mm.m->ntensors; i++)
+				for (int p = 0; !rc && p < mm.m->tensors[i].nparts; p++) {
+					uint64_t n = mm.m->tensors[i].parts[p].nbytes;
+					for (uint64_t off = 0; !rc && off < n; off += 1000000) {
+						size_t q = n - off < 1000000 ? (size_t)(n - off) : 1000000;
+						rc = qtk_writer_put_file(w, fd, flat, at[i][p] + off, q, back);
+					}
+				}
+			if (w && rc)
+				qtk_writer_abort(w);
+			else if (w)
+				rc = qtk_writer_finish(w);
+			CHECK(rc == 0 && same_file(p1, p2) && !tc.bad && tc.pos == (k & 1 ? flen : 0),
+			      "put_file (tee %d, threads %d): %d, same bytes, tee saw %zu of %zu, %d wrong (%s)", k & 1,
+			      o.threads, rc, tc.pos, flen, tc.bad, e.msg);
+		}
+		free(back);
+		free(fbytes);
+		if (fd >= 0)
+			close(fd);
+		unlink(flat);
+		free(flat);
+	}
 	/* QPK -> QPK through the reader is a fixpoint */
 	if (m) {
 		rc = copy_model(m, p2, &e);
