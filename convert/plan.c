@@ -430,8 +430,11 @@ static void scan_zeros(const uint8_t *z, uint64_t nfields, unsigned bits, int ad
 	for (uint64_t f = 0; f < nfields; f++) {
 		uint64_t pos = f * bits;
 		uint64_t v = 0;
-		for (unsigned b = 0; b < bits; b++)
-			v |= (uint64_t)((z[(pos + b) / 8] >> ((pos + b) % 8)) & 1) << b;
+		if (8 % bits == 0) /* 1, 2, 4 or 8 bits: a field never straddles a byte */
+			v = (uint64_t)(z[pos / 8] >> (pos % 8)) & ((1u << bits) - 1u);
+		else
+			for (unsigned b = 0; b < bits; b++)
+				v |= (uint64_t)((z[(pos + b) / 8] >> ((pos + b) % 8)) & 1) << b;
 		int zz = (int)v + add;
 		if (zz == 0)
 			sg->zero0 = true;

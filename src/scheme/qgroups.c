@@ -378,6 +378,46 @@ int qg_to_ggml(const qgroups *g, unsigned type, uint32_t row0, uint32_t nrows, u
  * eight inputs each) hold the same 8 x 8 codes: a nibble transpose, with AWQ's output order
  * inside a word. Bands of input rows are contiguous in both layouts, so a repack streams. */
 
+/* A word's eight nibbles from AWQ's order (outputs 0 2 4 6 1 3 5 7, qtk_awq_shift) to the
+ * natural one: two delta swaps (nibbles 2-3 with 4-5, then 1 with 2 and 5 with 6). Each swap is
+ * its own inverse, so awq_zip applies them in the other order. */
+static inline uint32_t awq_unzip(uint32_t x)
+{
+	uint32_t t = (x ^ (x >> 8)) & 0x0000FF00u;
+	x ^= t ^ (t << 8);
+	t = (x ^ (x >> 4)) & 0x00F000F0u;
+	return x ^ t ^ (t << 4);
+}
+
+static inline uint32_t awq_zip(uint32_t x)
+{
+	uint32_t t = (x ^ (x >> 4)) & 0x00F000F0u;
+	x ^= t ^ (t << 4);
+	t = (x ^ (x >> 8)) & 0x0000FF00u;
+	return x ^ t ^ (t << 8);
+}
+
+/* Transpose the 8 x 8 nibbles of x (nibble c of x[r] is element (r, c)): the off-diagonal
+ * blocks of 4, then of 2, then of 1 swapped. */
+static inline void nib_t8(uint32_t x[8])
+{
+	for (unsigned r = 0; r < 4; r++) {
+		const uint32_t t = ((x[r] >> 16) ^ x[r + 4]) & 0x0000FFFFu;
+		x[r] ^= t << 16;
+		x[r + 4] ^= t;
+	}
+	for (unsigned r = 0; r < 8; r += r % 2 ? 3u : 1u) {
+		const uint32_t t = ((x[r] >> 8) ^ x[r + 2]) & 0x00FF00FFu;
+		x[r] ^= t << 8;
+		x[r + 2] ^= t;
+	}
+	for (unsigned r = 0; r < 8; r += 2) {
+		const uint32_t t = ((x[r] >> 4) ^ x[r + 1]) & 0x0F0F0F0Fu;
+		x[r] ^= t << 4;
+		x[r + 1] ^= t;
+	}
+}
+
 void qg_awq_rows_to_gptq(const uint32_t *awq, uint64_t units, uint32_t out, uint32_t *gptq)
 {
 	const uint32_t words = out / 8;
@@ -385,16 +425,11 @@ void qg_awq_rows_to_gptq(const uint32_t *awq, uint64_t units, uint32_t out, uint
 		const uint32_t *a = awq + u * 8 * words;
 		uint32_t *g = gptq + u * out;
 		for (uint32_t c = 0; c < words; c++) {
-			uint32_t x[8];
+			uint32_t x[8]; /* x[k]: input row k's codes of outputs 8c.., in output order */
 			for (unsigned k = 0; k < 8; k++)
-				x[k] = a[(uint64_t)k * words + c];
-			for (unsigned j = 0; j < 8; j++) {
-				const unsigned sh = qtk_awq_shift(j);
-				uint32_t v = 0;
-				for (unsigned k = 0; k < 8; k++)
-					v |= ((x[k] >> sh) & 15u) << (4 * k);
-				g[8 * c + j] = v;
-			}
+				x[k] = awq_unzip(a[(uint64_t)k * words + c]);
+			nib_t8(x); /* x[j]: output 8c + j's codes of the eight input rows */
+			memcpy(g + 8 * c, x, sizeof x);
 		}
 	}
 }
@@ -406,28 +441,34 @@ void qg_gptq_rows_to_awq(const uint32_t *gptq, uint64_t units, uint32_t out, uin
 		const uint32_t *g = gptq + u * out;
 		uint32_t *a = awq + u * 8 * words;
 		for (uint32_t c = 0; c < words; c++) {
-			uint32_t y[8] = {0};
-			for (unsigned j = 0; j < 8; j++) {
-				const uint32_t w = g[8 * c + j];
-				const unsigned sh = qtk_awq_shift(j);
-				for (unsigned k = 0; k < 8; k++)
-					y[k] |= ((w >> (4 * k)) & 15u) << sh;
-			}
+			uint32_t x[8];
+			memcpy(x, g + 8 * c, sizeof x);
+			nib_t8(x);
 			for (unsigned k = 0; k < 8; k++)
-				a[(uint64_t)k * words + c] = y[k];
+				a[(uint64_t)k * words + c] = awq_zip(x[k]);
 		}
 	}
 }
 
+/* Codes that differ between the two, each field read as the layouts' decoders read it
+ * (GPTQ's nibble k for input 8u + k, placed where qtk_awq_shift puts output j in an AWQ word),
+ * not through the transposes: for each input row and word of outputs, the AWQ word the GPTQ
+ * fields make, against the stored one, nibble by nibble. */
 uint64_t qg_awq_gptq_rows_diff(const uint32_t *awq, const uint32_t *gptq, uint64_t units, uint32_t out)
 {
 	const uint32_t words = out / 8;
 	uint64_t diff = 0;
-	for (uint64_t i = 0; i < units * 8; i++) { /* input row i, every output o */
-		const uint32_t *a = awq + i * words, *g = gptq + (i / 8) * out;
-		const unsigned gs = 4 * (unsigned)(i % 8);
-		for (uint32_t o = 0; o < out; o++)
-			diff += ((a[o / 8] >> qtk_awq_shift(o % 8)) & 15u) != ((g[o] >> gs) & 15u);
+	for (uint64_t u = 0; u < units; u++) {
+		const uint32_t *a = awq + u * 8 * words, *g = gptq + u * out;
+		for (uint32_t c = 0; c < words; c++)
+			for (unsigned k = 0; k < 8; k++) { /* input row 8u + k, outputs 8c.. */
+				uint32_t y = 0;
+				for (unsigned j = 0; j < 8; j++)
+					y |= ((g[8 * c + j] >> (4 * k)) & 15u) << qtk_awq_shift(j);
+				uint32_t m = a[(uint64_t)k * words + c] ^ y; /* a nonzero nibble: a code differs */
+				m = (m | m >> 1 | m >> 2 | m >> 3) & 0x11111111u;
+				diff += (m * 0x11111111u) >> 28; /* the eight flags summed into the top nibble */
+			}
 	}
 	return diff;
 }
