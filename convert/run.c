@@ -711,12 +711,10 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 			fprintf(stderr, "qconvert: --max-error exceeded%s; nothing written\n",
 				early ? " (stopped at the first tensor below it)" : "");
 	}
-	if (o->report) {
-		rc = write_report(o, res, &err);
-		if (rc)
-			goto done;
-	}
 	if (status || measure) {
+		/* the report says why the checks failed (or what the plan is) */
+		if (o->report && (rc = write_report(o, res, &err)))
+			goto done;
 		qtk_writer_abort(w);
 		w = NULL;
 		if (measure)
@@ -730,6 +728,9 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 		err = source->err;
 		goto done;
 	}
+	/* the report once nothing can fail but the output's own commit */
+	if (o->report && (rc = write_report(o, res, &err)))
+		goto done;
 	rc = qtk_writer_finish(w);
 	w = NULL;
 done:

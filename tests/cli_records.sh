@@ -289,7 +289,7 @@ done
 # bytes the conversion's reader returned (checked against the part digests of the QPK index as the
 # copy reads each part to its end): the record's source roots must be the QPK's own and every
 # output leaf the file's, with 1 and 4 threads; a flipped byte in a copied part fails the
-# conversion (exit 3, the part's digest named) and leaves no output
+# conversion (exit 3, the part's digest named) and leaves no output and no --report
 cat >"$T/copyrec.py" <<'EOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -324,9 +324,9 @@ if "$BIN/qconvert" -q "$S/wide.gguf" "$T/cp.qpk" 2>"$T/err" && "$BIN/qverify" --
 		printf "\\$(printf %03o $(( (v + 1) % 256 )))" | dd of="$T/cpf.qpk" bs=1 seek="$n" conv=notrunc 2>/dev/null
 		for th in 1 2; do
 			for rec in "" "--set qtk.provenance=none"; do
-				"$BIN/qconvert" -q --threads $th $rec "$T/cpf.qpk" "$T/cpf.gguf" 2>"$T/err"
+				"$BIN/qconvert" -q --threads $th $rec --report "$T/cpf.json" "$T/cpf.qpk" "$T/cpf.gguf" 2>"$T/err"
 				rc=$?
-				if [ $rc -eq 3 ] && grep -q "digest mismatch" "$T/err" && [ ! -e "$T/cpf.gguf" ]; then
+				if [ $rc -eq 3 ] && grep -q "digest mismatch" "$T/err" && [ ! -e "$T/cpf.gguf" ] && [ ! -e "$T/cpf.json" ]; then
 					ok
 				else
 					bad "a flipped byte at $n of a QPK, $th threads ${rec:-with the record}: exit $rc"; head -3 "$T/err"
