@@ -157,10 +157,14 @@ for op in copy qpk back st; do
 	done
 done
 echo
-awk -F '|' '{ k = $1 " " $2 " the record"; r = $3 / $4; n[k]++; v[k, n[k]] = r; if (!(k in o)) { o[k] = ++no; ord[no] = k } }
+# the median ratio of the pairs, and the best of each side (a burst of slow page-cache writes,
+# which this kind of machine has, lands on one run of a pair more often than on all of them)
+awk -F '|' '{ k = $1 " " $2 " the record"; r = $3 / $4; n[k]++; v[k, n[k]] = r; if (!(k in o)) { o[k] = ++no; ord[no] = k; bq[k] = $3; bc[k] = $4 }
+              if ($3 < bq[k]) bq[k] = $3; if ($4 < bc[k]) bc[k] = $4 }
      END { for (q = 1; q <= no; q++) { k = ord[q]; m = n[k]
              for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (v[k, j] < v[k, i]) { t = v[k, i]; v[k, i] = v[k, j]; v[k, j] = t }
-             printf "%s / (cp + fsync), median of %d interleaved pairs: %.2fx\n", k, m, (m % 2) ? v[k, (m + 1) / 2] : (v[k, m / 2] + v[k, m / 2 + 1]) / 2 } }' "$D/rpairs"
+             printf "%s / (cp + fsync), median of %d interleaved pairs: %.2fx; best of each: %.2f s / %.2f s = %.2fx\n", k, m,
+                    (m % 2) ? v[k, (m + 1) / 2] : (v[k, m / 2] + v[k, m / 2 + 1]) / 2, bq[k], bc[k], (bc[k] > 0 ? bq[k] / bc[k] : 0) } }' "$D/rpairs"
 echo
 cp_s=$(secs_of "cp (same bytes)")
 ratio() { a=$(secs_of "$1"); b=$(secs_of "$2"); [ -n "$a" ] && [ -n "$b" ] && awk -v a="$a" -v b="$b" -v l="$3" 'BEGIN { if (b > 0) printf "%s: %.2fx\n", l, a / b }'; }
