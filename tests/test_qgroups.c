@@ -221,10 +221,12 @@ static void test_fixtures(const char *fx)
 }
 
 /* The band transcodes (qg_awq_rows_to_gptq and back, the zeros) against the whole-matrix ones
- * through the codes array, and their checks finding a changed code or zero. */
-static void test_bands(void)
+ * through the codes array, and their checks finding changed codes or a changed zero: 48 outputs
+ * (six words a row: the check's word-at-a-time tail only) and 136 (17: two groups of eight
+ * words in lanes, then the tail). */
+static void test_bands(uint32_t out)
 {
-	const uint32_t out = 48, in = 256, group = 64, ng = in / group;
+	const uint32_t in = 256, group = 64, ng = in / group;
 	for (int v = 1; v <= 2; v++) {
 		qgroups g;
 		make_random(&g, out, in, group, 4, v == 1 ? 1 : 0, 15);
@@ -248,10 +250,16 @@ static void test_bands(void)
 		CHECK(!memcmp(cw, aw, (size_t)in * out / 8 * 4), "gptq rows -> awq rows v%d", v);
 		CHECK(qg_gptq_zeros_to_awq(gz, ng * out / 8, v, cz) == 0 && !memcmp(cz, az, (size_t)ng * out / 8 * 4),
 		      "gptq zeros -> awq v%d", v);
-		/* one code, one zero changed: counted */
+		/* one code, one zero changed: counted; then three codes of one word (one of them in
+		 * every bit), one in the last word of outputs and one in the eighth word */
 		bw[7 * out + 13] ^= 1u << 20;
 		bz[3] ^= 1u << 4;
-		CHECK(qg_awq_gptq_rows_diff(aw, bw, in / 8, out) == 1, "a changed code is found v%d", v);
+		CHECK(qg_awq_gptq_rows_diff(aw, bw, in / 8, out) == 1, "a changed code is found v%d, %u outputs", v, out);
+		bw[20 * out + 2] ^= 0x0F00F010u;
+		bw[31 * out + out - 1] ^= 8u << 28;
+		bw[5 * out + (out > 64 ? 61 : 45)] ^= 1u << 8; /* 136 outputs: the eighth word of a lane group */
+		CHECK(qg_awq_gptq_rows_diff(aw, bw, in / 8, out) == 6, "six changed codes counted v%d, %u outputs: %llu", v,
+		      out, (unsigned long long)qg_awq_gptq_rows_diff(aw, bw, in / 8, out));
 		CHECK(qg_awq_gptq_zeros_diff(az, bz, ng * out / 8, v) == 1, "a changed zero is found v%d", v);
 		/* zeros a target cannot store: AWQ 0 in v1, GPTQ v1 stored 15 (16) in AWQ */
 		az[2] &= ~(15u << qtk_awq_shift(3));
@@ -267,7 +275,8 @@ static void test_bands(void)
 int main(void)
 {
 	test_synthetic();
-	test_bands();
+	test_bands(48);
+	test_bands(136);
 	const char *fx = t_fixtures();
 	if (fx)
 		test_fixtures(fx);

@@ -460,8 +460,29 @@ uint64_t qg_awq_gptq_rows_diff(const uint32_t *awq, const uint32_t *gptq, uint64
 	uint64_t diff = 0;
 	for (uint64_t u = 0; u < units; u++) {
 		const uint32_t *a = awq + u * 8 * words, *g = gptq + u * out;
-		for (uint32_t c = 0; c < words; c++)
-			for (unsigned k = 0; k < 8; k++) { /* input row 8u + k, outputs 8c.. */
+		uint32_t c = 0;
+		/* eight words of outputs at a time, in lanes: w[j][i] is output 8(c + i) + j's word */
+		for (; c + 8 <= words; c += 8) {
+			uint32_t w[8][8];
+			for (unsigned i = 0; i < 8; i++)
+				for (unsigned j = 0; j < 8; j++)
+					w[j][i] = g[8 * (c + i) + j];
+			for (unsigned k = 0; k < 8; k++) { /* input row 8u + k */
+				uint32_t y[8] = {0}, d[8];
+				for (unsigned j = 0; j < 8; j++)
+					for (unsigned i = 0; i < 8; i++)
+						y[i] |= ((w[j][i] >> (4 * k)) & 15u) << qtk_awq_shift(j);
+				for (unsigned i = 0; i < 8; i++) {
+					uint32_t m = a[(uint64_t)k * words + c + i] ^ y[i];
+					m = (m | m >> 1 | m >> 2 | m >> 3) & 0x11111111u;
+					d[i] = (m * 0x11111111u) >> 28;
+				}
+				for (unsigned i = 0; i < 8; i++)
+					diff += d[i];
+			}
+		}
+		for (; c < words; c++)
+			for (unsigned k = 0; k < 8; k++) {
 				uint32_t y = 0;
 				for (unsigned j = 0; j < 8; j++)
 					y |= ((g[8 * c + j] >> (4 * k)) & 15u) << qtk_awq_shift(j);
