@@ -251,14 +251,17 @@ static void test_bands(uint32_t out)
 		CHECK(qg_gptq_zeros_to_awq(gz, ng * out / 8, v, cz) == 0 && !memcmp(cz, az, (size_t)ng * out / 8 * 4),
 		      "gptq zeros -> awq v%d", v);
 		/* one code, one zero changed: counted; then three codes of one word (one of them in
-		 * every bit), one in the last word of outputs and one in the eighth word */
+		 * every bit), one in the last word of outputs, one in the eighth word and two in one AWQ
+		 * word */
 		bw[7 * out + 13] ^= 1u << 20;
 		bz[3] ^= 1u << 4;
 		CHECK(qg_awq_gptq_rows_diff(aw, bw, in / 8, out) == 1, "a changed code is found v%d, %u outputs", v, out);
 		bw[20 * out + 2] ^= 0x0F00F010u;
 		bw[31 * out + out - 1] ^= 8u << 28;
 		bw[5 * out + (out > 64 ? 61 : 45)] ^= 1u << 8; /* 136 outputs: the eighth word of a lane group */
-		CHECK(qg_awq_gptq_rows_diff(aw, bw, in / 8, out) == 6, "six changed codes counted v%d, %u outputs: %llu", v,
+		bw[9 * out + 4] ^= 2u << 8; /* two codes of one AWQ word (input row 74, outputs 4 and 6) */
+		bw[9 * out + 6] ^= 4u << 8;
+		CHECK(qg_awq_gptq_rows_diff(aw, bw, in / 8, out) == 8, "eight changed codes counted v%d, %u outputs: %llu", v,
 		      out, (unsigned long long)qg_awq_gptq_rows_diff(aw, bw, in / 8, out));
 		CHECK(qg_awq_gptq_zeros_diff(az, bz, ng * out / 8, v) == 1, "a changed zero is found v%d", v);
 		/* zeros a target cannot store: AWQ 0 in v1, GPTQ v1 stored 15 (16) in AWQ */
