@@ -324,6 +324,33 @@ static bool dir_holds(const struct stat *dir, const char *file)
 	return false;
 }
 
+/* Does the report path lie inside directory dir (which may not exist yet)? By the files when
+ * both the directory and the report's own directory exist, else by the names. */
+static bool report_in_dir(const char *report, const char *dir)
+{
+	char parent[PATH_MAX];
+	const char *slash = strrchr(report, '/');
+	size_t pn = slash ? (size_t)(slash - report) : 0;
+	if (pn >= sizeof parent)
+		return false;
+	if (slash) {
+		memcpy(parent, report, pn ? pn : 1);
+		parent[pn ? pn : 1] = 0;
+	} else {
+		strcpy(parent, ".");
+	}
+	struct stat dst;
+	if (stat(dir, &dst) == 0 && S_ISDIR(dst.st_mode)) {
+		struct stat pst;
+		if (stat(parent, &pst) == 0)
+			return dir_holds(&dst, parent);
+	}
+	size_t dn = strlen(dir);
+	while (dn > 1 && dir[dn - 1] == '/')
+		dn--;
+	return !strncmp(report, dir, dn) && report[dn] == '/';
+}
+
 /* A name of the split set OUTPUT would write (<stem>-NNNNN-of-NNNNN.gguf beside it)? */
 static bool split_name_of(const char *output, const char *file)
 {
@@ -397,6 +424,9 @@ static int check_paths(const qtk_model *in, const conv_opts *o)
 			same = true;
 		if (same)
 			return cli_usage_error("the report '%s' is the output '%s': choose another name", o->report, o->output);
+		if (o->out_kind == QTK_OUT_HF && report_in_dir(o->report, o->output))
+			return cli_usage_error("the report '%s' would be inside the output directory '%s', which is "
+					       "replaced as a whole: choose another place", o->report, o->output);
 	}
 	return 0;
 }

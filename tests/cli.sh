@@ -268,6 +268,13 @@ run "output is a link to the input" 2 "$BIN/qconvert" "$T/self.gguf" "$T/self-li
 run "--report is the input" 2 "$BIN/qconvert" "$T/self.gguf" "$T/self-out.gguf" --report "$T/self.gguf"
 err_has "--report is the input" "the report '$T/self.gguf' is the input"; no_file "--report is the input" "$T/self-out.gguf"
 run "--report is the output" 2 "$BIN/qconvert" "$T/self.gguf" "$T/self-out.gguf" --report "$T/self-out.gguf"
+# a report inside an output directory would go when the directory is replaced: refused, whether
+# the directory exists or not
+run "--report in the output directory (new)" 2 "$BIN/qconvert" "$T/self.gguf" "$T/rdir/" --report "$T/rdir/r.json"
+err_has "--report in the output directory (new)" "would be inside the output directory"; no_file "--report in the output directory (new)" "$T/rdir"
+run "HF output for the report check" 0 "$BIN/qconvert" -q "$T/self.gguf" "$T/rdir/"
+run "--report in the output directory (existing)" 2 "$BIN/qconvert" --force "$T/self.gguf" "$T/rdir/" --report "$T/rdir/sub/../r.json"
+err_has "--report in the output directory (existing)" "would be inside the output directory"
 if [ "$(sha256sum <"$T/self.gguf")" = "$s0" ]; then ok; else bad "an input was changed"; fi
 s1=$(cat "$T"/sp-0000?-of-00003.gguf | sha256sum)
 run "output is a shard of the input's set" 2 "$BIN/qconvert" "$T/sp-00002-of-00003.gguf" "$T/sp-00001-of-00003.gguf" --to q8_0
