@@ -707,17 +707,28 @@ static int qpk_w_part_begin(qtk_writer *w)
 	return 0;
 }
 
+/* A QPK_CC_WHOLE part's bytes, kept for its content check at close_part (the layout bounds
+ * these parts by QPK_WHOLE_MAX, §8.13). */
+static int keep_whole(qtk_writer *w, const uint8_t *p, size_t n)
+{
+	qw *s = w->priv;
+	if (s->pcc != QPK_CC_WHOLE)
+		return 0;
+	if (n > sizeof s->small - s->slen)
+		return qtk_err_set(w->err, QTK_E_INTERNAL, w->path, -1, w->desc->tensors[s->ct].name,
+				   "part larger than its description");
+	memcpy(s->small + s->slen, p, n);
+	s->slen += n;
+	return 0;
+}
+
 static int qpk_w_put(qtk_writer *w, const void *buf, size_t n)
 {
 	qw *s = w->priv;
 	const uint8_t *p = buf;
-	if (s->pcc == QPK_CC_WHOLE) { /* the layout bounds these parts by QPK_WHOLE_MAX (§8.13) */
-		if (n > sizeof s->small - s->slen)
-			return qtk_err_set(w->err, QTK_E_INTERNAL, w->path, -1, w->desc->tensors[s->ct].name,
-					   "part larger than its description");
-		memcpy(s->small + s->slen, p, n);
-		s->slen += n;
-	}
+	int rc0 = keep_whole(w, p, n);
+	if (rc0)
+		return rc0;
 	while (n) {
 		size_t k = s->bcap - s->blen < n ? s->bcap - s->blen : n;
 		memcpy(s->buf + s->blen, p, k);
@@ -745,15 +756,8 @@ static int qpk_w_put_file(qtk_writer *w, int fd, const char *path, uint64_t off,
 		size_t k = s->bcap - s->blen < n ? s->bcap - s->blen : (size_t)n;
 		uint8_t *at = s->buf + s->blen;
 		int rc = qtk_pread_full(fd, path, at, k, off, w->err);
-		if (rc)
+		if (rc || (rc = keep_whole(w, at, k)))
 			return rc;
-		if (s->pcc == QPK_CC_WHOLE) { /* as qpk_w_put */
-			if (k > sizeof s->small - s->slen)
-				return qtk_err_set(w->err, QTK_E_INTERNAL, w->path, -1, w->desc->tensors[s->ct].name,
-						   "part larger than its description");
-			memcpy(s->small + s->slen, at, k);
-			s->slen += k;
-		}
 		if (b) {
 			memcpy(b, at, k);
 			b += k;

@@ -630,12 +630,19 @@ static void test_memory_roundtrip(void)
  * values: a level-1 frame saves about 8.5%, over the 1/16 a frame must save to be kept) are stored raw in chunks of 4 MiB but compressed in a chunk of 256 KiB, which is
  * compressed whole as before; zeros are compressed. The stored bytes are measured against what
  * zstd makes of the same bytes. */
+/* An empty model for mm, aligned to 32. */
+static qtk_model *mem_new(mem *mm)
+{
+	memset(mm, 0, sizeof *mm);
+	mm->m = qtk_model_new();
+	mm->m->alignment = 32;
+	return mm->m;
+}
+
 static void test_trial(void)
 {
 	mem mm;
-	memset(&mm, 0, sizeof mm);
-	qtk_model *m = mm.m = qtk_model_new();
-	m->alignment = 32;
+	qtk_model *m = mem_new(&mm);
 	plain(m, "f16like", QTK_DT_U8, 1, 8u << 20, 0);
 	plain(m, "small", QTK_DT_U8, 1, 256u << 10, 0);
 	plain(m, "zeros", QTK_DT_U8, 1, 4u << 20, 0);
@@ -682,9 +689,7 @@ static void test_trial(void)
 static void test_verify_async(void)
 {
 	mem mm;
-	memset(&mm, 0, sizeof mm);
-	qtk_model *m = mm.m = qtk_model_new();
-	m->alignment = 32;
+	qtk_model *m = mem_new(&mm);
 	plain(m, "first", QTK_DT_U8, 1, 6u << 20, 0);
 	plain(m, "second", QTK_DT_U8, 1, 3u << 20, 0);
 	size_t sz[2] = {6u << 20, 3u << 20};
