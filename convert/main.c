@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 static const char usage[] =
 	"usage: qconvert [options] INPUT OUTPUT\n"
@@ -324,21 +325,29 @@ static bool dir_holds(const struct stat *dir, const char *file)
 	return false;
 }
 
+/* The directory a file path names its file in ("." for a bare name); false when too long. */
+static bool parent_of(const char *path, char *out, size_t cap)
+{
+	const char *slash = strrchr(path, '/');
+	size_t pn = slash ? (size_t)(slash - path) : 0;
+	if (pn + 2 > cap)
+		return false;
+	if (slash) {
+		memcpy(out, path, pn ? pn : 1);
+		out[pn ? pn : 1] = 0;
+	} else {
+		strcpy(out, ".");
+	}
+	return true;
+}
+
 /* Does the report path lie inside directory dir (which may not exist yet)? By the files when
  * both the directory and the report's own directory exist, else by the names. */
 static bool report_in_dir(const char *report, const char *dir)
 {
 	char parent[PATH_MAX];
-	const char *slash = strrchr(report, '/');
-	size_t pn = slash ? (size_t)(slash - report) : 0;
-	if (pn >= sizeof parent)
+	if (!parent_of(report, parent, sizeof parent))
 		return false;
-	if (slash) {
-		memcpy(parent, report, pn ? pn : 1);
-		parent[pn ? pn : 1] = 0;
-	} else {
-		strcpy(parent, ".");
-	}
 	struct stat dst;
 	if (stat(dir, &dst) == 0 && S_ISDIR(dst.st_mode)) {
 		struct stat pst;
@@ -427,6 +436,17 @@ static int check_paths(const qtk_model *in, const conv_opts *o)
 		if (o->out_kind == QTK_OUT_HF && report_in_dir(o->report, o->output))
 			return cli_usage_error("the report '%s' would be inside the output directory '%s', which is "
 					       "replaced as a whole: choose another place", o->report, o->output);
+		/* a report that cannot be written fails now, not after the whole conversion */
+		char parent[PATH_MAX] = "";
+		struct stat pst;
+		const bool there = parent_of(o->report, parent, sizeof parent) && stat(parent, &pst) == 0;
+		if (parent[0] && (!there || !S_ISDIR(pst.st_mode) || access(parent, W_OK | X_OK) != 0)) {
+			qtk_err e;
+			qtk_err_clear(&e);
+			qtk_err_set(&e, QTK_E_IO, o->report, -1, NULL, "cannot write the report: its directory '%s' %s",
+				    parent, there ? "is not a writable directory" : "does not exist");
+			return cli_fail(&e);
+		}
 	}
 	return 0;
 }

@@ -275,6 +275,9 @@ err_has "--report in the output directory (new)" "would be inside the output dir
 run "HF output for the report check" 0 "$BIN/qconvert" -q "$T/self.gguf" "$T/rdir/"
 run "--report in the output directory (existing)" 2 "$BIN/qconvert" --force "$T/self.gguf" "$T/rdir/" --report "$T/rdir/sub/../r.json"
 err_has "--report in the output directory (existing)" "would be inside the output directory"
+# a report that cannot be written fails before the conversion (exit 4), leaving no output
+run "--report in a missing directory" 4 "$BIN/qconvert" "$T/self.gguf" "$T/rep-out.gguf" --report "$T/no-such-dir/r.json"
+err_has "--report in a missing directory" "its directory '$T/no-such-dir' does not exist"; no_file "--report in a missing directory" "$T/rep-out.gguf"
 if [ "$(sha256sum <"$T/self.gguf")" = "$s0" ]; then ok; else bad "an input was changed"; fi
 s1=$(cat "$T"/sp-0000?-of-00003.gguf | sha256sum)
 run "output is a shard of the input's set" 2 "$BIN/qconvert" "$T/sp-00002-of-00003.gguf" "$T/sp-00001-of-00003.gguf" --to q8_0
