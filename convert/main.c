@@ -341,13 +341,10 @@ static bool parent_of(const char *path, char *out, size_t cap)
 	return true;
 }
 
-/* Does the report path lie inside directory dir (which may not exist yet)? By the files when
- * both the directory and the report's own directory exist, else by the names. */
-static bool report_in_dir(const char *report, const char *dir)
+/* Does the report path (in directory parent) lie inside directory dir (which may not exist
+ * yet)? By the files when both directories exist, else by the names. */
+static bool report_in_dir(const char *report, const char *parent, const char *dir)
 {
-	char parent[PATH_MAX];
-	if (!parent_of(report, parent, sizeof parent))
-		return false;
 	struct stat dst;
 	if (stat(dir, &dst) == 0 && S_ISDIR(dst.st_mode)) {
 		struct stat pst;
@@ -433,14 +430,15 @@ static int check_paths(const qtk_model *in, const conv_opts *o)
 			same = true;
 		if (same)
 			return cli_usage_error("the report '%s' is the output '%s': choose another name", o->report, o->output);
-		if (o->out_kind == QTK_OUT_HF && report_in_dir(o->report, o->output))
+		char parent[PATH_MAX];
+		const bool named = parent_of(o->report, parent, sizeof parent);
+		if (named && o->out_kind == QTK_OUT_HF && report_in_dir(o->report, parent, o->output))
 			return cli_usage_error("the report '%s' would be inside the output directory '%s', which is "
 					       "replaced as a whole: choose another place", o->report, o->output);
 		/* a report that cannot be written fails now, not after the whole conversion */
-		char parent[PATH_MAX] = "";
 		struct stat pst;
-		const bool there = parent_of(o->report, parent, sizeof parent) && stat(parent, &pst) == 0;
-		if (parent[0] && (!there || !S_ISDIR(pst.st_mode) || access(parent, W_OK | X_OK) != 0)) {
+		const bool there = named && stat(parent, &pst) == 0;
+		if (named && (!there || !S_ISDIR(pst.st_mode) || access(parent, W_OK | X_OK) != 0)) {
 			qtk_err e;
 			qtk_err_clear(&e);
 			qtk_err_set(&e, QTK_E_IO, o->report, -1, NULL, "cannot write the report: its directory '%s' %s",

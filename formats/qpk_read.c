@@ -818,7 +818,7 @@ typedef struct qverq {
 	vjob *head, *tail;
 	size_t bytes;       /* data bytes queued */
 	bool busy;          /* the thread holds a job */
-	bool stop, on;
+	bool stop;
 	pthread_t th;
 	EVP_MD_CTX *md;
 	size_t key;         /* the part being hashed, SIZE_MAX when none */
@@ -1626,14 +1626,17 @@ static int read_range(qtk_model *m, size_t key, uint64_t off, uint8_t *dst, size
 	return 0;
 }
 
-static int digest_mismatch(qtk_model *m, size_t key)
+/* Part `key`'s digest mismatch, into e (m->err, or the checking thread's own error). */
+static int mismatch_to(qtk_err *e, const qtk_model *m, size_t key)
 {
 	const qtk_tensor *t = &m->tensors[key / QTK_MAX_PARTS];
 	const qtk_part *q = &t->parts[key % QTK_MAX_PARTS];
-	return qtk_err_set(&m->err, QTK_E_DATA, m->files[0], (int64_t)q->offset, t->name,
+	return qtk_err_set(e, QTK_E_DATA, m->files[0], (int64_t)q->offset, t->name,
 			   "part %d%s%s%s digest mismatch: the data does not hash to the SHA-256 in the index",
 			   (int)(key % QTK_MAX_PARTS), q->role[0] ? " ('" : "", q->role, q->role[0] ? "')" : "");
 }
+
+static int digest_mismatch(qtk_model *m, size_t key) { return mismatch_to(&m->err, m, key); }
 
 static void *vq_main(void *a)
 {
@@ -1653,7 +1656,7 @@ static void *vq_main(void *a)
 		pthread_mutex_unlock(&q->mu);
 		bool bad = false, failed = false;
 		if (j->op == VJ_START) {
-			failed = j->key != SIZE_MAX && EVP_DigestInit_ex(q->md, EVP_sha256(), NULL) != 1;
+			failed = EVP_DigestInit_ex(q->md, EVP_sha256(), NULL) != 1;
 			q->key = failed ? SIZE_MAX : j->key;
 		} else if (q->key == j->key && j->op == VJ_DATA) {
 			if ((failed = EVP_DigestUpdate(q->md, j->data, j->n) != 1))
@@ -1670,13 +1673,8 @@ static void *vq_main(void *a)
 			const qtk_tensor *t = &q->m->tensors[j->key / QTK_MAX_PARTS];
 			q->rc = qtk_err_set(&q->err, QTK_E_IO, q->m->files[0], -1, t->name, "SHA-256 of a part failed");
 		}
-		if (bad && !q->rc) { /* the message digest_mismatch gives, into the queue's own error */
-			const qtk_tensor *t = &q->m->tensors[j->key / QTK_MAX_PARTS];
-			const qtk_part *p = &t->parts[j->key % QTK_MAX_PARTS];
-			q->rc = qtk_err_set(&q->err, QTK_E_DATA, q->m->files[0], (int64_t)p->offset, t->name,
-					    "part %d%s%s%s digest mismatch: the data does not hash to the SHA-256 in the index",
-					    (int)(j->key % QTK_MAX_PARTS), p->role[0] ? " ('" : "", p->role, p->role[0] ? "')" : "");
-		}
+		if (bad && !q->rc)
+			q->rc = mismatch_to(&q->err, q->m, j->key);
 		q->bytes -= j->op == VJ_DATA ? j->n : 0;
 		q->busy = false;
 		pthread_cond_broadcast(&q->cv);
@@ -1687,7 +1685,7 @@ static void *vq_main(void *a)
 }
 
 /* Queue a job for the checking thread (a copy of d, for VJ_DATA), waiting for room. false: out
- * of memory (the part is then not checked). */
+ * of memory. */
 static bool vq_push(qverq *q, int op, size_t key, const uint8_t *d, size_t n)
 {
 	vjob *j = qtk_malloc(sizeof *j + (op == VJ_DATA ? n : 0));
@@ -1727,6 +1725,13 @@ static int vq_result(qtk_model *m, qverq *q, bool wait)
 	return rc;
 }
 
+/* A job for the checking thread that could not be queued: the read fails (a copy's leaves rely
+ * on its part being checked). */
+static int vq_oom(qtk_model *m, size_t key)
+{
+	return qtk_err_set(&m->err, QTK_E_IO, m->path, -1, m->tensors[key / QTK_MAX_PARTS].name, "out of memory");
+}
+
 /* Follow sequential reads of one part; at its last byte compare the digest (or, with the
  * checking thread, queue the bytes and the comparison). */
 static int track(qtk_model *m, size_t key, uint64_t off, const uint8_t *d, size_t n)
@@ -1737,8 +1742,7 @@ static int track(qtk_model *m, size_t key, uint64_t off, const uint8_t *d, size_
 	if (off == 0 && (pv->vkey != key || pv->vpos != 0)) {
 		if (vq) {
 			if (!vq_push(vq, VJ_START, key, NULL, 0))
-				return qtk_err_set(&m->err, QTK_E_IO, m->path, -1, m->tensors[key / QTK_MAX_PARTS].name,
-						   "out of memory");
+				return vq_oom(m, key);
 		} else {
 			if (!pv->md && !(pv->md = EVP_MD_CTX_new()))
 				return 0;
@@ -1755,8 +1759,7 @@ static int track(qtk_model *m, size_t key, uint64_t off, const uint8_t *d, size_
 	for (size_t at = 0; vq && at < n; at += QPK_VQ_JOB)
 		if (!vq_push(vq, VJ_DATA, key, d + at, n - at < QPK_VQ_JOB ? n - at : QPK_VQ_JOB)) {
 			pv->vkey = SIZE_MAX;
-			return qtk_err_set(&m->err, QTK_E_IO, m->path, -1, m->tensors[key / QTK_MAX_PARTS].name,
-					   "out of memory");
+			return vq_oom(m, key);
 		}
 	if (!vq && EVP_DigestUpdate(pv->md, d, n) != 1) {
 		pv->vkey = SIZE_MAX;
@@ -1767,10 +1770,7 @@ static int track(qtk_model *m, size_t key, uint64_t off, const uint8_t *d, size_
 		return 0;
 	pv->vkey = SIZE_MAX;
 	if (vq)
-		return vq_push(vq, VJ_END, key, NULL, 0)
-			       ? 0
-			       : qtk_err_set(&m->err, QTK_E_IO, m->path, -1, m->tensors[key / QTK_MAX_PARTS].name,
-					     "out of memory");
+		return vq_push(vq, VJ_END, key, NULL, 0) ? 0 : vq_oom(m, key);
 	uint8_t calc[32];
 	unsigned len = 0;
 	if (EVP_DigestFinal_ex(pv->md, calc, &len) != 1)
@@ -1863,20 +1863,13 @@ static void qpk_verify_async(qtk_model *m)
 	q->m = m;
 	q->key = SIZE_MAX;
 	q->md = EVP_MD_CTX_new();
-	if (!q->md || pthread_mutex_init(&q->mu, NULL)) {
-		EVP_MD_CTX_free(q->md);
-		qtk_free(q);
-		return;
-	}
-	if (pthread_cond_init(&q->cv, NULL)) {
-		pthread_mutex_destroy(&q->mu);
-		EVP_MD_CTX_free(q->md);
-		qtk_free(q);
-		return;
-	}
-	if (pthread_create(&q->th, NULL, vq_main, q)) {
-		pthread_cond_destroy(&q->cv);
-		pthread_mutex_destroy(&q->mu);
+	const bool mu = q->md && !pthread_mutex_init(&q->mu, NULL);
+	const bool cv = mu && !pthread_cond_init(&q->cv, NULL);
+	if (!cv || pthread_create(&q->th, NULL, vq_main, q)) {
+		if (cv)
+			pthread_cond_destroy(&q->cv);
+		if (mu)
+			pthread_mutex_destroy(&q->mu);
 		EVP_MD_CTX_free(q->md);
 		qtk_free(q);
 		return;

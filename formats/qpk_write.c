@@ -291,9 +291,10 @@ static ZSTD_CCtx *new_cctx(void)
 
 /* Whether compressing a chunk of more than QPK_TRIAL_MIN bytes can pay: one trial frame of
  * four QPK_TRIAL_SLICE slices (the first at the chunk's start, the last ending at its end, the
- * others at 1/3 and 2/3 of the way, rounded down) must save at least 1/8 of their bytes. Weights whose frames would save less
- * (F16 about 1/12, k-quants and q8_0 1/30 or less) are stored raw without spending the whole
- * chunk's compression on finding that out. out: at least ZSTD_compressBound(4 slices). */
+ * others at 1/3 and 2/3 of the way, rounded down) must save at least 1/8 of their bytes.
+ * Weights whose frames would save less (F16 about 1/12, k-quants and q8_0 1/30 or less) are
+ * stored raw without spending the whole chunk's compression on finding that out. out: at least
+ * ZSTD_compressBound(4 slices). */
 static bool trial_pays(ZSTD_CCtx *cc, const uint8_t *buf, size_t n, uint8_t *out, size_t cap)
 {
 	if (n <= QPK_TRIAL_MIN)
@@ -722,27 +723,28 @@ static int keep_whole(qtk_writer *w, const uint8_t *p, size_t n)
 	return 0;
 }
 
+/* k bytes placed at the end of the chunk being filled: count them, hand the chunk on when full. */
+static int filled(qtk_writer *w, size_t k)
+{
+	qw *s = w->priv;
+	s->blen += k;
+	s->ppos += k;
+	return s->blen == s->bcap ? emit_chunk(w) : 0;
+}
+
 static int qpk_w_put(qtk_writer *w, const void *buf, size_t n)
 {
 	qw *s = w->priv;
 	const uint8_t *p = buf;
-	int rc0 = keep_whole(w, p, n);
-	if (rc0)
-		return rc0;
-	while (n) {
+	int rc = keep_whole(w, p, n);
+	while (!rc && n) {
 		size_t k = s->bcap - s->blen < n ? s->bcap - s->blen : n;
 		memcpy(s->buf + s->blen, p, k);
-		s->blen += k;
-		s->ppos += k;
 		p += k;
 		n -= k;
-		if (s->blen == s->bcap) {
-			int rc = emit_chunk(w);
-			if (rc)
-				return rc;
-		}
+		rc = filled(w, k);
 	}
-	return 0;
+	return rc;
 }
 
 /* Bytes of file fd read straight into the chunk being filled, with no caller's buffer between
@@ -762,11 +764,9 @@ static int qpk_w_put_file(qtk_writer *w, int fd, const char *path, uint64_t off,
 			memcpy(b, at, k);
 			b += k;
 		}
-		s->blen += k;
-		s->ppos += k;
 		off += k;
 		n -= k;
-		if (s->blen == s->bcap && (rc = emit_chunk(w)))
+		if ((rc = filled(w, k)))
 			return rc;
 	}
 	return 0;

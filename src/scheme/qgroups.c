@@ -454,6 +454,15 @@ void qg_gptq_rows_to_awq(const uint32_t *gptq, uint64_t units, uint32_t out, uin
  * (GPTQ's nibble k for input 8u + k, placed where qtk_awq_shift puts output j in an AWQ word),
  * not through the transposes: for each input row and word of outputs, the AWQ word the GPTQ
  * fields make, against the stored one, nibble by nibble. */
+/* How many of the eight nibbles of x and y differ: a flag per nibble, the flags summed into
+ * the top nibble by a multiply. */
+static inline uint32_t nib_diffs(uint32_t x, uint32_t y)
+{
+	uint32_t m = x ^ y;
+	m = (m | m >> 1 | m >> 2 | m >> 3) & 0x11111111u;
+	return (m * 0x11111111u) >> 28;
+}
+
 uint64_t qg_awq_gptq_rows_diff(const uint32_t *awq, const uint32_t *gptq, uint64_t units, uint32_t out)
 {
 	const uint32_t words = out / 8;
@@ -472,11 +481,8 @@ uint64_t qg_awq_gptq_rows_diff(const uint32_t *awq, const uint32_t *gptq, uint64
 				for (unsigned j = 0; j < 8; j++)
 					for (unsigned i = 0; i < 8; i++)
 						y[i] |= ((w[j][i] >> (4 * k)) & 15u) << qtk_awq_shift(j);
-				for (unsigned i = 0; i < 8; i++) {
-					uint32_t m = a[(uint64_t)k * words + c + i] ^ y[i];
-					m = (m | m >> 1 | m >> 2 | m >> 3) & 0x11111111u;
-					d[i] = (m * 0x11111111u) >> 28;
-				}
+				for (unsigned i = 0; i < 8; i++)
+					d[i] = nib_diffs(a[(uint64_t)k * words + c + i], y[i]);
 				for (unsigned i = 0; i < 8; i++)
 					diff += d[i];
 			}
@@ -486,9 +492,7 @@ uint64_t qg_awq_gptq_rows_diff(const uint32_t *awq, const uint32_t *gptq, uint64
 				uint32_t y = 0;
 				for (unsigned j = 0; j < 8; j++)
 					y |= ((g[8 * c + j] >> (4 * k)) & 15u) << qtk_awq_shift(j);
-				uint32_t m = a[(uint64_t)k * words + c] ^ y; /* a nonzero nibble: a code differs */
-				m = (m | m >> 1 | m >> 2 | m >> 3) & 0x11111111u;
-				diff += (m * 0x11111111u) >> 28; /* the eight flags summed into the top nibble */
+				diff += nib_diffs(a[(uint64_t)k * words + c], y);
 			}
 	}
 	return diff;
