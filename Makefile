@@ -55,6 +55,7 @@ $(B)/src/lc.o: CFLAGS_ALL += $(if $(LC_SONAME),-DQTK_LC_SONAME='"$(LC_SONAME)"')
 ifneq ($(filter x86_64% i686% i386%,$(shell $(CC) -dumpmachine)),)
 $(B)/src/quant_k_avx2.o: CFLAGS_ALL += -mavx2
 $(B)/src/quant_awq_avx2.o: CFLAGS_ALL += -mavx2
+$(B)/src/quant_awq_avx512.o: CFLAGS_ALL += -mavx2 -mavx512f -mavx512dq
 $(B)/src/quant_iq4_avx2.o: CFLAGS_ALL += -mavx2
 $(B)/src/quant_asym_avx2.o: CFLAGS_ALL += -mavx2 -mf16c
 $(B)/src/quant_sym_avx2.o: CFLAGS_ALL += -mavx2 -mf16c
@@ -95,7 +96,7 @@ $(B)/plain/qconvert: $(CONV_OBJ) $(PLAIN_OBJ) $(B)/libqtk.a
 # auto-vectorization. With CC=aarch64-linux-gnu-gcc the last two cross-build for qemu.
 SIMD_SRC := src/quant.c src/quant_asym_avx2.c src/quant_sym_avx2.c src/quant_k.c src/quant_k_avx2.c src/quant_iq4.c \
 	src/quant_iq4_avx2.c \
-	src/quant_awq.c src/quant_awq_avx2.c src/dequant.c src/dequant_f16c.c src/dequant_iq.c src/alloc.c
+	src/quant_awq.c src/quant_awq_avx2.c src/quant_awq_avx512.c src/dequant.c src/dequant_f16c.c src/dequant_iq.c src/alloc.c
 $(B)/tests/simd_digest_src: tests/simd_digest.c $(SIMD_SRC) $(wildcard src/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -o $@ tests/simd_digest.c $(SIMD_SRC) -lm

@@ -51,6 +51,25 @@ bool qtk_simd_avx2(void)
 #endif
 }
 
+bool qtk_simd_avx512(void)
+{
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(QTK_QV_PLAIN)
+    static int state; /* 0 unknown, 1 no, 2 yes */
+    int s = __atomic_load_n(&state, __ATOMIC_ACQUIRE);
+    if (!s) {
+        const char *e = getenv("QTK_SIMD");
+        s = qtk_simd_avx2() && !(e && strcmp(e, "avx2") == 0) &&
+                    __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq")
+                ? 2
+                : 1;
+        __atomic_store_n(&state, s, __ATOMIC_RELEASE);
+    }
+    return s == 2;
+#else
+    return false;
+#endif
+}
+
 bool qtk_cpu_f16c(void)
 {
 #if (defined(__x86_64__) || defined(__i386__)) && !defined(QTK_QV_PLAIN)

@@ -127,6 +127,9 @@ bool qtk_sym_have_oct_avx2(void);
  * AVX2, QTK_SIMD not "generic", not the plain-C build (QTK_QV_PLAIN); decided once (quant.c).
  * Each caller also asks its own build whether it was compiled with AVX2. */
 bool qtk_simd_avx2(void);
+/* May the AVX-512 build (quant_awq_avx512.c) run: qtk_simd_avx2, a CPU with AVX-512 F and DQ,
+ * and QTK_SIMD not "avx2" (which keeps the AVX2 builds for tests); decided once (quant.c). */
+bool qtk_simd_avx512(void);
 /* The CPU converts fp16 (F16C; x86 only, whatever the build; never for plain-C lanes). */
 bool qtk_cpu_f16c(void);
 
@@ -213,6 +216,16 @@ void qtk_awq_ev_refine3_c(const float *x, const double *xd, uint32_t n, float s,
 void qtk_awq_ev_refine3_avx2(const float *x, const double *xd, uint32_t n, float s, float zf,
                              float mf, double abs_sum, double sxq[3], double sqq[3],
                              double err[2]);
+/* The same kernels built for AVX-512 F + DQ (quant_awq_avx512.c): only when qtk_awq_have_avx512()
+ * and qtk_simd_avx512(); the same results. */
+double qtk_awq_ev_sum_avx512(const float *x, const double *xd, uint32_t n, float s, float zf,
+                             float mf, double limit);
+void qtk_awq_ev_codes_avx512(const float *x, const double *xd, uint32_t n, float s, float zf,
+                             float mf, uint8_t *codes);
+void qtk_awq_ev_refine3_avx512(const float *x, const double *xd, uint32_t n, float s, float zf,
+                               float mf, double abs_sum, double sxq[3], double sqq[3],
+                               double err[2]);
+bool qtk_awq_have_avx512(void);
 bool qtk_awq_have_avx2(void);
 
 #ifdef QTK_QUANT_IMPL

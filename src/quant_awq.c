@@ -88,7 +88,8 @@ typedef struct gfit {
     uint32_t memo[MEMO_SLOTS];
 } gfit;
 
-/* The error sum: quant_awq_ev.h, generic here, AVX2 in quant_awq_avx2.c (the same value). */
+/* The error sum: quant_awq_ev.h, generic here, AVX2 in quant_awq_avx2.c, AVX-512 in
+ * quant_awq_avx512.c (the same value). */
 #define EV_SUM qtk_awq_ev_sum_c
 #define EV_CODES qtk_awq_ev_codes_c
 #define EV_REFINE3 qtk_awq_ev_refine3_c
@@ -108,8 +109,13 @@ static const ev_impl k_ev_c = { qtk_awq_ev_sum_c, qtk_awq_ev_codes_c, qtk_awq_ev
 static const ev_impl k_ev_avx2 = { qtk_awq_ev_sum_avx2, qtk_awq_ev_codes_avx2,
                                    qtk_awq_ev_refine3_avx2 };
 
+static const ev_impl k_ev_avx512 = { qtk_awq_ev_sum_avx512, qtk_awq_ev_codes_avx512,
+                                     qtk_awq_ev_refine3_avx512 };
+
 static const ev_impl *ev(void)
 {
+    if (qtk_awq_have_avx512() && qtk_simd_avx512())
+        return &k_ev_avx512;
     return qtk_awq_have_avx2() && qtk_simd_avx2() ? &k_ev_avx2 : &k_ev_c;
 }
 

@@ -1,7 +1,7 @@
 /* quant_awq_ev.h - the error sum and codes of the AWQ/GPTQ group search (quant_awq.c), included
  * once by quant_awq.c (generic build) and once by quant_awq_avx2.c (compiled with -mavx2), each
  * time with EV_SUM, EV_CODES and EV_REFINE3 naming the functions (and EV_WIDE for eight-lane
- * registers). GCC/Clang vector extensions: every operation is element-wise IEEE (no contraction
+ * registers), and once by quant_awq_avx512.c (EV_WIDE16: sixteen float lanes, eight double). GCC/Clang vector extensions: every operation is element-wise IEEE (no contraction
  * under -ffp-contract=off), and the squares are summed in double in eight lanes (element j into
  * lane j mod 8: one register of eight, or two of four) added in one fixed order, so every build
  * gives the same value bit for bit.
@@ -16,7 +16,13 @@
 #include <stdint.h>
 #include <string.h>
 
-#ifdef EV_WIDE /* eight lanes in one register (AVX2) */
+#if defined(EV_WIDE16) /* sixteen float lanes, the eight double lanes in one register (AVX-512) */
+typedef float ev_wf __attribute__((vector_size(64)));
+typedef int32_t ev_wi __attribute__((vector_size(64)));
+typedef double ev_hd __attribute__((vector_size(64)));
+#define EV_SPLAT(a) { a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a }
+#define EV_SPLAT8(a) { a, a, a, a, a, a, a, a }
+#elif defined(EV_WIDE) /* eight lanes in one register (AVX2) */
 typedef float ev_wf __attribute__((vector_size(32)));
 typedef int32_t ev_wi __attribute__((vector_size(32)));
 typedef double ev_hd __attribute__((vector_size(32)));
@@ -29,7 +35,7 @@ typedef uint8_t ev_wb __attribute__((vector_size(4)));
 #define EV_SPLAT(a) { a, a, a, a }
 #endif
 #define EV_W ((uint32_t)(sizeof(ev_wf) / sizeof(float)))
-#ifndef EV_WIDE
+#if !defined(EV_WIDE) && !defined(EV_WIDE16)
 /* codes (integer-valued floats in [0, 255]) to bytes */
 #define EV_STORE_CODES(p, q)                                                                       \
     do {                                                                                           \
@@ -41,7 +47,8 @@ typedef uint8_t ev_wb __attribute__((vector_size(4)));
 /* Clamps: EV_LO(c, v) is v < c ? c : v and EV_HI(c, v) is v > c ? c : v, lane by lane (NaN and
  * -0 kept as v). On x86, MAXPS(c, v) and MINPS(c, v), which return their second operand unless
  * c > v (resp. c < v): the very same results in one instruction. */
-#if defined(EV_WIDE) && defined(__AVX__) && !defined(QTK_QV_PLAIN)
+#if defined(EV_LO) /* the including file's (AVX-512) */
+#elif defined(EV_WIDE) && defined(__AVX__) && !defined(QTK_QV_PLAIN)
 #define EV_LO(c, v) __builtin_ia32_maxps256((c), (v))
 #define EV_HI(c, v) __builtin_ia32_minps256((c), (v))
 #elif !defined(EV_WIDE) && defined(__SSE2__) && !defined(QTK_QV_PLAIN)
@@ -112,7 +119,27 @@ static inline int ev_any_clear(ev_wi m)
     const ev_wf klo = EV_SPLAT(-(zf)), khi = EV_SPLAT((mf) - (zf));                                \
     (void)vz
 
-#ifdef EV_WIDE
+#if defined(EV_WIDE16)
+/* the squares of x - y for elements j..j+16: elements j..j+8 into lanes 0-7 (lo), then j+8..j+16
+ * into the same lanes (lane l gets elements l, l + 8, ... in that order, as in the other builds);
+ * hi is not used */
+#define EV_ACC(xd, y, lo, hi)                                                                      \
+    do {                                                                                           \
+        ev_hd xl_, xh_;                                                                            \
+        memcpy(&xl_, (xd), sizeof xl_);                                                            \
+        memcpy(&xh_, (xd) + 8, sizeof xh_);                                                        \
+        const ev_hd dl_ = xl_ - EV_PD_LO(y), dh_ = xh_ - EV_PD_HI(y);                              \
+        (lo) += dl_ * dl_;                                                                         \
+        (lo) += dh_ * dh_;                                                                         \
+        (void)(hi);                                                                                \
+    } while (0)
+#define EV_ACC_INIT ev_hd alo = EV_SPLAT8(0.0), ahi = alo
+#define EV_FOLD (((alo[0] + alo[1]) + (alo[2] + alo[3])) + ((alo[4] + alo[5]) + (alo[6] + alo[7])))
+/* the cheap fold: lanes i and i + 4 added, then (0 + 2) + (1 + 3), as the other builds */
+#define EV_CHEAP_T ev_hd
+#define EV_CHEAP(alo, ahi)                                                                         \
+    ((((alo)[0] + (alo)[4]) + ((alo)[2] + (alo)[6])) + (((alo)[1] + (alo)[5]) + ((alo)[3] + (alo)[7])))
+#elif defined(EV_WIDE)
 /* the squares of x - y for elements j..j+8 into lanes 0-3 (lo) and 4-7 (hi) */
 #define EV_ACC(xd, y, lo, hi)                                                                      \
     do {                                                                                           \
@@ -180,8 +207,13 @@ double EV_SUM(const float *x, const double *xd, uint32_t n, float s, float zf, f
         }
         if (((j + 16) & 63) != 0 || j + 16 == n)
             continue; /* the test after every 64 values, not after the last */
+#ifdef EV_WIDE16
+        (void)ahi;
+        const double cheap = EV_CHEAP(alo, ahi);
+#else
         EV_CHEAP_T t_ = alo + ahi;
         const double cheap = (t_[0] + t_[2]) + (t_[1] + t_[3]);
+#endif
         if (cheap >= stop)
             return cheap;
     }
@@ -230,7 +262,11 @@ ev_refine3_impl(const float *x, const double *xd, uint32_t n, float s, float zf,
         khi[d] = hi;
     }
     double c[3] = { 0, 0, 0 };
-#ifdef EV_WIDE
+#if defined(EV_WIDE16)
+    ev_hd elo[2] = { EV_SPLAT8(0.0), EV_SPLAT8(0.0) }, ehi[2] = { EV_SPLAT8(0.0), EV_SPLAT8(0.0) };
+    ev_hd q2[3] = { EV_SPLAT8(0.0), EV_SPLAT8(0.0), EV_SPLAT8(0.0) },
+          cv[3] = { EV_SPLAT8(0.0), EV_SPLAT8(0.0), EV_SPLAT8(0.0) };
+#elif defined(EV_WIDE)
     ev_hd elo[2] = { { 0, 0, 0, 0 }, { 0, 0, 0, 0 } }, ehi[2] = { { 0, 0, 0, 0 }, { 0, 0, 0, 0 } };
     ev_hd q2[3] = { { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 } }, cv[3] = { { 0, 0, 0, 0 },
                                                                              { 0, 0, 0, 0 },
@@ -255,7 +291,26 @@ ev_refine3_impl(const float *x, const double *xd, uint32_t n, float s, float zf,
         if (EV_ANY_CLEAR(far))
             for (int d = 0; d < 3; d++)
                 k[d] = ev_fix(xv, k[d], vs, klo[d], khi[d]);
-#ifdef EV_WIDE
+#if defined(EV_WIDE16)
+        ev_hd xl, xh;
+        memcpy(&xl, xd + j, sizeof xl);
+        memcpy(&xh, xd + j + 8, sizeof xh);
+        for (int d = 0; d < 3; d++) {
+            const ev_hd kl = EV_PD_LO(k[d]), kh = EV_PD_HI(k[d]);
+            const ev_hd pl = kl * xl, ph = kh * xh;
+            q2[d] += kl * kl + kh * kh;
+            if (lanes) {
+                cv[d] += pl + ph;
+            } else {
+                for (int i = 0; i < 8; i++)
+                    c[d] += pl[i];
+                for (int i = 0; i < 8; i++)
+                    c[d] += ph[i];
+            }
+        }
+        for (int d = 0; d < 2; d++)
+            EV_ACC(xd + j, k[2 * d] * vs, elo[d], ehi[d]);
+#elif defined(EV_WIDE)
         ev_hd xl, xh;
         memcpy(&xl, xd + j, sizeof xl);
         memcpy(&xh, xd + j + 4, sizeof xh);
@@ -296,12 +351,25 @@ ev_refine3_impl(const float *x, const double *xd, uint32_t n, float s, float zf,
         }
 #endif
     }
+#if defined(EV_WIDE16)
+    /* eight lanes to four (lanes i and i + 4): both sums are exact in any order (above) */
+    for (int d = 0; d < 3; d++)
+        for (int i = 0; i < 4; i++) {
+            cv[d][i] += cv[d][i + 4];
+            q2[d][i] += q2[d][i + 4];
+        }
+    (void)ehi;
+#endif
     for (int d = 0; d < 3; d++) {
         sxq[d] = lanes ? (cv[d][0] + cv[d][1]) + (cv[d][2] + cv[d][3]) : c[d];
         sqq[d] = (q2[d][0] + q2[d][1]) + (q2[d][2] + q2[d][3]);
     }
     for (int d = 0; d < 2; d++) {
+#if defined(EV_WIDE16)
+        const EV_CHEAP_T alo = elo[d];
+#else
         const EV_CHEAP_T alo = elo[d], ahi = ehi[d];
+#endif
         err[d] = EV_FOLD;
     }
 }
@@ -327,3 +395,5 @@ void EV_REFINE3(const float *x, const double *xd, uint32_t n, float s, float zf,
 #undef EV_FOLD
 #undef EV_ACC_INIT
 #undef EV_CHEAP_T
+#undef EV_CHEAP
+#undef EV_SPLAT8

@@ -243,5 +243,13 @@ int main(void)
 	} else {
 		T_SKIP("AVX2 kernels: not built or not this CPU");
 	}
+	if (qtk_awq_have_avx512() && qtk_simd_avx512()) {
+		const kern a = { "avx512", qtk_awq_ev_sum_avx512, qtk_awq_ev_codes_avx512,
+			         qtk_awq_ev_refine3_avx512 };
+		rng = 0x9E3779B97F4A7C15ull;
+		run_kernel(&a);
+	} else {
+		T_SKIP("AVX-512 kernels: not built or not this CPU");
+	}
 	return T_DONE();
 }

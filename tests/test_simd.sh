@@ -37,9 +37,16 @@ same_three() {
 for ty in q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs Q4_K_M; do
 	same_three $ty gguf
 done
-# AWQ and GPTQ re-fits (the group search has an AVX2 build), into QPK files
+# AWQ and GPTQ re-fits (the group search has AVX2 and AVX-512 builds), into QPK files; and the
+# same with QTK_SIMD=avx2 (the AVX2 kernels where the AVX-512 ones would run)
 for ty in awq gptq; do
 	same_three $ty qpk --group-size 32
+	if QTK_SIMD=avx2 "$BIN/qconvert" -q "$src" "$T/d.qpk" --to $ty --group-size 32 >/dev/null 2>&1 &&
+		cmp -s "$T/a.qpk" "$T/d.qpk"; then
+		ok "$ty: default build = QTK_SIMD=avx2"
+	else
+		bad "$ty: default build and QTK_SIMD=avx2 differ"
+	fi
 done
 
 # The conversion report's error figures (qconvert's check sums them in AVX lanes when it can):
@@ -85,11 +92,13 @@ PY
 done
 
 # The encoders alone (tests/simd_digest.c: every type, with and without an importance matrix):
-# the library as built, QTK_SIMD=generic, the sources on the compiler's lanes, plain C.
+# the library as built, QTK_SIMD=generic, QTK_SIMD=avx2 (no AVX-512 kernels), the sources on the
+# compiler's lanes, plain C.
 D=$B/tests
 if [ -x "$D/simd_digest" ] && [ -x "$D/simd_digest_src" ] && [ -x "$D/simd_digest_plain" ]; then
 	"$D/simd_digest" >"$T/d.lib" 2>&1 || bad "simd_digest failed: $(tail -n 1 "$T/d.lib")"
 	QTK_SIMD=generic "$D/simd_digest" >"$T/d.gen" 2>&1
+	QTK_SIMD=avx2 "$D/simd_digest" >"$T/d.avx2" 2>&1
 	"$D/simd_digest_src" >"$T/d.src" 2>&1
 	"$D/simd_digest_plain" >"$T/d.plain" 2>&1
 	n=$(grep -c 'imatrix=' "$T/d.lib")
@@ -111,7 +120,7 @@ if [ -x "$D/simd_digest" ] && [ -x "$D/simd_digest_src" ] && [ -x "$D/simd_diges
 		bad "encoder digests differ from tests/data/simd_digest.expected (an encoder's output changed)"
 		diff tests/data/simd_digest.expected "$T/d.lib" | head -8
 	fi
-	for v in gen src plain; do
+	for v in gen avx2 src plain; do
 		if cmp -s "$T/d.lib" "$T/d.$v"; then ok "encoder digests: library = $v"; else bad "encoder digests: library and $v differ"; diff "$T/d.lib" "$T/d.$v" | head -5; fi
 	done
 else
