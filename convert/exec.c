@@ -1035,12 +1035,13 @@ typedef struct vjob {
 	int rc;
 	bool on;
 	pthread_t th;
+	const uint32_t *s; /* integer layouts (qtk_vhash_int): v the differences, s the runs' scales */
 } vjob;
 
 static void *vjob_run(void *a)
 {
 	vjob *j = a;
-	j->rc = qtk_vhash_put(j->h, j->v, j->n);
+	j->rc = j->s ? qtk_vhash_put_runs(j->h, j->v, j->s, j->n) : qtk_vhash_put(j->h, j->v, j->n);
 	return NULL;
 }
 
@@ -1053,10 +1054,12 @@ static int vjob_wait(vjob *j)
 	return j->rc;
 }
 
-static void vjob_start(vjob *j, const float *v, uint64_t n)
+/* Start hashing n values v, or (s not NULL) n values as runs: v the differences, s the scales. */
+static void vjob_go(vjob *j, const float *v, const uint32_t *s, uint64_t n)
 {
 	j->v = v;
 	j->n = n;
+	j->s = s;
 	if (pthread_create(&j->th, NULL, vjob_run, j))
 		vjob_run(j); /* no thread: here */
 	else
@@ -1075,6 +1078,8 @@ static int refit_act_order(const qtk_tensor *t, const qtk_tensor *o, qtk_err *er
 			   "points up to 2^bits, or re-quantize from floats",
 			   lid);
 }
+
+static void vjob_start(vjob *j, const float *v, uint64_t n) { vjob_go(j, v, NULL, n); }
 
 /* Hash a window's n values (v) after the previous window's hash is done. */
 static int vjob_next(vjob *j, const float *v, uint64_t n, const char *name, qtk_err *err)
@@ -1112,9 +1117,14 @@ static int fit_groups(rowsrc *s, float *x, uint8_t **pp, bool refit, int threads
 	uint32_t out = (uint32_t)t->shape[0], inf = (uint32_t)t->shape[1];
 	const size_t wb = (size_t)s->win * inf * sizeof(float);
 	float *y[2] = {qtk_malloc(wb), *vh ? qtk_malloc(wb) : NULL};
-	vjob vj = {*vh, NULL, 0, 0, false, 0};
+	vjob vj = {*vh, NULL, 0, 0, false, 0, NULL};
 	int rc = y[0] ? 0 : qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
-	if (*vh && !y[1]) { /* no room to hash beside: the sink does it */
+	/* integer layouts: each window's runs (differences into its y, scales into sb) */
+	const bool runs = *vh && qtk_vhash_int(*vh);
+	const size_t sbn = (size_t)s->win * (inf / 32) + 1;
+	uint32_t *sb[2] = {runs ? qtk_malloc(sbn * sizeof(uint32_t)) : NULL, runs ? qtk_malloc(sbn * sizeof(uint32_t)) : NULL};
+	qtk_int_scratch scr = {NULL, 0};
+	if (*vh && (!y[1] || (runs && (!sb[0] || !sb[1])))) { /* no room to hash beside: the sink does it */
 		qtk_vhash_free(*vh);
 		*vh = vj.h = NULL;
 	}
@@ -1134,11 +1144,13 @@ static int fit_groups(rowsrc *s, float *x, uint8_t **pp, bool refit, int threads
 			break;
 		}
 		if (vj.h) { /* the previous window's hash is done before this one's starts */
-			if (vjob_wait(&vj)) {
+			uint32_t *sw = runs ? sb[wi & 1] : NULL;
+			if (vjob_wait(&vj) ||
+			    (runs && qtk_digest_int_rows(o, (const void *const *)pp, o0, nr, yw, sw, &scr))) {
 				qtk_vhash_free(vj.h);
 				*vh = vj.h = NULL;
 			} else {
-				vjob_start(&vj, yw, (uint64_t)nr * inf);
+				vjob_go(&vj, yw, sw, (uint64_t)nr * inf);
 			}
 		}
 		cli_progress_within(o0 + nr, out);
@@ -1149,6 +1161,9 @@ static int fit_groups(rowsrc *s, float *x, uint8_t **pp, bool refit, int threads
 	}
 	qtk_free(y[0]);
 	qtk_free(y[1]);
+	qtk_free(sb[0]);
+	qtk_free(sb[1]);
+	qtk_int_scratch_free(&scr);
 	return rc;
 }
 
@@ -1198,7 +1213,7 @@ static int stream_fp4(qtk_model *in, qtk_writer *w, const plan *p, const conv_re
 	uint8_t *sp[3] = {qtk_malloc((size_t)(win * c0)), qtk_malloc((size_t)(win * c1)), qtk_calloc(1, 8)};
 	float *x = qtk_malloc((size_t)(win * inf) * sizeof *x), *y[2] = {qtk_malloc((size_t)(win * inf) * sizeof(float)),
 									  vh ? qtk_malloc((size_t)(win * inf) * sizeof(float)) : NULL};
-	vjob vj = {NULL, NULL, 0, 0, false, 0};
+	vjob vj = {NULL, NULL, 0, 0, false, 0, NULL};
 	errstat e;
 	memset(&e, 0, sizeof e);
 	int rc = 0, fd = -1;
@@ -1548,7 +1563,9 @@ static int stream_windows(rowsrc *s, qtk_writer *w, int threads, const conv_rec 
 	uint8_t *pp[QTK_MAX_PARTS] = {NULL}, *sp[QTK_MAX_PARTS] = {NULL};
 	const size_t wb = (size_t)s->win * inf * sizeof(float);
 	float *x = NULL, *y[2] = {NULL, NULL};
-	vjob vj = {NULL, NULL, 0, 0, false, 0};
+	vjob vj = {NULL, NULL, 0, 0, false, 0, NULL};
+	uint32_t *sb[2] = {NULL, NULL}; /* integer layouts: the windows' scales (runs) */
+	qtk_int_scratch scr = {NULL, 0};
 	qgroups g;
 	memset(&g, 0, sizeof g);
 	int rc = 0;
@@ -1667,6 +1684,11 @@ static int stream_windows(rowsrc *s, qtk_writer *w, int threads, const conv_rec 
 			x = qtk_malloc(wb);
 			y[0] = qtk_malloc(wb);
 			y[1] = *vh ? qtk_malloc(wb) : NULL;
+			if (*vh && qtk_vhash_int(*vh)) { /* integer layouts: the windows' runs */
+				const size_t sbn = (size_t)s->win * (inf / 32) + 1;
+				if (!(sb[0] = qtk_malloc(sbn * sizeof(uint32_t))) || !(sb[1] = qtk_malloc(sbn * sizeof(uint32_t))))
+					rc = qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
+			}
 			if (!rc && (!x || !y[0] || (*vh && !y[1])))
 				rc = qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
 			if (rc)
@@ -1687,8 +1709,15 @@ static int stream_windows(rowsrc *s, qtk_writer *w, int threads, const conv_rec 
 					 qtk_scheme_of(o) ? qtk_scheme_of(o)->title : "packed");
 		else if (!rc && fc)
 			rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "cannot decode the output");
-		if (!rc && vj.h) /* the previous window's hash is done before this one's starts */
+		if (!rc && vj.h && sb[0]) { /* runs: made here from the window's parts, then hashed beside */
+			uint32_t *sw = sb[(o0 / s->win) & 1];
+			if (vjob_wait(&vj) || qtk_digest_int_rows(&osub, (const void *const *)sp, 0, n, yw, sw, &scr))
+				rc = qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory hashing the values");
+			else
+				vjob_go(&vj, yw, sw, (uint64_t)n * inf);
+		} else if (!rc && vj.h) { /* the previous window's hash is done before this one's starts */
 			rc = vjob_next(&vj, yw, (uint64_t)n * inf, t->name, err);
+		}
 		if (sf.fd >= 0)
 			rc = rc ? rc : spill_put(&sf, &sl[0], sp[0], t->name, err);
 		else
@@ -1721,6 +1750,9 @@ static int stream_windows(rowsrc *s, qtk_writer *w, int threads, const conv_rec 
 	qtk_free(x);
 	qtk_free(y[0]);
 	qtk_free(y[1]);
+	qtk_free(sb[0]);
+	qtk_free(sb[1]);
+	qtk_int_scratch_free(&scr);
 	return rc;
 }
 

@@ -434,10 +434,149 @@ static void test_streaming(void)
 	free(b);
 }
 
+/* sha256 of n bytes */
+static void sha(const void *p, size_t n, uint8_t d[32])
+{
+	unsigned l = 0;
+	EVP_Digest(p, n, d, &l, EVP_sha256(), NULL);
+}
+
+static void put_u32(uint8_t **w, uint32_t v)
+{
+	qtk_wr32(*w, v);
+	*w += 4;
+}
+
+/* The version 3 decoded leaf of a tensor [rows][cols] of integer runs (k [rows][cols], the
+ * scales' F32 bits s [rows][cols/32]) in canonical row order, written out as docs/provenance.md
+ * specifies it: the test's own rendering of the spec. */
+static void v3_runs_leaf(const char *canon, uint32_t rows, uint32_t cols, const int16_t *k, const uint32_t *s,
+			 uint8_t leaf[32])
+{
+	const size_t nv = (size_t)rows * cols, piece = (size_t)1 << 18;
+	size_t hn = 64 + strlen(canon) + (nv / piece + 1) * 33;
+	uint8_t *hb = malloc(hn), *h = hb, *wb = malloc(piece / 32 * (4 + 64));
+	memcpy(h, "qtk-tensor-v3/decoded", 22); /* with its NUL */
+	h += 22;
+	put_u32(&h, (uint32_t)strlen(canon));
+	memcpy(h, canon, strlen(canon));
+	h += strlen(canon);
+	put_u32(&h, 2);
+	qtk_wr64(h, rows);
+	qtk_wr64(h + 8, cols);
+	qtk_wr64(h + 16, nv);
+	h += 24;
+	for (size_t p0 = 0; p0 < nv; p0 += piece) {
+		const size_t n = nv - p0 < piece ? nv - p0 : piece;
+		bool narrow = true;
+		for (size_t i = 0; i < n; i++)
+			narrow &= k[p0 + i] >= -128 && k[p0 + i] <= 127;
+		uint8_t *w = wb;
+		for (size_t r = 0; r < n / 32; r++) {
+			put_u32(&w, s[(p0 / 32) + r]);
+			for (size_t i = 0; i < 32; i++) {
+				const int16_t v = k[p0 + 32 * r + i];
+				if (narrow) {
+					*w++ = (uint8_t)(int8_t)v;
+				} else {
+					qtk_wr16(w, (uint16_t)v);
+					w += 2;
+				}
+			}
+		}
+		*h++ = narrow ? 8 : 9;
+		sha(wb, (size_t)(w - wb), h);
+		h += 32;
+	}
+	sha(hb, (size_t)(h - hb), leaf);
+	free(hb);
+	free(wb);
+}
+
+/* Version 3, form 9: an 8-bit asymmetric GPTQ matrix whose groups are all positive has zero
+ * points near 0 and differences up to 255, written as i16; its leaf is the spec's, in whole
+ * parts and fed in odd pieces, and a one-code change changes it. */
+static void test_int_wide(void)
+{
+	const uint32_t out = 64, in = 256, g = 128, ng = in / g;
+	const size_t nv = (size_t)out * in;
+	float *w = malloc(nv * sizeof *w), *y = malloc(nv * sizeof *y);
+	int32_t *qw = calloc((size_t)in / 32 * 8 * out, 4), *qz = calloc((size_t)ng * out * 8 / 32, 4);
+	uint16_t *sc = malloc((size_t)ng * out * 2);
+	int32_t *gi = malloc((size_t)in * 4);
+	uint32_t r = 777;
+	for (size_t i = 0; i < nv; i++) {
+		r = r * 1664525u + 1013904223u;
+		w[i] = (float)(r >> 8) / 16777216.f + 0.01f; /* positive */
+	}
+	CHECK(!qtk_quant_gptq(w, out, in, g, 8, false, 2, qw, qz, sc, gi) &&
+		      !qtk_dequant_gptq(qw, qz, sc, gi, in, out, g, ng, 8, 2, y),
+	      "gptq 8-bit encode/decode");
+	qtk_tensor t;
+	memset(&t, 0, sizeof t);
+	const qtk_layout l = {QTK_LAYOUT_GPTQ, QTK_T_I32, 8, 2, false, false, g, 0, 0, 0, 0, 0};
+	char why[300] = "";
+	CHECK(!qtk_scheme_describe(&t, &l, out, in, true, why, sizeof why), "describe: %s", why);
+	t.name = (char *)"model.layers.0.mlp.up_proj.weight";
+	CHECK(qtk_digest_int_layout(&t), "8-bit GPTQ, groups of 128: an integer layout");
+	int16_t *k = malloc(nv * sizeof *k);
+	uint32_t *sb = malloc(nv / 32 * 4);
+	int wide = 0;
+	for (uint32_t o = 0; o < out; o++)
+		for (uint32_t u = 0; u < in / 32; u++) {
+			const float sv = qtk_fp16_to_f32(sc[(size_t)(u * 32 / g) * out + o]);
+			memcpy(&sb[(size_t)o * (in / 32) + u], &sv, 4);
+			for (uint32_t i = 0; i < 32; i++) {
+				const float d = y[(size_t)o * in + u * 32 + i] / sv;
+				k[(size_t)o * in + u * 32 + i] = (int16_t)d;
+				wide += d > 127.f;
+			}
+		}
+	CHECK(wide > 100, "differences beyond i8 (%d)", wide);
+	uint8_t want[32];
+	v3_runs_leaf("model.layers.0.mlp.up_proj.weight", out, in, k, sb, want);
+	const void *pa[4] = {qw, qz, sc, gi};
+	qtk_leaf a, b, c;
+	qtk_err err;
+	qtk_thash *h;
+	int rc = qtk_thash_new(NULL, &t, 0, &h, &err);
+	for (int p = 0; p < t.nparts && !rc; p++)
+		rc = qtk_thash_put(h, pa[p], (size_t)t.parts[p].nbytes);
+	CHECK(!rc && !qtk_thash_end(h, &a), "leaf");
+	CHECK(!memcmp(a.dec, want, 32), "8-bit GPTQ, v3: the runs' leaf (form 9) as the spec writes it");
+	rc = qtk_thash_new(NULL, &t, 0, &h, &err);
+	for (int p = 0; p < t.nparts && !rc; p++)
+		for (size_t off = 0, n = (size_t)t.parts[p].nbytes; off < n && !rc; off += 77)
+			rc = qtk_thash_put(h, (const uint8_t *)pa[p] + off, n - off < 77 ? n - off : 77);
+	CHECK(!rc && !qtk_thash_end(h, &b), "leaf in pieces");
+	CHECK(!memcmp(a.dec, b.dec, 32) && !memcmp(a.enc, b.enc, 32), "the same leaves fed in pieces");
+	((uint8_t *)qw)[5] ^= 1; /* one code of one input */
+	rc = qtk_thash_new(NULL, &t, 0, &h, &err);
+	for (int p = 0; p < t.nparts && !rc; p++)
+		rc = qtk_thash_put(h, pa[p], (size_t)t.parts[p].nbytes);
+	CHECK(!rc && !qtk_thash_end(h, &c), "leaf, one code changed");
+	CHECK(memcmp(a.dec, c.dec, 32) != 0, "one code changes the decoded leaf");
+	qtk_leaf *ls[] = {&a, &b, &c};
+	for (size_t i = 0; i < 3; i++) {
+		qtk_free(ls[i]->name);
+		qtk_free(ls[i]->stored);
+	}
+	free(w);
+	free(y);
+	free(qw);
+	free(qz);
+	free(sc);
+	free(gi);
+	free(k);
+	free(sb);
+}
+
 /* A packed Q projection in GGUF row order (Q/K heads) is hashed in slices of whole heads and whole
- * packed words: its decoded leaf equals that of the same values as a plain F32 tensor (hashed by
- * the plain path, in its own chunks), with several slices (8M values), and differs when the heads
- * differ. */
+ * packed words: in version 2 its decoded leaf equals that of the same values as a plain F32 tensor
+ * (hashed by the plain path, in its own chunks), with several slices (8M values), and differs
+ * when the heads differ. In version 3 it is the runs' leaf (checked against the spec written out
+ * here, rows un-permuted by hand), equal to a q8_0 tensor's with the same scales and differences
+ * (an exact transcode), and no longer the F32 values'. */
 static void test_packed_heads_sliced(void)
 {
 	const uint32_t out = 2048, in = 4096, g = 128;
@@ -471,27 +610,74 @@ static void test_packed_heads_sliced(void)
 	tf.parts[0].nbytes = nv * 4;
 	qtk_tensor_finish(&tf);
 	const void *pa[3] = {qw, qz, sc};
-	qtk_leaf la, lf, l8;
+	qtk_leaf la, lf, l8, l3, lq, lf3;
 	qtk_err err;
 	qtk_thash *h;
-	int rc = qtk_thash_new(NULL, &ta, 16, &h, &err);
+	int rc = qtk_thash_new_scheme(NULL, &ta, 16, QTK_DIGEST_V2, &h, &err);
 	for (int p = 0; p < 3 && !rc; p++)
 		rc = qtk_thash_put(h, pa[p], (size_t)ta.parts[p].nbytes);
 	CHECK(!rc && !qtk_thash_end(h, &la), "awq leaf");
-	CHECK(!qtk_thash_new(NULL, &tf, 16, &h, &err) && !qtk_thash_put(h, y, nv * 4) && !qtk_thash_end(h, &lf),
+	CHECK(!qtk_thash_new_scheme(NULL, &tf, 16, QTK_DIGEST_V2, &h, &err) && !qtk_thash_put(h, y, nv * 4) &&
+		      !qtk_thash_end(h, &lf),
 	      "f32 leaf");
-	CHECK(!memcmp(la.dec, lf.dec, 32), "AWQ with 16 heads in slices: decoded leaf equals the F32 one");
-	rc = qtk_thash_new(NULL, &ta, 8, &h, &err);
+	CHECK(!memcmp(la.dec, lf.dec, 32), "AWQ with 16 heads in slices: decoded leaf equals the F32 one (v2)");
+	rc = qtk_thash_new_scheme(NULL, &ta, 8, QTK_DIGEST_V2, &h, &err);
 	for (int p = 0; p < 3 && !rc; p++)
 		rc = qtk_thash_put(h, pa[p], (size_t)ta.parts[p].nbytes);
 	CHECK(!rc && !qtk_thash_end(h, &l8), "awq leaf, 8 heads");
 	CHECK(memcmp(la.dec, l8.dec, 32) != 0, "the heads change the decoded leaf");
-	qtk_free(la.name);
-	qtk_free(la.stored);
-	qtk_free(lf.name);
-	qtk_free(lf.stored);
-	qtk_free(l8.name);
-	qtk_free(l8.stored);
+	/* version 3: the runs, by hand. Each difference is the decoded value over its fp16 scale
+	 * (the product is exact); GGUF row (h, 2i + j) is Hugging Face row (h, j, i). */
+	const uint32_t runs = in / 32, hd = out / 16;
+	int16_t *k = malloc(nv * sizeof *k);
+	uint32_t *sb = malloc((size_t)out * runs * 4);
+	uint8_t *q8 = malloc((size_t)out * runs * 34);
+	bool exact = true;
+	for (uint32_t o = 0; o < out; o++) {
+		const uint32_t hh = o / hd, rr = o % hd, hf = hh * hd + (rr % 2) * (hd / 2) + rr / 2;
+		for (uint32_t u = 0; u < runs; u++) {
+			const uint16_t s16 = sc[(size_t)(u * 32 / g) * out + o];
+			const float sv = qtk_fp16_to_f32(s16);
+			memcpy(&sb[(size_t)hf * runs + u], &sv, 4);
+			uint8_t *blk = q8 + ((size_t)o * runs + u) * 34;
+			qtk_wr16(blk, s16);
+			for (uint32_t i = 0; i < 32; i++) {
+				const float d = y[(size_t)o * in + u * 32 + i] / sv;
+				exact &= d == (float)(int)d;
+				k[(size_t)hf * in + u * 32 + i] = (int16_t)d;
+				blk[2 + i] = (uint8_t)(int8_t)d;
+			}
+		}
+	}
+	CHECK(exact, "every value is its difference times its scale");
+	uint8_t want[32];
+	v3_runs_leaf("model.layers.0.self_attn.q_proj.weight", out, in, k, sb, want);
+	rc = qtk_thash_new(NULL, &ta, 16, &h, &err);
+	for (int p = 0; p < 3 && !rc; p++)
+		rc = qtk_thash_put(h, pa[p], (size_t)ta.parts[p].nbytes);
+	CHECK(!rc && !qtk_thash_end(h, &l3), "awq leaf, v3");
+	CHECK(!memcmp(l3.dec, want, 32), "AWQ with 16 heads, v3: the runs' leaf as the spec writes it");
+	qtk_tensor tq = tf;
+	tq.layout.type = QTK_T_Q8_0;
+	tq.parts[0].type = QTK_T_Q8_0;
+	tq.parts[0].nbytes = (uint64_t)out * runs * 34;
+	qtk_tensor_finish(&tq);
+	rc = qtk_thash_new(NULL, &tq, 16, &h, &err);
+	for (size_t off = 0, c = 1000; !rc && off < tq.parts[0].nbytes; off += c) /* odd pieces */
+		rc = qtk_thash_put(h, q8 + off, (size_t)(tq.parts[0].nbytes - off < c ? tq.parts[0].nbytes - off : c));
+	CHECK(!rc && !qtk_thash_end(h, &lq), "q8_0 leaf, v3");
+	CHECK(!memcmp(lq.dec, want, 32), "q8_0 with the same scales and differences: the same v3 leaf");
+	CHECK(!qtk_thash_new(NULL, &tf, 16, &h, &err) && !qtk_thash_put(h, y, nv * 4) && !qtk_thash_end(h, &lf3),
+	      "f32 leaf, v3");
+	CHECK(memcmp(lf3.dec, want, 32) != 0, "v3: the F32 values' leaf is another");
+	qtk_leaf *ls[] = {&la, &lf, &l8, &l3, &lq, &lf3};
+	for (size_t i = 0; i < sizeof ls / sizeof *ls; i++) {
+		qtk_free(ls[i]->name);
+		qtk_free(ls[i]->stored);
+	}
+	free(k);
+	free(sb);
+	free(q8);
 	free(w);
 	free(y);
 	free(qw);
@@ -1296,6 +1482,7 @@ int main(void)
 	test_v2_forms();
 	test_v2_heads16();
 	test_packed_heads_sliced();
+	test_int_wide();
 	test_records();
 	test_sink();
 	test_async_tee();

@@ -59,7 +59,7 @@ run "quiet" 0 "$V" -q "$G"; out_empty "quiet"
 
 # --- emit-record, then --record passes; deterministic under SOURCE_DATE_EPOCH and any thread count
 run "emit" 0 "$V" --emit-record "$G"; cp "$T/out" "$T/rec.json"
-out_has "emit" '"record_version":1'; out_has "emit" '"scheme":"qtk-digest-v2"'
+out_has "emit" '"record_version":1'; out_has "emit" '"scheme":"qtk-digest-v3"'
 out_has "emit" '"name":"model.layers.0.self_attn.q_proj.weight"'; out_has "emit" '"permute_qk":4'
 out_has "emit" '"time":"2023-11-14T22:13:20Z"'
 run "emit 1 thread" 0 "$V" --threads 1 --emit-record "$G"
@@ -88,6 +88,36 @@ run "v1 record awq" 0 "$V" --record "$D1/v1-awq.json" "$T/v1-awq"
 run "v1 record gptq" 0 "$V" --record "$D1/v1-awq.json" "$T/v1-gptq"
 out_has "v1 record gptq" "re-encoded: same values, different bytes: awq:b4:g64:asym -> gptq-v1:b4:g64:asym"
 out_has "v1 record gptq" "tensors: ok"
+
+# --- records of qtk-digest-v2 (tests/data/v2-*.json, written by qverify --emit-record before
+# version 3, SOURCE_DATE_EPOCH=1700000000): the sample directory, its AWQ conversion (--group-size
+# 64) and its q4_0 GGUF. Checked in their own scheme, where an integer layout's decoded leaf is
+# its F32 values: the q4_0 tensors' f32 export passes as re-encoded there.
+run "v2 record" 0 "$V" --record "$D1/v2-hf.json" "$H"
+out_has "v2 record" "tensors: ok: 21 tensors match"; out_has "v2 record" "tensor_root: ok"
+run "v2 record awq" 0 "$V" --record "$D1/v2-awq.json" "$T/v1-awq"; out_has "v2 record awq" "tensor_root: ok"
+run "v2 record gptq" 0 "$V" --record "$D1/v2-awq.json" "$T/v1-gptq"
+out_has "v2 record gptq" "re-encoded: same values, different bytes: awq:b4:g64:asym -> gptq-v1:b4:g64:asym"
+"$Q" -q "$H" "$T/q40.gguf" --to q4_0 && "$Q" -q "$T/q40.gguf" "$T/q40-f32.gguf" --to f32 || bad "q4_0, its f32 export"
+run "v2 record q4_0" 0 "$V" --record "$D1/v2-q40.json" "$T/q40.gguf"; out_has "v2 record q4_0" "tensor_root: ok"
+run "v2 record q4_0, f32" 0 "$V" --record "$D1/v2-q40.json" "$T/q40-f32.gguf"
+out_has "v2 record q4_0, f32" "tensor 'model.layers.0.mlp.down_proj.weight' (stored as 'blk.0.ffn_down.weight'): re-encoded"
+
+# --- version 3: the integer layouts' decoded leaves are their runs (scale, differences); an exact
+# transcode among them keeps the leaf (q4_0 -> AWQ, Q/K rows in Hugging Face order, -> GPTQ),
+# and nothing else has it (the f32 export of the same values is "changed")
+run "v3 emit q4_0" 0 "$V" --emit-record "$T/q40.gguf"; cp "$T/out" "$T/rec-q40.json"
+out_has "v3 emit q4_0" '"scheme":"qtk-digest-v3"'
+"$Q" -q "$T/q40.gguf" "$T/q40-awq/" --to awq --group-size 32 && "$Q" -q --exact "$T/q40-awq/" "$T/q40-gptq/" --to gptq ||
+	bad "q4_0 -> awq -> gptq"
+for d in q40-awq q40-gptq; do
+	run "v3 record q4_0 on $d" 1 "$V" --record "$T/rec-q40.json" "$T/$d/" # the embedding and lm_head are F16 there
+	out_has "v3 record q4_0 on $d" "tensor 'model.layers.0.self_attn.q_proj.weight': re-encoded: same values, Q/K rows in Hugging Face order"
+	out_has "v3 record q4_0 on $d" "tensor 'model.layers.1.mlp.down_proj.weight': re-encoded"
+	out_has "v3 record q4_0 on $d" "tensors: failed: 2 of 21 tensors differ"
+done
+run "v3 record q4_0, f32" 1 "$V" --record "$T/rec-q40.json" "$T/q40-f32.gguf"
+out_has "v3 record q4_0, f32" "tensor 'model.layers.0.mlp.down_proj.weight' (stored as 'blk.0.ffn_down.weight'): changed"
 
 # --- one flipped byte in one tensor: caught and named (output.weight is the last tensor)
 cp "$G" "$T/flip.gguf"

@@ -195,7 +195,7 @@ static void *hash_files(void *arg)
 static int root_scheme(const cJSON *root)
 {
 	const int v = qtk_digest_scheme_of(jstr(root, "scheme"));
-	return v ? v : QTK_DIGEST_V2;
+	return v ? v : QTK_DIGEST_V3;
 }
 
 static int rec_scheme(const vstate *s)

@@ -14,24 +14,33 @@
 #error "digest.c hashes F32 values in host order: little-endian hosts only"
 #endif
 
-/* domain tags by scheme: [0] version 1, [1] version 2 */
-static const char *const TAG_ENC[2] = {"qtk-tensor-v1/encoded", "qtk-tensor-v2/encoded"};
-static const char *const TAG_DEC[2] = {"qtk-tensor-v1/decoded", "qtk-tensor-v2/decoded"};
-static const char *const TAG_RAW[2] = {"qtk-tensor-v1/decoded-raw", "qtk-tensor-v2/decoded-raw"};
-static const char *const TAG_ROOT_ENC[2] = {"qtk-root-v1/encoded", "qtk-root-v2/encoded"};
-static const char *const TAG_ROOT_DEC[2] = {"qtk-root-v1/decoded", "qtk-root-v2/decoded"};
+/* domain tags by scheme: [0] version 1, [1] version 2, [2] version 3 */
+static const char *const TAG_ENC[3] = {"qtk-tensor-v1/encoded", "qtk-tensor-v2/encoded", "qtk-tensor-v3/encoded"};
+static const char *const TAG_DEC[3] = {"qtk-tensor-v1/decoded", "qtk-tensor-v2/decoded", "qtk-tensor-v3/decoded"};
+static const char *const TAG_RAW[3] = {"qtk-tensor-v1/decoded-raw", "qtk-tensor-v2/decoded-raw",
+				       "qtk-tensor-v3/decoded-raw"};
+static const char *const TAG_ROOT_ENC[3] = {"qtk-root-v1/encoded", "qtk-root-v2/encoded", "qtk-root-v3/encoded"};
+static const char *const TAG_ROOT_DEC[3] = {"qtk-root-v1/decoded", "qtk-root-v2/decoded", "qtk-root-v3/decoded"};
 
 #define CHUNK_VALUES (1u << 20)       /* values decoded at a time (4 MiB of F32) */
 #define V2_CHUNK ((size_t)512 << 10)  /* version 2: encoded bytes per piece digest */
 #define V2_PIECE ((uint64_t)1 << 18)  /* version 2: decoded values per piece digest */
-enum { FORM_F16 = 1, FORM_BF16 = 2, FORM_F32 = 4 };
+enum { FORM_F16 = 1, FORM_BF16 = 2, FORM_F32 = 4, FORM_INT8 = 8, FORM_INT16 = 9 };
+#define RUN 32u /* version 3, integer layouts: values per scale run */
 
-static int vidx(int scheme) { return scheme == QTK_DIGEST_V1 ? 0 : 1; }
+/* A scheme as given (0: the current one) to the one computed. */
+static int norm_scheme(int scheme)
+{
+	return scheme == QTK_DIGEST_V1 ? QTK_DIGEST_V1 : scheme == QTK_DIGEST_V2 ? QTK_DIGEST_V2 : QTK_DIGEST_V3;
+}
+
+static int vidx(int scheme) { return norm_scheme(scheme) - 1; }
 static bool shares_pieces(const qtk_tensor *t, int heads);
 
 const char *qtk_digest_scheme_name(int scheme)
 {
-	return scheme == QTK_DIGEST_V1 ? "qtk-digest-v1" : "qtk-digest-v2";
+	static const char *const names[3] = {"qtk-digest-v1", "qtk-digest-v2", "qtk-digest-v3"};
+	return names[vidx(scheme)];
 }
 
 int qtk_digest_scheme_of(const char *name)
@@ -40,6 +49,8 @@ int qtk_digest_scheme_of(const char *name)
 		return QTK_DIGEST_V1;
 	if (name && !strcmp(name, "qtk-digest-v2"))
 		return QTK_DIGEST_V2;
+	if (name && !strcmp(name, "qtk-digest-v3"))
+		return QTK_DIGEST_V3;
 	return 0;
 }
 #define READ_BYTES (4u << 20)         /* bytes read at a time */
@@ -112,6 +123,15 @@ struct qtk_thash {
 	float *vals, *perm;
 	/* AWQ/GPTQ: whole parts */
 	uint8_t *pbuf[QTK_MAX_PARTS];
+	/* version 3, integer layouts (qtk_digest_int_layout): the piece being gathered as runs
+	 * (differences ik, the scales' F32 bits is, ilen values), its writing iw, a chunk's blocks
+	 * with their scales set to 1 (itmp), a chunk's scales in Q/K order (iperm) */
+	bool intf;
+	float *ik;
+	uint32_t *is, *iperm;
+	uint64_t ilen;
+	uint8_t *iw, *itmp;
+	qtk_int_scratch iscr;   /* packed layouts: scales of 1 for the decoder */
 };
 
 static int oom(qtk_err *err, const char *subject)
@@ -355,14 +375,182 @@ static int dec_vals(qtk_thash *h, const void *src, uint64_t n)
 	return rc;
 }
 
+static int int_piece(qtk_thash *h);
+
 /* The last, shorter piece. */
 static int dec_end(qtk_thash *h)
 {
+	if (h->intf)
+		return h->ilen ? int_piece(h) : 0;
 	if (h->scheme == QTK_DIGEST_V1 || !h->piece_len)
 		return 0;
 	uint64_t n = h->piece_len;
 	h->piece_len = 0;
 	return dec_piece_any(h, h->pend, n);
+}
+
+/* ---- version 3: integer layouts as runs ------------------------------------------- */
+
+bool qtk_digest_int_layout(const qtk_tensor *t)
+{
+	if (t->layout.kind == QTK_LAYOUT_PLAIN) {
+		const unsigned ty = t->layout.type;
+		return ty == QTK_T_Q4_0 || ty == QTK_T_Q5_0 || ty == QTK_T_Q8_0;
+	}
+	if ((t->layout.kind != QTK_LAYOUT_AWQ && t->layout.kind != QTK_LAYOUT_GPTQ) || t->layout.act_order ||
+	    t->ndim != 2)
+		return false;
+	const qtk_scheme *sc = qtk_scheme_of(t);
+	const int si = sc ? qtk_scheme_part_index(sc, "scales") : -1;
+	const uint64_t in = t->shape[1], g = t->layout.group_size;
+	return si >= 0 && si < t->nparts && t->parts[si].type == QTK_T_F16 && g && g % RUN == 0 && in % g == 0;
+}
+
+void qtk_int_scratch_free(qtk_int_scratch *s)
+{
+	qtk_free(s->ones);
+	s->ones = NULL;
+	s->n = 0;
+}
+
+/* F16 -> F32 bits through a table built from the reference conversion (bit-exact by
+ * construction); also the decoded tier's F16 values. */
+static uint32_t f16_table[65536];
+static pthread_once_t f16_once = PTHREAD_ONCE_INIT;
+
+static void f16_init(void)
+{
+	for (uint32_t i = 0; i < 65536; i++) {
+		float f = qtk_fp16_to_f32((uint16_t)i);
+		memcpy(&f16_table[i], &f, 4);
+	}
+}
+
+int qtk_digest_int_rows(const qtk_tensor *t, const void *const *parts, uint64_t o0, uint64_t n, float *k,
+			uint32_t *s, qtk_int_scratch *scr)
+{
+	if (t->layout.kind == QTK_LAYOUT_PLAIN || !qtk_digest_int_layout(t))
+		return -1;
+	const qtk_scheme *sc = qtk_scheme_of(t);
+	const int si = qtk_scheme_part_index(sc, "scales");
+	const uint64_t out = t->shape[0], in = t->shape[1], g = t->layout.group_size, ng = in / g;
+	if (o0 > out || n > out - o0 || ng > UINT64_MAX / 2 / (out ? out : 1) || t->parts[si].nbytes != ng * out * 2 ||
+	    ng * out > SIZE_MAX / 2)
+		return -1;
+	if (scr->n < ng * out) { /* scales of 1: the decoder then gives the differences themselves */
+		qtk_int_scratch_free(scr);
+		if (!(scr->ones = qtk_malloc((size_t)(ng * out) * 2 + 2)))
+			return -1;
+		for (uint64_t i = 0; i < ng * out; i++)
+			scr->ones[i] = 0x3C00u;
+		scr->n = ng * out;
+	}
+	const void *pp[QTK_MAX_PARTS];
+	for (int i = 0; i < t->nparts && i < QTK_MAX_PARTS; i++)
+		pp[i] = parts[i];
+	pp[si] = scr->ones;
+	if (qtk_scheme_decode_rows(t, pp, o0, n, k))
+		return -1;
+	pthread_once(&f16_once, f16_init);
+	const uint8_t *sb = parts[si];
+	const uint64_t runs = in / RUN, per = g / RUN;
+	for (uint64_t o = 0; o < n; o++)
+		for (uint64_t r = 0; r < runs; r++)
+			s[o * runs + r] = f16_table[qtk_rd16(sb + 2 * ((r / per) * out + o0 + o))];
+	return 0;
+}
+
+/* Four lanes (GCC/Clang vector extensions: SSE2, NEON, plain C) for the runs' writing. */
+typedef float ir_f4 __attribute__((vector_size(16)));
+typedef int32_t ir_i4 __attribute__((vector_size(16)));
+typedef int16_t ir_h4 __attribute__((vector_size(8)));
+typedef int8_t ir_b4 __attribute__((vector_size(4)));
+
+/* Whether n differences (n a multiple of 32; integers by construction: decoded with every scale
+ * 1) lie in -limit-1 .. limit; a NaN is out. */
+static bool runs_within(const float *k, uint64_t n, float limit)
+{
+	const ir_f4 lo = {-limit - 1, -limit - 1, -limit - 1, -limit - 1}, hi = {limit, limit, limit, limit};
+	ir_i4 in = {-1, -1, -1, -1};
+	for (uint64_t i = 0; i < n; i += 4) {
+		ir_f4 v;
+		memcpy(&v, k + i, sizeof v);
+		in &= (v >= lo) & (v <= hi);
+	}
+	return (in[0] & in[1] & in[2] & in[3]) == -1;
+}
+
+/* A piece of n values as runs (k the differences, s the scales' F32 bits): its form (8 when every
+ * difference fits i8, else 9) and the digest of its writing. */
+static int int_piece_of(qtk_thash *h, const float *k, const uint32_t *s, uint64_t n)
+{
+	if (!runs_within(k, n, 32767.f))
+		return qtk_err_set(h->err, QTK_E_DATA, NULL, -1, h->stored, "integer difference out of range");
+	const bool narrow = runs_within(k, n, 127.f);
+	const uint64_t runs = n / RUN;
+	const size_t rb = 4 + RUN * (narrow ? 1 : 2);
+	if (!h->iw && !(h->iw = qtk_malloc((size_t)(V2_PIECE / RUN) * (4 + RUN * 2))))
+		return oom(h->err, h->stored);
+	uint8_t *w = h->iw;
+	for (uint64_t r = 0; r < runs; r++, w += rb) {
+		qtk_wr32(w, s[r]);
+		const float *kk = k + r * RUN;
+		for (unsigned i = 0; i < RUN; i += 4) {
+			ir_f4 v;
+			memcpy(&v, kk + i, sizeof v);
+			const ir_i4 q = __builtin_convertvector(v, ir_i4); /* integers in range: exact */
+			if (narrow) {
+				const ir_b4 b = __builtin_convertvector(q, ir_b4);
+				memcpy(w + 4 + i, &b, sizeof b);
+			} else {
+				const ir_h4 hv = __builtin_convertvector(q, ir_h4); /* little-endian hosts */
+				memcpy(w + 4 + 2 * i, &hv, sizeof hv);
+			}
+		}
+	}
+	return dec_piece_digest(h, narrow ? FORM_INT8 : FORM_INT16, h->iw, (size_t)runs * rb);
+}
+
+/* The gathered piece (ilen values). */
+static int int_piece(qtk_thash *h)
+{
+	const uint64_t n = h->ilen;
+	h->ilen = 0;
+	return int_piece_of(h, h->ik, h->is, n);
+}
+
+/* n values as runs (n a multiple of 32) into the decoded tier, in canonical order: whole pieces
+ * straight from k and s, the rest gathered. */
+static int dec_runs(qtk_thash *h, const float *k, const uint32_t *s, uint64_t n)
+{
+	if (n % RUN)
+		return qtk_err_set(h->err, QTK_E_INTERNAL, NULL, -1, h->stored, "values not in whole runs of %u", RUN);
+	h->vdone += n;
+	int rc = 0;
+	while (n && !rc) {
+		if (!h->ilen && n >= V2_PIECE) {
+			rc = int_piece_of(h, k, s, V2_PIECE);
+			k += V2_PIECE;
+			s += V2_PIECE / RUN;
+			n -= V2_PIECE;
+			continue;
+		}
+		if (!h->ik && (!(h->ik = qtk_malloc((size_t)V2_PIECE * sizeof *h->ik)) ||
+			       !(h->is = qtk_malloc((size_t)(V2_PIECE / RUN) * sizeof *h->is))))
+			return oom(h->err, h->stored);
+		uint64_t c = V2_PIECE - h->ilen;
+		if (c > n)
+			c = n;
+		memcpy(h->ik + h->ilen, k, (size_t)c * sizeof *k);
+		memcpy(h->is + h->ilen / RUN, s, (size_t)(c / RUN) * sizeof *s);
+		h->ilen += c;
+		k += c;
+		s += c / RUN;
+		n -= c;
+		if (h->ilen == V2_PIECE)
+			rc = int_piece(h);
+	}
+	return rc;
 }
 
 /* Version 2, a piece of an F16 or BF16 tensor given as its stored bytes: the form when it is
@@ -482,6 +670,12 @@ void qtk_thash_free(qtk_thash *h)
 	qtk_free(h->perm);
 	for (int i = 0; i < QTK_MAX_PARTS; i++)
 		qtk_free(h->pbuf[i]);
+	qtk_free(h->ik);
+	qtk_free(h->is);
+	qtk_free(h->iperm);
+	qtk_free(h->iw);
+	qtk_free(h->itmp);
+	qtk_int_scratch_free(&h->iscr);
 	qtk_free(h);
 }
 
@@ -552,6 +746,9 @@ static int plain_setup(qtk_thash *h)
 		h->perm = qtk_malloc((size_t)vals * sizeof(float));
 	if (!h->chunk || (!h->raw16 && !h->vals) || (h->qk_heads > 0 && !h->perm))
 		return oom(h->err, h->stored);
+	if (h->intf && (!(h->itmp = qtk_malloc(h->chunk_cap ? h->chunk_cap : 1)) ||
+			!(h->iperm = qtk_malloc((size_t)(vals / RUN + 1) * 2 * sizeof *h->iperm))))
+		return oom(h->err, h->stored);
 	return 0;
 }
 
@@ -576,7 +773,7 @@ static int thash_new(const qtk_model *m, const qtk_tensor *t, int qk_heads, bool
 	h->stored = qtk_strdup(t->name);
 	h->enc = EVP_MD_CTX_new();
 	h->dec = EVP_MD_CTX_new();
-	h->scheme = scheme == QTK_DIGEST_V1 ? QTK_DIGEST_V1 : QTK_DIGEST_V2;
+	h->scheme = norm_scheme(scheme);
 	if (h->scheme != QTK_DIGEST_V1)
 		h->ech = EVP_MD_CTX_new();
 	int rc = 0;
@@ -591,6 +788,7 @@ static int thash_new(const qtk_model *m, const qtk_tensor *t, int qk_heads, bool
 	qtk_digest_enc_id(&t->layout, h->enc_id, sizeof h->enc_id);
 	h->dk = dec_kind_of(t);
 	h->want_dec = want_dec;
+	h->intf = h->scheme == QTK_DIGEST_V3 && h->dk == QTK_DEC_VALUES && qtk_digest_int_layout(t);
 	h->shares = h->scheme != QTK_DIGEST_V1 && h->dk == QTK_DEC_VALUES && shares_pieces(t, qk_heads);
 	if (!rc)
 		rc = md_tag(h, h->enc, TAG_ENC[vidx(h->scheme)]);
@@ -624,7 +822,7 @@ static int thash_new(const qtk_model *m, const qtk_tensor *t, int qk_heads, bool
 
 int qtk_thash_new(const qtk_model *m, const qtk_tensor *t, int qk_heads, qtk_thash **out, qtk_err *err)
 {
-	return thash_new(m, t, qk_heads, true, QTK_DIGEST_V2, out, err);
+	return thash_new(m, t, qk_heads, true, 0, out, err);
 }
 
 int qtk_thash_new_scheme(const qtk_model *m, const qtk_tensor *t, int qk_heads, int scheme, qtk_thash **out,
@@ -640,19 +838,7 @@ static void unpermute(const float *src, float *dst, uint64_t nvals, uint64_t uni
 				(int)(nvals / unit), true);
 }
 
-/* F16 -> F32 through a table built from the reference conversion (so bit-exact by
- * construction), BF16 by its defining shift. */
-static uint32_t f16_table[65536];
-static pthread_once_t f16_once = PTHREAD_ONCE_INIT;
-
-static void f16_init(void)
-{
-	for (uint32_t i = 0; i < 65536; i++) {
-		float f = qtk_fp16_to_f32((uint16_t)i);
-		memcpy(&f16_table[i], &f, 4);
-	}
-}
-
+/* F16 -> F32 through f16_table, BF16 by its defining shift. */
 /* 0 when handled here, -1 to fall back to qtk_dequant_ggml. */
 static int decode_fast(unsigned type, const uint8_t *src, float *dst, uint64_t n)
 {
@@ -670,6 +856,35 @@ static int decode_fast(unsigned type, const uint8_t *src, float *dst, uint64_t n
 	return 0;
 }
 
+/* Version 3, ggml q4_0/q5_0/q8_0 blocks (32 values, the fp16 scale first): the differences by
+ * ggml's own decoder with every scale set to 1, the scales as they are; rows un-permuted (Q/K) as
+ * the values are. */
+static int int_chunk(qtk_thash *h, const uint8_t *src, size_t len)
+{
+	const uint64_t nb = len / h->bpb, nv = nb * h->blck;
+	uint32_t *sc = h->iperm + (h->chunk_cap / h->bpb + 1); /* second half: stored order */
+	pthread_once(&f16_once, f16_init);
+	memcpy(h->itmp, src, len);
+	for (uint64_t b = 0; b < nb; b++) {
+		sc[b] = f16_table[qtk_rd16(src + b * h->bpb)];
+		qtk_wr16(h->itmp + b * h->bpb, 0x3C00u);
+	}
+	if (qtk_dequant_ggml(h->t.layout.type, h->itmp, h->vals, nv) != 0)
+		return qtk_err_set(h->err, QTK_E_DATA, NULL, -1, h->stored, "cannot decode this type");
+	const float *k = h->vals;
+	const uint32_t *s = sc;
+	if (h->qk_heads > 0) { /* whole heads: rows of values and of scales moved alike */
+		const uint64_t rows = h->t.shape[0], row = h->t.n_params / rows, heads = nv / h->unit;
+		qtk_family_permute_rows((const uint8_t *)h->vals, (uint8_t *)h->perm, nv / row, row * sizeof(float),
+					(int)heads, true);
+		qtk_family_permute_rows((const uint8_t *)sc, (uint8_t *)h->iperm, nv / row, row / RUN * sizeof *sc,
+					(int)heads, true);
+		k = h->perm;
+		s = h->iperm;
+	}
+	return dec_runs(h, k, s, nv);
+}
+
 /* Decode and hash len bytes of whole blocks at src (the chunk buffer, or the caller's bytes
  * when a whole chunk arrives at once). */
 static int hash_chunk(qtk_thash *h, const uint8_t *src, size_t len)
@@ -679,6 +894,8 @@ static int hash_chunk(qtk_thash *h, const uint8_t *src, size_t len)
 		return qtk_err_set(h->err, QTK_E_DATA, NULL, -1, h->stored, "data ends inside a block");
 	const uint64_t at = h->dbytes;
 	h->dbytes += len;
+	if (h->intf)
+		return int_chunk(h, src, len);
 	if (h->t.layout.type == QTK_T_F32 && h->qk_heads <= 0) { /* the bytes are the values */
 		if (h->scheme == QTK_DIGEST_V1)
 			return md_put(h, h->dec, src, (size_t)nv * sizeof(float));
@@ -783,18 +1000,29 @@ static int quant_values_sliced(qtk_thash *h, uint32_t align, uint32_t hd)
 	if (!(h->vals = qtk_malloc((size_t)rows * in * sizeof(float))) ||
 	    (hd && !(h->perm = qtk_malloc((size_t)rows * in * sizeof(float)))))
 		return oom(h->err, h->stored);
+	const uint64_t rruns = in / RUN; /* version 3, integer layouts: scales per row */
+	if (h->intf && !(h->iperm = qtk_malloc((size_t)(rows * rruns) * 2 * sizeof *h->iperm + 4)))
+		return oom(h->err, h->stored);
 	int rc = 0;
 	for (uint32_t o0 = 0; o0 < out && !rc; o0 += (uint32_t)rows) {
 		uint32_t n = out - o0 < rows ? out - o0 : (uint32_t)rows;
-		int r = qtk_scheme_decode_rows(t, (const void *const *)h->pbuf, o0, n, h->vals);
+		uint32_t *sc = h->intf ? h->iperm + rows * rruns : NULL;
+		int r = h->intf ? qtk_digest_int_rows(t, (const void *const *)h->pbuf, o0, n, h->vals, sc, &h->iscr)
+				: qtk_scheme_decode_rows(t, (const void *const *)h->pbuf, o0, n, h->vals);
 		if (r)
 			return qtk_err_set(h->err, QTK_E_DATA, NULL, -1, h->stored, "inconsistent quantized components");
 		const float *v = h->vals;
+		const uint32_t *s = sc;
 		if (hd) { /* whole heads: un-permuted within the slice */
 			unpermute(h->vals, h->perm, (uint64_t)n * in, (uint64_t)hd * in, in);
 			v = h->perm;
+			if (h->intf) {
+				qtk_family_permute_rows((const uint8_t *)sc, (uint8_t *)h->iperm, n, rruns * sizeof *sc,
+							(int)(n / hd), true);
+				s = h->iperm;
+			}
 		}
-		rc = dec_vals(h, v, (uint64_t)n * in);
+		rc = h->intf ? dec_runs(h, v, s, (uint64_t)n * in) : dec_vals(h, v, (uint64_t)n * in);
 	}
 	return rc;
 }
@@ -815,6 +1043,10 @@ static int quant_values(qtk_thash *h)
 	}
 	if ((h->qk_heads <= 0 || hd) && align <= out64 && out64 % align == 0)
 		return quant_values_sliced(h, (uint32_t)align, (uint32_t)hd);
+	if (h->intf) /* one slice of every row */
+		return out64 > UINT32_MAX || (h->qk_heads > 0 && !hd)
+			       ? qtk_err_set(h->err, QTK_E_DATA, NULL, -1, h->stored, "rows do not split into %d heads", h->qk_heads)
+			       : quant_values_sliced(h, (uint32_t)out64, (uint32_t)hd);
 	if (t->n_params > SIZE_MAX / sizeof(float))
 		return oom(h->err, h->stored);
 	h->vals = qtk_malloc(t->n_params ? (size_t)t->n_params * sizeof(float) : 1);
@@ -882,6 +1114,8 @@ struct qtk_vhash {
 	uint64_t hrows;  /* rows per Q/K head when the rows are stored permuted, else 0 */
 	float *perm;     /* a piece un-permuted */
 	uint64_t pcap;
+	uint32_t *sperm; /* version 3, integer layouts: its scales un-permuted */
+	uint64_t scap;
 };
 
 void qtk_vhash_free(qtk_vhash *v)
@@ -892,7 +1126,12 @@ void qtk_vhash_free(qtk_vhash *v)
 	qtk_free(v->h.piece);
 	qtk_free(v->h.form);
 	qtk_free(v->h.stored);
+	qtk_free(v->h.pend);
+	qtk_free(v->h.ik);
+	qtk_free(v->h.is);
+	qtk_free(v->h.iw);
 	qtk_free(v->perm);
+	qtk_free(v->sperm);
 	qtk_free(v);
 }
 
@@ -912,7 +1151,8 @@ static int vhash_new(const qtk_model *m, const qtk_tensor *t, int scheme, qtk_vh
 		rc = oom(err, t->name);
 	if (!rc) {
 		v->h.err = err;
-		v->h.scheme = scheme == QTK_DIGEST_V1 ? QTK_DIGEST_V1 : QTK_DIGEST_V2;
+		v->h.scheme = norm_scheme(scheme);
+		v->h.intf = v->h.scheme == QTK_DIGEST_V3 && qtk_digest_int_layout(t);
 		v->h.t.ndim = t->ndim;
 		memcpy(v->h.t.shape, t->shape, sizeof t->shape);
 		v->h.stored = meta.stored;
@@ -937,26 +1177,67 @@ static int vhash_new(const qtk_model *m, const qtk_tensor *t, int scheme, qtk_vh
 
 int qtk_vhash_new(const qtk_model *m, const qtk_tensor *t, qtk_vhash **out, qtk_err *err)
 {
-	return vhash_new(m, t, QTK_DIGEST_V2, out, err);
+	return vhash_new(m, t, 0, out, err);
 }
 
 uint64_t qtk_vhash_head_rows(const qtk_vhash *v) { return v->hrows; }
 
+bool qtk_vhash_int(const qtk_vhash *v) { return v->h.intf; }
+
+/* Make room for n values (and their runs' scales) un-permuted. */
+static int vhash_room(qtk_vhash *v, uint64_t n)
+{
+	if (n > v->pcap) {
+		qtk_free(v->perm);
+		v->pcap = 0;
+		if (n > SIZE_MAX / sizeof(float) || !(v->perm = qtk_malloc((size_t)n * sizeof(float))))
+			return oom(v->h.err, v->h.stored);
+		v->pcap = n;
+	}
+	if (v->h.intf && n / RUN > v->scap) {
+		qtk_free(v->sperm);
+		v->scap = 0;
+		if (!(v->sperm = qtk_malloc((size_t)(n / RUN) * sizeof *v->sperm)))
+			return oom(v->h.err, v->h.stored);
+		v->scap = n / RUN;
+	}
+	return 0;
+}
+
+int qtk_vhash_put_runs(qtk_vhash *v, const float *k, const uint32_t *s, uint64_t n)
+{
+	if (!v->h.intf || n > v->left || n % RUN || (v->cols && v->cols % RUN))
+		return qtk_err_set(v->h.err, QTK_E_INTERNAL, NULL, -1, v->h.stored, "values are not runs of this tensor");
+	if (v->hrows) { /* stored in GGUF's Q/K order: whole heads, un-permuted */
+		const uint64_t unit = v->hrows * v->cols;
+		if (n % unit)
+			return qtk_err_set(v->h.err, QTK_E_INTERNAL, NULL, -1, v->h.stored, "values not in whole heads");
+		int rc = vhash_room(v, n);
+		if (rc)
+			return rc;
+		unpermute(k, v->perm, n, unit, v->cols);
+		qtk_family_permute_rows((const uint8_t *)s, (uint8_t *)v->sperm, n / v->cols, v->cols / RUN * sizeof *s,
+					(int)(n / unit), true);
+		k = v->perm;
+		s = v->sperm;
+	}
+	v->left -= n;
+	return dec_runs(&v->h, k, s, n);
+}
+
 int qtk_vhash_put(qtk_vhash *v, const float *x, uint64_t n)
 {
+	if (v->h.intf)
+		return qtk_err_set(v->h.err, QTK_E_INTERNAL, NULL, -1, v->h.stored, "integer layout hashed as values");
 	if (n > v->left)
 		return qtk_err_set(v->h.err, QTK_E_INTERNAL, NULL, -1, v->h.stored, "more values than the tensor holds");
 	if (v->hrows) { /* stored in GGUF's Q/K order: whole heads, un-permuted */
 		const uint64_t unit = v->hrows * v->cols;
 		if (n % unit)
 			return qtk_err_set(v->h.err, QTK_E_INTERNAL, NULL, -1, v->h.stored, "values not in whole heads");
-		if (n > v->pcap) {
-			qtk_free(v->perm);
-			v->pcap = 0;
-			if (n > SIZE_MAX / sizeof(float) || !(v->perm = qtk_malloc((size_t)n * sizeof(float))))
-				return oom(v->h.err, v->h.stored);
-			v->pcap = n;
-		}
+		int rc = vhash_room(v, n);
+		if (rc)
+			return rc;
 		unpermute(x, v->perm, n, unit, v->cols);
 		x = v->perm;
 	}
@@ -1152,6 +1433,10 @@ static int packed_dec(djob *j, const qtk_tensor *t, uint8_t dec[32], qtk_err *e)
 		return 1;
 	}
 	float *vals = qtk_malloc((size_t)(want * in) * sizeof *vals);
+	/* version 3, integer layouts: the window as runs (the scales of 1 kept between windows) */
+	const bool runs = qtk_vhash_int(vh);
+	uint32_t *rsc = runs ? qtk_malloc((size_t)(want * (in / RUN)) * sizeof *rsc + 4) : NULL;
+	qtk_int_scratch scr = {NULL, 0};
 	/* the packed rows of several decoding windows are read at once, up to 16 MiB of them: a
 	 * window of rows is a column band of AWQ's and GPTQ's qweight, one read per input row, so
 	 * a taller band takes as many reads for more rows */
@@ -1160,7 +1445,7 @@ static int packed_dec(djob *j, const qtk_tensor *t, uint8_t dec[32], qtk_err *e)
 	k = k < 1 ? 1 : k > 16 ? 16 : k;
 	qtk_pwin pw;
 	qtk_pwin_init(&pw, j->m, t, want * k);
-	int rc = vals ? 0 : oom(e, t->name);
+	int rc = vals && (!runs || rsc) ? 0 : oom(e, t->name);
 	for (uint64_t o0 = 0, got = 0; o0 < rows && !rc; o0 += got) {
 		const uint64_t n = rows - o0 < want ? rows - o0 : want;
 		pthread_mutex_lock(&j->mu);
@@ -1179,12 +1464,15 @@ static int packed_dec(djob *j, const qtk_tensor *t, uint8_t dec[32], qtk_err *e)
 		pthread_mutex_unlock(&j->mu);
 		if (!rc && (got != n || (hr && got % hr)))
 			rc = qtk_err_set(e, QTK_E_INTERNAL, NULL, -1, t->name, "row window out of step");
-		if (!rc && qtk_scheme_decode_rows(&pw.sub, (const void *const *)pw.buf, o0 - pw.w0, got, vals))
+		if (!rc && (runs ? qtk_digest_int_rows(&pw.sub, (const void *const *)pw.buf, o0 - pw.w0, got, vals, rsc, &scr)
+				 : qtk_scheme_decode_rows(&pw.sub, (const void *const *)pw.buf, o0 - pw.w0, got, vals)))
 			rc = qtk_err_set(e, QTK_E_DATA, NULL, -1, t->name, "inconsistent quantized components");
-		if (!rc && (rc = qtk_vhash_put(vh, vals, got * in)))
+		if (!rc && (rc = runs ? qtk_vhash_put_runs(vh, vals, rsc, got * in) : qtk_vhash_put(vh, vals, got * in)))
 			*e = ve;
 	}
 	qtk_pwin_free(&pw);
+	qtk_int_scratch_free(&scr);
+	qtk_free(rsc);
 	qtk_free(vals);
 	if (rc) {
 		qtk_vhash_free(vh);
@@ -1292,7 +1580,7 @@ int qtk_digest_model(qtk_model *m, const qtk_digest_opts *o, qtk_digests *out, q
 		return oom(err, NULL);
 	}
 	out->n = n;
-	out->scheme = o && o->scheme == QTK_DIGEST_V1 ? QTK_DIGEST_V1 : QTK_DIGEST_V2;
+	out->scheme = norm_scheme(o ? o->scheme : 0);
 	djob j;
 	memset(&j, 0, sizeof j);
 	j.m = m;
@@ -1509,7 +1797,7 @@ int qtk_digest_sink_new_mode(const qtk_model *desc, qtk_sink_mode mode, qtk_dige
 		return oom(err, NULL);
 	}
 	s->d.n = desc->ntensors;
-	s->d.scheme = QTK_DIGEST_V2;
+	s->d.scheme = norm_scheme(0);
 	s->cur = SIZE_MAX;
 	s->mode = mode;
 	if (mode == QTK_SINK_DEC) { /* without them the sink decodes every tensor itself */
@@ -1658,7 +1946,7 @@ int qtk_digest_sink_finish_pair(qtk_digest_sink *s, qtk_digest_sink *dec, const 
 		if (dec->defer[i] != DEFER_SRC)
 			continue;
 		const qtk_leaf *sl = src ? qtk_digests_find(src, l->name) : NULL;
-		if (!sl || !sl->has_dec || sl->bad || (src->scheme ? src->scheme : QTK_DIGEST_V2) != s->d.scheme || sl->ndim != l->ndim ||
+		if (!sl || !sl->has_dec || sl->bad || norm_scheme(src->scheme) != s->d.scheme || sl->ndim != l->ndim ||
 		    memcmp(sl->shape, l->shape, sizeof l->shape) || sl->qk_heads != l->qk_heads ||
 		    sl->dec_kind != l->dec_kind || l->dec_kind != QTK_DEC_VALUES) {
 			rc = qtk_err_set(s->err, QTK_E_INTERNAL, NULL, -1, l->stored,

@@ -1,5 +1,5 @@
-/* digest.h - container-independent content digests of tensors ("qtk-digest-v2"; "qtk-digest-v1"
- * is still computed for records that name it).
+/* digest.h - container-independent content digests of tensors ("qtk-digest-v3"; "qtk-digest-v1"
+ * and "-v2" are still computed for records that name them).
  *
  * One leaf per logical tensor, in two tiers (docs/provenance.md). Version 2:
  *
@@ -23,6 +23,14 @@
  * values are the same bytes in both tiers, so one SHA-256 serves both, and the pieces of one
  * tensor can be hashed independently.
  *
+ * Version 3 is version 2 with "-v3" tags, and one more kind of piece for the integer layouts
+ * (ggml q4_0, q5_0, q8_0; AWQ and GPTQ without act-order, groups a multiple of 32, fp16 scales:
+ * qtk_digest_int_layout), whose values are (code - zero) * scale: each of their pieces is
+ * written as runs of 32 values, a run being the F32 bits of its scale (u32) and the 32
+ * differences code - zero, as i8 (form 8) when every difference of the piece fits, else as i16
+ * (form 9). An exact transcode between those layouts keeps every scale and difference, so the
+ * leaf survives it, and a piece is a ninth of its F32 values' bytes at 4 bits.
+ *
  * str(s) is u32 length || bytes; all integers little-endian. Canonical names are the Hugging
  * Face names (llama-family GGUF names are mapped, others kept). The encoded bytes are the
  * stored bytes, so a GGUF Q/K tensor's encoded leaf covers its permuted rows.
@@ -32,9 +40,9 @@
 #include "qtk_util.h"
 #include "family/family.h" /* canonical names, Q/K heads */
 
-#define QTK_DIGEST_SCHEME "qtk-digest-v2" /* what new digests use */
-enum { QTK_DIGEST_V1 = 1, QTK_DIGEST_V2 = 2 }; /* 0 in the fields below: QTK_DIGEST_V2 */
-/* "qtk-digest-v1" / "qtk-digest-v2" for 1 / 2 (0: v2); the version of a name, 0 when unknown. */
+#define QTK_DIGEST_SCHEME "qtk-digest-v3" /* what new digests use */
+enum { QTK_DIGEST_V1 = 1, QTK_DIGEST_V2 = 2, QTK_DIGEST_V3 = 3 }; /* 0 in the fields below: QTK_DIGEST_V3 */
+/* "qtk-digest-v1" .. "qtk-digest-v3" for 1 .. 3 (0: v3); the version of a name, 0 when unknown. */
 const char *qtk_digest_scheme_name(int scheme);
 int qtk_digest_scheme_of(const char *name);
 
@@ -63,11 +71,11 @@ typedef struct qtk_digests {
 	uint64_t bytes;      /* encoded bytes hashed in total */
 	int n_permuted;      /* leaves whose rows were un-permuted */
 	bool complete;       /* every leaf has both tiers: the roots are meaningful */
-	int scheme;          /* QTK_DIGEST_V1 or _V2 (0: V2) */
+	int scheme;          /* QTK_DIGEST_V1, _V2 or _V3 (0: V3) */
 } qtk_digests;
 
 typedef struct qtk_digest_opts {
-	int scheme;  /* QTK_DIGEST_V1 or _V2; 0: V2 */
+	int scheme;  /* QTK_DIGEST_V1, _V2 or _V3; 0: V3 */
 	int threads; /* worker threads (tensors in parallel); 0 = all cores. Results do not depend on it */
 	bool enc_only;       /* skip the decoded tier (except for raw leaves, which derive from the encoded) */
 	const bool *select;  /* NULL, or m->ntensors flags: only these tensors are read */
@@ -120,7 +128,7 @@ bool qtk_digest_same_stream(const qtk_model *sm, const qtk_tensor *st, const qtk
  * tensor for AWQ/GPTQ. */
 typedef struct qtk_thash qtk_thash;
 int qtk_thash_new(const qtk_model *m, const qtk_tensor *t, int qk_heads, qtk_thash **out, qtk_err *err);
-/* The same in a given scheme (QTK_DIGEST_V1 or _V2). */
+/* The same in a given scheme (QTK_DIGEST_V1, _V2 or _V3). */
 int qtk_thash_new_scheme(const qtk_model *m, const qtk_tensor *t, int qk_heads, int scheme, qtk_thash **out,
 			 qtk_err *err);
 int qtk_thash_put(qtk_thash *h, const void *bytes, size_t n);
@@ -139,6 +147,24 @@ typedef struct qtk_vhash qtk_vhash;
 int qtk_vhash_new(const qtk_model *m, const qtk_tensor *t, qtk_vhash **out, qtk_err *err);
 uint64_t qtk_vhash_head_rows(const qtk_vhash *h);
 int qtk_vhash_put(qtk_vhash *h, const float *v, uint64_t n);
+/* Version 3, integer layouts (qtk_vhash_int): the values as runs instead, n values (whole runs of
+ * 32, whole heads as above): k their differences code - zero (integers, as floats), s the F32
+ * bits of each run's scale; qtk_vhash_put is then an error. */
+bool qtk_vhash_int(const qtk_vhash *h);
+int qtk_vhash_put_runs(qtk_vhash *h, const float *k, const uint32_t *s, uint64_t n);
+/* Whether tensor t's decoded leaf is made of runs in version 3 (a property of its layout). */
+bool qtk_digest_int_layout(const qtk_tensor *t);
+/* Rows o0 .. o0+n-1 of a packed tensor t with qtk_digest_int_layout, from its parts (whole,
+ * or a window's, as t describes them), as runs: k [n][in] the differences (decoded with every
+ * scale 1, so exactly the integers), s [n][in/32] the scales' F32 bits. 0, -1 (bad layout or
+ * parts, out of memory). scr: zeroed first, kept between calls, freed by the caller. */
+typedef struct qtk_int_scratch {
+	uint16_t *ones; /* fp16 1.0 in place of the scales */
+	uint64_t n;
+} qtk_int_scratch;
+int qtk_digest_int_rows(const qtk_tensor *t, const void *const *parts, uint64_t o0, uint64_t n, float *k,
+			uint32_t *s, qtk_int_scratch *scr);
+void qtk_int_scratch_free(qtk_int_scratch *s);
 /* The digest, when exactly t's count of values came; frees h, also on error. */
 int qtk_vhash_end(qtk_vhash *h, uint8_t dec[32]);
 void qtk_vhash_free(qtk_vhash *h);

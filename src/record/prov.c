@@ -571,10 +571,11 @@ static int check_output(vctx *v, const cJSON *j, const char *path)
 	for (const cJSON *c = ts->child; c; c = c->next)
 		s[n++] = c;
 	qsort(s, n, sizeof *s, tensor_name_cmp);
-	const bool v1 = qtk_digest_scheme_of(cJSON_GetObjectItemCaseSensitive(root, "scheme")->valuestring) ==
-			QTK_DIGEST_V1;
-	const char *const tiers[2][2] = {{"encoded", v1 ? "qtk-root-v1/encoded" : "qtk-root-v2/encoded"},
-					 {"decoded", v1 ? "qtk-root-v1/decoded" : "qtk-root-v2/decoded"}};
+	const int ver = qtk_digest_scheme_of(cJSON_GetObjectItemCaseSensitive(root, "scheme")->valuestring);
+	char rtag[2][32];
+	snprintf(rtag[0], sizeof rtag[0], "qtk-root-v%d/encoded", ver);
+	snprintf(rtag[1], sizeof rtag[1], "qtk-root-v%d/decoded", ver);
+	const char *const tiers[2][2] = {{"encoded", rtag[0]}, {"decoded", rtag[1]}};
 	for (int t = 0; t < 2 && !rc; t++) {
 		uint8_t want[32], got[32];
 		leaves_root(s, n, tiers[t][0], tiers[t][1], got);
