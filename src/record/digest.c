@@ -9,6 +9,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "digest.c hashes F32 values in host order: little-endian hosts only"
@@ -480,35 +483,69 @@ static bool runs_within(const float *k, uint64_t n, float limit)
 	return (in[0] & in[1] & in[2] & in[3]) == -1;
 }
 
-/* A piece of n values as runs (k the differences, s the scales' F32 bits): its form (8 when every
- * difference fits i8, else 9) and the digest of its writing. */
-static int int_piece_of(qtk_thash *h, const float *k, const uint32_t *s, uint64_t n)
+/* Write the runs of n values (k the differences, s the scales' F32 bits) into w, differences
+ * as i8 (wide: i16). Lanes outside -32768 .. 32767 (or NaN) are written clamped, and lanes
+ * outside the narrow range saturated (such a writing is not used); *narrow gets whether every
+ * difference lies in -128 .. 127. With SSE2, sixteen lanes are narrowed by saturating packs
+ * (the same bytes for every difference in range). */
+static size_t runs_write(uint8_t *w, const float *k, const uint32_t *s, uint64_t n, bool wide, bool *narrow)
 {
-	if (!runs_within(k, n, 32767.f))
-		return qtk_err_set(h->err, QTK_E_DATA, NULL, -1, h->stored, "integer difference out of range");
-	const bool narrow = runs_within(k, n, 127.f);
-	const uint64_t runs = n / RUN;
-	const size_t rb = 4 + RUN * (narrow ? 1 : 2);
-	if (!h->iw && !(h->iw = qtk_malloc((size_t)(V2_PIECE / RUN) * (4 + RUN * 2))))
-		return oom(h->err, h->stored);
-	uint8_t *w = h->iw;
-	for (uint64_t r = 0; r < runs; r++, w += rb) {
+	const ir_f4 lo = {-128.f, -128.f, -128.f, -128.f}, hi = {127.f, 127.f, 127.f, 127.f};
+	const ir_f4 wlo = {-32768.f, -32768.f, -32768.f, -32768.f}, whi = {32767.f, 32767.f, 32767.f, 32767.f};
+	ir_i4 in = {-1, -1, -1, -1};
+	const size_t rb = 4 + RUN * (wide ? 2 : 1);
+	for (uint64_t r = 0; r < n / RUN; r++, w += rb) {
 		qtk_wr32(w, s[r]);
 		const float *kk = k + r * RUN;
-		for (unsigned i = 0; i < RUN; i += 4) {
+		ir_i4 q[RUN / 4];
+		for (unsigned i = 0; i < RUN / 4; i++) {
 			ir_f4 v;
-			memcpy(&v, kk + i, sizeof v);
-			const ir_i4 q = __builtin_convertvector(v, ir_i4); /* integers in range: exact */
-			if (narrow) {
-				const ir_b4 b = __builtin_convertvector(q, ir_b4);
-				memcpy(w + 4 + i, &b, sizeof b);
+			memcpy(&v, kk + 4 * i, sizeof v);
+			in &= (v >= lo) & (v <= hi);
+			const ir_i4 ok = (v >= wlo) & (v <= whi); /* NaN and beyond: 0 (an error later) */
+			q[i] = __builtin_convertvector((ir_f4)(ok & (ir_i4)v), ir_i4);
+		}
+#if defined(__SSE2__) && !defined(QTK_QV_PLAIN)
+		for (unsigned i = 0; i < RUN / 4; i += 4) {
+			const __m128i a = _mm_packs_epi32((__m128i)q[i], (__m128i)q[i + 1]);
+			const __m128i b = _mm_packs_epi32((__m128i)q[i + 2], (__m128i)q[i + 3]);
+			if (wide) {
+				_mm_storeu_si128((__m128i *)(void *)(w + 4 + 8 * i), a);
+				_mm_storeu_si128((__m128i *)(void *)(w + 4 + 8 * i + 16), b);
 			} else {
-				const ir_h4 hv = __builtin_convertvector(q, ir_h4); /* little-endian hosts */
-				memcpy(w + 4 + 2 * i, &hv, sizeof hv);
+				_mm_storeu_si128((__m128i *)(void *)(w + 4 + 4 * i), _mm_packs_epi16(a, b));
 			}
 		}
+#else
+		for (unsigned i = 0; i < RUN / 4; i++) {
+			if (!wide) {
+				const ir_b4 b = __builtin_convertvector(q[i], ir_b4);
+				memcpy(w + 4 + 4 * i, &b, sizeof b);
+			} else {
+				const ir_h4 hv = __builtin_convertvector(q[i], ir_h4); /* little-endian hosts */
+				memcpy(w + 4 + 8 * i, &hv, sizeof hv);
+			}
+		}
+#endif
 	}
-	return dec_piece_digest(h, narrow ? FORM_INT8 : FORM_INT16, h->iw, (size_t)runs * rb);
+	*narrow = (in[0] & in[1] & in[2] & in[3]) == -1;
+	return (size_t)(n / RUN) * rb;
+}
+
+/* A piece of n values as runs: its form (8 when every difference fits i8, else 9) and the digest
+ * of its writing. */
+static int int_piece_of(qtk_thash *h, const float *k, const uint32_t *s, uint64_t n)
+{
+	if (!h->iw && !(h->iw = qtk_malloc((size_t)(V2_PIECE / RUN) * (4 + RUN * 2))))
+		return oom(h->err, h->stored);
+	bool narrow;
+	size_t len = runs_write(h->iw, k, s, n, false, &narrow);
+	if (!narrow) { /* rare: 8-bit asymmetric groups */
+		if (!runs_within(k, n, 32767.f))
+			return qtk_err_set(h->err, QTK_E_DATA, NULL, -1, h->stored, "integer difference out of range");
+		len = runs_write(h->iw, k, s, n, true, &narrow);
+	}
+	return dec_piece_digest(h, narrow ? FORM_INT8 : FORM_INT16, h->iw, len);
 }
 
 /* The gathered piece (ilen values). */
