@@ -1123,7 +1123,7 @@ static int fit_groups(rowsrc *s, float *x, uint8_t **pp, bool refit, int threads
 	const bool runs = *vh && qtk_vhash_int(*vh);
 	const size_t sbn = (size_t)s->win * (inf / 32) + 1;
 	uint32_t *sb[2] = {runs ? qtk_malloc(sbn * sizeof(uint32_t)) : NULL, runs ? qtk_malloc(sbn * sizeof(uint32_t)) : NULL};
-	qtk_int_scratch scr = {NULL, 0};
+	qtk_int_scratch scr = {NULL, 0, 0};
 	if (*vh && (!y[1] || (runs && (!sb[0] || !sb[1])))) { /* no room to hash beside: the sink does it */
 		qtk_vhash_free(*vh);
 		*vh = vj.h = NULL;
@@ -1565,7 +1565,7 @@ static int stream_windows(rowsrc *s, qtk_writer *w, int threads, const conv_rec 
 	float *x = NULL, *y[2] = {NULL, NULL};
 	vjob vj = {NULL, NULL, 0, 0, false, 0, NULL};
 	uint32_t *sb[2] = {NULL, NULL}; /* integer layouts: the windows' scales (runs) */
-	qtk_int_scratch scr = {NULL, 0};
+	qtk_int_scratch scr = {NULL, 0, 0};
 	qgroups g;
 	memset(&g, 0, sizeof g);
 	int rc = 0;

@@ -571,6 +571,69 @@ static void test_int_wide(void)
 	free(sb);
 }
 
+/* Version 3, compressed-tensors integers with F32 (and BF16) scales per group of 32: codes are
+ * stored offset by 8, the runs carry the scales' own bits, and the leaf is the spec's; each value
+ * is the once-rounded product of its difference and its scale. */
+static void test_int_ct(void)
+{
+	const uint32_t out = 16, in = 128, g = 32, ng = in / g;
+	for (int bf = 0; bf < 2; bf++) {
+		const unsigned st = bf ? QTK_T_BF16 : QTK_T_F32;
+		qtk_tensor t;
+		memset(&t, 0, sizeof t);
+		qtk_layout l = {QTK_LAYOUT_CT_INT, QTK_T_I32, 4, 0, true, false, g, 2, (uint16_t)st, 0, 0, 0};
+		char why[300] = "";
+		CHECK(!qtk_scheme_describe(&t, &l, out, in, true, why, sizeof why), "describe: %s", why);
+		t.name = (char *)"model.layers.0.mlp.up_proj.weight";
+		CHECK(qtk_digest_int_layout(&t), "ct-int, groups of 32: an integer layout");
+		uint32_t *packed = calloc((size_t)out * in / 8, 4);
+		uint8_t *sc = calloc((size_t)out * ng, 4);
+		int64_t shape[2] = {out, in};
+		int16_t *k = malloc((size_t)out * in * sizeof *k);
+		uint32_t *sb = malloc((size_t)out * in / 32 * 4);
+		uint32_t r = 99;
+		for (uint32_t o = 0; o < out; o++) {
+			for (uint32_t gg = 0; gg < ng; gg++) {
+				r = r * 1664525u + 1013904223u;
+				const float sv = (float)(r >> 8) / 16777216.f * 0.01f + 0.001f;
+				uint32_t bits;
+				memcpy(&bits, &sv, 4);
+				if (bf)
+					bits &= 0xffff0000u; /* a bf16 value */
+				if (bf)
+					qtk_wr16(sc + 2 * ((size_t)o * ng + gg), (uint16_t)(bits >> 16));
+				else
+					qtk_wr32(sc + 4 * ((size_t)o * ng + gg), bits);
+				sb[(size_t)o * ng + gg] = bits; /* g = 32: one run per group */
+			}
+			for (uint32_t i = 0; i < in; i++) {
+				r = r * 1664525u + 1013904223u;
+				const uint32_t q = r >> 28; /* stored code 0..15, value q - 8 */
+				packed[(size_t)o * (in / 8) + i / 8] |= q << (4 * (i % 8));
+				k[(size_t)o * in + i] = (int16_t)((int)q - 8);
+			}
+		}
+		uint8_t want[32];
+		v3_runs_leaf("model.layers.0.mlp.up_proj.weight", out, in, k, sb, want);
+		const void *pa[3] = {packed, sc, shape};
+		qtk_leaf a;
+		qtk_err err;
+		qtk_thash *h;
+		int rc = qtk_thash_new(NULL, &t, 0, &h, &err);
+		for (int p = 0; p < t.nparts && !rc; p++)
+			rc = qtk_thash_put(h, pa[p], (size_t)t.parts[p].nbytes);
+		CHECK(!rc && !qtk_thash_end(h, &a), "ct-int leaf (%s)", bf ? "bf16" : "f32");
+		CHECK(!memcmp(a.dec, want, 32), "ct-int with %s scales, v3: the runs' leaf as the spec writes it",
+		      bf ? "BF16" : "F32");
+		qtk_free(a.name);
+		qtk_free(a.stored);
+		free(packed);
+		free(sc);
+		free(k);
+		free(sb);
+	}
+}
+
 /* A packed Q projection in GGUF row order (Q/K heads) is hashed in slices of whole heads and whole
  * packed words: in version 2 its decoded leaf equals that of the same values as a plain F32 tensor
  * (hashed by the plain path, in its own chunks), with several slices (8M values), and differs
@@ -1483,6 +1546,7 @@ int main(void)
 	test_v2_heads16();
 	test_packed_heads_sliced();
 	test_int_wide();
+	test_int_ct();
 	test_records();
 	test_sink();
 	test_async_tee();

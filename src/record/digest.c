@@ -394,19 +394,54 @@ static int dec_end(qtk_thash *h)
 
 /* ---- version 3: integer layouts as runs ------------------------------------------- */
 
+/* Where a packed integer layout keeps its scales: part index, storage type, and the order of
+ * its entries (AWQ/GPTQ [group][out]; compressed-tensors [out][group], or one for the tensor). */
+typedef struct int_scales {
+	int si;
+	unsigned st;
+	bool gmajor, one;
+} int_scales;
+
+static int part_by_role(const qtk_tensor *t, const char *role)
+{
+	for (int k = 0; k < t->nparts; k++)
+		if (!strncmp(t->parts[k].role, role, sizeof t->parts[k].role))
+			return k;
+	return -1;
+}
+
+static bool int_scales_of(const qtk_tensor *t, int_scales *o)
+{
+	const qtk_layout *l = &t->layout;
+	const uint64_t in = t->ndim == 2 ? t->shape[1] : 0, g = l->group_size;
+	if (l->act_order || t->ndim != 2 || !g || g % RUN || in % g)
+		return false;
+	if (l->kind == QTK_LAYOUT_AWQ || l->kind == QTK_LAYOUT_GPTQ) {
+		o->si = part_by_role(t, "scales");
+		o->st = QTK_T_F16;
+		o->gmajor = true;
+		o->one = false;
+	} else if (l->kind == QTK_LAYOUT_CT_INT &&
+		   (l->strategy == QTK_SCHEME_PER_GROUP || l->strategy == QTK_SCHEME_PER_TENSOR) &&
+		   (l->scale_type == QTK_T_F16 || l->scale_type == QTK_T_BF16 || l->scale_type == QTK_T_F32)) {
+		o->si = part_by_role(t, "scale");
+		o->st = l->scale_type;
+		o->gmajor = false;
+		o->one = l->strategy == QTK_SCHEME_PER_TENSOR;
+	} else {
+		return false;
+	}
+	return o->si >= 0 && t->parts[o->si].type == o->st;
+}
+
 bool qtk_digest_int_layout(const qtk_tensor *t)
 {
 	if (t->layout.kind == QTK_LAYOUT_PLAIN) {
 		const unsigned ty = t->layout.type;
 		return ty == QTK_T_Q4_0 || ty == QTK_T_Q5_0 || ty == QTK_T_Q8_0;
 	}
-	if ((t->layout.kind != QTK_LAYOUT_AWQ && t->layout.kind != QTK_LAYOUT_GPTQ) || t->layout.act_order ||
-	    t->ndim != 2)
-		return false;
-	const qtk_scheme *sc = qtk_scheme_of(t);
-	const int si = sc ? qtk_scheme_part_index(sc, "scales") : -1;
-	const uint64_t in = t->shape[1], g = t->layout.group_size;
-	return si >= 0 && si < t->nparts && t->parts[si].type == QTK_T_F16 && g && g % RUN == 0 && in % g == 0;
+	int_scales is;
+	return int_scales_of(t, &is);
 }
 
 void qtk_int_scratch_free(qtk_int_scratch *s)
@@ -414,6 +449,7 @@ void qtk_int_scratch_free(qtk_int_scratch *s)
 	qtk_free(s->ones);
 	s->ones = NULL;
 	s->n = 0;
+	s->type = 0;
 }
 
 /* F16 -> F32 bits through a table built from the reference conversion (bit-exact by
@@ -432,34 +468,44 @@ static void f16_init(void)
 int qtk_digest_int_rows(const qtk_tensor *t, const void *const *parts, uint64_t o0, uint64_t n, float *k,
 			uint32_t *s, qtk_int_scratch *scr)
 {
-	if (t->layout.kind == QTK_LAYOUT_PLAIN || !qtk_digest_int_layout(t))
+	int_scales is;
+	if (t->layout.kind == QTK_LAYOUT_PLAIN || !int_scales_of(t, &is))
 		return -1;
-	const qtk_scheme *sc = qtk_scheme_of(t);
-	const int si = qtk_scheme_part_index(sc, "scales");
 	const uint64_t out = t->shape[0], in = t->shape[1], g = t->layout.group_size, ng = in / g;
-	if (o0 > out || n > out - o0 || ng > UINT64_MAX / 2 / (out ? out : 1) || t->parts[si].nbytes != ng * out * 2 ||
-	    ng * out > SIZE_MAX / 2)
+	const size_t es = is.st == QTK_T_F32 ? 4 : 2;
+	const uint64_t ns = is.one ? 1 : ng * out; /* scales the part holds */
+	if (o0 > out || n > out - o0 || (out && ng > UINT64_MAX / 4 / out) || t->parts[is.si].nbytes != ns * es ||
+	    ns > SIZE_MAX / 4)
 		return -1;
-	if (scr->n < ng * out) { /* scales of 1: the decoder then gives the differences themselves */
+	if (scr->n < ns || scr->type != is.st) { /* scales of 1: the decoder then gives the differences */
 		qtk_int_scratch_free(scr);
-		if (!(scr->ones = qtk_malloc((size_t)(ng * out) * 2 + 2)))
+		if (!(scr->ones = qtk_malloc((size_t)ns * es + 4)))
 			return -1;
-		for (uint64_t i = 0; i < ng * out; i++)
-			scr->ones[i] = 0x3C00u;
-		scr->n = ng * out;
+		for (uint64_t i = 0; i < ns; i++) {
+			if (es == 4)
+				qtk_wr32((uint8_t *)scr->ones + 4 * i, 0x3F800000u);
+			else
+				qtk_wr16((uint8_t *)scr->ones + 2 * i, is.st == QTK_T_BF16 ? 0x3F80u : 0x3C00u);
+		}
+		scr->n = ns;
+		scr->type = is.st;
 	}
 	const void *pp[QTK_MAX_PARTS];
 	for (int i = 0; i < t->nparts && i < QTK_MAX_PARTS; i++)
 		pp[i] = parts[i];
-	pp[si] = scr->ones;
+	pp[is.si] = scr->ones;
 	if (qtk_scheme_decode_rows(t, pp, o0, n, k))
 		return -1;
 	pthread_once(&f16_once, f16_init);
-	const uint8_t *sb = parts[si];
+	const uint8_t *sb = parts[is.si];
 	const uint64_t runs = in / RUN, per = g / RUN;
 	for (uint64_t o = 0; o < n; o++)
-		for (uint64_t r = 0; r < runs; r++)
-			s[o * runs + r] = f16_table[qtk_rd16(sb + 2 * ((r / per) * out + o0 + o))];
+		for (uint64_t r = 0; r < runs; r++) {
+			const uint64_t gi = r / per, x = is.one ? 0 : is.gmajor ? gi * out + o0 + o : (o0 + o) * ng + gi;
+			s[o * runs + r] = es == 4 ? qtk_rd32(sb + 4 * x)
+				       : is.st == QTK_T_BF16 ? (uint32_t)qtk_rd16(sb + 2 * x) << 16
+							     : f16_table[qtk_rd16(sb + 2 * x)];
+		}
 	return 0;
 }
 
@@ -1473,7 +1519,7 @@ static int packed_dec(djob *j, const qtk_tensor *t, uint8_t dec[32], qtk_err *e)
 	/* version 3, integer layouts: the window as runs (the scales of 1 kept between windows) */
 	const bool runs = qtk_vhash_int(vh);
 	uint32_t *rsc = runs ? qtk_malloc((size_t)(want * (in / RUN)) * sizeof *rsc + 4) : NULL;
-	qtk_int_scratch scr = {NULL, 0};
+	qtk_int_scratch scr = {NULL, 0, 0};
 	/* the packed rows of several decoding windows are read at once, up to 16 MiB of them: a
 	 * window of rows is a column band of AWQ's and GPTQ's qweight, one read per input row, so
 	 * a taller band takes as many reads for more rows */

@@ -24,8 +24,9 @@
  * tensor can be hashed independently.
  *
  * Version 3 is version 2 with "-v3" tags, and one more kind of piece for the integer layouts
- * (ggml q4_0, q5_0, q8_0; AWQ and GPTQ without act-order, groups a multiple of 32, fp16 scales:
- * qtk_digest_int_layout), whose values are (code - zero) * scale: each of their pieces is
+ * (ggml q4_0, q5_0, q8_0; AWQ, GPTQ and compressed-tensors integers without act-order, groups a
+ * multiple of 32, one scale per group or tensor: qtk_digest_int_layout), whose values are
+ * (code - zero) * scale: each of their pieces is
  * written as runs of 32 values, a run being the F32 bits of its scale (u32) and the 32
  * differences code - zero, as i8 (form 8) when every difference of the piece fits, else as i16
  * (form 9). An exact transcode between those layouts keeps every scale and difference, so the
@@ -159,8 +160,9 @@ bool qtk_digest_int_layout(const qtk_tensor *t);
  * scale 1, so exactly the integers), s [n][in/32] the scales' F32 bits. 0, -1 (bad layout or
  * parts, out of memory). scr: zeroed first, kept between calls, freed by the caller. */
 typedef struct qtk_int_scratch {
-	uint16_t *ones; /* fp16 1.0 in place of the scales */
-	uint64_t n;
+	void *ones;    /* 1.0 in the scales' storage type, in place of the scales */
+	uint64_t n;    /* entries */
+	unsigned type; /* their storage type */
 } qtk_int_scratch;
 int qtk_digest_int_rows(const qtk_tensor *t, const void *const *parts, uint64_t o0, uint64_t n, float *k,
 			uint32_t *s, qtk_int_scratch *scr);
