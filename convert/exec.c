@@ -1711,8 +1711,10 @@ static int stream_windows(rowsrc *s, qtk_writer *w, int threads, const conv_rec 
 			rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "cannot decode the output");
 		if (!rc && vj.h && sb[0]) { /* runs: made here from the window's parts, then hashed beside */
 			uint32_t *sw = sb[(o0 / s->win) & 1];
-			if (vjob_wait(&vj) || qtk_digest_int_rows(&osub, (const void *const *)sp, 0, n, yw, sw, &scr))
+			if (vjob_wait(&vj))
 				rc = qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory hashing the values");
+			else if (qtk_digest_int_rows(&osub, (const void *const *)sp, 0, n, yw, sw, &scr))
+				rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "cannot take the integers of rows %u.. for the record", o0);
 			else
 				vjob_go(&vj, yw, sw, (uint64_t)n * inf);
 		} else if (!rc && vj.h) { /* the previous window's hash is done before this one's starts */

@@ -556,6 +556,24 @@ static void test_int_wide(void)
 		rc = qtk_thash_put(h, pa[p], (size_t)t.parts[p].nbytes);
 	CHECK(!rc && !qtk_thash_end(h, &c), "leaf, one code changed");
 	CHECK(memcmp(a.dec, c.dec, 32) != 0, "one code changes the decoded leaf");
+	/* hostile: a 1-D q4_0 tensor under a Q/K name, whose rows (single values) cannot carry runs:
+	 * an error, not a leaf of whatever memory the scales' rows were not copied into (review) */
+	qtk_tensor t1;
+	memset(&t1, 0, sizeof t1);
+	t1.name = (char *)"blk.0.attn_q.weight";
+	t1.ndim = 1;
+	t1.shape[0] = 64;
+	t1.layout.type = QTK_T_Q4_0;
+	t1.nparts = 1;
+	t1.parts[0].type = QTK_T_Q4_0;
+	t1.parts[0].ndim = 1;
+	t1.parts[0].shape[0] = 64;
+	t1.parts[0].nbytes = 2 * 18;
+	qtk_tensor_finish(&t1);
+	qtk_err_clear(&err);
+	h = NULL;
+	CHECK(qtk_thash_new(NULL, &t1, 1, &h, &err) == QTK_E_DATA && !h && strstr(err.msg, "whole runs"),
+	      "1-D q4_0 Q/K tensor: refused (%s)", err.msg);
 	qtk_leaf *ls[] = {&a, &b, &c};
 	for (size_t i = 0; i < 3; i++) {
 		qtk_free(ls[i]->name);

@@ -96,7 +96,7 @@ struct qtk_thash {
 	bool no_enc;            /* true: decoded tier only (a sink of mode QTK_SINK_DEC) */
 	qtk_err *err;
 	EVP_MD_CTX *enc, *dec;
-	int scheme;             /* QTK_DIGEST_V1 or _V2 */
+	int scheme;             /* QTK_DIGEST_V1, _V2 or _V3 */
 	/* version 2, encoded tier: the piece being hashed, and the last one finished (its digest,
 	 * part, offset and length: a decoded piece of the same bytes takes it) */
 	EVP_MD_CTX *ech;
@@ -829,6 +829,12 @@ static int plain_setup(qtk_thash *h)
 		h->perm = qtk_malloc((size_t)vals * sizeof(float));
 	if (!h->chunk || (!h->raw16 && !h->vals) || (h->qk_heads > 0 && !h->perm))
 		return oom(h->err, h->stored);
+	/* version 3 runs move with their rows: rows must hold whole runs (a 1-D "Q/K" tensor's
+	 * rows are single values) */
+	if (h->intf && h->qk_heads > 0 && (np / (h->t.ndim >= 1 ? h->t.shape[0] : 1)) % RUN)
+		return qtk_err_set(h->err, QTK_E_DATA, NULL, -1, h->stored,
+				   "rows of %llu values do not hold whole runs of %u: cannot be un-permuted",
+				   (unsigned long long)(np / (h->t.ndim >= 1 ? h->t.shape[0] : 1)), RUN);
 	if (h->intf && (!(h->itmp = qtk_malloc(h->chunk_cap ? h->chunk_cap : 1)) ||
 			!(h->iperm = qtk_malloc((size_t)(vals / RUN + 1) * 2 * sizeof *h->iperm))))
 		return oom(h->err, h->stored);

@@ -1,7 +1,8 @@
 /* digest.h - container-independent content digests of tensors ("qtk-digest-v3"; "qtk-digest-v1"
  * and "-v2" are still computed for records that name them).
  *
- * One leaf per logical tensor, in two tiers (docs/provenance.md). Version 2:
+ * One leaf per logical tensor, in two tiers (docs/provenance.md). Version 2 (version 3, what
+ * new digests use, is below):
  *
  *   encoded = SHA-256("qtk-tensor-v2/encoded\0" || str(canonical name) || str(encoding id)
  *                     || u32 ndim || u64 shape[ndim] || u32 nparts
