@@ -589,6 +589,72 @@ static void test_int_wide(void)
 	free(sb);
 }
 
+/* Version 3, ggml q4_0 and q5_0 blocks with random codes under a Q name (4 heads): the runs
+ * written straight from the blocks give the spec's leaf, the differences taken from ggml's own
+ * decoder (value / scale) and the rows un-permuted by hand; fed whole and in odd pieces. */
+static void test_int_ggml(void)
+{
+	const uint32_t out = 64, in = 256, heads = 4, hd = out / heads, runs = in / 32;
+	const unsigned types[2] = {QTK_T_Q4_0, QTK_T_Q5_0};
+	const size_t bpb[2] = {18, 22};
+	for (int ti = 0; ti < 2; ti++) {
+		const size_t nbytes = (size_t)out * runs * bpb[ti];
+		uint8_t *blk = malloc(nbytes);
+		uint32_t r = 4242u + (uint32_t)ti;
+		for (size_t i = 0; i < nbytes; i++) {
+			r = r * 1664525u + 1013904223u;
+			blk[i] = (uint8_t)(r >> 24);
+		}
+		for (size_t b = 0; b < (size_t)out * runs; b++) /* finite, non-zero scales */
+			qtk_wr16(blk + b * bpb[ti], (uint16_t)(0x2000u + (b * 37u) % 0x1800u));
+		float *y = malloc((size_t)out * in * sizeof *y);
+		CHECK(!qtk_dequant_ggml(types[ti], blk, y, (uint64_t)out * in), "decode");
+		int16_t *k = malloc((size_t)out * in * sizeof *k);
+		uint32_t *sb = malloc((size_t)out * runs * 4);
+		for (uint32_t o = 0; o < out; o++) {
+			const uint32_t hh = o / hd, rr = o % hd, hf = hh * hd + (rr % 2) * (hd / 2) + rr / 2;
+			for (uint32_t u = 0; u < runs; u++) {
+				const float sv = qtk_fp16_to_f32(qtk_rd16(blk + ((size_t)o * runs + u) * bpb[ti]));
+				memcpy(&sb[(size_t)hf * runs + u], &sv, 4);
+				for (uint32_t i = 0; i < 32; i++)
+					k[(size_t)hf * in + u * 32 + i] = (int16_t)(y[(size_t)o * in + u * 32 + i] / sv);
+			}
+		}
+		uint8_t want[32];
+		v3_runs_leaf("model.layers.0.self_attn.q_proj.weight", out, in, k, sb, want);
+		qtk_tensor t;
+		memset(&t, 0, sizeof t);
+		t.name = (char *)"blk.0.attn_q.weight";
+		t.ndim = 2;
+		t.shape[0] = out;
+		t.shape[1] = in;
+		t.layout.type = types[ti];
+		t.nparts = 1;
+		t.parts[0].type = types[ti];
+		t.parts[0].ndim = 2;
+		memcpy(t.parts[0].shape, t.shape, sizeof t.shape);
+		t.parts[0].nbytes = nbytes;
+		qtk_tensor_finish(&t);
+		for (int odd = 0; odd < 2; odd++) {
+			qtk_leaf l;
+			qtk_err err;
+			qtk_thash *h;
+			int rc = qtk_thash_new(NULL, &t, (int)heads, &h, &err);
+			for (size_t off = 0, c = odd ? 333 : nbytes; !rc && off < nbytes; off += c)
+				rc = qtk_thash_put(h, blk + off, nbytes - off < c ? nbytes - off : c);
+			CHECK(!rc && !qtk_thash_end(h, &l), "leaf");
+			CHECK(!memcmp(l.dec, want, 32), "%s with 4 heads%s, v3: the runs' leaf as the spec writes it",
+			      ti ? "q5_0" : "q4_0", odd ? " in odd pieces" : "");
+			qtk_free(l.name);
+			qtk_free(l.stored);
+		}
+		free(blk);
+		free(y);
+		free(k);
+		free(sb);
+	}
+}
+
 /* Version 3, compressed-tensors integers with F32 (and BF16) scales per group of 32: codes are
  * stored offset by 8, the runs carry the scales' own bits, and the leaf is the spec's; each value
  * is the once-rounded product of its difference and its scale. */
@@ -1565,6 +1631,7 @@ int main(void)
 	test_packed_heads_sliced();
 	test_int_wide();
 	test_int_ct();
+	test_int_ggml();
 	test_records();
 	test_sink();
 	test_async_tee();

@@ -130,6 +130,7 @@ struct qtk_thash {
 	 * (differences ik, the scales' F32 bits is, ilen values), its writing iw, a chunk's blocks
 	 * with their scales set to 1 (itmp), a chunk's scales in Q/K order (iperm) */
 	bool intf;
+	bool irw;               /* ggml blocks: pieces gathered as written runs (dec_runw) */
 	float *ik;
 	uint32_t *is, *iperm;
 	uint64_t ilen;
@@ -383,6 +384,11 @@ static int int_piece(qtk_thash *h);
 /* The last, shorter piece. */
 static int dec_end(qtk_thash *h)
 {
+	if (h->irw && h->ilen) { /* ggml blocks' runs, written already */
+		const uint64_t n = h->ilen;
+		h->ilen = 0;
+		return dec_piece_digest(h, FORM_INT8, h->iw, (size_t)(n / RUN) * (4 + RUN));
+	}
 	if (h->intf)
 		return h->ilen ? int_piece(h) : 0;
 	if (h->scheme == QTK_DIGEST_V1 || !h->piece_len)
@@ -835,8 +841,9 @@ static int plain_setup(qtk_thash *h)
 		return qtk_err_set(h->err, QTK_E_DATA, NULL, -1, h->stored,
 				   "rows of %llu values do not hold whole runs of %u: cannot be un-permuted",
 				   (unsigned long long)(np / (h->t.ndim >= 1 ? h->t.shape[0] : 1)), RUN);
-	if (h->intf && (!(h->itmp = qtk_malloc(h->chunk_cap ? h->chunk_cap : 1)) ||
-			!(h->iperm = qtk_malloc((size_t)(vals / RUN + 1) * 2 * sizeof *h->iperm))))
+	/* version 3: a chunk's runs written out (36 bytes a block), and in Q/K order */
+	const size_t rw = (size_t)(h->chunk_cap / h->bpb + 1) * (4 + RUN);
+	if (h->intf && (!(h->itmp = qtk_malloc(rw)) || (h->qk_heads > 0 && !(h->iperm = qtk_malloc(rw)))))
 		return oom(h->err, h->stored);
 	return 0;
 }
@@ -945,33 +952,78 @@ static int decode_fast(unsigned type, const uint8_t *src, float *dst, uint64_t n
 	return 0;
 }
 
-/* Version 3, ggml q4_0/q5_0/q8_0 blocks (32 values, the fp16 scale first): the differences by
- * ggml's own decoder with every scale set to 1, the scales as they are; rows un-permuted (Q/K) as
- * the values are. */
+/* Version 3, a ggml q4_0/q5_0/q8_0 block (32 values, its fp16 scale first) as its run's
+ * writing in form 8: the scale's F32 bits, then the 32 differences code - zero, each the integer
+ * ggml's decoder multiplies by the scale (q8_0: its signed code; q4_0: q - 8; q5_0: q - 16 with
+ * the fifth bit from qh). */
+static void block_run(unsigned type, const uint8_t *x, uint8_t *w)
+{
+	qtk_wr32(w, f16_table[qtk_rd16(x)]);
+	uint8_t *k = w + 4;
+	if (type == QTK_T_Q8_0) {
+		memcpy(k, x + 2, RUN);
+		return;
+	}
+	if (type == QTK_T_Q4_0) {
+		const uint8_t *qs = x + 2;
+		for (int j = 0; j < 16; j++) {
+			k[j] = (uint8_t)((qs[j] & 0x0F) - 8);
+			k[j + 16] = (uint8_t)((qs[j] >> 4) - 8);
+		}
+		return;
+	}
+	const uint32_t qh = qtk_rd32(x + 2); /* Q5_0 */
+	const uint8_t *qs = x + 6;
+	for (int j = 0; j < 16; j++) {
+		const uint32_t h0 = ((qh >> j) << 4) & 0x10, h1 = (qh >> (j + 12)) & 0x10;
+		k[j] = (uint8_t)((int)((qs[j] & 0x0Fu) | h0) - 16);
+		k[j + 16] = (uint8_t)((int)((qs[j] >> 4) | h1) - 16);
+	}
+}
+
+/* Version 3, n runs already written (36 bytes each, form 8: ggml's blocks) into the decoded
+ * tier, in canonical order; a piece is hashed when it is whole. */
+static int dec_runw(qtk_thash *h, const uint8_t *w, uint64_t n)
+{
+	const size_t rb = 4 + RUN;
+	if (!h->iw && !(h->iw = qtk_malloc((size_t)(V2_PIECE / RUN) * (4 + RUN * 2))))
+		return oom(h->err, h->stored);
+	h->vdone += n * RUN;
+	while (n) {
+		uint64_t c = (V2_PIECE - h->ilen) / RUN;
+		if (c > n)
+			c = n;
+		memcpy(h->iw + (h->ilen / RUN) * rb, w, (size_t)c * rb);
+		h->ilen += c * RUN;
+		w += c * rb;
+		n -= c;
+		if (h->ilen == V2_PIECE) {
+			h->ilen = 0;
+			int rc = dec_piece_digest(h, FORM_INT8, h->iw, (size_t)(V2_PIECE / RUN) * rb);
+			if (rc)
+				return rc;
+		}
+	}
+	return 0;
+}
+
+/* Version 3, ggml q4_0/q5_0/q8_0 blocks: each block's run written straight from its bytes,
+ * rows moved whole (Q/K: a row's runs with their scales) before they are hashed. */
 static int int_chunk(qtk_thash *h, const uint8_t *src, size_t len)
 {
 	const uint64_t nb = len / h->bpb, nv = nb * h->blck;
-	uint32_t *sc = h->iperm + (h->chunk_cap / h->bpb + 1); /* second half: stored order */
+	const size_t rb = 4 + RUN;
 	pthread_once(&f16_once, f16_init);
-	memcpy(h->itmp, src, len);
-	for (uint64_t b = 0; b < nb; b++) {
-		sc[b] = f16_table[qtk_rd16(src + b * h->bpb)];
-		qtk_wr16(h->itmp + b * h->bpb, 0x3C00u);
-	}
-	if (qtk_dequant_ggml(h->t.layout.type, h->itmp, h->vals, nv) != 0)
-		return qtk_err_set(h->err, QTK_E_DATA, NULL, -1, h->stored, "cannot decode this type");
-	const float *k = h->vals;
-	const uint32_t *s = sc;
-	if (h->qk_heads > 0) { /* whole heads: rows of values and of scales moved alike */
+	for (uint64_t b = 0; b < nb; b++)
+		block_run(h->t.layout.type, src + b * h->bpb, h->itmp + b * rb);
+	const uint8_t *w = h->itmp;
+	if (h->qk_heads > 0) { /* whole heads: a row is row / 32 runs */
 		const uint64_t rows = h->t.shape[0], row = h->t.n_params / rows, heads = nv / h->unit;
-		qtk_family_permute_rows((const uint8_t *)h->vals, (uint8_t *)h->perm, nv / row, row * sizeof(float),
-					(int)heads, true);
-		qtk_family_permute_rows((const uint8_t *)sc, (uint8_t *)h->iperm, nv / row, row / RUN * sizeof *sc,
-					(int)heads, true);
-		k = h->perm;
-		s = h->iperm;
+		qtk_family_permute_rows(h->itmp, (uint8_t *)h->iperm, nv / row, (size_t)(row / RUN) * rb, (int)heads, true);
+		w = (const uint8_t *)h->iperm;
 	}
-	return dec_runs(h, k, s, nv);
+	h->irw = true;
+	return dec_runw(h, w, nb);
 }
 
 /* Decode and hash len bytes of whole blocks at src (the chunk buffer, or the caller's bytes
