@@ -118,6 +118,7 @@ for d in q40-awq q40-gptq; do
 done
 run "v3 record q4_0, f32" 1 "$V" --record "$T/rec-q40.json" "$T/q40-f32.gguf"
 out_has "v3 record q4_0, f32" "tensor 'model.layers.0.mlp.down_proj.weight' (stored as 'blk.0.ffn_down.weight'): changed"
+out_has "v3 record q4_0, f32" "(ggml:q4_0), file [0-9a-f]*... (f32); digest v3 keeps integer layouts apart, qverify --against compares values"
 
 # --- one flipped byte in one tensor: caught and named (output.weight is the last tensor)
 cp "$G" "$T/flip.gguf"
@@ -125,6 +126,7 @@ flip_byte "$T/flip.gguf" $(( $(size_of "$T/flip.gguf") - 1001 ))
 run "flip --record" 1 "$V" --record "$T/rec.json" "$T/flip.gguf"
 out_has "flip --record" "tensor 'lm_head.weight' (stored as 'output.weight'): changed"
 out_has "flip --record" "tensors: failed: 1 of 21 tensors differ"
+out_lacks "flip --record" "keeps integer layouts apart" # the same encoding on both sides: no hint
 out_lacks "flip --record" "tensor 'model.embed_tokens.weight'"
 run "flip --record json" 1 "$V" --json --record "$T/rec.json" "$T/flip.gguf"
 out_has "flip --record json" '"status":	"changed"'

@@ -190,6 +190,18 @@ static void *hash_files(void *arg)
 	return NULL;
 }
 
+/* Whether an encoding id names one of the layout families whose decoded leaves are (scale,
+ * integer) runs in qtk-digest-v3 (docs/provenance.md 1.2; the family, not every layout of it:
+ * for the message that explains a "changed" tensor only). */
+static bool int_family(const char *id)
+{
+	static const char *const pre[] = {"ggml:q4_0", "ggml:q5_0", "ggml:q8_0", "awq:", "gptq-", "ct-int"};
+	for (size_t i = 0; i < sizeof pre / sizeof *pre; i++)
+		if (!strncmp(id, pre[i], strlen(pre[i])))
+			return true;
+	return false;
+}
+
 /* The digest scheme of a record's root (its "tensor_root" object): the record's own; a
  * deployment record made now, or a root without a known scheme: the current one. */
 static int root_scheme(const cJSON *root)
@@ -345,7 +357,14 @@ static int chk_tensors(vstate *s)
 			short_hex(enc, a);
 			short_hex(l->enc, b);
 			t = qv_tensor(s, name, l->stored, "changed", true);
-			if (t)
+			const char *re = jstr(c, "encoding");
+			if (t && s->d.scheme == QTK_DIGEST_V3 && re && strcmp(re, l->enc_id) &&
+			    int_family(re) != int_family(l->enc_id))
+				snprintf(t->detail, sizeof t->detail,
+					 "content differs: record %s... (%.32s), file %s... (%.32s); digest v3 keeps integer "
+					 "layouts apart, qverify --against compares values",
+					 a, re, b, l->enc_id);
+			else if (t)
 				snprintf(t->detail, sizeof t->detail, "content differs: record %s..., file %s... (%s)", a, b,
 					 l->enc_id);
 			n_bad++;
