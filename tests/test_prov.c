@@ -589,6 +589,74 @@ static void test_int_wide(void)
 	free(sb);
 }
 
+/* Version 3, 4-bit GPTQ v1 and v2 and AWQ, asymmetric, groups of 64 (the runs written straight
+ * from the packed words): the spec's leaf from the decoded values, whole and in odd pieces. */
+static void test_int_gptq4(void)
+{
+	const uint32_t out = 64, in = 256, g = 64, ng = in / g;
+	const size_t nv = (size_t)out * in;
+	for (int kind = 0; kind < 3; kind++) { /* GPTQ v1, GPTQ v2, AWQ */
+		float *w = malloc(nv * sizeof *w), *y = malloc(nv * sizeof *y);
+		int32_t *qw = calloc(nv / 8, 4), *qz = calloc((size_t)ng * out / 8, 4);
+		uint16_t *sc = malloc((size_t)ng * out * 2);
+		int32_t *gi = malloc((size_t)in * 4);
+		uint32_t r = 31337u + (uint32_t)kind;
+		for (size_t i = 0; i < nv; i++) {
+			r = r * 1664525u + 1013904223u;
+			w[i] = (float)(r >> 8) / 16777216.f - 0.3f;
+		}
+		const int ver = kind == 0 ? 1 : 2;
+		if (kind < 2)
+			CHECK(!qtk_quant_gptq(w, out, in, g, 4, false, ver, qw, qz, sc, gi) &&
+				      !qtk_dequant_gptq(qw, qz, sc, gi, in, out, g, ng, 4, ver, y),
+			      "gptq encode/decode");
+		else
+			CHECK(!qtk_quant_awq(w, out, in, g, qw, qz, sc) && !qtk_dequant_awq(qw, qz, sc, in, out, g, y),
+			      "awq encode/decode");
+		qtk_tensor t;
+		memset(&t, 0, sizeof t);
+		const qtk_layout l = {kind < 2 ? QTK_LAYOUT_GPTQ : QTK_LAYOUT_AWQ, QTK_T_I32, 4, (uint8_t)(kind < 2 ? ver : 0),
+				      false, false, g, 0, 0, 0, 0, 0};
+		char why[300] = "";
+		CHECK(!qtk_scheme_describe(&t, &l, out, in, kind < 2, why, sizeof why), "describe: %s", why);
+		t.name = (char *)"model.layers.0.mlp.up_proj.weight";
+		int16_t *k = malloc(nv * sizeof *k);
+		uint32_t *sb = malloc(nv / 32 * 4);
+		for (uint32_t o = 0; o < out; o++)
+			for (uint32_t u = 0; u < in / 32; u++) {
+				const float sv = qtk_fp16_to_f32(sc[(size_t)(u * 32 / g) * out + o]);
+				memcpy(&sb[(size_t)o * (in / 32) + u], &sv, 4);
+				for (uint32_t i = 0; i < 32; i++)
+					k[(size_t)o * in + u * 32 + i] = (int16_t)(y[(size_t)o * in + u * 32 + i] / sv);
+			}
+		uint8_t want[32];
+		v3_runs_leaf("model.layers.0.mlp.up_proj.weight", out, in, k, sb, want);
+		const void *pa[4] = {qw, qz, sc, gi};
+		for (int odd = 0; odd < 2; odd++) {
+			qtk_leaf a;
+			qtk_err err;
+			qtk_thash *h;
+			int rc = qtk_thash_new(NULL, &t, 0, &h, &err);
+			for (int p = 0; p < t.nparts && !rc; p++)
+				for (size_t off = 0, n = (size_t)t.parts[p].nbytes, c = odd ? 101 : n; off < n && !rc; off += c)
+					rc = qtk_thash_put(h, (const uint8_t *)pa[p] + off, n - off < c ? n - off : c);
+			CHECK(!rc && !qtk_thash_end(h, &a), "leaf");
+			CHECK(!memcmp(a.dec, want, 32), "%s 4-bit, v3: the runs' leaf as the spec writes it%s",
+			      kind == 0 ? "GPTQ v1" : kind == 1 ? "GPTQ v2" : "AWQ", odd ? " (odd pieces)" : "");
+			qtk_free(a.name);
+			qtk_free(a.stored);
+		}
+		free(w);
+		free(y);
+		free(qw);
+		free(qz);
+		free(sc);
+		free(gi);
+		free(k);
+		free(sb);
+	}
+}
+
 /* Version 3, ggml q4_0 and q5_0 blocks with random codes under a Q name (4 heads): the runs
  * written straight from the blocks give the spec's leaf, the differences taken from ggml's own
  * decoder (value / scale) and the rows un-permuted by hand; fed whole and in odd pieces. */
@@ -1632,6 +1700,7 @@ int main(void)
 	test_int_wide();
 	test_int_ct();
 	test_int_ggml();
+	test_int_gptq4();
 	test_records();
 	test_sink();
 	test_async_tee();

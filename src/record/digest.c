@@ -4,6 +4,7 @@
 #include "view/decode.h"
 #include "dequant.h"
 #include "scheme/scheme.h"
+#include "packing.h"
 #include <openssl/evp.h>
 #include "lc.h"
 #include <pthread.h>
@@ -1007,6 +1008,65 @@ static int dec_runw(qtk_thash *h, const uint8_t *w, uint64_t n)
 	return 0;
 }
 
+/* Version 3, 4-bit AWQ and GPTQ (v1, v2) without act-order: rows o0 .. o0+n-1 of t (whole parts,
+ * or a window's, as t describes them) straight to their runs' writing in form 8 (a difference
+ * code - zero lies in -16 .. 15), n * in/32 runs of 36 bytes into w, rows in stored order: the
+ * integers as the decoders read them (AWQ's nibble order, GPTQ v1's zero + 1). false when t is
+ * not such a layout or the rows are not whole packed words (the caller decodes instead). */
+static bool int_rows_direct(const qtk_tensor *t, const void *const *parts, uint64_t o0, uint64_t n, uint8_t *w)
+{
+	const qtk_layout *l = &t->layout;
+	const bool awq = l->kind == QTK_LAYOUT_AWQ;
+	if ((!awq && l->kind != QTK_LAYOUT_GPTQ) || l->bits != 4 || !qtk_digest_int_layout(t))
+		return false;
+	const uint64_t out = t->shape[0], in = t->shape[1], g = l->group_size, ng = in / g, runs = in / RUN;
+	const int qi = part_by_role(t, "qweight"), zi = part_by_role(t, "qzeros"), si = part_by_role(t, "scales");
+	if (qi < 0 || zi < 0 || si < 0 || o0 > out || n > out - o0 || out % 8 || o0 % 8 || n % 8 ||
+	    t->parts[qi].nbytes != in * out / 2 || t->parts[zi].nbytes != ng * out / 2 || t->parts[si].nbytes != ng * out * 2)
+		return false;
+	if (!n) /* a probe: the layout qualifies */
+		return true;
+	const uint8_t *qw = parts[qi], *qz = parts[zi], *sc = parts[si];
+	const size_t rb = 4 + RUN;
+	const int zoff = !awq && l->gptq_version == 1 ? 1 : 0;
+	pthread_once(&f16_once, f16_init);
+	for (uint64_t r = 0; r < n; r++) /* the scales */
+		for (uint64_t u = 0; u < runs; u++)
+			qtk_wr32(w + (r * runs + u) * rb, f16_table[qtk_rd16(sc + 2 * ((u * RUN / g) * out + o0 + r))]);
+	if (awq) { /* qweight [in][out/8], 8 outputs a word in AWQ's nibble order */
+		for (uint64_t c = o0 / 8; c < (o0 + n) / 8; c++) {
+			const uint64_t r0 = 8 * c - o0;
+			for (uint64_t gi = 0; gi < ng; gi++) {
+				const uint32_t zw = qtk_rd32(qz + 4 * (gi * (out / 8) + c));
+				int z[8];
+				for (unsigned j = 0; j < 8; j++)
+					z[j] = (int)((zw >> qtk_awq_shift(j)) & 15u);
+				for (uint64_t ii = gi * g; ii < (gi + 1) * g; ii++) {
+					const uint32_t v = qtk_rd32(qw + 4 * (ii * (out / 8) + c));
+					uint8_t *d = w + (r0 * runs + ii / RUN) * rb + 4 + ii % RUN;
+					for (unsigned j = 0; j < 8; j++)
+						d[j * runs * rb] = (uint8_t)((int)((v >> qtk_awq_shift(j)) & 15u) - z[j]);
+				}
+			}
+		}
+		return true;
+	}
+	/* GPTQ: qweight [in/8][out], 8 inputs a word, LSB first; qzeros [ng][out/8] */
+	for (uint64_t r = 0; r < n; r++) {
+		const uint64_t o = o0 + r;
+		for (uint64_t gi = 0; gi < ng; gi++) {
+			const int z = (int)((qtk_rd32(qz + 4 * (gi * (out / 8) + o / 8)) >> (4 * (o % 8))) & 15u) + zoff;
+			for (uint64_t w8 = gi * g / 8; w8 < (gi + 1) * g / 8; w8++) {
+				const uint32_t v = qtk_rd32(qw + 4 * (w8 * out + o));
+				uint8_t *d = w + (r * runs + (8 * w8) / RUN) * rb + 4 + (8 * w8) % RUN;
+				for (unsigned j = 0; j < 8; j++)
+					d[j] = (uint8_t)((int)((v >> (4 * j)) & 15u) - z);
+			}
+		}
+	}
+	return true;
+}
+
 /* Version 3, ggml q4_0/q5_0/q8_0 blocks: each block's run written straight from its bytes,
  * rows moved whole (Q/K: a row's runs with their scales) before they are hashed. */
 static int int_chunk(qtk_thash *h, const uint8_t *src, size_t len)
@@ -1144,6 +1204,29 @@ static int quant_values_sliced(qtk_thash *h, uint32_t align, uint32_t hd)
 	const uint64_t rruns = in / RUN; /* version 3, integer layouts: scales per row */
 	if (h->intf && !(h->iperm = qtk_malloc((size_t)(rows * rruns) * 2 * sizeof *h->iperm + 4)))
 		return oom(h->err, h->stored);
+	/* 4-bit AWQ/GPTQ: the runs written straight from the parts, rows moved whole */
+	const size_t rb = 4 + RUN;
+	if (h->intf && int_rows_direct(t, (const void *const *)h->pbuf, 0, 0, NULL)) {
+		uint8_t *wb = qtk_malloc((size_t)(rows * rruns) * rb), *wp = hd ? qtk_malloc((size_t)(rows * rruns) * rb) : NULL;
+		int rc = wb && (!hd || wp) ? 0 : oom(h->err, h->stored);
+		h->irw = true;
+		for (uint32_t o0 = 0; o0 < out && !rc; o0 += (uint32_t)rows) {
+			uint32_t n = out - o0 < rows ? out - o0 : (uint32_t)rows;
+			if (!int_rows_direct(t, (const void *const *)h->pbuf, o0, n, wb)) {
+				rc = qtk_err_set(h->err, QTK_E_DATA, NULL, -1, h->stored, "inconsistent quantized components");
+				break;
+			}
+			const uint8_t *wr = wb;
+			if (hd) {
+				qtk_family_permute_rows(wb, wp, n, rruns * rb, (int)(n / hd), true);
+				wr = wp;
+			}
+			rc = dec_runw(h, wr, (uint64_t)n * rruns);
+		}
+		qtk_free(wb);
+		qtk_free(wp);
+		return rc;
+	}
 	int rc = 0;
 	for (uint32_t o0 = 0; o0 < out && !rc; o0 += (uint32_t)rows) {
 		uint32_t n = out - o0 < rows ? out - o0 : (uint32_t)rows;
@@ -1366,6 +1449,28 @@ int qtk_vhash_put_runs(qtk_vhash *v, const float *k, const uint32_t *s, uint64_t
 	return dec_runs(&v->h, k, s, n);
 }
 
+/* Version 3, runs already written (form 8, rows in stored order): nruns of them, whole heads as
+ * qtk_vhash_put_runs takes them. */
+static int vhash_put_runw(qtk_vhash *v, const uint8_t *w, uint64_t nruns)
+{
+	const uint64_t n = nruns * RUN, rb = 4 + RUN;
+	if (!v->h.intf || n > v->left || (v->cols && v->cols % RUN))
+		return qtk_err_set(v->h.err, QTK_E_INTERNAL, NULL, -1, v->h.stored, "values are not runs of this tensor");
+	if (v->hrows) { /* whole heads, un-permuted: a row is cols / 32 runs */
+		const uint64_t unit = v->hrows * v->cols;
+		if (n % unit)
+			return qtk_err_set(v->h.err, QTK_E_INTERNAL, NULL, -1, v->h.stored, "values not in whole heads");
+		int rc = vhash_room(v, nruns * rb / sizeof(float) + 1); /* perm as bytes */
+		if (rc)
+			return rc;
+		qtk_family_permute_rows(w, (uint8_t *)v->perm, n / v->cols, (size_t)(v->cols / RUN * rb), (int)(n / unit), true);
+		w = (const uint8_t *)v->perm;
+	}
+	v->left -= n;
+	v->h.irw = true;
+	return dec_runw(&v->h, w, nruns);
+}
+
 int qtk_vhash_put(qtk_vhash *v, const float *x, uint64_t n)
 {
 	if (v->h.intf)
@@ -1576,6 +1681,9 @@ static int packed_dec(djob *j, const qtk_tensor *t, uint8_t dec[32], qtk_err *e)
 	float *vals = qtk_malloc((size_t)(want * in) * sizeof *vals);
 	/* version 3, integer layouts: the window as runs (the scales of 1 kept between windows) */
 	const bool runs = qtk_vhash_int(vh);
+	/* 4-bit AWQ/GPTQ: the runs written straight from the window's parts */
+	const bool direct = runs && int_rows_direct(t, NULL, 0, 0, NULL);
+	uint8_t *rw = direct ? qtk_malloc((size_t)(want * (in / RUN)) * (4 + RUN)) : NULL;
 	uint32_t *rsc = runs ? qtk_malloc((size_t)(want * (in / RUN)) * sizeof *rsc + 4) : NULL;
 	qtk_int_scratch scr = {NULL, 0, 0};
 	/* the packed rows of several decoding windows are read at once, up to 16 MiB of them: a
@@ -1586,7 +1694,7 @@ static int packed_dec(djob *j, const qtk_tensor *t, uint8_t dec[32], qtk_err *e)
 	k = k < 1 ? 1 : k > 16 ? 16 : k;
 	qtk_pwin pw;
 	qtk_pwin_init(&pw, j->m, t, want * k);
-	int rc = vals && (!runs || rsc) ? 0 : oom(e, t->name);
+	int rc = vals && (!runs || rsc) && (!direct || rw) ? 0 : oom(e, t->name);
 	for (uint64_t o0 = 0, got = 0; o0 < rows && !rc; o0 += got) {
 		const uint64_t n = rows - o0 < want ? rows - o0 : want;
 		pthread_mutex_lock(&j->mu);
@@ -1605,6 +1713,13 @@ static int packed_dec(djob *j, const qtk_tensor *t, uint8_t dec[32], qtk_err *e)
 		pthread_mutex_unlock(&j->mu);
 		if (!rc && (got != n || (hr && got % hr)))
 			rc = qtk_err_set(e, QTK_E_INTERNAL, NULL, -1, t->name, "row window out of step");
+		if (!rc && direct) {
+			if (!int_rows_direct(&pw.sub, (const void *const *)pw.buf, o0 - pw.w0, got, rw))
+				rc = qtk_err_set(e, QTK_E_DATA, NULL, -1, t->name, "inconsistent quantized components");
+			else if ((rc = vhash_put_runw(vh, rw, got * (in / RUN))))
+				*e = ve;
+			continue;
+		}
 		if (!rc && (runs ? qtk_digest_int_rows(&pw.sub, (const void *const *)pw.buf, o0 - pw.w0, got, vals, rsc, &scr)
 				 : qtk_scheme_decode_rows(&pw.sub, (const void *const *)pw.buf, o0 - pw.w0, got, vals)))
 			rc = qtk_err_set(e, QTK_E_DATA, NULL, -1, t->name, "inconsistent quantized components");
@@ -1614,6 +1729,7 @@ static int packed_dec(djob *j, const qtk_tensor *t, uint8_t dec[32], qtk_err *e)
 	qtk_pwin_free(&pw);
 	qtk_int_scratch_free(&scr);
 	qtk_free(rsc);
+	qtk_free(rw);
 	qtk_free(vals);
 	if (rc) {
 		qtk_vhash_free(vh);
