@@ -262,15 +262,9 @@ ev_refine3_impl(const float *x, const double *xd, uint32_t n, float s, float zf,
         khi[d] = hi;
     }
     double c[3] = { 0, 0, 0 };
-#if defined(EV_WIDE16)
-    ev_hd elo[2] = { EV_SPLAT8(0.0), EV_SPLAT8(0.0) }, ehi[2] = { EV_SPLAT8(0.0), EV_SPLAT8(0.0) };
-    ev_hd q2[3] = { EV_SPLAT8(0.0), EV_SPLAT8(0.0), EV_SPLAT8(0.0) },
-          cv[3] = { EV_SPLAT8(0.0), EV_SPLAT8(0.0), EV_SPLAT8(0.0) };
-#elif defined(EV_WIDE)
-    ev_hd elo[2] = { { 0, 0, 0, 0 }, { 0, 0, 0, 0 } }, ehi[2] = { { 0, 0, 0, 0 }, { 0, 0, 0, 0 } };
-    ev_hd q2[3] = { { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 0, 0, 0, 0 } }, cv[3] = { { 0, 0, 0, 0 },
-                                                                             { 0, 0, 0, 0 },
-                                                                             { 0, 0, 0, 0 } };
+#ifdef EV_WIDE
+    ev_hd elo[2] = { { 0 }, { 0 } }, ehi[2] = { { 0 }, { 0 } };
+    ev_hd q2[3] = { { 0 }, { 0 }, { 0 } }, cv[3] = { { 0 }, { 0 }, { 0 } };
 #else
     ev_wd elo[2] = { EV_SPLAT(0.0), EV_SPLAT(0.0) }, ehi[2] = { EV_SPLAT(0.0), EV_SPLAT(0.0) };
     ev_wd q2[3] = { EV_SPLAT(0.0), EV_SPLAT(0.0), EV_SPLAT(0.0) },
@@ -291,10 +285,11 @@ ev_refine3_impl(const float *x, const double *xd, uint32_t n, float s, float zf,
         if (EV_ANY_CLEAR(far))
             for (int d = 0; d < 3; d++)
                 k[d] = ev_fix(xv, k[d], vs, klo[d], khi[d]);
-#if defined(EV_WIDE16)
+#ifdef EV_WIDE /* HD doubles a register: four (AVX2) or eight (AVX-512) */
+        enum { HD = sizeof(ev_hd) / sizeof(double) };
         ev_hd xl, xh;
         memcpy(&xl, xd + j, sizeof xl);
-        memcpy(&xh, xd + j + 8, sizeof xh);
+        memcpy(&xh, xd + j + HD, sizeof xh);
         for (int d = 0; d < 3; d++) {
             const ev_hd kl = EV_PD_LO(k[d]), kh = EV_PD_HI(k[d]);
             const ev_hd pl = kl * xl, ph = kh * xh;
@@ -302,28 +297,9 @@ ev_refine3_impl(const float *x, const double *xd, uint32_t n, float s, float zf,
             if (lanes) {
                 cv[d] += pl + ph;
             } else {
-                for (int i = 0; i < 8; i++)
+                for (int i = 0; i < HD; i++)
                     c[d] += pl[i];
-                for (int i = 0; i < 8; i++)
-                    c[d] += ph[i];
-            }
-        }
-        for (int d = 0; d < 2; d++)
-            EV_ACC(xd + j, k[2 * d] * vs, elo[d], ehi[d]);
-#elif defined(EV_WIDE)
-        ev_hd xl, xh;
-        memcpy(&xl, xd + j, sizeof xl);
-        memcpy(&xh, xd + j + 4, sizeof xh);
-        for (int d = 0; d < 3; d++) {
-            const ev_hd kl = EV_PD_LO(k[d]), kh = EV_PD_HI(k[d]);
-            const ev_hd pl = kl * xl, ph = kh * xh;
-            q2[d] += kl * kl + kh * kh;
-            if (lanes) {
-                cv[d] += pl + ph;
-            } else {
-                for (int i = 0; i < 4; i++)
-                    c[d] += pl[i];
-                for (int i = 0; i < 4; i++)
+                for (int i = 0; i < HD; i++)
                     c[d] += ph[i];
             }
         }

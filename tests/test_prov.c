@@ -447,6 +447,23 @@ static void put_u32(uint8_t **w, uint32_t v)
 	*w += 4;
 }
 
+/* The leaves of tensor t from its parts, fed in pieces of at most `piece` bytes (0: each part
+ * whole), in digest scheme `scheme` (0: the current one), Q/K rows with `heads`; 0 or the error. */
+static int leaf_of(const qtk_tensor *t, const void *const *parts, int heads, int scheme, size_t piece, qtk_leaf *out)
+{
+	qtk_err err;
+	qtk_thash *h;
+	int rc = qtk_thash_new_scheme(NULL, t, heads, scheme, &h, &err);
+	for (int p = 0; p < t->nparts && !rc; p++)
+		for (size_t off = 0, n = (size_t)t->parts[p].nbytes, c = piece ? piece : n; off < n && !rc; off += c)
+			rc = qtk_thash_put(h, (const uint8_t *)parts[p] + off, n - off < c ? n - off : c);
+	if (rc) {
+		qtk_thash_free(h);
+		return rc;
+	}
+	return qtk_thash_end(h, out);
+}
+
 /* The version 3 decoded leaf of a tensor [rows][cols] of integer runs (k [rows][cols], the
  * scales' F32 bits s [rows][cols/32]) in canonical row order, written out as docs/provenance.md
  * specifies it: the test's own rendering of the spec. */
@@ -539,22 +556,12 @@ static void test_int_wide(void)
 	qtk_leaf a, b, c;
 	qtk_err err;
 	qtk_thash *h;
-	int rc = qtk_thash_new(NULL, &t, 0, &h, &err);
-	for (int p = 0; p < t.nparts && !rc; p++)
-		rc = qtk_thash_put(h, pa[p], (size_t)t.parts[p].nbytes);
-	CHECK(!rc && !qtk_thash_end(h, &a), "leaf");
+	CHECK(!leaf_of(&t, pa, 0, 0, 0, &a), "leaf");
 	CHECK(!memcmp(a.dec, want, 32), "8-bit GPTQ, v3: the runs' leaf (form 9) as the spec writes it");
-	rc = qtk_thash_new(NULL, &t, 0, &h, &err);
-	for (int p = 0; p < t.nparts && !rc; p++)
-		for (size_t off = 0, n = (size_t)t.parts[p].nbytes; off < n && !rc; off += 77)
-			rc = qtk_thash_put(h, (const uint8_t *)pa[p] + off, n - off < 77 ? n - off : 77);
-	CHECK(!rc && !qtk_thash_end(h, &b), "leaf in pieces");
+	CHECK(!leaf_of(&t, pa, 0, 0, 77, &b), "leaf in pieces");
 	CHECK(!memcmp(a.dec, b.dec, 32) && !memcmp(a.enc, b.enc, 32), "the same leaves fed in pieces");
 	((uint8_t *)qw)[5] ^= 1; /* one code of one input */
-	rc = qtk_thash_new(NULL, &t, 0, &h, &err);
-	for (int p = 0; p < t.nparts && !rc; p++)
-		rc = qtk_thash_put(h, pa[p], (size_t)t.parts[p].nbytes);
-	CHECK(!rc && !qtk_thash_end(h, &c), "leaf, one code changed");
+	CHECK(!leaf_of(&t, pa, 0, 0, 0, &c), "leaf, one code changed");
 	CHECK(memcmp(a.dec, c.dec, 32) != 0, "one code changes the decoded leaf");
 	/* hostile: a 1-D q4_0 tensor under a Q/K name, whose rows (single values) cannot carry runs:
 	 * an error, not a leaf of whatever memory the scales' rows were not copied into (review) */
@@ -634,13 +641,7 @@ static void test_int_gptq4(void)
 		const void *pa[4] = {qw, qz, sc, gi};
 		for (int odd = 0; odd < 2; odd++) {
 			qtk_leaf a;
-			qtk_err err;
-			qtk_thash *h;
-			int rc = qtk_thash_new(NULL, &t, 0, &h, &err);
-			for (int p = 0; p < t.nparts && !rc; p++)
-				for (size_t off = 0, n = (size_t)t.parts[p].nbytes, c = odd ? 101 : n; off < n && !rc; off += c)
-					rc = qtk_thash_put(h, (const uint8_t *)pa[p] + off, n - off < c ? n - off : c);
-			CHECK(!rc && !qtk_thash_end(h, &a), "leaf");
+			CHECK(!leaf_of(&t, pa, 0, 0, odd ? 101 : 0, &a), "leaf");
 			CHECK(!memcmp(a.dec, want, 32), "%s 4-bit, v3: the runs' leaf as the spec writes it%s",
 			      kind == 0 ? "GPTQ v1" : kind == 1 ? "GPTQ v2" : "AWQ", odd ? " (odd pieces)" : "");
 			qtk_free(a.name);
@@ -705,12 +706,8 @@ static void test_int_ggml(void)
 		qtk_tensor_finish(&t);
 		for (int odd = 0; odd < 2; odd++) {
 			qtk_leaf l;
-			qtk_err err;
-			qtk_thash *h;
-			int rc = qtk_thash_new(NULL, &t, (int)heads, &h, &err);
-			for (size_t off = 0, c = odd ? 333 : nbytes; !rc && off < nbytes; off += c)
-				rc = qtk_thash_put(h, blk + off, nbytes - off < c ? nbytes - off : c);
-			CHECK(!rc && !qtk_thash_end(h, &l), "leaf");
+			const void *pb[1] = {blk};
+			CHECK(!leaf_of(&t, pb, (int)heads, 0, odd ? 333 : 0, &l), "leaf");
 			CHECK(!memcmp(l.dec, want, 32), "%s with 4 heads%s, v3: the runs' leaf as the spec writes it",
 			      ti ? "q5_0" : "q4_0", odd ? " in odd pieces" : "");
 			qtk_free(l.name);
@@ -769,12 +766,7 @@ static void test_int_ct(void)
 		v3_runs_leaf("model.layers.0.mlp.up_proj.weight", out, in, k, sb, want);
 		const void *pa[3] = {packed, sc, shape};
 		qtk_leaf a;
-		qtk_err err;
-		qtk_thash *h;
-		int rc = qtk_thash_new(NULL, &t, 0, &h, &err);
-		for (int p = 0; p < t.nparts && !rc; p++)
-			rc = qtk_thash_put(h, pa[p], (size_t)t.parts[p].nbytes);
-		CHECK(!rc && !qtk_thash_end(h, &a), "ct-int leaf (%s)", bf ? "bf16" : "f32");
+		CHECK(!leaf_of(&t, pa, 0, 0, 0, &a), "ct-int leaf (%s)", bf ? "bf16" : "f32");
 		CHECK(!memcmp(a.dec, want, 32), "ct-int with %s scales, v3: the runs' leaf as the spec writes it",
 		      bf ? "BF16" : "F32");
 		qtk_free(a.name);
@@ -828,18 +820,12 @@ static void test_packed_heads_sliced(void)
 	qtk_leaf la, lf, l8, l3, lq, lf3;
 	qtk_err err;
 	qtk_thash *h;
-	int rc = qtk_thash_new_scheme(NULL, &ta, 16, QTK_DIGEST_V2, &h, &err);
-	for (int p = 0; p < 3 && !rc; p++)
-		rc = qtk_thash_put(h, pa[p], (size_t)ta.parts[p].nbytes);
-	CHECK(!rc && !qtk_thash_end(h, &la), "awq leaf");
+	CHECK(!leaf_of(&ta, pa, 16, QTK_DIGEST_V2, 0, &la), "awq leaf");
 	CHECK(!qtk_thash_new_scheme(NULL, &tf, 16, QTK_DIGEST_V2, &h, &err) && !qtk_thash_put(h, y, nv * 4) &&
 		      !qtk_thash_end(h, &lf),
 	      "f32 leaf");
 	CHECK(!memcmp(la.dec, lf.dec, 32), "AWQ with 16 heads in slices: decoded leaf equals the F32 one (v2)");
-	rc = qtk_thash_new_scheme(NULL, &ta, 8, QTK_DIGEST_V2, &h, &err);
-	for (int p = 0; p < 3 && !rc; p++)
-		rc = qtk_thash_put(h, pa[p], (size_t)ta.parts[p].nbytes);
-	CHECK(!rc && !qtk_thash_end(h, &l8), "awq leaf, 8 heads");
+	CHECK(!leaf_of(&ta, pa, 8, QTK_DIGEST_V2, 0, &l8), "awq leaf, 8 heads");
 	CHECK(memcmp(la.dec, l8.dec, 32) != 0, "the heads change the decoded leaf");
 	/* version 3: the runs, by hand. Each difference is the decoded value over its fp16 scale
 	 * (the product is exact); GGUF row (h, 2i + j) is Hugging Face row (h, j, i). */
@@ -867,20 +853,15 @@ static void test_packed_heads_sliced(void)
 	CHECK(exact, "every value is its difference times its scale");
 	uint8_t want[32];
 	v3_runs_leaf("model.layers.0.self_attn.q_proj.weight", out, in, k, sb, want);
-	rc = qtk_thash_new(NULL, &ta, 16, &h, &err);
-	for (int p = 0; p < 3 && !rc; p++)
-		rc = qtk_thash_put(h, pa[p], (size_t)ta.parts[p].nbytes);
-	CHECK(!rc && !qtk_thash_end(h, &l3), "awq leaf, v3");
+	CHECK(!leaf_of(&ta, pa, 16, 0, 0, &l3), "awq leaf, v3");
 	CHECK(!memcmp(l3.dec, want, 32), "AWQ with 16 heads, v3: the runs' leaf as the spec writes it");
 	qtk_tensor tq = tf;
 	tq.layout.type = QTK_T_Q8_0;
 	tq.parts[0].type = QTK_T_Q8_0;
 	tq.parts[0].nbytes = (uint64_t)out * runs * 34;
 	qtk_tensor_finish(&tq);
-	rc = qtk_thash_new(NULL, &tq, 16, &h, &err);
-	for (size_t off = 0, c = 1000; !rc && off < tq.parts[0].nbytes; off += c) /* odd pieces */
-		rc = qtk_thash_put(h, q8 + off, (size_t)(tq.parts[0].nbytes - off < c ? tq.parts[0].nbytes - off : c));
-	CHECK(!rc && !qtk_thash_end(h, &lq), "q8_0 leaf, v3");
+	const void *pq[1] = {q8};
+	CHECK(!leaf_of(&tq, pq, 16, 0, 1000, &lq), "q8_0 leaf, v3"); /* odd pieces */
 	CHECK(!memcmp(lq.dec, want, 32), "q8_0 with the same scales and differences: the same v3 leaf");
 	CHECK(!qtk_thash_new(NULL, &tf, 16, &h, &err) && !qtk_thash_put(h, y, nv * 4) && !qtk_thash_end(h, &lf3),
 	      "f32 leaf, v3");

@@ -830,11 +830,14 @@ static int plain_setup(qtk_thash *h)
 	h->raw16 = h->scheme != QTK_DIGEST_V1 && h->qk_heads > 0 &&
 		   (h->t.layout.type == QTK_T_F16 || h->t.layout.type == QTK_T_BF16);
 	h->chunk = qtk_malloc(h->chunk_cap ? h->chunk_cap : 1);
-	if (!h->raw16) /* raw16: the rows move as 16-bit values in perm, never decoded whole */
+	/* raw16: the rows move as 16-bit values in perm, never decoded whole; version 3 integer
+	 * blocks: written straight to runs (itmp, iperm below) */
+	const bool decodes = !h->raw16 && !h->intf, moves = h->qk_heads > 0 && !h->intf;
+	if (decodes)
 		h->vals = qtk_malloc((size_t)vals * sizeof(float));
-	if (h->qk_heads > 0)
+	if (moves)
 		h->perm = qtk_malloc((size_t)vals * sizeof(float));
-	if (!h->chunk || (!h->raw16 && !h->vals) || (h->qk_heads > 0 && !h->perm))
+	if (!h->chunk || (decodes && !h->vals) || (moves && !h->perm))
 		return oom(h->err, h->stored);
 	/* version 3 runs move with their rows: rows must hold whole runs (a 1-D "Q/K" tensor's
 	 * rows are single values) */
@@ -1198,13 +1201,8 @@ static int quant_values_sliced(qtk_thash *h, uint32_t align, uint32_t hd)
 		rows = align;
 	if (rows > out)
 		rows = out;
-	if (!(h->vals = qtk_malloc((size_t)rows * in * sizeof(float))) ||
-	    (hd && !(h->perm = qtk_malloc((size_t)rows * in * sizeof(float)))))
-		return oom(h->err, h->stored);
-	const uint64_t rruns = in / RUN; /* version 3, integer layouts: scales per row */
-	if (h->intf && !(h->iperm = qtk_malloc((size_t)(rows * rruns) * 2 * sizeof *h->iperm + 4)))
-		return oom(h->err, h->stored);
 	/* 4-bit AWQ/GPTQ: the runs written straight from the parts, rows moved whole */
+	const uint64_t rruns = in / RUN; /* version 3, integer layouts: runs per row */
 	const size_t rb = 4 + RUN;
 	if (h->intf && int_rows_direct(t, (const void *const *)h->pbuf, 0, 0, NULL)) {
 		uint8_t *wb = qtk_malloc((size_t)(rows * rruns) * rb), *wp = hd ? qtk_malloc((size_t)(rows * rruns) * rb) : NULL;
@@ -1227,6 +1225,11 @@ static int quant_values_sliced(qtk_thash *h, uint32_t align, uint32_t hd)
 		qtk_free(wp);
 		return rc;
 	}
+	if (!(h->vals = qtk_malloc((size_t)rows * in * sizeof(float))) ||
+	    (hd && !(h->perm = qtk_malloc((size_t)rows * in * sizeof(float)))))
+		return oom(h->err, h->stored);
+	if (h->intf && !(h->iperm = qtk_malloc((size_t)(rows * rruns) * 2 * sizeof *h->iperm + 4)))
+		return oom(h->err, h->stored);
 	int rc = 0;
 	for (uint32_t o0 = 0; o0 < out && !rc; o0 += (uint32_t)rows) {
 		uint32_t n = out - o0 < rows ? out - o0 : (uint32_t)rows;
@@ -1428,15 +1431,23 @@ static int vhash_room(qtk_vhash *v, uint64_t n)
 	return 0;
 }
 
+/* n values stored in GGUF's Q/K order come in whole heads (*unit values each): room to
+ * un-permute them (perm: n floats, or their runs' writing, 36 bytes per 32; sperm: their scales). */
+static int vhash_heads(qtk_vhash *v, uint64_t n, uint64_t *unit)
+{
+	*unit = v->hrows * v->cols;
+	if (n % *unit)
+		return qtk_err_set(v->h.err, QTK_E_INTERNAL, NULL, -1, v->h.stored, "values not in whole heads");
+	return vhash_room(v, n);
+}
+
 int qtk_vhash_put_runs(qtk_vhash *v, const float *k, const uint32_t *s, uint64_t n)
 {
 	if (!v->h.intf || n > v->left || n % RUN || (v->cols && v->cols % RUN))
 		return qtk_err_set(v->h.err, QTK_E_INTERNAL, NULL, -1, v->h.stored, "values are not runs of this tensor");
+	uint64_t unit;
 	if (v->hrows) { /* stored in GGUF's Q/K order: whole heads, un-permuted */
-		const uint64_t unit = v->hrows * v->cols;
-		if (n % unit)
-			return qtk_err_set(v->h.err, QTK_E_INTERNAL, NULL, -1, v->h.stored, "values not in whole heads");
-		int rc = vhash_room(v, n);
+		int rc = vhash_heads(v, n, &unit);
 		if (rc)
 			return rc;
 		unpermute(k, v->perm, n, unit, v->cols);
@@ -1456,11 +1467,9 @@ static int vhash_put_runw(qtk_vhash *v, const uint8_t *w, uint64_t nruns)
 	const uint64_t n = nruns * RUN, rb = 4 + RUN;
 	if (!v->h.intf || n > v->left || (v->cols && v->cols % RUN))
 		return qtk_err_set(v->h.err, QTK_E_INTERNAL, NULL, -1, v->h.stored, "values are not runs of this tensor");
+	uint64_t unit;
 	if (v->hrows) { /* whole heads, un-permuted: a row is cols / 32 runs */
-		const uint64_t unit = v->hrows * v->cols;
-		if (n % unit)
-			return qtk_err_set(v->h.err, QTK_E_INTERNAL, NULL, -1, v->h.stored, "values not in whole heads");
-		int rc = vhash_room(v, nruns * rb / sizeof(float) + 1); /* perm as bytes */
+		int rc = vhash_heads(v, n, &unit);
 		if (rc)
 			return rc;
 		qtk_family_permute_rows(w, (uint8_t *)v->perm, n / v->cols, (size_t)(v->cols / RUN * rb), (int)(n / unit), true);
@@ -1477,11 +1486,9 @@ int qtk_vhash_put(qtk_vhash *v, const float *x, uint64_t n)
 		return qtk_err_set(v->h.err, QTK_E_INTERNAL, NULL, -1, v->h.stored, "integer layout hashed as values");
 	if (n > v->left)
 		return qtk_err_set(v->h.err, QTK_E_INTERNAL, NULL, -1, v->h.stored, "more values than the tensor holds");
+	uint64_t unit;
 	if (v->hrows) { /* stored in GGUF's Q/K order: whole heads, un-permuted */
-		const uint64_t unit = v->hrows * v->cols;
-		if (n % unit)
-			return qtk_err_set(v->h.err, QTK_E_INTERNAL, NULL, -1, v->h.stored, "values not in whole heads");
-		int rc = vhash_room(v, n);
+		int rc = vhash_heads(v, n, &unit);
 		if (rc)
 			return rc;
 		unpermute(x, v->perm, n, unit, v->cols);
