@@ -82,5 +82,8 @@ void qtk_dq_iq1_s(const uint8_t *restrict src, float *restrict dst, uint64_t nbl
 void qtk_dq_iq1_m(const uint8_t *restrict src, float *restrict dst, uint64_t nblocks);
 void qtk_dq_iq4_nl(const uint8_t *restrict src, float *restrict dst, uint64_t nblocks);
 void qtk_dq_iq4_xs(const uint8_t *restrict src, float *restrict dst, uint64_t nblocks);
+/* IQ4_NL / IQ4_XS codebook: the 16 integers a code stands for (the decoders multiply them by the
+ * block's or sub-block's scale) */
+extern const int8_t *const qtk_iq4nl_codebook;
 
 #endif /* QTK_DEQUANT_H */

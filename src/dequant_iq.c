@@ -200,6 +200,8 @@ void qtk_dq_iq1_m(const uint8_t *restrict x, float *restrict y, uint64_t nb)
     }
 }
 
+const int8_t *const qtk_iq4nl_codebook = qtk_kvalues_iq4nl;
+
 /* IQ4_NL (18 B, 32 elements): d; qs[16] (nibble order as Q4_0). y = d*kvalues[q]. */
 void qtk_dq_iq4_nl(const uint8_t *restrict x, float *restrict y, uint64_t nb)
 {

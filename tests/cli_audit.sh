@@ -116,7 +116,7 @@ run "cyclonedx content" 0 "$V" --emit-bom cyclonedx "$T/q.gguf"
 out_has "cyclonedx: model" '"type":	"machine-learning-model"'; out_has "cyclonedx: quantization" '"value":	"Q8_0"'
 out_has "cyclonedx: pedigree" '"ancestors"'; out_has "cyclonedx: formulation" '"formulation"'
 # the model's roots and the source's (from the record) each with their scheme
-if [ "$(grep -c '"value":	"qtk-digest-v3"' "$T/out")" -eq 2 ]; then ok; else bad "cyclonedx: two tensor_root schemes"; fi
+if [ "$(grep -c '"value":	"qtk-digest-v4"' "$T/out")" -eq 2 ]; then ok; else bad "cyclonedx: two tensor_root schemes"; fi
 run "spdx content" 0 "$V" --emit-bom spdx "$T/q.gguf"
 out_has "spdx: ai package" '"type":	"ai_AIPackage"'; out_has "spdx: descendant" '"descendantOf"'
 out_has "spdx: source root scheme" 'qtk:tensor_root:scheme'

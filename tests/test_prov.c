@@ -464,25 +464,33 @@ static int leaf_of(const qtk_tensor *t, const void *const *parts, int heads, int
 	return qtk_thash_end(h, out);
 }
 
-/* The version 3 decoded leaf of a tensor [rows][cols] of integer runs (k [rows][cols], the
- * scales' F32 bits s [rows][cols/32]) in canonical row order, written out as docs/provenance.md
- * specifies it: the test's own rendering of the spec. */
-static void v3_runs_leaf(const char *canon, uint32_t rows, uint32_t cols, const int16_t *k, const uint32_t *s,
-			 uint8_t leaf[32])
+/* The decoded leaf's header in digest version ver (3, 4) of a tensor [rows][cols] */
+static uint8_t *dec_head(uint8_t *h, int ver, const char *canon, uint32_t rows, uint32_t cols)
 {
-	const size_t nv = (size_t)rows * cols, piece = (size_t)1 << 18;
-	size_t hn = 64 + strlen(canon) + (nv / piece + 1) * 33;
-	uint8_t *hb = malloc(hn), *h = hb, *wb = malloc(piece / 32 * (4 + 64));
-	memcpy(h, "qtk-tensor-v3/decoded", 22); /* with its NUL */
-	h += 22;
+	char tag[32];
+	snprintf(tag, sizeof tag, "qtk-tensor-v%d/decoded", ver);
+	memcpy(h, tag, strlen(tag) + 1); /* with its NUL */
+	h += strlen(tag) + 1;
 	put_u32(&h, (uint32_t)strlen(canon));
 	memcpy(h, canon, strlen(canon));
 	h += strlen(canon);
 	put_u32(&h, 2);
 	qtk_wr64(h, rows);
 	qtk_wr64(h + 8, cols);
-	qtk_wr64(h + 16, nv);
-	h += 24;
+	qtk_wr64(h + 16, (uint64_t)rows * cols);
+	return h + 24;
+}
+
+/* The decoded leaf (versions 3 and 4, the current one) of a tensor [rows][cols] of integer runs
+ * (k [rows][cols], the scales' F32 bits s [rows][cols/32]) in canonical row order, written out as
+ * docs/provenance.md specifies it: the test's own rendering of the spec. */
+static void runs_leaf_v(int ver, const char *canon, uint32_t rows, uint32_t cols, const int16_t *k,
+			const uint32_t *s, uint8_t leaf[32])
+{
+	const size_t nv = (size_t)rows * cols, piece = (size_t)1 << 18;
+	size_t hn = 64 + strlen(canon) + (nv / piece + 1) * 33;
+	uint8_t *hb = malloc(hn), *h = hb, *wb = malloc(piece / 32 * (4 + 64));
+	h = dec_head(h, ver, canon, rows, cols);
 	for (size_t p0 = 0; p0 < nv; p0 += piece) {
 		const size_t n = nv - p0 < piece ? nv - p0 : piece;
 		bool narrow = true;
@@ -508,6 +516,241 @@ static void v3_runs_leaf(const char *canon, uint32_t rows, uint32_t cols, const 
 	sha(hb, (size_t)(h - hb), leaf);
 	free(hb);
 	free(wb);
+}
+
+/* ... in the current version (4: version 3's runs under its own tags) */
+static void runs_leaf(const char *canon, uint32_t rows, uint32_t cols, const int16_t *k, const uint32_t *s,
+		      uint8_t leaf[32])
+{
+	runs_leaf_v(QTK_DIGEST_V4, canon, rows, cols, k, s, leaf);
+}
+
+/* ---- version 4: ggml's affine layouts as sub-blocks (A, M, codes) ---------------------------- */
+
+typedef struct aff_type {
+	unsigned type;
+	const char *name;
+	uint32_t blck, bpb, sub;
+	int f16[2]; /* byte offsets of the block's fp16 scales (-1: none) */
+} aff_type;
+
+static const aff_type AFF[] = {
+	{QTK_T_Q4_1, "q4_1", 32, 20, 32, {0, 2}},      {QTK_T_Q5_1, "q5_1", 32, 24, 32, {0, 2}},
+	{QTK_T_IQ4_NL, "iq4_nl", 32, 18, 32, {0, -1}}, {QTK_T_IQ4_XS, "iq4_xs", 256, 136, 32, {0, -1}},
+	{QTK_T_Q2_K, "q2_k", 256, 84, 16, {80, 82}},   {QTK_T_Q3_K, "q3_k", 256, 110, 16, {108, -1}},
+	{QTK_T_Q4_K, "q4_k", 256, 144, 32, {0, 2}},    {QTK_T_Q5_K, "q5_k", 256, 176, 32, {0, 2}},
+	{QTK_T_Q6_K, "q6_k", 256, 210, 16, {208, -1}},
+};
+
+static float h16(const uint8_t *p) { return qtk_fp16_to_f32(qtk_rd16(p)); }
+
+/* The test's own reading of ggml's block layouts, value by value: value v of block x is
+ * A * c - M with sub-block v / sub's A and M and value v's code c. */
+static void aff_value(const aff_type *T, const uint8_t *x, uint32_t v, float *A, float *M, int *c)
+{
+	static const int kv[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+	const uint32_t j = v % 32;
+	*M = 0.f;
+	switch (T->type) {
+	case QTK_T_Q4_1:
+	case QTK_T_Q5_1: {
+		const uint8_t *qs = x + (T->type == QTK_T_Q5_1 ? 8 : 4);
+		const uint32_t qh = T->type == QTK_T_Q5_1 ? qtk_rd32(x + 4) : 0;
+		*A = h16(x);
+		*M = -h16(x + 2);
+		*c = (j < 16 ? qs[j] & 15 : qs[j - 16] >> 4) | (int)(((qh >> j) & 1) << 4);
+		return;
+	}
+	case QTK_T_IQ4_NL:
+		*A = h16(x);
+		*c = kv[j < 16 ? x[2 + j] & 15 : x[2 + j - 16] >> 4];
+		return;
+	case QTK_T_IQ4_XS: {
+		const uint32_t ib = v / 32;
+		const int ls = ((x[4 + ib / 2] >> (4 * (ib % 2))) & 15) | (((qtk_rd16(x + 2) >> (2 * ib)) & 3) << 4);
+		const uint8_t *qs = x + 8 + 16 * ib;
+		*A = h16(x) * (float)(ls - 32);
+		*c = kv[j < 16 ? qs[j] & 15 : qs[j - 16] >> 4];
+		return;
+	}
+	case QTK_T_Q2_K:
+	case QTK_T_Q3_K: {
+		const uint32_t half = v / 128, w = v % 128, shift = 2 * (w / 32), hh = (w % 32) / 16, l = w % 16, is = v / 16;
+		const uint8_t *q = x + (T->type == QTK_T_Q2_K ? 16 : 32) + 32 * half;
+		const int low = (q[16 * hh + l] >> shift) & 3;
+		if (T->type == QTK_T_Q2_K) {
+			*A = h16(x + 80) * (float)(x[is] & 15);
+			*M = h16(x + 82) * (float)(x[is] >> 4);
+			*c = low;
+		} else {
+			const uint8_t *b = x + 96;
+			/* scale is: low 4 bits from byte is % 8 (low nibble for is < 8), high 2 from byte 8 + is % 4 */
+			const int lo4 = is < 8 ? b[is] & 15 : b[is - 8] >> 4, hi2 = (b[8 + is % 4] >> (2 * (is / 4))) & 3;
+			*A = h16(x + 108) * (float)((lo4 | hi2 << 4) - 32);
+			*c = low - ((x[16 * hh + l] >> (v / 32)) & 1 ? 0 : 4);
+		}
+		return;
+	}
+	case QTK_T_Q4_K:
+	case QTK_T_Q5_K: {
+		const uint32_t sb = v / 32;
+		const uint8_t *sc = x + 4;
+		int scale, min;
+		if (sb < 4) {
+			scale = sc[sb] & 63;
+			min = sc[sb + 4] & 63;
+		} else {
+			scale = (sc[sb + 4] & 15) | ((sc[sb - 4] >> 6) << 4);
+			min = (sc[sb + 4] >> 4) | ((sc[sb] >> 6) << 4);
+		}
+		*A = h16(x) * (float)scale;
+		*M = h16(x + 2) * (float)min;
+		const uint8_t *q = x + (T->type == QTK_T_Q5_K ? 48 : 16) + 32 * (sb / 2);
+		*c = (sb % 2 ? q[j] >> 4 : q[j] & 15) + (T->type == QTK_T_Q5_K ? ((x[16 + j] >> sb) & 1) << 4 : 0);
+		return;
+	}
+	case QTK_T_Q6_K: {
+		const uint32_t n = v / 128, w = v % 128, quarter = w / 32, l = w % 32;
+		const uint8_t *ql = x + 64 * n, *qh = x + 128 + 32 * n;
+		const int low4 = quarter & 1 ? ql[l + 32] : ql[l];
+		*A = h16(x + 208) * (float)(int8_t)x[192 + 8 * n + w / 16];
+		*c = ((quarter < 2 ? low4 & 15 : low4 >> 4) | (((qh[l] >> (2 * quarter)) & 3) << 4)) - 32;
+		return;
+	}
+	default:
+		*A = 0.f;
+		*c = 0;
+	}
+}
+
+/* Every affine type as a Q/K matrix (4 heads, 1.25 pieces): each value is A * c - M rounded
+ * twice, bit for bit the decoder's; the version 4 leaf is the spec's writing (rows in Hugging Face
+ * order, forms 10 and 11), whole and fed in odd pieces; a one-bit change of a code changes it;
+ * version 3 still hashes the F32 values. */
+static void test_aff(void)
+{
+	const uint32_t out = 1280, in = 256, heads = 4, hd = out / heads;
+	for (size_t ti = 0; ti < sizeof AFF / sizeof *AFF; ti++) {
+		const aff_type *T = &AFF[ti];
+		const uint64_t nv = (uint64_t)out * in, nb = nv / T->blck;
+		const size_t nbytes = (size_t)nb * T->bpb;
+		uint8_t *blk = malloc(nbytes);
+		uint32_t r = 777u + (uint32_t)ti;
+		for (size_t i = 0; i < nbytes; i++) {
+			r = r * 1664525u + 1013904223u;
+			blk[i] = (uint8_t)(r >> 24);
+		}
+		for (uint64_t b = 0; b < nb; b++) /* finite scales; the second (min, or q4_1's m) of either sign */
+			for (int f = 0; f < 2; f++)
+				if (T->f16[f] >= 0)
+					qtk_wr16(blk + b * T->bpb + (size_t)T->f16[f],
+						 (uint16_t)((f && b % 3 == 1 ? 0x8000u : 0u) | (0x1800u + (b * 37u + (unsigned)f * 101u) % 0x2000u)));
+		float *y = malloc(nv * sizeof *y);
+		CHECK(!qtk_dequant_ggml(T->type, blk, y, nv), "%s: decode", T->name);
+		/* the writing, rows in Hugging Face order */
+		const size_t rb = 8 + T->sub, row_w = (size_t)(in / T->sub) * rb;
+		uint8_t *wr = malloc((size_t)out * row_w);
+		uint64_t bad = 0;
+		for (uint32_t o = 0; o < out; o++) {
+			const uint32_t hh = o / hd, rr = o % hd, hf = hh * hd + (rr % 2) * (hd / 2) + rr / 2;
+			for (uint32_t i = 0; i < in; i++) {
+				const uint64_t vi = (uint64_t)o * in + i;
+				const uint8_t *x = blk + (vi / T->blck) * T->bpb;
+				float A, M;
+				int c;
+				aff_value(T, x, (uint32_t)(vi % T->blck), &A, &M, &c);
+				const float p = A * (float)c, val = p - M;
+				uint32_t vb, yb;
+				memcpy(&vb, &val, 4);
+				memcpy(&yb, &y[vi], 4);
+				bad += vb != yb;
+				uint8_t *w = wr + (size_t)hf * row_w + (i / T->sub) * rb;
+				if (i % T->sub == 0) {
+					uint32_t ab, mb;
+					memcpy(&ab, &A, 4);
+					memcpy(&mb, &M, 4);
+					qtk_wr32(w, ab);
+					qtk_wr32(w + 4, mb);
+				}
+				w[8 + i % T->sub] = (uint8_t)(int8_t)c;
+			}
+		}
+		CHECK(!bad, "%s: %llu values are not A * c - M as the decoder computes them", T->name, (unsigned long long)bad);
+		/* the leaf as the spec writes it: per 2^18 values, the form and the SHA-256 of its sub-blocks */
+		const char *canon = "model.layers.0.self_attn.q_proj.weight";
+		const uint64_t piece = (uint64_t)1 << 18;
+		uint8_t *hb = malloc(256 + (nv / piece + 1) * 33), *h = dec_head(hb, QTK_DIGEST_V4, canon, out, in);
+		for (uint64_t p0 = 0; p0 < nv; p0 += piece) {
+			const uint64_t n = nv - p0 < piece ? nv - p0 : piece;
+			*h++ = T->sub == 32 ? 10 : 11;
+			sha(wr + (p0 / T->sub) * rb, (size_t)(n / T->sub) * rb, h);
+			h += 32;
+		}
+		uint8_t want[32];
+		sha(hb, (size_t)(h - hb), want);
+		qtk_tensor t;
+		memset(&t, 0, sizeof t);
+		t.name = (char *)"blk.0.attn_q.weight";
+		t.ndim = 2;
+		t.shape[0] = out;
+		t.shape[1] = in;
+		t.layout.type = T->type;
+		t.nparts = 1;
+		t.parts[0].type = T->type;
+		t.parts[0].ndim = 2;
+		memcpy(t.parts[0].shape, t.shape, sizeof t.shape);
+		t.parts[0].nbytes = nbytes;
+		qtk_tensor_finish(&t);
+		const void *pb[1] = {blk};
+		uint8_t dec[2][32];
+		for (int odd = 0; odd < 2; odd++) {
+			qtk_leaf l;
+			CHECK(!leaf_of(&t, pb, (int)heads, 0, odd ? 4099 : 0, &l), "%s: leaf", T->name);
+			CHECK(!memcmp(l.dec, want, 32), "%s with 4 heads%s, v4: the sub-blocks' leaf as the spec writes it",
+			      T->name, odd ? " in odd pieces" : "");
+			memcpy(dec[odd], l.dec, 32);
+			qtk_free(l.name);
+			qtk_free(l.stored);
+		}
+		/* version 3: the F32 values (form 4), rows in Hugging Face order */
+		{
+			float *yv = malloc(nv * sizeof *yv);
+			for (uint32_t o = 0; o < out; o++) {
+				const uint32_t hh = o / hd, rr = o % hd, hf = hh * hd + (rr % 2) * (hd / 2) + rr / 2;
+				memcpy(yv + (size_t)hf * in, y + (size_t)o * in, in * sizeof *yv);
+			}
+			h = dec_head(hb, QTK_DIGEST_V3, canon, out, in);
+			for (uint64_t p0 = 0; p0 < nv; p0 += piece) {
+				const uint64_t n = nv - p0 < piece ? nv - p0 : piece;
+				*h++ = 4;
+				sha(yv + p0, (size_t)n * 4, h);
+				h += 32;
+			}
+			uint8_t want3[32];
+			sha(hb, (size_t)(h - hb), want3);
+			qtk_leaf l;
+			CHECK(!leaf_of(&t, pb, (int)heads, QTK_DIGEST_V3, 0, &l), "%s: v3 leaf", T->name);
+			CHECK(!memcmp(l.dec, want3, 32), "%s, v3: the F32 values' leaf", T->name);
+			qtk_free(l.name);
+			qtk_free(l.stored);
+			free(yv);
+		}
+		/* one bit of one code of the last block: the leaf changes (even where A is 0) */
+		const size_t qbyte = T->type == QTK_T_Q2_K ? 79 : T->type == QTK_T_Q3_K ? 95 : T->type == QTK_T_Q6_K ? 127
+												       : T->bpb - 1;
+		blk[nbytes - T->bpb + qbyte] ^= 0x10;
+		{
+			qtk_leaf l;
+			CHECK(!leaf_of(&t, pb, (int)heads, 0, 0, &l), "%s: leaf", T->name);
+			CHECK(memcmp(l.dec, dec[0], 32), "%s: a changed code changes the leaf", T->name);
+			qtk_free(l.name);
+			qtk_free(l.stored);
+		}
+		free(hb);
+		free(wr);
+		free(y);
+		free(blk);
+	}
 }
 
 /* Version 3, form 9: an 8-bit asymmetric GPTQ matrix whose groups are all positive has zero
@@ -551,7 +794,7 @@ static void test_int_wide(void)
 		}
 	CHECK(wide > 100, "differences beyond i8 (%d)", wide);
 	uint8_t want[32];
-	v3_runs_leaf("model.layers.0.mlp.up_proj.weight", out, in, k, sb, want);
+	runs_leaf("model.layers.0.mlp.up_proj.weight", out, in, k, sb, want);
 	const void *pa[4] = {qw, qz, sc, gi};
 	qtk_leaf a, b, c;
 	qtk_err err;
@@ -637,7 +880,7 @@ static void test_int_gptq4(void)
 					k[(size_t)o * in + u * 32 + i] = (int16_t)(y[(size_t)o * in + u * 32 + i] / sv);
 			}
 		uint8_t want[32];
-		v3_runs_leaf("model.layers.0.mlp.up_proj.weight", out, in, k, sb, want);
+		runs_leaf("model.layers.0.mlp.up_proj.weight", out, in, k, sb, want);
 		const void *pa[4] = {qw, qz, sc, gi};
 		for (int odd = 0; odd < 2; odd++) {
 			qtk_leaf a;
@@ -690,7 +933,7 @@ static void test_int_ggml(void)
 			}
 		}
 		uint8_t want[32];
-		v3_runs_leaf("model.layers.0.self_attn.q_proj.weight", out, in, k, sb, want);
+		runs_leaf("model.layers.0.self_attn.q_proj.weight", out, in, k, sb, want);
 		qtk_tensor t;
 		memset(&t, 0, sizeof t);
 		t.name = (char *)"blk.0.attn_q.weight";
@@ -704,12 +947,14 @@ static void test_int_ggml(void)
 		memcpy(t.parts[0].shape, t.shape, sizeof t.shape);
 		t.parts[0].nbytes = nbytes;
 		qtk_tensor_finish(&t);
-		for (int odd = 0; odd < 2; odd++) {
+		uint8_t want3[32];
+		runs_leaf_v(QTK_DIGEST_V3, "model.layers.0.self_attn.q_proj.weight", out, in, k, sb, want3);
+		for (int odd = 0; odd < 4; odd++) {
 			qtk_leaf l;
 			const void *pb[1] = {blk};
-			CHECK(!leaf_of(&t, pb, (int)heads, 0, odd ? 333 : 0, &l), "leaf");
-			CHECK(!memcmp(l.dec, want, 32), "%s with 4 heads%s, v3: the runs' leaf as the spec writes it",
-			      ti ? "q5_0" : "q4_0", odd ? " in odd pieces" : "");
+			CHECK(!leaf_of(&t, pb, (int)heads, odd / 2 ? QTK_DIGEST_V3 : 0, odd % 2 ? 333 : 0, &l), "leaf");
+			CHECK(!memcmp(l.dec, odd / 2 ? want3 : want, 32), "%s with 4 heads%s, v%d: the runs' leaf as the spec writes it",
+			      ti ? "q5_0" : "q4_0", odd % 2 ? " in odd pieces" : "", odd / 2 ? 3 : 4);
 			qtk_free(l.name);
 			qtk_free(l.stored);
 		}
@@ -763,7 +1008,7 @@ static void test_int_ct(void)
 			}
 		}
 		uint8_t want[32];
-		v3_runs_leaf("model.layers.0.mlp.up_proj.weight", out, in, k, sb, want);
+		runs_leaf("model.layers.0.mlp.up_proj.weight", out, in, k, sb, want);
 		const void *pa[3] = {packed, sc, shape};
 		qtk_leaf a;
 		CHECK(!leaf_of(&t, pa, 0, 0, 0, &a), "ct-int leaf (%s)", bf ? "bf16" : "f32");
@@ -852,7 +1097,7 @@ static void test_packed_heads_sliced(void)
 	}
 	CHECK(exact, "every value is its difference times its scale");
 	uint8_t want[32];
-	v3_runs_leaf("model.layers.0.self_attn.q_proj.weight", out, in, k, sb, want);
+	runs_leaf("model.layers.0.self_attn.q_proj.weight", out, in, k, sb, want);
 	CHECK(!leaf_of(&ta, pa, 16, 0, 0, &l3), "awq leaf, v3");
 	CHECK(!memcmp(l3.dec, want, 32), "AWQ with 16 heads, v3: the runs' leaf as the spec writes it");
 	qtk_tensor tq = tf;
@@ -1682,6 +1927,7 @@ int main(void)
 	test_int_ct();
 	test_int_ggml();
 	test_int_gptq4();
+	test_aff();
 	test_records();
 	test_sink();
 	test_async_tee();

@@ -59,7 +59,7 @@ run "quiet" 0 "$V" -q "$G"; out_empty "quiet"
 
 # --- emit-record, then --record passes; deterministic under SOURCE_DATE_EPOCH and any thread count
 run "emit" 0 "$V" --emit-record "$G"; cp "$T/out" "$T/rec.json"
-out_has "emit" '"record_version":1'; out_has "emit" '"scheme":"qtk-digest-v3"'
+out_has "emit" '"record_version":1'; out_has "emit" '"scheme":"qtk-digest-v4"'
 out_has "emit" '"name":"model.layers.0.self_attn.q_proj.weight"'; out_has "emit" '"permute_qk":4'
 out_has "emit" '"time":"2023-11-14T22:13:20Z"'
 run "emit 1 thread" 0 "$V" --threads 1 --emit-record "$G"
@@ -107,7 +107,7 @@ out_has "v2 record q4_0, f32" "tensor 'model.layers.0.mlp.down_proj.weight' (sto
 # transcode among them keeps the leaf (q4_0 -> AWQ, Q/K rows in Hugging Face order, -> GPTQ),
 # and nothing else has it (the f32 export of the same values is "changed")
 run "v3 emit q4_0" 0 "$V" --emit-record "$T/q40.gguf"; cp "$T/out" "$T/rec-q40.json"
-out_has "v3 emit q4_0" '"scheme":"qtk-digest-v3"'
+out_has "v3 emit q4_0" '"scheme":"qtk-digest-v4"'
 "$Q" -q "$T/q40.gguf" "$T/q40-awq/" --to awq --group-size 32 && "$Q" -q --exact "$T/q40-awq/" "$T/q40-gptq/" --to gptq ||
 	bad "q4_0 -> awq -> gptq"
 for d in q40-awq q40-gptq; do
@@ -118,7 +118,24 @@ for d in q40-awq q40-gptq; do
 done
 run "v3 record q4_0, f32" 1 "$V" --record "$T/rec-q40.json" "$T/q40-f32.gguf"
 out_has "v3 record q4_0, f32" "tensor 'model.layers.0.mlp.down_proj.weight' (stored as 'blk.0.ffn_down.weight'): changed"
-out_has "v3 record q4_0, f32" "(ggml:q4_0), file [0-9a-f]*... (f32); digest v3 keeps integer layouts apart, qverify --against compares values"
+out_has "v3 record q4_0, f32" "(ggml:q4_0), file [0-9a-f]*... (f32); digest v4 keeps integer and affine (k-quant) layouts apart, qverify --against compares values"
+
+# --- records of qtk-digest-v3 (tests/data/v3-*.json, written by qverify --emit-record before
+# version 4, SOURCE_DATE_EPOCH=1700000000): the sample's Q4_K_M and q4_1 GGUFs. Checked in their
+# own scheme, where k-quants' and q4_1's decoded leaves are their F32 values: their f32 exports
+# pass as re-encoded there, and are "changed" in version 4, where those layouts hash their
+# sub-blocks (A, M, codes).
+"$Q" -q "$H" "$T/q4km.gguf" --to Q4_K_M && "$Q" -q "$H" "$T/q41.gguf" --to q4_1 &&
+	"$Q" -q "$T/q4km.gguf" "$T/q4km-f32.gguf" --to f32 || bad "Q4_K_M, q4_1, the f32 export"
+run "v3 record Q4_K_M" 0 "$V" --record "$D1/v3-q4km.json" "$T/q4km.gguf"; out_has "v3 record Q4_K_M" "tensor_root: ok"
+run "v3 record q4_1" 0 "$V" --record "$D1/v3-q41.json" "$T/q41.gguf"; out_has "v3 record q4_1" "tensor_root: ok"
+run "v3 record Q4_K_M, f32" 0 "$V" --record "$D1/v3-q4km.json" "$T/q4km-f32.gguf"
+out_has "v3 record Q4_K_M, f32" "tensor 'model.layers.0.mlp.down_proj.weight' (stored as 'blk.0.ffn_down.weight'): re-encoded"
+run "v4 emit Q4_K_M" 0 "$V" --emit-record "$T/q4km.gguf"; cp "$T/out" "$T/rec-q4km.json"
+out_has "v4 emit Q4_K_M" '"scheme":"qtk-digest-v4"'
+run "v4 record Q4_K_M" 0 "$V" --record "$T/rec-q4km.json" "$T/q4km.gguf"; out_has "v4 record Q4_K_M" "tensor_root: ok"
+run "v4 record Q4_K_M, f32" 1 "$V" --record "$T/rec-q4km.json" "$T/q4km-f32.gguf"
+out_has "v4 record Q4_K_M, f32" "(ggml:q[46]_k), file [0-9a-f]*... (f32); digest v4 keeps integer and affine (k-quant) layouts apart"
 
 # --- one flipped byte in one tensor: caught and named (output.weight is the last tensor)
 cp "$G" "$T/flip.gguf"

@@ -190,16 +190,22 @@ static void *hash_files(void *arg)
 	return NULL;
 }
 
-/* Whether an encoding id names one of the layout families whose decoded leaves are (scale,
- * integer) runs in qtk-digest-v3 (docs/provenance.md 1.2; the family, not every layout of it:
- * for the message that explains a "changed" tensor only). */
-static bool int_family(const char *id)
+/* The layout family an encoding id names, by the writing of its decoded pieces in digest
+ * version `ver` (docs/provenance.md 1.2): 1 for (scale, integer) runs (versions 3 and 4), 2 for
+ * ggml's affine sub-blocks (version 4), 0 for values. By family, not every layout of it: for the
+ * message that explains a "changed" tensor only. */
+static int dec_family(const char *id, int ver)
 {
-	static const char *const pre[] = {"ggml:q4_0", "ggml:q5_0", "ggml:q8_0", "awq:", "gptq-", "ct-int"};
-	for (size_t i = 0; i < sizeof pre / sizeof *pre; i++)
-		if (!strncmp(id, pre[i], strlen(pre[i])))
-			return true;
-	return false;
+	static const char *const ints[] = {"ggml:q4_0", "ggml:q5_0", "ggml:q8_0", "awq:", "gptq-", "ct-int"};
+	static const char *const affs[] = {"ggml:q4_1", "ggml:q5_1", "ggml:q2_k", "ggml:q3_k", "ggml:q4_k",
+					   "ggml:q5_k", "ggml:q6_k", "ggml:iq4_nl", "ggml:iq4_xs"};
+	for (size_t i = 0; ver >= QTK_DIGEST_V3 && i < sizeof ints / sizeof *ints; i++)
+		if (!strncmp(id, ints[i], strlen(ints[i])))
+			return 1;
+	for (size_t i = 0; ver >= QTK_DIGEST_V4 && i < sizeof affs / sizeof *affs; i++)
+		if (!strcmp(id, affs[i]))
+			return 2;
+	return 0;
 }
 
 /* The digest scheme of a record's root (its "tensor_root" object): the record's own; a
@@ -207,7 +213,7 @@ static bool int_family(const char *id)
 static int root_scheme(const cJSON *root)
 {
 	const int v = qtk_digest_scheme_of(jstr(root, "scheme"));
-	return v ? v : QTK_DIGEST_V3;
+	return v ? v : QTK_DIGEST_V4;
 }
 
 static int rec_scheme(const vstate *s)
@@ -358,12 +364,13 @@ static int chk_tensors(vstate *s)
 			short_hex(l->enc, b);
 			t = qv_tensor(s, name, l->stored, "changed", true);
 			const char *re = jstr(c, "encoding");
-			if (t && s->d.scheme == QTK_DIGEST_V3 && re && strcmp(re, l->enc_id) &&
-			    int_family(re) != int_family(l->enc_id))
+			if (t && s->d.scheme >= QTK_DIGEST_V3 && re && strcmp(re, l->enc_id) &&
+			    dec_family(re, s->d.scheme) != dec_family(l->enc_id, s->d.scheme))
 				snprintf(t->detail, sizeof t->detail,
-					 "content differs: record %s... (%.32s), file %s... (%.32s); digest v3 keeps integer "
-					 "layouts apart, qverify --against compares values",
-					 a, re, b, l->enc_id);
+					 "content differs: record %s... (%.32s), file %s... (%.32s); digest v%d keeps %s "
+					 "apart, qverify --against compares values",
+					 a, re, b, l->enc_id, s->d.scheme,
+					 s->d.scheme >= QTK_DIGEST_V4 ? "integer and affine (k-quant) layouts" : "integer layouts");
 			else if (t)
 				snprintf(t->detail, sizeof t->detail, "content differs: record %s..., file %s... (%s)", a, b,
 					 l->enc_id);

@@ -18,24 +18,28 @@
 #error "digest.c hashes F32 values in host order: little-endian hosts only"
 #endif
 
-/* domain tags by scheme: [0] version 1, [1] version 2, [2] version 3 */
-static const char *const TAG_ENC[3] = {"qtk-tensor-v1/encoded", "qtk-tensor-v2/encoded", "qtk-tensor-v3/encoded"};
-static const char *const TAG_DEC[3] = {"qtk-tensor-v1/decoded", "qtk-tensor-v2/decoded", "qtk-tensor-v3/decoded"};
-static const char *const TAG_RAW[3] = {"qtk-tensor-v1/decoded-raw", "qtk-tensor-v2/decoded-raw",
-				       "qtk-tensor-v3/decoded-raw"};
-static const char *const TAG_ROOT_ENC[3] = {"qtk-root-v1/encoded", "qtk-root-v2/encoded", "qtk-root-v3/encoded"};
-static const char *const TAG_ROOT_DEC[3] = {"qtk-root-v1/decoded", "qtk-root-v2/decoded", "qtk-root-v3/decoded"};
+/* domain tags by scheme: [0] version 1 .. [3] version 4 */
+static const char *const TAG_ENC[4] = {"qtk-tensor-v1/encoded", "qtk-tensor-v2/encoded", "qtk-tensor-v3/encoded",
+				       "qtk-tensor-v4/encoded"};
+static const char *const TAG_DEC[4] = {"qtk-tensor-v1/decoded", "qtk-tensor-v2/decoded", "qtk-tensor-v3/decoded",
+				       "qtk-tensor-v4/decoded"};
+static const char *const TAG_RAW[4] = {"qtk-tensor-v1/decoded-raw", "qtk-tensor-v2/decoded-raw",
+				       "qtk-tensor-v3/decoded-raw", "qtk-tensor-v4/decoded-raw"};
+static const char *const TAG_ROOT_ENC[4] = {"qtk-root-v1/encoded", "qtk-root-v2/encoded", "qtk-root-v3/encoded",
+					    "qtk-root-v4/encoded"};
+static const char *const TAG_ROOT_DEC[4] = {"qtk-root-v1/decoded", "qtk-root-v2/decoded", "qtk-root-v3/decoded",
+					    "qtk-root-v4/decoded"};
 
 #define CHUNK_VALUES (1u << 20)       /* values decoded at a time (4 MiB of F32) */
 #define V2_CHUNK ((size_t)512 << 10)  /* version 2: encoded bytes per piece digest */
 #define V2_PIECE ((uint64_t)1 << 18)  /* version 2: decoded values per piece digest */
-enum { FORM_F16 = 1, FORM_BF16 = 2, FORM_F32 = 4, FORM_INT8 = 8, FORM_INT16 = 9 };
+enum { FORM_F16 = 1, FORM_BF16 = 2, FORM_F32 = 4, FORM_INT8 = 8, FORM_INT16 = 9, FORM_AFF32 = 10, FORM_AFF16 = 11 };
 #define RUN 32u /* version 3, integer layouts: values per scale run */
 
 /* A scheme as given (0: the current one) to the one computed. */
 static int norm_scheme(int scheme)
 {
-	return scheme == QTK_DIGEST_V1 ? QTK_DIGEST_V1 : scheme == QTK_DIGEST_V2 ? QTK_DIGEST_V2 : QTK_DIGEST_V3;
+	return scheme == QTK_DIGEST_V1 || scheme == QTK_DIGEST_V2 || scheme == QTK_DIGEST_V3 ? scheme : QTK_DIGEST_V4;
 }
 
 static int vidx(int scheme) { return norm_scheme(scheme) - 1; }
@@ -43,7 +47,7 @@ static bool shares_pieces(const qtk_tensor *t, int heads);
 
 const char *qtk_digest_scheme_name(int scheme)
 {
-	static const char *const names[3] = {"qtk-digest-v1", "qtk-digest-v2", "qtk-digest-v3"};
+	static const char *const names[4] = {"qtk-digest-v1", "qtk-digest-v2", "qtk-digest-v3", "qtk-digest-v4"};
 	return names[vidx(scheme)];
 }
 
@@ -55,6 +59,8 @@ int qtk_digest_scheme_of(const char *name)
 		return QTK_DIGEST_V2;
 	if (name && !strcmp(name, "qtk-digest-v3"))
 		return QTK_DIGEST_V3;
+	if (name && !strcmp(name, "qtk-digest-v4"))
+		return QTK_DIGEST_V4;
 	return 0;
 }
 #define READ_BYTES (4u << 20)         /* bytes read at a time */
@@ -132,6 +138,11 @@ struct qtk_thash {
 	 * with their scales set to 1 (itmp), a chunk's scales in Q/K order (iperm) */
 	bool intf;
 	bool irw;               /* ggml blocks: pieces gathered as written runs (dec_runw) */
+	/* version 4, ggml affine layouts (qtk_digest_aff_sub): written like ggml's integer blocks, as
+	 * sub-blocks (A, M, codes) */
+	bool aff;
+	uint32_t rv, rb;        /* written runs: values and bytes each (32 and 36 for integer runs) */
+	uint8_t rform;          /* and their pieces' form */
 	float *ik;
 	uint32_t *is, *iperm;
 	uint64_t ilen;
@@ -388,7 +399,7 @@ static int dec_end(qtk_thash *h)
 	if (h->irw && h->ilen) { /* ggml blocks' runs, written already */
 		const uint64_t n = h->ilen;
 		h->ilen = 0;
-		return dec_piece_digest(h, FORM_INT8, h->iw, (size_t)(n / RUN) * (4 + RUN));
+		return dec_piece_digest(h, h->rform, h->iw, (size_t)(n / h->rv) * h->rb);
 	}
 	if (h->intf)
 		return h->ilen ? int_piece(h) : 0;
@@ -832,7 +843,8 @@ static int plain_setup(qtk_thash *h)
 	h->chunk = qtk_malloc(h->chunk_cap ? h->chunk_cap : 1);
 	/* raw16: the rows move as 16-bit values in perm, never decoded whole; version 3 integer
 	 * blocks: written straight to runs (itmp, iperm below) */
-	const bool decodes = !h->raw16 && !h->intf, moves = h->qk_heads > 0 && !h->intf;
+	const bool written = h->intf || h->aff; /* blocks written straight to their runs */
+	const bool decodes = !h->raw16 && !written, moves = h->qk_heads > 0 && !written;
 	if (decodes)
 		h->vals = qtk_malloc((size_t)vals * sizeof(float));
 	if (moves)
@@ -841,13 +853,14 @@ static int plain_setup(qtk_thash *h)
 		return oom(h->err, h->stored);
 	/* version 3 runs move with their rows: rows must hold whole runs (a 1-D "Q/K" tensor's
 	 * rows are single values) */
-	if (h->intf && h->qk_heads > 0 && (np / (h->t.ndim >= 1 ? h->t.shape[0] : 1)) % RUN)
+	if (written && h->qk_heads > 0 && (np / (h->t.ndim >= 1 ? h->t.shape[0] : 1)) % h->rv)
 		return qtk_err_set(h->err, QTK_E_DATA, NULL, -1, h->stored,
 				   "rows of %llu values do not hold whole runs of %u: cannot be un-permuted",
-				   (unsigned long long)(np / (h->t.ndim >= 1 ? h->t.shape[0] : 1)), RUN);
-	/* version 3: a chunk's runs written out (36 bytes a block), and in Q/K order */
-	const size_t rw = (size_t)(h->chunk_cap / h->bpb + 1) * (4 + RUN);
-	if (h->intf && (!(h->itmp = qtk_malloc(rw)) || (h->qk_heads > 0 && !(h->iperm = qtk_malloc(rw)))))
+				   (unsigned long long)(np / (h->t.ndim >= 1 ? h->t.shape[0] : 1)), h->rv);
+	/* versions 3 and 4: a chunk's runs written out (blck / rv runs of rb bytes a block), and in
+	 * Q/K order */
+	const size_t rw = (size_t)(h->chunk_cap / h->bpb + 1) * (h->blck / h->rv) * h->rb;
+	if (written && (!(h->itmp = qtk_malloc(rw)) || (h->qk_heads > 0 && !(h->iperm = qtk_malloc(rw)))))
 		return oom(h->err, h->stored);
 	return 0;
 }
@@ -888,7 +901,18 @@ static int thash_new(const qtk_model *m, const qtk_tensor *t, int qk_heads, bool
 	qtk_digest_enc_id(&t->layout, h->enc_id, sizeof h->enc_id);
 	h->dk = dec_kind_of(t);
 	h->want_dec = want_dec;
-	h->intf = h->scheme == QTK_DIGEST_V3 && h->dk == QTK_DEC_VALUES && qtk_digest_int_layout(t);
+	h->intf = h->scheme >= QTK_DIGEST_V3 && h->dk == QTK_DEC_VALUES && qtk_digest_int_layout(t);
+	h->rv = RUN;
+	h->rb = 4 + RUN;
+	h->rform = FORM_INT8;
+	if (h->scheme >= QTK_DIGEST_V4 && h->dk == QTK_DEC_VALUES && t->layout.kind == QTK_LAYOUT_PLAIN &&
+	    (h->rv = qtk_digest_aff_sub(t->layout.type))) {
+		h->aff = true;
+		h->rb = 8 + h->rv;
+		h->rform = h->rv == 32 ? FORM_AFF32 : FORM_AFF16;
+	} else {
+		h->rv = RUN;
+	}
 	h->shares = h->scheme != QTK_DIGEST_V1 && h->dk == QTK_DEC_VALUES && shares_pieces(t, qk_heads);
 	if (!rc)
 		rc = md_tag(h, h->enc, TAG_ENC[vidx(h->scheme)]);
@@ -985,30 +1009,198 @@ static void block_run(unsigned type, const uint8_t *x, uint8_t *w)
 	}
 }
 
-/* Version 3, n runs already written (36 bytes each, form 8: ggml's blocks) into the decoded
- * tier, in canonical order; a piece is hashed when it is whole. */
+/* Versions 3 and 4, n runs already written (h->rb bytes for h->rv values each, in form
+ * h->rform: ggml's blocks, 4-bit AWQ/GPTQ words) into the decoded tier, in canonical order; a
+ * piece is hashed when it is whole. */
 static int dec_runw(qtk_thash *h, const uint8_t *w, uint64_t n)
 {
-	const size_t rb = 4 + RUN;
+	const size_t rb = h->rb, rv = h->rv;
+	/* the largest piece: runs of 32 in i16 (form 9, gathered elsewhere into the same buffer) */
 	if (!h->iw && !(h->iw = qtk_malloc((size_t)(V2_PIECE / RUN) * (4 + RUN * 2))))
 		return oom(h->err, h->stored);
-	h->vdone += n * RUN;
+	h->vdone += n * rv;
 	while (n) {
-		uint64_t c = (V2_PIECE - h->ilen) / RUN;
+		uint64_t c = (V2_PIECE - h->ilen) / rv;
 		if (c > n)
 			c = n;
-		memcpy(h->iw + (h->ilen / RUN) * rb, w, (size_t)c * rb);
-		h->ilen += c * RUN;
+		memcpy(h->iw + (h->ilen / rv) * rb, w, (size_t)c * rb);
+		h->ilen += c * rv;
 		w += c * rb;
 		n -= c;
 		if (h->ilen == V2_PIECE) {
 			h->ilen = 0;
-			int rc = dec_piece_digest(h, FORM_INT8, h->iw, (size_t)(V2_PIECE / RUN) * rb);
+			int rc = dec_piece_digest(h, h->rform, h->iw, (size_t)(V2_PIECE / rv) * rb);
 			if (rc)
 				return rc;
 		}
 	}
 	return 0;
+}
+
+/* ---- version 4: ggml affine sub-blocks --------------------------------------------------- */
+
+unsigned qtk_digest_aff_sub(unsigned type)
+{
+	switch (type) {
+	case QTK_T_Q4_1:
+	case QTK_T_Q5_1:
+	case QTK_T_Q4_K:
+	case QTK_T_Q5_K:
+	case QTK_T_IQ4_NL:
+	case QTK_T_IQ4_XS:
+		return 32;
+	case QTK_T_Q2_K:
+	case QTK_T_Q3_K:
+	case QTK_T_Q6_K:
+		return 16;
+	default:
+		return 0;
+	}
+}
+
+static inline float f16_at(const uint8_t *p)
+{
+	float f;
+	memcpy(&f, &f16_table[qtk_rd16(p)], 4);
+	return f;
+}
+
+/* A sub-block's head: the F32 bits of A and of M (value = A * c - M, each step rounded) */
+static inline uint8_t *aff_head(uint8_t *w, float a, float m)
+{
+	uint32_t ab, mb;
+	memcpy(&ab, &a, 4);
+	memcpy(&mb, &m, 4);
+	qtk_wr32(w, ab);
+	qtk_wr32(w + 4, mb);
+	return w + 8;
+}
+
+/* ggml get_scale_min_k4: 6-bit scale and min j (0..7) of q4_k/q5_k's 12-byte field */
+static inline void aff_k4(int j, const uint8_t *q, int *sc, int *m)
+{
+	if (j < 4) {
+		*sc = q[j] & 63;
+		*m = q[j + 4] & 63;
+	} else {
+		*sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+		*m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+	}
+}
+
+/* Version 4, a ggml block of an affine layout as its sub-blocks' writing, in value order: A and
+ * M computed as ggml's decoder computes its factors (exact products of the fp16 scales and the
+ * small integer sub-block scales), the codes c the integers it multiplies by A. q4_1/q5_1 add
+ * their m, so M is -m. */
+static void block_aff(unsigned type, const uint8_t *x, uint8_t *w)
+{
+	switch (type) {
+	case QTK_T_Q4_1:
+	case QTK_T_Q5_1: {
+		const bool q5 = type == QTK_T_Q5_1;
+		const uint32_t qh = q5 ? qtk_rd32(x + 4) : 0;
+		const uint8_t *qs = x + (q5 ? 8 : 4);
+		int8_t *c = (int8_t *)aff_head(w, f16_at(x), -f16_at(x + 2));
+		for (int j = 0; j < 16; j++) {
+			c[j] = (int8_t)((qs[j] & 0x0F) | (((qh >> j) << 4) & 0x10));
+			c[j + 16] = (int8_t)((qs[j] >> 4) | ((qh >> (j + 12)) & 0x10));
+		}
+		return;
+	}
+	case QTK_T_IQ4_NL: {
+		int8_t *c = (int8_t *)aff_head(w, f16_at(x), 0.f);
+		for (int j = 0; j < 16; j++) {
+			c[j] = qtk_iq4nl_codebook[x[2 + j] & 0xf];
+			c[j + 16] = qtk_iq4nl_codebook[x[2 + j] >> 4];
+		}
+		return;
+	}
+	case QTK_T_IQ4_XS: {
+		const float d = f16_at(x);
+		const unsigned sh = qtk_rd16(x + 2);
+		for (int ib = 0; ib < 8; ib++, w += 40) {
+			const int ls = (int)(((unsigned)x[4 + ib / 2] >> (4 * (ib % 2))) & 0xf) | (int)(((sh >> (2 * ib)) & 3) << 4);
+			const uint8_t *qs = x + 8 + 16 * ib;
+			int8_t *c = (int8_t *)aff_head(w, d * (float)(ls - 32), 0.f);
+			for (int j = 0; j < 16; j++) {
+				c[j] = qtk_iq4nl_codebook[qs[j] & 0xf];
+				c[j + 16] = qtk_iq4nl_codebook[qs[j] >> 4];
+			}
+		}
+		return;
+	}
+	case QTK_T_Q2_K: {
+		const uint8_t *sc = x, *q = x + 16;
+		const float d = f16_at(x + 80), dmin = f16_at(x + 82);
+		int is = 0;
+		for (int k = 0; k < 2; k++, q += 32)
+			for (int shift = 0; shift < 8; shift += 2)
+				for (int hh = 0; hh < 2; hh++, is++, w += 24) {
+					int8_t *c = (int8_t *)aff_head(w, d * (float)(sc[is] & 0xF), dmin * (float)(sc[is] >> 4));
+					for (int l = 0; l < 16; l++)
+						c[l] = (int8_t)((q[16 * hh + l] >> shift) & 3);
+				}
+		return;
+	}
+	case QTK_T_Q3_K: {
+		const uint8_t *hm = x, *q = x + 32, *b = x + 96;
+		const float d = f16_at(x + 108);
+		int sc[16];
+		for (int k = 0; k < 4; k++) {
+			sc[k] = (b[k] & 0xF) | ((b[8 + k] & 3) << 4);
+			sc[4 + k] = (b[4 + k] & 0xF) | (((b[8 + k] >> 2) & 3) << 4);
+			sc[8 + k] = (b[k] >> 4) | (((b[8 + k] >> 4) & 3) << 4);
+			sc[12 + k] = (b[4 + k] >> 4) | ((b[8 + k] >> 6) << 4);
+		}
+		int is = 0;
+		unsigned m = 1;
+		for (int k = 0; k < 2; k++, q += 32)
+			for (int shift = 0; shift < 8; shift += 2, m <<= 1)
+				for (int hh = 0; hh < 2; hh++, is++, w += 24) {
+					int8_t *c = (int8_t *)aff_head(w, d * (float)(sc[is] - 32), 0.f);
+					for (int l = 0; l < 16; l++)
+						c[l] = (int8_t)(((q[16 * hh + l] >> shift) & 3) - ((hm[16 * hh + l] & m) ? 0 : 4));
+				}
+		return;
+	}
+	case QTK_T_Q4_K:
+	case QTK_T_Q5_K: {
+		const bool q5 = type == QTK_T_Q5_K;
+		const float d = f16_at(x), dmin = f16_at(x + 2);
+		const uint8_t *scales = x + 4, *qh = x + 16, *q = x + (q5 ? 48 : 16);
+		for (int j = 0; j < 8; j++, w += 40) {
+			int sc, m;
+			aff_k4(j, scales, &sc, &m);
+			int8_t *c = (int8_t *)aff_head(w, d * (float)sc, dmin * (float)m);
+			const uint8_t *qq = q + 32 * (j / 2);
+			for (int l = 0; l < 32; l++) {
+				const int lo = j % 2 ? qq[l] >> 4 : qq[l] & 0xF;
+				c[l] = (int8_t)(lo + (q5 ? ((qh[l] >> j) & 1) << 4 : 0));
+			}
+		}
+		return;
+	}
+	case QTK_T_Q6_K: {
+		const float d = f16_at(x + 208);
+		for (int n = 0; n < 2; n++) {
+			const uint8_t *ql = x + 64 * n, *qh = x + 128 + 32 * n;
+			const int8_t *scb = (const int8_t *)(x + 192 + 8 * n);
+			for (int k = 0; k < 8; k++, w += 24) { /* values 16k .. 16k+15 of this half */
+				int8_t *c = (int8_t *)aff_head(w, d * (float)scb[k], 0.f);
+				const int quarter = k / 2; /* 32 values: q1 .. q4 of ggml's loop */
+				for (int i = 0; i < 16; i++) {
+					const int l = 16 * (k % 2) + i;
+					const int lo = quarter % 2 ? ql[l + 32] : ql[l];
+					const int v = ((quarter < 2 ? lo & 0xF : lo >> 4) | (((qh[l] >> (2 * quarter)) & 3) << 4)) - 32;
+					c[i] = (int8_t)v;
+				}
+			}
+		}
+		return;
+	}
+	default:
+		return;
+	}
 }
 
 /* Version 3, 4-bit AWQ and GPTQ (v1, v2) without act-order: rows o0 .. o0+n-1 of t (whole parts,
@@ -1070,23 +1262,29 @@ static bool int_rows_direct(const qtk_tensor *t, const void *const *parts, uint6
 	return true;
 }
 
-/* Version 3, ggml q4_0/q5_0/q8_0 blocks: each block's run written straight from its bytes,
- * rows moved whole (Q/K: a row's runs with their scales) before they are hashed. */
+/* Version 3, ggml q4_0/q5_0/q8_0 blocks (version 4: and the affine layouts' blocks): each
+ * block's runs written straight from its bytes, rows moved whole (Q/K: a row's runs with their
+ * scales) before they are hashed. */
 static int int_chunk(qtk_thash *h, const uint8_t *src, size_t len)
 {
 	const uint64_t nb = len / h->bpb, nv = nb * h->blck;
-	const size_t rb = 4 + RUN;
+	const size_t rb = h->rb, bw = (size_t)(h->blck / h->rv) * rb; /* bytes a block's runs take */
 	pthread_once(&f16_once, f16_init);
-	for (uint64_t b = 0; b < nb; b++)
-		block_run(h->t.layout.type, src + b * h->bpb, h->itmp + b * rb);
+	if (h->aff)
+		for (uint64_t b = 0; b < nb; b++)
+			block_aff(h->t.layout.type, src + b * h->bpb, h->itmp + b * bw);
+	else
+		for (uint64_t b = 0; b < nb; b++)
+			block_run(h->t.layout.type, src + b * h->bpb, h->itmp + b * bw);
 	const uint8_t *w = h->itmp;
-	if (h->qk_heads > 0) { /* whole heads: a row is row / 32 runs */
+	if (h->qk_heads > 0) { /* whole heads: a row is row / rv runs */
 		const uint64_t rows = h->t.shape[0], row = h->t.n_params / rows, heads = nv / h->unit;
-		qtk_family_permute_rows(h->itmp, (uint8_t *)h->iperm, nv / row, (size_t)(row / RUN) * rb, (int)heads, true);
+		qtk_family_permute_rows(h->itmp, (uint8_t *)h->iperm, nv / row, (size_t)(row / h->rv) * rb, (int)heads,
+					true);
 		w = (const uint8_t *)h->iperm;
 	}
 	h->irw = true;
-	return dec_runw(h, w, nb);
+	return dec_runw(h, w, nv / h->rv);
 }
 
 /* Decode and hash len bytes of whole blocks at src (the chunk buffer, or the caller's bytes
@@ -1098,7 +1296,7 @@ static int hash_chunk(qtk_thash *h, const uint8_t *src, size_t len)
 		return qtk_err_set(h->err, QTK_E_DATA, NULL, -1, h->stored, "data ends inside a block");
 	const uint64_t at = h->dbytes;
 	h->dbytes += len;
-	if (h->intf)
+	if (h->intf || h->aff)
 		return int_chunk(h, src, len);
 	if (h->t.layout.type == QTK_T_F32 && h->qk_heads <= 0) { /* the bytes are the values */
 		if (h->scheme == QTK_DIGEST_V1)
@@ -1370,7 +1568,10 @@ static int vhash_new(const qtk_model *m, const qtk_tensor *t, int scheme, qtk_vh
 	if (rc)
 		return rc;
 	const uint64_t rows = t->ndim >= 1 ? t->shape[0] : 0;
-	if (meta.dec_kind != QTK_DEC_VALUES || t->ndim < 0 || t->ndim > QTK_MAX_DIMS ||
+	/* version 4's affine layouts hash their blocks' writings, never values: not for a vhash */
+	const bool aff = norm_scheme(scheme) >= QTK_DIGEST_V4 && t->layout.kind == QTK_LAYOUT_PLAIN &&
+			 qtk_digest_aff_sub(t->layout.type);
+	if (meta.dec_kind != QTK_DEC_VALUES || t->ndim < 0 || t->ndim > QTK_MAX_DIMS || aff ||
 	    (meta.qk_heads > 0 && (t->ndim != 2 || !rows || rows % (2 * (uint64_t)meta.qk_heads))))
 		rc = qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "values are not hashed in stored order");
 	qtk_vhash *v = rc ? NULL : qtk_calloc(1, sizeof *v);
@@ -1379,7 +1580,10 @@ static int vhash_new(const qtk_model *m, const qtk_tensor *t, int scheme, qtk_vh
 	if (!rc) {
 		v->h.err = err;
 		v->h.scheme = norm_scheme(scheme);
-		v->h.intf = v->h.scheme == QTK_DIGEST_V3 && qtk_digest_int_layout(t);
+		v->h.intf = v->h.scheme >= QTK_DIGEST_V3 && qtk_digest_int_layout(t);
+		v->h.rv = RUN;
+		v->h.rb = 4 + RUN;
+		v->h.rform = FORM_INT8;
 		v->h.t.ndim = t->ndim;
 		memcpy(v->h.t.shape, t->shape, sizeof t->shape);
 		v->h.stored = meta.stored;

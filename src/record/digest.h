@@ -1,8 +1,8 @@
-/* digest.h - container-independent content digests of tensors ("qtk-digest-v3"; "qtk-digest-v1"
- * and "-v2" are still computed for records that name them).
+/* digest.h - container-independent content digests of tensors ("qtk-digest-v4"; "qtk-digest-v1"
+ * .. "-v3" are still computed for records that name them).
  *
- * One leaf per logical tensor, in two tiers (docs/provenance.md). Version 2 (version 3, what
- * new digests use, is below):
+ * One leaf per logical tensor, in two tiers (docs/provenance.md). Version 2 (versions 3 and 4,
+ * version 4 being what new digests use, are below):
  *
  *   encoded = SHA-256("qtk-tensor-v2/encoded\0" || str(canonical name) || str(encoding id)
  *                     || u32 ndim || u64 shape[ndim] || u32 nparts
@@ -33,6 +33,12 @@
  * (form 9). An exact transcode between those layouts keeps every scale and difference, so the
  * leaf survives it, and a piece is a ninth of its F32 values' bytes at 4 bits.
  *
+ * Version 4 is version 3 with "-v4" tags, and one more kind of piece for the ggml layouts whose
+ * values are A * c - M per sub-block (q4_1, q5_1, q2_k .. q6_k, iq4_nl, iq4_xs): each of their
+ * pieces is written as its sub-blocks, a sub-block being the F32 bits of A and of M (u32 each)
+ * and its S codes c as i8 (form 10: S = 32; form 11: S = 16), value = (A * c) - M, each step
+ * rounded to F32. A piece is then a third (S = 32) of its F32 values' bytes.
+ *
  * str(s) is u32 length || bytes; all integers little-endian. Canonical names are the Hugging
  * Face names (llama-family GGUF names are mapped, others kept). The encoded bytes are the
  * stored bytes, so a GGUF Q/K tensor's encoded leaf covers its permuted rows.
@@ -42,9 +48,9 @@
 #include "qtk_util.h"
 #include "family/family.h" /* canonical names, Q/K heads */
 
-#define QTK_DIGEST_SCHEME "qtk-digest-v3" /* what new digests use */
-enum { QTK_DIGEST_V1 = 1, QTK_DIGEST_V2 = 2, QTK_DIGEST_V3 = 3 }; /* 0 in the fields below: QTK_DIGEST_V3 */
-/* "qtk-digest-v1" .. "qtk-digest-v3" for 1 .. 3 (0: v3); the version of a name, 0 when unknown. */
+#define QTK_DIGEST_SCHEME "qtk-digest-v4" /* what new digests use */
+enum { QTK_DIGEST_V1 = 1, QTK_DIGEST_V2 = 2, QTK_DIGEST_V3 = 3, QTK_DIGEST_V4 = 4 }; /* 0 below: QTK_DIGEST_V4 */
+/* "qtk-digest-v1" .. "qtk-digest-v4" for 1 .. 4 (0: v4); the version of a name, 0 when unknown. */
 const char *qtk_digest_scheme_name(int scheme);
 int qtk_digest_scheme_of(const char *name);
 
@@ -73,11 +79,11 @@ typedef struct qtk_digests {
 	uint64_t bytes;      /* encoded bytes hashed in total */
 	int n_permuted;      /* leaves whose rows were un-permuted */
 	bool complete;       /* every leaf has both tiers: the roots are meaningful */
-	int scheme;          /* QTK_DIGEST_V1, _V2 or _V3 (0: V3) */
+	int scheme;          /* QTK_DIGEST_V1 .. _V4 (0: V4) */
 } qtk_digests;
 
 typedef struct qtk_digest_opts {
-	int scheme;  /* QTK_DIGEST_V1, _V2 or _V3; 0: V3 */
+	int scheme;  /* QTK_DIGEST_V1 .. _V4; 0: V4 */
 	int threads; /* worker threads (tensors in parallel); 0 = all cores. Results do not depend on it */
 	bool enc_only;       /* skip the decoded tier (except for raw leaves, which derive from the encoded) */
 	const bool *select;  /* NULL, or m->ntensors flags: only these tensors are read */
@@ -130,7 +136,7 @@ bool qtk_digest_same_stream(const qtk_model *sm, const qtk_tensor *st, const qtk
  * tensor for AWQ/GPTQ. */
 typedef struct qtk_thash qtk_thash;
 int qtk_thash_new(const qtk_model *m, const qtk_tensor *t, int qk_heads, qtk_thash **out, qtk_err *err);
-/* The same in a given scheme (QTK_DIGEST_V1, _V2 or _V3). */
+/* The same in a given scheme (QTK_DIGEST_V1 .. _V4). */
 int qtk_thash_new_scheme(const qtk_model *m, const qtk_tensor *t, int qk_heads, int scheme, qtk_thash **out,
 			 qtk_err *err);
 int qtk_thash_put(qtk_thash *h, const void *bytes, size_t n);
@@ -154,8 +160,11 @@ int qtk_vhash_put(qtk_vhash *h, const float *v, uint64_t n);
  * bits of each run's scale; qtk_vhash_put is then an error. */
 bool qtk_vhash_int(const qtk_vhash *h);
 int qtk_vhash_put_runs(qtk_vhash *h, const float *k, const uint32_t *s, uint64_t n);
-/* Whether tensor t's decoded leaf is made of runs in version 3 (a property of its layout). */
+/* Whether tensor t's decoded leaf is made of runs in versions 3 and 4 (a property of its layout). */
 bool qtk_digest_int_layout(const qtk_tensor *t);
+/* Version 4: the values of a sub-block (S) of ggml type `type` whose decoded pieces are its affine
+ * sub-blocks (q4_1, q5_1, iq4_nl, iq4_xs, q4_k, q5_k: 32; q2_k, q3_k, q6_k: 16), else 0. */
+unsigned qtk_digest_aff_sub(unsigned type);
 /* Rows o0 .. o0+n-1 of a packed tensor t with qtk_digest_int_layout, from its parts (whole,
  * or a window's, as t describes them), as runs: k [n][in] the differences (decoded with every
  * scale 1, so exactly the integers), s [n][in/32] the scales' F32 bits. 0, -1 (bad layout or
