@@ -1036,12 +1036,15 @@ typedef struct vjob {
 	bool on;
 	pthread_t th;
 	const uint32_t *s; /* integer layouts (qtk_vhash_int): v the differences, s the runs' scales */
+	const uint8_t *w;  /* ... or their runs written already (4-bit AWQ/GPTQ): n values */
 } vjob;
 
 static void *vjob_run(void *a)
 {
 	vjob *j = a;
-	j->rc = j->s ? qtk_vhash_put_runs(j->h, j->v, j->s, j->n) : qtk_vhash_put(j->h, j->v, j->n);
+	j->rc = j->w   ? qtk_vhash_put_runw(j->h, j->w, j->n / 32)
+		: j->s ? qtk_vhash_put_runs(j->h, j->v, j->s, j->n)
+		       : qtk_vhash_put(j->h, j->v, j->n);
 	return NULL;
 }
 
@@ -1055,15 +1058,36 @@ static int vjob_wait(vjob *j)
 }
 
 /* Start hashing n values v, or (s not NULL) n values as runs: v the differences, s the scales. */
-static void vjob_go(vjob *j, const float *v, const uint32_t *s, uint64_t n)
+static void vjob_any(vjob *j, const float *v, const uint32_t *s, const uint8_t *w, uint64_t n)
 {
 	j->v = v;
 	j->n = n;
 	j->s = s;
+	j->w = w;
 	if (pthread_create(&j->th, NULL, vjob_run, j))
 		vjob_run(j); /* no thread: here */
 	else
 		j->on = true;
+}
+
+static void vjob_go(vjob *j, const float *v, const uint32_t *s, uint64_t n) { vjob_any(j, v, s, NULL, n); }
+
+/* An integer layout's window of nr rows of output o (its whole parts pp, rows from o0) to hash as
+ * runs, once the previous window's hash is done: written straight from the packed words where
+ * the layout allows (into yw's bytes: 36 per 32 values), else as differences (yw) and scales
+ * (sw) from the decoder. -1 when the rows' integers cannot be taken. */
+static int vjob_runs(vjob *j, const qtk_tensor *o, uint8_t *const *pp, uint64_t o0, uint32_t nr, float *yw,
+		     uint32_t *sw, qtk_int_scratch *scr)
+{
+	const uint64_t n = (uint64_t)nr * qtk_tensor_cols(o);
+	if (qtk_digest_int_rows_w(o, (const void *const *)pp, o0, nr, (uint8_t *)yw)) {
+		vjob_any(j, NULL, NULL, (const uint8_t *)yw, n);
+		return 0;
+	}
+	if (qtk_digest_int_rows(o, (const void *const *)pp, o0, nr, yw, sw, scr))
+		return -1;
+	vjob_go(j, yw, sw, n);
+	return 0;
 }
 
 /* A re-fit cannot give an act-order target its grouping (the fit makes groups of consecutive
@@ -1117,7 +1141,7 @@ static int fit_groups(rowsrc *s, float *x, uint8_t **pp, bool refit, int threads
 	uint32_t out = (uint32_t)t->shape[0], inf = (uint32_t)t->shape[1];
 	const size_t wb = (size_t)s->win * inf * sizeof(float);
 	float *y[2] = {qtk_malloc(wb), *vh ? qtk_malloc(wb) : NULL};
-	vjob vj = {*vh, NULL, 0, 0, false, 0, NULL};
+	vjob vj = {.h = *vh};
 	int rc = y[0] ? 0 : qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory");
 	/* integer layouts: each window's runs (differences into its y, scales into sb) */
 	const bool runs = *vh && qtk_vhash_int(*vh);
@@ -1145,12 +1169,10 @@ static int fit_groups(rowsrc *s, float *x, uint8_t **pp, bool refit, int threads
 		}
 		if (vj.h) { /* the previous window's hash is done before this one's starts */
 			uint32_t *sw = runs ? sb[wi & 1] : NULL;
-			if (vjob_wait(&vj) ||
-			    (runs && qtk_digest_int_rows(o, (const void *const *)pp, o0, nr, yw, sw, &scr))) {
+			if (vjob_wait(&vj) || (runs ? vjob_runs(&vj, o, pp, o0, nr, yw, sw, &scr) != 0
+						    : (vjob_go(&vj, yw, NULL, (uint64_t)nr * inf), false))) {
 				qtk_vhash_free(vj.h);
 				*vh = vj.h = NULL;
-			} else {
-				vjob_go(&vj, yw, sw, (uint64_t)nr * inf);
 			}
 		}
 		cli_progress_within(o0 + nr, out);
@@ -1213,7 +1235,7 @@ static int stream_fp4(qtk_model *in, qtk_writer *w, const plan *p, const conv_re
 	uint8_t *sp[3] = {qtk_malloc((size_t)(win * c0)), qtk_malloc((size_t)(win * c1)), qtk_calloc(1, 8)};
 	float *x = qtk_malloc((size_t)(win * inf) * sizeof *x), *y[2] = {qtk_malloc((size_t)(win * inf) * sizeof(float)),
 									  vh ? qtk_malloc((size_t)(win * inf) * sizeof(float)) : NULL};
-	vjob vj = {NULL, NULL, 0, 0, false, 0, NULL};
+	vjob vj = {.h = NULL};
 	errstat e;
 	memset(&e, 0, sizeof e);
 	int rc = 0, fd = -1;
@@ -1563,7 +1585,7 @@ static int stream_windows(rowsrc *s, qtk_writer *w, int threads, const conv_rec 
 	uint8_t *pp[QTK_MAX_PARTS] = {NULL}, *sp[QTK_MAX_PARTS] = {NULL};
 	const size_t wb = (size_t)s->win * inf * sizeof(float);
 	float *x = NULL, *y[2] = {NULL, NULL};
-	vjob vj = {NULL, NULL, 0, 0, false, 0, NULL};
+	vjob vj = {.h = NULL};
 	uint32_t *sb[2] = {NULL, NULL}; /* integer layouts: the windows' scales (runs) */
 	qtk_int_scratch scr = {NULL, 0, 0};
 	qgroups g;
@@ -1713,10 +1735,8 @@ static int stream_windows(rowsrc *s, qtk_writer *w, int threads, const conv_rec 
 			uint32_t *sw = sb[(o0 / s->win) & 1];
 			if (vjob_wait(&vj))
 				rc = qtk_err_set(err, QTK_E_IO, NULL, -1, t->name, "out of memory hashing the values");
-			else if (qtk_digest_int_rows(&osub, (const void *const *)sp, 0, n, yw, sw, &scr))
+			else if (vjob_runs(&vj, &osub, sp, 0, n, yw, sw, &scr))
 				rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "cannot take the integers of rows %u.. for the record", o0);
-			else
-				vjob_go(&vj, yw, sw, (uint64_t)n * inf);
 		} else if (!rc && vj.h) { /* the previous window's hash is done before this one's starts */
 			rc = vjob_next(&vj, yw, (uint64_t)n * inf, t->name, err);
 		}

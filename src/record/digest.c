@@ -1262,6 +1262,11 @@ static bool int_rows_direct(const qtk_tensor *t, const void *const *parts, uint6
 	return true;
 }
 
+bool qtk_digest_int_rows_w(const qtk_tensor *t, const void *const *parts, uint64_t o0, uint64_t n, uint8_t *w)
+{
+	return int_rows_direct(t, parts, o0, n, w);
+}
+
 /* Version 3, ggml q4_0/q5_0/q8_0 blocks (version 4: and the affine layouts' blocks): each
  * block's runs written straight from its bytes, rows moved whole (Q/K: a row's runs with their
  * scales) before they are hashed. */
@@ -1666,7 +1671,7 @@ int qtk_vhash_put_runs(qtk_vhash *v, const float *k, const uint32_t *s, uint64_t
 
 /* Version 3, runs already written (form 8, rows in stored order): nruns of them, whole heads as
  * qtk_vhash_put_runs takes them. */
-static int vhash_put_runw(qtk_vhash *v, const uint8_t *w, uint64_t nruns)
+int qtk_vhash_put_runw(qtk_vhash *v, const uint8_t *w, uint64_t nruns)
 {
 	const uint64_t n = nruns * RUN, rb = 4 + RUN;
 	if (!v->h.intf || n > v->left || (v->cols && v->cols % RUN))
@@ -1927,7 +1932,7 @@ static int packed_dec(djob *j, const qtk_tensor *t, uint8_t dec[32], qtk_err *e)
 		if (!rc && direct) {
 			if (!int_rows_direct(&pw.sub, (const void *const *)pw.buf, o0 - pw.w0, got, rw))
 				rc = qtk_err_set(e, QTK_E_DATA, NULL, -1, t->name, "inconsistent quantized components");
-			else if ((rc = vhash_put_runw(vh, rw, got * (in / RUN))))
+			else if ((rc = qtk_vhash_put_runw(vh, rw, got * (in / RUN))))
 				*e = ve;
 			continue;
 		}

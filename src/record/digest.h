@@ -160,6 +160,9 @@ int qtk_vhash_put(qtk_vhash *h, const float *v, uint64_t n);
  * bits of each run's scale; qtk_vhash_put is then an error. */
 bool qtk_vhash_int(const qtk_vhash *h);
 int qtk_vhash_put_runs(qtk_vhash *h, const float *k, const uint32_t *s, uint64_t n);
+/* The same, the runs already written (form 8: the F32 bits of the scale, then 32 differences as
+ * i8; rows in stored order), nruns of them (qtk_digest_int_rows_w makes them). */
+int qtk_vhash_put_runw(qtk_vhash *h, const uint8_t *w, uint64_t nruns);
 /* Whether tensor t's decoded leaf is made of runs in versions 3 and 4 (a property of its layout). */
 bool qtk_digest_int_layout(const qtk_tensor *t);
 /* Version 4: the values of a sub-block (S) of ggml type `type` whose decoded pieces are its affine
@@ -176,6 +179,11 @@ typedef struct qtk_int_scratch {
 } qtk_int_scratch;
 int qtk_digest_int_rows(const qtk_tensor *t, const void *const *parts, uint64_t o0, uint64_t n, float *k,
 			uint32_t *s, qtk_int_scratch *scr);
+/* The same rows written straight to their runs (form 8, 36 bytes each, n * in / 32 of them into
+ * w, rows in stored order) from the packed words, for the layouts that allow it (4-bit AWQ and
+ * GPTQ v1/v2, rows o0 and n whole packed words): true when written (n 0: when t allows it),
+ * false when the caller must take qtk_digest_int_rows instead. */
+bool qtk_digest_int_rows_w(const qtk_tensor *t, const void *const *parts, uint64_t o0, uint64_t n, uint8_t *w);
 void qtk_int_scratch_free(qtk_int_scratch *s);
 /* The digest, when exactly t's count of values came; frees h, also on error. */
 int qtk_vhash_end(qtk_vhash *h, uint8_t dec[32]);
