@@ -753,6 +753,139 @@ static void test_aff(void)
 	}
 }
 
+/* An MLX matrix [out][in] of `bits` (2..8) with groups of `group`, F16 scales and biases, its parts
+ * in w (in * bits / 32 words a row), sc and bi. */
+static void mlx_tensor(qtk_tensor *t, uint32_t out, uint32_t in, unsigned bits, uint32_t group)
+{
+	memset(t, 0, sizeof *t);
+	t->name = (char *)"model.layers.0.mlp.up_proj.weight";
+	t->ndim = 2;
+	t->shape[0] = out;
+	t->shape[1] = in;
+	t->layout.kind = QTK_LAYOUT_MLX;
+	t->layout.bits = (uint8_t)bits;
+	t->layout.group_size = group;
+	t->nparts = 3;
+	const char *roles[3] = {"weight", "scales", "biases"};
+	for (int p = 0; p < 3; p++) {
+		snprintf(t->parts[p].role, sizeof t->parts[p].role, "%s", roles[p]);
+		t->parts[p].type = p ? QTK_T_F16 : QTK_DT_U32;
+		t->parts[p].ndim = 2;
+		t->parts[p].shape[0] = out;
+		t->parts[p].shape[1] = p ? in / group : in * bits / 32;
+		t->parts[p].nbytes = p ? (uint64_t)out * (in / group) * 2 : (uint64_t)out * in * bits / 8;
+	}
+	qtk_tensor_finish(t);
+}
+
+/* Version 4, MLX: 2- to 6-bit matrices are written as sub-blocks of 32 (A the group's scale, M its
+ * bias negated, the codes), as the spec writes them, each value f32(q * scale) + bias as qtk's
+ * decoder computes it; a 4-bit one with groups of 32 (and of 64) has the leaf of the q4_1 matrix
+ * of the same scales, biases and codes (MLX <-> q4_1 transcodes keep it); 8-bit MLX stays values. */
+static void test_aff_mlx(void)
+{
+	const uint32_t out = 64, in = 256;
+	const char *canon = "model.layers.0.mlp.up_proj.weight";
+	const unsigned bitss[5] = {4, 4, 3, 6, 8};
+	const uint32_t groups[5] = {32, 64, 128, 32, 32};
+	for (int ci = 0; ci < 5; ci++) {
+		const unsigned bits = bitss[ci];
+		const uint32_t group = groups[ci], ng = in / group;
+		qtk_tensor t;
+		mlx_tensor(&t, out, in, bits, group);
+		uint32_t *w = calloc((size_t)out * in * bits / 32, 4);
+		uint8_t *sc = malloc((size_t)out * ng * 2), *bi = malloc((size_t)out * ng * 2);
+		uint8_t *q = malloc((size_t)out * in);
+		uint32_t r = 31u + (uint32_t)ci;
+		for (size_t i = 0; i < (size_t)out * in; i++) {
+			r = r * 1664525u + 1013904223u;
+			q[i] = (uint8_t)((r >> 20) & ((1u << bits) - 1u));
+			const uint64_t pos = (uint64_t)(i % in) * bits, wi = (i / in) * (in * bits / 32) + pos / 32;
+			w[wi] |= (uint32_t)((uint64_t)q[i] << (pos % 32));
+			if (pos % 32 + bits > 32)
+				w[wi + 1] |= (uint32_t)(q[i] >> (32 - pos % 32));
+		}
+		for (size_t g = 0; g < (size_t)out * ng; g++) {
+			qtk_wr16(sc + 2 * g, (uint16_t)(0x1c00u + (g * 53u) % 0x1000u));
+			qtk_wr16(bi + 2 * g, (uint16_t)((g % 2 ? 0x8000u : 0u) | (0x2000u + (g * 29u) % 0x1400u)));
+		}
+		const void *pb[3] = {w, sc, bi};
+		float *y = malloc((size_t)out * in * sizeof *y);
+		CHECK(!qtk_scheme_decode_rows(&t, pb, 0, out, y), "mlx %u-bit: decode", bits);
+		/* the spec's writing, and the values it stands for */
+		uint8_t *wr = malloc((size_t)out * in / 32 * 40);
+		uint64_t bad = 0;
+		for (uint32_t o = 0; o < out; o++)
+			for (uint32_t i = 0; i < in; i++) {
+				const size_t gi = (size_t)o * ng + i / group;
+				const float A = qtk_fp16_to_f32(qtk_rd16(sc + 2 * gi)), M = -qtk_fp16_to_f32(qtk_rd16(bi + 2 * gi));
+				const float p = A * (float)q[(size_t)o * in + i], v = p - M;
+				bad += memcmp(&v, &y[(size_t)o * in + i], 4) != 0;
+				uint8_t *d = wr + ((size_t)o * in + i) / 32 * 40;
+				if (i % 32 == 0) {
+					uint32_t ab, mb;
+					memcpy(&ab, &A, 4);
+					memcpy(&mb, &M, 4);
+					qtk_wr32(d, ab);
+					qtk_wr32(d + 4, mb);
+				}
+				d[8 + i % 32] = q[(size_t)o * in + i];
+			}
+		CHECK(!bad, "mlx %u-bit: %llu values are not A * c - M", bits, (unsigned long long)bad);
+		uint8_t hb[256], *h = dec_head(hb, QTK_DIGEST_V4, canon, out, in), want[32];
+		*h++ = 10;
+		sha(wr, (size_t)out * in / 32 * 40, h);
+		h += 32;
+		sha(hb, (size_t)(h - hb), want);
+		qtk_leaf l;
+		CHECK(!leaf_of(&t, pb, 0, 0, 0, &l), "mlx %u-bit: leaf", bits);
+		if (bits <= 6)
+			CHECK(!memcmp(l.dec, want, 32), "mlx %u-bit, groups of %u: the sub-blocks' leaf as the spec writes it", bits, group);
+		else
+			CHECK(memcmp(l.dec, want, 32), "mlx 8-bit: values, not sub-blocks");
+		/* the q4_1 matrix of the same scales, biases and codes: the same leaf */
+		if (bits == 4) {
+			uint8_t *blk = malloc((size_t)out * in / 32 * 20);
+			for (size_t b = 0; b < (size_t)out * in / 32; b++) {
+				const size_t o = b / (in / 32), gi = o * ng + (b % (in / 32)) * 32 / group;
+				uint8_t *x = blk + 20 * b;
+				qtk_wr16(x, qtk_rd16(sc + 2 * gi));
+				qtk_wr16(x + 2, qtk_rd16(bi + 2 * gi));
+				for (int j = 0; j < 16; j++)
+					x[4 + j] = (uint8_t)(q[32 * b + (size_t)j] | q[32 * b + (size_t)j + 16] << 4);
+			}
+			qtk_tensor t1;
+			memset(&t1, 0, sizeof t1);
+			t1.name = (char *)canon;
+			t1.ndim = 2;
+			t1.shape[0] = out;
+			t1.shape[1] = in;
+			t1.layout.type = QTK_T_Q4_1;
+			t1.nparts = 1;
+			t1.parts[0].type = QTK_T_Q4_1;
+			t1.parts[0].ndim = 2;
+			memcpy(t1.parts[0].shape, t1.shape, sizeof t1.shape);
+			t1.parts[0].nbytes = (uint64_t)out * in / 32 * 20;
+			qtk_tensor_finish(&t1);
+			qtk_leaf l1;
+			const void *p1[1] = {blk};
+			CHECK(!leaf_of(&t1, p1, 0, 0, 0, &l1), "q4_1: leaf");
+			CHECK(!memcmp(l1.dec, l.dec, 32), "mlx 4-bit, groups of %u, and q4_1 of the same values: one leaf", group);
+			qtk_free(l1.name);
+			qtk_free(l1.stored);
+			free(blk);
+		}
+		qtk_free(l.name);
+		qtk_free(l.stored);
+		free(w);
+		free(sc);
+		free(bi);
+		free(q);
+		free(y);
+		free(wr);
+	}
+}
+
 /* Version 3, form 9: an 8-bit asymmetric GPTQ matrix whose groups are all positive has zero
  * points near 0 and differences up to 255, written as i16; its leaf is the spec's, in whole
  * parts and fed in odd pieces, and a one-code change changes it. */
@@ -1928,6 +2061,7 @@ int main(void)
 	test_int_ggml();
 	test_int_gptq4();
 	test_aff();
+	test_aff_mlx();
 	test_records();
 	test_sink();
 	test_async_tee();

@@ -122,9 +122,9 @@ out_has "v3 record q4_0, f32" "(ggml:q4_0), file [0-9a-f]*... (f32); digest v4 k
 
 # --- records of qtk-digest-v3 (tests/data/v3-*.json, written by qverify --emit-record before
 # version 4, SOURCE_DATE_EPOCH=1700000000): the sample's Q4_K_M and q4_1 GGUFs. Checked in their
-# own scheme, where k-quants' and q4_1's decoded leaves are their F32 values: their f32 exports
-# pass as re-encoded there, and are "changed" in version 4, where those layouts hash their
-# sub-blocks (A, M, codes).
+# own scheme, where k-quants' decoded leaves are their F32 values: the f32 export passes as
+# re-encoded there, and is "changed" in version 4, where k-quants hash their sub-blocks (A, M,
+# codes). q4_1 stays values in version 4: its exact MLX form keeps the leaf.
 "$Q" -q "$H" "$T/q4km.gguf" --to Q4_K_M && "$Q" -q "$H" "$T/q41.gguf" --to q4_1 &&
 	"$Q" -q "$T/q4km.gguf" "$T/q4km-f32.gguf" --to f32 || bad "Q4_K_M, q4_1, the f32 export"
 run "v3 record Q4_K_M" 0 "$V" --record "$D1/v3-q4km.json" "$T/q4km.gguf"; out_has "v3 record Q4_K_M" "tensor_root: ok"
@@ -136,6 +136,11 @@ out_has "v4 emit Q4_K_M" '"scheme":"qtk-digest-v4"'
 run "v4 record Q4_K_M" 0 "$V" --record "$T/rec-q4km.json" "$T/q4km.gguf"; out_has "v4 record Q4_K_M" "tensor_root: ok"
 run "v4 record Q4_K_M, f32" 1 "$V" --record "$T/rec-q4km.json" "$T/q4km-f32.gguf"
 out_has "v4 record Q4_K_M, f32" "(ggml:q[46]_k), file [0-9a-f]*... (f32); digest v4 keeps integer and affine (k-quant) layouts apart"
+run "v4 emit q4_1" 0 "$V" --emit-record "$T/q41.gguf"; cp "$T/out" "$T/rec-q41.json"
+"$Q" -q "$T/q41.gguf" "$T/q41-mlx/" --to mlx || bad "q4_1 -> mlx"
+run "v4 record q4_1 on its MLX form" 1 "$V" --record "$T/rec-q41.json" "$T/q41-mlx/" # lm_head: q6_k, re-fitted
+out_has "v4 record q4_1 on its MLX form" "tensor 'model.layers.1.mlp.down_proj.weight': re-encoded: same values"
+out_has "v4 record q4_1 on its MLX form" "tensors: failed: 1 of 21 tensors differ"
 
 # --- one flipped byte in one tensor: caught and named (output.weight is the last tensor)
 cp "$G" "$T/flip.gguf"

@@ -905,8 +905,7 @@ static int thash_new(const qtk_model *m, const qtk_tensor *t, int qk_heads, bool
 	h->rv = RUN;
 	h->rb = 4 + RUN;
 	h->rform = FORM_INT8;
-	if (h->scheme >= QTK_DIGEST_V4 && h->dk == QTK_DEC_VALUES && t->layout.kind == QTK_LAYOUT_PLAIN &&
-	    (h->rv = qtk_digest_aff_sub(t->layout.type))) {
+	if (h->scheme >= QTK_DIGEST_V4 && h->dk == QTK_DEC_VALUES && (h->rv = qtk_digest_aff_layout(t))) {
 		h->aff = true;
 		h->rb = 8 + h->rv;
 		h->rform = h->rv == 32 ? FORM_AFF32 : FORM_AFF16;
@@ -1262,9 +1261,80 @@ static bool int_rows_direct(const qtk_tensor *t, const void *const *parts, uint6
 	return true;
 }
 
+/* Version 4, MLX matrices whose groups are sub-blocks: 2-D, bits up to 6 (every code fits i8),
+ * groups a multiple of 32 (a group of 64 or 128 is two or four sub-blocks with its scale and
+ * bias), float scales and biases of one type. 8-bit MLX stays values. */
+static bool mlx_aff(const qtk_tensor *t)
+{
+	const qtk_layout *l = &t->layout;
+	if (l->kind != QTK_LAYOUT_MLX || t->ndim != 2 || t->nparts != 3 || l->bits < 2 || l->bits > 6 ||
+	    !l->group_size || l->group_size % 32 || t->shape[1] % l->group_size)
+		return false;
+	const unsigned st = t->parts[1].type;
+	return (st == QTK_T_F16 || st == QTK_T_BF16 || st == QTK_T_F32) && t->parts[2].type == st;
+}
+
+unsigned qtk_digest_aff_layout(const qtk_tensor *t)
+{
+	if (t->layout.kind == QTK_LAYOUT_PLAIN)
+		return qtk_digest_aff_sub(t->layout.type);
+	return mlx_aff(t) ? 32 : 0;
+}
+
+/* The F32 bits of entry i of a float part of type st (F16, BF16, F32) */
+static inline uint32_t float_bits(const uint8_t *p, unsigned st, uint64_t i)
+{
+	return st == QTK_T_F32 ? qtk_rd32(p + 4 * i) : st == QTK_T_BF16 ? (uint32_t)qtk_rd16(p + 2 * i) << 16
+									  : f16_table[qtk_rd16(p + 2 * i)];
+}
+
+/* Version 4, rows o0 .. o0+n-1 of an MLX matrix (mlx_aff; whole parts, or a window's, as t
+ * describes them) straight to their sub-blocks' writing in form 10: A the group's scale, M its
+ * bias negated (MLX adds the bias: f32(q * scale) + bias), the codes q as the bit streams hold
+ * them; in / 32 sub-blocks of 40 bytes a row, rows in stored order. */
+static bool mlx_rows_w(const qtk_tensor *t, const void *const *parts, uint64_t o0, uint64_t n, uint8_t *w)
+{
+	if (!mlx_aff(t))
+		return false;
+	const qtk_layout *l = &t->layout;
+	const uint64_t out = t->shape[0], in = t->shape[1], g = l->group_size, ng = in / g;
+	const unsigned bits = l->bits, st = t->parts[1].type;
+	const uint64_t words = in * bits / 32, ss = st == QTK_T_F32 ? 4 : 2;
+	if (o0 > out || n > out - o0 || t->parts[0].nbytes != out * words * 4 || t->parts[1].nbytes != out * ng * ss ||
+	    t->parts[2].nbytes != out * ng * ss)
+		return false;
+	if (!n)
+		return true;
+	pthread_once(&f16_once, f16_init);
+	const uint8_t *sc = parts[1], *bi = parts[2];
+	for (uint64_t r = 0; r < n; r++) {
+		const uint32_t *row = (const uint32_t *)parts[0] + (o0 + r) * words;
+		uint8_t *d = w + r * (in / 32) * 40;
+		for (uint64_t k = 0; k < ng; k++) {
+			const uint32_t ab = float_bits(sc, st, (o0 + r) * ng + k), mb = float_bits(bi, st, (o0 + r) * ng + k) ^ 0x80000000u;
+			for (uint64_t u = 0; u < g / 32; u++, d += 40) {
+				qtk_wr32(d, ab);
+				qtk_wr32(d + 4, mb);
+				const uint64_t p0 = (k * g + u * 32) * bits;
+				if (bits == 4) {
+					for (unsigned j = 0; j < 4; j++) {
+						const uint32_t v = row[p0 / 32 + j];
+						for (unsigned i = 0; i < 8; i++)
+							d[8 + 8 * j + i] = (uint8_t)((v >> (4 * i)) & 15u);
+					}
+				} else {
+					for (unsigned j = 0; j < 32; j++)
+						d[8 + j] = (uint8_t)qtk_bits_get(row, 1, p0 + (uint64_t)j * bits, bits);
+				}
+			}
+		}
+	}
+	return true;
+}
+
 bool qtk_digest_int_rows_w(const qtk_tensor *t, const void *const *parts, uint64_t o0, uint64_t n, uint8_t *w)
 {
-	return int_rows_direct(t, parts, o0, n, w);
+	return int_rows_direct(t, parts, o0, n, w) || mlx_rows_w(t, parts, o0, n, w);
 }
 
 /* Version 3, ggml q4_0/q5_0/q8_0 blocks (version 4: and the affine layouts' blocks): each
@@ -1404,16 +1474,17 @@ static int quant_values_sliced(qtk_thash *h, uint32_t align, uint32_t hd)
 		rows = align;
 	if (rows > out)
 		rows = out;
-	/* 4-bit AWQ/GPTQ: the runs written straight from the parts, rows moved whole */
-	const uint64_t rruns = in / RUN; /* version 3, integer layouts: runs per row */
-	const size_t rb = 4 + RUN;
-	if (h->intf && int_rows_direct(t, (const void *const *)h->pbuf, 0, 0, NULL)) {
+	/* 4-bit AWQ/GPTQ (version 4: and MLX's sub-blocks): the runs written straight from the
+	 * parts, rows moved whole */
+	const uint64_t rruns = in / RUN; /* versions 3 and 4: runs per row (of 32 values) */
+	const size_t rb = h->rb;
+	if ((h->intf || h->aff) && qtk_digest_int_rows_w(t, (const void *const *)h->pbuf, 0, 0, NULL)) {
 		uint8_t *wb = qtk_malloc((size_t)(rows * rruns) * rb), *wp = hd ? qtk_malloc((size_t)(rows * rruns) * rb) : NULL;
 		int rc = wb && (!hd || wp) ? 0 : oom(h->err, h->stored);
 		h->irw = true;
 		for (uint32_t o0 = 0; o0 < out && !rc; o0 += (uint32_t)rows) {
 			uint32_t n = out - o0 < rows ? out - o0 : (uint32_t)rows;
-			if (!int_rows_direct(t, (const void *const *)h->pbuf, o0, n, wb)) {
+			if (!qtk_digest_int_rows_w(t, (const void *const *)h->pbuf, o0, n, wb)) {
 				rc = qtk_err_set(h->err, QTK_E_DATA, NULL, -1, h->stored, "inconsistent quantized components");
 				break;
 			}
@@ -1428,6 +1499,8 @@ static int quant_values_sliced(qtk_thash *h, uint32_t align, uint32_t hd)
 		qtk_free(wp);
 		return rc;
 	}
+	if (h->aff) /* version 4's sub-blocks are only ever written from the parts */
+		return qtk_err_set(h->err, QTK_E_DATA, NULL, -1, h->stored, "inconsistent quantized components");
 	if (!(h->vals = qtk_malloc((size_t)rows * in * sizeof(float))) ||
 	    (hd && !(h->perm = qtk_malloc((size_t)rows * in * sizeof(float)))))
 		return oom(h->err, h->stored);
@@ -1473,7 +1546,7 @@ static int quant_values(qtk_thash *h)
 	}
 	if ((h->qk_heads <= 0 || hd) && align <= out64 && out64 % align == 0)
 		return quant_values_sliced(h, (uint32_t)align, (uint32_t)hd);
-	if (h->intf) /* one slice of every row */
+	if (h->intf || h->aff) /* one slice of every row */
 		return out64 > UINT32_MAX || (h->qk_heads > 0 && !hd)
 			       ? qtk_err_set(h->err, QTK_E_DATA, NULL, -1, h->stored, "rows do not split into %d heads", h->qk_heads)
 			       : quant_values_sliced(h, (uint32_t)out64, (uint32_t)hd);
@@ -1573,9 +1646,10 @@ static int vhash_new(const qtk_model *m, const qtk_tensor *t, int scheme, qtk_vh
 	if (rc)
 		return rc;
 	const uint64_t rows = t->ndim >= 1 ? t->shape[0] : 0;
-	/* version 4's affine layouts hash their blocks' writings, never values: not for a vhash */
-	const bool aff = norm_scheme(scheme) >= QTK_DIGEST_V4 && t->layout.kind == QTK_LAYOUT_PLAIN &&
-			 qtk_digest_aff_sub(t->layout.type);
+	/* version 4's ggml affine layouts hash their blocks' writings, never values: not for a vhash
+	 * (MLX's sub-blocks come written: qtk_vhash_put_runw) */
+	const bool v4 = norm_scheme(scheme) >= QTK_DIGEST_V4;
+	const bool aff = v4 && t->layout.kind == QTK_LAYOUT_PLAIN && qtk_digest_aff_sub(t->layout.type);
 	if (meta.dec_kind != QTK_DEC_VALUES || t->ndim < 0 || t->ndim > QTK_MAX_DIMS || aff ||
 	    (meta.qk_heads > 0 && (t->ndim != 2 || !rows || rows % (2 * (uint64_t)meta.qk_heads))))
 		rc = qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "values are not hashed in stored order");
@@ -1586,9 +1660,10 @@ static int vhash_new(const qtk_model *m, const qtk_tensor *t, int scheme, qtk_vh
 		v->h.err = err;
 		v->h.scheme = norm_scheme(scheme);
 		v->h.intf = v->h.scheme >= QTK_DIGEST_V3 && qtk_digest_int_layout(t);
+		v->h.aff = v4 && mlx_aff(t);
 		v->h.rv = RUN;
-		v->h.rb = 4 + RUN;
-		v->h.rform = FORM_INT8;
+		v->h.rb = v->h.aff ? 8 + RUN : 4 + RUN;
+		v->h.rform = v->h.aff ? FORM_AFF32 : FORM_INT8;
 		v->h.t.ndim = t->ndim;
 		memcpy(v->h.t.shape, t->shape, sizeof t->shape);
 		v->h.stored = meta.stored;
@@ -1618,7 +1693,7 @@ int qtk_vhash_new(const qtk_model *m, const qtk_tensor *t, qtk_vhash **out, qtk_
 
 uint64_t qtk_vhash_head_rows(const qtk_vhash *v) { return v->hrows; }
 
-bool qtk_vhash_int(const qtk_vhash *v) { return v->h.intf; }
+bool qtk_vhash_int(const qtk_vhash *v) { return v->h.intf || v->h.aff; }
 
 /* Make room for n values (and their runs' scales) un-permuted. */
 static int vhash_room(qtk_vhash *v, uint64_t n)
@@ -1669,12 +1744,12 @@ int qtk_vhash_put_runs(qtk_vhash *v, const float *k, const uint32_t *s, uint64_t
 	return dec_runs(&v->h, k, s, n);
 }
 
-/* Version 3, runs already written (form 8, rows in stored order): nruns of them, whole heads as
- * qtk_vhash_put_runs takes them. */
+/* Versions 3 and 4, runs already written (form 8, or version 4's MLX sub-blocks in form 10; rows
+ * in stored order): nruns of them, whole heads as qtk_vhash_put_runs takes them. */
 int qtk_vhash_put_runw(qtk_vhash *v, const uint8_t *w, uint64_t nruns)
 {
-	const uint64_t n = nruns * RUN, rb = 4 + RUN;
-	if (!v->h.intf || n > v->left || (v->cols && v->cols % RUN))
+	const uint64_t n = nruns * RUN, rb = v->h.rb;
+	if (!(v->h.intf || v->h.aff) || n > v->left || (v->cols && v->cols % RUN))
 		return qtk_err_set(v->h.err, QTK_E_INTERNAL, NULL, -1, v->h.stored, "values are not runs of this tensor");
 	uint64_t unit;
 	if (v->hrows) { /* whole heads, un-permuted: a row is cols / 32 runs */
@@ -1691,7 +1766,7 @@ int qtk_vhash_put_runw(qtk_vhash *v, const uint8_t *w, uint64_t nruns)
 
 int qtk_vhash_put(qtk_vhash *v, const float *x, uint64_t n)
 {
-	if (v->h.intf)
+	if (v->h.intf || v->h.aff)
 		return qtk_err_set(v->h.err, QTK_E_INTERNAL, NULL, -1, v->h.stored, "integer layout hashed as values");
 	if (n > v->left)
 		return qtk_err_set(v->h.err, QTK_E_INTERNAL, NULL, -1, v->h.stored, "more values than the tensor holds");
@@ -1897,9 +1972,14 @@ static int packed_dec(djob *j, const qtk_tensor *t, uint8_t dec[32], qtk_err *e)
 	float *vals = qtk_malloc((size_t)(want * in) * sizeof *vals);
 	/* version 3, integer layouts: the window as runs (the scales of 1 kept between windows) */
 	const bool runs = qtk_vhash_int(vh);
-	/* 4-bit AWQ/GPTQ: the runs written straight from the window's parts */
-	const bool direct = runs && int_rows_direct(t, NULL, 0, 0, NULL);
-	uint8_t *rw = direct ? qtk_malloc((size_t)(want * (in / RUN)) * (4 + RUN)) : NULL;
+	/* 4-bit AWQ/GPTQ (and version 4's MLX sub-blocks): the runs written straight from the
+	 * window's parts */
+	const bool direct = runs && qtk_digest_int_rows_w(t, NULL, 0, 0, NULL);
+	if (runs && vh->h.aff && !direct) {
+		qtk_vhash_free(vh);
+		return 1;
+	}
+	uint8_t *rw = direct ? qtk_malloc((size_t)(want * (in / RUN)) * vh->h.rb) : NULL;
 	uint32_t *rsc = runs ? qtk_malloc((size_t)(want * (in / RUN)) * sizeof *rsc + 4) : NULL;
 	qtk_int_scratch scr = {NULL, 0, 0};
 	/* the packed rows of several decoding windows are read at once, up to 16 MiB of them: a
@@ -1930,7 +2010,7 @@ static int packed_dec(djob *j, const qtk_tensor *t, uint8_t dec[32], qtk_err *e)
 		if (!rc && (got != n || (hr && got % hr)))
 			rc = qtk_err_set(e, QTK_E_INTERNAL, NULL, -1, t->name, "row window out of step");
 		if (!rc && direct) {
-			if (!int_rows_direct(&pw.sub, (const void *const *)pw.buf, o0 - pw.w0, got, rw))
+			if (!qtk_digest_int_rows_w(&pw.sub, (const void *const *)pw.buf, o0 - pw.w0, got, rw))
 				rc = qtk_err_set(e, QTK_E_DATA, NULL, -1, t->name, "inconsistent quantized components");
 			else if ((rc = qtk_vhash_put_runw(vh, rw, got * (in / RUN))))
 				*e = ve;

@@ -34,7 +34,8 @@
  * leaf survives it, and a piece is a ninth of its F32 values' bytes at 4 bits.
  *
  * Version 4 is version 3 with "-v4" tags, and one more kind of piece for the ggml layouts whose
- * values are A * c - M per sub-block (q4_1, q5_1, q2_k .. q6_k, iq4_nl, iq4_xs): each of their
+ * values are A * c - M per sub-block (q4_1, q5_1, q2_k .. q6_k, iq4_nl, iq4_xs; MLX of 2 to 6
+ * bits, groups a multiple of 32, as sub-blocks of 32 with their group's A and M): each of their
  * pieces is written as its sub-blocks, a sub-block being the F32 bits of A and of M (u32 each)
  * and its S codes c as i8 (form 10: S = 32; form 11: S = 16), value = (A * c) - M, each step
  * rounded to F32. A piece is then a third (S = 32) of its F32 values' bytes.
@@ -157,7 +158,8 @@ uint64_t qtk_vhash_head_rows(const qtk_vhash *h);
 int qtk_vhash_put(qtk_vhash *h, const float *v, uint64_t n);
 /* Version 3, integer layouts (qtk_vhash_int): the values as runs instead, n values (whole runs of
  * 32, whole heads as above): k their differences code - zero (integers, as floats), s the F32
- * bits of each run's scale; qtk_vhash_put is then an error. */
+ * bits of each run's scale; qtk_vhash_put is then an error. Version 4's MLX sub-blocks are
+ * qtk_vhash_int too, and only ever come written (qtk_vhash_put_runw). */
 bool qtk_vhash_int(const qtk_vhash *h);
 int qtk_vhash_put_runs(qtk_vhash *h, const float *k, const uint32_t *s, uint64_t n);
 /* The same, the runs already written (form 8: the F32 bits of the scale, then 32 differences as
@@ -168,6 +170,9 @@ bool qtk_digest_int_layout(const qtk_tensor *t);
 /* Version 4: the values of a sub-block (S) of ggml type `type` whose decoded pieces are its affine
  * sub-blocks (q4_1, q5_1, iq4_nl, iq4_xs, q4_k, q5_k: 32; q2_k, q3_k, q6_k: 16), else 0. */
 unsigned qtk_digest_aff_sub(unsigned type);
+/* The same for a tensor: a ggml affine type, or an MLX matrix of 2-6 bits whose groups are a
+ * multiple of 32 (sub-blocks of 32 with its group's scale and negated bias); else 0. */
+unsigned qtk_digest_aff_layout(const qtk_tensor *t);
 /* Rows o0 .. o0+n-1 of a packed tensor t with qtk_digest_int_layout, from its parts (whole,
  * or a window's, as t describes them), as runs: k [n][in] the differences (decoded with every
  * scale 1, so exactly the integers), s [n][in/32] the scales' F32 bits. 0, -1 (bad layout or
@@ -181,8 +186,9 @@ int qtk_digest_int_rows(const qtk_tensor *t, const void *const *parts, uint64_t 
 			uint32_t *s, qtk_int_scratch *scr);
 /* The same rows written straight to their runs (form 8, 36 bytes each, n * in / 32 of them into
  * w, rows in stored order) from the packed words, for the layouts that allow it (4-bit AWQ and
- * GPTQ v1/v2, rows o0 and n whole packed words): true when written (n 0: when t allows it),
- * false when the caller must take qtk_digest_int_rows instead. */
+ * GPTQ v1/v2, rows o0 and n whole packed words; version 4: MLX's sub-blocks, form 10, 40 bytes
+ * each): true when written (n 0: when t allows it), false when the caller must take
+ * qtk_digest_int_rows instead (an MLX matrix: none; its values are not runs). */
 bool qtk_digest_int_rows_w(const qtk_tensor *t, const void *const *parts, uint64_t o0, uint64_t n, uint8_t *w);
 void qtk_int_scratch_free(qtk_int_scratch *s);
 /* The digest, when exactly t's count of values came; frees h, also on error. */
