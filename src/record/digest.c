@@ -979,6 +979,19 @@ static int decode_fast(unsigned type, const uint8_t *src, float *dst, uint64_t n
 	return 0;
 }
 
+/* 16 codes at a time (portable vector lanes: the same bytes on every build) */
+typedef uint8_t aff_v16 __attribute__((vector_size(16)));
+typedef uint32_t dw_v16 __attribute__((vector_size(64)));
+
+static inline aff_v16 aff_ld(const uint8_t *p)
+{
+	aff_v16 v;
+	memcpy(&v, p, sizeof v);
+	return v;
+}
+
+static inline void aff_store(uint8_t *p, aff_v16 v) { memcpy(p, &v, sizeof v); }
+
 /* Version 3, a ggml q4_0/q5_0/q8_0 block (32 values, its fp16 scale first) as its run's
  * writing in form 8: the scale's F32 bits, then the 32 differences code - zero, each the integer
  * ggml's decoder multiplies by the scale (q8_0: its signed code; q4_0: q - 8; q5_0: q - 16 with
@@ -1135,9 +1148,8 @@ static void block_aff(unsigned type, const uint8_t *x, uint8_t *w)
 		for (int k = 0; k < 2; k++, q += 32)
 			for (int shift = 0; shift < 8; shift += 2)
 				for (int hh = 0; hh < 2; hh++, is++, w += 24) {
-					int8_t *c = (int8_t *)aff_head(w, d * (float)(sc[is] & 0xF), dmin * (float)(sc[is] >> 4));
-					for (int l = 0; l < 16; l++)
-						c[l] = (int8_t)((q[16 * hh + l] >> shift) & 3);
+					aff_head(w, d * (float)(sc[is] & 0xF), dmin * (float)(sc[is] >> 4));
+					aff_store(w + 8, (aff_ld(q + 16 * hh) >> shift) & 3);
 				}
 		return;
 	}
@@ -1151,14 +1163,14 @@ static void block_aff(unsigned type, const uint8_t *x, uint8_t *w)
 			sc[8 + k] = (b[k] >> 4) | (((b[8 + k] >> 4) & 3) << 4);
 			sc[12 + k] = (b[4 + k] >> 4) | ((b[8 + k] >> 6) << 4);
 		}
-		int is = 0;
-		unsigned m = 1;
+		int is = 0, mb = 0;
 		for (int k = 0; k < 2; k++, q += 32)
-			for (int shift = 0; shift < 8; shift += 2, m <<= 1)
+			for (int shift = 0; shift < 8; shift += 2, mb++)
 				for (int hh = 0; hh < 2; hh++, is++, w += 24) {
-					int8_t *c = (int8_t *)aff_head(w, d * (float)(sc[is] - 32), 0.f);
-					for (int l = 0; l < 16; l++)
-						c[l] = (int8_t)(((q[16 * hh + l] >> shift) & 3) - ((hm[16 * hh + l] & m) ? 0 : 4));
+					aff_head(w, d * (float)(sc[is] - 32), 0.f);
+					/* the low bits, less 4 where the high bit is clear (mod 256: the i8) */
+					const aff_v16 clear = ~(aff_ld(hm + 16 * hh) >> mb) & 1;
+					aff_store(w + 8, ((aff_ld(q + 16 * hh) >> shift) & 3) - (clear << 2));
 				}
 		return;
 	}
@@ -1167,14 +1179,22 @@ static void block_aff(unsigned type, const uint8_t *x, uint8_t *w)
 		const bool q5 = type == QTK_T_Q5_K;
 		const float d = f16_at(x), dmin = f16_at(x + 2);
 		const uint8_t *scales = x + 4, *qh = x + 16, *q = x + (q5 ? 48 : 16);
-		for (int j = 0; j < 8; j++, w += 40) {
+		for (int j = 0; j < 8; j += 2, w += 80) { /* sub-blocks j and j+1: one 32 bytes' nibbles */
 			int sc, m;
 			aff_k4(j, scales, &sc, &m);
-			int8_t *c = (int8_t *)aff_head(w, d * (float)sc, dmin * (float)m);
-			const uint8_t *qq = q + 32 * (j / 2);
-			for (int l = 0; l < 32; l++) {
-				const int lo = j % 2 ? qq[l] >> 4 : qq[l] & 0xF;
-				c[l] = (int8_t)(lo + (q5 ? ((qh[l] >> j) & 1) << 4 : 0));
+			aff_head(w, d * (float)sc, dmin * (float)m);
+			aff_k4(j + 1, scales, &sc, &m);
+			aff_head(w + 40, d * (float)sc, dmin * (float)m);
+			for (int hf = 0; hf < 2; hf++) {
+				const aff_v16 v = aff_ld(q + 16 * (j / 2) * 2 + 16 * hf);
+				aff_v16 lo = v & 15, hi = v >> 4;
+				if (q5) {
+					const aff_v16 h = aff_ld(qh + 16 * hf);
+					lo |= ((h >> j) & 1) << 4;
+					hi |= ((h >> (j + 1)) & 1) << 4;
+				}
+				aff_store(w + 8 + 16 * hf, lo);
+				aff_store(w + 48 + 16 * hf, hi);
 			}
 		}
 		return;
@@ -1185,14 +1205,11 @@ static void block_aff(unsigned type, const uint8_t *x, uint8_t *w)
 			const uint8_t *ql = x + 64 * n, *qh = x + 128 + 32 * n;
 			const int8_t *scb = (const int8_t *)(x + 192 + 8 * n);
 			for (int k = 0; k < 8; k++, w += 24) { /* values 16k .. 16k+15 of this half */
-				int8_t *c = (int8_t *)aff_head(w, d * (float)scb[k], 0.f);
-				const int quarter = k / 2; /* 32 values: q1 .. q4 of ggml's loop */
-				for (int i = 0; i < 16; i++) {
-					const int l = 16 * (k % 2) + i;
-					const int lo = quarter % 2 ? ql[l + 32] : ql[l];
-					const int v = ((quarter < 2 ? lo & 0xF : lo >> 4) | (((qh[l] >> (2 * quarter)) & 3) << 4)) - 32;
-					c[i] = (int8_t)v;
-				}
+				aff_head(w, d * (float)scb[k], 0.f);
+				const int quarter = k / 2, l0 = 16 * (k % 2); /* 32 values: q1 .. q4 of ggml's loop */
+				const aff_v16 lo = aff_ld(ql + l0 + (quarter % 2 ? 32 : 0));
+				const aff_v16 nib = quarter < 2 ? lo & 15 : lo >> 4;
+				aff_store(w + 8, (nib | ((aff_ld(qh + l0) >> (2 * quarter)) & 3) << 4) - 32);
 			}
 		}
 		return;
@@ -1232,14 +1249,18 @@ static bool int_rows_direct(const qtk_tensor *t, const void *const *parts, uint6
 			const uint64_t r0 = 8 * c - o0;
 			for (uint64_t gi = 0; gi < ng; gi++) {
 				const uint32_t zw = qtk_rd32(qz + 4 * (gi * (out / 8) + c));
-				int z[8];
-				for (unsigned j = 0; j < 8; j++)
-					z[j] = (int)((zw >> qtk_awq_shift(j)) & 15u);
-				for (uint64_t ii = gi * g; ii < (gi + 1) * g; ii++) {
-					const uint32_t v = qtk_rd32(qw + 4 * (ii * (out / 8) + c));
-					uint8_t *d = w + (r0 * runs + ii / RUN) * rb + 4 + ii % RUN;
-					for (unsigned j = 0; j < 8; j++)
-						d[j * runs * rb] = (uint8_t)((int)((v >> qtk_awq_shift(j)) & 15u) - z[j]);
+				/* 16 inputs at a time: their words in lanes, each output's nibbles taken out and
+				 * less its zero (mod 256: the i8) into 16 bytes of its run */
+				for (uint64_t i0 = gi * g; i0 < (gi + 1) * g; i0 += 16) {
+					dw_v16 v;
+					for (unsigned k = 0; k < 16; k++)
+						v[k] = qtk_rd32(qw + 4 * ((i0 + k) * (out / 8) + c));
+					uint8_t *d = w + (r0 * runs + i0 / RUN) * rb + 4 + i0 % RUN;
+					for (unsigned j = 0; j < 8; j++) {
+						const unsigned sh = qtk_awq_shift(j);
+						const aff_v16 b = __builtin_convertvector((v >> sh) & 15u, aff_v16) - (uint8_t)((zw >> sh) & 15u);
+						aff_store(d + j * runs * rb, b);
+					}
 				}
 			}
 		}
