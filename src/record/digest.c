@@ -981,7 +981,6 @@ static int decode_fast(unsigned type, const uint8_t *src, float *dst, uint64_t n
 
 /* 16 codes at a time (portable vector lanes: the same bytes on every build) */
 typedef uint8_t aff_v16 __attribute__((vector_size(16)));
-typedef uint32_t dw_v16 __attribute__((vector_size(64)));
 
 static inline aff_v16 aff_ld(const uint8_t *p)
 {
@@ -1245,25 +1244,39 @@ static bool int_rows_direct(const qtk_tensor *t, const void *const *parts, uint6
 		for (uint64_t u = 0; u < runs; u++)
 			qtk_wr32(w + (r * runs + u) * rb, f16_table[qtk_rd16(sc + 2 * ((u * RUN / g) * out + o0 + r))]);
 	if (awq) { /* qweight [in][out/8], 8 outputs a word in AWQ's nibble order */
-		for (uint64_t c = o0 / 8; c < (o0 + n) / 8; c++) {
-			const uint64_t r0 = 8 * c - o0;
-			for (uint64_t gi = 0; gi < ng; gi++) {
-				const uint32_t zw = qtk_rd32(qz + 4 * (gi * (out / 8) + c));
-				/* 16 inputs at a time: their words in lanes, each output's nibbles taken out and
-				 * less its zero (mod 256: the i8) into 16 bytes of its run */
-				for (uint64_t i0 = gi * g; i0 < (gi + 1) * g; i0 += 16) {
-					dw_v16 v;
+		/* 16 inputs at a time (their rows of qweight stay in cache across the columns): their
+		 * words in lanes, each output's nibbles taken out and less its zero (mod 256: the i8)
+		 * into 16 bytes of its run */
+		for (uint64_t gi = 0; gi < ng; gi++)
+			for (uint64_t i0 = gi * g; i0 < (gi + 1) * g; i0 += 16)
+				for (uint64_t c = o0 / 8; c < (o0 + n) / 8; c++) {
+					const uint32_t zw = qtk_rd32(qz + 4 * (gi * (out / 8) + c));
+					uint32_t v[16];
 					for (unsigned k = 0; k < 16; k++)
 						v[k] = qtk_rd32(qw + 4 * ((i0 + k) * (out / 8) + c));
-					uint8_t *d = w + (r0 * runs + i0 / RUN) * rb + 4 + i0 % RUN;
+					uint8_t *d = w + ((8 * c - o0) * runs + i0 / RUN) * rb + 4 + i0 % RUN;
+#if defined(__SSE2__) && !defined(QTK_QV_PLAIN)
+					__m128i q4[4];
+					memcpy(q4, v, sizeof q4);
+					const __m128i m15 = _mm_set1_epi32(15);
 					for (unsigned j = 0; j < 8; j++) {
 						const unsigned sh = qtk_awq_shift(j);
-						const aff_v16 b = __builtin_convertvector((v >> sh) & 15u, aff_v16) - (uint8_t)((zw >> sh) & 15u);
-						aff_store(d + j * runs * rb, b);
+						const __m128i cnt = _mm_cvtsi32_si128((int)sh);
+						__m128i a[4];
+						for (unsigned k = 0; k < 4; k++)
+							a[k] = _mm_and_si128(_mm_srl_epi32(q4[k], cnt), m15);
+						const __m128i b8 = _mm_packus_epi16(_mm_packs_epi32(a[0], a[1]), _mm_packs_epi32(a[2], a[3]));
+						const __m128i zz = _mm_set1_epi8((char)((zw >> sh) & 15u));
+						_mm_storeu_si128((__m128i *)(void *)(d + j * runs * rb), _mm_sub_epi8(b8, zz));
 					}
+#else
+					for (unsigned j = 0; j < 8; j++) {
+						const unsigned sh = qtk_awq_shift(j);
+						for (unsigned k = 0; k < 16; k++)
+							d[j * runs * rb + k] = (uint8_t)(((v[k] >> sh) & 15u) - ((zw >> sh) & 15u));
+					}
+#endif
 				}
-			}
-		}
 		return true;
 	}
 	/* GPTQ: qweight [in/8][out], 8 inputs a word, LSB first; qzeros [ng][out/8] */
