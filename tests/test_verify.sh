@@ -141,6 +141,10 @@ run "v4 emit q4_1" 0 "$V" --emit-record "$T/q41.gguf"; cp "$T/out" "$T/rec-q41.j
 run "v4 record q4_1 on its MLX form" 1 "$V" --record "$T/rec-q41.json" "$T/q41-mlx/" # lm_head: q6_k, re-fitted
 out_has "v4 record q4_1 on its MLX form" "tensor 'model.layers.1.mlp.down_proj.weight': re-encoded: same values"
 out_has "v4 record q4_1 on its MLX form" "tensors: failed: 1 of 21 tensors differ"
+run "v4 emit MLX" 0 "$V" --emit-record "$T/q41-mlx/"; cp "$T/out" "$T/rec-mlx.json"
+"$Q" -q "$T/q41-mlx/" "$T/q41-mlx-f32.gguf" --to f32 || bad "mlx -> f32"
+run "v4 record MLX, f32" 1 "$V" --record "$T/rec-mlx.json" "$T/q41-mlx-f32.gguf"
+out_has "v4 record MLX, f32" "(mlx:[^)]*), file [0-9a-f]*... (f32); digest v4 keeps integer and affine (k-quant) layouts apart"
 
 # --- one flipped byte in one tensor: caught and named (output.weight is the last tensor)
 cp "$G" "$T/flip.gguf"

@@ -205,6 +205,10 @@ static int dec_family(const char *id, int ver)
 	for (size_t i = 0; ver >= QTK_DIGEST_V4 && i < sizeof affs / sizeof *affs; i++)
 		if (!strcmp(id, affs[i]))
 			return 2;
+	unsigned bits; /* MLX of 2 to 6 bits: "mlx:t<type>:b<bits>:g<group>:..." */
+	const char *b = strstr(id, ":b");
+	if (ver >= QTK_DIGEST_V4 && !strncmp(id, "mlx:", 4) && b && sscanf(b, ":b%u", &bits) == 1 && bits >= 2 && bits <= 6)
+		return 2;
 	return 0;
 }
 

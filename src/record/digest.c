@@ -626,6 +626,8 @@ static int dec_runs(qtk_thash *h, const float *k, const uint32_t *s, uint64_t n)
 {
 	if (n % RUN)
 		return qtk_err_set(h->err, QTK_E_INTERNAL, NULL, -1, h->stored, "values not in whole runs of %u", RUN);
+	if (h->irw) /* a piece is gathered one way: written runs (dec_runw) or these */
+		return qtk_err_set(h->err, QTK_E_INTERNAL, NULL, -1, h->stored, "runs of one tensor given two ways");
 	h->vdone += n;
 	int rc = 0;
 	while (n && !rc) {
@@ -1026,6 +1028,9 @@ static void block_run(unsigned type, const uint8_t *x, uint8_t *w)
 static int dec_runw(qtk_thash *h, const uint8_t *w, uint64_t n)
 {
 	const size_t rb = h->rb, rv = h->rv;
+	if (h->ilen && !h->irw) /* a piece is gathered one way: these, or differences (dec_runs) */
+		return qtk_err_set(h->err, QTK_E_INTERNAL, NULL, -1, h->stored, "runs of one tensor given two ways");
+	h->irw = true;
 	/* the largest piece: runs of 32 in i16 (form 9, gathered elsewhere into the same buffer) */
 	if (!h->iw && !(h->iw = qtk_malloc((size_t)(V2_PIECE / RUN) * (4 + RUN * 2))))
 		return oom(h->err, h->stored);
@@ -1392,7 +1397,6 @@ static int int_chunk(qtk_thash *h, const uint8_t *src, size_t len)
 					true);
 		w = (const uint8_t *)h->iperm;
 	}
-	h->irw = true;
 	return dec_runw(h, w, nv / h->rv);
 }
 
@@ -1515,7 +1519,6 @@ static int quant_values_sliced(qtk_thash *h, uint32_t align, uint32_t hd)
 	if ((h->intf || h->aff) && qtk_digest_int_rows_w(t, (const void *const *)h->pbuf, 0, 0, NULL)) {
 		uint8_t *wb = qtk_malloc((size_t)(rows * rruns) * rb), *wp = hd ? qtk_malloc((size_t)(rows * rruns) * rb) : NULL;
 		int rc = wb && (!hd || wp) ? 0 : oom(h->err, h->stored);
-		h->irw = true;
 		for (uint32_t o0 = 0; o0 < out && !rc; o0 += (uint32_t)rows) {
 			uint32_t n = out - o0 < rows ? out - o0 : (uint32_t)rows;
 			if (!qtk_digest_int_rows_w(t, (const void *const *)h->pbuf, o0, n, wb)) {
@@ -1794,7 +1797,6 @@ int qtk_vhash_put_runw(qtk_vhash *v, const uint8_t *w, uint64_t nruns)
 		w = (const uint8_t *)v->perm;
 	}
 	v->left -= n;
-	v->h.irw = true;
 	return dec_runw(&v->h, w, nruns);
 }
 
@@ -2003,16 +2005,16 @@ static int packed_dec(djob *j, const qtk_tensor *t, uint8_t dec[32], qtk_err *e)
 		qtk_vhash_free(vh);
 		return 1;
 	}
-	float *vals = qtk_malloc((size_t)(want * in) * sizeof *vals);
 	/* version 3, integer layouts: the window as runs (the scales of 1 kept between windows) */
 	const bool runs = qtk_vhash_int(vh);
 	/* 4-bit AWQ/GPTQ (and version 4's MLX sub-blocks): the runs written straight from the
 	 * window's parts */
 	const bool direct = runs && qtk_digest_int_rows_w(t, NULL, 0, 0, NULL);
-	if (runs && vh->h.aff && !direct) {
+	if (runs && vh->h.aff && !direct) { /* never as values: hashed whole (and refused) instead */
 		qtk_vhash_free(vh);
 		return 1;
 	}
+	float *vals = qtk_malloc((size_t)(want * in) * sizeof *vals);
 	uint8_t *rw = direct ? qtk_malloc((size_t)(want * (in / RUN)) * vh->h.rb) : NULL;
 	uint32_t *rsc = runs ? qtk_malloc((size_t)(want * (in / RUN)) * sizeof *rsc + 4) : NULL;
 	qtk_int_scratch scr = {NULL, 0, 0};
