@@ -240,6 +240,23 @@ static void test_container_independence(void)
 	qtk_close(m);
 }
 
+/* A plain 2-D tensor [out][in] of one part of type `type` and nbytes bytes, named name. */
+static void plain2d(qtk_tensor *t, const char *name, unsigned type, uint64_t out, uint64_t in, uint64_t nbytes)
+{
+	memset(t, 0, sizeof *t);
+	t->name = (char *)name;
+	t->ndim = 2;
+	t->shape[0] = out;
+	t->shape[1] = in;
+	t->layout.type = type;
+	t->nparts = 1;
+	t->parts[0].type = type;
+	t->parts[0].ndim = 2;
+	memcpy(t->parts[0].shape, t->shape, sizeof t->shape);
+	t->parts[0].nbytes = nbytes;
+	qtk_tensor_finish(t);
+}
+
 /* A plain 1-D tensor's leaf in a scheme, its bytes put in odd pieces (step > 0) or whole. */
 /* The leaf of a plain tensor of nv values (rows of them when heads > 0: Q/K rows stored in
  * llama.cpp's order, un-permuted by the decoded tier), its bytes put in steps of `step`. */
@@ -391,18 +408,7 @@ static void test_v2_forms(void)
 static void test_streaming(void)
 {
 	qtk_tensor t;
-	memset(&t, 0, sizeof t);
-	t.name = (char *)"blk.0.ffn_up.weight";
-	t.ndim = 2;
-	t.shape[0] = 96;
-	t.shape[1] = 256;
-	t.layout.type = QTK_T_Q8_0;
-	t.nparts = 1;
-	t.parts[0].type = QTK_T_Q8_0;
-	t.parts[0].ndim = 2;
-	memcpy(t.parts[0].shape, t.shape, sizeof t.shape);
-	t.parts[0].nbytes = 96 * 256 / 32 * 34;
-	qtk_tensor_finish(&t);
+	plain2d(&t, "blk.0.ffn_up.weight", QTK_T_Q8_0, 96, 256, 96 * 256 / 32 * 34);
 	size_t n = (size_t)t.parts[0].nbytes;
 	uint8_t *b = malloc(n);
 	for (size_t i = 0; i < n; i++)
@@ -689,18 +695,7 @@ static void test_aff(void)
 		uint8_t want[32];
 		sha(hb, (size_t)(h - hb), want);
 		qtk_tensor t;
-		memset(&t, 0, sizeof t);
-		t.name = (char *)"blk.0.attn_q.weight";
-		t.ndim = 2;
-		t.shape[0] = out;
-		t.shape[1] = in;
-		t.layout.type = T->type;
-		t.nparts = 1;
-		t.parts[0].type = T->type;
-		t.parts[0].ndim = 2;
-		memcpy(t.parts[0].shape, t.shape, sizeof t.shape);
-		t.parts[0].nbytes = nbytes;
-		qtk_tensor_finish(&t);
+		plain2d(&t, "blk.0.attn_q.weight", T->type, out, in, nbytes);
 		const void *pb[1] = {blk};
 		uint8_t dec[2][32];
 		for (int odd = 0; odd < 2; odd++) {
@@ -855,18 +850,7 @@ static void test_aff_mlx(void)
 					x[4 + j] = (uint8_t)(q[32 * b + (size_t)j] | q[32 * b + (size_t)j + 16] << 4);
 			}
 			qtk_tensor t1;
-			memset(&t1, 0, sizeof t1);
-			t1.name = (char *)canon;
-			t1.ndim = 2;
-			t1.shape[0] = out;
-			t1.shape[1] = in;
-			t1.layout.type = QTK_T_Q4_1;
-			t1.nparts = 1;
-			t1.parts[0].type = QTK_T_Q4_1;
-			t1.parts[0].ndim = 2;
-			memcpy(t1.parts[0].shape, t1.shape, sizeof t1.shape);
-			t1.parts[0].nbytes = (uint64_t)out * in / 32 * 20;
-			qtk_tensor_finish(&t1);
+			plain2d(&t1, canon, QTK_T_Q4_1, out, in, (uint64_t)out * in / 32 * 20);
 			qtk_leaf l1;
 			const void *p1[1] = {blk};
 			CHECK(!leaf_of(&t1, p1, 0, 0, 0, &l1), "q4_1: leaf");
@@ -1068,18 +1052,7 @@ static void test_int_ggml(void)
 		uint8_t want[32];
 		runs_leaf("model.layers.0.self_attn.q_proj.weight", out, in, k, sb, want);
 		qtk_tensor t;
-		memset(&t, 0, sizeof t);
-		t.name = (char *)"blk.0.attn_q.weight";
-		t.ndim = 2;
-		t.shape[0] = out;
-		t.shape[1] = in;
-		t.layout.type = types[ti];
-		t.nparts = 1;
-		t.parts[0].type = types[ti];
-		t.parts[0].ndim = 2;
-		memcpy(t.parts[0].shape, t.shape, sizeof t.shape);
-		t.parts[0].nbytes = nbytes;
-		qtk_tensor_finish(&t);
+		plain2d(&t, "blk.0.attn_q.weight", types[ti], out, in, nbytes);
 		uint8_t want3[32];
 		runs_leaf_v(QTK_DIGEST_V3, "model.layers.0.self_attn.q_proj.weight", out, in, k, sb, want3);
 		for (int odd = 0; odd < 4; odd++) {
