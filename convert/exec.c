@@ -1080,7 +1080,7 @@ static int vjob_runs(vjob *j, const qtk_tensor *o, uint8_t *const *pp, uint64_t 
 		     uint32_t *sw, qtk_int_scratch *scr)
 {
 	const uint64_t n = (uint64_t)nr * qtk_tensor_cols(o);
-	if (qtk_digest_int_rows_w(o, (const void *const *)pp, o0, nr, (uint8_t *)yw)) {
+	if (qtk_digest_rows_w(o, (const void *const *)pp, o0, nr, (uint8_t *)yw)) {
 		vjob_any(j, NULL, NULL, (const uint8_t *)yw, n);
 		return 0;
 	}

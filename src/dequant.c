@@ -423,17 +423,6 @@ static void dq_q2_k(const uint8_t *restrict x, float *restrict y, uint64_t nb)
     }
 }
 
-/* Unpack the 12-byte field of sixteen 6-bit Q3_K scales (stored +32). */
-static inline void q3k_scales(const uint8_t *b, int *sc)
-{
-    for (int k = 0; k < 4; k++) {
-        sc[k] = (b[k] & 0xF) | ((b[8 + k] & 3) << 4);
-        sc[4 + k] = (b[4 + k] & 0xF) | (((b[8 + k] >> 2) & 3) << 4);
-        sc[8 + k] = (b[k] >> 4) | (((b[8 + k] >> 4) & 3) << 4);
-        sc[12 + k] = (b[4 + k] >> 4) | ((b[8 + k] >> 6) << 4);
-    }
-}
-
 /* Q3_K (110 B): hmask[32]; qs[64]; scales[12]; d. q = 2 low bits - (hmask bit clear ? 4 : 0);
  * y = (d*(sc-32))*q. Geometry as Q2_K; hmask bit (4c+j) of hmask[l] / hmask[l+16]. */
 static void dq_q3_k(const uint8_t *restrict x, float *restrict y, uint64_t nb)
@@ -443,7 +432,7 @@ static void dq_q3_k(const uint8_t *restrict x, float *restrict y, uint64_t nb)
         const uint8_t *q = x + 32;
         const float d_all = half_at(x + 108);
         int sc[16];
-        q3k_scales(x + 96, sc);
+        qtk_q3k_scales(x + 96, sc);
         int is = 0;
         unsigned m = 1;
         for (int c = 0; c < 2; c++, q += 32) {
@@ -462,18 +451,6 @@ static void dq_q3_k(const uint8_t *restrict x, float *restrict y, uint64_t nb)
     }
 }
 
-/* ggml get_scale_min_k4: 6-bit scale and min j (0..7) from the 12-byte K_SCALE field. */
-static inline void scale_min_k4(int j, const uint8_t *q, int *sc, int *m)
-{
-    if (j < 4) {
-        *sc = q[j] & 63;
-        *m = q[j + 4] & 63;
-    } else {
-        *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-    }
-}
-
 /* Q4_K (144 B): d; dmin; scales[12]; qs[128]. Per 64-chunk: low nibbles then high nibbles of
  * 32 bytes; y = (d*sc)*q - dmin*m. */
 static void dq_q4_k(const uint8_t *restrict x, float *restrict y, uint64_t nb)
@@ -485,9 +462,9 @@ static void dq_q4_k(const uint8_t *restrict x, float *restrict y, uint64_t nb)
         const uint8_t *q = x + 16;
         for (int j = 0; j < 8; j += 2, q += 32) {
             int sc, m;
-            scale_min_k4(j, scales, &sc, &m);
+            qtk_k4_scale_min(j, scales, &sc, &m);
             const float d1 = d * (float)sc, m1 = dmin * (float)m;
-            scale_min_k4(j + 1, scales, &sc, &m);
+            qtk_k4_scale_min(j + 1, scales, &sc, &m);
             const float d2 = d * (float)sc, m2 = dmin * (float)m;
             for (int l = 0; l < 32; l++)
                 *y++ = d1 * (float)(q[l] & 0xF) - m1;
@@ -508,9 +485,9 @@ static void dq_q5_k(const uint8_t *restrict x, float *restrict y, uint64_t nb)
         const uint8_t *ql = x + 48;
         for (int j = 0; j < 8; j += 2, ql += 32) {
             int sc, m;
-            scale_min_k4(j, scales, &sc, &m);
+            qtk_k4_scale_min(j, scales, &sc, &m);
             const float d1 = d * (float)sc, m1 = dmin * (float)m;
-            scale_min_k4(j + 1, scales, &sc, &m);
+            qtk_k4_scale_min(j + 1, scales, &sc, &m);
             const float d2 = d * (float)sc, m2 = dmin * (float)m;
             for (int l = 0; l < 32; l++)
                 *y++ = d1 * (float)((ql[l] & 0xF) + (((qh[l] >> j) & 1) << 4)) - m1;

@@ -86,4 +86,27 @@ void qtk_dq_iq4_xs(const uint8_t *restrict src, float *restrict dst, uint64_t nb
  * block's or sub-block's scale) */
 extern const int8_t *const qtk_iq4nl_codebook;
 
+/* Q3_K's sixteen 6-bit sub-block scales (stored +32) from its 12-byte field b. */
+static inline void qtk_q3k_scales(const uint8_t *b, int *sc)
+{
+    for (int k = 0; k < 4; k++) {
+        sc[k] = (b[k] & 0xF) | ((b[8 + k] & 3) << 4);
+        sc[4 + k] = (b[4 + k] & 0xF) | (((b[8 + k] >> 2) & 3) << 4);
+        sc[8 + k] = (b[k] >> 4) | (((b[8 + k] >> 4) & 3) << 4);
+        sc[12 + k] = (b[4 + k] >> 4) | ((b[8 + k] >> 6) << 4);
+    }
+}
+
+/* ggml get_scale_min_k4: Q4_K/Q5_K's 6-bit scale and min j (0..7) from the 12-byte field q. */
+static inline void qtk_k4_scale_min(int j, const uint8_t *q, int *sc, int *m)
+{
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
 #endif /* QTK_DEQUANT_H */

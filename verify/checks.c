@@ -190,28 +190,6 @@ static void *hash_files(void *arg)
 	return NULL;
 }
 
-/* The layout family an encoding id names, by the writing of its decoded pieces in digest
- * version `ver` (docs/provenance.md 1.2): 1 for (scale, integer) runs (versions 3 and 4), 2 for
- * ggml's affine sub-blocks (version 4), 0 for values. By family, not every layout of it: for the
- * message that explains a "changed" tensor only. */
-static int dec_family(const char *id, int ver)
-{
-	static const char *const ints[] = {"ggml:q4_0", "ggml:q5_0", "ggml:q8_0", "awq:", "gptq-", "ct-int"};
-	static const char *const affs[] = {"ggml:q4_1", "ggml:q5_1", "ggml:q2_k", "ggml:q3_k", "ggml:q4_k",
-					   "ggml:q5_k", "ggml:q6_k", "ggml:iq4_nl", "ggml:iq4_xs"};
-	for (size_t i = 0; ver >= QTK_DIGEST_V3 && i < sizeof ints / sizeof *ints; i++)
-		if (!strncmp(id, ints[i], strlen(ints[i])))
-			return 1;
-	for (size_t i = 0; ver >= QTK_DIGEST_V4 && i < sizeof affs / sizeof *affs; i++)
-		if (!strcmp(id, affs[i]))
-			return 2;
-	unsigned bits; /* MLX of 2 to 6 bits: "mlx:t<type>:b<bits>:g<group>:..." */
-	const char *b = strstr(id, ":b");
-	if (ver >= QTK_DIGEST_V4 && !strncmp(id, "mlx:", 4) && b && sscanf(b, ":b%u", &bits) == 1 && bits >= 2 && bits <= 6)
-		return 2;
-	return 0;
-}
-
 /* The digest scheme of a record's root (its "tensor_root" object): the record's own; a
  * deployment record made now, or a root without a known scheme: the current one. */
 static int root_scheme(const cJSON *root)
@@ -369,7 +347,7 @@ static int chk_tensors(vstate *s)
 			t = qv_tensor(s, name, l->stored, "changed", true);
 			const char *re = jstr(c, "encoding");
 			if (t && s->d.scheme >= QTK_DIGEST_V3 && re && strcmp(re, l->enc_id) &&
-			    dec_family(re, s->d.scheme) != dec_family(l->enc_id, s->d.scheme))
+			    qtk_digest_id_family(re, s->d.scheme) != qtk_digest_id_family(l->enc_id, s->d.scheme))
 				snprintf(t->detail, sizeof t->detail,
 					 "content differs: record %s... (%.32s), file %s... (%.32s); digest v%d keeps %s "
 					 "apart, qverify --against compares values",

@@ -4,6 +4,7 @@
 #include "view/decode.h"
 #include "dequant.h"
 #include "scheme/scheme.h"
+#include "scheme/mlx.h"
 #include "packing.h"
 #include <openssl/evp.h>
 #include "lc.h"
@@ -452,12 +453,13 @@ static bool int_scales_of(const qtk_tensor *t, int_scales *o)
 	return o->si >= 0 && t->parts[o->si].type == o->st;
 }
 
+/* ggml's integer block types (a block is a run) */
+static bool plain_int(unsigned type) { return type == QTK_T_Q4_0 || type == QTK_T_Q5_0 || type == QTK_T_Q8_0; }
+
 bool qtk_digest_int_layout(const qtk_tensor *t)
 {
-	if (t->layout.kind == QTK_LAYOUT_PLAIN) {
-		const unsigned ty = t->layout.type;
-		return ty == QTK_T_Q4_0 || ty == QTK_T_Q5_0 || ty == QTK_T_Q8_0;
-	}
+	if (t->layout.kind == QTK_LAYOUT_PLAIN)
+		return plain_int(t->layout.type);
 	int_scales is;
 	return int_scales_of(t, &is);
 }
@@ -867,6 +869,16 @@ static int plain_setup(qtk_thash *h)
 	return 0;
 }
 
+/* The written runs' geometry: integer runs of 32 (form 8), or (s > 0) version 4's affine
+ * sub-blocks of s values (forms 10 and 11). */
+static void runs_geom(qtk_thash *h, unsigned s)
+{
+	h->aff = s != 0;
+	h->rv = s ? s : RUN;
+	h->rb = s ? 8 + s : 4 + RUN;
+	h->rform = !s ? FORM_INT8 : s == 32 ? FORM_AFF32 : FORM_AFF16;
+}
+
 static int thash_new(const qtk_model *m, const qtk_tensor *t, int qk_heads, bool want_dec, int scheme,
 		     qtk_thash **out, qtk_err *err)
 {
@@ -904,16 +916,7 @@ static int thash_new(const qtk_model *m, const qtk_tensor *t, int qk_heads, bool
 	h->dk = dec_kind_of(t);
 	h->want_dec = want_dec;
 	h->intf = h->scheme >= QTK_DIGEST_V3 && h->dk == QTK_DEC_VALUES && qtk_digest_int_layout(t);
-	h->rv = RUN;
-	h->rb = 4 + RUN;
-	h->rform = FORM_INT8;
-	if (h->scheme >= QTK_DIGEST_V4 && h->dk == QTK_DEC_VALUES && (h->rv = qtk_digest_aff_layout(t))) {
-		h->aff = true;
-		h->rb = 8 + h->rv;
-		h->rform = h->rv == 32 ? FORM_AFF32 : FORM_AFF16;
-	} else {
-		h->rv = RUN;
-	}
+	runs_geom(h, h->scheme >= QTK_DIGEST_V4 && h->dk == QTK_DEC_VALUES ? qtk_digest_aff_layout(t) : 0);
 	h->shares = h->scheme != QTK_DIGEST_V1 && h->dk == QTK_DEC_VALUES && shares_pieces(t, qk_heads);
 	if (!rc)
 		rc = md_tag(h, h->enc, TAG_ENC[vidx(h->scheme)]);
@@ -1092,18 +1095,6 @@ static inline uint8_t *aff_head(uint8_t *w, float a, float m)
 	return w + 8;
 }
 
-/* ggml get_scale_min_k4: 6-bit scale and min j (0..7) of q4_k/q5_k's 12-byte field */
-static inline void aff_k4(int j, const uint8_t *q, int *sc, int *m)
-{
-	if (j < 4) {
-		*sc = q[j] & 63;
-		*m = q[j + 4] & 63;
-	} else {
-		*sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-		*m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-	}
-}
-
 /* Version 4, a ggml block of an affine layout as its sub-blocks' writing, in value order: A and
  * M computed as ggml's decoder computes its factors (exact products of the fp16 scales and the
  * small integer sub-block scales), the codes c the integers it multiplies by A. q4_1/q5_1 add
@@ -1161,12 +1152,7 @@ static void block_aff(unsigned type, const uint8_t *x, uint8_t *w)
 		const uint8_t *hm = x, *q = x + 32, *b = x + 96;
 		const float d = f16_at(x + 108);
 		int sc[16];
-		for (int k = 0; k < 4; k++) {
-			sc[k] = (b[k] & 0xF) | ((b[8 + k] & 3) << 4);
-			sc[4 + k] = (b[4 + k] & 0xF) | (((b[8 + k] >> 2) & 3) << 4);
-			sc[8 + k] = (b[k] >> 4) | (((b[8 + k] >> 4) & 3) << 4);
-			sc[12 + k] = (b[4 + k] >> 4) | ((b[8 + k] >> 6) << 4);
-		}
+		qtk_q3k_scales(b, sc);
 		int is = 0, mb = 0;
 		for (int k = 0; k < 2; k++, q += 32)
 			for (int shift = 0; shift < 8; shift += 2, mb++)
@@ -1185,9 +1171,9 @@ static void block_aff(unsigned type, const uint8_t *x, uint8_t *w)
 		const uint8_t *scales = x + 4, *qh = x + 16, *q = x + (q5 ? 48 : 16);
 		for (int j = 0; j < 8; j += 2, w += 80) { /* sub-blocks j and j+1: one 32 bytes' nibbles */
 			int sc, m;
-			aff_k4(j, scales, &sc, &m);
+			qtk_k4_scale_min(j, scales, &sc, &m);
 			aff_head(w, d * (float)sc, dmin * (float)m);
-			aff_k4(j + 1, scales, &sc, &m);
+			qtk_k4_scale_min(j + 1, scales, &sc, &m);
 			aff_head(w + 40, d * (float)sc, dmin * (float)m);
 			for (int hf = 0; hf < 2; hf++) {
 				const aff_v16 v = aff_ld(q + 16 * (j / 2) * 2 + 16 * hf);
@@ -1313,6 +1299,27 @@ static bool mlx_aff(const qtk_tensor *t)
 	return (st == QTK_T_F16 || st == QTK_T_BF16 || st == QTK_T_F32) && t->parts[2].type == st;
 }
 
+int qtk_digest_id_family(const char *id, int scheme)
+{
+	const int v = norm_scheme(scheme);
+	if (v < QTK_DIGEST_V3 || !id)
+		return 0;
+	if (!strncmp(id, "ggml:", 5)) {
+		const int ty = qtk_type_by_name(id + 5);
+		return ty < 0 ? 0 : plain_int((unsigned)ty) ? 1 : v >= QTK_DIGEST_V4 && qtk_digest_aff_sub((unsigned)ty) ? 2 : 0;
+	}
+	static const char *const ints[] = {"awq:", "gptq-", "ct-int"};
+	for (size_t i = 0; i < sizeof ints / sizeof *ints; i++)
+		if (!strncmp(id, ints[i], strlen(ints[i])))
+			return 1;
+	unsigned bits; /* MLX of 2 to 6 bits: "mlx:t<type>:b<bits>:g<group>:..." */
+	const char *b = strstr(id, ":b");
+	return v >= QTK_DIGEST_V4 && !strncmp(id, "mlx:", 4) && b && sscanf(b, ":b%u", &bits) == 1 && bits >= 2 &&
+			       bits <= 6
+		       ? 2
+		       : 0;
+}
+
 unsigned qtk_digest_aff_layout(const qtk_tensor *t)
 {
 	if (t->layout.kind == QTK_LAYOUT_PLAIN)
@@ -1320,58 +1327,24 @@ unsigned qtk_digest_aff_layout(const qtk_tensor *t)
 	return mlx_aff(t) ? 32 : 0;
 }
 
-/* The F32 bits of entry i of a float part of type st (F16, BF16, F32) */
-static inline uint32_t float_bits(const uint8_t *p, unsigned st, uint64_t i)
-{
-	return st == QTK_T_F32 ? qtk_rd32(p + 4 * i) : st == QTK_T_BF16 ? (uint32_t)qtk_rd16(p + 2 * i) << 16
-									  : f16_table[qtk_rd16(p + 2 * i)];
-}
-
 /* Version 4, rows o0 .. o0+n-1 of an MLX matrix (mlx_aff; whole parts, or a window's, as t
- * describes them) straight to their sub-blocks' writing in form 10: A the group's scale, M its
- * bias negated (MLX adds the bias: f32(q * scale) + bias), the codes q as the bit streams hold
- * them; in / 32 sub-blocks of 40 bytes a row, rows in stored order. */
+ * describes them) straight to their sub-blocks' writing in form 10 (qtk_mlx_subblocks: A the
+ * group's scale, M its bias negated, the codes from the bit streams); rows in stored order. */
 static bool mlx_rows_w(const qtk_tensor *t, const void *const *parts, uint64_t o0, uint64_t n, uint8_t *w)
 {
 	if (!mlx_aff(t))
 		return false;
 	const qtk_layout *l = &t->layout;
-	const uint64_t out = t->shape[0], in = t->shape[1], g = l->group_size, ng = in / g;
-	const unsigned bits = l->bits, st = t->parts[1].type;
-	const uint64_t words = in * bits / 32, ss = st == QTK_T_F32 ? 4 : 2;
-	if (o0 > out || n > out - o0 || t->parts[0].nbytes != out * words * 4 || t->parts[1].nbytes != out * ng * ss ||
-	    t->parts[2].nbytes != out * ng * ss)
+	const uint64_t out = t->shape[0], in = t->shape[1], ng = in / l->group_size;
+	const uint64_t ss = t->parts[1].type == QTK_T_F32 ? 4 : 2;
+	if (o0 > out || n > out - o0 || out > UINT32_MAX || in > UINT32_MAX || t->parts[0].nbytes != out * in * l->bits / 8 ||
+	    t->parts[1].nbytes != out * ng * ss || t->parts[2].nbytes != out * ng * ss)
 		return false;
-	if (!n)
-		return true;
-	pthread_once(&f16_once, f16_init);
-	const uint8_t *sc = parts[1], *bi = parts[2];
-	for (uint64_t r = 0; r < n; r++) {
-		const uint32_t *row = (const uint32_t *)parts[0] + (o0 + r) * words;
-		uint8_t *d = w + r * (in / 32) * 40;
-		for (uint64_t k = 0; k < ng; k++) {
-			const uint32_t ab = float_bits(sc, st, (o0 + r) * ng + k), mb = float_bits(bi, st, (o0 + r) * ng + k) ^ 0x80000000u;
-			for (uint64_t u = 0; u < g / 32; u++, d += 40) {
-				qtk_wr32(d, ab);
-				qtk_wr32(d + 4, mb);
-				const uint64_t p0 = (k * g + u * 32) * bits;
-				if (bits == 4) {
-					for (unsigned j = 0; j < 4; j++) {
-						const uint32_t v = row[p0 / 32 + j];
-						for (unsigned i = 0; i < 8; i++)
-							d[8 + 8 * j + i] = (uint8_t)((v >> (4 * i)) & 15u);
-					}
-				} else {
-					for (unsigned j = 0; j < 32; j++)
-						d[8 + j] = (uint8_t)qtk_bits_get(row, 1, p0 + (uint64_t)j * bits, bits);
-				}
-			}
-		}
-	}
-	return true;
+	return !n || !qtk_mlx_subblocks((const uint32_t *)parts[0], parts[1], parts[2], t->parts[1].type, (uint32_t)out,
+					(uint32_t)in, l->group_size, l->bits, (uint32_t)o0, (uint32_t)n, w);
 }
 
-bool qtk_digest_int_rows_w(const qtk_tensor *t, const void *const *parts, uint64_t o0, uint64_t n, uint8_t *w)
+bool qtk_digest_rows_w(const qtk_tensor *t, const void *const *parts, uint64_t o0, uint64_t n, uint8_t *w)
 {
 	return int_rows_direct(t, parts, o0, n, w) || mlx_rows_w(t, parts, o0, n, w);
 }
@@ -1516,12 +1489,12 @@ static int quant_values_sliced(qtk_thash *h, uint32_t align, uint32_t hd)
 	 * parts, rows moved whole */
 	const uint64_t rruns = in / RUN; /* versions 3 and 4: runs per row (of 32 values) */
 	const size_t rb = h->rb;
-	if ((h->intf || h->aff) && qtk_digest_int_rows_w(t, (const void *const *)h->pbuf, 0, 0, NULL)) {
+	if ((h->intf || h->aff) && qtk_digest_rows_w(t, (const void *const *)h->pbuf, 0, 0, NULL)) {
 		uint8_t *wb = qtk_malloc((size_t)(rows * rruns) * rb), *wp = hd ? qtk_malloc((size_t)(rows * rruns) * rb) : NULL;
 		int rc = wb && (!hd || wp) ? 0 : oom(h->err, h->stored);
 		for (uint32_t o0 = 0; o0 < out && !rc; o0 += (uint32_t)rows) {
 			uint32_t n = out - o0 < rows ? out - o0 : (uint32_t)rows;
-			if (!qtk_digest_int_rows_w(t, (const void *const *)h->pbuf, o0, n, wb)) {
+			if (!qtk_digest_rows_w(t, (const void *const *)h->pbuf, o0, n, wb)) {
 				rc = qtk_err_set(h->err, QTK_E_DATA, NULL, -1, h->stored, "inconsistent quantized components");
 				break;
 			}
@@ -1697,10 +1670,7 @@ static int vhash_new(const qtk_model *m, const qtk_tensor *t, int scheme, qtk_vh
 		v->h.err = err;
 		v->h.scheme = norm_scheme(scheme);
 		v->h.intf = v->h.scheme >= QTK_DIGEST_V3 && qtk_digest_int_layout(t);
-		v->h.aff = v4 && mlx_aff(t);
-		v->h.rv = RUN;
-		v->h.rb = v->h.aff ? 8 + RUN : 4 + RUN;
-		v->h.rform = v->h.aff ? FORM_AFF32 : FORM_INT8;
+		runs_geom(&v->h, v4 && mlx_aff(t) ? 32 : 0);
 		v->h.t.ndim = t->ndim;
 		memcpy(v->h.t.shape, t->shape, sizeof t->shape);
 		v->h.stored = meta.stored;
@@ -2009,7 +1979,7 @@ static int packed_dec(djob *j, const qtk_tensor *t, uint8_t dec[32], qtk_err *e)
 	const bool runs = qtk_vhash_int(vh);
 	/* 4-bit AWQ/GPTQ (and version 4's MLX sub-blocks): the runs written straight from the
 	 * window's parts */
-	const bool direct = runs && qtk_digest_int_rows_w(t, NULL, 0, 0, NULL);
+	const bool direct = runs && qtk_digest_rows_w(t, NULL, 0, 0, NULL);
 	if (runs && vh->h.aff && !direct) { /* never as values: hashed whole (and refused) instead */
 		qtk_vhash_free(vh);
 		return 1;
@@ -2046,7 +2016,7 @@ static int packed_dec(djob *j, const qtk_tensor *t, uint8_t dec[32], qtk_err *e)
 		if (!rc && (got != n || (hr && got % hr)))
 			rc = qtk_err_set(e, QTK_E_INTERNAL, NULL, -1, t->name, "row window out of step");
 		if (!rc && direct) {
-			if (!qtk_digest_int_rows_w(&pw.sub, (const void *const *)pw.buf, o0 - pw.w0, got, rw))
+			if (!qtk_digest_rows_w(&pw.sub, (const void *const *)pw.buf, o0 - pw.w0, got, rw))
 				rc = qtk_err_set(e, QTK_E_DATA, NULL, -1, t->name, "inconsistent quantized components");
 			else if ((rc = qtk_vhash_put_runw(vh, rw, got * (in / RUN))))
 				*e = ve;

@@ -163,7 +163,7 @@ int qtk_vhash_put(qtk_vhash *h, const float *v, uint64_t n);
 bool qtk_vhash_int(const qtk_vhash *h);
 int qtk_vhash_put_runs(qtk_vhash *h, const float *k, const uint32_t *s, uint64_t n);
 /* The same, the runs already written (form 8: the F32 bits of the scale, then 32 differences as
- * i8; rows in stored order), nruns of them (qtk_digest_int_rows_w makes them). */
+ * i8; rows in stored order), nruns of them (qtk_digest_rows_w makes them). */
 int qtk_vhash_put_runw(qtk_vhash *h, const uint8_t *w, uint64_t nruns);
 /* Whether tensor t's decoded leaf is made of runs in versions 3 and 4 (a property of its layout). */
 bool qtk_digest_int_layout(const qtk_tensor *t);
@@ -173,6 +173,11 @@ unsigned qtk_digest_aff_sub(unsigned type);
 /* The same for a tensor: a ggml affine type, or an MLX matrix of 2-6 bits whose groups are a
  * multiple of 32 (sub-blocks of 32 with its group's scale and negated bias); else 0. */
 unsigned qtk_digest_aff_layout(const qtk_tensor *t);
+/* The family whose writing of decoded pieces an encoding id (qtk_digest_enc_id) names in a
+ * scheme: 1 the integer runs (versions 3 and 4), 2 the affine sub-blocks (version 4), 0 values.
+ * By family from the id alone (a packed layout's act-order or group is not checked): for a
+ * message that explains a "changed" tensor. */
+int qtk_digest_id_family(const char *id, int scheme);
 /* Rows o0 .. o0+n-1 of a packed tensor t with qtk_digest_int_layout, from its parts (whole,
  * or a window's, as t describes them), as runs: k [n][in] the differences (decoded with every
  * scale 1, so exactly the integers), s [n][in/32] the scales' F32 bits. 0, -1 (bad layout or
@@ -189,7 +194,7 @@ int qtk_digest_int_rows(const qtk_tensor *t, const void *const *parts, uint64_t 
  * GPTQ v1/v2, rows o0 and n whole packed words; version 4: MLX's sub-blocks, form 10, 40 bytes
  * each): true when written (n 0: when t allows it), false when the caller must take
  * qtk_digest_int_rows instead (an MLX matrix: none; its values are not runs). */
-bool qtk_digest_int_rows_w(const qtk_tensor *t, const void *const *parts, uint64_t o0, uint64_t n, uint8_t *w);
+bool qtk_digest_rows_w(const qtk_tensor *t, const void *const *parts, uint64_t o0, uint64_t n, uint8_t *w);
 void qtk_int_scratch_free(qtk_int_scratch *s);
 /* The digest, when exactly t's count of values came; frees h, also on error. */
 int qtk_vhash_end(qtk_vhash *h, uint8_t dec[32]);

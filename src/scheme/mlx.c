@@ -119,6 +119,40 @@ int qtk_mlx_decode(const uint32_t *w, const void *scales, const void *biases, un
 	return 0;
 }
 
+int qtk_mlx_subblocks(const uint32_t *w, const void *scales, const void *biases, unsigned stype, uint32_t out,
+		      uint32_t in, uint32_t group, unsigned bits, uint32_t o0, uint32_t n, uint8_t *dst)
+{
+	if (!w || !scales || !biases || !dst || !float_type(stype) || bits < 2 || bits > 6 || !qtk_mlx_group_ok(group) ||
+	    group % 32 || in % group || o0 > out || n > out - o0)
+		return -1;
+	const uint64_t words = (uint64_t)in * bits / 32, ng = in / group;
+	for (uint64_t r = 0; r < n; r++) {
+		const uint64_t o = o0 + r;
+		const uint32_t *row = w + o * words;
+		uint8_t *d = dst + r * (in / 32) * 40;
+		for (uint64_t k = 0; k < ng; k++) {
+			const float s = rd_float(scales, stype, o * ng + k), b = rd_float(biases, stype, o * ng + k);
+			uint32_t sb, bb;
+			memcpy(&sb, &s, 4);
+			memcpy(&bb, &b, 4);
+			for (uint64_t u = 0; u < group / 32; u++, d += 40) {
+				qtk_wr32(d, sb);
+				qtk_wr32(d + 4, bb ^ 0x80000000u); /* M = -bias: MLX adds it */
+				const uint64_t p0 = (k * group + u * 32) * bits;
+				if (bits == 4) {
+					for (unsigned j = 0; j < 4; j++)
+						for (unsigned i = 0; i < 8; i++)
+							d[8 + 8 * j + i] = (uint8_t)((row[p0 / 32 + j] >> (4 * i)) & 15u);
+				} else {
+					for (unsigned j = 0; j < 32; j++)
+						d[8 + j] = (uint8_t)qtk_bits_get(row, 1, p0 + (uint64_t)j * bits, bits);
+				}
+			}
+		}
+	}
+	return 0;
+}
+
 /* MLX's CPU quantizer, per group in float32: the step spans min..max, the edge of larger
  * magnitude is made an exact multiple of the step (so it decodes to itself) and becomes the
  * bias; codes are rounded to nearest even and clipped; scale and bias are rounded to the

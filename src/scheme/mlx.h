@@ -15,6 +15,13 @@ bool qtk_mlx_group_ok(uint64_t group);
 int qtk_mlx_decode(const uint32_t *w, const void *scales, const void *biases, unsigned stype, uint32_t out,
 		   uint32_t in, uint32_t group, unsigned bits, bool half_math, uint32_t o0, uint32_t n, float *dst);
 
+/* Rows o0 .. o0+n-1 as the affine sub-blocks of 32 values of content digest version 4
+ * (docs/provenance.md 1.2; group a multiple of 32, bits up to 6): per sub-block the F32 bits of
+ * its group's scale and of its bias negated (little-endian u32 each), then its 32 codes as bytes;
+ * in / 32 sub-blocks of 40 bytes a row into dst. 0, or -1 on bad arguments. */
+int qtk_mlx_subblocks(const uint32_t *w, const void *scales, const void *biases, unsigned stype, uint32_t out,
+		      uint32_t in, uint32_t group, unsigned bits, uint32_t o0, uint32_t n, uint8_t *dst);
+
 /* MLX's affine quantizer on rows x [n][in]: codes into w (n rows of in*bits/32 words, zeroed
  * here), scales and biases of type stype ([n][in/group]). 0, or -1 on bad arguments. */
 int qtk_mlx_quantize(const float *x, uint32_t n, uint32_t in, uint32_t group, unsigned bits, unsigned stype,
