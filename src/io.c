@@ -1022,59 +1022,163 @@ int qtk_ofile_patch(qtk_ofile *f, uint64_t off, uint64_t n, int (*fn)(void *ctx,
 }
 
 /* ---- hashing a file with its reads on a second thread ----
- * The reads (a copy out of the page cache each) go to a reader thread that fills one buffer
- * while the caller hashes the other, so a pass over a file that is only hashed costs the
- * SHA-256 alone on its thread. */
+ * The reads (a copy out of the page cache each) go to a reader thread that fills a ring of
+ * buffers while the caller hashes them in order, so a pass over a file that is only hashed
+ * costs the SHA-256 alone on its thread. A tap (qtk_sha256_fd_tap) is a second consumer of the
+ * same buffers on a thread of its own: whatever else wants the file's bytes in order (its
+ * tensors' digests) gets them from this one read. A buffer is read again once both have seen
+ * it. */
 #define RA_BS ((size_t)2 << 20)
+#define RA_NB 4
+
+/* The reads of a range: RA_BS at a time, and a read starts at every cut (a tap's tensors
+ * start a buffer of their own, so their pieces are whole within it). */
+typedef struct {
+	uint64_t cur, end;
+	const uint64_t *cuts;
+	size_t ncuts, ci;
+} ra_iter;
+
+static size_t ra_next(ra_iter *it, uint64_t *at)
+{
+	if (it->cur >= it->end)
+		return 0;
+	while (it->ci < it->ncuts && it->cuts[it->ci] <= it->cur)
+		it->ci++;
+	uint64_t lim = it->end - it->cur < RA_BS ? it->end : it->cur + RA_BS;
+	if (it->ci < it->ncuts && it->cuts[it->ci] < lim)
+		lim = it->cuts[it->ci];
+	*at = it->cur;
+	const size_t k = (size_t)(lim - it->cur);
+	it->cur = lim;
+	return k;
+}
 
 typedef struct {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	int fd;
 	const char *path;
-	uint64_t off, end;    /* next read */
-	uint8_t *buf[2];
-	size_t len[2];
-	bool full[2];         /* filled, not yet hashed */
+	ra_iter it;            /* the reader's */
+	uint64_t nchunks;
+	uint64_t nread;        /* chunks read so far: chunk c is in slot c % RA_NB */
+	uint8_t *buf[RA_NB];
+	size_t len[RA_NB];
+	uint64_t at[RA_NB];
+	int pend[RA_NB];       /* consumers yet to see the slot's chunk (0: free) */
+	int nc;                /* consumers: the caller, and the tap thread when there is one */
 	bool stop, failed;
-	qtk_err err;          /* the reader's failure */
+	qtk_err err;           /* the reader's failure */
+	const qtk_fd_tap *tap;
 } rahead;
 
 static void *rahead_main(void *arg)
 {
 	rahead *r = arg;
-	for (int i = 0;; i ^= 1) {
+	for (uint64_t c = 0; c < r->nchunks; c++) {
+		const int s = (int)(c % RA_NB);
 		pthread_mutex_lock(&r->mu);
-		while (r->full[i] && !r->stop)
+		while (r->pend[s] && !r->stop)
 			pthread_cond_wait(&r->cv, &r->mu);
-		const bool done = r->stop || r->off >= r->end;
-		const uint64_t off = r->off;
-		const size_t k = r->end - off < RA_BS ? (size_t)(r->end - off) : RA_BS;
-		r->off += done ? 0 : k;
+		const bool stop = r->stop;
 		pthread_mutex_unlock(&r->mu);
-		if (done)
+		if (stop)
 			return NULL;
+		uint64_t at = 0;
+		const size_t k = ra_next(&r->it, &at);
 		qtk_err e;
 		qtk_err_clear(&e);
-		const int rc = qtk_pread_full(r->fd, r->path, r->buf[i], k, off, &e);
+		const int rc = qtk_pread_full(r->fd, r->path, r->buf[s], k, at, &e);
 		pthread_mutex_lock(&r->mu);
-		if (rc) { /* this buffer stays empty: the caller stops at it */
+		if (rc) { /* this chunk never comes: the consumers stop at it */
 			r->failed = true;
 			r->err = e;
 		} else {
-			r->len[i] = k;
-			r->full[i] = true;
+			r->len[s] = k;
+			r->at[s] = at;
+			r->pend[s] = r->nc;
+			r->nread = c + 1;
 		}
 		pthread_cond_broadcast(&r->cv);
 		pthread_mutex_unlock(&r->mu);
 		if (rc)
 			return NULL;
 	}
+	return NULL;
 }
 
-/* Without a thread (or its memory) the reads are the caller's. */
+/* Chunk c for a consumer: its slot, or -1 when it will not come (a read failed, or stop). */
+static int ra_wait(rahead *r, uint64_t c)
+{
+	pthread_mutex_lock(&r->mu);
+	while (r->nread <= c && !r->failed && !r->stop)
+		pthread_cond_wait(&r->cv, &r->mu);
+	const int s = r->nread > c ? (int)(c % RA_NB) : -1;
+	pthread_mutex_unlock(&r->mu);
+	return s;
+}
+
+static void ra_done(rahead *r, int s)
+{
+	pthread_mutex_lock(&r->mu);
+	r->pend[s]--;
+	pthread_cond_broadcast(&r->cv);
+	pthread_mutex_unlock(&r->mu);
+}
+
+static void *ratap_main(void *arg)
+{
+	rahead *r = arg;
+	for (uint64_t c = 0; c < r->nchunks; c++) {
+		const int s = ra_wait(r, c);
+		if (s < 0)
+			break;
+		r->tap->fn(r->tap->ctx, r->at[s], r->buf[s], r->len[s]);
+		ra_done(r, s);
+	}
+	return NULL;
+}
+
+/* Without threads (or their memory) the reads, and the tap, are the caller's. */
+static int ra_inline(int fd, const char *path, void *md, ra_iter it, const int *cancel, const qtk_fd_tap *tap,
+		     qtk_err *err)
+{
+	if (!tap) {
+		uint8_t *scratch = NULL;
+		const int rc = hash_back(fd, path, md, &scratch, it.cur, it.end - it.cur, cancel, err);
+		qtk_free(scratch);
+		return rc;
+	}
+	const size_t bs = it.end - it.cur < RA_BS ? (size_t)(it.end - it.cur) : RA_BS;
+	uint8_t *b = qtk_malloc(bs);
+	if (!b) {
+		qtk_err_set(err, QTK_E_IO, path, -1, NULL, "out of memory");
+		return 1;
+	}
+	int rc = 0;
+	uint64_t at = 0;
+	for (size_t k; !rc && (k = ra_next(&it, &at)) > 0;) {
+		if (cancel && __atomic_load_n(cancel, __ATOMIC_RELAXED))
+			rc = 1, qtk_err_set(err, QTK_E_IO, path, -1, NULL, "cancelled");
+		else if (qtk_pread_full(fd, path, b, k, at, err))
+			rc = 1;
+		else if (EVP_DigestUpdate(md, b, k) != 1)
+			rc = -1;
+		else
+			tap->fn(tap->ctx, at, b, k);
+	}
+	qtk_free(b);
+	return rc;
+}
+
 int qtk_sha256_fd_range(int fd, const char *path, void *md, uint64_t off, uint64_t n, const int *cancel,
 			qtk_err *err)
+{
+	return qtk_sha256_fd_tap(fd, path, md, off, n, cancel, NULL, err);
+}
+
+int qtk_sha256_fd_tap(int fd, const char *path, void *md, uint64_t off, uint64_t n, const int *cancel,
+		      const qtk_fd_tap *tap, qtk_err *err)
 {
 	if (n > UINT64_MAX - off) {
 		qtk_err_set(err, QTK_E_INTERNAL, path, (int64_t)(off & INT64_MAX), NULL, "range past 2^64 bytes");
@@ -1082,36 +1186,48 @@ int qtk_sha256_fd_range(int fd, const char *path, void *md, uint64_t off, uint64
 	}
 	if (!n)
 		return 0;
-	rahead r = {.fd = fd, .path = path, .off = off, .end = off + n};
-	pthread_t th;
-	bool live = false;
-	if (n > RA_BS && (r.buf[0] = qtk_malloc(RA_BS)) && (r.buf[1] = qtk_malloc(RA_BS)) &&
-	    !pthread_mutex_init(&r.mu, NULL)) {
+	const ra_iter it0 = {off, off + n, tap ? tap->cuts : NULL, tap ? tap->ncuts : 0, 0};
+	rahead r = {.fd = fd, .path = path, .it = it0, .nc = 1, .tap = tap};
+	{
+		ra_iter it = it0;
+		uint64_t at;
+		while (ra_next(&it, &at))
+			r.nchunks++;
+	}
+	pthread_t th, tth;
+	bool live = false, tlive = false, mem = r.nchunks > 1;
+	for (int i = 0; i < RA_NB && mem; i++)
+		mem = (r.buf[i] = qtk_malloc(RA_BS)) != NULL;
+	if (mem && !pthread_mutex_init(&r.mu, NULL)) {
 		if (!pthread_cond_init(&r.cv, NULL)) {
+			/* the tap's thread first: the reader counts its consumers once */
+			tlive = tap && pthread_create(&tth, NULL, ratap_main, &r) == 0;
+			r.nc = tlive ? 2 : 1;
 			live = pthread_create(&th, NULL, rahead_main, &r) == 0;
+			if (!live && tlive) {
+				pthread_mutex_lock(&r.mu);
+				r.stop = true;
+				pthread_cond_broadcast(&r.cv);
+				pthread_mutex_unlock(&r.mu);
+				pthread_join(tth, NULL);
+				tlive = false;
+			}
 			if (!live)
 				pthread_cond_destroy(&r.cv);
 		}
 		if (!live)
 			pthread_mutex_destroy(&r.mu);
 	}
-	if (!live) { /* the caller reads */
-		qtk_free(r.buf[0]);
-		qtk_free(r.buf[1]);
-		uint8_t *scratch = NULL;
-		const int rc = hash_back(fd, path, md, &scratch, off, n, cancel, err);
-		qtk_free(scratch);
-		return rc;
+	if (!live) {
+		for (int i = 0; i < RA_NB; i++)
+			qtk_free(r.buf[i]);
+		return ra_inline(fd, path, md, it0, cancel, tap, err);
 	}
 	int rc = 0;
 	bool cancelled = false;
-	for (uint64_t done = 0, i = 0; done < n && !rc; i ^= 1) {
-		pthread_mutex_lock(&r.mu);
-		while (!r.full[i] && !r.failed)
-			pthread_cond_wait(&r.cv, &r.mu);
-		const bool full = r.full[i];
-		pthread_mutex_unlock(&r.mu);
-		if (!full) { /* the read of this buffer failed */
+	for (uint64_t c = 0; c < r.nchunks && !rc; c++) {
+		const int s = ra_wait(&r, c);
+		if (s < 0) { /* the read of this chunk failed */
 			rc = 1;
 			break;
 		}
@@ -1121,28 +1237,29 @@ int qtk_sha256_fd_range(int fd, const char *path, void *md, uint64_t off, uint64
 			qtk_err_set(err, QTK_E_IO, path, -1, NULL, "cancelled");
 			break;
 		}
-		if (EVP_DigestUpdate(md, r.buf[i], r.len[i]) != 1)
+		if (EVP_DigestUpdate(md, r.buf[s], r.len[s]) != 1)
 			rc = -1;
-		done += r.len[i];
+		else if (tap && !tlive)
+			tap->fn(tap->ctx, r.at[s], r.buf[s], r.len[s]);
+		ra_done(&r, s);
+	}
+	if (rc) {
 		pthread_mutex_lock(&r.mu);
-		r.full[i] = false;
-		r.len[i] = 0;
+		r.stop = true;
 		pthread_cond_broadcast(&r.cv);
 		pthread_mutex_unlock(&r.mu);
 	}
-	pthread_mutex_lock(&r.mu);
-	r.stop = true;
-	pthread_cond_broadcast(&r.cv);
-	pthread_mutex_unlock(&r.mu);
 	pthread_join(th, NULL);
+	if (tlive) /* it sees every chunk read (all of them, unless this failed) */
+		pthread_join(tth, NULL);
 	if (r.failed && rc != -1 && !cancelled) { /* a read failed: its error, whatever cancel says now */
 		*err = r.err;
 		rc = 1;
 	}
 	pthread_cond_destroy(&r.cv);
 	pthread_mutex_destroy(&r.mu);
-	qtk_free(r.buf[0]);
-	qtk_free(r.buf[1]);
+	for (int i = 0; i < RA_NB; i++)
+		qtk_free(r.buf[i]);
 	return rc;
 }
 

@@ -43,6 +43,18 @@ int qtk_scratch_open(const char *near, qtk_err *err);
  * digest failed). cancel may be NULL. */
 int qtk_sha256_fd_range(int fd, const char *path, void *md, uint64_t off, uint64_t n, const int *cancel,
 			qtk_err *err);
+/* The same, with a tap: fn(ctx, at, bytes, len) is called with every buffer read, in file
+ * order, on a thread of its own (the caller's when it cannot start), from the one read that
+ * feeds the hash; a read starts at each of the ascending offsets cuts[] (the rest are up to
+ * 2 MiB). It sees every byte of the range when 0 is returned, a prefix otherwise. */
+typedef struct qtk_fd_tap {
+	void (*fn)(void *ctx, uint64_t at, const uint8_t *p, size_t n);
+	void *ctx;
+	const uint64_t *cuts;
+	size_t ncuts;
+} qtk_fd_tap;
+int qtk_sha256_fd_tap(int fd, const char *path, void *md, uint64_t off, uint64_t n, const int *cancel,
+		      const qtk_fd_tap *tap, qtk_err *err);
 /* Slurp a small regular file (<= cap bytes) into a NUL-terminated buffer. */
 int qtk_slurp(const char *path, uint64_t cap, uint8_t **out, size_t *len, qtk_err *err);
 /* Close an fd from qtk_file_open or qtk_window_open (forgets its window). */

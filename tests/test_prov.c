@@ -1638,6 +1638,24 @@ static int flip16(void *ctx, uint8_t *buf, size_t n)
  * is the SHA-256 of the bytes on disk, for sizes around the 1 MiB buffers. */
 /* qtk_sha256_fd_range: the plain SHA-256 of the range for sizes around its 2 MiB reads, and a
  * range past the end of the file is a read error, not a digest. */
+typedef struct {
+	uint8_t *got;
+	uint64_t base, next; /* the range's start; the next byte expected */
+	int bad, calls;
+} tapped;
+
+static void tap_collect(void *ctx, uint64_t at, const uint8_t *p, size_t n)
+{
+	tapped *t = ctx;
+	t->calls++;
+	if (at != t->next) {
+		t->bad++;
+		return;
+	}
+	memcpy(t->got + (at - t->base), p, n);
+	t->next += n;
+}
+
 static void test_sha256_range(void)
 {
 	const size_t rb = (size_t)2 << 20, total = 6 * rb + 777;
@@ -1670,6 +1688,39 @@ static void test_sha256_range(void)
 			bad++;
 	}
 	CHECK(!bad, "%d ranges hashed wrongly", bad);
+	/* the same ranges with a tap: it sees every byte once, in order, from the read that hashes */
+	bad = 0;
+	for (size_t c = 0; c < sizeof cases / sizeof *cases && fd >= 0; c++) {
+		uint8_t want[32], got[32];
+		unsigned l = 0;
+		EVP_Digest(d + cases[c][0], cases[c][1], want, &l, EVP_sha256(), NULL);
+		tapped tp = {malloc(cases[c][1] + 1), cases[c][0], cases[c][0], 0, 0};
+		EVP_MD_CTX *md = EVP_MD_CTX_new();
+		EVP_DigestInit_ex(md, EVP_sha256(), NULL);
+		/* reads cut at a few offsets, some outside the range */
+		const uint64_t cuts[] = {1, 6, rb + 3, rb + 4, 2 * rb, 5 * rb + 1};
+		const qtk_fd_tap tap = {tap_collect, &tp, c % 2 ? cuts : NULL, c % 2 ? 6 : 0};
+		int rc = qtk_sha256_fd_tap(fd, path, md, cases[c][0], cases[c][1], NULL, &tap, &err);
+		EVP_DigestFinal_ex(md, got, &l);
+		EVP_MD_CTX_free(md);
+		if (rc || memcmp(want, got, 32) || tp.bad || tp.next != cases[c][0] + cases[c][1] ||
+		    memcmp(tp.got, d + cases[c][0], cases[c][1]) || (cases[c][1] && !tp.calls))
+			bad++;
+		free(tp.got);
+	}
+	CHECK(!bad, "%d ranges tapped wrongly", bad);
+	if (fd >= 0) { /* a read past the end: an error, and the tap saw a prefix of the bytes only */
+		tapped tp = {malloc(total + 8), 0, 0, 0, 0};
+		EVP_MD_CTX *md = EVP_MD_CTX_new();
+		EVP_DigestInit_ex(md, EVP_sha256(), NULL);
+		qtk_err_clear(&err);
+		const qtk_fd_tap tap = {tap_collect, &tp, NULL, 0};
+		int rc = qtk_sha256_fd_tap(fd, path, md, 0, total + 5, NULL, &tap, &err);
+		EVP_MD_CTX_free(md);
+		CHECK(rc == 1 && err.code == QTK_E_DATA && !tp.bad && tp.next < total && !memcmp(tp.got, d, tp.next),
+		      "tap, read past the end: rc %d, %llu bytes tapped", rc, (unsigned long long)tp.next);
+		free(tp.got);
+	}
 	for (int k = 0; k < 2 && fd >= 0; k++) { /* past the end: within the first read, or a later one */
 		EVP_MD_CTX *md = EVP_MD_CTX_new();
 		EVP_DigestInit_ex(md, EVP_sha256(), NULL);
@@ -1921,6 +1972,79 @@ static void test_hostile(void)
 	free(chain);
 }
 
+/* qtk_digest_opts.file_sha: each file's SHA-256 and the leaves of the tensors stored in it from
+ * one read give the same leaves as the tensors read one by one (any threads), and the files'
+ * plain SHA-256: the samples' F32 GGUF (Q/K rows un-permuted, tensors across the reads'
+ * buffers), k-quant GGUF, F16 safetensors, and AWQ directory (packed matrices left to the
+ * pool beside the read). */
+static void test_file_tap(void)
+{
+	const char *b = getenv("QTK_BUILD");
+	static const char *const names[] = {"tiny-llama-f32.gguf", "tiny-llama-Q4_K_M.gguf", "tiny-llama",
+					    "tiny-llama-awq"};
+	for (size_t k = 0; k < sizeof names / sizeof *names; k++) {
+		char path[600];
+		snprintf(path, sizeof path, "%s/samples/%s", b && *b ? b : "build", names[k]);
+		qtk_err err;
+		qtk_model *m = access(path, F_OK) ? NULL : qtk_open(path, &err);
+		if (!m) {
+			printf("skipped: sample %s absent (make samples)\n", names[k]);
+			continue;
+		}
+		qtk_digests want, got;
+		qtk_digest_opts o = {.threads = 1};
+		int rc = qtk_digest_model(m, &o, &want, &err);
+		CHECK(!rc, "%s: digests: %s", names[k], err.msg);
+		for (int th = 1; th <= 2 && !rc; th++) {
+			uint8_t(*sha)[32] = calloc(m->nfiles ? m->nfiles : 1, 32);
+			qtk_digest_opts ot = {.threads = th, .file_sha = sha};
+			int r = qtk_digest_model(m, &ot, &got, &err);
+			CHECK(!r, "%s: digests with the files' hashes: %s", names[k], err.msg);
+			if (r) {
+				free(sha);
+				continue;
+			}
+			int same = got.n == want.n && !memcmp(got.enc_root, want.enc_root, 32) &&
+				   !memcmp(got.dec_root, want.dec_root, 32);
+			for (size_t i = 0; same && i < got.n; i++)
+				same = !memcmp(got.leaf[i].enc, want.leaf[i].enc, 32) && !memcmp(got.leaf[i].dec, want.leaf[i].dec, 32);
+			CHECK(same, "%s, %d threads: leaves and roots as without the files' read", names[k], th);
+			int files_ok = 1;
+			for (uint32_t f = 0; f < m->nfiles; f++) {
+				FILE *fp = fopen(m->files[f], "rb");
+				EVP_MD_CTX *md = EVP_MD_CTX_new();
+				EVP_DigestInit_ex(md, EVP_sha256(), NULL);
+				uint8_t buf[65536], h[32];
+				size_t n;
+				while (fp && (n = fread(buf, 1, sizeof buf, fp)) > 0)
+					EVP_DigestUpdate(md, buf, n);
+				unsigned l = 0;
+				EVP_DigestFinal_ex(md, h, &l);
+				EVP_MD_CTX_free(md);
+				files_ok &= fp && !memcmp(h, sha[f], 32);
+				if (fp)
+					fclose(fp);
+			}
+			CHECK(files_ok && m->nfiles, "%s, %d threads: the %u files' SHA-256", names[k], th, m->nfiles);
+			qtk_digests_free(&got);
+			free(sha);
+		}
+		if (!rc) { /* cancelled: an error, never digests */
+			const int stop = 1;
+			uint8_t(*sha)[32] = calloc(m->nfiles ? m->nfiles : 1, 32);
+			qtk_digest_opts oc = {.threads = 2, .file_sha = sha, .cancel = &stop};
+			qtk_err_clear(&err);
+			int r = qtk_digest_model(m, &oc, &got, &err);
+			CHECK(r && strstr(err.msg, "cancelled"), "%s: cancelled: rc %d %s", names[k], r, err.msg);
+			if (!r)
+				qtk_digests_free(&got);
+			free(sha);
+			qtk_digests_free(&want);
+		}
+		qtk_close(m);
+	}
+}
+
 static void cleanup(void)
 {
 	static const char *const f[] = {"a.gguf", "a.safetensors", "a16.safetensors", "noheads.gguf", "chained.gguf",
@@ -2040,6 +2164,7 @@ int main(void)
 	test_async_tee();
 	test_tee_pair();
 	test_sha256_range();
+	test_file_tap();
 	test_ofile_hash();
 	reserve_and_patch(QTK_OUT_GGUF, "patched.gguf");
 	reserve_and_patch(QTK_OUT_SAFETENSORS, "patched.safetensors");

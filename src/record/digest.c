@@ -1919,6 +1919,7 @@ typedef struct djob {
 	size_t fail_at;          /* lowest failing tensor index, SIZE_MAX when none */
 	qtk_err err;
 	uint64_t done, total;
+	const bool *tapped;      /* NULL, or the tensors hashed from their file's read (ftap) */
 } djob;
 
 static void note_fail(djob *j, size_t i, const qtk_err *e)
@@ -2042,12 +2043,38 @@ static int packed_dec(djob *j, const qtk_tensor *t, uint8_t dec[32], qtk_err *e)
 	return rc;
 }
 
+/* Tensor i's hashing ended with rc (e its error): a failure noted, or with keep_going a data
+ * error turned into a leaf marked bad. */
+static void leaf_done(djob *j, size_t i, int rc, qtk_err *e)
+{
+	const qtk_tensor *t = &j->m->tensors[i];
+	if (rc == QTK_E_DATA && j->o && j->o->keep_going) {
+		qtk_leaf *l = &j->d->leaf[i];
+		qtk_err e2;
+		qtk_err_clear(&e2);
+		if (qtk_digest_leaf_meta(j->m, t, l, &e2)) {
+			note_fail(j, i, &e2);
+			return;
+		}
+		l->bad = true;
+		snprintf(l->bad_msg, sizeof l->bad_msg, "%.180s", e->msg);
+		return;
+	}
+	if (rc) {
+		if (!e->subject[0])
+			snprintf(e->subject, sizeof e->subject, "%s", t->name);
+		if (!e->code)
+			e->code = rc;
+		note_fail(j, i, e);
+	}
+}
+
 static void digest_one(void *ctx, size_t k)
 {
 	djob *j = ctx;
 	size_t i = j->order[k];
 	pthread_mutex_lock(&j->mu);
-	bool skip = i > j->fail_at;
+	bool skip = i > j->fail_at || (j->tapped && j->tapped[i]);
 	pthread_mutex_unlock(&j->mu);
 	if (skip)
 		return;
@@ -2090,25 +2117,171 @@ static void digest_one(void *ctx, size_t k)
 	}
 	qtk_thash_free(h);
 	qtk_free(buf);
-	if (rc == QTK_E_DATA && j->o && j->o->keep_going) {
-		qtk_leaf *l = &j->d->leaf[i];
-		qtk_err e2;
-		qtk_err_clear(&e2);
-		if (qtk_digest_leaf_meta(j->m, t, l, &e2)) {
-			note_fail(j, i, &e2);
-			return;
+	leaf_done(j, i, rc, &e);
+}
+
+/* ---- a file's SHA-256 and its tensors' leaves from one read ----
+ * With qtk_digest_opts.file_sha, each file is read once, in order, for its SHA-256, and the
+ * tensors stored as one plain byte range of it (no packed matrices read in windows, no format
+ * reader, no views; not overlapping another such tensor) are hashed from the same buffers on
+ * the tap's thread, one after another in file order: the same leaves as digest_one's (both feed
+ * qtk_thash the tensor's bytes in order). The pool hashes the others beside it. */
+typedef struct {
+	size_t i;
+	uint64_t start, end;
+} ftensor;
+
+typedef struct {
+	djob *j;
+	ftensor *t;
+	uint64_t *cuts; /* the tensors' starts: each begins a read */
+	size_t n, cur;
+	qtk_thash *h; /* the current tensor's, once its first bytes came */
+	bool begun;
+	int rc;       /* the current tensor's status */
+	qtk_err e;
+} ftap;
+
+/* The tensors of file f that its read can hash, sorted by offset; tapped[] marks them. */
+static int ftap_plan(djob *j, uint32_t f, ftap *ft, bool *tapped, qtk_err *err)
+{
+	qtk_model *m = j->m;
+	memset(ft, 0, sizeof *ft);
+	ft->j = j;
+	size_t n = 0;
+	for (size_t i = 0; i < m->ntensors; i++) {
+		const qtk_tensor *t = &m->tensors[i];
+		if (t->nparts == 1 && !t->view && t->parts[0].file == f)
+			n++;
+	}
+	if (!n || (m->fmt && m->fmt->read))
+		return 0;
+	if (!(ft->t = qtk_calloc(n, sizeof *ft->t)))
+		return oom(err, NULL);
+	for (size_t i = 0; i < m->ntensors; i++) {
+		const qtk_tensor *t = &m->tensors[i];
+		const qtk_part *p = &t->parts[0];
+		uint64_t end;
+		if (t->nparts != 1 || t->view || p->file != f || !p->nbytes || (j->o->select && !j->o->select[i]) ||
+		    (t->layout.kind != QTK_LAYOUT_PLAIN && qtk_scheme_of(t)) || !qtk_add_u64(p->offset, p->nbytes, &end) ||
+		    end > m->file_sizes[f])
+			continue;
+		ft->t[ft->n++] = (ftensor){i, p->offset, end};
+	}
+	/* file order; tensors sharing bytes are left to the pool */
+	for (size_t a = 1; a < ft->n; a++)
+		for (size_t b = a; b > 0 && (ft->t[b - 1].start > ft->t[b].start ||
+					     (ft->t[b - 1].start == ft->t[b].start && ft->t[b - 1].i > ft->t[b].i)); b--) {
+			const ftensor x = ft->t[b];
+			ft->t[b] = ft->t[b - 1];
+			ft->t[b - 1] = x;
 		}
-		l->bad = true;
-		snprintf(l->bad_msg, sizeof l->bad_msg, "%.180s", e.msg);
-		return;
+	size_t k = 0;
+	for (size_t a = 0; a < ft->n;) {
+		size_t b = a + 1;
+		uint64_t end = ft->t[a].end;
+		while (b < ft->n && ft->t[b].start < end) {
+			end = ft->t[b].end > end ? ft->t[b].end : end;
+			b++;
+		}
+		if (b == a + 1)
+			ft->t[k++] = ft->t[a];
+		a = b;
 	}
-	if (rc) {
-		if (!e.subject[0])
-			snprintf(e.subject, sizeof e.subject, "%s", t->name);
-		if (!e.code)
-			e.code = rc;
-		note_fail(j, i, &e);
+	ft->n = k;
+	if (k && !(ft->cuts = qtk_calloc(k, sizeof *ft->cuts))) {
+		ft->n = 0;
+		return oom(err, NULL);
 	}
+	for (size_t a = 0; a < k; a++) {
+		tapped[ft->t[a].i] = true;
+		ft->cuts[a] = ft->t[a].start;
+	}
+	return 0;
+}
+
+static void ftap_end(ftap *ft)
+{
+	djob *j = ft->j;
+	const size_t i = ft->t[ft->cur].i;
+	if (!ft->rc) {
+		ft->rc = qtk_thash_end(ft->h, &j->d->leaf[i]);
+		ft->h = NULL;
+	}
+	qtk_thash_free(ft->h);
+	ft->h = NULL;
+	leaf_done(j, i, ft->rc, &ft->e);
+	ft->begun = false;
+	ft->cur++;
+}
+
+static void ftap_feed(void *ctx, uint64_t at, const uint8_t *p, size_t n)
+{
+	ftap *ft = ctx;
+	djob *j = ft->j;
+	const uint64_t end = at + n;
+	while (ft->cur < ft->n && ft->t[ft->cur].start < end) {
+		const ftensor *x = &ft->t[ft->cur];
+		const qtk_tensor *t = &j->m->tensors[x->i];
+		const uint64_t a = x->start > at ? x->start : at, b = x->end < end ? x->end : end;
+		if (!ft->begun) {
+			ft->begun = true;
+			ft->rc = 0;
+			qtk_err_clear(&ft->e);
+			int heads = 0;
+			ft->rc = qtk_family_qk_heads(j->m, t, &heads, &ft->e);
+			ft->rc = ft->rc ? ft->rc : thash_new(j->m, t, heads, !j->o->enc_only, j->o->scheme, &ft->h, &ft->e);
+		}
+		if (!ft->rc)
+			ft->rc = qtk_thash_put(ft->h, p + (a - at), (size_t)(b - a));
+		pthread_mutex_lock(&j->mu);
+		j->done += b - a;
+		if (j->o->progress_named)
+			j->o->progress_named(j->o->progress_ctx, t->name, j->done, j->total);
+		else if (j->o->progress)
+			j->o->progress(j->o->progress_ctx, j->done, j->total);
+		pthread_mutex_unlock(&j->mu);
+		if (b < x->end)
+			break; /* goes on in the next buffer */
+		ftap_end(ft);
+	}
+}
+
+typedef struct {
+	djob *j;
+	ftap *ft;   /* one per file */
+	int rc;
+	qtk_err err;
+} ffiles;
+
+static void *ffiles_main(void *arg)
+{
+	ffiles *w = arg;
+	djob *j = w->j;
+	qtk_model *m = j->m;
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	if (!md)
+		w->rc = oom(&w->err, NULL);
+	for (uint32_t f = 0; f < m->nfiles && !w->rc; f++) {
+		unsigned len = 0;
+		if (EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1) {
+			w->rc = qtk_err_set(&w->err, QTK_E_INTERNAL, m->files[f], -1, NULL, "SHA-256 failed");
+			break;
+		}
+		const qtk_fd_tap tap = {ftap_feed, &w->ft[f], w->ft[f].cuts, w->ft[f].n};
+		const int r = qtk_sha256_fd_tap(m->fds[f], m->files[f], md, 0, m->file_sizes[f], j->o->cancel,
+						w->ft[f].n ? &tap : NULL, &w->err);
+		if (r == -1)
+			w->rc = qtk_err_set(&w->err, QTK_E_INTERNAL, m->files[f], -1, NULL, "SHA-256 failed");
+		else if (r)
+			w->rc = w->err.code ? w->err.code : qtk_err_set(&w->err, QTK_E_IO, m->files[f], -1, NULL, "read failed");
+		else if (EVP_DigestFinal_ex(md, j->o->file_sha[f], &len) != 1 || len != 32)
+			w->rc = qtk_err_set(&w->err, QTK_E_INTERNAL, m->files[f], -1, NULL, "SHA-256 failed");
+		else if (w->ft[f].cur != w->ft[f].n) /* every byte was seen: every tensor ended */
+			w->rc = qtk_err_set(&w->err, QTK_E_INTERNAL, m->files[f], -1, NULL, "a tensor's bytes were not all read");
+	}
+	EVP_MD_CTX_free(md);
+	return NULL;
 }
 
 typedef struct sized {
@@ -2161,11 +2334,43 @@ int qtk_digest_model(qtk_model *m, const qtk_digest_opts *o, qtk_digests *out, q
 		order[i] = sz[i].i;
 	qtk_free(sz);
 	int threads = o && o->threads > 0 ? o->threads : qtk_cpu_count();
+	/* the files' hashes, and the tensors their reads can hash, on a thread beside the pool */
+	ffiles fw = {&j, NULL, 0, {0}};
+	bool *tapped = NULL, flive = false;
+	int rc = 0;
+	if (o && o->file_sha) {
+		fw.ft = qtk_calloc(m->nfiles ? m->nfiles : 1, sizeof *fw.ft);
+		tapped = qtk_calloc(n ? n : 1, sizeof *tapped);
+		rc = fw.ft && tapped ? 0 : oom(err, NULL);
+		for (uint32_t f = 0; f < m->nfiles && !rc; f++)
+			rc = ftap_plan(&j, f, &fw.ft[f], tapped, err);
+		j.tapped = tapped;
+	}
+	pthread_t fth;
+	if (!rc && fw.ft && !(flive = pthread_create(&fth, NULL, ffiles_main, &fw) == 0))
+		ffiles_main(&fw); /* no thread: before the pool, on this one */
 	/* one long loop, often beside a conversion's short ones: threads of its own */
-	qtk_parallel_for_spawn(threads, n, digest_one, &j);
+	if (!rc)
+		qtk_parallel_for_spawn(threads, n, digest_one, &j);
+	if (flive)
+		pthread_join(fth, NULL);
+	for (uint32_t f = 0; fw.ft && f < m->nfiles; f++) {
+		qtk_thash_free(fw.ft[f].h);
+		qtk_free(fw.ft[f].t);
+		qtk_free(fw.ft[f].cuts);
+	}
+	qtk_free(fw.ft);
+	qtk_free(tapped);
 	pthread_mutex_destroy(&j.mu);
 	qtk_free(order);
-	int rc = 0;
+	if (rc) {
+		qtk_digests_free(out);
+		return rc;
+	}
+	if (j.fail_at == SIZE_MAX && fw.rc) { /* the tensors hashed; a file's read or hash failed */
+		*err = fw.err;
+		rc = fw.rc;
+	}
 	if (j.fail_at != SIZE_MAX) {
 		*err = j.err;
 		if (!err->file[0] && m->path)

@@ -99,6 +99,10 @@ typedef struct qtk_digest_opts {
 	/* Optional: when *cancel becomes nonzero (read atomically) the remaining reads fail with
 	 * QTK_E_IO "cancelled" (a caller giving up on a background digest). */
 	const int *cancel;
+	/* Optional, m->nfiles entries: also each file's SHA-256 (of its file_sizes[f] bytes), from a
+	 * read that feeds the digests of the tensors stored as plain byte ranges of it (each file
+	 * read once for both, on threads beside the tensors' own). */
+	uint8_t (*file_sha)[32];
 } qtk_digest_opts;
 
 /* Both tiers of every tensor of m, and both roots. Reads each tensor once, in chunks of a few

@@ -674,8 +674,10 @@ static int file_cmp(const void *a, const void *b)
 	return strcmp(((const qtk_fileinfo *)a)->path, ((const qtk_fileinfo *)b)->path);
 }
 
-/* The source's files (and an HF directory's side files), sorted by name, hashed or not. */
-static int list_files(qtk_model *m, qtk_filelist *out, bool hash, const int *cancel, qtk_err *err)
+/* The source's files (and an HF directory's side files), sorted by name, hashed or not; pre,
+ * when not NULL, holds the files' hashes already taken (m->nfiles of them). */
+static int list_files(qtk_model *m, qtk_filelist *out, bool hash, const uint8_t (*pre)[32], const int *cancel,
+		      qtk_err *err)
 {
 	memset(out, 0, sizeof *out);
 	bool hf = !strcmp(qtk_model_format(m), "hf");
@@ -692,7 +694,10 @@ static int list_files(qtk_model *m, qtk_filelist *out, bool hash, const int *can
 		}
 		out->n++;
 		f->size = m->file_sizes[i];
-		rc = hash ? hash_fd(m->fds[i], m->files[i], f->size, f->sha256, cancel, err) : 0;
+		if (hash && pre)
+			memcpy(f->sha256, pre[i], 32);
+		else
+			rc = hash ? hash_fd(m->fds[i], m->files[i], f->size, f->sha256, cancel, err) : 0;
 	}
 	for (size_t i = 0; hf && i < m->nblobs && !rc; i++) {
 		const qtk_blob *b = &m->blobs[i];
@@ -716,7 +721,7 @@ static int list_files(qtk_model *m, qtk_filelist *out, bool hash, const int *can
 
 int qtk_hash_model_files(qtk_model *m, qtk_filelist *out, qtk_err *err)
 {
-	return list_files(m, out, true, NULL, err);
+	return list_files(m, out, true, NULL, NULL, err);
 }
 
 /* ---- building --------------------------------------------------------------------------- */
@@ -732,7 +737,7 @@ typedef struct {
 static void *files_main(void *arg)
 {
 	files_job *j = arg;
-	j->rc = list_files(j->m, j->out, true, j->cancel, &j->err);
+	j->rc = list_files(j->m, j->out, true, NULL, j->cancel, &j->err);
 	return NULL;
 }
 
@@ -1082,13 +1087,17 @@ static int hash_source(qtk_prov_builder *b, qtk_err *err)
 	files_job fj = {hm, &b->files_cache, &b->src_cancel, {0}, 0};
 	pthread_t th;
 	int rc = 0;
-	bool threaded = !b->src_files && !b->src_digests && pthread_create(&th, NULL, files_main, &fj) == 0;
+	/* both: each file read once, for its hash and the tensors stored in it */
+	uint8_t (*sha)[32] = !b->src_files && !b->src_digests ? qtk_calloc(hm->nfiles ? hm->nfiles : 1, 32) : NULL;
+	o.file_sha = sha;
+	bool threaded = !sha && !b->src_files && !b->src_digests && pthread_create(&th, NULL, files_main, &fj) == 0;
 	if (!b->src_digests)
 		rc = qtk_digest_model(hm, &o, &b->src_cache, err);
 	if (threaded)
 		pthread_join(th, NULL);
 	else if (!rc && !b->src_files)
-		fj.rc = list_files(hm, &b->files_cache, true, &b->src_cancel, &fj.err);
+		fj.rc = list_files(hm, &b->files_cache, true, (const uint8_t (*)[32])sha, &b->src_cancel, &fj.err);
+	qtk_free(sha);
 	if (!rc && fj.rc) {
 		*err = fj.err;
 		rc = fj.rc;
@@ -1175,7 +1184,7 @@ int qtk_prov_build(qtk_prov_builder *b, char **json, qtk_err *err)
 	const bool pending = b->src_pending;
 	qtk_filelist meta_files;
 	memset(&meta_files, 0, sizeof meta_files);
-	if (pending && (rc = list_files(b->src, &meta_files, false, NULL, err)))
+	if (pending && (rc = list_files(b->src, &meta_files, false, NULL, NULL, err)))
 		return rc;
 	const qtk_digests *sd = pending ? &b->src_meta : b->src_digests ? b->src_digests : &b->src_cache;
 	const qtk_filelist *sf = pending ? &meta_files : b->src_files ? b->src_files : &b->files_cache;
