@@ -6,6 +6,10 @@
 #   LLAMA_QUANTIZE path to llama.cpp's llama-quantize, for side-by-side figures
 #   BENCH_REPEAT   with LLAMA_QUANTIZE: q4_k runs of each, interleaved, for a median ratio
 #                  that a busy machine disturbs less (default 3)
+#   BENCH_PAIR_TYPES with LLAMA_QUANTIZE: types timed again with the record in BENCH_REPEAT
+#                  interleaved pairs against llama-quantize --pure, for a median ratio (default
+#                  the ones near or over the target: q4_0 q4_1 q5_0 q5_1 q8_0 q3_k); the k-quant
+#                  AWQ re-fit is paired with F16 -> q4_k the same way
 #   BENCH_TYPES    with LLAMA_QUANTIZE: the ggml types timed against llama-quantize --pure, with
 #                  and without qtk's provenance record, and their RMSE compared tensor by tensor
 #                  (default every type qtk writes: q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k
@@ -74,6 +78,7 @@ secs_of() { awk -v l="$1" '{ s = $(NF - 1); NF -= 2; if ($0 == l) v = s } END { 
 
 : >"$D/results"
 : >"$D/pairs"
+: >"$D/tpairs"
 echo "model: $M, $(( BYTES / 1048576 )) MiB, ~${MP}M parameters, $TH threads; $(nproc) cores, $(uname -m)"
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 echo
@@ -132,6 +137,34 @@ if [ -n "$LQ" ] && [ -x "$LQ" ]; then
 		/usr/bin/time -f "%e" -o "$D/t2" "$LQ" --pure "$M" "$D/lq-q4k.gguf" Q4_K_M "$TH" >/dev/null 2>&1
 		echo "$(tail -n 1 "$D/t1") $(tail -n 1 "$D/t2")" >>"$D/pairs"
 	done
+	# the types near the line, with the record, taking turns with llama-quantize
+	: >"$D/tpairs"
+	for t in ${BENCH_PAIR_TYPES:-q4_0 q4_1 q5_0 q5_1 q8_0 q3_k}; do
+		i=0
+		while [ "$i" -lt "${BENCH_REPEAT:-3}" ]; do
+			i=$((i + 1))
+			/usr/bin/time -f "%e" -o "$D/t1" bin/qconvert -q --threads "$TH" "$M" "$D/p-$t.gguf" --to "$t" --pure >/dev/null 2>&1
+			/usr/bin/time -f "%e" -o "$D/t2" "$LQ" --pure "$M" "$D/lp-$t.gguf" "$(lq_name "$t")" "$TH" >/dev/null 2>&1
+			echo "$t $(tail -n 1 "$D/t1") $(tail -n 1 "$D/t2")" >>"$D/tpairs"
+		done
+		rm -f "$D/p-$t.gguf" "$D/lp-$t.gguf"
+	done
+fi
+# the AWQ re-fit from q4_k at groups of 32 taking turns with F16 -> q4_k (its target: no slower)
+: >"$D/fpairs"
+if [ -f "$D/q4k.gguf" ]; then
+	i=0
+	while [ "$i" -lt "${BENCH_REPEAT:-3}" ]; do
+		i=$((i + 1))
+		rm -rf "$D/awq-k"
+		/usr/bin/time -f "%e" -o "$D/t1" bin/qconvert -q --threads "$TH" "$D/q4k.gguf" "$D/awq-k/" --to awq >/dev/null 2>&1
+		/usr/bin/time -f "%e" -o "$D/t2" bin/qconvert -q --threads "$TH" "$M" "$D/q4k-again.gguf" --to q4_k --pure >/dev/null 2>&1
+		echo "$(tail -n 1 "$D/t1") $(tail -n 1 "$D/t2")" >>"$D/fpairs"
+	done
+	rm -f "$D/q4k-again.gguf"
+	awk '{ r[NR] = $1 / $2; printf "q4_k -> AWQ g32 interleaved run %d: %.2f s, F16 -> q4_k %.2f s, ratio %.2f\n", NR, $1, $2, $1 / $2 }
+	     END { n = NR; for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (r[j] < r[i]) { t = r[i]; r[i] = r[j]; r[j] = t }
+	           if (n) printf "q4_k -> AWQ g32 / F16 -> q4_k, median of %d interleaved pairs: %.2fx\n", n, (n % 2) ? r[(n + 1) / 2] : (r[n / 2] + r[n / 2 + 1]) / 2 }' "$D/fpairs"
 fi
 # repacks again, each taking turns with cp + fsync of the same bytes: the median ratio of the
 # pairs (the disk's speed moves within minutes; a pair shares it)
@@ -182,6 +215,13 @@ if [ -n "$LQ" ] && [ -x "$LQ" ]; then
 		esac
 		ratio "qconvert F16 -> $t (no record)" "llama-quantize F16 -> $t (--pure)" "$t time without the record, qtk / llama-quantize"
 	done
+	# the types' pairs: the median ratio of each, and the best of each side
+	awk '{ k = $1; r = $2 / $3; n[k]++; v[k, n[k]] = r; if (!(k in o)) { o[k] = ++no; ord[no] = k; bq[k] = $2; bl[k] = $3 }
+	       if ($2 < bq[k]) bq[k] = $2; if ($3 < bl[k]) bl[k] = $3 }
+	     END { for (q = 1; q <= no; q++) { k = ord[q]; m = n[k]
+	             for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (v[k, j] < v[k, i]) { t = v[k, i]; v[k, i] = v[k, j]; v[k, j] = t }
+	             printf "%s with the record / llama-quantize, median of %d interleaved pairs: %.2fx; best of each: %.2f s / %.2f s = %.2fx\n", k, m,
+	                    (m % 2) ? v[k, (m + 1) / 2] : (v[k, m / 2] + v[k, m / 2 + 1]) / 2, bq[k], bl[k], (bl[k] > 0 ? bq[k] / bl[k] : 0) } }' "$D/tpairs"
 	awk '{ r[NR] = $1 / $2; printf "q4_k interleaved run %d: qtk %.2f s, llama-quantize %.2f s, ratio %.2f\n", NR, $1, $2, $1 / $2 }
 	     END { n = NR; for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (r[j] < r[i]) { t = r[i]; r[i] = r[j]; r[j] = t }
 	           if (n) printf "q4_k time, qtk / llama-quantize, median of %d interleaved pairs: %.2fx\n", n, (n % 2) ? r[(n + 1) / 2] : (r[n / 2] + r[n / 2 + 1]) / 2 }' "$D/pairs"
@@ -265,6 +305,14 @@ J=$D/results.json
 	printf '],\n  "repack_pairs": ['
 	if [ -s "$D/rpairs" ]; then
 		awk -F '|' 'BEGIN { n = 0 } { printf "%s{\"operation\": \"%s\", \"record\": %s, \"qtk\": %s, \"cp_fsync\": %s, \"ratio\": %.4f}", (n++ ? ", " : ""), $1, ($2 == "with" ? "true" : "false"), $3, $4, ($4 > 0 ? $3 / $4 : 0) }' "$D/rpairs"
+	fi
+	printf '],\n  "type_pairs": ['
+	if [ -s "$D/tpairs" ]; then
+		awk 'BEGIN { n = 0 } { printf "%s{\"type\": \"%s\", \"qtk\": %s, \"llama_quantize\": %s, \"ratio\": %.4f}", (n++ ? ", " : ""), $1, $2, $3, ($3 > 0 ? $2 / $3 : 0) }' "$D/tpairs"
+	fi
+	printf '],\n  "refit_pairs": ['
+	if [ -s "$D/fpairs" ]; then
+		awk 'BEGIN { n = 0 } { printf "%s{\"q4_k_to_awq_g32\": %s, \"f16_to_q4_k\": %s, \"ratio\": %.4f}", (n++ ? ", " : ""), $1, $2, ($2 > 0 ? $1 / $2 : 0) }' "$D/fpairs"
 	fi
 	printf '],\n  "encoders": ['
 	awk '{ printf "%s\n    %s", (NR > 1 ? "," : ""), $0 }' "$D/enc.jsonl"
