@@ -5,7 +5,6 @@
 #include "dequant.h"
 #include "scheme/scheme.h"
 #include "scheme/mlx.h"
-#include "packing.h"
 #include <openssl/evp.h>
 #include "lc.h"
 #include <pthread.h>
@@ -421,14 +420,6 @@ typedef struct int_scales {
 	bool gmajor, one;
 } int_scales;
 
-static int part_by_role(const qtk_tensor *t, const char *role)
-{
-	for (int k = 0; k < t->nparts; k++)
-		if (!strncmp(t->parts[k].role, role, sizeof t->parts[k].role))
-			return k;
-	return -1;
-}
-
 static bool int_scales_of(const qtk_tensor *t, int_scales *o)
 {
 	const qtk_layout *l = &t->layout;
@@ -436,14 +427,14 @@ static bool int_scales_of(const qtk_tensor *t, int_scales *o)
 	if (l->act_order || t->ndim != 2 || !g || g % RUN || in % g)
 		return false;
 	if (l->kind == QTK_LAYOUT_AWQ || l->kind == QTK_LAYOUT_GPTQ) {
-		o->si = part_by_role(t, "scales");
+		o->si = qtk_tensor_part_index(t, "scales");
 		o->st = QTK_T_F16;
 		o->gmajor = true;
 		o->one = false;
 	} else if (l->kind == QTK_LAYOUT_CT_INT &&
 		   (l->strategy == QTK_SCHEME_PER_GROUP || l->strategy == QTK_SCHEME_PER_TENSOR) &&
 		   (l->scale_type == QTK_T_F16 || l->scale_type == QTK_T_BF16 || l->scale_type == QTK_T_F32)) {
-		o->si = part_by_role(t, "scale");
+		o->si = qtk_tensor_part_index(t, "scale");
 		o->st = l->scale_type;
 		o->gmajor = false;
 		o->one = l->strategy == QTK_SCHEME_PER_TENSOR;
@@ -1209,81 +1200,14 @@ static void block_aff(unsigned type, const uint8_t *x, uint8_t *w)
 	}
 }
 
-/* Version 3, 4-bit AWQ and GPTQ (v1, v2) without act-order: rows o0 .. o0+n-1 of t (whole parts,
- * or a window's, as t describes them) straight to their runs' writing in form 8 (a difference
- * code - zero lies in -16 .. 15), n * in/32 runs of 36 bytes into w, rows in stored order: the
- * integers as the decoders read them (AWQ's nibble order, GPTQ v1's zero + 1). false when t is
- * not such a layout or the rows are not whole packed words (the caller decodes instead). */
+/* Version 3, packed integer layouts whose scheme writes its rows as runs (4-bit AWQ and GPTQ
+ * without act-order: scheme.h runs_rows): rows o0 .. o0+n-1 of t (whole parts, or a window's, as
+ * t describes them) straight to their runs' writing in form 8. false when t is not such a layout
+ * or the rows are not whole packed words (the caller decodes instead). */
 static bool int_rows_direct(const qtk_tensor *t, const void *const *parts, uint64_t o0, uint64_t n, uint8_t *w)
 {
-	const qtk_layout *l = &t->layout;
-	const bool awq = l->kind == QTK_LAYOUT_AWQ;
-	if ((!awq && l->kind != QTK_LAYOUT_GPTQ) || l->bits != 4 || !qtk_digest_int_layout(t))
-		return false;
-	const uint64_t out = t->shape[0], in = t->shape[1], g = l->group_size, ng = in / g, runs = in / RUN;
-	const int qi = part_by_role(t, "qweight"), zi = part_by_role(t, "qzeros"), si = part_by_role(t, "scales");
-	if (qi < 0 || zi < 0 || si < 0 || o0 > out || n > out - o0 || out % 8 || o0 % 8 || n % 8 ||
-	    t->parts[qi].nbytes != in * out / 2 || t->parts[zi].nbytes != ng * out / 2 || t->parts[si].nbytes != ng * out * 2)
-		return false;
-	if (!n) /* a probe: the layout qualifies */
-		return true;
-	const uint8_t *qw = parts[qi], *qz = parts[zi], *sc = parts[si];
-	const size_t rb = 4 + RUN;
-	const int zoff = !awq && l->gptq_version == 1 ? 1 : 0;
-	pthread_once(&f16_once, f16_init);
-	for (uint64_t r = 0; r < n; r++) /* the scales */
-		for (uint64_t u = 0; u < runs; u++)
-			qtk_wr32(w + (r * runs + u) * rb, f16_table[qtk_rd16(sc + 2 * ((u * RUN / g) * out + o0 + r))]);
-	if (awq) { /* qweight [in][out/8], 8 outputs a word in AWQ's nibble order */
-		/* 16 inputs at a time (their rows of qweight stay in cache across the columns): their
-		 * words in lanes, each output's nibbles taken out and less its zero (mod 256: the i8)
-		 * into 16 bytes of its run */
-		for (uint64_t gi = 0; gi < ng; gi++)
-			for (uint64_t i0 = gi * g; i0 < (gi + 1) * g; i0 += 16)
-				for (uint64_t c = o0 / 8; c < (o0 + n) / 8; c++) {
-					const uint32_t zw = qtk_rd32(qz + 4 * (gi * (out / 8) + c));
-					uint32_t v[16];
-					for (unsigned k = 0; k < 16; k++)
-						v[k] = qtk_rd32(qw + 4 * ((i0 + k) * (out / 8) + c));
-					uint8_t *d = w + ((8 * c - o0) * runs + i0 / RUN) * rb + 4 + i0 % RUN;
-#if defined(__SSE2__) && !defined(QTK_QV_PLAIN)
-					__m128i q4[4];
-					memcpy(q4, v, sizeof q4);
-					const __m128i m15 = _mm_set1_epi32(15);
-					for (unsigned j = 0; j < 8; j++) {
-						const unsigned sh = qtk_awq_shift(j);
-						const __m128i cnt = _mm_cvtsi32_si128((int)sh);
-						__m128i a[4];
-						for (unsigned k = 0; k < 4; k++)
-							a[k] = _mm_and_si128(_mm_srl_epi32(q4[k], cnt), m15);
-						const __m128i b8 = _mm_packus_epi16(_mm_packs_epi32(a[0], a[1]), _mm_packs_epi32(a[2], a[3]));
-						const __m128i zz = _mm_set1_epi8((char)((zw >> sh) & 15u));
-						_mm_storeu_si128((__m128i *)(void *)(d + j * runs * rb), _mm_sub_epi8(b8, zz));
-					}
-#else
-					for (unsigned j = 0; j < 8; j++) {
-						const unsigned sh = qtk_awq_shift(j);
-						for (unsigned k = 0; k < 16; k++)
-							d[j * runs * rb + k] = (uint8_t)(((v[k] >> sh) & 15u) - ((zw >> sh) & 15u));
-					}
-#endif
-				}
-		return true;
-	}
-	/* GPTQ: qweight [in/8][out], 8 inputs a word, LSB first; qzeros [ng][out/8] */
-	for (uint64_t r = 0; r < n; r++) {
-		const uint64_t o = o0 + r;
-		for (uint64_t gi = 0; gi < ng; gi++) {
-			const int z = (int)((qtk_rd32(qz + 4 * (gi * (out / 8) + o / 8)) >> (4 * (o % 8))) & 15u) + zoff;
-			for (uint64_t w8 = gi * g / 8; w8 < (gi + 1) * g / 8; w8++) {
-				const uint32_t v = qtk_rd32(qw + 4 * (w8 * out + o));
-				uint8_t *d = w + (r * runs + (8 * w8) / RUN) * rb + 4 + (8 * w8) % RUN;
-				for (unsigned j = 0; j < 8; j++)
-					d[j] = (uint8_t)((int)((v >> (4 * j)) & 15u) - z);
-			}
-		}
-	}
-	return true;
+	const qtk_scheme *sc = t->layout.kind == QTK_LAYOUT_PLAIN ? NULL : qtk_scheme_of(t);
+	return sc && sc->runs_rows && qtk_digest_int_layout(t) && sc->runs_rows(t, parts, o0, n, w) == 0;
 }
 
 /* Version 4, MLX matrices whose groups are sub-blocks: 2-D, bits up to 6 (every code fits i8),

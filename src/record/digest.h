@@ -194,8 +194,9 @@ typedef struct qtk_int_scratch {
 int qtk_digest_int_rows(const qtk_tensor *t, const void *const *parts, uint64_t o0, uint64_t n, float *k,
 			uint32_t *s, qtk_int_scratch *scr);
 /* The same rows written straight to their runs (form 8, 36 bytes each, n * in / 32 of them into
- * w, rows in stored order) from the packed words, for the layouts that allow it (4-bit AWQ and
- * GPTQ v1/v2, rows o0 and n whole packed words; version 4: MLX's sub-blocks, form 10, 40 bytes
+ * w, rows in stored order) from the packed words, for the layouts whose scheme writes them
+ * (scheme.h runs_rows: 4-bit AWQ and GPTQ v1/v2, rows o0 and n whole packed words; version 4:
+ * MLX's sub-blocks, qtk_mlx_subblocks, form 10, 40 bytes
  * each): true when written (n 0: when t allows it), false when the caller must take
  * qtk_digest_int_rows instead (an MLX matrix: none; its values are not runs). */
 bool qtk_digest_rows_w(const qtk_tensor *t, const void *const *parts, uint64_t o0, uint64_t n, uint8_t *w);

@@ -12,7 +12,12 @@
 #include "fold.h"
 #include "qgroups.h"
 #include "quant.h"
+#include "fp16.h"
+#include "packing.h"
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 static void sh_qweight(const qtk_scheme_dims *d, uint64_t s[2]) { s[0] = d->in, s[1] = d->out / 8; }
 static void sh_qzeros(const qtk_scheme_dims *d, uint64_t s[2]) { s[0] = d->ngroups, s[1] = d->out / 8; }
@@ -100,6 +105,63 @@ static int from_groups(const qgroups *g, const qtk_tensor *o, bool wrap, void *c
 	return qg_to_awq(g, (uint32_t *)p[0], (uint32_t *)p[1], (uint16_t *)p[2]);
 }
 
+
+/* scheme.h runs_rows, 4 bits: qweight [in][out/8] with 8 outputs a word in AWQ's nibble order,
+ * qzeros [ng][out/8], F16 scales [ng][out]. 16 inputs at a time (their rows of qweight stay in
+ * cache across the columns): their words in lanes, each output's nibbles taken out and less its
+ * zero (mod 256: the byte) into 16 bytes of its run. */
+static int runs_rows(const qtk_tensor *t, const void *const *pp, uint64_t o0, uint64_t n, uint8_t *w)
+{
+	const qtk_layout *l = &t->layout;
+	if (l->bits != 4 || l->act_order || t->ndim != 2 || !l->group_size || l->group_size % 32 || t->shape[1] % l->group_size)
+		return -1;
+	const uint64_t out = t->shape[0], in = t->shape[1], g = l->group_size, ng = in / g, runs = in / 32;
+	const int qi = qtk_tensor_part_index(t, "qweight"), zi = qtk_tensor_part_index(t, "qzeros"),
+		  si = qtk_tensor_part_index(t, "scales");
+	if (qi < 0 || zi < 0 || si < 0 || t->parts[si].type != QTK_T_F16 || o0 > out || n > out - o0 || out % 8 ||
+	    o0 % 8 || n % 8 || t->parts[qi].nbytes != in * out / 2 || t->parts[zi].nbytes != ng * out / 2 ||
+	    t->parts[si].nbytes != ng * out * 2)
+		return -1;
+	if (!n) /* a probe: the layout qualifies */
+		return 0;
+	const uint8_t *qw = pp[qi], *qz = pp[zi], *sc = pp[si];
+	const size_t rb = 4 + 32;
+	for (uint64_t r = 0; r < n; r++) /* the scales, widened as the decoder widens them */
+		for (uint64_t u = 0; u < runs; u++)
+			qtk_wr32(w + (r * runs + u) * rb, qtk_f32_bits(qtk_h2f(qtk_rd16(sc + 2 * ((u * 32 / g) * out + o0 + r)))));
+	for (uint64_t gi = 0; gi < ng; gi++)
+		for (uint64_t i0 = gi * g; i0 < (gi + 1) * g; i0 += 16)
+			for (uint64_t c = o0 / 8; c < (o0 + n) / 8; c++) {
+				const uint32_t zw = qtk_rd32(qz + 4 * (gi * (out / 8) + c));
+				uint32_t v[16];
+				for (unsigned k = 0; k < 16; k++)
+					v[k] = qtk_rd32(qw + 4 * ((i0 + k) * (out / 8) + c));
+				uint8_t *d = w + ((8 * c - o0) * runs + i0 / 32) * rb + 4 + i0 % 32;
+#if defined(__SSE2__) && !defined(QTK_QV_PLAIN)
+				__m128i q4[4];
+				memcpy(q4, v, sizeof q4);
+				const __m128i m15 = _mm_set1_epi32(15);
+				for (unsigned j = 0; j < 8; j++) {
+					const unsigned sh = qtk_awq_shift(j);
+					const __m128i cnt = _mm_cvtsi32_si128((int)sh);
+					__m128i a[4];
+					for (unsigned k = 0; k < 4; k++)
+						a[k] = _mm_and_si128(_mm_srl_epi32(q4[k], cnt), m15);
+					const __m128i b8 = _mm_packus_epi16(_mm_packs_epi32(a[0], a[1]), _mm_packs_epi32(a[2], a[3]));
+					const __m128i zz = _mm_set1_epi8((char)((zw >> sh) & 15u));
+					_mm_storeu_si128((__m128i *)(void *)(d + j * runs * rb), _mm_sub_epi8(b8, zz));
+				}
+#else
+				for (unsigned j = 0; j < 8; j++) {
+					const unsigned sh = qtk_awq_shift(j);
+					for (unsigned k = 0; k < 16; k++)
+						d[j * runs * rb + k] = (uint8_t)(((v[k] >> sh) & 15u) - ((zw >> sh) & 15u));
+				}
+#endif
+			}
+	return 0;
+}
+
 /* AutoAWQ's config: zero_point (default true) = asymmetric; version must be gemm. */
 static void config_read(const cJSON *o, qtk_qcfg *q)
 {
@@ -132,6 +194,7 @@ const qtk_scheme qtk_scheme_awq = {
 	.infer = infer,
 	.decode_rows = decode_rows,
 	.encode_rows = encode_rows,
+	.runs_rows = runs_rows,
 	.to_groups = to_groups,
 	.from_groups = from_groups,
 	.transcodes = qtk_scheme_int_transcodes,

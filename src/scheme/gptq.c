@@ -16,6 +16,8 @@
 #include "json.h"
 #include "qgroups.h"
 #include "quant.h"
+#include "fp16.h"
+#include "packing.h"
 #include <string.h>
 
 static void sh_qweight(const qtk_scheme_dims *d, uint64_t s[2]) { s[0] = d->in * d->bits / 32, s[1] = d->out; }
@@ -147,6 +149,44 @@ static bool get_bool(const cJSON *o, const char *k, bool def)
 	return cJSON_IsBool(c) ? cJSON_IsTrue(c) : def;
 }
 
+
+/* scheme.h runs_rows, 4 bits: qweight [in/8][out] with 8 inputs a word, LSB first, qzeros
+ * [ng][out/8] (v1: the stored zero plus 1, as the decoder reads it), F16 scales [ng][out]. */
+static int runs_rows(const qtk_tensor *t, const void *const *pp, uint64_t o0, uint64_t n, uint8_t *w)
+{
+	const qtk_layout *l = &t->layout;
+	if (l->bits != 4 || l->act_order || t->ndim != 2 || !l->group_size || l->group_size % 32 || t->shape[1] % l->group_size)
+		return -1;
+	const uint64_t out = t->shape[0], in = t->shape[1], g = l->group_size, ng = in / g, runs = in / 32;
+	const int qi = qtk_tensor_part_index(t, "qweight"), zi = qtk_tensor_part_index(t, "qzeros"),
+		  si = qtk_tensor_part_index(t, "scales");
+	if (qi < 0 || zi < 0 || si < 0 || t->parts[si].type != QTK_T_F16 || o0 > out || n > out - o0 || out % 8 ||
+	    o0 % 8 || n % 8 || t->parts[qi].nbytes != in * out / 2 || t->parts[zi].nbytes != ng * out / 2 ||
+	    t->parts[si].nbytes != ng * out * 2)
+		return -1;
+	if (!n) /* a probe: the layout qualifies */
+		return 0;
+	const uint8_t *qw = pp[qi], *qz = pp[zi], *sc = pp[si];
+	const size_t rb = 4 + 32;
+	for (uint64_t r = 0; r < n; r++) /* the scales, widened as the decoder widens them */
+		for (uint64_t u = 0; u < runs; u++)
+			qtk_wr32(w + (r * runs + u) * rb, qtk_f32_bits(qtk_h2f(qtk_rd16(sc + 2 * ((u * 32 / g) * out + o0 + r)))));
+	const int zoff = l->gptq_version == 1 ? 1 : 0;
+	for (uint64_t r = 0; r < n; r++) {
+		const uint64_t o = o0 + r;
+		for (uint64_t gi = 0; gi < ng; gi++) {
+			const int z = (int)((qtk_rd32(qz + 4 * (gi * (out / 8) + o / 8)) >> (4 * (o % 8))) & 15u) + zoff;
+			for (uint64_t w8 = gi * g / 8; w8 < (gi + 1) * g / 8; w8++) {
+				const uint32_t v = qtk_rd32(qw + 4 * (w8 * out + o));
+				uint8_t *d = w + (r * runs + (8 * w8) / 32) * rb + 4 + (8 * w8) % 32;
+				for (unsigned j = 0; j < 8; j++)
+					d[j] = (uint8_t)((int)((v >> (4 * j)) & 15u) - z);
+			}
+		}
+	}
+	return 0;
+}
+
 /* AutoGPTQ / GPTQModel config: sym (default true), desc_act, checkpoint_format (or format)
  * "gptq" or "gptq_v2"; marlin is refused. */
 static void config_read(const cJSON *o, qtk_qcfg *q)
@@ -189,6 +229,7 @@ const qtk_scheme qtk_scheme_gptq = {
 	.infer = infer,
 	.decode_rows = decode_rows,
 	.encode_rows = encode_rows,
+	.runs_rows = runs_rows,
 	.to_groups = to_groups,
 	.from_groups = from_groups,
 	.transcodes = qtk_scheme_int_transcodes,

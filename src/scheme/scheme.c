@@ -203,6 +203,14 @@ const char *qtk_scheme_part_suffix(const qtk_tensor *t, int p)
 	return s && s->suffix ? s->suffix(t->parts[p].role) : t->parts[p].role;
 }
 
+int qtk_tensor_part_index(const qtk_tensor *t, const char *role)
+{
+	for (int k = 0; k < t->nparts; k++)
+		if (!strncmp(t->parts[k].role, role, sizeof t->parts[k].role))
+			return k;
+	return -1;
+}
+
 int qtk_scheme_part_index(const qtk_scheme *s, const char *role)
 {
 	for (int k = 0; s && k < s->nparts; k++)

@@ -135,6 +135,13 @@ struct qtk_scheme {
 	/* The checkpoint suffix of a role when it is not the role itself (roles have 7 bytes at
 	 * most); NULL: the roles are the suffixes. */
 	const char *(*suffix)(const char *role);
+	/* Output features o0 .. o0+n-1 of t (whole parts, or a window's, as t describes them) as
+	 * the runs of content digest version 3 (docs/provenance.md 1.2, form 8): per run of 32
+	 * inputs the F32 bits of its scale (little-endian u32), then its 32 differences code - zero
+	 * as bytes, as the decoder reads them; in / 32 runs of 36 bytes a row into w, rows in stored
+	 * order. With n = 0 (parts and w unused): whether t has that form here. 0, or -1 when it has
+	 * not (the caller decodes instead). NULL: never. */
+	int (*runs_rows)(const qtk_tensor *t, const void *const *parts, uint64_t o0, uint64_t n, uint8_t *w);
 	/* Rows o0 .. o0+n-1 of a valid 2-D tensor t as blocks of ggml type `type` with the same
 	 * codes and scales (a byte shuffle: MXFP4), into dst; 0, or -1 when it has no such form. */
 	int (*to_ggml_rows)(const qtk_tensor *t, const void *const *parts, uint64_t o0, uint64_t n, unsigned type,
@@ -182,6 +189,8 @@ const qtk_scheme *qtk_scheme_by_method(const char *quant_method);
 const qtk_scheme *qtk_scheme_of(const qtk_tensor *t);
 /* Index of the part with this role, or -1. */
 int qtk_scheme_part_index(const qtk_scheme *s, const char *role);
+/* Index of tensor t's part with this role, or -1. */
+int qtk_tensor_part_index(const qtk_tensor *t, const char *role);
 /* "2, 3, 4 or 8", "4": the bits a scheme supports. */
 void qtk_scheme_bits_text(const qtk_scheme *s, char *buf, size_t n);
 
