@@ -2026,6 +2026,12 @@ static void test_file_tap(void)
 			for (size_t i = 0; same && i < got.n; i++)
 				same = !memcmp(got.leaf[i].enc, want.leaf[i].enc, 32) && !memcmp(got.leaf[i].dec, want.leaf[i].dec, 32);
 			CHECK(same, "%s, %d threads: leaves and roots as without the files' read", names[k], th);
+			/* plain tensors from the read; AWQ's packed matrices from the pool */
+			size_t plain = 0;
+			for (size_t i = 0; i < m->ntensors; i++)
+				plain += m->tensors[i].layout.kind == QTK_LAYOUT_PLAIN;
+			CHECK(got.n_with_files == plain && plain > 0, "%s: %zu of %zu plain tensors from the files' read",
+			      names[k], got.n_with_files, plain);
 			int files_ok = 1;
 			for (uint32_t f = 0; f < m->nfiles; f++) {
 				FILE *fp = fopen(m->files[f], "rb");
@@ -2060,6 +2066,82 @@ static void test_file_tap(void)
 		}
 		qtk_close(m);
 	}
+}
+
+/* A GGUF of many small F16 tensors stored in the reverse of their order, and one of two pieces
+ * among them: the files' read hashes them all (the small ones from the reads around them, in
+ * file order) with the leaves of the one-by-one read. */
+static void test_file_tap_order(void)
+{
+	const char *path = path_in("many.gguf");
+	const uint32_t n = 3000, big = 1234; /* tensor `big` holds 2^19 + 16 F16 values */
+	const uint64_t bigb = ((uint64_t)1 << 20) + 32;
+	qtk_buf h = {0};
+	uint8_t b8[8];
+	const char *arch = "general.architecture", *llama = "llama";
+#define PUT_U32(x) (qtk_wr32(b8, (uint32_t)(x)), qtk_buf_put(&h, b8, 4))
+#define PUT_U64(x) (qtk_wr64(b8, (uint64_t)(x)), qtk_buf_put(&h, b8, 8))
+#define PUT_STR(x) (PUT_U64(strlen(x)), qtk_buf_put(&h, x, strlen(x)))
+	qtk_buf_put(&h, "GGUF", 4);
+	PUT_U32(3);
+	PUT_U64(n);
+	PUT_U64(1);
+	PUT_STR(arch);
+	PUT_U32(8);
+	PUT_STR(llama);
+	uint64_t *off = calloc(n, sizeof *off), at = 0;
+	for (uint32_t i = n; i-- > 0;) { /* offsets: the last tensor first */
+		off[i] = at;
+		at += i == big ? bigb : 32;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		char name[32];
+		snprintf(name, sizeof name, "t%05u.weight", i);
+		PUT_STR(name);
+		PUT_U32(2);
+		PUT_U64(i == big ? 16 : 8);
+		PUT_U64(i == big ? 32769 : 2);
+		PUT_U32(QTK_T_F16);
+		PUT_U64(off[i]);
+	}
+#undef PUT_U32
+#undef PUT_U64
+#undef PUT_STR
+	while (h.len % 32)
+		qtk_buf_put(&h, "", 1);
+	uint8_t *data = malloc(at);
+	for (uint64_t k = 0; k < at / 2; k++)
+		qtk_wr16(data + 2 * k, (uint16_t)(0x3c00u + (k * 2654435761u >> 20) % 1024u));
+	FILE *fp = fopen(path, "wb");
+	CHECK(fp && fwrite(h.p, 1, h.len, fp) == h.len && fwrite(data, 1, at, fp) == at && fclose(fp) == 0, "write %s", path);
+	qtk_buf_free(&h);
+	free(data);
+	free(off);
+	qtk_err err;
+	qtk_model *m = qtk_open(path, &err);
+	CHECK(m != NULL, "open %s: %s", path, m ? "" : err.msg);
+	if (!m)
+		return;
+	qtk_digests want, got;
+	qtk_digest_opts o = {.threads = 2};
+	uint8_t sha[1][32];
+	qtk_digest_opts ot = {.threads = 2, .file_sha = sha};
+	int rc = qtk_digest_model(m, &o, &want, &err), r2 = rc ? -1 : qtk_digest_model(m, &ot, &got, &err);
+	CHECK(!rc && !r2, "digests: %s", err.msg);
+	if (!rc && !r2) {
+		int same = got.n == want.n && got.n == n && !memcmp(got.enc_root, want.enc_root, 32) &&
+			   !memcmp(got.dec_root, want.dec_root, 32);
+		for (size_t i = 0; same && i < got.n; i++)
+			same = !memcmp(got.leaf[i].enc, want.leaf[i].enc, 32) && !memcmp(got.leaf[i].dec, want.leaf[i].dec, 32);
+		CHECK(same, "%u tensors in reverse file order: the leaves of the one-by-one read", n);
+		CHECK(got.n_with_files == n && want.n_with_files == 0, "all %u hashed from the file's read (%zu)", n,
+		      got.n_with_files);
+		qtk_digests_free(&got);
+	}
+	if (!rc)
+		qtk_digests_free(&want);
+	qtk_close(m);
+	unlink(path);
 }
 
 static void cleanup(void)
@@ -2182,6 +2264,7 @@ int main(void)
 	test_tee_pair();
 	test_sha256_range();
 	test_file_tap();
+	test_file_tap_order();
 	test_ofile_hash();
 	reserve_and_patch(QTK_OUT_GGUF, "patched.gguf");
 	reserve_and_patch(QTK_OUT_SAFETENSORS, "patched.safetensors");

@@ -2058,13 +2058,22 @@ typedef struct {
 typedef struct {
 	djob *j;
 	ftensor *t;
-	uint64_t *cuts; /* the tensors' starts: each begins a read */
+	uint64_t *cuts; /* where reads begin: the starts of the tensors of a piece or more */
+	size_t ncuts;
 	size_t n, cur;
 	qtk_thash *h; /* the current tensor's, once its first bytes came */
 	bool begun;
 	int rc;       /* the current tensor's status */
 	qtk_err e;
 } ftap;
+
+static int by_start(const void *a, const void *b)
+{
+	const ftensor *x = a, *y = b;
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	return x->i < y->i ? -1 : x->i > y->i;
+}
 
 /* The tensors of file f that its read can hash, sorted by offset; tapped[] marks them. */
 static int ftap_plan(djob *j, uint32_t f, ftap *ft, bool *tapped, qtk_err *err)
@@ -2093,13 +2102,8 @@ static int ftap_plan(djob *j, uint32_t f, ftap *ft, bool *tapped, qtk_err *err)
 		ft->t[ft->n++] = (ftensor){i, p->offset, end};
 	}
 	/* file order; tensors sharing bytes are left to the pool */
-	for (size_t a = 1; a < ft->n; a++)
-		for (size_t b = a; b > 0 && (ft->t[b - 1].start > ft->t[b].start ||
-					     (ft->t[b - 1].start == ft->t[b].start && ft->t[b - 1].i > ft->t[b].i)); b--) {
-			const ftensor x = ft->t[b];
-			ft->t[b] = ft->t[b - 1];
-			ft->t[b - 1] = x;
-		}
+	if (ft->n > 1)
+		qsort(ft->t, ft->n, sizeof *ft->t, by_start);
 	size_t k = 0;
 	for (size_t a = 0; a < ft->n;) {
 		size_t b = a + 1;
@@ -2117,9 +2121,13 @@ static int ftap_plan(djob *j, uint32_t f, ftap *ft, bool *tapped, qtk_err *err)
 		ft->n = 0;
 		return oom(err, NULL);
 	}
+	/* a read starts at each tensor of a piece or more (its pieces then lie whole in the
+	 * buffers); smaller ones come from the reads around them, so a file of many small tensors
+	 * is still read in large reads */
 	for (size_t a = 0; a < k; a++) {
 		tapped[ft->t[a].i] = true;
-		ft->cuts[a] = ft->t[a].start;
+		if (ft->t[a].end - ft->t[a].start >= V2_CHUNK)
+			ft->cuts[ft->ncuts++] = ft->t[a].start;
 	}
 	return 0;
 }
@@ -2192,7 +2200,7 @@ static void *ffiles_main(void *arg)
 			w->rc = qtk_err_set(&w->err, QTK_E_INTERNAL, m->files[f], -1, NULL, "SHA-256 failed");
 			break;
 		}
-		const qtk_fd_tap tap = {ftap_feed, &w->ft[f], w->ft[f].cuts, w->ft[f].n};
+		const qtk_fd_tap tap = {ftap_feed, &w->ft[f], w->ft[f].cuts, w->ft[f].ncuts};
 		const int r = qtk_sha256_fd_tap(m->fds[f], m->files[f], md, 0, m->file_sizes[f], j->o->cancel,
 						w->ft[f].n ? &tap : NULL, &w->err);
 		if (r == -1)
@@ -2278,7 +2286,9 @@ int qtk_digest_model(qtk_model *m, const qtk_digest_opts *o, qtk_digests *out, q
 		qtk_parallel_for_spawn(threads, n, digest_one, &j);
 	if (flive)
 		pthread_join(fth, NULL);
+	size_t ntapped = 0;
 	for (uint32_t f = 0; fw.ft && f < m->nfiles; f++) {
+		ntapped += fw.ft[f].n;
 		qtk_thash_free(fw.ft[f].h);
 		qtk_free(fw.ft[f].t);
 		qtk_free(fw.ft[f].cuts);
@@ -2305,6 +2315,8 @@ int qtk_digest_model(qtk_model *m, const qtk_digest_opts *o, qtk_digests *out, q
 		rc = qtk_digests_finish(out, err);
 	if (rc)
 		qtk_digests_free(out);
+	else
+		out->n_with_files = ntapped;
 	return rc;
 }
 

@@ -79,6 +79,7 @@ typedef struct qtk_digests {
 	uint8_t enc_root[32], dec_root[32];
 	uint64_t bytes;      /* encoded bytes hashed in total */
 	int n_permuted;      /* leaves whose rows were un-permuted */
+	size_t n_with_files; /* qtk_digest_model with file_sha: tensors hashed from the files' read */
 	bool complete;       /* every leaf has both tiers: the roots are meaningful */
 	int scheme;          /* QTK_DIGEST_V1 .. _V4 (0: V4) */
 } qtk_digests;
