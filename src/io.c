@@ -1196,8 +1196,9 @@ int qtk_sha256_fd_tap(int fd, const char *path, void *md, uint64_t off, uint64_t
 	}
 	pthread_t th, tth;
 	bool live = false, tlive = false, mem = r.nchunks > 1;
+	const size_t bs = n < RA_BS ? (size_t)n : RA_BS; /* a read is at most this */
 	for (int i = 0; i < RA_NB && mem; i++)
-		mem = (r.buf[i] = qtk_malloc(RA_BS)) != NULL;
+		mem = (r.buf[i] = qtk_malloc(bs)) != NULL;
 	if (mem && !pthread_mutex_init(&r.mu, NULL)) {
 		if (!pthread_cond_init(&r.cv, NULL)) {
 			/* the tap's thread first: the reader counts its consumers once */

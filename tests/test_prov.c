@@ -2109,6 +2109,7 @@ static void test_file_tap_order(void)
 #undef PUT_STR
 	while (h.len % 32)
 		qtk_buf_put(&h, "", 1);
+	const size_t h_len = h.len;
 	uint8_t *data = malloc(at);
 	for (uint64_t k = 0; k < at / 2; k++)
 		qtk_wr16(data + 2 * k, (uint16_t)(0x3c00u + (k * 2654435761u >> 20) % 1024u));
@@ -2140,6 +2141,15 @@ static void test_file_tap_order(void)
 	}
 	if (!rc)
 		qtk_digests_free(&want);
+	/* the file shrinks under the open model: an error naming a tensor, as the one-by-one read
+	 * gives (the first tensor past the new end) */
+	CHECK(truncate(path, (off_t)(h_len + 40000)) == 0, "truncate %s", path);
+	qtk_err_clear(&err);
+	int r3 = qtk_digest_model(m, &ot, &got, &err);
+	CHECK(r3 && !strncmp(err.subject, "t0", 2) && strstr(err.msg, "truncated"),
+	      "a shrunk file: rc %d, subject '%s': %s", r3, err.subject, err.msg);
+	if (!r3)
+		qtk_digests_free(&got);
 	qtk_close(m);
 	unlink(path);
 }

@@ -2067,69 +2067,85 @@ typedef struct {
 	qtk_err e;
 } ftap;
 
-static int by_start(const void *a, const void *b)
+/* A tensor of the plan with its file: sorted by (file, start, index). */
+typedef struct {
+	uint32_t f;
+	ftensor x;
+} fplan;
+
+static int by_file_start(const void *a, const void *b)
 {
-	const ftensor *x = a, *y = b;
-	if (x->start != y->start)
-		return x->start < y->start ? -1 : 1;
-	return x->i < y->i ? -1 : x->i > y->i;
+	const fplan *p = a, *q = b;
+	if (p->f != q->f)
+		return p->f < q->f ? -1 : 1;
+	if (p->x.start != q->x.start)
+		return p->x.start < q->x.start ? -1 : 1;
+	return p->x.i < q->x.i ? -1 : p->x.i > q->x.i;
 }
 
-/* The tensors of file f that its read can hash, sorted by offset; tapped[] marks them. */
-static int ftap_plan(djob *j, uint32_t f, ftap *ft, bool *tapped, qtk_err *err)
+/* The tensors each file's read can hash (fts[f], sorted by offset; tapped[] marks them): one
+ * pass over the tensors and one sort, whatever the number of files and their order. */
+static int ftap_plan(djob *j, ftap *fts, bool *tapped, qtk_err *err)
 {
 	qtk_model *m = j->m;
-	memset(ft, 0, sizeof *ft);
-	ft->j = j;
-	size_t n = 0;
-	for (size_t i = 0; i < m->ntensors; i++) {
-		const qtk_tensor *t = &m->tensors[i];
-		if (t->nparts == 1 && !t->view && t->parts[0].file == f)
-			n++;
+	for (uint32_t f = 0; f < m->nfiles; f++) {
+		memset(&fts[f], 0, sizeof fts[f]);
+		fts[f].j = j;
 	}
-	if (!n || (m->fmt && m->fmt->read))
+	if (m->fmt && m->fmt->read)
 		return 0;
-	if (!(ft->t = qtk_calloc(n, sizeof *ft->t)))
+	fplan *pl = qtk_calloc(m->ntensors ? m->ntensors : 1, sizeof *pl);
+	if (!pl)
 		return oom(err, NULL);
+	size_t k = 0;
 	for (size_t i = 0; i < m->ntensors; i++) {
 		const qtk_tensor *t = &m->tensors[i];
 		const qtk_part *p = &t->parts[0];
 		uint64_t end;
-		if (t->nparts != 1 || t->view || p->file != f || !p->nbytes || (j->o->select && !j->o->select[i]) ||
+		if (t->nparts != 1 || t->view || p->file >= m->nfiles || !p->nbytes || (j->o->select && !j->o->select[i]) ||
 		    (t->layout.kind != QTK_LAYOUT_PLAIN && qtk_scheme_of(t)) || !qtk_add_u64(p->offset, p->nbytes, &end) ||
-		    end > m->file_sizes[f])
+		    end > m->file_sizes[p->file])
 			continue;
-		ft->t[ft->n++] = (ftensor){i, p->offset, end};
+		pl[k++] = (fplan){(uint32_t)p->file, {i, p->offset, end}};
 	}
-	/* file order; tensors sharing bytes are left to the pool */
-	if (ft->n > 1)
-		qsort(ft->t, ft->n, sizeof *ft->t, by_start);
-	size_t k = 0;
-	for (size_t a = 0; a < ft->n;) {
+	if (k > 1)
+		qsort(pl, k, sizeof *pl, by_file_start);
+	/* tensors sharing bytes are left to the pool */
+	size_t w = 0;
+	for (size_t a = 0; a < k;) {
 		size_t b = a + 1;
-		uint64_t end = ft->t[a].end;
-		while (b < ft->n && ft->t[b].start < end) {
-			end = ft->t[b].end > end ? ft->t[b].end : end;
+		uint64_t end = pl[a].x.end;
+		while (b < k && pl[b].f == pl[a].f && pl[b].x.start < end) {
+			end = pl[b].x.end > end ? pl[b].x.end : end;
 			b++;
 		}
 		if (b == a + 1)
-			ft->t[k++] = ft->t[a];
+			pl[w++] = pl[a];
 		a = b;
 	}
-	ft->n = k;
-	if (k && !(ft->cuts = qtk_calloc(k, sizeof *ft->cuts))) {
-		ft->n = 0;
-		return oom(err, NULL);
+	int rc = 0;
+	for (size_t a = 0; a < w && !rc;) {
+		size_t b = a;
+		while (b < w && pl[b].f == pl[a].f)
+			b++;
+		ftap *ft = &fts[pl[a].f];
+		if (!(ft->t = qtk_calloc(b - a, sizeof *ft->t)) || !(ft->cuts = qtk_calloc(b - a, sizeof *ft->cuts))) {
+			rc = oom(err, NULL);
+			break;
+		}
+		/* a read starts at each tensor of a piece or more (its pieces then lie whole in the
+		 * buffers); smaller ones come from the reads around them, so a file of many small
+		 * tensors is still read in large reads */
+		for (size_t c = a; c < b; c++) {
+			ft->t[ft->n++] = pl[c].x;
+			tapped[pl[c].x.i] = true;
+			if (pl[c].x.end - pl[c].x.start >= V2_CHUNK)
+				ft->cuts[ft->ncuts++] = pl[c].x.start;
+		}
+		a = b;
 	}
-	/* a read starts at each tensor of a piece or more (its pieces then lie whole in the
-	 * buffers); smaller ones come from the reads around them, so a file of many small tensors
-	 * is still read in large reads */
-	for (size_t a = 0; a < k; a++) {
-		tapped[ft->t[a].i] = true;
-		if (ft->t[a].end - ft->t[a].start >= V2_CHUNK)
-			ft->cuts[ft->ncuts++] = ft->t[a].start;
-	}
-	return 0;
+	qtk_free(pl);
+	return rc;
 }
 
 static void ftap_end(ftap *ft)
@@ -2203,10 +2219,19 @@ static void *ffiles_main(void *arg)
 		const qtk_fd_tap tap = {ftap_feed, &w->ft[f], w->ft[f].cuts, w->ft[f].ncuts};
 		const int r = qtk_sha256_fd_tap(m->fds[f], m->files[f], md, 0, m->file_sizes[f], j->o->cancel,
 						w->ft[f].n ? &tap : NULL, &w->err);
-		if (r == -1)
+		if (r == -1) {
 			w->rc = qtk_err_set(&w->err, QTK_E_INTERNAL, m->files[f], -1, NULL, "SHA-256 failed");
-		else if (r)
+		} else if (r) {
 			w->rc = w->err.code ? w->err.code : qtk_err_set(&w->err, QTK_E_IO, m->files[f], -1, NULL, "read failed");
+			/* a read that failed (not a cancel) fails the tensor it was reading, or the next
+			 * one, by name, as that tensor's own read would have */
+			const ftap *ft = &w->ft[f];
+			if (ft->cur < ft->n && !(j->o->cancel && __atomic_load_n(j->o->cancel, __ATOMIC_RELAXED))) {
+				qtk_err e = w->err;
+				snprintf(e.subject, sizeof e.subject, "%s", m->tensors[ft->t[ft->cur].i].name);
+				note_fail(j, ft->t[ft->cur].i, &e);
+			}
+		}
 		else if (EVP_DigestFinal_ex(md, j->o->file_sha[f], &len) != 1 || len != 32)
 			w->rc = qtk_err_set(&w->err, QTK_E_INTERNAL, m->files[f], -1, NULL, "SHA-256 failed");
 		else if (w->ft[f].cur != w->ft[f].n) /* every byte was seen: every tensor ended */
@@ -2274,8 +2299,7 @@ int qtk_digest_model(qtk_model *m, const qtk_digest_opts *o, qtk_digests *out, q
 		fw.ft = qtk_calloc(m->nfiles ? m->nfiles : 1, sizeof *fw.ft);
 		tapped = qtk_calloc(n ? n : 1, sizeof *tapped);
 		rc = fw.ft && tapped ? 0 : oom(err, NULL);
-		for (uint32_t f = 0; f < m->nfiles && !rc; f++)
-			rc = ftap_plan(&j, f, &fw.ft[f], tapped, err);
+		rc = rc ? rc : ftap_plan(&j, fw.ft, tapped, err);
 		j.tapped = tapped;
 	}
 	pthread_t fth;
