@@ -3,8 +3,13 @@
 B=${QTK_BUILD:-build}
 pass=0; fail=0; skipped=0
 out=$(mktemp)
-# the project's own samples, which some tests read
+# the project's own samples, which some tests read, and the quick start's conversions of them
 [ -f "$B/samples/tiny-llama-f32.gguf" ] || "$B/samples/gen" "$B/samples" >/dev/null 2>&1
+BIN=${QTK_BIN:-bin}
+[ -f "$B/samples/tiny-llama-Q4_K_M.gguf" ] || "$BIN/qconvert" -q "$B/samples/tiny-llama/" \
+	"$B/samples/tiny-llama-Q4_K_M.gguf" --to Q4_K_M >/dev/null 2>&1
+[ -d "$B/samples/tiny-llama-awq" ] || "$BIN/qconvert" -q "$B/samples/tiny-llama/" "$B/samples/tiny-llama-awq/" \
+	--to awq --group-size 128 >/dev/null 2>&1
 for t in "$B"/tests/test_*; do
 	[ -x "$t" ] || continue
 	name=$(basename "$t")
