@@ -16,7 +16,6 @@
 #include "json.h"
 #include "qgroups.h"
 #include "quant.h"
-#include "fp16.h"
 #include "packing.h"
 #include <string.h>
 
@@ -154,24 +153,14 @@ static bool get_bool(const cJSON *o, const char *k, bool def)
  * [ng][out/8] (v1: the stored zero plus 1, as the decoder reads it), F16 scales [ng][out]. */
 static int runs_rows(const qtk_tensor *t, const void *const *pp, uint64_t o0, uint64_t n, uint8_t *w)
 {
-	const qtk_layout *l = &t->layout;
-	if (l->bits != 4 || l->act_order || t->ndim != 2 || !l->group_size || l->group_size % 32 || t->shape[1] % l->group_size)
-		return -1;
-	const uint64_t out = t->shape[0], in = t->shape[1], g = l->group_size, ng = in / g, runs = in / 32;
-	const int qi = qtk_tensor_part_index(t, "qweight"), zi = qtk_tensor_part_index(t, "qzeros"),
-		  si = qtk_tensor_part_index(t, "scales");
-	if (qi < 0 || zi < 0 || si < 0 || t->parts[si].type != QTK_T_F16 || o0 > out || n > out - o0 || out % 8 ||
-	    o0 % 8 || n % 8 || t->parts[qi].nbytes != in * out / 2 || t->parts[zi].nbytes != ng * out / 2 ||
-	    t->parts[si].nbytes != ng * out * 2)
-		return -1;
-	if (!n) /* a probe: the layout qualifies */
-		return 0;
-	const uint8_t *qw = pp[qi], *qz = pp[zi], *sc = pp[si];
+	qtk_int4_runs k4;
+	const int st = qtk_int4_runs_begin(t, pp, o0, n, w, &k4);
+	if (st <= 0)
+		return st;
+	const uint8_t *qw = k4.qw, *qz = k4.qz;
+	const uint64_t out = k4.out, g = k4.g, ng = k4.ng, runs = k4.runs;
 	const size_t rb = 4 + 32;
-	for (uint64_t r = 0; r < n; r++) /* the scales, widened as the decoder widens them */
-		for (uint64_t u = 0; u < runs; u++)
-			qtk_wr32(w + (r * runs + u) * rb, qtk_f32_bits(qtk_h2f(qtk_rd16(sc + 2 * ((u * 32 / g) * out + o0 + r)))));
-	const int zoff = l->gptq_version == 1 ? 1 : 0;
+	const int zoff = t->layout.gptq_version == 1 ? 1 : 0;
 	for (uint64_t r = 0; r < n; r++) {
 		const uint64_t o = o0 + r;
 		for (uint64_t gi = 0; gi < ng; gi++) {

@@ -2,6 +2,7 @@
  * validation of a packed tensor description, shapes and bytes of its parts, dispatch to the
  * codecs, exact transcodes. */
 #include "scheme.h"
+#include "fp16.h"
 #include "qgroups.h"
 #include "internal.h"
 #include <stdarg.h>
@@ -209,6 +210,30 @@ int qtk_tensor_part_index(const qtk_tensor *t, const char *role)
 		if (!strncmp(t->parts[k].role, role, sizeof t->parts[k].role))
 			return k;
 	return -1;
+}
+
+int qtk_int4_runs_begin(const qtk_tensor *t, const void *const *pp, uint64_t o0, uint64_t n, uint8_t *w,
+			qtk_int4_runs *r)
+{
+	const qtk_layout *l = &t->layout;
+	if (l->bits != 4 || l->act_order || t->ndim != 2 || !l->group_size || l->group_size % 32 || t->shape[1] % l->group_size)
+		return -1;
+	const uint64_t out = t->shape[0], in = t->shape[1], g = l->group_size, ng = in / g, runs = in / 32;
+	const int qi = qtk_tensor_part_index(t, "qweight"), zi = qtk_tensor_part_index(t, "qzeros"),
+		  si = qtk_tensor_part_index(t, "scales");
+	if (qi < 0 || zi < 0 || si < 0 || t->parts[si].type != QTK_T_F16 || o0 > out || n > out - o0 || out % 8 ||
+	    o0 % 8 || n % 8 || t->parts[qi].nbytes != in * out / 2 || t->parts[zi].nbytes != ng * out / 2 ||
+	    t->parts[si].nbytes != ng * out * 2)
+		return -1;
+	if (!n) /* a probe: the layout qualifies */
+		return 0;
+	const uint8_t *sc = pp[si];
+	const size_t rb = 4 + 32;
+	for (uint64_t k = 0; k < n; k++)
+		for (uint64_t u = 0; u < runs; u++)
+			qtk_wr32(w + (k * runs + u) * rb, qtk_f32_bits(qtk_h2f(qtk_rd16(sc + 2 * ((u * 32 / g) * out + o0 + k)))));
+	*r = (qtk_int4_runs){pp[qi], pp[zi], out, in, g, ng, runs};
+	return 1;
 }
 
 int qtk_scheme_part_index(const qtk_scheme *s, const char *role)

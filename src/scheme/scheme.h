@@ -191,6 +191,18 @@ const qtk_scheme *qtk_scheme_of(const qtk_tensor *t);
 int qtk_scheme_part_index(const qtk_scheme *s, const char *role);
 /* Index of tensor t's part with this role, or -1. */
 int qtk_tensor_part_index(const qtk_tensor *t, const char *role);
+/* runs_rows of 4-bit AWQ and GPTQ (scheme.h): the checks they share (4 bits, no act-order,
+ * groups a multiple of 32, qweight/qzeros/scales of the 4-bit sizes, F16 scales, rows o0 and n
+ * whole words of 8 outputs) and the runs' scales written into w (each the F32 bits of its
+ * group's scale, as the decoder widens it). -1: t has no such form; 0: a probe (n = 0) that
+ * qualifies; 1: the caller writes the differences (the geometry and the packed parts in r). */
+typedef struct qtk_int4_runs {
+	const uint8_t *qw, *qz;
+	uint64_t out, in, g, ng, runs;
+} qtk_int4_runs;
+int qtk_int4_runs_begin(const qtk_tensor *t, const void *const *pp, uint64_t o0, uint64_t n, uint8_t *w,
+			qtk_int4_runs *r);
+
 /* "2, 3, 4 or 8", "4": the bits a scheme supports. */
 void qtk_scheme_bits_text(const qtk_scheme *s, char *buf, size_t n);
 
