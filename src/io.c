@@ -1028,7 +1028,7 @@ int qtk_ofile_patch(qtk_ofile *f, uint64_t off, uint64_t n, int (*fn)(void *ctx,
  * same buffers on a thread of its own: whatever else wants the file's bytes in order (its
  * tensors' digests) gets them from this one read. A buffer is read again once both have seen
  * it. */
-#define RA_BS ((size_t)2 << 20)
+#define RA_BS ((size_t)1 << 20)
 #define RA_NB 4
 
 /* The reads of a range: RA_BS at a time, and a read starts at every cut (a tap's tensors

@@ -46,7 +46,7 @@ int qtk_sha256_fd_range(int fd, const char *path, void *md, uint64_t off, uint64
 /* The same, with a tap: fn(ctx, at, bytes, len) is called with every buffer read, in file
  * order, on a thread of its own (the caller's when it cannot start), from the one read that
  * feeds the hash; a read starts at each of the ascending offsets cuts[] (the rest are up to
- * 2 MiB). It sees every byte of the range when 0 is returned, a prefix otherwise. */
+ * 1 MiB). It sees every byte of the range when 0 is returned, a prefix otherwise. */
 typedef struct qtk_fd_tap {
 	void (*fn)(void *ctx, uint64_t at, const uint8_t *p, size_t n);
 	void *ctx;
