@@ -1158,14 +1158,16 @@ static int ra_inline(int fd, const char *path, void *md, ra_iter it, const int *
 	int rc = 0;
 	uint64_t at = 0;
 	for (size_t k; !rc && (k = ra_next(&it, &at)) > 0;) {
-		if (cancel && __atomic_load_n(cancel, __ATOMIC_RELAXED))
-			rc = 1, qtk_err_set(err, QTK_E_IO, path, -1, NULL, "cancelled");
-		else if (qtk_pread_full(fd, path, b, k, at, err))
+		if (cancel && __atomic_load_n(cancel, __ATOMIC_RELAXED)) {
+			qtk_err_set(err, QTK_E_IO, path, -1, NULL, "cancelled");
 			rc = 1;
-		else if (EVP_DigestUpdate(md, b, k) != 1)
+		} else if (qtk_pread_full(fd, path, b, k, at, err)) {
+			rc = 1;
+		} else if (EVP_DigestUpdate(md, b, k) != 1) {
 			rc = -1;
-		else
+		} else {
 			tap->fn(tap->ctx, at, b, k);
+		}
 	}
 	qtk_free(b);
 	return rc;
@@ -1261,6 +1263,23 @@ int qtk_sha256_fd_tap(int fd, const char *path, void *md, uint64_t off, uint64_t
 	pthread_mutex_destroy(&r.mu);
 	for (int i = 0; i < RA_NB; i++)
 		qtk_free(r.buf[i]);
+	return rc;
+}
+
+int qtk_sha256_file(int fd, const char *path, uint64_t size, const int *cancel, const qtk_fd_tap *tap, uint8_t out[32],
+		    qtk_err *err)
+{
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	if (!md)
+		return qtk_err_set(err, QTK_E_IO, path, -1, NULL, "out of memory");
+	int rc = 0;
+	unsigned len = 0;
+	const int r = EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1 ? -1 : qtk_sha256_fd_tap(fd, path, md, 0, size, cancel, tap, err);
+	if (r == -1 || (!r && (EVP_DigestFinal_ex(md, out, &len) != 1 || len != 32)))
+		rc = qtk_err_set(err, QTK_E_INTERNAL, path, -1, NULL, "SHA-256 failed");
+	else if (r)
+		rc = err->code ? err->code : qtk_err_set(err, QTK_E_IO, path, -1, NULL, "read failed");
+	EVP_MD_CTX_free(md);
 	return rc;
 }
 

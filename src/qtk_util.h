@@ -55,6 +55,11 @@ typedef struct qtk_fd_tap {
 } qtk_fd_tap;
 int qtk_sha256_fd_tap(int fd, const char *path, void *md, uint64_t off, uint64_t n, const int *cancel,
 		      const qtk_fd_tap *tap, qtk_err *err);
+/* The SHA-256 of a whole file of `size` bytes into out, through qtk_sha256_fd_tap (tap may be
+ * NULL): 0, or a QTK_E_* code with err set (QTK_E_INTERNAL: the digest failed; a read's own
+ * error, "cancelled", or out of memory otherwise). */
+int qtk_sha256_file(int fd, const char *path, uint64_t size, const int *cancel, const qtk_fd_tap *tap, uint8_t out[32],
+		    qtk_err *err);
 /* Slurp a small regular file (<= cap bytes) into a NUL-terminated buffer. */
 int qtk_slurp(const char *path, uint64_t cap, uint8_t **out, size_t *len, qtk_err *err);
 /* Close an fd from qtk_file_open or qtk_window_open (forgets its window). */

@@ -2207,37 +2207,22 @@ static void *ffiles_main(void *arg)
 	ffiles *w = arg;
 	djob *j = w->j;
 	qtk_model *m = j->m;
-	EVP_MD_CTX *md = EVP_MD_CTX_new();
-	if (!md)
-		w->rc = oom(&w->err, NULL);
 	for (uint32_t f = 0; f < m->nfiles && !w->rc; f++) {
-		unsigned len = 0;
-		if (EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1) {
-			w->rc = qtk_err_set(&w->err, QTK_E_INTERNAL, m->files[f], -1, NULL, "SHA-256 failed");
-			break;
-		}
-		const qtk_fd_tap tap = {ftap_feed, &w->ft[f], w->ft[f].cuts, w->ft[f].ncuts};
-		const int r = qtk_sha256_fd_tap(m->fds[f], m->files[f], md, 0, m->file_sizes[f], j->o->cancel,
-						w->ft[f].n ? &tap : NULL, &w->err);
-		if (r == -1) {
-			w->rc = qtk_err_set(&w->err, QTK_E_INTERNAL, m->files[f], -1, NULL, "SHA-256 failed");
-		} else if (r) {
-			w->rc = w->err.code ? w->err.code : qtk_err_set(&w->err, QTK_E_IO, m->files[f], -1, NULL, "read failed");
-			/* a read that failed (not a cancel) fails the tensor it was reading, or the next
-			 * one, by name, as that tensor's own read would have */
-			const ftap *ft = &w->ft[f];
-			if (ft->cur < ft->n && !(j->o->cancel && __atomic_load_n(j->o->cancel, __ATOMIC_RELAXED))) {
-				qtk_err e = w->err;
-				snprintf(e.subject, sizeof e.subject, "%s", m->tensors[ft->t[ft->cur].i].name);
-				note_fail(j, ft->t[ft->cur].i, &e);
-			}
-		}
-		else if (EVP_DigestFinal_ex(md, j->o->file_sha[f], &len) != 1 || len != 32)
-			w->rc = qtk_err_set(&w->err, QTK_E_INTERNAL, m->files[f], -1, NULL, "SHA-256 failed");
-		else if (w->ft[f].cur != w->ft[f].n) /* every byte was seen: every tensor ended */
+		const ftap *ft = &w->ft[f];
+		const qtk_fd_tap tap = {ftap_feed, &w->ft[f], ft->cuts, ft->ncuts};
+		w->rc = qtk_sha256_file(m->fds[f], m->files[f], m->file_sizes[f], j->o->cancel, ft->n ? &tap : NULL,
+					j->o->file_sha[f], &w->err);
+		if (w->rc && w->rc != QTK_E_INTERNAL && ft->cur < ft->n &&
+		    !(j->o->cancel && __atomic_load_n(j->o->cancel, __ATOMIC_RELAXED))) {
+			/* a read that failed fails the tensor it was reading, or the next one, by name,
+			 * as that tensor's own read would have */
+			qtk_err e = w->err;
+			snprintf(e.subject, sizeof e.subject, "%s", m->tensors[ft->t[ft->cur].i].name);
+			note_fail(j, ft->t[ft->cur].i, &e);
+		} else if (!w->rc && ft->cur != ft->n) { /* every byte was seen: every tensor ended */
 			w->rc = qtk_err_set(&w->err, QTK_E_INTERNAL, m->files[f], -1, NULL, "a tensor's bytes were not all read");
+		}
 	}
-	EVP_MD_CTX_free(md);
 	return NULL;
 }
 

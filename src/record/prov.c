@@ -651,24 +651,6 @@ void qtk_filelist_free(qtk_filelist *l)
 	memset(l, 0, sizeof *l);
 }
 
-static int hash_fd(int fd, const char *path, uint64_t size, uint8_t out[32], const int *cancel, qtk_err *err)
-{
-	EVP_MD_CTX *md = EVP_MD_CTX_new();
-	int rc = md ? 0 : oom(err);
-	if (!rc && EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1)
-		rc = qtk_err_set(err, QTK_E_INTERNAL, path, -1, NULL, "SHA-256 failed");
-	const int r = rc ? 0 : qtk_sha256_fd_range(fd, path, md, 0, size, cancel, err);
-	if (r == -1)
-		rc = qtk_err_set(err, QTK_E_INTERNAL, path, -1, NULL, "SHA-256 failed");
-	else if (r)
-		rc = err->code ? err->code : qtk_err_set(err, QTK_E_IO, path, -1, NULL, "read failed");
-	unsigned len = 0;
-	if (!rc && (EVP_DigestFinal_ex(md, out, &len) != 1 || len != 32))
-		rc = qtk_err_set(err, QTK_E_INTERNAL, path, -1, NULL, "SHA-256 failed");
-	EVP_MD_CTX_free(md);
-	return rc;
-}
-
 static int file_cmp(const void *a, const void *b)
 {
 	return strcmp(((const qtk_fileinfo *)a)->path, ((const qtk_fileinfo *)b)->path);
@@ -697,7 +679,7 @@ static int list_files(qtk_model *m, qtk_filelist *out, bool hash, const uint8_t 
 		if (hash && pre)
 			memcpy(f->sha256, pre[i], 32);
 		else
-			rc = hash ? hash_fd(m->fds[i], m->files[i], f->size, f->sha256, cancel, err) : 0;
+			rc = hash ? qtk_sha256_file(m->fds[i], m->files[i], f->size, cancel, NULL, f->sha256, err) : 0;
 	}
 	for (size_t i = 0; hf && i < m->nblobs && !rc; i++) {
 		const qtk_blob *b = &m->blobs[i];
