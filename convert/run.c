@@ -141,6 +141,7 @@ static int setup_mapping(qtk_model *in, const conv_opts *o, qtk_hfmap **map, qtk
 typedef struct prov_state {
 	qtk_prov_builder b;
 	char *ph, *fin;        /* the reserved (placeholder) record and the final one */
+	bool ph_lent;          /* ph belongs to the output's description (its record kv or file) */
 	qtk_digest_sink *sink; /* output digests from the bytes handed to the writer: encoded tier */
 	qtk_digest_sink *sink2; /* ... and the decoded tier, on a second tee thread */
 	qtk_digests od;
@@ -234,18 +235,23 @@ static int prov_begin(prov_state *p, qtk_model *in, qtk_model *d, const conv_opt
 				 d->ntensors, strlen(p->ph), QTK_PROV_CAP);
 	if (!rc && p->b.note[0])
 		cli_warn("%s", p->b.note);
+	/* d takes the reserved record (no copy); p->ph stays its name for the patch */
 	if (!rc && o->out_kind == QTK_OUT_HF) {
 		qtk_blob *bl = (qtk_blob *)qtk_blob_find(d, QTK_PROV_FILE);
 		if (bl) { /* a source directory's record file: replaced, its record is chained */
 			qtk_free(bl->data);
 			bl->len = strlen(p->ph);
-			if (!(bl->data = (uint8_t *)qtk_strdup(p->ph)))
-				rc = qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");
-		} else if (qtk_model_add_blob(d, QTK_PROV_FILE, p->ph, strlen(p->ph))) {
+			bl->data = (uint8_t *)p->ph;
+			p->ph_lent = true;
+		} else if (qtk_model_take_blob(d, QTK_PROV_FILE, (uint8_t *)p->ph, strlen(p->ph))) {
 			rc = qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");
+		} else {
+			p->ph_lent = true;
 		}
-	} else if (!rc && qtk_model_set_kv_str(d, QTK_PROV_KEY, p->ph)) {
+	} else if (!rc && qtk_model_take_kv_str(d, QTK_PROV_KEY, p->ph)) {
 		rc = qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");
+	} else if (!rc) {
+		p->ph_lent = true;
 	}
 	/* two tee threads: the encoded tier on one, the decoded tier (decoding, twice the bytes
 	 * for F16) on the other */
@@ -280,7 +286,7 @@ static int prov_end(prov_state *p, qtk_writer *w)
 	/* copied tensors: the source's leaves are the output's (hashed once, from the bytes copied) */
 	rc = qtk_prov_take_shared(&p->b, &p->od, p->err);
 	p->b.out_digests = &p->od;
-	rc = rc ? rc : qtk_prov_build(&p->b, &p->fin, p->err);
+	rc = rc ? rc : qtk_prov_build_sized(&p->b, strlen(p->ph), &p->fin, p->err);
 	return rc ? rc : qtk_writer_patch_header(w, prov_patch, p);
 }
 
@@ -292,7 +298,8 @@ static void prov_free(prov_state *p)
 	qtk_prov_builder_free(&p->b); /* joins the source's hashing thread */
 	qtk_close(p->twin);
 	qtk_free(p->select);
-	qtk_free(p->ph);
+	if (!p->ph_lent)
+		qtk_free(p->ph);
 	qtk_free(p->fin);
 	memset(p, 0, sizeof *p);
 }

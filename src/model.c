@@ -154,7 +154,7 @@ qtk_kv *qtk_model_add_kv(qtk_model *m, const char *key)
 	return kv;
 }
 
-int qtk_model_set_kv_str(qtk_model *m, const char *key, const char *s)
+int qtk_model_take_kv_str(qtk_model *m, const char *key, char *s)
 {
 	qtk_kv *kv = (qtk_kv *)qtk_kv_find(m, key);
 	if (kv)
@@ -165,8 +165,18 @@ int qtk_model_set_kv_str(qtk_model *m, const char *key, const char *s)
 		return QTK_E_IO;
 	kv->val.type = QTK_V_STR;
 	kv->val.v.str.len = strlen(s);
-	kv->val.v.str.s = qtk_strdup(s);
-	return kv->val.v.str.s ? 0 : QTK_E_IO;
+	kv->val.v.str.s = s;
+	return 0;
+}
+
+int qtk_model_set_kv_str(qtk_model *m, const char *key, const char *s)
+{
+	char *c = qtk_strdup(s);
+	if (!c || qtk_model_take_kv_str(m, key, c)) {
+		qtk_free(c);
+		return QTK_E_IO;
+	}
+	return 0;
 }
 
 int qtk_kv_remove(qtk_model *m, const char *key)
@@ -186,24 +196,32 @@ int qtk_kv_remove(qtk_model *m, const char *key)
 	return 0;
 }
 
-int qtk_model_add_blob(qtk_model *m, const char *name, const void *data, size_t len)
+int qtk_model_take_blob(qtk_model *m, const char *name, uint8_t *data, size_t len)
 {
 	qtk_blob *b = grow(m->blobs, &m->cap_blobs, m->nblobs + 1, sizeof *b, 4096);
 	if (!b)
 		return QTK_E_IO;
 	m->blobs = b;
 	b = &m->blobs[m->nblobs];
-	b->name = qtk_strdup(name);
-	b->data = qtk_malloc(len + 1);
-	if (!b->name || !b->data) {
-		qtk_free(b->name);
-		qtk_free(b->data);
+	if (!(b->name = qtk_strdup(name)))
 		return QTK_E_IO;
-	}
-	memcpy(b->data, data, len);
-	b->data[len] = 0;
+	b->data = data;
 	b->len = len;
 	m->nblobs++;
+	return 0;
+}
+
+int qtk_model_add_blob(qtk_model *m, const char *name, const void *data, size_t len)
+{
+	uint8_t *c = qtk_malloc(len + 1);
+	if (!c)
+		return QTK_E_IO;
+	memcpy(c, data, len);
+	c[len] = 0;
+	if (qtk_model_take_blob(m, name, c, len)) {
+		qtk_free(c);
+		return QTK_E_IO;
+	}
 	return 0;
 }
 

@@ -464,6 +464,10 @@ int qtk_model_reserve_tensors(qtk_model *m, size_t more);
 qtk_kv *qtk_model_add_kv(qtk_model *m, const char *key);
 int qtk_model_add_blob(qtk_model *m, const char *name, const void *data, size_t len);
 int qtk_model_set_kv_str(qtk_model *m, const char *key, const char *s);
+/* The same, taking s / data (qtk_malloc'd, data NUL-terminated after len bytes) instead of a
+ * copy; on failure the caller keeps it. */
+int qtk_model_take_blob(qtk_model *m, const char *name, uint8_t *data, size_t len);
+int qtk_model_take_kv_str(qtk_model *m, const char *key, char *s);
 int qtk_value_copy(qtk_value *dst, const qtk_value *src);
 void qtk_value_free(qtk_value *v);
 int qtk_kv_remove(qtk_model *m, const char *key);

@@ -98,6 +98,9 @@ typedef struct qtk_buf {
 	size_t len, cap;
 	int failed; /* sticky allocation failure */
 } qtk_buf;
+/* Room for n more bytes (and the terminating NUL) in one allocation of that size: for text of
+ * a known length, which then never grows by doubling. */
+int qtk_buf_reserve(qtk_buf *b, size_t n);
 int qtk_buf_put(qtk_buf *b, const void *d, size_t n);
 int qtk_buf_putc(qtk_buf *b, char c);
 int qtk_buf_puts(qtk_buf *b, const char *s);

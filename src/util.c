@@ -34,6 +34,23 @@ static int buf_reserve(qtk_buf *b, size_t more)
 	return 0;
 }
 
+int qtk_buf_reserve(qtk_buf *b, size_t n)
+{
+	if (b->failed || n > BUF_CAP - b->len)
+		return buf_reserve(b, n); /* fails */
+	size_t need = b->len + n + 1;
+	if (need <= b->cap)
+		return 0;
+	uint8_t *p = qtk_realloc(b->p, need);
+	if (!p) {
+		b->failed = 1;
+		return QTK_E_IO;
+	}
+	b->p = p;
+	b->cap = need;
+	return 0;
+}
+
 int qtk_buf_put(qtk_buf *b, const void *d, size_t n)
 {
 	if (buf_reserve(b, n))

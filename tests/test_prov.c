@@ -1317,10 +1317,48 @@ static void test_records(void)
 		char *r2 = NULL;
 		CHECK(!qtk_prov_build(&b2, &r2, &err), "chained record");
 		CHECK(r2 && strstr(r2, "\"record\":{") && strstr(r2, "\"record_sha256\":"), "parent embedded");
+		/* a canonical parent goes in verbatim, and record_sha256 is its text's SHA-256 */
+		uint8_t h[32];
+		char hex[65], want[100];
+		sha(fin, strlen(fin), h);
+		qtk_hex(h, 32, hex);
+		snprintf(want, sizeof want, "\"record_sha256\":\"%s\"", hex);
+		CHECK(r2 && strstr(r2, fin) && strstr(r2, want), "parent verbatim, its digest");
 		cJSON *j2 = NULL;
 		CHECK(r2 && !qtk_prov_parse(r2, strlen(r2), "r2", &j2, &err), "chained parses: %s", err.msg);
+		/* folding the parent into its text keeps the record's canonical text */
+		CHECK(j2 && !qtk_prov_fold_parent(j2), "fold");
+		const cJSON *jsrc = cJSON_GetObjectItemCaseSensitive(j2, "source");
+		CHECK(cJSON_IsRaw(cJSON_GetObjectItemCaseSensitive(jsrc, "record")), "folded to text");
+		char *c2 = j2 ? qtk_prov_canonical(j2) : NULL;
+		CHECK(c2 && r2 && !strcmp(c2, r2), "folded record, same canonical text");
+		qtk_free(c2);
 		cJSON_Delete(j2);
 		qtk_prov_builder_free(&b2);
+		/* a parent stored with whitespace (valid, not canonical) is chained as its canonical
+		 * text, under the same digest */
+		cJSON *pj = NULL;
+		char *pretty = !qtk_prov_parse(fin, strlen(fin), "fin", &pj, &err) ? cJSON_Print(pj) : NULL;
+		cJSON_Delete(pj);
+		const char *spaced = path_in("chained-spaced.gguf");
+		CHECK(pretty && strcmp(pretty, fin) && !write_model(spaced, QTK_OUT_GGUF, true, QTK_T_F32, pretty, true),
+		      "write with a spaced record");
+		cJSON_free(pretty);
+		qtk_model *sm = qtk_open(spaced, &err);
+		char *r3 = NULL;
+		if (sm) {
+			qtk_prov_builder_init(&b2);
+			b2.src = sm;
+			b2.out = out;
+			b2.out_kind = QTK_OUT_SAFETENSORS;
+			b2.out_digests = &od;
+			CHECK(!qtk_prov_build(&b2, &r3, &err), "spaced parent: %s", err.msg);
+			qtk_prov_builder_free(&b2);
+		}
+		CHECK(r3 && strstr(r3, fin) && strstr(r3, want) && !b2.note[0], "spaced parent chained canonical");
+		qtk_free(r3);
+		qtk_close(sm);
+		remove(spaced);
 		qtk_free(r2);
 	}
 	qtk_close(cm);

@@ -86,18 +86,26 @@ static int gather(bomctx *c)
 	if (target && strcmp(target, "keep"))
 		scopy(c->quant, sizeof c->quant, target);
 	else {
-		/* the encoding of the most bytes */
-		uint64_t best = 0;
-		for (size_t i = 0; i < s->d.n; i++) {
-			uint64_t b = 0;
-			for (size_t k = 0; k < s->d.n; k++)
-				if (!strcmp(s->d.leaf[k].enc_id, s->d.leaf[i].enc_id))
-					b += s->d.leaf[k].n_bytes;
-			if (b > best) {
-				best = b;
+		/* the encoding of the most bytes (the first of those in leaf order on a tie), summed
+		 * per encoding by a map from its id to its first leaf (linear in the leaves) */
+		qtk_strmap ids = {0};
+		uint64_t *sum = qtk_calloc(s->d.n ? s->d.n : 1, sizeof *sum), best = 0;
+		for (size_t i = 0; sum && i < s->d.n; i++) {
+			size_t first = i;
+			if (qtk_strmap_put(&ids, s->d.leaf[i].enc_id, i, &first) < 0) {
+				qtk_free(sum);
+				sum = NULL; /* out of memory: the BOM names no quantization */
+				break;
+			}
+			sum[first] += s->d.leaf[i].n_bytes;
+		}
+		for (size_t i = 0; sum && i < s->d.n; i++)
+			if (sum[i] > best) {
+				best = sum[i];
 				snprintf(c->quant, sizeof c->quant, "%s", s->d.leaf[i].enc_id);
 			}
-		}
+		qtk_free(sum);
+		qtk_strmap_free(&ids);
 	}
 	if (c->src) {
 		const char *v;

@@ -163,6 +163,9 @@ static int chk_embedded(vstate *s)
 			qv_result(s, "container", "note", "the record describes a %s container; this is %s (re-containered)",
 				  rc_cont, qtk_model_format(s->m));
 	}
+	/* the chained record is only ever written back or hashed: its text, not its tree */
+	if (qtk_prov_fold_parent(s->embedded))
+		return qtk_err_set(&s->err, QTK_E_IO, NULL, -1, NULL, "out of memory");
 	return 0;
 }
 
@@ -325,7 +328,7 @@ static int chk_tensors(vstate *s)
 		} else if (seen[l - s->d.leaf] = true, l->bad) {
 			t = qv_tensor(s, name, l->stored, "changed", true);
 			if (t)
-				snprintf(t->detail, sizeof t->detail, "unreadable: %.200s", l->bad_msg);
+				snprintf(t->detail, sizeof t->detail, "unreadable: %.200s", l->bad_msg ? l->bad_msg : "out of memory");
 			n_bad++;
 		} else if (!memcmp(l->enc, enc, 32)) {
 			t = qv_tensor(s, name, l->stored, "ok", false);

@@ -1735,6 +1735,7 @@ void qtk_digests_free(qtk_digests *d)
 	for (size_t i = 0; i < d->n && d->leaf; i++) {
 		qtk_free(d->leaf[i].name);
 		qtk_free(d->leaf[i].stored);
+		qtk_free(d->leaf[i].bad_msg);
 	}
 	qtk_free(d->leaf);
 	memset(d, 0, sizeof *d);
@@ -1981,7 +1982,7 @@ static void leaf_done(djob *j, size_t i, int rc, qtk_err *e)
 			return;
 		}
 		l->bad = true;
-		snprintf(l->bad_msg, sizeof l->bad_msg, "%.180s", e->msg);
+		l->bad_msg = qtk_strndup(e->msg, 180);
 		return;
 	}
 	if (rc) {

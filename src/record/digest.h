@@ -69,7 +69,7 @@ typedef struct qtk_leaf {
 	qtk_dec_kind dec_kind;
 	bool has_enc, has_dec; /* which digests were computed */
 	bool bad;            /* keep_going: the tensor could not be read or decoded (bad_msg says why) */
-	char bad_msg[200];
+	char *bad_msg;       /* owned: why, when bad (NULL when even that could not be kept) */
 	int qk_heads;        /* > 0: rows were un-permuted (GGUF Q/K) with this many heads */
 } qtk_leaf;
 

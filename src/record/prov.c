@@ -98,6 +98,10 @@ void qtk_prov_builder_free(qtk_prov_builder *b)
 	qtk_filelist_free(&b->files_cache);
 	cJSON_Delete(b->audit_cache);
 	b->audit_cache = NULL;
+	qtk_free(b->parent_own);
+	b->parent_own = NULL;
+	b->parent_txt = NULL;
+	b->parent_state = 0;
 	b->cached = false;
 }
 
@@ -109,10 +113,38 @@ static int key_cmp(const void *a, const void *b)
 	return strcmp(x->string, y->string);
 }
 
-static int canon_put(qtk_buf *b, const cJSON *j, int depth)
+/* A part of a record written by a function rather than held as a tree: the tree has a raw
+ * item in its place (cJSON_CreateRaw("")) and the hook at that item writes the canonical text
+ * (a record's per-tensor lists, tens of megabytes as trees, go straight into the text). */
+typedef struct canon_hook {
+	const cJSON *at;
+	int (*put)(qtk_buf *b, const void *ctx);
+	const void *ctx;
+} canon_hook;
+
+typedef struct canon_hooks {
+	canon_hook h[4];
+	size_t n;
+} canon_hooks;
+
+static cJSON *hook_at(canon_hooks *hs, int (*put)(qtk_buf *b, const void *ctx), const void *ctx)
+{
+	cJSON *r = hs->n < sizeof hs->h / sizeof *hs->h ? cJSON_CreateRaw("") : NULL;
+	if (r)
+		hs->h[hs->n++] = (canon_hook){r, put, ctx};
+	return r;
+}
+
+static int canon_put(qtk_buf *b, const cJSON *j, int depth, const canon_hooks *hs)
 {
 	if (depth > 64)
 		return QTK_E_DATA;
+	if (cJSON_IsRaw(j)) { /* a hook's place, or a subtree folded into its canonical text */
+		for (size_t i = 0; hs && i < hs->n; i++)
+			if (hs->h[i].at == j)
+				return hs->h[i].put(b, hs->h[i].ctx);
+		return j->valuestring && j->valuestring[0] ? qtk_buf_puts(b, j->valuestring) : QTK_E_DATA;
+	}
 	if (cJSON_IsNull(j))
 		return qtk_buf_puts(b, "null");
 	if (cJSON_IsTrue(j))
@@ -133,7 +165,7 @@ static int canon_put(qtk_buf *b, const cJSON *j, int depth)
 		for (const cJSON *c = j->child; c && !rc; c = c->next, i++) {
 			if (i)
 				rc = qtk_buf_putc(b, ',');
-			rc = rc ? rc : canon_put(b, c, depth + 1);
+			rc = rc ? rc : canon_put(b, c, depth + 1, hs);
 		}
 		return rc ? rc : qtk_buf_putc(b, ']');
 	}
@@ -154,7 +186,7 @@ static int canon_put(qtk_buf *b, const cJSON *j, int depth)
 				rc = qtk_buf_putc(b, ',');
 			rc = rc ? rc : qtk_json_put_str(b, v[i]->string, strlen(v[i]->string));
 			rc = rc ? rc : qtk_buf_putc(b, ':');
-			rc = rc ? rc : canon_put(b, v[i], depth + 1);
+			rc = rc ? rc : canon_put(b, v[i], depth + 1, hs);
 		}
 		qtk_free(v);
 		return rc ? rc : qtk_buf_putc(b, '}');
@@ -165,11 +197,27 @@ static int canon_put(qtk_buf *b, const cJSON *j, int depth)
 char *qtk_prov_canonical(const cJSON *j)
 {
 	qtk_buf b = {0};
-	if (canon_put(&b, j, 0) || b.failed || !b.p) {
+	if (canon_put(&b, j, 0, NULL) || b.failed || !b.p) {
 		qtk_buf_free(&b);
 		return NULL;
 	}
 	return (char *)b.p;
+}
+
+int qtk_prov_fold_parent(cJSON *rec)
+{
+	cJSON *src = cJSON_GetObjectItemCaseSensitive(rec, "source");
+	cJSON *parent = cJSON_IsObject(src) ? cJSON_GetObjectItemCaseSensitive(src, "record") : NULL;
+	if (!cJSON_IsObject(parent))
+		return 0;
+	char *t = qtk_prov_canonical(parent);
+	cJSON *raw = t ? cJSON_CreateRaw(t) : NULL;
+	qtk_free(t);
+	if (!raw || !cJSON_ReplaceItemInObjectCaseSensitive(src, "record", raw)) {
+		cJSON_Delete(raw);
+		return QTK_E_IO;
+	}
+	return 0;
 }
 
 int qtk_prov_sha256(const cJSON *j, uint8_t out[32])
@@ -771,29 +819,105 @@ static cJSON *root_json(int scheme, size_t n, const uint8_t *enc, const uint8_t 
 	return o;
 }
 
-static cJSON *shape_json(int ndim, const uint64_t *shape)
+/* a tree the caller keeps (the embedded record qverify parsed), written where the hook is */
+static int put_tree(qtk_buf *b, const void *ctx) { return canon_put(b, ctx, 1, NULL); }
+
+/* ---- the per-tensor lists, written as canonical text (keys in bytewise order) ---- */
+
+#define SAFE_INT ((uint64_t)1 << 53) /* a record's integers are at most 2^53 */
+
+static int put_u64(qtk_buf *b, uint64_t v)
 {
-	cJSON *a = cJSON_CreateArray();
-	for (int i = 0; a && i < ndim; i++)
-		cJSON_AddItemToArray(a, cJSON_CreateNumber((double)shape[i]));
-	return a;
+	return v > SAFE_INT ? QTK_E_DATA : qtk_buf_printf(b, "%llu", (unsigned long long)v);
 }
 
-static cJSON *leaf_json(const qtk_leaf *l, bool placeholder)
+static int put_hex(qtk_buf *b, const uint8_t *d)
 {
-	cJSON *o = cJSON_CreateObject();
-	cJSON_AddStringToObject(o, "name", l->name);
-	if (strcmp(l->name, l->stored))
-		cJSON_AddStringToObject(o, "stored", l->stored);
-	cJSON_AddStringToObject(o, "encoding", l->enc_id);
-	cJSON_AddItemToObject(o, "shape", shape_json(l->ndim, l->shape));
-	cJSON_AddNumberToObject(o, "bytes", (double)l->n_bytes);
-	cJSON_AddItemToObject(o, "encoded", hexstr(placeholder ? NULL : l->enc));
-	cJSON_AddItemToObject(o, "decoded", hexstr(placeholder ? NULL : l->dec));
-	cJSON_AddStringToObject(o, "decoded_kind", l->dec_kind == QTK_DEC_RAW ? "raw" : "f32");
-	if (l->qk_heads > 0)
-		cJSON_AddNumberToObject(o, "permute_qk", l->qk_heads);
-	return o;
+	char h[HEXLEN + 3];
+	h[0] = '"';
+	if (d)
+		qtk_hex(d, 32, h + 1);
+	else
+		memset(h + 1, PH_CHAR, HEXLEN);
+	h[HEXLEN + 1] = '"';
+	h[HEXLEN + 2] = 0;
+	return qtk_buf_put(b, h, HEXLEN + 2);
+}
+
+static int put_str(qtk_buf *b, const char *s) { return qtk_json_put_str(b, s, strlen(s)); }
+
+/* One output tensor: l describes it, dg (NULL: placeholders) holds its digests. Keys: bytes
+ * decoded decoded_kind encoded encoding name permute_qk shape stored. */
+static int put_leaf(qtk_buf *b, const qtk_leaf *l, const qtk_leaf *dg)
+{
+	int rc = qtk_buf_puts(b, "{\"bytes\":");
+	rc = rc ? rc : put_u64(b, l->n_bytes);
+	rc = rc ? rc : qtk_buf_puts(b, ",\"decoded\":");
+	rc = rc ? rc : put_hex(b, dg ? dg->dec : NULL);
+	rc = rc ? rc : qtk_buf_puts(b, l->dec_kind == QTK_DEC_RAW ? ",\"decoded_kind\":\"raw\"" : ",\"decoded_kind\":\"f32\"");
+	rc = rc ? rc : qtk_buf_puts(b, ",\"encoded\":");
+	rc = rc ? rc : put_hex(b, dg ? dg->enc : NULL);
+	rc = rc ? rc : qtk_buf_puts(b, ",\"encoding\":");
+	rc = rc ? rc : put_str(b, l->enc_id);
+	rc = rc ? rc : qtk_buf_puts(b, ",\"name\":");
+	rc = rc ? rc : put_str(b, l->name);
+	if (l->qk_heads > 0) {
+		rc = rc ? rc : qtk_buf_puts(b, ",\"permute_qk\":");
+		rc = rc ? rc : put_u64(b, (uint64_t)l->qk_heads);
+	}
+	rc = rc ? rc : qtk_buf_puts(b, ",\"shape\":[");
+	for (int i = 0; i < l->ndim && !rc; i++) {
+		rc = i ? qtk_buf_putc(b, ',') : 0;
+		rc = rc ? rc : put_u64(b, l->shape[i]);
+	}
+	rc = rc ? rc : qtk_buf_putc(b, ']');
+	if (strcmp(l->name, l->stored)) {
+		rc = rc ? rc : qtk_buf_puts(b, ",\"stored\":");
+		rc = rc ? rc : put_str(b, l->stored);
+	}
+	return rc ? rc : qtk_buf_putc(b, '}');
+}
+
+typedef struct leaves_ctx {
+	const qtk_digests *meta; /* the tensors, in the output's order */
+	const qtk_digests *real; /* their digests by name, or NULL: placeholders */
+	const qtk_digests *src;  /* transform: the source's leaves by name */
+} leaves_ctx;
+
+/* output.tensors: an array in the description's order */
+static int put_out_tensors(qtk_buf *b, const void *ctx)
+{
+	const leaves_ctx *c = ctx;
+	int rc = qtk_buf_putc(b, '[');
+	for (size_t i = 0; i < c->meta->n && !rc; i++) {
+		const qtk_leaf *l = &c->meta->leaf[i];
+		rc = i ? qtk_buf_putc(b, ',') : 0;
+		rc = rc ? rc : put_leaf(b, l, c->real ? qtk_digests_find(c->real, l->name) : NULL);
+	}
+	return rc ? rc : qtk_buf_putc(b, ']');
+}
+
+/* transform.params.tensors: an object by canonical name (meta is sorted by it), each
+ * {"from": source encoding (when the source has the tensor), "to": output encoding} */
+static int put_trans_tensors(qtk_buf *b, const void *ctx)
+{
+	const leaves_ctx *c = ctx;
+	int rc = qtk_buf_putc(b, '{');
+	for (size_t i = 0; i < c->meta->n && !rc; i++) {
+		const qtk_leaf *ol = &c->meta->leaf[i], *sl = qtk_digests_find(c->src, ol->name);
+		rc = i ? qtk_buf_putc(b, ',') : 0;
+		rc = rc ? rc : put_str(b, ol->name);
+		if (sl) {
+			rc = rc ? rc : qtk_buf_puts(b, ":{\"from\":");
+			rc = rc ? rc : put_str(b, sl->enc_id);
+			rc = rc ? rc : qtk_buf_puts(b, ",\"to\":");
+		} else {
+			rc = rc ? rc : qtk_buf_puts(b, ":{\"to\":");
+		}
+		rc = rc ? rc : put_str(b, ol->enc_id);
+		rc = rc ? rc : qtk_buf_putc(b, '}');
+	}
+	return rc ? rc : qtk_buf_putc(b, '}');
 }
 
 /* Output leaves without data: everything but the digests, from the description. */
@@ -832,7 +956,56 @@ static void add_str_from(cJSON *o, const char *field_name, const qtk_model *m, c
 	}
 }
 
-static cJSON *source_json(qtk_prov_builder *b, const qtk_filelist *files, const qtk_digests *sd, bool pending)
+/* The source's own record, checked once for every build: kept as its canonical text, which
+ * is the stored text itself when that is canonical (a record qtk wrote), so the chain costs
+ * no tree of the parent's tensors. QTK_E_IO when out of memory; an invalid record is left out
+ * (with a note). */
+static int load_parent(qtk_prov_builder *b, qtk_err *err)
+{
+	if (b->parent_state)
+		return 0;
+	size_t len;
+	const char *txt = qtk_prov_find(b->src, &len, NULL);
+	cJSON *parent = NULL;
+	qtk_err e;
+	qtk_err_clear(&e);
+	b->parent_state = -1;
+	if (!txt)
+		return 0;
+	if (qtk_prov_parse(txt, len, NULL, &parent, &e)) {
+		if (e.code == QTK_E_IO)
+			return qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "%s", e.msg);
+		snprintf(b->note, sizeof b->note, "the source's provenance record is invalid and was not chained: %.60s%s%.120s",
+			 e.subject, e.subject[0] ? ": " : "", e.msg);
+		return 0;
+	}
+	char *c = qtk_prov_canonical(parent);
+	cJSON_Delete(parent);
+	if (!c)
+		return oom(err);
+	size_t n = strlen(c);
+	if (n == len && !memcmp(c, txt, n)) {
+		qtk_free(c);
+		b->parent_txt = txt;
+	} else {
+		b->parent_txt = b->parent_own = c;
+	}
+	b->parent_len = n;
+	unsigned hl = 0;
+	if (EVP_Digest(b->parent_txt, n, b->parent_sha, &hl, EVP_sha256(), NULL) != 1 || hl != 32)
+		return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, NULL, "SHA-256 failed");
+	b->parent_state = 1;
+	return 0;
+}
+
+static int put_parent(qtk_buf *buf, const void *ctx)
+{
+	const qtk_prov_builder *b = ctx;
+	return qtk_buf_put(buf, b->parent_txt, b->parent_len);
+}
+
+static cJSON *source_json(qtk_prov_builder *b, const qtk_filelist *files, const qtk_digests *sd, bool pending,
+			  canon_hooks *hs)
 {
 	static const char *const k_name[] = {"general.name", NULL};
 	static const char *const k_url[] = {"general.source.url", "general.source.repo_url", "general.url", NULL};
@@ -851,21 +1024,11 @@ static cJSON *source_json(qtk_prov_builder *b, const qtk_filelist *files, const 
 	} else {
 		add_str_from(o, "url", b->src, k_url);
 	}
-	/* the chain: the source's own record, when it has a valid one */
-	size_t len;
-	const char *txt = qtk_prov_find(b->src, &len, NULL);
-	cJSON *parent = NULL;
-	qtk_err e;
-	qtk_err_clear(&e);
-	if (txt && !qtk_prov_parse(txt, len, NULL, &parent, &e)) {
-		uint8_t h[32];
-		if (!qtk_prov_sha256(parent, h))
-			cJSON_AddItemToObject(o, "record_sha256", hexstr(h));
-		cJSON_AddItemToObject(o, "record", parent);
+	/* the chain: the source's own record, when it has a valid one (load_parent) */
+	if (b->parent_state > 0) {
+		cJSON_AddItemToObject(o, "record_sha256", hexstr(b->parent_sha));
+		cJSON_AddItemToObject(o, "record", hook_at(hs, put_parent, b));
 	} else {
-		if (txt)
-			snprintf(b->note, sizeof b->note, "the source's provenance record is invalid and was not chained: %.60s%s%.120s",
-				 e.subject, e.subject[0] ? ": " : "", e.msg);
 		cJSON_AddNullToObject(o, "record");
 	}
 	return o;
@@ -902,21 +1065,19 @@ static const char *family_of(const char *id)
 }
 
 /* transform: kind, method, per-tensor layouts, name map, layout operations */
-static cJSON *transform_json(qtk_prov_builder *b, const qtk_digests *sd, const qtk_digests *od)
+static cJSON *transform_json(qtk_prov_builder *b, const qtk_digests *sd, const qtk_digests *od, canon_hooks *hs,
+			     leaves_ctx *tc)
 {
-	cJSON *o = cJSON_CreateObject(), *params = cJSON_CreateObject(), *tens = cJSON_CreateObject();
+	*tc = (leaves_ctx){od, NULL, sd};
+	cJSON *o = cJSON_CreateObject(), *params = cJSON_CreateObject(), *tens = hook_at(hs, put_trans_tensors, tc);
 	size_t f2q = 0, q2q = 0, q2f = 0, renamed = 0;
 	const char *family = "rtn";
 	cJSON *perm = cJSON_CreateArray();
 	int heads_q = 0, heads_kv = 0, dir = 0;
 	for (size_t i = 0; i < od->n; i++) {
 		const qtk_leaf *ol = &od->leaf[i], *sl = qtk_digests_find(sd, ol->name);
-		cJSON *t = cJSON_CreateObject();
-		cJSON_AddItemToObject(tens, ol->name, t);
-		cJSON_AddStringToObject(t, "to", ol->enc_id);
 		if (!sl)
 			continue;
-		cJSON_AddStringToObject(t, "from", sl->enc_id);
 		bool qs = is_quant_layout(sl->enc_id), qo = is_quant_layout(ol->enc_id);
 		if (!qs && qo && !f2q++)
 			family = family_of(ol->enc_id);
@@ -1021,31 +1182,28 @@ static cJSON *tool_json(void)
 }
 
 /* output: container, files (when given: a file cannot hold its own hash), roots, tensors */
-static cJSON *output_json(const char *container, const qtk_digests *meta, const qtk_digests *real, cJSON *files)
+static cJSON *output_json(const char *container, const qtk_digests *meta, const qtk_digests *real, cJSON *files,
+			  canon_hooks *hs, leaves_ctx *oc)
 {
-	cJSON *o = cJSON_CreateObject(), *ts = cJSON_CreateArray();
+	*oc = (leaves_ctx){meta, real, NULL};
+	cJSON *o = cJSON_CreateObject();
 	cJSON_AddStringToObject(o, "container", container);
 	if (files)
 		cJSON_AddItemToObject(o, "files", files);
 	cJSON_AddItemToObject(o, "tensor_root", root_json(real ? real->scheme : meta->scheme, meta->n, real ? real->enc_root : NULL,
 							  real ? real->dec_root : NULL));
-	for (size_t i = 0; i < meta->n; i++) {
-		const qtk_leaf *l = real ? qtk_digests_find(real, meta->leaf[i].name) : NULL;
-		cJSON *t = leaf_json(&meta->leaf[i], !l);
-		if (l) {
-			cJSON_ReplaceItemInObjectCaseSensitive(t, "encoded", hexstr(l->enc));
-			cJSON_ReplaceItemInObjectCaseSensitive(t, "decoded", hexstr(l->dec));
-		}
-		cJSON_AddItemToArray(ts, t);
-	}
-	cJSON_AddItemToObject(o, "tensors", ts);
+	cJSON_AddItemToObject(o, "tensors", hook_at(hs, put_out_tensors, oc));
 	return o;
 }
 
-static char *finish_json(cJSON *root, qtk_err *err)
+/* The canonical text of root (freed), hooks writing their parts; reserve: its length, when
+ * known (the final record has the reserved one's), else 0. */
+static char *finish_json(cJSON *root, const canon_hooks *hs, size_t reserve, qtk_err *err)
 {
 	qtk_buf b = {0};
-	int rc = root ? canon_put(&b, root, 0) : QTK_E_IO;
+	if (reserve && reserve < SIZE_MAX)
+		qtk_buf_reserve(&b, reserve);
+	int rc = root ? canon_put(&b, root, 0, hs) : QTK_E_IO;
 	cJSON_Delete(root);
 	if (!rc && (b.failed || !b.p))
 		rc = QTK_E_IO;
@@ -1057,6 +1215,11 @@ static char *finish_json(cJSON *root, qtk_err *err)
 		else
 			oom(err);
 		return NULL;
+	}
+	if (b.cap > b.len + 1) { /* the doubling's spare room back: the record stays for the run */
+		uint8_t *t = qtk_realloc(b.p, b.len + 1);
+		if (t)
+			b.p = t;
 	}
 	return (char *)b.p;
 }
@@ -1149,7 +1312,7 @@ int qtk_prov_take_shared(qtk_prov_builder *b, const qtk_digests *out, qtk_err *e
 	return any ? qtk_digests_finish(&b->src_cache, err) : 0;
 }
 
-int qtk_prov_build(qtk_prov_builder *b, char **json, qtk_err *err)
+int qtk_prov_build_sized(qtk_prov_builder *b, size_t reserve, char **json, qtk_err *err)
 {
 	*json = NULL;
 	qtk_json_init();
@@ -1177,19 +1340,22 @@ int qtk_prov_build(qtk_prov_builder *b, char **json, qtk_err *err)
 			if (!qtk_digests_find(b->out_digests, od_meta.leaf[i].name))
 				rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, od_meta.leaf[i].name,
 						 "output digest missing");
+	rc = rc ? rc : load_parent(b, err);
 	if (!rc) {
+		canon_hooks hs = {0};
+		leaves_ctx oc, tc;
 		cJSON *r = cJSON_CreateObject();
 		cJSON_AddNumberToObject(r, "record_version", QTK_PROV_VERSION);
 		cJSON *oj = output_json(qtk_out_kind_name(b->out_kind), &od_meta, b->out_digests,
-					b->out_files ? outfiles_json(b->out_files) : NULL);
+					b->out_files ? outfiles_json(b->out_files) : NULL, &hs, &oc);
 		qtk_metad md;
 		if (!(rc = qtk_meta_digests(b->out, b->out_kind == QTK_OUT_HF, &md, err))) {
 			cJSON_AddItemToObject(oj, "metadata", qtk_meta_json(&md));
 			qtk_metad_free(&md);
 		}
 		cJSON_AddItemToObject(r, "output", oj);
-		cJSON_AddItemToObject(r, "source", source_json(b, sf, sd, pending));
-		cJSON_AddItemToObject(r, "transform", transform_json(b, sd, &od_meta));
+		cJSON_AddItemToObject(r, "source", source_json(b, sf, sd, pending, &hs));
+		cJSON_AddItemToObject(r, "transform", transform_json(b, sd, &od_meta, &hs, &tc));
 		cJSON_AddStringToObject(r, "calibration", "none");
 		if (b->imatrix_sha256) {
 			cJSON *im = cJSON_CreateObject();
@@ -1225,7 +1391,7 @@ int qtk_prov_build(qtk_prov_builder *b, char **json, qtk_err *err)
 		if (rc) {
 			cJSON_Delete(r);
 		} else {
-			*json = finish_json(r, err);
+			*json = finish_json(r, &hs, reserve, err);
 			if (!*json)
 				rc = err->code ? err->code : QTK_E_IO;
 		}
@@ -1233,6 +1399,11 @@ int qtk_prov_build(qtk_prov_builder *b, char **json, qtk_err *err)
 	qtk_digests_free(&od_meta);
 	qtk_filelist_free(&meta_files);
 	return rc;
+}
+
+int qtk_prov_build(qtk_prov_builder *b, char **json, qtk_err *err)
+{
+	return qtk_prov_build_sized(b, 0, json, err);
 }
 
 /* Replace the one occurrence of `from` in buf by `to` (same length); 1 when replaced. */
@@ -1279,9 +1450,11 @@ int qtk_prov_emit(qtk_model *m, const qtk_digests *d, const qtk_filelist *files,
 	memset(&meta, 0, sizeof meta);
 	meta.n = d->n;
 	meta.leaf = d->leaf; /* borrowed: output_json only reads */
+	canon_hooks hs = {0};
+	leaves_ctx oc;
 	cJSON *r = cJSON_CreateObject();
 	cJSON_AddNumberToObject(r, "record_version", QTK_PROV_VERSION);
-	cJSON *oj = output_json(qtk_model_format(m), &meta, d, files_json(files->f, files->n, false));
+	cJSON *oj = output_json(qtk_model_format(m), &meta, d, files_json(files->f, files->n, false), &hs, &oc);
 	qtk_metad md;
 	int rc = qtk_meta_digests(m, !strcmp(qtk_model_format(m), "hf"), &md, err);
 	if (rc) {
@@ -1292,11 +1465,11 @@ int qtk_prov_emit(qtk_model *m, const qtk_digests *d, const qtk_filelist *files,
 	cJSON_AddItemToObject(oj, "metadata", qtk_meta_json(&md));
 	qtk_metad_free(&md);
 	cJSON_AddItemToObject(r, "output", oj);
-	cJSON_AddItemToObject(r, "embedded", embedded ? cJSON_Duplicate(embedded, 1) : cJSON_CreateNull());
+	cJSON_AddItemToObject(r, "embedded", embedded ? hook_at(&hs, put_tree, embedded) : cJSON_CreateNull());
 	cJSON_AddItemToObject(r, "tool", tool_json());
 	char tm[32];
 	qtk_prov_time(time_s, tm, sizeof tm);
 	cJSON_AddStringToObject(r, "time", tm);
-	*json = finish_json(r, err);
+	*json = finish_json(r, &hs, 0, err);
 	return *json ? 0 : err->code ? err->code : QTK_E_IO;
 }

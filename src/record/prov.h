@@ -33,6 +33,11 @@ int qtk_prov_parse(const char *text, size_t len, const char *file, cJSON **out, 
 /* Canonical serialization of a JSON tree (sorted keys, no whitespace). New string
  * (qtk_free), NULL when out of memory or the tree holds a non-integer number. */
 char *qtk_prov_canonical(const cJSON *j);
+/* A parsed record holding its source's record (source.record) as a tree: that subtree is
+ * replaced by its canonical text (a raw item, written verbatim by the canonical
+ * serialization), a fraction of the tree's memory. The record's canonical text and SHA-256
+ * are unchanged; source.record is then no longer an object. 0 or QTK_E_IO. */
+int qtk_prov_fold_parent(cJSON *rec);
 /* SHA-256 of the canonical serialization. 0 or QTK_E_IO. */
 int qtk_prov_sha256(const cJSON *j, uint8_t out[32]);
 
@@ -89,6 +94,14 @@ typedef struct qtk_prov_builder {
 	qtk_digests src_cache;
 	qtk_filelist files_cache;
 	cJSON *audit_cache;     /* the source's audit (record/audit.h), taken by the first build */
+	/* the source's own record, checked by the first build: its canonical text (src's stored
+	 * text when that is canonical, else parent_own) and SHA-256; parent_state 0: not yet,
+	 * 1: chained, -1: none or invalid */
+	const char *parent_txt;
+	char *parent_own;
+	size_t parent_len;
+	uint8_t parent_sha[32];
+	int parent_state;
 	bool cached;
 	pthread_t src_th;
 	bool src_th_live;
@@ -121,6 +134,9 @@ void qtk_prov_builder_free(qtk_prov_builder *b);
  * final record from the same builder with digests filled in. The first call reads the source
  * (its files and tensors) unless src_files/src_digests are given; later calls reuse that. */
 int qtk_prov_build(qtk_prov_builder *b, char **json, qtk_err *err);
+/* The same, the text's length known beforehand (the final record has the reserved one's):
+ * its buffer is allocated once at that size. */
+int qtk_prov_build_sized(qtk_prov_builder *b, size_t reserve, char **json, qtk_err *err);
 
 /* Fill placeholders in place: buf (len bytes, e.g. the header of an output file) holds the
  * placeholder record `ph` once, verbatim (GGUF, QPK, a side file) or as a JSON string literal
