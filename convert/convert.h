@@ -85,7 +85,9 @@ typedef struct plan {
 	unsigned map_otype;   /* with a name mapping: the float type to keep (qtk_hfmap_out.otype) */
 	bool force_f32;       /* with a name mapping: F32 in a GGUF whatever the target (MoE routers) */
 	conv_method method;
-	qtk_tensor out;      /* output description (name borrowed from src) */
+	qtk_tensor *out;     /* output description (name borrowed from src): conv_plan fills the
+			      * caller's array; once the output's description holds the tensors,
+			      * its own entry (one table of descriptions, not two) */
 	const float *imatrix;/* per-column importance, or NULL */
 	uint64_t imatrix_rows; /* > 0: a vector of importance per this many rows (one per expert of a
 				* 3-D tensor), consecutive in imatrix; 0: one vector for every row */
@@ -107,9 +109,10 @@ size_t conv_target_names(const char **names, size_t cap);
  * byte shuffle) with the per-tensor multiplier llama.cpp keeps beside them as `<name>.scale`:
  * 1 (*scale its F32 value), 0 when it goes another way, or an error status. */
 int conv_nvfp4_scaled(qtk_model *in, const conv_opts *o, const qtk_tensor *t, float *scale, qtk_err *err);
-/* Decide every tensor's method and output; fills plans[] (in->ntensors). */
+/* Decide every tensor's method and output; fills plans[] and outs[] (in->ntensors each),
+ * plans[i].out pointing at outs[i]. */
 int conv_plan(qtk_model *in, const conv_opts *o, const void *imatrix, const qtk_hfmap *map, plan *plans,
-	      qtk_err *err);
+	      qtk_tensor *outs, qtk_err *err);
 /* The output's metadata and side files. */
 int conv_build_meta(qtk_model *in, const conv_opts *o, qtk_model *d, qtk_err *err);
 /* card.c: the README.md of a Hugging Face directory output (front matter base_model: the

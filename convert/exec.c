@@ -613,7 +613,7 @@ static int run_rows(qtk_model *in, qtk_writer *w, const plan *p, int threads, te
 	win.in = in;
 	win.w = w;
 	win.t = t;
-	win.out_type = p->out.layout.type;
+	win.out_type = p->out->layout.type;
 	win.imatrix = imatrix;
 	win.imatrix_rows = p->imatrix_rows;
 	win.qflags = p->imatrix_run ? QTK_QUANT_IMATRIX_RUN : 0;
@@ -1137,7 +1137,7 @@ static int vjob_hand(vjob *j, const conv_rec *rec, const char *name, qtk_err *er
 static int fit_groups(rowsrc *s, float *x, uint8_t **pp, bool refit, int threads, errstat *total, qtk_vhash **vh,
 		      qtk_err *err)
 {
-	const qtk_tensor *t = s->p->src, *o = &s->p->out;
+	const qtk_tensor *t = s->p->src, *o = s->p->out;
 	uint32_t out = (uint32_t)t->shape[0], inf = (uint32_t)t->shape[1];
 	const size_t wb = (size_t)s->win * inf * sizeof(float);
 	float *y[2] = {qtk_malloc(wb), *vh ? qtk_malloc(wb) : NULL};
@@ -1199,7 +1199,7 @@ static int fit_groups(rowsrc *s, float *x, uint8_t **pp, bool refit, int threads
 static int stream_fp4(qtk_model *in, qtk_writer *w, const plan *p, const conv_rec *rec, tensor_result *r, bool *done,
 		      qtk_err *err)
 {
-	const qtk_tensor *t = p->src, *o = &p->out;
+	const qtk_tensor *t = p->src, *o = p->out;
 	*done = false;
 	const bool nv = o->layout.kind == QTK_LAYOUT_NVFP4;
 	const unsigned type = nv ? QTK_T_NVFP4 : QTK_T_MXFP4;
@@ -1338,7 +1338,7 @@ static int stream_fp4(qtk_model *in, qtk_writer *w, const plan *p, const conv_re
  * source's, window by window. */
 static int run_mxfp4_gptoss(qtk_model *in, qtk_writer *w, const plan *p, tensor_result *r, qtk_err *err)
 {
-	const qtk_tensor *t = p->src, *o = &p->out;
+	const qtk_tensor *t = p->src, *o = p->out;
 	uint64_t inf = t->shape[t->ndim - 1], rows = qtk_tensor_rows(t), rb = inf / 32 * 17;
 	uint8_t *blk = NULL, *pp[2] = {NULL, NULL};
 	float *x = NULL, *y = NULL;
@@ -1580,7 +1580,7 @@ static int spill_write(spill *sp, qtk_writer *w, const char *name, qtk_err *err)
 static int stream_windows(rowsrc *s, qtk_writer *w, int threads, const conv_rec *rec, qtk_vhash **vh, errstat *total,
 			  bool *done, qtk_err *err)
 {
-	const qtk_tensor *t = s->p->src, *o = &s->p->out;
+	const qtk_tensor *t = s->p->src, *o = s->p->out;
 	const uint32_t out = (uint32_t)t->shape[0], inf = (uint32_t)t->shape[1];
 	uint8_t *pp[QTK_MAX_PARTS] = {NULL}, *sp[QTK_MAX_PARTS] = {NULL};
 	const size_t wb = (size_t)s->win * inf * sizeof(float);
@@ -1812,7 +1812,7 @@ static int put_release(qtk_writer *w, uint8_t *p, size_t n)
 static int run_groups(qtk_model *in, qtk_writer *w, const plan *p, int threads, const conv_rec *rec, tensor_result *r,
 		      qtk_err *err)
 {
-	const qtk_tensor *t = p->src, *o = &p->out;
+	const qtk_tensor *t = p->src, *o = p->out;
 	bool streamed = false;
 	/* ggml MXFP4 into gpt-oss's or compressed-tensors' layout, NVFP4 into ModelOpt's */
 	int fr = stream_fp4(in, w, p, rec, r, &streamed, err);

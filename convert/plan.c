@@ -398,7 +398,7 @@ static int plan_fp8(const conv_opts *o, const qtk_tensor *t, plan *p, qtk_err *e
 	if (sl->kind == QTK_LAYOUT_FP8 && sl->strategy == l.strategy && sl->group_size == l.group_size &&
 	    !p->perm_heads)
 		return 0; /* copied */
-	if (out_packed(&p->out, t, &l, err))
+	if (out_packed(p->out, t, &l, err))
 		return err->code;
 	p->method = M_GROUPS;
 	p->note = "requantize";
@@ -548,21 +548,21 @@ static int plan_groups(qtk_model *in, const conv_opts *o, const qtk_tensor *t, p
 			 (!o->sym || sg.sym);
 	p->method = M_GROUPS;
 	if (awq) {
-		if (out_awq(&p->out, t, group, err))
+		if (out_awq(p->out, t, group, err))
 			return err->code;
 		p->note = transcode ? "repack" : "requantize";
 		return 0;
 	}
 	if (ct) {
 		bool act = transcode && sg.act_order;
-		if (out_ct(&p->out, t, act ? sg.group : group, bits, transcode ? sg.sym : o->sym, act, err))
+		if (out_ct(p->out, t, act ? sg.group : group, bits, transcode ? sg.sym : o->sym, act, err))
 			return err->code;
 		p->note = !transcode ? "requantize" : sg.zero_top ? "repack (zero out of range: inexact)" : "repack";
 		return 0;
 	}
 	int version = o->target.gptq_version; /* resolved for the whole model by conv_plan */
 	bool act = transcode && sg.act_order;
-	if (out_gptq(&p->out, t, act ? sg.group : group, bits, version, transcode ? sg.sym : o->sym, act, err))
+	if (out_gptq(p->out, t, act ? sg.group : group, bits, version, transcode ? sg.sym : o->sym, act, err))
 		return err->code;
 	p->note = !transcode ? "requantize" : (version == 1 && sg.zero0) || (version == 2 && sg.zero_top) ? "repack (zero out of range: inexact)" : "repack";
 	return 0;
@@ -751,17 +751,17 @@ static int plan_mlx(const conv_opts *o, const qtk_tensor *t, plan *p, qtk_err *e
 	if (l->kind == QTK_LAYOUT_MLX && l->bits == o->bits && l->group_size == o->group_size)
 		return 0; /* copied */
 	qtk_layout ml = {.kind = QTK_LAYOUT_MLX, .type = QTK_DT_U32, .bits = (uint8_t)o->bits, .group_size = o->group_size};
-	if (out_packed(&p->out, t, &ml, err))
+	if (out_packed(p->out, t, &ml, err))
 		return err->code;
 	/* scales and biases in the model's float type, as mlx-lm keeps them; fp16 for quantized sources */
 	unsigned st = l->kind == QTK_LAYOUT_PLAIN && qtk_type(l->type)->is_float ? l->type : QTK_T_F16;
 	if (l->kind == QTK_LAYOUT_MLX)
 		st = t->parts[1].type;
 	for (int k = 1; k < 3; k++) {
-		p->out.parts[k].type = st;
-		p->out.parts[k].nbytes = p->out.shape[0] * (p->out.shape[1] / o->group_size) * (st == QTK_T_F32 ? 4 : 2);
+		p->out->parts[k].type = st;
+		p->out->parts[k].nbytes = p->out->shape[0] * (p->out->shape[1] / o->group_size) * (st == QTK_T_F32 ? 4 : 2);
 	}
-	qtk_tensor_finish(&p->out);
+	qtk_tensor_finish(p->out);
 	p->method = M_GROUPS;
 	p->note = groups && sb <= o->bits && (sg % o->group_size == 0 || o->group_size % sg == 0) ? "repack" : "requantize";
 	return 0;
@@ -775,7 +775,7 @@ static int plan_auto_exact(qtk_model *in, const conv_opts *o, const qtk_tensor *
 	if (to_gguf && t->ndim <= 1 && t->layout.kind == QTK_LAYOUT_PLAIN && qtk_type(t->layout.type)->is_float &&
 	    t->layout.type != QTK_T_F32) {
 		p->method = M_ROWS; /* norms and biases are F32 in GGUF: a widening, always exact */
-		return out_plain(&p->out, t, QTK_T_F32) ? QTK_E_DATA : 0;
+		return out_plain(p->out, t, QTK_T_F32) ? QTK_E_DATA : 0;
 	}
 	const qtk_scheme *ts = qtk_scheme_of(t);
 	bool writable = !ts || ts->config_write; /* layouts qtk writes a quantization config for */
@@ -784,7 +784,7 @@ static int plan_auto_exact(qtk_model *in, const conv_opts *o, const qtk_tensor *
 	if (to_gguf ? !can_store(o, in, t, NULL)
 		    : writable && (t->layout.kind != QTK_LAYOUT_PLAIN || !qtk_type(t->layout.type)->is_quant)) {
 		p->method = M_COPY; /* the source layout itself is the smallest exact one */
-		p->out = *t;
+		*p->out = *t;
 		return 0;
 	}
 	unsigned mty = to_gguf && t->layout.kind == QTK_LAYOUT_MLX ? mlx_exact_type(in, t) : 0;
@@ -792,7 +792,7 @@ static int plan_auto_exact(qtk_model *in, const conv_opts *o, const qtk_tensor *
 		mty = shuffle_type(t);
 	if (mty) {
 		p->method = M_ROWS;
-		return out_plain(&p->out, t, mty) ? QTK_E_DATA : 0;
+		return out_plain(p->out, t, mty) ? QTK_E_DATA : 0;
 	}
 	src_groups sg;
 	if (probe_groups(in, t, &sg)) {
@@ -807,13 +807,13 @@ static int plan_auto_exact(qtk_model *in, const conv_opts *o, const qtk_tensor *
 				    : sg.bits == 4 ? QTK_T_Q5_0 : sg.bits == 8 && sg.sym ? QTK_T_Q8_0 : 0;
 			if (ty && sg.group % 32 == 0 && t->shape[1] % 32 == 0) {
 				p->method = M_ROWS;
-				return out_plain(&p->out, t, ty) ? QTK_E_DATA : 0;
+				return out_plain(p->out, t, ty) ? QTK_E_DATA : 0;
 			}
 		} else if (t->shape[1] % 32 == 0) {
 			p->method = M_GROUPS;
 			if (sg.bits == 4 && t->shape[0] % 8 == 0)
-				return out_awq(&p->out, t, sg.group, err);
-			return out_gptq(&p->out, t, sg.group, sg.bits, 2, sg.sym, false, err);
+				return out_awq(p->out, t, sg.group, err);
+			return out_gptq(p->out, t, sg.group, sg.bits, 2, sg.sym, false, err);
 		}
 	}
 	bool f16 = false;
@@ -821,7 +821,7 @@ static int plan_auto_exact(qtk_model *in, const conv_opts *o, const qtk_tensor *
 	if (rc)
 		return qtk_err_set(err, rc, in->path, -1, t->name, "cannot read the tensor");
 	p->method = M_ROWS;
-	return out_plain(&p->out, t, f16 ? QTK_T_F16 : QTK_T_F32) ? QTK_E_DATA : 0;
+	return out_plain(p->out, t, f16 ? QTK_T_F16 : QTK_T_F32) ? QTK_E_DATA : 0;
 }
 
 /* Keep the layout, except the float type changes a HF <-> GGUF mapping
@@ -879,7 +879,7 @@ static int plan_keep(qtk_model *in, const conv_opts *o, const qtk_hfmap *map, co
 			return 0;
 	}
 	p->method = M_ROWS;
-	return out_plain(&p->out, t, ty) ? QTK_E_DATA : 0;
+	return out_plain(p->out, t, ty) ? QTK_E_DATA : 0;
 }
 
 /* The importance of t's columns: one vector for a matrix; for a stack of matrices (the experts
@@ -904,7 +904,7 @@ static void plan_imatrix(const qtk_imatrix *im, const qtk_tensor *t, plan *p)
  * (run_groups: exact by construction, and checked by decoding). */
 static int plan_shuffle(const qtk_tensor *t, plan *p, const qtk_layout *l, qtk_err *err)
 {
-	if (out_packed(&p->out, t, l, err))
+	if (out_packed(p->out, t, l, err))
 		return err->code;
 	p->method = M_GROUPS;
 	p->note = "exact";
@@ -975,15 +975,15 @@ static int plan_gptoss_mxfp4(const qtk_tensor *t, plan *p, qtk_err *err)
 	qtk_layout l = {.kind = QTK_LAYOUT_MXFP4, .type = QTK_DT_U8, .bits = 4, .sym = true, .group_size = 32,
 			.strategy = QTK_SCHEME_PER_GROUP};
 	char why[300];
-	memset(&p->out, 0, sizeof p->out);
-	p->out.name = t->name;
-	if (qtk_scheme_describe(&p->out, &l, out, in, true, why, sizeof why))
+	memset(p->out, 0, sizeof *p->out);
+	p->out->name = t->name;
+	if (qtk_scheme_describe(p->out, &l, out, in, true, why, sizeof why))
 		return qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "%s", why);
 	if (t->ndim == 3) { /* every part gets the leading expert dimension */
-		p->out.ndim = 3;
-		p->out.shape[0] = e, p->out.shape[1] = out, p->out.shape[2] = in;
-		for (int k = 0; k < p->out.nparts; k++) {
-			qtk_part *pt = &p->out.parts[k];
+		p->out->ndim = 3;
+		p->out->shape[0] = e, p->out->shape[1] = out, p->out->shape[2] = in;
+		for (int k = 0; k < p->out->nparts; k++) {
+			qtk_part *pt = &p->out->parts[k];
 			memmove(pt->shape + 1, pt->shape, (size_t)pt->ndim * sizeof *pt->shape);
 			pt->shape[0] = e;
 			pt->ndim++;
@@ -1011,7 +1011,9 @@ static int plan_tensor(qtk_model *in, const conv_opts *o, qtk_mix_state *ms, con
 	unsigned mapped = p->map_otype;
 	bool nv = p->nv_scaled;
 	float nvs = p->nv_scale;
+	qtk_tensor *out = p->out;
 	memset(p, 0, sizeof *p);
+	p->out = out;
 	p->nv_scaled = nv;
 	p->nv_scale = nvs;
 	p->src = t;
@@ -1021,14 +1023,14 @@ static int plan_tensor(qtk_model *in, const conv_opts *o, qtk_mix_state *ms, con
 	p->force_f32 = f32;
 	p->map_otype = mapped;
 	p->method = M_COPY;
-	p->out = *t;
-	p->out.view = NULL;
+	*p->out = *t;
+	p->out->view = NULL;
 	p->note = "exact";
 	bool to_gguf = o->out_kind == QTK_OUT_GGUF;
 	bool plain = t->layout.kind == QTK_LAYOUT_PLAIN;
 	if (to_gguf && p->force_f32 && plain && qtk_type(t->layout.type)->is_float && t->layout.type != QTK_T_F32) {
 		p->method = M_ROWS; /* MoE routers: F32 whatever the target, as llama.cpp writes them */
-		return out_plain(&p->out, t, QTK_T_F32) ? qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "size overflows") : 0;
+		return out_plain(p->out, t, QTK_T_F32) ? qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "size overflows") : 0;
 	}
 	bool gguf_pair = t->layout.kind == QTK_LAYOUT_NVFP4 && t->layout.scale_type == 2; /* GGUF NVFP4 + .scale */
 	if ((gguf_pair || (plain && t->layout.type == QTK_T_NVFP4)) && o->out_kind == QTK_OUT_HF &&
@@ -1050,12 +1052,12 @@ static int plan_tensor(qtk_model *in, const conv_opts *o, qtk_mix_state *ms, con
 		 * (every decoded value is an F32, so this is exact; conv_plan says so in one line) */
 		p->method = M_ROWS;
 		p->note = "dequantized";
-		return out_plain(&p->out, t, QTK_T_F32) ? qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "size overflows") : 0;
+		return out_plain(p->out, t, QTK_T_F32) ? qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "size overflows") : 0;
 	}
 	if (p->nv_scaled) { /* conv_plan: blocks shuffled, the multiplier beside them */
 		p->method = M_ROWS;
 		p->note = t->layout.scale_type == 1 ? "exact" : "shuffle";
-		return out_plain(&p->out, t, QTK_T_NVFP4) ? qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "size overflows") : 0;
+		return out_plain(p->out, t, QTK_T_NVFP4) ? qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "size overflows") : 0;
 	}
 	if (o->target.kind == TGT_KEEP || (plain && is_int_dtype(t->layout.type)))
 		return plan_keep(in, o, map, t, p, err);
@@ -1071,7 +1073,7 @@ static int plan_tensor(qtk_model *in, const conv_opts *o, qtk_mix_state *ms, con
 			return plan_keep(in, o, map, t, p, err);
 		p->method = M_ROWS; /* a quantized matrix MLX cannot group: F16 */
 		p->note = "lossy";
-		return out_plain(&p->out, t, QTK_T_F16) ? qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "size overflows") : 0;
+		return out_plain(p->out, t, QTK_T_F16) ? qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "size overflows") : 0;
 	}
 	if (o->target.kind == TGT_AWQ || o->target.kind == TGT_GPTQ || o->target.kind == TGT_CT ||
 	    o->target.kind == TGT_CT_FP8) {
@@ -1085,7 +1087,7 @@ static int plan_tensor(qtk_model *in, const conv_opts *o, qtk_mix_state *ms, con
 			return 0;
 		p->method = M_ROWS;
 		p->note = "lossy";
-		return out_plain(&p->out, t, QTK_T_F16) ? qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "size overflows") : 0;
+		return out_plain(p->out, t, QTK_T_F16) ? qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "size overflows") : 0;
 	}
 	unsigned ty = o->target.type;
 	const qtk_type_info *ti = qtk_type(ty);
@@ -1125,7 +1127,7 @@ static int plan_tensor(qtk_model *in, const conv_opts *o, qtk_mix_state *ms, con
 		p->imatrix_run = true;
 		plan_imatrix(im, t, p);
 	}
-	return out_plain(&p->out, t, ty) ? qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "size overflows") : 0;
+	return out_plain(p->out, t, ty) ? qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "size overflows") : 0;
 }
 
 /* One quantization_config describes a whole HF model, so the GPTQ version
@@ -1158,8 +1160,11 @@ static int resolve_gptq_version(qtk_model *in, conv_opts *o, qtk_err *err)
 	return 0;
 }
 
-int conv_plan(qtk_model *in, const conv_opts *opts, const void *imatrix, const qtk_hfmap *map, plan *plans, qtk_err *err)
+int conv_plan(qtk_model *in, const conv_opts *opts, const void *imatrix, const qtk_hfmap *map, plan *plans,
+	      qtk_tensor *outs, qtk_err *err)
 {
+	for (size_t i = 0; i < in->ntensors; i++)
+		plans[i].out = &outs[i];
 	conv_opts o_resolved = *opts, *o = &o_resolved;
 	if (o->target.kind == TGT_GPTQ && !o->target.gptq_version) {
 		int rc = resolve_gptq_version(in, o, err);

@@ -50,7 +50,7 @@ static void band_run(void *ctx, size_t ji)
 /* Is this tensor an exact 4-bit AWQ <-> GPTQ repack the bands can do? */
 static bool streamable(const plan *p)
 {
-	const qtk_tensor *t = p->src, *o = &p->out;
+	const qtk_tensor *t = p->src, *o = p->out;
 	const qtk_layout *a = &t->layout, *b = &o->layout;
 	if (t->ndim != 2 || t->view || p->perm_heads || a->bits != 4 || b->bits != 4 || !a->group_size ||
 	    a->group_size != b->group_size || o->ndim != 2 || o->shape[0] != t->shape[0] || o->shape[1] != t->shape[1])
@@ -102,7 +102,7 @@ int conv_stream_repack(qtk_model *in, qtk_writer *w, const plan *p, int threads,
 	const char *env = getenv("QTK_REPACK");
 	if (!streamable(p) || (rec && rec->dec && !rec->src_leaf) || (env && !strcmp(env, "windows")))
 		return 0;
-	const qtk_tensor *t = p->src, *o = &p->out;
+	const qtk_tensor *t = p->src, *o = p->out;
 	const bool fwd = t->layout.kind == QTK_LAYOUT_AWQ;
 	const int version = fwd ? o->layout.gptq_version : t->layout.gptq_version;
 	const uint32_t out = (uint32_t)t->shape[0], inf = (uint32_t)t->shape[1];

@@ -478,6 +478,7 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 	int status = 0, rc = 0;
 	bool early = false;
 	plan *plans = NULL;
+	qtk_tensor *outs = NULL; /* the plans' output descriptions until d holds them */
 	qtk_model *d = qtk_model_new();
 	qtk_writer *w = NULL;
 	qtk_imatrix *im = NULL;
@@ -513,9 +514,10 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 		goto done;
 	nout = in->ntensors;
 	plans = qtk_calloc(nout ? nout : 1, sizeof *plans);
+	outs = qtk_calloc(nout ? nout : 1, sizeof *outs);
 	res->t = qtk_calloc(nout ? nout : 1, sizeof *res->t);
 	order = qtk_calloc(nout ? nout : 1, sizeof *order);
-	if (!plans || !res->t || !order) {
+	if (!plans || !outs || !res->t || !order) {
 		rc = qtk_err_set(&err, QTK_E_IO, NULL, -1, NULL, "out of memory");
 		goto done;
 	}
@@ -526,7 +528,7 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 			order[k++] = nv.scale_of[i];
 	}
 	if (!rc)
-		rc = conv_plan(in, &ro, im, map, plans, &err);
+		rc = conv_plan(in, &ro, im, map, plans, outs, &err);
 	for (size_t k = 0; k < nout && !rc; k++) {
 		size_t i = order[k];
 		qtk_tensor *n = qtk_model_add_tensor(d, plans[i].out_name);
@@ -535,10 +537,15 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 			break;
 		}
 		char *name = n->name;
-		*n = plans[i].out;
+		*n = *plans[i].out;
 		n->name = name;
 		qtk_tensor_finish(n);
 	}
+	/* the plans take their outputs from d from here on (d's table no longer grows) */
+	for (size_t k = 0; k < nout && !rc; k++)
+		plans[order[k]].out = &d->tensors[k];
+	qtk_free(outs);
+	outs = NULL;
 	if (!rc)
 		rc = conv_build_meta(mapmeta ? mapmeta : source, o, d, &err);
 	if (!rc && o->out_kind == QTK_OUT_HF)
@@ -752,6 +759,7 @@ done:
 	/* plan outputs borrow names from the input: give the copies back before closing */
 	qtk_close(d);
 	qtk_free(plans);
+	qtk_free(outs);
 	if (rc) {
 		res->n = 0;
 		return cli_fail(&err);
