@@ -51,7 +51,7 @@ typedef struct errstat {
 } errstat;
 
 typedef struct tensor_result {
-	char name[256];
+	char *name;            /* owned (conv_result_free) */
 	char from[48], to[48];
 	bool exact, lossy_possible;
 	double rmse, max_abs_err, sqnr_db, cosine;

@@ -283,6 +283,9 @@ static int prov_end(prov_state *p, qtk_writer *w)
 		*p->err = p->sink_err;
 		return rc;
 	}
+	/* the sinks held the source's leaves without digests (late copies): the hashed ones serve
+	 * from here on */
+	qtk_digests_free(&p->b.src_meta);
 	/* copied tensors: the source's leaves are the output's (hashed once, from the bytes copied) */
 	rc = qtk_prov_take_shared(&p->b, &p->od, p->err);
 	p->b.out_digests = &p->od;
@@ -556,7 +559,10 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 	for (size_t k = 0; k < nout; k++) {
 		size_t i = order[k];
 		tensor_result *r = &res->t[k];
-		snprintf(r->name, sizeof r->name, "%s", d->tensors[k].name);
+		if (!(r->name = qtk_strdup(d->tensors[k].name))) {
+			rc = qtk_err_set(&err, QTK_E_IO, NULL, -1, NULL, "out of memory");
+			goto done;
+		}
 		qtk_layout_id(&in->tensors[i].layout, r->from, sizeof r->from);
 		qtk_layout_id(&d->tensors[k].layout, r->to, sizeof r->to);
 		r->bytes_in = in->tensors[i].n_bytes;
@@ -761,6 +767,8 @@ done:
 	qtk_free(plans);
 	qtk_free(outs);
 	if (rc) {
+		for (size_t i = 0; res->t && i < res->n; i++)
+			qtk_free(res->t[i].name);
 		res->n = 0;
 		return cli_fail(&err);
 	}
@@ -796,6 +804,8 @@ void conv_print_summary(const conv_opts *o, const conv_result *res)
 
 void conv_result_free(conv_result *res)
 {
+	for (size_t i = 0; res->t && i < res->n; i++)
+		qtk_free(res->t[i].name);
 	qtk_free(res->t);
 	qtk_outlist_free(&res->outs);
 	memset(res, 0, sizeof *res);
