@@ -10,7 +10,8 @@
 
 #define BUF_CAP ((size_t)1 << 34)
 
-static int buf_reserve(qtk_buf *b, size_t more)
+/* Room for more bytes and the NUL: doubling (appends), or exactly (a known length). */
+static int buf_grow(qtk_buf *b, size_t more, bool exact)
 {
 	if (b->failed)
 		return QTK_E_IO;
@@ -21,7 +22,7 @@ static int buf_reserve(qtk_buf *b, size_t more)
 	size_t need = b->len + more + 1;
 	if (need <= b->cap)
 		return 0;
-	size_t nc = b->cap ? b->cap : 256;
+	size_t nc = exact ? need : b->cap ? b->cap : 256;
 	while (nc < need)
 		nc *= 2;
 	uint8_t *p = qtk_realloc(b->p, nc);
@@ -34,22 +35,9 @@ static int buf_reserve(qtk_buf *b, size_t more)
 	return 0;
 }
 
-int qtk_buf_reserve(qtk_buf *b, size_t n)
-{
-	if (b->failed || n > BUF_CAP - b->len)
-		return buf_reserve(b, n); /* fails */
-	size_t need = b->len + n + 1;
-	if (need <= b->cap)
-		return 0;
-	uint8_t *p = qtk_realloc(b->p, need);
-	if (!p) {
-		b->failed = 1;
-		return QTK_E_IO;
-	}
-	b->p = p;
-	b->cap = need;
-	return 0;
-}
+static int buf_reserve(qtk_buf *b, size_t more) { return buf_grow(b, more, false); }
+
+int qtk_buf_reserve(qtk_buf *b, size_t n) { return buf_grow(b, n, true); }
 
 int qtk_buf_put(qtk_buf *b, const void *d, size_t n)
 {
