@@ -1327,13 +1327,15 @@ static void test_records(void)
 		cJSON *j2 = NULL;
 		CHECK(r2 && !qtk_prov_parse(r2, strlen(r2), "r2", &j2, &err), "chained parses: %s", err.msg);
 		/* folding the parent into its text keeps the record's canonical text */
-		CHECK(j2 && !qtk_prov_fold_parent(j2), "fold");
+		char *ptext = NULL;
+		CHECK(j2 && !qtk_prov_fold_parent(j2, &ptext) && ptext && !strcmp(ptext, fin), "fold");
 		const cJSON *jsrc = cJSON_GetObjectItemCaseSensitive(j2, "source");
 		CHECK(cJSON_IsRaw(cJSON_GetObjectItemCaseSensitive(jsrc, "record")), "folded to text");
 		char *c2 = j2 ? qtk_prov_canonical(j2) : NULL;
 		CHECK(c2 && r2 && !strcmp(c2, r2), "folded record, same canonical text");
 		qtk_free(c2);
 		cJSON_Delete(j2);
+		qtk_free(ptext);
 		qtk_prov_builder_free(&b2);
 		/* a parent stored with whitespace (valid, not canonical) is chained as its canonical
 		 * text, under the same digest */

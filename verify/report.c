@@ -141,6 +141,7 @@ void qv_free(vstate *s)
 	if (s->rec != s->embedded)
 		cJSON_Delete(s->rec);
 	cJSON_Delete(s->embedded);
+	qtk_free(s->embedded_parent);
 	qtk_free(s->emitted);
 	qtk_audit_free(&s->audit);
 	qtk_digests_free(&s->d);

@@ -204,19 +204,26 @@ char *qtk_prov_canonical(const cJSON *j)
 	return (char *)b.p;
 }
 
-int qtk_prov_fold_parent(cJSON *rec)
+int qtk_prov_fold_parent(cJSON *rec, char **text)
 {
+	*text = NULL;
 	cJSON *src = cJSON_GetObjectItemCaseSensitive(rec, "source");
 	cJSON *parent = cJSON_IsObject(src) ? cJSON_GetObjectItemCaseSensitive(src, "record") : NULL;
 	if (!cJSON_IsObject(parent))
 		return 0;
 	char *t = qtk_prov_canonical(parent);
-	cJSON *raw = t ? cJSON_CreateRaw(t) : NULL;
-	qtk_free(t);
+	cJSON *raw = t ? cJSON_CreateRaw("") : NULL;
+	if (raw) { /* the item refers to the text (no copy of it): the caller keeps it */
+		cJSON_free(raw->valuestring);
+		raw->valuestring = t;
+		raw->type |= cJSON_IsReference;
+	}
 	if (!raw || !cJSON_ReplaceItemInObjectCaseSensitive(src, "record", raw)) {
 		cJSON_Delete(raw);
+		qtk_free(t);
 		return QTK_E_IO;
 	}
+	*text = t;
 	return 0;
 }
 

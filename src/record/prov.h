@@ -36,8 +36,10 @@ char *qtk_prov_canonical(const cJSON *j);
 /* A parsed record holding its source's record (source.record) as a tree: that subtree is
  * replaced by its canonical text (a raw item, written verbatim by the canonical
  * serialization), a fraction of the tree's memory. The record's canonical text and SHA-256
- * are unchanged; source.record is then no longer an object. 0 or QTK_E_IO. */
-int qtk_prov_fold_parent(cJSON *rec);
+ * are unchanged; source.record is then no longer an object. *text receives that text (NULL
+ * when nothing was folded), which the raw item refers to: qtk_free it after cJSON_Delete(rec).
+ * 0 or QTK_E_IO. */
+int qtk_prov_fold_parent(cJSON *rec, char **text);
 /* SHA-256 of the canonical serialization. 0 or QTK_E_IO. */
 int qtk_prov_sha256(const cJSON *j, uint8_t out[32]);
 
