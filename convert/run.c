@@ -289,6 +289,14 @@ static int prov_end(prov_state *p, qtk_writer *w)
 	/* copied tensors: the source's leaves are the output's (hashed once, from the bytes copied) */
 	rc = qtk_prov_take_shared(&p->b, &p->od, p->err);
 	p->b.out_digests = &p->od;
+	if (!rc && p->ph_lent && qtk_writer_has_put_record(w)) {
+		/* the writer knows where the reserved record's bytes are (GGUF): the final record is
+		 * written over the reserved one in memory (the description's, no longer read) and put
+		 * there, with no second copy and no read back of the header */
+		const size_t n = strlen(p->ph);
+		rc = qtk_prov_build_into(&p->b, p->ph, n, p->err);
+		return rc ? rc : qtk_writer_put_record(w, p->ph, n);
+	}
 	rc = rc ? rc : qtk_prov_build_sized(&p->b, strlen(p->ph), &p->fin, p->err);
 	return rc ? rc : qtk_writer_patch_header(w, prov_patch, p);
 }

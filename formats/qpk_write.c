@@ -92,6 +92,10 @@ typedef struct qw {
 	uint64_t ppos;        /* bytes of the part being written so far */
 	uint64_t meta_stored; /* metadata section bytes (raw when a record may be patched) */
 	bool meta_raw;
+	/* the "qtk.provenance" string in the raw metadata section: its offset in the section and
+	 * length, and the section's SHA-256 over the bytes before it (qpk_w_put_record) */
+	uint64_t rec_moff, rec_len;
+	EVP_MD_CTX *rec_pre;
 	unsigned minor;      /* the lowest minor version whose features the file uses */
 } qw;
 
@@ -171,6 +175,11 @@ static int build_meta(qtk_writer *w, qtk_buf *b)
 		const qtk_value *v = &kv->val;
 		bstr(b, kv->key, strlen(kv->key));
 		b32(b, v->type);
+		if (v->type == QTK_V_STR && !strcmp(kv->key, "qtk.provenance")) {
+			qw *s = w->priv;
+			s->rec_moff = b->len + 8; /* after the string's length (u64) */
+			s->rec_len = v->v.str.len;
+		}
 		if (v->type == QTK_V_STR)
 			bstr(b, v->v.str.s, v->v.str.len);
 		else if (v->type != QTK_V_ARR)
@@ -553,6 +562,12 @@ static int qpk_w_begin(qtk_writer *w)
 			st = meta.p;
 			sn = meta.len;
 			codec = CODEC_RAW;
+			/* the section's digest up to the record, for placing the final record later
+			 * without reading the section back */
+			if (s->rec_len && !((s->rec_pre = EVP_MD_CTX_new()) &&
+					    EVP_DigestInit_ex(s->rec_pre, EVP_sha256(), NULL) == 1 &&
+					    EVP_DigestUpdate(s->rec_pre, meta.p, (size_t)s->rec_moff) == 1))
+				rc = woom(w);
 		} else {
 			rc = pack_section(w, meta.p, meta.len, &owned, &st, &sn, &codec);
 		}
@@ -901,11 +916,42 @@ static int qpk_w_finish(qtk_writer *w)
 	return rc;
 }
 
+/* The final record over the reserved one in the raw metadata section, and the header's digest
+ * of the section from the digest up to the record, the record, and the bytes after it (read
+ * back: side files, a few MB at most; the record itself is not). */
+static int qpk_w_put_record(qtk_writer *w, const void *rec, size_t n)
+{
+	qw *s = w->priv;
+	if (!s->meta_raw || !s->rec_pre || n != s->rec_len)
+		return qtk_err_set(w->err, QTK_E_INTERNAL, w->path, -1, "qtk.provenance",
+				   "the record to place is not the reserved one's length");
+	int rc = zring_drain(w);
+	rc = rc ? rc : qtk_ofile_write_at(&s->f, QPK_HEADER_SIZE + s->rec_moff, rec, n);
+	EVP_MD_CTX *c = rc ? NULL : EVP_MD_CTX_new();
+	uint8_t *buf = c ? qtk_malloc((size_t)1 << 20) : NULL;
+	if (!rc && (!buf || EVP_MD_CTX_copy_ex(c, s->rec_pre) != 1 || EVP_DigestUpdate(c, rec, n) != 1))
+		rc = woom(w);
+	for (uint64_t at = s->rec_moff + n; !rc && at < s->meta_stored;) {
+		size_t k = s->meta_stored - at < ((uint64_t)1 << 20) ? (size_t)(s->meta_stored - at) : (size_t)1 << 20;
+		rc = qtk_pread_full(s->f.fd, s->f.tmp_path, buf, k, QPK_HEADER_SIZE + at, w->err);
+		if (!rc && EVP_DigestUpdate(c, buf, k) != 1)
+			rc = woom(w);
+		at += k;
+	}
+	unsigned len = 0;
+	if (!rc && (EVP_DigestFinal_ex(c, s->hdr + 40, &len) != 1 || len != 32))
+		rc = woom(w);
+	EVP_MD_CTX_free(c);
+	qtk_free(buf);
+	return rc ? rc : qtk_ofile_write_at(&s->f, 0, s->hdr, QPK_HEADER_SIZE);
+}
+
 static void qpk_w_abort(qtk_writer *w)
 {
 	qw *s = w->priv;
 	if (!s)
 		return;
+	EVP_MD_CTX_free(s->rec_pre);
 	zring_end(s);
 	qtk_ofile_abort(&s->f);
 	qtk_free(s->parts);
@@ -936,4 +982,5 @@ const qtk_writer_ops qtk_qpk_writer_ops = {
 	.finish = qpk_w_finish_free,
 	.abort = qpk_w_abort,
 	.patch_header = qpk_w_patch,
+	.put_record = qpk_w_put_record,
 };

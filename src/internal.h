@@ -141,6 +141,8 @@ struct qtk_writer_ops {
 	void (*abort)(qtk_writer *w);
 	/* optional: qtk_writer_patch_header */
 	int (*patch_header)(qtk_writer *w, int (*fn)(void *ctx, uint8_t *buf, size_t n), void *ctx);
+	/* optional: qtk_writer_put_record */
+	int (*put_record)(qtk_writer *w, const void *rec, size_t n);
 };
 
 struct qtk_writer {

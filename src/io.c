@@ -999,6 +999,18 @@ int qtk_ofile_pad(qtk_ofile *f, uint64_t n)
 	return 0;
 }
 
+int qtk_ofile_write_at(qtk_ofile *f, uint64_t off, const void *buf, size_t n)
+{
+	uint64_t end;
+	if (f->synced || !qtk_add_u64(off, n, &end) || end > f->written)
+		return qtk_err_set(f->err, QTK_E_INTERNAL, f->final_path, -1, NULL, "rewrite outside the written bytes");
+	int rc = ofile_flush(f);
+	rc = rc ? rc : qtk_pwrite_full(f->fd, f->final_path, buf, n, off, f->err);
+	if (!rc)
+		f->rehash = true;
+	return rc;
+}
+
 int qtk_ofile_patch(qtk_ofile *f, uint64_t off, uint64_t n, int (*fn)(void *ctx, uint8_t *buf, size_t n),
 		    void *ctx)
 {

@@ -18,7 +18,8 @@
 #define QTK_LC_SYMS(X)                                                                             \
 	X(BIO_ctrl) X(BIO_free) X(BIO_new) X(BIO_new_mem_buf) X(BIO_s_mem) X(EVP_Digest)               \
 	X(EVP_DigestFinal_ex) X(EVP_DigestInit_ex) X(EVP_DigestSign) X(EVP_DigestSignInit)            \
-	X(EVP_DigestUpdate) X(EVP_DigestVerify) X(EVP_DigestVerifyInit) X(EVP_MD_CTX_free)            \
+	X(EVP_DigestUpdate) X(EVP_DigestVerify) X(EVP_DigestVerifyInit) X(EVP_MD_CTX_copy_ex)         \
+	X(EVP_MD_CTX_free)                                                                         \
 	X(EVP_MD_CTX_new) X(EVP_PKEY_free) X(EVP_PKEY_get0_type_name) X(EVP_PKEY_get_base_id)         \
 	X(EVP_PKEY_get_utf8_string_param) X(EVP_sha256) X(EVP_sha384) X(EVP_sha512)                   \
 	X(PEM_read_bio_PUBKEY) X(PEM_read_bio_PrivateKey) X(PEM_write_bio_PUBKEY)
@@ -46,6 +47,7 @@ const qtk_lc_api *qtk_lc(void);
 #define EVP_DigestUpdate (*qtk_lc()->EVP_DigestUpdate)
 #define EVP_DigestVerify (*qtk_lc()->EVP_DigestVerify)
 #define EVP_DigestVerifyInit (*qtk_lc()->EVP_DigestVerifyInit)
+#define EVP_MD_CTX_copy_ex (*qtk_lc()->EVP_MD_CTX_copy_ex)
 #define EVP_MD_CTX_free (*qtk_lc()->EVP_MD_CTX_free)
 #define EVP_MD_CTX_new (*qtk_lc()->EVP_MD_CTX_new)
 #define EVP_PKEY_free (*qtk_lc()->EVP_PKEY_free)

@@ -424,6 +424,13 @@ bool qtk_part_in_file(const qtk_model *m, const qtk_tensor *t, int p, int *fd, c
  * qtk-provenance.json). The file's SHA-256 is recomputed (one read of the file). QTK_E_USAGE
  * when the output kind cannot (archives). */
 int qtk_writer_patch_header(qtk_writer *w, int (*fn)(void *ctx, uint8_t *buf, size_t n), void *ctx);
+/* Whether qtk_writer_put_record can place the record (the output kind knows where the
+ * description's "qtk.provenance" string went: GGUF, and QPK with its metadata kept raw). */
+bool qtk_writer_has_put_record(const qtk_writer *w);
+/* Before qtk_writer_finish: overwrite the bytes of the description's "qtk.provenance" string
+ * where the writer put them with rec (n bytes, the same length), without reading the header
+ * back. QTK_E_USAGE when the output kind cannot, QTK_E_INTERNAL when n differs. */
+int qtk_writer_put_record(qtk_writer *w, const void *rec, size_t n);
 /* An unnamed scratch file beside the output (qtk_scratch_open in its directory: the same file
  * system, which has room for the output anyway) for a part built out of order, such as a packed
  * matrix whose windows are column bands; close it when done. Its descriptor, or a negative code

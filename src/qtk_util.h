@@ -97,6 +97,7 @@ typedef struct qtk_buf {
 	uint8_t *p;
 	size_t len, cap;
 	int failed; /* sticky allocation failure */
+	int fixed;  /* p is the caller's memory of cap bytes: growing past it fails instead */
 } qtk_buf;
 /* Room for n more bytes (and the terminating NUL) in one allocation of that size: for text of
  * a known length, which then never grows by doubling. */
@@ -142,6 +143,9 @@ int qtk_ofile_write(qtk_ofile *f, const void *d, size_t n);
  * the output now holds them, read back from it. */
 int qtk_ofile_copy_from(qtk_ofile *f, int fd, const char *src_path, uint64_t off, uint64_t n, void *back);
 int qtk_ofile_pad(qtk_ofile *f, uint64_t n); /* n zero bytes */
+/* Overwrite bytes [off, off+n) already written with buf (no read back); the file's SHA-256
+ * is then taken again from the file. */
+int qtk_ofile_write_at(qtk_ofile *f, uint64_t off, const void *buf, size_t n);
 /* Rewrite bytes [off, off+n) already written: fn gets them in a buffer and may change them. */
 int qtk_ofile_patch(qtk_ofile *f, uint64_t off, uint64_t n, int (*fn)(void *ctx, uint8_t *buf, size_t n),
 		    void *ctx);

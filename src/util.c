@@ -22,6 +22,10 @@ static int buf_grow(qtk_buf *b, size_t more, bool exact)
 	size_t need = b->len + more + 1;
 	if (need <= b->cap)
 		return 0;
+	if (b->fixed) {
+		b->failed = 1;
+		return QTK_E_IO;
+	}
 	size_t nc = exact ? need : b->cap ? b->cap : 256;
 	while (nc < need)
 		nc *= 2;

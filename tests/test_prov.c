@@ -1275,6 +1275,17 @@ static void test_records(void)
 		return;
 	CHECK(strlen(ph) == strlen(fin), "same length %zu %zu", strlen(ph), strlen(fin));
 	CHECK(strstr(ph, "~~~~~~~~") && !strstr(fin, "~~~~~~~~"), "placeholders");
+	/* the final record written over the reserved one's memory (a GGUF writer then puts it
+	 * where the reserved one is): the same text; a text of another length is refused and
+	 * never runs past the memory */
+	char *over = qtk_strdup(ph);
+	CHECK(over && !qtk_prov_build_into(&b, over, strlen(ph), &err) && !strcmp(over, fin), "built in place");
+	size_t shorter = strlen(ph) - 1;
+	char *small = qtk_malloc(shorter + 1);
+	CHECK(small && qtk_prov_build_into(&b, small, shorter, &err) == QTK_E_INTERNAL && strlen(small) <= shorter,
+	      "too small a place refused: %s", err.msg);
+	qtk_free(small);
+	qtk_free(over);
 	/* patching: plain and JSON-escaped (as inside a safetensors header) */
 	char *buf = qtk_strdup(ph);
 	CHECK(!qtk_prov_patch(buf, strlen(buf), ph, fin, &err) && !strcmp(buf, fin), "patched == final");

@@ -1205,13 +1205,29 @@ static cJSON *output_json(const char *container, const qtk_digests *meta, const 
 
 /* The canonical text of root (freed), hooks writing their parts; reserve: its length, when
  * known (the final record has the reserved one's), else 0. */
-static char *finish_json(cJSON *root, const canon_hooks *hs, size_t reserve, qtk_err *err)
+static char *finish_json(cJSON *root, const canon_hooks *hs, size_t reserve, char *into, qtk_err *err)
 {
 	qtk_buf b = {0};
-	if (reserve && reserve < SIZE_MAX)
+	if (into) { /* the caller's reserve + 1 bytes: the text must fill them exactly */
+		b.p = (uint8_t *)into;
+		b.cap = reserve + 1;
+		b.fixed = 1;
+	} else if (reserve && reserve < SIZE_MAX) {
 		qtk_buf_reserve(&b, reserve);
+	}
 	int rc = root ? canon_put(&b, root, 0, hs) : QTK_E_IO;
 	cJSON_Delete(root);
+	if (into) {
+		if (!rc && !b.failed && b.len == reserve)
+			return into;
+		if (rc == QTK_E_DATA)
+			qtk_err_set(err, QTK_E_DATA, NULL, -1, QTK_PROV_KEY,
+				    "a name or metadata value is not valid UTF-8 or holds a NUL");
+		else
+			qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, QTK_PROV_KEY,
+				    "final record length differs from the reserved one");
+		return NULL;
+	}
 	if (!rc && (b.failed || !b.p))
 		rc = QTK_E_IO;
 	if (rc) {
@@ -1319,7 +1335,7 @@ int qtk_prov_take_shared(qtk_prov_builder *b, const qtk_digests *out, qtk_err *e
 	return any ? qtk_digests_finish(&b->src_cache, err) : 0;
 }
 
-int qtk_prov_build_sized(qtk_prov_builder *b, size_t reserve, char **json, qtk_err *err)
+static int build(qtk_prov_builder *b, size_t reserve, char *into, char **json, qtk_err *err)
 {
 	*json = NULL;
 	qtk_json_init();
@@ -1398,7 +1414,7 @@ int qtk_prov_build_sized(qtk_prov_builder *b, size_t reserve, char **json, qtk_e
 		if (rc) {
 			cJSON_Delete(r);
 		} else {
-			*json = finish_json(r, &hs, reserve, err);
+			*json = finish_json(r, &hs, reserve, into, err);
 			if (!*json)
 				rc = err->code ? err->code : QTK_E_IO;
 		}
@@ -1410,7 +1426,18 @@ int qtk_prov_build_sized(qtk_prov_builder *b, size_t reserve, char **json, qtk_e
 
 int qtk_prov_build(qtk_prov_builder *b, char **json, qtk_err *err)
 {
-	return qtk_prov_build_sized(b, 0, json, err);
+	return build(b, 0, NULL, json, err);
+}
+
+int qtk_prov_build_sized(qtk_prov_builder *b, size_t reserve, char **json, qtk_err *err)
+{
+	return build(b, reserve, NULL, json, err);
+}
+
+int qtk_prov_build_into(qtk_prov_builder *b, char *buf, size_t len, qtk_err *err)
+{
+	char *json = NULL;
+	return build(b, len, buf, &json, err);
 }
 
 /* Replace the one occurrence of `from` in buf by `to` (same length); 1 when replaced. */
@@ -1477,6 +1504,6 @@ int qtk_prov_emit(qtk_model *m, const qtk_digests *d, const qtk_filelist *files,
 	char tm[32];
 	qtk_prov_time(time_s, tm, sizeof tm);
 	cJSON_AddStringToObject(r, "time", tm);
-	*json = finish_json(r, &hs, 0, err);
+	*json = finish_json(r, &hs, 0, NULL, err);
 	return *json ? 0 : err->code ? err->code : QTK_E_IO;
 }

@@ -139,6 +139,9 @@ int qtk_prov_build(qtk_prov_builder *b, char **json, qtk_err *err);
 /* The same, the text's length known beforehand (the final record has the reserved one's):
  * its buffer is allocated once at that size. */
 int qtk_prov_build_sized(qtk_prov_builder *b, size_t reserve, char **json, qtk_err *err);
+/* The same, written into buf (len + 1 bytes, e.g. the reserved record's own memory, which it
+ * replaces): the text must be exactly len bytes (QTK_E_INTERNAL otherwise). */
+int qtk_prov_build_into(qtk_prov_builder *b, char *buf, size_t len, qtk_err *err);
 
 /* Fill placeholders in place: buf (len bytes, e.g. the header of an output file) holds the
  * placeholder record `ph` once, verbatim (GGUF, QPK, a side file) or as a JSON string literal
