@@ -818,8 +818,10 @@ static int write_header(qtk_writer *w, gw *s, uint32_t k)
 			rc = w_u64(f, off);
 		off += t->parts[0].nbytes + pad_to(t->parts[0].nbytes, s->align);
 	}
-	if (k == 0)
+	if (k == 0) {
 		s->head_len = f->written;
+		w->record_known = s->rec_off != 0;
+	}
 	if (!rc)
 		rc = qtk_ofile_pad(f, pad_to(f->written, s->align));
 	return rc;

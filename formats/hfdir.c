@@ -749,6 +749,44 @@ static int hfw_begin(qtk_writer *w)
 	}
 	if (!rc && (h->nouts > 1 || h->mlx)) /* mlx-lm writes the index even for one file */
 		rc = build_index(w, h);
+	/* where the record is: the side file, else (a bundle's inner directory) every shard's
+	 * __metadata__ */
+	bool blob = false, shards = h->nouts > 0;
+	for (size_t i = 0; i < h->nblobs; i++)
+		blob = blob || !strcmp(h->blobs[i].name, "qtk-provenance.json");
+	for (size_t s = 0; s < h->nouts; s++)
+		shards = shards && h->outs[s].rec_off;
+	w->record_known = !rc && (blob || shards);
+	return rc;
+}
+
+/* The final record in place of the reserved one: the side file's bytes (written at finish; the
+ * description's own memory, where the record was built, when the writer borrowed it), else
+ * every shard's __metadata__ value. */
+static int hfw_put_record(qtk_writer *w, const void *rec, size_t n)
+{
+	hf_w *h = w->priv;
+	for (size_t i = 0; i < h->nblobs; i++) {
+		hf_out_blob *b = &h->blobs[i];
+		if (strcmp(b->name, "qtk-provenance.json"))
+			continue;
+		if (b->len != n)
+			return qtk_err_set(w->err, QTK_E_INTERNAL, w->path, -1, "qtk-provenance.json",
+					   "the record to place is not the reserved one's length");
+		if (b->data == rec)
+			return 0;
+		if (!b->owned) {
+			if (!(b->owned = cJSON_malloc(n + 1)))
+				return werr(w, QTK_E_IO, "out of memory%s", "");
+			b->owned[n] = 0;
+			b->data = (const uint8_t *)b->owned;
+		}
+		memcpy(b->owned, rec, n);
+		return 0;
+	}
+	int rc = 0;
+	for (size_t s = 0; s < h->nouts && !rc; s++)
+		rc = qtk_st_out_put_record(&h->outs[s], rec, n, w->err);
 	return rc;
 }
 
@@ -1039,6 +1077,7 @@ static const qtk_writer_ops hf_writer = {
 	.finish = hfw_finish_free,
 	.abort = hfw_abort,
 	.patch_header = hfw_patch,
+	.put_record = hfw_put_record,
 };
 
 const qtk_format qtk_format_hf = {

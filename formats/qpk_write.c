@@ -568,6 +568,7 @@ static int qpk_w_begin(qtk_writer *w)
 					    EVP_DigestInit_ex(s->rec_pre, EVP_sha256(), NULL) == 1 &&
 					    EVP_DigestUpdate(s->rec_pre, meta.p, (size_t)s->rec_moff) == 1))
 				rc = woom(w);
+			w->record_known = s->rec_pre != NULL;
 		} else {
 			rc = pack_section(w, meta.p, meta.len, &owned, &st, &sn, &codec);
 		}

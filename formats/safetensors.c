@@ -631,7 +631,7 @@ int qtk_st_check_desc(const qtk_model *d, const char *path, qtk_err *err)
 
 /* Header JSON for desc tensors [t0, t1), padded with spaces to a multiple of 8. */
 static int build_header(const qtk_model *d, size_t t0, size_t t1, const char *qjson, qtk_buf *b,
-			uint64_t *data_bytes, const char *path, qtk_err *err)
+			uint64_t *data_bytes, uint64_t rec[3], const char *path, qtk_err *err)
 {
 	qtk_buf_putc(b, '{');
 	bool any = false;
@@ -653,7 +653,13 @@ static int build_header(const qtk_model *d, size_t t0, size_t t1, const char *qj
 		int rc = qtk_json_put_str(b, kv->key, strlen(kv->key));
 		qtk_buf_putc(b, ':');
 		if (!rc && kv->val.type == QTK_V_STR) {
+			size_t at = b->len + 1; /* after the opening quote */
 			rc = qtk_json_put_str(b, kv->val.v.str.s, (size_t)kv->val.v.str.len);
+			if (!rc && i < d->nkv && !strcmp(kv->key, "qtk.provenance")) {
+				rec[0] = at;
+				rec[1] = b->len - 1 - at;
+				rec[2] = kv->val.v.str.len;
+			}
 		} else if (!rc) {
 			/* typed metadata (GGUF keys) as exact text, its type listed in QTK_META_TYPES_KEY */
 			char *text = qtk_value_to_text(&kv->val), tag[24];
@@ -732,8 +738,14 @@ int qtk_st_out_open(qtk_st_out *o, const qtk_model *d, qtk_err *err)
 	qtk_buf b = {0};
 	char *qjson = NULL;
 	int rc = o->embed_qcfg ? qtk_scheme_quant_json(d, o->path, err, &qjson) : 0;
+	uint64_t rec[3] = {0, 0, 0};
 	if (!rc)
-		rc = build_header(d, o->t0, o->t1, qjson, &b, &o->data_bytes, o->path, err);
+		rc = build_header(d, o->t0, o->t1, qjson, &b, &o->data_bytes, rec, o->path, err);
+	if (!rc && rec[1]) {
+		o->rec_off = 8 + rec[0];
+		o->rec_elen = rec[1];
+		o->rec_len = rec[2];
+	}
 	qtk_free(qjson);
 	if (!rc)
 		rc = replay_header((const char *)b.p, b.len, o->data_bytes, o->path, err);
@@ -754,6 +766,37 @@ int qtk_st_out_open(qtk_st_out *o, const qtk_model *d, qtk_err *err)
 	return rc;
 }
 
+int qtk_st_out_put_record(qtk_st_out *o, const char *rec, size_t n, qtk_err *err)
+{
+	if (!o->rec_off || n != o->rec_len)
+		return qtk_err_set(err, QTK_E_INTERNAL, o->path, -1, "qtk.provenance",
+				   "the record to place is not the reserved one's length");
+	/* escaped a piece at a time, each cut before a byte that starts a character */
+	qtk_buf e = {0};
+	uint64_t at = o->rec_off, end = o->rec_off + o->rec_elen;
+	int rc = 0;
+	for (size_t i = 0; i < n && !rc;) {
+		size_t k = n - i < ((size_t)1 << 20) ? n - i : (size_t)1 << 20;
+		while (i + k < n && k > 1 && ((unsigned char)rec[i + k] & 0xc0) == 0x80)
+			k--;
+		e.len = 0;
+		if (qtk_json_put_str_as(&e, rec + i, k, QTK_JSON_RAW))
+			rc = qtk_err_set(err, QTK_E_IO, o->path, -1, NULL, "out of memory");
+		size_t m = rc ? 0 : e.len - 2; /* without the quotes */
+		if (!rc && m > end - at)
+			rc = qtk_err_set(err, QTK_E_INTERNAL, o->path, -1, "qtk.provenance",
+					 "the record escapes to another length than the reserved one");
+		rc = rc ? rc : qtk_ofile_write_at(&o->of, at, e.p + 1, m);
+		at += m;
+		i += k;
+	}
+	qtk_buf_free(&e);
+	if (!rc && at != end)
+		rc = qtk_err_set(err, QTK_E_INTERNAL, o->path, -1, "qtk.provenance",
+				 "the record escapes to another length than the reserved one");
+	return rc;
+}
+
 /* The single-file writer: one qtk_st_out for all tensors. */
 static int stw_begin(qtk_writer *w)
 {
@@ -770,7 +813,15 @@ static int stw_begin(qtk_writer *w)
 	w->priv = o;
 	o->outs = w->opts.outs;
 	o->defer_hash = w->opts.patch_pending;
-	return qtk_st_out_open(o, w->desc, w->err);
+	rc = qtk_st_out_open(o, w->desc, w->err);
+	w->record_known = !rc && o->rec_off;
+	return rc;
+}
+
+static int stw_put_record(qtk_writer *w, const void *rec, size_t n)
+{
+	qtk_st_out *o = w->priv;
+	return qtk_st_out_put_record(o, rec, n, w->err);
 }
 
 static int stw_patch(qtk_writer *w, int (*fn)(void *ctx, uint8_t *buf, size_t n), void *ctx)
@@ -821,6 +872,7 @@ static const qtk_writer_ops st_writer = {
 	.finish = stw_finish,
 	.abort = stw_abort,
 	.patch_header = stw_patch,
+	.put_record = stw_put_record,
 };
 
 static const char *const st_ext[] = {".safetensors", NULL};

@@ -47,7 +47,14 @@ typedef struct qtk_st_out {
 	qtk_outlist *outs; /* set before qtk_st_out_open: the file's entry in the written list
 			    * (NULL: none, and no SHA-256 is taken) */
 	bool defer_hash;   /* set before qtk_st_out_open: the header will be patched */
+	/* the "qtk.provenance" value in the header: file offset of its first escaped byte (0:
+	 * none), escaped and raw lengths */
+	uint64_t rec_off, rec_elen, rec_len;
 } qtk_st_out;
+
+/* Overwrite the header's "qtk.provenance" value with rec (n bytes: the raw length of the one
+ * written), escaped as it was: QTK_E_INTERNAL when the lengths differ. */
+int qtk_st_out_put_record(qtk_st_out *o, const char *rec, size_t n, qtk_err *err);
 
 /* Lay out the header (__metadata__ from desc's string kvs, entries in desc
  * order), open the temporary output and write the header. */

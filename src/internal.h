@@ -155,6 +155,8 @@ struct qtk_writer {
 	int cur_part;
 	uint64_t cur_left;  /* bytes left in the current part */
 	void *priv;
+	bool record_known;  /* the writer knows where the description's "qtk.provenance" went
+			     * (qtk_writer_put_record can place the final record there) */
 	struct qtk_teeq *teeq; /* opts.tee_async: the tee's queue and thread */
 	struct qtk_wdefer *defer; /* qtk_writer_put_later's buffers and waiting put, once used */
 };

@@ -424,8 +424,9 @@ bool qtk_part_in_file(const qtk_model *m, const qtk_tensor *t, int p, int *fd, c
  * qtk-provenance.json). The file's SHA-256 is recomputed (one read of the file). QTK_E_USAGE
  * when the output kind cannot (archives). */
 int qtk_writer_patch_header(qtk_writer *w, int (*fn)(void *ctx, uint8_t *buf, size_t n), void *ctx);
-/* Whether qtk_writer_put_record can place the record (the output kind knows where the
- * description's "qtk.provenance" string went: GGUF, and QPK with its metadata kept raw). */
+/* Whether qtk_writer_put_record can place the record (the writer knows where the
+ * description's "qtk.provenance" string went: GGUF, QPK, a safetensors file, a Hugging Face
+ * directory's qtk-provenance.json). */
 bool qtk_writer_has_put_record(const qtk_writer *w);
 /* Before qtk_writer_finish: overwrite the bytes of the description's "qtk.provenance" string
  * where the writer put them with rec (n bytes, the same length), without reading the header

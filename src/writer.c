@@ -488,7 +488,7 @@ int qtk_writer_patch_header(qtk_writer *w, int (*fn)(void *ctx, uint8_t *buf, si
 	return rc ? rc : w->ops->patch_header(w, fn, ctx);
 }
 
-bool qtk_writer_has_put_record(const qtk_writer *w) { return w && w->ops->put_record; }
+bool qtk_writer_has_put_record(const qtk_writer *w) { return w && w->ops->put_record && w->record_known; }
 
 int qtk_writer_put_record(qtk_writer *w, const void *rec, size_t n)
 {

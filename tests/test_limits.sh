@@ -52,6 +52,16 @@ run "20k tensors convert" 0 timeout 60 "$BIN/qconvert" "$T/many.safetensors" "$T
 run "20k tensors verify" 0 timeout 20 "$BIN/qverify" "$T/many.gguf"
 run "20k tensors diff" 0 timeout 20 "$BIN/qinspect" --diff "$T/many.safetensors" "$T/many.gguf"
 
+# --- a record of several MiB with multi-byte names, placed into a safetensors header escaped a
+# piece at a time: the file reads back and its record checks
+awk 'BEGIN { printf "{"; for (i = 0; i < 20000; i++)
+	printf "%s\"model.layers.%d.w\303\251\342\200\224.weight\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[%d,%d]}", i ? "," : "", i, 4 * i, 4 * i + 4;
+	printf "}" }' >"$T/utf.safetensors.json"
+st "$T/utf.safetensors" 80000
+run "multi-byte names convert" 0 timeout 60 "$BIN/qconvert" "$T/utf.safetensors" "$T/utf2.safetensors"
+run "multi-byte names verify" 0 timeout 20 "$BIN/qverify" "$T/utf2.safetensors"
+out_has "multi-byte names verify" "20000 tensors match"
+
 # --- two tensors with one canonical name: --diff refuses as qverify and qconvert do
 printf '{"model.norm.weight":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"output_norm.weight":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}' >"$T/coll.safetensors.json"
 st "$T/coll.safetensors" 8
