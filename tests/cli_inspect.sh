@@ -113,6 +113,15 @@ run "json with summary" 2 "$BIN/qinspect" --json --summary "$G"
 run "json with markdown" 2 "$BIN/qinspect" --markdown --json "$G"
 run "stats with tensor" 2 "$BIN/qinspect" --stats --json --tensor blk.0.attn_q.weight "$G"
 run "two modes" 2 "$BIN/qinspect" --metadata --tensor blk.0.attn_q.weight "$G"
+# --json --stats writes its document aside first: the whole document, or nothing when a tensor
+# cannot be read (a QPK chunk altered in the middle of the file)
+run "stats to qpk" 0 "$BIN/qconvert" -q "$G" "$T/st.qpk"
+run "stats whole" 0 "$BIN/qinspect" --json --stats "$T/st.qpk"
+json_is "stats whole" 'len(d["tensors"]) == 21 and all("stats" in t for t in d["tensors"])'
+python3 -c 'import sys; d = bytearray(open(sys.argv[1], "rb").read()); i = len(d) // 2; d[i] ^= 0xff; d[i + 1] ^= 0xff; open(sys.argv[2], "wb").write(d)' "$T/st.qpk" "$T/stbad.qpk"
+run "stats unreadable tensor" 3 "$BIN/qinspect" --json --stats "$T/stbad.qpk"
+err_has "stats unreadable tensor" "digest mismatch"
+if [ -s "$T/out" ]; then bad "stats unreadable tensor: printed a partial document"; else ok; fi
 
 # untrusted text in the new outputs never reaches the terminal raw: metadata keys and values,
 # suggested names
