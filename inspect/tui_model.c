@@ -584,7 +584,7 @@ static int tm_prov_verify(tui *t)
 		}
 		qtk_digests_free(&d);
 	}
-	cJSON_Delete(rec);
+	qtk_json_tree_free(rec);
 	tm_add_line(&out, &nout, "");
 	/* rebuild the pane: verification result, then the record */
 	tm_free_lines(t->prov, t->nprov);

@@ -2,8 +2,10 @@
  * let through, then cJSON for the tree, then a duplicate-key walk. */
 #include "json.h"
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define MAX_DEPTH 256
 #define MAX_SAFE_INT 9007199254740992ull /* 2^53 */
@@ -13,15 +15,105 @@
 static _Thread_local int json_oom; /* set when a cJSON allocation failed */
 static pthread_once_t hooks_once = PTHREAD_ONCE_INIT;
 
+/* Arenas: a tree parsed with QTK_JSON_ARENA takes its nodes and strings from one mapping, a
+ * bump at a time (cJSON makes a separate allocation per node, key and string: malloc's
+ * headers and rounding were a third of a record's tree). The parsing thread allocates from
+ * its arena; a free of a pointer inside a live arena does nothing (the tree may be edited and
+ * deleted with cJSON's own calls); qtk_json_tree_free releases the mapping. */
+typedef struct jarena {
+	uint8_t *base;
+	size_t len, used;
+	struct jarena *next;
+} jarena;
+
+static pthread_mutex_t arena_mu = PTHREAD_MUTEX_INITIALIZER;
+static jarena *arenas;
+static atomic_size_t narenas;
+static _Thread_local jarena *cur_arena;
+
 static void *hook_malloc(size_t n)
 {
+	jarena *a = cur_arena;
+	if (a) {
+		size_t k = (n + 7) & ~(size_t)7;
+		if (k >= n && k <= a->len - a->used) {
+			void *p = a->base + a->used;
+			a->used += k;
+			return p;
+		}
+	}
 	void *p = qtk_malloc(n);
 	if (!p)
 		json_oom = 1;
 	return p;
 }
 
-static void hook_free(void *p) { qtk_free(p); }
+static bool in_arena(const void *p)
+{
+	const uint8_t *b = p;
+	bool in = false;
+	pthread_mutex_lock(&arena_mu);
+	for (const jarena *a = arenas; a && !in; a = a->next)
+		in = b >= a->base && b < a->base + a->len;
+	pthread_mutex_unlock(&arena_mu);
+	return in;
+}
+
+static void hook_free(void *p)
+{
+	if (p && atomic_load_explicit(&narenas, memory_order_acquire) && in_arena(p))
+		return;
+	qtk_free(p);
+}
+
+/* A mapping of len bytes (address space: only the pages used are memory), registered; NULL
+ * when none can be made (the parse then allocates as usual). */
+static jarena *arena_new(size_t len)
+{
+	jarena *a = qtk_calloc(1, sizeof *a);
+	void *m = a ? mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
+		    : MAP_FAILED;
+	if (m == MAP_FAILED) {
+		qtk_free(a);
+		return NULL;
+	}
+	a->base = m;
+	a->len = len;
+	pthread_mutex_lock(&arena_mu);
+	a->next = arenas;
+	arenas = a;
+	atomic_fetch_add_explicit(&narenas, 1, memory_order_release);
+	pthread_mutex_unlock(&arena_mu);
+	return a;
+}
+
+/* Unregister and unmap the arena holding p (or a itself when a is given); nothing when none. */
+static void arena_release(jarena *a, const void *p)
+{
+	jarena *hit = NULL;
+	pthread_mutex_lock(&arena_mu);
+	for (jarena **pa = &arenas; *pa; pa = &(*pa)->next)
+		if (a ? *pa == a : (const uint8_t *)p >= (*pa)->base && (const uint8_t *)p < (*pa)->base + (*pa)->len) {
+			hit = *pa;
+			*pa = hit->next;
+			atomic_fetch_sub_explicit(&narenas, 1, memory_order_release);
+			break;
+		}
+	pthread_mutex_unlock(&arena_mu);
+	if (hit) {
+		munmap(hit->base, hit->len);
+		qtk_free(hit);
+	}
+}
+
+void qtk_json_tree_free(cJSON *root)
+{
+	if (!root)
+		return;
+	cJSON_Delete(root); /* frees what was added to the tree after the parse */
+	if (atomic_load_explicit(&narenas, memory_order_acquire))
+		arena_release(NULL, root);
+}
 
 static void init_hooks(void)
 {
@@ -336,8 +428,7 @@ void qtk_json_doc_free(qtk_json_doc *doc)
 {
 	if (!doc)
 		return;
-	if (doc->root)
-		cJSON_Delete(doc->root);
+	qtk_json_tree_free(doc->root);
 	qtk_free(doc->key_off);
 	memset(doc, 0, sizeof *doc);
 }
@@ -365,7 +456,14 @@ int qtk_json_parse(const char *text, size_t len, unsigned flags, const char *fil
 	doc->nkeys = sc.nkeys;
 	const char *end = NULL;
 	json_oom = 0;
+	/* an arena of 16 bytes of address space per byte of text (a record's tree takes ~4),
+	 * at least 1 MiB; the root is its first allocation */
+	jarena *ar = (flags & QTK_JSON_ARENA) && len < SIZE_MAX / 32 ? arena_new(16 * len + ((size_t)1 << 20)) : NULL;
+	cur_arena = ar;
 	doc->root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+	cur_arena = NULL;
+	if (ar && (!doc->root || !ar->used)) /* failed, or other hooks were in place */
+		arena_release(ar, NULL);
 	if (!doc->root) {
 		int64_t at = end && end >= text && end <= text + len ? (int64_t)(end - text) : 0;
 		rc = json_oom ? qtk_err_set(err, QTK_E_IO, file, -1, NULL, "out of memory")

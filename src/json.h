@@ -16,6 +16,11 @@
 #define QTK_JSON_INTS 1u
 /* The text must start with '{' (no leading whitespace). */
 #define QTK_JSON_BRACE_FIRST 2u
+/* The tree's nodes and strings come from one mapping (no per-allocation overhead: about a
+ * third less memory for large trees); free the tree with qtk_json_tree_free (or
+ * qtk_json_doc_free), which releases the mapping. cJSON's own calls may edit and delete the
+ * tree meanwhile (its frees of the mapping's memory do nothing). */
+#define QTK_JSON_ARENA 8u
 
 typedef struct qtk_json_doc {
 	cJSON *root;
@@ -32,6 +37,8 @@ typedef struct qtk_json_doc {
 int qtk_json_parse(const char *text, size_t len, unsigned flags, const char *file,
 		   int64_t base, qtk_err *err, qtk_json_doc *doc);
 void qtk_json_doc_free(qtk_json_doc *doc);
+/* cJSON_Delete, and for a tree parsed with QTK_JSON_ARENA the release of its mapping. */
+void qtk_json_tree_free(cJSON *root);
 /* Slurp a JSON file (<= cap bytes) and parse it strictly. When raw is not
  * NULL, the file's bytes are kept there (caller frees with qtk_free). */
 int qtk_json_load(const char *path, uint64_t cap, unsigned flags, qtk_err *err,

@@ -255,6 +255,61 @@ static void test_mutations(void)
 	CHECK(done > 1000 && back > 1000, "both outcomes seen (%d reformatted, %d handed back)", done, back);
 }
 
+/* Trees parsed into an arena (QTK_JSON_ARENA) are the trees parsed without one; they can be
+ * edited and deleted with cJSON's own calls (which do not free the arena's memory) and are
+ * released by qtk_json_tree_free; a failed parse leaves nothing behind (under ASan: no leak,
+ * no bad free). */
+static void test_arena(void)
+{
+	int bad = 0, same_n = 0;
+	qtk_err err;
+	for (int i = 0; i < 2000; i++) {
+		cJSON *t = rnd_tree(0, true);
+		char *txt = cJSON_PrintUnformatted(t);
+		cJSON_Delete(t);
+		qtk_json_doc a, b;
+		qtk_err_clear(&err);
+		int ra = qtk_json_parse(txt, strlen(txt), QTK_JSON_ARENA, "t", 0, &err, &a);
+		int rb = qtk_json_parse(txt, strlen(txt), 0, "t", 0, &err, &b);
+		if (ra != rb && bad++ < 3)
+			CHECK(0, "arena parse %d, plain parse %d: %s", ra, rb, txt);
+		if (!ra && !rb) {
+			char *x = cJSON_PrintUnformatted(a.root), *y = cJSON_PrintUnformatted(b.root);
+			if ((!x || !y || strcmp(x, y)) && bad++ < 3)
+				CHECK(0, "arena tree differs: %s", txt);
+			same_n++;
+			cJSON_free(x);
+			cJSON_free(y);
+			/* edits: an added member (malloc'd), a replaced and a deleted one (the arena's) */
+			cJSON *root = a.root;
+			a.root = NULL;
+			if (cJSON_IsObject(root)) {
+				cJSON_AddStringToObject(root, "added", "value");
+				if (root->child && root->child->string)
+					cJSON_ReplaceItemInObjectCaseSensitive(root, root->child->string, cJSON_CreateNumber(1));
+				cJSON_DeleteItemFromObjectCaseSensitive(root, "added");
+			} else if (cJSON_IsArray(root)) {
+				cJSON_AddItemToArray(root, cJSON_CreateString("x"));
+				cJSON_DeleteItemFromArray(root, 0);
+			}
+			qtk_json_tree_free(root);
+		}
+		qtk_json_doc_free(&a);
+		qtk_json_doc_free(&b);
+		/* the same text cut short: both fail */
+		size_t n = strlen(txt) / 2;
+		if (n && !qtk_json_parse(txt, n, QTK_JSON_ARENA, "t", 0, &err, &a)) {
+			if (qtk_json_parse(txt, n, 0, "t", 0, &err, &b) && bad++ < 3)
+				CHECK(0, "a cut text parsed into an arena only: %.*s", (int)n, txt);
+			qtk_json_doc_free(&b);
+			qtk_json_doc_free(&a);
+		}
+		cJSON_free(txt);
+	}
+	CHECK(bad == 0, "%d arena parses went wrong", bad);
+	CHECK(same_n > 1000, "arena trees compared: %d", same_n);
+}
+
 /* a member without a name (an item added to an object as to an array): cJSON prints "" */
 static void test_nameless(void)
 {
@@ -275,5 +330,6 @@ int main(void)
 	test_numbers();
 	test_trees();
 	test_mutations();
+	test_arena();
 	return T_DONE();
 }

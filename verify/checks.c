@@ -163,9 +163,6 @@ static int chk_embedded(vstate *s)
 			qv_result(s, "container", "note", "the record describes a %s container; this is %s (re-containered)",
 				  rc_cont, qtk_model_format(s->m));
 	}
-	/* the chained record is only ever written back or hashed: its text, not its tree */
-	if (qtk_prov_fold_parent(s->embedded, &s->embedded_parent))
-		return qtk_err_set(&s->err, QTK_E_IO, NULL, -1, NULL, "out of memory");
 	return 0;
 }
 

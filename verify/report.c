@@ -139,9 +139,8 @@ void qv_free(vstate *s)
 	}
 	qtk_free(s->t);
 	if (s->rec != s->embedded)
-		cJSON_Delete(s->rec);
-	cJSON_Delete(s->embedded);
-	qtk_free(s->embedded_parent);
+		qtk_json_tree_free(s->rec);
+	qtk_json_tree_free(s->embedded);
 	qtk_free(s->emitted);
 	qtk_audit_free(&s->audit);
 	qtk_digests_free(&s->d);

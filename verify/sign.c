@@ -227,7 +227,7 @@ int qv_chk_sign(vstate *s)
 	}
 	qtk_sig_key_free(k);
 	qtk_sig_manifest_free(&m);
-	cJSON_Delete(rec);
+	qtk_json_tree_free(rec);
 	qtk_free(sig);
 	qtk_free(stmt);
 	qtk_free(bundle);

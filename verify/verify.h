@@ -60,7 +60,6 @@ typedef struct vstate {
 	cJSON *rec;              /* the record checked against (REC.json or embedded) */
 	const char *rec_name;    /* where rec came from, for messages */
 	cJSON *embedded;         /* FILE's embedded record (parsed), or NULL */
-	char *embedded_parent;   /* its source.record as canonical text (qtk_prov_fold_parent) */
 	const char *embedded_where;
 	char *emitted;           /* --emit-record text */
 	qtk_audit audit;         /* executable content and chat templates (audit.c) */

@@ -139,11 +139,11 @@ static int canon_put(qtk_buf *b, const cJSON *j, int depth, const canon_hooks *h
 {
 	if (depth > 64)
 		return QTK_E_DATA;
-	if (cJSON_IsRaw(j)) { /* a hook's place, or a subtree folded into its canonical text */
+	if (cJSON_IsRaw(j)) { /* a hook's place */
 		for (size_t i = 0; hs && i < hs->n; i++)
 			if (hs->h[i].at == j)
 				return hs->h[i].put(b, hs->h[i].ctx);
-		return j->valuestring && j->valuestring[0] ? qtk_buf_puts(b, j->valuestring) : QTK_E_DATA;
+		return QTK_E_DATA;
 	}
 	if (cJSON_IsNull(j))
 		return qtk_buf_puts(b, "null");
@@ -202,29 +202,6 @@ char *qtk_prov_canonical(const cJSON *j)
 		return NULL;
 	}
 	return (char *)b.p;
-}
-
-int qtk_prov_fold_parent(cJSON *rec, char **text)
-{
-	*text = NULL;
-	cJSON *src = cJSON_GetObjectItemCaseSensitive(rec, "source");
-	cJSON *parent = cJSON_IsObject(src) ? cJSON_GetObjectItemCaseSensitive(src, "record") : NULL;
-	if (!cJSON_IsObject(parent))
-		return 0;
-	char *t = qtk_prov_canonical(parent);
-	cJSON *raw = t ? cJSON_CreateRaw("") : NULL;
-	if (raw) { /* the item refers to the text (no copy of it): the caller keeps it */
-		cJSON_free(raw->valuestring);
-		raw->valuestring = t;
-		raw->type |= cJSON_IsReference;
-	}
-	if (!raw || !cJSON_ReplaceItemInObjectCaseSensitive(src, "record", raw)) {
-		cJSON_Delete(raw);
-		qtk_free(t);
-		return QTK_E_IO;
-	}
-	*text = t;
-	return 0;
 }
 
 int qtk_prov_sha256(const cJSON *j, uint8_t out[32])
@@ -679,7 +656,7 @@ int qtk_prov_parse(const char *text, size_t len, const char *file, cJSON **out, 
 	qtk_json_init();
 	qtk_json_doc doc;
 	memset(&doc, 0, sizeof doc);
-	int rc = qtk_json_parse(text, len, QTK_JSON_INTS, file, 0, err, &doc);
+	int rc = qtk_json_parse(text, len, QTK_JSON_INTS | QTK_JSON_ARENA, file, 0, err, &doc);
 	if (rc)
 		return rc;
 	vctx v = {file, err, 0};
@@ -987,7 +964,7 @@ static int load_parent(qtk_prov_builder *b, qtk_err *err)
 		return 0;
 	}
 	char *c = qtk_prov_canonical(parent);
-	cJSON_Delete(parent);
+	qtk_json_tree_free(parent);
 	if (!c)
 		return oom(err);
 	size_t n = strlen(c);

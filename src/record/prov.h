@@ -10,6 +10,7 @@
 #ifndef QTK_PROV_H
 #define QTK_PROV_H
 #include "record/digest.h"
+#include "json.h"
 #include <cJSON.h>
 #include <pthread.h>
 
@@ -27,19 +28,13 @@ const char *qtk_prov_find(const qtk_model *m, size_t *len, const char **where);
 /* Parse a record strictly: strict JSON (no duplicate keys at any depth, integers only),
  * record_version known, every known field of the right type, digests 64 lower-case hex,
  * the output's tensor list consistent with its roots. QTK_E_DATA naming the field
- * ("output.tensors[3].encoded") on any violation. *out owns the tree (cJSON_Delete). */
+ * ("output.tensors[3].encoded") on any violation. *out owns the tree, whose nodes come from
+ * one mapping: free it with qtk_json_tree_free (cJSON_Delete would leave the mapping). */
 int qtk_prov_parse(const char *text, size_t len, const char *file, cJSON **out, qtk_err *err);
 
 /* Canonical serialization of a JSON tree (sorted keys, no whitespace). New string
  * (qtk_free), NULL when out of memory or the tree holds a non-integer number. */
 char *qtk_prov_canonical(const cJSON *j);
-/* A parsed record holding its source's record (source.record) as a tree: that subtree is
- * replaced by its canonical text (a raw item, written verbatim by the canonical
- * serialization), a fraction of the tree's memory. The record's canonical text and SHA-256
- * are unchanged; source.record is then no longer an object. *text receives that text (NULL
- * when nothing was folded), which the raw item refers to: qtk_free it after cJSON_Delete(rec).
- * 0 or QTK_E_IO. */
-int qtk_prov_fold_parent(cJSON *rec, char **text);
 /* SHA-256 of the canonical serialization. 0 or QTK_E_IO. */
 int qtk_prov_sha256(const cJSON *j, uint8_t out[32]);
 

@@ -303,7 +303,7 @@ void qtk_sig_manifest_free(qtk_sig_manifest *m)
 		qtk_free(m->it[i].alg);
 	}
 	qtk_free(m->it);
-	cJSON_Delete(m->qtk_record);
+	qtk_json_tree_free(m->qtk_record);
 	memset(m, 0, sizeof *m);
 }
 
