@@ -179,6 +179,11 @@ static bool qpk_twin_source(const qtk_model *in)
 	return qtk_model_streamed(in) && in->fmt && !strcmp(qtk_model_format(in), "qpk") && in->path;
 }
 
+/* Fewer bytes than an output tensor adds to a record: its output.tensors entry alone, with
+ * its two digests and the shortest values ({"bytes":0,"decoded":"<64>","decoded_kind":"raw",
+ * "encoded":"<64>","encoding":"i8","name":"x","shape":[]}) is 224 bytes. */
+#define PROV_MIN_ENTRY 200u
+
 /* Set the record aside in d (kv, or qtk-provenance.json for a directory) and start the sink. */
 static int prov_begin(prov_state *p, qtk_model *in, qtk_model *d, const conv_opts *o, const qtk_imatrix *im,
 		      int threads, qtk_write_opts *wo, qtk_err *err)
@@ -524,6 +529,24 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 	if (o->out_kind == QTK_OUT_GGUF && (rc = add_nvfp4_scales(in, &ro, &nv, &err)))
 		goto done;
 	nout = in->ntensors;
+	/* a record that cannot fit is refused before the work: the source's record is chained
+	 * whole, and each output tensor adds at least PROV_MIN_ENTRY bytes */
+	bool user_rec = false;
+	for (int i = 0; i < o->nsets; i++)
+		user_rec = user_rec || !strncmp(o->sets[i], QTK_PROV_KEY "=", sizeof QTK_PROV_KEY);
+	size_t src_rec = 0;
+	const char *src_txt = o->dry_run || user_rec ? NULL : qtk_prov_find(source, &src_rec, NULL);
+	cJSON *src_j = NULL;
+	qtk_err pe;
+	if (src_txt && src_rec + (uint64_t)nout * PROV_MIN_ENTRY > QTK_PROV_CAP &&
+	    !qtk_prov_parse(src_txt, src_rec, NULL, &src_j, &pe)) { /* an invalid one is not chained */
+		qtk_json_tree_free(src_j);
+		rc = qtk_err_set(&err, QTK_E_DATA, NULL, -1, NULL,
+				 "the provenance record of %zu tensors would take more than %u bytes (its limit): the "
+				 "source's own record, chained into it, has %zu",
+				 nout, QTK_PROV_CAP, src_rec);
+		goto done;
+	}
 	plans = qtk_calloc(nout ? nout : 1, sizeof *plans);
 	outs = qtk_calloc(nout ? nout : 1, sizeof *outs);
 	res->t = qtk_calloc(nout ? nout : 1, sizeof *res->t);

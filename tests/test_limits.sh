@@ -62,6 +62,18 @@ run "multi-byte names convert" 0 timeout 60 "$BIN/qconvert" "$T/utf.safetensors"
 run "multi-byte names verify" 0 timeout 20 "$BIN/qverify" "$T/utf2.safetensors"
 out_has "multi-byte names verify" "20000 tensors match"
 
+# --- a record that cannot fit (the source's own record, chained whole, and an entry for each
+# of 150,000 tensors) is refused before the conversion's work, naming the limit
+awk 'BEGIN { printf "{"; for (i = 0; i < 150000; i++)
+	printf "%s\"t.%d\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[%d,%d]}", i ? "," : "", i, 4 * i, 4 * i + 4;
+	printf "}" }' >"$T/big.safetensors.json"
+st "$T/big.safetensors" 600000
+run "150k tensors with a record" 0 timeout 120 "$BIN/qconvert" -q "$T/big.safetensors" "$T/big.gguf"
+run "a record over its limit" 3 timeout 60 "$BIN/qconvert" -q "$T/big.gguf" "$T/big2.gguf"
+err_has "a record over its limit" "chained into it"
+no_file "a record over its limit" "$T/big2.gguf"
+rm -f "$T/big.safetensors" "$T/big.safetensors.json" "$T/big.gguf"
+
 # --- two tensors with one canonical name: --diff refuses as qverify and qconvert do
 printf '{"model.norm.weight":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"output_norm.weight":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}' >"$T/coll.safetensors.json"
 st "$T/coll.safetensors" 8
