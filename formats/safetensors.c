@@ -139,23 +139,27 @@ static int parse_entry(qtk_model *m, const char *file, const cJSON *obj, st_ent 
 	return 0;
 }
 
+/* __metadata__: checked, and kept in m as string kvs, or (keep false: the writer's replay of
+ * its own header) checked alone, with no copy of the values (a provenance record of tens of
+ * megabytes among them). */
 static int meta_entry(qtk_model *m, const char *file, const cJSON *obj, int64_t off, bool keep)
 {
 	if (!cJSON_IsObject(obj))
 		return qtk_err_set(&m->err, QTK_E_DATA, file, off, "key '__metadata__'", "__metadata__ is not an object");
+	size_t n = m->nkv; /* keys the model would hold (the strict parse allows no duplicates) */
 	for (const cJSON *c = obj->child; c; c = c->next) {
 		char subj[256];
 		snprintf(subj, sizeof subj, "key '__metadata__.%.180s'", c->string);
 		if (!cJSON_IsString(c))
 			return qtk_err_set(&m->err, QTK_E_DATA, file, off, subj, "__metadata__ value is not a string");
-		if (!keep || qtk_kv_find(m, c->string))
+		if (keep && qtk_kv_find(m, c->string))
 			continue;
-		if (m->nkv >= QTK_CAP_KV)
+		if ((keep ? m->nkv : n++) >= QTK_CAP_KV)
 			return qtk_err_set(&m->err, QTK_E_DATA, file, off, NULL, "too many __metadata__ entries (limit %u)",
 					   QTK_CAP_KV);
 		if (strlen(c->string) > QTK_CAP_KEY)
 			return qtk_err_set(&m->err, QTK_E_DATA, file, off, NULL, "__metadata__ key too long");
-		if (qtk_model_set_kv_str(m, c->string, c->valuestring))
+		if (keep && qtk_model_set_kv_str(m, c->string, c->valuestring))
 			return oom(m);
 	}
 	return 0;
@@ -301,7 +305,7 @@ static int replay_header(const char *buf, size_t n, uint64_t data_size, const ch
 	if (!m)
 		return qtk_err_set(err, QTK_E_IO, path, -1, NULL, "out of memory");
 	st_hdr h;
-	int rc = parse_header_text(m, path, buf, n, data_size, &h, true);
+	int rc = parse_header_text(m, path, buf, n, data_size, &h, false);
 	if (!rc)
 		hdr_free(&h);
 	else if (rc == QTK_E_IO)
