@@ -217,7 +217,10 @@ static int parse_header_text(qtk_model *m, const char *file, const char *buf, si
 	memset(h, 0, sizeof *h);
 	h->data_start = 8 + (uint64_t)n;
 	qtk_json_doc doc = {0};
-	int rc = qtk_json_parse(buf, n, QTK_JSON_INTS | QTK_JSON_BRACE_FIRST, file, 8, &m->err, &doc);
+	/* the writer's replay of its own header (keep_meta false) parses into an arena: the tree
+	 * of a header of many tensors goes at once, right after */
+	int rc = qtk_json_parse(buf, n, QTK_JSON_INTS | QTK_JSON_BRACE_FIRST | (keep_meta ? 0 : QTK_JSON_ARENA), file, 8,
+				&m->err, &doc);
 	if (rc)
 		return rc;
 	size_t cnt = 0;
