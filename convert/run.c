@@ -184,6 +184,32 @@ static bool qpk_twin_source(const qtk_model *in)
  * "encoded":"<64>","encoding":"i8","name":"x","shape":[]}) is 224 bytes. */
 #define PROV_MIN_ENTRY 200u
 
+/* An explicit --set qtk.provenance=...: the user's record, and none of qconvert's. */
+static bool prov_by_user(const conv_opts *o)
+{
+	for (int i = 0; i < o->nsets; i++)
+		if (!strncmp(o->sets[i], QTK_PROV_KEY "=", sizeof QTK_PROV_KEY))
+			return true;
+	return false;
+}
+
+/* A record that cannot fit, refused before the work: the source's record is chained whole
+ * (when it is valid) and each of the nout output tensors adds at least PROV_MIN_ENTRY bytes. */
+static int prov_fits(qtk_model *source, size_t nout, qtk_err *err)
+{
+	size_t n = 0;
+	const char *txt = qtk_prov_find(source, &n, NULL);
+	cJSON *j = NULL;
+	qtk_err pe;
+	if (!txt || n + (uint64_t)nout * PROV_MIN_ENTRY <= QTK_PROV_CAP || qtk_prov_parse(txt, n, NULL, &j, &pe))
+		return 0; /* fits, or not chained */
+	qtk_json_tree_free(j);
+	return qtk_err_set(err, QTK_E_DATA, NULL, -1, NULL,
+			   "the provenance record of %zu tensors would take more than %u bytes (its limit): the "
+			   "source's own record, chained into it, has %zu",
+			   nout, QTK_PROV_CAP, n);
+}
+
 /* Set the record aside in d (kv, or qtk-provenance.json for a directory) and start the sink. */
 static int prov_begin(prov_state *p, qtk_model *in, qtk_model *d, const conv_opts *o, const qtk_imatrix *im,
 		      int threads, qtk_write_opts *wo, qtk_err *err)
@@ -295,9 +321,10 @@ static int prov_end(prov_state *p, qtk_writer *w)
 	rc = qtk_prov_take_shared(&p->b, &p->od, p->err);
 	p->b.out_digests = &p->od;
 	if (!rc && p->ph_lent && qtk_writer_has_put_record(w)) {
-		/* the writer knows where the reserved record's bytes are (GGUF): the final record is
-		 * written over the reserved one in memory (the description's, no longer read) and put
-		 * there, with no second copy and no read back of the header */
+		/* the writer knows where the reserved record's bytes are (every container but
+		 * archives): the final record is written over the reserved one in memory (the
+		 * description's, no longer read) and put there, with no second copy and no read back
+		 * of the header */
 		const size_t n = strlen(p->ph);
 		rc = qtk_prov_build_into(&p->b, p->ph, n, p->err);
 		return rc ? rc : qtk_writer_put_record(w, p->ph, n);
@@ -529,24 +556,8 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 	if (o->out_kind == QTK_OUT_GGUF && (rc = add_nvfp4_scales(in, &ro, &nv, &err)))
 		goto done;
 	nout = in->ntensors;
-	/* a record that cannot fit is refused before the work: the source's record is chained
-	 * whole, and each output tensor adds at least PROV_MIN_ENTRY bytes */
-	bool user_rec = false;
-	for (int i = 0; i < o->nsets; i++)
-		user_rec = user_rec || !strncmp(o->sets[i], QTK_PROV_KEY "=", sizeof QTK_PROV_KEY);
-	size_t src_rec = 0;
-	const char *src_txt = o->dry_run || user_rec ? NULL : qtk_prov_find(source, &src_rec, NULL);
-	cJSON *src_j = NULL;
-	qtk_err pe;
-	if (src_txt && src_rec + (uint64_t)nout * PROV_MIN_ENTRY > QTK_PROV_CAP &&
-	    !qtk_prov_parse(src_txt, src_rec, NULL, &src_j, &pe)) { /* an invalid one is not chained */
-		qtk_json_tree_free(src_j);
-		rc = qtk_err_set(&err, QTK_E_DATA, NULL, -1, NULL,
-				 "the provenance record of %zu tensors would take more than %u bytes (its limit): the "
-				 "source's own record, chained into it, has %zu",
-				 nout, QTK_PROV_CAP, src_rec);
+	if (!o->dry_run && !prov_by_user(o) && (rc = prov_fits(source, nout, &err)))
 		goto done;
-	}
 	plans = qtk_calloc(nout ? nout : 1, sizeof *plans);
 	outs = qtk_calloc(nout ? nout : 1, sizeof *outs);
 	res->t = qtk_calloc(nout ? nout : 1, sizeof *res->t);
@@ -626,10 +637,7 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 	int threads = o->threads > 0 ? o->threads : qtk_cpu_count();
 	wo.threads = threads;
 	/* every output carries a record; an explicit --set qtk.provenance=... is the user's choice */
-	bool with_prov = !measure;
-	for (int i = 0; i < o->nsets; i++)
-		if (!strncmp(o->sets[i], QTK_PROV_KEY "=", sizeof QTK_PROV_KEY))
-			with_prov = false;
+	bool with_prov = !measure && !prov_by_user(o);
 	/* Byte-for-byte copies from a source hashed beside the conversion (read with pread, or a
 	 * QPK file, hashed through a second reader): the bytes the copy reads are hashed once, as
 	 * they are written, and give both the output's and the source's leaves

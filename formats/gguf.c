@@ -692,8 +692,8 @@ typedef struct gw {
 	uint32_t align;
 	uint64_t pad_after;  /* zero bytes owed after the current tensor */
 	uint64_t head_len;   /* KVs and tensor infos of the first shard */
-	uint64_t rec_off, rec_len; /* where the "qtk.provenance" string's bytes are in the first
-				    * shard (rec_off 0: no such string) */
+	uint64_t rec_off;    /* where the "qtk.provenance" string's bytes are in the first shard
+			      * (0: no such string; its length is w->record_len) */
 } gw;
 
 static int w_str(qtk_ofile *f, const char *s, uint64_t len)
@@ -784,7 +784,7 @@ static int write_header(qtk_writer *w, gw *s, uint32_t k)
 		rc = w_str(f, d->kv[i].key, strlen(d->kv[i].key));
 		if (!rc && d->kv[i].val.type == QTK_V_STR && !strcmp(d->kv[i].key, "qtk.provenance")) {
 			s->rec_off = f->written + 12; /* after the value's type (u32) and length (u64) */
-			s->rec_len = d->kv[i].val.v.str.len;
+			w->record_len = (size_t)d->kv[i].val.v.str.len;
 		}
 		if (!rc)
 			rc = w_value(f, &d->kv[i].val);
@@ -818,10 +818,8 @@ static int write_header(qtk_writer *w, gw *s, uint32_t k)
 			rc = w_u64(f, off);
 		off += t->parts[0].nbytes + pad_to(t->parts[0].nbytes, s->align);
 	}
-	if (k == 0) {
+	if (k == 0)
 		s->head_len = f->written;
-		w->record_known = s->rec_off != 0;
-	}
 	if (!rc)
 		rc = qtk_ofile_pad(f, pad_to(f->written, s->align));
 	return rc;
@@ -834,13 +832,11 @@ static int gguf_w_patch(qtk_writer *w, int (*fn)(void *ctx, uint8_t *buf, size_t
 	return qtk_ofile_patch(&s->f[0], 0, s->head_len, fn, ctx);
 }
 
-/* The record's string where write_header put it: rewritten in place, no read back. */
+/* The record's string where write_header put it (qtk_writer_put_record checked its length):
+ * rewritten in place, no read back. */
 static int gguf_w_put_record(qtk_writer *w, const void *rec, size_t n)
 {
 	gw *s = w->priv;
-	if (!s->rec_off || n != s->rec_len)
-		return qtk_err_set(w->err, QTK_E_INTERNAL, w->path, -1, "qtk.provenance",
-				   "the record to place is not the reserved one's length");
 	return qtk_ofile_write_at(&s->f[0], s->rec_off, rec, n);
 }
 

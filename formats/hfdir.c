@@ -254,6 +254,15 @@ static bool plain_file_name(const char *s)
 	return s[0] && s[0] != '.' && !strchr(s, '/') && !strchr(s, '\\') && strlen(s) < 256;
 }
 
+/* The side file qtk-provenance.json among the files to write, or NULL. */
+static hf_out_blob *rec_blob(hf_w *h)
+{
+	for (size_t i = 0; i < h->nblobs; i++)
+		if (!strcmp(h->blobs[i].name, "qtk-provenance.json"))
+			return &h->blobs[i];
+	return NULL;
+}
+
 static int add_out_blob(hf_w *h, const char *name, const uint8_t *data, size_t len, char *owned)
 {
 	hf_out_blob *b = &h->blobs[h->nblobs];
@@ -751,12 +760,11 @@ static int hfw_begin(qtk_writer *w)
 		rc = build_index(w, h);
 	/* where the record is: the side file, else (a bundle's inner directory) every shard's
 	 * __metadata__ */
-	bool blob = false, shards = h->nouts > 0;
-	for (size_t i = 0; i < h->nblobs; i++)
-		blob = blob || !strcmp(h->blobs[i].name, "qtk-provenance.json");
+	const hf_out_blob *rb = rec_blob(h);
+	bool shards = h->nouts > 0;
 	for (size_t s = 0; s < h->nouts; s++)
 		shards = shards && h->outs[s].rec_off;
-	w->record_known = !rc && (blob || shards);
+	w->record_len = rc ? 0 : rb ? rb->len : shards ? (size_t)h->outs[0].rec_len : 0;
 	return rc;
 }
 
@@ -766,13 +774,8 @@ static int hfw_begin(qtk_writer *w)
 static int hfw_put_record(qtk_writer *w, const void *rec, size_t n)
 {
 	hf_w *h = w->priv;
-	for (size_t i = 0; i < h->nblobs; i++) {
-		hf_out_blob *b = &h->blobs[i];
-		if (strcmp(b->name, "qtk-provenance.json"))
-			continue;
-		if (b->len != n)
-			return qtk_err_set(w->err, QTK_E_INTERNAL, w->path, -1, "qtk-provenance.json",
-					   "the record to place is not the reserved one's length");
+	hf_out_blob *b = rec_blob(h);
+	if (b) { /* qtk_writer_put_record checked the length */
 		if (b->data == rec)
 			return 0;
 		if (!b->owned) {
@@ -794,10 +797,8 @@ static int hfw_put_record(qtk_writer *w, const void *rec, size_t n)
 static int hfw_patch(qtk_writer *w, int (*fn)(void *ctx, uint8_t *buf, size_t n), void *ctx)
 {
 	hf_w *h = w->priv;
-	for (size_t i = 0; i < h->nblobs; i++) {
-		hf_out_blob *b = &h->blobs[i];
-		if (strcmp(b->name, "qtk-provenance.json"))
-			continue;
+	hf_out_blob *b = rec_blob(h);
+	if (b) {
 		char *copy = cJSON_malloc(b->len + 1);
 		if (!copy)
 			return werr(w, QTK_E_IO, "out of memory%s", "");

@@ -92,9 +92,10 @@ typedef struct qw {
 	uint64_t ppos;        /* bytes of the part being written so far */
 	uint64_t meta_stored; /* metadata section bytes (raw when a record may be patched) */
 	bool meta_raw;
-	/* the "qtk.provenance" string in the raw metadata section: its offset in the section and
-	 * length, and the section's SHA-256 over the bytes before it (qpk_w_put_record) */
-	uint64_t rec_moff, rec_len;
+	/* the "qtk.provenance" string in the raw metadata section: its offset in the section (its
+	 * length: w->record_len), and the section's SHA-256 over the bytes before it */
+	uint64_t rec_moff;
+	size_t rec_len;
 	EVP_MD_CTX *rec_pre;
 	unsigned minor;      /* the lowest minor version whose features the file uses */
 } qw;
@@ -178,7 +179,7 @@ static int build_meta(qtk_writer *w, qtk_buf *b)
 		if (v->type == QTK_V_STR && !strcmp(kv->key, "qtk.provenance")) {
 			qw *s = w->priv;
 			s->rec_moff = b->len + 8; /* after the string's length (u64) */
-			s->rec_len = v->v.str.len;
+			s->rec_len = (size_t)v->v.str.len;
 		}
 		if (v->type == QTK_V_STR)
 			bstr(b, v->v.str.s, v->v.str.len);
@@ -568,7 +569,7 @@ static int qpk_w_begin(qtk_writer *w)
 					    EVP_DigestInit_ex(s->rec_pre, EVP_sha256(), NULL) == 1 &&
 					    EVP_DigestUpdate(s->rec_pre, meta.p, (size_t)s->rec_moff) == 1))
 				rc = woom(w);
-			w->record_known = s->rec_pre != NULL;
+			w->record_len = s->rec_pre ? s->rec_len : 0;
 		} else {
 			rc = pack_section(w, meta.p, meta.len, &owned, &st, &sn, &codec);
 		}
@@ -917,15 +918,13 @@ static int qpk_w_finish(qtk_writer *w)
 	return rc;
 }
 
-/* The final record over the reserved one in the raw metadata section, and the header's digest
- * of the section from the digest up to the record, the record, and the bytes after it (read
- * back: side files, a few MB at most; the record itself is not). */
+/* The final record over the reserved one in the raw metadata section (qtk_writer_put_record
+ * checked its length), and the header's digest of the section from the digest up to the
+ * record, the record, and the bytes after it (read back: side files, a few MB at most; the
+ * record itself is not). */
 static int qpk_w_put_record(qtk_writer *w, const void *rec, size_t n)
 {
 	qw *s = w->priv;
-	if (!s->meta_raw || !s->rec_pre || n != s->rec_len)
-		return qtk_err_set(w->err, QTK_E_INTERNAL, w->path, -1, "qtk.provenance",
-				   "the record to place is not the reserved one's length");
 	int rc = zring_drain(w);
 	rc = rc ? rc : qtk_ofile_write_at(&s->f, QPK_HEADER_SIZE + s->rec_moff, rec, n);
 	EVP_MD_CTX *c = rc ? NULL : EVP_MD_CTX_new();

@@ -821,7 +821,7 @@ static int stw_begin(qtk_writer *w)
 	o->outs = w->opts.outs;
 	o->defer_hash = w->opts.patch_pending;
 	rc = qtk_st_out_open(o, w->desc, w->err);
-	w->record_known = !rc && o->rec_off;
+	w->record_len = !rc && o->rec_off ? (size_t)o->rec_len : 0;
 	return rc;
 }
 

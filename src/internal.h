@@ -155,8 +155,9 @@ struct qtk_writer {
 	int cur_part;
 	uint64_t cur_left;  /* bytes left in the current part */
 	void *priv;
-	bool record_known;  /* the writer knows where the description's "qtk.provenance" went
-			     * (qtk_writer_put_record can place the final record there) */
+	size_t record_len;  /* set by the writer when it knows where the description's
+			     * "qtk.provenance" string went: its length (qtk_writer_put_record can place
+			     * a final record of that length there); 0: it does not */
 	struct qtk_teeq *teeq; /* opts.tee_async: the tee's queue and thread */
 	struct qtk_wdefer *defer; /* qtk_writer_put_later's buffers and waiting put, once used */
 };

@@ -488,12 +488,15 @@ int qtk_writer_patch_header(qtk_writer *w, int (*fn)(void *ctx, uint8_t *buf, si
 	return rc ? rc : w->ops->patch_header(w, fn, ctx);
 }
 
-bool qtk_writer_has_put_record(const qtk_writer *w) { return w && w->ops->put_record && w->record_known; }
+bool qtk_writer_has_put_record(const qtk_writer *w) { return w && w->ops->put_record && w->record_len; }
 
 int qtk_writer_put_record(qtk_writer *w, const void *rec, size_t n)
 {
-	if (!w->ops->put_record)
-		return qtk_err_set(w->err, QTK_E_USAGE, w->path, -1, NULL, "this output kind cannot place its record");
+	if (!qtk_writer_has_put_record(w))
+		return qtk_err_set(w->err, QTK_E_USAGE, w->path, -1, NULL, "this output cannot place its record");
+	if (n != w->record_len)
+		return qtk_err_set(w->err, QTK_E_INTERNAL, w->path, -1, "qtk.provenance",
+				   "the record to place is not the reserved one's length");
 	int rc = qtk_writer_drain(w);
 	return rc ? rc : w->ops->put_record(w, rec, n);
 }

@@ -34,6 +34,15 @@ st() {
 	} >"$1"
 }
 
+# tensors FILE N NAME: a safetensors file of N one-value F32 tensors named NAME with %d the index
+tensors() {
+	awk -v n="$2" -v f="$3" 'BEGIN { printf "{"; for (i = 0; i < n; i++) {
+		printf "%s\"", i ? "," : ""; printf f, i;
+		printf "\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[%d,%d]}", 4 * i, 4 * i + 4 }
+		printf "}" }' >"$1.json"
+	st "$1" $(($2 * 4))
+}
+
 # --- 200,000 __metadata__ keys: read back in seconds (a scan per key took minutes)
 awk 'BEGIN { printf "{\"__metadata__\":{"; for (i = 0; i < 200000; i++) printf "%s\"key.%d\":\"%d\"", i ? "," : "", i, i;
 	printf "},\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}" }' >"$T/meta.safetensors.json"
@@ -44,30 +53,21 @@ run "200k metadata keys to GGUF" 0 timeout 20 "$BIN/qconvert" "$T/meta.safetenso
 run "200k metadata keys back" 0 timeout 20 "$BIN/qconvert" "$T/meta.gguf" "$T/meta2.safetensors"
 
 # --- 20,000 tensors: qverify against the embedded record, and --diff pairing, in seconds
-awk 'BEGIN { printf "{"; for (i = 0; i < 20000; i++)
-	printf "%s\"model.layers.%d.w.weight\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[%d,%d]}", i ? "," : "", i, 4 * i, 4 * i + 4;
-	printf "}" }' >"$T/many.safetensors.json"
-st "$T/many.safetensors" 80000
+tensors "$T/many.safetensors" 20000 "model.layers.%d.w.weight"
 run "20k tensors convert" 0 timeout 60 "$BIN/qconvert" "$T/many.safetensors" "$T/many.gguf"
 run "20k tensors verify" 0 timeout 20 "$BIN/qverify" "$T/many.gguf"
 run "20k tensors diff" 0 timeout 20 "$BIN/qinspect" --diff "$T/many.safetensors" "$T/many.gguf"
 
 # --- a record of several MiB with multi-byte names, placed into a safetensors header escaped a
 # piece at a time: the file reads back and its record checks
-awk 'BEGIN { printf "{"; for (i = 0; i < 20000; i++)
-	printf "%s\"model.layers.%d.w\303\251\342\200\224.weight\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[%d,%d]}", i ? "," : "", i, 4 * i, 4 * i + 4;
-	printf "}" }' >"$T/utf.safetensors.json"
-st "$T/utf.safetensors" 80000
+tensors "$T/utf.safetensors" 20000 "$(printf 'model.layers.%%d.w\303\251\342\200\224.weight')"
 run "multi-byte names convert" 0 timeout 60 "$BIN/qconvert" "$T/utf.safetensors" "$T/utf2.safetensors"
 run "multi-byte names verify" 0 timeout 20 "$BIN/qverify" "$T/utf2.safetensors"
 out_has "multi-byte names verify" "20000 tensors match"
 
 # --- a record that cannot fit (the source's own record, chained whole, and an entry for each
 # of 150,000 tensors) is refused before the conversion's work, naming the limit
-awk 'BEGIN { printf "{"; for (i = 0; i < 150000; i++)
-	printf "%s\"t.%d\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[%d,%d]}", i ? "," : "", i, 4 * i, 4 * i + 4;
-	printf "}" }' >"$T/big.safetensors.json"
-st "$T/big.safetensors" 600000
+tensors "$T/big.safetensors" 150000 "t.%d"
 run "150k tensors with a record" 0 timeout 120 "$BIN/qconvert" -q "$T/big.safetensors" "$T/big.gguf"
 run "a record over its limit" 3 timeout 60 "$BIN/qconvert" -q "$T/big.gguf" "$T/big2.gguf"
 err_has "a record over its limit" "chained into it"

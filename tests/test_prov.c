@@ -1863,6 +1863,63 @@ static void test_ofile_hash(void)
 /* The design qconvert follows (docs/provenance.md §3): the record is reserved with placeholders
  * in the header, the output digests come from the bytes as they are written, and the
  * reserved bytes are patched before commit. Done here by hand for GGUF and safetensors. */
+/* A writer puts the final record where it put the reserved one (qtk_writer_put_record): a
+ * record of another length is refused and leaves the file as it was; the right one reads back
+ * (for QPK through the header's digest of its metadata section, which the reader checks);
+ * archives cannot. The records hold quotes and a multi-byte character: safetensors escapes
+ * them into its JSON header as it did the reserved one. */
+static void test_put_record(qtk_out_kind kind, const char *name)
+{
+	char ph[400], fin[400];
+	snprintf(ph, sizeof ph, "{\"a\":\"%0300d\u00e9\"}", 0);
+	snprintf(fin, sizeof fin, "{\"a\":\"%0300d\u00e9\"}", 7);
+	qtk_model *d = qtk_model_new();
+	qtk_model_set_kv_str(d, "general.architecture", "llama");
+	if (kind == QTK_OUT_HF)
+		qtk_model_add_blob(d, QTK_PROV_FILE, ph, strlen(ph));
+	else
+		qtk_model_set_kv_str(d, QTK_PROV_KEY, ph);
+	qtk_tensor *t = qtk_model_add_tensor(d, "w.weight");
+	t->ndim = 1;
+	t->shape[0] = 4;
+	t->layout.type = QTK_T_F32;
+	t->nparts = 1;
+	t->parts[0].type = QTK_T_F32;
+	t->parts[0].ndim = 1;
+	t->parts[0].shape[0] = 4;
+	t->parts[0].nbytes = 16;
+	qtk_tensor_finish(t);
+	qtk_err err;
+	const char *path = path_in(name);
+	qtk_writer *w = qtk_writer_open(path, kind, d, NULL, &err);
+	CHECK(w, "%s: open: %s", name, err.msg);
+	if (!w) {
+		qtk_close(d);
+		return;
+	}
+	const uint8_t zero[16] = {0};
+	int rc = qtk_writer_put(w, zero, sizeof zero);
+	if (kind == QTK_OUT_ARCHIVE) {
+		CHECK(!qtk_writer_has_put_record(w) && qtk_writer_put_record(w, fin, strlen(fin)) == QTK_E_USAGE,
+		      "%s: an archive cannot place its record", name);
+		qtk_writer_abort(w);
+		qtk_close(d);
+		return;
+	}
+	CHECK(qtk_writer_has_put_record(w), "%s: the writer knows the record's place", name);
+	CHECK(qtk_writer_put_record(w, fin, strlen(fin) - 1) == QTK_E_INTERNAL, "%s: a shorter record refused", name);
+	rc = rc ? rc : qtk_writer_put_record(w, fin, strlen(fin));
+	rc = rc ? (qtk_writer_abort(w), rc) : qtk_writer_finish(w);
+	CHECK(!rc, "%s: written: %s", name, err.msg);
+	qtk_model *m = rc ? NULL : qtk_open(path, &err);
+	size_t len = 0;
+	const char *got = m ? qtk_prov_find(m, &len, NULL) : NULL;
+	CHECK(got && len == strlen(fin) && !memcmp(got, fin, len), "%s: the final record reads back: %s", name,
+	      m ? "" : err.msg);
+	qtk_close(m);
+	qtk_close(d);
+}
+
 static void reserve_and_patch(qtk_out_kind kind, const char *name)
 {
 	qtk_err err;
@@ -2320,6 +2377,11 @@ int main(void)
 	test_ofile_hash();
 	reserve_and_patch(QTK_OUT_GGUF, "patched.gguf");
 	reserve_and_patch(QTK_OUT_SAFETENSORS, "patched.safetensors");
+	test_put_record(QTK_OUT_GGUF, "placed.gguf");
+	test_put_record(QTK_OUT_SAFETENSORS, "placed.safetensors");
+	test_put_record(QTK_OUT_QPK, "placed.qpk");
+	test_put_record(QTK_OUT_HF, "placed-hf");
+	test_put_record(QTK_OUT_ARCHIVE, "placed.tar");
 	test_hostile();
 	cleanup();
 	for (size_t i = 0; i < NSPEC; i++)

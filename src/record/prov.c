@@ -1189,7 +1189,7 @@ static char *finish_json(cJSON *root, const canon_hooks *hs, size_t reserve, cha
 		b.p = (uint8_t *)into;
 		b.cap = reserve + 1;
 		b.fixed = 1;
-	} else if (reserve && reserve < SIZE_MAX) {
+	} else if (reserve) {
 		qtk_buf_reserve(&b, reserve);
 	}
 	int rc = root ? canon_put(&b, root, 0, hs) : QTK_E_IO;
