@@ -532,7 +532,7 @@ static int tm_prov_verify(tui *t)
 	char line[320];
 	char **out = NULL;
 	size_t nout = 0;
-	if (qtk_prov_parse(txt, len, t->m->path, &rec, &err)) {
+	if (qtk_prov_parse_tree(txt, len, t->m->path, &rec, &err)) {
 		snprintf(line, sizeof line, "digests: the record is malformed: %.200s: %.80s", err.msg, err.subject);
 		tm_add_line(&out, &nout, line);
 	} else {

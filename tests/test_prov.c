@@ -1247,6 +1247,161 @@ static char *json_escape(const char *s)
 	return o;
 }
 
+/* rec with its first output.tensors list edited: the text at `at` (an offset into that list,
+ * from its opening bracket) replaced by n bytes of `with` for `drop` bytes. */
+static char *edit_list(const char *rec, size_t at, size_t drop, const char *with)
+{
+	const char *l = strstr(rec, "\"tensors\":[");
+	if (!l)
+		return NULL;
+	size_t o = (size_t)(l - rec) + 10 + at, n = strlen(rec), w = strlen(with);
+	char *r = malloc(n - drop + w + 1);
+	memcpy(r, rec, o);
+	memcpy(r + o, with, w);
+	memcpy(r + o + w, rec + o + drop, n - o - drop + 1);
+	return r;
+}
+
+typedef struct ents {
+	char *txt; /* every entry's canonical text, one per line */
+	size_t n;
+} ents;
+
+static int ent_one(void *ctx, const cJSON *e)
+{
+	ents *x = ctx;
+	char *c = qtk_prov_canonical(e);
+	size_t have = x->txt ? strlen(x->txt) : 0;
+	char *nt = c ? realloc(x->txt, have + strlen(c) + 2) : NULL;
+	if (!nt) {
+		qtk_free(c);
+		return QTK_E_IO;
+	}
+	x->txt = nt;
+	sprintf(x->txt + have, "%s\n", c);
+	qtk_free(c);
+	x->n++;
+	return 0;
+}
+
+/* Both ways of reading rec agree: accepted or refused alike, naming `want` (subject or message)
+ * when refused, at the same offset (same_off; a duplicate key inside a list's entry is placed
+ * exactly when the list is read as text, at its top-level key in the tree). */
+static void both_ways(const char *rec, int want_rc, const char *want, bool same_off, const char *what)
+{
+	qtk_err e1, e2;
+	qtk_err_clear(&e1);
+	qtk_err_clear(&e2);
+	cJSON *a = NULL, *b = NULL;
+	int r1 = qtk_prov_parse(rec, strlen(rec), "rec", &a, &e1), r2 = qtk_prov_parse_tree(rec, strlen(rec), "rec", &b, &e2);
+	CHECK(r1 == want_rc && r2 == want_rc, "%s: rc %d and %d (%s / %s)", what, r1, r2, e1.msg, e2.msg);
+	if (want_rc && want)
+		CHECK((strstr(e1.subject, want) || strstr(e1.msg, want)) && (strstr(e2.subject, want) || strstr(e2.msg, want)),
+		      "%s: names '%s': '%s' '%s' / '%s' '%s'", what, want, e1.subject, e1.msg, e2.subject, e2.msg);
+	if (want_rc && same_off)
+		CHECK(e1.offset == e2.offset, "%s: offsets %lld and %lld", what, (long long)e1.offset, (long long)e2.offset);
+	qtk_json_tree_free(a);
+	qtk_json_tree_free(b);
+}
+
+/* qtk_prov_parse keeps each tensor list (the record's and its chained record's) as its canonical
+ * text: the same canonical record, the same entries through qtk_prov_list_each, the same
+ * verdicts and offsets as the tree on lists that are spaced, reordered or hostile. */
+static void lists_as_text(const char *rec, bool chained)
+{
+	qtk_err err;
+	cJSON *a = NULL, *b = NULL;
+	CHECK(!qtk_prov_parse(rec, strlen(rec), "rec", &a, &err), "as text: %s: %s", err.subject, err.msg);
+	CHECK(!qtk_prov_parse_tree(rec, strlen(rec), "rec", &b, &err), "as a tree: %s: %s", err.subject, err.msg);
+	if (!a || !b) {
+		qtk_json_tree_free(a);
+		qtk_json_tree_free(b);
+		return;
+	}
+	const cJSON *la = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(a, "output"), "tensors");
+	const cJSON *lb = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(b, "output"), "tensors");
+	CHECK(cJSON_IsRaw(la) && cJSON_IsArray(lb), "the list as text, and as a tree");
+	if (chained) {
+		const cJSON *pa = cJSON_GetObjectItemCaseSensitive(
+			cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(a, "source"), "record"), "output");
+		CHECK(cJSON_IsRaw(cJSON_GetObjectItemCaseSensitive(pa, "tensors")), "the chained record's list as text");
+	}
+	char *ca = qtk_prov_canonical(a), *cb = qtk_prov_canonical(b);
+	CHECK(ca && cb && !strcmp(ca, rec) && !strcmp(cb, rec), "both canonical texts are the record");
+	qtk_free(ca);
+	qtk_free(cb);
+	ents ea = {0}, eb = {0};
+	CHECK(!qtk_prov_list_each(la, ent_one, &ea) && !qtk_prov_list_each(lb, ent_one, &eb), "entries read");
+	CHECK(ea.n > 1 && ea.n == eb.n && ea.txt && eb.txt && !strcmp(ea.txt, eb.txt), "the same %zu entries", ea.n);
+	/* the record spaced and printed by cJSON (lists included): canonical again */
+	char *pretty = cJSON_Print(b);
+	cJSON *c = NULL;
+	CHECK(pretty && !qtk_prov_parse(pretty, strlen(pretty), "pretty", &c, &err), "spaced: %s", err.msg);
+	char *cc = c ? qtk_prov_canonical(c) : NULL;
+	CHECK(cc && !strcmp(cc, rec), "a spaced record's lists are read into their canonical text");
+	qtk_free(cc);
+	qtk_json_tree_free(c);
+	/* an error after a list: its offset in the record, not in the text without its lists */
+	size_t n = strlen(rec);
+	char *tail = malloc(n + 3);
+	memcpy(tail, rec, n);
+	memcpy(tail + n, " x", 3);
+	both_ways(tail, QTK_E_DATA, "trailing", true, "trailing characters");
+	qtk_err_clear(&err);
+	c = NULL;
+	CHECK(qtk_prov_parse(tail, strlen(tail), "rec", &c, &err) && err.offset == (int64_t)n + 1,
+	      "trailing characters at %lld (want %zu)", (long long)err.offset, n + 1);
+	free(tail);
+	/* hostile lists: both ways refuse them alike */
+	const char *l0 = strstr(rec, "\"tensors\":[") + 10;
+	const char *e0 = strstr(l0, "\"encoded\":\"") + 11;
+	const size_t at_enc = (size_t)(e0 - l0), end = (size_t)(strstr(l0, "}]") - l0);
+	const char *first_end = strstr(l0, "},{");
+	struct {
+		size_t at, drop;
+		const char *with, *want;
+		int rc;
+	} cases[] = {
+		{at_enc, 1, "G", "output.tensors[0].encoded", QTK_E_DATA},      /* not hex */
+		{1, 9, "{\"bytes\":1,\"bytes\":", "duplicate", QTK_E_DATA},       /* a key twice in an entry */
+		{end + 1, 0, ",", "", QTK_E_DATA},                                /* a trailing comma */
+		{end + 1, 0, " , ", "", QTK_E_DATA},
+		{1, 0, "x", "", QTK_E_DATA},                                       /* garbage before an entry */
+		{end + 1, 0, "  \n\t ", NULL, 0},                                  /* whitespace: fine */
+		{1, 0, " ", NULL, 0},
+		{at_enc, 0, "\xff", "", QTK_E_DATA},                               /* not UTF-8 */
+		{1, 0, "7,", "output.tensors[0]", QTK_E_DATA},                     /* an entry not an object */
+		{end + 1, 1, "", "", QTK_E_DATA},                                  /* the list not closed */
+		{1, 1, "{\"shape\":[1.5],", "", QTK_E_DATA},                       /* not an integer */
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		char *r = edit_list(rec, cases[i].at, cases[i].drop, cases[i].with);
+		char what[64];
+		snprintf(what, sizeof what, "list case %zu", i);
+		if (r)
+			both_ways(r, cases[i].rc, cases[i].want, cases[i].at != 1 || cases[i].drop != 9, what);
+		free(r);
+	}
+	/* the first entry twice */
+	if (first_end) {
+		size_t k = (size_t)(first_end - l0) + 1; /* just past the first entry */
+		char *dup = malloc(k + 2);
+		dup[0] = ',';
+		memcpy(dup + 1, l0 + 1, k - 1);
+		dup[k] = 0;
+		char *r = edit_list(rec, k, 0, dup);
+		if (r)
+			both_ways(r, QTK_E_DATA, "listed twice", true, "a tensor listed twice");
+		free(r);
+		free(dup);
+	}
+	free(ea.txt);
+	free(eb.txt);
+	cJSON_free(pretty);
+	qtk_json_tree_free(a);
+	qtk_json_tree_free(b);
+}
+
 static void test_records(void)
 {
 	qtk_err err;
@@ -1300,6 +1455,7 @@ static void test_records(void)
 	char *again = j ? qtk_prov_canonical(j) : NULL;
 	CHECK(again && !strcmp(again, fin), "canonical round trip");
 	qtk_free(again);
+	lists_as_text(fin, false);
 	const cJSON *tr = cJSON_GetObjectItemCaseSensitive(j, "transform");
 	const cJSON *ops = cJSON_GetObjectItemCaseSensitive(tr, "layout_ops");
 	char *ops_txt = ops ? qtk_prov_canonical(ops) : NULL;
@@ -1338,11 +1494,13 @@ static void test_records(void)
 		cJSON *j2 = NULL;
 		CHECK(r2 && !qtk_prov_parse(r2, strlen(r2), "r2", &j2, &err), "chained parses: %s", err.msg);
 		qtk_json_tree_free(j2);
+		if (r2)
+			lists_as_text(r2, true);
 		qtk_prov_builder_free(&b2);
 		/* a parent stored with whitespace (valid, not canonical) is chained as its canonical
 		 * text, under the same digest */
 		cJSON *pj = NULL;
-		char *pretty = !qtk_prov_parse(fin, strlen(fin), "fin", &pj, &err) ? cJSON_Print(pj) : NULL;
+		char *pretty = !qtk_prov_parse_tree(fin, strlen(fin), "fin", &pj, &err) ? cJSON_Print(pj) : NULL;
 		qtk_json_tree_free(pj);
 		const char *spaced = path_in("chained-spaced.gguf");
 		CHECK(pretty && strcmp(pretty, fin) && !write_model(spaced, QTK_OUT_GGUF, true, QTK_T_F32, pretty, true),

@@ -230,6 +230,32 @@ static int chk_digests(vstate *s)
 	return 0;
 }
 
+typedef struct need_ctx {
+	vstate *s;
+	bool *sel;
+	const size_t *tensor_of;
+	bool *done;
+	size_t need;
+} need_ctx;
+
+/* One tensor of the record: its file tensor needs the decoded tier when the encoded differs. */
+static int need_one(void *ctx, const cJSON *c)
+{
+	need_ctx *x = ctx;
+	const char *name = jstr(c, "name");
+	uint8_t enc[32];
+	const qtk_leaf *l = name ? qtk_digests_find(&x->s->d, name) : NULL;
+	if (!l || x->done[l - x->s->d.leaf] || !x->tensor_of[l - x->s->d.leaf] || !qtk_prov_unhex(jstr(c, "encoded"), enc))
+		return 0;
+	x->done[l - x->s->d.leaf] = true;
+	size_t i = x->tensor_of[l - x->s->d.leaf] - 1;
+	if (!l->bad && memcmp(enc, l->enc, 32) && !l->has_dec && !x->sel[i]) {
+		x->sel[i] = true;
+		x->need++;
+	}
+	return 0;
+}
+
 /* Add the decoded tier to the leaves whose encoded digest differs from the record's. */
 static int decoded_where_needed(vstate *s, const cJSON *ts)
 {
@@ -253,22 +279,13 @@ static int decoded_where_needed(vstate *s, const cJSON *ts)
 		if (l && !tensor_of[l - s->d.leaf])
 			tensor_of[l - s->d.leaf] = i + 1;
 	}
-	for (const cJSON *c = ts->child; c; c = c->next) {
-		const char *name = jstr(c, "name");
-		uint8_t enc[32];
-		const qtk_leaf *l = name ? qtk_digests_find(&s->d, name) : NULL;
-		if (!l || done[l - s->d.leaf] || !tensor_of[l - s->d.leaf] || !qtk_prov_unhex(jstr(c, "encoded"), enc))
-			continue;
-		done[l - s->d.leaf] = true;
-		size_t i = tensor_of[l - s->d.leaf] - 1;
-		if (!l->bad && memcmp(enc, l->enc, 32) && !l->has_dec && !sel[i]) {
-			sel[i] = true;
-			need++;
-		}
-	}
+	need_ctx nc = {s, sel, tensor_of, done, 0};
+	int rc = qtk_prov_list_each(ts, need_one, &nc);
+	need = nc.need;
 	qtk_free(tensor_of);
 	qtk_free(done);
-	int rc = 0;
+	if (rc)
+		need = 0, rc = oom(s);
 	if (need) {
 		qtk_digests d2;
 		qtk_digest_opts o = {.scheme = s->d.scheme, .threads = s->o->threads, .select = sel,
@@ -288,6 +305,67 @@ static int decoded_where_needed(vstate *s, const cJSON *ts)
 	}
 	qtk_free(sel);
 	return rc;
+}
+
+typedef struct tens_ctx {
+	vstate *s;
+	bool *seen;
+	size_t n_ok, n_re, n_bad;
+} tens_ctx;
+
+/* One tensor of the record against FILE's leaf of that name. */
+static int tens_one(void *ctx, const cJSON *c)
+{
+	tens_ctx *x = ctx;
+	vstate *s = x->s;
+	const char *name = jstr(c, "name");
+	uint8_t enc[32], dec[32];
+	qtk_prov_unhex(jstr(c, "encoded"), enc);
+	qtk_prov_unhex(jstr(c, "decoded"), dec);
+	const qtk_leaf *l = qtk_digests_find(&s->d, name);
+	vtensor *t;
+	if (!l) {
+		t = qv_tensor(s, name, NULL, "missing", true);
+		if (t)
+			snprintf(t->detail, sizeof t->detail, "in the record, not in the file");
+		x->n_bad++;
+	} else if (x->seen[l - s->d.leaf] = true, l->bad) {
+		t = qv_tensor(s, name, l->stored, "changed", true);
+		if (t)
+			snprintf(t->detail, sizeof t->detail, "unreadable: %.200s", l->bad_msg ? l->bad_msg : "out of memory");
+		x->n_bad++;
+	} else if (!memcmp(l->enc, enc, 32)) {
+		t = qv_tensor(s, name, l->stored, "ok", false);
+		x->n_ok++;
+	} else if (l->has_dec && !memcmp(l->dec, dec, 32)) {
+		t = qv_tensor(s, name, l->stored, "re-encoded", false);
+		const cJSON *pq = cJSON_GetObjectItemCaseSensitive(c, "permute_qk");
+		if (t && (pq != NULL) != (l->qk_heads > 0))
+			snprintf(t->detail, sizeof t->detail, "same values, Q/K rows in %s order (permute_qk), %s -> %s",
+				 l->qk_heads > 0 ? "llama.cpp" : "Hugging Face", jstr(c, "encoding"), l->enc_id);
+		else if (t)
+			snprintf(t->detail, sizeof t->detail, "same values, different bytes: %s -> %s",
+				 jstr(c, "encoding"), l->enc_id);
+		x->n_re++;
+	} else {
+		char a[17], b[17];
+		short_hex(enc, a);
+		short_hex(l->enc, b);
+		t = qv_tensor(s, name, l->stored, "changed", true);
+		const char *re = jstr(c, "encoding");
+		if (t && s->d.scheme >= QTK_DIGEST_V3 && re && strcmp(re, l->enc_id) &&
+		    qtk_digest_id_family(re, s->d.scheme) != qtk_digest_id_family(l->enc_id, s->d.scheme))
+			snprintf(t->detail, sizeof t->detail,
+				 "content differs: record %s... (%.32s), file %s... (%.32s); digest v%d keeps %s "
+				 "apart, qverify --against compares values",
+				 a, re, b, l->enc_id, s->d.scheme,
+				 s->d.scheme >= QTK_DIGEST_V4 ? "integer and affine (k-quant) layouts" : "integer layouts");
+		else if (t)
+			snprintf(t->detail, sizeof t->detail, "content differs: record %s..., file %s... (%s)", a, b,
+				 l->enc_id);
+		x->n_bad++;
+	}
+	return t ? 0 : QTK_E_IO;
 }
 
 /* Every tensor of the record against FILE: encoded digest equal, or decoded equal (re-encoded). */
@@ -310,58 +388,12 @@ static int chk_tensors(vstate *s)
 		qtk_free(seen);
 		return rc;
 	}
-	for (const cJSON *c = ts->child; c; c = c->next) {
-		const char *name = jstr(c, "name");
-		uint8_t enc[32], dec[32];
-		qtk_prov_unhex(jstr(c, "encoded"), enc);
-		qtk_prov_unhex(jstr(c, "decoded"), dec);
-		const qtk_leaf *l = qtk_digests_find(&s->d, name);
-		vtensor *t;
-		if (!l) {
-			t = qv_tensor(s, name, NULL, "missing", true);
-			if (t)
-				snprintf(t->detail, sizeof t->detail, "in the record, not in the file");
-			n_bad++;
-		} else if (seen[l - s->d.leaf] = true, l->bad) {
-			t = qv_tensor(s, name, l->stored, "changed", true);
-			if (t)
-				snprintf(t->detail, sizeof t->detail, "unreadable: %.200s", l->bad_msg ? l->bad_msg : "out of memory");
-			n_bad++;
-		} else if (!memcmp(l->enc, enc, 32)) {
-			t = qv_tensor(s, name, l->stored, "ok", false);
-			n_ok++;
-		} else if (l->has_dec && !memcmp(l->dec, dec, 32)) {
-			t = qv_tensor(s, name, l->stored, "re-encoded", false);
-			const cJSON *pq = cJSON_GetObjectItemCaseSensitive(c, "permute_qk");
-			if (t && (pq != NULL) != (l->qk_heads > 0))
-				snprintf(t->detail, sizeof t->detail, "same values, Q/K rows in %s order (permute_qk), %s -> %s",
-					 l->qk_heads > 0 ? "llama.cpp" : "Hugging Face", jstr(c, "encoding"), l->enc_id);
-			else if (t)
-				snprintf(t->detail, sizeof t->detail, "same values, different bytes: %s -> %s",
-					 jstr(c, "encoding"), l->enc_id);
-			n_re++;
-		} else {
-			char a[17], b[17];
-			short_hex(enc, a);
-			short_hex(l->enc, b);
-			t = qv_tensor(s, name, l->stored, "changed", true);
-			const char *re = jstr(c, "encoding");
-			if (t && s->d.scheme >= QTK_DIGEST_V3 && re && strcmp(re, l->enc_id) &&
-			    qtk_digest_id_family(re, s->d.scheme) != qtk_digest_id_family(l->enc_id, s->d.scheme))
-				snprintf(t->detail, sizeof t->detail,
-					 "content differs: record %s... (%.32s), file %s... (%.32s); digest v%d keeps %s "
-					 "apart, qverify --against compares values",
-					 a, re, b, l->enc_id, s->d.scheme,
-					 s->d.scheme >= QTK_DIGEST_V4 ? "integer and affine (k-quant) layouts" : "integer layouts");
-			else if (t)
-				snprintf(t->detail, sizeof t->detail, "content differs: record %s..., file %s... (%s)", a, b,
-					 l->enc_id);
-			n_bad++;
-		}
-		if (!t) {
-			qtk_free(seen);
-			return oom(s);
-		}
+	tens_ctx tc = {s, seen, 0, 0, 0};
+	rc = qtk_prov_list_each(ts, tens_one, &tc);
+	n_ok = tc.n_ok, n_re = tc.n_re, n_bad = tc.n_bad;
+	if (rc) {
+		qtk_free(seen);
+		return oom(s);
 	}
 	for (size_t i = 0; i < s->d.n; i++)
 		if (!seen[i]) {

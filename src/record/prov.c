@@ -143,6 +143,9 @@ static int canon_put(qtk_buf *b, const cJSON *j, int depth, const canon_hooks *h
 		for (size_t i = 0; hs && i < hs->n; i++)
 			if (hs->h[i].at == j)
 				return hs->h[i].put(b, hs->h[i].ctx);
+		/* a tensor list kept as its canonical text (qtk_prov_parse) */
+		if (j->valuestring && j->valuestring[0] == '[')
+			return qtk_buf_puts(b, j->valuestring);
 		return QTK_E_DATA;
 	}
 	if (cJSON_IsNull(j))
@@ -219,10 +222,27 @@ int qtk_prov_sha256(const cJSON *j, uint8_t out[32])
 
 typedef enum { F_STR, F_UINT, F_BOOL, F_OBJ, F_ARR, F_HEX, F_ANY, F_STR_OR_OBJ, F_OBJ_OR_NULL } ftype;
 
+/* One entry of a record's tensor list as the list's checks need it. */
+typedef struct tent {
+	const char *name; /* decoded */
+	uint8_t enc[32], dec[32];
+} tent;
+
+/* A tensor list kept as its canonical text (qtk_prov_parse): the raw item it became, and its
+ * entries, sorted by name, for the output's root check. */
+typedef struct tlist {
+	const cJSON *at;
+	tent *e;
+	size_t n;
+	char *names; /* the entries' names, one after another */
+} tlist;
+
 typedef struct vctx {
 	const char *file;
 	qtk_err *err;
 	int depth;
+	tlist *lists; /* the lists kept as text, checked entry by entry when they were read */
+	size_t nlists;
 } vctx;
 
 typedef int (*vfn)(vctx *v, const cJSON *j, const char *path);
@@ -248,7 +268,7 @@ static bool type_ok(const cJSON *j, ftype t)
 	case F_UINT: return qtk_json_u64(j, &u);
 	case F_BOOL: return cJSON_IsBool(j);
 	case F_OBJ: return cJSON_IsObject(j);
-	case F_ARR: return cJSON_IsArray(j);
+	case F_ARR: return cJSON_IsArray(j) || (cJSON_IsRaw(j) && j->valuestring && j->valuestring[0] == '[');
 	case F_HEX: return cJSON_IsString(j) && qtk_prov_unhex(j->valuestring, h);
 	case F_ANY: return true;
 	case F_STR_OR_OBJ: return cJSON_IsString(j) || cJSON_IsObject(j);
@@ -371,18 +391,38 @@ static int check_tensor(vctx *v, const cJSON *j, const char *path)
 	return check_obj(v, j, path, fs, sizeof fs / sizeof *fs, false);
 }
 
-static int tensor_name_cmp(const void *a, const void *b)
+static int tent_cmp(const void *a, const void *b)
 {
-	const cJSON *x = *(const cJSON *const *)a, *y = *(const cJSON *const *)b;
-	return strcmp(cJSON_GetObjectItemCaseSensitive(x, "name")->valuestring,
-		      cJSON_GetObjectItemCaseSensitive(y, "name")->valuestring);
+	return strcmp(((const tent *)a)->name, ((const tent *)b)->name);
 }
 
-/* Root over the record's own leaves (C.2 row 56: a record must be self-consistent). */
-static void leaves_root(const cJSON **v, size_t n, const char *field_name, const char *tag, uint8_t out[32])
+/* An entry that check_tensor accepted, as the list's checks need it. */
+static void tent_of(const cJSON *c, tent *t)
+{
+	t->name = cJSON_GetObjectItemCaseSensitive(c, "name")->valuestring;
+	qtk_prov_unhex(cJSON_GetObjectItemCaseSensitive(c, "encoded")->valuestring, t->enc);
+	qtk_prov_unhex(cJSON_GetObjectItemCaseSensitive(c, "decoded")->valuestring, t->dec);
+}
+
+/* The entries sorted by name: a tensor listed twice fails (path names the list). */
+static int tents_sort(vctx *v, tent *e, size_t n, const char *path)
+{
+	qsort(e, n, sizeof *e, tent_cmp);
+	for (size_t i = 1; i < n; i++)
+		if (!strcmp(e[i - 1].name, e[i].name)) {
+			char sub[256];
+			snprintf(sub, sizeof sub, "%s: '%.160s'", path, e[i].name);
+			return bad(v, sub, "tensor listed twice");
+		}
+	return 0;
+}
+
+/* Root over the record's own leaves (C.2 row 56: a record must be self-consistent); e sorted
+ * by name. */
+static void leaves_root(const tent *e, size_t n, bool dec, const char *tag, uint8_t out[32])
 {
 	EVP_MD_CTX *md = EVP_MD_CTX_new();
-	uint8_t cnt[8], h[32];
+	uint8_t cnt[8];
 	unsigned len = 0;
 	qtk_wr64(cnt, n);
 	memset(out, 0, 32);
@@ -392,16 +432,17 @@ static void leaves_root(const cJSON **v, size_t n, const char *field_name, const
 	}
 	EVP_DigestUpdate(md, tag, strlen(tag) + 1);
 	EVP_DigestUpdate(md, cnt, 8);
-	for (size_t i = 0; i < n; i++) {
-		qtk_prov_unhex(cJSON_GetObjectItemCaseSensitive(v[i], field_name)->valuestring, h);
-		EVP_DigestUpdate(md, h, 32);
-	}
+	for (size_t i = 0; i < n; i++)
+		EVP_DigestUpdate(md, dec ? e[i].dec : e[i].enc, 32);
 	EVP_DigestFinal_ex(md, out, &len);
 	EVP_MD_CTX_free(md);
 }
 
+/* A list held as a tree; one kept as text was checked entry by entry when it was read. */
 static int check_tensors(vctx *v, const cJSON *j, const char *path)
 {
+	if (cJSON_IsRaw(j))
+		return 0;
 	char sub[256];
 	size_t n = 0;
 	for (const cJSON *c = j->child; c; c = c->next, n++) {
@@ -410,21 +451,14 @@ static int check_tensors(vctx *v, const cJSON *j, const char *path)
 		if (rc)
 			return rc;
 	}
-	const cJSON **s = qtk_calloc(n ? n : 1, sizeof *s);
-	if (!s)
+	tent *e = qtk_calloc(n ? n : 1, sizeof *e);
+	if (!e)
 		return oom(v->err);
 	n = 0;
 	for (const cJSON *c = j->child; c; c = c->next)
-		s[n++] = c;
-	qsort(s, n, sizeof *s, tensor_name_cmp);
-	int rc = 0;
-	for (size_t i = 1; i < n && !rc; i++)
-		if (!tensor_name_cmp(&s[i - 1], &s[i])) {
-			snprintf(sub, sizeof sub, "%s: '%.160s'", path,
-				 cJSON_GetObjectItemCaseSensitive(s[i], "name")->valuestring);
-			rc = bad(v, sub, "tensor listed twice");
-		}
-	qtk_free(s);
+		tent_of(c, &e[n++]);
+	int rc = tents_sort(v, e, n, path);
+	qtk_free(e);
 	return rc;
 }
 
@@ -591,33 +625,46 @@ static int check_output(vctx *v, const cJSON *j, const char *path)
 	snprintf(sub, sizeof sub, "%s.tensor_root", path);
 	if (!root)
 		return bad(v, sub, "missing (the record lists tensors)");
-	size_t n = (size_t)cJSON_GetArraySize(ts);
+	/* the entries sorted by name: kept from the list's read when it is text, else gathered */
+	const tlist *tl = NULL;
+	for (size_t i = 0; i < v->nlists && !tl; i++)
+		if (v->lists[i].at == ts)
+			tl = &v->lists[i];
+	size_t n = 0;
+	tent *own = NULL;
+	if (!tl) {
+		for (const cJSON *c = ts->child; c; c = c->next)
+			n++;
+		if (!(own = qtk_calloc(n ? n : 1, sizeof *own)))
+			return oom(v->err);
+		n = 0;
+		for (const cJSON *c = ts->child; c; c = c->next)
+			tent_of(c, &own[n++]);
+		qsort(own, n, sizeof *own, tent_cmp);
+	}
+	const tent *e = tl ? tl->e : own;
+	n = tl ? tl->n : n;
 	uint64_t cnt;
 	qtk_json_u64(cJSON_GetObjectItemCaseSensitive(root, "count"), &cnt);
-	if (cnt != n)
+	if (cnt != n) {
+		qtk_free(own);
 		return bad(v, sub, "count differs from the number of tensors listed");
-	const cJSON **s = qtk_calloc(n ? n : 1, sizeof *s);
-	if (!s)
-		return oom(v->err);
-	n = 0;
-	for (const cJSON *c = ts->child; c; c = c->next)
-		s[n++] = c;
-	qsort(s, n, sizeof *s, tensor_name_cmp);
+	}
 	const int ver = qtk_digest_scheme_of(cJSON_GetObjectItemCaseSensitive(root, "scheme")->valuestring);
 	char rtag[2][32];
 	snprintf(rtag[0], sizeof rtag[0], "qtk-root-v%d/encoded", ver);
 	snprintf(rtag[1], sizeof rtag[1], "qtk-root-v%d/decoded", ver);
-	const char *const tiers[2][2] = {{"encoded", rtag[0]}, {"decoded", rtag[1]}};
+	static const char *const tiers[2] = {"encoded", "decoded"};
 	for (int t = 0; t < 2 && !rc; t++) {
 		uint8_t want[32], got[32];
-		leaves_root(s, n, tiers[t][0], tiers[t][1], got);
-		qtk_prov_unhex(cJSON_GetObjectItemCaseSensitive(root, tiers[t][0])->valuestring, want);
+		leaves_root(e, n, t == 1, rtag[t], got);
+		qtk_prov_unhex(cJSON_GetObjectItemCaseSensitive(root, tiers[t])->valuestring, want);
 		if (memcmp(want, got, 32)) {
-			snprintf(sub, sizeof sub, "%s.tensor_root.%s", path, tiers[t][0]);
+			snprintf(sub, sizeof sub, "%s.tensor_root.%s", path, tiers[t]);
 			rc = bad(v, sub, "inconsistent: differs from the root of the record's own tensor list");
 		}
 	}
-	qtk_free(s);
+	qtk_free(own);
 	return rc;
 }
 
@@ -647,20 +694,349 @@ static int check_record_rec(vctx *v, const cJSON *j, const char *path)
 	return check_obj(v, j, path, fs, sizeof fs / sizeof *fs, false);
 }
 
-int qtk_prov_parse(const char *text, size_t len, const char *file, cJSON **out, qtk_err *err)
+/* ---- reading: the tensor lists as text ------------------------------------------------- */
+
+/* A record's tensor lists (output.tensors, its own and its chained records') are most of it: a
+ * cJSON tree of one takes ~1 KB an entry (ten nodes and their strings) against ~300 bytes of
+ * text. qtk_prov_parse finds them in the text first, parses the rest as a tree with an empty
+ * list in each place, reads each list one entry at a time (the strict parse and check_tensor
+ * on each entry's own text, its name and digests kept for the list's checks) and puts in each
+ * place a raw item holding the list's canonical text. Whatever the finder does not recognize
+ * (an escaped key, a chain deeper than the checks allow) stays a tree and is checked as one. */
+
+#define LIST_MAX 40 /* the record and its chained and embedded records: 17 deep at most */
+
+typedef struct lspan {
+	size_t off, len;  /* the list in the text, brackets included */
+	char path[512];   /* "source.record.output.tensors" */
+} lspan;
+
+typedef struct lfind {
+	const char *s;
+	size_t n;
+	lspan sp[LIST_MAX];
+	size_t nsp;
+} lfind;
+
+static size_t l_ws(const char *s, size_t n, size_t i)
+{
+	while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r'))
+		i++;
+	return i;
+}
+
+/* The end of the string at i (just past its closing quote), or SIZE_MAX. */
+static size_t l_str(const char *s, size_t n, size_t i)
+{
+	if (i >= n || s[i] != '"')
+		return SIZE_MAX;
+	for (i++; i < n; i++) {
+		if (s[i] == '\\')
+			i++;
+		else if (s[i] == '"')
+			return i + 1;
+	}
+	return SIZE_MAX;
+}
+
+/* The end of the value at i, or SIZE_MAX: structure only (the strict parse judges the rest). */
+static size_t l_value(const char *s, size_t n, size_t i)
+{
+	if (i >= n)
+		return SIZE_MAX;
+	if (s[i] == '"')
+		return l_str(s, n, i);
+	if (s[i] != '{' && s[i] != '[') {
+		while (i < n && s[i] != ',' && s[i] != '}' && s[i] != ']' && s[i] != ' ' && s[i] != '\t' &&
+		       s[i] != '\n' && s[i] != '\r')
+			i++;
+		return i;
+	}
+	size_t depth = 0;
+	for (; i < n; i++) {
+		if (s[i] == '"') {
+			size_t e = l_str(s, n, i);
+			if (e == SIZE_MAX)
+				return SIZE_MAX;
+			i = e - 1;
+		} else if (s[i] == '{' || s[i] == '[') {
+			depth++;
+		} else if (s[i] == '}' || s[i] == ']') {
+			if (--depth == 0)
+				return i + 1;
+		}
+	}
+	return SIZE_MAX;
+}
+
+static bool l_key(const char *s, size_t a, size_t b, const char *k)
+{
+	const size_t kl = strlen(k);
+	return b - a == kl + 2 && !memcmp(s + a + 1, k, kl);
+}
+
+/* The members of the object at i: fn(key start, key end, value start, value end) for each.
+ * false when the text is not an object there (the strict parse will say what it is). */
+static bool l_members(lfind *f, size_t i, bool (*fn)(lfind *f, size_t ka, size_t kb, size_t va, size_t vb, void *c),
+		      void *c)
+{
+	const char *s = f->s;
+	size_t n = f->n;
+	if (i >= n || s[i] != '{')
+		return false;
+	i = l_ws(s, n, i + 1);
+	if (i < n && s[i] == '}')
+		return true;
+	for (;;) {
+		size_t kb = l_str(s, n, i);
+		if (kb == SIZE_MAX)
+			return false;
+		size_t va = l_ws(s, n, kb);
+		if (va >= n || s[va] != ':')
+			return false;
+		va = l_ws(s, n, va + 1);
+		size_t vb = l_value(s, n, va);
+		if (vb == SIZE_MAX || !fn(f, i, kb, va, vb, c))
+			return false;
+		i = l_ws(s, n, vb);
+		if (i < n && s[i] == '}')
+			return true;
+		if (i >= n || s[i] != ',')
+			return false;
+		i = l_ws(s, n, i + 1);
+	}
+}
+
+typedef struct lctx {
+	char prefix[448];
+	int depth;
+} lctx;
+
+static bool l_record(lfind *f, size_t at, const char *prefix, int depth);
+
+static bool l_in_output(lfind *f, size_t ka, size_t kb, size_t va, size_t vb, void *c)
+{
+	const lctx *x = c;
+	if (l_key(f->s, ka, kb, "tensors") && f->s[va] == '[' && f->nsp < LIST_MAX) {
+		lspan *sp = &f->sp[f->nsp++];
+		sp->off = va;
+		sp->len = vb - va;
+		snprintf(sp->path, sizeof sp->path, "%.440stensors", x->prefix);
+	}
+	return true;
+}
+
+static bool l_in_source(lfind *f, size_t ka, size_t kb, size_t va, size_t vb, void *c)
+{
+	(void)vb;
+	const lctx *x = c;
+	if (l_key(f->s, ka, kb, "record") && f->s[va] == '{') {
+		char p[448];
+		snprintf(p, sizeof p, "%.400srecord.", x->prefix);
+		return l_record(f, va, p, x->depth + 1);
+	}
+	return true;
+}
+
+static bool l_in_record(lfind *f, size_t ka, size_t kb, size_t va, size_t vb, void *c)
+{
+	(void)vb;
+	const lctx *x = c;
+	lctx sub = {.depth = x->depth};
+	if (f->s[va] != '{')
+		return true;
+	if (l_key(f->s, ka, kb, "output")) {
+		snprintf(sub.prefix, sizeof sub.prefix, "%.400soutput.", x->prefix);
+		return l_members(f, va, l_in_output, &sub);
+	}
+	if (l_key(f->s, ka, kb, "source")) {
+		snprintf(sub.prefix, sizeof sub.prefix, "%.400ssource.", x->prefix);
+		return l_members(f, va, l_in_source, &sub);
+	}
+	if (l_key(f->s, ka, kb, "embedded")) {
+		snprintf(sub.prefix, sizeof sub.prefix, "%.400sembedded.", x->prefix);
+		return l_record(f, va, sub.prefix, x->depth + 1);
+	}
+	return true;
+}
+
+static bool l_record(lfind *f, size_t at, const char *prefix, int depth)
+{
+	if (depth > 16 || strlen(prefix) > 380)
+		return true; /* left as a tree: check_parent refuses the chain */
+	lctx x = {.depth = depth};
+	snprintf(x.prefix, sizeof x.prefix, "%s", prefix);
+	return l_members(f, at, l_in_record, &x);
+}
+
+/* The item at a dotted path of object keys, or NULL. */
+static cJSON *l_item(cJSON *root, const char *path, cJSON **parent)
+{
+	char key[32];
+	cJSON *j = root;
+	*parent = NULL;
+	while (j && *path) {
+		size_t k = strcspn(path, ".");
+		snprintf(key, sizeof key, "%.*s", (int)k, path);
+		*parent = j;
+		j = cJSON_IsObject(j) ? cJSON_GetObjectItemCaseSensitive(j, key) : NULL;
+		path += k + (path[k] == '.');
+	}
+	return j;
+}
+
+/* Read the list sp of text entry by entry: each entry parsed strictly and checked, written
+ * canonically to *canon, its name and digests kept in tl (sorted by name, names unique). */
+static int lift_list(vctx *v, const char *text, const lspan *sp, tlist *tl, char **canon)
+{
+	const size_t end = sp->off + sp->len - 1; /* the closing bracket */
+	if (sp->len < 2 || text[end] != ']')
+		return qtk_err_set(v->err, QTK_E_DATA, v->file, (int64_t)end, NULL, "invalid json");
+	qtk_buf b = {0}, names = {0};
+	size_t cap = 0, i = 0;
+	if (qtk_buf_reserve(&b, sp->len)) /* canonical text is never longer */
+		return oom(v->err);
+	size_t p = l_ws(text, end, sp->off + 1);
+	int rc = qtk_buf_putc(&b, '[');
+	while (!rc && p < end) {
+		size_t e = l_value(text, end, p);
+		if (e == SIZE_MAX) {
+			rc = qtk_err_set(v->err, QTK_E_DATA, v->file, (int64_t)p, NULL, "invalid json");
+			break;
+		}
+		qtk_json_doc d;
+		if ((rc = qtk_json_parse(text + p, e - p, QTK_JSON_INTS, v->file, (int64_t)p, v->err, &d)))
+			break;
+		char sub[256];
+		snprintf(sub, sizeof sub, "%s[%zu]", sp->path, i);
+		rc = check_tensor(v, d.root, sub);
+		if (!rc && i == cap) {
+			cap = cap ? 2 * cap : 1024;
+			tent *ne = qtk_realloc(tl->e, cap * sizeof *ne);
+			if (ne)
+				tl->e = ne;
+			else
+				rc = oom(v->err);
+		}
+		if (!rc) {
+			tent_of(d.root, &tl->e[i]);
+			/* the name's offset for now: names grows */
+			tl->e[i].name = (const char *)(uintptr_t)names.len;
+			rc = qtk_buf_put(&names, cJSON_GetObjectItemCaseSensitive(d.root, "name")->valuestring,
+					 strlen(cJSON_GetObjectItemCaseSensitive(d.root, "name")->valuestring) + 1);
+			rc = rc ? rc : (i ? qtk_buf_putc(&b, ',') : 0);
+			rc = rc ? rc : canon_put(&b, d.root, 3, NULL);
+			rc = rc == QTK_E_IO || (rc && b.failed) ? oom(v->err) : rc;
+			i++;
+		}
+		qtk_json_doc_free(&d);
+		if (rc)
+			break;
+		p = l_ws(text, end, e);
+		if (p < end && text[p] == ',') {
+			p = l_ws(text, end, p + 1);
+			if (p >= end)
+				rc = qtk_err_set(v->err, QTK_E_DATA, v->file, (int64_t)p, NULL, "invalid json");
+		} else if (p < end) {
+			rc = qtk_err_set(v->err, QTK_E_DATA, v->file, (int64_t)p, NULL, "invalid json");
+		}
+	}
+	rc = rc ? rc : qtk_buf_putc(&b, ']');
+	if (!rc && b.failed)
+		rc = oom(v->err);
+	tl->n = i;
+	tl->names = (char *)names.p;
+	for (size_t k = 0; k < i && tl->names; k++)
+		tl->e[k].name = tl->names + (uintptr_t)tl->e[k].name;
+	if (!rc && i && !tl->names)
+		rc = oom(v->err);
+	rc = rc ? rc : tents_sort(v, tl->e, i, sp->path);
+	if (rc) {
+		qtk_buf_free(&b);
+		return rc;
+	}
+	*canon = (char *)b.p;
+	return 0;
+}
+
+static int prov_parse(const char *text, size_t len, const char *file, bool lists_as_text, cJSON **out, qtk_err *err)
 {
 	*out = NULL;
 	if (len > QTK_PROV_CAP)
 		return qtk_err_set(err, QTK_E_DATA, file, -1, NULL, "provenance record larger than %u bytes",
 				   QTK_PROV_CAP);
 	qtk_json_init();
+	lfind f = {.s = text, .n = len};
+	if (lists_as_text && !l_record(&f, l_ws(text, len, 0), "", 0))
+		f.nsp = 0; /* not a well-formed object: the strict parse says what is wrong */
+	/* the text with each list emptied: "[]" in its place */
+	size_t cut = 0;
+	for (size_t i = 0; i < f.nsp; i++)
+		cut += f.sp[i].len - 2;
+	char *skel = NULL;
+	const char *pt = text;
+	size_t plen = len;
+	if (f.nsp) {
+		if (!(skel = qtk_malloc(len - cut + 1)))
+			return oom(err);
+		size_t at = 0, o = 0;
+		for (size_t i = 0; i < f.nsp; i++) {
+			memcpy(skel + o, text + at, f.sp[i].off - at);
+			o += f.sp[i].off - at;
+			memcpy(skel + o, "[]", 2);
+			o += 2;
+			at = f.sp[i].off + f.sp[i].len;
+		}
+		memcpy(skel + o, text + at, len - at);
+		pt = skel;
+		plen = len - cut;
+	}
 	qtk_json_doc doc;
 	memset(&doc, 0, sizeof doc);
-	int rc = qtk_json_parse(text, len, QTK_JSON_INTS | QTK_JSON_ARENA, file, 0, err, &doc);
+	int rc = qtk_json_parse(pt, plen, QTK_JSON_INTS | QTK_JSON_ARENA, file, 0, err, &doc);
+	qtk_free(skel);
+	if (rc && err->offset >= 0) { /* an offset in the emptied text: in the record's */
+		int64_t o = err->offset, add = 0;
+		for (size_t i = 0; i < f.nsp && (int64_t)(f.sp[i].off - (size_t)add) < o; i++)
+			add += (int64_t)(f.sp[i].len - 2);
+		err->offset = o + add;
+	}
 	if (rc)
 		return rc;
-	vctx v = {file, err, 0};
-	rc = check_record_rec(&v, doc.root, "");
+	tlist ls[LIST_MAX];
+	memset(ls, 0, sizeof ls);
+	vctx v = {file, err, 0, ls, 0};
+	for (size_t i = 0; i < f.nsp && !rc; i++) {
+		cJSON *parent, *at = l_item(doc.root, f.sp[i].path, &parent);
+		char *canon = NULL;
+		if (!at || !parent || !cJSON_IsArray(at) || at->child) {
+			rc = qtk_err_set(err, QTK_E_INTERNAL, file, -1, f.sp[i].path, "the list is not where it was found");
+			break;
+		}
+		rc = lift_list(&v, text, &f.sp[i], &ls[v.nlists], &canon);
+		cJSON *raw = rc ? NULL : cJSON_CreateRaw("");
+		if (!rc && !raw)
+			rc = oom(err);
+		if (rc) {
+			qtk_free(ls[v.nlists].e);
+			qtk_free(ls[v.nlists].names);
+			qtk_free(canon);
+			break;
+		}
+		cJSON_free(raw->valuestring);
+		raw->valuestring = canon;
+		if (!cJSON_ReplaceItemInObjectCaseSensitive(parent, "tensors", raw)) {
+			cJSON_Delete(raw);
+			rc = oom(err);
+			break;
+		}
+		ls[v.nlists++].at = raw;
+	}
+	rc = rc ? rc : check_record_rec(&v, doc.root, "");
+	for (size_t i = 0; i < v.nlists; i++) {
+		qtk_free(ls[i].e);
+		qtk_free(ls[i].names);
+	}
 	if (rc) {
 		qtk_json_doc_free(&doc);
 		return rc;
@@ -668,6 +1044,43 @@ int qtk_prov_parse(const char *text, size_t len, const char *file, cJSON **out, 
 	*out = doc.root;
 	doc.root = NULL;
 	qtk_json_doc_free(&doc);
+	return 0;
+}
+
+int qtk_prov_parse(const char *text, size_t len, const char *file, cJSON **out, qtk_err *err)
+{
+	return prov_parse(text, len, file, true, out, err);
+}
+
+int qtk_prov_parse_tree(const char *text, size_t len, const char *file, cJSON **out, qtk_err *err)
+{
+	return prov_parse(text, len, file, false, out, err);
+}
+
+int qtk_prov_list_each(const cJSON *list, int (*fn)(void *ctx, const cJSON *entry), void *ctx)
+{
+	if (cJSON_IsArray(list)) {
+		for (const cJSON *c = list->child; c; c = c->next) {
+			int rc = fn(ctx, c);
+			if (rc)
+				return rc;
+		}
+		return 0;
+	}
+	if (!cJSON_IsRaw(list) || !list->valuestring || list->valuestring[0] != '[')
+		return 0;
+	const char *p = list->valuestring + 1, *stop = p + strlen(p);
+	while (p < stop && *p != ']') {
+		const char *end = NULL;
+		cJSON *e = cJSON_ParseWithLengthOpts(p, (size_t)(stop - p), &end, 0);
+		if (!e)
+			return QTK_E_IO; /* the text was checked: out of memory */
+		int rc = fn(ctx, e);
+		cJSON_Delete(e);
+		if (rc)
+			return rc;
+		p = end + (end < stop && *end == ',');
+	}
 	return 0;
 }
 

@@ -31,6 +31,14 @@ const char *qtk_prov_find(const qtk_model *m, size_t *len, const char **where);
  * ("output.tensors[3].encoded") on any violation. *out owns the tree, whose nodes come from
  * one mapping: free it with qtk_json_tree_free (cJSON_Delete would leave the mapping). */
 int qtk_prov_parse(const char *text, size_t len, const char *file, cJSON **out, qtk_err *err);
+/* The tree holds each tensor list (output.tensors of the record and of the records chained or
+ * embedded in it) as a raw item of its canonical text, about a quarter of the memory of its
+ * tree: read them with qtk_prov_list_each. qtk_prov_canonical and qtk_prov_sha256 write them
+ * as they are. qtk_prov_parse_tree checks the same and keeps every list a tree. */
+int qtk_prov_parse_tree(const char *text, size_t len, const char *file, cJSON **out, qtk_err *err);
+/* fn for each entry of a tensor list (an object), held as a tree or as text; stops at the first
+ * non-zero return of fn and returns it (QTK_E_IO: out of memory). */
+int qtk_prov_list_each(const cJSON *list, int (*fn)(void *ctx, const cJSON *entry), void *ctx);
 
 /* Canonical serialization of a JSON tree (sorted keys, no whitespace). New string
  * (qtk_free), NULL when out of memory or the tree holds a non-integer number. */
