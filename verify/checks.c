@@ -23,6 +23,17 @@ void qv_result(vstate *s, const char *check, const char *status, const char *fmt
 		s->status = 1;
 }
 
+void qv_detail(vtensor *t, const char *fmt, ...)
+{
+	char b[256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(b, sizeof b, fmt, ap);
+	va_end(ap);
+	qtk_free(t->detail);
+	t->detail = qtk_strdup(b);
+}
+
 vtensor *qv_tensor(vstate *s, const char *name, const char *stored, const char *status, bool failed)
 {
 	if (s->nt == s->capt) {
@@ -111,7 +122,7 @@ static int chk_container_digests(vstate *s)
 			vtensor *t = qv_tensor(s, canon, s->m->tensors[i].name, "changed", true);
 			if (!t)
 				return oom(s);
-			snprintf(t->detail, sizeof t->detail, "stored part digest: %.200s", s->m->err.msg);
+			qv_detail(t, "stored part digest: %.200s", s->m->err.msg);
 			bad++;
 		} else if (rc) {
 			s->err = s->m->err;
@@ -327,12 +338,12 @@ static int tens_one(void *ctx, const cJSON *c)
 	if (!l) {
 		t = qv_tensor(s, name, NULL, "missing", true);
 		if (t)
-			snprintf(t->detail, sizeof t->detail, "in the record, not in the file");
+			qv_detail(t, "in the record, not in the file");
 		x->n_bad++;
 	} else if (x->seen[l - s->d.leaf] = true, l->bad) {
 		t = qv_tensor(s, name, l->stored, "changed", true);
 		if (t)
-			snprintf(t->detail, sizeof t->detail, "unreadable: %.200s", l->bad_msg ? l->bad_msg : "out of memory");
+			qv_detail(t, "unreadable: %.200s", l->bad_msg ? l->bad_msg : "out of memory");
 		x->n_bad++;
 	} else if (!memcmp(l->enc, enc, 32)) {
 		t = qv_tensor(s, name, l->stored, "ok", false);
@@ -341,10 +352,10 @@ static int tens_one(void *ctx, const cJSON *c)
 		t = qv_tensor(s, name, l->stored, "re-encoded", false);
 		const cJSON *pq = cJSON_GetObjectItemCaseSensitive(c, "permute_qk");
 		if (t && (pq != NULL) != (l->qk_heads > 0))
-			snprintf(t->detail, sizeof t->detail, "same values, Q/K rows in %s order (permute_qk), %s -> %s",
+			qv_detail(t, "same values, Q/K rows in %s order (permute_qk), %s -> %s",
 				 l->qk_heads > 0 ? "llama.cpp" : "Hugging Face", jstr(c, "encoding"), l->enc_id);
 		else if (t)
-			snprintf(t->detail, sizeof t->detail, "same values, different bytes: %s -> %s",
+			qv_detail(t, "same values, different bytes: %s -> %s",
 				 jstr(c, "encoding"), l->enc_id);
 		x->n_re++;
 	} else {
@@ -355,13 +366,13 @@ static int tens_one(void *ctx, const cJSON *c)
 		const char *re = jstr(c, "encoding");
 		if (t && s->d.scheme >= QTK_DIGEST_V3 && re && strcmp(re, l->enc_id) &&
 		    qtk_digest_id_family(re, s->d.scheme) != qtk_digest_id_family(l->enc_id, s->d.scheme))
-			snprintf(t->detail, sizeof t->detail,
+			qv_detail(t,
 				 "content differs: record %s... (%.32s), file %s... (%.32s); digest v%d keeps %s "
 				 "apart, qverify --against compares values",
 				 a, re, b, l->enc_id, s->d.scheme,
 				 s->d.scheme >= QTK_DIGEST_V4 ? "integer and affine (k-quant) layouts" : "integer layouts");
 		else if (t)
-			snprintf(t->detail, sizeof t->detail, "content differs: record %s..., file %s... (%s)", a, b,
+			qv_detail(t, "content differs: record %s..., file %s... (%s)", a, b,
 				 l->enc_id);
 		x->n_bad++;
 	}
@@ -402,7 +413,7 @@ static int chk_tensors(vstate *s)
 				qtk_free(seen);
 				return oom(s);
 			}
-			snprintf(t->detail, sizeof t->detail, "in the file, not in the record");
+			qv_detail(t, "in the file, not in the record");
 			n_bad++;
 		}
 	qtk_free(seen);
@@ -603,7 +614,7 @@ static void fail_tensor(vstate *s, vtensor *t, const char *status, const char *d
 	t->status = status;
 	t->failed = true;
 	s->status = 1;
-	snprintf(t->detail, sizeof t->detail, "%s", detail);
+	qv_detail(t, "%s", detail);
 }
 
 /* Compare values that have no F32 decoding (integers, F64, F8 ...) through their stored bytes. */
@@ -684,7 +695,7 @@ static int against_one(vstate *s, const qtk_tensor *ft, const qtk_tensor *st, vt
 	t->rmse = nval ? sqrt(noise / (double)nval) : NAN;
 	t->bias = sig > 0 && isfinite(sig) && isfinite(dot) ? dot / sig : NAN;
 	t->status = "lossy";
-	snprintf(t->detail, sizeof t->detail, "SQNR %.2f dB, RMSE %.6g, bias %.4f, max abs error %.6g", q, t->rmse, t->bias, mx);
+	qv_detail(t, "SQNR %.2f dB, RMSE %.6g, bias %.4f, max abs error %.6g", q, t->rmse, t->bias, mx);
 	if (s->o->has_max_error && !(q >= s->o->max_error_db)) {
 		char d[160];
 		snprintf(d, sizeof d, "SQNR %.2f dB is below --max-error %.2f dB", q, s->o->max_error_db);
@@ -757,13 +768,13 @@ static int chk_against_names(vstate *s)
 		if (c < 0) {
 			t = qv_tensor(s, fi[a].canon, s->m->tensors[fi[a].i].name, "extra", true);
 			if (t)
-				snprintf(t->detail, sizeof t->detail, "not in the source");
+				qv_detail(t, "not in the source");
 			a++;
 			n_bad++;
 		} else if (c > 0) {
 			t = qv_tensor(s, si[b].canon, NULL, "missing", true);
 			if (t)
-				snprintf(t->detail, sizeof t->detail, "in the source, not in the file");
+				qv_detail(t, "in the source, not in the file");
 			b++;
 			n_bad++;
 		} else {
@@ -782,7 +793,7 @@ static int chk_against_names(vstate *s)
 					worst_name = t->name;
 				}
 				if (g_cli.verbose > 0)
-					cli_verbose("%s: %s %s", t->name, t->status, t->detail);
+					cli_verbose("%s: %s %s", t->name, t->status, t->detail ? t->detail : "");
 			}
 			a++;
 			b++;

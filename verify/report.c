@@ -50,7 +50,7 @@ static void report_json(vstate *s)
 			cJSON_AddNullToObject(c, "stored");
 		cJSON_AddStringToObject(c, "status", t->status);
 		cJSON_AddBoolToObject(c, "failed", t->failed);
-		if (t->detail[0])
+		if (t->detail && t->detail[0])
 			cJSON_AddStringToObject(c, "detail", t->detail);
 		if (s->o->mode == MODE_AGAINST) {
 			if (isfinite(t->sqnr_db))
@@ -107,7 +107,7 @@ static void report_text(vstate *s)
 			snprintf(stored, sizeof stored, " (stored as '%s')", t->stored);
 		/* names and details quote the file: through the sanitiser, so none can fake a verdict */
 		printf("%s: tensor '%s'%s: %s%s%s\n", cli_safe(s->o->file), cli_safe(t->name), cli_safe(stored), t->status,
-		       t->detail[0] ? ": " : "", cli_safe(t->detail));
+		       t->detail && t->detail[0] ? ": " : "", cli_safe(t->detail ? t->detail : ""));
 	}
 	for (size_t i = 0; i < s->nr; i++)
 		printf("%s: %s: %s: %s\n", cli_safe(s->o->file), s->r[i].check, s->r[i].status, cli_safe(s->r[i].detail));
@@ -136,6 +136,7 @@ void qv_free(vstate *s)
 	for (size_t i = 0; i < s->nt; i++) {
 		qtk_free(s->t[i].name);
 		qtk_free(s->t[i].stored);
+		qtk_free(s->t[i].detail);
 	}
 	qtk_free(s->t);
 	if (s->rec != s->embedded)

@@ -32,7 +32,7 @@ typedef struct vtensor {
 	char *stored;      /* as stored in FILE, NULL when absent there */
 	const char *status;/* "ok" "re-encoded" "changed" "missing" "extra" "exact" "lossy" "below" */
 	bool failed;
-	char detail[256];
+	char *detail;      /* NULL: none (most tensors: a table of 100,000 is ~25 MB smaller) */
 	double sqnr_db;    /* --against: NAN when exact or not applicable */
 	double rmse;       /* --against, lossy: root mean square error; NAN otherwise */
 	double bias;       /* --against, lossy: <file, source> / <source, source>; NAN otherwise */
@@ -88,6 +88,8 @@ void qv_result(vstate *s, const char *check, const char *status, const char *fmt
 	__attribute__((format(printf, 4, 5)));
 /* Append a per-tensor line; returns it (NULL when out of memory). */
 vtensor *qv_tensor(vstate *s, const char *name, const char *stored, const char *status, bool failed);
+/* t's detail (at most 255 bytes, as printed); left out when out of memory. */
+void qv_detail(vtensor *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* The audit check (audit.c): executable content fails unless --allow-code. */
 int qv_chk_audit(vstate *s);

@@ -1,5 +1,7 @@
 /* fuzz_prov.c - provenance record parser (src/record/prov.c qtk_prov_parse).
- * Property: the canonical text of a record parses, and is a fixed point. */
+ * Properties: the canonical text of a record parses, and is a fixed point; reading the tensor
+ * lists as text (qtk_prov_parse) and as trees (qtk_prov_parse_tree) accept and refuse the same
+ * records, with the same error code, and give the same canonical text. */
 #include "fuzz.h"
 #include "record/prov.h"
 #include <stdio.h>
@@ -14,6 +16,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	fz_init();
 	int rc = qtk_prov_parse((const char *)data, size, "record.json", &j, &e);
 	fz_check_rc(rc, &e, "qtk_prov_parse");
+	cJSON *t = NULL;
+	qtk_err et;
+	qtk_err_clear(&et);
+	int rt = qtk_prov_parse_tree((const char *)data, size, "record.json", &t, &et);
+	if (rt != rc && rt != QTK_E_IO && rc != QTK_E_IO) {
+		fprintf(stderr, "fuzz: the lists as text give %d (%s), as trees %d (%s)\n", rc, e.msg, rt, et.msg);
+		abort();
+	}
+	if (!rc && !rt) {
+		char *a = qtk_prov_canonical(j), *b = qtk_prov_canonical(t);
+		if (a && b && strcmp(a, b)) {
+			fprintf(stderr, "fuzz: the lists as text and as trees give different canonical records\n");
+			abort();
+		}
+		qtk_free(a);
+		qtk_free(b);
+	}
+	qtk_json_tree_free(t);
 	if (rc == 0 && j) {
 		char *c1 = qtk_prov_canonical(j);
 		if (c1) {
@@ -34,7 +54,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			qtk_free(c1);
 		}
 	}
-	cJSON_Delete(j);
-	cJSON_Delete(k);
+	qtk_json_tree_free(j);
+	qtk_json_tree_free(k);
 	return 0;
 }
