@@ -1321,6 +1321,9 @@ static void lists_as_text(const char *rec, bool chained)
 	const cJSON *la = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(a, "output"), "tensors");
 	const cJSON *lb = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(b, "output"), "tensors");
 	CHECK(cJSON_IsRaw(la) && cJSON_IsArray(lb), "the list as text, and as a tree");
+	const cJSON *ma = cJSON_GetObjectItemCaseSensitive(
+		cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(a, "transform"), "params"), "tensors");
+	CHECK(cJSON_IsRaw(ma) && ma->valuestring[0] == '{', "transform.params.tensors as text");
 	if (chained) {
 		const cJSON *pa = cJSON_GetObjectItemCaseSensitive(
 			cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(a, "source"), "record"), "output");
@@ -1380,6 +1383,25 @@ static void lists_as_text(const char *rec, bool chained)
 		snprintf(what, sizeof what, "list case %zu", i);
 		if (r)
 			both_ways(r, cases[i].rc, cases[i].want, cases[i].at != 1 || cases[i].drop != 9, what);
+		free(r);
+	}
+	/* transform.params.tensors: a member twice, a member whose value is not JSON, spaced */
+	const char *m0 = strstr(rec, "\"tensors\":{");
+	const char *m1 = m0 ? strstr(m0, "},\"") : NULL; /* the end of the first member */
+	if (m0 && m1) {
+		const size_t o = (size_t)(m0 - rec) + 11, k = (size_t)(m1 - rec) + 1;
+		char *r = malloc(strlen(rec) + (k - o) + 8);
+		memcpy(r, rec, k);
+		r[k] = ',';
+		memcpy(r + k + 1, rec + o, k - o);
+		strcpy(r + k + 1 + (k - o), rec + k);
+		both_ways(r, QTK_E_DATA, "duplicate", false, "a tensor twice in transform.params.tensors");
+		strcpy(r + o, "\"a\":1.5,");
+		strcat(r, rec + o);
+		both_ways(r, QTK_E_DATA, "", true, "a number that is not an integer in transform.params.tensors");
+		strcpy(r + o, " \n");
+		strcat(r, rec + o);
+		both_ways(r, 0, NULL, true, "transform.params.tensors spaced");
 		free(r);
 	}
 	/* the first entry twice */

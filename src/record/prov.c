@@ -144,7 +144,7 @@ static int canon_put(qtk_buf *b, const cJSON *j, int depth, const canon_hooks *h
 			if (hs->h[i].at == j)
 				return hs->h[i].put(b, hs->h[i].ctx);
 		/* a tensor list kept as its canonical text (qtk_prov_parse) */
-		if (j->valuestring && j->valuestring[0] == '[')
+		if (j->valuestring && (j->valuestring[0] == '[' || j->valuestring[0] == '{'))
 			return qtk_buf_puts(b, j->valuestring);
 		return QTK_E_DATA;
 	}
@@ -708,6 +708,7 @@ static int check_record_rec(vctx *v, const cJSON *j, const char *path)
 
 typedef struct lspan {
 	size_t off, len;  /* the list in the text, brackets included */
+	bool map;         /* transform.params.tensors: an object by tensor name */
 	char path[512];   /* "source.record.output.tensors" */
 } lspan;
 
@@ -826,6 +827,32 @@ static bool l_in_output(lfind *f, size_t ka, size_t kb, size_t va, size_t vb, vo
 	return true;
 }
 
+/* transform.params.tensors: {"name": {"from": ..., "to": ...}, ...}, no checks of its own */
+static bool l_in_params(lfind *f, size_t ka, size_t kb, size_t va, size_t vb, void *c)
+{
+	const lctx *x = c;
+	if (l_key(f->s, ka, kb, "tensors") && f->s[va] == '{' && f->nsp < LIST_MAX) {
+		lspan *sp = &f->sp[f->nsp++];
+		sp->off = va;
+		sp->len = vb - va;
+		sp->map = true;
+		snprintf(sp->path, sizeof sp->path, "%.440stensors", x->prefix);
+	}
+	return true;
+}
+
+static bool l_in_transform(lfind *f, size_t ka, size_t kb, size_t va, size_t vb, void *c)
+{
+	(void)vb;
+	const lctx *x = c;
+	if (l_key(f->s, ka, kb, "params") && f->s[va] == '{') {
+		lctx sub = {.depth = x->depth};
+		snprintf(sub.prefix, sizeof sub.prefix, "%.400sparams.", x->prefix);
+		return l_members(f, va, l_in_params, &sub);
+	}
+	return true;
+}
+
 static bool l_in_source(lfind *f, size_t ka, size_t kb, size_t va, size_t vb, void *c)
 {
 	(void)vb;
@@ -852,6 +879,10 @@ static bool l_in_record(lfind *f, size_t ka, size_t kb, size_t va, size_t vb, vo
 	if (l_key(f->s, ka, kb, "source")) {
 		snprintf(sub.prefix, sizeof sub.prefix, "%.400ssource.", x->prefix);
 		return l_members(f, va, l_in_source, &sub);
+	}
+	if (l_key(f->s, ka, kb, "transform")) {
+		snprintf(sub.prefix, sizeof sub.prefix, "%.400stransform.", x->prefix);
+		return l_members(f, va, l_in_transform, &sub);
 	}
 	if (l_key(f->s, ka, kb, "embedded")) {
 		snprintf(sub.prefix, sizeof sub.prefix, "%.400sembedded.", x->prefix);
@@ -959,6 +990,120 @@ static int lift_list(vctx *v, const char *text, const lspan *sp, tlist *tl, char
 	return 0;
 }
 
+typedef struct mem_ent {
+	size_t key, klen, val, vlen; /* offsets into the pieces' buffer: decoded key, canonical value */
+} mem_ent;
+
+static const char *mem_buf; /* the pieces, for the sort (one parse at a time holds the lock) */
+static pthread_mutex_t mem_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int mem_cmp(const void *a, const void *b)
+{
+	const mem_ent *x = a, *y = b;
+	const size_t n = x->klen < y->klen ? x->klen : y->klen;
+	const int c = memcmp(mem_buf + x->key, mem_buf + y->key, n);
+	return c ? c : (x->klen > y->klen) - (x->klen < y->klen);
+}
+
+/* Read the object sp of text member by member (transform.params.tensors: a member a tensor):
+ * each key and value parsed strictly on its own, the keys unique, written canonically (keys
+ * sorted bytewise) to *canon. */
+static int lift_map(vctx *v, const char *text, const lspan *sp, char **canon)
+{
+	const size_t end = sp->off + sp->len - 1;
+	if (sp->len < 2 || text[end] != '}')
+		return qtk_err_set(v->err, QTK_E_DATA, v->file, (int64_t)end, NULL, "invalid json");
+	qtk_buf pc = {0}; /* decoded keys and canonical values, one after another */
+	mem_ent *e = NULL;
+	size_t n = 0, cap = 0;
+	int rc = 0;
+	size_t p = l_ws(text, end, sp->off + 1);
+	while (!rc && p < end) {
+		size_t kb = l_str(text, end, p), va = kb == SIZE_MAX ? SIZE_MAX : l_ws(text, end, kb);
+		if (va >= end || text[va] != ':') {
+			rc = qtk_err_set(v->err, QTK_E_DATA, v->file, (int64_t)(va < end ? va : p), NULL, "invalid json");
+			break;
+		}
+		va = l_ws(text, end, va + 1);
+		size_t vb = l_value(text, end, va);
+		if (vb == SIZE_MAX) {
+			rc = qtk_err_set(v->err, QTK_E_DATA, v->file, (int64_t)va, NULL, "invalid json");
+			break;
+		}
+		qtk_json_doc dk, dv;
+		if ((rc = qtk_json_parse(text + p, kb - p, 0, v->file, (int64_t)p, v->err, &dk)))
+			break;
+		if ((rc = qtk_json_parse(text + va, vb - va, QTK_JSON_INTS, v->file, (int64_t)va, v->err, &dv))) {
+			qtk_json_doc_free(&dk);
+			break;
+		}
+		if (n == cap) {
+			cap = cap ? 2 * cap : 1024;
+			mem_ent *ne = qtk_realloc(e, cap * sizeof *ne);
+			if (ne)
+				e = ne;
+			else
+				rc = oom(v->err);
+		}
+		if (!rc) {
+			const char *k = dk.root->valuestring;
+			e[n].key = pc.len;
+			e[n].klen = strlen(k);
+			rc = qtk_buf_put(&pc, k, e[n].klen);
+			e[n].val = pc.len;
+			rc = rc ? rc : canon_put(&pc, dv.root, 4, NULL);
+			e[n].vlen = pc.len - e[n].val;
+			rc = rc == QTK_E_IO || (rc && pc.failed) ? oom(v->err) : rc;
+			n++;
+		}
+		qtk_json_doc_free(&dk);
+		qtk_json_doc_free(&dv);
+		if (rc)
+			break;
+		p = l_ws(text, end, vb);
+		if (p < end && text[p] == ',') {
+			p = l_ws(text, end, p + 1);
+			if (p >= end)
+				rc = qtk_err_set(v->err, QTK_E_DATA, v->file, (int64_t)p, NULL, "invalid json");
+		} else if (p < end) {
+			rc = qtk_err_set(v->err, QTK_E_DATA, v->file, (int64_t)p, NULL, "invalid json");
+		}
+	}
+	qtk_buf b = {0};
+	if (!rc && n) {
+		pthread_mutex_lock(&mem_mu);
+		mem_buf = (const char *)pc.p;
+		qsort(e, n, sizeof *e, mem_cmp);
+		mem_buf = NULL;
+		pthread_mutex_unlock(&mem_mu);
+		for (size_t i = 1; i < n && !rc; i++)
+			if (e[i].klen == e[i - 1].klen && !memcmp(pc.p + e[i].key, pc.p + e[i - 1].key, e[i].klen)) {
+				char sub[256];
+				snprintf(sub, sizeof sub, "key '%.40s.%.160s'", sp->path, (const char *)pc.p + e[i].key);
+				rc = qtk_err_set(v->err, QTK_E_DATA, v->file, -1, sub, "duplicate key");
+			}
+	}
+	rc = rc ? rc : qtk_buf_reserve(&b, pc.len + 3 * n + 2) ? oom(v->err) : 0;
+	rc = rc ? rc : qtk_buf_putc(&b, '{');
+	for (size_t i = 0; i < n && !rc; i++) {
+		rc = i ? qtk_buf_putc(&b, ',') : 0;
+		rc = rc ? rc : qtk_json_put_str(&b, (const char *)pc.p + e[i].key, e[i].klen);
+		rc = rc ? rc : qtk_buf_putc(&b, ':');
+		rc = rc ? rc : qtk_buf_put(&b, pc.p + e[i].val, e[i].vlen);
+	}
+	rc = rc ? rc : qtk_buf_putc(&b, '}');
+	if (rc && !v->err->code)
+		rc = oom(v->err);
+	qtk_free(e);
+	qtk_buf_free(&pc);
+	if (rc) {
+		qtk_buf_free(&b);
+		return rc;
+	}
+	*canon = (char *)b.p;
+	return 0;
+}
+
 static int prov_parse(const char *text, size_t len, const char *file, bool lists_as_text, cJSON **out, qtk_err *err)
 {
 	*out = NULL;
@@ -983,7 +1128,7 @@ static int prov_parse(const char *text, size_t len, const char *file, bool lists
 		for (size_t i = 0; i < f.nsp; i++) {
 			memcpy(skel + o, text + at, f.sp[i].off - at);
 			o += f.sp[i].off - at;
-			memcpy(skel + o, "[]", 2);
+			memcpy(skel + o, f.sp[i].map ? "{}" : "[]", 2);
 			o += 2;
 			at = f.sp[i].off + f.sp[i].len;
 		}
@@ -1009,11 +1154,11 @@ static int prov_parse(const char *text, size_t len, const char *file, bool lists
 	for (size_t i = 0; i < f.nsp && !rc; i++) {
 		cJSON *parent, *at = l_item(doc.root, f.sp[i].path, &parent);
 		char *canon = NULL;
-		if (!at || !parent || !cJSON_IsArray(at) || at->child) {
+		if (!at || !parent || !(f.sp[i].map ? cJSON_IsObject(at) : cJSON_IsArray(at)) || at->child) {
 			rc = qtk_err_set(err, QTK_E_INTERNAL, file, -1, f.sp[i].path, "the list is not where it was found");
 			break;
 		}
-		rc = lift_list(&v, text, &f.sp[i], &ls[v.nlists], &canon);
+		rc = f.sp[i].map ? lift_map(&v, text, &f.sp[i], &canon) : lift_list(&v, text, &f.sp[i], &ls[v.nlists], &canon);
 		cJSON *raw = rc ? NULL : cJSON_CreateRaw("");
 		if (!rc && !raw)
 			rc = oom(err);
@@ -1030,7 +1175,8 @@ static int prov_parse(const char *text, size_t len, const char *file, bool lists
 			rc = oom(err);
 			break;
 		}
-		ls[v.nlists++].at = raw;
+		if (!f.sp[i].map)
+			ls[v.nlists++].at = raw;
 	}
 	rc = rc ? rc : check_record_rec(&v, doc.root, "");
 	for (size_t i = 0; i < v.nlists; i++) {
