@@ -691,6 +691,40 @@ static qtk_dec_kind dec_kind_of(const qtk_tensor *t)
 	return QTK_DEC_VALUES;
 }
 
+/* Encoding ids are few (a run has one a layout; a hostile file one a tensor at most): every leaf
+ * of the process points at one copy of each, kept until exit, instead of holding 64 bytes. NULL
+ * when out of memory. */
+static pthread_mutex_t ids_mu = PTHREAD_MUTEX_INITIALIZER;
+static qtk_strmap ids_map;
+static char **ids;
+static size_t nids, cap_ids;
+
+static const char *enc_intern(const char *id)
+{
+	const char *r = NULL;
+	size_t k;
+	pthread_mutex_lock(&ids_mu);
+	if (qtk_strmap_get(&ids_map, id, &k)) {
+		r = ids[k];
+	} else {
+		if (nids == cap_ids) {
+			const size_t nc = cap_ids ? 2 * cap_ids : 16;
+			char **n = qtk_realloc(ids, nc * sizeof *n);
+			if (n) {
+				ids = n;
+				cap_ids = nc;
+			}
+		}
+		char *c = nids < cap_ids ? qtk_strdup(id) : NULL;
+		if (c && qtk_strmap_put(&ids_map, c, nids, NULL) == 1)
+			r = ids[nids++] = c;
+		else
+			qtk_free(c);
+	}
+	pthread_mutex_unlock(&ids_mu);
+	return r;
+}
+
 int qtk_digest_leaf_meta(const qtk_model *m, const qtk_tensor *t, qtk_leaf *l, qtk_err *err)
 {
 	char canon[QTK_CAP_NAME + 64];
@@ -703,7 +737,10 @@ int qtk_digest_leaf_meta(const qtk_model *m, const qtk_tensor *t, qtk_leaf *l, q
 		return rc;
 	if (!(l->name = qtk_strdup(canon)) || !(l->stored = qtk_strdup(t->name)))
 		return oom(err, t->name);
-	qtk_digest_enc_id(&t->layout, l->enc_id, sizeof l->enc_id);
+	char id[64];
+	qtk_digest_enc_id(&t->layout, id, sizeof id);
+	if (!(l->enc_id = enc_intern(id)))
+		return oom(err, t->name);
 	l->ndim = t->ndim;
 	memcpy(l->shape, t->shape, sizeof l->shape);
 	l->n_bytes = t->n_bytes;
@@ -1529,7 +1566,8 @@ int qtk_thash_end(qtk_thash *h, qtk_leaf *leaf)
 		leaf->name = h->canon;
 		leaf->stored = h->stored;
 		h->canon = h->stored = NULL;
-		memcpy(leaf->enc_id, h->enc_id, sizeof leaf->enc_id);
+		if (!(leaf->enc_id = enc_intern(h->enc_id)))
+			rc = oom(h->err, NULL);
 		leaf->ndim = h->t.ndim;
 		memcpy(leaf->shape, h->t.shape, sizeof leaf->shape);
 		leaf->n_bytes = h->total;

@@ -60,7 +60,8 @@ typedef enum { QTK_DEC_VALUES = 0, QTK_DEC_RAW = 1 } qtk_dec_kind;
 typedef struct qtk_leaf {
 	char *name;          /* canonical (HF) name, owned */
 	char *stored;        /* name as stored in the file, owned */
-	char enc_id[64];     /* encoding id: "f16", "ggml:q4_k", "awq:b4:g128:asym" ... */
+	const char *enc_id;  /* encoding id: "f16", "ggml:q4_k", "awq:b4:g128:asym" ...: one copy of each
+			      * for the whole process (never freed), shared by the leaves */
 	int ndim;
 	uint64_t shape[QTK_MAX_DIMS]; /* logical, outermost first */
 	uint64_t n_bytes;    /* encoded bytes hashed */
