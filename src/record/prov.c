@@ -407,7 +407,8 @@ static void tent_of(const cJSON *c, tent *t)
 /* The entries sorted by name: a tensor listed twice fails (path names the list). */
 static int tents_sort(vctx *v, tent *e, size_t n, const char *path)
 {
-	qsort(e, n, sizeof *e, tent_cmp);
+	if (n > 1)
+		qsort(e, n, sizeof *e, tent_cmp);
 	for (size_t i = 1; i < n; i++)
 		if (!strcmp(e[i - 1].name, e[i].name)) {
 			char sub[256];
