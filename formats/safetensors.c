@@ -209,54 +209,56 @@ static int check_coverage(qtk_model *m, const char *file, st_hdr *h, uint64_t da
 	return rc;
 }
 
+typedef struct hdr_walk {
+	qtk_model *m;
+	const char *file;
+	st_hdr *h;
+	size_t cap, members;
+	uint64_t data_size;
+	bool keep_meta;
+} hdr_walk;
+
+/* One member of the header: __metadata__, or a tensor's entry. */
+static int hdr_member(void *ctx, const char *key, const cJSON *val, int64_t off)
+{
+	hdr_walk *w = ctx;
+	qtk_model *m = w->m;
+	if (++w->members > QTK_CAP_TENSORS)
+		return qtk_err_set(&m->err, QTK_E_DATA, w->file, 8, NULL, "too many tensors (limit %u)", QTK_CAP_TENSORS);
+	if (strcmp(key, "__metadata__") == 0)
+		return meta_entry(m, w->file, val, off, w->keep_meta);
+	size_t nl = strlen(key);
+	if (!nl || nl > QTK_CAP_NAME)
+		return qtk_err_set(&m->err, QTK_E_DATA, w->file, off, NULL, nl ? "tensor name too long" : "empty tensor name");
+	st_hdr *h = w->h;
+	if (h->n == w->cap) {
+		const size_t nc = w->cap ? 2 * w->cap : 64;
+		st_ent *ne = qtk_realloc(h->e, nc * sizeof *ne);
+		if (!ne)
+			return oom(m);
+		h->e = ne;
+		w->cap = nc;
+	}
+	st_ent *e = &h->e[h->n];
+	memset(e, 0, sizeof *e);
+	e->off = off;
+	if (!(e->name = qtk_strndup(key, nl)))
+		return oom(m);
+	h->n++;
+	return parse_entry(m, w->file, val, e, w->data_size);
+}
+
 /* Validate header JSON buf[0..n) of `file`, whose tensor data (data_size bytes) starts at
- * file offset 8 + n. The reader's rules, used by the writer too (replay_header). */
+ * file offset 8 + n. The reader's rules, used by the writer too (replay_header). Read a member
+ * at a time: one entry's tree is held, not the header's (a header of many tensors takes their
+ * entries, not their tree). */
 static int parse_header_text(qtk_model *m, const char *file, const char *buf, size_t n, uint64_t data_size, st_hdr *h,
 			     bool keep_meta)
 {
 	memset(h, 0, sizeof *h);
 	h->data_start = 8 + (uint64_t)n;
-	qtk_json_doc doc = {0};
-	/* the writer's replay of its own header (keep_meta false) parses into an arena: the tree
-	 * of a header of many tensors goes at once, right after */
-	int rc = qtk_json_parse(buf, n, QTK_JSON_INTS | QTK_JSON_BRACE_FIRST | (keep_meta ? 0 : QTK_JSON_ARENA), file, 8,
-				&m->err, &doc);
-	if (rc)
-		return rc;
-	size_t cnt = 0;
-	for (const cJSON *c = doc.root->child; c; c = c->next)
-		cnt++;
-	if (cnt > QTK_CAP_TENSORS) {
-		qtk_json_doc_free(&doc);
-		return qtk_err_set(&m->err, QTK_E_DATA, file, 8, NULL, "too many tensors (limit %u)", QTK_CAP_TENSORS);
-	}
-	h->e = qtk_calloc(cnt ? cnt : 1, sizeof *h->e);
-	if (!h->e) {
-		qtk_json_doc_free(&doc);
-		return oom(m);
-	}
-	size_t i = 0;
-	for (const cJSON *c = doc.root->child; c && !rc; c = c->next, i++) {
-		int64_t off = qtk_json_key_off(&doc, i, 8);
-		if (strcmp(c->string, "__metadata__") == 0) {
-			rc = meta_entry(m, file, c, off, keep_meta);
-			continue;
-		}
-		size_t nl = strlen(c->string);
-		if (!nl || nl > QTK_CAP_NAME) {
-			rc = qtk_err_set(&m->err, QTK_E_DATA, file, off, NULL, nl ? "tensor name too long" : "empty tensor name");
-			break;
-		}
-		st_ent *e = &h->e[h->n];
-		e->off = off;
-		if (!(e->name = qtk_strndup(c->string, nl))) {
-			rc = oom(m);
-			break;
-		}
-		h->n++;
-		rc = parse_entry(m, file, c, e, data_size);
-	}
-	qtk_json_doc_free(&doc);
+	hdr_walk w = {.m = m, .file = file, .h = h, .data_size = data_size, .keep_meta = keep_meta};
+	int rc = qtk_json_each_member(buf, n, QTK_JSON_INTS | QTK_JSON_BRACE_FIRST, file, 8, &m->err, hdr_member, &w);
 	if (!rc)
 		rc = check_coverage(m, file, h, data_size);
 	if (rc)

@@ -144,27 +144,42 @@ typedef struct scan {
 	uint64_t *keys; /* offsets of top-level keys */
 	size_t nkeys, capkeys;
 	size_t last_key; /* index into keys of the current top-level key + 1; 0 = none */
+	const struct outer *outer; /* the text is this member's value (qtk_json_each_member) */
 } scan;
+
+/* The member whose value a text is: errors name it as the whole object's parse would. */
+typedef struct outer {
+	const char *raw;  /* its key as written */
+	size_t raw_len;
+	const char *key;  /* decoded */
+	int64_t off;      /* file offset of the key */
+} outer;
 
 /* "tensor 'x'" / "key 'x'" for the top-level key around the error, from the
  * raw text (escapes shown as written). */
 static void scan_subject(const scan *sc, char *buf, size_t cap)
 {
 	buf[0] = 0;
-	if (!sc->last_key)
+	const uint8_t *src = sc->s;
+	size_t n = sc->n, at, e;
+	if (sc->outer) {
+		src = (const uint8_t *)sc->outer->raw;
+		n = sc->outer->raw_len;
+		at = 0;
+	} else if (sc->last_key) {
+		at = (size_t)sc->keys[sc->last_key - 1] + 1;
+	} else {
 		return;
-	size_t at = (size_t)sc->keys[sc->last_key - 1] + 1, e = at;
-	while (e < sc->n && sc->s[e] != '"' && e - at < 200) {
-		if (sc->s[e] == '\\')
-			e++;
-		e++;
 	}
-	if (e > sc->n)
-		e = sc->n;
+	for (e = at; e < n && src[e] != '"' && e - at < 200; e++)
+		if (src[e] == '\\')
+			e++;
+	if (e > n)
+		e = n;
 	int len = (int)(e - at);
-	bool meta = len == 12 && memcmp(sc->s + at, "__metadata__", 12) == 0;
+	bool meta = len == 12 && memcmp(src + at, "__metadata__", 12) == 0;
 	const char *kind = (sc->flags & QTK_JSON_INTS) && !meta ? "tensor" : "key";
-	snprintf(buf, cap, "%s '%.*s'", kind, len, (const char *)sc->s + at);
+	snprintf(buf, cap, "%s '%.*s'", kind, len, (const char *)src + at);
 }
 
 static int scan_fail(scan *sc, size_t pos, const char *fmt, const char *arg)
@@ -372,7 +387,7 @@ static int cmp_keyref(const void *a, const void *b)
 /* Reject duplicate keys in obj and below. `top` is the index of the top-level
  * key around obj (for the error offset), or SIZE_MAX at the root. */
 static int check_dups(const cJSON *obj, size_t top, const qtk_json_doc *doc, const char *file,
-		      int64_t base, qtk_err *err, int depth)
+		      int64_t base, qtk_err *err, int depth, const outer *o)
 {
 	size_t n = 0;
 	for (const cJSON *c = obj->child; c; c = c->next)
@@ -394,11 +409,13 @@ static int check_dups(const cJSON *obj, size_t top, const qtk_json_doc *doc, con
 				const cJSON *tk = NULL;
 				if (top != SIZE_MAX && doc->root)
 					tk = cJSON_GetArrayItem(doc->root, (int)(top < INT32_MAX ? top : 0));
-				if (tk && tk->string)
+				if (o)
+					snprintf(subj, sizeof subj, "key '%.100s.%.100s'", o->key, r[i].k);
+				else if (tk && tk->string)
 					snprintf(subj, sizeof subj, "key '%.100s.%.100s'", tk->string, r[i].k);
 				else
 					snprintf(subj, sizeof subj, "key '%.200s'", r[i].k);
-				int rc = qtk_err_set(err, QTK_E_DATA, file, qtk_json_key_off(doc, at, base), subj,
+				int rc = qtk_err_set(err, QTK_E_DATA, file, o ? o->off : qtk_json_key_off(doc, at, base), subj,
 						     "duplicate key");
 				qtk_free(r);
 				return rc;
@@ -408,7 +425,7 @@ static int check_dups(const cJSON *obj, size_t top, const qtk_json_doc *doc, con
 	size_t i = 0;
 	for (const cJSON *c = obj->child; c; c = c->next, i++)
 		if (c->child) {
-			int rc = check_dups(c, top == SIZE_MAX ? i : top, doc, file, base, err, depth + 1);
+			int rc = check_dups(c, top == SIZE_MAX ? i : top, doc, file, base, err, depth + 1, o);
 			if (rc)
 				return rc;
 		}
@@ -433,8 +450,17 @@ void qtk_json_doc_free(qtk_json_doc *doc)
 	memset(doc, 0, sizeof *doc);
 }
 
+static int parse_impl(const char *text, size_t len, unsigned flags, const char *file, int64_t base, qtk_err *err,
+		      qtk_json_doc *doc, const outer *o);
+
 int qtk_json_parse(const char *text, size_t len, unsigned flags, const char *file, int64_t base,
 		   qtk_err *err, qtk_json_doc *doc)
+{
+	return parse_impl(text, len, flags, file, base, err, doc, NULL);
+}
+
+static int parse_impl(const char *text, size_t len, unsigned flags, const char *file, int64_t base, qtk_err *err,
+		      qtk_json_doc *doc, const outer *o)
 {
 	memset(doc, 0, sizeof *doc);
 	qtk_json_init();
@@ -446,7 +472,7 @@ int qtk_json_parse(const char *text, size_t len, unsigned flags, const char *fil
 		return qtk_err_set(err, QTK_E_DATA, file, base, NULL, "json starts with a byte order mark");
 	if ((flags & QTK_JSON_BRACE_FIRST) && (len == 0 || s[0] != '{'))
 		return qtk_err_set(err, QTK_E_DATA, file, base, NULL, "json does not start with '{'");
-	scan sc = {.s = s, .n = len, .flags = flags, .file = file, .base = base, .err = err};
+	scan sc = {.s = s, .n = len, .flags = flags, .file = file, .base = base, .err = err, .outer = o};
 	int rc = scan_text(&sc);
 	if (rc) {
 		qtk_free(sc.keys);
@@ -486,9 +512,163 @@ int qtk_json_parse(const char *text, size_t len, unsigned flags, const char *fil
 		doc->key_off = NULL;
 		doc->nkeys = 0;
 	}
-	rc = check_dups(doc->root, SIZE_MAX, doc, file, base, err, 0);
+	rc = check_dups(doc->root, SIZE_MAX, doc, file, base, err, 0, o);
 	if (rc)
 		qtk_json_doc_free(doc);
+	return rc;
+}
+
+size_t qtk_json_skip_ws(const char *s, size_t n, size_t i)
+{
+	while (i < n && is_ws((uint8_t)s[i]))
+		i++;
+	return i;
+}
+
+size_t qtk_json_skip_str(const char *s, size_t n, size_t i)
+{
+	if (i >= n || s[i] != '"')
+		return SIZE_MAX;
+	for (i++; i < n; i++) {
+		if (s[i] == '\\')
+			i++;
+		else if (s[i] == '"')
+			return i + 1;
+	}
+	return SIZE_MAX;
+}
+
+size_t qtk_json_skip_value(const char *s, size_t n, size_t i)
+{
+	if (i >= n)
+		return SIZE_MAX;
+	if (s[i] == '"')
+		return qtk_json_skip_str(s, n, i);
+	if (s[i] != '{' && s[i] != '[') {
+		while (i < n && s[i] != ',' && s[i] != '}' && s[i] != ']' && !is_ws((uint8_t)s[i]))
+			i++;
+		return i;
+	}
+	size_t depth = 0;
+	for (; i < n; i++) {
+		if (s[i] == '"') {
+			size_t e = qtk_json_skip_str(s, n, i);
+			if (e == SIZE_MAX)
+				return SIZE_MAX;
+			i = e - 1;
+		} else if (s[i] == '{' || s[i] == '[') {
+			depth++;
+		} else if (s[i] == '}' || s[i] == ']') {
+			if (--depth == 0)
+				return i + 1;
+		}
+	}
+	return SIZE_MAX;
+}
+
+typedef struct mkey {
+	char *k;
+	size_t i;
+	int64_t off;
+} mkey;
+
+static int cmp_mkey(const void *a, const void *b)
+{
+	const mkey *x = a, *y = b;
+	int c = strcmp(x->k, y->k);
+	return c ? c : (x->i > y->i) - (x->i < y->i);
+}
+
+int qtk_json_each_member(const char *text, size_t len, unsigned flags, const char *file, int64_t base,
+			 qtk_err *err, int (*fn)(void *ctx, const char *key, const cJSON *val, int64_t key_off),
+			 void *ctx)
+{
+	qtk_json_init();
+	const uint8_t *u = (const uint8_t *)text;
+	size_t bad = utf8_bad(u, len);
+	if (bad < len)
+		return qtk_err_set(err, QTK_E_DATA, file, base + (int64_t)bad, NULL, "json is not valid utf-8");
+	if (len >= 3 && u[0] == 0xEF && u[1] == 0xBB && u[2] == 0xBF)
+		return qtk_err_set(err, QTK_E_DATA, file, base, NULL, "json starts with a byte order mark");
+	if ((flags & QTK_JSON_BRACE_FIRST) && (len == 0 || u[0] != '{'))
+		return qtk_err_set(err, QTK_E_DATA, file, base, NULL, "json does not start with '{'");
+	size_t i = qtk_json_skip_ws(text, len, 0);
+	if (i >= len || text[i] != '{')
+		return qtk_err_set(err, QTK_E_DATA, file, base + (int64_t)i, NULL, "json is not an object");
+	const unsigned vflags = flags & QTK_JSON_INTS;
+	mkey *keys = NULL;
+	size_t nk = 0, capk = 0;
+	int rc = 0;
+	i = qtk_json_skip_ws(text, len, i + 1);
+	bool first = true;
+	while (!rc) {
+		if (i < len && text[i] == '}' && first)
+			break;
+		first = false;
+		const size_t ka = i, kb = qtk_json_skip_str(text, len, i);
+		size_t va = kb == SIZE_MAX ? SIZE_MAX : qtk_json_skip_ws(text, len, kb);
+		if (va >= len || text[va] != ':') {
+			rc = qtk_err_set(err, QTK_E_DATA, file, base + (int64_t)(va < len ? va : ka), NULL, "invalid json");
+			break;
+		}
+		va = qtk_json_skip_ws(text, len, va + 1);
+		const size_t vb = qtk_json_skip_value(text, len, va);
+		if (vb == SIZE_MAX || vb == va) {
+			rc = qtk_err_set(err, QTK_E_DATA, file, base + (int64_t)va, NULL, "invalid json");
+			break;
+		}
+		qtk_json_doc dk, dv;
+		if ((rc = qtk_json_parse(text + ka, kb - ka, 0, file, base + (int64_t)ka, err, &dk)))
+			break;
+		const outer o = {text + ka + 1, kb - ka - 1, dk.root->valuestring, base + (int64_t)ka};
+		if ((rc = parse_impl(text + va, vb - va, vflags, file, base + (int64_t)va, err, &dv, &o))) {
+			qtk_json_doc_free(&dk);
+			break;
+		}
+		if (nk == capk) {
+			const size_t nc = capk ? 2 * capk : 256;
+			mkey *n = qtk_realloc(keys, nc * sizeof *n);
+			if (n) {
+				keys = n;
+				capk = nc;
+			}
+		}
+		if (nk < capk && (keys[nk].k = qtk_strdup(dk.root->valuestring))) {
+			keys[nk].i = nk;
+			keys[nk].off = base + (int64_t)ka;
+			nk++;
+			rc = fn(ctx, dk.root->valuestring, dv.root, base + (int64_t)ka);
+		} else {
+			rc = qtk_err_set(err, QTK_E_IO, file, -1, NULL, "out of memory");
+		}
+		qtk_json_doc_free(&dk);
+		qtk_json_doc_free(&dv);
+		if (rc)
+			break;
+		i = qtk_json_skip_ws(text, len, vb);
+		if (i < len && text[i] == ',') {
+			i = qtk_json_skip_ws(text, len, i + 1);
+			continue;
+		}
+		if (i >= len || text[i] != '}')
+			rc = qtk_err_set(err, QTK_E_DATA, file, base + (int64_t)(i < len ? i : len), NULL, "invalid json");
+		break;
+	}
+	const size_t tail = rc ? len : qtk_json_skip_ws(text, len, i + 1);
+	if (tail < len)
+		rc = qtk_err_set(err, QTK_E_DATA, file, base + (int64_t)tail, NULL, "trailing characters after json");
+	if (!rc && nk > 1) {
+		qsort(keys, nk, sizeof *keys, cmp_mkey);
+		for (size_t k = 1; k < nk && !rc; k++)
+			if (!strcmp(keys[k - 1].k, keys[k].k)) {
+				char subj[256];
+				snprintf(subj, sizeof subj, "key '%.200s'", keys[k].k);
+				rc = qtk_err_set(err, QTK_E_DATA, file, keys[k].off, subj, "duplicate key");
+			}
+	}
+	for (size_t k = 0; k < nk; k++)
+		qtk_free(keys[k].k);
+	qtk_free(keys);
 	return rc;
 }
 

@@ -43,6 +43,23 @@ void qtk_json_tree_free(cJSON *root);
  * NULL, the file's bytes are kept there (caller frees with qtk_free). */
 int qtk_json_load(const char *path, uint64_t cap, unsigned flags, qtk_err *err,
 		  qtk_json_doc *doc, uint8_t **raw, size_t *rawlen);
+/* The structure of JSON text without a tree, for callers that read a large value a piece at a
+ * time: the index past whitespace from i; the end of the string at i (past its closing quote);
+ * the end of the value at i (strings skipped, brackets and braces counted, a scalar up to the
+ * next delimiter). SIZE_MAX when the text ends first. Structure only: a strict parse of each
+ * piece judges it. */
+size_t qtk_json_skip_ws(const char *s, size_t n, size_t i);
+size_t qtk_json_skip_str(const char *s, size_t n, size_t i);
+size_t qtk_json_skip_value(const char *s, size_t n, size_t i);
+/* The object that is the whole text, a member at a time: the same rules as qtk_json_parse
+ * (flags as there; QTK_JSON_ARENA is ignored), each key and value parsed strictly on its own,
+ * fn given the decoded key, the value's tree (freed when fn returns) and the file offset of the
+ * key (base added). Only one member's tree is held. A key repeated at the top level fails once
+ * every member was seen ("duplicate key", at the repeat); fn's non-zero return stops the walk
+ * and is returned. */
+int qtk_json_each_member(const char *text, size_t len, unsigned flags, const char *file, int64_t base,
+			 qtk_err *err, int (*fn)(void *ctx, const char *key, const cJSON *val, int64_t key_off),
+			 void *ctx);
 /* Byte offset of the i-th top-level key (base added), or base when unknown. */
 int64_t qtk_json_key_off(const qtk_json_doc *doc, size_t i, int64_t base);
 /* An exact non-negative integer value (<= 2^53); false otherwise. */

@@ -324,8 +324,86 @@ static void test_nameless(void)
 	cJSON_Delete(o);
 }
 
+/* qtk_json_each_member reads an object as qtk_json_parse does: the same members (key and
+ * canonical value, in order), and the same verdicts, at the same offsets, on hostile texts. */
+typedef struct memb {
+	char txt[512];
+	size_t n;
+} memb;
+
+static int memb_one(void *ctx, const char *key, const cJSON *val, int64_t off)
+{
+	memb *m = ctx;
+	char *v = cJSON_PrintUnformatted(val);
+	size_t have = strlen(m->txt);
+	snprintf(m->txt + have, sizeof m->txt - have, "%s@%lld=%s;", key, (long long)off, v ? v : "?");
+	cJSON_free(v);
+	m->n++;
+	return 0;
+}
+
+static void test_each_member(void)
+{
+	static const struct {
+		const char *txt;
+		unsigned flags;
+	} cases[] = {
+		{"{\"a\":1,\"b\":{\"c\":[1,2]},\"d\":\"x\\u00e9\"}", QTK_JSON_INTS},
+		{"{}", 0},
+		{" { \"a\" : [ ] , \"b\" : { } } \n", 0},
+		{"{\"a\":1,\"a\":2}", 0},
+		{"{\"a\":1,\"b\":2,\"a\":3}", 0},
+		{"{\"a\":1,}", 0},
+		{"{\"a\" 1}", 0},
+		{"{\"a\":}", 0},
+		{"{\"a\":1} x", 0},
+		{"{\"a\":\"\xff\"}", 0},
+		{"{\"a\":1e5}", QTK_JSON_INTS},
+		{"{\"a\":1.5}", 0},
+		{"{\"a\":[1,2}", 0},
+		{"{\"a\":{\"b\":1,\"b\":2}}", 0},
+		{"{\"a\":\"\\u0000\"}", 0},
+		{"{\"a\":1", 0},
+		{"{\"a\":tru}", 0},
+		{" {\"a\":1}", QTK_JSON_BRACE_FIRST},
+		{"{\"\\ud800\":1}", 0},
+		{"{\"a\":1}{", 0},
+		{"{\"w\":{\"shape\":[1.5]}}", QTK_JSON_INTS},
+		{"{\"__metadata__\":{\"k\":1.5}}", QTK_JSON_INTS},
+		{"{\"w\":{\"shape\":[1],\"shape\":[2]}}", QTK_JSON_INTS},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		const char *t = cases[i].txt;
+		qtk_err e1, e2;
+		qtk_err_clear(&e1);
+		qtk_err_clear(&e2);
+		qtk_json_doc d;
+		int r1 = qtk_json_parse(t, strlen(t), cases[i].flags, "f", 8, &e1, &d);
+		memb want = {{0}, 0}, got = {{0}, 0};
+		if (!r1) {
+			size_t k = 0;
+			for (const cJSON *c = d.root->child; c; c = c->next, k++)
+				memb_one(&want, c->string, c, qtk_json_key_off(&d, k, 8));
+			qtk_json_doc_free(&d);
+		}
+		int r2 = qtk_json_each_member(t, strlen(t), cases[i].flags, "f", 8, &e2, memb_one, &got);
+		CHECK((r1 == 0) == (r2 == 0), "case %zu: parse %d (%s), each member %d (%s)", i, r1, e1.msg, r2, e2.msg);
+		if (!r1 && !r2)
+			CHECK(want.n == got.n && !strcmp(want.txt, got.txt), "case %zu: members '%s' / '%s'", i, want.txt, got.txt);
+		/* the same subject (the member around the error) and, where both name an offset in the
+		 * text, the same one (a text that ends inside the object: its last byte by cJSON, just
+		 * past it here) */
+		if (r1 && r2)
+			CHECK(!strcmp(e1.subject, e2.subject), "case %zu: subjects '%s' / '%s'", i, e1.subject, e2.subject);
+		if (r1 && r2 && e1.offset >= 0 && e2.offset >= 0 && strchr(t, '}'))
+			CHECK(e1.offset == e2.offset, "case %zu: offsets %lld / %lld (%s / %s)", i, (long long)e1.offset,
+			      (long long)e2.offset, e1.msg, e2.msg);
+	}
+}
+
 int main(void)
 {
+	test_each_member();
 	test_nameless();
 	test_numbers();
 	test_trees();

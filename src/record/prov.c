@@ -720,57 +720,6 @@ typedef struct lfind {
 	size_t nsp;
 } lfind;
 
-static size_t l_ws(const char *s, size_t n, size_t i)
-{
-	while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r'))
-		i++;
-	return i;
-}
-
-/* The end of the string at i (just past its closing quote), or SIZE_MAX. */
-static size_t l_str(const char *s, size_t n, size_t i)
-{
-	if (i >= n || s[i] != '"')
-		return SIZE_MAX;
-	for (i++; i < n; i++) {
-		if (s[i] == '\\')
-			i++;
-		else if (s[i] == '"')
-			return i + 1;
-	}
-	return SIZE_MAX;
-}
-
-/* The end of the value at i, or SIZE_MAX: structure only (the strict parse judges the rest). */
-static size_t l_value(const char *s, size_t n, size_t i)
-{
-	if (i >= n)
-		return SIZE_MAX;
-	if (s[i] == '"')
-		return l_str(s, n, i);
-	if (s[i] != '{' && s[i] != '[') {
-		while (i < n && s[i] != ',' && s[i] != '}' && s[i] != ']' && s[i] != ' ' && s[i] != '\t' &&
-		       s[i] != '\n' && s[i] != '\r')
-			i++;
-		return i;
-	}
-	size_t depth = 0;
-	for (; i < n; i++) {
-		if (s[i] == '"') {
-			size_t e = l_str(s, n, i);
-			if (e == SIZE_MAX)
-				return SIZE_MAX;
-			i = e - 1;
-		} else if (s[i] == '{' || s[i] == '[') {
-			depth++;
-		} else if (s[i] == '}' || s[i] == ']') {
-			if (--depth == 0)
-				return i + 1;
-		}
-	}
-	return SIZE_MAX;
-}
-
 static bool l_key(const char *s, size_t a, size_t b, const char *k)
 {
 	const size_t kl = strlen(k);
@@ -786,26 +735,26 @@ static bool l_members(lfind *f, size_t i, bool (*fn)(lfind *f, size_t ka, size_t
 	size_t n = f->n;
 	if (i >= n || s[i] != '{')
 		return false;
-	i = l_ws(s, n, i + 1);
+	i = qtk_json_skip_ws(s, n, i + 1);
 	if (i < n && s[i] == '}')
 		return true;
 	for (;;) {
-		size_t kb = l_str(s, n, i);
+		size_t kb = qtk_json_skip_str(s, n, i);
 		if (kb == SIZE_MAX)
 			return false;
-		size_t va = l_ws(s, n, kb);
+		size_t va = qtk_json_skip_ws(s, n, kb);
 		if (va >= n || s[va] != ':')
 			return false;
-		va = l_ws(s, n, va + 1);
-		size_t vb = l_value(s, n, va);
+		va = qtk_json_skip_ws(s, n, va + 1);
+		size_t vb = qtk_json_skip_value(s, n, va);
 		if (vb == SIZE_MAX || !fn(f, i, kb, va, vb, c))
 			return false;
-		i = l_ws(s, n, vb);
+		i = qtk_json_skip_ws(s, n, vb);
 		if (i < n && s[i] == '}')
 			return true;
 		if (i >= n || s[i] != ',')
 			return false;
-		i = l_ws(s, n, i + 1);
+		i = qtk_json_skip_ws(s, n, i + 1);
 	}
 }
 
@@ -928,10 +877,10 @@ static int lift_list(vctx *v, const char *text, const lspan *sp, tlist *tl, char
 	size_t cap = 0, i = 0;
 	if (qtk_buf_reserve(&b, sp->len)) /* canonical text is never longer */
 		return oom(v->err);
-	size_t p = l_ws(text, end, sp->off + 1);
+	size_t p = qtk_json_skip_ws(text, end, sp->off + 1);
 	int rc = qtk_buf_putc(&b, '[');
 	while (!rc && p < end) {
-		size_t e = l_value(text, end, p);
+		size_t e = qtk_json_skip_value(text, end, p);
 		if (e == SIZE_MAX) {
 			rc = qtk_err_set(v->err, QTK_E_DATA, v->file, (int64_t)p, NULL, "invalid json");
 			break;
@@ -964,9 +913,9 @@ static int lift_list(vctx *v, const char *text, const lspan *sp, tlist *tl, char
 		qtk_json_doc_free(&d);
 		if (rc)
 			break;
-		p = l_ws(text, end, e);
+		p = qtk_json_skip_ws(text, end, e);
 		if (p < end && text[p] == ',') {
-			p = l_ws(text, end, p + 1);
+			p = qtk_json_skip_ws(text, end, p + 1);
 			if (p >= end)
 				rc = qtk_err_set(v->err, QTK_E_DATA, v->file, (int64_t)p, NULL, "invalid json");
 		} else if (p < end) {
@@ -1018,15 +967,15 @@ static int lift_map(vctx *v, const char *text, const lspan *sp, char **canon)
 	mem_ent *e = NULL;
 	size_t n = 0, cap = 0;
 	int rc = 0;
-	size_t p = l_ws(text, end, sp->off + 1);
+	size_t p = qtk_json_skip_ws(text, end, sp->off + 1);
 	while (!rc && p < end) {
-		size_t kb = l_str(text, end, p), va = kb == SIZE_MAX ? SIZE_MAX : l_ws(text, end, kb);
+		size_t kb = qtk_json_skip_str(text, end, p), va = kb == SIZE_MAX ? SIZE_MAX : qtk_json_skip_ws(text, end, kb);
 		if (va >= end || text[va] != ':') {
 			rc = qtk_err_set(v->err, QTK_E_DATA, v->file, (int64_t)(va < end ? va : p), NULL, "invalid json");
 			break;
 		}
-		va = l_ws(text, end, va + 1);
-		size_t vb = l_value(text, end, va);
+		va = qtk_json_skip_ws(text, end, va + 1);
+		size_t vb = qtk_json_skip_value(text, end, va);
 		if (vb == SIZE_MAX) {
 			rc = qtk_err_set(v->err, QTK_E_DATA, v->file, (int64_t)va, NULL, "invalid json");
 			break;
@@ -1061,9 +1010,9 @@ static int lift_map(vctx *v, const char *text, const lspan *sp, char **canon)
 		qtk_json_doc_free(&dv);
 		if (rc)
 			break;
-		p = l_ws(text, end, vb);
+		p = qtk_json_skip_ws(text, end, vb);
 		if (p < end && text[p] == ',') {
-			p = l_ws(text, end, p + 1);
+			p = qtk_json_skip_ws(text, end, p + 1);
 			if (p >= end)
 				rc = qtk_err_set(v->err, QTK_E_DATA, v->file, (int64_t)p, NULL, "invalid json");
 		} else if (p < end) {
@@ -1113,7 +1062,7 @@ static int prov_parse(const char *text, size_t len, const char *file, bool lists
 				   QTK_PROV_CAP);
 	qtk_json_init();
 	lfind f = {.s = text, .n = len};
-	if (lists_as_text && !l_record(&f, l_ws(text, len, 0), "", 0))
+	if (lists_as_text && !l_record(&f, qtk_json_skip_ws(text, len, 0), "", 0))
 		f.nsp = 0; /* not a well-formed object: the strict parse says what is wrong */
 	/* the text with each list emptied: "[]" in its place */
 	size_t cut = 0;
