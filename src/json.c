@@ -450,6 +450,20 @@ void qtk_json_doc_free(qtk_json_doc *doc)
 	memset(doc, 0, sizeof *doc);
 }
 
+/* What both readers refuse before any structure: bytes that are not UTF-8, a byte order mark,
+ * and (QTK_JSON_BRACE_FIRST) a first byte other than '{'. */
+static int text_ok(const uint8_t *s, size_t len, unsigned flags, const char *file, int64_t base, qtk_err *err)
+{
+	size_t bad = utf8_bad(s, len);
+	if (bad < len)
+		return qtk_err_set(err, QTK_E_DATA, file, base + (int64_t)bad, NULL, "json is not valid utf-8");
+	if (len >= 3 && s[0] == 0xEF && s[1] == 0xBB && s[2] == 0xBF)
+		return qtk_err_set(err, QTK_E_DATA, file, base, NULL, "json starts with a byte order mark");
+	if ((flags & QTK_JSON_BRACE_FIRST) && (len == 0 || s[0] != '{'))
+		return qtk_err_set(err, QTK_E_DATA, file, base, NULL, "json does not start with '{'");
+	return 0;
+}
+
 static int parse_impl(const char *text, size_t len, unsigned flags, const char *file, int64_t base, qtk_err *err,
 		      qtk_json_doc *doc, const outer *o);
 
@@ -465,13 +479,9 @@ static int parse_impl(const char *text, size_t len, unsigned flags, const char *
 	memset(doc, 0, sizeof *doc);
 	qtk_json_init();
 	const uint8_t *s = (const uint8_t *)text;
-	size_t bad = utf8_bad(s, len);
-	if (bad < len)
-		return qtk_err_set(err, QTK_E_DATA, file, base + (int64_t)bad, NULL, "json is not valid utf-8");
-	if (len >= 3 && s[0] == 0xEF && s[1] == 0xBB && s[2] == 0xBF)
-		return qtk_err_set(err, QTK_E_DATA, file, base, NULL, "json starts with a byte order mark");
-	if ((flags & QTK_JSON_BRACE_FIRST) && (len == 0 || s[0] != '{'))
-		return qtk_err_set(err, QTK_E_DATA, file, base, NULL, "json does not start with '{'");
+	int rc0 = text_ok(s, len, flags, file, base, err);
+	if (rc0)
+		return rc0;
 	scan sc = {.s = s, .n = len, .flags = flags, .file = file, .base = base, .err = err, .outer = o};
 	int rc = scan_text(&sc);
 	if (rc) {
@@ -584,21 +594,15 @@ int qtk_json_each_member(const char *text, size_t len, unsigned flags, const cha
 			 void *ctx)
 {
 	qtk_json_init();
-	const uint8_t *u = (const uint8_t *)text;
-	size_t bad = utf8_bad(u, len);
-	if (bad < len)
-		return qtk_err_set(err, QTK_E_DATA, file, base + (int64_t)bad, NULL, "json is not valid utf-8");
-	if (len >= 3 && u[0] == 0xEF && u[1] == 0xBB && u[2] == 0xBF)
-		return qtk_err_set(err, QTK_E_DATA, file, base, NULL, "json starts with a byte order mark");
-	if ((flags & QTK_JSON_BRACE_FIRST) && (len == 0 || u[0] != '{'))
-		return qtk_err_set(err, QTK_E_DATA, file, base, NULL, "json does not start with '{'");
+	int rc = text_ok((const uint8_t *)text, len, flags, file, base, err);
+	if (rc)
+		return rc;
 	size_t i = qtk_json_skip_ws(text, len, 0);
 	if (i >= len || text[i] != '{')
 		return qtk_err_set(err, QTK_E_DATA, file, base + (int64_t)i, NULL, "json is not an object");
 	const unsigned vflags = flags & QTK_JSON_INTS;
 	mkey *keys = NULL;
 	size_t nk = 0, capk = 0;
-	int rc = 0;
 	i = qtk_json_skip_ws(text, len, i + 1);
 	bool first = true;
 	while (!rc) {

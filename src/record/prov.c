@@ -765,30 +765,28 @@ typedef struct lctx {
 
 static bool l_record(lfind *f, size_t at, const char *prefix, int depth);
 
-static bool l_in_output(lfind *f, size_t ka, size_t kb, size_t va, size_t vb, void *c)
+/* A member "tensors" whose value opens with `open` ('[' a list, '{' a map): noted. */
+static bool l_tensors(lfind *f, size_t ka, size_t kb, size_t va, size_t vb, const lctx *x, char open)
 {
-	const lctx *x = c;
-	if (l_key(f->s, ka, kb, "tensors") && f->s[va] == '[' && f->nsp < LIST_MAX) {
+	if (l_key(f->s, ka, kb, "tensors") && f->s[va] == open && f->nsp < LIST_MAX) {
 		lspan *sp = &f->sp[f->nsp++];
 		sp->off = va;
 		sp->len = vb - va;
+		sp->map = open == '{';
 		snprintf(sp->path, sizeof sp->path, "%.440stensors", x->prefix);
 	}
 	return true;
 }
 
+static bool l_in_output(lfind *f, size_t ka, size_t kb, size_t va, size_t vb, void *c)
+{
+	return l_tensors(f, ka, kb, va, vb, c, '[');
+}
+
 /* transform.params.tensors: {"name": {"from": ..., "to": ...}, ...}, no checks of its own */
 static bool l_in_params(lfind *f, size_t ka, size_t kb, size_t va, size_t vb, void *c)
 {
-	const lctx *x = c;
-	if (l_key(f->s, ka, kb, "tensors") && f->s[va] == '{' && f->nsp < LIST_MAX) {
-		lspan *sp = &f->sp[f->nsp++];
-		sp->off = va;
-		sp->len = vb - va;
-		sp->map = true;
-		snprintf(sp->path, sizeof sp->path, "%.440stensors", x->prefix);
-	}
-	return true;
+	return l_tensors(f, ka, kb, va, vb, c, '{');
 }
 
 static bool l_in_transform(lfind *f, size_t ka, size_t kb, size_t va, size_t vb, void *c)
@@ -866,6 +864,23 @@ static cJSON *l_item(cJSON *root, const char *path, cJSON **parent)
 	return j;
 }
 
+/* After an item of a list or map that closes at end, the item ending at e: *p is the next
+ * item's first byte, or end when none follows. A comma before the close, or anything but a
+ * comma, is invalid JSON. */
+static int next_item(vctx *v, const char *text, size_t end, size_t e, size_t *p)
+{
+	size_t i = qtk_json_skip_ws(text, end, e);
+	if (i < end && text[i] == ',') {
+		i = qtk_json_skip_ws(text, end, i + 1);
+		if (i >= end)
+			return qtk_err_set(v->err, QTK_E_DATA, v->file, (int64_t)i, NULL, "invalid json");
+	} else if (i < end) {
+		return qtk_err_set(v->err, QTK_E_DATA, v->file, (int64_t)i, NULL, "invalid json");
+	}
+	*p = i;
+	return 0;
+}
+
 /* Read the list sp of text entry by entry: each entry parsed strictly and checked, written
  * canonically to *canon, its name and digests kept in tl (sorted by name, names unique). */
 static int lift_list(vctx *v, const char *text, const lspan *sp, tlist *tl, char **canon)
@@ -913,14 +928,7 @@ static int lift_list(vctx *v, const char *text, const lspan *sp, tlist *tl, char
 		qtk_json_doc_free(&d);
 		if (rc)
 			break;
-		p = qtk_json_skip_ws(text, end, e);
-		if (p < end && text[p] == ',') {
-			p = qtk_json_skip_ws(text, end, p + 1);
-			if (p >= end)
-				rc = qtk_err_set(v->err, QTK_E_DATA, v->file, (int64_t)p, NULL, "invalid json");
-		} else if (p < end) {
-			rc = qtk_err_set(v->err, QTK_E_DATA, v->file, (int64_t)p, NULL, "invalid json");
-		}
+		rc = next_item(v, text, end, e, &p);
 	}
 	rc = rc ? rc : qtk_buf_putc(&b, ']');
 	if (!rc && b.failed)
@@ -1010,14 +1018,7 @@ static int lift_map(vctx *v, const char *text, const lspan *sp, char **canon)
 		qtk_json_doc_free(&dv);
 		if (rc)
 			break;
-		p = qtk_json_skip_ws(text, end, vb);
-		if (p < end && text[p] == ',') {
-			p = qtk_json_skip_ws(text, end, p + 1);
-			if (p >= end)
-				rc = qtk_err_set(v->err, QTK_E_DATA, v->file, (int64_t)p, NULL, "invalid json");
-		} else if (p < end) {
-			rc = qtk_err_set(v->err, QTK_E_DATA, v->file, (int64_t)p, NULL, "invalid json");
-		}
+		rc = next_item(v, text, end, vb, &p);
 	}
 	qtk_buf b = {0};
 	if (!rc && n) {
