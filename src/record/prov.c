@@ -949,104 +949,69 @@ static int lift_list(vctx *v, const char *text, const lspan *sp, tlist *tl, char
 }
 
 typedef struct mem_ent {
-	size_t key, klen, val, vlen; /* offsets into the pieces' buffer: decoded key, canonical value */
+	const char *key; /* decoded (an offset into the pieces while they grow) */
+	size_t val, vlen; /* the canonical value in the pieces */
 } mem_ent;
 
-static const char *mem_buf; /* the pieces, for the sort (one parse at a time holds the lock) */
-static pthread_mutex_t mem_mu = PTHREAD_MUTEX_INITIALIZER;
+typedef struct map_walk {
+	qtk_buf pc; /* each key (NUL-terminated) and canonical value, one after another */
+	mem_ent *e;
+	size_t n, cap;
+	qtk_err *err;
+} map_walk;
+
+static int map_member(void *ctx, const char *key, const cJSON *val, int64_t off)
+{
+	(void)off;
+	map_walk *w = ctx;
+	if (w->n == w->cap) {
+		const size_t nc = w->cap ? 2 * w->cap : 1024;
+		mem_ent *ne = qtk_realloc(w->e, nc * sizeof *ne);
+		if (!ne)
+			return oom(w->err);
+		w->e = ne;
+		w->cap = nc;
+	}
+	mem_ent *m = &w->e[w->n++];
+	m->key = (const char *)(uintptr_t)w->pc.len;
+	int rc = qtk_buf_put(&w->pc, key, strlen(key) + 1);
+	m->val = w->pc.len;
+	rc = rc ? rc : canon_put(&w->pc, val, 4, NULL);
+	m->vlen = w->pc.len - m->val;
+	return rc == QTK_E_IO || (rc && w->pc.failed) ? oom(w->err) : rc;
+}
 
 static int mem_cmp(const void *a, const void *b)
 {
-	const mem_ent *x = a, *y = b;
-	const size_t n = x->klen < y->klen ? x->klen : y->klen;
-	const int c = memcmp(mem_buf + x->key, mem_buf + y->key, n);
-	return c ? c : (x->klen > y->klen) - (x->klen < y->klen);
+	return strcmp(((const mem_ent *)a)->key, ((const mem_ent *)b)->key);
 }
 
-/* Read the object sp of text member by member (transform.params.tensors: a member a tensor):
- * each key and value parsed strictly on its own, the keys unique, written canonically (keys
- * sorted bytewise) to *canon. */
+/* Read the object sp of text a member at a time (transform.params.tensors: a member a tensor;
+ * qtk_json_each_member's rules, repeated keys refused), written canonically (keys sorted
+ * bytewise) to *canon. */
 static int lift_map(vctx *v, const char *text, const lspan *sp, char **canon)
 {
-	const size_t end = sp->off + sp->len - 1;
-	if (sp->len < 2 || text[end] != '}')
-		return qtk_err_set(v->err, QTK_E_DATA, v->file, (int64_t)end, NULL, "invalid json");
-	qtk_buf pc = {0}; /* decoded keys and canonical values, one after another */
-	mem_ent *e = NULL;
-	size_t n = 0, cap = 0;
-	int rc = 0;
-	size_t p = qtk_json_skip_ws(text, end, sp->off + 1);
-	while (!rc && p < end) {
-		size_t kb = qtk_json_skip_str(text, end, p), va = kb == SIZE_MAX ? SIZE_MAX : qtk_json_skip_ws(text, end, kb);
-		if (va >= end || text[va] != ':') {
-			rc = qtk_err_set(v->err, QTK_E_DATA, v->file, (int64_t)(va < end ? va : p), NULL, "invalid json");
-			break;
-		}
-		va = qtk_json_skip_ws(text, end, va + 1);
-		size_t vb = qtk_json_skip_value(text, end, va);
-		if (vb == SIZE_MAX) {
-			rc = qtk_err_set(v->err, QTK_E_DATA, v->file, (int64_t)va, NULL, "invalid json");
-			break;
-		}
-		qtk_json_doc dk, dv;
-		if ((rc = qtk_json_parse(text + p, kb - p, 0, v->file, (int64_t)p, v->err, &dk)))
-			break;
-		if ((rc = qtk_json_parse(text + va, vb - va, QTK_JSON_INTS, v->file, (int64_t)va, v->err, &dv))) {
-			qtk_json_doc_free(&dk);
-			break;
-		}
-		if (n == cap) {
-			cap = cap ? 2 * cap : 1024;
-			mem_ent *ne = qtk_realloc(e, cap * sizeof *ne);
-			if (ne)
-				e = ne;
-			else
-				rc = oom(v->err);
-		}
-		if (!rc) {
-			const char *k = dk.root->valuestring;
-			e[n].key = pc.len;
-			e[n].klen = strlen(k);
-			rc = qtk_buf_put(&pc, k, e[n].klen);
-			e[n].val = pc.len;
-			rc = rc ? rc : canon_put(&pc, dv.root, 4, NULL);
-			e[n].vlen = pc.len - e[n].val;
-			rc = rc == QTK_E_IO || (rc && pc.failed) ? oom(v->err) : rc;
-			n++;
-		}
-		qtk_json_doc_free(&dk);
-		qtk_json_doc_free(&dv);
-		if (rc)
-			break;
-		rc = next_item(v, text, end, vb, &p);
-	}
+	map_walk w = {.err = v->err};
+	int rc = qtk_json_each_member(text + sp->off, sp->len, QTK_JSON_INTS, v->file, (int64_t)sp->off, v->err,
+				      map_member, &w);
+	for (size_t i = 0; !rc && i < w.n; i++)
+		w.e[i].key = (const char *)w.pc.p + (uintptr_t)w.e[i].key;
+	if (!rc && w.n > 1)
+		qsort(w.e, w.n, sizeof *w.e, mem_cmp);
 	qtk_buf b = {0};
-	if (!rc && n) {
-		pthread_mutex_lock(&mem_mu);
-		mem_buf = (const char *)pc.p;
-		qsort(e, n, sizeof *e, mem_cmp);
-		mem_buf = NULL;
-		pthread_mutex_unlock(&mem_mu);
-		for (size_t i = 1; i < n && !rc; i++)
-			if (e[i].klen == e[i - 1].klen && !memcmp(pc.p + e[i].key, pc.p + e[i - 1].key, e[i].klen)) {
-				char sub[256];
-				snprintf(sub, sizeof sub, "key '%.40s.%.160s'", sp->path, (const char *)pc.p + e[i].key);
-				rc = qtk_err_set(v->err, QTK_E_DATA, v->file, -1, sub, "duplicate key");
-			}
-	}
-	rc = rc ? rc : qtk_buf_reserve(&b, pc.len + 3 * n + 2) ? oom(v->err) : 0;
+	rc = rc ? rc : qtk_buf_reserve(&b, w.pc.len + 3 * w.n + 2) ? oom(v->err) : 0;
 	rc = rc ? rc : qtk_buf_putc(&b, '{');
-	for (size_t i = 0; i < n && !rc; i++) {
+	for (size_t i = 0; i < w.n && !rc; i++) {
 		rc = i ? qtk_buf_putc(&b, ',') : 0;
-		rc = rc ? rc : qtk_json_put_str(&b, (const char *)pc.p + e[i].key, e[i].klen);
+		rc = rc ? rc : qtk_json_put_str(&b, w.e[i].key, strlen(w.e[i].key));
 		rc = rc ? rc : qtk_buf_putc(&b, ':');
-		rc = rc ? rc : qtk_buf_put(&b, pc.p + e[i].val, e[i].vlen);
+		rc = rc ? rc : qtk_buf_put(&b, w.pc.p + w.e[i].val, w.e[i].vlen);
 	}
 	rc = rc ? rc : qtk_buf_putc(&b, '}');
 	if (rc && !v->err->code)
 		rc = oom(v->err);
-	qtk_free(e);
-	qtk_buf_free(&pc);
+	qtk_free(w.e);
+	qtk_buf_free(&w.pc);
 	if (rc) {
 		qtk_buf_free(&b);
 		return rc;
