@@ -1259,7 +1259,7 @@ static int stream_fp4(qtk_model *in, qtk_writer *w, const plan *p, const conv_re
 	for (uint64_t r0 = 0, wi = 0; r0 < rows && !rc; wi++) {
 		uint64_t n = per - r0 % per < win ? per - r0 % per : win; /* an expert's rows at most */
 		n = rows - r0 < n ? rows - r0 : n;
-		qtk_tensor osub;
+		qtk_tensor osub = QTK_TENSOR_LOCAL;
 		qtk_scheme_slice sl[QTK_MAX_PARTS];
 		if (qtk_scheme_window(o, r0, n, &osub, sl)) {
 			if (r0)
@@ -1450,7 +1450,7 @@ static int window_repack(rowsrc *s, const qtk_tensor *o, uint8_t **pp, bool *han
 			*handled = true; /* the integers do not fit: re-fit */
 			break;
 		}
-		qtk_tensor osub;
+		qtk_tensor osub = QTK_TENSOR_LOCAL;
 		qtk_scheme_slice sl[QTK_MAX_PARTS];
 		if (qtk_scheme_window(o, o0, n, &osub, sl)) {
 			if (o0)
@@ -1615,7 +1615,7 @@ static int stream_windows(rowsrc *s, qtk_writer *w, int threads, const conv_rec 
 		decided = 1;
 		for (uint32_t o0 = 0; o0 < out && decided == 1 && !rc; o0 += s->win) {
 			const uint32_t n = out - o0 < s->win ? out - o0 : s->win;
-			qtk_tensor osub;
+			qtk_tensor osub = QTK_TENSOR_LOCAL;
 			qtk_scheme_slice sl[QTK_MAX_PARTS];
 			if ((rc = stage_rows(s->in, s->p, s->raw, s->rawtmp, o0, n, s->rb, err)))
 				break;
@@ -1659,7 +1659,7 @@ static int stream_windows(rowsrc *s, qtk_writer *w, int threads, const conv_rec 
 			s->raw_n = n;
 			ints = ggml_window_groups(s, o, n, &g);
 		}
-		qtk_tensor osub;
+		qtk_tensor osub = QTK_TENSOR_LOCAL;
 		qtk_scheme_slice sl[QTK_MAX_PARTS];
 		const bool win = !qtk_scheme_window(o, o0, n, &osub, sl);
 		if (!o0 && (!win || 2 * o->parts[0].nbytes < o->n_bytes))

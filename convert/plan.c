@@ -330,7 +330,7 @@ int conv_build_meta(qtk_model *in, const conv_opts *o, qtk_model *d, qtk_err *er
 static int out_plain(qtk_tensor *o, const qtk_tensor *t, unsigned type)
 {
 	const qtk_type_info *ti = qtk_type(type);
-	memset(o, 0, sizeof *o);
+	qtk_tensor_clear(o);
 	o->name = t->name;
 	o->ndim = t->ndim;
 	memcpy(o->shape, t->shape, sizeof o->shape);
@@ -353,7 +353,7 @@ static int out_plain(qtk_tensor *o, const qtk_tensor *t, unsigned type)
 static int out_packed(qtk_tensor *o, const qtk_tensor *t, const qtk_layout *l, qtk_err *err)
 {
 	char why[300];
-	memset(o, 0, sizeof *o);
+	qtk_tensor_clear(o);
 	o->name = t->name;
 	if (qtk_scheme_describe(o, l, t->shape[0], t->shape[1], true, why, sizeof why))
 		return qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "%s", why);
@@ -784,7 +784,8 @@ static int plan_auto_exact(qtk_model *in, const conv_opts *o, const qtk_tensor *
 	if (to_gguf ? !can_store(o, in, t, NULL)
 		    : writable && (t->layout.kind != QTK_LAYOUT_PLAIN || !qtk_type(t->layout.type)->is_quant)) {
 		p->method = M_COPY; /* the source layout itself is the smallest exact one */
-		*p->out = *t;
+		if (qtk_tensor_copy(p->out, t))
+			return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "parts do not fit the output's room");
 		return 0;
 	}
 	unsigned mty = to_gguf && t->layout.kind == QTK_LAYOUT_MLX ? mlx_exact_type(in, t) : 0;
@@ -975,7 +976,7 @@ static int plan_gptoss_mxfp4(const qtk_tensor *t, plan *p, qtk_err *err)
 	qtk_layout l = {.kind = QTK_LAYOUT_MXFP4, .type = QTK_DT_U8, .bits = 4, .sym = true, .group_size = 32,
 			.strategy = QTK_SCHEME_PER_GROUP};
 	char why[300];
-	memset(p->out, 0, sizeof *p->out);
+	qtk_tensor_clear(p->out);
 	p->out->name = t->name;
 	if (qtk_scheme_describe(p->out, &l, out, in, true, why, sizeof why))
 		return qtk_err_set(err, QTK_E_DATA, NULL, -1, t->name, "%s", why);
@@ -1023,7 +1024,8 @@ static int plan_tensor(qtk_model *in, const conv_opts *o, qtk_mix_state *ms, con
 	p->force_f32 = f32;
 	p->map_otype = mapped;
 	p->method = M_COPY;
-	*p->out = *t;
+	if (qtk_tensor_copy(p->out, t))
+		return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "parts do not fit the output's room");
 	p->out->view = NULL;
 	p->note = "exact";
 	bool to_gguf = o->out_kind == QTK_OUT_GGUF;

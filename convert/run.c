@@ -479,7 +479,7 @@ static int add_nvfp4_scales(qtk_model *in, conv_opts *ro, nv_scales *nv, qtk_err
 		const char *wn = in->tensors[i].name;
 		char sn[QTK_CAP_NAME + 8];
 		snprintf(sn, sizeof sn, "%.*s.scale", (int)(strlen(wn) - 7), wn); /* conv_nvfp4_scaled: ".weight" */
-		qtk_tensor *t = qtk_model_add_tensor(in, sn); /* may move in->tensors: wn is not used after */
+		qtk_tensor *t = qtk_model_add_tensor_room(in, sn, 1); /* may move in->tensors: wn is not used after */
 		if (!t)
 			return qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");
 		uint32_t u;
@@ -489,7 +489,7 @@ static int add_nvfp4_scales(qtk_model *in, conv_opts *ro, nv_scales *nv, qtk_err
 		v->kind = QTK_VIEW_MEM;
 		v->mem = nv->bytes + 4 * nadd;
 		char *name = t->name;
-		memset(t, 0, sizeof *t);
+		qtk_tensor_clear(t);
 		t->name = name;
 		t->ndim = 1;
 		t->shape[0] = 1;
@@ -522,6 +522,7 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 	bool early = false;
 	plan *plans = NULL;
 	qtk_tensor *outs = NULL; /* the plans' output descriptions until d holds them */
+	qtk_part *outparts = NULL; /* their parts (QTK_MAX_PARTS each) */
 	qtk_model *d = qtk_model_new();
 	qtk_writer *w = NULL;
 	qtk_imatrix *im = NULL;
@@ -560,9 +561,14 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 		goto done;
 	plans = qtk_calloc(nout ? nout : 1, sizeof *plans);
 	outs = qtk_calloc(nout ? nout : 1, sizeof *outs);
+	outparts = qtk_calloc(nout ? nout : 1, QTK_MAX_PARTS * sizeof *outparts);
 	res->t = qtk_calloc(nout ? nout : 1, sizeof *res->t);
 	order = qtk_calloc(nout ? nout : 1, sizeof *order);
-	if (!plans || !outs || !res->t || !order) {
+	for (size_t i = 0; outs && outparts && i < nout; i++) {
+		outs[i].parts = outparts + i * QTK_MAX_PARTS;
+		outs[i].room = QTK_MAX_PARTS;
+	}
+	if (!plans || !outs || !outparts || !res->t || !order) {
 		rc = qtk_err_set(&err, QTK_E_IO, NULL, -1, NULL, "out of memory");
 		goto done;
 	}
@@ -576,13 +582,16 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 		rc = conv_plan(in, &ro, im, map, plans, outs, &err);
 	for (size_t k = 0; k < nout && !rc; k++) {
 		size_t i = order[k];
-		qtk_tensor *n = qtk_model_add_tensor(d, plans[i].out_name);
+		qtk_tensor *n = qtk_model_add_tensor_room(d, plans[i].out_name, plans[i].out->nparts);
 		if (!n) {
 			rc = qtk_err_set(&err, QTK_E_IO, NULL, -1, NULL, "out of memory");
 			break;
 		}
 		char *name = n->name;
-		*n = *plans[i].out;
+		if ((rc = qtk_tensor_copy(n, plans[i].out))) {
+			rc = qtk_err_set(&err, QTK_E_INTERNAL, NULL, -1, name, "parts do not fit the output's room");
+			break;
+		}
 		n->name = name;
 		qtk_tensor_finish(n);
 	}
@@ -590,7 +599,9 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 	for (size_t k = 0; k < nout && !rc; k++)
 		plans[order[k]].out = &d->tensors[k];
 	qtk_free(outs);
+	qtk_free(outparts);
 	outs = NULL;
+	outparts = NULL;
 	if (!rc)
 		rc = conv_build_meta(mapmeta ? mapmeta : source, o, d, &err);
 	if (!rc && o->out_kind == QTK_OUT_HF)
@@ -805,6 +816,7 @@ done:
 	qtk_close(d);
 	qtk_free(plans);
 	qtk_free(outs);
+	qtk_free(outparts);
 	if (rc) {
 		for (size_t i = 0; res->t && i < res->n; i++)
 			qtk_free(res->t[i].name);

@@ -403,7 +403,7 @@ static int read_tensor_info(gp *g, uint32_t file, qtk_strset *names, tinfo *ti)
 		qtk_free(name.s);
 		return rc;
 	}
-	qtk_tensor *t = qtk_model_add_tensor(g->m, name.s);
+	qtk_tensor *t = qtk_model_add_tensor_room(g->m, name.s, 1);
 	qtk_free(name.s);
 	if (!t)
 		return qtk_err_set(g->c.err, QTK_E_IO, g->path, (int64_t)at, NULL, "out of memory");

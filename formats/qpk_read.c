@@ -976,7 +976,7 @@ static int parse_tensor(mc *c, qpk_priv *pv, qtk_strset *names, uint32_t align)
 	if (!name_ok(nm, nlen))
 		return cerr(c, at, NULL, "tensor name is empty, contains NUL or is not UTF-8");
 	char *name = qtk_strndup((const char *)nm, (size_t)nlen);
-	qtk_tensor *t = name ? qtk_model_add_tensor(r->m, name) : NULL;
+	qtk_tensor *t = name ? qtk_model_add_tensor_room(r->m, name, 0) : NULL; /* parts below */
 	qtk_free(name);
 	if (!t)
 		return oom(r);
@@ -1012,6 +1012,8 @@ static int parse_tensor(mc *c, qpk_priv *pv, qtk_strset *names, uint32_t align)
 	t->layout.type = type;
 	t->layout.group_size = group;
 	t->ndim = (int)nd;
+	if (qtk_model_tensor_room(r->m, t, (int)np))
+		return oom(r);
 	t->nparts = (int)np;
 	if (qpk_has_params(kind)) { /* Layout_Params (§7.2), minor version 2 */
 		uint64_t pat = c->pos;

@@ -325,9 +325,11 @@ static int replay_header(const char *buf, size_t n, uint64_t data_size, const ch
 /* Add the entries of header h (file fi) to m as plain tensors. */
 static int add_tensors(qtk_model *m, uint32_t fi, const st_hdr *h)
 {
+	if (qtk_model_reserve_tensors(m, h->n))
+		return oom(m);
 	for (size_t i = 0; i < h->n; i++) {
 		const st_ent *e = &h->e[i];
-		qtk_tensor *t = qtk_model_add_tensor(m, e->name);
+		qtk_tensor *t = qtk_model_add_tensor_room(m, e->name, 1);
 		if (!t)
 			return m->ntensors >= QTK_CAP_TENSORS
 				       ? qtk_err_set(&m->err, QTK_E_DATA, m->files[fi], e->off, NULL, "too many tensors")

@@ -107,6 +107,8 @@ int qtk_model_reserve_tensors(qtk_model *m, size_t more)
 		return QTK_E_IO;
 	m->tensors = nt;
 	m->cap_tensors = nc;
+	if (more > m->parts_hint) /* a part each at least, in one chunk */
+		m->parts_hint = more;
 	/* the name index too, when it is complete (or not begun): index_put keeps a map whose
 	 * names are all in; a failure here only leaves it to grow as it goes */
 	if (!m->t_index && !m->ntensors)
@@ -116,7 +118,99 @@ int qtk_model_reserve_tensors(qtk_model *m, size_t more)
 	return 0;
 }
 
+/* The tensors' parts: chunks that never move (a tensor's parts pointer stays valid while the
+ * table of tensors grows or is replaced), each through the table allocator, doubling from 64
+ * parts up to PARTS_CHUNK_MAX (or the room a reader reserved, qtk_model_reserve_tensors). */
+struct qtk_part_chunk {
+	struct qtk_part_chunk *next;
+	size_t cap, used;
+	qtk_part p[];
+};
+#define PARTS_CHUNK_MIN 64
+#define PARTS_CHUNK_MAX ((size_t)16 << 10)
+
+static qtk_part *parts_alloc(qtk_model *m, int n)
+{
+	if (n < 1 || n > QTK_MAX_PARTS)
+		return NULL;
+	struct qtk_part_chunk *c = m->part_chunks;
+	if (!c || c->cap - c->used < (size_t)n) {
+		size_t cap = c ? (c->cap < PARTS_CHUNK_MAX / 2 ? 2 * c->cap : PARTS_CHUNK_MAX) : PARTS_CHUNK_MIN;
+		if (m->parts_hint > cap)
+			cap = m->parts_hint;
+		m->parts_hint = 0;
+		struct qtk_part_chunk *nc = qtk_table_realloc(NULL, 0, sizeof *nc + cap * sizeof(qtk_part));
+		if (!nc)
+			return NULL;
+		nc->next = c;
+		nc->cap = cap;
+		nc->used = 0;
+		m->part_chunks = c = nc;
+	}
+	qtk_part *p = c->p + c->used;
+	c->used += (size_t)n;
+	memset(p, 0, (size_t)n * sizeof *p);
+	return p;
+}
+
+static void parts_free(qtk_model *m)
+{
+	for (struct qtk_part_chunk *c = m->part_chunks, *nx; c; c = nx) {
+		nx = c->next;
+		qtk_table_free(c);
+	}
+	m->part_chunks = NULL;
+	m->parts_hint = 0;
+}
+
+int qtk_model_tensor_room(qtk_model *m, qtk_tensor *t, int n)
+{
+	if (n == 0) {
+		t->parts = NULL;
+		t->room = 0;
+		return 0;
+	}
+	qtk_part *p = parts_alloc(m, n);
+	if (!p)
+		return n < 1 || n > QTK_MAX_PARTS ? QTK_E_INTERNAL : QTK_E_IO;
+	t->parts = p;
+	t->room = n;
+	return 0;
+}
+
+void qtk_tensor_clear(qtk_tensor *t)
+{
+	qtk_part *p = t->parts;
+	int room = t->room;
+	memset(t, 0, sizeof *t);
+	if (p && room > 0)
+		memset(p, 0, (size_t)room * sizeof *p);
+	t->parts = p;
+	t->room = room;
+}
+
+int qtk_tensor_copy(qtk_tensor *dst, const qtk_tensor *src)
+{
+	if (dst == src)
+		return 0;
+	if (src->nparts < 0 || src->nparts > dst->room)
+		return QTK_E_INTERNAL;
+	qtk_part *p = dst->parts;
+	int room = dst->room;
+	if (src->nparts)
+		memmove(p, src->parts, (size_t)src->nparts * sizeof *p);
+	*dst = *src;
+	dst->parts = p;
+	dst->room = room;
+	return 0;
+}
+
 qtk_tensor *qtk_model_add_tensor(qtk_model *m, const char *name)
+{
+	return qtk_model_add_tensor_room(m, name, QTK_MAX_PARTS);
+}
+
+qtk_tensor *qtk_model_add_tensor_room(qtk_model *m, const char *name, int room)
 {
 	if (m->ntensors + 1 > m->cap_tensors) { /* as grow, through the table allocator */
 		const size_t nc = grown_cap(m->cap_tensors, m->ntensors + 1, QTK_CAP_TENSORS);
@@ -130,6 +224,8 @@ qtk_tensor *qtk_model_add_tensor(qtk_model *m, const char *name)
 	}
 	qtk_tensor *t = &m->tensors[m->ntensors];
 	memset(t, 0, sizeof *t);
+	if (qtk_model_tensor_room(m, t, room))
+		return NULL;
 	t->name = qtk_strdup(name);
 	if (!t->name)
 		return NULL;
@@ -364,6 +460,7 @@ void qtk_fmt_reset_model(qtk_model *m)
 	for (size_t i = 0; i < m->ntensors; i++)
 		qtk_free(m->tensors[i].name);
 	m->ntensors = 0;
+	parts_free(m);
 	for (size_t i = 0; i < m->nkv; i++) {
 		qtk_free(m->kv[i].key);
 		qtk_value_free(&m->kv[i].val);
@@ -383,6 +480,7 @@ static void model_free(qtk_model *m)
 	for (size_t i = 0; i < m->ntensors; i++)
 		qtk_free(m->tensors[i].name);
 	qtk_table_free(m->tensors);
+	parts_free(m);
 	for (size_t i = 0; i < m->nkv; i++) {
 		qtk_free(m->kv[i].key);
 		qtk_value_free(&m->kv[i].val);

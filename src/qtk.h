@@ -151,17 +151,33 @@ typedef struct qtk_part {
 typedef struct qtk_model qtk_model;
 typedef struct qtk_view qtk_view;
 
+/* A tensor's parts are not its own memory: a model's tensors have theirs in the model (room
+ * for QTK_MAX_PARTS from qtk_model_add_tensor, or as many as qtk_model_add_tensor_room asks;
+ * freed with the model), a tensor declared in a block has them in the block (QTK_TENSOR_LOCAL).
+ * Assigning one tensor to another shares the parts; qtk_tensor_copy copies them. */
 typedef struct qtk_tensor {
 	char *name;                   /* logical name ("<prefix>.weight" for AWQ/GPTQ) */
 	int ndim;
 	uint64_t shape[QTK_MAX_DIMS]; /* logical, outermost first */
 	qtk_layout layout;
 	int nparts;
-	qtk_part parts[QTK_MAX_PARTS];
+	int room;                     /* parts there is room for at `parts` (nparts <= room) */
+	qtk_part *parts;
 	uint64_t n_params;
 	uint64_t n_bytes;             /* every stored byte of every part */
 	const qtk_view *view;         /* NULL: stored; else made from other tensors when read */
 } qtk_tensor;
+
+/* A tensor with room for QTK_MAX_PARTS parts in the enclosing block:
+ *   qtk_tensor t = QTK_TENSOR_LOCAL; */
+#define QTK_TENSOR_LOCAL { .room = QTK_MAX_PARTS, .parts = (qtk_part[QTK_MAX_PARTS]){{.type = 0}} }
+/* *dst = *src with src's parts copied into dst's room (dst keeps its parts and room; the name
+ * pointer is copied as the other fields are). QTK_E_INTERNAL, dst unchanged, when they do not
+ * fit. */
+int qtk_tensor_copy(qtk_tensor *dst, const qtk_tensor *src);
+/* Zero every field of t and its parts' room, keeping the room (what memset would do to a tensor
+ * whose parts were inline). */
+void qtk_tensor_clear(qtk_tensor *t);
 
 /* A tensor that no file stores as such, made when it is read (qtk_read_part): the experts of
  * a mixture-of-experts layer stacked along a new outermost dimension, one of the equal slices
@@ -250,6 +266,8 @@ struct qtk_model {
 	 * entries in place calls qtk_model_reindex. */
 	struct qtk_strmap *t_index, *kv_index;
 	size_t t_indexed, kv_indexed;
+	struct qtk_part_chunk *part_chunks; /* the tensors' parts (model.c) */
+	size_t parts_hint;                  /* parts the next chunk should hold at least */
 };
 
 /* Open any supported input (format detected from content). On failure
@@ -464,7 +482,15 @@ void qtk_writer_abort(qtk_writer *w);
 /* ---- Model building (used by plugins and by qconvert) ------------------ */
 
 qtk_model *qtk_model_new(void);
+/* A tensor named `name` (copied), zeroed, with room for QTK_MAX_PARTS parts; NULL out of memory
+ * or past the cap on tensors. _room: room for `room` parts (0..QTK_MAX_PARTS), for a reader that
+ * knows how many its tensors have (0: none yet, qtk_model_tensor_room gives them later). */
 qtk_tensor *qtk_model_add_tensor(qtk_model *m, const char *name);
+qtk_tensor *qtk_model_add_tensor_room(qtk_model *m, const char *name, int room);
+/* Room for n parts (0..QTK_MAX_PARTS, zeroed) in m, freed with it: t->parts, t->room for a tensor
+ * of m built outside its table (a scheme's logical tensors before they replace their parts).
+ * QTK_E_IO out of memory. */
+int qtk_model_tensor_room(qtk_model *m, qtk_tensor *t, int n);
 /* Room for `more` tensors beyond those added, in one allocation (a container that knows its
  * count: the table's growth copies it each time it doubles); QTK_E_IO out of memory. The
  * mapping is only touched as tensors are added. */

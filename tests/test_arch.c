@@ -24,7 +24,7 @@ static const char *bin(void)
 
 static void mem_tensor(qtk_tensor *t, qtk_view *v, const uint8_t *bytes, uint64_t rows, uint64_t cols)
 {
-	memset(t, 0, sizeof *t);
+	qtk_tensor_clear(t);
 	memset(v, 0, sizeof *v);
 	t->ndim = 2;
 	t->shape[0] = rows;
@@ -51,7 +51,7 @@ static void test_views(void)
 		b[i] = (uint8_t)(100 + i);
 	}
 	qtk_model *m = qtk_model_new();
-	qtk_tensor ta, tb;
+	qtk_tensor ta = QTK_TENSOR_LOCAL, tb = QTK_TENSOR_LOCAL;
 	qtk_view va, vb;
 	mem_tensor(&ta, &va, a, 2, 3);
 	mem_tensor(&tb, &vb, b, 2, 3);
@@ -59,7 +59,8 @@ static void test_views(void)
 	tb.name = (char *)"b";
 	const qtk_tensor *pieces[2] = {&ta, &tb};
 	/* stack: [2, 2, 3], part bytes a then b; a read across the seam */
-	qtk_tensor st = ta;
+	qtk_tensor st = QTK_TENSOR_LOCAL;
+	qtk_tensor_copy(&st, &ta);
 	qtk_view sv = {.kind = QTK_VIEW_STACK, .m = m, .pieces = pieces, .n = 2};
 	st.name = (char *)"stack";
 	st.view = &sv;
@@ -77,7 +78,8 @@ static void test_views(void)
 	CHECK(qtk_read_part(m, &st, 0, 44, got, 8) != 0, "a read past the end is refused");
 	/* slice 1 of 2 of the stack: b */
 	const qtk_tensor *whole[1] = {&st};
-	qtk_tensor sl = ta;
+	qtk_tensor sl = QTK_TENSOR_LOCAL;
+	qtk_tensor_copy(&sl, &ta);
 	qtk_view slv = {.kind = QTK_VIEW_SLICE, .m = m, .pieces = whole, .n = 2, .index = 1};
 	sl.name = (char *)"slice";
 	sl.view = &slv;

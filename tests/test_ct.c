@@ -363,9 +363,9 @@ static void codec_in_memory(void)
 			enum { O = 48, I = 64 };
 			qtk_layout l = {.kind = QTK_LAYOUT_CT_INT, .type = QTK_T_I32, .bits = (uint8_t)bits, .group_size = 32,
 					.sym = sym, .strategy = QTK_SCHEME_PER_GROUP, .scale_type = QTK_T_F16};
-			qtk_tensor t;
+			qtk_tensor t = QTK_TENSOR_LOCAL;
 			char why[300];
-			memset(&t, 0, sizeof t);
+			qtk_tensor_clear(&t);
 			CHECK(!qtk_scheme_describe(&t, &l, O, I, true, why, sizeof why), "describe: %s", why);
 			CHECK(t.nparts == (sym ? 3 : 4), "parts: %d", t.nparts);
 			void *pp[QTK_MAX_PARTS] = {NULL}, *p2[QTK_MAX_PARTS] = {NULL};

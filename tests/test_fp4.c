@@ -157,8 +157,8 @@ static void nvfp4_from_ggml_synth(void)
 	blk[36 * 3 + 1] = 0x7F, blk[36 * 5 + 2] = 0x80, blk[36 * 7] = 0xFE, blk[36 * 9 + 3] = 0xC1;
 	CHECK(qtk_nvfp4_from_ggml(blk, ROWS, IN, codes, sc) == 0, "shuffle");
 	CHECK(sc[3 * 4 + 1] == 0 && sc[5 * 4 + 2] == 0 && sc[7 * 4] == 0x7E && sc[9 * 4 + 3] == 0x41, "scale bytes");
-	qtk_tensor t;
-	memset(&t, 0, sizeof t);
+	qtk_tensor t = QTK_TENSOR_LOCAL;
+	qtk_tensor_clear(&t);
 	t.name = (char *)"synthetic";
 	qtk_layout l = { .kind = QTK_LAYOUT_NVFP4, .type = QTK_DT_U8, .bits = 4, .sym = true, .group_size = 16,
 			 .scale_type = 1 };
@@ -207,8 +207,8 @@ static void mxfp4_from_ggml_synth(void)
 	int e8 = 0;
 	for (size_t i = 0; i < sizeof codes; i++)
 		e8 += ((codes[i] & 15) == 8) + (codes[i] >> 4 == 8);
-	qtk_tensor t;
-	memset(&t, 0, sizeof t);
+	qtk_tensor t = QTK_TENSOR_LOCAL;
+	qtk_tensor_clear(&t);
 	t.name = (char *)"synthetic";
 	qtk_layout l = { .kind = QTK_LAYOUT_MXFP4, .type = QTK_DT_U8, .bits = 4, .sym = true, .group_size = 32,
 			 .strategy = QTK_SCHEME_PER_GROUP, .scale_type = QTK_MXFP4_CT };

@@ -71,9 +71,9 @@ static void encoder(void)
 	enum { O = 2, I = 256 };
 	qtk_layout l = {.kind = QTK_LAYOUT_FP8, .type = QTK_DT_F8_E4M3, .bits = 8, .sym = true,
 			.strategy = QTK_SCHEME_PER_GROUP, .group_size = I, .scale_type = QTK_T_F32};
-	qtk_tensor t;
+	qtk_tensor t = QTK_TENSOR_LOCAL;
 	char why[300];
-	memset(&t, 0, sizeof t);
+	qtk_tensor_clear(&t);
 	CHECK(!qtk_scheme_describe(&t, &l, O, I, true, why, sizeof why), "describe fp8 channel: %s", why);
 	uint8_t w[O * I], sc[O * 4];
 	void *pp[2] = {w, sc};
@@ -111,8 +111,8 @@ static void encoder(void)
 	qtk_layout lb = l;
 	lb.strategy = QTK_SCHEME_PER_BLOCK;
 	lb.group_size = 128;
-	qtk_tensor tb;
-	memset(&tb, 0, sizeof tb);
+	qtk_tensor tb = QTK_TENSOR_LOCAL;
+	qtk_tensor_clear(&tb);
 	CHECK(!qtk_scheme_describe(&tb, &lb, 256, I, true, why, sizeof why) && tb.parts[1].shape[0] == 2 &&
 		      tb.parts[1].shape[1] == 2,
 	      "describe fp8 block: %s", why);

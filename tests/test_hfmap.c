@@ -308,7 +308,7 @@ static void test_fixture(const char *fx)
 		for (size_t i = 0; i < hf->ntensors; i++) {
 			qtk_tensor *t = qtk_model_add_tensor(hf2, hf->tensors[i].name);
 			char *nm = t->name;
-			*t = hf->tensors[i];
+			qtk_tensor_copy(t, &hf->tensors[i]);
 			t->name = nm;
 		}
 		hf2->path = qtk_strdup("fp16");
@@ -794,7 +794,7 @@ static void test_roundtrip_memory(void)
 		const char *on = qtk_hfmap_name(r, t->name, &heads, &inv);
 		qtk_tensor *nt = qtk_model_add_tensor(h2, on ? on : t->name);
 		char *keep = nt->name;
-		*nt = *t;
+		qtk_tensor_copy(nt, t);
 		nt->name = keep;
 	}
 	h2->path = qtk_strdup("/tmp/mem/");

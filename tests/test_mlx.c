@@ -180,7 +180,7 @@ static float frand(void)
 static int make_mlx(qtk_tensor *t, uint8_t *p[3], uint32_t out, uint32_t in, unsigned bits, uint32_t group)
 {
 	char why[200];
-	memset(t, 0, sizeof *t);
+	qtk_tensor_clear(t);
 	qtk_layout l = {.kind = QTK_LAYOUT_MLX, .type = QTK_DT_U32, .bits = (uint8_t)bits, .group_size = group};
 	if (qtk_scheme_describe(t, &l, out, in, false, why, sizeof why))
 		return -1;
@@ -203,7 +203,7 @@ static void test_roundtrip(void)
 	static const uint32_t groups[] = {32, 64, 128};
 	for (size_t b = 0; b < 6; b++)
 		for (size_t gi = 0; gi < 3; gi++) {
-			qtk_tensor t;
+			qtk_tensor t = QTK_TENSOR_LOCAL;
 			uint8_t *p[3] = {NULL, NULL, NULL}, *q[3] = {NULL, NULL, NULL};
 			uint32_t out = 12, in = 256;
 			int rc = make_mlx(&t, p, out, in, bits[b], groups[gi]);
@@ -238,7 +238,7 @@ static void test_transcodes(void)
 {
 	static const unsigned bits[] = {2, 3, 4};
 	for (size_t b = 0; b < 3; b++) {
-		qtk_tensor t;
+		qtk_tensor t = QTK_TENSOR_LOCAL;
 		uint8_t *p[3] = {NULL, NULL, NULL};
 		uint32_t out = 8, in = 128;
 		int rc = make_mlx(&t, p, out, in, bits[b], 64);
@@ -261,7 +261,7 @@ static void test_transcodes(void)
 			free(p[k]);
 	}
 	/* 8-bit whose biases are -128 * scale (what a q8_0 source gives): q8_0 exact */
-	qtk_tensor t;
+	qtk_tensor t = QTK_TENSOR_LOCAL;
 	uint8_t *p[3] = {NULL, NULL, NULL};
 	uint32_t out = 4, in = 64;
 	int rc = make_mlx(&t, p, out, in, 8, 32);
@@ -620,9 +620,9 @@ static void test_reverse(void)
 			x[i] = frand();
 		qgroups g;
 		memset(&g, 0, sizeof g);
-		qtk_tensor t;
+		qtk_tensor t = QTK_TENSOR_LOCAL;
 		char why[200];
-		memset(&t, 0, sizeof t);
+		qtk_tensor_clear(&t);
 		qtk_layout l = {.kind = QTK_LAYOUT_MLX, .type = QTK_DT_U32, .bits = (uint8_t)bits, .group_size = 32};
 		int rc = x && a && c && blk ? qtk_quant_ggml(ty, x, blk, out, in, NULL) : -1;
 		rc = rc ? rc : ty == QTK_T_Q4_1 ? qg_from_q4_1_bias(blk, out, in, &g) : qg_from_ggml(ty, blk, out, in, &g);
@@ -650,8 +650,8 @@ static void test_reverse(void)
 		/* 4-bit codes also sit in an 8-bit MLX tensor; a group of 64 needs two equal blocks */
 		if (ty == QTK_T_Q4_1) {
 			qtk_layout l64 = {.kind = QTK_LAYOUT_MLX, .type = QTK_DT_U32, .bits = 4, .group_size = 64};
-			qtk_tensor t64;
-			memset(&t64, 0, sizeof t64);
+			qtk_tensor t64 = QTK_TENSOR_LOCAL;
+			qtk_tensor_clear(&t64);
 			uint8_t *p64[3] = {NULL, NULL, NULL};
 			int r2 = qtk_scheme_describe(&t64, &l64, out, in, false, why, sizeof why);
 			for (int k = 0; k < 3 && !r2; k++)
@@ -758,13 +758,14 @@ static void test_fixture_paths(const char *root)
 static void test_qpk_hostile(void)
 {
 	char why[300];
-	qtk_tensor t;
+	qtk_tensor t = QTK_TENSOR_LOCAL;
 	qtk_layout l = {.kind = QTK_LAYOUT_MLX, .type = QTK_DT_U32, .bits = 3, .group_size = 32};
 	CHECK(!qtk_scheme_describe(&t, &l, 8, 64, false, why, sizeof why) && !qtk_qpk_check_tensor(&t, why, sizeof why),
 	      "valid 3-bit mlx description (%s)", why);
 #define BAD(what, mutate)                                                                            \
 	do {                                                                                         \
-		qtk_tensor u = t;                                                                    \
+		qtk_tensor u = QTK_TENSOR_LOCAL; \
+		qtk_tensor_copy(&u, &t); \
 		mutate;                                                                              \
 		CHECK(qtk_qpk_check_tensor(&u, why, sizeof why) == QTK_E_DATA, "qpk refuses %s", what); \
 	} while (0)

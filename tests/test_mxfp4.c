@@ -114,8 +114,8 @@ static void in_memory(void)
 {
 	static uint8_t blocks[E][O][G][16], scales[E][O][G];
 	synth(blocks, scales);
-	qtk_tensor t;
-	memset(&t, 0, sizeof t);
+	qtk_tensor t = QTK_TENSOR_LOCAL;
+	qtk_tensor_clear(&t);
 	t.ndim = 3;
 	t.shape[0] = E, t.shape[1] = O, t.shape[2] = I;
 	t.layout = (qtk_layout){.kind = QTK_LAYOUT_MXFP4, .type = QTK_DT_U8, .bits = 4, .sym = true, .group_size = 32,
@@ -167,10 +167,11 @@ static void in_memory(void)
 	CHECK(!qtk_scheme_to_ggml_rows(&t, pp, 2, 4, QTK_T_MXFP4, part) && !memcmp(part, gg + 2 * G * 17, sizeof part),
 	      "rows 2..5 shuffle as in the whole");
 	/* a stack whose parts disagree with it */
-	qtk_tensor b = t;
+	qtk_tensor b = QTK_TENSOR_LOCAL;
+	qtk_tensor_copy(&b, &t);
 	b.parts[1].shape[0] = 1;
 	CHECK(qtk_scheme_check(&b, &bad, why, sizeof why) == QTK_E_DATA, "scales of another stack refused");
-	b = t;
+	qtk_tensor_copy(&b, &t);
 	b.shape[2] = 96;
 	CHECK(qtk_scheme_check(&b, &bad, why, sizeof why) == QTK_E_DATA, "in != 32 * blocks refused");
 }

@@ -243,7 +243,7 @@ static void test_container_independence(void)
 /* A plain 2-D tensor [out][in] of one part of type `type` and nbytes bytes, named name. */
 static void plain2d(qtk_tensor *t, const char *name, unsigned type, uint64_t out, uint64_t in, uint64_t nbytes)
 {
-	memset(t, 0, sizeof *t);
+	qtk_tensor_clear(t);
 	t->name = (char *)name;
 	t->ndim = 2;
 	t->shape[0] = out;
@@ -263,8 +263,8 @@ static void plain2d(qtk_tensor *t, const char *name, unsigned type, uint64_t out
 static int plain_leaf_rows(unsigned type, const void *bytes, uint64_t nv, uint64_t rows, int heads, int scheme,
 			   size_t step, qtk_leaf *l)
 {
-	qtk_tensor t;
-	memset(&t, 0, sizeof t);
+	qtk_tensor t = QTK_TENSOR_LOCAL;
+	qtk_tensor_clear(&t);
 	t.name = (char *)"x.weight";
 	t.ndim = heads > 0 ? 2 : 1;
 	t.shape[0] = heads > 0 ? rows : nv;
@@ -407,7 +407,7 @@ static void test_v2_forms(void)
 /* Streaming in odd pieces gives the same leaf as whole puts, for a quantized type too. */
 static void test_streaming(void)
 {
-	qtk_tensor t;
+	qtk_tensor t = QTK_TENSOR_LOCAL;
 	plain2d(&t, "blk.0.ffn_up.weight", QTK_T_Q8_0, 96, 256, 96 * 256 / 32 * 34);
 	size_t n = (size_t)t.parts[0].nbytes;
 	uint8_t *b = malloc(n);
@@ -694,7 +694,7 @@ static void test_aff(void)
 		}
 		uint8_t want[32];
 		sha(hb, (size_t)(h - hb), want);
-		qtk_tensor t;
+		qtk_tensor t = QTK_TENSOR_LOCAL;
 		plain2d(&t, "blk.0.attn_q.weight", T->type, out, in, nbytes);
 		const void *pb[1] = {blk};
 		uint8_t dec[2][32];
@@ -752,7 +752,7 @@ static void test_aff(void)
  * in w (in * bits / 32 words a row), sc and bi. */
 static void mlx_tensor(qtk_tensor *t, uint32_t out, uint32_t in, unsigned bits, uint32_t group)
 {
-	memset(t, 0, sizeof *t);
+	qtk_tensor_clear(t);
 	t->name = (char *)"model.layers.0.mlp.up_proj.weight";
 	t->ndim = 2;
 	t->shape[0] = out;
@@ -786,7 +786,7 @@ static void test_aff_mlx(void)
 	for (int ci = 0; ci < 5; ci++) {
 		const unsigned bits = bitss[ci];
 		const uint32_t group = groups[ci], ng = in / group;
-		qtk_tensor t;
+		qtk_tensor t = QTK_TENSOR_LOCAL;
 		mlx_tensor(&t, out, in, bits, group);
 		uint32_t *w = calloc((size_t)out * in * bits / 32, 4);
 		uint8_t *sc = malloc((size_t)out * ng * 2), *bi = malloc((size_t)out * ng * 2);
@@ -849,7 +849,7 @@ static void test_aff_mlx(void)
 				for (int j = 0; j < 16; j++)
 					x[4 + j] = (uint8_t)(q[32 * b + (size_t)j] | q[32 * b + (size_t)j + 16] << 4);
 			}
-			qtk_tensor t1;
+			qtk_tensor t1 = QTK_TENSOR_LOCAL;
 			plain2d(&t1, canon, QTK_T_Q4_1, out, in, (uint64_t)out * in / 32 * 20);
 			qtk_leaf l1;
 			const void *p1[1] = {blk};
@@ -889,8 +889,8 @@ static void test_int_wide(void)
 	CHECK(!qtk_quant_gptq(w, out, in, g, 8, false, 2, qw, qz, sc, gi) &&
 		      !qtk_dequant_gptq(qw, qz, sc, gi, in, out, g, ng, 8, 2, y),
 	      "gptq 8-bit encode/decode");
-	qtk_tensor t;
-	memset(&t, 0, sizeof t);
+	qtk_tensor t = QTK_TENSOR_LOCAL;
+	qtk_tensor_clear(&t);
 	const qtk_layout l = {QTK_LAYOUT_GPTQ, QTK_T_I32, 8, 2, false, false, g, 0, 0, 0, 0, 0};
 	char why[300] = "";
 	CHECK(!qtk_scheme_describe(&t, &l, out, in, true, why, sizeof why), "describe: %s", why);
@@ -925,8 +925,8 @@ static void test_int_wide(void)
 	CHECK(memcmp(a.dec, c.dec, 32) != 0, "one code changes the decoded leaf");
 	/* hostile: a 1-D q4_0 tensor under a Q/K name, whose rows (single values) cannot carry runs:
 	 * an error, not a leaf of whatever memory the scales' rows were not copied into (review) */
-	qtk_tensor t1;
-	memset(&t1, 0, sizeof t1);
+	qtk_tensor t1 = QTK_TENSOR_LOCAL;
+	qtk_tensor_clear(&t1);
 	t1.name = (char *)"blk.0.attn_q.weight";
 	t1.ndim = 1;
 	t1.shape[0] = 64;
@@ -980,8 +980,8 @@ static void test_int_gptq4(void)
 		else
 			CHECK(!qtk_quant_awq(w, out, in, g, qw, qz, sc) && !qtk_dequant_awq(qw, qz, sc, in, out, g, y),
 			      "awq encode/decode");
-		qtk_tensor t;
-		memset(&t, 0, sizeof t);
+		qtk_tensor t = QTK_TENSOR_LOCAL;
+		qtk_tensor_clear(&t);
 		const qtk_layout l = {kind < 2 ? QTK_LAYOUT_GPTQ : QTK_LAYOUT_AWQ, QTK_T_I32, 4, (uint8_t)(kind < 2 ? ver : 0),
 				      false, false, g, 0, 0, 0, 0, 0};
 		char why[300] = "";
@@ -1051,7 +1051,7 @@ static void test_int_ggml(void)
 		}
 		uint8_t want[32];
 		runs_leaf("model.layers.0.self_attn.q_proj.weight", out, in, k, sb, want);
-		qtk_tensor t;
+		qtk_tensor t = QTK_TENSOR_LOCAL;
 		plain2d(&t, "blk.0.attn_q.weight", types[ti], out, in, nbytes);
 		uint8_t want3[32];
 		runs_leaf_v(QTK_DIGEST_V3, "model.layers.0.self_attn.q_proj.weight", out, in, k, sb, want3);
@@ -1079,8 +1079,8 @@ static void test_int_ct(void)
 	const uint32_t out = 16, in = 128, g = 32, ng = in / g;
 	for (int bf = 0; bf < 2; bf++) {
 		const unsigned st = bf ? QTK_T_BF16 : QTK_T_F32;
-		qtk_tensor t;
-		memset(&t, 0, sizeof t);
+		qtk_tensor t = QTK_TENSOR_LOCAL;
+		qtk_tensor_clear(&t);
 		qtk_layout l = {QTK_LAYOUT_CT_INT, QTK_T_I32, 4, 0, true, false, g, 2, (uint16_t)st, 0, 0, 0};
 		char why[300] = "";
 		CHECK(!qtk_scheme_describe(&t, &l, out, in, true, why, sizeof why), "describe: %s", why);
@@ -1149,9 +1149,9 @@ static void test_packed_heads_sliced(void)
 	}
 	CHECK(!qtk_quant_awq(w, out, in, g, qw, qz, sc) && !qtk_dequant_awq(qw, qz, sc, in, out, g, y),
 	      "awq encode/decode");
-	qtk_tensor ta, tf;
-	memset(&ta, 0, sizeof ta);
-	memset(&tf, 0, sizeof tf);
+	qtk_tensor ta = QTK_TENSOR_LOCAL, tf = QTK_TENSOR_LOCAL;
+	qtk_tensor_clear(&ta);
+	qtk_tensor_clear(&tf);
 	const qtk_layout l = {QTK_LAYOUT_AWQ, QTK_T_I32, 4, 0, false, false, g, 0, 0, 0, 0, 0};
 	char why[300] = "";
 	CHECK(!qtk_scheme_describe(&ta, &l, out, in, true, why, sizeof why), "describe: %s", why);
@@ -1206,7 +1206,8 @@ static void test_packed_heads_sliced(void)
 	runs_leaf("model.layers.0.self_attn.q_proj.weight", out, in, k, sb, want);
 	CHECK(!leaf_of(&ta, pa, 16, 0, 0, &l3), "awq leaf, v3");
 	CHECK(!memcmp(l3.dec, want, 32), "AWQ with 16 heads, v3: the runs' leaf as the spec writes it");
-	qtk_tensor tq = tf;
+	qtk_tensor tq = QTK_TENSOR_LOCAL;
+	qtk_tensor_copy(&tq, &tf);
 	tq.layout.type = QTK_T_Q8_0;
 	tq.parts[0].type = QTK_T_Q8_0;
 	tq.parts[0].nbytes = (uint64_t)out * runs * 34;
@@ -2133,7 +2134,7 @@ static void reserve_and_patch(qtk_out_kind kind, const char *name)
 	for (size_t i = 0; i < d->ntensors; i++) {
 		qtk_tensor *t = qtk_model_add_tensor(desc, d->tensors[i].name);
 		char *nm = t->name;
-		*t = d->tensors[i];
+		qtk_tensor_copy(t, &d->tensors[i]);
 		t->name = nm;
 	}
 	const char *path = path_in(name);

@@ -514,7 +514,8 @@ static void test_memory_roundtrip(void)
 		const qtk_tensor *g = qtk_tensor_find(m, "model.layers.0.self_attn.q_proj.weight");
 		CHECK(g && g->layout.act_order && g->nparts == 4 && g->layout.gptq_version == 1, "act-order gptq");
 		/* a copied tensor description (renamed) reads through its offsets */
-		qtk_tensor copy = *g;
+		qtk_tensor copy = QTK_TENSOR_LOCAL;
+		qtk_tensor_copy(&copy, g);
 		copy.name = "renamed";
 		uint8_t b[256];
 		CHECK(qtk_read_part(m, &copy, 3, 0, b, 256) == 0 && !memcmp(b, mm.data[8][3], 256), "copied desc read");
@@ -1862,7 +1863,7 @@ static void test_new_kinds(void)
 		if (k) {
 			qtk_tensor *t = qtk_model_add_tensor(one.m, "bnb8.weight");
 			char *nm = t->name;
-			*t = mm.m->tensors[src];
+			qtk_tensor_copy(t, &mm.m->tensors[src]);
 			t->name = nm;
 			for (int p = 0; p < t->nparts; p++) {
 				one.data[0][p] = malloc((size_t)t->parts[p].nbytes);

@@ -754,7 +754,7 @@ static void test_round_trip(void)
 	t->parts[0].nbytes = 1024;
 	qtk_tensor *t2 = qtk_model_add_tensor(d, "k");
 	char *keep = t2->name;
-	*t2 = d->tensors[0];
+	qtk_tensor_copy(t2, &d->tensors[0]);
 	t2->name = keep;
 	qtk_err_clear(&e); /* qtk_writer_open keeps a previous error (first wins) */
 	w = qtk_writer_open(tp("bad.safetensors"), QTK_OUT_SAFETENSORS, d, NULL, &e);

@@ -64,10 +64,10 @@ static void test_lookup(void)
 
 static void test_describe_bytes(void)
 {
-	qtk_tensor t;
+	qtk_tensor t = QTK_TENSOR_LOCAL;
 	char why[300];
 	qtk_layout l = lay(QTK_LAYOUT_AWQ, 4, 32, 0);
-	memset(&t, 0, sizeof t);
+	qtk_tensor_clear(&t);
 	CHECK(qtk_scheme_describe(&t, &l, 16, 64, true, why, sizeof why) == 0, "awq describe: %s", why);
 	CHECK(t.nparts == 3 && t.parts[0].shape[0] == 64 && t.parts[0].shape[1] == 2 && t.parts[1].shape[0] == 2 &&
 		      t.parts[2].shape[1] == 16 && t.n_bytes == 592 && t.n_params == 1024,
@@ -92,92 +92,92 @@ static void test_describe_bytes(void)
 
 static void test_refusals(void)
 {
-	qtk_tensor a, g, t;
+	qtk_tensor a = QTK_TENSOR_LOCAL, g = QTK_TENSOR_LOCAL, t = QTK_TENSOR_LOCAL;
 	char why[300];
 	qtk_layout la = lay(QTK_LAYOUT_AWQ, 4, 32, 0), lg = lay(QTK_LAYOUT_GPTQ, 4, 32, 2);
-	memset(&a, 0, sizeof a);
-	memset(&g, 0, sizeof g);
+	qtk_tensor_clear(&a);
+	qtk_tensor_clear(&g);
 	CHECK(!qtk_scheme_describe(&a, &la, 16, 64, true, why, sizeof why) &&
 		      !qtk_scheme_describe(&g, &lg, 32, 64, true, why, sizeof why),
 	      "valid descriptions");
 	int bad;
 	CHECK(qtk_scheme_check(&a, &bad, why, sizeof why) == 0 && qtk_scheme_check(&g, &bad, why, sizeof why) == 0,
 	      "valid tensors pass");
-	t = g;
+	qtk_tensor_copy(&t, &g);
 	t.nparts = 3;
 	CHECK(qtk_scheme_check(&t, &bad, why, sizeof why) == 0, "g_idx is optional");
 	/* wrong dtype */
-	t = g;
+	qtk_tensor_copy(&t, &g);
 	t.parts[2].type = QTK_T_F32;
 	REFUSED(&t, "part 'scales' type F32, expected F16", 2);
-	t = a;
+	qtk_tensor_copy(&t, &a);
 	t.parts[0].type = QTK_T_F16;
 	REFUSED(&t, "part 'qweight' type F16, expected I32", 0);
 	/* wrong shape */
-	t = g;
+	qtk_tensor_copy(&t, &g);
 	t.parts[1].shape[0] = 3;
 	REFUSED(&t, "part 'qzeros' shape [3, 4] does not match the layout: expected [2, 4]", 1);
-	t = g;
+	qtk_tensor_copy(&t, &g);
 	t.parts[3].ndim = 2;
 	REFUSED(&t, "part 'g_idx' shape", 3);
-	t = a;
+	qtk_tensor_copy(&t, &a);
 	t.parts[2].shape[1] = 8;
 	REFUSED(&t, "part 'scales' shape [2, 8]", 2);
 	/* wrong role, part count */
-	t = g;
+	qtk_tensor_copy(&t, &g);
 	snprintf(t.parts[1].role, sizeof t.parts[1].role, "zeros");
 	REFUSED(&t, "part 1 role 'zeros', expected 'qzeros'", 1);
-	t = a;
+	qtk_tensor_copy(&t, &a);
 	t.nparts = 4;
 	REFUSED(&t, "nparts 4, awq has 3 (qweight, qzeros, scales)", -1);
-	t = g;
+	qtk_tensor_copy(&t, &g);
 	t.nparts = 2;
 	REFUSED(&t, "nparts 2, gptq has 3 or 4 (qweight, qzeros, scales[, g_idx])", -1);
 	/* bits no codec decodes */
 	for (unsigned b = 5; b <= 7; b++) {
-		t = g;
+		qtk_tensor_copy(&t, &g);
 		t.layout.bits = (uint8_t)b;
 		char w[40];
 		snprintf(w, sizeof w, "bits %u is not one of 2, 3, 4, 8", b);
 		REFUSED(&t, w, -1);
 	}
-	t = a;
+	qtk_tensor_copy(&t, &a);
 	t.layout.bits = 8;
 	REFUSED(&t, "bits 8: awq (gemm) packing holds 4-bit codes only", -1);
 	/* groups: zero, partial last group */
-	t = g;
+	qtk_tensor_copy(&t, &g);
 	t.layout.group_size = 0;
 	REFUSED(&t, "group_size 0 does not divide in_features 64", -1);
-	t = g;
+	qtk_tensor_copy(&t, &g);
 	t.layout.group_size = 48;
 	REFUSED(&t, "group_size 48 does not divide in_features 64", -1);
-	t = a;
+	qtk_tensor_copy(&t, &a);
 	t.layout.group_size = 48;
 	REFUSED(&t, "group_size 48 does not divide in_features 64", -1);
 	/* scheme rules */
-	t = g;
+	qtk_tensor_copy(&t, &g);
 	t.layout.gptq_version = 3;
 	REFUSED(&t, "gptq_version 3 is not 1 or 2", -1);
-	t = g;
+	qtk_tensor_copy(&t, &g);
 	t.nparts = 3;
 	t.layout.act_order = true;
 	REFUSED(&t, "act_order set but the tensor has no g_idx part", -1);
-	t = a;
+	qtk_tensor_copy(&t, &a);
 	t.layout.act_order = true;
 	REFUSED(&t, "awq layout with act_order or gptq_version set", -1);
-	t = a;
+	qtk_tensor_copy(&t, &a);
 	t.shape[0] = 12;
 	REFUSED(&t, "out_features 12 is not a multiple of 8", -1);
-	t = g;
+	qtk_tensor_copy(&t, &g);
 	t.shape[0] = 31;
 	REFUSED(&t, "does not pack into 32-bit words", -1);
-	t = g;
+	qtk_tensor_copy(&t, &g);
 	t.ndim = 3;
 	REFUSED(&t, "gptq layout needs 2 dimensions", -1);
-	t = g;
+	qtk_tensor_copy(&t, &g);
 	t.shape[0] = 1ull << 41;
 	REFUSED(&t, "out of range", -1);
-	t = g;
+	qtk_tensor_copy(&t, &g);
 	t.layout.kind = QTK_LAYOUT_PLAIN;
 	REFUSED(&t, "not a packed scheme", -1);
 }
@@ -207,9 +207,9 @@ static void test_codec_hooks(void)
 	for (uint32_t i = 0; i < out * in; i++)
 		x[i] = (float)((i * 2654435761u) % 1000) / 500.0f - 1.0f;
 	for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
-		qtk_tensor t;
+		qtk_tensor t = QTK_TENSOR_LOCAL;
 		char why[200];
-		memset(&t, 0, sizeof t);
+		qtk_tensor_clear(&t);
 		qtk_layout l = lay(cases[c].k, cases[c].bits, 32, cases[c].k == QTK_LAYOUT_GPTQ ? 2 : 0);
 		l.sym = false;
 		CHECK(!qtk_scheme_describe(&t, &l, out, in, true, why, sizeof why), "describe %zu: %s", c, why);
@@ -251,8 +251,8 @@ static void test_codec_hooks(void)
 		}
 		if (cases[c].k == QTK_LAYOUT_AWQ) { /* exact repack AWQ -> GPTQ v2 through integer groups */
 			qgroups q;
-			qtk_tensor o;
-			memset(&o, 0, sizeof o);
+			qtk_tensor o = QTK_TENSOR_LOCAL;
+			qtk_tensor_clear(&o);
 			qtk_layout lo = lay(QTK_LAYOUT_GPTQ, 4, 32, 2);
 			void *po[QTK_MAX_PARTS] = {NULL};
 			CHECK(!qtk_scheme_to_groups(&t, (const void *const *)pp, &q), "awq to groups");

@@ -513,8 +513,7 @@ static int view_tensor(qtk_hfmap *m, qtk_model *src, const vent *v, qtk_view *vw
 	vw->kind = (qtk_view_kind)v->kind;
 	vw->m = src;
 	if (v->kind == QTK_VIEW_MEM) {
-		qtk_tensor o;
-		memset(&o, 0, sizeof o);
+		qtk_tensor o = QTK_TENSOR_LOCAL;
 		o.ndim = v->ndim;
 		memcpy(o.shape, v->shape, sizeof o.shape);
 		o.layout.kind = QTK_LAYOUT_PLAIN;
@@ -526,12 +525,12 @@ static int view_tensor(qtk_hfmap *m, qtk_model *src, const vent *v, qtk_view *vw
 		memcpy(o.parts[0].shape, v->shape, sizeof o.shape);
 		qtk_tensor_finish(&o);
 		o.parts[0].nbytes = o.n_params * 4;
-		*t = o;
+		if (qtk_tensor_copy(t, &o))
+			return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, name, "parts do not fit the view's room");
 		vw->mem = v->mem;
 	} else if (v->kind == QTK_VIEW_JOIN) {
 		const qtk_tensor *w = &src->tensors[m->pieces[v->src]], *sc = &src->tensors[m->pieces[v->src + 1]];
-		qtk_tensor o;
-		memset(&o, 0, sizeof o);
+		qtk_tensor o = QTK_TENSOR_LOCAL;
 		o.ndim = 2;
 		o.shape[0] = w->shape[0];
 		o.shape[1] = w->shape[1];
@@ -543,7 +542,8 @@ static int view_tensor(qtk_hfmap *m, qtk_model *src, const vent *v, qtk_view *vw
 		snprintf(o.parts[0].role, sizeof o.parts[0].role, "weight");
 		snprintf(o.parts[1].role, sizeof o.parts[1].role, "scale");
 		o.parts[0].offset = o.parts[1].offset = 0;
-		*t = o;
+		if (qtk_tensor_copy(t, &o))
+			return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, name, "parts do not fit the view's room");
 		qtk_tensor_finish(t);
 		for (uint32_t k = 0; k < 2; k++)
 			m->pptr[v->src + k] = &src->tensors[m->pieces[v->src + k]];
@@ -551,7 +551,8 @@ static int view_tensor(qtk_hfmap *m, qtk_model *src, const vent *v, qtk_view *vw
 		vw->n = 2;
 	} else if (v->kind == QTK_VIEW_STACK) {
 		const qtk_tensor *p0 = &src->tensors[m->pieces[v->src]];
-		*t = *p0;
+		if (qtk_tensor_copy(t, p0))
+			return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, name, "parts do not fit the view's room");
 		if (p0->ndim + 1 > QTK_MAX_DIMS)
 			return qtk_err_set(err, QTK_E_DATA, src->path, -1, p0->name, "too many dimensions to stack");
 		memmove(t->shape + 1, p0->shape, (size_t)p0->ndim * sizeof *t->shape);
@@ -572,7 +573,8 @@ static int view_tensor(qtk_hfmap *m, qtk_model *src, const vent *v, qtk_view *vw
 		vw->n = v->n;
 	} else {
 		const qtk_tensor *s0 = &src->tensors[v->src];
-		*t = *s0;
+		if (qtk_tensor_copy(t, s0))
+			return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, name, "parts do not fit the view's room");
 		if (v->n > 1) {
 			if (s0->ndim < 2 || s0->shape[0] != v->n)
 				return qtk_err_set(err, QTK_E_DATA, src->path, -1, s0->name, "cannot split along experts");
@@ -624,8 +626,17 @@ int qtk_hfmap_view(qtk_hfmap *m, qtk_model *src, const qtk_model *meta, qtk_mode
 		qtk_close(vm);
 		return oom(err);
 	}
+	if (qtk_model_reserve_tensors(vm, m->nv)) {
+		qtk_close(vm);
+		return oom(err);
+	}
 	for (size_t k = 0; k < m->nv && !rc; k++) {
-		qtk_tensor *t = qtk_model_add_tensor(vm, m->v[k].name);
+		const vent *v = &m->v[k];
+		int room = v->kind == QTK_VIEW_MEM	  ? 1
+			   : v->kind == QTK_VIEW_JOIN	  ? 2
+			   : v->kind == QTK_VIEW_STACK ? src->tensors[m->pieces[v->src]].nparts
+						       : src->tensors[v->src].nparts;
+		qtk_tensor *t = qtk_model_add_tensor_room(vm, v->name, room);
 		rc = t ? view_tensor(m, src, &m->v[k], &m->views[k], t, err) : oom(err);
 	}
 	for (size_t i = 0; meta && i < meta->nkv && !rc; i++) {

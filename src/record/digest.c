@@ -95,6 +95,7 @@ void qtk_digest_enc_id(const qtk_layout *l, char *buf, size_t n)
 
 struct qtk_thash {
 	qtk_tensor t;           /* copy of the description (name not used) */
+	qtk_part parts[QTK_MAX_PARTS]; /* t's */
 	char *canon, *stored;
 	char enc_id[64];
 	int qk_heads;
@@ -917,7 +918,12 @@ static int thash_new(const qtk_model *m, const qtk_tensor *t, int qk_heads, bool
 	if (!h)
 		return oom(err, t->name);
 	h->err = err;
-	h->t = *t;
+	h->t.parts = h->parts;
+	h->t.room = QTK_MAX_PARTS;
+	if (qtk_tensor_copy(&h->t, t)) {
+		qtk_free(h);
+		return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, t->name, "too many parts");
+	}
 	h->t.name = NULL;
 	h->qk_heads = qk_heads;
 	if (qtk_canon_name(m, t->name, canon, sizeof canon, &qk) < 0) {

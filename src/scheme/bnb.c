@@ -366,7 +366,8 @@ static int bnb_module(bfold *f, const char *mod, size_t plen, long qi, bool fp4,
 	if (s.in % s.blocksize)
 		return qtk_fold_terr(f->m, qt->name, "in_features %llu is not a multiple of the blocksize %u (blocks across rows are "
 			     "not supported)", (unsigned long long)s.in, s.blocksize);
-	memset(out, 0, sizeof *out);
+	if (qtk_fold_new_tensor(f->m, out, QTK_MAX_PARTS))
+		return QTK_E_IO;
 	out->ndim = 2;
 	out->shape[0] = s.out;
 	out->shape[1] = s.in;

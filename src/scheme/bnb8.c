@@ -184,7 +184,8 @@ static int b8_module(b8fold *f, const char *mod, size_t plen, long si, long c[3]
 		if (v != 0)
 			return qtk_fold_terr(f->m, ft->name, "weight_format %u is a tiled GPU layout; only 0 (row-major) is supported", v);
 	}
-	memset(out, 0, sizeof *out);
+	if (qtk_fold_new_tensor(f->m, out, QTK_MAX_PARTS))
+		return QTK_E_IO;
 	out->ndim = 2;
 	out->shape[0] = wt->shape[0];
 	out->shape[1] = wt->shape[1];

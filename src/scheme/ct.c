@@ -1117,7 +1117,8 @@ static int make_module(ct_fold *f, const ct_group *g, const char *mod, size_t pl
 			return qtk_fold_terr(f->m, st->name, "weight_shape [%lld, %lld] does not match weight_packed columns %llu at %u bits",
 				     (long long)o_, (long long)in, (unsigned long long)wt->shape[1], gl->bits);
 	}
-	memset(out, 0, sizeof *out);
+	if (qtk_fold_new_tensor(f->m, out, QTK_MAX_PARTS))
+		return QTK_E_IO;
 	out->ndim = 2;
 	out->shape[0] = o_;
 	out->shape[1] = in;
@@ -1553,7 +1554,8 @@ static int side_module(ct_fold *f, const side_fold *sf, const char *mod, size_t 
 	const qtk_tensor *w = &m->tensors[c[0]];
 	if (w->ndim != 2)
 		return qtk_fold_terr(f->m, w->name, "must be a 2-D tensor");
-	memset(out, 0, sizeof *out);
+	if (qtk_fold_new_tensor(f->m, out, QTK_MAX_PARTS))
+		return QTK_E_IO;
 	out->ndim = 2;
 	out->shape[0] = w->shape[0];
 	out->shape[1] = sf->l.kind == QTK_LAYOUT_NVFP4 ? w->shape[1] * 2 : w->shape[1];

@@ -225,6 +225,12 @@ long qtk_fold_lookup(const qtk_fold_name *ix, size_t n, const char *prefix, size
 	return -1;
 }
 
+int qtk_fold_new_tensor(qtk_model *m, qtk_tensor *out, int n)
+{
+	memset(out, 0, sizeof *out);
+	return qtk_model_tensor_room(m, out, n) ? oom(m) : 0;
+}
+
 int qtk_fold_terr(qtk_model *m, const char *tensor, const char *fmt, ...)
 {
 	char msg[400], subj[256];
@@ -318,7 +324,8 @@ static int make_logical(fold *f, const char *prefix, size_t plen, const long *c,
 	uint64_t out_ = 0, in = 0;
 	int bad = 0;
 	char why[300];
-	memset(out, 0, sizeof *out);
+	if (qtk_fold_new_tensor(f->m, out, s->nparts))
+		return QTK_E_IO;
 	if (s->infer(parts, present, (unsigned)q->bits, &out_, &in, &bad, why, sizeof why))
 		return qtk_fold_terr(f->m, m->tensors[c[bad]].name, "%s", why);
 	uint64_t group = q->group < 0 ? in : (uint64_t)q->group;

@@ -52,6 +52,9 @@ long qtk_fold_lookup(const qtk_fold_name *ix, size_t n, const char *prefix, size
 /* A fold refuses a tensor: QTK_E_DATA in m->err naming the file of its first part (else the
  * model's path) and the tensor; returns QTK_E_DATA. */
 int qtk_fold_terr(qtk_model *m, const char *tensor, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* A logical tensor being made (an entry of a fold's table of modules, which replaces its
+ * components in m): zeroed, with room for n parts in m. QTK_E_IO (m->err set) out of memory. */
+int qtk_fold_new_tensor(qtk_model *m, qtk_tensor *out, int n);
 /* A fold refuses a config key of cfgfile. */
 int qtk_fold_cerr(qtk_model *m, const char *cfgfile, const char *key, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));

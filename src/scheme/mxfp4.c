@@ -274,7 +274,8 @@ static int make_one(qtk_model *m, const qtk_tensor *b, const qtk_tensor *s, size
 		qtk_shape_text(ss, sizeof ss, s->ndim, s->shape);
 		return qtk_fold_terr(m, s->name, "scales shape %s does not match blocks %s (one scale per block of 32)", ss, bs);
 	}
-	memset(out, 0, sizeof *out);
+	if (qtk_fold_new_tensor(m, out, QTK_MAX_PARTS))
+		return QTK_E_IO;
 	out->ndim = b->ndim - 1;
 	for (int d = 0; d < out->ndim - 1; d++)
 		out->shape[d] = b->shape[d];

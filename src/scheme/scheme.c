@@ -363,7 +363,7 @@ int qtk_scheme_check(const qtk_tensor *t, int *bad_part, char *why, size_t wn)
 		return qtk_why(why, wn, "layout kind %u is not a packed scheme", (unsigned)t->layout.kind);
 	if (t->ndim == 3 && s->part_specs) { /* stacked experts (gpt-oss): every part stacked alike */
 		const void *none[QTK_MAX_PARTS] = {NULL}, *sp[QTK_MAX_PARTS];
-		qtk_tensor sub;
+		qtk_tensor sub = QTK_TENSOR_LOCAL;
 		if (t->nparts < 1 || !expert_of(t, none, 0, &sub, sp))
 			return qtk_why(why, wn, "shape: the parts of a 3-D %s tensor must be stacked along its first dimension (%llu)",
 				       s->name, (unsigned long long)t->shape[0]);
@@ -432,8 +432,10 @@ int qtk_scheme_describe(qtk_tensor *t, const qtk_layout *l, uint64_t out, uint64
 	t->shape[0] = out;
 	t->shape[1] = in;
 	t->layout = *l;
+	if (t->room < QTK_MAX_PARTS) /* a scheme's parts may be up to that many */
+		return qtk_why(why, wn, "no room for the parts of a %s tensor", s->name);
 	t->nparts = with_optional ? s->nparts : required_parts(s);
-	memset(t->parts, 0, sizeof t->parts);
+	memset(t->parts, 0, QTK_MAX_PARTS * sizeof *t->parts);
 	if (s->part_specs) {
 		qtk_part want[QTK_MAX_PARTS];
 		bool opt[QTK_MAX_PARTS] = {false};
@@ -476,9 +478,8 @@ int qtk_scheme_describe(qtk_tensor *t, const qtk_layout *l, uint64_t out, uint64
 int qtk_scheme_bytes(const qtk_layout *l, uint64_t out, uint64_t in, bool with_optional,
 		     uint64_t bytes[QTK_MAX_PARTS], uint64_t *total)
 {
-	qtk_tensor t;
+	qtk_tensor t = QTK_TENSOR_LOCAL;
 	char why[200];
-	memset(&t, 0, sizeof t);
 	int rc = qtk_scheme_describe(&t, l, out, in, with_optional, why, sizeof why);
 	if (rc)
 		return rc;
@@ -516,7 +517,8 @@ static bool expert_of(const qtk_tensor *t, const void *const *parts, uint64_t e,
 	uint64_t ne = t->ndim == 3 ? t->shape[0] : 0;
 	if (!ne || e >= ne || t->nparts > QTK_MAX_PARTS)
 		return false;
-	*sub = *t;
+	if (qtk_tensor_copy(sub, t))
+		return false;
 	sub->view = NULL;
 	sub->ndim = 2;
 	sub->shape[0] = t->shape[1];
@@ -545,7 +547,7 @@ int qtk_scheme_decode_rows(const qtk_tensor *t, const void *const *parts, uint64
 			return -1;
 		while (n) {
 			uint64_t e = o0 / out, a = o0 % out, k = out - a < n ? out - a : n;
-			qtk_tensor sub;
+			qtk_tensor sub = QTK_TENSOR_LOCAL;
 			const void *sp[QTK_MAX_PARTS] = {NULL};
 			if (!expert_of(t, parts, e, &sub, sp) || !rows_ok(s, &sub, a, k) ||
 			    s->decode_rows(&sub, sp, a, k, dst))
@@ -604,7 +606,7 @@ static int window_part(const qtk_part *full, const qtk_part *want, uint64_t out,
 int qtk_scheme_window(const qtk_tensor *t, uint64_t o0, uint64_t n, qtk_tensor *sub, qtk_scheme_slice *sl)
 {
 	const qtk_scheme *s = qtk_scheme_of(t);
-	qtk_tensor whole;
+	qtk_tensor whole = QTK_TENSOR_LOCAL;
 	uint64_t base = 0; /* 3-D: bytes before the expert, per part */
 	if (!s || t->nparts > QTK_MAX_PARTS)
 		return -1;
@@ -620,12 +622,12 @@ int qtk_scheme_window(const qtk_tensor *t, uint64_t o0, uint64_t n, qtk_tensor *
 	}
 	if (w->ndim != 2 || !rows_ok(s, w, o0, n))
 		return -1;
-	qtk_tensor d;
-	memset(&d, 0, sizeof d);
+	qtk_tensor d = QTK_TENSOR_LOCAL;
 	char why[160];
 	if (qtk_scheme_describe(&d, &w->layout, n, w->shape[1], true, why, sizeof why))
 		return -1;
-	*sub = *w;
+	if (qtk_tensor_copy(sub, w))
+		return -1;
 	sub->view = NULL;
 	sub->shape[0] = n;
 	for (int p = 0; p < w->nparts; p++) {
@@ -665,7 +667,7 @@ int qtk_scheme_to_ggml_rows(const qtk_tensor *t, const void *const *parts, uint6
 	uint8_t *d = dst;
 	while (n) { /* stacked experts: rows run through them in order */
 		uint64_t e = o0 / out, a = o0 % out, k = out - a < n ? out - a : n;
-		qtk_tensor sub;
+		qtk_tensor sub = QTK_TENSOR_LOCAL;
 		const void *sp[QTK_MAX_PARTS] = {NULL};
 		if (!expert_of(t, parts, e, &sub, sp) || !rows_ok(s, &sub, a, k) || s->to_ggml_rows(&sub, sp, a, k, type, d))
 			return -1;
@@ -691,7 +693,7 @@ int qtk_scheme_to_groups(const qtk_tensor *t, const void *const *parts, struct q
 		if (!ne || !qtk_mul_u64(ne, t->shape[1], &rows) || rows > UINT32_MAX)
 			return -1;
 		for (uint64_t e = 0; e < ne; e++) {
-			qtk_tensor sub;
+			qtk_tensor sub = QTK_TENSOR_LOCAL;
 			const void *sp[QTK_MAX_PARTS] = {NULL};
 			qgroups one;
 			if (!expert_of(t, parts, e, &sub, sp) || !dims_ok(&sub) || s->to_groups(&sub, sp, &one)) {

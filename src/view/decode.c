@@ -93,6 +93,8 @@ void qtk_pwin_init(qtk_pwin *w, qtk_model *m, const qtk_tensor *t, uint64_t want
 	memset(w, 0, sizeof *w);
 	w->m = m;
 	w->t = t;
+	w->sub.parts = w->sub_parts;
+	w->sub.room = QTK_MAX_PARTS;
 	uint64_t in = qtk_tensor_cols(t);
 	w->want = want ? want : ((uint64_t)8 << 20) / (in ? in : 1);
 	const qtk_scheme *sc = qtk_scheme_of(t);
@@ -132,7 +134,10 @@ static int pw_whole(qtk_pwin *w)
 			return rc;
 	}
 	w->whole = true;
-	w->sub = *t;
+	w->sub.parts = w->sub_parts;
+	w->sub.room = QTK_MAX_PARTS;
+	if (qtk_tensor_copy(&w->sub, t))
+		return qtk_err_set(&w->m->err, QTK_E_INTERNAL, NULL, -1, t->name, "too many parts");
 	w->w0 = 0;
 	w->wn = qtk_tensor_rows(t);
 	return 0;
@@ -157,7 +162,7 @@ int qtk_pwin_load(qtk_pwin *w, uint64_t o0, uint64_t n, uint64_t *got)
 	if (k > end - o0)
 		k = end - o0;
 	qtk_scheme_slice sl[QTK_MAX_PARTS];
-	qtk_tensor sub;
+	qtk_tensor sub = QTK_TENSOR_LOCAL;
 	if (qtk_scheme_window(t, o0, k, &sub, sl)) {
 		int rc = pw_whole(w);
 		*got = n;
@@ -178,7 +183,10 @@ int qtk_pwin_load(qtk_pwin *w, uint64_t o0, uint64_t n, uint64_t *got)
 		if (rc)
 			return rc;
 	}
-	w->sub = sub;
+	w->sub.parts = w->sub_parts;
+	w->sub.room = QTK_MAX_PARTS;
+	if (qtk_tensor_copy(&w->sub, &sub))
+		return qtk_err_set(&w->m->err, QTK_E_INTERNAL, NULL, -1, t->name, "too many parts");
 	w->w0 = o0;
 	w->wn = k;
 	*got = n < k ? n : k;

@@ -21,6 +21,7 @@ typedef struct qtk_pwin {
 	uint64_t w0, wn;                 /* rows of t loaded (wn 0: none) */
 	bool whole;                      /* fallback: the parts are t's, whole */
 	qtk_tensor sub;                  /* the loaded rows as a tensor of their own (whole: *t) */
+	qtk_part sub_parts[QTK_MAX_PARTS]; /* sub's (a qtk_pwin is not moved once loaded) */
 	uint8_t *buf[QTK_MAX_PARTS];     /* its parts */
 	size_t cap[QTK_MAX_PARTS];
 } qtk_pwin;

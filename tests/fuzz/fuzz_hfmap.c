@@ -122,7 +122,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (!t)
 				break;
 			char *nm = t->name;
-			*t = view->tensors[i];
+			qtk_tensor_copy(t, &view->tensors[i]);
 			t->name = nm;
 			for (int p = 0; p < t->nparts; p++)
 				t->parts[p].offset = 0;
