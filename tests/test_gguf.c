@@ -843,9 +843,93 @@ static void test_table(void)
 	qtk_close(m);
 }
 
+/* A tensor's parts: room in the model that never moves, copies into the destination's room. */
+static void test_parts(void)
+{
+	qtk_model *m = qtk_model_new();
+	const size_t nt = 40000; /* past several chunks of parts and several table growths */
+	qtk_part *first[3] = {NULL, NULL, NULL};
+	bool ok = m != NULL;
+	for (size_t i = 0; i < nt && ok; i++) {
+		char name[64];
+		snprintf(name, sizeof name, "blk.%zu.w", i);
+		int room = (int)(i % 3); /* 0, 1, 2 */
+		qtk_tensor *t = qtk_model_add_tensor_room(m, name, room);
+		ok = t && t->room == room && (room ? t->parts != NULL : t->parts == NULL);
+		for (int p = 0; ok && p < room; p++) {
+			ok = t->parts[p].nbytes == 0 && t->parts[p].type == 0;
+			t->parts[p].nbytes = i * 8 + (uint64_t)p;
+		}
+		if (ok)
+			t->nparts = room;
+		if (ok && i < 3)
+			first[i] = t->parts;
+	}
+	CHECK(ok, "tensors added with room for 0, 1 and 2 parts, zeroed");
+	bool kept = ok && m->tensors[0].parts == first[0] && m->tensors[1].parts == first[1] &&
+		    m->tensors[2].parts == first[2];
+	for (size_t i = 0; i < nt && kept; i++)
+		for (int p = 0; p < m->tensors[i].nparts && kept; p++)
+			kept = m->tensors[i].parts[p].nbytes == i * 8 + (uint64_t)p;
+	CHECK(kept, "parts stay where they were while the table grows, each tensor's its own");
+	qtk_tensor *t = qtk_model_add_tensor(m, "full");
+	CHECK(t && t->room == QTK_MAX_PARTS, "qtk_model_add_tensor gives room for %d parts", QTK_MAX_PARTS);
+	CHECK(!qtk_model_add_tensor_room(m, "too", QTK_MAX_PARTS + 1) && !qtk_model_add_tensor_room(m, "neg", -1),
+	      "room out of 0..%d refused", QTK_MAX_PARTS);
+
+	/* a copy into one part of room: two parts do not fit, the destination stays as it was */
+	qtk_tensor two = QTK_TENSOR_LOCAL;
+	two.name = (char *)"two";
+	two.nparts = 2;
+	two.parts[0].nbytes = 5;
+	two.parts[1].nbytes = 7;
+	two.ndim = 1;
+	two.shape[0] = 12;
+	qtk_tensor *one = &m->tensors[1]; /* room 1, one part of 8 bytes */
+	qtk_part *at = one->parts;
+	CHECK(qtk_tensor_copy(one, &two) == QTK_E_INTERNAL && one->nparts == 1 && one->parts == at &&
+		      one->parts[0].nbytes == 8 && one->room == 1 && strcmp(one->name, "blk.1.w") == 0,
+	      "a copy that does not fit the room is refused, nothing changed");
+	two.nparts = 1;
+	char *nm = one->name;
+	CHECK(qtk_tensor_copy(one, &two) == 0 && one->parts == at && one->room == 1 && one->parts[0].nbytes == 5 &&
+		      one->shape[0] == 12 && one->name == two.name,
+	      "a copy that fits lands in the destination's own room");
+	one->name = nm;
+	one->parts[0].nbytes = 99;
+	CHECK(two.parts[0].nbytes == 5, "the copy's parts are its own");
+	CHECK(qtk_tensor_copy(one, one) == 0 && one->parts[0].nbytes == 99, "a copy onto itself changes nothing");
+
+	qtk_tensor_clear(&two);
+	bool zero = two.parts != NULL && two.room == QTK_MAX_PARTS && two.nparts == 0 && !two.name && two.ndim == 0;
+	for (int p = 0; p < QTK_MAX_PARTS && zero; p++)
+		zero = two.parts[p].nbytes == 0;
+	CHECK(zero, "a cleared tensor keeps its room, zeroed");
+
+	qtk_tensor loose;
+	memset(&loose, 0, sizeof loose);
+	CHECK(qtk_model_tensor_room(m, &loose, 3) == 0 && loose.room == 3 && loose.parts &&
+		      qtk_model_tensor_room(m, &loose, QTK_MAX_PARTS + 1) == QTK_E_INTERNAL && loose.room == 3,
+	      "room for a tensor built outside the table");
+	qtk_close(m);
+
+	qtk_test_fail_alloc_at(0);
+	m = qtk_model_new();
+	bool failed = false;
+	for (long k = 1; k < 4 && m; k++) { /* the table, the part chunk, the name */
+		qtk_test_fail_alloc_at(k);
+		failed |= qtk_model_add_tensor(m, "x") == NULL;
+		qtk_test_fail_alloc_at(0);
+	}
+	CHECK(failed && m && m->ntensors < 3, "an allocation that fails leaves no half-added tensor (%zu)",
+	      m ? m->ntensors : 0);
+	qtk_close(m);
+}
+
 int main(void)
 {
 	test_table();
+	test_parts();
 	if (!mkdtemp(tmpdir))
 		return 1;
 	test_writer_validates();
