@@ -110,9 +110,10 @@ size_t conv_target_names(const char **names, size_t cap);
  * 1 (*scale its F32 value), 0 when it goes another way, or an error status. */
 int conv_nvfp4_scaled(qtk_model *in, const conv_opts *o, const qtk_tensor *t, float *scale, qtk_err *err);
 /* Decide every tensor's method and output; fills plans[] and outs[] (in->ntensors each),
- * plans[i].out pointing at outs[i]. */
+ * plans[i].out pointing at outs[i]. Each output's parts go into room of its own in `room`'s
+ * part chunks (exactly as many as it has; the output model's, which then takes them over). */
 int conv_plan(qtk_model *in, const conv_opts *o, const void *imatrix, const qtk_hfmap *map, plan *plans,
-	      qtk_tensor *outs, qtk_err *err);
+	      qtk_tensor *outs, qtk_model *room, qtk_err *err);
 /* The output's metadata and side files. */
 int conv_build_meta(qtk_model *in, const conv_opts *o, qtk_model *d, qtk_err *err);
 /* card.c: the README.md of a Hugging Face directory output (front matter base_model: the

@@ -1163,7 +1163,7 @@ static int resolve_gptq_version(qtk_model *in, conv_opts *o, qtk_err *err)
 }
 
 int conv_plan(qtk_model *in, const conv_opts *opts, const void *imatrix, const qtk_hfmap *map, plan *plans,
-	      qtk_tensor *outs, qtk_err *err)
+	      qtk_tensor *outs, qtk_model *room, qtk_err *err)
 {
 	for (size_t i = 0; i < in->ntensors; i++)
 		plans[i].out = &outs[i];
@@ -1213,7 +1213,15 @@ int conv_plan(qtk_model *in, const conv_opts *opts, const void *imatrix, const q
 			}
 			plans[i].out_name = in->tensors[i].name;
 		}
+		/* planned into room for any layout's parts, then kept with exactly its own */
+		qtk_tensor scratch = QTK_TENSOR_LOCAL;
+		plans[i].out = &scratch;
 		int rc = plan_tensor(in, o, &ms, imatrix, map, &in->tensors[i], &plans[i], err);
+		plans[i].out = &outs[i];
+		if (!rc && qtk_model_tensor_room(room, &outs[i], scratch.nparts))
+			rc = qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");
+		if (!rc && qtk_tensor_copy(&outs[i], &scratch))
+			rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, in->tensors[i].name, "parts do not fit the output's room");
 		if (rc)
 			return rc;
 	}

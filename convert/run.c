@@ -522,7 +522,6 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 	bool early = false;
 	plan *plans = NULL;
 	qtk_tensor *outs = NULL; /* the plans' output descriptions until d holds them */
-	qtk_part *outparts = NULL; /* their parts (QTK_MAX_PARTS each) */
 	qtk_model *d = qtk_model_new();
 	qtk_writer *w = NULL;
 	qtk_imatrix *im = NULL;
@@ -561,14 +560,9 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 		goto done;
 	plans = qtk_calloc(nout ? nout : 1, sizeof *plans);
 	outs = qtk_calloc(nout ? nout : 1, sizeof *outs);
-	outparts = qtk_calloc(nout ? nout : 1, QTK_MAX_PARTS * sizeof *outparts);
 	res->t = qtk_calloc(nout ? nout : 1, sizeof *res->t);
 	order = qtk_calloc(nout ? nout : 1, sizeof *order);
-	for (size_t i = 0; outs && outparts && i < nout; i++) {
-		outs[i].parts = outparts + i * QTK_MAX_PARTS;
-		outs[i].room = QTK_MAX_PARTS;
-	}
-	if (!plans || !outs || !outparts || !res->t || !order) {
+	if (!plans || !outs || !res->t || !order || qtk_model_reserve_tensors(d, nout)) {
 		rc = qtk_err_set(&err, QTK_E_IO, NULL, -1, NULL, "out of memory");
 		goto done;
 	}
@@ -579,19 +573,16 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 			order[k++] = nv.scale_of[i];
 	}
 	if (!rc)
-		rc = conv_plan(in, &ro, im, map, plans, outs, &err);
+		rc = conv_plan(in, &ro, im, map, plans, outs, d, &err);
 	for (size_t k = 0; k < nout && !rc; k++) {
 		size_t i = order[k];
-		qtk_tensor *n = qtk_model_add_tensor_room(d, plans[i].out_name, plans[i].out->nparts);
+		qtk_tensor *n = qtk_model_add_tensor_room(d, plans[i].out_name, 0);
 		if (!n) {
 			rc = qtk_err_set(&err, QTK_E_IO, NULL, -1, NULL, "out of memory");
 			break;
 		}
 		char *name = n->name;
-		if ((rc = qtk_tensor_copy(n, plans[i].out))) {
-			rc = qtk_err_set(&err, QTK_E_INTERNAL, NULL, -1, name, "parts do not fit the output's room");
-			break;
-		}
+		*n = *plans[i].out; /* its parts are in d already (conv_plan): d's tensor takes them */
 		n->name = name;
 		qtk_tensor_finish(n);
 	}
@@ -599,9 +590,7 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 	for (size_t k = 0; k < nout && !rc; k++)
 		plans[order[k]].out = &d->tensors[k];
 	qtk_free(outs);
-	qtk_free(outparts);
 	outs = NULL;
-	outparts = NULL;
 	if (!rc)
 		rc = conv_build_meta(mapmeta ? mapmeta : source, o, d, &err);
 	if (!rc && o->out_kind == QTK_OUT_HF)
@@ -816,7 +805,6 @@ done:
 	qtk_close(d);
 	qtk_free(plans);
 	qtk_free(outs);
-	qtk_free(outparts);
 	if (rc) {
 		for (size_t i = 0; res->t && i < res->n; i++)
 			qtk_free(res->t[i].name);
