@@ -1845,6 +1845,17 @@ static void test_tee_pair(void)
 				CHECK(access(path, F_OK) != 0, "no output after a second tee failure");
 			}
 		}
+	/* a decoded-tier sink keeps decoded digests only: it is finished as the second of a pair */
+	qtk_digest_sink *x = NULL, *y = NULL;
+	qtk_digests got;
+	qtk_err_clear(&e1);
+	CHECK(!qtk_digest_sink_new_mode(m, QTK_SINK_DEC, &x, &e1) && qtk_digest_sink_finish(x, &got) == QTK_E_INTERNAL &&
+		      got.n == 0 && strstr(e1.msg, "decoded-tier"),
+	      "a decoded-tier sink finished alone is refused: %s", e1.msg);
+	qtk_err_clear(&e1);
+	CHECK(!qtk_digest_sink_new_mode(m, QTK_SINK_ENC, &x, &e1) && !qtk_digest_sink_new_mode(m, QTK_SINK_ENC, &y, &e1) &&
+		      qtk_digest_sink_finish_pair(x, y, NULL, &got) == QTK_E_INTERNAL && got.n == 0,
+	      "two encoded sinks are no pair: %s", e1.msg);
 	qtk_digests_free(&want);
 	qtk_close(m);
 }

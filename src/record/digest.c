@@ -2429,6 +2429,8 @@ struct qtk_digest_sink {
 	bool *has_given;      /* ... when set (qtk_digest_sink_decoded) */
 	uint8_t *defer;       /* QTK_SINK_DEC, per tensor: its decoded leaf comes at finish: DEFER_SRC the
 			       * source's, DEFER_GIVEN given after its bytes (qtk_digest_sink_decoded) */
+	uint8_t (*dec)[32];   /* QTK_SINK_DEC, per tensor: the decoded leaf hashed here ... */
+	bool *has_dec;        /* ... when there is one (the sink keeps no other leaf field: d.leaf is NULL) */
 };
 
 /* Called by the thread that hands the bytes to the writer (qconvert's) while the sink's thread
@@ -2488,14 +2490,29 @@ static bool same_tensor(const qtk_leaf *src, const qtk_leaf *meta)
 /* End the current tensor; a copy takes its decoded leaf from the source. */
 static int sink_end_cur(qtk_digest_sink *s)
 {
-	qtk_leaf *l = &s->d.leaf[s->cur];
 	if (s->cur_skip) { /* QTK_SINK_DEC: the encoded sink's leaf has (or proves) the decoded one */
 		s->cur_skip = false;
 		return 0;
 	}
+	if (s->mode == QTK_SINK_DEC) { /* its decoded digest only: the encoded sink has the rest */
+		qtk_leaf one;
+		int rc = qtk_thash_end(s->h, &one);
+		s->h = NULL;
+		if (!rc && one.has_dec) {
+			memcpy(s->dec[s->cur], one.dec, 32);
+			s->has_dec[s->cur] = true;
+		}
+		if (!rc) {
+			qtk_free(one.name);
+			qtk_free(one.stored);
+			qtk_free(one.bad_msg);
+		}
+		return rc;
+	}
+	qtk_leaf *l = &s->d.leaf[s->cur];
 	int rc = qtk_thash_end(s->h, l);
 	s->h = NULL;
-	if (rc || !s->cur_expect || s->mode == QTK_SINK_DEC)
+	if (rc || !s->cur_expect)
 		return rc;
 	if (s->late[s->cur]) { /* the source's digests are not known yet: proven at finish */
 		s->pending[s->cur] = true;
@@ -2522,6 +2539,8 @@ void qtk_digest_sink_free(qtk_digest_sink *s)
 	qtk_free(s->given);
 	qtk_free(s->has_given);
 	qtk_free(s->defer);
+	qtk_free(s->dec);
+	qtk_free(s->has_dec);
 	qtk_free(s);
 }
 
@@ -2538,11 +2557,19 @@ int qtk_digest_sink_new_mode(const qtk_model *desc, qtk_sink_mode mode, qtk_dige
 		return oom(err, NULL);
 	s->desc = desc;
 	s->err = err;
-	s->d.leaf = qtk_calloc(desc->ntensors ? desc->ntensors : 1, sizeof *s->d.leaf);
+	const size_t nt = desc->ntensors ? desc->ntensors : 1;
+	if (mode == QTK_SINK_DEC) { /* decoded digests only (qtk_digest_sink_finish_pair takes them) */
+		s->dec = qtk_calloc(nt, sizeof *s->dec);
+		s->has_dec = qtk_calloc(nt, sizeof *s->has_dec);
+	} else {
+		s->d.leaf = qtk_calloc(nt, sizeof *s->d.leaf);
+	}
 	s->expect = qtk_calloc(desc->ntensors ? desc->ntensors : 1, sizeof *s->expect);
 	s->late = qtk_calloc(desc->ntensors ? desc->ntensors : 1, sizeof *s->late);
 	s->pending = qtk_calloc(desc->ntensors ? desc->ntensors : 1, sizeof *s->pending);
-	if (!s->d.leaf || !s->expect || !s->late || !s->pending) {
+	if ((mode == QTK_SINK_DEC ? !s->dec || !s->has_dec : !s->d.leaf) || !s->expect || !s->late || !s->pending) {
+		qtk_free(s->dec);
+		qtk_free(s->has_dec);
 		qtk_free(s->d.leaf);
 		qtk_free(s->expect);
 		qtk_free(s->late);
@@ -2604,8 +2631,8 @@ static int sink_advance(qtk_digest_sink *s, size_t upto)
 					     * and has_given are not read here: the writer sets them later) */
 		} else if (!rc && s->mode == QTK_SINK_DEC && s->has_given && s->has_given[s->next]) {
 			s->cur_skip = true; /* the writer hashed its values */
-			memcpy(s->d.leaf[s->next].dec, s->given[s->next], 32);
-			s->d.leaf[s->next].has_dec = true;
+			memcpy(s->dec[s->next], s->given[s->next], 32);
+			s->has_dec[s->next] = true;
 		} else if (!rc) {
 			rc = thash_new(s->desc, t, heads, (s->mode != QTK_SINK_ENC && !s->cur_expect) || both, s->d.scheme,
 				       &s->h, s->err);
@@ -2656,6 +2683,9 @@ int qtk_digest_sink_finish_pair(qtk_digest_sink *s, qtk_digest_sink *dec, const 
 	int rc = 0;
 	if (dec && dec->desc != s->desc)
 		rc = qtk_err_set(s->err, QTK_E_INTERNAL, NULL, -1, NULL, "digest sinks of different outputs");
+	if (!rc && (s->mode == QTK_SINK_DEC || (dec && dec->mode != QTK_SINK_DEC)))
+		rc = qtk_err_set(s->err, QTK_E_INTERNAL, NULL, -1, NULL,
+				 "a decoded-tier sink is finished as the second of a pair, beside an encoded one");
 	if (!rc && dec && (rc = sink_advance(dec, dec->desc->ntensors)) && dec->err != s->err)
 		*s->err = *dec->err;
 	rc = rc ? rc : sink_advance(s, s->desc->ntensors);
@@ -2680,8 +2710,8 @@ int qtk_digest_sink_finish_pair(qtk_digest_sink *s, qtk_digest_sink *dec, const 
 	}
 	/* the decoded tier hashed beside (QTK_SINK_DEC), same tensor order */
 	for (size_t i = 0; !rc && dec && i < s->d.n; i++)
-		if (!s->d.leaf[i].has_dec && dec->d.leaf[i].has_dec) {
-			memcpy(s->d.leaf[i].dec, dec->d.leaf[i].dec, 32);
+		if (!s->d.leaf[i].has_dec && dec->has_dec[i]) {
+			memcpy(s->d.leaf[i].dec, dec->dec[i], 32);
 			s->d.leaf[i].has_dec = true;
 		}
 	/* outputs proven to decode to their source's values: the source's decoded leaf; outputs
