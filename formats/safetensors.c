@@ -640,7 +640,43 @@ int qtk_st_check_desc(const qtk_model *d, const char *path, qtk_err *err)
 }
 
 
-/* Header JSON for desc tensors [t0, t1), padded with spaces to a multiple of 8. */
+/* The JSON string escape of s[0..n) without its quotes, a piece of about 1 MiB at a time (each
+ * cut before a byte that starts a character, so the pieces escape as the whole does) handed to
+ * fn; style as qtk_json_put_str_as. QTK_E_DATA when s is not valid UTF-8 or holds a NUL (style
+ * 0), QTK_E_IO out of memory, else fn's status. */
+static int escape_pieces(const char *s, size_t n, unsigned style, int (*fn)(void *ctx, const uint8_t *p, size_t k),
+			 void *ctx)
+{
+	qtk_buf e = {0};
+	int rc = 0;
+	for (size_t i = 0; i < n && !rc;) {
+		size_t k = n - i < ((size_t)1 << 20) ? n - i : (size_t)1 << 20;
+		while (i + k < n && k > 1 && ((unsigned char)s[i + k] & 0xc0) == 0x80)
+			k--;
+		e.len = 0;
+		rc = qtk_json_put_str_as(&e, s + i, k, style);
+		if (!rc && (e.failed || e.len < 2))
+			rc = QTK_E_IO;
+		rc = rc ? rc : fn(ctx, e.p + 1, e.len - 2);
+		i += k;
+	}
+	qtk_buf_free(&e);
+	return rc;
+}
+
+static int count_piece(void *ctx, const uint8_t *p, size_t k)
+{
+	(void)p;
+	*(uint64_t *)ctx += k;
+	return 0;
+}
+
+static int write_piece(void *ctx, const uint8_t *p, size_t k) { return qtk_ofile_write(ctx, p, k); }
+
+/* Header JSON for desc tensors [t0, t1), padded with spaces to a multiple of 8. The record's
+ * value (qtk.provenance) is not in b: an empty string stands in its place, rec[0] is where its
+ * escaped text goes (after the opening quote), rec[1] that text's length (counted: the header's
+ * length and padding include it), rec[2] the record's; the caller writes it there. */
 static int build_header(const qtk_model *d, size_t t0, size_t t1, const char *qjson, qtk_buf *b,
 			uint64_t *data_bytes, uint64_t rec[3], const char *path, qtk_err *err)
 {
@@ -663,14 +699,19 @@ static int build_header(const qtk_model *d, size_t t0, size_t t1, const char *qj
 		any = true;
 		int rc = qtk_json_put_str(b, kv->key, strlen(kv->key));
 		qtk_buf_putc(b, ':');
-		if (!rc && kv->val.type == QTK_V_STR) {
-			size_t at = b->len + 1; /* after the opening quote */
-			rc = qtk_json_put_str(b, kv->val.v.str.s, (size_t)kv->val.v.str.len);
-			if (!rc && i < d->nkv && !strcmp(kv->key, "qtk.provenance")) {
-				rec[0] = at;
-				rec[1] = b->len - 1 - at;
-				rec[2] = kv->val.v.str.len;
+		if (!rc && kv->val.type == QTK_V_STR && i < d->nkv && !strcmp(kv->key, "qtk.provenance")) {
+			uint64_t elen = 0;
+			rc = escape_pieces(kv->val.v.str.s, (size_t)kv->val.v.str.len, 0, count_piece, &elen);
+			if (rc == QTK_E_IO) {
+				qtk_buf_free(&types);
+				return qtk_err_set(err, QTK_E_IO, path, -1, NULL, "out of memory");
 			}
+			rec[0] = b->len + 1; /* after the opening quote */
+			rec[1] = elen;
+			rec[2] = kv->val.v.str.len;
+			qtk_buf_puts(b, "\"\"");
+		} else if (!rc && kv->val.type == QTK_V_STR) {
+			rc = qtk_json_put_str(b, kv->val.v.str.s, (size_t)kv->val.v.str.len);
 		} else if (!rc) {
 			/* typed metadata (GGUF keys) as exact text, its type listed in QTK_META_TYPES_KEY */
 			char *text = qtk_value_to_text(&kv->val), tag[24];
@@ -733,13 +774,13 @@ static int build_header(const qtk_model *d, size_t t0, size_t t1, const char *qj
 		}
 	}
 	qtk_buf_putc(b, '}');
-	while (!b->failed && b->len % 8)
+	while (!b->failed && (b->len + rec[1]) % 8)
 		qtk_buf_putc(b, ' ');
 	if (b->failed)
 		return qtk_err_set(err, QTK_E_IO, path, -1, NULL, "out of memory");
-	if (b->len > QTK_CAP_ST_HEADER)
-		return qtk_err_set(err, QTK_E_DATA, path, -1, NULL, "header of %zu bytes exceeds the safetensors limit",
-				   b->len);
+	if (rec[1] > QTK_CAP_ST_HEADER || b->len > QTK_CAP_ST_HEADER - rec[1])
+		return qtk_err_set(err, QTK_E_DATA, path, -1, NULL,
+				   "header of %llu bytes exceeds the safetensors limit", (unsigned long long)(b->len + rec[1]));
 	*data_bytes = off;
 	return 0;
 }
@@ -758,23 +799,10 @@ int qtk_st_out_open(qtk_st_out *o, const qtk_model *d, qtk_err *err)
 		o->rec_len = rec[2];
 	}
 	qtk_free(qjson);
-	if (!rc && rec[1]) {
-		/* the check without the record's value (escaped above by the writer's own string
-		 * writer, and the largest part of the header: reading it back would hold it twice
-		 * more), an empty string in its place */
-		const size_t at = (size_t)rec[0], cut = (size_t)rec[1];
-		char *chk = qtk_malloc(b.len - cut + 1);
-		if (!chk)
-			rc = qtk_err_set(err, QTK_E_IO, o->path, -1, NULL, "out of memory");
-		if (chk) {
-			memcpy(chk, b.p, at);
-			memcpy(chk + at, b.p + at + cut, b.len - at - cut);
-			rc = replay_header(chk, b.len - cut, o->data_bytes, o->path, err);
-			qtk_free(chk);
-		}
-	} else if (!rc) {
+	/* the reader's rules on the header as built: the record's value (the largest part of it,
+	 * escaped by the writer's own string writer as it goes into the file) an empty string */
+	if (!rc)
 		rc = replay_header((const char *)b.p, b.len, o->data_bytes, o->path, err);
-	}
 	if (!rc)
 		rc = qtk_ofile_open(&o->of, o->path, err);
 	if (!rc) { /* before the first byte: a header of a MiB or more is flushed at once */
@@ -782,13 +810,45 @@ int qtk_st_out_open(qtk_st_out *o, const qtk_model *d, qtk_err *err)
 		o->of.defer_hash = o->defer_hash;
 		o->opened = true;
 		uint8_t lb[8];
-		qtk_wr64(lb, b.len);
-		o->head_len = b.len;
+		const size_t at = rec[1] ? (size_t)rec[0] : b.len;
+		qtk_wr64(lb, b.len + rec[1]);
+		o->head_len = b.len + rec[1];
 		rc = qtk_ofile_write(&o->of, lb, 8);
 		if (!rc)
-			rc = qtk_ofile_write(&o->of, b.p, b.len);
+			rc = qtk_ofile_write(&o->of, b.p, at);
+		if (!rc && rec[1]) { /* the record, escaped into the file a piece at a time */
+			const qtk_kv *kv = qtk_kv_find(d, "qtk.provenance");
+			const uint64_t before = o->of.written;
+			rc = kv && kv->val.type == QTK_V_STR
+				     ? escape_pieces(kv->val.v.str.s, (size_t)kv->val.v.str.len, 0, write_piece, &o->of)
+				     : QTK_E_INTERNAL;
+			if (rc == QTK_E_IO && !err->code)
+				qtk_err_set(err, QTK_E_IO, o->path, -1, NULL, "out of memory");
+			if (!rc && o->of.written - before != rec[1])
+				rc = qtk_err_set(err, QTK_E_INTERNAL, o->path, -1, "qtk.provenance",
+						 "the record escapes to another length than counted");
+			else if (rc && !err->code)
+				qtk_err_set(err, rc, o->path, -1, "qtk.provenance", "the record changed while it was written");
+		}
+		if (!rc)
+			rc = qtk_ofile_write(&o->of, b.p + at, b.len - at);
 	}
 	qtk_buf_free(&b);
+	return rc;
+}
+
+typedef struct place_ctx {
+	qtk_st_out *o;
+	uint64_t at, end;
+} place_ctx;
+
+static int place_piece(void *ctx, const uint8_t *p, size_t k)
+{
+	place_ctx *c = ctx;
+	if (k > c->end - c->at)
+		return QTK_E_INTERNAL;
+	int rc = qtk_ofile_write_at(&c->o->of, c->at, p, k);
+	c->at += k;
 	return rc;
 }
 
@@ -797,27 +857,12 @@ int qtk_st_out_put_record(qtk_st_out *o, const char *rec, size_t n, qtk_err *err
 	if (!o->rec_off || n != o->rec_len)
 		return qtk_err_set(err, QTK_E_INTERNAL, o->path, -1, "qtk.provenance",
 				   "the record to place is not the reserved one's length");
-	/* escaped a piece at a time, each cut before a byte that starts a character */
-	qtk_buf e = {0};
-	uint64_t at = o->rec_off, end = o->rec_off + o->rec_elen;
-	int rc = 0;
-	for (size_t i = 0; i < n && !rc;) {
-		size_t k = n - i < ((size_t)1 << 20) ? n - i : (size_t)1 << 20;
-		while (i + k < n && k > 1 && ((unsigned char)rec[i + k] & 0xc0) == 0x80)
-			k--;
-		e.len = 0;
-		if (qtk_json_put_str_as(&e, rec + i, k, QTK_JSON_RAW))
-			rc = qtk_err_set(err, QTK_E_IO, o->path, -1, NULL, "out of memory");
-		size_t m = rc ? 0 : e.len - 2; /* without the quotes */
-		if (!rc && m > end - at)
-			rc = qtk_err_set(err, QTK_E_INTERNAL, o->path, -1, "qtk.provenance",
-					 "the record escapes to another length than the reserved one");
-		rc = rc ? rc : qtk_ofile_write_at(&o->of, at, e.p + 1, m);
-		at += m;
-		i += k;
-	}
-	qtk_buf_free(&e);
-	if (!rc && at != end)
+	/* escaped a piece at a time over the reserved one's bytes */
+	place_ctx pc = {o, o->rec_off, o->rec_off + o->rec_elen};
+	int rc = escape_pieces(rec, n, QTK_JSON_RAW, place_piece, &pc);
+	if (rc == QTK_E_IO && !err->code)
+		qtk_err_set(err, QTK_E_IO, o->path, -1, NULL, "out of memory");
+	if ((!rc && pc.at != pc.end) || rc == QTK_E_INTERNAL)
 		rc = qtk_err_set(err, QTK_E_INTERNAL, o->path, -1, "qtk.provenance",
 				 "the record escapes to another length than the reserved one");
 	return rc;
