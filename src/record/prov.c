@@ -1808,6 +1808,8 @@ static int build(qtk_prov_builder *b, size_t reserve, char *into, char **json, q
 		return rc;
 	const qtk_digests *sd = pending ? &b->src_meta : b->src_digests ? b->src_digests : &b->src_cache;
 	const qtk_filelist *sf = pending ? &meta_files : b->src_files ? b->src_files : &b->files_cache;
+	/* the chained parent first: its reading's memory, freed, then takes the output's leaves */
+	rc = rc ? rc : load_parent(b, err);
 	rc = rc ? rc : desc_leaves(b->out, &od_meta, err);
 	rc = rc ? rc : qtk_digests_finish(&od_meta, err);
 	if (!rc && b->out_digests)
@@ -1815,7 +1817,6 @@ static int build(qtk_prov_builder *b, size_t reserve, char *into, char **json, q
 			if (!qtk_digests_find(b->out_digests, od_meta.leaf[i].name))
 				rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, od_meta.leaf[i].name,
 						 "output digest missing");
-	rc = rc ? rc : load_parent(b, err);
 	if (!rc) {
 		canon_hooks hs = {0};
 		leaves_ctx oc, tc;
