@@ -489,11 +489,11 @@ qtk_tensor *qtk_model_add_tensor(qtk_model *m, const char *name);
 qtk_tensor *qtk_model_add_tensor_room(qtk_model *m, const char *name, int room);
 /* Room for n parts (0..QTK_MAX_PARTS, zeroed) in m, freed with it: t->parts, t->room for a tensor
  * of m built outside its table (a scheme's logical tensors before they replace their parts).
- * QTK_E_IO out of memory. */
+ * QTK_E_IO out of memory, QTK_E_INTERNAL for n out of range (t unchanged then). */
 int qtk_model_tensor_room(qtk_model *m, qtk_tensor *t, int n);
 /* Room for `more` tensors beyond those added, in one allocation (a container that knows its
- * count: the table's growth copies it each time it doubles); QTK_E_IO out of memory. The
- * mapping is only touched as tensors are added. */
+ * count: the table's growth copies it each time it doubles), and for a part each in the next
+ * chunk of parts; QTK_E_IO out of memory. The mappings are only touched as tensors are added. */
 int qtk_model_reserve_tensors(qtk_model *m, size_t more);
 qtk_kv *qtk_model_add_kv(qtk_model *m, const char *key);
 int qtk_model_add_blob(qtk_model *m, const char *name, const void *data, size_t len);
