@@ -817,18 +817,14 @@ int qtk_st_out_open(qtk_st_out *o, const qtk_model *d, qtk_err *err)
 		if (!rc)
 			rc = qtk_ofile_write(&o->of, b.p, at);
 		if (!rc && rec[1]) { /* the record, escaped into the file a piece at a time */
-			const qtk_kv *kv = qtk_kv_find(d, "qtk.provenance");
+			const qtk_kv *kv = qtk_kv_find(d, "qtk.provenance"); /* build_header's: d is unchanged */
 			const uint64_t before = o->of.written;
-			rc = kv && kv->val.type == QTK_V_STR
-				     ? escape_pieces(kv->val.v.str.s, (size_t)kv->val.v.str.len, 0, write_piece, &o->of)
-				     : QTK_E_INTERNAL;
+			rc = escape_pieces(kv->val.v.str.s, (size_t)kv->val.v.str.len, 0, write_piece, &o->of);
 			if (rc == QTK_E_IO && !err->code)
-				qtk_err_set(err, QTK_E_IO, o->path, -1, NULL, "out of memory");
-			if (!rc && o->of.written - before != rec[1])
+				rc = qtk_err_set(err, QTK_E_IO, o->path, -1, NULL, "out of memory");
+			else if ((!rc && o->of.written - before != rec[1]) || (rc && !err->code))
 				rc = qtk_err_set(err, QTK_E_INTERNAL, o->path, -1, "qtk.provenance",
 						 "the record escapes to another length than counted");
-			else if (rc && !err->code)
-				qtk_err_set(err, rc, o->path, -1, "qtk.provenance", "the record changed while it was written");
 		}
 		if (!rc)
 			rc = qtk_ofile_write(&o->of, b.p + at, b.len - at);

@@ -576,6 +576,23 @@ size_t qtk_json_skip_value(const char *s, size_t n, size_t i)
 	return SIZE_MAX;
 }
 
+bool qtk_json_member_at(const char *s, size_t n, size_t i, size_t *kb, size_t *va, size_t *vb, size_t *bad)
+{
+	*kb = qtk_json_skip_str(s, n, i);
+	size_t a = *kb == SIZE_MAX ? SIZE_MAX : qtk_json_skip_ws(s, n, *kb);
+	if (a >= n || s[a] != ':') {
+		*bad = a < n ? a : i;
+		return false;
+	}
+	*va = qtk_json_skip_ws(s, n, a + 1);
+	*vb = qtk_json_skip_value(s, n, *va);
+	if (*vb == SIZE_MAX || *vb == *va) {
+		*bad = *va;
+		return false;
+	}
+	return true;
+}
+
 typedef struct mkey {
 	char *k;
 	size_t i;
@@ -609,16 +626,10 @@ int qtk_json_each_member(const char *text, size_t len, unsigned flags, const cha
 		if (i < len && text[i] == '}' && first)
 			break;
 		first = false;
-		const size_t ka = i, kb = qtk_json_skip_str(text, len, i);
-		size_t va = kb == SIZE_MAX ? SIZE_MAX : qtk_json_skip_ws(text, len, kb);
-		if (va >= len || text[va] != ':') {
-			rc = qtk_err_set(err, QTK_E_DATA, file, base + (int64_t)(va < len ? va : ka), NULL, "invalid json");
-			break;
-		}
-		va = qtk_json_skip_ws(text, len, va + 1);
-		const size_t vb = qtk_json_skip_value(text, len, va);
-		if (vb == SIZE_MAX || vb == va) {
-			rc = qtk_err_set(err, QTK_E_DATA, file, base + (int64_t)va, NULL, "invalid json");
+		const size_t ka = i;
+		size_t kb, va, vb, bad;
+		if (!qtk_json_member_at(text, len, ka, &kb, &va, &vb, &bad)) {
+			rc = qtk_err_set(err, QTK_E_DATA, file, base + (int64_t)bad, NULL, "invalid json");
 			break;
 		}
 		qtk_json_doc dk, dv;

@@ -51,6 +51,10 @@ int qtk_json_load(const char *path, uint64_t cap, unsigned flags, qtk_err *err,
 size_t qtk_json_skip_ws(const char *s, size_t n, size_t i);
 size_t qtk_json_skip_str(const char *s, size_t n, size_t i);
 size_t qtk_json_skip_value(const char *s, size_t n, size_t i);
+/* The member of an object whose key starts at i (its opening quote): *kb the end of the key,
+ * [*va, *vb) its value. false when there is no key, ':' and non-empty value there (structure
+ * only); *bad is then the offset of what is wrong. */
+bool qtk_json_member_at(const char *s, size_t n, size_t i, size_t *kb, size_t *va, size_t *vb, size_t *bad);
 /* The object that is the whole text, a member at a time: the same rules as qtk_json_parse
  * (flags as there; QTK_JSON_ARENA is ignored), each key and value parsed strictly on its own,
  * fn given the decoded key, the value's tree (freed when fn returns) and the file offset of the

@@ -129,10 +129,9 @@ struct qtk_part_chunk {
 #define PARTS_CHUNK_MIN 64
 #define PARTS_CHUNK_MAX ((size_t)16 << 10)
 
+/* n parts (1..QTK_MAX_PARTS), zeroed; NULL out of memory. */
 static qtk_part *parts_alloc(qtk_model *m, int n)
 {
-	if (n < 1 || n > QTK_MAX_PARTS)
-		return NULL;
 	struct qtk_part_chunk *c = m->part_chunks;
 	if (!c || c->cap - c->used < (size_t)n) {
 		size_t cap = c ? (c->cap < PARTS_CHUNK_MAX / 2 ? 2 * c->cap : PARTS_CHUNK_MAX) : PARTS_CHUNK_MIN;
@@ -165,14 +164,11 @@ static void parts_free(qtk_model *m)
 
 int qtk_model_tensor_room(qtk_model *m, qtk_tensor *t, int n)
 {
-	if (n == 0) {
-		t->parts = NULL;
-		t->room = 0;
-		return 0;
-	}
-	qtk_part *p = parts_alloc(m, n);
-	if (!p)
-		return n < 1 || n > QTK_MAX_PARTS ? QTK_E_INTERNAL : QTK_E_IO;
+	if (n < 0 || n > QTK_MAX_PARTS)
+		return QTK_E_INTERNAL;
+	qtk_part *p = n ? parts_alloc(m, n) : NULL;
+	if (n && !p)
+		return QTK_E_IO;
 	t->parts = p;
 	t->room = n;
 	return 0;

@@ -739,15 +739,8 @@ static bool l_members(lfind *f, size_t i, bool (*fn)(lfind *f, size_t ka, size_t
 	if (i < n && s[i] == '}')
 		return true;
 	for (;;) {
-		size_t kb = qtk_json_skip_str(s, n, i);
-		if (kb == SIZE_MAX)
-			return false;
-		size_t va = qtk_json_skip_ws(s, n, kb);
-		if (va >= n || s[va] != ':')
-			return false;
-		va = qtk_json_skip_ws(s, n, va + 1);
-		size_t vb = qtk_json_skip_value(s, n, va);
-		if (vb == SIZE_MAX || !fn(f, i, kb, va, vb, c))
+		size_t kb, va, vb, bad;
+		if (!qtk_json_member_at(s, n, i, &kb, &va, &vb, &bad) || !fn(f, i, kb, va, vb, c))
 			return false;
 		i = qtk_json_skip_ws(s, n, vb);
 		if (i < n && s[i] == '}')
