@@ -690,6 +690,10 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 		rc = err.code ? err.code : QTK_E_INTERNAL;
 		goto done;
 	}
+	/* the reserved record's building and the header's writing freed tens of MiB at 100,000
+	 * tensors: back to the system before the tensors' buffers come */
+	if (with_prov)
+		qtk_mem_release();
 	/* a QPK source's part digests are checked on a thread beside the conversion (settled
 	 * below, before anything is written beside the output or the output lands) when a core is
 	 * free for it: on 2 cores the record's hashing keeps both busy, and the check's copies

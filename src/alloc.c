@@ -1,6 +1,9 @@
 /* alloc.c - allocation wrappers; tests can make the Nth allocation fail. */
 #include "qtk.h"
 #include <stdatomic.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -67,6 +70,13 @@ char *qtk_strndup(const char *s, size_t n)
 char *qtk_strdup(const char *s) { return qtk_strndup(s, strlen(s)); }
 
 void qtk_free(void *p) { free(p); }
+
+void qtk_mem_release(void)
+{
+#ifdef __GLIBC__
+	malloc_trim(0);
+#endif
+}
 
 /* Tables. From TABLE_MAP bytes up a table has a mapping of its own, aligned to 2 MiB and advised
  * for transparent huge pages, so filling it costs one page fault per 2 MiB instead of one per

@@ -516,6 +516,10 @@ void *qtk_realloc(void *p, size_t n);
 char *qtk_strdup(const char *s);
 char *qtk_strndup(const char *s, size_t n);
 void qtk_free(void *p);
+/* Give the pages of freed memory back to the system (glibc: every arena's free pages, not only
+ * the heap's top). For the end of a phase that freed tens of MiB in the middle of the heap, so
+ * the next phase's peak does not stand on them. */
+void qtk_mem_release(void);
 /* A table that grows and is written front to back (a model's tensor descriptions). n bytes of
  * room, the first `used` bytes of p (from an earlier call, or NULL) kept; the room beyond is
  * not cleared. Free it with qtk_table_free only. */

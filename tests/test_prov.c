@@ -1544,6 +1544,48 @@ static void test_records(void)
 		qtk_free(r3);
 		qtk_close(sm);
 		remove(spaced);
+		/* one space in one place: in the output's list, in the parameters' map, outside the
+		 * lists. The parent is read once, its lists compared with their canonical form in
+		 * place; any difference and it is chained as its canonical text, the same digest */
+		static const char *const after[] = {"\"tensors\":[", "\"tensors\":{", "{"};
+		for (size_t k = 0; k < sizeof after / sizeof *after; k++) {
+			const char *at = strstr(fin, after[k]);
+			CHECK(at != NULL, "the record has %s", after[k]);
+			if (!at)
+				continue;
+			const size_t pre = (size_t)(at - fin) + strlen(after[k]);
+			char *one = qtk_malloc(strlen(fin) + 2);
+			memcpy(one, fin, pre);
+			one[pre] = ' ';
+			strcpy(one + pre + 1, fin + pre);
+			CHECK(!write_model(spaced, QTK_OUT_GGUF, true, QTK_T_F32, one, true), "write with a space after %s",
+			      after[k]);
+			qtk_free(one);
+			qtk_model *om = qtk_open(spaced, &err);
+			char *r4 = NULL;
+			qtk_prov_builder_init(&b2);
+			b2.src = om;
+			b2.out = out;
+			b2.out_kind = QTK_OUT_SAFETENSORS;
+			b2.out_digests = &od;
+			CHECK(om && !qtk_prov_build(&b2, &r4, &err), "one space after %s: %s", after[k], err.msg);
+			CHECK(r4 && strstr(r4, fin) && strstr(r4, want) && !b2.note[0] && b2.parent_own,
+			      "one space after %s: chained canonical", after[k]);
+			qtk_prov_builder_free(&b2);
+			qtk_free(r4);
+			qtk_close(om);
+			remove(spaced);
+		}
+		/* the canonical parent itself: chained from the source's own text, no copy */
+		qtk_prov_builder_init(&b2);
+		b2.src = cm;
+		b2.out = out;
+		b2.out_kind = QTK_OUT_SAFETENSORS;
+		b2.out_digests = &od;
+		char *r5 = NULL;
+		CHECK(!qtk_prov_build(&b2, &r5, &err) && !b2.parent_own && b2.parent_txt == txt, "canonical parent not copied");
+		qtk_prov_builder_free(&b2);
+		qtk_free(r5);
 		qtk_free(r2);
 	}
 	qtk_close(cm);

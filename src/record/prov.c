@@ -874,16 +874,29 @@ static int next_item(vctx *v, const char *text, size_t end, size_t e, size_t *p)
 	return 0;
 }
 
-/* Read the list sp of text entry by entry: each entry parsed strictly and checked, written
- * canonically to *canon, its name and digests kept in tl (sorted by name, names unique). */
-static int lift_list(vctx *v, const char *text, const lspan *sp, tlist *tl, char **canon)
+/* With `same`: the canonical text in b compared with text from *q on (then dropped), *same
+ * cleared at the first difference. Without: b keeps it. */
+static void cmp_flush(qtk_buf *b, const char *text, size_t stop, size_t *q, bool *same)
+{
+	if (!same)
+		return;
+	if (*same && (b->len > stop - *q || memcmp(text + *q, b->p, b->len)))
+		*same = false;
+	*q += b->len;
+	b->len = 0;
+}
+
+/* Read the list sp of text entry by entry: each entry parsed strictly and checked, its name
+ * and digests kept in tl (sorted by name, names unique), and written canonically: to *canon,
+ * or, with `same`, only compared with the list's own text (*same: they are equal). */
+static int lift_list(vctx *v, const char *text, const lspan *sp, tlist *tl, char **canon, bool *same)
 {
 	const size_t end = sp->off + sp->len - 1; /* the closing bracket */
 	if (sp->len < 2 || text[end] != ']')
 		return qtk_err_set(v->err, QTK_E_DATA, v->file, (int64_t)end, NULL, "invalid json");
 	qtk_buf b = {0}, names = {0};
-	size_t cap = 0, i = 0;
-	if (qtk_buf_reserve(&b, sp->len)) /* canonical text is never longer */
+	size_t cap = 0, i = 0, q = sp->off;
+	if (qtk_buf_reserve(&b, same ? 4096 : sp->len)) /* canonical text is never longer */
 		return oom(v->err);
 	size_t p = qtk_json_skip_ws(text, end, sp->off + 1);
 	int rc = qtk_buf_putc(&b, '[');
@@ -916,6 +929,8 @@ static int lift_list(vctx *v, const char *text, const lspan *sp, tlist *tl, char
 			rc = rc ? rc : (i ? qtk_buf_putc(&b, ',') : 0);
 			rc = rc ? rc : canon_put(&b, d.root, 3, NULL);
 			rc = rc == QTK_E_IO || (rc && b.failed) ? oom(v->err) : rc;
+			if (!rc)
+				cmp_flush(&b, text, sp->off + sp->len, &q, same);
 			i++;
 		}
 		qtk_json_doc_free(&d);
@@ -926,6 +941,11 @@ static int lift_list(vctx *v, const char *text, const lspan *sp, tlist *tl, char
 	rc = rc ? rc : qtk_buf_putc(&b, ']');
 	if (!rc && b.failed)
 		rc = oom(v->err);
+	if (!rc && same) {
+		cmp_flush(&b, text, sp->off + sp->len, &q, same);
+		*same = *same && q == sp->off + sp->len;
+		qtk_buf_free(&b);
+	}
 	tl->n = i;
 	tl->names = (char *)names.p;
 	for (size_t k = 0; k < i && tl->names; k++)
@@ -937,7 +957,7 @@ static int lift_list(vctx *v, const char *text, const lspan *sp, tlist *tl, char
 		qtk_buf_free(&b);
 		return rc;
 	}
-	*canon = (char *)b.p;
+	*canon = same ? NULL : (char *)b.p;
 	return 0;
 }
 
@@ -981,8 +1001,8 @@ static int mem_cmp(const void *a, const void *b)
 
 /* Read the object sp of text a member at a time (transform.params.tensors: a member a tensor;
  * qtk_json_each_member's rules, repeated keys refused), written canonically (keys sorted
- * bytewise) to *canon. */
-static int lift_map(vctx *v, const char *text, const lspan *sp, char **canon)
+ * bytewise) to *canon, or, with `same`, compared with the object's own text. */
+static int lift_map(vctx *v, const char *text, const lspan *sp, char **canon, bool *same)
 {
 	map_walk w = {.err = v->err};
 	int rc = qtk_json_each_member(text + sp->off, sp->len, QTK_JSON_INTS, v->file, (int64_t)sp->off, v->err,
@@ -1009,11 +1029,22 @@ static int lift_map(vctx *v, const char *text, const lspan *sp, char **canon)
 		qtk_buf_free(&b);
 		return rc;
 	}
-	*canon = (char *)b.p;
+	if (same) {
+		size_t q = sp->off;
+		cmp_flush(&b, text, sp->off + sp->len, &q, same);
+		*same = *same && q == sp->off + sp->len;
+		qtk_buf_free(&b);
+	}
+	*canon = same ? NULL : (char *)b.p;
 	return 0;
 }
 
-static int prov_parse(const char *text, size_t len, const char *file, bool lists_as_text, cJSON **out, qtk_err *err)
+/* The record's tree with its lists as text (lists_as_text) or as trees. With in_place (and
+ * lists_as_text): each list only compared with its canonical form and left "[]" ("{}") in the
+ * tree, and *in_place says whether the whole text is canonical (the tree's canonical text,
+ * lists empty, equals the text with its lists emptied, and every list equals its own). */
+static int prov_parse(const char *text, size_t len, const char *file, bool lists_as_text, bool *in_place, cJSON **out,
+		      qtk_err *err)
 {
 	*out = NULL;
 	if (len > QTK_PROV_CAP)
@@ -1048,18 +1079,24 @@ static int prov_parse(const char *text, size_t len, const char *file, bool lists
 	qtk_json_doc doc;
 	memset(&doc, 0, sizeof doc);
 	int rc = qtk_json_parse(pt, plen, QTK_JSON_INTS | QTK_JSON_ARENA, file, 0, err, &doc);
-	qtk_free(skel);
+	if (!in_place) {
+		qtk_free(skel);
+		skel = NULL;
+	}
 	if (rc && err->offset >= 0) { /* an offset in the emptied text: in the record's */
 		int64_t o = err->offset, add = 0;
 		for (size_t i = 0; i < f.nsp && (int64_t)(f.sp[i].off - (size_t)add) < o; i++)
 			add += (int64_t)(f.sp[i].len - 2);
 		err->offset = o + add;
 	}
-	if (rc)
+	if (rc) {
+		qtk_free(skel);
 		return rc;
+	}
 	tlist ls[LIST_MAX];
 	memset(ls, 0, sizeof ls);
 	vctx v = {file, err, 0, ls, 0};
+	bool same = true;
 	for (size_t i = 0; i < f.nsp && !rc; i++) {
 		cJSON *parent, *at = l_item(doc.root, f.sp[i].path, &parent);
 		char *canon = NULL;
@@ -1067,8 +1104,10 @@ static int prov_parse(const char *text, size_t len, const char *file, bool lists
 			rc = qtk_err_set(err, QTK_E_INTERNAL, file, -1, f.sp[i].path, "the list is not where it was found");
 			break;
 		}
-		rc = f.sp[i].map ? lift_map(&v, text, &f.sp[i], &canon) : lift_list(&v, text, &f.sp[i], &ls[v.nlists], &canon);
-		cJSON *raw = rc ? NULL : cJSON_CreateRaw("");
+		bool *sm = in_place ? &same : NULL;
+		rc = f.sp[i].map ? lift_map(&v, text, &f.sp[i], &canon, sm)
+				 : lift_list(&v, text, &f.sp[i], &ls[v.nlists], &canon, sm);
+		cJSON *raw = rc ? NULL : cJSON_CreateRaw(in_place ? (f.sp[i].map ? "{}" : "[]") : "");
 		if (!rc && !raw)
 			rc = oom(err);
 		if (rc) {
@@ -1077,8 +1116,10 @@ static int prov_parse(const char *text, size_t len, const char *file, bool lists
 			qtk_free(canon);
 			break;
 		}
-		cJSON_free(raw->valuestring);
-		raw->valuestring = canon;
+		if (!in_place) {
+			cJSON_free(raw->valuestring);
+			raw->valuestring = canon;
+		}
 		if (!cJSON_ReplaceItemInObjectCaseSensitive(parent, "tensors", raw)) {
 			cJSON_Delete(raw);
 			rc = oom(err);
@@ -1092,6 +1133,14 @@ static int prov_parse(const char *text, size_t len, const char *file, bool lists
 		qtk_free(ls[i].e);
 		qtk_free(ls[i].names);
 	}
+	if (!rc && in_place) {
+		char *c = same ? qtk_prov_canonical(doc.root) : NULL;
+		if (same && !c)
+			rc = oom(err);
+		*in_place = c && strlen(c) == plen && !memcmp(c, pt, plen);
+		qtk_free(c);
+	}
+	qtk_free(skel);
 	if (rc) {
 		qtk_json_doc_free(&doc);
 		return rc;
@@ -1104,12 +1153,12 @@ static int prov_parse(const char *text, size_t len, const char *file, bool lists
 
 int qtk_prov_parse(const char *text, size_t len, const char *file, cJSON **out, qtk_err *err)
 {
-	return prov_parse(text, len, file, true, out, err);
+	return prov_parse(text, len, file, true, NULL, out, err);
 }
 
 int qtk_prov_parse_tree(const char *text, size_t len, const char *file, cJSON **out, qtk_err *err)
 {
-	return prov_parse(text, len, file, false, out, err);
+	return prov_parse(text, len, file, false, NULL, out, err);
 }
 
 int qtk_prov_list_each(const cJSON *list, int (*fn)(void *ctx, const cJSON *entry), void *ctx)
@@ -1330,19 +1379,113 @@ static int put_leaf(qtk_buf *b, const qtk_leaf *l, const qtk_leaf *dg)
 	return rc ? rc : qtk_buf_putc(b, '}');
 }
 
+/* The output's tensors as a record lists them, sorted by canonical name, without a leaf
+ * table: what a leaf holds beyond its tensor's description (~40 bytes a tensor against
+ * ~250 and two names). */
+typedef struct oleaf {
+	const char *name;   /* canonical: in the pool, or the tensor's own name */
+	size_t t;           /* the tensor in the description */
+	size_t noff;        /* while the pool grows: 1 + the name's offset in it, 0: the tensor's name */
+	const char *enc_id; /* shared (qtk_digest_leaf_meta) */
+	int qk_heads;
+	qtk_dec_kind dec_kind;
+} oleaf;
+
+typedef struct olist {
+	const qtk_model *m;
+	oleaf *e;
+	size_t n;
+	char *pool; /* the canonical names that differ from the stored ones */
+} olist;
+
+static void olist_free(olist *ol)
+{
+	qtk_free(ol->e);
+	qtk_free(ol->pool);
+	memset(ol, 0, sizeof *ol);
+}
+
+static int oleaf_cmp(const void *a, const void *b)
+{
+	return strcmp(((const oleaf *)a)->name, ((const oleaf *)b)->name);
+}
+
+/* The description's tensors as leaves without data, sorted by canonical name (two tensors with
+ * one canonical name fail). */
+static int out_list(const qtk_model *d, olist *ol, qtk_err *err)
+{
+	memset(ol, 0, sizeof *ol);
+	ol->m = d;
+	if (!(ol->e = qtk_calloc(d->ntensors ? d->ntensors : 1, sizeof *ol->e)))
+		return oom(err);
+	ol->n = d->ntensors;
+	qtk_buf pool = {0};
+	int rc = 0;
+	for (size_t i = 0; i < d->ntensors && !rc; i++) {
+		qtk_leaf l;
+		if ((rc = qtk_digest_leaf_meta(d, &d->tensors[i], &l, err)))
+			break;
+		oleaf *o = &ol->e[i];
+		*o = (oleaf){.t = i, .enc_id = l.enc_id, .qk_heads = l.qk_heads, .dec_kind = l.dec_kind};
+		if (strcmp(l.name, d->tensors[i].name)) {
+			o->noff = pool.len + 1;
+			if (qtk_buf_put(&pool, l.name, strlen(l.name) + 1))
+				rc = oom(err);
+		}
+		qtk_free(l.name);
+		qtk_free(l.stored);
+	}
+	ol->pool = (char *)pool.p;
+	for (size_t i = 0; i < ol->n && !rc; i++)
+		ol->e[i].name = ol->e[i].noff ? ol->pool + ol->e[i].noff - 1 : d->tensors[i].name;
+	if (!rc && ol->n > 1)
+		qsort(ol->e, ol->n, sizeof *ol->e, oleaf_cmp);
+	for (size_t i = 1; i < ol->n && !rc; i++)
+		if (!strcmp(ol->e[i].name, ol->e[i - 1].name))
+			rc = qtk_err_set(err, QTK_E_DATA, NULL, -1, ol->e[i].name,
+					 "two tensors have this canonical name ('%s' and '%s')",
+					 d->tensors[ol->e[i - 1].t].name, d->tensors[ol->e[i].t].name);
+	if (rc)
+		olist_free(ol);
+	return rc;
+}
+
 typedef struct leaves_ctx {
-	const qtk_digests *meta; /* the tensors, in the output's order */
+	const qtk_digests *meta; /* the tensors sorted by canonical name, or NULL: ol */
+	const olist *ol;
 	const qtk_digests *real; /* their digests by name, or NULL: placeholders */
 	const qtk_digests *src;  /* transform: the source's leaves by name */
 } leaves_ctx;
 
-/* output.tensors: an array in the description's order */
+static size_t leaves_n(const leaves_ctx *c) { return c->meta ? c->meta->n : c->ol->n; }
+
+/* Leaf i of the list: the table's, or *v filled (its names borrowed, never freed). */
+static const qtk_leaf *leaf_at(const leaves_ctx *c, size_t i, qtk_leaf *v)
+{
+	if (c->meta)
+		return &c->meta->leaf[i];
+	const oleaf *o = &c->ol->e[i];
+	const qtk_tensor *t = &c->ol->m->tensors[o->t];
+	memset(v, 0, sizeof *v);
+	v->name = (char *)(uintptr_t)o->name;
+	v->stored = t->name;
+	v->enc_id = o->enc_id;
+	v->ndim = t->ndim;
+	memcpy(v->shape, t->shape, sizeof v->shape);
+	v->n_bytes = t->n_bytes;
+	v->dec_kind = o->dec_kind;
+	v->qk_heads = o->qk_heads;
+	return v;
+}
+
+/* output.tensors: an array sorted by canonical name */
 static int put_out_tensors(qtk_buf *b, const void *ctx)
 {
 	const leaves_ctx *c = ctx;
 	int rc = qtk_buf_putc(b, '[');
-	for (size_t i = 0; i < c->meta->n && !rc; i++) {
-		const qtk_leaf *l = &c->meta->leaf[i];
+	for (size_t i = 0; i < leaves_n(c) && !rc; i++) {
+		qtk_leaf v;
+		const qtk_leaf *l = leaf_at(c, i, &v);
 		rc = i ? qtk_buf_putc(b, ',') : 0;
 		rc = rc ? rc : put_leaf(b, l, c->real ? qtk_digests_find(c->real, l->name) : NULL);
 	}
@@ -1355,8 +1498,9 @@ static int put_trans_tensors(qtk_buf *b, const void *ctx)
 {
 	const leaves_ctx *c = ctx;
 	int rc = qtk_buf_putc(b, '{');
-	for (size_t i = 0; i < c->meta->n && !rc; i++) {
-		const qtk_leaf *ol = &c->meta->leaf[i], *sl = qtk_digests_find(c->src, ol->name);
+	for (size_t i = 0; i < leaves_n(c) && !rc; i++) {
+		qtk_leaf v;
+		const qtk_leaf *ol = leaf_at(c, i, &v), *sl = qtk_digests_find(c->src, ol->name);
 		rc = i ? qtk_buf_putc(b, ',') : 0;
 		rc = rc ? rc : put_str(b, ol->name);
 		if (sl) {
@@ -1409,9 +1553,10 @@ static void add_str_from(cJSON *o, const char *field_name, const qtk_model *m, c
 }
 
 /* The source's own record, checked once for every build: kept as its canonical text, which
- * is the stored text itself when that is canonical (a record qtk wrote), so the chain costs
- * no tree of the parent's tensors. QTK_E_IO when out of memory; an invalid record is left out
- * (with a note). */
+ * is the stored text itself when that is canonical (a record qtk wrote: checked while it is
+ * read, a list entry at a time, with no copy of it), so the chain costs no tree of the
+ * parent's tensors. QTK_E_IO when out of memory; an invalid record is left out (with a
+ * note). */
 static int load_parent(qtk_prov_builder *b, qtk_err *err)
 {
 	if (b->parent_state)
@@ -1424,22 +1569,28 @@ static int load_parent(qtk_prov_builder *b, qtk_err *err)
 	b->parent_state = -1;
 	if (!txt)
 		return 0;
-	if (qtk_prov_parse(txt, len, NULL, &parent, &e)) {
+	bool in_place = false;
+	int rc = prov_parse(txt, len, NULL, true, &in_place, &parent, &e);
+	qtk_json_tree_free(parent);
+	parent = NULL;
+	if (!rc && !in_place) /* valid but not canonical: read again, its lists kept as text */
+		rc = qtk_prov_parse(txt, len, NULL, &parent, &e);
+	if (rc) {
 		if (e.code == QTK_E_IO)
 			return qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "%s", e.msg);
 		snprintf(b->note, sizeof b->note, "the source's provenance record is invalid and was not chained: %.60s%s%.120s",
 			 e.subject, e.subject[0] ? ": " : "", e.msg);
 		return 0;
 	}
-	char *c = qtk_prov_canonical(parent);
-	qtk_json_tree_free(parent);
-	if (!c)
-		return oom(err);
-	size_t n = strlen(c);
-	if (n == len && !memcmp(c, txt, n)) {
-		qtk_free(c);
+	size_t n = len;
+	if (in_place) {
 		b->parent_txt = txt;
 	} else {
+		char *c = qtk_prov_canonical(parent);
+		qtk_json_tree_free(parent);
+		if (!c)
+			return oom(err);
+		n = strlen(c);
 		b->parent_txt = b->parent_own = c;
 	}
 	b->parent_len = n;
@@ -1517,17 +1668,18 @@ static const char *family_of(const char *id)
 }
 
 /* transform: kind, method, per-tensor layouts, name map, layout operations */
-static cJSON *transform_json(qtk_prov_builder *b, const qtk_digests *sd, const qtk_digests *od, canon_hooks *hs,
+static cJSON *transform_json(qtk_prov_builder *b, const qtk_digests *sd, const olist *od, canon_hooks *hs,
 			     leaves_ctx *tc)
 {
-	*tc = (leaves_ctx){od, NULL, sd};
+	*tc = (leaves_ctx){NULL, od, NULL, sd};
 	cJSON *o = cJSON_CreateObject(), *params = cJSON_CreateObject(), *tens = hook_at(hs, put_trans_tensors, tc);
 	size_t f2q = 0, q2q = 0, q2f = 0, renamed = 0;
 	const char *family = "rtn";
 	cJSON *perm = cJSON_CreateArray();
 	int heads_q = 0, heads_kv = 0, dir = 0;
 	for (size_t i = 0; i < od->n; i++) {
-		const qtk_leaf *ol = &od->leaf[i], *sl = qtk_digests_find(sd, ol->name);
+		qtk_leaf v;
+		const qtk_leaf *ol = leaf_at(tc, i, &v), *sl = qtk_digests_find(sd, ol->name);
 		if (!sl)
 			continue;
 		bool qs = is_quant_layout(sl->enc_id), qo = is_quant_layout(ol->enc_id);
@@ -1634,15 +1786,17 @@ static cJSON *tool_json(void)
 }
 
 /* output: container, files (when given: a file cannot hold its own hash), roots, tensors */
-static cJSON *output_json(const char *container, const qtk_digests *meta, const qtk_digests *real, cJSON *files,
-			  canon_hooks *hs, leaves_ctx *oc)
+/* meta or ol: the tensors sorted by canonical name */
+static cJSON *output_json(const char *container, const qtk_digests *meta, const olist *ol, const qtk_digests *real,
+			  cJSON *files, canon_hooks *hs, leaves_ctx *oc)
 {
-	*oc = (leaves_ctx){meta, real, NULL};
+	*oc = (leaves_ctx){meta, ol, real, NULL};
 	cJSON *o = cJSON_CreateObject();
 	cJSON_AddStringToObject(o, "container", container);
 	if (files)
 		cJSON_AddItemToObject(o, "files", files);
-	cJSON_AddItemToObject(o, "tensor_root", root_json(real ? real->scheme : meta->scheme, meta->n, real ? real->enc_root : NULL,
+	cJSON_AddItemToObject(o, "tensor_root", root_json(real ? real->scheme : meta ? meta->scheme : 0, leaves_n(oc),
+							  real ? real->enc_root : NULL,
 							  real ? real->dec_root : NULL));
 	cJSON_AddItemToObject(o, "tensors", hook_at(hs, put_out_tensors, oc));
 	return o;
@@ -1784,7 +1938,7 @@ static int build(qtk_prov_builder *b, size_t reserve, char *into, char **json, q
 {
 	*json = NULL;
 	qtk_json_init();
-	qtk_digests od_meta;
+	olist od_meta;
 	memset(&od_meta, 0, sizeof od_meta);
 	int rc = 0;
 	if (!b->src || !b->out)
@@ -1801,21 +1955,22 @@ static int build(qtk_prov_builder *b, size_t reserve, char *into, char **json, q
 		return rc;
 	const qtk_digests *sd = pending ? &b->src_meta : b->src_digests ? b->src_digests : &b->src_cache;
 	const qtk_filelist *sf = pending ? &meta_files : b->src_files ? b->src_files : &b->files_cache;
-	/* the chained parent first: its reading's memory, freed, then takes the output's leaves */
+	/* the chained parent first: its reading's tens of MiB, freed, go back to the system */
+	const bool first = !b->parent_state;
 	rc = rc ? rc : load_parent(b, err);
-	rc = rc ? rc : desc_leaves(b->out, &od_meta, err);
-	rc = rc ? rc : qtk_digests_finish(&od_meta, err);
+	if (!rc && first && b->parent_state > 0)
+		qtk_mem_release();
+	rc = rc ? rc : out_list(b->out, &od_meta, err);
 	if (!rc && b->out_digests)
 		for (size_t i = 0; i < od_meta.n && !rc; i++)
-			if (!qtk_digests_find(b->out_digests, od_meta.leaf[i].name))
-				rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, od_meta.leaf[i].name,
-						 "output digest missing");
+			if (!qtk_digests_find(b->out_digests, od_meta.e[i].name))
+				rc = qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, od_meta.e[i].name, "output digest missing");
 	if (!rc) {
 		canon_hooks hs = {0};
 		leaves_ctx oc, tc;
 		cJSON *r = cJSON_CreateObject();
 		cJSON_AddNumberToObject(r, "record_version", QTK_PROV_VERSION);
-		cJSON *oj = output_json(qtk_out_kind_name(b->out_kind), &od_meta, b->out_digests,
+		cJSON *oj = output_json(qtk_out_kind_name(b->out_kind), NULL, &od_meta, b->out_digests,
 					b->out_files ? outfiles_json(b->out_files) : NULL, &hs, &oc);
 		qtk_metad md;
 		if (!(rc = qtk_meta_digests(b->out, b->out_kind == QTK_OUT_HF, &md, err))) {
@@ -1865,7 +2020,7 @@ static int build(qtk_prov_builder *b, size_t reserve, char *into, char **json, q
 				rc = err->code ? err->code : QTK_E_IO;
 		}
 	}
-	qtk_digests_free(&od_meta);
+	olist_free(&od_meta);
 	qtk_filelist_free(&meta_files);
 	return rc;
 }
@@ -1934,7 +2089,7 @@ int qtk_prov_emit(qtk_model *m, const qtk_digests *d, const qtk_filelist *files,
 	leaves_ctx oc;
 	cJSON *r = cJSON_CreateObject();
 	cJSON_AddNumberToObject(r, "record_version", QTK_PROV_VERSION);
-	cJSON *oj = output_json(qtk_model_format(m), &meta, d, files_json(files->f, files->n, false), &hs, &oc);
+	cJSON *oj = output_json(qtk_model_format(m), &meta, NULL, d, files_json(files->f, files->n, false), &hs, &oc);
 	qtk_metad md;
 	int rc = qtk_meta_digests(m, !strcmp(qtk_model_format(m), "hf"), &md, err);
 	if (rc) {
