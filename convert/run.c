@@ -141,6 +141,7 @@ static int setup_mapping(qtk_model *in, const conv_opts *o, qtk_hfmap **map, qtk
 typedef struct prov_state {
 	qtk_prov_builder b;
 	char *ph, *fin;        /* the reserved (placeholder) record and the final one */
+	size_t ph_len;         /* the reserved record's length (ph may be gone: prov_drop_reserved) */
 	bool ph_lent;          /* ph belongs to the output's description (its record kv or file) */
 	qtk_digest_sink *sink; /* output digests from the bytes handed to the writer: encoded tier */
 	qtk_digest_sink *sink2; /* ... and the decoded tier, on a second tee thread */
@@ -258,12 +259,13 @@ static int prov_begin(prov_state *p, qtk_model *in, qtk_model *d, const conv_opt
 	}
 	int rc = qtk_model_streamed(in) && !p->twin ? 0 : qtk_prov_start_source(&p->b, err);
 	rc = rc ? rc : qtk_prov_build(&p->b, &p->ph, err);
+	p->ph_len = rc ? 0 : strlen(p->ph);
 	/* the reserved record has the final one's size: one over its cap is refused now, before
 	 * the conversion's work rather than after it */
-	if (!rc && strlen(p->ph) > QTK_PROV_CAP)
+	if (!rc && p->ph_len > QTK_PROV_CAP)
 		rc = qtk_err_set(err, QTK_E_DATA, NULL, -1, NULL,
 				 "the provenance record of %zu tensors would take %zu bytes, over its limit of %u",
-				 d->ntensors, strlen(p->ph), QTK_PROV_CAP);
+				 d->ntensors, p->ph_len, QTK_PROV_CAP);
 	if (!rc && p->b.note[0])
 		cli_warn("%s", p->b.note);
 	/* d takes the reserved record (no copy); p->ph stays its name for the patch */
@@ -271,10 +273,10 @@ static int prov_begin(prov_state *p, qtk_model *in, qtk_model *d, const conv_opt
 		qtk_blob *bl = (qtk_blob *)qtk_blob_find(d, QTK_PROV_FILE);
 		if (bl) { /* a source directory's record file: replaced, its record is chained */
 			qtk_free(bl->data);
-			bl->len = strlen(p->ph);
+			bl->len = p->ph_len;
 			bl->data = (uint8_t *)p->ph;
 			p->ph_lent = true;
-		} else if (qtk_model_take_blob(d, QTK_PROV_FILE, (uint8_t *)p->ph, strlen(p->ph))) {
+		} else if (qtk_model_take_blob(d, QTK_PROV_FILE, (uint8_t *)p->ph, p->ph_len)) {
 			rc = qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");
 		} else {
 			p->ph_lent = true;
@@ -301,6 +303,30 @@ static int prov_begin(prov_state *p, qtk_model *in, qtk_model *d, const conv_opt
 	return rc;
 }
 
+/* Once the output's header is written: a writer that places the final record a piece at a
+ * time has no use for the reserved one's text (tens of MB at 100,000 tensors), which goes. */
+static void prov_drop_reserved(prov_state *p, qtk_model *d, const qtk_writer *w)
+{
+	if (!p->ph_lent || !qtk_writer_streams_record(w) || qtk_kv_find(d, QTK_PROV_KEY) == NULL)
+		return;
+	qtk_kv_remove(d, QTK_PROV_KEY); /* frees ph, which d held */
+	p->ph = NULL;
+	p->ph_lent = false;
+}
+
+typedef struct rec_place {
+	qtk_writer *w;
+	uint64_t at;
+} rec_place;
+
+static int rec_piece(void *ctx, const uint8_t *buf, size_t n)
+{
+	rec_place *rp = ctx;
+	int rc = qtk_writer_record_piece(rp->w, rp->at, buf, n);
+	rp->at += n;
+	return rc;
+}
+
 /* All data written: the final record replaces the reserved one. */
 static int prov_end(prov_state *p, qtk_writer *w)
 {
@@ -320,16 +346,21 @@ static int prov_end(prov_state *p, qtk_writer *w)
 	/* copied tensors: the source's leaves are the output's (hashed once, from the bytes copied) */
 	rc = qtk_prov_take_shared(&p->b, &p->od, p->err);
 	p->b.out_digests = &p->od;
+	if (!rc && qtk_writer_streams_record(w)) {
+		/* written into the file as it is made: never held whole */
+		rec_place rp = {w, 0};
+		rc = qtk_prov_build_stream(&p->b, p->ph_len, rec_piece, &rp, p->err);
+		return rc ? rc : qtk_writer_record_end(w, p->ph_len);
+	}
 	if (!rc && p->ph_lent && qtk_writer_has_put_record(w)) {
 		/* the writer knows where the reserved record's bytes are (every container but
 		 * archives): the final record is written over the reserved one in memory (the
 		 * description's, no longer read) and put there, with no second copy and no read back
 		 * of the header */
-		const size_t n = strlen(p->ph);
-		rc = qtk_prov_build_into(&p->b, p->ph, n, p->err);
-		return rc ? rc : qtk_writer_put_record(w, p->ph, n);
+		rc = qtk_prov_build_into(&p->b, p->ph, p->ph_len, p->err);
+		return rc ? rc : qtk_writer_put_record(w, p->ph, p->ph_len);
 	}
-	rc = rc ? rc : qtk_prov_build_sized(&p->b, strlen(p->ph), &p->fin, p->err);
+	rc = rc ? rc : qtk_prov_build_sized(&p->b, p->ph_len, &p->fin, p->err);
 	return rc ? rc : qtk_writer_patch_header(w, prov_patch, p);
 }
 
@@ -691,9 +722,12 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 		goto done;
 	}
 	/* the reserved record's building and the header's writing freed tens of MiB at 100,000
-	 * tensors: back to the system before the tensors' buffers come */
-	if (with_prov)
+	 * tensors (and the reserved text goes when the final one is streamed): back to the system
+	 * before the tensors' buffers come */
+	if (with_prov) {
+		prov_drop_reserved(&prov, d, w);
 		qtk_mem_release();
+	}
 	/* a QPK source's part digests are checked on a thread beside the conversion (settled
 	 * below, before anything is written beside the output or the output lands) when a core is
 	 * free for it: on 2 cores the record's hashing keeps both busy, and the check's copies

@@ -832,12 +832,12 @@ static int gguf_w_patch(qtk_writer *w, int (*fn)(void *ctx, uint8_t *buf, size_t
 	return qtk_ofile_patch(&s->f[0], 0, s->head_len, fn, ctx);
 }
 
-/* The record's string where write_header put it (qtk_writer_put_record checked its length):
- * rewritten in place, no read back. */
-static int gguf_w_put_record(qtk_writer *w, const void *rec, size_t n)
+/* A piece of the record's string where write_header put it (qtk_writer_record_piece checked
+ * its bounds): rewritten in place, no read back. */
+static int gguf_w_record_piece(qtk_writer *w, uint64_t at, const void *p, size_t n)
 {
 	gw *s = w->priv;
-	return qtk_ofile_write_at(&s->f[0], s->rec_off, rec, n);
+	return qtk_ofile_write_at(&s->f[0], s->rec_off + at, p, n);
 }
 
 /* What the writer is about to write, checked with the reader's own rules (keys, the types of
@@ -1016,7 +1016,7 @@ static const qtk_writer_ops gguf_writer = {
 	.finish = gguf_w_finish,
 	.abort = gguf_w_abort,
 	.patch_header = gguf_w_patch,
-	.put_record = gguf_w_put_record,
+	.record_piece = gguf_w_record_piece,
 };
 
 /* What GGUF can store: plain ggml-typed tensors of 1 to 4 dimensions, names

@@ -57,7 +57,8 @@ typedef struct qw {
 	size_t csz;           /* raw bytes per chunk */
 	uint8_t hdr[QPK_HEADER_SIZE];
 	uint64_t data_off;
-	wpart *parts;         /* ntensors * 4 */
+	wpart *parts;         /* every tensor's parts, tensor t's from pfirst[t] on */
+	size_t *pfirst;       /* ntensors + 1 */
 	wchunk *chunks;
 	size_t nchunks, cap_chunks;
 	uint8_t *buf;         /* the chunk being filled (its slot's) */
@@ -96,7 +97,9 @@ typedef struct qw {
 	 * length: w->record_len), and the section's SHA-256 over the bytes before it */
 	uint64_t rec_moff;
 	size_t rec_len;
+	const uint8_t *rec; /* the description's record: written between the section's pieces */
 	EVP_MD_CTX *rec_pre;
+	EVP_MD_CTX *rec_c;   /* the final record's placing: the section's digest so far */
 	unsigned minor;      /* the lowest minor version whose features the file uses */
 } qw;
 
@@ -177,11 +180,14 @@ static int build_meta(qtk_writer *w, qtk_buf *b)
 		bstr(b, kv->key, strlen(kv->key));
 		b32(b, v->type);
 		if (v->type == QTK_V_STR && !strcmp(kv->key, "qtk.provenance")) {
+			/* the record (tens of MB at 100,000 tensors) is not copied here: the section is
+			 * b's bytes up to rec_moff, the record, b's bytes after it */
 			qw *s = w->priv;
 			s->rec_moff = b->len + 8; /* after the string's length (u64) */
 			s->rec_len = (size_t)v->v.str.len;
-		}
-		if (v->type == QTK_V_STR)
+			s->rec = (const uint8_t *)v->v.str.s;
+			b64(b, v->v.str.len);
+		} else if (v->type == QTK_V_STR)
 			bstr(b, v->v.str.s, v->v.str.len);
 		else if (v->type != QTK_V_ARR)
 			b_scalar(b, v);
@@ -217,7 +223,7 @@ static int build_meta(qtk_writer *w, qtk_buf *b)
 	}
 	if (b->failed)
 		return woom(w);
-	if (b->len > QPK_CAP_META)
+	if (b->len + ((qw *)w->priv)->rec_len > QPK_CAP_META)
 		return qtk_err_set(w->err, QTK_E_DATA, w->path, -1, NULL, "metadata section exceeds %llu bytes",
 				   (unsigned long long)QPK_CAP_META);
 	return 0;
@@ -548,7 +554,12 @@ static int qpk_w_begin(qtk_writer *w)
 			s->minor = qpk_minor_of(w->desc->tensors[i].layout.kind);
 	s->bcap = maxraw < s->csz ? (size_t)maxraw : s->csz;
 	s->zcap = ZSTD_compressBound(s->bcap);
-	s->parts = qtk_calloc(w->desc->ntensors * QTK_MAX_PARTS + 1, sizeof *s->parts);
+	/* each tensor's parts from pfirst[t] on: exactly as many as the tensors have (a table of
+	 * QTK_MAX_PARTS a tensor took 45 MB at 100,000 one-part tensors) */
+	s->pfirst = qtk_calloc(w->desc->ntensors + 1, sizeof *s->pfirst);
+	for (size_t i = 0; s->pfirst && i < w->desc->ntensors; i++)
+		s->pfirst[i + 1] = s->pfirst[i] + (size_t)w->desc->tensors[i].nparts;
+	s->parts = s->pfirst ? qtk_calloc(s->pfirst[w->desc->ntensors] + 1, sizeof *s->parts) : NULL;
 	s->cc = new_cctx();
 	if (!s->parts || !s->cc || zring_start(s, w->opts.threads))
 		return woom(w);
@@ -558,10 +569,12 @@ static int qpk_w_begin(qtk_writer *w)
 	size_t sn = 0;
 	/* a provenance record may be patched in place at finish: keep the section raw then */
 	s->meta_raw = qtk_kv_find(w->desc, "qtk.provenance") != NULL;
+	size_t full = 0; /* the section's length, the record's bytes included */
 	if (!(rc = build_meta(w, &meta))) {
+		full = meta.len + s->rec_len;
 		if (s->meta_raw) {
 			st = meta.p;
-			sn = meta.len;
+			sn = full;
 			codec = CODEC_RAW;
 			/* the section's digest up to the record, for placing the final record later
 			 * without reading the section back */
@@ -575,6 +588,7 @@ static int qpk_w_begin(qtk_writer *w)
 		}
 	}
 	s->meta_stored = sn;
+	const size_t cut = s->rec_len ? (size_t)s->rec_moff : meta.len; /* where the record goes */
 	if (!rc) {
 		uint8_t *h = s->hdr;
 		memcpy(h, qpk_magic, 8);
@@ -585,14 +599,27 @@ static int qpk_w_begin(qtk_writer *w)
 		h[20] = (uint8_t)s->chunk_log;
 		h[21] = codec;
 		qtk_wr64(h + 24, sn);
-		qtk_wr64(h + 32, meta.len);
-		if (qtk_qpk_sha256(st, sn, NULL, 0, h + 40))
+		qtk_wr64(h + 32, full);
+		EVP_MD_CTX *c = s->rec_pre ? EVP_MD_CTX_new() : NULL;
+		unsigned hl = 0;
+		if (s->rec_pre ? !c || EVP_MD_CTX_copy_ex(c, s->rec_pre) != 1 ||
+					 EVP_DigestUpdate(c, s->rec, s->rec_len) != 1 ||
+					 EVP_DigestUpdate(c, meta.p + cut, meta.len - cut) != 1 ||
+					 EVP_DigestFinal_ex(c, h + 40, &hl) != 1 || hl != 32
+			       : qtk_qpk_sha256(st, sn, NULL, 0, h + 40) != 0)
 			rc = woom(w);
+		EVP_MD_CTX_free(c);
 	}
 	if (!rc && !(rc = qtk_ofile_open(&s->f, w->path, w->err))) {
 		qtk_ofile_list(&s->f, w->opts.outs);
 		s->f.defer_hash = w->opts.patch_pending;
-		if (!(rc = qtk_ofile_write(&s->f, s->hdr, sizeof s->hdr)) && !(rc = qtk_ofile_write(&s->f, st, sn)))
+		if (!(rc = qtk_ofile_write(&s->f, s->hdr, sizeof s->hdr)) && s->meta_raw)
+			rc = qtk_ofile_write(&s->f, meta.p, cut);
+		if (!rc && s->meta_raw)
+			rc = qtk_ofile_write(&s->f, s->rec, s->rec_len);
+		if (!rc)
+			rc = s->meta_raw ? qtk_ofile_write(&s->f, meta.p + cut, meta.len - cut) : qtk_ofile_write(&s->f, st, sn);
+		if (!rc)
 			rc = qtk_ofile_pad(&s->f, qpk_align_up(s->f.written, s->align) - s->f.written);
 		s->data_off = s->f.written;
 	}
@@ -626,7 +653,7 @@ static int emit_chunk(qtk_writer *w)
 	z->blen = s->blen;
 	z->seq = s->nchunks++;
 	z->first = s->pend;
-	z->part = s->ct * QTK_MAX_PARTS + (size_t)s->cp;
+	z->part = s->pfirst[s->ct] + (size_t)s->cp;
 	z->md = s->md;
 	z->last = false;
 	s->pend = false;
@@ -657,7 +684,7 @@ static int close_part(qtk_writer *w)
 		return 0;
 	s->open = false;
 	int rc = emit_chunk(w);
-	wpart *wp = &s->parts[s->ct * QTK_MAX_PARTS + (size_t)s->cp];
+	wpart *wp = &s->parts[s->pfirst[s->ct] + (size_t)s->cp];
 	if (!rc && s->pend) { /* no chunk: the part starts after those still out */
 		s->pend = false;
 		if (!(rc = zring_drain(w)))
@@ -707,7 +734,7 @@ static int qpk_w_part_begin(qtk_writer *w)
 	s->ct = w->cur_tensor;
 	s->cp = w->cur_part;
 	const qtk_tensor *t = &w->desc->tensors[s->ct];
-	wpart *wp = &s->parts[s->ct * QTK_MAX_PARTS + (size_t)s->cp];
+	wpart *wp = &s->parts[s->pfirst[s->ct] + (size_t)s->cp];
 	/* the part starts after the chunks still out: its padding and offset go with its first */
 	s->pend = true;
 	wp->chunk0 = s->nchunks;
@@ -826,7 +853,7 @@ static int build_index(qtk_writer *w, qtk_buf *b)
 			for (int k = 0; k < q->ndim; k++)
 				b64(b, q->shape[k]);
 			b64(b, q->nbytes);
-			qtk_buf_put(b, s->parts[i * QTK_MAX_PARTS + (size_t)p].sha, 32);
+			qtk_buf_put(b, s->parts[s->pfirst[i] + (size_t)p].sha, 32);
 		}
 		uint8_t tsha[32];
 		if (b->failed)
@@ -835,7 +862,7 @@ static int build_index(qtk_writer *w, qtk_buf *b)
 			return woom(w);
 		qtk_buf_put(b, tsha, 32);
 		for (int p = 0; p < t->nparts; p++) {
-			const wpart *wp = &s->parts[i * QTK_MAX_PARTS + (size_t)p];
+			const wpart *wp = &s->parts[s->pfirst[i] + (size_t)p];
 			b64(b, wp->off);
 			for (uint64_t c = 0; c < wp->nchunks; c++) {
 				uint8_t e[16] = {0};
@@ -918,20 +945,34 @@ static int qpk_w_finish(qtk_writer *w)
 	return rc;
 }
 
-/* The final record over the reserved one in the raw metadata section (qtk_writer_put_record
- * checked its length), and the header's digest of the section from the digest up to the
- * record, the record, and the bytes after it (read back: side files, a few MB at most; the
- * record itself is not). */
-static int qpk_w_put_record(qtk_writer *w, const void *rec, size_t n)
+/* The final record over the reserved one in the raw metadata section, a piece at a time
+ * (qtk_writer_record_piece checked the bounds; pieces in order), the section's digest carried
+ * on from the digest up to the record. */
+static int qpk_w_record_piece(qtk_writer *w, uint64_t at, const void *p, size_t n)
 {
 	qw *s = w->priv;
-	int rc = zring_drain(w);
-	rc = rc ? rc : qtk_ofile_write_at(&s->f, QPK_HEADER_SIZE + s->rec_moff, rec, n);
-	EVP_MD_CTX *c = rc ? NULL : EVP_MD_CTX_new();
-	uint8_t *buf = c ? qtk_malloc((size_t)1 << 20) : NULL;
-	if (!rc && (!buf || EVP_MD_CTX_copy_ex(c, s->rec_pre) != 1 || EVP_DigestUpdate(c, rec, n) != 1))
+	int rc = at ? 0 : zring_drain(w); /* the chunks still being compressed land first */
+	rc = rc ? rc : qtk_ofile_write_at(&s->f, QPK_HEADER_SIZE + s->rec_moff + at, p, n);
+	if (!rc && !at) {
+		EVP_MD_CTX_free(s->rec_c);
+		if (!(s->rec_c = EVP_MD_CTX_new()) || EVP_MD_CTX_copy_ex(s->rec_c, s->rec_pre) != 1)
+			rc = woom(w);
+	}
+	if (!rc && (!s->rec_c || EVP_DigestUpdate(s->rec_c, p, n) != 1))
 		rc = woom(w);
-	for (uint64_t at = s->rec_moff + n; !rc && at < s->meta_stored;) {
+	return rc;
+}
+
+/* The header's digest of the section: the bytes after the record read back (side files, a few
+ * MB at most; the record itself is not). */
+static int qpk_w_record_end(qtk_writer *w)
+{
+	qw *s = w->priv;
+	EVP_MD_CTX *c = s->rec_c;
+	s->rec_c = NULL;
+	uint8_t *buf = c ? qtk_malloc((size_t)1 << 20) : NULL;
+	int rc = buf ? 0 : woom(w);
+	for (uint64_t at = s->rec_moff + s->rec_len; !rc && at < s->meta_stored;) {
 		size_t k = s->meta_stored - at < ((uint64_t)1 << 20) ? (size_t)(s->meta_stored - at) : (size_t)1 << 20;
 		rc = qtk_pread_full(s->f.fd, s->f.tmp_path, buf, k, QPK_HEADER_SIZE + at, w->err);
 		if (!rc && EVP_DigestUpdate(c, buf, k) != 1)
@@ -952,9 +993,11 @@ static void qpk_w_abort(qtk_writer *w)
 	if (!s)
 		return;
 	EVP_MD_CTX_free(s->rec_pre);
+	EVP_MD_CTX_free(s->rec_c);
 	zring_end(s);
 	qtk_ofile_abort(&s->f);
 	qtk_free(s->parts);
+	qtk_free(s->pfirst);
 	qtk_free(s->chunks);
 	qtk_free(s->g.cnt);
 	ZSTD_freeCCtx(s->cc);
@@ -982,5 +1025,6 @@ const qtk_writer_ops qtk_qpk_writer_ops = {
 	.finish = qpk_w_finish_free,
 	.abort = qpk_w_abort,
 	.patch_header = qpk_w_patch,
-	.put_record = qpk_w_put_record,
+	.record_piece = qpk_w_record_piece,
+	.record_end = qpk_w_record_end,
 };

@@ -143,6 +143,10 @@ struct qtk_writer_ops {
 	int (*patch_header)(qtk_writer *w, int (*fn)(void *ctx, uint8_t *buf, size_t n), void *ctx);
 	/* optional: qtk_writer_put_record */
 	int (*put_record)(qtk_writer *w, const void *rec, size_t n);
+	/* optional, instead of put_record: the record placed a piece at a time (at: the piece's
+	 * offset in the record, pieces in order), then record_end (optional) once all are */
+	int (*record_piece)(qtk_writer *w, uint64_t at, const void *p, size_t n);
+	int (*record_end)(qtk_writer *w);
 };
 
 struct qtk_writer {

@@ -450,6 +450,13 @@ bool qtk_writer_has_put_record(const qtk_writer *w);
  * where the writer put them with rec (n bytes, the same length), without reading the header
  * back. QTK_E_USAGE when the output kind cannot, QTK_E_INTERNAL when n differs. */
 int qtk_writer_put_record(qtk_writer *w, const void *rec, size_t n);
+/* Whether the writer can place the record a piece at a time (GGUF, QPK): the final record is
+ * then never held whole. */
+bool qtk_writer_streams_record(const qtk_writer *w);
+/* Place the record's bytes from `at` (pieces in order, from 0: the first waits for the
+ * tensors' writing to drain), then end with the total, which must be the reserved length. */
+int qtk_writer_record_piece(qtk_writer *w, uint64_t at, const void *p, size_t n);
+int qtk_writer_record_end(qtk_writer *w, uint64_t total);
 /* An unnamed scratch file beside the output (qtk_scratch_open in its directory: the same file
  * system, which has room for the output anyway) for a part built out of order, such as a packed
  * matrix whose windows are column bands; close it when done. Its descriptor, or a negative code

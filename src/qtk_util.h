@@ -98,7 +98,14 @@ typedef struct qtk_buf {
 	size_t len, cap;
 	int failed; /* sticky allocation failure */
 	int fixed;  /* p is the caller's memory of cap bytes: growing past it fails instead */
+	/* set: a put that would grow past cap hands the bytes so far to flush first (then len is
+	 * 0 and `flushed` counts them): text written out as it is made, never held whole */
+	int (*flush)(void *ctx, const uint8_t *p, size_t n);
+	void *flush_ctx;
+	uint64_t flushed;
 } qtk_buf;
+/* The bytes still held handed to flush (a buffer with one). */
+int qtk_buf_flush(qtk_buf *b);
 /* Room for n more bytes (and the terminating NUL) in one allocation of that size: for text of
  * a known length, which then never grows by doubling. */
 int qtk_buf_reserve(qtk_buf *b, size_t n);

@@ -22,6 +22,12 @@ static int buf_grow(qtk_buf *b, size_t more, bool exact)
 	size_t need = b->len + more + 1;
 	if (need <= b->cap)
 		return 0;
+	if (b->flush && b->len) {
+		if (qtk_buf_flush(b))
+			return QTK_E_IO;
+		if ((need = more + 1) <= b->cap)
+			return 0;
+	}
 	if (b->fixed) {
 		b->failed = 1;
 		return QTK_E_IO;
@@ -40,6 +46,21 @@ static int buf_grow(qtk_buf *b, size_t more, bool exact)
 }
 
 static int buf_reserve(qtk_buf *b, size_t more) { return buf_grow(b, more, false); }
+
+int qtk_buf_flush(qtk_buf *b)
+{
+	if (b->failed)
+		return QTK_E_IO;
+	if (!b->flush || !b->len)
+		return 0;
+	if (b->flush(b->flush_ctx, b->p, b->len)) {
+		b->failed = 1;
+		return QTK_E_IO;
+	}
+	b->flushed += b->len;
+	b->len = 0;
+	return 0;
+}
 
 int qtk_buf_reserve(qtk_buf *b, size_t n) { return buf_grow(b, n, true); }
 

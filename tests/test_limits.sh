@@ -57,6 +57,14 @@ tensors "$T/many.safetensors" 20000 "model.layers.%d.w.weight"
 run "20k tensors convert" 0 timeout 60 "$BIN/qconvert" "$T/many.safetensors" "$T/many.gguf"
 run "20k tensors verify" 0 timeout 20 "$BIN/qverify" "$T/many.gguf"
 run "20k tensors diff" 0 timeout 20 "$BIN/qinspect" --diff "$T/many.safetensors" "$T/many.gguf"
+# the chained record (several MiB) placed into GGUF and QPK a megabyte at a time as it is made
+run "20k tensors GGUF copy" 0 timeout 60 "$BIN/qconvert" -q "$T/many.gguf" "$T/many2.gguf"
+run "20k tensors GGUF copy verify" 0 timeout 20 "$BIN/qverify" "$T/many2.gguf"
+out_has "20k tensors GGUF copy verify" "20000 tensors match"
+run "20k tensors to QPK" 0 timeout 60 "$BIN/qconvert" -q "$T/many.gguf" "$T/many.qpk"
+run "20k tensors QPK verify" 0 timeout 20 "$BIN/qverify" "$T/many.qpk"
+out_has "20k tensors QPK verify" "20000 tensors match"
+rm -f "$T/many2.gguf" "$T/many.qpk"
 
 # --- a record of several MiB with multi-byte names, placed into a safetensors header escaped a
 # piece at a time: the file reads back and its record checks

@@ -1425,6 +1425,58 @@ static void lists_as_text(const char *rec, bool chained)
 	qtk_json_tree_free(b);
 }
 
+/* A stream's receiver: the pieces appended; fail: that code (and a message) instead. */
+typedef struct pieces_got {
+	qtk_buf b;
+	int fail;
+	size_t calls;
+} pieces_got;
+
+static qtk_err *pieces_err;
+
+static int pieces_put(void *ctx, const uint8_t *p, size_t n)
+{
+	pieces_got *g = ctx;
+	g->calls++;
+	if (g->fail)
+		return qtk_err_set(pieces_err, g->fail, "out", -1, NULL, "disk full");
+	return qtk_buf_put(&g->b, p, n);
+}
+
+/* A buffer with a flush hook hands its bytes on in order whenever a put would grow it: small
+ * puts, one larger than its room, and a failing flush that sticks. */
+static void test_buf_flush(void)
+{
+	qtk_err e;
+	pieces_err = &e;
+	pieces_got g = {{0}, 0, 0};
+	qtk_buf b = {0};
+	b.flush = pieces_put;
+	b.flush_ctx = &g;
+	CHECK(!qtk_buf_reserve(&b, 16), "room for 16");
+	char want[200];
+	size_t wn = 0;
+	for (int i = 0; i < 20; i++) {
+		char piece[64];
+		int k = snprintf(piece, sizeof piece, "%d:", i);
+		if (i == 9) { /* longer than the buffer's room */
+			memset(piece, 'x', 40);
+			k = 40;
+		}
+		CHECK(!qtk_buf_put(&b, piece, (size_t)k), "put %d", i);
+		memcpy(want + wn, piece, (size_t)k);
+		wn += (size_t)k;
+	}
+	CHECK(!qtk_buf_flush(&b) && b.len == 0 && b.flushed == wn && g.b.len == wn && !memcmp(g.b.p, want, wn),
+	      "flushed in order: %zu of %zu bytes", (size_t)g.b.len, wn);
+	CHECK(g.calls > 2, "handed on as it grew (%zu flushes)", g.calls);
+	g.fail = QTK_E_IO;
+	CHECK(qtk_buf_put(&b, want, 10) == 0 && qtk_buf_flush(&b) == QTK_E_IO && b.failed, "a failing flush");
+	CHECK(qtk_buf_put(&b, "x", 1) == QTK_E_IO, "sticks");
+	qtk_buf_free(&b);
+	qtk_buf_free(&g.b);
+}
+
 static void test_records(void)
 {
 	qtk_err err;
@@ -1464,6 +1516,23 @@ static void test_records(void)
 	      "too small a place refused: %s", err.msg);
 	qtk_free(small);
 	qtk_free(over);
+	/* streamed (qtk_prov_build_stream): the same text a piece at a time; another length is
+	 * refused, and the stream's own failure is the build's */
+	pieces_got pg = {{0}, 0, 0};
+	pieces_err = &err;
+	CHECK(!qtk_prov_build_stream(&b, strlen(ph), pieces_put, &pg, &err) && pg.b.len == strlen(fin) &&
+		      !memcmp(pg.b.p, fin, pg.b.len),
+	      "streamed: %s", err.msg);
+	qtk_buf_free(&pg.b);
+	qtk_err_clear(&err);
+	CHECK(qtk_prov_build_stream(&b, strlen(ph) + 1, pieces_put, &pg, &err) == QTK_E_INTERNAL,
+	      "streamed: another length refused");
+	qtk_buf_free(&pg.b);
+	pg.fail = QTK_E_IO;
+	qtk_err_clear(&err);
+	CHECK(qtk_prov_build_stream(&b, strlen(ph), pieces_put, &pg, &err) == QTK_E_IO && strstr(err.msg, "disk full"),
+	      "streamed: the stream's failure returned: %s", err.msg);
+	qtk_buf_free(&pg.b);
 	/* patching: plain and JSON-escaped (as inside a safetensors header) */
 	char *buf = qtk_strdup(ph);
 	CHECK(!qtk_prov_patch(buf, strlen(buf), ph, fin, &err) && !strcmp(buf, fin), "patched == final");
@@ -2142,7 +2211,22 @@ static void test_put_record(qtk_out_kind kind, const char *name)
 	}
 	CHECK(qtk_writer_has_put_record(w), "%s: the writer knows the record's place", name);
 	CHECK(qtk_writer_put_record(w, fin, strlen(fin) - 1) == QTK_E_INTERNAL, "%s: a shorter record refused", name);
-	rc = rc ? rc : qtk_writer_put_record(w, fin, strlen(fin));
+	const bool pieces = kind == QTK_OUT_GGUF || kind == QTK_OUT_QPK;
+	CHECK(qtk_writer_streams_record(w) == pieces, "%s: places its record in pieces: %d", name, pieces);
+	if (pieces) {
+		/* seven bytes at a time; a piece past the reserved length and an end short of it are
+		 * refused */
+		const size_t n = strlen(fin);
+		CHECK(qtk_writer_record_piece(w, n - 3, fin, 7) == QTK_E_INTERNAL, "%s: a piece past the end refused", name);
+		for (size_t at = 0; at < n && !rc; at += 7)
+			rc = qtk_writer_record_piece(w, at, fin + at, n - at < 7 ? n - at : 7);
+		CHECK(!rc && qtk_writer_record_end(w, n - 1) == QTK_E_INTERNAL, "%s: an end short of the length refused",
+		      name);
+		rc = rc ? rc : qtk_writer_record_end(w, n);
+	} else {
+		CHECK(qtk_writer_record_piece(w, 0, fin, 7) == QTK_E_USAGE, "%s: no pieces", name);
+		rc = rc ? rc : qtk_writer_put_record(w, fin, strlen(fin));
+	}
 	rc = rc ? (qtk_writer_abort(w), rc) : qtk_writer_finish(w);
 	CHECK(!rc, "%s: written: %s", name, err.msg);
 	qtk_model *m = rc ? NULL : qtk_open(path, &err);
@@ -2601,6 +2685,7 @@ int main(void)
 	test_int_gptq4();
 	test_aff();
 	test_aff_mlx();
+	test_buf_flush();
 	test_records();
 	test_sink();
 	test_async_tee();

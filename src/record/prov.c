@@ -1802,48 +1802,78 @@ static cJSON *output_json(const char *container, const qtk_digests *meta, const 
 	return o;
 }
 
-/* The canonical text of root (freed), hooks writing their parts; reserve: its length, when
- * known (the final record has the reserved one's), else 0. */
-static char *finish_json(cJSON *root, const canon_hooks *hs, size_t reserve, char *into, qtk_err *err)
+/* Where a record streamed as it is made goes (qtk_prov_build_stream). */
+typedef struct rec_stream {
+	int (*put)(void *ctx, const uint8_t *p, size_t n); /* 0, or an error code (its message set) */
+	void *ctx;
+	int rc; /* put's failure */
+} rec_stream;
+
+static int stream_put(void *c, const uint8_t *p, size_t n)
+{
+	rec_stream *st = c;
+	return st->rc = st->put(st->ctx, p, n);
+}
+
+#define STREAM_BUF ((size_t)1 << 20)
+
+static int finish_err(int rc, qtk_err *err)
+{
+	if (rc == QTK_E_DATA)
+		return qtk_err_set(err, QTK_E_DATA, NULL, -1, QTK_PROV_KEY,
+				   "a name or metadata value is not valid UTF-8 or holds a NUL");
+	return oom(err);
+}
+
+/* The canonical text of root (freed), hooks writing their parts, into *out; reserve: its
+ * length, when known (the final record has the reserved one's), else 0. into: written there
+ * (reserve + 1 bytes); st: handed to st->put a megabyte at a time, *out left NULL (with into
+ * or st the text must be exactly reserve bytes). */
+static int finish_json(cJSON *root, const canon_hooks *hs, size_t reserve, char *into, rec_stream *st, char **out,
+		       qtk_err *err)
 {
 	qtk_buf b = {0};
+	*out = NULL;
 	if (into) { /* the caller's reserve + 1 bytes: the text must fill them exactly */
 		b.p = (uint8_t *)into;
 		b.cap = reserve + 1;
 		b.fixed = 1;
+	} else if (st) {
+		b.flush = stream_put;
+		b.flush_ctx = st;
+		st->rc = 0;
+		qtk_buf_reserve(&b, STREAM_BUF);
 	} else if (reserve) {
 		qtk_buf_reserve(&b, reserve);
 	}
-	int rc = root ? canon_put(&b, root, 0, hs) : QTK_E_IO;
+	const int rc = root ? canon_put(&b, root, 0, hs) : QTK_E_IO;
 	cJSON_Delete(root);
-	if (into) {
-		if (!rc && !b.failed && b.len == reserve)
-			return into;
-		if (rc == QTK_E_DATA)
-			qtk_err_set(err, QTK_E_DATA, NULL, -1, QTK_PROV_KEY,
-				    "a name or metadata value is not valid UTF-8 or holds a NUL");
-		else
-			qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, QTK_PROV_KEY,
-				    "final record length differs from the reserved one");
-		return NULL;
+	if (into || st) {
+		const bool whole = !rc && !b.failed && !qtk_buf_flush(&b) && b.flushed + b.len == reserve;
+		if (st)
+			qtk_buf_free(&b);
+		if (whole) {
+			*out = into;
+			return 0;
+		}
+		if (st && st->rc) /* the stream's own error, its message set */
+			return st->rc;
+		if (rc == QTK_E_DATA || (st && (b.failed || rc)))
+			return finish_err(rc, err);
+		return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, QTK_PROV_KEY,
+				   "final record length differs from the reserved one");
 	}
-	if (!rc && (b.failed || !b.p))
-		rc = QTK_E_IO;
-	if (rc) {
+	if (rc || b.failed || !b.p) {
 		qtk_buf_free(&b);
-		if (rc == QTK_E_DATA)
-			qtk_err_set(err, QTK_E_DATA, NULL, -1, QTK_PROV_KEY,
-				    "a name or metadata value is not valid UTF-8 or holds a NUL");
-		else
-			oom(err);
-		return NULL;
+		return finish_err(rc, err);
 	}
 	if (b.cap > b.len + 1) { /* the doubling's spare room back: the record stays for the run */
 		uint8_t *t = qtk_realloc(b.p, b.len + 1);
 		if (t)
 			b.p = t;
 	}
-	return (char *)b.p;
+	*out = (char *)b.p;
+	return 0;
 }
 
 /* The source's content digests (all threads) and, beside them, its files' SHA-256. */
@@ -1934,7 +1964,7 @@ int qtk_prov_take_shared(qtk_prov_builder *b, const qtk_digests *out, qtk_err *e
 	return any ? qtk_digests_finish(&b->src_cache, err) : 0;
 }
 
-static int build(qtk_prov_builder *b, size_t reserve, char *into, char **json, qtk_err *err)
+static int build(qtk_prov_builder *b, size_t reserve, char *into, rec_stream *st, char **json, qtk_err *err)
 {
 	*json = NULL;
 	qtk_json_init();
@@ -2015,9 +2045,7 @@ static int build(qtk_prov_builder *b, size_t reserve, char *into, char **json, q
 		if (rc) {
 			cJSON_Delete(r);
 		} else {
-			*json = finish_json(r, &hs, reserve, into, err);
-			if (!*json)
-				rc = err->code ? err->code : QTK_E_IO;
+			rc = finish_json(r, &hs, reserve, into, st, json, err);
 		}
 	}
 	olist_free(&od_meta);
@@ -2027,18 +2055,26 @@ static int build(qtk_prov_builder *b, size_t reserve, char *into, char **json, q
 
 int qtk_prov_build(qtk_prov_builder *b, char **json, qtk_err *err)
 {
-	return build(b, 0, NULL, json, err);
+	return build(b, 0, NULL, NULL, json, err);
 }
 
 int qtk_prov_build_sized(qtk_prov_builder *b, size_t reserve, char **json, qtk_err *err)
 {
-	return build(b, reserve, NULL, json, err);
+	return build(b, reserve, NULL, NULL, json, err);
 }
 
 int qtk_prov_build_into(qtk_prov_builder *b, char *buf, size_t len, qtk_err *err)
 {
 	char *json = NULL;
-	return build(b, len, buf, &json, err);
+	return build(b, len, buf, NULL, &json, err);
+}
+
+int qtk_prov_build_stream(qtk_prov_builder *b, size_t len, int (*put)(void *ctx, const uint8_t *p, size_t n),
+			  void *ctx, qtk_err *err)
+{
+	char *json = NULL;
+	rec_stream st = {put, ctx, 0};
+	return build(b, len, NULL, &st, &json, err);
 }
 
 /* Replace the one occurrence of `from` in buf by `to` (same length); 1 when replaced. */
@@ -2105,6 +2141,5 @@ int qtk_prov_emit(qtk_model *m, const qtk_digests *d, const qtk_filelist *files,
 	char tm[32];
 	qtk_prov_time(time_s, tm, sizeof tm);
 	cJSON_AddStringToObject(r, "time", tm);
-	*json = finish_json(r, &hs, 0, NULL, err);
-	return *json ? 0 : err->code ? err->code : QTK_E_IO;
+	return finish_json(r, &hs, 0, NULL, NULL, json, err);
 }
