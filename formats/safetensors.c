@@ -848,20 +848,40 @@ static int place_piece(void *ctx, const uint8_t *p, size_t k)
 	return rc;
 }
 
+static int escaped_other(const qtk_st_out *o, qtk_err *err)
+{
+	return qtk_err_set(err, QTK_E_INTERNAL, o->path, -1, "qtk.provenance",
+			   "the record escapes to another length than the reserved one");
+}
+
+int qtk_st_out_record_piece(qtk_st_out *o, uint64_t at, const char *p, size_t n, qtk_err *err)
+{
+	if (!o->rec_off || at > o->rec_len || n > o->rec_len - at)
+		return qtk_err_set(err, QTK_E_INTERNAL, o->path, -1, "qtk.provenance",
+				   "the record to place is longer than the reserved one");
+	if (!at)
+		o->rec_at = o->rec_off;
+	/* escaped a piece at a time over the reserved one's bytes */
+	place_ctx pc = {o, o->rec_at, o->rec_off + o->rec_elen};
+	int rc = escape_pieces(p, n, QTK_JSON_RAW, place_piece, &pc);
+	o->rec_at = pc.at;
+	if (rc == QTK_E_IO && !err->code)
+		qtk_err_set(err, QTK_E_IO, o->path, -1, NULL, "out of memory");
+	return rc == QTK_E_INTERNAL ? escaped_other(o, err) : rc;
+}
+
+int qtk_st_out_record_end(qtk_st_out *o, qtk_err *err)
+{
+	return o->rec_at == o->rec_off + o->rec_elen ? 0 : escaped_other(o, err);
+}
+
 int qtk_st_out_put_record(qtk_st_out *o, const char *rec, size_t n, qtk_err *err)
 {
 	if (!o->rec_off || n != o->rec_len)
 		return qtk_err_set(err, QTK_E_INTERNAL, o->path, -1, "qtk.provenance",
 				   "the record to place is not the reserved one's length");
-	/* escaped a piece at a time over the reserved one's bytes */
-	place_ctx pc = {o, o->rec_off, o->rec_off + o->rec_elen};
-	int rc = escape_pieces(rec, n, QTK_JSON_RAW, place_piece, &pc);
-	if (rc == QTK_E_IO && !err->code)
-		qtk_err_set(err, QTK_E_IO, o->path, -1, NULL, "out of memory");
-	if ((!rc && pc.at != pc.end) || rc == QTK_E_INTERNAL)
-		rc = qtk_err_set(err, QTK_E_INTERNAL, o->path, -1, "qtk.provenance",
-				 "the record escapes to another length than the reserved one");
-	return rc;
+	int rc = qtk_st_out_record_piece(o, 0, rec, n, err);
+	return rc ? rc : qtk_st_out_record_end(o, err);
 }
 
 /* The single-file writer: one qtk_st_out for all tensors. */
@@ -885,11 +905,12 @@ static int stw_begin(qtk_writer *w)
 	return rc;
 }
 
-static int stw_put_record(qtk_writer *w, const void *rec, size_t n)
+static int stw_record_piece(qtk_writer *w, uint64_t at, const void *p, size_t n)
 {
-	qtk_st_out *o = w->priv;
-	return qtk_st_out_put_record(o, rec, n, w->err);
+	return qtk_st_out_record_piece(w->priv, at, p, n, w->err);
 }
+
+static int stw_record_end(qtk_writer *w) { return qtk_st_out_record_end(w->priv, w->err); }
 
 static int stw_patch(qtk_writer *w, int (*fn)(void *ctx, uint8_t *buf, size_t n), void *ctx)
 {
@@ -939,7 +960,8 @@ static const qtk_writer_ops st_writer = {
 	.finish = stw_finish,
 	.abort = stw_abort,
 	.patch_header = stw_patch,
-	.put_record = stw_put_record,
+	.record_piece = stw_record_piece,
+	.record_end = stw_record_end,
 };
 
 static const char *const st_ext[] = {".safetensors", NULL};

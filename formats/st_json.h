@@ -50,11 +50,16 @@ typedef struct qtk_st_out {
 	/* the "qtk.provenance" value in the header: file offset of its first escaped byte (0:
 	 * none), escaped and raw lengths */
 	uint64_t rec_off, rec_elen, rec_len;
+	uint64_t rec_at; /* placing the final record a piece at a time: the next escaped byte's offset */
 } qtk_st_out;
 
 /* Overwrite the header's "qtk.provenance" value with rec (n bytes: the raw length of the one
  * written), escaped as it was: QTK_E_INTERNAL when the lengths differ. */
 int qtk_st_out_put_record(qtk_st_out *o, const char *rec, size_t n, qtk_err *err);
+/* The same a piece at a time: rec's bytes from `at` (pieces in order from 0; the escape of a
+ * byte does not depend on its neighbours), then the end, which checks the escaped length. */
+int qtk_st_out_record_piece(qtk_st_out *o, uint64_t at, const char *p, size_t n, qtk_err *err);
+int qtk_st_out_record_end(qtk_st_out *o, qtk_err *err);
 
 /* Lay out the header (__metadata__ from desc's string kvs, entries in desc
  * order), open the temporary output and write the header. */

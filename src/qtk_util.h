@@ -99,7 +99,8 @@ typedef struct qtk_buf {
 	int failed; /* sticky allocation failure */
 	int fixed;  /* p is the caller's memory of cap bytes: growing past it fails instead */
 	/* set: a put that would grow past cap hands the bytes so far to flush first (then len is
-	 * 0 and `flushed` counts them): text written out as it is made, never held whole */
+	 * 0 and `flushed` counts them), and one larger than cap goes to flush as it is: text
+	 * written out as it is made, never held whole */
 	int (*flush)(void *ctx, const uint8_t *p, size_t n);
 	void *flush_ctx;
 	uint64_t flushed;

@@ -66,6 +66,18 @@ int qtk_buf_reserve(qtk_buf *b, size_t n) { return buf_grow(b, n, true); }
 
 int qtk_buf_put(qtk_buf *b, const void *d, size_t n)
 {
+	if (b->flush && !b->failed && b->len + n + 1 > b->cap) {
+		if (qtk_buf_flush(b))
+			return QTK_E_IO;
+		if (n + 1 > b->cap) { /* larger than the buffer: handed on as it is, not copied */
+			if (b->flush(b->flush_ctx, d, n)) {
+				b->failed = 1;
+				return QTK_E_IO;
+			}
+			b->flushed += n;
+			return 0;
+		}
+	}
 	if (buf_reserve(b, n))
 		return QTK_E_IO;
 	if (n)

@@ -1470,6 +1470,7 @@ static void test_buf_flush(void)
 	CHECK(!qtk_buf_flush(&b) && b.len == 0 && b.flushed == wn && g.b.len == wn && !memcmp(g.b.p, want, wn),
 	      "flushed in order: %zu of %zu bytes", (size_t)g.b.len, wn);
 	CHECK(g.calls > 2, "handed on as it grew (%zu flushes)", g.calls);
+	CHECK(b.cap == 17, "a put larger than the buffer handed on, the buffer not grown (%zu)", b.cap);
 	g.fail = QTK_E_IO;
 	CHECK(qtk_buf_put(&b, want, 10) == 0 && qtk_buf_flush(&b) == QTK_E_IO && b.failed, "a failing flush");
 	CHECK(qtk_buf_put(&b, "x", 1) == QTK_E_IO, "sticks");
@@ -2211,7 +2212,7 @@ static void test_put_record(qtk_out_kind kind, const char *name)
 	}
 	CHECK(qtk_writer_has_put_record(w), "%s: the writer knows the record's place", name);
 	CHECK(qtk_writer_put_record(w, fin, strlen(fin) - 1) == QTK_E_INTERNAL, "%s: a shorter record refused", name);
-	const bool pieces = kind == QTK_OUT_GGUF || kind == QTK_OUT_QPK;
+	const bool pieces = kind == QTK_OUT_GGUF || kind == QTK_OUT_QPK || kind == QTK_OUT_SAFETENSORS;
 	CHECK(qtk_writer_streams_record(w) == pieces, "%s: places its record in pieces: %d", name, pieces);
 	if (pieces) {
 		/* seven bytes at a time; a piece past the reserved length and an end short of it are
