@@ -211,6 +211,18 @@ static int prov_fits(qtk_model *source, size_t nout, qtk_err *err)
 			   nout, QTK_PROV_CAP, n);
 }
 
+/* From this reserved length up (the source's record and PROV_MIN_ENTRY a tensor), the reserved
+ * record is generated where the writer puts it instead of held (at 100,000 tensors: 31 to
+ * 62 MB). */
+#define PROV_GEN_MIN ((uint64_t)4 << 20)
+
+/* qtk_write_opts.record_gen: the reserved record, made again where the writer puts it. */
+static int prov_gen(void *ctx, int (*put)(void *pctx, const uint8_t *p, size_t n), void *pctx)
+{
+	prov_state *p = ctx;
+	return qtk_prov_build_stream(&p->b, p->ph_len, put, pctx, p->err);
+}
+
 /* Set the record aside in d (kv, or qtk-provenance.json for a directory) and start the sink. */
 static int prov_begin(prov_state *p, qtk_model *in, qtk_model *d, const conv_opts *o, const qtk_imatrix *im,
 		      int threads, qtk_write_opts *wo, qtk_err *err)
@@ -258,8 +270,18 @@ static int prov_begin(prov_state *p, qtk_model *in, qtk_model *d, const conv_opt
 		}
 	}
 	int rc = qtk_model_streamed(in) && !p->twin ? 0 : qtk_prov_start_source(&p->b, err);
-	rc = rc ? rc : qtk_prov_build(&p->b, &p->ph, err);
-	p->ph_len = rc ? 0 : strlen(p->ph);
+	/* a large record (many tensors, or a large chained one) is never held whole: its length is
+	 * counted now and a GGUF or QPK writer generates it where it goes */
+	size_t parent_len = 0;
+	qtk_prov_find(in, &parent_len, NULL);
+	const bool gen = (o->out_kind == QTK_OUT_GGUF || o->out_kind == QTK_OUT_QPK) &&
+			 (uint64_t)parent_len + (uint64_t)d->ntensors * PROV_MIN_ENTRY >= PROV_GEN_MIN;
+	if (gen) {
+		rc = rc ? rc : qtk_prov_build_count(&p->b, &p->ph_len, err);
+	} else {
+		rc = rc ? rc : qtk_prov_build(&p->b, &p->ph, err);
+		p->ph_len = rc ? 0 : strlen(p->ph);
+	}
 	/* the reserved record has the final one's size: one over its cap is refused now, before
 	 * the conversion's work rather than after it */
 	if (!rc && p->ph_len > QTK_PROV_CAP)
@@ -269,7 +291,13 @@ static int prov_begin(prov_state *p, qtk_model *in, qtk_model *d, const conv_opt
 	if (!rc && p->b.note[0])
 		cli_warn("%s", p->b.note);
 	/* d takes the reserved record (no copy); p->ph stays its name for the patch */
-	if (!rc && o->out_kind == QTK_OUT_HF) {
+	if (!rc && gen) {
+		if (qtk_model_set_kv_str(d, QTK_PROV_KEY, ""))
+			rc = qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");
+		wo->record_gen = prov_gen;
+		wo->record_ctx = p;
+		wo->record_len = p->ph_len;
+	} else if (!rc && o->out_kind == QTK_OUT_HF) {
 		qtk_blob *bl = (qtk_blob *)qtk_blob_find(d, QTK_PROV_FILE);
 		if (bl) { /* a source directory's record file: replaced, its record is chained */
 			qtk_free(bl->data);

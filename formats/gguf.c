@@ -769,6 +769,8 @@ static uint64_t pad_to(uint64_t x, uint32_t a) { return (a - x % a) % a; }
 
 /* Write one shard's header: magic, counts, KVs (all of them in the first
  * shard, then the split keys), tensor infos of [t0, t1), padding. */
+static int ofile_put(void *ctx, const uint8_t *p, size_t n) { return qtk_ofile_write(ctx, p, n); }
+
 static int write_header(qtk_writer *w, gw *s, uint32_t k)
 {
 	const qtk_model *d = w->desc;
@@ -782,12 +784,18 @@ static int write_header(qtk_writer *w, gw *s, uint32_t k)
 		return rc;
 	for (size_t i = 0; k == 0 && i < d->nkv && !rc; i++) {
 		rc = w_str(f, d->kv[i].key, strlen(d->kv[i].key));
-		if (!rc && d->kv[i].val.type == QTK_V_STR && !strcmp(d->kv[i].key, "qtk.provenance")) {
+		const bool rec = !rc && d->kv[i].val.type == QTK_V_STR && !strcmp(d->kv[i].key, "qtk.provenance");
+		if (rec) {
 			s->rec_off = f->written + 12; /* after the value's type (u32) and length (u64) */
-			w->record_len = (size_t)d->kv[i].val.v.str.len;
+			w->record_len = w->opts.record_gen ? w->opts.record_len : (size_t)d->kv[i].val.v.str.len;
 		}
-		if (!rc)
+		if (rec && w->opts.record_gen) { /* generated into the file as it is made */
+			rc = w_u32(f, QTK_V_STR);
+			rc = rc ? rc : w_u64(f, w->record_len);
+			rc = rc ? rc : qtk_writer_gen_record(w, ofile_put, f);
+		} else if (!rc) {
 			rc = w_value(f, &d->kv[i].val);
+		}
 	}
 	if (split && !rc) {
 		/* llama.cpp's split keys: split.no u16, split.count u16, split.tensors.count i32 */
@@ -1017,6 +1025,7 @@ static const qtk_writer_ops gguf_writer = {
 	.abort = gguf_w_abort,
 	.patch_header = gguf_w_patch,
 	.record_piece = gguf_w_record_piece,
+	.record_gen = true,
 };
 
 /* What GGUF can store: plain ggml-typed tensors of 1 to 4 dimensions, names

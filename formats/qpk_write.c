@@ -100,6 +100,7 @@ typedef struct qw {
 	const uint8_t *rec; /* the description's record: written between the section's pieces */
 	EVP_MD_CTX *rec_pre;
 	EVP_MD_CTX *rec_c;   /* the final record's placing: the section's digest so far */
+	EVP_MD_CTX *gen_md;  /* a generated record's writing: the section's digest so far */
 	unsigned minor;      /* the lowest minor version whose features the file uses */
 } qw;
 
@@ -184,9 +185,9 @@ static int build_meta(qtk_writer *w, qtk_buf *b)
 			 * b's bytes up to rec_moff, the record, b's bytes after it */
 			qw *s = w->priv;
 			s->rec_moff = b->len + 8; /* after the string's length (u64) */
-			s->rec_len = (size_t)v->v.str.len;
-			s->rec = (const uint8_t *)v->v.str.s;
-			b64(b, v->v.str.len);
+			s->rec_len = w->opts.record_gen ? w->opts.record_len : (size_t)v->v.str.len;
+			s->rec = w->opts.record_gen ? NULL : (const uint8_t *)v->v.str.s; /* NULL: generated */
+			b64(b, s->rec_len);
 		} else if (v->type == QTK_V_STR)
 			bstr(b, v->v.str.s, v->v.str.len);
 		else if (v->type != QTK_V_ARR)
@@ -534,6 +535,17 @@ static int zring_drain(qtk_writer *w)
 	return rc;
 }
 
+/* A generated record's piece: into the file and the section's digest. */
+static int gen_put(void *ctx, const uint8_t *p, size_t n)
+{
+	qtk_writer *w = ctx;
+	qw *s = w->priv;
+	int rc = qtk_ofile_write(&s->f, p, n);
+	return rc ? rc : EVP_DigestUpdate(s->gen_md, p, n) == 1 ? 0 : woom(w);
+}
+
+static int gen_section(qtk_writer *w) { return qtk_writer_gen_record(w, gen_put, w); }
+
 static int qpk_w_begin(qtk_writer *w)
 {
 	qw *s = qtk_calloc(1, sizeof *s);
@@ -600,15 +612,20 @@ static int qpk_w_begin(qtk_writer *w)
 		h[21] = codec;
 		qtk_wr64(h + 24, sn);
 		qtk_wr64(h + 32, full);
+		/* the section's digest: now, or (a generated record) as the section is written */
 		EVP_MD_CTX *c = s->rec_pre ? EVP_MD_CTX_new() : NULL;
 		unsigned hl = 0;
 		if (s->rec_pre ? !c || EVP_MD_CTX_copy_ex(c, s->rec_pre) != 1 ||
-					 EVP_DigestUpdate(c, s->rec, s->rec_len) != 1 ||
-					 EVP_DigestUpdate(c, meta.p + cut, meta.len - cut) != 1 ||
-					 EVP_DigestFinal_ex(c, h + 40, &hl) != 1 || hl != 32
+					 (s->rec && (EVP_DigestUpdate(c, s->rec, s->rec_len) != 1 ||
+						     EVP_DigestUpdate(c, meta.p + cut, meta.len - cut) != 1 ||
+						     EVP_DigestFinal_ex(c, h + 40, &hl) != 1 || hl != 32))
 			       : qtk_qpk_sha256(st, sn, NULL, 0, h + 40) != 0)
 			rc = woom(w);
-		EVP_MD_CTX_free(c);
+		if (s->rec) {
+			EVP_MD_CTX_free(c);
+			c = NULL;
+		}
+		s->gen_md = c;
 	}
 	if (!rc && !(rc = qtk_ofile_open(&s->f, w->path, w->err))) {
 		qtk_ofile_list(&s->f, w->opts.outs);
@@ -616,13 +633,22 @@ static int qpk_w_begin(qtk_writer *w)
 		if (!(rc = qtk_ofile_write(&s->f, s->hdr, sizeof s->hdr)) && s->meta_raw)
 			rc = qtk_ofile_write(&s->f, meta.p, cut);
 		if (!rc && s->meta_raw)
-			rc = qtk_ofile_write(&s->f, s->rec, s->rec_len);
+			rc = s->rec ? qtk_ofile_write(&s->f, s->rec, s->rec_len) : s->rec_pre ? gen_section(w) : 0;
 		if (!rc)
 			rc = s->meta_raw ? qtk_ofile_write(&s->f, meta.p + cut, meta.len - cut) : qtk_ofile_write(&s->f, st, sn);
+		if (!rc && s->gen_md) { /* the header again, with the digest of the section written */
+			unsigned gl = 0;
+			if (EVP_DigestUpdate(s->gen_md, meta.p + cut, meta.len - cut) != 1 ||
+			    EVP_DigestFinal_ex(s->gen_md, s->hdr + 40, &gl) != 1 || gl != 32)
+				rc = woom(w);
+			rc = rc ? rc : qtk_ofile_write_at(&s->f, 0, s->hdr, sizeof s->hdr);
+		}
 		if (!rc)
 			rc = qtk_ofile_pad(&s->f, qpk_align_up(s->f.written, s->align) - s->f.written);
 		s->data_off = s->f.written;
 	}
+	EVP_MD_CTX_free(s->gen_md);
+	s->gen_md = NULL;
 	qtk_free(owned);
 	qtk_buf_free(&meta);
 	return rc;
@@ -817,10 +843,29 @@ static int qpk_w_put_file(qtk_writer *w, int fd, const char *path, uint64_t off,
 }
 
 /* The raw index section (§7). */
+/* The index's length as build_index writes it: its buffer taken once at that size (at
+ * 100,000 tensors ~17 MB, which doubling took twice over). */
+static size_t index_bytes(const qw *s, const qtk_model *d)
+{
+	size_t n = 8;
+	for (size_t i = 0; i < d->ntensors; i++) {
+		const qtk_tensor *t = &d->tensors[i];
+		n += 8 + strlen(t->name) + 4 + 4 * 4 + (qpk_has_params(t->layout.kind) ? QPK_PARAMS_SIZE : 0) +
+		     8 * (size_t)t->ndim + 32;
+		for (int p = 0; p < t->nparts; p++)
+			n += 8 + 4 + 4 + 8 * (size_t)t->parts[p].ndim + 8 + 32 + 8 +
+			     16 * (size_t)s->parts[s->pfirst[i] + (size_t)p].nchunks;
+	}
+	return n;
+}
+
 static int build_index(qtk_writer *w, qtk_buf *b)
 {
 	qw *s = w->priv;
 	const qtk_model *d = w->desc;
+	const size_t want = index_bytes(s, d);
+	if (qtk_buf_reserve(b, want))
+		return woom(w);
 	b64(b, d->ntensors);
 	for (size_t i = 0; i < d->ntensors; i++) {
 		const qtk_tensor *t = &d->tensors[i];
@@ -874,6 +919,8 @@ static int build_index(qtk_writer *w, qtk_buf *b)
 	}
 	if (b->failed)
 		return woom(w);
+	if (b->len != want)
+		return qtk_err_set(w->err, QTK_E_INTERNAL, w->path, -1, NULL, "index of %zu bytes, %zu counted", b->len, want);
 	if (b->len > QPK_CAP_INDEX)
 		return qtk_err_set(w->err, QTK_E_DATA, w->path, -1, NULL, "index section exceeds %llu bytes",
 				   (unsigned long long)QPK_CAP_INDEX);
@@ -1027,4 +1074,5 @@ const qtk_writer_ops qtk_qpk_writer_ops = {
 	.patch_header = qpk_w_patch,
 	.record_piece = qpk_w_record_piece,
 	.record_end = qpk_w_record_end,
+	.record_gen = true,
 };

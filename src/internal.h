@@ -147,7 +147,12 @@ struct qtk_writer_ops {
 	 * offset in the record, pieces in order), then record_end (optional) once all are */
 	int (*record_piece)(qtk_writer *w, uint64_t at, const void *p, size_t n);
 	int (*record_end)(qtk_writer *w);
+	bool record_gen; /* the writer takes qtk_write_opts.record_gen */
 };
+
+/* For writers taking qtk_write_opts.record_gen: the record's bytes through put, exactly
+ * opts.record_len of them (QTK_E_INTERNAL otherwise). */
+int qtk_writer_gen_record(qtk_writer *w, int (*put)(void *ctx, const uint8_t *p, size_t n), void *ctx);
 
 struct qtk_writer {
 	const qtk_writer_ops *ops;

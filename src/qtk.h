@@ -379,6 +379,14 @@ typedef struct qtk_write_opts {
 	 * by name (qconvert --carry); every writer refuses any other unknown side file */
 	const char *const *carry;
 	size_t ncarry;
+	/* optional (GGUF and QPK; other writers refuse it): the description's "qtk.provenance"
+	 * string is not held. Its key holds "" and, where the string goes, record_gen writes
+	 * record_len bytes through put (in order; put returns 0 or the error code its message was
+	 * set for); the writer refuses another length. For a record of tens of MB that is then
+	 * never whole in memory */
+	int (*record_gen)(void *ctx, int (*put)(void *pctx, const uint8_t *p, size_t n), void *pctx);
+	void *record_ctx;
+	size_t record_len;
 } qtk_write_opts;
 
 /* The metadata a GGUF writer is about to write (d's keys and counts), checked with the GGUF

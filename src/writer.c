@@ -314,6 +314,12 @@ qtk_writer *qtk_writer_open(const char *path, qtk_out_kind kind, const qtk_model
 	if (o)
 		w->opts = *o;
 	w->err = err;
+	if (w->opts.record_gen && !ops->record_gen) {
+		qtk_err_set(err, QTK_E_USAGE, path, -1, NULL, "this output kind cannot write a generated record");
+		qtk_free(w->path);
+		qtk_free(w);
+		return NULL;
+	}
 	if (ops->begin(w) || (w->opts.tee && w->opts.tee_async && teeq_start(w)) || start_part(w)) {
 		qtk_writer_abort(w);
 		return NULL;
@@ -486,6 +492,33 @@ int qtk_writer_patch_header(qtk_writer *w, int (*fn)(void *ctx, uint8_t *buf, si
 		return qtk_err_set(w->err, QTK_E_USAGE, w->path, -1, NULL, "this output kind cannot rewrite its header");
 	int rc = qtk_writer_drain(w);
 	return rc ? rc : w->ops->patch_header(w, fn, ctx);
+}
+
+typedef struct gen_put {
+	qtk_writer *w;
+	int (*put)(void *ctx, const uint8_t *p, size_t n);
+	void *ctx;
+	uint64_t n;
+} gen_put;
+
+static int gen_piece(void *c, const uint8_t *p, size_t n)
+{
+	gen_put *g = c;
+	if (n > g->w->opts.record_len - g->n)
+		return qtk_err_set(g->w->err, QTK_E_INTERNAL, g->w->path, -1, "qtk.provenance",
+				   "the generated record is longer than its length");
+	g->n += n;
+	return g->put(g->ctx, p, n);
+}
+
+int qtk_writer_gen_record(qtk_writer *w, int (*put)(void *ctx, const uint8_t *p, size_t n), void *ctx)
+{
+	gen_put g = {w, put, ctx, 0};
+	int rc = w->opts.record_gen(w->opts.record_ctx, gen_piece, &g);
+	if (!rc && g.n != w->opts.record_len)
+		rc = qtk_err_set(w->err, QTK_E_INTERNAL, w->path, -1, "qtk.provenance",
+				 "the generated record is not its length");
+	return rc;
 }
 
 bool qtk_writer_has_put_record(const qtk_writer *w)

@@ -2239,6 +2239,92 @@ static void test_put_record(qtk_out_kind kind, const char *name)
 	qtk_close(d);
 }
 
+/* A record generated where the writer puts it (qtk_write_opts.record_gen, three bytes a
+ * piece): it reads back (QPK: under the header's digest of its metadata section, taken as the
+ * section was written), the final one placed over it reads back; a generator of another length
+ * fails the open, and writers that cannot take one refuse it. */
+typedef struct gen_src {
+	const char *text;
+	size_t extra; /* bytes written beyond the text (a generator of another length) */
+} gen_src;
+
+static int gen_three(void *ctx, int (*put)(void *pctx, const uint8_t *p, size_t n), void *pctx)
+{
+	const gen_src *g = ctx;
+	const size_t n = strlen(g->text);
+	int rc = 0;
+	for (size_t at = 0; at < n && !rc; at += 3)
+		rc = put(pctx, (const uint8_t *)g->text + at, n - at < 3 ? n - at : 3);
+	for (size_t i = 0; i < g->extra && !rc; i++)
+		rc = put(pctx, (const uint8_t *)"~", 1);
+	return rc;
+}
+
+static void test_gen_record(qtk_out_kind kind, const char *name, bool place, size_t extra)
+{
+	char ph[400], fin[400];
+	snprintf(ph, sizeof ph, "{\"a\":\"%0300d\u00e9\"}", 0);
+	snprintf(fin, sizeof fin, "{\"a\":\"%0300d\u00e9\"}", 7);
+	qtk_model *d = qtk_model_new();
+	qtk_model_set_kv_str(d, "general.architecture", "llama");
+	qtk_model_set_kv_str(d, QTK_PROV_KEY, "");
+	qtk_model_set_kv_str(d, "general.name", "after the record");
+	qtk_tensor *t = qtk_model_add_tensor(d, "w.weight");
+	t->ndim = 1;
+	t->shape[0] = 4;
+	t->layout.type = QTK_T_F32;
+	t->nparts = 1;
+	t->parts[0].type = QTK_T_F32;
+	t->parts[0].ndim = 1;
+	t->parts[0].shape[0] = 4;
+	t->parts[0].nbytes = 16;
+	qtk_tensor_finish(t);
+	gen_src g = {ph, extra};
+	qtk_write_opts wo = {0};
+	wo.record_gen = gen_three;
+	wo.record_ctx = &g;
+	wo.record_len = strlen(ph);
+	qtk_err err;
+	const char *path = path_in(name);
+	qtk_writer *w = qtk_writer_open(path, kind, d, &wo, &err);
+	if (kind != QTK_OUT_GGUF && kind != QTK_OUT_QPK) {
+		CHECK(!w && err.code == QTK_E_USAGE, "%s: a generated record refused: %s", name, err.msg);
+		qtk_writer_abort(w);
+		qtk_close(d);
+		return;
+	}
+	if (extra) {
+		CHECK(!w && err.code == QTK_E_INTERNAL, "%s: a generator of another length fails: %s", name, err.msg);
+		qtk_writer_abort(w);
+		qtk_close(d);
+		return;
+	}
+	CHECK(w, "%s: open with a generated record: %s", name, err.msg);
+	if (!w) {
+		qtk_close(d);
+		return;
+	}
+	const uint8_t zero[16] = {0};
+	int rc = qtk_writer_put(w, zero, sizeof zero);
+	if (place) {
+		CHECK(qtk_writer_streams_record(w), "%s: the generated record's place is known", name);
+		rc = rc ? rc : qtk_writer_put_record(w, fin, strlen(fin));
+	}
+	rc = rc ? (qtk_writer_abort(w), rc) : qtk_writer_finish(w);
+	CHECK(!rc, "%s: written: %s", name, err.msg);
+	qtk_model *m = rc ? NULL : qtk_open(path, &err);
+	size_t len = 0;
+	const char *got = m ? qtk_prov_find(m, &len, NULL) : NULL;
+	const char *want = place ? fin : ph;
+	CHECK(got && len == strlen(want) && !memcmp(got, want, len), "%s: the %s record reads back: %s", name,
+	      place ? "final" : "generated", m ? "" : err.msg);
+	const qtk_kv *after = m ? qtk_kv_find(m, "general.name") : NULL;
+	CHECK(after && after->val.type == QTK_V_STR && !strcmp(after->val.v.str.s, "after the record"),
+	      "%s: the key after the record reads back", name);
+	qtk_close(m);
+	qtk_close(d);
+}
+
 static void reserve_and_patch(qtk_out_kind kind, const char *name)
 {
 	qtk_err err;
@@ -2702,6 +2788,13 @@ int main(void)
 	test_put_record(QTK_OUT_QPK, "placed.qpk");
 	test_put_record(QTK_OUT_HF, "placed-hf");
 	test_put_record(QTK_OUT_ARCHIVE, "placed.tar");
+	test_gen_record(QTK_OUT_GGUF, "gen.gguf", false, 0);
+	test_gen_record(QTK_OUT_GGUF, "gen-placed.gguf", true, 0);
+	test_gen_record(QTK_OUT_GGUF, "gen-long.gguf", false, 2);
+	test_gen_record(QTK_OUT_QPK, "gen.qpk", false, 0);
+	test_gen_record(QTK_OUT_QPK, "gen-placed.qpk", true, 0);
+	test_gen_record(QTK_OUT_QPK, "gen-long.qpk", false, 1);
+	test_gen_record(QTK_OUT_SAFETENSORS, "gen.safetensors", false, 0);
 	test_hostile();
 	cleanup();
 	for (size_t i = 0; i < NSPEC; i++)

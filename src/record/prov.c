@@ -1849,7 +1849,8 @@ static int finish_json(cJSON *root, const canon_hooks *hs, size_t reserve, char 
 	const int rc = root ? canon_put(&b, root, 0, hs) : QTK_E_IO;
 	cJSON_Delete(root);
 	if (into || st) {
-		const bool whole = !rc && !b.failed && !qtk_buf_flush(&b) && b.flushed + b.len == reserve;
+		const bool whole = !rc && !b.failed && !qtk_buf_flush(&b) &&
+				   (b.flushed + b.len == reserve || (st && reserve == SIZE_MAX));
 		if (st)
 			qtk_buf_free(&b);
 		if (whole) {
@@ -2074,7 +2075,25 @@ int qtk_prov_build_stream(qtk_prov_builder *b, size_t len, int (*put)(void *ctx,
 {
 	char *json = NULL;
 	rec_stream st = {put, ctx, 0};
-	return build(b, len, NULL, &st, &json, err);
+	return len == SIZE_MAX ? qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, NULL, "record length unknown")
+			       : build(b, len, NULL, &st, &json, err);
+}
+
+static int count_put(void *ctx, const uint8_t *p, size_t n)
+{
+	(void)p;
+	*(uint64_t *)ctx += n;
+	return 0;
+}
+
+int qtk_prov_build_count(qtk_prov_builder *b, size_t *len, qtk_err *err)
+{
+	char *json = NULL;
+	uint64_t n = 0;
+	rec_stream st = {count_put, &n, 0};
+	int rc = build(b, SIZE_MAX, NULL, &st, &json, err);
+	*len = rc ? 0 : (size_t)n;
+	return rc;
 }
 
 /* Replace the one occurrence of `from` in buf by `to` (same length); 1 when replaced. */

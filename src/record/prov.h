@@ -149,6 +149,9 @@ int qtk_prov_build_into(qtk_prov_builder *b, char *buf, size_t len, qtk_err *err
  * or an error code with err's message set (it is returned as is). */
 int qtk_prov_build_stream(qtk_prov_builder *b, size_t len, int (*put)(void *ctx, const uint8_t *p, size_t n),
 			  void *ctx, qtk_err *err);
+/* The record's length only, made and counted a megabyte at a time (nothing kept): the reserved
+ * record's, for a writer that generates it where it goes (qtk_write_opts.record_gen). */
+int qtk_prov_build_count(qtk_prov_builder *b, size_t *len, qtk_err *err);
 
 /* Fill placeholders in place: buf (len bytes, e.g. the header of an output file) holds the
  * placeholder record `ph` once, verbatim (GGUF, QPK, a side file) or as a JSON string literal
