@@ -271,10 +271,11 @@ static int prov_begin(prov_state *p, qtk_model *in, qtk_model *d, const conv_opt
 	}
 	int rc = qtk_model_streamed(in) && !p->twin ? 0 : qtk_prov_start_source(&p->b, err);
 	/* a large record (many tensors, or a large chained one) is never held whole: its length is
-	 * counted now and a GGUF or QPK writer generates it where it goes */
+	 * counted now and a GGUF, QPK or safetensors writer generates it where it goes */
 	size_t parent_len = 0;
 	qtk_prov_find(in, &parent_len, NULL);
-	const bool gen = (o->out_kind == QTK_OUT_GGUF || o->out_kind == QTK_OUT_QPK) &&
+	const bool gen = (o->out_kind == QTK_OUT_GGUF || o->out_kind == QTK_OUT_QPK ||
+			  o->out_kind == QTK_OUT_SAFETENSORS) &&
 			 (uint64_t)parent_len + (uint64_t)d->ntensors * PROV_MIN_ENTRY >= PROV_GEN_MIN;
 	if (gen) {
 		rc = rc ? rc : qtk_prov_build_count(&p->b, &p->ph_len, err);

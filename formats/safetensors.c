@@ -677,7 +677,30 @@ static int write_piece(void *ctx, const uint8_t *p, size_t k) { return qtk_ofile
  * value (qtk.provenance) is not in b: an empty string stands in its place, rec[0] is where its
  * escaped text goes (after the opening quote), rec[1] that text's length (counted: the header's
  * length and padding include it), rec[2] the record's; the caller writes it there. */
-static int build_header(const qtk_model *d, size_t t0, size_t t1, const char *qjson, qtk_buf *b,
+/* A generated record's pieces escaped (as raw bytes: the record writer's text is valid UTF-8,
+ * and a piece may end inside a character) and handed on. */
+typedef struct esc_put {
+	int (*fn)(void *ctx, const uint8_t *p, size_t k);
+	void *ctx;
+} esc_put;
+
+static int esc_piece(void *c, const uint8_t *p, size_t n)
+{
+	const esc_put *e = c;
+	return escape_pieces((const char *)p, n, QTK_JSON_RAW, e->fn, e->ctx);
+}
+
+/* The record's escaped text through fn: the description's string, or generated (gen_w). */
+static int record_escaped(qtk_writer *gen_w, const qtk_kv *kv, int (*fn)(void *ctx, const uint8_t *p, size_t k),
+			  void *ctx)
+{
+	if (!gen_w)
+		return escape_pieces(kv->val.v.str.s, (size_t)kv->val.v.str.len, 0, fn, ctx);
+	esc_put e = {fn, ctx};
+	return qtk_writer_gen_record(gen_w, esc_piece, &e);
+}
+
+static int build_header(const qtk_model *d, size_t t0, size_t t1, const char *qjson, qtk_writer *gen_w, qtk_buf *b,
 			uint64_t *data_bytes, uint64_t rec[3], const char *path, qtk_err *err)
 {
 	qtk_buf_putc(b, '{');
@@ -701,14 +724,18 @@ static int build_header(const qtk_model *d, size_t t0, size_t t1, const char *qj
 		qtk_buf_putc(b, ':');
 		if (!rc && kv->val.type == QTK_V_STR && i < d->nkv && !strcmp(kv->key, "qtk.provenance")) {
 			uint64_t elen = 0;
-			rc = escape_pieces(kv->val.v.str.s, (size_t)kv->val.v.str.len, 0, count_piece, &elen);
-			if (rc == QTK_E_IO) {
+			rc = record_escaped(gen_w, kv, count_piece, &elen);
+			if (rc == QTK_E_IO && !err->code) {
 				qtk_buf_free(&types);
 				return qtk_err_set(err, QTK_E_IO, path, -1, NULL, "out of memory");
 			}
+			if (rc && err->code) { /* the generator's own failure */
+				qtk_buf_free(&types);
+				return rc;
+			}
 			rec[0] = b->len + 1; /* after the opening quote */
 			rec[1] = elen;
-			rec[2] = kv->val.v.str.len;
+			rec[2] = gen_w ? gen_w->opts.record_len : (uint64_t)kv->val.v.str.len;
 			qtk_buf_puts(b, "\"\"");
 		} else if (!rc && kv->val.type == QTK_V_STR) {
 			rc = qtk_json_put_str(b, kv->val.v.str.s, (size_t)kv->val.v.str.len);
@@ -792,7 +819,7 @@ int qtk_st_out_open(qtk_st_out *o, const qtk_model *d, qtk_err *err)
 	int rc = o->embed_qcfg ? qtk_scheme_quant_json(d, o->path, err, &qjson) : 0;
 	uint64_t rec[3] = {0, 0, 0};
 	if (!rc)
-		rc = build_header(d, o->t0, o->t1, qjson, &b, &o->data_bytes, rec, o->path, err);
+		rc = build_header(d, o->t0, o->t1, qjson, o->gen_w, &b, &o->data_bytes, rec, o->path, err);
 	if (!rc && rec[1]) {
 		o->rec_off = 8 + rec[0];
 		o->rec_elen = rec[1];
@@ -819,7 +846,7 @@ int qtk_st_out_open(qtk_st_out *o, const qtk_model *d, qtk_err *err)
 		if (!rc && rec[1]) { /* the record, escaped into the file a piece at a time */
 			const qtk_kv *kv = qtk_kv_find(d, "qtk.provenance"); /* build_header's: d is unchanged */
 			const uint64_t before = o->of.written;
-			rc = escape_pieces(kv->val.v.str.s, (size_t)kv->val.v.str.len, 0, write_piece, &o->of);
+			rc = record_escaped(o->gen_w, kv, write_piece, &o->of);
 			if (rc == QTK_E_IO && !err->code)
 				rc = qtk_err_set(err, QTK_E_IO, o->path, -1, NULL, "out of memory");
 			else if ((!rc && o->of.written - before != rec[1]) || (rc && !err->code))
@@ -900,6 +927,7 @@ static int stw_begin(qtk_writer *w)
 	w->priv = o;
 	o->outs = w->opts.outs;
 	o->defer_hash = w->opts.patch_pending;
+	o->gen_w = w->opts.record_gen ? w : NULL;
 	rc = qtk_st_out_open(o, w->desc, w->err);
 	w->record_len = !rc && o->rec_off ? (size_t)o->rec_len : 0;
 	return rc;
@@ -962,6 +990,7 @@ static const qtk_writer_ops st_writer = {
 	.patch_header = stw_patch,
 	.record_piece = stw_record_piece,
 	.record_end = stw_record_end,
+	.record_gen = true,
 };
 
 static const char *const st_ext[] = {".safetensors", NULL};

@@ -51,6 +51,9 @@ typedef struct qtk_st_out {
 	 * none), escaped and raw lengths */
 	uint64_t rec_off, rec_elen, rec_len;
 	uint64_t rec_at; /* placing the final record a piece at a time: the next escaped byte's offset */
+	/* set before qtk_st_out_open: the record is generated where it goes
+	 * (qtk_writer_gen_record of this writer: its key in the description holds "") */
+	struct qtk_writer *gen_w;
 } qtk_st_out;
 
 /* Overwrite the header's "qtk.provenance" value with rec (n bytes: the raw length of the one

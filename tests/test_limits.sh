@@ -72,6 +72,12 @@ tensors "$T/utf.safetensors" 20000 "$(printf 'model.layers.%%d.w\303\251\342\200
 run "multi-byte names convert" 0 timeout 60 "$BIN/qconvert" "$T/utf.safetensors" "$T/utf2.safetensors"
 run "multi-byte names verify" 0 timeout 20 "$BIN/qverify" "$T/utf2.safetensors"
 out_has "multi-byte names verify" "20000 tensors match"
+# again, chaining that record: the reserved record (over 4 MiB) is generated into the header, its
+# pieces escaped as they come (a piece may end inside a character)
+run "multi-byte names chained" 0 timeout 60 "$BIN/qconvert" -q "$T/utf2.safetensors" "$T/utf3.safetensors"
+run "multi-byte names chained verify" 0 timeout 20 "$BIN/qverify" "$T/utf3.safetensors"
+out_has "multi-byte names chained verify" "20000 tensors match"
+rm -f "$T/utf3.safetensors"
 
 # --- a record that cannot fit (the source's own record, chained whole, and an entry for each
 # of 150,000 tensors) is refused before the conversion's work, naming the limit

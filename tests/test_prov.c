@@ -2287,7 +2287,7 @@ static void test_gen_record(qtk_out_kind kind, const char *name, bool place, siz
 	qtk_err err;
 	const char *path = path_in(name);
 	qtk_writer *w = qtk_writer_open(path, kind, d, &wo, &err);
-	if (kind != QTK_OUT_GGUF && kind != QTK_OUT_QPK) {
+	if (kind != QTK_OUT_GGUF && kind != QTK_OUT_QPK && kind != QTK_OUT_SAFETENSORS) {
 		CHECK(!w && err.code == QTK_E_USAGE, "%s: a generated record refused: %s", name, err.msg);
 		qtk_writer_abort(w);
 		qtk_close(d);
@@ -2795,6 +2795,9 @@ int main(void)
 	test_gen_record(QTK_OUT_QPK, "gen-placed.qpk", true, 0);
 	test_gen_record(QTK_OUT_QPK, "gen-long.qpk", false, 1);
 	test_gen_record(QTK_OUT_SAFETENSORS, "gen.safetensors", false, 0);
+	test_gen_record(QTK_OUT_SAFETENSORS, "gen-placed.safetensors", true, 0);
+	test_gen_record(QTK_OUT_SAFETENSORS, "gen-long.safetensors", false, 3);
+	test_gen_record(QTK_OUT_HF, "gen-hf", false, 0);
 	test_hostile();
 	cleanup();
 	for (size_t i = 0; i < NSPEC; i++)
