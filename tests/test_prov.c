@@ -2167,22 +2167,9 @@ static void test_ofile_hash(void)
 /* The design qconvert follows (docs/provenance.md §3): the record is reserved with placeholders
  * in the header, the output digests come from the bytes as they are written, and the
  * reserved bytes are patched before commit. Done here by hand for GGUF and safetensors. */
-/* A writer puts the final record where it put the reserved one (qtk_writer_put_record): a
- * record of another length is refused and leaves the file as it was; the right one reads back
- * (for QPK through the header's digest of its metadata section, which the reader checks);
- * archives cannot. The records hold quotes and a multi-byte character: safetensors escapes
- * them into its JSON header as it did the reserved one. */
-static void test_put_record(qtk_out_kind kind, const char *name)
+/* One F32 tensor of four values, "w.weight", the writers' tests' description. */
+static void add_four_floats(qtk_model *d)
 {
-	char ph[400], fin[400];
-	snprintf(ph, sizeof ph, "{\"a\":\"%0300d\u00e9\"}", 0);
-	snprintf(fin, sizeof fin, "{\"a\":\"%0300d\u00e9\"}", 7);
-	qtk_model *d = qtk_model_new();
-	qtk_model_set_kv_str(d, "general.architecture", "llama");
-	if (kind == QTK_OUT_HF)
-		qtk_model_add_blob(d, QTK_PROV_FILE, ph, strlen(ph));
-	else
-		qtk_model_set_kv_str(d, QTK_PROV_KEY, ph);
 	qtk_tensor *t = qtk_model_add_tensor(d, "w.weight");
 	t->ndim = 1;
 	t->shape[0] = 4;
@@ -2193,6 +2180,31 @@ static void test_put_record(qtk_out_kind kind, const char *name)
 	t->parts[0].shape[0] = 4;
 	t->parts[0].nbytes = 16;
 	qtk_tensor_finish(t);
+}
+
+/* A reserved and a final record of one length, with quotes and a two-byte character. */
+static void two_records(char ph[400], char fin[400])
+{
+	snprintf(ph, 400, "{\"a\":\"%0300d\u00e9\"}", 0);
+	snprintf(fin, 400, "{\"a\":\"%0300d\u00e9\"}", 7);
+}
+
+/* A writer puts the final record where it put the reserved one (qtk_writer_put_record): a
+ * record of another length is refused and leaves the file as it was; the right one reads back
+ * (for QPK through the header's digest of its metadata section, which the reader checks);
+ * archives cannot. The records hold quotes and a multi-byte character: safetensors escapes
+ * them into its JSON header as it did the reserved one. */
+static void test_put_record(qtk_out_kind kind, const char *name)
+{
+	char ph[400], fin[400];
+	two_records(ph, fin);
+	qtk_model *d = qtk_model_new();
+	qtk_model_set_kv_str(d, "general.architecture", "llama");
+	if (kind == QTK_OUT_HF)
+		qtk_model_add_blob(d, QTK_PROV_FILE, ph, strlen(ph));
+	else
+		qtk_model_set_kv_str(d, QTK_PROV_KEY, ph);
+	add_four_floats(d);
 	qtk_err err;
 	const char *path = path_in(name);
 	qtk_writer *w = qtk_writer_open(path, kind, d, NULL, &err);
@@ -2263,22 +2275,12 @@ static int gen_three(void *ctx, int (*put)(void *pctx, const uint8_t *p, size_t 
 static void test_gen_record(qtk_out_kind kind, const char *name, bool place, size_t extra)
 {
 	char ph[400], fin[400];
-	snprintf(ph, sizeof ph, "{\"a\":\"%0300d\u00e9\"}", 0);
-	snprintf(fin, sizeof fin, "{\"a\":\"%0300d\u00e9\"}", 7);
+	two_records(ph, fin);
 	qtk_model *d = qtk_model_new();
 	qtk_model_set_kv_str(d, "general.architecture", "llama");
 	qtk_model_set_kv_str(d, QTK_PROV_KEY, "");
 	qtk_model_set_kv_str(d, "general.name", "after the record");
-	qtk_tensor *t = qtk_model_add_tensor(d, "w.weight");
-	t->ndim = 1;
-	t->shape[0] = 4;
-	t->layout.type = QTK_T_F32;
-	t->nparts = 1;
-	t->parts[0].type = QTK_T_F32;
-	t->parts[0].ndim = 1;
-	t->parts[0].shape[0] = 4;
-	t->parts[0].nbytes = 16;
-	qtk_tensor_finish(t);
+	add_four_floats(d);
 	gen_src g = {ph, extra};
 	qtk_write_opts wo = {0};
 	wo.record_gen = gen_three;
