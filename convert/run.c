@@ -271,11 +271,12 @@ static int prov_begin(prov_state *p, qtk_model *in, qtk_model *d, const conv_opt
 	}
 	int rc = qtk_model_streamed(in) && !p->twin ? 0 : qtk_prov_start_source(&p->b, err);
 	/* a large record (many tensors, or a large chained one) is never held whole: its length is
-	 * counted now and a GGUF, QPK or safetensors writer generates it where it goes */
+	 * counted now and the writer generates it where it goes (a directory's record file is only
+	 * ever written final, a piece at a time) */
 	size_t parent_len = 0;
 	qtk_prov_find(in, &parent_len, NULL);
 	const bool gen = (o->out_kind == QTK_OUT_GGUF || o->out_kind == QTK_OUT_QPK ||
-			  o->out_kind == QTK_OUT_SAFETENSORS) &&
+			  o->out_kind == QTK_OUT_SAFETENSORS || o->out_kind == QTK_OUT_HF) &&
 			 (uint64_t)parent_len + (uint64_t)d->ntensors * PROV_MIN_ENTRY >= PROV_GEN_MIN;
 	if (gen) {
 		rc = rc ? rc : qtk_prov_build_count(&p->b, &p->ph_len, err);
@@ -293,8 +294,17 @@ static int prov_begin(prov_state *p, qtk_model *in, qtk_model *d, const conv_opt
 		cli_warn("%s", p->b.note);
 	/* d takes the reserved record (no copy); p->ph stays its name for the patch */
 	if (!rc && gen) {
-		if (qtk_model_set_kv_str(d, QTK_PROV_KEY, ""))
+		/* the record's place holds nothing: the writer generates what goes there */
+		uint8_t *none = o->out_kind == QTK_OUT_HF ? qtk_calloc(1, 1) : NULL;
+		qtk_blob *bl = o->out_kind == QTK_OUT_HF ? (qtk_blob *)qtk_blob_find(d, QTK_PROV_FILE) : NULL;
+		if (bl && none) { /* a source directory's record file: replaced, its record is chained */
+			qtk_free(bl->data);
+			bl->data = none;
+			bl->len = 0;
+		} else if (o->out_kind == QTK_OUT_HF ? !none || qtk_model_take_blob(d, QTK_PROV_FILE, none, 0)
+						      : qtk_model_set_kv_str(d, QTK_PROV_KEY, "") != 0) {
 			rc = qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");
+		}
 		wo->record_gen = prov_gen;
 		wo->record_ctx = p;
 		wo->record_len = p->ph_len;

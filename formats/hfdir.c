@@ -221,6 +221,8 @@ out:
 
 /* ---- the directory writer ------------------------------------------------ */
 
+#define HF_REC_FILE "qtk-provenance.json" /* the directory's provenance record */
+
 typedef struct hf_out_blob {
 	char *name;
 	const uint8_t *data;
@@ -242,6 +244,11 @@ typedef struct hf_w {
 	bool inplace;   /* OUTPUT is a mount point: tmp is inside it, its files are moved in one by one */
 	bool mlx;       /* MLX tensors: config.json and the index as mlx-lm writes them */
 	qtk_buf index;  /* model.safetensors.index.json's text (empty: one file, no index) */
+	/* qtk-provenance.json placed a piece at a time (qtk_writer_record_piece): written into
+	 * its file as the pieces come, committed at finish in the side file's turn */
+	qtk_ofile rec_of;
+	bool rec_open, rec_done;
+	uint64_t rec_at;
 } hf_w;
 
 static int werr(qtk_writer *w, int code, const char *fmt, const char *a)
@@ -258,7 +265,7 @@ static bool plain_file_name(const char *s)
 static hf_out_blob *rec_blob(hf_w *h)
 {
 	for (size_t i = 0; i < h->nblobs; i++)
-		if (!strcmp(h->blobs[i].name, "qtk-provenance.json"))
+		if (!strcmp(h->blobs[i].name, HF_REC_FILE))
 			return &h->blobs[i];
 	return NULL;
 }
@@ -378,7 +385,10 @@ static int prepare_blobs(qtk_writer *w, hf_w *h)
 			}
 			continue;
 		}
-		rc = add_out_blob(h, b->name, b->data, b->len, NULL);
+		if (w->opts.record_gen && !strcmp(b->name, HF_REC_FILE)) /* generated: no bytes here */
+			rc = add_out_blob(h, b->name, NULL, w->opts.record_len, NULL);
+		else
+			rc = add_out_blob(h, b->name, b->data, b->len, NULL);
 	}
 	cJSON_Delete(newq);
 	qtk_json_doc_free(&cfg);
@@ -768,28 +778,76 @@ static int hfw_begin(qtk_writer *w)
 	return rc;
 }
 
-/* The final record in place of the reserved one: the side file's bytes (written at finish; the
- * description's own memory, where the record was built, when the writer borrowed it), else
- * every shard's __metadata__ value. */
-static int hfw_put_record(qtk_writer *w, const void *rec, size_t n)
+static int rec_put(void *ctx, const uint8_t *p, size_t n) { return qtk_ofile_write(ctx, p, n); }
+
+/* The record file opened afresh in the temporary directory (a placing started again: anew). */
+static int rec_open(qtk_writer *w, hf_w *h)
+{
+	if (h->rec_open)
+		qtk_ofile_abort(&h->rec_of);
+	h->rec_open = h->rec_done = false;
+	h->rec_at = 0;
+	char *p = qtk_path_join(h->tmp, HF_REC_FILE);
+	if (!p)
+		return werr(w, QTK_E_IO, "out of memory%s", "");
+	int rc = qtk_ofile_open(&h->rec_of, p, w->err);
+	qtk_free(p);
+	if (!rc) {
+		qtk_ofile_list(&h->rec_of, w->opts.outs);
+		h->rec_open = true;
+	}
+	return rc;
+}
+
+/* The final record in place of the reserved one, a piece at a time: into the side file
+ * qtk-provenance.json as it comes (committed at finish), else (a bundle's inner directory,
+ * no side file) every shard's __metadata__ value. */
+static int hfw_record_piece(qtk_writer *w, uint64_t at, const void *p, size_t n)
 {
 	hf_w *h = w->priv;
-	hf_out_blob *b = rec_blob(h);
-	if (b) { /* qtk_writer_put_record checked the length */
-		if (b->data == rec)
-			return 0;
-		if (!b->owned) {
-			if (!(b->owned = cJSON_malloc(n + 1)))
-				return werr(w, QTK_E_IO, "out of memory%s", "");
-			b->owned[n] = 0;
-			b->data = (const uint8_t *)b->owned;
-		}
-		memcpy(b->owned, rec, n);
-		return 0;
+	if (!rec_blob(h)) {
+		int rc = 0;
+		for (size_t s = 0; s < h->nouts && !rc; s++)
+			rc = qtk_st_out_record_piece(&h->outs[s], at, p, n, w->err);
+		return rc;
 	}
-	int rc = 0;
-	for (size_t s = 0; s < h->nouts && !rc; s++)
-		rc = qtk_st_out_put_record(&h->outs[s], rec, n, w->err);
+	int rc = at ? 0 : rec_open(w, h);
+	if (!rc && (!h->rec_open || at != h->rec_at))
+		rc = qtk_err_set(w->err, QTK_E_INTERNAL, w->path, -1, HF_REC_FILE, "record pieces out of order");
+	rc = rc ? rc : qtk_ofile_write(&h->rec_of, p, n);
+	h->rec_at += rc ? 0 : n;
+	return rc;
+}
+
+static int hfw_record_end(qtk_writer *w)
+{
+	hf_w *h = w->priv;
+	if (!rec_blob(h)) {
+		int rc = 0;
+		for (size_t s = 0; s < h->nouts && !rc; s++)
+			rc = qtk_st_out_record_end(&h->outs[s], w->err);
+		return rc;
+	}
+	h->rec_done = h->rec_open && h->rec_at == w->record_len;
+	return h->rec_done ? 0 : qtk_err_set(w->err, QTK_E_INTERNAL, w->path, -1, HF_REC_FILE, "record not whole");
+}
+
+/* qtk-provenance.json at finish: the placed record's file committed, else the reserved one
+ * written (generated, when the writer was given a generator). */
+static int write_record(qtk_writer *w, hf_w *h, const hf_out_blob *b)
+{
+	int rc = h->rec_done ? 0 : rec_open(w, h);
+	if (!rc && !h->rec_done)
+		rc = b->data ? qtk_ofile_write(&h->rec_of, b->data, b->len) : qtk_writer_gen_record(w, rec_put, &h->rec_of);
+	rc = rc ? rc : qtk_ofile_commit(&h->rec_of);
+	h->rec_open = false;
+	if (rc)
+		qtk_ofile_abort(&h->rec_of);
+	else {
+		char *p = qtk_path_join(h->tmp, HF_REC_FILE);
+		rc = p ? note_done(w, h, p) : werr(w, QTK_E_IO, "out of memory%s", "");
+		qtk_free(p);
+	}
 	return rc;
 }
 
@@ -798,6 +856,8 @@ static int hfw_patch(qtk_writer *w, int (*fn)(void *ctx, uint8_t *buf, size_t n)
 {
 	hf_w *h = w->priv;
 	hf_out_blob *b = rec_blob(h);
+	if (b && !b->data)
+		return werr(w, QTK_E_USAGE, "a generated qtk-provenance.json cannot be patched%s", "");
 	if (b) {
 		char *copy = cJSON_malloc(b->len + 1);
 		if (!copy)
@@ -1022,7 +1082,7 @@ static int hfw_finish(qtk_writer *w)
 	if (!rc && h->index.len)
 		rc = write_index(w, h);
 	for (size_t i = 1; i < h->nblobs && !rc; i++)
-		rc = write_blob(w, h, &h->blobs[i]);
+		rc = !strcmp(h->blobs[i].name, HF_REC_FILE) ? write_record(w, h, &h->blobs[i]) : write_blob(w, h, &h->blobs[i]);
 	if (!rc && h->nblobs)
 		rc = write_blob(w, h, &h->blobs[0]);
 	if (!rc)
@@ -1036,6 +1096,8 @@ static void hfw_abort(qtk_writer *w)
 	hf_w *h = w->priv;
 	if (!h)
 		return;
+	if (h->rec_open)
+		qtk_ofile_abort(&h->rec_of);
 	for (size_t s = 0; s < h->nouts; s++) {
 		if (h->outs[s].opened)
 			qtk_ofile_abort(&h->outs[s].of);
@@ -1078,7 +1140,9 @@ static const qtk_writer_ops hf_writer = {
 	.finish = hfw_finish_free,
 	.abort = hfw_abort,
 	.patch_header = hfw_patch,
-	.put_record = hfw_put_record,
+	.record_piece = hfw_record_piece,
+	.record_end = hfw_record_end,
+	.record_gen = true,
 };
 
 const qtk_format qtk_format_hf = {

@@ -64,7 +64,10 @@ out_has "20k tensors GGUF copy verify" "20000 tensors match"
 run "20k tensors to QPK" 0 timeout 60 "$BIN/qconvert" -q "$T/many.gguf" "$T/many.qpk"
 run "20k tensors QPK verify" 0 timeout 20 "$BIN/qverify" "$T/many.qpk"
 out_has "20k tensors QPK verify" "20000 tensors match"
-rm -f "$T/many2.gguf" "$T/many.qpk"
+run "20k tensors to a directory" 0 timeout 60 "$BIN/qconvert" -q "$T/many.gguf" "$T/manyd/"
+run "20k tensors directory verify" 0 timeout 20 "$BIN/qverify" "$T/manyd/"
+out_has "20k tensors directory verify" "20000 tensors match"
+rm -rf "$T/many2.gguf" "$T/many.qpk" "$T/manyd"
 
 # --- a record of several MiB with multi-byte names, placed into a safetensors header escaped a
 # piece at a time: the file reads back and its record checks

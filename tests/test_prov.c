@@ -2224,7 +2224,7 @@ static void test_put_record(qtk_out_kind kind, const char *name)
 	}
 	CHECK(qtk_writer_has_put_record(w), "%s: the writer knows the record's place", name);
 	CHECK(qtk_writer_put_record(w, fin, strlen(fin) - 1) == QTK_E_INTERNAL, "%s: a shorter record refused", name);
-	const bool pieces = kind == QTK_OUT_GGUF || kind == QTK_OUT_QPK || kind == QTK_OUT_SAFETENSORS;
+	const bool pieces = kind != QTK_OUT_ARCHIVE;
 	CHECK(qtk_writer_streams_record(w) == pieces, "%s: places its record in pieces: %d", name, pieces);
 	if (pieces) {
 		/* seven bytes at a time; a piece past the reserved length and an end short of it are
@@ -2278,7 +2278,10 @@ static void test_gen_record(qtk_out_kind kind, const char *name, bool place, siz
 	two_records(ph, fin);
 	qtk_model *d = qtk_model_new();
 	qtk_model_set_kv_str(d, "general.architecture", "llama");
-	qtk_model_set_kv_str(d, QTK_PROV_KEY, "");
+	if (kind == QTK_OUT_HF) /* a directory's record is its side file */
+		qtk_model_take_blob(d, QTK_PROV_FILE, qtk_calloc(1, 1), 0);
+	else
+		qtk_model_set_kv_str(d, QTK_PROV_KEY, "");
 	qtk_model_set_kv_str(d, "general.name", "after the record");
 	add_four_floats(d);
 	gen_src g = {ph, extra};
@@ -2289,9 +2292,16 @@ static void test_gen_record(qtk_out_kind kind, const char *name, bool place, siz
 	qtk_err err;
 	const char *path = path_in(name);
 	qtk_writer *w = qtk_writer_open(path, kind, d, &wo, &err);
-	if (kind != QTK_OUT_GGUF && kind != QTK_OUT_QPK && kind != QTK_OUT_SAFETENSORS) {
+	if (kind == QTK_OUT_ARCHIVE) {
 		CHECK(!w && err.code == QTK_E_USAGE, "%s: a generated record refused: %s", name, err.msg);
 		qtk_writer_abort(w);
+		qtk_close(d);
+		return;
+	}
+	if (extra && kind == QTK_OUT_HF) { /* no header: the side file is generated at finish */
+		const uint8_t z[16] = {0};
+		CHECK(w && !qtk_writer_put(w, z, sizeof z) && qtk_writer_finish(w) == QTK_E_INTERNAL,
+		      "%s: a generator of another length fails at finish: %s", name, err.msg);
 		qtk_close(d);
 		return;
 	}
@@ -2321,7 +2331,7 @@ static void test_gen_record(qtk_out_kind kind, const char *name, bool place, siz
 	CHECK(got && len == strlen(want) && !memcmp(got, want, len), "%s: the %s record reads back: %s", name,
 	      place ? "final" : "generated", m ? "" : err.msg);
 	const qtk_kv *after = m ? qtk_kv_find(m, "general.name") : NULL;
-	CHECK(after && after->val.type == QTK_V_STR && !strcmp(after->val.v.str.s, "after the record"),
+	CHECK(kind == QTK_OUT_HF || (after && after->val.type == QTK_V_STR && !strcmp(after->val.v.str.s, "after the record")),
 	      "%s: the key after the record reads back", name);
 	qtk_close(m);
 	qtk_close(d);
@@ -2800,6 +2810,9 @@ int main(void)
 	test_gen_record(QTK_OUT_SAFETENSORS, "gen-placed.safetensors", true, 0);
 	test_gen_record(QTK_OUT_SAFETENSORS, "gen-long.safetensors", false, 3);
 	test_gen_record(QTK_OUT_HF, "gen-hf", false, 0);
+	test_gen_record(QTK_OUT_HF, "gen-hf-placed", true, 0);
+	test_gen_record(QTK_OUT_HF, "gen-hf-long", false, 2);
+	test_gen_record(QTK_OUT_ARCHIVE, "gen.tar", false, 0);
 	test_hostile();
 	cleanup();
 	for (size_t i = 0; i < NSPEC; i++)
