@@ -1296,6 +1296,15 @@ static void both_ways(const char *rec, int want_rc, const char *want, bool same_
 	cJSON *a = NULL, *b = NULL;
 	int r1 = qtk_prov_parse(rec, strlen(rec), "rec", &a, &e1), r2 = qtk_prov_parse_tree(rec, strlen(rec), "rec", &b, &e2);
 	CHECK(r1 == want_rc && r2 == want_rc, "%s: rc %d and %d (%s / %s)", what, r1, r2, e1.msg, e2.msg);
+	/* the check that keeps nothing (a chained parent's) gives the text reader's verdict */
+	qtk_err e3;
+	qtk_err_clear(&e3);
+	bool canon = true;
+	int r3 = qtk_prov_check_canonical(rec, strlen(rec), "rec", &canon, &e3);
+	CHECK(r3 == r1 && e3.offset == e1.offset && !strcmp(e3.subject, e1.subject) && !strcmp(e3.msg, e1.msg) &&
+		      (!r3 || !canon),
+	      "%s: the check in place: rc %d at %lld '%s' (the reader: %d at %lld '%s')", what, r3, (long long)e3.offset,
+	      e3.msg, r1, (long long)e1.offset, e1.msg);
 	if (want_rc && want)
 		CHECK((strstr(e1.subject, want) || strstr(e1.msg, want)) && (strstr(e2.subject, want) || strstr(e2.msg, want)),
 		      "%s: names '%s': '%s' '%s' / '%s' '%s'", what, want, e1.subject, e1.msg, e2.subject, e2.msg);
@@ -1332,6 +1341,9 @@ static void lists_as_text(const char *rec, bool chained)
 	}
 	char *ca = qtk_prov_canonical(a), *cb = qtk_prov_canonical(b);
 	CHECK(ca && cb && !strcmp(ca, rec) && !strcmp(cb, rec), "both canonical texts are the record");
+	bool canon = false;
+	CHECK(!qtk_prov_check_canonical(rec, strlen(rec), "rec", &canon, &err) && canon,
+	      "checked in place: the record is its canonical text");
 	qtk_free(ca);
 	qtk_free(cb);
 	ents ea = {0}, eb = {0};
@@ -1341,6 +1353,9 @@ static void lists_as_text(const char *rec, bool chained)
 	char *pretty = cJSON_Print(b);
 	cJSON *c = NULL;
 	CHECK(pretty && !qtk_prov_parse(pretty, strlen(pretty), "pretty", &c, &err), "spaced: %s", err.msg);
+	canon = true;
+	CHECK(pretty && !qtk_prov_check_canonical(pretty, strlen(pretty), "pretty", &canon, &err) && !canon,
+	      "checked in place: a spaced record is valid, not canonical");
 	char *cc = c ? qtk_prov_canonical(c) : NULL;
 	CHECK(cc && !strcmp(cc, rec), "a spaced record's lists are read into their canonical text");
 	qtk_free(cc);

@@ -1156,6 +1156,17 @@ int qtk_prov_parse(const char *text, size_t len, const char *file, cJSON **out, 
 	return prov_parse(text, len, file, true, NULL, out, err);
 }
 
+int qtk_prov_check_canonical(const char *text, size_t len, const char *file, bool *canonical, qtk_err *err)
+{
+	cJSON *t = NULL;
+	*canonical = false;
+	int rc = prov_parse(text, len, file, true, canonical, &t, err);
+	qtk_json_tree_free(t);
+	if (rc)
+		*canonical = false;
+	return rc;
+}
+
 int qtk_prov_parse_tree(const char *text, size_t len, const char *file, cJSON **out, qtk_err *err)
 {
 	return prov_parse(text, len, file, false, NULL, out, err);
@@ -1570,9 +1581,7 @@ static int load_parent(qtk_prov_builder *b, qtk_err *err)
 	if (!txt)
 		return 0;
 	bool in_place = false;
-	int rc = prov_parse(txt, len, NULL, true, &in_place, &parent, &e);
-	qtk_json_tree_free(parent);
-	parent = NULL;
+	int rc = qtk_prov_check_canonical(txt, len, NULL, &in_place, &e);
 	if (!rc && !in_place) /* valid but not canonical: read again, its lists kept as text */
 		rc = qtk_prov_parse(txt, len, NULL, &parent, &e);
 	if (rc) {

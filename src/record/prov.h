@@ -31,6 +31,10 @@ const char *qtk_prov_find(const qtk_model *m, size_t *len, const char **where);
  * ("output.tensors[3].encoded") on any violation. *out owns the tree, whose nodes come from
  * one mapping: free it with qtk_json_tree_free (cJSON_Delete would leave the mapping). */
 int qtk_prov_parse(const char *text, size_t len, const char *file, cJSON **out, qtk_err *err);
+/* The same checks, with the same verdicts, keeping nothing: each list entry's canonical text
+ * is compared with the text at its place instead of kept. *canonical: the text is its own
+ * canonical form (a record qtk wrote), so it can be used as it is. */
+int qtk_prov_check_canonical(const char *text, size_t len, const char *file, bool *canonical, qtk_err *err);
 /* The tree holds each tensor list (output.tensors of the record and of the records chained or
  * embedded in it) as a raw item of its canonical text, about a quarter of the memory of its
  * tree: read them with qtk_prov_list_each. qtk_prov_canonical and qtk_prov_sha256 write them

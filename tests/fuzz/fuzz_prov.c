@@ -1,7 +1,9 @@
 /* fuzz_prov.c - provenance record parser (src/record/prov.c qtk_prov_parse).
  * Properties: the canonical text of a record parses, and is a fixed point; reading the tensor
  * lists as text (qtk_prov_parse) and as trees (qtk_prov_parse_tree) accept and refuse the same
- * records, with the same error code, and give the same canonical text. */
+ * records, with the same error code, and give the same canonical text; the check that keeps
+ * nothing (qtk_prov_check_canonical, a chained parent's) gives the same verdict, and calls a
+ * record canonical exactly when its canonical text is the record itself. */
 #include "fuzz.h"
 #include "record/prov.h"
 #include <stdio.h>
@@ -34,6 +36,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		qtk_free(b);
 	}
 	qtk_json_tree_free(t);
+	qtk_err ec;
+	qtk_err_clear(&ec);
+	bool canon = false;
+	int rcc = qtk_prov_check_canonical((const char *)data, size, "record.json", &canon, &ec);
+	if (rcc != rc && rcc != QTK_E_IO && rc != QTK_E_IO) {
+		fprintf(stderr, "fuzz: the check in place gives %d (%s), the reader %d (%s)\n", rcc, ec.msg, rc, e.msg);
+		abort();
+	}
+	if (!rc && !rcc && j) {
+		char *c0 = qtk_prov_canonical(j);
+		if (c0 && canon != (strlen(c0) == size && !memcmp(c0, data, size))) {
+			fprintf(stderr, "fuzz: the check in place says canonical %d, wrongly\n", canon);
+			abort();
+		}
+		qtk_free(c0);
+	}
 	if (rc == 0 && j) {
 		char *c1 = qtk_prov_canonical(j);
 		if (c1) {
