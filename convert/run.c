@@ -223,6 +223,26 @@ static int prov_gen(void *ctx, int (*put)(void *pctx, const uint8_t *p, size_t n
 	return qtk_prov_build_stream(&p->b, p->ph_len, put, pctx, p->err);
 }
 
+/* d's qtk-provenance.json emptied (a source directory's record file is replaced: its record is
+ * chained), or added empty; nonzero when out of memory. */
+static int prov_place_empty_file(qtk_model *d)
+{
+	uint8_t *none = qtk_calloc(1, 1);
+	qtk_blob *bl = (qtk_blob *)qtk_blob_find(d, QTK_PROV_FILE);
+	if (!none)
+		return QTK_E_IO;
+	if (!bl) {
+		int rc = qtk_model_take_blob(d, QTK_PROV_FILE, none, 0);
+		if (rc) /* not taken */
+			qtk_free(none);
+		return rc;
+	}
+	qtk_free(bl->data);
+	bl->data = none;
+	bl->len = 0;
+	return 0;
+}
+
 /* Set the record aside in d (kv, or qtk-provenance.json for a directory) and start the sink. */
 static int prov_begin(prov_state *p, qtk_model *in, qtk_model *d, const conv_opts *o, const qtk_imatrix *im,
 		      int threads, qtk_write_opts *wo, qtk_err *err)
@@ -294,17 +314,10 @@ static int prov_begin(prov_state *p, qtk_model *in, qtk_model *d, const conv_opt
 		cli_warn("%s", p->b.note);
 	/* d takes the reserved record (no copy); p->ph stays its name for the patch */
 	if (!rc && gen) {
-		/* the record's place holds nothing: the writer generates what goes there */
-		uint8_t *none = o->out_kind == QTK_OUT_HF ? qtk_calloc(1, 1) : NULL;
-		qtk_blob *bl = o->out_kind == QTK_OUT_HF ? (qtk_blob *)qtk_blob_find(d, QTK_PROV_FILE) : NULL;
-		if (bl && none) { /* a source directory's record file: replaced, its record is chained */
-			qtk_free(bl->data);
-			bl->data = none;
-			bl->len = 0;
-		} else if (o->out_kind == QTK_OUT_HF ? !none || qtk_model_take_blob(d, QTK_PROV_FILE, none, 0)
-						      : qtk_model_set_kv_str(d, QTK_PROV_KEY, "") != 0) {
+		/* the record's place (key, or a directory's side file) holds nothing: the writer
+		 * generates what goes there */
+		if (o->out_kind == QTK_OUT_HF ? prov_place_empty_file(d) : qtk_model_set_kv_str(d, QTK_PROV_KEY, ""))
 			rc = qtk_err_set(err, QTK_E_IO, NULL, -1, NULL, "out of memory");
-		}
 		wo->record_gen = prov_gen;
 		wo->record_ctx = p;
 		wo->record_len = p->ph_len;
@@ -346,7 +359,7 @@ static int prov_begin(prov_state *p, qtk_model *in, qtk_model *d, const conv_opt
  * time has no use for the reserved one's text (tens of MB at 100,000 tensors), which goes. */
 static void prov_drop_reserved(prov_state *p, qtk_model *d, const qtk_writer *w)
 {
-	if (!p->ph_lent || !qtk_writer_streams_record(w) || qtk_kv_find(d, QTK_PROV_KEY) == NULL)
+	if (!p->ph_lent || !qtk_writer_has_put_record(w) || qtk_kv_find(d, QTK_PROV_KEY) == NULL)
 		return;
 	qtk_kv_remove(d, QTK_PROV_KEY); /* frees ph, which d held */
 	p->ph = NULL;
@@ -385,20 +398,15 @@ static int prov_end(prov_state *p, qtk_writer *w)
 	/* copied tensors: the source's leaves are the output's (hashed once, from the bytes copied) */
 	rc = qtk_prov_take_shared(&p->b, &p->od, p->err);
 	p->b.out_digests = &p->od;
-	if (!rc && qtk_writer_streams_record(w)) {
-		/* written into the file as it is made: never held whole */
+	if (!rc && qtk_writer_has_put_record(w)) {
+		/* the writer knows where the reserved record's bytes are (every container but
+		 * archives): the final record goes there as it is made, never held whole, and the
+		 * header is not read back */
 		rec_place rp = {w, 0};
 		rc = qtk_prov_build_stream(&p->b, p->ph_len, rec_piece, &rp, p->err);
 		return rc ? rc : qtk_writer_record_end(w, p->ph_len);
 	}
-	if (!rc && p->ph_lent && qtk_writer_has_put_record(w)) {
-		/* the writer knows where the reserved record's bytes are (every container but
-		 * archives): the final record is written over the reserved one in memory (the
-		 * description's, no longer read) and put there, with no second copy and no read back
-		 * of the header */
-		rc = qtk_prov_build_into(&p->b, p->ph, p->ph_len, p->err);
-		return rc ? rc : qtk_writer_put_record(w, p->ph, p->ph_len);
-	}
+	/* archives: the reserved record found in the header and patched */
 	rc = rc ? rc : qtk_prov_build_sized(&p->b, p->ph_len, &p->fin, p->err);
 	return rc ? rc : qtk_writer_patch_header(w, prov_patch, p);
 }

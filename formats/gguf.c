@@ -769,8 +769,6 @@ static uint64_t pad_to(uint64_t x, uint32_t a) { return (a - x % a) % a; }
 
 /* Write one shard's header: magic, counts, KVs (all of them in the first
  * shard, then the split keys), tensor infos of [t0, t1), padding. */
-static int ofile_put(void *ctx, const uint8_t *p, size_t n) { return qtk_ofile_write(ctx, p, n); }
-
 static int write_header(qtk_writer *w, gw *s, uint32_t k)
 {
 	const qtk_model *d = w->desc;
@@ -792,7 +790,7 @@ static int write_header(qtk_writer *w, gw *s, uint32_t k)
 		if (rec && w->opts.record_gen) { /* generated into the file as it is made */
 			rc = w_u32(f, QTK_V_STR);
 			rc = rc ? rc : w_u64(f, w->record_len);
-			rc = rc ? rc : qtk_writer_gen_record(w, ofile_put, f);
+			rc = rc ? rc : qtk_writer_gen_record(w, qtk_ofile_put, f);
 		} else if (!rc) {
 			rc = w_value(f, &d->kv[i].val);
 		}

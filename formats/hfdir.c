@@ -754,6 +754,9 @@ static int hfw_begin(qtk_writer *w)
 	int rc = qtk_st_check_desc(w->desc, w->path, w->err);
 	if (!rc)
 		rc = prepare_blobs(w, h);
+	/* a generated record goes into the side file only (shards' headers would run it each) */
+	if (!rc && w->opts.record_gen && !rec_blob(h))
+		rc = werr(w, QTK_E_USAGE, "a generated record needs the side file %s", HF_REC_FILE);
 	if (!rc)
 		rc = check_blobs(w, h);
 	if (!rc)
@@ -777,8 +780,6 @@ static int hfw_begin(qtk_writer *w)
 	w->record_len = rc ? 0 : rb ? rb->len : shards ? (size_t)h->outs[0].rec_len : 0;
 	return rc;
 }
-
-static int rec_put(void *ctx, const uint8_t *p, size_t n) { return qtk_ofile_write(ctx, p, n); }
 
 /* The record file opened afresh in the temporary directory (a placing started again: anew). */
 static int rec_open(qtk_writer *w, hf_w *h)
@@ -830,25 +831,6 @@ static int hfw_record_end(qtk_writer *w)
 	}
 	h->rec_done = h->rec_open && h->rec_at == w->record_len;
 	return h->rec_done ? 0 : qtk_err_set(w->err, QTK_E_INTERNAL, w->path, -1, HF_REC_FILE, "record not whole");
-}
-
-/* qtk-provenance.json at finish: the placed record's file committed, else the reserved one
- * written (generated, when the writer was given a generator). */
-static int write_record(qtk_writer *w, hf_w *h, const hf_out_blob *b)
-{
-	int rc = h->rec_done ? 0 : rec_open(w, h);
-	if (!rc && !h->rec_done)
-		rc = b->data ? qtk_ofile_write(&h->rec_of, b->data, b->len) : qtk_writer_gen_record(w, rec_put, &h->rec_of);
-	rc = rc ? rc : qtk_ofile_commit(&h->rec_of);
-	h->rec_open = false;
-	if (rc)
-		qtk_ofile_abort(&h->rec_of);
-	else {
-		char *p = qtk_path_join(h->tmp, HF_REC_FILE);
-		rc = p ? note_done(w, h, p) : werr(w, QTK_E_IO, "out of memory%s", "");
-		qtk_free(p);
-	}
-	return rc;
 }
 
 /* The provenance record of a directory is the side file qtk-provenance.json, written at finish. */
@@ -997,23 +979,39 @@ static int build_index(qtk_writer *w, hf_w *h)
 	return rc;
 }
 
-static int write_index(qtk_writer *w, hf_w *h)
+/* A written side file committed into the temporary directory and noted (p: its path there);
+ * aborted when the commit fails. */
+static int commit_side(qtk_writer *w, hf_w *h, qtk_ofile *of, const char *p)
 {
-	char *p = qtk_path_join(h->tmp, "model.safetensors.index.json");
+	int rc = qtk_ofile_commit(of);
+	if (rc) {
+		qtk_ofile_abort(of);
+		return rc;
+	}
+	return note_done(w, h, p);
+}
+
+/* A side file of these bytes, written and committed into the temporary directory. */
+static int write_side(qtk_writer *w, hf_w *h, const char *name, const void *data, size_t len)
+{
+	char *p = qtk_path_join(h->tmp, name);
 	qtk_ofile of;
 	int rc = p ? qtk_ofile_open(&of, p, w->err) : werr(w, QTK_E_IO, "out of memory%s", "");
 	if (!rc) {
-		qtk_ofile_list(&of, w->opts.outs); /* listed with the shards */
-		rc = qtk_ofile_write(&of, h->index.p, h->index.len);
-		if (!rc)
-			rc = qtk_ofile_commit(&of);
+		qtk_ofile_list(&of, w->opts.outs); /* listed in the order written */
+		rc = qtk_ofile_write(&of, data, len);
 		if (rc)
 			qtk_ofile_abort(&of);
 		else
-			rc = note_done(w, h, p);
+			rc = commit_side(w, h, &of, p);
 	}
 	qtk_free(p);
 	return rc;
+}
+
+static int write_index(qtk_writer *w, hf_w *h)
+{
+	return write_side(w, h, "model.safetensors.index.json", h->index.p, h->index.len);
 }
 
 /* The side files as the directory reader reads them: each at most QTK_CAP_BLOB bytes,
@@ -1047,21 +1045,30 @@ static int check_blobs(qtk_writer *w, hf_w *h)
 
 static int write_blob(qtk_writer *w, hf_w *h, const hf_out_blob *b)
 {
-	char *p = qtk_path_join(h->tmp, b->name);
-	if (!p)
-		return werr(w, QTK_E_IO, "out of memory%s", "");
-	qtk_ofile of;
-	int rc = qtk_ofile_open(&of, p, w->err);
-	if (!rc) {
-		qtk_ofile_list(&of, w->opts.outs);
-		rc = qtk_ofile_write(&of, b->data, b->len);
-		if (!rc)
-			rc = qtk_ofile_commit(&of);
-		if (rc)
-			qtk_ofile_abort(&of);
-		else
-			rc = note_done(w, h, p);
+	return write_side(w, h, b->name, b->data, b->len);
+}
+
+/* qtk-provenance.json at finish: the placed record's file committed, else the reserved one
+ * written (generated, when the writer was given a generator). */
+static int write_record(qtk_writer *w, hf_w *h, const hf_out_blob *b)
+{
+	if (!h->rec_done && b->data) { /* the reserved record, as the description holds it */
+		if (h->rec_open)
+			qtk_ofile_abort(&h->rec_of);
+		h->rec_open = false;
+		return write_blob(w, h, b);
 	}
+	int rc = h->rec_done ? 0 : rec_open(w, h);
+	if (!rc && !h->rec_done)
+		rc = qtk_writer_gen_record(w, qtk_ofile_put, &h->rec_of);
+	char *p = rc ? NULL : qtk_path_join(h->tmp, HF_REC_FILE);
+	if (!rc && !p)
+		rc = werr(w, QTK_E_IO, "out of memory%s", "");
+	if (rc)
+		qtk_ofile_abort(&h->rec_of);
+	else
+		rc = commit_side(w, h, &h->rec_of, p);
+	h->rec_open = false;
 	qtk_free(p);
 	return rc;
 }

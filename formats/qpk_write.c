@@ -100,7 +100,7 @@ typedef struct qw {
 	const uint8_t *rec; /* the description's record: written between the section's pieces */
 	EVP_MD_CTX *rec_pre;
 	EVP_MD_CTX *rec_c;   /* the final record's placing: the section's digest so far */
-	EVP_MD_CTX *gen_md;  /* a generated record's writing: the section's digest so far */
+	EVP_MD_CTX *sect_md; /* the metadata section's writing, with a record: its digest so far */
 	unsigned minor;      /* the lowest minor version whose features the file uses */
 } qw;
 
@@ -535,16 +535,15 @@ static int zring_drain(qtk_writer *w)
 	return rc;
 }
 
-/* A generated record's piece: into the file and the section's digest. */
-static int gen_put(void *ctx, const uint8_t *p, size_t n)
+/* Bytes of the metadata section after the record's start: into the file and the section's
+ * digest (sect_md). */
+static int sect_put(void *ctx, const uint8_t *p, size_t n)
 {
 	qtk_writer *w = ctx;
 	qw *s = w->priv;
 	int rc = qtk_ofile_write(&s->f, p, n);
-	return rc ? rc : EVP_DigestUpdate(s->gen_md, p, n) == 1 ? 0 : woom(w);
+	return rc ? rc : EVP_DigestUpdate(s->sect_md, p, n) == 1 ? 0 : woom(w);
 }
-
-static int gen_section(qtk_writer *w) { return qtk_writer_gen_record(w, gen_put, w); }
 
 static int qpk_w_begin(qtk_writer *w)
 {
@@ -612,43 +611,34 @@ static int qpk_w_begin(qtk_writer *w)
 		h[21] = codec;
 		qtk_wr64(h + 24, sn);
 		qtk_wr64(h + 32, full);
-		/* the section's digest: now, or (a generated record) as the section is written */
-		EVP_MD_CTX *c = s->rec_pre ? EVP_MD_CTX_new() : NULL;
-		unsigned hl = 0;
-		if (s->rec_pre ? !c || EVP_MD_CTX_copy_ex(c, s->rec_pre) != 1 ||
-					 (s->rec && (EVP_DigestUpdate(c, s->rec, s->rec_len) != 1 ||
-						     EVP_DigestUpdate(c, meta.p + cut, meta.len - cut) != 1 ||
-						     EVP_DigestFinal_ex(c, h + 40, &hl) != 1 || hl != 32))
+		/* the section's digest now, or, with a record, as the section goes out (carried on
+		 * from the digest up to the record) */
+		if (s->rec_pre ? !(s->sect_md = EVP_MD_CTX_new()) || EVP_MD_CTX_copy_ex(s->sect_md, s->rec_pre) != 1
 			       : qtk_qpk_sha256(st, sn, NULL, 0, h + 40) != 0)
 			rc = woom(w);
-		if (s->rec) {
-			EVP_MD_CTX_free(c);
-			c = NULL;
-		}
-		s->gen_md = c;
 	}
 	if (!rc && !(rc = qtk_ofile_open(&s->f, w->path, w->err))) {
 		qtk_ofile_list(&s->f, w->opts.outs);
 		s->f.defer_hash = w->opts.patch_pending;
-		if (!(rc = qtk_ofile_write(&s->f, s->hdr, sizeof s->hdr)) && s->meta_raw)
+		rc = qtk_ofile_write(&s->f, s->hdr, sizeof s->hdr);
+		if (!rc && s->sect_md) { /* up to the record, the record (the description's, or
+					  * generated here), the rest; then the header with the digest */
+			unsigned hl = 0;
 			rc = qtk_ofile_write(&s->f, meta.p, cut);
-		if (!rc && s->meta_raw)
-			rc = s->rec ? qtk_ofile_write(&s->f, s->rec, s->rec_len) : s->rec_pre ? gen_section(w) : 0;
-		if (!rc)
-			rc = s->meta_raw ? qtk_ofile_write(&s->f, meta.p + cut, meta.len - cut) : qtk_ofile_write(&s->f, st, sn);
-		if (!rc && s->gen_md) { /* the header again, with the digest of the section written */
-			unsigned gl = 0;
-			if (EVP_DigestUpdate(s->gen_md, meta.p + cut, meta.len - cut) != 1 ||
-			    EVP_DigestFinal_ex(s->gen_md, s->hdr + 40, &gl) != 1 || gl != 32)
+			rc = rc ? rc : s->rec ? sect_put(w, s->rec, s->rec_len) : qtk_writer_gen_record(w, sect_put, w);
+			rc = rc ? rc : sect_put(w, meta.p + cut, meta.len - cut);
+			if (!rc && (EVP_DigestFinal_ex(s->sect_md, s->hdr + 40, &hl) != 1 || hl != 32))
 				rc = woom(w);
 			rc = rc ? rc : qtk_ofile_write_at(&s->f, 0, s->hdr, sizeof s->hdr);
+		} else if (!rc) {
+			rc = qtk_ofile_write(&s->f, st, sn);
 		}
 		if (!rc)
 			rc = qtk_ofile_pad(&s->f, qpk_align_up(s->f.written, s->align) - s->f.written);
 		s->data_off = s->f.written;
 	}
-	EVP_MD_CTX_free(s->gen_md);
-	s->gen_md = NULL;
+	EVP_MD_CTX_free(s->sect_md);
+	s->sect_md = NULL;
 	qtk_free(owned);
 	qtk_buf_free(&meta);
 	return rc;

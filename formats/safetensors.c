@@ -639,7 +639,6 @@ int qtk_st_check_desc(const qtk_model *d, const char *path, qtk_err *err)
 	return rc;
 }
 
-
 /* The JSON string escape of s[0..n) without its quotes, a piece of about 1 MiB at a time (each
  * cut before a byte that starts a character, so the pieces escape as the whole does) handed to
  * fn; style as qtk_json_put_str_as. QTK_E_DATA when s is not valid UTF-8 or holds a NUL (style
@@ -671,12 +670,6 @@ static int count_piece(void *ctx, const uint8_t *p, size_t k)
 	return 0;
 }
 
-static int write_piece(void *ctx, const uint8_t *p, size_t k) { return qtk_ofile_write(ctx, p, k); }
-
-/* Header JSON for desc tensors [t0, t1), padded with spaces to a multiple of 8. The record's
- * value (qtk.provenance) is not in b: an empty string stands in its place, rec[0] is where its
- * escaped text goes (after the opening quote), rec[1] that text's length (counted: the header's
- * length and padding include it), rec[2] the record's; the caller writes it there. */
 /* A generated record's pieces escaped (as raw bytes: the record writer's text is valid UTF-8,
  * and a piece may end inside a character) and handed on. */
 typedef struct esc_put {
@@ -700,6 +693,10 @@ static int record_escaped(qtk_writer *gen_w, const qtk_kv *kv, int (*fn)(void *c
 	return qtk_writer_gen_record(gen_w, esc_piece, &e);
 }
 
+/* Header JSON for desc tensors [t0, t1), padded with spaces to a multiple of 8. The record's
+ * value (qtk.provenance) is not in b: an empty string stands in its place, rec[0] is where its
+ * escaped text goes (after the opening quote), rec[1] that text's length (counted: the header's
+ * length and padding include it), rec[2] the record's; the caller writes it there. */
 static int build_header(const qtk_model *d, size_t t0, size_t t1, const char *qjson, qtk_writer *gen_w, qtk_buf *b,
 			uint64_t *data_bytes, uint64_t rec[3], const char *path, qtk_err *err)
 {
@@ -846,7 +843,7 @@ int qtk_st_out_open(qtk_st_out *o, const qtk_model *d, qtk_err *err)
 		if (!rc && rec[1]) { /* the record, escaped into the file a piece at a time */
 			const qtk_kv *kv = qtk_kv_find(d, "qtk.provenance"); /* build_header's: d is unchanged */
 			const uint64_t before = o->of.written;
-			rc = record_escaped(o->gen_w, kv, write_piece, &o->of);
+			rc = record_escaped(o->gen_w, kv, qtk_ofile_put, &o->of);
 			if (rc == QTK_E_IO && !err->code)
 				rc = qtk_err_set(err, QTK_E_IO, o->path, -1, NULL, "out of memory");
 			else if ((!rc && o->of.written - before != rec[1]) || (rc && !err->code))
@@ -900,15 +897,6 @@ int qtk_st_out_record_piece(qtk_st_out *o, uint64_t at, const char *p, size_t n,
 int qtk_st_out_record_end(qtk_st_out *o, qtk_err *err)
 {
 	return o->rec_at == o->rec_off + o->rec_elen ? 0 : escaped_other(o, err);
-}
-
-int qtk_st_out_put_record(qtk_st_out *o, const char *rec, size_t n, qtk_err *err)
-{
-	if (!o->rec_off || n != o->rec_len)
-		return qtk_err_set(err, QTK_E_INTERNAL, o->path, -1, "qtk.provenance",
-				   "the record to place is not the reserved one's length");
-	int rc = qtk_st_out_record_piece(o, 0, rec, n, err);
-	return rc ? rc : qtk_st_out_record_end(o, err);
 }
 
 /* The single-file writer: one qtk_st_out for all tensors. */

@@ -56,11 +56,10 @@ typedef struct qtk_st_out {
 	struct qtk_writer *gen_w;
 } qtk_st_out;
 
-/* Overwrite the header's "qtk.provenance" value with rec (n bytes: the raw length of the one
- * written), escaped as it was: QTK_E_INTERNAL when the lengths differ. */
-int qtk_st_out_put_record(qtk_st_out *o, const char *rec, size_t n, qtk_err *err);
-/* The same a piece at a time: rec's bytes from `at` (pieces in order from 0; the escape of a
- * byte does not depend on its neighbours), then the end, which checks the escaped length. */
+/* Overwrite the header's "qtk.provenance" value with the final record a piece at a time:
+ * its bytes from `at` (pieces in order from 0; the escape of a byte does not depend on its
+ * neighbours), escaped as the reserved one was; then the end, which checks the escaped length
+ * (QTK_E_INTERNAL when it differs). */
 int qtk_st_out_record_piece(qtk_st_out *o, uint64_t at, const char *p, size_t n, qtk_err *err);
 int qtk_st_out_record_end(qtk_st_out *o, qtk_err *err);
 

@@ -141,10 +141,9 @@ struct qtk_writer_ops {
 	void (*abort)(qtk_writer *w);
 	/* optional: qtk_writer_patch_header */
 	int (*patch_header)(qtk_writer *w, int (*fn)(void *ctx, uint8_t *buf, size_t n), void *ctx);
-	/* optional: qtk_writer_put_record */
-	int (*put_record)(qtk_writer *w, const void *rec, size_t n);
-	/* optional, instead of put_record: the record placed a piece at a time (at: the piece's
-	 * offset in the record, pieces in order), then record_end (optional) once all are */
+	/* optional (qtk_writer_record_piece, qtk_writer_put_record): the final record placed over
+	 * the reserved one a piece at a time (at: the piece's offset in the record, pieces in
+	 * order), then record_end (optional) once all are */
 	int (*record_piece)(qtk_writer *w, uint64_t at, const void *p, size_t n);
 	int (*record_end)(qtk_writer *w);
 	bool record_gen; /* the writer takes qtk_write_opts.record_gen */

@@ -905,6 +905,8 @@ static int ofile_flush(qtk_ofile *f)
 	return rc;
 }
 
+int qtk_ofile_put(void *ctx, const uint8_t *p, size_t n) { return qtk_ofile_write(ctx, p, n); }
+
 int qtk_ofile_write(qtk_ofile *f, const void *d, size_t n)
 {
 	const uint8_t *p = d;

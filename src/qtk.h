@@ -450,19 +450,17 @@ bool qtk_part_in_file(const qtk_model *m, const qtk_tensor *t, int p, int *fd, c
  * qtk-provenance.json). The file's SHA-256 is recomputed (one read of the file). QTK_E_USAGE
  * when the output kind cannot (archives). */
 int qtk_writer_patch_header(qtk_writer *w, int (*fn)(void *ctx, uint8_t *buf, size_t n), void *ctx);
-/* Whether qtk_writer_put_record can place the record (the writer knows where the
+/* Whether the writer can place the final record over the reserved one (it knows where the
  * description's "qtk.provenance" string went: GGUF, QPK, a safetensors file, a Hugging Face
- * directory's qtk-provenance.json). */
+ * directory's qtk-provenance.json; not archives). */
 bool qtk_writer_has_put_record(const qtk_writer *w);
 /* Before qtk_writer_finish: overwrite the bytes of the description's "qtk.provenance" string
  * where the writer put them with rec (n bytes, the same length), without reading the header
  * back. QTK_E_USAGE when the output kind cannot, QTK_E_INTERNAL when n differs. */
 int qtk_writer_put_record(qtk_writer *w, const void *rec, size_t n);
-/* Whether the writer can place the record a piece at a time (GGUF, QPK): the final record is
- * then never held whole. */
-bool qtk_writer_streams_record(const qtk_writer *w);
-/* Place the record's bytes from `at` (pieces in order, from 0: the first waits for the
- * tensors' writing to drain), then end with the total, which must be the reserved length. */
+/* The same a piece at a time, so the final record is never held whole: the record's bytes
+ * from `at` (pieces in order, from 0: the first waits for the tensors' writing to drain), then
+ * the end with the total, which must be the reserved length. */
 int qtk_writer_record_piece(qtk_writer *w, uint64_t at, const void *p, size_t n);
 int qtk_writer_record_end(qtk_writer *w, uint64_t total);
 /* An unnamed scratch file beside the output (qtk_scratch_open in its directory: the same file

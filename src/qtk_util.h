@@ -145,6 +145,8 @@ int qtk_ofile_open(qtk_ofile *f, const char *path, qtk_err *err);
  * not computed (skip_hash). Call it before the first write. */
 void qtk_ofile_list(qtk_ofile *f, qtk_outlist *outs);
 int qtk_ofile_write(qtk_ofile *f, const void *d, size_t n);
+/* qtk_ofile_write in the shape of a piece callback (ctx: the qtk_ofile). */
+int qtk_ofile_put(void *ctx, const uint8_t *p, size_t n);
 /* Append n bytes of the file fd (src_path, for messages) from offset off: copied in the kernel
  * where it can (copy_file_range: no pass through user memory), else read and written; the
  * file's SHA-256 reads the copied bytes back, on its thread. back (or NULL): the n bytes as

@@ -47,17 +47,23 @@ static int buf_grow(qtk_buf *b, size_t more, bool exact)
 
 static int buf_reserve(qtk_buf *b, size_t more) { return buf_grow(b, more, false); }
 
+/* n bytes handed to b's flush (a failure sticks). */
+static int hand_on(qtk_buf *b, const void *p, size_t n)
+{
+	if (b->flush(b->flush_ctx, p, n)) {
+		b->failed = 1;
+		return QTK_E_IO;
+	}
+	b->flushed += n;
+	return 0;
+}
+
 int qtk_buf_flush(qtk_buf *b)
 {
 	if (b->failed)
 		return QTK_E_IO;
-	if (!b->flush || !b->len)
-		return 0;
-	if (b->flush(b->flush_ctx, b->p, b->len)) {
-		b->failed = 1;
-		return QTK_E_IO;
-	}
-	b->flushed += b->len;
+	if (!b->flush || !b->len || hand_on(b, b->p, b->len))
+		return b->failed ? QTK_E_IO : 0;
 	b->len = 0;
 	return 0;
 }
@@ -69,14 +75,8 @@ int qtk_buf_put(qtk_buf *b, const void *d, size_t n)
 	if (b->flush && !b->failed && b->len + n + 1 > b->cap) {
 		if (qtk_buf_flush(b))
 			return QTK_E_IO;
-		if (n + 1 > b->cap) { /* larger than the buffer: handed on as it is, not copied */
-			if (b->flush(b->flush_ctx, d, n)) {
-				b->failed = 1;
-				return QTK_E_IO;
-			}
-			b->flushed += n;
-			return 0;
-		}
+		if (n + 1 > b->cap) /* larger than the buffer: handed on as it is, not copied */
+			return hand_on(b, d, n);
 	}
 	if (buf_reserve(b, n))
 		return QTK_E_IO;

@@ -521,17 +521,12 @@ int qtk_writer_gen_record(qtk_writer *w, int (*put)(void *ctx, const uint8_t *p,
 	return rc;
 }
 
-bool qtk_writer_has_put_record(const qtk_writer *w)
-{
-	return w && (w->ops->put_record || w->ops->record_piece) && w->record_len;
-}
-
-bool qtk_writer_streams_record(const qtk_writer *w) { return qtk_writer_has_put_record(w) && w->ops->record_piece; }
+bool qtk_writer_has_put_record(const qtk_writer *w) { return w && w->ops->record_piece && w->record_len; }
 
 int qtk_writer_record_piece(qtk_writer *w, uint64_t at, const void *p, size_t n)
 {
-	if (!qtk_writer_streams_record(w))
-		return qtk_err_set(w->err, QTK_E_USAGE, w->path, -1, NULL, "this output cannot place its record in pieces");
+	if (!qtk_writer_has_put_record(w))
+		return qtk_err_set(w->err, QTK_E_USAGE, w->path, -1, NULL, "this output cannot place its record");
 	if (at > w->record_len || n > w->record_len - at)
 		return qtk_err_set(w->err, QTK_E_INTERNAL, w->path, -1, "qtk.provenance",
 				   "the record to place is longer than the reserved one");
@@ -541,8 +536,8 @@ int qtk_writer_record_piece(qtk_writer *w, uint64_t at, const void *p, size_t n)
 
 int qtk_writer_record_end(qtk_writer *w, uint64_t total)
 {
-	if (!qtk_writer_streams_record(w))
-		return qtk_err_set(w->err, QTK_E_USAGE, w->path, -1, NULL, "this output cannot place its record in pieces");
+	if (!qtk_writer_has_put_record(w))
+		return qtk_err_set(w->err, QTK_E_USAGE, w->path, -1, NULL, "this output cannot place its record");
 	if (total != w->record_len)
 		return qtk_err_set(w->err, QTK_E_INTERNAL, w->path, -1, "qtk.provenance",
 				   "the record to place is not the reserved one's length");
@@ -556,12 +551,8 @@ int qtk_writer_put_record(qtk_writer *w, const void *rec, size_t n)
 	if (n != w->record_len)
 		return qtk_err_set(w->err, QTK_E_INTERNAL, w->path, -1, "qtk.provenance",
 				   "the record to place is not the reserved one's length");
-	if (w->ops->record_piece) {
-		int rc = qtk_writer_record_piece(w, 0, rec, n);
-		return rc ? rc : qtk_writer_record_end(w, n);
-	}
-	int rc = qtk_writer_drain(w);
-	return rc ? rc : w->ops->put_record(w, rec, n);
+	int rc = qtk_writer_record_piece(w, 0, rec, n);
+	return rc ? rc : qtk_writer_record_end(w, n);
 }
 
 int qtk_writer_finish(qtk_writer *w)

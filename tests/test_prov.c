@@ -1521,17 +1521,6 @@ static void test_records(void)
 		return;
 	CHECK(strlen(ph) == strlen(fin), "same length %zu %zu", strlen(ph), strlen(fin));
 	CHECK(strstr(ph, "~~~~~~~~") && !strstr(fin, "~~~~~~~~"), "placeholders");
-	/* the final record written over the reserved one's memory (a GGUF writer then puts it
-	 * where the reserved one is): the same text; a text of another length is refused and
-	 * never runs past the memory */
-	char *over = qtk_strdup(ph);
-	CHECK(over && !qtk_prov_build_into(&b, over, strlen(ph), &err) && !strcmp(over, fin), "built in place");
-	size_t shorter = strlen(ph) - 1;
-	char *small = qtk_malloc(shorter + 1);
-	CHECK(small && qtk_prov_build_into(&b, small, shorter, &err) == QTK_E_INTERNAL && strlen(small) <= shorter,
-	      "too small a place refused: %s", err.msg);
-	qtk_free(small);
-	qtk_free(over);
 	/* streamed (qtk_prov_build_stream): the same text a piece at a time; another length is
 	 * refused, and the stream's own failure is the build's */
 	pieces_got pg = {{0}, 0, 0};
@@ -1542,7 +1531,11 @@ static void test_records(void)
 	qtk_buf_free(&pg.b);
 	qtk_err_clear(&err);
 	CHECK(qtk_prov_build_stream(&b, strlen(ph) + 1, pieces_put, &pg, &err) == QTK_E_INTERNAL,
-	      "streamed: another length refused");
+	      "streamed: a longer length refused");
+	qtk_buf_free(&pg.b);
+	qtk_err_clear(&err);
+	CHECK(qtk_prov_build_stream(&b, strlen(ph) - 1, pieces_put, &pg, &err) == QTK_E_INTERNAL,
+	      "streamed: a shorter length refused");
 	qtk_buf_free(&pg.b);
 	pg.fail = QTK_E_IO;
 	qtk_err_clear(&err);
@@ -2208,14 +2201,15 @@ static void two_records(char ph[400], char fin[400])
  * record of another length is refused and leaves the file as it was; the right one reads back
  * (for QPK through the header's digest of its metadata section, which the reader checks);
  * archives cannot. The records hold quotes and a multi-byte character: safetensors escapes
- * them into its JSON header as it did the reserved one. */
-static void test_put_record(qtk_out_kind kind, const char *name)
+ * them into its JSON header as it did the reserved one. A directory's record is its side file,
+ * or with in_kv (a bundle's inner directory) every shard's metadata. */
+static void test_put_record(qtk_out_kind kind, const char *name, bool in_kv)
 {
 	char ph[400], fin[400];
 	two_records(ph, fin);
 	qtk_model *d = qtk_model_new();
 	qtk_model_set_kv_str(d, "general.architecture", "llama");
-	if (kind == QTK_OUT_HF)
+	if (kind == QTK_OUT_HF && !in_kv)
 		qtk_model_add_blob(d, QTK_PROV_FILE, ph, strlen(ph));
 	else
 		qtk_model_set_kv_str(d, QTK_PROV_KEY, ph);
@@ -2231,7 +2225,8 @@ static void test_put_record(qtk_out_kind kind, const char *name)
 	const uint8_t zero[16] = {0};
 	int rc = qtk_writer_put(w, zero, sizeof zero);
 	if (kind == QTK_OUT_ARCHIVE) {
-		CHECK(!qtk_writer_has_put_record(w) && qtk_writer_put_record(w, fin, strlen(fin)) == QTK_E_USAGE,
+		CHECK(!qtk_writer_has_put_record(w) && qtk_writer_put_record(w, fin, strlen(fin)) == QTK_E_USAGE &&
+			      qtk_writer_record_piece(w, 0, fin, 7) == QTK_E_USAGE,
 		      "%s: an archive cannot place its record", name);
 		qtk_writer_abort(w);
 		qtk_close(d);
@@ -2239,22 +2234,14 @@ static void test_put_record(qtk_out_kind kind, const char *name)
 	}
 	CHECK(qtk_writer_has_put_record(w), "%s: the writer knows the record's place", name);
 	CHECK(qtk_writer_put_record(w, fin, strlen(fin) - 1) == QTK_E_INTERNAL, "%s: a shorter record refused", name);
-	const bool pieces = kind != QTK_OUT_ARCHIVE;
-	CHECK(qtk_writer_streams_record(w) == pieces, "%s: places its record in pieces: %d", name, pieces);
-	if (pieces) {
-		/* seven bytes at a time; a piece past the reserved length and an end short of it are
-		 * refused */
-		const size_t n = strlen(fin);
-		CHECK(qtk_writer_record_piece(w, n - 3, fin, 7) == QTK_E_INTERNAL, "%s: a piece past the end refused", name);
-		for (size_t at = 0; at < n && !rc; at += 7)
-			rc = qtk_writer_record_piece(w, at, fin + at, n - at < 7 ? n - at : 7);
-		CHECK(!rc && qtk_writer_record_end(w, n - 1) == QTK_E_INTERNAL, "%s: an end short of the length refused",
-		      name);
-		rc = rc ? rc : qtk_writer_record_end(w, n);
-	} else {
-		CHECK(qtk_writer_record_piece(w, 0, fin, 7) == QTK_E_USAGE, "%s: no pieces", name);
-		rc = rc ? rc : qtk_writer_put_record(w, fin, strlen(fin));
-	}
+	/* seven bytes at a time; a piece past the reserved length and an end short of it are
+	 * refused */
+	const size_t n = strlen(fin);
+	CHECK(qtk_writer_record_piece(w, n - 3, fin, 7) == QTK_E_INTERNAL, "%s: a piece past the end refused", name);
+	for (size_t at = 0; at < n && !rc; at += 7)
+		rc = qtk_writer_record_piece(w, at, fin + at, n - at < 7 ? n - at : 7);
+	CHECK(!rc && qtk_writer_record_end(w, n - 1) == QTK_E_INTERNAL, "%s: an end short of the length refused", name);
+	rc = rc ? rc : qtk_writer_record_end(w, n);
 	rc = rc ? (qtk_writer_abort(w), rc) : qtk_writer_finish(w);
 	CHECK(!rc, "%s: written: %s", name, err.msg);
 	qtk_model *m = rc ? NULL : qtk_open(path, &err);
@@ -2285,6 +2272,26 @@ static int gen_three(void *ctx, int (*put)(void *pctx, const uint8_t *p, size_t 
 	for (size_t i = 0; i < g->extra && !rc; i++)
 		rc = put(pctx, (const uint8_t *)"~", 1);
 	return rc;
+}
+
+/* A directory without the side file qtk-provenance.json refuses a generated record (its
+ * shards' headers would each run the generator). */
+static void test_gen_needs_file(void)
+{
+	qtk_model *d = qtk_model_new();
+	qtk_model_set_kv_str(d, "general.architecture", "llama");
+	add_four_floats(d);
+	gen_src g = {"{}", 0};
+	qtk_write_opts wo = {0};
+	wo.record_gen = gen_three;
+	wo.record_ctx = &g;
+	wo.record_len = 2;
+	qtk_err err;
+	qtk_writer *w = qtk_writer_open(path_in("gen-nofile"), QTK_OUT_HF, d, &wo, &err);
+	CHECK(!w && err.code == QTK_E_USAGE && strstr(err.msg, "side file"), "a directory without its record file: %s",
+	      err.msg);
+	qtk_writer_abort(w);
+	qtk_close(d);
 }
 
 static void test_gen_record(qtk_out_kind kind, const char *name, bool place, size_t extra)
@@ -2334,7 +2341,7 @@ static void test_gen_record(qtk_out_kind kind, const char *name, bool place, siz
 	const uint8_t zero[16] = {0};
 	int rc = qtk_writer_put(w, zero, sizeof zero);
 	if (place) {
-		CHECK(qtk_writer_streams_record(w), "%s: the generated record's place is known", name);
+		CHECK(qtk_writer_has_put_record(w), "%s: the generated record's place is known", name);
 		rc = rc ? rc : qtk_writer_put_record(w, fin, strlen(fin));
 	}
 	rc = rc ? (qtk_writer_abort(w), rc) : qtk_writer_finish(w);
@@ -2810,11 +2817,12 @@ int main(void)
 	test_ofile_hash();
 	reserve_and_patch(QTK_OUT_GGUF, "patched.gguf");
 	reserve_and_patch(QTK_OUT_SAFETENSORS, "patched.safetensors");
-	test_put_record(QTK_OUT_GGUF, "placed.gguf");
-	test_put_record(QTK_OUT_SAFETENSORS, "placed.safetensors");
-	test_put_record(QTK_OUT_QPK, "placed.qpk");
-	test_put_record(QTK_OUT_HF, "placed-hf");
-	test_put_record(QTK_OUT_ARCHIVE, "placed.tar");
+	test_put_record(QTK_OUT_GGUF, "placed.gguf", true);
+	test_put_record(QTK_OUT_SAFETENSORS, "placed.safetensors", true);
+	test_put_record(QTK_OUT_QPK, "placed.qpk", true);
+	test_put_record(QTK_OUT_HF, "placed-hf", false);
+	test_put_record(QTK_OUT_HF, "placed-hf-shards", true); /* no side file: every shard's metadata */
+	test_put_record(QTK_OUT_ARCHIVE, "placed.tar", true);
 	test_gen_record(QTK_OUT_GGUF, "gen.gguf", false, 0);
 	test_gen_record(QTK_OUT_GGUF, "gen-placed.gguf", true, 0);
 	test_gen_record(QTK_OUT_GGUF, "gen-long.gguf", false, 2);
@@ -2828,6 +2836,7 @@ int main(void)
 	test_gen_record(QTK_OUT_HF, "gen-hf-placed", true, 0);
 	test_gen_record(QTK_OUT_HF, "gen-hf-long", false, 2);
 	test_gen_record(QTK_OUT_ARCHIVE, "gen.tar", false, 0);
+	test_gen_needs_file();
 	test_hostile();
 	cleanup();
 	for (size_t i = 0; i < NSPEC; i++)

@@ -1835,19 +1835,14 @@ static int finish_err(int rc, qtk_err *err)
 }
 
 /* The canonical text of root (freed), hooks writing their parts, into *out; reserve: its
- * length, when known (the final record has the reserved one's), else 0. into: written there
- * (reserve + 1 bytes); st: handed to st->put a megabyte at a time, *out left NULL (with into
- * or st the text must be exactly reserve bytes). */
-static int finish_json(cJSON *root, const canon_hooks *hs, size_t reserve, char *into, rec_stream *st, char **out,
-		       qtk_err *err)
+ * length, when known (the final record has the reserved one's), else 0. st: handed to st->put
+ * a megabyte at a time instead, *out left NULL; the text must then be exactly reserve bytes
+ * (SIZE_MAX: any length). */
+static int finish_json(cJSON *root, const canon_hooks *hs, size_t reserve, rec_stream *st, char **out, qtk_err *err)
 {
 	qtk_buf b = {0};
 	*out = NULL;
-	if (into) { /* the caller's reserve + 1 bytes: the text must fill them exactly */
-		b.p = (uint8_t *)into;
-		b.cap = reserve + 1;
-		b.fixed = 1;
-	} else if (st) {
+	if (st) {
 		b.flush = stream_put;
 		b.flush_ctx = st;
 		st->rc = 0;
@@ -1857,21 +1852,18 @@ static int finish_json(cJSON *root, const canon_hooks *hs, size_t reserve, char 
 	}
 	const int rc = root ? canon_put(&b, root, 0, hs) : QTK_E_IO;
 	cJSON_Delete(root);
-	if (into || st) {
-		const bool whole = !rc && !b.failed && !qtk_buf_flush(&b) &&
-				   (b.flushed + b.len == reserve || (st && reserve == SIZE_MAX));
-		if (st)
-			qtk_buf_free(&b);
-		if (whole) {
-			*out = into;
-			return 0;
-		}
-		if (st && st->rc) /* the stream's own error, its message set */
+	if (st) {
+		const bool failed = rc || b.failed || qtk_buf_flush(&b);
+		const uint64_t total = b.flushed;
+		qtk_buf_free(&b);
+		if (st->rc) /* the stream's own error, its message set */
 			return st->rc;
-		if (rc == QTK_E_DATA || (st && (b.failed || rc)))
+		if (failed)
 			return finish_err(rc, err);
-		return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, QTK_PROV_KEY,
-				   "final record length differs from the reserved one");
+		return total == reserve || reserve == SIZE_MAX
+			       ? 0
+			       : qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, QTK_PROV_KEY,
+					     "final record length differs from the reserved one");
 	}
 	if (rc || b.failed || !b.p) {
 		qtk_buf_free(&b);
@@ -1974,7 +1966,7 @@ int qtk_prov_take_shared(qtk_prov_builder *b, const qtk_digests *out, qtk_err *e
 	return any ? qtk_digests_finish(&b->src_cache, err) : 0;
 }
 
-static int build(qtk_prov_builder *b, size_t reserve, char *into, rec_stream *st, char **json, qtk_err *err)
+static int build(qtk_prov_builder *b, size_t reserve, rec_stream *st, char **json, qtk_err *err)
 {
 	*json = NULL;
 	qtk_json_init();
@@ -2055,7 +2047,7 @@ static int build(qtk_prov_builder *b, size_t reserve, char *into, rec_stream *st
 		if (rc) {
 			cJSON_Delete(r);
 		} else {
-			rc = finish_json(r, &hs, reserve, into, st, json, err);
+			rc = finish_json(r, &hs, reserve, st, json, err);
 		}
 	}
 	olist_free(&od_meta);
@@ -2065,18 +2057,12 @@ static int build(qtk_prov_builder *b, size_t reserve, char *into, rec_stream *st
 
 int qtk_prov_build(qtk_prov_builder *b, char **json, qtk_err *err)
 {
-	return build(b, 0, NULL, NULL, json, err);
+	return build(b, 0, NULL, json, err);
 }
 
 int qtk_prov_build_sized(qtk_prov_builder *b, size_t reserve, char **json, qtk_err *err)
 {
-	return build(b, reserve, NULL, NULL, json, err);
-}
-
-int qtk_prov_build_into(qtk_prov_builder *b, char *buf, size_t len, qtk_err *err)
-{
-	char *json = NULL;
-	return build(b, len, buf, NULL, &json, err);
+	return build(b, reserve, NULL, json, err);
 }
 
 int qtk_prov_build_stream(qtk_prov_builder *b, size_t len, int (*put)(void *ctx, const uint8_t *p, size_t n),
@@ -2085,7 +2071,7 @@ int qtk_prov_build_stream(qtk_prov_builder *b, size_t len, int (*put)(void *ctx,
 	char *json = NULL;
 	rec_stream st = {put, ctx, 0};
 	return len == SIZE_MAX ? qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, NULL, "record length unknown")
-			       : build(b, len, NULL, &st, &json, err);
+			       : build(b, len, &st, &json, err);
 }
 
 static int count_put(void *ctx, const uint8_t *p, size_t n)
@@ -2100,7 +2086,7 @@ int qtk_prov_build_count(qtk_prov_builder *b, size_t *len, qtk_err *err)
 	char *json = NULL;
 	uint64_t n = 0;
 	rec_stream st = {count_put, &n, 0};
-	int rc = build(b, SIZE_MAX, NULL, &st, &json, err);
+	int rc = build(b, SIZE_MAX, &st, &json, err);
 	*len = rc ? 0 : (size_t)n;
 	return rc;
 }
@@ -2169,5 +2155,5 @@ int qtk_prov_emit(qtk_model *m, const qtk_digests *d, const qtk_filelist *files,
 	char tm[32];
 	qtk_prov_time(time_s, tm, sizeof tm);
 	cJSON_AddStringToObject(r, "time", tm);
-	return finish_json(r, &hs, 0, NULL, NULL, json, err);
+	return finish_json(r, &hs, 0, NULL, json, err);
 }

@@ -146,11 +146,10 @@ int qtk_prov_build(qtk_prov_builder *b, char **json, qtk_err *err);
 /* The same, the text's length known beforehand (the final record has the reserved one's):
  * its buffer is allocated once at that size. */
 int qtk_prov_build_sized(qtk_prov_builder *b, size_t reserve, char **json, qtk_err *err);
-/* The same, written into buf (len + 1 bytes, e.g. the reserved record's own memory, which it
- * replaces): the text must be exactly len bytes (QTK_E_INTERNAL otherwise). */
-int qtk_prov_build_into(qtk_prov_builder *b, char *buf, size_t len, qtk_err *err);
-/* The same, handed to put a megabyte at a time as it is made, never held whole: put returns 0
- * or an error code with err's message set (it is returned as is). */
+/* The same, handed to put a megabyte at a time as it is made, never held whole (a piece
+ * larger than that, the chained parent's text, as it is): the text must be exactly len bytes
+ * (QTK_E_INTERNAL otherwise); put returns 0 or an error code with err's message set (it is
+ * returned as is). */
 int qtk_prov_build_stream(qtk_prov_builder *b, size_t len, int (*put)(void *ctx, const uint8_t *p, size_t n),
 			  void *ctx, qtk_err *err);
 /* The record's length only, made and counted a megabyte at a time (nothing kept): the reserved
