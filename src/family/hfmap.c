@@ -59,9 +59,12 @@ struct qtk_hfmap {
 		uint32_t n;
 	} gen[4];
 	size_t ngen;
-	/* the view */
+	/* the view: its entries while it is made, then what the converter asks of it */
 	vent *v;
 	size_t nv, capv;
+	qtk_hfmap_out *vout;     /* nv entries, once the view is made (v is freed then) */
+	uint8_t **vmem;          /* the MEM tensors' bytes the view reads, nvmem of them */
+	size_t nvmem;
 	size_t *pieces;          /* stacks' source tensors */
 	size_t npieces;
 	qtk_view *views;
@@ -96,11 +99,15 @@ void qtk_hfmap_free(qtk_hfmap *m)
 	qtk_free(m->e);
 	for (size_t i = 0; i < m->ngen; i++)
 		qtk_free(m->gen[i].v);
-	for (size_t i = 0; i < m->nv; i++) {
+	for (size_t i = 0; m->v && i < m->nv; i++) {
 		qtk_free(m->v[i].name);
 		qtk_free(m->v[i].mem);
 	}
 	qtk_free(m->v);
+	for (size_t i = 0; i < m->nvmem; i++)
+		qtk_free(m->vmem[i]);
+	qtk_free(m->vmem);
+	qtk_free(m->vout);
 	qtk_free(m->pieces);
 	qtk_free(m->views);
 	qtk_free(m->pptr);
@@ -611,6 +618,30 @@ static int view_tensor(qtk_hfmap *m, qtk_model *src, const vent *v, qtk_view *vw
 	return 0;
 }
 
+/* Once the view is made its tensors hold the names, shapes and parts: of the entries only what
+ * the converter asks (qtk_hfmap_view_out) and the MEM bytes the view reads stay, ~200 bytes a
+ * tensor less. */
+static int shed_entries(qtk_hfmap *m)
+{
+	size_t nmem = 0;
+	for (size_t k = 0; k < m->nv; k++)
+		nmem += m->v[k].mem != NULL;
+	m->vout = qtk_calloc(m->nv ? m->nv : 1, sizeof *m->vout);
+	m->vmem = qtk_calloc(nmem ? nmem : 1, sizeof *m->vmem);
+	if (!m->vout || !m->vmem)
+		return QTK_E_IO;
+	for (size_t k = 0; k < m->nv; k++) {
+		m->vout[k] = m->v[k].info;
+		if (m->v[k].mem)
+			m->vmem[m->nvmem++] = m->v[k].mem;
+		qtk_free(m->v[k].name);
+	}
+	qtk_free(m->v);
+	m->v = NULL;
+	m->capv = 0;
+	return 0;
+}
+
 int qtk_hfmap_view(qtk_hfmap *m, qtk_model *src, const qtk_model *meta, qtk_model **viewp, qtk_err *err)
 {
 	*viewp = NULL;
@@ -644,6 +675,8 @@ int qtk_hfmap_view(qtk_hfmap *m, qtk_model *src, const qtk_model *meta, qtk_mode
 		if (!kv || qtk_value_copy(&kv->val, &meta->kv[i].val))
 			rc = oom(err);
 	}
+	if (!rc && shed_entries(m))
+		rc = oom(err);
 	if (rc) {
 		qtk_close(vm);
 		return rc;
@@ -652,7 +685,7 @@ int qtk_hfmap_view(qtk_hfmap *m, qtk_model *src, const qtk_model *meta, qtk_mode
 	return 0;
 }
 
-const qtk_hfmap_out *qtk_hfmap_view_out(const qtk_hfmap *m, size_t k) { return k < m->nv ? &m->v[k].info : NULL; }
+const qtk_hfmap_out *qtk_hfmap_view_out(const qtk_hfmap *m, size_t k) { return k < m->nv ? &m->vout[k] : NULL; }
 
 bool qtk_hfmap_restructured(const qtk_model *g)
 {
