@@ -52,7 +52,7 @@ typedef struct errstat {
 
 typedef struct tensor_result {
 	char *name;            /* owned (conv_result_free) */
-	char from[48], to[48];
+	const char *from, *to; /* layout ids, interned (qtk_intern) */
 	bool exact, lossy_possible;
 	double rmse, max_abs_err, sqnr_db, cosine;
 	double bias; /* <out, src> / <src, src>: 1 when unbiased, < 1 when the fit shrinks the weights */

@@ -392,9 +392,6 @@ static int prov_end(prov_state *p, qtk_writer *w)
 		*p->err = p->sink_err;
 		return rc;
 	}
-	/* the sinks held the source's leaves without digests (late copies): the hashed ones serve
-	 * from here on */
-	qtk_digests_free(&p->b.src_meta);
 	/* copied tensors: the source's leaves are the output's (hashed once, from the bytes copied) */
 	rc = qtk_prov_take_shared(&p->b, &p->od, p->err);
 	p->b.out_digests = &p->od;
@@ -450,7 +447,7 @@ static bool src_leaf_for(const prov_state *p, const qtk_model *source, const qtk
 	const size_t si = stored_index(source, in, st);
 	if (si == SIZE_MAX || (p->select && !p->select[si]) || p->b.src_digests || (!p->b.src_pending && !p->b.cached))
 		return false;
-	const qtk_digests *src = p->b.src_pending ? &p->b.src_meta : &p->b.src_cache;
+	const qtk_digests *src = &p->b.src_cache;
 	qtk_leaf om;
 	qtk_err e;
 	qtk_err_clear(&e);
@@ -683,8 +680,15 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 			rc = qtk_err_set(&err, QTK_E_IO, NULL, -1, NULL, "out of memory");
 			goto done;
 		}
-		qtk_layout_id(&in->tensors[i].layout, r->from, sizeof r->from);
-		qtk_layout_id(&d->tensors[k].layout, r->to, sizeof r->to);
+		char id[48];
+		qtk_layout_id(&in->tensors[i].layout, id, sizeof id);
+		r->from = qtk_intern(id);
+		qtk_layout_id(&d->tensors[k].layout, id, sizeof id);
+		r->to = qtk_intern(id);
+		if (!r->from || !r->to) {
+			rc = qtk_err_set(&err, QTK_E_IO, NULL, -1, NULL, "out of memory");
+			goto done;
+		}
 		r->bytes_in = in->tensors[i].n_bytes;
 		r->bytes_out = d->tensors[k].n_bytes;
 		res->bytes_in += r->bytes_in;
@@ -758,7 +762,7 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 		for (int sn = 0; sn < 2; sn++) { /* both sinks: the decoded one skips proven copies */
 			qtk_digest_sink *sk = sn ? prov.sink2 : prov.sink;
 			if (prov.b.src_pending)
-				qtk_digest_sink_expect_late(sk, k, qtk_digests_find(&prov.b.src_meta, canon));
+				qtk_digest_sink_expect_late(sk, k, qtk_digests_find(&prov.b.src_cache, canon));
 			else
 				qtk_digest_sink_expect(sk, k, qtk_digests_find(&prov.b.src_cache, canon));
 		}

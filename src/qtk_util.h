@@ -216,6 +216,10 @@ int qtk_strmap_reserve(qtk_strmap *map, size_t n);
 /* True with *val set when key is present. */
 bool qtk_strmap_get(const qtk_strmap *map, const char *key, size_t *val);
 void qtk_strmap_free(qtk_strmap *map);
+/* One copy of s for the whole process, shared by every caller that interns an equal string
+ * and never freed: for the few distinct values many records point at (encoding and layout ids;
+ * a hostile file has one a tensor at most). Thread-safe; NULL when out of memory. */
+const char *qtk_intern(const char *s);
 /* Test hook: the number of key comparisons (strcmp) lookups made, and of linear-scan steps the
  * model's finders took without an index (counted only in this process, never reset). */
 extern atomic_size_t qtk_lookup_steps;

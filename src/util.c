@@ -318,6 +318,38 @@ void qtk_strmap_free(qtk_strmap *map)
 	memset(map, 0, sizeof *map);
 }
 
+/* The interned copies: an index over them and the copies, kept until exit. */
+static pthread_mutex_t intern_mu = PTHREAD_MUTEX_INITIALIZER;
+static qtk_strmap intern_map;
+static char **interned;
+static size_t ninterned, cap_interned;
+
+const char *qtk_intern(const char *s)
+{
+	const char *r = NULL;
+	size_t k;
+	pthread_mutex_lock(&intern_mu);
+	if (qtk_strmap_get(&intern_map, s, &k)) {
+		r = interned[k];
+	} else {
+		if (ninterned == cap_interned) {
+			const size_t nc = cap_interned ? 2 * cap_interned : 16;
+			char **n = qtk_realloc(interned, nc * sizeof *n);
+			if (n) {
+				interned = n;
+				cap_interned = nc;
+			}
+		}
+		char *c = ninterned < cap_interned ? qtk_strdup(s) : NULL;
+		if (c && qtk_strmap_put(&intern_map, c, ninterned, NULL) == 1)
+			r = interned[ninterned++] = c;
+		else
+			qtk_free(c);
+	}
+	pthread_mutex_unlock(&intern_mu);
+	return r;
+}
+
 void qtk_shape_text(char *b, size_t n, int nd, const uint64_t *shape)
 {
 	if (!n)

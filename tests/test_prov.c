@@ -240,6 +240,130 @@ static void test_container_independence(void)
 	qtk_close(m);
 }
 
+static void plain2d(qtk_tensor *t, const char *name, unsigned type, uint64_t out, uint64_t in, uint64_t nbytes);
+
+static bool same_leaf(const qtk_leaf *x, const qtk_leaf *y)
+{
+	return !strcmp(x->name, y->name) && !strcmp(x->stored, y->stored) && x->enc_id == y->enc_id &&
+	       x->ndim == y->ndim && !memcmp(x->shape, y->shape, sizeof x->shape) && x->n_bytes == y->n_bytes &&
+	       !memcmp(x->enc, y->enc, 32) && !memcmp(x->dec, y->dec, 32) && x->dec_kind == y->dec_kind &&
+	       x->has_enc == y->has_enc && x->has_dec == y->has_dec && x->qk_heads == y->qk_heads && x->bad == y->bad;
+}
+
+/* A model's description (qtk_digest_describe) filled in by qtk_digest_model_into: the leaves
+ * qtk_digest_model makes, where they were described; a model other than the one described is
+ * refused and the description kept. */
+static void test_describe_into(void)
+{
+	const char *gg = path_in("di.gguf"), *st = path_in("di.safetensors"), *st16 = path_in("di16.safetensors");
+	CHECK(!write_model(gg, QTK_OUT_GGUF, true, QTK_T_F32, NULL, true), "write gguf");
+	CHECK(!write_model(st, QTK_OUT_SAFETENSORS, false, QTK_T_F32, NULL, true), "write safetensors");
+	CHECK(!write_model(st16, QTK_OUT_SAFETENSORS, false, QTK_T_F16, NULL, true), "write f16 safetensors");
+	const char *paths[] = {gg, st};
+	for (int pi = 0; pi < 2; pi++) {
+		for (int threads = 1; threads <= 2; threads++) {
+			qtk_err err;
+			qtk_model *m = qtk_open(paths[pi], &err);
+			if (!m) {
+				CHECK(0, "open %s: %s", paths[pi], err.msg);
+				continue;
+			}
+			qtk_digests whole, d;
+			/* two threads: the files read once for their SHA-256 and the leaves (ftap) */
+			uint8_t (*fsha)[32] = threads == 2 ? calloc(m->nfiles ? m->nfiles : 1, 32) : NULL;
+			qtk_digest_opts o = {.threads = threads, .file_sha = fsha};
+			CHECK(!qtk_digest_model(m, &o, &whole, &err), "whole: %s", err.msg);
+			CHECK(threads == 1 || whole.n_with_files > 0, "tensors hashed from the files' read");
+			CHECK(!qtk_digest_describe(m, &d, &err), "describe: %s", err.msg);
+			CHECK(d.n == m->ntensors && d.of_tensor && !d.complete, "described %zu of %zu", d.n, m->ntensors);
+			bool sorted = true, mapped = true, bare = true;
+			for (size_t i = 0; i < d.n; i++) {
+				sorted = sorted && (!i || strcmp(d.leaf[i - 1].name, d.leaf[i].name) < 0);
+				mapped = mapped && d.of_tensor[i] < d.n && !strcmp(d.leaf[d.of_tensor[i]].stored, m->tensors[i].name);
+				bare = bare && !d.leaf[i].has_enc && !d.leaf[i].has_dec;
+			}
+			CHECK(sorted && mapped && bare, "sorted %d, tensor i's leaf %d, no digests %d", sorted, mapped, bare);
+			const qtk_leaf *first = d.n ? &d.leaf[0] : NULL;
+			const char *first_name = first ? first->name : NULL;
+			CHECK(!qtk_digest_model_into(m, &o, &d, &err), "into: %s", err.msg);
+			CHECK(!qtk_digests_finish(&d, &err), "finish: %s", err.msg);
+			CHECK(d.n_with_files == whole.n_with_files, "as many from the files' read: %zu %zu", d.n_with_files,
+			      whole.n_with_files);
+			CHECK(d.n && &d.leaf[0] == first && d.leaf[0].name == first_name, "leaves not moved");
+			CHECK(d.complete && !memcmp(d.enc_root, whole.enc_root, 32) && !memcmp(d.dec_root, whole.dec_root, 32),
+			      "%s, %d threads: roots of qtk_digest_model", paths[pi], threads);
+			bool same = d.n == whole.n;
+			for (size_t i = 0; same && i < d.n; i++)
+				same = same_leaf(&d.leaf[i], &whole.leaf[i]);
+			CHECK(same, "%s, %d threads: every leaf that of qtk_digest_model", paths[pi], threads);
+			qtk_digests_free(&d);
+
+			/* only the selected tensors are read: the others keep their description */
+			bool *sel = calloc(m->ntensors ? m->ntensors : 1, 1);
+			for (size_t i = 0; sel && i < m->ntensors; i += 2)
+				sel[i] = true;
+			qtk_digest_opts os = {.threads = threads, .select = sel};
+			CHECK(sel && !qtk_digest_describe(m, &d, &err) && !qtk_digest_model_into(m, &os, &d, &err),
+			      "selected: %s", err.msg);
+			bool sel_ok = true;
+			for (size_t i = 0; i < m->ntensors && d.of_tensor; i++) {
+				const qtk_leaf *l = &d.leaf[d.of_tensor[i]];
+				const qtk_leaf *w = qtk_digests_find(&whole, l->name);
+				sel_ok = sel_ok && w && (sel[i] ? same_leaf(l, w) : !l->has_enc && !l->has_dec);
+			}
+			CHECK(sel_ok, "selected leaves hashed, the others bare");
+			qtk_digests_free(&d);
+			free(sel);
+
+			/* a scheme other than the description's, and digests that are no description */
+			qtk_digest_opts v1 = {.threads = threads, .scheme = QTK_DIGEST_V1};
+			CHECK(!qtk_digest_describe(m, &d, &err), "describe again");
+			CHECK(qtk_digest_model_into(m, &v1, &d, &err) == QTK_E_INTERNAL, "another scheme refused");
+			qtk_digests_free(&d);
+			CHECK(qtk_digest_model_into(m, &o, &whole, &err) == QTK_E_INTERNAL, "not a description: refused");
+			qtk_digests_free(&whole);
+			free(fsha);
+			qtk_close(m);
+		}
+	}
+	/* the F16 file into the F32 file's description (same names, another encoding): refused,
+	 * naming the tensor, and the description left as it was */
+	qtk_err err;
+	qtk_model *a = qtk_open(st, &err), *b = qtk_open(st16, &err);
+	qtk_digests d;
+	if (a && b && !qtk_digest_describe(a, &d, &err)) {
+		const char *enc0 = d.leaf[0].enc_id;
+		qtk_digest_opts o = {.threads = 2};
+		qtk_err_clear(&err);
+		int rc = qtk_digest_model_into(b, &o, &d, &err);
+		CHECK(rc == QTK_E_DATA && strstr(err.msg, "not the one described") && err.subject[0],
+		      "another file refused: %d %s: %s", rc, err.subject, err.msg);
+		CHECK(d.n == a->ntensors && d.leaf[0].enc_id == enc0 && !d.leaf[0].has_enc, "description kept");
+		qtk_digests_free(&d);
+	} else {
+		CHECK(0, "open and describe: %s", err.msg);
+	}
+	qtk_close(a);
+	qtk_close(b);
+
+	/* two tensors with one canonical name: refused as qtk_digests_finish refuses them */
+	qtk_model *c = qtk_model_new();
+	const char *names[] = {"blk.0.attn_v.weight", "model.layers.0.self_attn.v_proj.weight"};
+	for (int i = 0; c && i < 2; i++) {
+		qtk_tensor *t = qtk_model_add_tensor(c, names[i]);
+		if (t) {
+			char *nm = t->name;
+			plain2d(t, nm, QTK_T_F32, 2, 4, 32);
+		}
+	}
+	CHECK(c && c->ntensors == 2, "collision model");
+	qtk_err_clear(&err);
+	int rc = c ? qtk_digest_describe(c, &d, &err) : -1;
+	CHECK(rc == QTK_E_DATA && strstr(err.msg, "canonical name") && d.n == 0 && !d.leaf && !d.of_tensor,
+	      "canonical collision refused, nothing kept: %d %s", rc, err.msg);
+	qtk_close(c);
+}
+
 /* A plain 2-D tensor [out][in] of one part of type `type` and nbytes bytes, named name. */
 static void plain2d(qtk_tensor *t, const char *name, unsigned type, uint64_t out, uint64_t in, uint64_t nbytes)
 {
@@ -2796,6 +2920,7 @@ int main(void)
 	make_values();
 	test_names();
 	test_container_independence();
+	test_describe_into();
 	test_streaming();
 	test_v2_forms();
 	test_v2_heads16();

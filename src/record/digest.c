@@ -692,40 +692,6 @@ static qtk_dec_kind dec_kind_of(const qtk_tensor *t)
 	return QTK_DEC_VALUES;
 }
 
-/* Encoding ids are few (a run has one a layout; a hostile file one a tensor at most): every leaf
- * of the process points at one copy of each, kept until exit, instead of holding 64 bytes. NULL
- * when out of memory. */
-static pthread_mutex_t ids_mu = PTHREAD_MUTEX_INITIALIZER;
-static qtk_strmap ids_map;
-static char **ids;
-static size_t nids, cap_ids;
-
-static const char *enc_intern(const char *id)
-{
-	const char *r = NULL;
-	size_t k;
-	pthread_mutex_lock(&ids_mu);
-	if (qtk_strmap_get(&ids_map, id, &k)) {
-		r = ids[k];
-	} else {
-		if (nids == cap_ids) {
-			const size_t nc = cap_ids ? 2 * cap_ids : 16;
-			char **n = qtk_realloc(ids, nc * sizeof *n);
-			if (n) {
-				ids = n;
-				cap_ids = nc;
-			}
-		}
-		char *c = nids < cap_ids ? qtk_strdup(id) : NULL;
-		if (c && qtk_strmap_put(&ids_map, c, nids, NULL) == 1)
-			r = ids[nids++] = c;
-		else
-			qtk_free(c);
-	}
-	pthread_mutex_unlock(&ids_mu);
-	return r;
-}
-
 int qtk_digest_leaf_meta(const qtk_model *m, const qtk_tensor *t, qtk_leaf *l, qtk_err *err)
 {
 	char canon[QTK_CAP_NAME + 64];
@@ -740,7 +706,7 @@ int qtk_digest_leaf_meta(const qtk_model *m, const qtk_tensor *t, qtk_leaf *l, q
 		return oom(err, t->name);
 	char id[64];
 	qtk_digest_enc_id(&t->layout, id, sizeof id);
-	if (!(l->enc_id = enc_intern(id)))
+	if (!(l->enc_id = qtk_intern(id)))
 		return oom(err, t->name);
 	l->ndim = t->ndim;
 	memcpy(l->shape, t->shape, sizeof l->shape);
@@ -1572,7 +1538,7 @@ int qtk_thash_end(qtk_thash *h, qtk_leaf *leaf)
 		leaf->name = h->canon;
 		leaf->stored = h->stored;
 		h->canon = h->stored = NULL;
-		if (!(leaf->enc_id = enc_intern(h->enc_id)))
+		if (!(leaf->enc_id = qtk_intern(h->enc_id)))
 			rc = oom(h->err, NULL);
 		leaf->ndim = h->t.ndim;
 		memcpy(leaf->shape, h->t.shape, sizeof leaf->shape);
@@ -1782,6 +1748,7 @@ void qtk_digests_free(qtk_digests *d)
 		qtk_free(d->leaf[i].bad_msg);
 	}
 	qtk_free(d->leaf);
+	qtk_free(d->of_tensor);
 	memset(d, 0, sizeof *d);
 }
 
@@ -1839,9 +1806,18 @@ int qtk_canon_unique(const qtk_model *m, qtk_err *err)
 	return rc;
 }
 
+static bool leaves_sorted(const qtk_digests *d)
+{
+	for (size_t i = 1; i < d->n; i++)
+		if (leaf_cmp(&d->leaf[i - 1], &d->leaf[i]) >= 0)
+			return false;
+	return true;
+}
+
 int qtk_digests_finish(qtk_digests *d, qtk_err *err)
 {
-	if (d->n)
+	/* sorted leaves stay where they are: a description's (qtk_digest_describe) are pointed at */
+	if (d->n && !leaves_sorted(d))
 		qsort(d->leaf, d->n, sizeof *d->leaf, leaf_cmp);
 	d->bytes = 0;
 	d->n_permuted = 0;
@@ -1883,6 +1859,7 @@ typedef struct djob {
 	qtk_model *m;
 	const qtk_digest_opts *o;
 	qtk_digests *d;
+	bool into;               /* d is a description of m (qtk_digest_model_into) */
 	size_t *order;           /* tensors, largest first */
 	pthread_mutex_t mu;      /* reads, errors, progress */
 	size_t fail_at;          /* lowest failing tensor index, SIZE_MAX when none */
@@ -2014,9 +1991,45 @@ static int packed_dec(djob *j, const qtk_tensor *t, uint8_t dec[32], qtk_err *e)
 
 /* Tensor i's hashing ended with rc (e its error): a failure noted, or with keep_going a data
  * error turned into a leaf marked bad. */
+/* Tensor i's leaf from its finished hash h (and pdec, when not NULL, its decoded tier made
+ * apart): the whole leaf into its slot, or, into a description, only the digests, once the
+ * hash is seen to be of the tensor described. */
+static int leaf_end(djob *j, size_t i, qtk_thash *h, const uint8_t *pdec, qtk_err *e)
+{
+	qtk_leaf t, *l = j->into ? &j->d->leaf[j->d->of_tensor[i]] : &j->d->leaf[i];
+	int rc = qtk_thash_end(h, j->into ? &t : l);
+	if (rc || !j->into) {
+		if (!rc && pdec) {
+			memcpy(l->dec, pdec, 32);
+			l->has_dec = true;
+		}
+		return rc;
+	}
+	if (strcmp(t.name, l->name) || strcmp(t.stored, l->stored) || t.enc_id != l->enc_id ||
+	    t.n_bytes != l->n_bytes || t.ndim != l->ndim || memcmp(t.shape, l->shape, sizeof t.shape) ||
+	    t.dec_kind != l->dec_kind || t.qk_heads != l->qk_heads) {
+		rc = qtk_err_set(e, QTK_E_DATA, NULL, -1, t.stored,
+				 "the tensor read is not the one described before (did the file change?)");
+	} else {
+		memcpy(l->enc, t.enc, 32);
+		memcpy(l->dec, pdec ? pdec : t.dec, 32);
+		l->has_enc = t.has_enc;
+		l->has_dec = t.has_dec || pdec;
+	}
+	qtk_free(t.name);
+	qtk_free(t.stored);
+	return rc;
+}
+
 static void leaf_done(djob *j, size_t i, int rc, qtk_err *e)
 {
 	const qtk_tensor *t = &j->m->tensors[i];
+	if (rc == QTK_E_DATA && j->o && j->o->keep_going && j->into) {
+		qtk_leaf *l = &j->d->leaf[j->d->of_tensor[i]];
+		l->bad = true;
+		l->bad_msg = qtk_strndup(e->msg, 180);
+		return;
+	}
 	if (rc == QTK_E_DATA && j->o && j->o->keep_going) {
 		qtk_leaf *l = &j->d->leaf[i];
 		qtk_err e2;
@@ -2047,6 +2060,8 @@ static void digest_one(void *ctx, size_t k)
 	pthread_mutex_unlock(&j->mu);
 	if (skip)
 		return;
+	if (j->o && j->o->select && !j->o->select[i] && j->into)
+		return; /* described already */
 	if (j->o && j->o->select && !j->o->select[i]) {
 		qtk_err e0;
 		qtk_err_clear(&e0);
@@ -2077,12 +2092,8 @@ static void digest_one(void *ctx, size_t k)
 			rc = rc ? rc : qtk_thash_put(h, buf, n);
 		}
 	if (!rc) {
-		rc = qtk_thash_end(h, &j->d->leaf[i]);
+		rc = leaf_end(j, i, h, pk == 0 ? pdec : NULL, &e);
 		h = NULL;
-	}
-	if (!rc && pk == 0) {
-		memcpy(j->d->leaf[i].dec, pdec, 32);
-		j->d->leaf[i].has_dec = true;
 	}
 	qtk_thash_free(h);
 	qtk_free(buf);
@@ -2198,7 +2209,7 @@ static void ftap_end(ftap *ft)
 	djob *j = ft->j;
 	const size_t i = ft->t[ft->cur].i;
 	if (!ft->rc) {
-		ft->rc = qtk_thash_end(ft->h, &j->d->leaf[i]);
+		ft->rc = leaf_end(j, i, ft->h, NULL, &ft->e);
 		ft->h = NULL;
 	}
 	qtk_thash_free(ft->h);
@@ -2284,27 +2295,38 @@ static int by_size_desc(const void *a, const void *b)
 	return x->i < y->i ? -1 : x->i > y->i;
 }
 
-int qtk_digest_model(qtk_model *m, const qtk_digest_opts *o, qtk_digests *out, qtk_err *err)
+/* qtk_digest_model, or with into qtk_digest_model_into. */
+static int digest_run(qtk_model *m, const qtk_digest_opts *o, qtk_digests *out, bool into, qtk_err *err)
 {
-	memset(out, 0, sizeof *out);
 	size_t n = m->ntensors;
-	out->leaf = qtk_calloc(n ? n : 1, sizeof *out->leaf);
+	if (into && (out->n != n || !out->of_tensor || out->scheme != norm_scheme(o ? o->scheme : 0)))
+		return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, NULL, "the digests are not a description of this model");
+	if (!into) {
+		memset(out, 0, sizeof *out);
+		if (!(out->leaf = qtk_calloc(n ? n : 1, sizeof *out->leaf)))
+			return oom(err, NULL);
+	}
 	size_t *order = qtk_calloc(n ? n : 1, sizeof *order);
 	sized *sz = qtk_calloc(n ? n : 1, sizeof *sz);
-	if (!out->leaf || !order || !sz) {
-		qtk_free(out->leaf);
+	if (!order || !sz) {
+		if (!into) {
+			qtk_free(out->leaf);
+			out->leaf = NULL;
+		}
 		qtk_free(order);
 		qtk_free(sz);
-		out->leaf = NULL;
 		return oom(err, NULL);
 	}
-	out->n = n;
-	out->scheme = norm_scheme(o ? o->scheme : 0);
+	if (!into) {
+		out->n = n;
+		out->scheme = norm_scheme(o ? o->scheme : 0);
+	}
 	djob j;
 	memset(&j, 0, sizeof j);
 	j.m = m;
 	j.o = o;
 	j.d = out;
+	j.into = into;
 	j.order = order;
 	j.fail_at = SIZE_MAX;
 	pthread_mutex_init(&j.mu, NULL);
@@ -2352,7 +2374,8 @@ int qtk_digest_model(qtk_model *m, const qtk_digest_opts *o, qtk_digests *out, q
 	pthread_mutex_destroy(&j.mu);
 	qtk_free(order);
 	if (rc) {
-		qtk_digests_free(out);
+		if (!into)
+			qtk_digests_free(out);
 		return rc;
 	}
 	if (j.fail_at == SIZE_MAX && fw.rc) { /* the tensors hashed; a file's read or hash failed */
@@ -2365,12 +2388,69 @@ int qtk_digest_model(qtk_model *m, const qtk_digest_opts *o, qtk_digests *out, q
 			snprintf(err->file, sizeof err->file, "%s", m->path);
 		rc = j.err.code ? j.err.code : QTK_E_INTERNAL;
 	}
-	if (!rc)
+	if (!rc && !into)
 		rc = qtk_digests_finish(out, err);
+	if (rc && !into)
+		qtk_digests_free(out);
+	else if (!rc)
+		out->n_with_files = ntapped;
+	return rc;
+}
+
+int qtk_digest_model(qtk_model *m, const qtk_digest_opts *o, qtk_digests *out, qtk_err *err)
+{
+	return digest_run(m, o, out, false, err);
+}
+
+int qtk_digest_model_into(qtk_model *m, const qtk_digest_opts *o, qtk_digests *d, qtk_err *err)
+{
+	return digest_run(m, o, d, true, err);
+}
+
+typedef struct named {
+	const char *name;
+	size_t i;
+} named;
+
+static int by_name(const void *a, const void *b)
+{
+	return strcmp(((const named *)a)->name, ((const named *)b)->name);
+}
+
+int qtk_digest_describe(const qtk_model *m, qtk_digests *out, qtk_err *err)
+{
+	memset(out, 0, sizeof *out);
+	const size_t n = m->ntensors;
+	qtk_leaf *l = qtk_calloc(n ? n : 1, sizeof *l);
+	named *idx = qtk_calloc(n ? n : 1, sizeof *idx);
+	out->leaf = qtk_calloc(n ? n : 1, sizeof *out->leaf);
+	out->of_tensor = qtk_calloc(n ? n : 1, sizeof *out->of_tensor);
+	int rc = l && idx && out->leaf && out->of_tensor ? 0 : oom(err, NULL);
+	size_t made = 0;
+	for (; made < n && !rc; made++) {
+		rc = qtk_digest_leaf_meta(m, &m->tensors[made], &l[made], err);
+		idx[made] = (named){l[made].name, made};
+	}
+	if (!rc && n) {
+		/* the order qtk_digests_finish gives, and where each tensor's leaf went */
+		qsort(idx, n, sizeof *idx, by_name);
+		for (size_t k = 0; k < n; k++) {
+			out->leaf[k] = l[idx[k].i];
+			out->of_tensor[idx[k].i] = k;
+		}
+		out->n = n;
+		made = 0;
+	}
+	out->scheme = norm_scheme(0);
+	rc = rc ? rc : qtk_digests_finish(out, err);
+	for (size_t i = 0; i < made && l; i++) {
+		qtk_free(l[i].name);
+		qtk_free(l[i].stored);
+	}
+	qtk_free(l);
+	qtk_free(idx);
 	if (rc)
 		qtk_digests_free(out);
-	else
-		out->n_with_files = ntapped;
 	return rc;
 }
 

@@ -83,6 +83,7 @@ typedef struct qtk_digests {
 	size_t n_with_files; /* qtk_digest_model with file_sha: tensors hashed from the files' read */
 	bool complete;       /* every leaf has both tiers: the roots are meaningful */
 	int scheme;          /* QTK_DIGEST_V1 .. _V4 (0: V4) */
+	size_t *of_tensor;   /* qtk_digest_describe: tensor i's leaf is leaf[of_tensor[i]]; else NULL */
 } qtk_digests;
 
 typedef struct qtk_digest_opts {
@@ -112,9 +113,19 @@ typedef struct qtk_digest_opts {
  * Returns 0 or a QTK_E_* code with *err set (naming the tensor); out is then empty.
  * Free with qtk_digests_free. */
 int qtk_digest_model(qtk_model *m, const qtk_digest_opts *o, qtk_digests *out, qtk_err *err);
+/* The leaves of m without digests (what qtk_digest_leaf_meta gives each), sorted and checked as
+ * qtk_digests_finish does, with of_tensor: the description qtk_digest_model_into fills. */
+int qtk_digest_describe(const qtk_model *m, qtk_digests *out, qtk_err *err);
+/* qtk_digest_model into d, a description of m (qtk_digest_describe, in the default scheme; o's
+ * scheme must be 0): each tensor's digests go into its leaf and nothing else of d is written,
+ * so other threads may read the leaves' names, shapes and encodings meanwhile (never their
+ * digests). The roots are not computed: once nothing else reads d, qtk_digests_finish. A tensor
+ * whose hashing finds it other than described (the file changed) fails with QTK_E_DATA. On
+ * failure d keeps its description (the caller frees it). */
+int qtk_digest_model_into(qtk_model *m, const qtk_digest_opts *o, qtk_digests *d, qtk_err *err);
 void qtk_digests_free(qtk_digests *d);
-/* Sort the leaves by canonical name, reject duplicates (QTK_E_DATA) and compute both roots
- * (in d->scheme).
+/* Sort the leaves by canonical name (leaves already sorted are not moved), reject duplicates
+ * (QTK_E_DATA) and compute both roots (in d->scheme).
  * For callers that fill leaves themselves (qconvert's output, via qtk_thash). */
 int qtk_digests_finish(qtk_digests *d, qtk_err *err);
 /* Refuse (QTK_E_DATA) a model two of whose tensors have one canonical name (a GGUF name and

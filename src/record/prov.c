@@ -93,7 +93,6 @@ void qtk_prov_builder_free(qtk_prov_builder *b)
 		pthread_join(b->src_th, NULL);
 		b->src_th_live = false;
 	}
-	qtk_digests_free(&b->src_meta);
 	qtk_digests_free(&b->src_cache);
 	qtk_filelist_free(&b->files_cache);
 	cJSON_Delete(b->audit_cache);
@@ -1527,22 +1526,6 @@ static int put_trans_tensors(qtk_buf *b, const void *ctx)
 	return rc ? rc : qtk_buf_putc(b, '}');
 }
 
-/* Output leaves without data: everything but the digests, from the description. */
-static int desc_leaves(const qtk_model *d, qtk_digests *out, qtk_err *err)
-{
-	memset(out, 0, sizeof *out);
-	out->leaf = qtk_calloc(d->ntensors ? d->ntensors : 1, sizeof *out->leaf);
-	if (!out->leaf)
-		return oom(err);
-	out->n = d->ntensors;
-	for (size_t i = 0; i < d->ntensors; i++) {
-		int rc = qtk_digest_leaf_meta(d, &d->tensors[i], &out->leaf[i], err);
-		if (rc)
-			return rc;
-	}
-	return 0;
-}
-
 static const char *kv_str(const qtk_model *m, const char *key)
 {
 	const qtk_kv *kv = qtk_kv_find(m, key);
@@ -1890,7 +1873,9 @@ static int hash_source(qtk_prov_builder *b, qtk_err *err)
 	uint8_t (*sha)[32] = !b->src_files && !b->src_digests ? qtk_calloc(hm->nfiles ? hm->nfiles : 1, 32) : NULL;
 	o.file_sha = sha;
 	bool threaded = !sha && !b->src_files && !b->src_digests && pthread_create(&th, NULL, files_main, &fj) == 0;
-	if (!b->src_digests)
+	if (!b->src_digests && b->src_cache.of_tensor) /* described (qtk_prov_start_source) */
+		rc = qtk_digest_model_into(hm, &o, &b->src_cache, err);
+	else if (!b->src_digests)
 		rc = qtk_digest_model(hm, &o, &b->src_cache, err);
 	if (threaded)
 		pthread_join(th, NULL);
@@ -1901,7 +1886,15 @@ static int hash_source(qtk_prov_builder *b, qtk_err *err)
 		*err = fj.err;
 		rc = fj.rc;
 	}
-	return rc; /* the caller sets b->cached (on its own thread) */
+	return rc; /* the caller finishes (hash_done) on its own thread */
+}
+
+/* The source hashed: its leaves' roots (a description filled in has none yet), b->cached. */
+static int hash_done(qtk_prov_builder *b, qtk_err *err)
+{
+	int rc = !b->src_digests && b->src_cache.of_tensor ? qtk_digests_finish(&b->src_cache, err) : 0;
+	b->cached = !rc;
+	return rc;
 }
 
 static void *source_main(void *arg)
@@ -1916,16 +1909,14 @@ int qtk_prov_start_source(qtk_prov_builder *b, qtk_err *err)
 {
 	if (b->cached || b->src_pending || b->src_digests || b->src_files || !b->src)
 		return 0;
-	int rc = desc_leaves(b->src, &b->src_meta, err);
-	rc = rc ? rc : qtk_digests_finish(&b->src_meta, err);
+	int rc = qtk_digest_describe(b->src, &b->src_cache, err);
 	if (rc)
 		return rc;
 	b->src_pending = true;
 	if (pthread_create(&b->src_th, NULL, source_main, b) != 0) {
 		b->src_pending = false; /* hash now instead */
-		int r = hash_source(b, err);
-		b->cached = !r;
-		return r;
+		rc = hash_source(b, err);
+		return rc ? rc : hash_done(b, err);
 	}
 	b->src_th_live = true;
 	return 0;
@@ -1938,11 +1929,11 @@ int qtk_prov_join_source(qtk_prov_builder *b, qtk_err *err)
 	pthread_join(b->src_th, NULL);
 	b->src_th_live = false;
 	b->src_pending = false;
-	if (b->src_th_rc)
+	if (b->src_th_rc) {
 		*err = b->src_th_err;
-	else
-		b->cached = true;
-	return b->src_th_rc;
+		return b->src_th_rc;
+	}
+	return hash_done(b, err);
 }
 
 int qtk_prov_take_shared(qtk_prov_builder *b, const qtk_digests *out, qtk_err *err)
@@ -1976,16 +1967,16 @@ static int build(qtk_prov_builder *b, size_t reserve, rec_stream *st, char **jso
 	if (!b->src || !b->out)
 		return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, NULL, "provenance builder needs source and output");
 	if (!b->cached && !b->src_pending) {
-		if ((rc = hash_source(b, err)))
+		rc = hash_source(b, err);
+		if (rc || (rc = hash_done(b, err)))
 			return rc;
-		b->cached = true;
 	}
 	const bool pending = b->src_pending;
 	qtk_filelist meta_files;
 	memset(&meta_files, 0, sizeof meta_files);
 	if (pending && (rc = list_files(b->src, &meta_files, false, NULL, NULL, err)))
 		return rc;
-	const qtk_digests *sd = pending ? &b->src_meta : b->src_digests ? b->src_digests : &b->src_cache;
+	const qtk_digests *sd = b->src_digests ? b->src_digests : &b->src_cache;
 	const qtk_filelist *sf = pending ? &meta_files : b->src_files ? b->src_files : &b->files_cache;
 	/* the chained parent first: its reading's tens of MiB, freed, go back to the system */
 	const bool first = !b->parent_state;

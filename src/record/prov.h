@@ -98,8 +98,10 @@ typedef struct qtk_prov_builder {
 	/* qtk_prov_start_source: the source is being hashed on threads of its own; until
 	 * qtk_prov_join_source, builds render its digests and file hashes as placeholders */
 	bool src_pending;
-	qtk_digests src_meta;   /* its leaves without digests (for qtk_digest_sink_expect_late) */
-	/* private: the source's digests and file hashes, computed by the first build */
+	/* the source's leaves: from qtk_prov_start_source its description (names, shapes,
+	 * encodings; what qtk_digest_sink_expect_late may point at, the leaves never move), whose
+	 * digests the hashing fills in, complete and with roots from qtk_prov_join_source; without
+	 * it, made by the first build. Read only the description while src_pending. */
 	qtk_digests src_cache;
 	qtk_filelist files_cache;
 	cJSON *audit_cache;     /* the source's audit (record/audit.h), taken by the first build */
@@ -122,7 +124,7 @@ typedef struct qtk_prov_builder {
 /* Hash the source (files, both digest tiers) on threads of its own while the caller writes the
  * output; meanwhile builds render the source's digests as placeholders, so a record reserved
  * now has the final record's length. Only for sources read with pread (no format reader
- * state): the caller's reads may run beside it. src_meta is set. */
+ * state): the caller's reads may run beside it. src_cache holds the description. */
 int qtk_prov_start_source(qtk_prov_builder *b, qtk_err *err);
 /* Wait for qtk_prov_start_source's hashing; its failure, if any. */
 int qtk_prov_join_source(qtk_prov_builder *b, qtk_err *err);
