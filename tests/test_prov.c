@@ -241,6 +241,72 @@ static void test_container_independence(void)
 }
 
 static void plain2d(qtk_tensor *t, const char *name, unsigned type, uint64_t out, uint64_t in, uint64_t nbytes);
+static int buf_collect(void *ctx, const uint8_t *p, size_t n) { return qtk_buf_put(ctx, p, n); }
+
+static int put_refuses(void *ctx, const uint8_t *p, size_t n)
+{
+	(void)p;
+	(void)n;
+	return qtk_err_set(ctx, QTK_E_IO, "<out>", -1, NULL, "no room");
+}
+
+/* qverify's deployment record printed as it is made equals the one made whole, and a record's
+ * SHA-256 hashed as its canonical text is made equals the hash of that text. */
+static void test_emit_stream(void)
+{
+	const char *gg = path_in("di.gguf");
+	qtk_err err;
+	qtk_err_clear(&err);
+	qtk_model *m = qtk_open(gg, &err);
+	qtk_digests d;
+	qtk_filelist files;
+	memset(&files, 0, sizeof files);
+	if (!m || qtk_digest_model(m, NULL, &d, &err) || qtk_hash_model_files(m, &files, &err)) {
+		CHECK(0, "open, digest and hash %s: %s", gg, err.msg);
+		qtk_close(m);
+		return;
+	}
+	cJSON *emb = cJSON_CreateObject();
+	cJSON_AddStringToObject(emb, "z", "last");
+	cJSON_AddNumberToObject(emb, "a", 1);
+	for (int with = 0; with < 2; with++) {
+		char *whole = NULL;
+		qtk_buf b = {0};
+		int r1 = qtk_prov_emit(m, &d, &files, with ? emb : NULL, 7, &whole, &err);
+		int r2 = qtk_prov_emit_stream(m, &d, &files, with ? emb : NULL, 7, buf_collect, &b, &err);
+		CHECK(!r1 && !r2 && whole && b.len == strlen(whole) && !memcmp(b.p, whole, b.len),
+		      "emitted as made == emitted whole (%s embedded record): %d %d", with ? "an" : "no", r1, r2);
+		qtk_err e2;
+		qtk_err_clear(&e2);
+		int r3 = qtk_prov_emit_stream(m, &d, &files, NULL, 7, put_refuses, &e2, &e2);
+		CHECK(r3 == QTK_E_IO && !strcmp(e2.msg, "no room"), "a failing put's error returned: %d %s", r3, e2.msg);
+		qtk_free(whole);
+		qtk_buf_free(&b);
+	}
+	cJSON_Delete(emb);
+	/* a canonical text of several megabytes: hashed a megabyte at a time */
+	cJSON *big = cJSON_CreateArray();
+	char v[64];
+	for (int i = 0; i < 60000; i++) {
+		snprintf(v, sizeof v, "model.layers.%d.mlp.experts.%d.w.weight", i / 64, i % 64);
+		cJSON_AddItemToArray(big, cJSON_CreateString(v));
+	}
+	char *c = qtk_prov_canonical(big);
+	uint8_t h1[32], h2[32];
+	unsigned hl = 0;
+	CHECK(c && strlen(c) > (2u << 20) && EVP_Digest(c, strlen(c), h1, &hl, EVP_sha256(), NULL) == 1 &&
+		      !qtk_prov_sha256(big, h2) && !memcmp(h1, h2, 32),
+	      "qtk_prov_sha256 of %zu bytes of canonical text", c ? strlen(c) : 0);
+	cJSON *bad = cJSON_CreateString("\xff");
+	CHECK(qtk_prov_sha256(bad, h2) == QTK_E_IO, "a text that cannot be canonical has no hash");
+	cJSON_Delete(bad);
+	qtk_free(c);
+	cJSON_Delete(big);
+	qtk_filelist_free(&files);
+	qtk_digests_free(&d);
+	qtk_close(m);
+}
+
 
 static bool same_leaf(const qtk_leaf *x, const qtk_leaf *y)
 {
@@ -2921,6 +2987,7 @@ int main(void)
 	test_names();
 	test_container_independence();
 	test_describe_into();
+	test_emit_stream();
 	test_streaming();
 	test_v2_forms();
 	test_v2_heads16();

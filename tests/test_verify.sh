@@ -64,6 +64,15 @@ out_has "emit" '"name":"model.layers.0.self_attn.q_proj.weight"'; out_has "emit"
 out_has "emit" '"time":"2023-11-14T22:13:20Z"'
 run "emit 1 thread" 0 "$V" --threads 1 --emit-record "$G"
 if cmp -s "$T/out" "$T/rec.json"; then ok; else bad "emit-record depends on the thread count"; fi
+# the record and the AI-BOM are printed as they are made: a full standard output is an I/O error
+if [ -w /dev/full ]; then
+	"$V" --emit-record "$G" >/dev/full 2>"$T/err"; st=$?
+	if [ $st -eq 4 ] && grep -q "cannot write the record" "$T/err"; then ok; else bad "emit-record to a full stdout: exit $st"; fi
+	"$V" --emit-bom spdx "$G" >/dev/full 2>"$T/err"; st=$?
+	if [ $st -eq 4 ] && grep -q "cannot write the AI-BOM" "$T/err"; then ok; else bad "emit-bom to a full stdout: exit $st"; fi
+else
+	echo "skipped: /dev/full is not writable (full standard output)"
+fi
 run "record passes" 0 "$V" --record "$T/rec.json" "$G"
 out_has "record passes" "tensors: ok: 21 tensors match"; out_has "record passes" "files: ok"
 run "record --files passes" 0 "$V" --record "$T/rec.json" --files "$G"

@@ -8,6 +8,7 @@
  * Strings taken from the model are shown through the sanitiser (text.h) so the output is
  * valid UTF-8 whatever the file holds. */
 #include "verify.h"
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -516,7 +517,7 @@ int qv_emit_bom(vstate *s)
 	cJSON_Delete(r);
 	if (!txt)
 		return qtk_err_set(&s->err, QTK_E_IO, NULL, -1, NULL, "out of memory");
-	printf("%s\n", txt);
+	const bool ok = printf("%s\n", txt) >= 0 && fflush(stdout) == 0;
 	cJSON_free(txt);
-	return 0;
+	return ok ? 0 : qtk_err_set(&s->err, QTK_E_IO, "<stdout>", -1, NULL, "cannot write the AI-BOM: %s", strerror(errno));
 }

@@ -206,15 +206,28 @@ char *qtk_prov_canonical(const cJSON *j)
 	return (char *)b.p;
 }
 
+static int sha_put(void *ctx, const uint8_t *p, size_t n)
+{
+	qtk_sha256_add(ctx, p, n);
+	return 0;
+}
+
 int qtk_prov_sha256(const cJSON *j, uint8_t out[32])
 {
-	char *t = qtk_prov_canonical(j);
-	if (!t)
-		return QTK_E_IO;
-	unsigned len = 0;
-	int ok = EVP_Digest(t, strlen(t), out, &len, EVP_sha256(), NULL) == 1 && len == 32;
-	qtk_free(t);
-	return ok ? 0 : QTK_E_IO;
+	/* the canonical text hashed a megabyte at a time as it is made (a record's tens of MB are
+	 * never held whole) */
+	qtk_sha256 *h = qtk_sha256_begin();
+	qtk_buf b = {0};
+	b.flush = sha_put;
+	b.flush_ctx = h;
+	int rc = h ? 0 : QTK_E_IO;
+	if (!rc && qtk_buf_reserve(&b, (size_t)1 << 20))
+		rc = QTK_E_IO;
+	rc = rc ? rc : canon_put(&b, j, 0, NULL);
+	rc = rc || b.failed || qtk_buf_flush(&b) ? QTK_E_IO : 0;
+	qtk_buf_free(&b);
+	const bool ok = h && qtk_sha256_end(h, out); /* frees h */
+	return !rc && ok ? 0 : QTK_E_IO;
 }
 
 /* ---- strict validation: a table of fields per object ------------------------------------- */
@@ -2117,8 +2130,8 @@ int qtk_prov_patch(char *buf, size_t len, const char *ph, const char *fin, qtk_e
 										: "the record cannot be escaped");
 }
 
-int qtk_prov_emit(qtk_model *m, const qtk_digests *d, const qtk_filelist *files, const cJSON *embedded,
-		  int64_t time_s, char **json, qtk_err *err)
+static int emit(qtk_model *m, const qtk_digests *d, const qtk_filelist *files, const cJSON *embedded, int64_t time_s,
+		rec_stream *st, char **json, qtk_err *err)
 {
 	*json = NULL;
 	qtk_json_init();
@@ -2146,5 +2159,19 @@ int qtk_prov_emit(qtk_model *m, const qtk_digests *d, const qtk_filelist *files,
 	char tm[32];
 	qtk_prov_time(time_s, tm, sizeof tm);
 	cJSON_AddStringToObject(r, "time", tm);
-	return finish_json(r, &hs, 0, NULL, json, err);
+	return finish_json(r, &hs, st ? SIZE_MAX : 0, st, json, err);
+}
+
+int qtk_prov_emit(qtk_model *m, const qtk_digests *d, const qtk_filelist *files, const cJSON *embedded,
+		  int64_t time_s, char **json, qtk_err *err)
+{
+	return emit(m, d, files, embedded, time_s, NULL, json, err);
+}
+
+int qtk_prov_emit_stream(qtk_model *m, const qtk_digests *d, const qtk_filelist *files, const cJSON *embedded,
+			 int64_t time_s, int (*put)(void *ctx, const uint8_t *p, size_t n), void *ctx, qtk_err *err)
+{
+	char *json = NULL;
+	rec_stream st = {put, ctx, 0};
+	return emit(m, d, files, embedded, time_s, &st, &json, err);
 }

@@ -168,6 +168,10 @@ int qtk_prov_patch(char *buf, size_t len, const char *ph, const char *fin, qtk_e
  * and the embedded record (parsed, or null). Canonical JSON text (qtk_free). */
 int qtk_prov_emit(qtk_model *m, const qtk_digests *d, const qtk_filelist *files, const cJSON *embedded,
 		  int64_t time, char **json, qtk_err *err);
+/* The same text handed to put a megabyte at a time as it is made, never held whole (put as for
+ * qtk_prov_build_stream). */
+int qtk_prov_emit_stream(qtk_model *m, const qtk_digests *d, const qtk_filelist *files, const cJSON *embedded,
+			 int64_t time, int (*put)(void *ctx, const uint8_t *p, size_t n), void *ctx, qtk_err *err);
 
 /* Lower-case hex digest -> bytes; false unless exactly 64 hex digits. */
 bool qtk_prov_unhex(const char *s, uint8_t out[32]);
