@@ -154,19 +154,38 @@ int report_diff(qtk_model *mo, qtk_model *mf, FILE *out, const insp_opts *o)
 	return rc;
 }
 
-/* --diff --json: one object per compared tensor. */
-static cJSON *df_row(cJSON *arr, const qtk_tensor *tf, const qtk_tensor *to, const char *lf, const char *lo,
+/* --diff --json: the rows, one object per compared tensor, each written aside (json_aside) once
+ * the next begins or the list ends. */
+typedef struct drows {
+	bool on;
+	json_aside a;
+	cJSON *cur; /* the row being filled */
+	int rc;     /* QTK_E_IO once writing one failed */
+} drows;
+
+static void rows_flush(drows *r)
+{
+	if (!r->cur)
+		return;
+	if (r->rc)
+		cJSON_Delete(r->cur);
+	else
+		r->rc = json_aside_add(&r->a, r->cur);
+	r->cur = NULL;
+}
+
+static cJSON *df_row(drows *r, const qtk_tensor *tf, const qtk_tensor *to, const char *lf, const char *lo,
 		     const char *status)
 {
-	if (!arr)
+	if (!r->on)
 		return NULL;
-	cJSON *e = cJSON_CreateObject();
+	rows_flush(r);
+	cJSON *e = r->cur = cJSON_CreateObject();
 	cJSON_AddItemToObject(e, "name", json_str_n(tf->name, strlen(tf->name)));
 	cJSON_AddItemToObject(e, "reference_name", json_str_n(to->name, strlen(to->name)));
 	cJSON_AddStringToObject(e, "layout", lf);
 	cJSON_AddStringToObject(e, "reference_layout", lo);
 	cJSON_AddStringToObject(e, "status", status);
-	cJSON_AddItemToArray(arr, e);
 	return e;
 }
 
@@ -175,15 +194,21 @@ static cJSON *df_num(double v) { return isfinite(v) ? cJSON_CreateNumber(v) : cJ
 static int report_diff_pair(qtk_model *mo, qtk_model *mf, FILE *out, const insp_opts *o)
 {
 	int rc = 0;
-	cJSON *doc = NULL, *jrows = NULL;
+	cJSON *doc = NULL;
+	drows jrows = {0};
 	FILE *txt = out;
 	if (o->json) {
 		doc = cJSON_CreateObject();
 		cJSON_AddNumberToObject(doc, "schema_version", 1);
 		cJSON_AddItemToObject(doc, "file", json_str_n(mf->path, strlen(mf->path)));
 		cJSON_AddItemToObject(doc, "reference", json_str_n(mo->path, strlen(mo->path)));
-		jrows = cJSON_AddArrayToObject(doc, "tensors");
+		cJSON_AddArrayToObject(doc, "tensors"); /* empty: the rows go in its place (json_aside) */
 		txt = NULL;
+		if (json_aside_open(&jrows.a)) {
+			cJSON_Delete(doc);
+			return qtk_err_set(&mf->err, QTK_E_IO, NULL, -1, NULL, "out of memory");
+		}
+		jrows.on = true;
 	}
 	char sb[512];
 	int *go = qtk_calloc(mo->ntensors + 1, sizeof *go), *gf = qtk_calloc(mf->ntensors + 1, sizeof *gf);
@@ -253,12 +278,12 @@ static int report_diff_pair(qtk_model *mo, qtk_model *mf, FILE *out, const insp_
 		TXT( "%-*.*s  %-12s %-12s ", (int)w, (int)w, insp_safe(tf->name, sb, sizeof sb), lf, lo);
 		if (!df_same_shape(tf, to)) {
 			TXT( "shape differs\n");
-			df_row(jrows, tf, to, lf, lo, "shape differs");
+			df_row(&jrows, tf, to, lf, lo, "shape differs");
 			continue;
 		}
 		if (!qtk_can_decode(tf) || !qtk_can_decode(to)) {
 			TXT( "no decoder for this layout\n");
-			df_row(jrows, tf, to, lf, lo, "no decoder");
+			df_row(&jrows, tf, to, lf, lo, "no decoder");
 			continue;
 		}
 		/* Q/K: un-permute the GGUF-named side when the other has HF names */
@@ -272,7 +297,7 @@ static int report_diff_pair(qtk_model *mo, qtk_model *mf, FILE *out, const insp_
 			uint64_t nh = hp ? (qk == 1 ? hp->n_head : hp->n_head_kv) : 0;
 			if (!nh || tf->ndim != 2 || tf->shape[0] % nh || (tf->shape[0] / nh) % 2) {
 				TXT( "head count unknown: cannot un-permute Q/K rows\n");
-				df_row(jrows, tf, to, lf, lo, "head count unknown");
+				df_row(&jrows, tf, to, lf, lo, "head count unknown");
 				continue;
 			}
 			hd = tf->shape[0] / nh;
@@ -286,7 +311,7 @@ static int report_diff_pair(qtk_model *mo, qtk_model *mf, FILE *out, const insp_
 		}
 		double rmse = a.n ? sqrt(a.d2 / (double)a.n) : 0;
 		double cosv = a.x2 > 0 && a.r2 > 0 ? a.xr / sqrt(a.x2 * a.r2) : (a.x2 == a.r2 ? 1.0 : 0.0);
-		cJSON *jr = df_row(jrows, tf, to, lf, lo, a.d2 == 0 ? "exact" : "lossy");
+		cJSON *jr = df_row(&jrows, tf, to, lf, lo, a.d2 == 0 ? "exact" : "lossy");
 		if (jr) {
 			cJSON_AddBoolToObject(jr, "by_canonical_name", via_canon);
 			cJSON_AddBoolToObject(jr, "qk_unpermuted", perm_side != 0);
@@ -310,6 +335,11 @@ static int report_diff_pair(qtk_model *mo, qtk_model *mf, FILE *out, const insp_
 			worst = sq;
 			worst_name = tf->name;
 		}
+	}
+	rows_flush(&jrows);
+	if (jrows.rc) {
+		rc = qtk_err_set(&mf->err, QTK_E_IO, NULL, -1, NULL, "the report's rows could not be written aside");
+		goto done;
 	}
 	TXT( "\nmatched %zu of %zu tensors (%zu by GGUF<->HF name, %zu with Q/K rows un-permuted), %zu exact\n",
 		matched, mf->ntensors, by_name, permuted, exact);
@@ -355,11 +385,13 @@ static int report_diff_pair(qtk_model *mo, qtk_model *mf, FILE *out, const insp_
 		TXT("\n");
 	}
 	if (doc) {
-		rc = json_emit(mf, doc, out);
+		rc = json_aside_emit(mf, &jrows.a, doc, out);
 		doc = NULL;
 	}
 done:
 	cJSON_Delete(doc);
+	cJSON_Delete(jrows.cur);
+	json_aside_close(&jrows.a);
 	qtk_strmap_free(&name_ix);
 	qtk_strmap_free(&canon_ix);
 	df_free(co, mo->ntensors);

@@ -2,6 +2,7 @@
 #ifndef QTK_INSPECT_H
 #define QTK_INSPECT_H
 #include "qtk_ext.h"
+#include "json.h"
 #include <stdio.h>
 
 #define INSP_MAX_CTX 16
@@ -65,6 +66,24 @@ int json_tensor_text(struct qtk_jtext *w, const qtk_tensor *t);
 struct cJSON *json_str_n(const char *s, uint64_t len);
 /* Print a cJSON document and free it; 0, or an error in m->err. */
 int json_emit(qtk_model *m, struct cJSON *doc, FILE *out);
+/* A document's "tensors" list written aside an entry at a time while the document is made (a
+ * tree of 100,000 entries is ~1.5 KB an entry): to an unnamed temporary file, whose pages are
+ * not the process's memory, else to memory. */
+typedef struct json_aside {
+	FILE *f;
+	char *mem;      /* the memory stream's text, when no temporary file could be made */
+	size_t memlen;
+	size_t n;       /* entries written */
+	struct qtk_jtext tj;
+} json_aside;
+/* QTK_E_IO when neither can be opened. */
+int json_aside_open(json_aside *a);
+/* Entry j (freed) as cJSON_Print prints it in the root object's list; QTK_E_IO on failure. */
+int json_aside_add(json_aside *a, struct cJSON *j);
+/* Print doc (freed), whose root holds an empty "tensors" list, with the entries in it, as
+ * cJSON_Print would print the whole; closes a. 0, or an error in m->err. */
+int json_aside_emit(qtk_model *m, json_aside *a, struct cJSON *doc, FILE *out);
+void json_aside_close(json_aside *a);
 
 /* The audit of m (src/record/audit.h) as text lines: a verdict line, then one line per finding
  * (escaped ASCII). fn's nonzero return stops; -1 when the audit could not run. */

@@ -421,6 +421,75 @@ int json_emit(qtk_model *m, cJSON *doc, FILE *out)
  * that read the file have succeeded (a tensor's object can then fail only for want of memory,
  * which cuts the document short, exit status 4); with --stats, which can fail on any tensor,
  * the tensors are written to memory and the whole document goes out at the end. */
+/* What was written to the temporary file f, from its start, to out. */
+static int aside_copy(qtk_model *m, FILE *f, FILE *out)
+{
+	char buf[1 << 16];
+	size_t k;
+	if (fflush(f) || fseek(f, 0, SEEK_SET))
+		return qtk_err_set(&m->err, QTK_E_IO, NULL, -1, NULL, "the report's temporary file: %s", strerror(errno));
+	while ((k = fread(buf, 1, sizeof buf, f)) > 0)
+		fwrite(buf, 1, k, out);
+	return ferror(f) ? qtk_err_set(&m->err, QTK_E_IO, NULL, -1, NULL, "the report's temporary file: read failed") : 0;
+}
+
+int json_aside_open(json_aside *a)
+{
+	memset(a, 0, sizeof *a);
+	if ((a->f = tmpfile()))
+		return 0;
+	a->f = open_memstream(&a->mem, &a->memlen);
+	return a->f ? 0 : QTK_E_IO;
+}
+
+int json_aside_add(json_aside *a, cJSON *j)
+{
+	a->tj.len = 0;
+	int rc = !j || !a->f || qtk_json_fmt(&a->tj, j, 2) ? QTK_E_IO : 0;
+	cJSON_Delete(j);
+	if (!rc && ((a->n && fputs(", ", a->f) == EOF) || fwrite(a->tj.p, 1, a->tj.len, a->f) != a->tj.len))
+		rc = QTK_E_IO;
+	a->n += !rc;
+	return rc;
+}
+
+void json_aside_close(json_aside *a)
+{
+	if (a->f)
+		fclose(a->f);
+	free(a->mem);
+	qtk_jtext_free(&a->tj);
+	memset(a, 0, sizeof *a);
+}
+
+int json_aside_emit(qtk_model *m, json_aside *a, cJSON *doc, FILE *out)
+{
+	qtk_jtext d = {0};
+	int rc = !doc || qtk_json_fmt(&d, doc, 0) ? qtk_err_set(&m->err, QTK_E_IO, NULL, -1, NULL, "out of memory") : 0;
+	cJSON_Delete(doc);
+	static const char mark[] = "\n\t\"tensors\":\t[]";
+	const char *at = rc ? NULL : strstr(d.p, mark);
+	if (!rc && !at)
+		rc = qtk_err_set(&m->err, QTK_E_INTERNAL, NULL, -1, NULL, "the document has no tensor list");
+	if (!rc && a->mem) { /* in memory: the stream's text is readable once it is closed */
+		fclose(a->f);
+		a->f = NULL;
+	}
+	if (!rc) {
+		const size_t head = (size_t)(at - d.p) + sizeof mark - 2; /* through the '[' */
+		fwrite(d.p, 1, head, out);
+		if (a->mem)
+			fwrite(a->mem, 1, a->memlen, out);
+		else
+			rc = aside_copy(m, a->f, out);
+		fwrite(d.p + head, 1, d.len - head, out);
+		fputc('\n', out);
+	}
+	qtk_jtext_free(&d);
+	json_aside_close(a);
+	return rc;
+}
+
 int report_json(qtk_model *m, FILE *out, const insp_opts *o)
 {
 	cJSON *root = cJSON_CreateObject();
@@ -523,14 +592,7 @@ int report_json(qtk_model *m, FILE *out, const insp_opts *o)
 			fwrite(mem, 1, memlen, out);
 		free(mem);
 	} else if (o->stats) {
-		char buf[1 << 16];
-		size_t k;
-		if (!rc && (fflush(to) || fseek(to, 0, SEEK_SET)))
-			rc = qtk_err_set(&m->err, QTK_E_IO, NULL, -1, NULL, "the report's temporary file: %s", strerror(errno));
-		while (!rc && (k = fread(buf, 1, sizeof buf, to)) > 0)
-			fwrite(buf, 1, k, out);
-		if (!rc && ferror(to))
-			rc = qtk_err_set(&m->err, QTK_E_IO, NULL, -1, NULL, "the report's temporary file: read failed");
+		rc = rc ? rc : aside_copy(m, to, out);
 		fclose(to);
 	}
 	return rc;

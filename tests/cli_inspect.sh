@@ -109,6 +109,11 @@ run "diff json" 0 "$BIN/qinspect" --diff "$H" --json "$G"; json_ok "diff json"
 json_is "diff json: summary" 'd["summary"]["matched"] == 21 and d["summary"]["qk_unpermuted"] == 4'
 json_is "diff json: rows" 'len(d["tensors"]) == 21 and all(t["status"] in ("exact", "lossy") for t in d["tensors"])'
 json_is "diff json: names" 'd["tensors"][0]["reference_name"] == "model.embed_tokens.weight" and d["only_in_file"] == []'
+# rows of other statuses (written aside an entry at a time, put in the list's place)
+"$B/samples/gen" --bench 1 "$T/wide.gguf" 128 512 >/dev/null 2>&1
+run "diff json, other shapes" 0 "$BIN/qinspect" --diff "$T/wide.gguf" --json "$B/samples/tiny-llama-f32.gguf"
+json_ok "diff json, other shapes"
+json_is "diff json, other shapes: rows" 'len(d["tensors"]) == 12 and all(t["status"] == "shape differs" for t in d["tensors"])'
 run "json with summary" 2 "$BIN/qinspect" --json --summary "$G"
 run "json with markdown" 2 "$BIN/qinspect" --markdown --json "$G"
 run "stats with tensor" 2 "$BIN/qinspect" --stats --json --tensor blk.0.attn_q.weight "$G"

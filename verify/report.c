@@ -51,26 +51,21 @@ static cJSON *tensor_json(const vstate *s, const vtensor *t)
 }
 
 /* The report's "tensors" list as cJSON_Print prints it in the report, one entry at a time (a
- * tree of 100,000 entries and its text took ~90 MB): each entry printed in a one-member object
- * of the same shape, cut out of it. */
-#define LIST_OPEN "{\n\t\"tensors\":\t["
-#define LIST_CLOSE "]\n}"
+ * tree of 100,000 entries and its text took ~90 MB). */
 static bool print_tensors(const vstate *s)
 {
-	for (size_t i = 0; i < s->nt; i++) {
-		cJSON *w = cJSON_CreateObject(), *a = cJSON_AddArrayToObject(w, "tensors");
-		cJSON_AddItemToArray(a, tensor_json(s, &s->t[i]));
-		char *txt = cJSON_Print(w);
-		cJSON_Delete(w);
-		const size_t n = txt ? strlen(txt) : 0, lo = strlen(LIST_OPEN), lc = strlen(LIST_CLOSE);
-		const bool ok = n > lo + lc && !memcmp(txt, LIST_OPEN, lo) && !memcmp(txt + n - lc, LIST_CLOSE, lc);
+	qtk_jtext tj = {0};
+	bool ok = true;
+	for (size_t i = 0; i < s->nt && ok; i++) {
+		cJSON *c = tensor_json(s, &s->t[i]);
+		tj.len = 0;
+		ok = c && !qtk_json_fmt(&tj, c, 2); /* inside the root object and its array */
+		cJSON_Delete(c);
 		if (ok)
-			printf("%s%.*s", i ? ", " : "", (int)(n - lo - lc), txt + lo);
-		cJSON_free(txt);
-		if (!ok)
-			return false;
+			printf("%s%.*s", i ? ", " : "", (int)tj.len, tj.p);
 	}
-	return true;
+	qtk_jtext_free(&tj);
+	return ok;
 }
 
 static void report_json(vstate *s)
