@@ -2,7 +2,6 @@
 #ifndef QTK_INSPECT_H
 #define QTK_INSPECT_H
 #include "qtk_ext.h"
-#include "json.h"
 #include <stdio.h>
 
 #define INSP_MAX_CTX 16

@@ -536,10 +536,17 @@ static int chk_files(vstate *s)
 	return 0;
 }
 
+typedef struct emit_out {
+	qtk_err *err;
+	uint64_t n; /* bytes printed */
+} emit_out;
+
 static int stdout_put(void *ctx, const uint8_t *p, size_t n)
 {
+	emit_out *eo = ctx;
 	if (fwrite(p, 1, n, stdout) != n)
-		return qtk_err_set(ctx, QTK_E_IO, "<stdout>", -1, NULL, "cannot write the record: %s", strerror(errno));
+		return qtk_err_set(eo->err, QTK_E_IO, "<stdout>", -1, NULL, "cannot write the record: %s", strerror(errno));
+	eo->n += n;
 	return 0;
 }
 
@@ -552,9 +559,14 @@ static int chk_emit(vstate *s)
 		return 0;
 	if (s->o->mode != MODE_EMIT)
 		return qtk_prov_emit(s->m, &s->d, &s->files, s->embedded, qtk_prov_now(), &s->emitted, &s->err);
-	int rc = qtk_prov_emit_stream(s->m, &s->d, &s->files, s->embedded, qtk_prov_now(), stdout_put, &s->err, &s->err);
+	emit_out eo = {&s->err, 0};
+	int rc = qtk_prov_emit_stream(s->m, &s->d, &s->files, s->embedded, qtk_prov_now(), stdout_put, &eo, &s->err);
 	if (!rc && (putchar('\n') == EOF || fflush(stdout)))
 		rc = qtk_err_set(&s->err, QTK_E_IO, "<stdout>", -1, NULL, "cannot write the record: %s", strerror(errno));
+	/* it embeds the file's own record: a large chained one can take it over the reader's cap */
+	if (!rc && eo.n > QTK_PROV_CAP)
+		cli_warn("the deployment record is %llu bytes, over the %u that --record and --sign read",
+			 (unsigned long long)eo.n, QTK_PROV_CAP);
 	return rc;
 }
 
