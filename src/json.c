@@ -593,6 +593,30 @@ bool qtk_json_member_at(const char *s, size_t n, size_t i, size_t *kb, size_t *v
 	return true;
 }
 
+bool qtk_json_member_span(const char *s, size_t n, size_t obj, const char *key, size_t *va, size_t *vb)
+{
+	const size_t kl = strlen(key);
+	size_t i = qtk_json_skip_ws(s, n, obj);
+	if (i >= n || s[i] != '{')
+		return false;
+	i = qtk_json_skip_ws(s, n, i + 1);
+	while (i < n && s[i] == '"') {
+		size_t kb, a, b, bad;
+		if (!qtk_json_member_at(s, n, i, &kb, &a, &b, &bad))
+			return false;
+		if (kb - i == kl + 2 && !memcmp(s + i + 1, key, kl)) {
+			*va = a;
+			*vb = b;
+			return true;
+		}
+		i = qtk_json_skip_ws(s, n, b);
+		if (i >= n || s[i] != ',')
+			return false;
+		i = qtk_json_skip_ws(s, n, i + 1);
+	}
+	return false;
+}
+
 typedef struct mkey {
 	char *k;
 	size_t i;

@@ -55,6 +55,11 @@ size_t qtk_json_skip_value(const char *s, size_t n, size_t i);
  * [*va, *vb) its value. false when there is no key, ':' and non-empty value there (structure
  * only); *bad is then the offset of what is wrong. */
 bool qtk_json_member_at(const char *s, size_t n, size_t i, size_t *kb, size_t *va, size_t *vb, size_t *bad);
+/* The value [*va, *vb) of the first member named key (written without escapes) of the object
+ * whose '{' is at obj (leading whitespace skipped): structure only, for finding one large value
+ * to read apart. false when there is no such member or the object cannot be walked (a strict
+ * parse then judges the text). */
+bool qtk_json_member_span(const char *s, size_t n, size_t obj, const char *key, size_t *va, size_t *vb);
 /* The object that is the whole text, a member at a time: the same rules as qtk_json_parse
  * (flags as there; QTK_JSON_ARENA is ignored), each key and value parsed strictly on its own,
  * fn given the decoded key, the value's tree (freed when fn returns) and the file offset of the

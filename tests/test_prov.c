@@ -8,6 +8,7 @@
 #include "record/prov.h"
 #include <math.h>
 #include <openssl/evp.h>
+#include "record/sign.h"
 #include <openssl/sha.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -248,6 +249,150 @@ static int put_refuses(void *ctx, const uint8_t *p, size_t n)
 	(void)p;
 	(void)n;
 	return qtk_err_set(ctx, QTK_E_IO, "<out>", -1, NULL, "no room");
+}
+
+/* text with the first `from` replaced by `to` (malloc'd) */
+static char *replaced(const char *text, const char *from, const char *to)
+{
+	const char *at = strstr(text, from);
+	if (!at)
+		return NULL;
+	size_t a = (size_t)(at - text), fl = strlen(from), tl = strlen(to), n = strlen(text);
+	char *r = malloc(n - fl + tl + 1);
+	if (!r)
+		return NULL;
+	memcpy(r, text, a);
+	memcpy(r + a, to, tl);
+	memcpy(r + a + tl, at + fl, n - a - fl + 1);
+	return r;
+}
+
+/* parse statement text t; 0 and the record's canonical text in *rec, or the error code */
+static int stmt_rec(const char *t, char **rec, qtk_err *e)
+{
+	qtk_sig_manifest m;
+	qtk_err_clear(e);
+	*rec = NULL;
+	int rc = qtk_sig_statement_parse((const uint8_t *)t, strlen(t), "stmt", &m, e);
+	if (!rc) {
+		*rec = m.qtk_record ? qtk_prov_canonical(m.qtk_record) : NULL;
+		qtk_sig_manifest_free(&m);
+	}
+	return rc;
+}
+
+static int collect_bytes(void *ctx, const void *p, size_t n) { return qtk_buf_put(ctx, p, n); }
+
+/* A signed statement holding a deployment record: made from the record's text (a raw item, no
+ * tree) it equals the one made from the record's tree; read back, the record is read apart from
+ * the statement's tree and gives the same record, also spaced out, while a key written with an
+ * escape goes the whole tree's way to the same result; a record listed twice, one with a
+ * repeated key and a null one are refused. The message made in place equals the copied one and
+ * the bundle written in pieces reads back. */
+static void test_sig_statement(void)
+{
+	const char *gg = path_in("di.gguf");
+	qtk_err err;
+	qtk_err_clear(&err);
+	qtk_model *mod = qtk_open(gg, &err);
+	qtk_digests d;
+	qtk_filelist files;
+	memset(&files, 0, sizeof files);
+	char *rtext = NULL;
+	if (!mod || qtk_digest_model(mod, NULL, &d, &err) || qtk_hash_model_files(mod, &files, &err) ||
+	    qtk_prov_emit(mod, &d, &files, NULL, 7, &rtext, &err)) {
+		CHECK(0, "a deployment record of %s: %s", gg, err.msg);
+		qtk_close(mod);
+		return;
+	}
+	qtk_filelist_free(&files);
+	qtk_digests_free(&d);
+	qtk_close(mod);
+	cJSON *tree = NULL;
+	CHECK(!qtk_prov_parse(rtext, strlen(rtext), "rec", &tree, &err), "record parses: %s", err.msg);
+	qtk_sig_manifest m;
+	memset(&m, 0, sizeof m);
+	m.model_name = qtk_strdup("di");
+	m.it = qtk_calloc(1, sizeof *m.it);
+	m.it[0].name = qtk_strdup("di.gguf");
+	m.it[0].alg = qtk_strdup("sha256");
+	memset(m.it[0].digest, 7, 32);
+	m.n = 1;
+	char *t1 = NULL, *t2 = NULL;
+	cJSON *raw = cJSON_CreateNull();
+	raw->type = cJSON_Raw | cJSON_IsReference;
+	raw->valuestring = rtext;
+	CHECK(!qtk_sig_statement(&m, tree, &t1, &err) && !qtk_sig_statement(&m, raw, &t2, &err) && t1 && t2 &&
+		      !strcmp(t1, t2),
+	      "statement from the record's text == from its tree");
+	cJSON_Delete(raw);
+	qtk_json_tree_free(tree);
+	char *back = NULL;
+	CHECK(t1 && !stmt_rec(t1, &back, &err) && back && !strcmp(back, rtext), "record read back apart: %s", err.msg);
+	free(back);
+	/* spaced out around the record, and the key written with an escape (the tree's way) */
+	char *sp = t1 ? replaced(t1, "\"qtk_record\":{", "\"qtk_record\" :\n {") : NULL;
+	char *esc = t1 ? replaced(t1, "\"qtk_record\":", "\"qtk\\u005frecord\":") : NULL;
+	CHECK(sp && !stmt_rec(sp, &back, &err) && back && !strcmp(back, rtext), "spaced statement: %s", err.msg);
+	free(back);
+	CHECK(esc && !stmt_rec(esc, &back, &err) && back && !strcmp(back, rtext), "escaped key: %s", err.msg);
+	free(back);
+	/* refused: the record twice (the second hidden from the structure walk by nothing), a
+	 * repeated key inside it, a null record */
+	char *twice = t1 ? replaced(t1, "\"qtk_record\":", "\"qtk_record\":null,\"qtk_record\":") : NULL;
+	char *dup = t1 ? replaced(t1, "\"record_version\":1", "\"record_version\":1,\"record_version\":1") : NULL;
+	char *nul = NULL;
+	if (t1) {
+		const char *a = strstr(t1, "\"qtk_record\":") + strlen("\"qtk_record\":");
+		size_t ra = (size_t)(a - t1), rb = ra + strlen(rtext);
+		nul = malloc(strlen(t1) + 8);
+		if (nul)
+			snprintf(nul, strlen(t1) + 8, "%.*snull%s", (int)ra, t1, t1 + rb);
+	}
+	int r1 = twice ? stmt_rec(twice, &back, &err) : -1;
+	free(back);
+	CHECK(r1 == QTK_E_DATA, "the record twice refused: %d %s", r1, err.msg);
+	int r2 = dup ? stmt_rec(dup, &back, &err) : -1;
+	free(back);
+	CHECK(r2 == QTK_E_DATA && !strncmp(err.subject, "predicate.qtk_record", 20), "a repeated key in it: %d %s %s", r2,
+	      err.subject, err.msg);
+	int r3 = nul ? stmt_rec(nul, &back, &err) : -1;
+	free(back);
+	CHECK(r3 == QTK_E_DATA, "a null record refused: %d %s", r3, err.msg);
+	free(sp);
+	free(esc);
+	free(twice);
+	free(dup);
+	free(nul);
+	/* the message in place == copied; the bundle in pieces reads back */
+	uint8_t *pa = NULL, *pb = NULL;
+	size_t na = 0, nb = 0, n1 = t1 ? strlen(t1) : 0;
+	CHECK(t1 && !qtk_sig_pae((const uint8_t *)t1, n1, &pa, &na) && !qtk_sig_pae_take(t2, n1, &pb, &nb) && na == nb &&
+		      !memcmp(pa, pb, na),
+	      "message made in place == copied");
+	t2 = NULL; /* taken */
+	qtk_buf bb = {0};
+	uint8_t fake_sig[64];
+	memset(fake_sig, 0xa5, sizeof fake_sig);
+	char hint[65];
+	memset(hint, 'a', 64);
+	hint[64] = 0;
+	qtk_err_clear(&err);
+	CHECK(pb && !qtk_sig_bundle_write(pb + (nb - n1), n1, fake_sig, sizeof fake_sig, hint, collect_bytes, &bb, &err),
+	      "bundle written");
+	qtk_sig_bundle sb;
+	CHECK(bb.p && !qtk_sig_bundle_parse(bb.p, bb.len, "b.sig", &sb, &err) && sb.npayload == n1 &&
+		      !memcmp(sb.payload, t1, n1) && sb.nsig == sizeof fake_sig && !memcmp(sb.sig, fake_sig, sb.nsig),
+	      "bundle read back: %s", err.msg);
+	CHECK(bb.p && !strcmp(sb.hint, hint), "the hint read back");
+	if (bb.p)
+		qtk_sig_bundle_free(&sb);
+	qtk_buf_free(&bb);
+	free(pa);
+	qtk_free(pb);
+	qtk_free(t1);
+	qtk_sig_manifest_free(&m);
+	qtk_free(rtext);
 }
 
 /* qverify's deployment record printed as it is made equals the one made whole, and a record's
@@ -2988,6 +3133,7 @@ int main(void)
 	test_container_independence();
 	test_describe_into();
 	test_emit_stream();
+	test_sig_statement();
 	test_streaming();
 	test_v2_forms();
 	test_v2_heads16();

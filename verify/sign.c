@@ -161,64 +161,107 @@ static int local_manifest(vstate *s, const qtk_sig_manifest *like, const char *s
 	return qtk_sig_hash(path, &one, 1, out, &s->err);
 }
 
-/* Write text to path atomically (a temporary beside it, then rename). */
-static int write_atomic(vstate *s, const char *path, const char *text)
+/* A file written atomically: a temporary beside it, then renamed into place. */
+typedef struct afile {
+	vstate *s;
+	const char *path;
+	char *tmp;
+	int fd;
+} afile;
+
+static int afile_open(afile *a, vstate *s, const char *path)
 {
 	size_t n = strlen(path) + 16;
-	char *tmp = qtk_malloc(n);
-	if (!tmp)
+	a->s = s;
+	a->path = path;
+	a->fd = -1;
+	if (!(a->tmp = qtk_malloc(n)))
 		return oom(s);
-	snprintf(tmp, n, "%s.tmp%ld", path, (long)getpid());
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-	int rc = 0;
-	if (fd < 0) {
-		rc = qtk_err_set(&s->err, QTK_E_IO, path, -1, NULL, "cannot write: %s", strerror(errno));
-		qtk_free(tmp);
+	snprintf(a->tmp, n, "%s.tmp%ld", path, (long)getpid());
+	if ((a->fd = open(a->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644)) < 0) {
+		int rc = qtk_err_set(&s->err, QTK_E_IO, path, -1, NULL, "cannot write: %s", strerror(errno));
+		qtk_free(a->tmp);
+		a->tmp = NULL;
 		return rc;
 	}
-	size_t len = strlen(text), done = 0;
-	while (done < len) {
-		ssize_t w = write(fd, text + done, len - done);
-		if (w <= 0) {
-			rc = qtk_err_set(&s->err, QTK_E_IO, path, -1, NULL, "write failed: %s", strerror(errno));
-			break;
-		}
+	return 0;
+}
+
+static int afile_put(void *ctx, const void *p, size_t n)
+{
+	afile *a = ctx;
+	for (size_t done = 0; done < n;) {
+		ssize_t w = write(a->fd, (const char *)p + done, n - done);
+		if (w <= 0)
+			return qtk_err_set(&a->s->err, QTK_E_IO, a->path, -1, NULL, "write failed: %s", strerror(errno));
 		done += (size_t)w;
 	}
-	if (!rc && (write(fd, "\n", 1) != 1 || fsync(fd)))
-		rc = qtk_err_set(&s->err, QTK_E_IO, path, -1, NULL, "write failed: %s", strerror(errno));
-	close(fd);
-	if (!rc && rename(tmp, path))
-		rc = qtk_err_set(&s->err, QTK_E_IO, path, -1, NULL, "cannot rename into place: %s", strerror(errno));
+	return 0;
+}
+
+/* rc 0: a line end, fsync and the rename; else (or when those fail) the temporary goes. */
+static int afile_end(afile *a, int rc)
+{
+	if (!a->tmp)
+		return rc;
+	if (!rc && (afile_put(a, "\n", 1) || fsync(a->fd)))
+		rc = qtk_err_set(&a->s->err, QTK_E_IO, a->path, -1, NULL, "write failed: %s", strerror(errno));
+	close(a->fd);
+	if (!rc && rename(a->tmp, a->path))
+		rc = qtk_err_set(&a->s->err, QTK_E_IO, a->path, -1, NULL, "cannot rename into place: %s", strerror(errno));
 	if (rc)
-		unlink(tmp);
-	qtk_free(tmp);
+		unlink(a->tmp);
+	qtk_free(a->tmp);
+	a->tmp = NULL;
 	return rc;
 }
 
 /* --sign: after the digests, file hashes and the deployment record (s->emitted). */
 int qv_chk_sign(vstate *s)
 {
-	char *sig = qv_sig_path(s->o), *stmt = NULL, *bundle = NULL;
+	char *sig = qv_sig_path(s->o), *stmt = NULL;
 	qtk_sig_key *k = NULL;
 	qtk_sig_manifest m;
 	cJSON *rec = NULL;
 	uint8_t *pae = NULL, *sv = NULL;
-	size_t npae = 0, nsv = 0;
+	size_t npae = 0, nsv = 0, nstmt = 0;
 	char hint[65];
+	bool canonical = false;
 	memset(&m, 0, sizeof m);
 	int rc = sig ? 0 : oom(s);
 	rc = rc ? rc : qtk_sig_key_load(s->o->sign_key, true, &k, &s->err);
 	rc = rc ? rc : local_manifest(s, NULL, sig, &m);
-	rc = rc ? rc : qtk_prov_parse(s->emitted, strlen(s->emitted), s->o->file, &rec, &s->err);
+	/* the deployment record goes into the statement as its text (checked by the reader's rules
+	 * without a tree of it), and each text is freed once the next is made from it: the record,
+	 * the statement, the signed message, the bundle are tens of MB each for 100,000 tensors */
+	rc = rc ? rc : qtk_prov_check_canonical(s->emitted, strlen(s->emitted), s->o->file, &canonical, &s->err);
+	if (!rc && !canonical)
+		rc = qtk_err_set(&s->err, QTK_E_INTERNAL, NULL, -1, NULL, "the deployment record is not canonical");
+	if (!rc && !(rec = cJSON_CreateNull()))
+		rc = oom(s);
+	if (!rc) {
+		rec->type = cJSON_Raw | cJSON_IsReference; /* s->emitted's own text */
+		rec->valuestring = s->emitted;
+	}
 	rc = rc ? rc : qtk_sig_statement(&m, rec, &stmt, &s->err);
-	rc = rc ? rc : qtk_sig_pae((const uint8_t *)stmt, strlen(stmt), &pae, &npae) ? oom(s) : 0;
+	cJSON_Delete(rec);
+	qtk_free(s->emitted);
+	s->emitted = NULL;
+	nstmt = stmt ? strlen(stmt) : 0;
+	if (rc)
+		qtk_free(stmt);
+	else if (qtk_sig_pae_take(stmt, nstmt, &pae, &npae)) /* the message ends with it */
+		rc = oom(s);
+	stmt = NULL; /* taken */
 	rc = rc ? rc : qtk_sig_sign(k, pae, npae, &sv, &nsv, &s->err);
 	rc = rc ? rc : qtk_sig_key_hint(k, hint) ? oom(s) : 0;
 	if (!rc && qtk_sig_verify(k, pae, npae, sv, nsv))
 		rc = qtk_err_set(&s->err, QTK_E_INTERNAL, NULL, -1, NULL, "the new signature does not verify");
-	rc = rc ? rc : qtk_sig_bundle_render((const uint8_t *)stmt, strlen(stmt), sv, nsv, hint, &bundle, &s->err);
-	rc = rc ? rc : write_atomic(s, sig, bundle);
+	/* the bundle straight into its file (its payload's base64 is a third larger than the record) */
+	afile af = {0};
+	rc = rc ? rc : afile_open(&af, s, sig);
+	rc = rc ? rc : qtk_sig_bundle_write(pae + (npae - nstmt), nstmt, sv, nsv, hint, afile_put, &af, &s->err);
+	rc = afile_end(&af, rc);
 	if (!rc) {
 		char root[65];
 		qtk_hex(m.root, 32, root);
@@ -227,10 +270,8 @@ int qv_chk_sign(vstate *s)
 	}
 	qtk_sig_key_free(k);
 	qtk_sig_manifest_free(&m);
-	qtk_json_tree_free(rec);
 	qtk_free(sig);
 	qtk_free(stmt);
-	qtk_free(bundle);
 	qtk_free(pae);
 	qtk_free(sv);
 	return rc;
@@ -307,6 +348,8 @@ int qv_chk_sigverify(vstate *s)
 	rc = rc ? rc : qtk_slurp(sig, QTK_SIG_CAP, &buf, &n, &s->err);
 	rc = rc ? rc : qtk_sig_bundle_parse(buf, n, sig, &b, &s->err);
 	rc = rc ? rc : qtk_sig_key_hint(k, hint) ? oom(s) : 0;
+	qtk_free(buf); /* the bundle's text (tens of MB for a large record) is not needed again */
+	buf = NULL;
 	if (rc)
 		goto done;
 	if (b.hint[0] && strcmp(b.hint, hint)) {
@@ -317,7 +360,10 @@ int qv_chk_sigverify(vstate *s)
 	}
 	if ((rc = qtk_sig_pae(b.payload, b.npayload, &pae, &npae) ? oom(s) : 0))
 		goto done;
-	if (qtk_sig_verify(k, pae, npae, b.sig, b.nsig)) {
+	const bool verified = !qtk_sig_verify(k, pae, npae, b.sig, b.nsig);
+	qtk_free(pae); /* the payload again with its header */
+	pae = NULL;
+	if (!verified) {
 		qv_result(s, "signature", "failed", "%s does not verify with %s (%s): the signed statement was altered%s", sig,
 			  s->o->verify_key, qtk_sig_key_kind(k), b.hint[0] ? "" : " or the key is not the signer's");
 		s->stop = true;

@@ -247,29 +247,46 @@ done:
 	return rc;
 }
 
-int qtk_sig_bundle_render(const uint8_t *payload, size_t n, const uint8_t *sig, size_t nsig, const char *hint,
-			  char **json, qtk_err *err)
+int qtk_sig_bundle_write(const uint8_t *payload, size_t n, const uint8_t *sig, size_t nsig, const char *hint,
+			 int (*put)(void *ctx, const void *p, size_t n), void *ctx, qtk_err *err)
 {
-	*json = NULL;
-	char *p64 = b64_encode(payload, n), *s64 = b64_encode(sig, nsig);
-	qtk_buf b = {0};
-	if (p64 && s64) {
-		/* field order as model_signing writes it */
-		qtk_buf_puts(&b, "{\"mediaType\":\"" QTK_SIG_BUNDLE_MEDIA "\",\"verificationMaterial\":{\"publicKey\":{\"hint\":\"");
-		qtk_buf_puts(&b, hint);
-		qtk_buf_puts(&b, "\"},\"tlogEntries\":[]},\"dsseEnvelope\":{\"payload\":\"");
-		qtk_buf_puts(&b, p64);
-		qtk_buf_puts(&b, "\",\"payloadType\":\"" QTK_SIG_PAYLOAD_TYPE "\",\"signatures\":[{\"sig\":\"");
-		qtk_buf_puts(&b, s64);
-		qtk_buf_puts(&b, "\",\"keyid\":\"\"}]}}");
-	}
-	qtk_free(p64);
-	qtk_free(s64);
-	if (!p64 || !s64 || b.failed || !b.p) {
-		qtk_buf_free(&b);
+	/* field order as model_signing writes it */
+	static const char h0[] = "{\"mediaType\":\"" QTK_SIG_BUNDLE_MEDIA "\",\"verificationMaterial\":{\"publicKey\":{\"hint\":\"",
+			  h1[] = "\"},\"tlogEntries\":[]},\"dsseEnvelope\":{\"payload\":\"",
+			  h2[] = "\",\"payloadType\":\"" QTK_SIG_PAYLOAD_TYPE "\",\"signatures\":[{\"sig\":\"",
+			  h3[] = "\",\"keyid\":\"\"}]}}";
+	char *s64 = b64_encode(sig, nsig);
+	if (!s64)
 		return oom(err);
+	int rc = put(ctx, h0, sizeof h0 - 1);
+	rc = rc ? rc : put(ctx, hint, strlen(hint));
+	rc = rc ? rc : put(ctx, h1, sizeof h1 - 1);
+	/* the payload's base64, most of the bundle (tens of MB with a large record), a piece at a time */
+	for (size_t i = 0; i < n && !rc; i += 3 * 4096) {
+		char *piece = b64_encode(payload + i, n - i < 3 * 4096 ? n - i : 3 * 4096);
+		rc = piece ? put(ctx, piece, strlen(piece)) : oom(err);
+		qtk_free(piece);
 	}
-	*json = (char *)b.p;
+	rc = rc ? rc : put(ctx, h2, sizeof h2 - 1);
+	rc = rc ? rc : put(ctx, s64, strlen(s64));
+	rc = rc ? rc : put(ctx, h3, sizeof h3 - 1);
+	qtk_free(s64);
+	return rc;
+}
+
+int qtk_sig_pae_take(char *payload, size_t n, uint8_t **out, size_t *outn)
+{
+	char head[128];
+	int h = snprintf(head, sizeof head, "DSSEv1 %zu %s %zu ", strlen(QTK_SIG_PAYLOAD_TYPE), QTK_SIG_PAYLOAD_TYPE, n);
+	uint8_t *d = qtk_realloc(payload, (size_t)h + n + 1);
+	if (!d) {
+		qtk_free(payload);
+		return QTK_E_IO;
+	}
+	memmove(d + h, d, n);
+	memcpy(d, head, (size_t)h);
+	*out = d;
+	*outn = (size_t)h + n;
 	return 0;
 }
 
@@ -388,7 +405,23 @@ int qtk_sig_statement_parse(const uint8_t *p, size_t n, const char *file, qtk_si
 	qtk_json_init();
 	qtk_json_doc doc;
 	memset(&doc, 0, sizeof doc);
-	int rc = qtk_json_parse((const char *)p, n, QTK_JSON_INTS, file, 0, err, &doc);
+	/* the record is most of a statement (tens of MB for 100,000 tensors; a tree of it several
+	 * times that): found by the text's structure, it is read apart (its lists an entry at a time,
+	 * qtk_prov_parse) and the rest is parsed with null in its place */
+	const char *txt = (const char *)p;
+	size_t pa, pb, ra = 0, rb = 0;
+	const bool apart = qtk_json_member_span(txt, n, 0, "predicate", &pa, &pb) &&
+			   qtk_json_member_span(txt, pb, pa, "qtk_record", &ra, &rb);
+	char *rest = apart ? qtk_malloc(n - (rb - ra) + 4) : NULL;
+	if (apart && !rest)
+		return oom(err);
+	if (rest) {
+		memcpy(rest, txt, ra);
+		memcpy(rest + ra, "null", 4);
+		memcpy(rest + ra + 4, txt + rb, n - rb);
+	}
+	int rc = qtk_json_parse(rest ? rest : txt, rest ? n - (rb - ra) + 4 : n, QTK_JSON_INTS, file, 0, err, &doc);
+	qtk_free(rest);
 	if (rc) {
 		snprintf(err->subject, sizeof err->subject, "signed statement");
 		return rc;
@@ -513,12 +546,13 @@ int qtk_sig_statement_parse(const uint8_t *p, size_t n, const char *file, qtk_si
 			goto done;
 		}
 	if ((j = get(pred, "qtk_record"))) {
-		char *t = qtk_prov_canonical(j);
-		if (!t) {
+		char *t = apart ? NULL : qtk_prov_canonical(j);
+		if (!apart && !t) {
 			rc = bad(err, file, "predicate.qtk_record", "signature: not a provenance record", NULL);
 			goto done;
 		}
-		rc = qtk_prov_parse(t, strlen(t), file, &m->qtk_record, err);
+		rc = apart ? qtk_prov_parse(txt + ra, rb - ra, file, &m->qtk_record, err)
+			   : qtk_prov_parse(t, strlen(t), file, &m->qtk_record, err);
 		qtk_free(t);
 		if (rc) {
 			char s[256];
@@ -567,9 +601,13 @@ int qtk_sig_statement(qtk_sig_manifest *m, const cJSON *qtk_record, char **json,
 		cJSON_AddStringToObject(c, "digest", h);
 		cJSON_AddItemToArray(res, c);
 	}
-	if (qtk_record)
-		cJSON_AddItemToObject(pred, "qtk_record", cJSON_Duplicate(qtk_record, true));
-	char *t = qtk_prov_canonical(r);
+	if (qtk_record) /* referred to, not copied (a record's text can be tens of MB) */
+		cJSON_AddItemReferenceToObject(pred, "qtk_record", (cJSON *)qtk_record);
+	/* a record given as its text is most of the statement: room for it and the rest at once */
+	const size_t room = qtk_record && cJSON_IsRaw(qtk_record) && qtk_record->valuestring
+				    ? strlen(qtk_record->valuestring) + ((size_t)1 << 20)
+				    : 0;
+	char *t = qtk_prov_canonical_sized(r, room);
 	cJSON_Delete(r);
 	if (!t)
 		return oom(err);

@@ -74,16 +74,22 @@ int qtk_sig_bundle_parse(const uint8_t *buf, size_t n, const char *file, qtk_sig
  * present. QTK_E_DATA naming the field. */
 int qtk_sig_statement_parse(const uint8_t *p, size_t n, const char *file, qtk_sig_manifest *out, qtk_err *err);
 
-/* Render the Statement for m (sorted items, root computed here) with qtk_record (may be NULL):
- * canonical JSON text (qtk_free). */
+/* Render the Statement for m (sorted items, root computed here) with qtk_record (may be NULL;
+ * a parsed record, or a raw item holding a record's canonical text): canonical JSON text
+ * (qtk_free). */
 int qtk_sig_statement(qtk_sig_manifest *m, const cJSON *qtk_record, char **json, qtk_err *err);
 
-/* Render the bundle for a signed payload: JSON text (qtk_free). */
-int qtk_sig_bundle_render(const uint8_t *payload, size_t n, const uint8_t *sig, size_t nsig, const char *hint,
-			  char **json, qtk_err *err);
+/* The bundle for a signed payload, its JSON text handed to put a piece at a time (the payload's
+ * base64 in pieces of 16 KB): 0, or put's error (its message set by put), or QTK_E_IO out of
+ * memory (err set). */
+int qtk_sig_bundle_write(const uint8_t *payload, size_t n, const uint8_t *sig, size_t nsig, const char *hint,
+			 int (*put)(void *ctx, const void *p, size_t n), void *ctx, qtk_err *err);
 
 /* PAE(QTK_SIG_PAYLOAD_TYPE, payload): a new buffer (qtk_free). */
 int qtk_sig_pae(const uint8_t *payload, size_t n, uint8_t **out, size_t *outn);
+/* The same made from payload's own block (taken: freed on failure), the payload moved up behind
+ * the header instead of copied; the payload is the message's last n bytes. */
+int qtk_sig_pae_take(char *payload, size_t n, uint8_t **out, size_t *outn);
 
 /* Keys (an EVP_PKEY, opaque here). Load a PEM private key (signing) or a public key (a
  * private key is accepted too: its public half is used). QTK_E_DATA for an unreadable,
