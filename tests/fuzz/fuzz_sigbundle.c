@@ -5,6 +5,7 @@
  * input that is no bundle is also tried as a bare statement. */
 #include "fuzz.h"
 #include "record/sign.h"
+#include "json.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,7 +39,7 @@ static void statement(const uint8_t *p, size_t n)
 	}
 	(void)root;
 	qtk_free(t);
-	cJSON_Delete(rec);
+	qtk_json_tree_free(rec); /* a record reader's tree: its mapping goes too */
 	qtk_sig_manifest_free(&m);
 }
 
