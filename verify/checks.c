@@ -552,13 +552,11 @@ static int stdout_put(void *ctx, const uint8_t *p, size_t n)
 
 /* --emit-record: the deployment record of FILE, printed as it is made (every check before it
  * passed: the loop stops at a failure; tens of MB at 100,000 tensors are never held whole);
- * --sign keeps the text it signs; --emit-bom prints no record. */
+ * --sign makes it in the statement it signs; --emit-bom prints no record. */
 static int chk_emit(vstate *s)
 {
-	if (s->o->bom)
+	if (s->o->bom || s->o->mode == MODE_SIGN) /* --sign writes the record into its statement */
 		return 0;
-	if (s->o->mode != MODE_EMIT)
-		return qtk_prov_emit(s->m, &s->d, &s->files, s->embedded, qtk_prov_now(), &s->emitted, &s->err);
 	emit_out eo = {&s->err, 0};
 	int rc = qtk_prov_emit_stream(s->m, &s->d, &s->files, s->embedded, qtk_prov_now(), stdout_put, &eo, &s->err);
 	if (!rc && (putchar('\n') == EOF || fflush(stdout)))

@@ -146,11 +146,8 @@ void qv_report(vstate *s)
 {
 	if (s->nt)
 		qsort(s->t, s->nt, sizeof *s->t, vt_cmp);
-	if (s->o->mode == MODE_EMIT && !s->status) {
-		if (s->emitted)
-			printf("%s\n", s->emitted);
-		return;
-	}
+	if (s->o->mode == MODE_EMIT && !s->status)
+		return; /* the record or the AI-BOM was printed as it was made */
 	if (s->o->json)
 		report_json(s);
 	else
@@ -170,7 +167,6 @@ void qv_free(vstate *s)
 	if (s->rec != s->embedded)
 		qtk_json_tree_free(s->rec);
 	qtk_json_tree_free(s->embedded);
-	qtk_free(s->emitted);
 	qtk_audit_free(&s->audit);
 	qtk_digests_free(&s->d);
 	qtk_filelist_free(&s->files);

@@ -216,43 +216,110 @@ static int afile_end(afile *a, int rc)
 	return rc;
 }
 
-/* --sign: after the digests, file hashes and the deployment record (s->emitted). */
+/* Where the deployment record is written into the statement (emit_into). */
+typedef struct rec_place {
+	uint8_t *at;
+	size_t room, n;
+	qtk_err *err;
+} rec_place;
+
+static int count_put(void *ctx, const uint8_t *p, size_t n)
+{
+	(void)p;
+	((rec_place *)ctx)->n += n;
+	return 0;
+}
+
+static int place_put(void *ctx, const uint8_t *p, size_t n)
+{
+	rec_place *rp = ctx;
+	if (n > rp->room - rp->n)
+		return qtk_err_set(rp->err, QTK_E_INTERNAL, NULL, -1, NULL, "the deployment record grew as it was made again");
+	memcpy(rp->at + rp->n, p, n);
+	rp->n += n;
+	return 0;
+}
+
+/* The signed message, PAE(statement), made where it is signed and written from: the statement's
+ * text is made around a placeholder for qtk_record, and the deployment record (counted first,
+ * then made a second time at the same time stamp) is written straight into its place and
+ * checked there by the record reader's rules: the record is never held apart from the message
+ * (57 MB each for 100,000 tensors). *msg is the block (qtk_free), the message starts at *pae. */
+static int signed_message(vstate *s, qtk_sig_manifest *m, uint8_t **msg, const uint8_t **pae, size_t *npae,
+			  size_t *nstmt)
+{
+	*msg = NULL;
+	const int64_t now = qtk_prov_now();
+	rec_place cnt = {NULL, 0, 0, &s->err};
+	int rc = qtk_prov_emit_stream(s->m, &s->d, &s->files, s->embedded, now, count_put, &cnt, &s->err);
+	if (!rc && cnt.n > QTK_PROV_CAP)
+		rc = qtk_err_set(&s->err, QTK_E_DATA, s->o->file, -1, NULL,
+				 "provenance record larger than %u bytes (the deployment record of this model: %zu)",
+				 QTK_PROV_CAP, cnt.n);
+	cJSON *mark = rc ? NULL : cJSON_CreateNull();
+	char *t = NULL;
+	if (!rc && !mark)
+		rc = oom(s);
+	if (!rc) {
+		mark->type = cJSON_Raw | cJSON_IsReference;
+		mark->valuestring = (char *)"{}";
+	}
+	rc = rc ? rc : qtk_sig_statement(m, mark, &t, &s->err);
+	cJSON_Delete(mark);
+	/* qtk_record is the predicate's first key and the predicate the statement's first object:
+	 * the first place of this text is the record's (a string that holds it is escaped) */
+	static const char key[] = "\"qtk_record\":{}";
+	const char *at = t ? strstr(t, key) : NULL;
+	if (!rc && !at)
+		rc = qtk_err_set(&s->err, QTK_E_INTERNAL, NULL, -1, NULL, "the statement has no place for the record");
+	const size_t pre = at ? (size_t)(at - t) + sizeof key - 3 : 0, tl = t ? strlen(t) : 0;
+	const size_t n = rc ? 0 : tl - 2 + cnt.n;
+	uint8_t *b = rc ? NULL : qtk_malloc(QTK_SIG_PAE_HEAD + n + 1);
+	if (!rc && !b)
+		rc = oom(s);
+	rec_place rp = {b ? b + QTK_SIG_PAE_HEAD + pre : NULL, cnt.n, 0, &s->err};
+	if (!rc) {
+		memcpy(b + QTK_SIG_PAE_HEAD, t, pre);
+		rc = qtk_prov_emit_stream(s->m, &s->d, &s->files, s->embedded, now, place_put, &rp, &s->err);
+	}
+	if (!rc && rp.n != cnt.n)
+		rc = qtk_err_set(&s->err, QTK_E_INTERNAL, NULL, -1, NULL, "the deployment record changed as it was made again");
+	bool canonical = false;
+	rc = rc ? rc : qtk_prov_check_canonical((const char *)rp.at, rp.n, s->o->file, &canonical, &s->err);
+	if (!rc && !canonical)
+		rc = qtk_err_set(&s->err, QTK_E_INTERNAL, NULL, -1, NULL, "the deployment record is not canonical");
+	if (!rc) {
+		memcpy(rp.at + rp.n, t + pre + 2, tl - pre - 2);
+		b[QTK_SIG_PAE_HEAD + n] = 0;
+		char head[QTK_SIG_PAE_HEAD];
+		const int h = qtk_sig_pae_head(n, head);
+		memcpy(b + QTK_SIG_PAE_HEAD - h, head, (size_t)h);
+		*pae = b + QTK_SIG_PAE_HEAD - h;
+		*npae = (size_t)h + n;
+		*nstmt = n;
+		*msg = b;
+	} else {
+		qtk_free(b);
+	}
+	qtk_free(t);
+	return rc;
+}
+
+/* --sign: after the digests and file hashes. */
 int qv_chk_sign(vstate *s)
 {
-	char *sig = qv_sig_path(s->o), *stmt = NULL;
+	char *sig = qv_sig_path(s->o);
 	qtk_sig_key *k = NULL;
 	qtk_sig_manifest m;
-	cJSON *rec = NULL;
-	uint8_t *pae = NULL, *sv = NULL;
+	uint8_t *msg = NULL, *sv = NULL;
+	const uint8_t *pae = NULL;
 	size_t npae = 0, nsv = 0, nstmt = 0;
 	char hint[65];
-	bool canonical = false;
 	memset(&m, 0, sizeof m);
 	int rc = sig ? 0 : oom(s);
 	rc = rc ? rc : qtk_sig_key_load(s->o->sign_key, true, &k, &s->err);
 	rc = rc ? rc : local_manifest(s, NULL, sig, &m);
-	/* the deployment record goes into the statement as its text (checked by the reader's rules
-	 * without a tree of it), and each text is freed once the next is made from it: the record,
-	 * the statement, the signed message, the bundle are tens of MB each for 100,000 tensors */
-	rc = rc ? rc : qtk_prov_check_canonical(s->emitted, strlen(s->emitted), s->o->file, &canonical, &s->err);
-	if (!rc && !canonical)
-		rc = qtk_err_set(&s->err, QTK_E_INTERNAL, NULL, -1, NULL, "the deployment record is not canonical");
-	if (!rc && !(rec = cJSON_CreateNull()))
-		rc = oom(s);
-	if (!rc) {
-		rec->type = cJSON_Raw | cJSON_IsReference; /* s->emitted's own text */
-		rec->valuestring = s->emitted;
-	}
-	rc = rc ? rc : qtk_sig_statement(&m, rec, &stmt, &s->err);
-	cJSON_Delete(rec);
-	qtk_free(s->emitted);
-	s->emitted = NULL;
-	nstmt = stmt ? strlen(stmt) : 0;
-	if (rc)
-		qtk_free(stmt);
-	else if (qtk_sig_pae_take(stmt, nstmt, &pae, &npae)) /* the message ends with it */
-		rc = oom(s);
-	stmt = NULL; /* taken */
+	rc = rc ? rc : signed_message(s, &m, &msg, &pae, &npae, &nstmt);
 	rc = rc ? rc : qtk_sig_sign(k, pae, npae, &sv, &nsv, &s->err);
 	rc = rc ? rc : qtk_sig_key_hint(k, hint) ? oom(s) : 0;
 	if (!rc && qtk_sig_verify(k, pae, npae, sv, nsv))
@@ -271,8 +338,7 @@ int qv_chk_sign(vstate *s)
 	qtk_sig_key_free(k);
 	qtk_sig_manifest_free(&m);
 	qtk_free(sig);
-	qtk_free(stmt);
-	qtk_free(pae);
+	qtk_free(msg);
 	qtk_free(sv);
 	return rc;
 }

@@ -61,7 +61,6 @@ typedef struct vstate {
 	const char *rec_name;    /* where rec came from, for messages */
 	cJSON *embedded;         /* FILE's embedded record (parsed), or NULL */
 	const char *embedded_where;
-	char *emitted;           /* --emit-record text */
 	qtk_audit audit;         /* executable content and chat templates (audit.c) */
 	bool have_audit;
 	vtensor *t;

@@ -274,26 +274,15 @@ int qtk_sig_bundle_write(const uint8_t *payload, size_t n, const uint8_t *sig, s
 	return rc;
 }
 
-int qtk_sig_pae_take(char *payload, size_t n, uint8_t **out, size_t *outn)
+int qtk_sig_pae_head(size_t n, char head[QTK_SIG_PAE_HEAD])
 {
-	char head[128];
-	int h = snprintf(head, sizeof head, "DSSEv1 %zu %s %zu ", strlen(QTK_SIG_PAYLOAD_TYPE), QTK_SIG_PAYLOAD_TYPE, n);
-	uint8_t *d = qtk_realloc(payload, (size_t)h + n + 1);
-	if (!d) {
-		qtk_free(payload);
-		return QTK_E_IO;
-	}
-	memmove(d + h, d, n);
-	memcpy(d, head, (size_t)h);
-	*out = d;
-	*outn = (size_t)h + n;
-	return 0;
+	return snprintf(head, QTK_SIG_PAE_HEAD, "DSSEv1 %zu %s %zu ", strlen(QTK_SIG_PAYLOAD_TYPE), QTK_SIG_PAYLOAD_TYPE, n);
 }
 
 int qtk_sig_pae(const uint8_t *payload, size_t n, uint8_t **out, size_t *outn)
 {
-	char head[128];
-	int h = snprintf(head, sizeof head, "DSSEv1 %zu %s %zu ", strlen(QTK_SIG_PAYLOAD_TYPE), QTK_SIG_PAYLOAD_TYPE, n);
+	char head[QTK_SIG_PAE_HEAD];
+	int h = qtk_sig_pae_head(n, head);
 	uint8_t *d = qtk_malloc((size_t)h + n + 1);
 	if (!d)
 		return QTK_E_IO;

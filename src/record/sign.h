@@ -87,9 +87,11 @@ int qtk_sig_bundle_write(const uint8_t *payload, size_t n, const uint8_t *sig, s
 
 /* PAE(QTK_SIG_PAYLOAD_TYPE, payload): a new buffer (qtk_free). */
 int qtk_sig_pae(const uint8_t *payload, size_t n, uint8_t **out, size_t *outn);
-/* The same made from payload's own block (taken: freed on failure), the payload moved up behind
- * the header instead of copied; the payload is the message's last n bytes. */
-int qtk_sig_pae_take(char *payload, size_t n, uint8_t **out, size_t *outn);
+/* PAE's header for a payload of n bytes (the message is the header, then the payload), written
+ * into head; its length (less than QTK_SIG_PAE_HEAD): for a message made in place, the payload
+ * written behind room for the header. */
+#define QTK_SIG_PAE_HEAD 128
+int qtk_sig_pae_head(size_t n, char head[QTK_SIG_PAE_HEAD]);
 
 /* Keys (an EVP_PKEY, opaque here). Load a PEM private key (signing) or a public key (a
  * private key is accepted too: its public half is used). QTK_E_DATA for an unreadable,
