@@ -114,6 +114,8 @@ typedef struct tui {
 	/* provenance and memory: pre-rendered text lines */
 	char **prov;
 	size_t nprov;
+	char *prov_block;     /* the record's lines, the last nprov_block of prov, in one block */
+	size_t nprov_block;
 	int pscroll;
 	char **mem;
 	size_t nmem;

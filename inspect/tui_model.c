@@ -380,6 +380,82 @@ static int tm_add_text(char ***lines, size_t *n, const char *s)
 	return 0;
 }
 
+/* tm_add_text's lines for the record's text, written into one block that the pane's last
+ * lines point into (a record of 100,000 tensors is a million lines: no allocation a line). */
+static int tm_add_text_block(tui *t, const char *s)
+{
+	qtk_buf blk = {0};
+	size_t *off = NULL, noff = 0, cap = 0, room = 1, lines = 1;
+	for (const char *p = s; *p; p++) { /* the block's size when the lines are shown as they are */
+		room += *p == '\t' ? 2 : 1;
+		lines += *p == '\n';
+	}
+	if (qtk_buf_reserve(&blk, room + lines) ||
+	    !(off = qtk_malloc((cap = lines + room / 1000 + 1) * sizeof *off))) {
+		qtk_buf_free(&blk);
+		return -1;
+	}
+	char buf[1024];
+	size_t k = 0;
+	int rc = 0;
+	for (const char *p = s; !rc; p++) {
+		if (*p == '\n' || !*p || k >= sizeof buf - 3) {
+			char *d = qtk_text_dup(buf, k, 0); /* record text: shown inert */
+			if (noff == cap) {
+				size_t nc = cap ? 2 * cap : 1024;
+				size_t *no = qtk_realloc(off, nc * sizeof *no);
+				if (no) {
+					off = no;
+					cap = nc;
+				}
+			}
+			if (!d || noff == cap)
+				rc = -1;
+			else
+				off[noff++] = blk.len;
+			rc = rc || qtk_buf_put(&blk, d, strlen(d) + 1) ? -1 : 0;
+			qtk_free(d);
+			k = 0;
+			if (!*p)
+				break;
+			if (*p != '\n')
+				buf[k++] = *p;
+			continue;
+		}
+		if (*p == '\t') {
+			buf[k++] = ' ';
+			buf[k++] = ' ';
+		} else {
+			buf[k++] = *p;
+		}
+	}
+	char **l = rc || blk.failed ? NULL : qtk_realloc(t->prov, (t->nprov + noff + 1) * sizeof *l);
+	if (!l) {
+		qtk_buf_free(&blk);
+		qtk_free(off);
+		return -1;
+	}
+	for (size_t i = 0; i < noff; i++)
+		l[t->nprov + i] = (char *)blk.p + off[i];
+	t->prov = l;
+	t->nprov += noff;
+	t->prov_block = (char *)blk.p;
+	t->nprov_block = noff;
+	qtk_free(off);
+	return 0;
+}
+
+static void tm_free_prov(tui *t)
+{
+	for (size_t i = 0; i + t->nprov_block < t->nprov; i++)
+		qtk_free(t->prov[i]);
+	qtk_free(t->prov);
+	qtk_free(t->prov_block);
+	t->prov = NULL;
+	t->prov_block = NULL;
+	t->nprov = t->nprov_block = 0;
+}
+
 static const char *tm_jstr(const cJSON *o, const char *key)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
@@ -389,22 +465,74 @@ static const char *tm_jstr(const cJSON *o, const char *key)
 /* A stored encoding id that holds quantized values (not a float type). */
 static bool tm_enc_quant(const char *id) { return strcmp(id, "f32") && strcmp(id, "f16") && strcmp(id, "bf16") && strcmp(id, "f64"); }
 
+/* The decoded digests of a record's tensor list by name (held as a tree or as text), made when
+ * a tensor first needs them. */
+typedef struct dmap {
+	const cJSON *list;
+	bool made;
+	qtk_strmap ix;
+	char **names;
+	char (*dec)[65];
+	size_t n, cap;
+} dmap;
+
+static int dmap_add(void *ctx, const cJSON *e)
+{
+	dmap *d = ctx;
+	const char *nm = tm_jstr(e, "name"), *dec = tm_jstr(e, "decoded");
+	if (!nm || !dec || strlen(dec) != 64)
+		return 0;
+	if (d->n == d->cap) {
+		size_t nc = d->cap ? 2 * d->cap : 256;
+		char **nn = qtk_realloc(d->names, nc * sizeof *nn);
+		if (nn)
+			d->names = nn;
+		char(*nd)[65] = nn ? qtk_realloc(d->dec, nc * sizeof *nd) : NULL;
+		if (!nd)
+			return QTK_E_IO;
+		d->dec = nd;
+		d->cap = nc;
+	}
+	if (!(d->names[d->n] = qtk_strdup(nm)))
+		return QTK_E_IO;
+	memcpy(d->dec[d->n], dec, 65);
+	if (qtk_strmap_put(&d->ix, d->names[d->n], d->n, NULL) < 0) {
+		qtk_free(d->names[d->n]);
+		return QTK_E_IO;
+	}
+	d->n++;
+	return 0;
+}
+
+static const char *dmap_get(dmap *d, const char *name)
+{
+	if (!d->made) {
+		d->made = true;
+		if (d->list)
+			qtk_prov_list_each(d->list, dmap_add, d); /* out of memory: what was read */
+	}
+	size_t k;
+	return qtk_strmap_get(&d->ix, name, &k) ? d->dec[k] : NULL;
+}
+
+static void dmap_free(dmap *d)
+{
+	for (size_t i = 0; i < d->n; i++)
+		qtk_free(d->names[i]);
+	qtk_free(d->names);
+	qtk_free(d->dec);
+	qtk_strmap_free(&d->ix);
+}
+
 /* One tensor of the record's transform: 1 exact (kept as stored, widened to F32, decoded to F32,
  * or the same decoded digest as the source record's), 0 re-fitted (quantized or narrowed),
  * -1 not recorded (one quantized layout to another: a repack is exact, a re-fit is not). */
-static int tm_prov_exact(const char *name, const char *from, const char *to, const cJSON *src_tensors,
-			 const cJSON *out_tensors)
+static int tm_prov_exact(const char *name, const char *from, const char *to, dmap *src, dmap *out)
 {
 	if (!strcmp(from, to))
 		return 1;
 	/* the source was written by qconvert too: its record has the decoded digest */
-	const char *dsrc = NULL, *dout = NULL;
-	for (const cJSON *c = cJSON_IsArray(src_tensors) ? src_tensors->child : NULL; c; c = c->next)
-		if (tm_jstr(c, "name") && !strcmp(tm_jstr(c, "name"), name))
-			dsrc = tm_jstr(c, "decoded");
-	for (const cJSON *c = cJSON_IsArray(out_tensors) ? out_tensors->child : NULL; c; c = c->next)
-		if (tm_jstr(c, "name") && !strcmp(tm_jstr(c, "name"), name))
-			dout = tm_jstr(c, "decoded");
+	const char *dsrc = dmap_get(src, name), *dout = dmap_get(out, name);
 	if (dsrc && dout && !strchr(dout, '~'))
 		return !strcmp(dsrc, dout);
 	if (!strcmp(to, "f32") || (!strcmp(to, "f64") && !tm_enc_quant(from)))
@@ -414,7 +542,23 @@ static int tm_prov_exact(const char *name, const char *from, const char *to, con
 	return tm_enc_quant(from) ? -1 : 0;
 }
 
-/* The record in one line: "quantized by qtk 0.1.0 from NAME on DATE, N tensors exact, M re-fitted". */
+typedef struct pcount {
+	size_t cnt[3]; /* not recorded, re-fitted, exact */
+	dmap src, out;
+} pcount;
+
+static int pcount_one(void *ctx, const char *key, const cJSON *val, int64_t off)
+{
+	(void)off;
+	pcount *c = ctx;
+	const char *f = tm_jstr(val, "from"), *to = tm_jstr(val, "to");
+	if (f && to && key)
+		c->cnt[tm_prov_exact(key, f, to, &c->src, &c->out) + 1]++;
+	return 0;
+}
+
+/* The record in one line: "quantized by qtk 0.1.0 from NAME on DATE, N tensors exact, M re-fitted".
+ * j is the record as a tree whose tensor lists and maps may be held as text (qtk_prov_parse). */
 static void tm_prov_summary(const cJSON *j, char *out, size_t n)
 {
 	const cJSON *tool = cJSON_GetObjectItemCaseSensitive(j, "tool");
@@ -441,20 +585,28 @@ static void tm_prov_summary(const cJSON *j, char *out, size_t n)
 	if (time && at < n)
 		at += (size_t)snprintf(out + at, n - at, " on %.10s", time);
 	const cJSON *tens = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(tr, "params"), "tensors");
-	if (!cJSON_IsObject(tens) || at >= n)
+	const bool as_text = cJSON_IsRaw(tens) && tens->valuestring && tens->valuestring[0] == '{';
+	if ((!cJSON_IsObject(tens) && !as_text) || at >= n)
 		return;
-	const cJSON *src_t = cJSON_GetObjectItemCaseSensitive(
+	pcount c;
+	memset(&c, 0, sizeof c);
+	c.src.list = cJSON_GetObjectItemCaseSensitive(
 		cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(src, "record"), "output"), "tensors");
-	const cJSON *out_t = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "output"), "tensors");
-	size_t cnt[3] = {0, 0, 0}; /* not recorded, re-fitted, exact */
-	for (const cJSON *c = tens->child; c; c = c->next) {
-		const char *f = tm_jstr(c, "from"), *to = tm_jstr(c, "to");
-		if (f && to && c->string)
-			cnt[tm_prov_exact(c->string, f, to, src_t, out_t) + 1]++;
+	c.out.list = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "output"), "tensors");
+	if (as_text) {
+		qtk_err e;
+		qtk_err_clear(&e);
+		qtk_json_each_member(tens->valuestring, strlen(tens->valuestring), QTK_JSON_INTS, NULL, 0, &e, pcount_one, &c);
+	} else {
+		for (const cJSON *m = tens->child; m; m = m->next)
+			pcount_one(&c, m->string, m, 0);
 	}
-	at += (size_t)snprintf(out + at, n - at, ", %zu tensor%s exact, %zu re-fitted", cnt[2], cnt[2] == 1 ? "" : "s", cnt[1]);
-	if (cnt[0] && at < n)
-		snprintf(out + at, n - at, ", %zu repacked (exactness not recorded)", cnt[0]);
+	dmap_free(&c.src);
+	dmap_free(&c.out);
+	at += (size_t)snprintf(out + at, n - at, ", %zu tensor%s exact, %zu re-fitted", c.cnt[2], c.cnt[2] == 1 ? "" : "s",
+			       c.cnt[1]);
+	if (c.cnt[0] && at < n)
+		snprintf(out + at, n - at, ", %zu repacked (exactness not recorded)", c.cnt[0]);
 }
 
 static int tm_audit_line(void *arg, const char *line)
@@ -476,13 +628,15 @@ static int tm_prov_build(tui *t)
 {
 	const qtk_kv *kv = qtk_kv_find(t->m, "qtk.provenance");
 	const qtk_blob *b = qtk_blob_find(t->m, "qtk-provenance.json");
-	cJSON *j = NULL;
-	const char *where = NULL;
+	const char *txt = NULL, *where = NULL;
+	size_t len = 0;
 	if (kv && kv->val.type == QTK_V_STR) {
-		j = cJSON_ParseWithLength(kv->val.v.str.s, (size_t)kv->val.v.str.len);
+		txt = kv->val.v.str.s;
+		len = (size_t)kv->val.v.str.len;
 		where = "GGUF key qtk.provenance";
 	} else if (b) {
-		j = cJSON_ParseWithLength((const char *)b->data, b->len);
+		txt = (const char *)b->data;
+		len = b->len;
 		where = "qtk-provenance.json";
 	}
 	char line[256];
@@ -494,6 +648,14 @@ static int tm_prov_build(tui *t)
 		tm_add_line(&t->prov, &t->nprov, "");
 		return tm_audit_build(t);
 	}
+	/* a valid record is read with its tensor lists as text (a tree of 100,000 entries is ~100
+	 * MB); any other JSON as a tree */
+	cJSON *j = NULL;
+	qtk_err e;
+	qtk_err_clear(&e);
+	const bool valid = !qtk_prov_parse(txt, len, NULL, &j, &e);
+	if (!valid)
+		j = cJSON_ParseWithLength(txt, len);
 	char sum[512];
 	if (j && cJSON_IsObject(j)) {
 		tm_prov_summary(j, sum, sizeof sum);
@@ -502,20 +664,62 @@ static int tm_prov_build(tui *t)
 	snprintf(line, sizeof line, "record from %s; Enter: check the tensors against it (reads them all)", where);
 	tm_add_line(&t->prov, &t->nprov, line);
 	tm_add_line(&t->prov, &t->nprov, "");
-	if (tm_audit_build(t))
-		return -1;
-	if (!j)
-		return tm_add_line(&t->prov, &t->nprov, "the record is not valid JSON");
-	char *txt = cJSON_Print(j);
+	int rc = tm_audit_build(t) ? -1 : 0;
+	if (!rc && !j)
+		rc = tm_add_line(&t->prov, &t->nprov, "the record is not valid JSON");
+	const bool shown = j != NULL;
+	if (valid) { /* the tree is not needed for the text (a chained record's is tens of MB) */
+		qtk_json_tree_free(j);
+		j = NULL;
+	}
+	if (!rc && shown) {
+		/* the text as cJSON_Print lays it out, made from the text itself where it can be */
+		qtk_jtext w = {0};
+		int r = qtk_json_refmt(&w, txt, len, 0);
+		char *p = NULL;
+		if (r == 1) {
+			cJSON *full = valid ? cJSON_ParseWithLength(txt, len) : NULL;
+			p = cJSON_Print(valid ? full : j);
+			cJSON_Delete(full);
+		}
+		if (r == 0 ? !qtk_jtext_ok(&w) || tm_add_text_block(t, w.p) : !p || tm_add_text_block(t, p))
+			rc = -1;
+		cJSON_free(p);
+		qtk_jtext_free(&w);
+	}
 	cJSON_Delete(j);
-	if (!txt)
-		return -1;
-	int rc = tm_add_text(&t->prov, &t->nprov, txt);
-	cJSON_free(txt);
 	return rc;
 }
 
 static void tm_free_lines(char **l, size_t n);
+
+/* The record's tensor list against the file's digests, an entry at a time. */
+typedef struct vcount {
+	const qtk_digests *d;
+	size_t ok, bad, n;
+	char ***out;
+	size_t *nout;
+} vcount;
+
+static int vcount_one(void *ctx, const cJSON *c)
+{
+	vcount *v = ctx;
+	v->n++;
+	const cJSON *nm = cJSON_GetObjectItemCaseSensitive(c, "name");
+	const cJSON *enc = cJSON_GetObjectItemCaseSensitive(c, "encoded");
+	uint8_t want[32];
+	const qtk_leaf *l = cJSON_IsString(nm) ? qtk_digests_find(v->d, nm->valuestring) : NULL;
+	if (l && cJSON_IsString(enc) && qtk_prov_unhex(enc->valuestring, want) && l->has_enc && !memcmp(want, l->enc, 32)) {
+		v->ok++;
+		return 0;
+	}
+	if (v->bad++ < 20) {
+		char line[320];
+		snprintf(line, sizeof line, "  changed: %.200s", cJSON_IsString(nm) ? nm->valuestring : "?");
+		tm_add_line(v->out, v->nout, line);
+	}
+	return 0;
+}
 
 /* Check every tensor of the file against the embedded record's encoded
  * digests; the result goes on top of the provenance pane. */
@@ -526,13 +730,16 @@ static int tm_prov_verify(tui *t)
 	const char *txt = qtk_prov_find(t->m, &len, &where);
 	if (!txt)
 		return 0;
+	/* the pane is made again below: its text (a million lines for 100,000 tensors) goes now,
+	 * before the record is read and the tensors hashed */
+	tm_free_prov(t);
 	qtk_err err;
 	qtk_err_clear(&err);
 	cJSON *rec = NULL;
 	char line[320];
 	char **out = NULL;
 	size_t nout = 0;
-	if (qtk_prov_parse_tree(txt, len, t->m->path, &rec, &err)) {
+	if (qtk_prov_parse(txt, len, t->m->path, &rec, &err)) {
 		snprintf(line, sizeof line, "digests: the record is malformed: %.200s: %.80s", err.msg, err.subject);
 		tm_add_line(&out, &nout, line);
 	} else {
@@ -546,28 +753,16 @@ static int tm_prov_verify(tui *t)
 			"scheme")));
 		o.enc_only = true;
 		o.keep_going = true;
-		if (!cJSON_IsArray(ts)) {
+		if (!cJSON_IsArray(ts) && !cJSON_IsRaw(ts)) {
 			tm_add_line(&out, &nout, "digests: the record lists no tensors (roots only)");
 		} else if (qtk_digest_model(t->m, &o, &d, &err)) {
 			snprintf(line, sizeof line, "digests: cannot read the tensors: %.200s", err.msg);
 			tm_add_line(&out, &nout, line);
 		} else {
-			size_t ok = 0, bad = 0, n = 0;
-			for (const cJSON *c = ts->child; c; c = c->next, n++) {
-				const cJSON *nm = cJSON_GetObjectItemCaseSensitive(c, "name");
-				const cJSON *enc = cJSON_GetObjectItemCaseSensitive(c, "encoded");
-				uint8_t want[32];
-				const qtk_leaf *l = cJSON_IsString(nm) ? qtk_digests_find(&d, nm->valuestring) : NULL;
-				if (l && cJSON_IsString(enc) && qtk_prov_unhex(enc->valuestring, want) && l->has_enc &&
-				    !memcmp(want, l->enc, 32)) {
-					ok++;
-					continue;
-				}
-				if (bad++ < 20) {
-					snprintf(line, sizeof line, "  changed: %.200s", cJSON_IsString(nm) ? nm->valuestring : "?");
-					tm_add_line(&out, &nout, line);
-				}
-			}
+			/* the list an entry at a time (held as text) */
+			vcount vc = {&d, 0, 0, 0, &out, &nout};
+			qtk_prov_list_each(ts, vcount_one, &vc);
+			size_t ok = vc.ok, bad = vc.bad, n = vc.n;
 			if (bad)
 				snprintf(line, sizeof line, "digests: FAILED: %zu of %zu tensors differ from the record", bad, n);
 			else
@@ -587,7 +782,7 @@ static int tm_prov_verify(tui *t)
 	qtk_json_tree_free(rec);
 	tm_add_line(&out, &nout, "");
 	/* rebuild the pane: verification result, then the record */
-	tm_free_lines(t->prov, t->nprov);
+	tm_free_prov(t);
 	t->prov = out;
 	t->nprov = nout;
 	return tm_prov_build(t);
@@ -700,7 +895,7 @@ void tui_free(tui *t)
 	qtk_free(t->mrows);
 	if (t->re_ok)
 		regfree(&t->re);
-	tm_free_lines(t->prov, t->nprov);
+	tm_free_prov(t);
 	tm_free_lines(t->mem, t->nmem);
 	memset(t, 0, sizeof *t);
 }
