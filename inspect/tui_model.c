@@ -353,15 +353,16 @@ static int tm_add_line(char ***lines, size_t *n, const char *s)
 	return 0;
 }
 
-/* Split text into lines (tabs become two spaces). */
-static int tm_add_text(char ***lines, size_t *n, const char *s)
+/* Split text into lines as the panes show them (at line ends and every 1021 bytes, tabs as two
+ * spaces): fn(ctx, line, its length) for each; stops at fn's non-zero return. */
+static int tm_split(const char *s, int (*fn)(void *ctx, char *line, size_t n), void *ctx)
 {
 	char buf[1024];
 	size_t k = 0;
 	for (const char *p = s;; p++) {
 		if (*p == '\n' || !*p || k >= sizeof buf - 3) {
 			buf[k] = 0;
-			if (tm_add_line(lines, n, buf))
+			if (fn(ctx, buf, k))
 				return -1;
 			k = 0;
 			if (!*p)
@@ -380,68 +381,80 @@ static int tm_add_text(char ***lines, size_t *n, const char *s)
 	return 0;
 }
 
+typedef struct tlines {
+	char ***lines;
+	size_t *n;
+} tlines;
+
+static int tl_add(void *ctx, char *line, size_t n)
+{
+	(void)n;
+	tlines *tl = ctx;
+	return tm_add_line(tl->lines, tl->n, line);
+}
+
+/* Split text into lines (tabs become two spaces). */
+static int tm_add_text(char ***lines, size_t *n, const char *s)
+{
+	tlines tl = {lines, n};
+	return tm_split(s, tl_add, &tl);
+}
+
+/* The lines of one block: each shown inert, NUL-terminated, at off[i]. */
+typedef struct tblock {
+	qtk_buf blk;
+	size_t *off, n, cap;
+} tblock;
+
+static int tb_add(void *ctx, char *line, size_t n)
+{
+	tblock *b = ctx;
+	char *d = qtk_text_dup(line, n, 0); /* record text: shown inert */
+	if (b->n == b->cap) {
+		size_t nc = b->cap ? 2 * b->cap : 1024;
+		size_t *no = qtk_realloc(b->off, nc * sizeof *no);
+		if (no) {
+			b->off = no;
+			b->cap = nc;
+		}
+	}
+	int rc = !d || b->n == b->cap ? -1 : 0;
+	if (!rc)
+		b->off[b->n++] = b->blk.len;
+	rc = rc || qtk_buf_put(&b->blk, d, strlen(d) + 1) ? -1 : 0;
+	qtk_free(d);
+	return rc;
+}
+
 /* tm_add_text's lines for the record's text, written into one block that the pane's last
  * lines point into (a record of 100,000 tensors is a million lines: no allocation a line). */
 static int tm_add_text_block(tui *t, const char *s)
 {
-	qtk_buf blk = {0};
-	size_t *off = NULL, noff = 0, cap = 0, room = 1, lines = 1;
+	tblock b = {{0}, NULL, 0, 0};
+	size_t room = 1, lines = 1;
 	for (const char *p = s; *p; p++) { /* the block's size when the lines are shown as they are */
 		room += *p == '\t' ? 2 : 1;
 		lines += *p == '\n';
 	}
-	if (qtk_buf_reserve(&blk, room + lines) ||
-	    !(off = qtk_malloc((cap = lines + room / 1000 + 1) * sizeof *off))) {
-		qtk_buf_free(&blk);
+	b.cap = lines + room / 1000 + 1;
+	if (qtk_buf_reserve(&b.blk, room + lines) || !(b.off = qtk_malloc(b.cap * sizeof *b.off))) {
+		qtk_buf_free(&b.blk);
 		return -1;
 	}
-	char buf[1024];
-	size_t k = 0;
-	int rc = 0;
-	for (const char *p = s; !rc; p++) {
-		if (*p == '\n' || !*p || k >= sizeof buf - 3) {
-			char *d = qtk_text_dup(buf, k, 0); /* record text: shown inert */
-			if (noff == cap) {
-				size_t nc = cap ? 2 * cap : 1024;
-				size_t *no = qtk_realloc(off, nc * sizeof *no);
-				if (no) {
-					off = no;
-					cap = nc;
-				}
-			}
-			if (!d || noff == cap)
-				rc = -1;
-			else
-				off[noff++] = blk.len;
-			rc = rc || qtk_buf_put(&blk, d, strlen(d) + 1) ? -1 : 0;
-			qtk_free(d);
-			k = 0;
-			if (!*p)
-				break;
-			if (*p != '\n')
-				buf[k++] = *p;
-			continue;
-		}
-		if (*p == '\t') {
-			buf[k++] = ' ';
-			buf[k++] = ' ';
-		} else {
-			buf[k++] = *p;
-		}
-	}
-	char **l = rc || blk.failed ? NULL : qtk_realloc(t->prov, (t->nprov + noff + 1) * sizeof *l);
+	int rc = tm_split(s, tb_add, &b);
+	char **l = rc || b.blk.failed ? NULL : qtk_realloc(t->prov, (t->nprov + b.n + 1) * sizeof *l);
 	if (!l) {
-		qtk_buf_free(&blk);
-		qtk_free(off);
+		qtk_buf_free(&b.blk);
+		qtk_free(b.off);
 		return -1;
 	}
-	for (size_t i = 0; i < noff; i++)
-		l[t->nprov + i] = (char *)blk.p + off[i];
+	for (size_t i = 0; i < b.n; i++)
+		l[t->nprov + i] = (char *)b.blk.p + b.off[i];
 	t->prov = l;
-	t->nprov += noff;
-	t->prov_block = (char *)blk.p;
-	t->nprov_block = noff;
-	qtk_free(off);
+	t->nprov += b.n;
+	t->prov_block = (char *)b.blk.p;
+	t->nprov_block = b.n;
+	qtk_free(b.off);
 	return 0;
 }
 
