@@ -103,6 +103,8 @@ static int chk_structure(vstate *s)
 		s->src = qtk_open(s->o->source, &s->err);
 		if (!s->src)
 			return s->err.code ? s->err.code : QTK_E_INTERNAL;
+		/* the source's own record (tens of MB at 100,000 tensors) takes no part in --against */
+		qtk_kv_remove(s->src, QTK_PROV_KEY);
 	}
 	return 0;
 }
@@ -852,24 +854,32 @@ static int chk_source_link(vstate *s)
 	const char *txt = qtk_prov_find(s->m, &len, &s->embedded_where);
 	if (!txt)
 		return 0;
-	int rc = qtk_prov_parse(txt, len, s->o->file, &s->embedded, &s->err);
+	cJSON *rec = NULL;
+	int rc = qtk_prov_parse(txt, len, s->o->file, &rec, &s->err);
 	if (rc)
 		return rc;
-	const cJSON *root = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(s->embedded, "source"),
-							       "tensor_root");
-	if (!root)
+	/* only the source's roots are needed from the record: its tree (tens of MB with a chained
+	 * record) goes before the source is hashed and the tensors compared */
+	const cJSON *root = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(rec, "source"), "tensor_root");
+	uint8_t enc[32], dec[32];
+	const bool named = root != NULL;
+	const int scheme = named ? root_scheme(root) : 0;
+	if (named) {
+		qtk_prov_unhex(jstr(root, "encoded"), enc);
+		qtk_prov_unhex(jstr(root, "decoded"), dec);
+	}
+	qtk_json_tree_free(rec);
+	qtk_kv_remove(s->m, QTK_PROV_KEY); /* read: nothing after this needs its text */
+	if (!named)
 		return 0;
 	qtk_digests sd;
-	qtk_digest_opts o = {.scheme = root_scheme(root), .threads = s->o->threads,
+	qtk_digest_opts o = {.scheme = scheme, .threads = s->o->threads,
 			     .progress_named = cli_progress_enabled() ? progress : NULL,
 			     .progress_ctx = (void *)"source digests"};
 	rc = qtk_digest_model(s->src, &o, &sd, &s->err);
 	cli_progress_end();
 	if (rc)
 		return rc;
-	uint8_t enc[32], dec[32];
-	qtk_prov_unhex(jstr(root, "encoded"), enc);
-	qtk_prov_unhex(jstr(root, "decoded"), dec);
 	if (!memcmp(enc, sd.enc_root, 32))
 		qv_result(s, "source_link", "ok", "the embedded record names this source (encoded root)");
 	else if (!memcmp(dec, sd.dec_root, 32))
