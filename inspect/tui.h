@@ -115,6 +115,7 @@ typedef struct tui {
 	char **prov;
 	size_t nprov;
 	char *prov_block;     /* the record's lines, the last nprov_block of prov, in one block */
+	qtk_jtext prov_laid;  /* ... or in the laid-out text itself (tm_take_text) */
 	size_t nprov_block;
 	int pscroll;
 	char **mem;

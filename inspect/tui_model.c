@@ -458,11 +458,68 @@ static int tm_add_text_block(tui *t, const char *s)
 	return 0;
 }
 
+/* The laid-out record made into the pane's last lines where it lies: each line's tabs widened
+ * to two spaces and its end made a NUL, from the end backwards, in its own block grown in place
+ * (a chained record's text is over 100 MB: no second copy). Only when every line is shown as it
+ * is and short of tm_split's cut: 1 when taken (w is left empty), 0 when the caller is to copy
+ * the lines (tm_add_text_block), -1 out of memory. */
+static int tm_take_text(tui *t, qtk_jtext *w)
+{
+	char line[1024];
+	size_t tabs = 0, lines = 1, k = 0;
+	for (size_t i = 0; i <= w->len; i++) {
+		const char c = i < w->len ? w->p[i] : '\n';
+		if (c == '\n') {
+			if (!qtk_text_clean(line, k, 0))
+				return 0;
+			lines += i < w->len;
+			k = 0;
+		} else if (k + 2 > 1020 || !c) {
+			return 0; /* a line tm_split would cut, or a NUL in the text */
+		} else if (c == '\t') {
+			line[k++] = ' ';
+			line[k++] = ' ';
+			tabs++;
+		} else {
+			line[k++] = c;
+		}
+	}
+	char **l = qtk_realloc(t->prov, (t->nprov + lines + 1) * sizeof *l);
+	if (!l)
+		return -1;
+	t->prov = l;
+	if (!qtk_jtext_reserve(w, tabs + 1))
+		return -1;
+	char *p = w->p;
+	size_t d = w->len + tabs;
+	p[d] = 0;
+	for (size_t i = w->len; i-- > 0;) {
+		if (p[i] == '\t') {
+			p[--d] = ' ';
+			p[--d] = ' ';
+		} else {
+			p[--d] = p[i] == '\n' ? 0 : p[i];
+		}
+	}
+	w->len += tabs;
+	size_t n = 0;
+	l[t->nprov + n++] = p;
+	for (size_t i = 0; i < w->len; i++)
+		if (!p[i])
+			l[t->nprov + n++] = p + i + 1;
+	t->nprov += n;
+	t->nprov_block = n;
+	t->prov_laid = *w;
+	memset(w, 0, sizeof *w);
+	return 1;
+}
+
 static void tm_free_prov(tui *t)
 {
 	for (size_t i = 0; i + t->nprov_block < t->nprov; i++)
 		qtk_free(t->prov[i]);
 	qtk_free(t->prov);
+	qtk_jtext_free(&t->prov_laid);
 	qtk_free(t->prov_block);
 	t->prov = NULL;
 	t->prov_block = NULL;
@@ -695,7 +752,9 @@ static int tm_prov_build(tui *t)
 			p = cJSON_Print(valid ? full : j);
 			cJSON_Delete(full);
 		}
-		if (r == 0 ? !qtk_jtext_ok(&w) || tm_add_text_block(t, w.p) : !p || tm_add_text_block(t, p))
+		int took = r == 0 && qtk_jtext_ok(&w) ? tm_take_text(t, &w) : 0;
+		if (took < 0 || (!took && (r == 0 ? !qtk_jtext_ok(&w) || tm_add_text_block(t, w.p)
+						  : !p || tm_add_text_block(t, p))))
 			rc = -1;
 		cJSON_free(p);
 		qtk_jtext_free(&w);

@@ -522,6 +522,41 @@ static void run_schemes(void)
 	}
 }
 
+/* Records whose lines cannot be taken where they lie (a line long enough to be cut, a control
+ * character, JSON outside the tree-less layout's subset, a record that is no valid record): the
+ * pane's lines are still cJSON_Print's layout split as before. */
+static void run_record_forms(void)
+{
+	char longs[3000];
+	memset(longs, 'x', sizeof longs - 1);
+	longs[sizeof longs - 1] = 0;
+	char *texts[4];
+	size_t nt = 0;
+	size_t cap = sizeof longs + 64;
+	texts[nt] = malloc(cap);
+	snprintf(texts[nt++], cap, "{\"a\":{\"b\":[1,2,{\"c\":\"%s\"}]},\"t\":\"\\ttab\"}", longs);
+	texts[nt++] = strdup("{\"ctl\":\"a\\u0001b\",\"ok\":true,\"n\":[1.5,-2,3e2]}");
+	texts[nt++] = strdup("{\"record_version\":1,\"output\":{\"tensors\":[]},\"bidi\":\"\xe2\x80\xae" "evil\"}");
+	texts[nt++] = strdup("[1,2,3]");
+	for (size_t i = 0; i < nt; i++) {
+		qtk_model *m = qtk_model_new();
+		if (m)
+			m->path = qtk_strdup("record-form.gguf"); /* the panes name the file */
+		if (!m || !m->path || !texts[i] || qtk_model_set_kv_str(m, "qtk.provenance", texts[i])) {
+			CHECK(0, "record form %zu: model", i);
+			qtk_close(m);
+			continue;
+		}
+		tui t;
+		CHECK(tui_init(&t, m, 120, 40, true, false) == 0, "record form %zu: init", i);
+		check_record_lines(&t, m);
+		tui_free(&t);
+		qtk_close(m);
+	}
+	for (size_t i = 0; i < nt; i++)
+		free(texts[i]);
+}
+
 /* A directory given as "dir/" is titled by its name, not by the empty string after the slash. */
 static void run_dir_title(const char *dir)
 {
@@ -549,6 +584,7 @@ int main(void)
 {
 	char dir[] = "/tmp/qtk-tui-XXXXXX", cmd[512], gguf[256];
 	run_schemes();
+	run_record_forms();
 	if (t_samples(dir))
 		return T_DONE();
 	snprintf(gguf, sizeof gguf, "%s/tiny-llama-f32.gguf", dir);
