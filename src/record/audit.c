@@ -1,5 +1,6 @@
 /* audit.c - executable content and chat-template audit (audit.h). */
 #include "record/audit.h"
+#include "record/prov.h"
 #include "internal.h"
 #include "text.h"
 #include <ctype.h>
@@ -620,6 +621,10 @@ int qtk_audit_model(const qtk_model *m, qtk_audit *a, qtk_err *err)
 		rc = list_dir(a, m->path, "", 0);
 	for (size_t i = 0; i < m->nblobs && !rc; i++) {
 		const qtk_blob *b = &m->blobs[i];
+		/* qtk's provenance record is no loader's configuration (no auto_map or chat template is
+		 * taken from it), and it is tens of MB for 100,000 tensors: a tree of it ~200 MB */
+		if (!strcmp(b->name, QTK_PROV_FILE))
+			continue;
 		if (ends_ci(b->name, ".json"))
 			rc = qtk_audit_json_file(a, b->name, (const char *)b->data, b->len);
 		else if (ends_ci(b->name, ".jinja"))
