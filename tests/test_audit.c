@@ -202,12 +202,41 @@ static void test_json(void)
 	qtk_audit_free(&a);
 }
 
+/* A model's JSON side files are audited, its provenance record file is not (no loader takes an
+ * auto_map or chat template from it): the same text is a finding as config.json only. */
+static void test_record_file(void)
+{
+	static const char txt[] = "{\"auto_map\": {\"AutoModel\": \"modeling_x.X\"}}";
+	const char *names[] = {"config.json", "qtk-provenance.json"};
+	for (int k = 0; k < 2; k++) {
+		qtk_model *m = qtk_model_new();
+		uint8_t *d = m ? qtk_malloc(sizeof txt - 1) : NULL;
+		if (d)
+			memcpy(d, txt, sizeof txt - 1);
+		if (!d || qtk_model_take_blob(m, names[k], d, sizeof txt - 1)) {
+			CHECK(0, "model with %s", names[k]);
+			qtk_free(d);
+			qtk_close(m);
+			continue;
+		}
+		qtk_audit a;
+		qtk_err e;
+		qtk_err_clear(&e);
+		CHECK(qtk_audit_model(m, &a, &e) == 0, "audit %s", names[k]);
+		CHECK(count_kind(&a, "auto_map") == (k ? 0 : 1), "%s: %zu auto_map findings", names[k],
+		      count_kind(&a, "auto_map"));
+		qtk_audit_free(&a);
+		qtk_close(m);
+	}
+}
+
 int main(void)
 {
 	test_benign();
 	test_classes();
 	test_files();
 	test_json();
+	test_record_file();
 	test_hostile();
 	return T_DONE();
 }
