@@ -759,12 +759,13 @@ int conv_run(qtk_model *source, const conv_opts *o, conv_result *res)
 		    (prov.select && si != SIZE_MAX && !prov.select[si]) ||
 		    qtk_canon_name(in, st->name, canon, sizeof canon, &qk) < 0)
 			continue;
+		const qtk_leaf *sl = qtk_digests_find(&prov.b.src_cache, canon);
 		for (int sn = 0; sn < 2; sn++) { /* both sinks: the decoded one skips proven copies */
 			qtk_digest_sink *sk = sn ? prov.sink2 : prov.sink;
-			if (prov.b.src_pending)
-				qtk_digest_sink_expect_late(sk, k, qtk_digests_find(&prov.b.src_cache, canon));
+			if (prov.b.src_pending) /* described, its digests to come */
+				qtk_digest_sink_expect_late(sk, k, sl);
 			else
-				qtk_digest_sink_expect(sk, k, qtk_digests_find(&prov.b.src_cache, canon));
+				qtk_digest_sink_expect(sk, k, sl);
 		}
 	}
 	w = qtk_writer_open(o->output, o->out_kind, d, &wo, &err);

@@ -467,16 +467,14 @@ int json_aside_emit(qtk_model *m, json_aside *a, cJSON *doc, FILE *out)
 	qtk_jtext d = {0};
 	int rc = !doc || qtk_json_fmt(&d, doc, 0) ? qtk_err_set(&m->err, QTK_E_IO, NULL, -1, NULL, "out of memory") : 0;
 	cJSON_Delete(doc);
-	static const char mark[] = "\n\t\"tensors\":\t[]";
-	const char *at = rc ? NULL : strstr(d.p, mark);
-	if (!rc && !at)
+	const size_t head = rc ? SIZE_MAX : qtk_json_list_place(d.p, "tensors");
+	if (!rc && head == SIZE_MAX)
 		rc = qtk_err_set(&m->err, QTK_E_INTERNAL, NULL, -1, NULL, "the document has no tensor list");
 	if (!rc && a->mem) { /* in memory: the stream's text is readable once it is closed */
 		fclose(a->f);
 		a->f = NULL;
 	}
 	if (!rc) {
-		const size_t head = (size_t)(at - d.p) + sizeof mark - 2; /* through the '[' */
 		fwrite(d.p, 1, head, out);
 		if (a->mem)
 			fwrite(a->mem, 1, a->memlen, out);
@@ -532,9 +530,8 @@ int report_json(qtk_model *m, FILE *out, const insp_opts *o)
 	cJSON_AddItemToObject(root, "audit", json_audit(m));
 	rc = rc || !raw ? QTK_E_IO : qtk_json_fmt(&doc, root, 0);
 	cJSON_Delete(root);
-	static const char mark[] = "\n\t\"tensors\":\t[]";
-	char *at = rc ? NULL : strstr(doc.p, mark);
-	const char *pvat = at ? memchr(at, 1, doc.len - (size_t)(at - doc.p)) : NULL;
+	const size_t head = rc ? SIZE_MAX : qtk_json_list_place(doc.p, "tensors");
+	const char *pvat = head != SIZE_MAX ? memchr(doc.p + head, 1, doc.len - head) : NULL;
 	/* with --stats the document is written aside first (a tensor that fails to decode leaves
 	 * nothing printed): an unnamed temporary file, whose pages are not the process's memory
 	 * (~2.5 KB a tensor: 250 MB for 100,000 tensors), else memory */
@@ -549,7 +546,6 @@ int report_json(qtk_model *m, FILE *out, const insp_opts *o)
 		qtk_jtext_free(&pv);
 		return qtk_err_set(&m->err, QTK_E_IO, NULL, -1, NULL, "out of memory");
 	}
-	const size_t head = (size_t)(at - doc.p) + sizeof mark - 2; /* through the '[' */
 	fwrite(doc.p, 1, head, to);
 	for (size_t i = 0; i < m->ntensors && !rc; i++) {
 		const qtk_tensor *t = &m->tensors[i];

@@ -117,6 +117,10 @@ void qtk_jtext_num(qtk_jtext *w, double d);
  * value inside the root object is at depth 1). QTK_E_DATA where cJSON_Print fails (an
  * invalid item, a raw item without text), QTK_E_IO out of memory. */
 int qtk_json_fmt(qtk_jtext *w, const cJSON *j, int depth);
+/* In text, cJSON_Print's layout of a document whose root object has the member key holding an
+ * empty list: the offset just past that list's '[', where its entries go when they are written
+ * one at a time (qtk_json_fmt at depth 2, ", " between them); SIZE_MAX when there is none. */
+size_t qtk_json_list_place(const char *text, const char *key);
 /* Append what cJSON_ParseWithLength(txt, len) printed at `depth` would give, without a tree,
  * when the text is in the subset handled here: whitespace of space, tab, CR and LF; strings
  * without \u escapes or raw control bytes; integers of at most 15 digits; nesting at most

@@ -469,3 +469,13 @@ int qtk_json_refmt(qtk_jtext *w, const char *txt, size_t len, int depth)
 	w->len = at; /* outside the subset: nothing written */
 	return 1;
 }
+
+size_t qtk_json_list_place(const char *text, const char *key)
+{
+	/* the root's own member: one tab deep, after a line break (strings escape their tabs and
+	 * line breaks, a nested member is deeper, a root key appears once) */
+	char mark[160];
+	int n = snprintf(mark, sizeof mark, "\n\t\"%s\":\t[]", key);
+	const char *at = text && n > 0 && (size_t)n < sizeof mark ? strstr(text, mark) : NULL;
+	return at ? (size_t)(at - text) + (size_t)n - 1 : SIZE_MAX;
+}

@@ -401,6 +401,40 @@ static void test_each_member(void)
 	}
 }
 
+/* The place of a root member's empty list in cJSON_Print's text: entries written there one at a
+ * time give cJSON_Print's text of the whole; a nested member or a string that spells the key is
+ * not the place; no such member, none. */
+static void test_list_place(void)
+{
+	cJSON *whole = cJSON_Parse("{\"a\":{\"tensors\":[]},\"s\":\"\\n\\t\\\"tensors\\\":\\t[]\","
+				   "\"tensors\":[{\"n\":1,\"x\":[1,2]},{\"n\":2}],\"z\":true}");
+	cJSON *empty = cJSON_Duplicate(whole, true);
+	cJSON_ReplaceItemInObjectCaseSensitive(empty, "tensors", cJSON_CreateArray());
+	char *w = cJSON_Print(whole), *e = cJSON_Print(empty);
+	const size_t at = qtk_json_list_place(e, "tensors");
+	CHECK(e && at != SIZE_MAX && at < strlen(e) && e[at - 1] == '[' && e[at] == ']', "place found");
+	qtk_jtext t = {0};
+	bool first = true;
+	if (e && at != SIZE_MAX) {
+		qtk_jtext_raw(&t, e, at);
+		for (const cJSON *c = cJSON_GetObjectItemCaseSensitive(whole, "tensors")->child; c; c = c->next) {
+			if (!first)
+				qtk_jtext_raw(&t, ", ", 2);
+			first = false;
+			qtk_json_fmt(&t, c, 2);
+		}
+		qtk_jtext_raw(&t, e + at, strlen(e + at));
+	}
+	CHECK(qtk_jtext_ok(&t) && w && !strcmp(t.p, w), "entries at the place give the whole:\n%s\n%s", t.p, w);
+	CHECK(qtk_json_list_place(w, "tensors") == SIZE_MAX, "a list with entries is no place");
+	CHECK(qtk_json_list_place(e, "x") == SIZE_MAX && qtk_json_list_place(NULL, "tensors") == SIZE_MAX, "no place");
+	qtk_jtext_free(&t);
+	cJSON_free(w);
+	cJSON_free(e);
+	cJSON_Delete(whole);
+	cJSON_Delete(empty);
+}
+
 int main(void)
 {
 	test_each_member();
@@ -409,5 +443,6 @@ int main(void)
 	test_trees();
 	test_mutations();
 	test_arena();
+	test_list_place();
 	return T_DONE();
 }

@@ -281,8 +281,6 @@ static int stmt_rec(const char *t, char **rec, qtk_err *e)
 	return rc;
 }
 
-static int collect_bytes(void *ctx, const void *p, size_t n) { return qtk_buf_put(ctx, p, n); }
-
 /* A signed statement holding a deployment record: made from the record's text (a raw item, no
  * tree) it equals the one made from the record's tree; read back, the record is read apart from
  * the statement's tree and gives the same record, also spaced out, while a key written with an
@@ -388,7 +386,7 @@ static void test_sig_statement(void)
 	memset(hint, 'a', 64);
 	hint[64] = 0;
 	qtk_err_clear(&err);
-	CHECK(pb && !qtk_sig_bundle_write(pb + (nb - n1), n1, fake_sig, sizeof fake_sig, hint, collect_bytes, &bb, &err),
+	CHECK(pb && !qtk_sig_bundle_write(pb + (nb - n1), n1, fake_sig, sizeof fake_sig, hint, buf_collect, &bb, &err),
 	      "bundle written");
 	qtk_sig_bundle sb;
 	CHECK(bb.p && !qtk_sig_bundle_parse(bb.p, bb.len, "b.sig", &sb, &err) && sb.npayload == n1 &&
@@ -540,6 +538,9 @@ static void test_describe_into(void)
 			qtk_digest_opts v1 = {.threads = threads, .scheme = QTK_DIGEST_V1};
 			CHECK(!qtk_digest_describe(m, &d, &err), "describe again");
 			CHECK(qtk_digest_model_into(m, &v1, &d, &err) == QTK_E_INTERNAL, "another scheme refused");
+			qtk_digest_opts kg = {.threads = threads, .keep_going = true};
+			CHECK(qtk_digest_model_into(m, &kg, &d, &err) == QTK_E_INTERNAL && !d.leaf[0].has_enc,
+			      "keep_going refused, the description kept");
 			qtk_digests_free(&d);
 			CHECK(qtk_digest_model_into(m, &o, &whole, &err) == QTK_E_INTERNAL, "not a description: refused");
 			qtk_digests_free(&whole);

@@ -105,16 +105,14 @@ static void report_json(vstate *s)
 	}
 	char *txt = cJSON_Print(r);
 	cJSON_Delete(r);
-	/* the root's own "tensors" member: one tab deep, after a line break (strings escape their
-	 * tabs and line breaks, a nested key is deeper) */
-	static const char at[] = "\n\t\"tensors\":\t[]";
-	char *p = txt ? strstr(txt, at) : NULL;
-	if (p) {
-		const size_t head = (size_t)(p - txt) + strlen(at) - 1; /* up to the '[' */
+	const size_t head = qtk_json_list_place(txt, "tensors");
+	if (head == SIZE_MAX) {
+		fprintf(stderr, "qverify: out of memory: the report could not be printed\n");
+	} else {
 		printf("%.*s", (int)head, txt);
 		if (!print_tensors(s))
-			fprintf(stderr, "qverify: internal error: a tensor's report could not be printed\n");
-		printf("%s\n", p + strlen(at) - 1);
+			fprintf(stderr, "qverify: out of memory: a tensor's report could not be printed\n");
+		printf("%s\n", txt + head);
 	}
 	cJSON_free(txt);
 }

@@ -3,8 +3,6 @@
  * model_signing's own verifier checks; the tensor-level part runs through the record checks
  * (checks.c) with the signed deployment record as the record. */
 #include "verify.h"
-#include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -161,62 +159,7 @@ static int local_manifest(vstate *s, const qtk_sig_manifest *like, const char *s
 	return qtk_sig_hash(path, &one, 1, out, &s->err);
 }
 
-/* A file written atomically: a temporary beside it, then renamed into place. */
-typedef struct afile {
-	vstate *s;
-	const char *path;
-	char *tmp;
-	int fd;
-} afile;
-
-static int afile_open(afile *a, vstate *s, const char *path)
-{
-	size_t n = strlen(path) + 16;
-	a->s = s;
-	a->path = path;
-	a->fd = -1;
-	if (!(a->tmp = qtk_malloc(n)))
-		return oom(s);
-	snprintf(a->tmp, n, "%s.tmp%ld", path, (long)getpid());
-	if ((a->fd = open(a->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644)) < 0) {
-		int rc = qtk_err_set(&s->err, QTK_E_IO, path, -1, NULL, "cannot write: %s", strerror(errno));
-		qtk_free(a->tmp);
-		a->tmp = NULL;
-		return rc;
-	}
-	return 0;
-}
-
-static int afile_put(void *ctx, const void *p, size_t n)
-{
-	afile *a = ctx;
-	for (size_t done = 0; done < n;) {
-		ssize_t w = write(a->fd, (const char *)p + done, n - done);
-		if (w <= 0)
-			return qtk_err_set(&a->s->err, QTK_E_IO, a->path, -1, NULL, "write failed: %s", strerror(errno));
-		done += (size_t)w;
-	}
-	return 0;
-}
-
-/* rc 0: a line end, fsync and the rename; else (or when those fail) the temporary goes. */
-static int afile_end(afile *a, int rc)
-{
-	if (!a->tmp)
-		return rc;
-	if (!rc && (afile_put(a, "\n", 1) || fsync(a->fd)))
-		rc = qtk_err_set(&a->s->err, QTK_E_IO, a->path, -1, NULL, "write failed: %s", strerror(errno));
-	close(a->fd);
-	if (!rc && rename(a->tmp, a->path))
-		rc = qtk_err_set(&a->s->err, QTK_E_IO, a->path, -1, NULL, "cannot rename into place: %s", strerror(errno));
-	if (rc)
-		unlink(a->tmp);
-	qtk_free(a->tmp);
-	a->tmp = NULL;
-	return rc;
-}
-
-/* Where the deployment record is written into the statement (emit_into). */
+/* Where the deployment record is written into the statement (signed_message). */
 typedef struct rec_place {
 	uint8_t *at;
 	size_t room, n;
@@ -324,11 +267,17 @@ int qv_chk_sign(vstate *s)
 	rc = rc ? rc : qtk_sig_key_hint(k, hint) ? oom(s) : 0;
 	if (!rc && qtk_sig_verify(k, pae, npae, sv, nsv))
 		rc = qtk_err_set(&s->err, QTK_E_INTERNAL, NULL, -1, NULL, "the new signature does not verify");
-	/* the bundle straight into its file (its payload's base64 is a third larger than the record) */
-	afile af = {0};
-	rc = rc ? rc : afile_open(&af, s, sig);
-	rc = rc ? rc : qtk_sig_bundle_write(pae + (npae - nstmt), nstmt, sv, nsv, hint, afile_put, &af, &s->err);
-	rc = afile_end(&af, rc);
+	/* the bundle straight into its file, written atomically (its payload's base64 is a third
+	 * larger than the record) */
+	qtk_ofile of;
+	const bool opened = !rc && !(rc = qtk_ofile_open(&of, sig, &s->err));
+	if (opened)
+		qtk_ofile_list(&of, NULL); /* nothing takes its SHA-256 */
+	rc = rc ? rc : qtk_sig_bundle_write(pae + (npae - nstmt), nstmt, sv, nsv, hint, qtk_ofile_put, &of, &s->err);
+	rc = rc ? rc : qtk_ofile_write(&of, "\n", 1);
+	rc = rc ? rc : qtk_ofile_commit(&of);
+	if (rc && opened)
+		qtk_ofile_abort(&of);
 	if (!rc) {
 		char root[65];
 		qtk_hex(m.root, 32, root);

@@ -1989,8 +1989,6 @@ static int packed_dec(djob *j, const qtk_tensor *t, uint8_t dec[32], qtk_err *e)
 	return rc;
 }
 
-/* Tensor i's hashing ended with rc (e its error): a failure noted, or with keep_going a data
- * error turned into a leaf marked bad. */
 /* Tensor i's leaf from its finished hash h (and pdec, when not NULL, its decoded tier made
  * apart): the whole leaf into its slot, or, into a description, only the digests, once the
  * hash is seen to be of the tensor described. */
@@ -2021,15 +2019,11 @@ static int leaf_end(djob *j, size_t i, qtk_thash *h, const uint8_t *pdec, qtk_er
 	return rc;
 }
 
+/* Tensor i's hashing ended with rc (e its error): a failure noted, or with keep_going a data
+ * error turned into a leaf marked bad. */
 static void leaf_done(djob *j, size_t i, int rc, qtk_err *e)
 {
 	const qtk_tensor *t = &j->m->tensors[i];
-	if (rc == QTK_E_DATA && j->o && j->o->keep_going && j->into) {
-		qtk_leaf *l = &j->d->leaf[j->d->of_tensor[i]];
-		l->bad = true;
-		l->bad_msg = qtk_strndup(e->msg, 180);
-		return;
-	}
 	if (rc == QTK_E_DATA && j->o && j->o->keep_going) {
 		qtk_leaf *l = &j->d->leaf[i];
 		qtk_err e2;
@@ -2060,12 +2054,10 @@ static void digest_one(void *ctx, size_t k)
 	pthread_mutex_unlock(&j->mu);
 	if (skip)
 		return;
-	if (j->o && j->o->select && !j->o->select[i] && j->into)
-		return; /* described already */
-	if (j->o && j->o->select && !j->o->select[i]) {
+	if (j->o && j->o->select && !j->o->select[i]) { /* described only (into: already) */
 		qtk_err e0;
 		qtk_err_clear(&e0);
-		if (qtk_digest_leaf_meta(j->m, &j->m->tensors[i], &j->d->leaf[i], &e0))
+		if (!j->into && qtk_digest_leaf_meta(j->m, &j->m->tensors[i], &j->d->leaf[i], &e0))
 			note_fail(j, i, &e0);
 		return;
 	}
@@ -2301,6 +2293,8 @@ static int digest_run(qtk_model *m, const qtk_digest_opts *o, qtk_digests *out, 
 	size_t n = m->ntensors;
 	if (into && (out->n != n || !out->of_tensor || out->scheme != norm_scheme(o ? o->scheme : 0)))
 		return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, NULL, "the digests are not a description of this model");
+	if (into && o && o->keep_going) /* a leaf marked bad would be written beside its readers */
+		return qtk_err_set(err, QTK_E_INTERNAL, NULL, -1, NULL, "keep_going is not for a description");
 	if (!into) {
 		memset(out, 0, sizeof *out);
 		if (!(out->leaf = qtk_calloc(n ? n : 1, sizeof *out->leaf)))

@@ -117,7 +117,7 @@ int qtk_digest_model(qtk_model *m, const qtk_digest_opts *o, qtk_digests *out, q
  * qtk_digests_finish does, with of_tensor: the description qtk_digest_model_into fills. */
 int qtk_digest_describe(const qtk_model *m, qtk_digests *out, qtk_err *err);
 /* qtk_digest_model into d, a description of m (qtk_digest_describe, in the default scheme; o's
- * scheme must be 0): each tensor's digests go into its leaf and nothing else of d is written,
+ * scheme must be 0, keep_going false): each tensor's digests go into its leaf and nothing else of d is written,
  * so other threads may read the leaves' names, shapes and encodings meanwhile (never their
  * digests). The roots are not computed: once nothing else reads d, qtk_digests_finish. A tensor
  * whose hashing finds it other than described (the file changed) fails with QTK_E_DATA. On

@@ -196,12 +196,10 @@ static int canon_put(qtk_buf *b, const cJSON *j, int depth, const canon_hooks *h
 	return QTK_E_DATA;
 }
 
-char *qtk_prov_canonical(const cJSON *j) { return qtk_prov_canonical_sized(j, 0); }
-
-char *qtk_prov_canonical_sized(const cJSON *j, size_t room)
+char *qtk_prov_canonical(const cJSON *j)
 {
 	qtk_buf b = {0};
-	if ((room && qtk_buf_reserve(&b, room)) || canon_put(&b, j, 0, NULL) || b.failed || !b.p) {
+	if (canon_put(&b, j, 0, NULL) || b.failed || !b.p) {
 		qtk_buf_free(&b);
 		return NULL;
 	}

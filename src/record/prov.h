@@ -47,9 +47,6 @@ int qtk_prov_list_each(const cJSON *list, int (*fn)(void *ctx, const cJSON *entr
 /* Canonical serialization of a JSON tree (sorted keys, no whitespace). New string
  * (qtk_free), NULL when out of memory or the tree holds a non-integer number. */
 char *qtk_prov_canonical(const cJSON *j);
-/* The same in a buffer of room bytes from the start when that is enough (no doublings and
- * their copies for a text of known size). */
-char *qtk_prov_canonical_sized(const cJSON *j, size_t room);
 /* SHA-256 of the canonical serialization. 0 or QTK_E_IO. */
 int qtk_prov_sha256(const cJSON *j, uint8_t out[32]);
 

@@ -248,7 +248,7 @@ done:
 }
 
 int qtk_sig_bundle_write(const uint8_t *payload, size_t n, const uint8_t *sig, size_t nsig, const char *hint,
-			 int (*put)(void *ctx, const void *p, size_t n), void *ctx, qtk_err *err)
+			 int (*put)(void *ctx, const uint8_t *p, size_t n), void *ctx, qtk_err *err)
 {
 	/* field order as model_signing writes it */
 	static const char h0[] = "{\"mediaType\":\"" QTK_SIG_BUNDLE_MEDIA "\",\"verificationMaterial\":{\"publicKey\":{\"hint\":\"",
@@ -258,18 +258,20 @@ int qtk_sig_bundle_write(const uint8_t *payload, size_t n, const uint8_t *sig, s
 	char *s64 = b64_encode(sig, nsig);
 	if (!s64)
 		return oom(err);
-	int rc = put(ctx, h0, sizeof h0 - 1);
-	rc = rc ? rc : put(ctx, hint, strlen(hint));
-	rc = rc ? rc : put(ctx, h1, sizeof h1 - 1);
+#define PUTS(t) put(ctx, (const uint8_t *)(t), strlen(t))
+	int rc = PUTS(h0);
+	rc = rc ? rc : PUTS(hint);
+	rc = rc ? rc : PUTS(h1);
 	/* the payload's base64, most of the bundle (tens of MB with a large record), a piece at a time */
 	for (size_t i = 0; i < n && !rc; i += 3 * 4096) {
 		char *piece = b64_encode(payload + i, n - i < 3 * 4096 ? n - i : 3 * 4096);
-		rc = piece ? put(ctx, piece, strlen(piece)) : oom(err);
+		rc = piece ? PUTS(piece) : oom(err);
 		qtk_free(piece);
 	}
-	rc = rc ? rc : put(ctx, h2, sizeof h2 - 1);
-	rc = rc ? rc : put(ctx, s64, strlen(s64));
-	rc = rc ? rc : put(ctx, h3, sizeof h3 - 1);
+	rc = rc ? rc : PUTS(h2);
+	rc = rc ? rc : PUTS(s64);
+	rc = rc ? rc : PUTS(h3);
+#undef PUTS
 	qtk_free(s64);
 	return rc;
 }
@@ -592,11 +594,7 @@ int qtk_sig_statement(qtk_sig_manifest *m, const cJSON *qtk_record, char **json,
 	}
 	if (qtk_record) /* referred to, not copied (a record's text can be tens of MB) */
 		cJSON_AddItemReferenceToObject(pred, "qtk_record", (cJSON *)qtk_record);
-	/* a record given as its text is most of the statement: room for it and the rest at once */
-	const size_t room = qtk_record && cJSON_IsRaw(qtk_record) && qtk_record->valuestring
-				    ? strlen(qtk_record->valuestring) + ((size_t)1 << 20)
-				    : 0;
-	char *t = qtk_prov_canonical_sized(r, room);
+	char *t = qtk_prov_canonical(r);
 	cJSON_Delete(r);
 	if (!t)
 		return oom(err);

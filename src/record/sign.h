@@ -83,7 +83,7 @@ int qtk_sig_statement(qtk_sig_manifest *m, const cJSON *qtk_record, char **json,
  * base64 in pieces of 16 KB): 0, or put's error (its message set by put), or QTK_E_IO out of
  * memory (err set). */
 int qtk_sig_bundle_write(const uint8_t *payload, size_t n, const uint8_t *sig, size_t nsig, const char *hint,
-			 int (*put)(void *ctx, const void *p, size_t n), void *ctx, qtk_err *err);
+			 int (*put)(void *ctx, const uint8_t *p, size_t n), void *ctx, qtk_err *err);
 
 /* PAE(QTK_SIG_PAYLOAD_TYPE, payload): a new buffer (qtk_free). */
 int qtk_sig_pae(const uint8_t *payload, size_t n, uint8_t **out, size_t *outn);
